@@ -1,0 +1,440 @@
+//! A dataset: what `sluice ls` shows and `sluice train` plans from. Lists the
+//! output, applies the layout rules, reads footers, merges schemas and cuts splits.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use futures::stream::{self, StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::ObjectStoreExt;
+use serde::{Deserialize, Serialize};
+
+use crate::codec::Codec;
+use crate::error::{Error, Result};
+use crate::format::{self, FileInfo, FileRef, Format, FormatOptions};
+use crate::layout::names::{classify_dir, dbio_txn, DirClass, FileClass};
+use crate::layout::partition::{infer_type, parse_value, unescape, widen};
+use crate::layout::success::SuccessMarker;
+use crate::listing::{self, ListedFile};
+use crate::schema::SchemaMerger;
+use crate::split::{split_file, FileToSplit, Split};
+use crate::store::Location;
+
+/// How many files are inspected at once.
+const INSPECT_CONCURRENCY: usize = 16;
+
+/// Options for opening a dataset.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DatasetOptions {
+    /// Read every file as this format instead of guessing from names.
+    pub format: Option<Format>,
+    /// Infer partition column types as Spark does; `false` keeps them all strings.
+    pub infer_partition_types: bool,
+    /// Target split size in bytes.
+    pub split_size: u64,
+    /// Parsing options of text formats.
+    pub format_options: FormatOptions,
+}
+
+impl Default for DatasetOptions {
+    fn default() -> Self {
+        DatasetOptions {
+            format: None,
+            infer_partition_types: true,
+            split_size: 128 * 1024 * 1024,
+            format_options: FormatOptions::default(),
+        }
+    }
+}
+
+/// A data file of the dataset.
+#[derive(Debug, Clone)]
+pub struct DataFile {
+    /// Path in the store.
+    pub path: Path,
+    /// Size in bytes.
+    pub size: u64,
+    /// Partition directory as on disk, empty when unpartitioned.
+    pub partition_dir: String,
+    /// Unescaped partition values, `None` for null.
+    pub partition_values: Vec<Option<String>>,
+    /// Rows, when known.
+    pub rows: Option<u64>,
+}
+
+/// A file that is present but not part of the data, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct Ignored {
+    /// The file's URL.
+    pub path: String,
+    /// Why it is not read.
+    pub reason: String,
+}
+
+/// A discovered dataset.
+#[derive(Debug, Clone)]
+pub struct Dataset {
+    /// Where it lives.
+    pub location: Location,
+    /// `_SUCCESS` is present.
+    pub complete: bool,
+    /// What `_SUCCESS` says, if present.
+    pub success: Option<SuccessMarker>,
+    /// In-flight names found (`_temporary`, `__magic`...), relative to the root.
+    pub in_flight: Vec<String>,
+    /// The format of the data files (`None` when there are none).
+    pub format: Option<Format>,
+    /// Partition columns with their inferred types.
+    pub partition_fields: Vec<Field>,
+    /// Merged schema of the data columns.
+    pub data_schema: SchemaRef,
+    /// Live data files.
+    pub files: Vec<DataFile>,
+    /// Splits of the live data files.
+    pub splits: Vec<Split>,
+    /// Files present but not read.
+    pub ignored: Vec<Ignored>,
+    /// Options the dataset was opened with.
+    pub options: DatasetOptions,
+}
+
+impl Dataset {
+    /// Lists and inspects the dataset at `location`.
+    pub async fn open(location: Location, options: DatasetOptions) -> Result<Dataset> {
+        let listing = listing::list(&location).await?;
+        let mut ignored = Vec::new();
+        let success = read_success(&location, &listing.files).await?;
+        let candidates = live_files(&location, &listing.files, &mut ignored).await?;
+        let (files, partition_names) = assign_partitions(&location, candidates, &mut ignored)?;
+        let format = decide_format(&location, &files, options.format)?;
+        let infos = inspect_all(&location, &files, format, &options.format_options).await?;
+        let data_schema = merge_schemas(&location, &files, &infos)?;
+        let partition_fields =
+            partition_fields(&partition_names, &files, options.infer_partition_types);
+        let mut dataset = Dataset {
+            complete: success.is_some(),
+            success,
+            in_flight: listing.in_flight,
+            format,
+            partition_fields,
+            data_schema,
+            files: Vec::new(),
+            splits: Vec::new(),
+            ignored,
+            location,
+            options,
+        };
+        dataset.finish(files, infos);
+        Ok(dataset)
+    }
+
+    fn finish(&mut self, files: Vec<Candidate>, infos: Vec<FileInfo>) {
+        for (file, info) in files.into_iter().zip(infos) {
+            let path = file.meta.location.to_string();
+            let codec = Codec::from_path(&path);
+            if let Some(format) = self.format {
+                let to_split = FileToSplit {
+                    path: &path,
+                    size: file.meta.size,
+                    format,
+                    codec,
+                    partition_dir: &file.partition_dir,
+                    partition_values: &file.values,
+                    units: &info.units,
+                    rows: info.rows,
+                };
+                self.splits
+                    .extend(split_file(&to_split, self.options.split_size));
+            }
+            self.files.push(DataFile {
+                path: file.meta.location,
+                size: file.meta.size,
+                partition_dir: file.partition_dir,
+                partition_values: file.values,
+                rows: info.rows,
+            });
+        }
+    }
+
+    /// Data columns followed by partition columns.
+    pub fn schema(&self) -> SchemaRef {
+        let mut fields: Vec<Field> = self
+            .data_schema
+            .fields()
+            .iter()
+            .filter(|f| !self.partition_fields.iter().any(|p| p.name() == f.name()))
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.extend(self.partition_fields.iter().cloned());
+        Arc::new(Schema::new(fields))
+    }
+
+    /// Whether the output is visibly unfinished: no `_SUCCESS` and in-flight markers present.
+    pub fn visibly_unfinished(&self) -> bool {
+        !self.complete && !self.in_flight.is_empty()
+    }
+}
+
+/// A file that passed the liveness rules, with its partition values.
+#[derive(Debug, Clone)]
+struct Candidate {
+    meta: object_store::ObjectMeta,
+    partition_dir: String,
+    columns: Vec<String>,
+    values: Vec<Option<String>>,
+}
+
+/// Reads `_SUCCESS` at the root, if present.
+async fn read_success(loc: &Location, files: &[ListedFile]) -> Result<Option<SuccessMarker>> {
+    let Some(marker) = files
+        .iter()
+        .find(|f| f.class == FileClass::Success && f.dirs.is_empty())
+    else {
+        return Ok(None);
+    };
+    let bytes = loc
+        .store
+        .get(&marker.meta.location)
+        .await
+        .map_err(|e| Error::from_store(loc.display(&marker.meta.location), e))?
+        .bytes()
+        .await
+        .map_err(|e| Error::from_store(loc.display(&marker.meta.location), e))?;
+    Ok(Some(SuccessMarker::parse(&bytes)))
+}
+
+/// Data files that are live: not zero bytes, and committed under DBIO rules.
+async fn live_files(
+    loc: &Location,
+    files: &[ListedFile],
+    ignored: &mut Vec<Ignored>,
+) -> Result<Vec<ListedFile>> {
+    let dbio = DbioMarkers::read(loc, files).await?;
+    let mut out = Vec::new();
+    for file in files.iter().filter(|f| f.class == FileClass::Data) {
+        let name = file.meta.location.filename().unwrap_or_default();
+        if file.meta.size == 0 {
+            ignored.push(Ignored {
+                path: loc.display(&file.meta.location),
+                reason: "zero bytes".to_string(),
+            });
+            continue;
+        }
+        if let Some(txn) = dbio_txn(name) {
+            if !dbio.is_live(&file.dirs.join("/"), txn, name) {
+                ignored.push(Ignored {
+                    path: loc.display(&file.meta.location),
+                    reason: format!("uncommitted databricks transaction {txn}"),
+                });
+                continue;
+            }
+        }
+        out.push(file.clone());
+    }
+    Ok(out)
+}
+
+/// Databricks DBIO markers per directory.
+#[derive(Default)]
+struct DbioMarkers {
+    started: HashSet<(String, String)>,
+    committed: HashMap<(String, String), HashSet<String>>,
+}
+
+impl DbioMarkers {
+    async fn read(loc: &Location, files: &[ListedFile]) -> Result<DbioMarkers> {
+        let mut markers = DbioMarkers::default();
+        for file in files {
+            let dir = file.dirs.join("/");
+            match &file.class {
+                FileClass::DbioStarted(txn) => {
+                    markers.started.insert((dir, txn.clone()));
+                }
+                FileClass::DbioCommitted(txn) => {
+                    let path = loc.display(&file.meta.location);
+                    let bytes = loc
+                        .store
+                        .get(&file.meta.location)
+                        .await
+                        .map_err(|e| Error::from_store(&path, e))?
+                        .bytes()
+                        .await
+                        .map_err(|e| Error::from_store(&path, e))?;
+                    let value: serde_json::Value = serde_json::from_slice(&bytes)
+                        .map_err(|e| Error::corrupt(&path, "dbio commit marker", e))?;
+                    let added = value
+                        .get("added")
+                        .and_then(|a| a.as_array())
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(|v| v.as_str().map(str::to_string))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    markers.committed.insert((dir, txn.clone()), added);
+                }
+                _ => {}
+            }
+        }
+        Ok(markers)
+    }
+
+    /// Live iff the transaction has no marker at all, or its commit marker lists the file.
+    fn is_live(&self, dir: &str, txn: &str, name: &str) -> bool {
+        let key = (dir.to_string(), txn.to_string());
+        match self.committed.get(&key) {
+            Some(added) => added.contains(name),
+            None => !self.started.contains(&key),
+        }
+    }
+}
+
+/// Parses partition directories and checks that every file has the same columns.
+/// Files in the root of a partitioned table are reported and left out, as Spark does.
+fn assign_partitions(
+    loc: &Location,
+    files: Vec<ListedFile>,
+    ignored: &mut Vec<Ignored>,
+) -> Result<(Vec<Candidate>, Vec<String>)> {
+    let mut out = Vec::with_capacity(files.len());
+    for file in files {
+        let mut columns = Vec::new();
+        let mut values = Vec::new();
+        let mut dir_parts = Vec::new();
+        for segment in &file.dirs {
+            if let DirClass::Partition { column, value } = classify_dir(segment) {
+                columns.push(unescape(&column));
+                values.push(parse_value(&value));
+                dir_parts.push(segment.clone());
+            }
+        }
+        out.push(Candidate {
+            meta: file.meta,
+            partition_dir: file.dirs.join("/"),
+            columns,
+            values,
+        });
+    }
+    let partitioned = out.iter().any(|c| !c.columns.is_empty());
+    if partitioned {
+        let (root, rest): (Vec<_>, Vec<_>) = out.into_iter().partition(|c| c.columns.is_empty());
+        for c in root {
+            ignored.push(Ignored {
+                path: loc.display(&c.meta.location),
+                reason: "file outside the partition directories of a partitioned table".to_string(),
+            });
+        }
+        out = rest;
+    }
+    let names = out.first().map(|c| c.columns.clone()).unwrap_or_default();
+    if let Some(first) = out.first() {
+        for c in &out {
+            if c.columns != names {
+                return Err(Error::Layout {
+                    path: loc.url(),
+                    reason: format!(
+                        "conflicting partition columns: {} has [{}] but {} has [{}]",
+                        loc.display(&first.meta.location),
+                        names.join(", "),
+                        loc.display(&c.meta.location),
+                        c.columns.join(", ")
+                    ),
+                });
+            }
+        }
+    }
+    let mut seen = HashSet::new();
+    if let Some(dup) = names.iter().find(|n| !seen.insert(n.to_ascii_lowercase())) {
+        return Err(Error::Layout {
+            path: loc.url(),
+            reason: format!("partition column `{dup}` appears twice in one path"),
+        });
+    }
+    Ok((out, names))
+}
+
+/// The format of all files: forced, or read from the names (one format only).
+fn decide_format(
+    loc: &Location,
+    files: &[Candidate],
+    forced: Option<Format>,
+) -> Result<Option<Format>> {
+    if forced.is_some() {
+        return Ok(forced);
+    }
+    let mut found: BTreeMap<&'static str, (Format, String)> = BTreeMap::new();
+    for file in files {
+        let name = file.meta.location.filename().unwrap_or_default();
+        let format = Format::from_name(name).unwrap_or(Format::Text);
+        found
+            .entry(format.as_str())
+            .or_insert((format, loc.display(&file.meta.location)));
+    }
+    if found.len() > 1 {
+        let list: Vec<String> = found.values().map(|(f, p)| format!("{p} ({f})")).collect();
+        return Err(Error::Format {
+            path: loc.url(),
+            reason: format!(
+                "files of several formats: {}; pass --format",
+                list.join(", ")
+            ),
+        });
+    }
+    Ok(found.into_values().next().map(|(f, _)| f))
+}
+
+async fn inspect_all(
+    loc: &Location,
+    files: &[Candidate],
+    format: Option<Format>,
+    opts: &FormatOptions,
+) -> Result<Vec<FileInfo>> {
+    let Some(format) = format else {
+        return Ok(Vec::new());
+    };
+    stream::iter(files.iter().map(|f| {
+        let file = FileRef {
+            path: f.meta.location.clone(),
+            size: f.meta.size,
+        };
+        async move { format::inspect(loc, &file, format, opts).await }
+    }))
+    .buffered(INSPECT_CONCURRENCY)
+    .try_collect()
+    .await
+}
+
+fn merge_schemas(loc: &Location, files: &[Candidate], infos: &[FileInfo]) -> Result<SchemaRef> {
+    let mut merger = SchemaMerger::default();
+    for (file, info) in files.iter().zip(infos) {
+        merger.add(&loc.display(&file.meta.location), &info.schema)?;
+    }
+    Ok(merger.finish())
+}
+
+/// Partition columns typed by Spark's inference (or all strings).
+fn partition_fields(names: &[String], files: &[Candidate], infer: bool) -> Vec<Field> {
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let mut ty = DataType::Null;
+            for value in files
+                .iter()
+                .filter_map(|f| f.values.get(i).cloned().flatten())
+            {
+                let t = if infer {
+                    infer_type(&value)
+                } else {
+                    DataType::Utf8
+                };
+                ty = widen(&ty, &t);
+            }
+            if ty == DataType::Null {
+                ty = DataType::Utf8;
+            }
+            Field::new(name, ty, true)
+        })
+        .collect()
+}

@@ -1,0 +1,114 @@
+//! CSV: header names, inferred types, byte-range splits of uncompressed files.
+
+use std::io::{BufRead, BufReader, Read};
+use std::sync::Arc;
+
+use arrow::csv::reader::Format as CsvFormat;
+use arrow::csv::ReaderBuilder;
+use arrow::datatypes::{DataType, Field, Schema};
+use arrow::record_batch::RecordBatch;
+use futures::stream::BoxStream;
+use object_store::path::Path;
+
+use super::text_io::{decode_blocking, fetch, from_io};
+use super::{FileInfo, FileRef, FormatOptions, ReadRequest};
+use crate::codec::{self, Codec};
+use crate::error::{Error, Result};
+use crate::split::{Split, SplitRange};
+use crate::store::Location;
+
+/// Infers the schema from the first records of the file.
+pub(super) async fn inspect(
+    loc: &Location,
+    file: &FileRef,
+    opts: &FormatOptions,
+) -> Result<FileInfo> {
+    let loc = loc.clone();
+    let path = file.path.clone();
+    let opts = opts.clone();
+    let display = loc.display(&path);
+    let schema = tokio::task::spawn_blocking(move || {
+        let input = open_head(&loc, &path);
+        let format = CsvFormat::default()
+            .with_header(opts.csv_header)
+            .with_delimiter(opts.csv_delimiter);
+        format
+            .infer_schema(input, Some(opts.infer_records))
+            .map(|(schema, _)| schema)
+    })
+    .await
+    .map_err(|e| Error::corrupt(&display, "csv", e))?
+    .map_err(|e| Error::corrupt(&display, "csv", e))?;
+    Ok(FileInfo {
+        schema: Arc::new(schema),
+        rows: None,
+        units: Vec::new(),
+    })
+}
+
+/// The decompressed bytes of a file from its start.
+pub(super) fn open_head(loc: &Location, path: &Path) -> BufReader<Box<dyn Read + Send>> {
+    let raw: Box<dyn Read + Send> = Box::new(fetch(loc, path, 0));
+    BufReader::new(codec::decoder(Codec::from_path(path.as_ref()), raw))
+}
+
+/// Reads the header line of a file (for splits that start past it).
+fn header_names(loc: &Location, path: &Path, delimiter: u8) -> std::io::Result<Vec<String>> {
+    let mut head = open_head(loc, path);
+    let mut line = Vec::new();
+    head.read_until(b'\n', &mut line)?;
+    let (schema, _) = CsvFormat::default()
+        .with_header(true)
+        .with_delimiter(delimiter)
+        .infer_schema(std::io::Cursor::new(line), Some(0))
+        .map_err(std::io::Error::other)?;
+    Ok(schema.fields().iter().map(|f| f.name().clone()).collect())
+}
+
+/// Streams the rows of a split.
+pub(super) fn read(
+    loc: &Location,
+    split: &Split,
+    request: &ReadRequest,
+    skip: u64,
+) -> BoxStream<'static, Result<RecordBatch>> {
+    let opts = request.options.clone();
+    let target = request.data_schema.clone();
+    let display = loc.display(&Path::from(split.path.as_str()));
+    let path = Path::from(split.path.as_str());
+    let starts_at_zero = !matches!(split.range, SplitRange::Bytes { start, .. } if start > 0);
+    let loc2 = loc.clone();
+    let stream = decode_blocking(loc, split, "csv", move |input, emit| {
+        let names: Vec<String> = if opts.csv_header {
+            header_names(&loc2, &path, opts.csv_delimiter)
+                .map_err(|e| from_io(&display, "csv", e))?
+        } else {
+            target.fields().iter().map(|f| f.name().clone()).collect()
+        };
+        let fields: Vec<Field> = names
+            .iter()
+            .map(|n| {
+                let ty = target
+                    .field_with_name(n)
+                    .map(|f| f.data_type().clone())
+                    .unwrap_or(DataType::Utf8);
+                Field::new(n, ty, true)
+            })
+            .collect();
+        let reader = ReaderBuilder::new(Arc::new(Schema::new(fields)))
+            .with_header(opts.csv_header && starts_at_zero)
+            .with_delimiter(opts.csv_delimiter)
+            .with_batch_size(opts.batch_size)
+            .build(input)
+            .map_err(|e| Error::corrupt(&display, "csv", e))?;
+        for batch in reader {
+            let item = batch.map_err(|e| Error::corrupt(&display, "csv", e));
+            let failed = item.is_err();
+            if !emit(item) || failed {
+                break;
+            }
+        }
+        Ok(())
+    });
+    super::skip_rows(stream, skip)
+}

@@ -1,0 +1,269 @@
+//! File formats: detection from names, per-file inspection (schema, rows,
+//! split units) and reading a split into Arrow record batches.
+
+mod avro;
+mod csv;
+mod json;
+mod orc;
+mod parquet;
+mod text;
+mod text_io;
+
+use std::fmt;
+use std::str::FromStr;
+
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use futures::stream::BoxStream;
+use object_store::path::Path;
+use serde::{Deserialize, Serialize};
+
+use crate::codec::Codec;
+use crate::error::{Error, Result};
+use crate::split::Split;
+use crate::store::Location;
+
+/// A data file format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// Apache Parquet.
+    Parquet,
+    /// Apache ORC.
+    Orc,
+    /// Apache Avro object container files.
+    Avro,
+    /// Comma-separated values.
+    Csv,
+    /// JSON lines.
+    Json,
+    /// Plain text lines (`saveAsTextFile`, MapReduce `TextOutputFormat`).
+    Text,
+}
+
+impl Format {
+    /// Every format, for messages.
+    pub const ALL: [Format; 6] = [
+        Format::Parquet,
+        Format::Orc,
+        Format::Avro,
+        Format::Csv,
+        Format::Json,
+        Format::Text,
+    ];
+
+    /// The lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Parquet => "parquet",
+            Format::Orc => "orc",
+            Format::Avro => "avro",
+            Format::Csv => "csv",
+            Format::Json => "json",
+            Format::Text => "text",
+        }
+    }
+
+    /// The format a file name suggests, after stripping a text codec suffix;
+    /// `None` when the name says nothing (MapReduce `part-r-00000`).
+    pub fn from_name(name: &str) -> Option<Format> {
+        let base = match Codec::from_path(name) {
+            Codec::None => name,
+            _ => name.rsplit_once('.').map(|(b, _)| b).unwrap_or(name),
+        };
+        let ext = base.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase())?;
+        match ext.as_str() {
+            "parquet" | "parq" => Some(Format::Parquet),
+            "orc" => Some(Format::Orc),
+            "avro" => Some(Format::Avro),
+            "csv" | "tsv" => Some(Format::Csv),
+            "json" | "jsonl" | "ndjson" => Some(Format::Json),
+            "txt" | "text" => Some(Format::Text),
+            _ => None,
+        }
+    }
+
+    /// Whether byte ranges of an uncompressed file can be read independently.
+    pub fn is_line_based(self) -> bool {
+        matches!(self, Format::Csv | Format::Json | Format::Text)
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Format {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Format> {
+        Format::ALL
+            .into_iter()
+            .find(|f| f.as_str() == s.to_ascii_lowercase())
+            .ok_or_else(|| Error::InvalidOption {
+                option: "--format".to_string(),
+                reason: format!("unknown format `{s}` (parquet, orc, avro, csv, json, text)"),
+            })
+    }
+}
+
+/// How text formats are parsed.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FormatOptions {
+    /// CSV files start with a header line.
+    pub csv_header: bool,
+    /// CSV field delimiter.
+    pub csv_delimiter: u8,
+    /// Split text lines at the first tab into `key` and `value` (MapReduce `TextOutputFormat`).
+    pub text_key_value: bool,
+    /// Rows per decoded batch.
+    pub batch_size: usize,
+    /// Records read per file to infer a CSV/JSON schema.
+    pub infer_records: usize,
+}
+
+impl Default for FormatOptions {
+    fn default() -> Self {
+        FormatOptions {
+            csv_header: true,
+            csv_delimiter: b',',
+            text_key_value: false,
+            batch_size: 8192,
+            infer_records: 1000,
+        }
+    }
+}
+
+/// A file to inspect or read.
+#[derive(Debug, Clone)]
+pub struct FileRef {
+    /// Its path in the store.
+    pub path: Path,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
+/// A unit a file can be split at: a Parquet row group or an ORC stripe.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Unit {
+    /// Index of the unit in the file.
+    pub index: usize,
+    /// The byte offset that decides the unit's split (row-group midpoint, stripe start).
+    pub anchor: u64,
+    /// Rows in the unit.
+    pub rows: u64,
+}
+
+/// What inspecting a file tells.
+#[derive(Debug, Clone)]
+pub struct FileInfo {
+    /// The file's own Arrow schema.
+    pub schema: SchemaRef,
+    /// Rows, when the footer or metadata says.
+    pub rows: Option<u64>,
+    /// Row groups or stripes; empty for formats read whole or by byte range.
+    pub units: Vec<Unit>,
+}
+
+/// Reads a file's schema, row count and split units (footers only where the format has them).
+pub async fn inspect(
+    loc: &Location,
+    file: &FileRef,
+    format: Format,
+    opts: &FormatOptions,
+) -> Result<FileInfo> {
+    match format {
+        Format::Parquet => parquet::inspect(loc, file).await,
+        Format::Orc => orc::inspect(loc, file).await,
+        Format::Avro => avro::inspect(loc, file).await,
+        Format::Csv => csv::inspect(loc, file, opts).await,
+        Format::Json => json::inspect(loc, file, opts).await,
+        Format::Text => Ok(text::inspect(opts)),
+    }
+}
+
+/// What a reader needs besides the split: the target schema of the data
+/// columns (merged across files) and which of them to produce.
+#[derive(Debug, Clone)]
+pub struct ReadRequest {
+    /// Merged schema of the data columns (no partition columns).
+    pub data_schema: SchemaRef,
+    /// Names of the data columns to read, in output order.
+    pub columns: Vec<String>,
+    /// Parsing options.
+    pub options: FormatOptions,
+}
+
+/// Decodes one split into batches of the file's own columns, starting `skip`
+/// rows into the split. Batches are not yet conformed to the target schema.
+pub fn read_raw(
+    loc: &Location,
+    split: &Split,
+    request: &ReadRequest,
+    skip: u64,
+) -> BoxStream<'static, Result<RecordBatch>> {
+    match split.format {
+        Format::Parquet => parquet::read(loc, split, request, skip),
+        Format::Orc => orc::read(loc, split, request, skip),
+        Format::Avro => avro::read(loc, split, request, skip),
+        Format::Csv => csv::read(loc, split, request, skip),
+        Format::Json => json::read(loc, split, request, skip),
+        Format::Text => text::read(loc, split, request, skip),
+    }
+}
+
+/// Drops the first `skip` rows of a stream of batches.
+pub(crate) fn skip_rows(
+    stream: BoxStream<'static, Result<RecordBatch>>,
+    skip: u64,
+) -> BoxStream<'static, Result<RecordBatch>> {
+    use futures::StreamExt;
+    if skip == 0 {
+        return stream;
+    }
+    let mut left = skip;
+    stream
+        .filter_map(move |item| {
+            let out = match item {
+                Ok(batch) if left > 0 => {
+                    let n = batch.num_rows() as u64;
+                    if n <= left {
+                        left -= n;
+                        None
+                    } else {
+                        let start = left as usize;
+                        left = 0;
+                        Some(Ok(batch.slice(start, batch.num_rows() - start)))
+                    }
+                }
+                other => Some(other),
+            };
+            futures::future::ready(out)
+        })
+        .boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_from_names() {
+        assert_eq!(
+            Format::from_name("part-00000-x-c000.snappy.parquet"),
+            Some(Format::Parquet)
+        );
+        assert_eq!(Format::from_name("part-00000-x.csv.gz"), Some(Format::Csv));
+        assert_eq!(Format::from_name("part-00000.json"), Some(Format::Json));
+        assert_eq!(
+            Format::from_name("part-00000-x.zlib.orc"),
+            Some(Format::Orc)
+        );
+        assert_eq!(Format::from_name("part-00000.gz"), None);
+        assert_eq!(Format::from_name("part-r-00000"), None);
+        assert_eq!("CSV".parse::<Format>().ok(), Some(Format::Csv));
+        assert!("xls".parse::<Format>().is_err());
+    }
+}

@@ -1,0 +1,105 @@
+//! ORC: footer and stripes through orc-rust's async reader over the store.
+
+use std::sync::Arc;
+
+use arrow::record_batch::RecordBatch;
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::stream::{BoxStream, StreamExt, TryStreamExt};
+use futures::FutureExt;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use orc_rust::reader::AsyncChunkReader;
+use orc_rust::ArrowReaderBuilder;
+
+use super::{FileInfo, FileRef, ReadRequest, Unit};
+use crate::error::{Error, Result};
+use crate::split::{Split, SplitRange};
+use crate::store::Location;
+
+/// Byte ranges of one ORC object.
+struct StoreChunks {
+    store: Arc<dyn ObjectStore>,
+    path: Path,
+    size: u64,
+}
+
+impl AsyncChunkReader for StoreChunks {
+    fn len(&mut self) -> BoxFuture<'_, std::io::Result<u64>> {
+        let size = self.size;
+        async move { Ok(size) }.boxed()
+    }
+
+    fn get_bytes(&mut self, offset: u64, length: u64) -> BoxFuture<'_, std::io::Result<Bytes>> {
+        let store = self.store.clone();
+        let path = self.path.clone();
+        async move {
+            store
+                .get_range(&path, offset..offset + length)
+                .await
+                .map_err(std::io::Error::other)
+        }
+        .boxed()
+    }
+}
+
+fn chunks(loc: &Location, path: &Path, size: u64) -> StoreChunks {
+    StoreChunks {
+        store: loc.store.clone(),
+        path: path.clone(),
+        size,
+    }
+}
+
+/// Reads the footer: schema, rows and stripes (anchored at their start).
+pub(super) async fn inspect(loc: &Location, file: &FileRef) -> Result<FileInfo> {
+    let builder = ArrowReaderBuilder::try_new_async(chunks(loc, &file.path, file.size))
+        .await
+        .map_err(|e| Error::corrupt(loc.display(&file.path), "orc", e))?;
+    let meta = builder.file_metadata();
+    let units = meta
+        .stripe_metadatas()
+        .iter()
+        .enumerate()
+        .map(|(index, s)| Unit {
+            index,
+            anchor: s.offset(),
+            rows: s.number_of_rows(),
+        })
+        .collect();
+    Ok(FileInfo {
+        schema: builder.schema(),
+        rows: Some(meta.number_of_rows()),
+        units,
+    })
+}
+
+/// Streams the stripes of a split.
+pub(super) fn read(
+    loc: &Location,
+    split: &Split,
+    request: &ReadRequest,
+    skip: u64,
+) -> BoxStream<'static, Result<RecordBatch>> {
+    let path = Path::from(split.path.as_str());
+    let display = loc.display(&path);
+    let reader = chunks(loc, &path, split.size);
+    let range = split.range.clone();
+    let batch_size = request.options.batch_size;
+    let open = async move {
+        let mut builder = ArrowReaderBuilder::try_new_async(reader)
+            .await
+            .map_err(|e| Error::corrupt(&display, "orc", e))?
+            .with_batch_size(batch_size);
+        if let SplitRange::Stripes { start, end } = range {
+            builder = builder.with_file_byte_range(start as usize..end as usize);
+        }
+        let d2 = display.clone();
+        Ok::<_, Error>(
+            builder
+                .build_async()
+                .map_err(move |e| Error::corrupt(&d2, "orc", e)),
+        )
+    };
+    super::skip_rows(futures::stream::once(open).try_flatten().boxed(), skip)
+}

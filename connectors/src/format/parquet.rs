@@ -1,0 +1,235 @@
+//! Parquet: footers read with one suffix request, row groups fetched with
+//! concurrent range requests through our own `AsyncFileReader` over the store.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use arrow::record_batch::RecordBatch;
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::stream::{BoxStream, StreamExt, TryStreamExt};
+use futures::FutureExt;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, RowSelection, RowSelector,
+};
+use parquet::arrow::async_reader::AsyncFileReader;
+use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
+use parquet::errors::ParquetError;
+use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+
+use super::{FileInfo, FileRef, ReadRequest, Unit};
+use crate::error::{Error, Result};
+use crate::split::{Split, SplitRange};
+use crate::store::Location;
+
+/// Bytes fetched from the end of a file in the first footer request.
+const FOOTER_HINT: usize = 64 * 1024;
+/// Range requests in flight at once per file.
+const RANGE_CONCURRENCY: usize = 8;
+/// Ranges closer than this are fetched in one request.
+const COALESCE_GAP: u64 = 1024 * 1024;
+
+/// Reads byte ranges of one object for the Parquet decoder.
+#[derive(Clone)]
+pub(crate) struct StoreReader {
+    store: Arc<dyn ObjectStore>,
+    path: Path,
+    size: u64,
+    metadata: Option<Arc<ParquetMetaData>>,
+}
+
+impl StoreReader {
+    pub(crate) fn new(store: Arc<dyn ObjectStore>, path: Path, size: u64) -> Self {
+        StoreReader {
+            store,
+            path,
+            size,
+            metadata: None,
+        }
+    }
+}
+
+fn store_err(e: object_store::Error) -> ParquetError {
+    ParquetError::External(Box::new(e))
+}
+
+impl AsyncFileReader for StoreReader {
+    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        let store = self.store.clone();
+        let path = self.path.clone();
+        async move { store.get_range(&path, range).await.map_err(store_err) }.boxed()
+    }
+
+    fn get_byte_ranges(
+        &mut self,
+        ranges: Vec<Range<u64>>,
+    ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
+        let store = self.store.clone();
+        let path = self.path.clone();
+        async move { fetch_coalesced(store, path, ranges).await }.boxed()
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        _options: Option<&'a ArrowReaderOptions>,
+    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
+        async move {
+            if let Some(m) = &self.metadata {
+                return Ok(m.clone());
+            }
+            let size = self.size;
+            let metadata = ParquetMetaDataReader::new()
+                .with_prefetch_hint(Some(FOOTER_HINT))
+                .load_and_finish(&mut *self, size)
+                .await?;
+            let metadata = Arc::new(metadata);
+            self.metadata = Some(metadata.clone());
+            Ok(metadata)
+        }
+        .boxed()
+    }
+}
+
+/// Fetches ranges, merging near neighbours and running the requests concurrently.
+async fn fetch_coalesced(
+    store: Arc<dyn ObjectStore>,
+    path: Path,
+    ranges: Vec<Range<u64>>,
+) -> parquet::errors::Result<Vec<Bytes>> {
+    let mut order: Vec<usize> = (0..ranges.len()).collect();
+    order.sort_by_key(|&i| ranges[i].start);
+    let mut merged: Vec<Range<u64>> = Vec::new();
+    for &i in &order {
+        let r = &ranges[i];
+        match merged.last_mut() {
+            Some(last) if r.start <= last.end + COALESCE_GAP => last.end = last.end.max(r.end),
+            _ => merged.push(r.clone()),
+        }
+    }
+    let fetched: Vec<Bytes> = futures::stream::iter(merged.iter().cloned().map(|r| {
+        let store = store.clone();
+        let path = path.clone();
+        async move { store.get_range(&path, r).await.map_err(store_err) }
+    }))
+    .buffered(RANGE_CONCURRENCY)
+    .try_collect()
+    .await?;
+    let mut out = Vec::with_capacity(ranges.len());
+    for r in &ranges {
+        let idx = merged.partition_point(|m| m.end < r.end);
+        let idx = idx.min(merged.len().saturating_sub(1));
+        let m = &merged[idx];
+        let start = (r.start - m.start) as usize;
+        let end = (r.end - m.start) as usize;
+        out.push(fetched[idx].slice(start..end));
+    }
+    Ok(out)
+}
+
+fn corrupt(loc: &Location, path: &Path, e: impl ToString) -> Error {
+    Error::corrupt(loc.display(path), "parquet", e)
+}
+
+/// Reads the footer: schema, rows and row groups (anchored at their midpoints).
+pub(super) async fn inspect(loc: &Location, file: &FileRef) -> Result<FileInfo> {
+    let mut reader = StoreReader::new(loc.store.clone(), file.path.clone(), file.size);
+    let meta = ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new())
+        .await
+        .map_err(|e| map_err(loc, &file.path, e))?;
+    let units = meta
+        .metadata()
+        .row_groups()
+        .iter()
+        .enumerate()
+        .map(|(index, rg)| {
+            let start = rg
+                .columns()
+                .first()
+                .map(|c| {
+                    let (s, _) = c.byte_range();
+                    s
+                })
+                .unwrap_or(0);
+            Unit {
+                index,
+                anchor: start + rg.compressed_size().max(0) as u64 / 2,
+                rows: rg.num_rows().max(0) as u64,
+            }
+        })
+        .collect::<Vec<_>>();
+    Ok(FileInfo {
+        schema: meta.schema().clone(),
+        rows: Some(units.iter().map(|u| u.rows).sum()),
+        units,
+    })
+}
+
+/// A store failure stays a store error; anything else means the file is bad.
+fn map_err(loc: &Location, path: &Path, e: ParquetError) -> Error {
+    if let ParquetError::External(inner) = &e {
+        if inner.downcast_ref::<object_store::Error>().is_some() {
+            if let ParquetError::External(inner) = e {
+                if let Ok(store_err) = inner.downcast::<object_store::Error>() {
+                    return Error::from_store(loc.display(path), *store_err);
+                }
+            }
+            return corrupt(loc, path, "store error");
+        }
+    }
+    corrupt(loc, path, e)
+}
+
+/// Streams the row groups of a split, skipping `skip` rows, projecting the requested columns.
+pub(super) fn read(
+    loc: &Location,
+    split: &Split,
+    request: &ReadRequest,
+    skip: u64,
+) -> BoxStream<'static, Result<RecordBatch>> {
+    let loc = loc.clone();
+    let path = Path::from(split.path.as_str());
+    let size = split.size;
+    let range = split.range.clone();
+    let columns = request.columns.clone();
+    let batch_size = request.options.batch_size;
+    let open = async move {
+        let mut reader = StoreReader::new(loc.store.clone(), path.clone(), size);
+        let builder = ParquetRecordBatchStreamBuilder::new(reader.clone())
+            .await
+            .map_err(|e| map_err(&loc, &path, e))?;
+        reader.metadata = Some(builder.metadata().clone());
+        let schema = builder.schema().clone();
+        let roots: Vec<usize> = columns
+            .iter()
+            .filter_map(|c| schema.index_of(c).ok())
+            .collect();
+        let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+        let groups = match range {
+            SplitRange::RowGroups(g) => g,
+            _ => (0..builder.metadata().num_row_groups()).collect(),
+        };
+        let total: u64 = groups
+            .iter()
+            .filter_map(|&g| builder.metadata().row_groups().get(g))
+            .map(|rg| rg.num_rows().max(0) as u64)
+            .sum();
+        let mut builder = builder
+            .with_projection(mask)
+            .with_row_groups(groups)
+            .with_batch_size(batch_size);
+        if skip > 0 {
+            let skip = skip.min(total) as usize;
+            let select = (total as usize).saturating_sub(skip);
+            builder = builder.with_row_selection(RowSelection::from(vec![
+                RowSelector::skip(skip),
+                RowSelector::select(select),
+            ]));
+        }
+        let stream = builder.build().map_err(|e| map_err(&loc, &path, e))?;
+        let loc2 = loc.clone();
+        Ok::<_, Error>(stream.map_err(move |e| map_err(&loc2, &path, e)))
+    };
+    futures::stream::once(open).try_flatten().boxed()
+}

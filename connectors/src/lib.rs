@@ -1,0 +1,24 @@
+//! Connectors: where Spark/Hadoop output lives and how to read it as Arrow.
+//!
+//! [`store::open`] turns a URL into a store and a root; [`Dataset::open`]
+//! lists the output under the layout rules of Spark, Hive and MapReduce,
+//! reads footers, merges schemas and cuts [`Split`]s; [`read::read_split`]
+//! decodes one split into record batches with partition columns appended.
+
+pub mod codec;
+pub mod dataset;
+pub mod error;
+pub mod format;
+pub mod layout;
+pub mod listing;
+pub mod read;
+pub mod schema;
+pub mod split;
+pub mod store;
+
+pub use dataset::{DataFile, Dataset, DatasetOptions, Ignored};
+pub use error::{Error, ErrorKind, Result};
+pub use format::{Format, FormatOptions};
+pub use read::{read_split, ReadPlan};
+pub use split::{Split, SplitRange};
+pub use store::Location;

@@ -1,0 +1,110 @@
+//! Concurrent listing of an output directory, one request per directory,
+//! applying the hidden / in-flight rules while walking.
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use object_store::path::Path;
+use object_store::{ObjectMeta, ObjectStoreExt};
+
+use crate::error::{Error, Result};
+use crate::layout::names::{classify_dir, classify_file, DirClass, FileClass};
+use crate::store::Location;
+
+/// How many directories are listed at once.
+const LIST_CONCURRENCY: usize = 32;
+
+/// A file found under the root, with the directory segments leading to it.
+#[derive(Debug, Clone)]
+pub struct ListedFile {
+    /// The object.
+    pub meta: ObjectMeta,
+    /// Directory names between the root and the file (still escaped).
+    pub dirs: Vec<String>,
+    /// What its name means.
+    pub class: FileClass,
+}
+
+/// Everything found under a root, before any layout decision.
+#[derive(Debug, Default)]
+pub struct Listing {
+    /// Files, markers and hidden files alike (hidden ones only counted).
+    pub files: Vec<ListedFile>,
+    /// In-flight names seen (`_temporary`, `__magic...`, `._COPYING_` files ...), relative to the root.
+    pub in_flight: Vec<String>,
+    /// Number of hidden names skipped.
+    pub hidden: usize,
+}
+
+/// Lists everything under `location`, fanning out per directory.
+///
+/// Fails with [`Error::NotFound`] when nothing exists there and with a
+/// layout error when the root is a single file.
+pub async fn list(location: &Location) -> Result<Listing> {
+    if let Ok(meta) = location.store.head(&location.root).await {
+        return Err(Error::Layout {
+            path: location.display(&meta.location),
+            reason: "this is a file, not an output directory; pass the directory that holds it"
+                .to_string(),
+        });
+    }
+    let mut listing = Listing::default();
+    let mut pending = FuturesUnordered::new();
+    let mut queue: Vec<(Path, Vec<String>)> = vec![(location.root.clone(), Vec::new())];
+    let mut seen_any = false;
+    while !queue.is_empty() || !pending.is_empty() {
+        while pending.len() < LIST_CONCURRENCY {
+            let Some((dir, segments)) = queue.pop() else {
+                break;
+            };
+            let store = location.store.clone();
+            pending.push(async move {
+                let result = store.list_with_delimiter(Some(&dir)).await;
+                (dir, segments, result)
+            });
+        }
+        let Some((dir, segments, result)) = pending.next().await else {
+            break;
+        };
+        let result = result.map_err(|e| Error::from_store(location.display(&dir), e))?;
+        seen_any |= !result.objects.is_empty() || !result.common_prefixes.is_empty();
+        for prefix in result.common_prefixes {
+            let name = prefix.filename().unwrap_or_default().to_string();
+            let mut child = segments.clone();
+            child.push(name.clone());
+            match classify_dir(&name) {
+                DirClass::InFlight => listing.in_flight.push(child.join("/")),
+                DirClass::Hidden => listing.hidden += 1,
+                DirClass::Partition { .. } | DirClass::Plain => queue.push((prefix, child)),
+            }
+        }
+        for meta in result.objects {
+            if meta.location == dir || meta.location.as_ref().ends_with('/') {
+                continue; // a directory-marker key
+            }
+            let name = meta.location.filename().unwrap_or_default().to_string();
+            let class = classify_file(&name);
+            match class {
+                FileClass::Hidden => listing.hidden += 1,
+                FileClass::InFlight => {
+                    let mut rel = segments.clone();
+                    rel.push(name);
+                    listing.in_flight.push(rel.join("/"));
+                }
+                _ => listing.files.push(ListedFile {
+                    meta,
+                    dirs: segments.clone(),
+                    class,
+                }),
+            }
+        }
+    }
+    if !seen_any {
+        return Err(Error::NotFound {
+            path: location.url(),
+        });
+    }
+    listing
+        .files
+        .sort_by(|a, b| a.meta.location.cmp(&b.meta.location));
+    listing.in_flight.sort();
+    Ok(listing)
+}

@@ -1,0 +1,188 @@
+//! Reading a split into batches of the dataset's schema: file columns conformed
+//! to the merged types, missing ones null, typed partition columns appended.
+
+use std::sync::Arc;
+
+use arrow::array::{new_null_array, ArrayRef, StringArray};
+use arrow::compute::cast;
+use arrow::datatypes::{Field, Schema, SchemaRef};
+use arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use futures::stream::{BoxStream, StreamExt};
+use object_store::path::Path;
+use serde::{Deserialize, Serialize};
+
+use crate::dataset::Dataset;
+use crate::error::{Error, Result};
+use crate::format::{self, FormatOptions, ReadRequest};
+use crate::split::Split;
+use crate::store::Location;
+
+/// What to read from every split of a dataset: a plain value that travels with the job.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ReadPlan {
+    /// Merged data columns (before projection).
+    pub data_schema: SchemaRef,
+    /// Partition columns, typed.
+    pub partition_fields: Vec<Field>,
+    /// Output columns in order; data and partition columns may be mixed.
+    pub columns: Vec<String>,
+    /// Parsing options.
+    pub options: FormatOptions,
+}
+
+impl ReadPlan {
+    /// Plans reading `columns` (all when `None`) of the dataset.
+    pub fn new(dataset: &Dataset, columns: Option<&[String]>, batch_size: usize) -> Result<Self> {
+        let full = dataset.schema();
+        let columns: Vec<String> = match columns {
+            Some(cols) => {
+                for c in cols {
+                    if full.field_with_name(c).is_err() {
+                        return Err(Error::UnknownColumn {
+                            column: c.clone(),
+                            path: dataset.location.url(),
+                            available: full
+                                .fields()
+                                .iter()
+                                .map(|f| f.name().as_str())
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                        });
+                    }
+                }
+                cols.to_vec()
+            }
+            None => full.fields().iter().map(|f| f.name().clone()).collect(),
+        };
+        let mut options = dataset.options.format_options.clone();
+        options.batch_size = batch_size.max(1);
+        Ok(ReadPlan {
+            data_schema: dataset.data_schema.clone(),
+            partition_fields: dataset.partition_fields.clone(),
+            columns,
+            options,
+        })
+    }
+
+    /// The schema of every batch the plan produces.
+    pub fn output_schema(&self) -> SchemaRef {
+        let fields: Vec<Field> = self.columns.iter().filter_map(|c| self.field(c)).collect();
+        Arc::new(Schema::new(fields))
+    }
+
+    fn field(&self, name: &str) -> Option<Field> {
+        self.partition_fields
+            .iter()
+            .find(|f| f.name() == name)
+            .cloned()
+            .or_else(|| {
+                self.data_schema
+                    .field_with_name(name)
+                    .ok()
+                    .map(|f| f.clone().with_nullable(true))
+            })
+    }
+
+    fn is_partition(&self, name: &str) -> bool {
+        self.partition_fields.iter().any(|f| f.name() == name)
+    }
+}
+
+/// Reads one split from row `skip` on, yielding batches of the plan's output schema.
+pub fn read_split(
+    loc: &Location,
+    split: &Split,
+    plan: &ReadPlan,
+    skip: u64,
+) -> BoxStream<'static, Result<RecordBatch>> {
+    let data_columns: Vec<String> = plan
+        .columns
+        .iter()
+        .filter(|c| !plan.is_partition(c))
+        .cloned()
+        .collect();
+    let request = ReadRequest {
+        data_schema: plan.data_schema.clone(),
+        columns: data_columns,
+        options: plan.options.clone(),
+    };
+    let raw = format::read_raw(loc, split, &request, skip);
+    let conform = Conformer {
+        schema: plan.output_schema(),
+        plan: plan.clone(),
+        values: split.partition_values.clone(),
+        display: loc.display(&Path::from(split.path.as_str())),
+    };
+    raw.map(move |item| item.and_then(|batch| conform.apply(&batch)))
+        .boxed()
+}
+
+/// Turns a file's batch into a batch of the output schema.
+struct Conformer {
+    schema: SchemaRef,
+    plan: ReadPlan,
+    values: Vec<Option<String>>,
+    display: String,
+}
+
+impl Conformer {
+    fn apply(&self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let rows = batch.num_rows();
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.schema.fields().len());
+        for field in self.schema.fields() {
+            let column = if let Some(i) = self
+                .plan
+                .partition_fields
+                .iter()
+                .position(|p| p.name() == field.name())
+            {
+                self.partition_column(i, field, rows)?
+            } else {
+                match batch.column_by_name(field.name()) {
+                    Some(col) if col.data_type() == field.data_type() => col.clone(),
+                    Some(col) => cast(col, field.data_type()).map_err(|e| {
+                        Error::corrupt(
+                            &self.display,
+                            "data",
+                            format!("column `{}`: {e}", field.name()),
+                        )
+                    })?,
+                    None => new_null_array(field.data_type(), rows),
+                }
+            };
+            columns.push(column);
+        }
+        let options = RecordBatchOptions::new().with_row_count(Some(rows));
+        RecordBatch::try_new_with_options(self.schema.clone(), columns, &options)
+            .map_err(|e| Error::corrupt(&self.display, "data", e))
+    }
+
+    fn partition_column(&self, i: usize, field: &Field, rows: usize) -> Result<ArrayRef> {
+        let value = self.values.get(i).cloned().flatten();
+        let strings: ArrayRef = Arc::new(StringArray::from(vec![value.as_deref(); rows]));
+        cast(&strings, field.data_type()).map_err(|e| {
+            Error::corrupt(
+                &self.display,
+                "partition",
+                format!("value of `{}`: {e}", field.name()),
+            )
+        })
+    }
+}
+
+/// Counts the rows of a split by reading it (for formats without metadata).
+pub async fn count_rows(loc: &Location, split: &Split, plan: &ReadPlan) -> Result<u64> {
+    let mut plan = plan.clone();
+    plan.columns = plan
+        .data_schema
+        .fields()
+        .first()
+        .map(|f| vec![f.name().clone()])
+        .unwrap_or_default();
+    let mut stream = read_split(loc, split, &plan, 0);
+    let mut rows = 0u64;
+    while let Some(batch) = stream.next().await {
+        rows += batch?.num_rows() as u64;
+    }
+    Ok(rows)
+}

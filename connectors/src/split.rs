@@ -1,0 +1,189 @@
+//! Splits: the pieces of a dataset that become tasks, and how files are cut into them.
+
+use serde::{Deserialize, Serialize};
+
+use crate::codec::Codec;
+use crate::format::{Format, Unit};
+
+/// Hadoop's `SPLIT_SLOP`: a file is cut while what remains exceeds 1.1 splits.
+const SPLIT_SLOP: f64 = 1.1;
+
+/// Which part of a file a split covers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SplitRange {
+    /// The whole file.
+    Whole,
+    /// These Parquet row groups.
+    RowGroups(Vec<usize>),
+    /// ORC stripes whose start offset lies in `[start, end)`.
+    Stripes {
+        /// First byte.
+        start: u64,
+        /// One past the last byte.
+        end: u64,
+    },
+    /// Lines whose start lies in the byte range, by the rules of Hadoop's `LineRecordReader`.
+    Bytes {
+        /// First byte.
+        start: u64,
+        /// One past the last byte.
+        end: u64,
+    },
+}
+
+/// One piece of a dataset: a plain, serializable value that travels to workers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Split {
+    /// The file's path inside the store.
+    pub path: String,
+    /// The file's size in bytes.
+    pub size: u64,
+    /// How to decode it.
+    pub format: Format,
+    /// Text compression (by final suffix).
+    pub codec: Codec,
+    /// The partition directory as on disk (`a=1/b=x`), empty when unpartitioned.
+    pub partition_dir: String,
+    /// Partition values, unescaped, `None` for null; aligned with the dataset's partition columns.
+    pub partition_values: Vec<Option<String>>,
+    /// The part of the file.
+    pub range: SplitRange,
+    /// Rows in the split when known from metadata.
+    pub rows: Option<u64>,
+}
+
+/// How a file is cut: its identity and what inspection found.
+pub struct FileToSplit<'a> {
+    /// Path in the store.
+    pub path: &'a str,
+    /// Size in bytes.
+    pub size: u64,
+    /// Format.
+    pub format: Format,
+    /// Codec.
+    pub codec: Codec,
+    /// Partition directory.
+    pub partition_dir: &'a str,
+    /// Partition values.
+    pub partition_values: &'a [Option<String>],
+    /// Row groups or stripes.
+    pub units: &'a [Unit],
+    /// Rows when known.
+    pub rows: Option<u64>,
+}
+
+/// Cuts one file into splits of about `split_size` bytes.
+pub fn split_file(file: &FileToSplit<'_>, split_size: u64) -> Vec<Split> {
+    let split_size = split_size.max(1);
+    let make = |range: SplitRange, rows: Option<u64>| Split {
+        path: file.path.to_string(),
+        size: file.size,
+        format: file.format,
+        codec: file.codec,
+        partition_dir: file.partition_dir.to_string(),
+        partition_values: file.partition_values.to_vec(),
+        range,
+        rows,
+    };
+    match file.format {
+        Format::Parquet | Format::Orc => by_units(file, split_size)
+            .into_iter()
+            .map(|(bucket, units)| {
+                let rows = units.iter().map(|u| u.rows).sum();
+                let range = if file.format == Format::Parquet {
+                    SplitRange::RowGroups(units.iter().map(|u| u.index).collect())
+                } else {
+                    SplitRange::Stripes {
+                        start: bucket * split_size,
+                        end: (bucket + 1) * split_size,
+                    }
+                };
+                make(range, Some(rows))
+            })
+            .collect(),
+        f if f.is_line_based() && file.codec == Codec::None => byte_ranges(file.size, split_size)
+            .into_iter()
+            .map(|(start, end)| {
+                let rows = (start == 0 && end == file.size)
+                    .then_some(file.rows)
+                    .flatten();
+                make(SplitRange::Bytes { start, end }, rows)
+            })
+            .collect(),
+        _ => vec![make(SplitRange::Whole, file.rows)],
+    }
+}
+
+/// Groups units by the split-size bucket their anchor falls in (half-open intervals).
+fn by_units(file: &FileToSplit<'_>, split_size: u64) -> Vec<(u64, Vec<Unit>)> {
+    let mut groups: Vec<(u64, Vec<Unit>)> = Vec::new();
+    for unit in file.units {
+        let bucket = unit.anchor / split_size;
+        match groups.last_mut() {
+            Some((b, units)) if *b == bucket => units.push(*unit),
+            _ => groups.push((bucket, vec![*unit])),
+        }
+    }
+    groups
+}
+
+/// Hadoop `FileInputFormat.getSplits` for one file.
+pub fn byte_ranges(size: u64, split_size: u64) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut remaining = size;
+    while remaining as f64 / split_size as f64 > SPLIT_SLOP {
+        let start = size - remaining;
+        out.push((start, start + split_size));
+        remaining -= split_size;
+    }
+    if remaining > 0 || size == 0 {
+        out.push((size - remaining, size));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hadoop_split_slop() {
+        assert_eq!(byte_ranges(100, 100), vec![(0, 100)]);
+        assert_eq!(byte_ranges(109, 100), vec![(0, 109)]);
+        assert_eq!(byte_ranges(111, 100), vec![(0, 100), (100, 111)]);
+        assert_eq!(byte_ranges(250, 100), vec![(0, 100), (100, 250)]);
+    }
+
+    #[test]
+    fn row_groups_go_by_midpoint() {
+        let units: Vec<Unit> = (0..5)
+            .map(|i| Unit {
+                index: i,
+                anchor: i as u64 * 40 + 20,
+                rows: 10,
+            })
+            .collect();
+        let f = FileToSplit {
+            path: "p",
+            size: 200,
+            format: Format::Parquet,
+            codec: Codec::None,
+            partition_dir: "",
+            partition_values: &[],
+            units: &units,
+            rows: Some(50),
+        };
+        let splits = split_file(&f, 100);
+        let groups: Vec<_> = splits.iter().map(|s| s.range.clone()).collect();
+        assert_eq!(
+            groups,
+            vec![
+                SplitRange::RowGroups(vec![0, 1]),
+                SplitRange::RowGroups(vec![2, 3]),
+                SplitRange::RowGroups(vec![4])
+            ]
+        );
+        assert_eq!(splits.iter().map(|s| s.rows.unwrap_or(0)).sum::<u64>(), 50);
+    }
+}

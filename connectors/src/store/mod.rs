@@ -1,0 +1,91 @@
+//! Stores: from a URL or bare path to an `ObjectStore` and the path inside it.
+//!
+//! Every backend lives in its own module and is reached only through
+//! [`open`]; the reading code never assumes a local filesystem.
+
+mod local;
+
+use std::sync::Arc;
+
+use object_store::path::Path;
+use object_store::ObjectStore;
+
+use crate::error::{Error, Result};
+
+/// A dataset location: the store that holds it and the path of its root.
+#[derive(Clone, Debug)]
+pub struct Location {
+    /// The store holding the data.
+    pub store: Arc<dyn ObjectStore>,
+    /// The root of the dataset inside the store.
+    pub root: Path,
+    /// How paths of this store are shown to users (`file://`, `s3://bucket`, ...).
+    base: String,
+}
+
+impl Location {
+    /// Builds a location from its parts; `base` prefixes every displayed path.
+    pub fn new(store: Arc<dyn ObjectStore>, root: Path, base: impl Into<String>) -> Self {
+        Location {
+            store,
+            root,
+            base: base.into(),
+        }
+    }
+
+    /// The user-facing URL of `path` in this store (never carries credentials).
+    pub fn display(&self, path: &Path) -> String {
+        format!("{}/{}", self.base, path)
+    }
+
+    /// The user-facing URL of the dataset root.
+    pub fn url(&self) -> String {
+        self.display(&self.root)
+    }
+}
+
+/// The URL schemes sluice understands, and whether each is available yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    /// `file://` or a bare path.
+    Local,
+    /// `hdfs://` and `viewfs://`.
+    Hdfs,
+    /// `s3://` and `s3a://`.
+    S3,
+    /// `gs://`.
+    Gcs,
+    /// `az://`, `abfs://`, `abfss://`.
+    Azure,
+}
+
+impl Scheme {
+    /// Parses the scheme of `url`; a string without `://` is a local path.
+    pub fn of(url: &str) -> Result<Scheme> {
+        let Some((scheme, _)) = url.split_once("://") else {
+            return Ok(Scheme::Local);
+        };
+        match scheme.to_ascii_lowercase().as_str() {
+            "file" => Ok(Scheme::Local),
+            "hdfs" | "viewfs" => Ok(Scheme::Hdfs),
+            "s3" | "s3a" => Ok(Scheme::S3),
+            "gs" => Ok(Scheme::Gcs),
+            "az" | "abfs" | "abfss" => Ok(Scheme::Azure),
+            other => Err(Error::InvalidUrl {
+                url: url.to_string(),
+                reason: format!("unknown scheme `{other}` (use file, hdfs, s3, gs or az)"),
+            }),
+        }
+    }
+}
+
+/// Opens the store behind `url` and returns the dataset location in it.
+pub fn open(url: &str) -> Result<Location> {
+    match Scheme::of(url)? {
+        Scheme::Local => local::open(url),
+        other => Err(Error::InvalidUrl {
+            url: url.to_string(),
+            reason: format!("the {other:?} store is not built into this version of sluice"),
+        }),
+    }
+}

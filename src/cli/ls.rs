@@ -1,0 +1,185 @@
+//! `sluice ls`: what an output directory holds, for people and for scripts.
+
+use std::collections::BTreeMap;
+
+use clap::Args;
+use connectors::{read::count_rows, Dataset, ReadPlan};
+use futures::stream::{self, StreamExt, TryStreamExt};
+use serde_json::{json, Value};
+
+use super::DatasetArgs;
+
+/// Arguments of `sluice ls`.
+#[derive(Debug, Args)]
+pub struct LsArgs {
+    /// The output directory: a path, file://, hdfs://, s3://, gs:// or az:// URL.
+    pub url: String,
+    /// Print JSON for scripts instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// How to read the dataset.
+    #[command(flatten)]
+    pub dataset: DatasetArgs,
+}
+
+/// One partition directory's totals.
+#[derive(Default)]
+struct PartitionTotals {
+    values: Vec<Option<String>>,
+    files: u64,
+    rows: u64,
+    bytes: u64,
+}
+
+/// Runs `sluice ls`.
+pub async fn run(args: LsArgs) -> anyhow::Result<()> {
+    let location = connectors::store::open(&args.url)?;
+    let dataset = Dataset::open(location, args.dataset.options()?).await?;
+    let split_rows = rows_per_split(&dataset).await?;
+    let mut partitions: BTreeMap<String, PartitionTotals> = BTreeMap::new();
+    for file in &dataset.files {
+        let p = partitions.entry(file.partition_dir.clone()).or_default();
+        p.values = file.partition_values.clone();
+        p.files += 1;
+        p.bytes += file.size;
+    }
+    for (split, rows) in dataset.splits.iter().zip(&split_rows) {
+        partitions
+            .entry(split.partition_dir.clone())
+            .or_default()
+            .rows += rows;
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&to_json(&dataset, &partitions))?
+        );
+    } else {
+        print_table(&dataset, &partitions);
+    }
+    Ok(())
+}
+
+/// Rows of every split: from metadata where known, else by reading.
+async fn rows_per_split(dataset: &Dataset) -> anyhow::Result<Vec<u64>> {
+    let plan = ReadPlan::new(dataset, None, 8192)?;
+    let counts: Vec<u64> = stream::iter(dataset.splits.iter().map(|split| {
+        let plan = &plan;
+        async move {
+            match split.rows {
+                Some(rows) => Ok(rows),
+                None => count_rows(&dataset.location, split, plan).await,
+            }
+        }
+    }))
+    .buffered(4)
+    .try_collect()
+    .await?;
+    Ok(counts)
+}
+
+fn to_json(dataset: &Dataset, partitions: &BTreeMap<String, PartitionTotals>) -> Value {
+    let names: Vec<&str> = dataset
+        .partition_fields
+        .iter()
+        .map(|f| f.name().as_str())
+        .collect();
+    let parts: Vec<Value> = partitions
+        .iter()
+        .map(|(path, p)| {
+            let values: serde_json::Map<String, Value> = names
+                .iter()
+                .zip(&p.values)
+                .map(|(n, v)| (n.to_string(), v.clone().map(Value::String).unwrap_or(Value::Null)))
+                .collect();
+            json!({"path": path, "values": values, "files": p.files, "rows": p.rows, "bytes": p.bytes})
+        })
+        .collect();
+    let schema: Vec<Value> = dataset
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| json!({"name": f.name(), "type": f.data_type().to_string(), "nullable": f.is_nullable(), "partition": names.contains(&f.name().as_str())}))
+        .collect();
+    json!({
+        "url": dataset.location.url(),
+        "complete": dataset.complete,
+        "format": dataset.format.map(|f| f.as_str()),
+        "rows": partitions.values().map(|p| p.rows).sum::<u64>(),
+        "files": dataset.files.len(),
+        "bytes": dataset.files.iter().map(|f| f.size).sum::<u64>(),
+        "tasks": dataset.splits.len(),
+        "schema": schema,
+        "partitions": parts,
+        "in_flight": dataset.in_flight,
+        "ignored": dataset.ignored,
+    })
+}
+
+fn print_table(dataset: &Dataset, partitions: &BTreeMap<String, PartitionTotals>) {
+    let status = if dataset.complete {
+        "complete (_SUCCESS)".to_string()
+    } else if !dataset.in_flight.is_empty() {
+        format!(
+            "NOT complete: no _SUCCESS, in flight: {}",
+            dataset.in_flight.join(", ")
+        )
+    } else {
+        "no _SUCCESS marker (completeness unknown)".to_string()
+    };
+    let format = dataset
+        .format
+        .map(|f| f.as_str())
+        .unwrap_or("no data files");
+    println!("{}  {}  {}", dataset.location.url(), format, status);
+    let width = partitions.keys().map(|k| k.len()).max().unwrap_or(0).max(9);
+    println!(
+        "{:width$}  {:>7}  {:>12}  {:>10}",
+        "PARTITION", "FILES", "ROWS", "BYTES"
+    );
+    for (path, p) in partitions {
+        let name = if path.is_empty() { "(root)" } else { path };
+        println!(
+            "{name:width$}  {:>7}  {:>12}  {:>10}",
+            p.files,
+            p.rows,
+            human_bytes(p.bytes)
+        );
+    }
+    let rows: u64 = partitions.values().map(|p| p.rows).sum();
+    let bytes: u64 = dataset.files.iter().map(|f| f.size).sum();
+    println!(
+        "total: {} partitions, {} files, {} rows, {}, {} tasks",
+        partitions.len(),
+        dataset.files.len(),
+        rows,
+        human_bytes(bytes),
+        dataset.splits.len()
+    );
+    let schema: Vec<String> = dataset
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| format!("{} {}", f.name(), f.data_type()))
+        .collect();
+    println!("schema: {}", schema.join(", "));
+    for ignored in &dataset.ignored {
+        println!("ignored: {} ({})", ignored.path, ignored.reason);
+    }
+}
+
+/// Formats a byte count with a binary unit.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}

@@ -1,0 +1,141 @@
+//! Command-line flags as parsed by clap, before validation.
+
+pub mod ls;
+pub mod train;
+
+use clap::{Args, Parser, Subcommand};
+use connectors::{DatasetOptions, Format, FormatOptions};
+
+/// Hands Spark, Hive and MapReduce output to training.
+///
+/// sluice lists an output directory (local, HDFS or object storage), cuts it
+/// into tasks, and feeds Arrow record batches to trainers on several device
+/// threads, every row exactly once per epoch.
+#[derive(Debug, Parser)]
+#[command(name = "sluice", version, about, long_about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+    /// Log more (-v: debug, -vv: trace). `RUST_LOG` overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Show the partitions, files, rows, bytes and tasks of an output directory.
+    Ls(ls::LsArgs),
+    /// Train on an output directory on this machine, with the master embedded.
+    Train(Box<train::TrainArgs>),
+}
+
+/// Flags that say how to read a dataset; shared by every command that reads one.
+#[derive(Debug, Clone, Args)]
+pub struct DatasetArgs {
+    /// Read every file as this format instead of guessing from file names.
+    #[arg(long, value_parser = parse_format)]
+    pub format: Option<Format>,
+    /// Keep partition values as strings instead of inferring types as Spark does (`007` stays `007`).
+    #[arg(long)]
+    pub partition_strings: bool,
+    /// Target split size: a task covers about this many bytes (e.g. 128MiB, 4MB, 1000000).
+    #[arg(long, default_value = "128MiB", value_parser = parse_size)]
+    pub split_size: u64,
+    /// CSV files have no header line.
+    #[arg(long)]
+    pub csv_no_header: bool,
+    /// CSV field delimiter (one character).
+    #[arg(long, default_value = ",")]
+    pub csv_delimiter: char,
+    /// Split text lines at the first tab into `key` and `value` (MapReduce TextOutputFormat).
+    #[arg(long)]
+    pub text_key_value: bool,
+}
+
+impl DatasetArgs {
+    /// The connectors' options these flags describe.
+    pub fn options(&self) -> anyhow::Result<DatasetOptions> {
+        if !self.csv_delimiter.is_ascii() {
+            anyhow::bail!("--csv-delimiter must be one ASCII character");
+        }
+        if self.split_size == 0 {
+            anyhow::bail!("--split-size must be more than 0");
+        }
+        Ok(DatasetOptions {
+            format: self.format,
+            infer_partition_types: !self.partition_strings,
+            split_size: self.split_size,
+            format_options: FormatOptions {
+                csv_header: !self.csv_no_header,
+                csv_delimiter: self.csv_delimiter as u8,
+                text_key_value: self.text_key_value,
+                ..FormatOptions::default()
+            },
+        })
+    }
+}
+
+fn parse_format(s: &str) -> Result<Format, String> {
+    s.parse::<Format>().map_err(|e| e.to_string())
+}
+
+/// Parses a byte size: a number with an optional unit (B, KB, MB, GB, KiB, MiB, GiB).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size like 128MiB"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" => 1000,
+        "m" | "mb" => 1000 * 1000,
+        "g" | "gb" => 1000 * 1000 * 1000,
+        "kib" => 1024,
+        "mib" => 1024 * 1024,
+        "gib" => 1024 * 1024 * 1024,
+        other => return Err(format!("unknown size unit `{other}` in `{s}`")),
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("`{s}` is too large"))
+}
+
+/// Parses a duration: seconds, or a number with `ms`, `s`, `m` or `h`.
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration like 30s, 10m or 2h"))?;
+    let secs = match unit {
+        "ms" => return Ok(std::time::Duration::from_millis(n)),
+        "" | "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        other => return Err(format!("unknown duration unit `{other}` in `{s}`")),
+    };
+    Ok(std::time::Duration::from_secs(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_durations() {
+        assert_eq!(parse_size("128MiB"), Ok(128 * 1024 * 1024));
+        assert_eq!(parse_size("4MB"), Ok(4_000_000));
+        assert_eq!(parse_size("100"), Ok(100));
+        assert!(parse_size("x").is_err());
+        assert_eq!(parse_duration("90"), Ok(std::time::Duration::from_secs(90)));
+        assert_eq!(
+            parse_duration("2m"),
+            Ok(std::time::Duration::from_secs(120))
+        );
+        assert!(parse_duration("2y").is_err());
+    }
+}

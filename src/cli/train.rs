@@ -1,0 +1,140 @@
+//! `sluice train`: flags of the single-machine job, turned into a validated [`TrainConfig`].
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+use super::{parse_duration, DatasetArgs};
+use crate::config::{ModelChoice, TrainConfig, TrainerChoice};
+
+/// The built-in models.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ModelArg {
+    /// Consume and count batches (dry runs, benchmarks).
+    None,
+    /// Linear regression (squared loss).
+    Linear,
+    /// Logistic regression (log loss, accuracy).
+    Logistic,
+}
+
+/// Arguments of `sluice train`.
+#[derive(Debug, Args)]
+pub struct TrainArgs {
+    /// The output directory: a path, file://, hdfs://, s3://, gs:// or az:// URL.
+    pub url: String,
+    /// Device threads, each owning one trainer.
+    #[arg(long, default_value_t = 1)]
+    pub devices: usize,
+    /// Accelerator ids, one per device thread (sets CUDA_VISIBLE_DEVICES for exec trainers); implies --devices.
+    #[arg(long, value_delimiter = ',')]
+    pub device_ids: Option<Vec<String>>,
+    /// Rows per batch handed to a trainer (only the last batch of an epoch may be short).
+    #[arg(long, default_value_t = 1024)]
+    pub batch_size: usize,
+    /// Passes over the data; task order is reshuffled each epoch.
+    #[arg(long, default_value_t = 1)]
+    pub epochs: u32,
+    /// Built-in model; ignored when --exec is given.
+    #[arg(long, value_enum, default_value_t = ModelArg::None)]
+    pub model: ModelArg,
+    /// Label column of the linear and logistic models.
+    #[arg(long)]
+    pub label: Option<String>,
+    /// Feature columns (numeric or fixed-size lists), comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub features: Option<Vec<String>>,
+    /// Learning rate of the built-in models.
+    #[arg(long)]
+    pub learning_rate: Option<f64>,
+    /// Write the trained model here as JSON.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// Train with an external program: `sh -c CMD` per device, fed an Arrow IPC stream on stdin, acknowledging each applied batch with a line `ack` on fd $SLUICE_ACK_FD.
+    #[arg(long, value_name = "CMD")]
+    pub exec: Option<String>,
+    /// Restarts allowed per device when the exec trainer dies.
+    #[arg(long, default_value_t = 3)]
+    pub exec_restarts: u32,
+    /// Only these columns reach the trainer (comma-separated); default all.
+    #[arg(long, value_delimiter = ',')]
+    pub columns: Option<Vec<String>>,
+    /// Tasks leased and read ahead of the trainers.
+    #[arg(long, default_value_t = 4)]
+    pub prefetch: usize,
+    /// Rows held in a shuffle buffer (0: rows keep their order within a task).
+    #[arg(long, default_value_t = 0)]
+    pub shuffle_buffer: usize,
+    /// Seed of task order and shuffling.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Attempts per task before it is failed.
+    #[arg(long, default_value_t = 3)]
+    pub max_attempts: u32,
+    /// A lease not renewed within this time goes back to the queue (e.g. 60s).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub lease_timeout: Duration,
+    /// Wait for _SUCCESS before starting (spark-submit handoff); optional timeout, default 1h.
+    #[arg(long, value_name = "TIMEOUT", num_args = 0..=1, default_missing_value = "1h", value_parser = parse_duration, require_equals = true)]
+    pub wait_success: Option<Duration>,
+    /// Train even if the output is visibly unfinished (no _SUCCESS, _temporary present).
+    #[arg(long)]
+    pub allow_incomplete: bool,
+    /// Write a JSON summary of the run here.
+    #[arg(long)]
+    pub summary_json: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// How to read the dataset.
+    #[command(flatten)]
+    pub dataset: DatasetArgs,
+}
+
+impl TrainArgs {
+    /// Validates the flags into a configuration.
+    pub fn into_config(self) -> anyhow::Result<TrainConfig> {
+        let devices = match &self.device_ids {
+            Some(ids) => ids.len(),
+            None => self.devices,
+        };
+        let trainer = match (&self.exec, self.model) {
+            (Some(cmd), _) => TrainerChoice::Exec {
+                command: cmd.clone(),
+                restarts: self.exec_restarts,
+            },
+            (None, ModelArg::None) => TrainerChoice::None,
+            (None, kind) => TrainerChoice::Model(ModelChoice {
+                logistic: kind == ModelArg::Logistic,
+                label: self.label.clone().ok_or_else(|| {
+                    anyhow::anyhow!("--model {kind:?} needs --label COL").context("bad flags")
+                })?,
+                features: self.features.clone().unwrap_or_default(),
+                learning_rate: self.learning_rate,
+                output: self.output.clone(),
+            }),
+        };
+        let config = TrainConfig {
+            url: self.url,
+            dataset: self.dataset.options()?,
+            devices,
+            device_ids: self.device_ids,
+            batch_size: self.batch_size,
+            epochs: self.epochs,
+            trainer,
+            columns: self.columns,
+            prefetch: self.prefetch,
+            shuffle_buffer: self.shuffle_buffer,
+            seed: self.seed,
+            max_attempts: self.max_attempts,
+            lease_timeout: self.lease_timeout,
+            wait_success: self.wait_success,
+            allow_incomplete: self.allow_incomplete,
+            summary_json: self.summary_json,
+            progress: !self.quiet,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+}

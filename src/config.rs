@@ -1,0 +1,156 @@
+//! The validated configuration of a training job, built from flags (and later job files).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use connectors::DatasetOptions;
+
+/// Which trainer runs on each device thread.
+#[derive(Debug, Clone)]
+pub enum TrainerChoice {
+    /// Count rows only.
+    None,
+    /// A built-in linear or logistic model.
+    Model(ModelChoice),
+    /// An external program speaking the exec protocol.
+    Exec {
+        /// The shell command.
+        command: String,
+        /// Restarts allowed per device.
+        restarts: u32,
+    },
+}
+
+/// Settings of a built-in model.
+#[derive(Debug, Clone)]
+pub struct ModelChoice {
+    /// Logistic (else linear).
+    pub logistic: bool,
+    /// Label column.
+    pub label: String,
+    /// Feature columns.
+    pub features: Vec<String>,
+    /// Learning rate override.
+    pub learning_rate: Option<f64>,
+    /// Where to write the model.
+    pub output: Option<PathBuf>,
+}
+
+/// A validated `sluice train` job.
+#[derive(Debug, Clone)]
+pub struct TrainConfig {
+    /// The dataset URL.
+    pub url: String,
+    /// How to read it.
+    pub dataset: DatasetOptions,
+    /// Device threads.
+    pub devices: usize,
+    /// Accelerator ids per device.
+    pub device_ids: Option<Vec<String>>,
+    /// Rows per batch.
+    pub batch_size: usize,
+    /// Epochs.
+    pub epochs: u32,
+    /// The trainer.
+    pub trainer: TrainerChoice,
+    /// Projected columns.
+    pub columns: Option<Vec<String>>,
+    /// Tasks read ahead.
+    pub prefetch: usize,
+    /// Shuffle buffer rows.
+    pub shuffle_buffer: usize,
+    /// Seed.
+    pub seed: u64,
+    /// Attempts per task.
+    pub max_attempts: u32,
+    /// Lease timeout.
+    pub lease_timeout: Duration,
+    /// Wait for `_SUCCESS` up to this long.
+    pub wait_success: Option<Duration>,
+    /// Train on visibly unfinished output.
+    pub allow_incomplete: bool,
+    /// Summary file.
+    pub summary_json: Option<PathBuf>,
+    /// Draw a progress bar.
+    pub progress: bool,
+}
+
+/// A rule the configuration breaks.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid option --{option}: {reason}")]
+pub struct ConfigError {
+    /// The flag.
+    pub option: &'static str,
+    /// The rule.
+    pub reason: String,
+}
+
+impl TrainConfig {
+    /// Checks every rule, explaining the first one broken.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let rule = |ok: bool, option: &'static str, reason: &str| {
+            if ok {
+                Ok(())
+            } else {
+                Err(ConfigError {
+                    option,
+                    reason: reason.to_string(),
+                })
+            }
+        };
+        rule(
+            self.devices >= 1,
+            "devices",
+            "at least one device thread is needed",
+        )?;
+        rule(
+            self.devices <= 1024,
+            "devices",
+            "at most 1024 device threads",
+        )?;
+        rule(
+            self.batch_size >= 1,
+            "batch-size",
+            "a batch holds at least one row",
+        )?;
+        rule(self.epochs >= 1, "epochs", "at least one epoch")?;
+        rule(
+            self.prefetch >= 1,
+            "prefetch",
+            "at least one task must be read at a time",
+        )?;
+        rule(
+            self.max_attempts >= 1,
+            "max-attempts",
+            "at least one attempt per task",
+        )?;
+        rule(
+            !self.lease_timeout.is_zero(),
+            "lease-timeout",
+            "must be more than 0",
+        )?;
+        if let TrainerChoice::Model(m) = &self.trainer {
+            rule(!m.label.is_empty(), "label", "name the label column")?;
+            rule(
+                !m.features.is_empty(),
+                "features",
+                "name the feature columns, e.g. --features f1,f2",
+            )?;
+            if let Some(lr) = m.learning_rate {
+                rule(
+                    lr.is_finite() && lr > 0.0,
+                    "learning-rate",
+                    "must be a positive number",
+                )?;
+            }
+        }
+        if let Some(ids) = &self.device_ids {
+            rule(
+                !ids.is_empty() && ids.iter().all(|i| !i.is_empty()),
+                "device-ids",
+                "list one id per device, e.g. 0,1",
+            )?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,81 @@
+//! The job summary: what `--summary-json` writes and the last lines printed.
+
+use serde::Serialize;
+
+use crate::trainer::TrainerReport;
+
+/// A task given up, named by its file.
+#[derive(Debug, Clone, Serialize)]
+pub struct FailedTask {
+    /// The file of the task's split.
+    pub file: String,
+    /// Epoch.
+    pub epoch: u32,
+    /// Split index.
+    pub split: u32,
+    /// Attempts made.
+    pub attempts: u32,
+    /// Why the last attempt failed.
+    pub reason: String,
+}
+
+/// The summary of a training run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    /// The dataset.
+    pub url: String,
+    /// Rows acknowledged by trainers, over all epochs.
+    pub rows: u64,
+    /// Batches acknowledged.
+    pub batches: u64,
+    /// Epochs run.
+    pub epochs: u32,
+    /// Device threads.
+    pub devices: usize,
+    /// Tasks done over all epochs.
+    pub tasks_done: u64,
+    /// Tasks given up.
+    pub tasks_failed: Vec<FailedTask>,
+    /// Wall-clock seconds.
+    pub seconds: f64,
+    /// Rows per second.
+    pub rows_per_second: f64,
+    /// Mean training loss per epoch (built-in models).
+    pub loss: Vec<Option<f64>>,
+    /// Accuracy per epoch (logistic model).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub accuracy: Option<Vec<Option<f64>>>,
+    /// Per-epoch statistics of the trainers.
+    pub trainer: TrainerReport,
+}
+
+impl Summary {
+    /// One line for people.
+    pub fn line(&self) -> String {
+        let mut s = format!(
+            "trained {} rows in {} batches over {} epoch(s) on {} device(s) in {:.1}s ({:.0} rows/s); {} tasks done, {} failed",
+            self.rows,
+            self.batches,
+            self.epochs,
+            self.devices,
+            self.seconds,
+            self.rows_per_second,
+            self.tasks_done,
+            self.tasks_failed.len()
+        );
+        let losses: Vec<String> = self
+            .loss
+            .iter()
+            .flatten()
+            .map(|l| format!("{l:.4}"))
+            .collect();
+        if !losses.is_empty() {
+            s.push_str(&format!("; loss per epoch: {}", losses.join(" ")));
+        }
+        if let Some(acc) = &self.accuracy {
+            let accs: Vec<String> = acc.iter().flatten().map(|a| format!("{a:.3}")).collect();
+            s.push_str(&format!("; accuracy: {}", accs.join(" ")));
+        }
+        s
+    }
+}

@@ -1,0 +1,261 @@
+//! `sluice train`: the whole job on one machine, the queue embedded.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use connectors::{Dataset, ReadPlan};
+use indicatif::{ProgressBar, ProgressStyle};
+use tracing::warn;
+
+use super::summary::{FailedTask, Summary};
+use super::wait;
+use crate::config::{TrainConfig, TrainerChoice};
+use crate::task::{Queue, QueueConfig};
+use crate::trainer::{ExecFactory, LinearFactory, ModelKind, NoneFactory, TrainerFactory};
+use crate::worker::pipeline::{self, PipelineConfig, Progress};
+use crate::worker::{LocalQueue, TaskSource};
+
+/// Errors that stop a training job before or while it runs.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    /// Reading the dataset failed.
+    #[error(transparent)]
+    Connector(#[from] connectors::Error),
+    /// `_SUCCESS` never came.
+    #[error(transparent)]
+    Wait(#[from] wait::WaitError),
+    /// The output is visibly unfinished.
+    #[error("{url} is not finished: no _SUCCESS and in-flight output present ({markers}); wait for the job with --wait-success, or pass --allow-incomplete")]
+    Unfinished {
+        /// The dataset.
+        url: String,
+        /// In-flight names.
+        markers: String,
+    },
+    /// The trainer refused the schema or could not be set up.
+    #[error(transparent)]
+    Trainer(#[from] crate::trainer::TrainerError),
+    /// The queue configuration is invalid.
+    #[error(transparent)]
+    Queue(#[from] crate::task::ConfigError),
+    /// The pipeline stopped.
+    #[error(transparent)]
+    Pipeline(#[from] pipeline::PipelineError),
+    /// Writing an output file failed.
+    #[error("cannot write {path}: {source}")]
+    Write {
+        /// The file.
+        path: String,
+        /// The failure.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Runs a training job and returns its summary.
+pub async fn run(config: TrainConfig) -> Result<Summary, TrainError> {
+    let started = Instant::now();
+    let location = connectors::store::open(&config.url)?;
+    let dataset = match config.wait_success {
+        Some(timeout) => wait::until_success(&location, &config.dataset, timeout).await?,
+        None => Dataset::open(location.clone(), config.dataset.clone()).await?,
+    };
+    check_finished(&dataset, config.allow_incomplete)?;
+    let plan = ReadPlan::new(&dataset, config.columns.as_deref(), config.batch_size)?;
+    let factory = make_factory(&config)?;
+    factory.validate(&plan.output_schema())?;
+    let queue = Queue::new(
+        dataset.splits.len(),
+        QueueConfig {
+            epochs: config.epochs,
+            max_attempts: config.max_attempts,
+            lease_timeout_ms: config.lease_timeout.as_millis() as u64,
+            seed: config.seed,
+        },
+    )?;
+    let source = LocalQueue::new(queue);
+    let total_tasks = dataset.splits.len() as u64 * config.epochs as u64;
+    let bar = progress_bar(config.progress, total_tasks);
+    let pipeline_config = PipelineConfig {
+        batch_size: config.batch_size,
+        devices: config.devices,
+        prefetch: config.prefetch,
+        shuffle_buffer: config.shuffle_buffer,
+        seed: config.seed,
+    };
+    let splits = Arc::new(dataset.splits.clone());
+    let drawer = Drawer::new(bar.clone(), source.clone(), factory.clone(), config.epochs);
+    let outcome = pipeline::run(
+        Arc::new(source.clone()),
+        dataset.location.clone(),
+        splits.clone(),
+        Arc::new(plan),
+        factory.clone(),
+        pipeline_config,
+        move |p| drawer.draw(p),
+    )
+    .await;
+    bar.finish_and_clear();
+    let outcome = outcome?;
+    let report = factory.report();
+    if let (TrainerChoice::Model(m), Some(model)) = (&config.trainer, &report.model) {
+        if let Some(path) = &m.output {
+            write_json(path, model)?;
+        }
+    }
+    let failures = source.snapshot(|q| q.failures().to_vec());
+    let tasks_done = source.status().tasks_done;
+    let seconds = started.elapsed().as_secs_f64();
+    let logistic = matches!(&config.trainer, TrainerChoice::Model(m) if m.logistic);
+    let summary = Summary {
+        url: dataset.location.url(),
+        rows: outcome.rows,
+        batches: outcome.batches,
+        epochs: config.epochs,
+        devices: config.devices,
+        tasks_done,
+        tasks_failed: failures
+            .into_iter()
+            .map(|f| FailedTask {
+                file: splits
+                    .get(f.split as usize)
+                    .map(|s| {
+                        dataset
+                            .location
+                            .display(&object_store::path::Path::from(s.path.as_str()))
+                    })
+                    .unwrap_or_default(),
+                epoch: f.epoch,
+                split: f.split,
+                attempts: f.attempts,
+                reason: f.reason,
+            })
+            .collect(),
+        seconds,
+        rows_per_second: outcome.rows as f64 / seconds.max(1e-9),
+        loss: report.epochs.iter().map(|e| e.loss).collect(),
+        accuracy: logistic.then(|| report.epochs.iter().map(|e| e.accuracy).collect()),
+        trainer: report,
+    };
+    if let Some(path) = &config.summary_json {
+        let value = serde_json::to_value(&summary).unwrap_or_default();
+        write_json(path, &value)?;
+    }
+    Ok(summary)
+}
+
+/// Refuses visibly unfinished output; warns when completeness cannot be told.
+fn check_finished(dataset: &Dataset, allow_incomplete: bool) -> Result<(), TrainError> {
+    if dataset.visibly_unfinished() {
+        if !allow_incomplete {
+            return Err(TrainError::Unfinished {
+                url: dataset.location.url(),
+                markers: dataset.in_flight.join(", "),
+            });
+        }
+        warn!(url = %dataset.location.url(), "training on unfinished output (--allow-incomplete)");
+    } else if !dataset.complete {
+        warn!(url = %dataset.location.url(), "no _SUCCESS marker: cannot tell whether the output is complete");
+    }
+    for ignored in &dataset.ignored {
+        warn!(path = %ignored.path, reason = %ignored.reason, "file not read");
+    }
+    Ok(())
+}
+
+fn make_factory(config: &TrainConfig) -> Result<Arc<dyn TrainerFactory>, TrainError> {
+    Ok(match &config.trainer {
+        TrainerChoice::None => Arc::new(NoneFactory::new()),
+        TrainerChoice::Exec { command, restarts } => {
+            let mut f = ExecFactory::new(command.clone()).with_max_restarts(*restarts);
+            if let Some(ids) = &config.device_ids {
+                f = f.with_device_ids(ids.clone());
+            }
+            Arc::new(f)
+        }
+        TrainerChoice::Model(m) => {
+            let kind = if m.logistic {
+                ModelKind::Logistic
+            } else {
+                ModelKind::Linear
+            };
+            let mut f = LinearFactory::new(kind, m.label.clone(), m.features.clone());
+            if let Some(lr) = m.learning_rate {
+                f = f.with_learning_rate(lr);
+            }
+            Arc::new(f)
+        }
+    })
+}
+
+fn write_json(path: &std::path::Path, value: &serde_json::Value) -> Result<(), TrainError> {
+    let text = serde_json::to_string_pretty(value).unwrap_or_default();
+    std::fs::write(path, text + "\n").map_err(|source| TrainError::Write {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+fn progress_bar(enabled: bool, total: u64) -> ProgressBar {
+    if !enabled {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    let style = ProgressStyle::with_template(
+        "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} tasks {msg}",
+    )
+    .unwrap_or_else(|_| ProgressStyle::default_bar());
+    bar.set_style(style);
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+/// Draws progress at most every 100 ms.
+struct Drawer {
+    bar: ProgressBar,
+    source: LocalQueue,
+    factory: Arc<dyn TrainerFactory>,
+    epochs: u32,
+    started: Instant,
+    last: std::sync::Mutex<Instant>,
+}
+
+impl Drawer {
+    fn new(
+        bar: ProgressBar,
+        source: LocalQueue,
+        factory: Arc<dyn TrainerFactory>,
+        epochs: u32,
+    ) -> Self {
+        Drawer {
+            bar,
+            source,
+            factory,
+            epochs,
+            started: Instant::now(),
+            last: std::sync::Mutex::new(Instant::now()),
+        }
+    }
+
+    fn draw(&self, p: &Progress) {
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        if last.elapsed() < Duration::from_millis(100) {
+            return;
+        }
+        *last = Instant::now();
+        let status = self.source.status();
+        self.bar.set_position(status.tasks_done);
+        let rate = p.rows as f64 / self.started.elapsed().as_secs_f64().max(1e-9);
+        let mut msg = format!(
+            "epoch {}/{} {} rows {:.0} rows/s",
+            p.epoch + 1,
+            self.epochs,
+            p.rows,
+            rate
+        );
+        if let Some(loss) = self.factory.current_loss() {
+            msg.push_str(&format!(" loss {loss:.4}"));
+        }
+        self.bar.set_message(msg);
+    }
+}

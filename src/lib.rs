@@ -1,0 +1,12 @@
+//! sluice: hands Spark, Hive and MapReduce output to elastic training workers.
+//!
+//! The [`task`] queue leases pieces of a dataset (found by the `connectors`
+//! crate) to [`worker`]s, which feed Arrow record batches to [`trainer`]s on
+//! device threads; [`job`] runs the whole thing on one machine.
+
+pub mod cli;
+pub mod config;
+pub mod job;
+pub mod task;
+pub mod trainer;
+pub mod worker;

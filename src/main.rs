@@ -1,0 +1,85 @@
+//! The `sluice` command: parses flags and dispatches; errors become one line and exit code 1.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use sluice::cli::{Cli, Command};
+use tracing_subscriber::EnvFilter;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sluice: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(dispatch(cli.command)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("sluice: {}", one_line(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Ls(args) => {
+            sluice::cli::ls::run(args).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Train(args) => {
+            let config = args.into_config()?;
+            let summary = sluice::job::train::run(config).await?;
+            eprintln!("{}", summary.line());
+            for failed in &summary.tasks_failed {
+                eprintln!(
+                    "failed task: {} (epoch {}): {}",
+                    failed.file, failed.epoch, failed.reason
+                );
+            }
+            Ok(if summary.tasks_failed.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(2)
+            })
+        }
+    }
+}
+
+/// An error and its causes on one line.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+    }
+    parts
+        .join(": ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .compact()
+        .init();
+}

@@ -1,0 +1,190 @@
+//! Every mutating call on a [`Queue`] as data, so a journal can record the inputs and a
+//! restarted master can replay them: the same commands in the same order on a fresh
+//! `Queue::new` with the same splits and config give an identical queue. Commands
+//! whose [`Reply::changed`] is false may be left out of the journal.
+
+use serde::{Deserialize, Serialize};
+
+use super::error::QueueError;
+use super::queue::Queue;
+use super::types::{AttemptId, Expired, FailOutcome, LeaseReply, Millis, WorkerId};
+
+/// One call on the queue, with the time it was made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Command {
+    /// [`Queue::register`].
+    Register { now: Millis },
+    /// [`Queue::lease`].
+    Lease {
+        now: Millis,
+        worker: WorkerId,
+        max: usize,
+    },
+    /// [`Queue::heartbeat`].
+    Heartbeat { now: Millis, worker: WorkerId },
+    /// [`Queue::commit`].
+    Commit {
+        now: Millis,
+        attempt: AttemptId,
+        offset: u64,
+    },
+    /// [`Queue::finish`].
+    Finish {
+        now: Millis,
+        attempt: AttemptId,
+        rows: u64,
+    },
+    /// [`Queue::fail`].
+    Fail {
+        now: Millis,
+        attempt: AttemptId,
+        reason: String,
+    },
+    /// [`Queue::tick`].
+    Tick { now: Millis },
+}
+
+impl Command {
+    /// The time the call was made.
+    pub fn now(&self) -> Millis {
+        match *self {
+            Command::Register { now }
+            | Command::Lease { now, .. }
+            | Command::Heartbeat { now, .. }
+            | Command::Commit { now, .. }
+            | Command::Finish { now, .. }
+            | Command::Fail { now, .. }
+            | Command::Tick { now } => now,
+        }
+    }
+}
+
+/// What a [`Command`] returned, one variant per command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reply {
+    /// Answer to [`Command::Register`].
+    Register(WorkerId),
+    /// Answer to [`Command::Lease`].
+    Lease(Result<LeaseReply, QueueError>),
+    /// Answer to [`Command::Heartbeat`]: the attempts the worker lost.
+    Heartbeat(Result<Vec<AttemptId>, QueueError>),
+    /// Answer to [`Command::Commit`].
+    Commit(Result<(), QueueError>),
+    /// Answer to [`Command::Finish`].
+    Finish(Result<(), QueueError>),
+    /// Answer to [`Command::Fail`].
+    Fail(Result<FailOutcome, QueueError>),
+    /// Answer to [`Command::Tick`]: the leases that lapsed.
+    Tick(Vec<Expired>),
+}
+
+impl Reply {
+    /// False when the command changed nothing in the queue (a refusal, a lease answered
+    /// with no tasks, a tick that expired nothing): a journal need not record it, and
+    /// replaying the other commands still gives an identical queue.
+    pub fn changed(&self) -> bool {
+        match self {
+            Reply::Register(_) => true,
+            Reply::Lease(Ok(LeaseReply::Tasks(leases))) => !leases.is_empty(),
+            Reply::Lease(_) => false,
+            Reply::Heartbeat(reply) => reply.is_ok(),
+            Reply::Commit(reply) | Reply::Finish(reply) => reply.is_ok(),
+            Reply::Fail(reply) => reply.is_ok(),
+            Reply::Tick(expired) => !expired.is_empty(),
+        }
+    }
+}
+
+impl Queue {
+    /// Performs `command` and returns its answer.
+    pub fn apply(&mut self, command: &Command) -> Reply {
+        match command {
+            Command::Register { now } => Reply::Register(self.register(*now)),
+            Command::Lease { now, worker, max } => Reply::Lease(self.lease(*now, *worker, *max)),
+            Command::Heartbeat { now, worker } => Reply::Heartbeat(self.heartbeat(*now, *worker)),
+            Command::Commit {
+                now,
+                attempt,
+                offset,
+            } => Reply::Commit(self.commit(*now, *attempt, *offset)),
+            Command::Finish { now, attempt, rows } => {
+                Reply::Finish(self.finish(*now, *attempt, *rows))
+            }
+            Command::Fail {
+                now,
+                attempt,
+                reason,
+            } => Reply::Fail(self.fail(*now, *attempt, reason.clone())),
+            Command::Tick { now } => Reply::Tick(self.tick(*now)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_round_trip_through_json() {
+        let commands = [
+            Command::Register { now: 1 },
+            Command::Lease {
+                now: 2,
+                worker: WorkerId(1),
+                max: 4,
+            },
+            Command::Heartbeat {
+                now: 3,
+                worker: WorkerId(1),
+            },
+            Command::Commit {
+                now: 4,
+                attempt: AttemptId(7),
+                offset: 100,
+            },
+            Command::Finish {
+                now: 5,
+                attempt: AttemptId(7),
+                rows: 120,
+            },
+            Command::Fail {
+                now: 6,
+                attempt: AttemptId(8),
+                reason: "file part-0001.parquet: bad magic".into(),
+            },
+            Command::Tick { now: 7 },
+        ];
+        for command in commands {
+            let json = serde_json::to_string(&command).expect("serialize");
+            let back: Command = serde_json::from_str(&json).expect("deserialize");
+            assert_eq!(back, command, "{json}");
+            assert_eq!(back.now(), command.now());
+        }
+        let json = serde_json::to_string(&Command::Tick { now: 9 }).expect("serialize");
+        assert_eq!(json, r#"{"op":"tick","now":9}"#);
+    }
+
+    #[test]
+    fn replies_round_trip_through_json() {
+        let replies = [
+            Reply::Register(WorkerId(3)),
+            Reply::Lease(Ok(LeaseReply::Wait)),
+            Reply::Commit(Err(QueueError::OffsetBackwards {
+                attempt: AttemptId(2),
+                committed: 10,
+                offset: 5,
+            })),
+            Reply::Heartbeat(Err(QueueError::UnknownWorker {
+                worker: WorkerId(9),
+            })),
+            Reply::Fail(Ok(FailOutcome::Retried)),
+        ];
+        for reply in replies {
+            let json = serde_json::to_string(&reply).expect("serialize");
+            let back: Reply = serde_json::from_str(&json).expect("deserialize");
+            assert_eq!(back, reply, "{json}");
+        }
+    }
+}

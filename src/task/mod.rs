@@ -1,0 +1,25 @@
+//! Tasks of a job (split × epoch) and the queue that leases them to elastic workers.
+//!
+//! [`Queue`] is a pure state machine: no I/O, no clock, no threads. The embedded
+//! runner and the HTTP master wrap it; a journal records each [`Command`] before its
+//! [`Reply`] is sent and replays them after a restart.
+
+mod command;
+mod config;
+mod error;
+mod order;
+mod queue;
+mod types;
+
+#[cfg(test)]
+mod sim;
+
+pub use command::{Command, Reply};
+pub use config::{ConfigError, QueueConfig};
+pub use error::QueueError;
+pub use order::epoch_order;
+pub use queue::Queue;
+pub use types::{
+    AttemptId, Expired, FailOutcome, Lease, LeaseReply, Millis, QueueStatus, Task, TaskFailure,
+    TaskState, WorkerId,
+};

@@ -1,0 +1,450 @@
+//! The task queue: a pure state machine that leases a job's tasks to workers, fences
+//! stale reports, retries and fails tasks, and steps through the epochs.
+//!
+//! No I/O, no clock, no threads: every call takes `now`, and the same calls in the
+//! same order always give the same state (see [`super::Command`] for replay).
+//!
+//! Rules a caller can rely on:
+//! - Tasks of an epoch are leased in [`super::epoch_order`]; a task that comes back
+//!   (failed or lapsed attempt) goes to the back of the line, so one bad split does
+//!   not hold up the others and a flaky worker does not take it again at once.
+//! - Epoch `e + 1` starts only when every task of epoch `e` is done or failed.
+//! - A lease lapses at `deadline` (a tick at `now >= deadline` expires it); a lapse
+//!   counts as an attempt. Heartbeats renew all of a worker's leases at once; a
+//!   commit renews its own lease.
+//! - Renewals never shorten a deadline, so calls arriving out of time order are
+//!   harmless.
+//! - A refused call (an `Err`) changes nothing; see [`super::Reply::changed`] for the
+//!   other calls that change nothing and need no journal record.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use super::config::{ConfigError, QueueConfig};
+use super::error::QueueError;
+use super::order::epoch_order;
+use super::types::{
+    AttemptId, Expired, FailOutcome, Lease, LeaseReply, Millis, QueueStatus, Task, TaskFailure,
+    TaskState, WorkerId,
+};
+
+/// What the queue remembers of a worker.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct WorkerRecord {
+    /// The worker's live leases: attempt -> split. Exactly the tasks in
+    /// `Leased { worker: this worker, .. }`.
+    leases: BTreeMap<AttemptId, u32>,
+    /// Attempts of this worker that lapsed since its last heartbeat; handed back (and
+    /// cleared) by the next heartbeat so the worker stops reading them.
+    lost: Vec<AttemptId>,
+}
+
+/// Leases the tasks (split × epoch) of one job to workers. See the module docs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Queue {
+    config: QueueConfig,
+    /// Current epoch, `< config.epochs`. Only increases, and only once every task of
+    /// the epoch is done or failed.
+    epoch: u32,
+    /// One entry per split for the current epoch, indexed by split. A task's committed
+    /// offset never decreases within an epoch; at most one live lease per task (its
+    /// state holds it); `attempts <= config.max_attempts`.
+    tasks: Vec<Task>,
+    /// Splits in `Todo`, in the order they will be leased: each `Todo` split exactly
+    /// once, nothing else.
+    todo: VecDeque<u32>,
+    /// Live leases: attempt -> split. Exactly the tasks in `Leased { attempt, .. }`.
+    live: BTreeMap<AttemptId, u32>,
+    /// Registered workers. Every `Leased { worker, .. }` names one of them.
+    workers: BTreeMap<WorkerId, WorkerRecord>,
+    /// Next worker id to hand out; greater than every id handed out.
+    next_worker: u64,
+    /// Next attempt id to hand out; greater than every attempt handed out.
+    next_attempt: u64,
+    /// Tasks of the current epoch in `Done`.
+    done: usize,
+    /// Tasks of the current epoch in `Failed`.
+    failed: usize,
+    /// Tasks done over all epochs; never decreases.
+    tasks_done: u64,
+    /// Rows of done tasks over all epochs; never decreases.
+    rows_done: u64,
+    /// Every task given up, oldest first; only grows.
+    failures: Vec<TaskFailure>,
+    /// Every epoch is finished. Once true, stays true and nothing is leased.
+    over: bool,
+}
+
+impl Queue {
+    /// A queue for a job of `num_splits` splits, at epoch 0 with every task to do.
+    /// A job with no splits is over at once.
+    pub fn new(num_splits: usize, config: QueueConfig) -> Result<Queue, ConfigError> {
+        config.validate()?;
+        if u32::try_from(num_splits).is_err() {
+            return Err(ConfigError::TooManySplits {
+                splits: num_splits,
+                max: u64::from(u32::MAX),
+            });
+        }
+        let mut queue = Queue {
+            config,
+            epoch: 0,
+            tasks: Vec::new(),
+            todo: VecDeque::new(),
+            live: BTreeMap::new(),
+            workers: BTreeMap::new(),
+            next_worker: 1,
+            next_attempt: 1,
+            done: 0,
+            failed: 0,
+            tasks_done: 0,
+            rows_done: 0,
+            failures: Vec::new(),
+            over: false,
+        };
+        queue.start_epoch(0, num_splits);
+        queue.settle();
+        Ok(queue)
+    }
+
+    /// Registers a new worker and names it. Ids are chosen here, never by workers.
+    /// `now` is unused beyond the journal record.
+    pub fn register(&mut self, _now: Millis) -> WorkerId {
+        let worker = WorkerId(self.next_worker);
+        self.next_worker += 1;
+        self.workers.insert(worker, WorkerRecord::default());
+        worker
+    }
+
+    /// Leases up to `max` tasks of the current epoch to `worker`, in the epoch's order
+    /// (`max == 0` with tasks to do answers `Tasks` with none).
+    pub fn lease(
+        &mut self,
+        now: Millis,
+        worker: WorkerId,
+        max: usize,
+    ) -> Result<LeaseReply, QueueError> {
+        if !self.workers.contains_key(&worker) {
+            return Err(QueueError::UnknownWorker { worker });
+        }
+        if self.over {
+            return Ok(LeaseReply::JobOver);
+        }
+        if self.todo.is_empty() {
+            return Ok(LeaseReply::Wait);
+        }
+        let mut leases = Vec::with_capacity(max.min(self.todo.len()));
+        while leases.len() < max {
+            let Some(split) = self.todo.pop_front() else {
+                break;
+            };
+            leases.push(self.grant(now, worker, split));
+        }
+        Ok(LeaseReply::Tasks(leases))
+    }
+
+    /// Renews every lease of `worker` to at least `now + lease_timeout_ms` and returns
+    /// the worker's attempts that lapsed since its last heartbeat: it must drop them.
+    pub fn heartbeat(
+        &mut self,
+        now: Millis,
+        worker: WorkerId,
+    ) -> Result<Vec<AttemptId>, QueueError> {
+        let deadline = self.deadline(now);
+        let record = self
+            .workers
+            .get_mut(&worker)
+            .ok_or(QueueError::UnknownWorker { worker })?;
+        for &split in record.leases.values() {
+            if let Some(Task {
+                state: TaskState::Leased { deadline: d, .. },
+                ..
+            }) = self.tasks.get_mut(split as usize)
+            {
+                *d = (*d).max(deadline);
+            }
+        }
+        Ok(std::mem::take(&mut record.lost))
+    }
+
+    /// Records that trainers acknowledged the first `offset` rows of the attempt's
+    /// split. `offset` is absolute within the split; repeating the committed offset is
+    /// fine, going below it is refused. Progress proves the worker alive, so a commit
+    /// also renews this lease like a heartbeat does.
+    pub fn commit(
+        &mut self,
+        now: Millis,
+        attempt: AttemptId,
+        offset: u64,
+    ) -> Result<(), QueueError> {
+        let renewed = self.deadline(now);
+        let (committed, deadline) = self.leased_mut(attempt)?;
+        if offset < *committed {
+            return Err(QueueError::OffsetBackwards {
+                attempt,
+                committed: *committed,
+                offset,
+            });
+        }
+        *committed = offset;
+        *deadline = (*deadline).max(renewed);
+        Ok(())
+    }
+
+    /// Marks the attempt's task done: all `rows` rows of the split were read and
+    /// acknowledged (`rows` also becomes its committed offset, so it may not be
+    /// below the committed offset). `now` is unused beyond the journal record.
+    pub fn finish(
+        &mut self,
+        _now: Millis,
+        attempt: AttemptId,
+        rows: u64,
+    ) -> Result<(), QueueError> {
+        let committed = *self.leased_mut(attempt)?.0;
+        if rows < committed {
+            return Err(QueueError::OffsetBackwards {
+                attempt,
+                committed,
+                offset: rows,
+            });
+        }
+        let split = self.release(attempt)?.1;
+        if let Some(task) = self.tasks.get_mut(split as usize) {
+            task.state = TaskState::Done { rows };
+        }
+        self.done += 1;
+        self.tasks_done += 1;
+        self.rows_done += rows;
+        self.settle();
+        Ok(())
+    }
+
+    /// Ends the attempt as failed: its task goes back to todo at the committed
+    /// offset, or is failed with `reason` if it has used `max_attempts` attempts.
+    /// `now` is unused beyond the journal record.
+    pub fn fail(
+        &mut self,
+        _now: Millis,
+        attempt: AttemptId,
+        reason: String,
+    ) -> Result<FailOutcome, QueueError> {
+        let (_, split) = self.release(attempt)?;
+        let outcome = self.end_attempt(split, reason);
+        self.settle();
+        Ok(outcome)
+    }
+
+    /// Expires every lease whose deadline is at or before `now`, as a failed attempt
+    /// with reason `lease expired (worker N)`. Returns them in attempt order.
+    pub fn tick(&mut self, now: Millis) -> Vec<Expired> {
+        let lapsed: Vec<AttemptId> = self
+            .live
+            .iter()
+            .filter(|(_, &split)| self.deadline_of(split).is_some_and(|d| d <= now))
+            .map(|(&attempt, _)| attempt)
+            .collect();
+        let mut expired = Vec::with_capacity(lapsed.len());
+        for attempt in lapsed {
+            let Ok((worker, split)) = self.release(attempt) else {
+                continue;
+            };
+            if let Some(record) = self.workers.get_mut(&worker) {
+                record.lost.push(attempt);
+            }
+            let outcome = self.end_attempt(split, format!("lease expired (worker {worker})"));
+            expired.push(Expired {
+                attempt,
+                worker,
+                epoch: self.epoch,
+                split,
+                outcome,
+            });
+        }
+        self.settle();
+        expired
+    }
+
+    /// Counts of the current epoch and totals of the job.
+    pub fn status(&self) -> QueueStatus {
+        QueueStatus {
+            epoch: self.epoch,
+            epochs: self.config.epochs,
+            splits: self.tasks.len(),
+            todo: self.todo.len(),
+            leased: self.live.len(),
+            done: self.done,
+            failed: self.failed,
+            tasks_done: self.tasks_done,
+            rows_done: self.rows_done,
+            workers: self.workers.len(),
+            failures: self.failures.clone(),
+            job_over: self.over,
+        }
+    }
+
+    /// True once every task of every epoch is done or failed.
+    pub fn is_over(&self) -> bool {
+        self.over
+    }
+
+    /// Every task given up so far, oldest first.
+    pub fn failures(&self) -> &[TaskFailure] {
+        &self.failures
+    }
+
+    /// The tasks of the current epoch, indexed by split.
+    pub fn tasks(&self) -> &[Task] {
+        &self.tasks
+    }
+
+    /// The current epoch (the last one once the job is over).
+    pub fn epoch(&self) -> u32 {
+        self.epoch
+    }
+
+    /// The settings the queue was built with.
+    pub fn config(&self) -> &QueueConfig {
+        &self.config
+    }
+
+    fn deadline(&self, now: Millis) -> Millis {
+        now.saturating_add(self.config.lease_timeout_ms)
+    }
+
+    fn deadline_of(&self, split: u32) -> Option<Millis> {
+        match self.tasks.get(split as usize)?.state {
+            TaskState::Leased { deadline, .. } => Some(deadline),
+            _ => None,
+        }
+    }
+
+    /// Leases `split` (just taken off `todo`) to `worker`.
+    fn grant(&mut self, now: Millis, worker: WorkerId, split: u32) -> Lease {
+        let attempt = AttemptId(self.next_attempt);
+        self.next_attempt += 1;
+        let deadline = self.deadline(now);
+        let mut offset = 0;
+        if let Some(task) = self.tasks.get_mut(split as usize) {
+            if let TaskState::Todo { offset: committed } = task.state {
+                offset = committed;
+            }
+            task.attempts += 1;
+            task.state = TaskState::Leased {
+                attempt,
+                worker,
+                deadline,
+                offset,
+            };
+        }
+        self.live.insert(attempt, split);
+        if let Some(record) = self.workers.get_mut(&worker) {
+            record.leases.insert(attempt, split);
+        }
+        Lease {
+            attempt,
+            epoch: self.epoch,
+            split,
+            offset,
+            deadline,
+        }
+    }
+
+    /// The committed offset and deadline of the task `attempt` holds, or `Stale`.
+    fn leased_mut(&mut self, attempt: AttemptId) -> Result<(&mut u64, &mut Millis), QueueError> {
+        let stale = QueueError::Stale { attempt };
+        let split = *self.live.get(&attempt).ok_or_else(|| stale.clone())?;
+        match self.tasks.get_mut(split as usize) {
+            Some(Task {
+                state:
+                    TaskState::Leased {
+                        attempt: held,
+                        offset,
+                        deadline,
+                        ..
+                    },
+                ..
+            }) if *held == attempt => Ok((offset, deadline)),
+            _ => Err(stale),
+        }
+    }
+
+    /// Drops the live lease `attempt` from the books (the task keeps its `Leased`
+    /// state until the caller sets the next one). Returns its worker and split.
+    fn release(&mut self, attempt: AttemptId) -> Result<(WorkerId, u32), QueueError> {
+        let stale = QueueError::Stale { attempt };
+        let split = *self.live.get(&attempt).ok_or_else(|| stale.clone())?;
+        let worker = match self.tasks.get(split as usize) {
+            Some(Task {
+                state:
+                    TaskState::Leased {
+                        attempt: held,
+                        worker,
+                        ..
+                    },
+                ..
+            }) if *held == attempt => *worker,
+            _ => return Err(stale),
+        };
+        self.live.remove(&attempt);
+        if let Some(record) = self.workers.get_mut(&worker) {
+            record.leases.remove(&attempt);
+        }
+        Ok((worker, split))
+    }
+
+    /// Moves a just-released task back to todo at its committed offset, or to
+    /// failed once it has used every attempt.
+    fn end_attempt(&mut self, split: u32, reason: String) -> FailOutcome {
+        let Some(task) = self.tasks.get_mut(split as usize) else {
+            return FailOutcome::Failed;
+        };
+        let offset = match task.state {
+            TaskState::Leased { offset, .. } => offset,
+            _ => 0,
+        };
+        if task.attempts < self.config.max_attempts {
+            task.state = TaskState::Todo { offset };
+            self.todo.push_back(split);
+            return FailOutcome::Retried;
+        }
+        self.failures.push(TaskFailure {
+            epoch: self.epoch,
+            split,
+            attempts: task.attempts,
+            reason: reason.clone(),
+        });
+        task.state = TaskState::Failed { reason };
+        self.failed += 1;
+        FailOutcome::Failed
+    }
+
+    /// Starts the next epoch, or ends the job, once every task is done or failed.
+    fn settle(&mut self) {
+        if self.over || self.done + self.failed < self.tasks.len() {
+            return;
+        }
+        match self.epoch.checked_add(1) {
+            Some(next) if next < self.config.epochs && !self.tasks.is_empty() => {
+                self.start_epoch(next, self.tasks.len());
+            }
+            _ => self.over = true,
+        }
+    }
+
+    /// Resets every task to todo at offset 0, in epoch `epoch`'s order.
+    fn start_epoch(&mut self, epoch: u32, splits: usize) {
+        self.epoch = epoch;
+        let fresh = Task {
+            state: TaskState::Todo { offset: 0 },
+            attempts: 0,
+        };
+        self.tasks.clear();
+        self.tasks.resize(splits, fresh);
+        self.todo = epoch_order(self.config.seed, epoch, splits).into();
+        self.done = 0;
+        self.failed = 0;
+    }
+}
+
+#[cfg(test)]
+#[path = "queue_tests.rs"]
+pub(crate) mod tests;

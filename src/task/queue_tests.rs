@@ -1,0 +1,484 @@
+//! Tests of every queue transition, and the invariant check the simulation reuses.
+
+use std::collections::BTreeSet;
+
+use super::*;
+
+const TIMEOUT: Millis = 1_000;
+
+fn config(epochs: u32, max_attempts: u32) -> QueueConfig {
+    QueueConfig {
+        epochs,
+        max_attempts,
+        lease_timeout_ms: TIMEOUT,
+        seed: 5,
+    }
+}
+
+fn queue(splits: usize, epochs: u32, max_attempts: u32) -> Queue {
+    Queue::new(splits, config(epochs, max_attempts)).expect("valid config")
+}
+
+/// The leases of a reply that must carry tasks.
+fn tasks(reply: Result<LeaseReply, QueueError>) -> Vec<Lease> {
+    match reply {
+        Ok(LeaseReply::Tasks(leases)) => leases,
+        other => panic!("expected tasks, got {other:?}"),
+    }
+}
+
+fn lease_one(q: &mut Queue, now: Millis, worker: WorkerId) -> Lease {
+    let mut leases = tasks(q.lease(now, worker, 1));
+    assert_eq!(leases.len(), 1);
+    leases.remove(0)
+}
+
+fn state(q: &Queue, split: u32) -> &TaskState {
+    &q.tasks()[split as usize].state
+}
+
+/// Checks every invariant written on the fields of [`Queue`].
+pub(crate) fn check_invariants(q: &Queue) -> Result<(), String> {
+    let n = q.tasks.len();
+    let (mut todo, mut leased, mut done, mut failed) = (0, 0, 0, 0);
+    for (split, task) in q.tasks.iter().enumerate() {
+        if task.attempts > q.config.max_attempts {
+            return Err(format!("split {split} has {} attempts", task.attempts));
+        }
+        match &task.state {
+            TaskState::Todo { .. } => todo += 1,
+            TaskState::Leased {
+                attempt, worker, ..
+            } => {
+                leased += 1;
+                if q.live.get(attempt) != Some(&(split as u32)) {
+                    return Err(format!("split {split}: attempt {attempt} not live"));
+                }
+                let record = q.workers.get(worker).ok_or("lease of unknown worker")?;
+                if record.leases.get(attempt) != Some(&(split as u32)) {
+                    return Err(format!("split {split}: worker {worker} misses {attempt}"));
+                }
+                if attempt.0 >= q.next_attempt {
+                    return Err(format!("attempt {attempt} not yet handed out"));
+                }
+            }
+            TaskState::Done { .. } => done += 1,
+            TaskState::Failed { .. } => failed += 1,
+        }
+    }
+    if todo + leased + done + failed != n {
+        return Err("a task is lost".into());
+    }
+    if (todo, leased, done, failed) != (q.todo.len(), q.live.len(), q.done, q.failed) {
+        return Err(format!(
+            "counts {:?} disagree with books {:?}",
+            (todo, leased, done, failed),
+            (q.todo.len(), q.live.len(), q.done, q.failed)
+        ));
+    }
+    let queued: BTreeSet<u32> = q.todo.iter().copied().collect();
+    if queued.len() != q.todo.len() {
+        return Err("a split is queued twice".into());
+    }
+    for split in &queued {
+        if !matches!(state(q, *split), TaskState::Todo { .. }) {
+            return Err(format!("queued split {split} is not todo"));
+        }
+    }
+    let held: usize = q.workers.values().map(|w| w.leases.len()).sum();
+    if held != q.live.len() {
+        return Err("workers hold leases the queue does not".into());
+    }
+    if q.epoch >= q.config.epochs || (q.over && (todo > 0 || leased > 0)) {
+        return Err(format!("epoch {} over {} with work left", q.epoch, q.over));
+    }
+    Ok(())
+}
+
+#[test]
+fn config_rules_are_each_explained() {
+    assert_eq!(QueueConfig::default().validate(), Ok(()));
+    let broken = [
+        (config(0, 3), ConfigError::NoEpochs),
+        (config(1, 0), ConfigError::NoAttempts),
+        (
+            QueueConfig {
+                lease_timeout_ms: 0,
+                ..config(1, 3)
+            },
+            ConfigError::NoLeaseTimeout,
+        ),
+    ];
+    for (config, error) in broken {
+        assert_eq!(config.validate(), Err(error.clone()));
+        assert_eq!(Queue::new(3, config).err(), Some(error.clone()));
+        let message = error.to_string();
+        assert!(message.starts_with(char::is_lowercase), "{message}");
+    }
+}
+
+#[test]
+fn zero_splits_is_over_at_once() {
+    let mut q = queue(0, 3, 3);
+    assert!(q.is_over());
+    let w = q.register(0);
+    assert_eq!(q.lease(0, w, 4), Ok(LeaseReply::JobOver));
+    let status = q.status();
+    assert!(status.job_over);
+    assert_eq!((status.splits, status.todo, status.epoch), (0, 0, 0));
+}
+
+#[test]
+fn workers_get_fresh_ids_and_unknown_ones_are_refused() {
+    let mut q = queue(2, 1, 3);
+    let a = q.register(0);
+    let b = q.register(0);
+    assert_ne!(a, b);
+    assert!(a.0 >= 1 && b.0 >= 1);
+    let stranger = WorkerId(99);
+    let unknown = Err(QueueError::UnknownWorker { worker: stranger });
+    assert_eq!(
+        q.lease(0, stranger, 1),
+        unknown.clone().map(|()| LeaseReply::Wait)
+    );
+    assert_eq!(q.heartbeat(0, stranger), unknown.map(|()| Vec::new()));
+    assert_eq!(q.status().workers, 2);
+}
+
+#[test]
+fn leases_follow_the_epoch_order_and_respect_max() {
+    let mut q = queue(10, 2, 3);
+    let w = q.register(0);
+    let first = tasks(q.lease(100, w, 3));
+    let rest = tasks(q.lease(100, w, 100));
+    assert_eq!((first.len(), rest.len()), (3, 7));
+    let splits: Vec<u32> = first.iter().chain(&rest).map(|l| l.split).collect();
+    assert_eq!(splits, epoch_order(5, 0, 10));
+    for lease in first.iter().chain(&rest) {
+        assert_eq!(
+            (lease.epoch, lease.offset, lease.deadline),
+            (0, 0, 100 + TIMEOUT)
+        );
+    }
+    let attempts: BTreeSet<AttemptId> = first.iter().chain(&rest).map(|l| l.attempt).collect();
+    assert_eq!(attempts.len(), 10, "attempt ids are unique");
+    assert_eq!(q.lease(100, w, 0), Ok(LeaseReply::Wait));
+    check_invariants(&q).expect("invariants");
+}
+
+#[test]
+fn lease_order_differs_between_epochs_and_repeats_across_queues() {
+    let run = |seed| {
+        let mut q = Queue::new(
+            20,
+            QueueConfig {
+                seed,
+                ..config(2, 3)
+            },
+        )
+        .expect("valid config");
+        let w = q.register(0);
+        let mut orders = Vec::new();
+        for _ in 0..2 {
+            let leases = tasks(q.lease(0, w, 20));
+            for lease in &leases {
+                q.finish(0, lease.attempt, 1).expect("finish");
+            }
+            orders.push(leases.iter().map(|l| l.split).collect::<Vec<_>>());
+        }
+        orders
+    };
+    let orders = run(11);
+    for order in &orders {
+        let sorted: BTreeSet<u32> = order.iter().copied().collect();
+        assert_eq!(sorted, (0..20).collect(), "a permutation");
+    }
+    assert_ne!(orders[0], orders[1]);
+    assert_eq!(orders, run(11));
+    assert_ne!(orders, run(12));
+}
+
+#[test]
+fn commit_then_finish_marks_done() {
+    let mut q = queue(1, 1, 3);
+    let w = q.register(0);
+    let lease = lease_one(&mut q, 0, w);
+    q.commit(10, lease.attempt, 40).expect("commit");
+    q.commit(11, lease.attempt, 40)
+        .expect("repeating the offset is fine");
+    assert!(matches!(state(&q, 0), TaskState::Leased { offset: 40, .. }));
+    q.finish(12, lease.attempt, 90).expect("finish");
+    assert_eq!(state(&q, 0), &TaskState::Done { rows: 90 });
+    let status = q.status();
+    assert_eq!(
+        (status.done, status.tasks_done, status.rows_done),
+        (1, 1, 90)
+    );
+    assert!(status.job_over);
+}
+
+#[test]
+fn offsets_never_move_backwards() {
+    let mut q = queue(1, 1, 3);
+    let w = q.register(0);
+    let lease = lease_one(&mut q, 0, w);
+    q.commit(1, lease.attempt, 50).expect("commit");
+    let backwards = QueueError::OffsetBackwards {
+        attempt: lease.attempt,
+        committed: 50,
+        offset: 49,
+    };
+    let before = q.clone();
+    assert_eq!(q.commit(2, lease.attempt, 49), Err(backwards.clone()));
+    assert_eq!(q.finish(2, lease.attempt, 49), Err(backwards));
+    assert_eq!(q, before, "a refused report changes nothing");
+}
+
+#[test]
+fn failed_attempt_retries_at_the_committed_offset_at_the_back() {
+    let mut q = queue(3, 1, 3);
+    let w = q.register(0);
+    let lease = lease_one(&mut q, 0, w);
+    q.commit(1, lease.attempt, 30).expect("commit");
+    let outcome = q.fail(2, lease.attempt, "reader crashed".into());
+    assert_eq!(outcome, Ok(FailOutcome::Retried));
+    assert_eq!(state(&q, lease.split), &TaskState::Todo { offset: 30 });
+    let others = tasks(q.lease(3, w, 2));
+    assert!(
+        others.iter().all(|l| l.split != lease.split),
+        "retry goes last"
+    );
+    let again = lease_one(&mut q, 4, w);
+    assert_eq!((again.split, again.offset), (lease.split, 30));
+    assert!(again.attempt > lease.attempt);
+    assert_eq!(q.tasks()[lease.split as usize].attempts, 2);
+}
+
+#[test]
+fn max_attempts_fails_the_task_and_keeps_the_reason() {
+    let mut q = queue(2, 1, 2);
+    let w = q.register(0);
+    let first = lease_one(&mut q, 0, w);
+    assert_eq!(
+        q.fail(1, first.attempt, "one".into()),
+        Ok(FailOutcome::Retried)
+    );
+    let _other = lease_one(&mut q, 2, w);
+    let second = lease_one(&mut q, 3, w);
+    assert_eq!(second.split, first.split);
+    let reason = "file s3://b/part-0.parquet: bad magic".to_string();
+    assert_eq!(
+        q.fail(4, second.attempt, reason.clone()),
+        Ok(FailOutcome::Failed)
+    );
+    assert_eq!(
+        state(&q, first.split),
+        &TaskState::Failed {
+            reason: reason.clone()
+        }
+    );
+    let failure = TaskFailure {
+        epoch: 0,
+        split: first.split,
+        attempts: 2,
+        reason,
+    };
+    assert_eq!(q.failures(), std::slice::from_ref(&failure));
+    assert_eq!((q.status().failed, q.status().failures), (1, vec![failure]));
+}
+
+#[test]
+fn expiry_counts_as_an_attempt_and_names_the_worker() {
+    let mut q = queue(1, 1, 2);
+    let w = q.register(0);
+    let first = lease_one(&mut q, 0, w);
+    assert_eq!(q.tick(TIMEOUT - 1), Vec::new(), "not yet due");
+    let expired = q.tick(TIMEOUT);
+    let expected = Expired {
+        attempt: first.attempt,
+        worker: w,
+        epoch: 0,
+        split: 0,
+        outcome: FailOutcome::Retried,
+    };
+    assert_eq!(expired, vec![expected]);
+    let second = lease_one(&mut q, TIMEOUT, w);
+    let expired = q.tick(3 * TIMEOUT);
+    assert_eq!(expired[0].outcome, FailOutcome::Failed);
+    assert_eq!(expired[0].attempt, second.attempt);
+    let reason = format!("lease expired (worker {w})");
+    assert_eq!(
+        state(&q, 0),
+        &TaskState::Failed {
+            reason: reason.clone()
+        }
+    );
+    assert_eq!(q.failures()[0].reason, reason);
+    assert!(q.is_over());
+}
+
+#[test]
+fn heartbeat_renews_every_lease_of_the_worker() {
+    let mut q = queue(3, 1, 3);
+    let w = q.register(0);
+    let idle = q.register(0);
+    let leases = tasks(q.lease(0, w, 2));
+    let other = lease_one(&mut q, 0, idle);
+    assert_eq!(q.heartbeat(TIMEOUT - 1, w), Ok(Vec::new()));
+    let expired = q.tick(TIMEOUT);
+    assert_eq!(expired.len(), 1);
+    assert_eq!(expired[0].attempt, other.attempt);
+    assert!(q.tick(2 * TIMEOUT - 2).is_empty());
+    for lease in &leases {
+        q.commit(2 * TIMEOUT - 2, lease.attempt, 1)
+            .expect("still live");
+    }
+    assert_eq!(q.heartbeat(TIMEOUT, idle), Ok(vec![other.attempt]));
+    assert_eq!(q.heartbeat(TIMEOUT, idle), Ok(Vec::new()), "told once");
+}
+
+#[test]
+fn stale_reports_after_expiry_and_re_lease_are_refused() {
+    let mut q = queue(1, 1, 3);
+    let slow = q.register(0);
+    let fast = q.register(0);
+    let old = lease_one(&mut q, 0, slow);
+    q.commit(0, old.attempt, 10).expect("commit");
+    let late = TIMEOUT;
+    assert_eq!(q.tick(late).len(), 1);
+    let new = lease_one(&mut q, late, fast);
+    assert_eq!((new.split, new.offset), (old.split, 10));
+    let before = q.clone();
+    let stale = QueueError::Stale {
+        attempt: old.attempt,
+    };
+    assert_eq!(q.commit(late, old.attempt, 20), Err(stale.clone()));
+    assert_eq!(q.finish(late, old.attempt, 20), Err(stale.clone()));
+    assert_eq!(q.fail(late, old.attempt, "late".into()), Err(stale));
+    assert_eq!(q, before, "stale reports change nothing");
+    assert_eq!(q.heartbeat(late, slow), Ok(vec![old.attempt]));
+    q.finish(late, new.attempt, 20)
+        .expect("the live attempt finishes");
+}
+
+#[test]
+fn reports_after_the_end_of_an_attempt_are_stale() {
+    let mut q = queue(2, 1, 3);
+    let w = q.register(0);
+    let done = lease_one(&mut q, 0, w);
+    let failed = lease_one(&mut q, 0, w);
+    q.finish(1, done.attempt, 5).expect("finish");
+    q.fail(1, failed.attempt, "x".into()).expect("fail");
+    for attempt in [done.attempt, failed.attempt, AttemptId(0), AttemptId(999)] {
+        let stale = Err(QueueError::Stale { attempt });
+        assert_eq!(q.finish(2, attempt, 5), stale);
+        assert_eq!(q.commit(2, attempt, 5), stale);
+    }
+}
+
+#[test]
+fn wait_while_others_hold_leases_then_next_epoch_then_job_over() {
+    let mut q = queue(2, 2, 3);
+    let a = q.register(0);
+    let b = q.register(0);
+    let held = tasks(q.lease(0, a, 2));
+    assert_eq!(q.lease(0, b, 1), Ok(LeaseReply::Wait));
+    assert_eq!(
+        q.lease(0, a, 1),
+        Ok(LeaseReply::Wait),
+        "even for the holder"
+    );
+    q.finish(1, held[0].attempt, 3).expect("finish");
+    assert_eq!((q.epoch(), q.lease(1, b, 1)), (0, Ok(LeaseReply::Wait)));
+    q.commit(1, held[1].attempt, 2).expect("commit");
+    q.finish(2, held[1].attempt, 4).expect("finish");
+    assert_eq!(q.epoch(), 1, "epoch 1 starts when epoch 0 is all done");
+    for task in q.tasks() {
+        assert_eq!(
+            task,
+            &Task {
+                state: TaskState::Todo { offset: 0 },
+                attempts: 0
+            }
+        );
+    }
+    let next = tasks(q.lease(3, b, 5));
+    assert!(next.iter().all(|l| l.epoch == 1 && l.offset == 0));
+    for lease in &next {
+        q.finish(4, lease.attempt, 1).expect("finish");
+    }
+    assert_eq!(q.lease(5, a, 1), Ok(LeaseReply::JobOver));
+    let status = q.status();
+    assert_eq!((status.epoch, status.done, status.tasks_done), (1, 2, 4));
+    assert!(status.job_over);
+}
+
+#[test]
+fn a_task_failed_in_one_epoch_is_tried_afresh_in_the_next() {
+    let mut q = queue(1, 2, 1);
+    let w = q.register(0);
+    let lease = lease_one(&mut q, 0, w);
+    assert_eq!(
+        q.fail(1, lease.attempt, "bad".into()),
+        Ok(FailOutcome::Failed)
+    );
+    assert_eq!(q.epoch(), 1);
+    let again = lease_one(&mut q, 2, w);
+    assert_eq!((again.epoch, again.split, again.offset), (1, 0, 0));
+    q.finish(3, again.attempt, 7).expect("finish");
+    assert!(q.is_over());
+    assert_eq!(q.failures().len(), 1);
+    assert_eq!(q.status().tasks_done, 1);
+}
+
+#[test]
+fn renewals_never_shorten_a_deadline() {
+    let mut q = queue(1, 1, 3);
+    let w = q.register(0);
+    let lease = lease_one(&mut q, 5_000, w);
+    assert_eq!(lease.deadline, 5_000 + TIMEOUT);
+    q.heartbeat(100, w).expect("a late heartbeat");
+    q.commit(100, lease.attempt, 1).expect("a late commit");
+    assert!(q.tick(5_000 + TIMEOUT - 1).is_empty());
+    assert_eq!(q.tick(5_000 + TIMEOUT).len(), 1);
+}
+
+#[test]
+fn a_commit_renews_its_lease() {
+    let mut q = queue(2, 1, 3);
+    let w = q.register(0);
+    let leases = tasks(q.lease(0, w, 2));
+    q.commit(TIMEOUT - 1, leases[0].attempt, 3).expect("commit");
+    let expired = q.tick(TIMEOUT);
+    assert_eq!(expired.len(), 1);
+    assert_eq!(expired[0].attempt, leases[1].attempt);
+    assert!(matches!(
+        state(&q, leases[0].split),
+        TaskState::Leased { .. }
+    ));
+}
+
+#[test]
+fn error_messages_are_lowercase() {
+    let errors = [
+        QueueError::Stale {
+            attempt: AttemptId(1),
+        }
+        .to_string(),
+        QueueError::UnknownWorker {
+            worker: WorkerId(1),
+        }
+        .to_string(),
+        QueueError::OffsetBackwards {
+            attempt: AttemptId(1),
+            committed: 2,
+            offset: 1,
+        }
+        .to_string(),
+        ConfigError::TooManySplits { splits: 1, max: 0 }.to_string(),
+    ];
+    for message in errors {
+        assert!(message.starts_with(char::is_lowercase), "{message}");
+        assert!(!message.ends_with('.'), "{message}");
+    }
+}

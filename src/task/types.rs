@@ -1,0 +1,157 @@
+//! Plain data the task queue hands out and reports: ids, task states, leases, status.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Time as the queue sees it: milliseconds on any clock the caller chooses
+/// (a monotonic clock since start, or simulated time). The queue never reads a clock.
+pub type Millis = u64;
+
+/// A worker, as named by the queue when it registered. Ids start at 1 and are never reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct WorkerId(pub u64);
+
+/// One lease of one task: the fencing token. Unique across the whole job (a counter
+/// starting at 1), so a report naming an attempt that is no longer the task's live
+/// lease is recognised and refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct AttemptId(pub u64);
+
+impl fmt::Display for WorkerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl fmt::Display for AttemptId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// Where one task (one split in the current epoch) stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum TaskState {
+    /// Waiting to be leased; the next lease resumes at `offset`, the rows already committed.
+    Todo { offset: u64 },
+    /// Held by `worker` under `attempt` until `deadline` unless renewed by a heartbeat.
+    /// `offset` is the committed row count, moved forward by commits.
+    Leased {
+        attempt: AttemptId,
+        worker: WorkerId,
+        deadline: Millis,
+        offset: u64,
+    },
+    /// Read to the end: `rows` rows of the split were acknowledged.
+    Done { rows: u64 },
+    /// Given up after `max_attempts` attempts; `reason` is the last attempt's failure.
+    Failed { reason: String },
+}
+
+/// One split's entry in the current epoch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Task {
+    /// Where the task stands.
+    pub state: TaskState,
+    /// Leases granted for this task in the current epoch (`<= max_attempts`).
+    pub attempts: u32,
+}
+
+/// A task handed to a worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    /// Fencing token to quote in every report about this task.
+    pub attempt: AttemptId,
+    /// Epoch the task belongs to (0-based).
+    pub epoch: u32,
+    /// Index of the split in the job's split list.
+    pub split: u32,
+    /// Rows of the split already committed: start reading after them.
+    pub offset: u64,
+    /// The lease lapses at this time unless a heartbeat renews it.
+    pub deadline: Millis,
+}
+
+/// Answer to a lease request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeaseReply {
+    /// Up to the requested number of tasks, in the epoch's order.
+    Tasks(Vec<Lease>),
+    /// Nothing to lease now, but the job is not over: tasks are leased (perhaps to the
+    /// asking worker itself) and may come back or end the epoch. Ask again later.
+    Wait,
+    /// Every epoch is finished; the worker may exit.
+    JobOver,
+}
+
+/// What became of a task whose attempt failed or expired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailOutcome {
+    /// Back to todo at its committed offset, to be leased again.
+    Retried,
+    /// Out of attempts: the task is failed for this epoch.
+    Failed,
+}
+
+/// A lease that lapsed at a tick.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Expired {
+    /// The attempt that lapsed.
+    pub attempt: AttemptId,
+    /// The worker that held it.
+    pub worker: WorkerId,
+    /// Epoch of the task.
+    pub epoch: u32,
+    /// Split of the task.
+    pub split: u32,
+    /// Whether the task goes back to todo or is failed.
+    pub outcome: FailOutcome,
+}
+
+/// A task given up after its last attempt, kept for the job summary.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskFailure {
+    /// Epoch of the task.
+    pub epoch: u32,
+    /// Split of the task.
+    pub split: u32,
+    /// Attempts made.
+    pub attempts: u32,
+    /// Reason given by the last attempt (or `lease expired (worker N)`).
+    pub reason: String,
+}
+
+/// Counts for progress pages and job summaries.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueStatus {
+    /// Current epoch (0-based); the last epoch once the job is over.
+    pub epoch: u32,
+    /// Epochs in the job.
+    pub epochs: u32,
+    /// Splits (tasks per epoch).
+    pub splits: usize,
+    /// Tasks of the current epoch waiting to be leased.
+    pub todo: usize,
+    /// Tasks of the current epoch under a live lease.
+    pub leased: usize,
+    /// Tasks of the current epoch done.
+    pub done: usize,
+    /// Tasks of the current epoch failed.
+    pub failed: usize,
+    /// Tasks done over all epochs.
+    pub tasks_done: u64,
+    /// Rows of done tasks over all epochs.
+    pub rows_done: u64,
+    /// Workers ever registered.
+    pub workers: usize,
+    /// Every task given up so far, oldest first.
+    pub failures: Vec<TaskFailure>,
+    /// True once every epoch is finished.
+    pub job_over: bool,
+}

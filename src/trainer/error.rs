@@ -1,0 +1,177 @@
+//! The errors trainers and trainer factories report.
+
+use std::process::ExitStatus;
+
+use arrow::datatypes::DataType;
+use arrow::error::ArrowError;
+
+use super::allreduce::AllReduceError;
+
+/// Why a trainer could not be built or could not apply its batches.
+#[derive(thiserror::Error, Debug)]
+pub enum TrainerError {
+    /// A label or feature column is not in the dataset.
+    #[error("unknown column `{column}`; available columns: {available}")]
+    UnknownColumn {
+        /// The column asked for.
+        column: String,
+        /// The dataset's columns, comma separated.
+        available: String,
+    },
+    /// A label or feature column cannot be read as numbers.
+    #[error("column `{column}` has type {data_type}, which is not numeric (expected an integer, float, decimal or boolean, or a fixed-size list of those for features)")]
+    NotNumeric {
+        /// The column.
+        column: String,
+        /// Its Arrow type.
+        data_type: DataType,
+    },
+    /// A model name other than `linear` or `logistic`.
+    #[error("unknown model `{name}`; expected linear or logistic")]
+    UnknownModel {
+        /// The name given.
+        name: String,
+    },
+    /// The model has no feature columns.
+    #[error("no feature columns given for the {kind} model")]
+    NoFeatures {
+        /// `linear` or `logistic`.
+        kind: &'static str,
+    },
+    /// The learning rate is not a positive finite number.
+    #[error("learning rate must be a positive number, got {learning_rate}")]
+    BadLearningRate {
+        /// The rejected rate.
+        learning_rate: f64,
+    },
+    /// `make` was called before `validate` told the factory the dataset schema.
+    #[error("trainer factory used before the dataset schema was validated")]
+    NotValidated,
+    /// Two trainers of one factory were built for different device counts.
+    #[error(
+        "trainer for device {device} built for {devices} devices, but the factory runs {expected}"
+    )]
+    DeviceCountChanged {
+        /// The device being built.
+        device: usize,
+        /// Device count passed now.
+        devices: usize,
+        /// Device count passed first.
+        expected: usize,
+    },
+    /// A device number is not below the device count.
+    #[error("device {device} out of range for {devices} devices")]
+    DeviceOutOfRange {
+        /// The device.
+        device: usize,
+        /// The device count.
+        devices: usize,
+    },
+    /// The synchronous all-reduce refused a step.
+    #[error(transparent)]
+    AllReduce(#[from] AllReduceError),
+    /// `--device-ids` lists fewer ids than there are devices.
+    #[error("no device id for device {device}: {given} device ids given for {devices} devices")]
+    MissingDeviceId {
+        /// The device lacking an id.
+        device: usize,
+        /// Number of ids given.
+        given: usize,
+        /// Device count.
+        devices: usize,
+    },
+    /// The exec trainer's command is empty.
+    #[error("exec trainer command is empty")]
+    EmptyCommand,
+    /// The window of batches in flight must hold at least one batch.
+    #[error("exec trainer window must be at least 1 batch")]
+    ZeroWindow,
+    /// The exec trainer's command could not be spawned.
+    #[error("cannot start exec trainer `{command}`: {source}")]
+    ExecStart {
+        /// The command.
+        command: String,
+        /// Why spawning failed.
+        source: std::io::Error,
+    },
+    /// The shell could not find or run the command (exit status 126 or 127 before any ack).
+    #[error("exec trainer `{command}` could not be run on device {device} ({status}: command not found or not executable)")]
+    ExecNotRunnable {
+        /// The command.
+        command: String,
+        /// The device.
+        device: usize,
+        /// The shell's exit status.
+        status: ExitStatus,
+    },
+    /// The exec trainer exited unsuccessfully after acknowledging every batch.
+    #[error("exec trainer `{command}` on device {device} failed: {status}")]
+    ExecFailed {
+        /// The command.
+        command: String,
+        /// Its exit status.
+        status: ExitStatus,
+        /// The device.
+        device: usize,
+    },
+    /// The exec trainer kept dying.
+    #[error("exec trainer `{command}` on device {device} died {deaths} times ({restarts} restarts allowed); last {status}")]
+    RestartsExhausted {
+        /// The command.
+        command: String,
+        /// The device.
+        device: usize,
+        /// How many times it died.
+        deaths: u32,
+        /// The restart limit.
+        restarts: u32,
+        /// The last exit status.
+        status: ExitStatus,
+    },
+    /// The exec trainer wrote something other than `ack` on its ack pipe.
+    #[error("exec trainer `{command}` on device {device} wrote {line:?} on its ack pipe; expected `ack`")]
+    BadAck {
+        /// The command.
+        command: String,
+        /// The device.
+        device: usize,
+        /// The offending line.
+        line: String,
+    },
+    /// The exec trainer acknowledged more batches than it was sent.
+    #[error("exec trainer `{command}` on device {device} acknowledged a batch it was not sent")]
+    ExtraAck {
+        /// The command.
+        command: String,
+        /// The device.
+        device: usize,
+    },
+    /// A batch's schema differs from the stream's schema.
+    #[error("batch schema differs from the schema of the stream sent to the exec trainer on device {device}")]
+    SchemaChanged {
+        /// The device.
+        device: usize,
+    },
+    /// A trainer was used after `finish`.
+    #[error("trainer of device {device} used after finish")]
+    Finished {
+        /// The device.
+        device: usize,
+    },
+    /// An I/O operation failed.
+    #[error("{action}: {source}")]
+    Io {
+        /// What was being done, e.g. "create the ack pipe for device 0".
+        action: String,
+        /// The failure.
+        source: std::io::Error,
+    },
+    /// Arrow could not convert or encode data.
+    #[error("{action}: {source}")]
+    Arrow {
+        /// What was being done, e.g. "cast column `x` to float64".
+        action: String,
+        /// The failure.
+        source: ArrowError,
+    },
+}

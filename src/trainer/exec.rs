@@ -1,0 +1,402 @@
+//! `--exec CMD`: each device thread feeds an external process an Arrow IPC stream and
+//! takes its `ack` lines as proof that batches were applied.
+//!
+//! Up to `window` batches are in flight per child. Each `ack` acknowledges the oldest
+//! unacknowledged batch. When the child dies (its stdin breaks, its ack pipe closes with
+//! batches in flight, or it exits), it is restarted, up to `max_restarts` times, and every
+//! unacknowledged batch is sent again in order.
+
+use std::collections::VecDeque;
+use std::process::ExitStatus;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use arrow::datatypes::{Schema, SchemaRef};
+
+use super::child::{AckEvent, Child, ChildSpec, SendError};
+use super::stats::{self, EpochLog, SharedLog};
+use super::{Batch, Trainer, TrainerError, TrainerFactory, TrainerReport};
+
+/// Restarts allowed per device when none is given.
+pub const DEFAULT_MAX_RESTARTS: u32 = 3;
+
+/// Batches in flight per child when none is given.
+pub const DEFAULT_WINDOW: usize = 4;
+
+/// How often a blocked trainer checks whether its child exited.
+const POLL: Duration = Duration::from_millis(100);
+
+/// Builds one [`ExecTrainer`] per device thread, all running the same command.
+pub struct ExecFactory {
+    /// The shell command, run as `sh -c CMD`.
+    pub command: String,
+    /// `CUDA_VISIBLE_DEVICES` per device: device i gets `device_ids[i]`.
+    pub device_ids: Option<Vec<String>>,
+    /// How many times a device's child may be restarted after dying.
+    pub max_restarts: u32,
+    /// Batches in flight per child before `feed` blocks for an ack.
+    pub window: usize,
+    schema: Mutex<Option<SchemaRef>>,
+    log: SharedLog,
+}
+
+impl ExecFactory {
+    /// A factory running `command` with the default restarts and window, no device ids.
+    pub fn new(command: impl Into<String>) -> Self {
+        ExecFactory {
+            command: command.into(),
+            device_ids: None,
+            max_restarts: DEFAULT_MAX_RESTARTS,
+            window: DEFAULT_WINDOW,
+            schema: Mutex::new(None),
+            log: Arc::new(Mutex::new(EpochLog::rows_only())),
+        }
+    }
+
+    /// Sets `CUDA_VISIBLE_DEVICES` per device.
+    pub fn with_device_ids(mut self, device_ids: Vec<String>) -> Self {
+        self.device_ids = Some(device_ids);
+        self
+    }
+
+    /// Sets how many restarts each device allows.
+    pub fn with_max_restarts(mut self, max_restarts: u32) -> Self {
+        self.max_restarts = max_restarts;
+        self
+    }
+
+    /// Sets the number of batches in flight per child.
+    pub fn with_window(mut self, window: usize) -> Self {
+        self.window = window;
+        self
+    }
+
+    /// Starts the trainer of `device` (what [`TrainerFactory::make`] boxes).
+    pub fn start(&self, device: usize, devices: usize) -> Result<ExecTrainer, TrainerError> {
+        if device >= devices {
+            return Err(TrainerError::DeviceOutOfRange { device, devices });
+        }
+        if self.window == 0 {
+            return Err(TrainerError::ZeroWindow);
+        }
+        let spec = ChildSpec {
+            command: self.command.clone(),
+            device,
+            devices,
+            device_id: self.device_id(device, devices)?,
+        };
+        let child = Child::spawn(&spec)?;
+        Ok(ExecTrainer {
+            spec,
+            max_restarts: self.max_restarts,
+            window: self.window,
+            schema: self.schema_lock().clone(),
+            child,
+            in_flight: VecDeque::new(),
+            sent: 0,
+            acked: Vec::new(),
+            deaths: 0,
+            closing: false,
+            exit: None,
+            log: Arc::clone(&self.log),
+        })
+    }
+
+    fn device_id(&self, device: usize, devices: usize) -> Result<Option<String>, TrainerError> {
+        let Some(ids) = &self.device_ids else {
+            return Ok(None);
+        };
+        let id = ids.get(device).ok_or(TrainerError::MissingDeviceId {
+            device,
+            given: ids.len(),
+            devices,
+        })?;
+        Ok(Some(id.clone()))
+    }
+
+    fn schema_lock(&self) -> MutexGuard<'_, Option<SchemaRef>> {
+        self.schema
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl TrainerFactory for ExecFactory {
+    fn validate(&self, schema: &Schema) -> Result<(), TrainerError> {
+        if self.command.trim().is_empty() {
+            return Err(TrainerError::EmptyCommand);
+        }
+        if self.window == 0 {
+            return Err(TrainerError::ZeroWindow);
+        }
+        *self.schema_lock() = Some(Arc::new(schema.clone()));
+        Ok(())
+    }
+
+    fn make(&self, device: usize, devices: usize) -> Result<Box<dyn Trainer>, TrainerError> {
+        Ok(Box::new(self.start(device, devices)?))
+    }
+
+    fn report(&self) -> TrainerReport {
+        TrainerReport {
+            epochs: stats::stats(&self.log),
+            model: None,
+        }
+    }
+}
+
+/// Feeds one device's child process and restarts it when it dies.
+pub struct ExecTrainer {
+    spec: ChildSpec,
+    max_restarts: u32,
+    window: usize,
+    /// Schema for an empty stream (from `validate`, then from the batches).
+    schema: Option<SchemaRef>,
+    child: Child,
+    /// Unacknowledged batches, oldest first.
+    in_flight: VecDeque<Batch>,
+    /// How many of `in_flight` the current child was sent.
+    sent: usize,
+    /// Seqs acknowledged since `feed`, `flush` or `finish` last returned.
+    acked: Vec<u64>,
+    /// How many times a child died and was (or was to be) restarted.
+    deaths: u32,
+    /// `finish` was called: the stream ends after the last batch.
+    closing: bool,
+    /// Exit status of a child that exited during `finish` with everything acknowledged.
+    exit: Option<ExitStatus>,
+    log: SharedLog,
+}
+
+impl ExecTrainer {
+    /// How many times the child was restarted.
+    pub fn restarts(&self) -> u32 {
+        self.deaths
+    }
+
+    /// Batches sent but not yet acknowledged.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// Takes the acks that are ready without blocking; revives a dead child.
+    fn poll(&mut self) -> Result<(), TrainerError> {
+        while let Some(event) = self.child.try_event() {
+            self.handle(event)?;
+        }
+        if !self.in_flight.is_empty() && self.child.is_gone()? {
+            self.revive()?;
+        }
+        Ok(())
+    }
+
+    /// Blocks until at least one more batch is acknowledged, reviving the child as needed.
+    fn wait_for_ack(&mut self) -> Result<(), TrainerError> {
+        let target = self.in_flight.len();
+        while !self.in_flight.is_empty() && self.in_flight.len() >= target {
+            if self.child.is_gone()? {
+                self.revive()?;
+            } else if let Some(event) = self.child.next_event(POLL) {
+                self.handle(event)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Blocks until every batch fed so far is acknowledged.
+    fn wait_for_all(&mut self) -> Result<(), TrainerError> {
+        while !self.in_flight.is_empty() {
+            self.wait_for_ack()?;
+        }
+        Ok(())
+    }
+
+    fn handle(&mut self, event: AckEvent) -> Result<(), TrainerError> {
+        match event {
+            AckEvent::Ack => self.on_ack(),
+            AckEvent::Eof => Ok(()),
+            AckEvent::Line(line) => Err(TrainerError::BadAck {
+                command: self.spec.command.clone(),
+                device: self.spec.device,
+                line,
+            }),
+            AckEvent::Failed(source) => Err(TrainerError::Io {
+                action: format!("read acks of exec trainer on device {}", self.spec.device),
+                source,
+            }),
+        }
+    }
+
+    fn on_ack(&mut self) -> Result<(), TrainerError> {
+        let batch = match self.in_flight.pop_front() {
+            Some(batch) if self.sent > 0 => batch,
+            _ => {
+                return Err(TrainerError::ExtraAck {
+                    command: self.spec.command.clone(),
+                    device: self.spec.device,
+                })
+            }
+        };
+        self.sent -= 1;
+        stats::add_rows(&self.log, batch.epoch, batch.data.num_rows() as u64);
+        self.acked.push(batch.seq);
+        Ok(())
+    }
+
+    /// Sends what the child has not been sent yet; revives it if its stdin broke.
+    fn send_pending(&mut self) -> Result<(), TrainerError> {
+        match self.write_pending() {
+            Ok(()) => Ok(()),
+            Err(SendError::Broken) => self.revive(),
+            Err(SendError::Fatal(error)) => Err(error),
+        }
+    }
+
+    /// Writes the unsent batches, then ends the stream if finishing.
+    fn write_pending(&mut self) -> Result<(), SendError> {
+        while let Some(batch) = self.in_flight.get(self.sent) {
+            self.check_schema(batch).map_err(SendError::Fatal)?;
+            self.child.write(&batch.data)?;
+            self.sent += 1;
+        }
+        if self.closing {
+            self.child.close_input(self.schema.as_ref())?;
+        }
+        Ok(())
+    }
+
+    fn check_schema(&self, batch: &Batch) -> Result<(), TrainerError> {
+        let Some(stream) = self.child.stream_schema() else {
+            return Ok(());
+        };
+        let types = |schema: &Schema| -> Vec<_> {
+            let fields = schema.fields().iter();
+            fields.map(|f| f.data_type().clone()).collect()
+        };
+        if types(stream) == types(&batch.data.schema()) {
+            return Ok(());
+        }
+        Err(TrainerError::SchemaChanged {
+            device: self.spec.device,
+        })
+    }
+
+    /// The child died or is dying: reaps it, takes its last acks, then restarts it and
+    /// resends every unacknowledged batch — unless it exited during `finish` with
+    /// everything acknowledged, which leaves its status for `finish` to judge.
+    fn revive(&mut self) -> Result<(), TrainerError> {
+        loop {
+            let status = self.child.stop()?;
+            for event in self.child.remaining_events() {
+                self.handle(event)?;
+            }
+            if self.closing && self.in_flight.is_empty() {
+                self.exit = Some(status);
+                return Ok(());
+            }
+            self.restart(status)?;
+            match self.write_pending() {
+                Ok(()) => return Ok(()),
+                Err(SendError::Broken) => continue,
+                Err(SendError::Fatal(error)) => return Err(error),
+            }
+        }
+    }
+
+    /// Replaces a dead child by a new one, unless it could not run or died too often.
+    fn restart(&mut self, status: ExitStatus) -> Result<(), TrainerError> {
+        self.check_runnable(status)?;
+        self.deaths += 1;
+        if self.deaths > self.max_restarts {
+            return Err(TrainerError::RestartsExhausted {
+                command: self.spec.command.clone(),
+                device: self.spec.device,
+                deaths: self.deaths,
+                restarts: self.max_restarts,
+                status,
+            });
+        }
+        tracing::warn!(
+            device = self.spec.device,
+            command = %self.spec.command,
+            %status,
+            restart = self.deaths,
+            max_restarts = self.max_restarts,
+            unacknowledged = self.in_flight.len(),
+            "exec trainer exited; restarting it and resending unacknowledged batches"
+        );
+        self.child = Child::spawn(&self.spec)?;
+        self.sent = 0;
+        Ok(())
+    }
+
+    /// Exit status 126 or 127 before any ack: the shell could not run the command.
+    fn check_runnable(&self, status: ExitStatus) -> Result<(), TrainerError> {
+        if self.child.acks > 0 || !matches!(status.code(), Some(126 | 127)) {
+            return Ok(());
+        }
+        Err(TrainerError::ExecNotRunnable {
+            command: self.spec.command.clone(),
+            device: self.spec.device,
+            status,
+        })
+    }
+
+    fn take_acked(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.acked)
+    }
+
+    fn check_open(&self) -> Result<(), TrainerError> {
+        if self.closing {
+            return Err(TrainerError::Finished {
+                device: self.spec.device,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Trainer for ExecTrainer {
+    fn feed(&mut self, batch: Batch) -> Result<Vec<u64>, TrainerError> {
+        self.check_open()?;
+        self.poll()?;
+        while self.in_flight.len() >= self.window {
+            self.wait_for_ack()?;
+        }
+        self.schema = Some(batch.data.schema());
+        self.in_flight.push_back(batch);
+        self.send_pending()?;
+        self.poll()?;
+        Ok(self.take_acked())
+    }
+
+    fn flush(&mut self) -> Result<Vec<u64>, TrainerError> {
+        self.wait_for_all()?;
+        Ok(self.take_acked())
+    }
+
+    fn finish(&mut self) -> Result<Vec<u64>, TrainerError> {
+        if !self.closing {
+            self.closing = true;
+            self.send_pending()?;
+        }
+        self.wait_for_all()?;
+        let status = match self.exit.take() {
+            Some(status) => status,
+            None => self.child.wait()?,
+        };
+        if !status.success() {
+            self.check_runnable(status)?;
+            return Err(TrainerError::ExecFailed {
+                command: self.spec.command.clone(),
+                status,
+                device: self.spec.device,
+            });
+        }
+        Ok(self.take_acked())
+    }
+}
+
+#[cfg(test)]
+#[path = "exec_tests.rs"]
+mod tests;

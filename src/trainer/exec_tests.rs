@@ -1,0 +1,252 @@
+//! Tests of the exec trainer against small `sh` and Python children.
+
+use super::*;
+use arrow::array::{ArrayRef, Float64Array, Int64Array};
+use arrow::record_batch::RecordBatch;
+use std::path::Path;
+use std::sync::mpsc;
+use std::thread;
+
+/// The Python with pyarrow that the test children run on.
+const PYTHON: &str = "/root/.cache/sluice/venv/bin/python";
+
+/// Reads the stream and acks each batch, logging `<run> <id>` per batch; the first run
+/// (no marker file yet) dies without acking its third batch.
+const FLAKY_CHILD: &str = r#"
+import os, sys, pyarrow.ipc as ipc
+marker, log = sys.argv[1:3]
+first = not os.path.exists(marker)
+acks = os.fdopen(int(os.environ["SLUICE_ACK_FD"]), "w", buffering=1)
+with open(log, "a") as out:
+    for n, batch in enumerate(ipc.open_stream(sys.stdin.buffer)):
+        out.write(("first" if first else "again") + " %d\n" % batch.column(0)[0].as_py())
+        out.flush()
+        if first and n == 2:
+            open(marker, "w").close()
+            sys.exit(3)
+        acks.write("ack\n")
+"#;
+
+fn batch(seq: u64) -> Batch {
+    let id = Arc::new(Int64Array::from(vec![seq as i64; 3])) as ArrayRef;
+    let x = Arc::new(Float64Array::from(vec![0.5, 1.5, 2.5])) as ArrayRef;
+    let data = RecordBatch::try_from_iter(vec![("id", id), ("x", x)]).expect("batch");
+    Batch {
+        seq,
+        epoch: 0,
+        data,
+    }
+}
+
+/// Runs `test` on its own thread and fails if it takes longer than a minute.
+fn within<T: Send + 'static>(test: impl FnOnce() -> T + Send + 'static) -> T {
+    let (done, result) = mpsc::channel();
+    thread::spawn(move || done.send(test()));
+    result
+        .recv_timeout(Duration::from_secs(60))
+        .expect("exec trainer test hung")
+}
+
+/// Feeds batches `0..count`, then finishes; returns every acked seq in order.
+fn run(trainer: &mut ExecTrainer, count: u64) -> Result<Vec<u64>, TrainerError> {
+    let mut acked = Vec::new();
+    for seq in 0..count {
+        acked.extend(trainer.feed(batch(seq))?);
+        assert!(trainer.in_flight() <= trainer.window);
+    }
+    acked.extend(trainer.finish()?);
+    Ok(acked)
+}
+
+fn has_python() -> bool {
+    let found = Path::new(PYTHON).exists();
+    if !found {
+        eprintln!("skipped: {PYTHON} not found");
+    }
+    found
+}
+
+#[test]
+fn python_child_acks_every_batch() {
+    if !has_python() {
+        return;
+    }
+    let command = format!(
+        "{PYTHON} -c \"import pyarrow.ipc as i, os, sys; f=os.fdopen(3,'w',1); \
+         r=i.open_stream(sys.stdin.buffer); [f.write('ack\\n') for b in r]\""
+    );
+    let factory = ExecFactory::new(command);
+    factory.validate(&batch(0).data.schema()).expect("validate");
+    let (acked, report) = within(move || {
+        let mut trainer = factory.start(0, 1).expect("start");
+        let acked = run(&mut trainer, 10).expect("run");
+        (acked, factory.report())
+    });
+    assert_eq!(acked, (0..10).collect::<Vec<_>>());
+    assert_eq!(report.epochs[0].rows, 30);
+}
+
+#[test]
+fn dead_child_is_restarted_with_exactly_the_unacked_batches() {
+    if !has_python() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("child.py");
+    std::fs::write(&script, FLAKY_CHILD).expect("write script");
+    let (marker, log) = (dir.path().join("marker"), dir.path().join("log"));
+    let command = format!(
+        "{PYTHON} {} {} {}",
+        script.display(),
+        marker.display(),
+        log.display()
+    );
+    let (acked, restarts) = within(move || {
+        let mut trainer = ExecFactory::new(command).start(0, 1).expect("start");
+        let acked = run(&mut trainer, 8).expect("run");
+        (acked, trainer.restarts())
+    });
+    assert_eq!(acked, (0..8).collect::<Vec<_>>());
+    assert_eq!(restarts, 1);
+    let log = std::fs::read_to_string(&log).expect("read log");
+    let seen = |run: &str| -> Vec<u64> {
+        let lines = log.lines().filter_map(|line| line.strip_prefix(run));
+        lines.map(|id| id.trim().parse().expect("id")).collect()
+    };
+    assert_eq!(seen("first"), vec![0, 1, 2]);
+    assert_eq!(seen("again"), (2..8).collect::<Vec<_>>());
+}
+
+#[test]
+fn shell_child_acks_at_end_of_stream() {
+    let command = "cat > /dev/null; echo ack >&3; echo >&3; echo ack >&3";
+    let acked = within(move || {
+        let mut trainer = ExecFactory::new(command).start(0, 1).expect("start");
+        let fed = trainer.feed(batch(0)).expect("feed 0");
+        let fed_more = trainer.feed(batch(1)).expect("feed 1");
+        assert!(
+            fed.is_empty() && fed_more.is_empty(),
+            "acks only come at the end"
+        );
+        trainer.finish().expect("finish")
+    });
+    assert_eq!(acked, vec![0, 1]);
+}
+
+#[test]
+fn missing_command_is_a_start_error() {
+    let error = within(|| {
+        let factory = ExecFactory::new("nosuch-sluice-trainer --flag");
+        let mut trainer = factory.start(0, 1).expect("start");
+        run(&mut trainer, 2).expect_err("must fail")
+    });
+    assert!(
+        matches!(error, TrainerError::ExecNotRunnable { .. }),
+        "{error:?}"
+    );
+    let message = error.to_string();
+    assert!(
+        message.contains("`nosuch-sluice-trainer --flag`"),
+        "{message}"
+    );
+    assert!(message.contains("127"), "{message}");
+}
+
+#[test]
+fn failing_child_exhausts_restarts() {
+    let error = within(|| {
+        let factory = ExecFactory::new("exit 1").with_max_restarts(2);
+        let mut trainer = factory.start(0, 1).expect("start");
+        run(&mut trainer, 3).expect_err("must fail")
+    });
+    assert!(
+        matches!(
+            error,
+            TrainerError::RestartsExhausted {
+                deaths: 3,
+                restarts: 2,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "exec trainer `exit 1` on device 0 died 3 times (2 restarts allowed); last exit status: 1"
+    );
+}
+
+#[test]
+fn nonzero_exit_after_all_acks_fails() {
+    let error = within(|| {
+        let command = "cat > /dev/null; echo ack >&3; exit 4";
+        let mut trainer = ExecFactory::new(command).start(0, 1).expect("start");
+        trainer.feed(batch(0)).expect("feed");
+        trainer.finish().expect_err("must fail")
+    });
+    assert!(
+        matches!(error, TrainerError::ExecFailed { .. }),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "exec trainer `cat > /dev/null; echo ack >&3; exit 4` on device 0 failed: exit status: 4"
+    );
+}
+
+#[test]
+fn other_lines_on_the_ack_pipe_are_errors() {
+    let error = within(|| {
+        let command = "echo hello >&3; cat > /dev/null";
+        let mut trainer = ExecFactory::new(command).start(0, 1).expect("start");
+        run(&mut trainer, 1).expect_err("must fail")
+    });
+    assert!(
+        matches!(&error, TrainerError::BadAck { line, .. } if line == "hello"),
+        "{error:?}"
+    );
+}
+
+#[test]
+fn environment_names_the_device() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().display().to_string();
+    let command = format!(
+        "echo \"$SLUICE_DEVICE $SLUICE_DEVICES $SLUICE_ACK_FD ${{CUDA_VISIBLE_DEVICES-unset}}\" \
+         > {out}/env.$SLUICE_DEVICE; cat > /dev/null"
+    );
+    let with_ids = ExecFactory::new(command.clone()).with_device_ids(vec!["7".into(), "9".into()]);
+    let without_ids = ExecFactory::new(command);
+    within(move || {
+        for device in 0..2 {
+            let mut trainer = with_ids.start(device, 2).expect("start");
+            assert!(trainer.finish().expect("finish").is_empty());
+        }
+        let mut trainer = without_ids.start(2, 3).expect("start");
+        trainer.finish().expect("finish");
+        assert!(matches!(
+            with_ids.start(2, 3),
+            Err(TrainerError::MissingDeviceId { device: 2, .. })
+        ));
+    });
+    let read = |device: usize| {
+        let path = dir.path().join(format!("env.{device}"));
+        std::fs::read_to_string(path).expect("env file")
+    };
+    assert_eq!(read(0), "0 2 3 7\n");
+    assert_eq!(read(1), "1 2 3 9\n");
+    assert_eq!(read(2), "2 3 3 unset\n");
+}
+
+#[test]
+fn ack_pipe_is_the_only_extra_descriptor() {
+    // fd 3 must be open for writing in the child, and the parent's copy closed: the
+    // trainer sees end of file on the ack pipe once the child exits.
+    let acked = within(|| {
+        let command = "cat > /dev/null; [ -w /dev/fd/3 ] && echo ack >&3";
+        let mut trainer = ExecFactory::new(command).start(0, 1).expect("start");
+        trainer.feed(batch(5)).expect("feed");
+        trainer.finish().expect("finish")
+    });
+    assert_eq!(acked, vec![5]);
+}

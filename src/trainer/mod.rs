@@ -1,0 +1,101 @@
+//! Trainers: what a device thread hands its batches to, and what tells it which batches are applied.
+//!
+//! A [`TrainerFactory`] checks the dataset schema once, then builds one [`Trainer`] per
+//! device thread. Three kinds ship with sluice:
+//! - [`NoneFactory`] (`--model none`) only counts rows;
+//! - [`LinearFactory`] (`--model linear|logistic`) trains one shared linear model with
+//!   synchronous data parallelism over the device threads;
+//! - [`ExecFactory`] (`--exec CMD`) feeds an external process per device an Arrow IPC stream
+//!   and reads its acknowledgements (see "The exec trainer protocol" in the design notes).
+
+mod allreduce;
+mod child;
+mod error;
+mod exec;
+mod features;
+mod linear;
+mod none;
+mod parallel;
+mod scaling;
+mod stats;
+
+pub use allreduce::{AllReduce, AllReduceError, Reduce};
+pub use error::TrainerError;
+pub use exec::{ExecFactory, ExecTrainer, DEFAULT_MAX_RESTARTS, DEFAULT_WINDOW};
+pub use features::{FeatureLayout, Rows};
+pub use linear::{ModelKind, DEFAULT_LEARNING_RATE};
+pub use none::{NoneFactory, NoneTrainer};
+pub use parallel::{LinearFactory, LinearTrainer};
+
+use arrow::datatypes::Schema;
+use arrow::record_batch::RecordBatch;
+
+/// One batch handed to a trainer; `seq` is unique per device thread and increasing.
+#[derive(Clone, Debug)]
+pub struct Batch {
+    /// Position of the batch among those fed to this device thread.
+    pub seq: u64,
+    /// Epoch the rows belong to (0-based).
+    pub epoch: u32,
+    /// The rows.
+    pub data: RecordBatch,
+}
+
+/// Applies batches on one device thread.
+///
+/// The device thread calls [`Trainer::set_idle`] with `true` before it blocks waiting for
+/// data and with `false` once it has some: synchronous data-parallel trainers rely on it to
+/// complete a step without threads that have nothing to contribute.
+pub trait Trainer: Send {
+    /// Hands one batch over; returns the seqs of batches now applied (this one and/or earlier ones; may be empty for asynchronous trainers).
+    fn feed(&mut self, batch: Batch) -> Result<Vec<u64>, TrainerError>;
+    /// Blocks until every batch fed so far is applied; returns their seqs.
+    fn flush(&mut self) -> Result<Vec<u64>, TrainerError>;
+    /// The device thread is about to wait for data (idle = true) or got some (false). Synchronous data-parallel trainers use it so that a thread with nothing to do never holds up a step.
+    fn set_idle(&mut self, _idle: bool) {}
+    /// No more data: ends the trainer (waits for the child to exit for exec) and returns the seqs applied meanwhile.
+    fn finish(&mut self) -> Result<Vec<u64>, TrainerError>;
+}
+
+/// Builds one trainer per device thread and holds what they share.
+pub trait TrainerFactory: Send + Sync {
+    /// Checks the dataset's Arrow schema (the batches' schema) before anything runs.
+    fn validate(&self, schema: &Schema) -> Result<(), TrainerError>;
+    /// Builds the trainer of device thread `device` out of `devices`.
+    fn make(&self, device: usize, devices: usize) -> Result<Box<dyn Trainer>, TrainerError>;
+    /// Per-epoch statistics and the model once all trainers finished.
+    fn report(&self) -> TrainerReport;
+    /// Latest known loss for a progress bar (None when the trainer has no loss).
+    fn current_loss(&self) -> Option<f64> {
+        None
+    }
+}
+
+/// What a factory's trainers did: statistics per epoch and the trained model, if any.
+#[derive(serde::Serialize, Default, Clone, Debug)]
+pub struct TrainerReport {
+    /// One entry per epoch that saw rows, in epoch order.
+    pub epochs: Vec<EpochStats>,
+    /// The model as JSON (built-in models only).
+    pub model: Option<serde_json::Value>,
+}
+
+/// Statistics of one epoch over all device threads.
+#[derive(serde::Serialize, Default, Clone, Debug, PartialEq)]
+pub struct EpochStats {
+    /// Epoch number (0-based).
+    pub epoch: u32,
+    /// Rows applied (for built-in models: rows trained on, excluding skipped rows).
+    pub rows: u64,
+    /// Mean training loss over the epoch's rows, each computed before its batch's update.
+    pub loss: Option<f64>,
+    /// Fraction of rows classified correctly before their batch's update (logistic only).
+    pub accuracy: Option<f64>,
+    /// Rows skipped because their label was null.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub skipped: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}

@@ -1,0 +1,328 @@
+//! Batcher: re-cuts decoded batches into batches of exactly `batch_size` rows
+//! (only the last one of an epoch may be short), optionally through a
+//! shuffle buffer, keeping track of where every row came from.
+
+use std::collections::VecDeque;
+
+use arrow::array::ArrayRef;
+use arrow::compute::{concat_batches, interleave};
+use arrow::datatypes::SchemaRef;
+use arrow::error::ArrowError;
+use arrow::record_batch::RecordBatch;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::{push_piece, Piece, Provenance};
+
+/// A batch ready for a device, with the rows' origin.
+#[derive(Debug, Clone)]
+pub struct OutBatch {
+    /// The rows.
+    pub data: RecordBatch,
+    /// Epoch of the rows.
+    pub epoch: u32,
+    /// Where the rows came from.
+    pub provenance: Provenance,
+}
+
+/// Re-batches rows to an exact size.
+pub struct Batcher {
+    schema: SchemaRef,
+    batch_size: usize,
+    epoch: u32,
+    mode: Mode,
+}
+
+enum Mode {
+    InOrder {
+        pending: VecDeque<(RecordBatch, Piece)>,
+        rows: usize,
+    },
+    Shuffled(Box<Shuffle>),
+}
+
+impl Batcher {
+    /// A batcher for `schema`; `shuffle_rows > 0` enables a shuffle buffer of that many rows.
+    pub fn new(schema: SchemaRef, batch_size: usize, shuffle_rows: usize, seed: u64) -> Self {
+        let mode = if shuffle_rows > 0 {
+            Mode::Shuffled(Box::new(Shuffle::new(shuffle_rows, seed)))
+        } else {
+            Mode::InOrder {
+                pending: VecDeque::new(),
+                rows: 0,
+            }
+        };
+        Batcher {
+            schema,
+            batch_size: batch_size.max(1),
+            epoch: 0,
+            mode,
+        }
+    }
+
+    /// Rows held.
+    pub fn buffered(&self) -> usize {
+        match &self.mode {
+            Mode::InOrder { rows, .. } => *rows,
+            Mode::Shuffled(s) => s.rows.len(),
+        }
+    }
+
+    /// Adds rows; returns the full batches now ready.
+    pub fn push(
+        &mut self,
+        batch: RecordBatch,
+        piece: Piece,
+        epoch: u32,
+    ) -> Result<Vec<OutBatch>, ArrowError> {
+        self.epoch = epoch;
+        match &mut self.mode {
+            Mode::InOrder { pending, rows } => {
+                *rows += batch.num_rows();
+                pending.push_back((batch, piece));
+            }
+            Mode::Shuffled(s) => s.add(batch, piece),
+        }
+        self.drain(false)
+    }
+
+    /// Emits everything held; the last batch may be short.
+    pub fn flush(&mut self) -> Result<Vec<OutBatch>, ArrowError> {
+        self.drain(true)
+    }
+
+    fn drain(&mut self, all: bool) -> Result<Vec<OutBatch>, ArrowError> {
+        let mut out = Vec::new();
+        loop {
+            let ready = match &self.mode {
+                Mode::InOrder { rows, .. } => *rows >= self.batch_size || (all && *rows > 0),
+                Mode::Shuffled(s) => {
+                    s.rows.len() >= s.capacity.max(self.batch_size) || (all && !s.rows.is_empty())
+                }
+            };
+            if !ready {
+                return Ok(out);
+            }
+            let (data, provenance) = match &mut self.mode {
+                Mode::InOrder { pending, rows } => {
+                    take_in_order(&self.schema, pending, rows, self.batch_size)?
+                }
+                Mode::Shuffled(s) => s.take(&self.schema, self.batch_size)?,
+            };
+            out.push(OutBatch {
+                data,
+                epoch: self.epoch,
+                provenance,
+            });
+        }
+    }
+}
+
+fn take_in_order(
+    schema: &SchemaRef,
+    pending: &mut VecDeque<(RecordBatch, Piece)>,
+    rows: &mut usize,
+    want: usize,
+) -> Result<(RecordBatch, Provenance), ArrowError> {
+    let mut parts = Vec::new();
+    let mut provenance = Provenance::new();
+    let mut need = want.min(*rows);
+    while need > 0 {
+        let Some((batch, piece)) = pending.pop_front() else {
+            break;
+        };
+        let n = batch.num_rows();
+        if n <= need {
+            push_piece(&mut provenance, piece);
+            parts.push(batch);
+            need -= n;
+            *rows -= n;
+        } else {
+            parts.push(batch.slice(0, need));
+            push_piece(
+                &mut provenance,
+                Piece {
+                    len: need as u64,
+                    ..piece
+                },
+            );
+            let rest = batch.slice(need, n - need);
+            let rest_piece = Piece {
+                attempt: piece.attempt,
+                start: piece.start + need as u64,
+                len: (n - need) as u64,
+            };
+            pending.push_front((rest, rest_piece));
+            *rows -= need;
+            need = 0;
+        }
+    }
+    let data = if parts.len() == 1 {
+        parts
+            .pop()
+            .unwrap_or_else(|| RecordBatch::new_empty(schema.clone()))
+    } else {
+        concat_batches(schema, &parts)?
+    };
+    Ok((data, provenance))
+}
+
+/// A shuffle buffer: rows are drawn at random from up to `capacity` held rows.
+struct Shuffle {
+    capacity: usize,
+    rng: ChaCha8Rng,
+    batches: Vec<Option<RecordBatch>>,
+    refs: Vec<usize>,
+    /// (batch index, row in batch, piece attempt, row in split)
+    rows: Vec<(usize, usize, Piece)>,
+}
+
+impl Shuffle {
+    fn new(capacity: usize, seed: u64) -> Self {
+        Shuffle {
+            capacity,
+            rng: ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_5eed),
+            batches: Vec::new(),
+            refs: Vec::new(),
+            rows: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, batch: RecordBatch, piece: Piece) {
+        let index = self.batches.len();
+        let n = batch.num_rows();
+        for i in 0..n {
+            let row = Piece {
+                attempt: piece.attempt,
+                start: piece.start + i as u64,
+                len: 1,
+            };
+            self.rows.push((index, i, row));
+        }
+        self.batches.push(Some(batch));
+        self.refs.push(n);
+    }
+
+    fn take(
+        &mut self,
+        schema: &SchemaRef,
+        want: usize,
+    ) -> Result<(RecordBatch, Provenance), ArrowError> {
+        let n = want.min(self.rows.len());
+        let mut picked = Vec::with_capacity(n);
+        for _ in 0..n {
+            let i = self.rng.random_range(0..self.rows.len());
+            picked.push(self.rows.swap_remove(i));
+        }
+        let mut provenance = Provenance::new();
+        let mut used: Vec<usize> = picked.iter().map(|p| p.0).collect();
+        used.sort_unstable();
+        used.dedup();
+        let sources: Vec<&RecordBatch> = used
+            .iter()
+            .filter_map(|&b| self.batches[b].as_ref())
+            .collect();
+        let indices: Vec<(usize, usize)> = picked
+            .iter()
+            .map(|(b, r, _)| (used.partition_point(|u| u < b), *r))
+            .collect();
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+        for c in 0..schema.fields().len() {
+            let arrays: Vec<&dyn arrow::array::Array> =
+                sources.iter().map(|b| b.column(c).as_ref()).collect();
+            columns.push(interleave(&arrays, &indices)?);
+        }
+        for (b, _, piece) in &picked {
+            push_piece(&mut provenance, *piece);
+            self.refs[*b] -= 1;
+            if self.refs[*b] == 0 {
+                self.batches[*b] = None;
+            }
+        }
+        let data = RecordBatch::try_new(schema.clone(), columns)?;
+        Ok((data, provenance))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{AsArray, Int64Array};
+    use arrow::datatypes::{DataType, Field, Int64Type, Schema};
+
+    use super::*;
+    use crate::task::AttemptId;
+
+    fn input(start: i64, n: i64) -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
+        RecordBatch::try_new(
+            schema,
+            vec![Arc::new(Int64Array::from_iter_values(start..start + n))],
+        )
+        .expect("batch")
+    }
+
+    fn run(shuffle: usize) -> Vec<OutBatch> {
+        let schema = input(0, 1).schema();
+        let mut b = Batcher::new(schema, 10, shuffle, 1);
+        let mut out = Vec::new();
+        let mut start = 0;
+        for n in [3, 17, 4, 25, 1] {
+            let piece = Piece {
+                attempt: AttemptId(1),
+                start: start as u64,
+                len: n as u64,
+            };
+            out.extend(b.push(input(start, n), piece, 0).expect("push"));
+            start += n;
+        }
+        out.extend(b.flush().expect("flush"));
+        out
+    }
+
+    #[test]
+    fn exact_sizes_and_every_row_once() {
+        for shuffle in [0, 16] {
+            let out = run(shuffle);
+            let sizes: Vec<usize> = out.iter().map(|b| b.data.num_rows()).collect();
+            assert_eq!(sizes, vec![10, 10, 10, 10, 10], "shuffle {shuffle}");
+            let mut ids: Vec<i64> = out
+                .iter()
+                .flat_map(|b| {
+                    b.data
+                        .column(0)
+                        .as_primitive::<Int64Type>()
+                        .values()
+                        .to_vec()
+                })
+                .collect();
+            let prov_rows: u64 = out
+                .iter()
+                .flat_map(|b| b.provenance.iter())
+                .map(|p| p.len)
+                .sum();
+            assert_eq!(prov_rows, 50);
+            ids.sort_unstable();
+            assert_eq!(ids, (0..50).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn provenance_matches_rows() {
+        for batch in run(16) {
+            let ids = batch
+                .data
+                .column(0)
+                .as_primitive::<Int64Type>()
+                .values()
+                .to_vec();
+            let rows: Vec<i64> = batch
+                .provenance
+                .iter()
+                .flat_map(|p| (p.start..p.start + p.len).map(|r| r as i64))
+                .collect();
+            assert_eq!(ids, rows);
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! Device threads: one OS thread per device, each owning a trainer, pulling
+//! batches from one bounded queue and reporting acknowledged rows.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use tokio::sync::mpsc;
+
+use super::batcher::OutBatch;
+use super::Provenance;
+use crate::trainer::{Batch, Trainer, TrainerError, TrainerFactory};
+
+/// What a device thread reports.
+#[derive(Debug)]
+pub enum DeviceEvent {
+    /// A batch was applied by a trainer.
+    Applied {
+        /// The device.
+        device: usize,
+        /// Epoch of its rows.
+        epoch: u32,
+        /// Rows in it.
+        rows: usize,
+        /// Where they came from.
+        provenance: Provenance,
+    },
+    /// The trainer failed; the job cannot go on.
+    Failed {
+        /// The device.
+        device: usize,
+        /// What went wrong.
+        error: TrainerError,
+    },
+}
+
+/// The running device threads.
+pub struct Devices {
+    handles: Vec<JoinHandle<()>>,
+}
+
+impl Devices {
+    /// Starts `devices` threads reading from `batches`, each with its own trainer.
+    pub fn start(
+        factory: Arc<dyn TrainerFactory>,
+        devices: usize,
+        batches: mpsc::Receiver<OutBatch>,
+        events: mpsc::UnboundedSender<DeviceEvent>,
+    ) -> Result<Devices, TrainerError> {
+        let shared = Arc::new(Mutex::new(batches));
+        let mut handles = Vec::with_capacity(devices);
+        for device in 0..devices {
+            let trainer = factory.make(device, devices)?;
+            let rx = shared.clone();
+            let tx = events.clone();
+            let handle = std::thread::Builder::new()
+                .name(format!("sluice-device-{device}"))
+                .spawn(move || device_loop(device, trainer, rx, tx))
+                .map_err(|source| TrainerError::Io {
+                    action: format!("start the thread of device {device}"),
+                    source,
+                })?;
+            handles.push(handle);
+        }
+        Ok(Devices { handles })
+    }
+
+    /// Waits for every device thread to end.
+    pub fn join(self) {
+        for handle in self.handles {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// Batches handed to a trainer and not yet acknowledged, by sequence number.
+struct InFlight {
+    next_seq: u64,
+    batches: HashMap<u64, (u32, usize, Provenance)>,
+}
+
+impl InFlight {
+    fn report(&mut self, device: usize, seqs: Vec<u64>, tx: &mpsc::UnboundedSender<DeviceEvent>) {
+        for seq in seqs {
+            if let Some((epoch, rows, provenance)) = self.batches.remove(&seq) {
+                let _ = tx.send(DeviceEvent::Applied {
+                    device,
+                    epoch,
+                    rows,
+                    provenance,
+                });
+            }
+        }
+    }
+}
+
+fn device_loop(
+    device: usize,
+    mut trainer: Box<dyn Trainer>,
+    rx: Arc<Mutex<mpsc::Receiver<OutBatch>>>,
+    tx: mpsc::UnboundedSender<DeviceEvent>,
+) {
+    let mut inflight = InFlight {
+        next_seq: 0,
+        batches: HashMap::new(),
+    };
+    let result = (|| -> Result<(), TrainerError> {
+        loop {
+            let next = match try_next(&rx) {
+                Some(item) => item,
+                None => {
+                    // Nothing queued: make sure everything given so far is applied
+                    // (so its rows can be committed), then wait idle.
+                    let done = trainer.flush()?;
+                    inflight.report(device, done, &tx);
+                    trainer.set_idle(true);
+                    let item = blocking_next(&rx);
+                    trainer.set_idle(false);
+                    item
+                }
+            };
+            let Some(out) = next else {
+                break;
+            };
+            let seq = inflight.next_seq;
+            inflight.next_seq += 1;
+            inflight
+                .batches
+                .insert(seq, (out.epoch, out.data.num_rows(), out.provenance));
+            let done = trainer.feed(Batch {
+                seq,
+                epoch: out.epoch,
+                data: out.data,
+            })?;
+            inflight.report(device, done, &tx);
+        }
+        let done = trainer.finish()?;
+        inflight.report(device, done, &tx);
+        Ok(())
+    })();
+    if let Err(error) = result {
+        trainer.set_idle(true);
+        let _ = tx.send(DeviceEvent::Failed { device, error });
+    }
+}
+
+/// `Some(Some(batch))` when one is queued, `Some(None)` when the queue is closed, `None` when empty.
+fn try_next(rx: &Mutex<mpsc::Receiver<OutBatch>>) -> Option<Option<OutBatch>> {
+    let mut guard = rx.lock().unwrap_or_else(|e| e.into_inner());
+    match guard.try_recv() {
+        Ok(b) => Some(Some(b)),
+        Err(mpsc::error::TryRecvError::Empty) => None,
+        Err(mpsc::error::TryRecvError::Disconnected) => Some(None),
+    }
+}
+
+fn blocking_next(rx: &Mutex<mpsc::Receiver<OutBatch>>) -> Option<OutBatch> {
+    let mut guard = rx.lock().unwrap_or_else(|e| e.into_inner());
+    guard.blocking_recv()
+}

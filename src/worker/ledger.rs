@@ -1,0 +1,203 @@
+//! Acknowledged rows to committed offsets: per attempt, the contiguous prefix
+//! of acknowledged rows is what may be committed; a task is finished once its
+//! reader reached the end and every row it read is acknowledged.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use super::Piece;
+use crate::task::{AttemptId, Lease};
+
+/// What the ledger asks the master to record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Rows up to `offset` of the attempt's split are acknowledged.
+    Commit {
+        /// The attempt.
+        attempt: AttemptId,
+        /// New committed offset.
+        offset: u64,
+    },
+    /// The attempt's split is read and acknowledged to its end.
+    Finish {
+        /// The attempt.
+        attempt: AttemptId,
+        /// Rows of the split.
+        rows: u64,
+    },
+}
+
+#[derive(Debug)]
+struct Entry {
+    lease: Lease,
+    /// Acknowledged ranges at or past `committed`, sorted and disjoint.
+    acked: Vec<Range<u64>>,
+    /// Rows before this are acknowledged (starts at the lease offset).
+    committed: u64,
+    /// Set when the reader reached the end of the split.
+    end: Option<u64>,
+}
+
+/// Tracks every attempt this worker holds.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    entries: HashMap<AttemptId, Entry>,
+}
+
+impl Ledger {
+    /// Starts tracking a lease.
+    pub fn start(&mut self, lease: Lease) {
+        let committed = lease.offset;
+        self.entries.insert(
+            lease.attempt,
+            Entry {
+                lease,
+                acked: Vec::new(),
+                committed,
+                end: None,
+            },
+        );
+    }
+
+    /// The lease of an attempt still tracked.
+    pub fn lease(&self, attempt: AttemptId) -> Option<&Lease> {
+        self.entries.get(&attempt).map(|e| &e.lease)
+    }
+
+    /// Attempts tracked.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether nothing is tracked.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Forgets an attempt (failed or lost); later acks for it are ignored.
+    pub fn drop_attempt(&mut self, attempt: AttemptId) {
+        self.entries.remove(&attempt);
+    }
+
+    /// The reader of `attempt` reached the end of the split at row `end`.
+    pub fn read_done(&mut self, attempt: AttemptId, end: u64) -> Option<Action> {
+        let entry = self.entries.get_mut(&attempt)?;
+        entry.end = Some(end);
+        self.settle(attempt)
+    }
+
+    /// Rows of a piece were acknowledged by a trainer.
+    pub fn ack(&mut self, piece: &Piece) -> Option<Action> {
+        let entry = self.entries.get_mut(&piece.attempt)?;
+        insert(&mut entry.acked, piece.start..piece.start + piece.len);
+        let before = entry.committed;
+        while let Some(first) = entry.acked.first() {
+            if first.start > entry.committed {
+                break;
+            }
+            entry.committed = entry.committed.max(first.end);
+            entry.acked.remove(0);
+        }
+        let settled = self.settle(piece.attempt);
+        if settled.is_some() {
+            return settled;
+        }
+        let entry = self.entries.get(&piece.attempt)?;
+        (entry.committed > before).then_some(Action::Commit {
+            attempt: piece.attempt,
+            offset: entry.committed,
+        })
+    }
+
+    fn settle(&mut self, attempt: AttemptId) -> Option<Action> {
+        let entry = self.entries.get(&attempt)?;
+        match entry.end {
+            Some(end) if entry.committed >= end => {
+                self.entries.remove(&attempt);
+                Some(Action::Finish { attempt, rows: end })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Inserts a range into a sorted list of disjoint ranges, merging neighbours.
+fn insert(ranges: &mut Vec<Range<u64>>, new: Range<u64>) {
+    let pos = ranges.partition_point(|r| r.start < new.start);
+    ranges.insert(pos, new);
+    let mut merged: Vec<Range<u64>> = Vec::with_capacity(ranges.len());
+    for r in ranges.drain(..) {
+        match merged.last_mut() {
+            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+            _ => merged.push(r),
+        }
+    }
+    *ranges = merged;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(attempt: u64, offset: u64) -> Lease {
+        Lease {
+            attempt: AttemptId(attempt),
+            epoch: 0,
+            split: 0,
+            offset,
+            deadline: 0,
+        }
+    }
+
+    fn piece(attempt: u64, start: u64, len: u64) -> Piece {
+        Piece {
+            attempt: AttemptId(attempt),
+            start,
+            len,
+        }
+    }
+
+    #[test]
+    fn commits_contiguous_prefix_only() {
+        let mut l = Ledger::default();
+        l.start(lease(1, 10));
+        assert_eq!(l.ack(&piece(1, 20, 5)), None);
+        assert_eq!(
+            l.ack(&piece(1, 10, 10)),
+            Some(Action::Commit {
+                attempt: AttemptId(1),
+                offset: 25
+            })
+        );
+        assert_eq!(l.read_done(AttemptId(1), 30), None);
+        assert_eq!(
+            l.ack(&piece(1, 25, 5)),
+            Some(Action::Finish {
+                attempt: AttemptId(1),
+                rows: 30
+            })
+        );
+        assert!(l.is_empty());
+    }
+
+    #[test]
+    fn empty_task_finishes_when_read() {
+        let mut l = Ledger::default();
+        l.start(lease(2, 7));
+        assert_eq!(
+            l.read_done(AttemptId(2), 7),
+            Some(Action::Finish {
+                attempt: AttemptId(2),
+                rows: 7
+            })
+        );
+    }
+
+    #[test]
+    fn dropped_attempt_ignores_acks() {
+        let mut l = Ledger::default();
+        l.start(lease(3, 0));
+        l.drop_attempt(AttemptId(3));
+        assert_eq!(l.ack(&piece(3, 0, 5)), None);
+    }
+}

@@ -1,0 +1,80 @@
+//! Reader: one leased task's split decoded into batches, sent downstream with
+//! the row numbers they carry.
+
+use std::sync::Arc;
+
+use arrow::record_batch::RecordBatch;
+use connectors::{read_split, Location, ReadPlan, Split};
+use futures::StreamExt;
+use tokio::sync::mpsc;
+
+use crate::task::{AttemptId, Lease};
+
+/// What a reader reports.
+#[derive(Debug)]
+pub enum ReadEvent {
+    /// Rows `start..start + batch.num_rows()` of the attempt's split.
+    Batch {
+        /// The attempt.
+        attempt: AttemptId,
+        /// The task's epoch.
+        epoch: u32,
+        /// First row of the batch in the split.
+        start: u64,
+        /// The rows.
+        batch: RecordBatch,
+    },
+    /// The split is read to its end, which is row `end`.
+    Done {
+        /// The attempt.
+        attempt: AttemptId,
+        /// Rows in the split.
+        end: u64,
+    },
+    /// Reading failed; `reason` names the file.
+    Failed {
+        /// The attempt.
+        attempt: AttemptId,
+        /// One-line reason.
+        reason: String,
+    },
+}
+
+/// Reads the split of `lease` from its committed offset on a task of its own.
+pub fn spawn(
+    location: Location,
+    split: Split,
+    plan: Arc<ReadPlan>,
+    lease: Lease,
+    tx: mpsc::Sender<ReadEvent>,
+) {
+    tokio::spawn(async move {
+        let attempt = lease.attempt;
+        let mut row = lease.offset;
+        let mut stream = read_split(&location, &split, &plan, lease.offset);
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(batch) if batch.num_rows() == 0 => {}
+                Ok(batch) => {
+                    let start = row;
+                    row += batch.num_rows() as u64;
+                    let event = ReadEvent::Batch {
+                        attempt,
+                        epoch: lease.epoch,
+                        start,
+                        batch,
+                    };
+                    if tx.send(event).await.is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    let reason = e.to_string();
+                    let _ = tx.send(ReadEvent::Failed { attempt, reason }).await;
+                    return;
+                }
+            }
+        }
+        let _ = tx.send(ReadEvent::Done { attempt, end: row }).await;
+    });
+}
