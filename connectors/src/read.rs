@@ -8,7 +8,6 @@ use arrow::compute::cast;
 use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use futures::stream::{BoxStream, StreamExt};
-use object_store::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::dataset::Dataset;
@@ -111,7 +110,7 @@ pub fn read_split(
         schema: plan.output_schema(),
         plan: plan.clone(),
         values: split.partition_values.clone(),
-        display: loc.display(&Path::from(split.path.as_str())),
+        display: loc.display(&split.object_path()),
     };
     raw.map(move |item| item.and_then(|batch| conform.apply(&batch)))
         .boxed()

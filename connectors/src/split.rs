@@ -53,6 +53,14 @@ pub struct Split {
     pub rows: Option<u64>,
 }
 
+impl Split {
+    /// The file's path in the store (the stored string is already encoded).
+    pub fn object_path(&self) -> object_store::path::Path {
+        object_store::path::Path::parse(&self.path)
+            .unwrap_or_else(|_| object_store::path::Path::from(self.path.as_str()))
+    }
+}
+
 /// How a file is cut: its identity and what inspection found.
 pub struct FileToSplit<'a> {
     /// Path in the store.

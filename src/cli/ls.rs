@@ -49,15 +49,24 @@ pub async fn run(args: LsArgs) -> anyhow::Result<()> {
             .or_default()
             .rows += rows;
     }
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&to_json(&dataset, &partitions))?
-        );
+    let text = if args.json {
+        serde_json::to_string_pretty(&to_json(&dataset, &partitions))? + "\n"
     } else {
-        print_table(&dataset, &partitions);
+        table(&dataset, &partitions)
+    };
+    write_stdout(&text)
+}
+
+/// Writes to stdout; a reader that went away (`| head`) is not an error.
+pub fn write_stdout(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(anyhow::anyhow!("cannot write to stdout: {e}"))
+        }
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// Rows of every split: from metadata where known, else by reading.
@@ -116,7 +125,9 @@ fn to_json(dataset: &Dataset, partitions: &BTreeMap<String, PartitionTotals>) ->
     })
 }
 
-fn print_table(dataset: &Dataset, partitions: &BTreeMap<String, PartitionTotals>) {
+fn table(dataset: &Dataset, partitions: &BTreeMap<String, PartitionTotals>) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
     let status = if dataset.complete {
         "complete (_SUCCESS)".to_string()
     } else if !dataset.in_flight.is_empty() {
@@ -131,15 +142,17 @@ fn print_table(dataset: &Dataset, partitions: &BTreeMap<String, PartitionTotals>
         .format
         .map(|f| f.as_str())
         .unwrap_or("no data files");
-    println!("{}  {}  {}", dataset.location.url(), format, status);
+    let _ = writeln!(out, "{}  {}  {}", dataset.location.url(), format, status);
     let width = partitions.keys().map(|k| k.len()).max().unwrap_or(0).max(9);
-    println!(
+    let _ = writeln!(
+        out,
         "{:width$}  {:>7}  {:>12}  {:>10}",
         "PARTITION", "FILES", "ROWS", "BYTES"
     );
     for (path, p) in partitions {
         let name = if path.is_empty() { "(root)" } else { path };
-        println!(
+        let _ = writeln!(
+            out,
             "{name:width$}  {:>7}  {:>12}  {:>10}",
             p.files,
             p.rows,
@@ -148,7 +161,8 @@ fn print_table(dataset: &Dataset, partitions: &BTreeMap<String, PartitionTotals>
     }
     let rows: u64 = partitions.values().map(|p| p.rows).sum();
     let bytes: u64 = dataset.files.iter().map(|f| f.size).sum();
-    println!(
+    let _ = writeln!(
+        out,
         "total: {} partitions, {} files, {} rows, {}, {} tasks",
         partitions.len(),
         dataset.files.len(),
@@ -162,10 +176,11 @@ fn print_table(dataset: &Dataset, partitions: &BTreeMap<String, PartitionTotals>
         .iter()
         .map(|f| format!("{} {}", f.name(), f.data_type()))
         .collect();
-    println!("schema: {}", schema.join(", "));
+    let _ = writeln!(out, "schema: {}", schema.join(", "));
     for ignored in &dataset.ignored {
-        println!("ignored: {} ({})", ignored.path, ignored.reason);
+        let _ = writeln!(out, "ignored: {} ({})", ignored.path, ignored.reason);
     }
+    out
 }
 
 /// Formats a byte count with a binary unit.

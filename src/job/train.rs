@@ -119,11 +119,7 @@ pub async fn run(config: TrainConfig) -> Result<Summary, TrainError> {
             .map(|f| FailedTask {
                 file: splits
                     .get(f.split as usize)
-                    .map(|s| {
-                        dataset
-                            .location
-                            .display(&object_store::path::Path::from(s.path.as_str()))
-                    })
+                    .map(|s| dataset.location.display(&s.object_path()))
                     .unwrap_or_default(),
                 epoch: f.epoch,
                 split: f.split,

@@ -168,8 +168,11 @@ impl Child {
         Ok(())
     }
 
-    /// The next ack event, waiting at most `timeout`.
+    /// The next ack event, waiting at most `timeout`; `None` once the pipe closed.
     pub fn next_event(&mut self, timeout: Duration) -> Option<AckEvent> {
+        if self.ack_closed {
+            return None;
+        }
         match self.events.recv_timeout(timeout) {
             Ok(event) => Some(self.note(event)),
             Err(RecvTimeoutError::Timeout) => None,
@@ -177,8 +180,11 @@ impl Child {
         }
     }
 
-    /// The next ack event if one is ready.
+    /// The next ack event if one is ready; `None` once the pipe closed.
     pub fn try_event(&mut self) -> Option<AckEvent> {
+        if self.ack_closed {
+            return None;
+        }
         match self.events.try_recv() {
             Ok(event) => Some(self.note(event)),
             Err(TryRecvError::Empty) => None,

@@ -95,7 +95,7 @@ pub enum TrainerError {
         source: std::io::Error,
     },
     /// The shell could not find or run the command (exit status 126 or 127 before any ack).
-    #[error("exec trainer `{command}` could not be run on device {device} ({status}: command not found or not executable)")]
+    #[error("exec trainer `{command}` could not be run on device {device}: command not found or not executable ({status})")]
     ExecNotRunnable {
         /// The command.
         command: String,

@@ -145,8 +145,16 @@ fn device_loop(
 }
 
 /// `Some(Some(batch))` when one is queued, `Some(None)` when the queue is closed, `None` when empty.
+///
+/// Never blocks: when another device thread holds the queue it is waiting for
+/// data, so this one counts the queue as empty (and goes idle before waiting,
+/// which keeps synchronous trainers from waiting on it).
 fn try_next(rx: &Mutex<mpsc::Receiver<OutBatch>>) -> Option<Option<OutBatch>> {
-    let mut guard = rx.lock().unwrap_or_else(|e| e.into_inner());
+    let mut guard = match rx.try_lock() {
+        Ok(guard) => guard,
+        Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return None,
+    };
     match guard.try_recv() {
         Ok(b) => Some(Some(b)),
         Err(mpsc::error::TryRecvError::Empty) => None,

@@ -3,7 +3,6 @@
 use arrow::record_batch::RecordBatch;
 use arrow_avro::reader::ReaderBuilder;
 use futures::stream::BoxStream;
-use object_store::path::Path;
 
 use super::csv::open_head;
 use super::text_io::decode_blocking;
@@ -40,7 +39,7 @@ pub(super) fn read(
     skip: u64,
 ) -> BoxStream<'static, Result<RecordBatch>> {
     let batch_size = request.options.batch_size;
-    let display = loc.display(&Path::from(split.path.as_str()));
+    let display = loc.display(&split.object_path());
     let stream = decode_blocking(loc, split, "avro", move |input, emit| {
         let reader = ReaderBuilder::new()
             .with_batch_size(batch_size)

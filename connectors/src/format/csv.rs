@@ -74,8 +74,8 @@ pub(super) fn read(
 ) -> BoxStream<'static, Result<RecordBatch>> {
     let opts = request.options.clone();
     let target = request.data_schema.clone();
-    let display = loc.display(&Path::from(split.path.as_str()));
-    let path = Path::from(split.path.as_str());
+    let display = loc.display(&split.object_path());
+    let path = split.object_path();
     let starts_at_zero = !matches!(split.range, SplitRange::Bytes { start, .. } if start > 0);
     let loc2 = loc.clone();
     let stream = decode_blocking(loc, split, "csv", move |input, emit| {

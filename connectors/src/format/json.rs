@@ -6,7 +6,6 @@ use arrow::json::reader::infer_json_schema;
 use arrow::json::ReaderBuilder;
 use arrow::record_batch::RecordBatch;
 use futures::stream::BoxStream;
-use object_store::path::Path;
 
 use super::csv::open_head;
 use super::text_io::decode_blocking;
@@ -47,7 +46,7 @@ pub(super) fn read(
 ) -> BoxStream<'static, Result<RecordBatch>> {
     let schema = request.data_schema.clone();
     let batch_size = request.options.batch_size;
-    let display = loc.display(&Path::from(split.path.as_str()));
+    let display = loc.display(&split.object_path());
     let stream = decode_blocking(loc, split, "json", move |input, emit| {
         let reader = ReaderBuilder::new(schema)
             .with_batch_size(batch_size)

@@ -81,7 +81,7 @@ pub(super) fn read(
     request: &ReadRequest,
     skip: u64,
 ) -> BoxStream<'static, Result<RecordBatch>> {
-    let path = Path::from(split.path.as_str());
+    let path = split.object_path();
     let display = loc.display(&path);
     let reader = chunks(loc, &path, split.size);
     let range = split.range.clone();

@@ -189,7 +189,7 @@ pub(super) fn read(
     skip: u64,
 ) -> BoxStream<'static, Result<RecordBatch>> {
     let loc = loc.clone();
-    let path = Path::from(split.path.as_str());
+    let path = split.object_path();
     let size = split.size;
     let range = split.range.clone();
     let columns = request.columns.clone();

@@ -7,7 +7,6 @@ use arrow::array::{ArrayRef, StringBuilder};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use futures::stream::BoxStream;
-use object_store::path::Path;
 
 use super::text_io::{decode_blocking, from_io};
 use super::{FileInfo, FormatOptions, ReadRequest};
@@ -45,7 +44,7 @@ pub(super) fn read(
     skip: u64,
 ) -> BoxStream<'static, Result<RecordBatch>> {
     let opts = request.options.clone();
-    let display = loc.display(&Path::from(split.path.as_str()));
+    let display = loc.display(&split.object_path());
     let stream = decode_blocking(loc, split, "text", move |mut input, emit| {
         let schema = schema(&opts);
         let mut lines = LineBatcher::new(opts.text_key_value, opts.batch_size);

@@ -154,7 +154,7 @@ impl<R: BufRead> Read for LineRange<R> {
 
 /// The split's bytes as decoded text: fetched, decompressed, cut to its lines.
 pub(crate) fn open_split(loc: &Location, split: &Split) -> io::Result<Box<dyn BufRead + Send>> {
-    let path = Path::from(split.path.as_str());
+    let path = split.object_path();
     match split.range {
         SplitRange::Bytes { start, end } if split.codec == Codec::None => {
             let raw = BufReader::with_capacity(256 * 1024, fetch(loc, &path, start));
@@ -184,7 +184,7 @@ where
     let (tx, rx) = mpsc::channel::<Result<RecordBatch>>(BATCHES_IN_FLIGHT);
     let loc = loc.clone();
     let split = split.clone();
-    let display = loc.display(&Path::from(split.path.as_str()));
+    let display = loc.display(&split.object_path());
     tokio::task::spawn_blocking(move || {
         let mut emit = |item: Result<RecordBatch>| tx.blocking_send(item).is_ok();
         let input = open_split(&loc, &split);

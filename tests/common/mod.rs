@@ -1,0 +1,188 @@
+//! Helpers shared by the integration tests: where the generated fixtures live,
+//! what Spark counted in them (`expected.json`), running the `sluice` binary and
+//! reading its JSON.
+//!
+//! Each test file includes this with `mod common;` and uses only part of it.
+#![allow(dead_code)]
+
+use std::ffi::OsStr;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+/// The `sluice` binary Cargo built for these tests.
+pub const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
+
+/// Env var naming the fixtures directory (set by `tests/run.sh`).
+pub const FIXTURES_ENV: &str = "SLUICE_FIXTURES";
+
+/// The directory `tests/fixtures/make_fixtures.py` wrote: `$SLUICE_FIXTURES`, or
+/// `<crate>/tests/data/generated` when unset. Panics when it holds no `expected.json`:
+/// tests never skip for lack of fixtures.
+pub fn fixtures_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = match std::env::var_os(FIXTURES_ENV) {
+            Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+            _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/generated"),
+        };
+        let expected = dir.join("expected.json");
+        if !expected.is_file() {
+            panic!(
+                "no fixtures: {} is missing. Run `tests/run.sh` (it generates the Spark \
+                 fixtures with tests/fixtures/make_fixtures.py and sets {FIXTURES_ENV}), \
+                 or point {FIXTURES_ENV} at a directory that script generated.",
+                expected.display()
+            );
+        }
+        dir
+    })
+}
+
+/// The whole of `expected.json`.
+pub fn expected() -> &'static Value {
+    static EXPECTED: OnceLock<Value> = OnceLock::new();
+    EXPECTED.get_or_init(|| {
+        let path = fixtures_dir().join("expected.json");
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        parse_json(&text, &path.display().to_string())
+    })
+}
+
+/// Every dataset entry of `expected.json`, by name (`"csv_plain"`, `"bad/bad_gzip"`).
+pub fn expected_datasets() -> &'static serde_json::Map<String, Value> {
+    expected()["datasets"]
+        .as_object()
+        .expect("expected.json has no `datasets` object")
+}
+
+/// One dataset's entry in `expected.json`; panics if the fixtures lack it.
+pub fn expected_dataset(name: &str) -> &'static Value {
+    expected_datasets()
+        .get(name)
+        .unwrap_or_else(|| panic!("expected.json has no dataset `{name}`; regenerate the fixtures"))
+}
+
+/// Path of a fixture (a dataset name or any path relative to the fixtures directory).
+pub fn fixture(name: &str) -> PathBuf {
+    fixtures_dir().join(name)
+}
+
+/// A finished run of some command: exit status and output as text.
+pub struct Run {
+    /// The command line, for messages.
+    pub command: String,
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// Panics (showing the output) unless the command exited 0; returns self.
+    #[track_caller]
+    pub fn success(self) -> Self {
+        assert!(self.status.success(), "command failed: {self}");
+        self
+    }
+
+    /// Panics (showing the output) if the command exited 0; returns self.
+    #[track_caller]
+    pub fn failure(self) -> Self {
+        assert!(
+            !self.status.success(),
+            "command should have failed but exited 0: {self}"
+        );
+        self
+    }
+
+    /// stdout parsed as JSON.
+    #[track_caller]
+    pub fn json(&self) -> Value {
+        parse_json(&self.stdout, &format!("stdout of `{}`", self.command))
+    }
+}
+
+impl fmt::Display for Run {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "`{}` ({})\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.command, self.status, self.stdout, self.stderr
+        )
+    }
+}
+
+/// A `Command` for the sluice binary with a predictable environment (no `RUST_LOG`,
+/// so stderr holds only what sluice itself prints).
+pub fn sluice_command<I, S>(args: I) -> Command
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let mut cmd = Command::new(SLUICE);
+    cmd.args(args).env_remove("RUST_LOG");
+    cmd
+}
+
+/// Runs the sluice binary with these arguments and waits for it.
+pub fn sluice<I, S>(args: I) -> Run
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    run(&mut sluice_command(args))
+}
+
+/// Runs any command (stdin closed, output captured) and waits for it.
+pub fn run(cmd: &mut Command) -> Run {
+    let command = describe(cmd);
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot start `{command}`: {e}"));
+    Run {
+        command,
+        status: out.status,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A command line as text, for messages.
+pub fn describe(cmd: &Command) -> String {
+    std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Parses JSON text; `what` names its origin in the panic message.
+#[track_caller]
+pub fn parse_json(text: &str, what: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("{what} is not JSON ({e}):\n{text}"))
+}
+
+/// Checks the error contract of the CLI: a failed run whose stderr is exactly one
+/// line, starting `sluice: `, containing every string in `mentions`, and no panic.
+#[track_caller]
+pub fn assert_one_line_error(run: &Run, mentions: &[&str]) {
+    assert!(
+        !run.status.success(),
+        "should have failed but exited 0: {run}"
+    );
+    assert!(!run.stderr.contains("panicked"), "sluice panicked: {run}");
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "stderr should be exactly one line: {run}");
+    assert!(
+        lines[0].starts_with("sluice: "),
+        "stderr should start with `sluice: `: {run}"
+    );
+    for m in mentions {
+        assert!(lines[0].contains(m), "stderr should mention `{m}`: {run}");
+    }
+}

@@ -1,0 +1,515 @@
+//! `sluice train` end to end over real Spark output: every id arrives exactly
+//! once through exec trainers, crashes are recovered, models learn, and bad
+//! input fails clearly.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn fixtures() -> PathBuf {
+    let dir = std::env::var_os("SLUICE_FIXTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/generated"));
+    assert!(
+        dir.join("expected.json").exists(),
+        "no Spark fixtures in {}: run tests/run.sh, which writes them",
+        dir.display()
+    );
+    dir
+}
+
+fn python() -> String {
+    std::env::var("SLUICE_PYTHON")
+        .unwrap_or_else(|_| format!("{}/.cache/sluice/venv/bin/python", env!("HOME")))
+}
+
+fn expected_rows(name: &str) -> u64 {
+    let text = std::fs::read_to_string(fixtures().join("expected.json")).expect("expected.json");
+    let v: Value = serde_json::from_str(&text).expect("expected.json is JSON");
+    v["datasets"][name]["rows"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no row count for {name} in expected.json"))
+}
+
+fn sluice(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .output()
+        .expect("run sluice")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The exec command that records the ids it receives into `dir`.
+fn recorder(dir: &Path, extra: &str) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/trainers/record_ids.py");
+    format!(
+        "{} {} --out {} {extra}",
+        python(),
+        script.display(),
+        dir.display()
+    )
+}
+
+/// Counts of each id recorded in `ids-*` files of `dir` (acknowledged and not).
+fn recorded_ids(dir: &Path, prefix: &str) -> HashMap<i64, u32> {
+    let mut counts = HashMap::new();
+    for entry in std::fs::read_dir(dir).expect("read ids dir") {
+        let path = entry.expect("entry").path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_string();
+        if !name.starts_with(prefix) {
+            continue;
+        }
+        for line in std::fs::read_to_string(&path).expect("ids file").lines() {
+            let id: i64 = line.trim().parse().expect("id is a number");
+            *counts.entry(id).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+fn assert_exactly_once(counts: &HashMap<i64, u32>, rows: u64, what: &str) {
+    let dups: Vec<_> = counts.iter().filter(|(_, &c)| c > 1).take(5).collect();
+    assert!(dups.is_empty(), "{what}: ids delivered twice: {dups:?}");
+    let missing: Vec<i64> = (0..rows as i64)
+        .filter(|i| !counts.contains_key(i))
+        .take(5)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{what}: ids never delivered: {missing:?}"
+    );
+    assert_eq!(counts.len() as u64, rows, "{what}: unexpected extra ids");
+}
+
+fn train_exec(
+    dataset: &str,
+    devices: usize,
+    extra: &[&str],
+) -> (Output, HashMap<i64, u32>, tempfile::TempDir) {
+    let out_dir = tempfile::tempdir().expect("tempdir");
+    let data = fixtures().join(dataset);
+    let cmd = recorder(out_dir.path(), "");
+    let devices = devices.to_string();
+    let mut args = vec![
+        "train",
+        data.to_str().expect("utf8 path"),
+        "--exec",
+        &cmd,
+        "--devices",
+        &devices,
+        "--batch-size",
+        "97",
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    let out = sluice(&args);
+    let ids = recorded_ids(out_dir.path(), "ids-");
+    (out, ids, out_dir)
+}
+
+#[test]
+fn every_id_once_across_formats_and_devices() {
+    for dataset in [
+        "parquet_partitioned",
+        "csv_gzip",
+        "json",
+        "orc",
+        "parquet_row_groups",
+    ] {
+        for devices in [1, 4] {
+            let (out, ids, _dir) = train_exec(dataset, devices, &[]);
+            assert!(
+                out.status.success(),
+                "{dataset} on {devices} devices failed: {}",
+                stderr(&out)
+            );
+            assert_exactly_once(
+                &ids,
+                expected_rows(dataset),
+                &format!("{dataset} x{devices}"),
+            );
+        }
+    }
+}
+
+#[test]
+fn byte_range_splits_and_shuffle_keep_every_id_once() {
+    let (out, ids, _dir) = train_exec(
+        "csv_plain",
+        3,
+        &[
+            "--split-size",
+            "16KiB",
+            "--shuffle-buffer",
+            "500",
+            "--seed",
+            "7",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_exactly_once(
+        &ids,
+        expected_rows("csv_plain"),
+        "csv_plain split in byte ranges",
+    );
+    let (out, ids, _dir) = train_exec(
+        "parquet_row_groups",
+        2,
+        &["--split-size", "64KiB", "--prefetch", "3"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_exactly_once(
+        &ids,
+        expected_rows("parquet_row_groups"),
+        "row-group splits",
+    );
+}
+
+#[test]
+fn several_epochs_deliver_every_id_once_per_epoch() {
+    let (out, ids, _dir) = train_exec("parquet_small_files", 2, &["--epochs", "3"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rows = expected_rows("parquet_small_files");
+    assert_eq!(ids.len() as u64, rows);
+    assert!(
+        ids.values().all(|&c| c == 3),
+        "each id should arrive 3 times over 3 epochs"
+    );
+}
+
+#[test]
+fn a_killed_trainer_loses_nothing_and_repeats_only_unacknowledged_batches() {
+    let out_dir = tempfile::tempdir().expect("tempdir");
+    let data = fixtures().join("parquet_small_files");
+    let cmd = recorder(out_dir.path(), "--die-after 3");
+    let out = sluice(&[
+        "train",
+        data.to_str().expect("utf8"),
+        "--exec",
+        &cmd,
+        "--devices",
+        "2",
+        "--batch-size",
+        "50",
+        "--quiet",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let acked = recorded_ids(out_dir.path(), "ids-");
+    let unacked = recorded_ids(out_dir.path(), "unacked-");
+    assert!(
+        !unacked.is_empty(),
+        "the trainer was supposed to die holding a batch"
+    );
+    assert_exactly_once(
+        &acked,
+        expected_rows("parquet_small_files"),
+        "after a trainer crash",
+    );
+}
+
+#[test]
+fn logistic_regression_separates_spark_data() {
+    for devices in ["1", "4"] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let summary = dir.path().join("summary.json");
+        let model = dir.path().join("model.json");
+        let data = fixtures().join("separable");
+        let out = sluice(&[
+            "train",
+            data.to_str().expect("utf8"),
+            "--model",
+            "logistic",
+            "--label",
+            "label",
+            "--features",
+            "f1,f2,f3",
+            "--epochs",
+            "8",
+            "--devices",
+            devices,
+            "--batch-size",
+            "64",
+            "--quiet",
+            "--summary-json",
+            summary.to_str().expect("utf8"),
+            "--output",
+            model.to_str().expect("utf8"),
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).expect("summary"))
+            .expect("json");
+        let acc = s["accuracy"].as_array().expect("accuracy per epoch");
+        let last = acc.last().and_then(Value::as_f64).expect("last accuracy");
+        assert!(last >= 0.95, "accuracy {last} on {devices} devices: {s}");
+        let loss: Vec<f64> = s["loss"]
+            .as_array()
+            .expect("loss")
+            .iter()
+            .filter_map(Value::as_f64)
+            .collect();
+        assert!(loss.last() < loss.first(), "loss should fall: {loss:?}");
+        assert_eq!(s["rows"].as_u64(), Some(8 * expected_rows("separable")));
+        assert_eq!(s["tasks_failed"].as_array().map(Vec::len), Some(0));
+        let m: Value =
+            serde_json::from_str(&std::fs::read_to_string(&model).expect("model")).expect("json");
+        assert_eq!(m["weights"].as_array().map(Vec::len), Some(3));
+    }
+}
+
+#[test]
+fn a_corrupt_file_fails_its_task_and_everything_else_trains() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    copy_dir(&fixtures().join("parquet_small_files"), &data);
+    let victim = std::fs::read_dir(&data)
+        .expect("dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .expect("a parquet file");
+    let bytes = std::fs::read(&victim).expect("read");
+    let mut broken = bytes.clone();
+    let mid = broken.len() / 2;
+    for b in &mut broken[8..mid] {
+        *b = 0xAB;
+    }
+    std::fs::write(&victim, &broken).expect("corrupt");
+    let summary = dir.path().join("summary.json");
+    let ids_dir = dir.path().join("ids");
+    std::fs::create_dir(&ids_dir).expect("ids dir");
+    let cmd = recorder(&ids_dir, "");
+    let out = sluice(&[
+        "train",
+        data.to_str().expect("utf8"),
+        "--exec",
+        &cmd,
+        "--quiet",
+        "--summary-json",
+        summary.to_str().expect("utf8"),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a failed task must give exit code 2: {}",
+        stderr(&out)
+    );
+    let name = victim.file_name().and_then(|n| n.to_str()).expect("name");
+    assert!(
+        stderr(&out).contains(name),
+        "stderr should name {name}: {}",
+        stderr(&out)
+    );
+    let s: Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).expect("summary")).expect("json");
+    let failed = s["tasks_failed"].as_array().expect("tasks_failed");
+    assert_eq!(failed.len(), 1, "{s}");
+    assert!(
+        failed[0]["file"]
+            .as_str()
+            .is_some_and(|f| f.ends_with(name)),
+        "{s}"
+    );
+    let ids = recorded_ids(&ids_dir, "ids-");
+    let total = expected_rows("parquet_small_files");
+    assert!(ids.values().all(|&c| c == 1), "no id twice");
+    assert!(
+        ids.len() as u64 >= total - 100 && (ids.len() as u64) < total,
+        "all other rows trained: {}",
+        ids.len()
+    );
+}
+
+#[test]
+fn unknown_label_names_it_and_lists_columns() {
+    let data = fixtures().join("separable");
+    let out = sluice(&[
+        "train",
+        data.to_str().expect("utf8"),
+        "--model",
+        "logistic",
+        "--label",
+        "nope",
+        "--features",
+        "f1",
+        "--quiet",
+    ]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("nope") && err.contains("f1") && err.contains("label"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+}
+
+#[test]
+fn non_numeric_feature_is_refused() {
+    let data = fixtures().join("parquet_partitioned");
+    let out = sluice(&[
+        "train",
+        data.to_str().expect("utf8"),
+        "--model",
+        "linear",
+        "--label",
+        "x1",
+        "--features",
+        "country",
+        "--quiet",
+    ]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("country"), "{}", stderr(&out));
+}
+
+#[test]
+fn an_exec_trainer_that_cannot_start_is_a_clear_error() {
+    let data = fixtures().join("separable");
+    let out = sluice(&[
+        "train",
+        data.to_str().expect("utf8"),
+        "--exec",
+        "/nonexistent/trainer --flag",
+        "--quiet",
+    ]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("/nonexistent/trainer"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn unfinished_output_is_refused_unless_allowed() {
+    let data = fixtures().join("failed_job");
+    let out = sluice(&["train", data.to_str().expect("utf8"), "--quiet"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("_temporary") && err.contains("--allow-incomplete"),
+        "{err}"
+    );
+    let out = sluice(&[
+        "train",
+        data.to_str().expect("utf8"),
+        "--quiet",
+        "--allow-incomplete",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("trained {} rows", expected_rows("failed_job"))),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn wait_success_times_out_clearly_and_starts_when_success_appears() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("out");
+    copy_dir(&fixtures().join("parquet_small_files"), &data);
+    std::fs::remove_file(data.join("_SUCCESS")).expect("remove _SUCCESS");
+    let out = sluice(&[
+        "train",
+        data.to_str().expect("utf8"),
+        "--wait-success=2s",
+        "--quiet",
+    ]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("_SUCCESS"), "{}", stderr(&out));
+    let path = data.clone();
+    let writer = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        std::fs::write(path.join("_SUCCESS"), b"").expect("write _SUCCESS");
+    });
+    let out = sluice(&[
+        "train",
+        data.to_str().expect("utf8"),
+        "--wait-success=60s",
+        "--quiet",
+    ]);
+    writer.join().expect("writer");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains(&format!(
+        "trained {} rows",
+        expected_rows("parquet_small_files")
+    )));
+}
+
+#[test]
+fn bundled_example_trains_and_loss_falls() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let summary = dir.path().join("s.json");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/clicks");
+    let out = sluice(&[
+        "train",
+        example.to_str().expect("utf8"),
+        "--model",
+        "logistic",
+        "--label",
+        "label",
+        "--features",
+        "f1,f2,f3,f4",
+        "--epochs",
+        "5",
+        "--devices",
+        "2",
+        "--batch-size",
+        "256",
+        "--quiet",
+        "--summary-json",
+        summary.to_str().expect("utf8"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let s: Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).expect("summary")).expect("json");
+    let loss: Vec<f64> = s["loss"]
+        .as_array()
+        .expect("loss")
+        .iter()
+        .filter_map(Value::as_f64)
+        .collect();
+    assert_eq!(loss.len(), 5);
+    assert!(loss[4] < loss[0], "loss should fall: {loss:?}");
+}
+
+#[test]
+fn bad_flags_are_one_line_errors() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/clicks");
+    let out = sluice(&[
+        "train",
+        example.to_str().expect("utf8"),
+        "--batch-size",
+        "0",
+    ]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("batch-size"), "{}", stderr(&out));
+    let out = sluice(&[
+        "train",
+        example.to_str().expect("utf8"),
+        "--model",
+        "logistic",
+        "--features",
+        "f1",
+    ]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("--label"), "{}", stderr(&out));
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
