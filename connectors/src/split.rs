@@ -160,7 +160,8 @@ mod tests {
         assert_eq!(byte_ranges(100, 100), vec![(0, 100)]);
         assert_eq!(byte_ranges(109, 100), vec![(0, 109)]);
         assert_eq!(byte_ranges(111, 100), vec![(0, 100), (100, 111)]);
-        assert_eq!(byte_ranges(250, 100), vec![(0, 100), (100, 250)]);
+        assert_eq!(byte_ranges(250, 100), vec![(0, 100), (100, 200), (200, 250)]);
+        assert_eq!(byte_ranges(205, 100), vec![(0, 100), (100, 205)]);
     }
 
     #[test]
@@ -188,8 +189,7 @@ mod tests {
             groups,
             vec![
                 SplitRange::RowGroups(vec![0, 1]),
-                SplitRange::RowGroups(vec![2, 3]),
-                SplitRange::RowGroups(vec![4])
+                SplitRange::RowGroups(vec![2, 3, 4])
             ]
         );
         assert_eq!(splits.iter().map(|s| s.rows.unwrap_or(0)).sum::<u64>(), 50);
