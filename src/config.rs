@@ -71,6 +71,8 @@ pub struct TrainConfig {
     pub allow_incomplete: bool,
     /// Summary file.
     pub summary_json: Option<PathBuf>,
+    /// Journal directory: a killed run resumes from it.
+    pub state: Option<PathBuf>,
     /// Draw a progress bar.
     pub progress: bool,
 }

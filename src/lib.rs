@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod config;
 pub mod job;
+pub mod master;
 pub mod task;
 pub mod trainer;
 pub mod worker;

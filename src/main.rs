@@ -50,6 +50,9 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 ExitCode::from(2)
             })
         }
+        Command::Master(args) => Ok(ExitCode::from(sluice::cli::dist::master(*args).await?)),
+        Command::Worker(args) => Ok(ExitCode::from(sluice::cli::dist::worker(*args).await?)),
+        Command::Status(args) => Ok(ExitCode::from(sluice::cli::dist::status(args).await?)),
     }
 }
 
@@ -71,7 +74,9 @@ fn one_line(e: &anyhow::Error) -> String {
 
 fn init_logging(verbose: u8) {
     let default = match verbose {
-        0 => "warn",
+        // hdfs-native warns about each namenode it fails over from; the error
+        // that matters reaches the user as the one-line message.
+        0 => "warn,hdfs_native=error",
         1 => "debug",
         _ => "trace",
     };

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: writes the Spark fixtures (once, cached by version), then
-# the Rust unit and integration tests, then lint.
+# lint, then starts the object store emulators and runs the Rust unit and
+# integration tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,6 +20,30 @@ echo "== fixtures (real Spark) -> $SLUICE_FIXTURES"
 echo "== cargo fmt / clippy"
 cargo fmt --all -- --check
 cargo clippy --all-targets --quiet -- -D warnings
+
+echo "== object store emulators (tests/services: moto, fake-gcs-server, Azurite)"
+# Started once here so the tests share them (a test that finds one missing starts
+# it itself); stopped on any exit.
+stop_emulators() {
+  for service in s3 gcs azure; do
+    tests/services/$service.sh stop || true
+  done
+}
+trap stop_emulators EXIT
+for service in s3 gcs azure; do
+  tests/services/$service.sh start >/dev/null
+done
+
+echo "== hdfs (tests/services/hdfs.sh: a MiniDFSCluster)"
+# Started after the fixtures and not exported: Spark must not see the cluster's
+# configuration while it writes local test data; the tests pass HADOOP_CONF_DIR
+# to sluice themselves. The HA cluster is started by tests/hdfs.rs when needed.
+stop_hdfs() {
+  tests/services/hdfs.sh stop || true
+  tests/services/hdfs.sh stop-ha || true
+}
+trap 'stop_emulators; stop_hdfs' EXIT
+tests/services/hdfs.sh start >/dev/null
 
 echo "== cargo test"
 cargo test --all -- --test-threads=2

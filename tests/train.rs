@@ -513,3 +513,63 @@ fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+#[test]
+fn a_killed_run_resumes_from_its_state() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    let first = dir.path().join("first");
+    let second = dir.path().join("second");
+    std::fs::create_dir(&first).expect("mkdir");
+    std::fs::create_dir(&second).expect("mkdir");
+    let data = fixtures().join("parquet_small_files");
+    let run = |ids: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args([
+                "train",
+                data.to_str().expect("utf8"),
+                "--quiet",
+                "--batch-size",
+                "40",
+                "--devices",
+                "2",
+            ])
+            .args(["--state", state.to_str().expect("utf8")])
+            .args(["--exec", &recorder(ids, "--sleep 0.05")])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start sluice")
+    };
+    let mut killed = run(&first);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    killed.kill().expect("SIGKILL");
+    let _ = killed.wait();
+    let out = run(&second).wait_with_output().expect("resume");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = expected_rows("parquet_small_files");
+    let before = recorded_ids(&first, "ids-");
+    let after = recorded_ids(&second, "ids-");
+    assert!(
+        !before.is_empty(),
+        "the first run should have trained some rows before the kill"
+    );
+    assert!(
+        (after.len() as u64) < rows,
+        "the resumed run should not start over ({} rows)",
+        after.len()
+    );
+    let mut all = before.clone();
+    for (id, n) in after {
+        *all.entry(id).or_insert(0) += n;
+    }
+    let missing: Vec<i64> = (0..rows as i64)
+        .filter(|i| !all.contains_key(i))
+        .take(5)
+        .collect();
+    assert!(missing.is_empty(), "ids lost across the crash: {missing:?}");
+}

@@ -5,11 +5,11 @@
 //! `CompressionCodecFactory` does, so `part-00000.snappy.parquet` is plain
 //! Parquet (the format compresses its pages itself) and is never decoded here.
 //!
-//! Only uncompressed and bzip2 files are splittable in Hadoop. Byte-range
-//! splitting of bzip2 (starting a decoder at the block marker following a
-//! split's start offset, as Hadoop's `SplittableCompressionCodec` does) is not
-//! supported yet: a `.bz2` file is read whole by one reader.
+//! Only uncompressed and bzip2 files are splittable in Hadoop. A byte range of
+//! a bzip2 file is read block by block from the block markers it holds, as
+//! Hadoop's `SplittableCompressionCodec` does (module `bzip2_blocks`).
 
+mod bzip2_blocks;
 mod hadoop_block;
 mod zlib;
 
@@ -18,6 +18,7 @@ use std::io::{self, BufRead, BufReader, Read};
 
 use serde::{Deserialize, Serialize};
 
+pub(crate) use self::bzip2_blocks::{split_reader as bzip2_split, RangeSource};
 use self::hadoop_block::{HadoopBlockReader, Lz4Chunks, SnappyChunks};
 use self::zlib::MultiZlibDecoder;
 

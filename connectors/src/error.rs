@@ -31,6 +31,25 @@ pub enum Error {
         #[source]
         source: Arc<object_store::Error>,
     },
+    /// The bucket or container a URL names does not exist.
+    #[error("no such {noun} {bucket} (listing {url})")]
+    NoSuchBucket {
+        /// `bucket` or `container`.
+        noun: &'static str,
+        /// The bucket as a URL (`s3://name`).
+        bucket: String,
+        /// The URL being listed.
+        url: String,
+    },
+    /// The store for a URL could not be set up (credentials, endpoint, options).
+    #[error("cannot set up the store for {url}: {source}")]
+    StoreConfig {
+        /// The URL as given.
+        url: String,
+        /// The store builder's error.
+        #[source]
+        source: Arc<object_store::Error>,
+    },
     /// Any other failure of the store while listing or reading.
     #[error("cannot read {path}: {source}")]
     Store {
@@ -123,12 +142,13 @@ impl Error {
     /// The kind of this error.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::NotFound { .. } => ErrorKind::NotFound,
+            Error::NotFound { .. } | Error::NoSuchBucket { .. } => ErrorKind::NotFound,
             Error::PermissionDenied { .. } => ErrorKind::PermissionDenied,
             Error::Corrupt { .. } => ErrorKind::Corrupt,
             Error::InvalidUrl { .. }
             | Error::UnknownColumn { .. }
-            | Error::InvalidOption { .. } => ErrorKind::Invalid,
+            | Error::InvalidOption { .. }
+            | Error::StoreConfig { .. } => ErrorKind::Invalid,
             Error::Layout { .. } | Error::SchemaClash { .. } | Error::Format { .. } => {
                 ErrorKind::Dataset
             }
@@ -147,7 +167,11 @@ impl Error {
                 source: Arc::new(source),
             },
             other => {
-                if is_permission_io(&other) {
+                let status = http_status(&other);
+                if status == Some(404) {
+                    return Error::NotFound { path };
+                }
+                if is_permission_io(&other) || matches!(status, Some(401 | 403)) {
                     return Error::PermissionDenied {
                         path,
                         source: Arc::new(other),
@@ -158,6 +182,21 @@ impl Error {
                     source: Arc::new(other),
                 }
             }
+        }
+    }
+
+    /// The error for listing `url` in `bucket` (`s3://name`) when the store
+    /// answered that there is no such thing: the bucket itself is missing,
+    /// since listing a missing prefix of an existing bucket finds nothing.
+    pub fn no_such_bucket(bucket: &str, url: impl Into<String>) -> Self {
+        let noun = match bucket.split_once("://") {
+            Some(("az" | "abfs" | "abfss", _)) => "container",
+            _ => "bucket",
+        };
+        Error::NoSuchBucket {
+            noun,
+            bucket: bucket.to_string(),
+            url: url.into(),
         }
     }
 
@@ -188,6 +227,23 @@ fn is_permission_io(err: &object_store::Error) -> bool {
     false
 }
 
+/// The HTTP status of a cloud store error that object_store reports as generic
+/// (listings, for one). Its request error type is private, so the status is
+/// read from the message it renders: `... non-2xx status code: 403 Forbidden ...`.
+fn http_status(err: &object_store::Error) -> Option<u16> {
+    const MARK: &str = "status code: ";
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = source {
+        let text = e.to_string();
+        if let Some(at) = text.find(MARK) {
+            let digits: String = text[at + MARK.len()..].chars().take(3).collect();
+            return digits.parse().ok();
+        }
+        source = e.source();
+    }
+    None
+}
+
 /// Collapses a multi-line message into one line.
 pub fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -195,3 +251,43 @@ pub fn one_line(s: &str) -> String {
 
 /// Result with the connectors' [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cloud store error as object_store reports listings: generic, the
+    /// HTTP status only in the rendered message of its source.
+    fn generic(status: &str) -> object_store::Error {
+        let inner: Box<dyn std::error::Error + Send + Sync> = format!(
+            "Error performing GET http://127.0.0.1:1/b?list-type=2 in 2ms - Server \
+             returned non-2xx status code: {status}: <Error/>"
+        )
+        .into();
+        object_store::Error::Generic {
+            store: "S3",
+            source: inner,
+        }
+    }
+
+    #[test]
+    fn statuses_inside_generic_store_errors_decide_the_kind() {
+        let kind = |status| Error::from_store("s3://b/x", generic(status)).kind();
+        assert_eq!(kind("403 Forbidden"), ErrorKind::PermissionDenied);
+        assert_eq!(kind("401 Unauthorized"), ErrorKind::PermissionDenied);
+        assert_eq!(kind("404 Not Found"), ErrorKind::NotFound);
+        assert_eq!(kind("503 Service Unavailable"), ErrorKind::Store);
+    }
+
+    #[test]
+    fn a_missing_bucket_is_named_with_the_store_noun() {
+        let s3 = Error::no_such_bucket("s3://b", "s3://b/out").to_string();
+        assert_eq!(s3, "no such bucket s3://b (listing s3://b/out)");
+        let az = Error::no_such_bucket("abfss://c@a.dfs.core.windows.net", "x").to_string();
+        assert!(az.starts_with("no such container "), "{az}");
+        assert_eq!(
+            Error::no_such_bucket("gs://b", "gs://b/o").kind(),
+            ErrorKind::NotFound
+        );
+    }
+}

@@ -5,7 +5,7 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStoreExt};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::layout::names::{classify_dir, classify_file, DirClass, FileClass};
 use crate::store::Location;
 
@@ -39,13 +39,7 @@ pub struct Listing {
 /// Fails with [`Error::NotFound`] when nothing exists there and with a
 /// layout error when the root is a single file.
 pub async fn list(location: &Location) -> Result<Listing> {
-    if let Ok(meta) = location.store.head(&location.root).await {
-        return Err(Error::Layout {
-            path: location.display(&meta.location),
-            reason: "this is a file, not an output directory; pass the directory that holds it"
-                .to_string(),
-        });
-    }
+    check_root(location).await?;
     let mut listing = Listing::default();
     let mut pending = FuturesUnordered::new();
     let mut queue: Vec<(Path, Vec<String>)> = vec![(location.root.clone(), Vec::new())];
@@ -64,7 +58,7 @@ pub async fn list(location: &Location) -> Result<Listing> {
         let Some((dir, segments, result)) = pending.next().await else {
             break;
         };
-        let result = result.map_err(|e| Error::from_store(location.display(&dir), e))?;
+        let result = result.map_err(|e| list_error(location, &dir, e))?;
         seen_any |= !result.objects.is_empty() || !result.common_prefixes.is_empty();
         for prefix in result.common_prefixes {
             let name = prefix.filename().unwrap_or_default().to_string();
@@ -107,4 +101,41 @@ pub async fn list(location: &Location) -> Result<Listing> {
         .sort_by(|a, b| a.meta.location.cmp(&b.meta.location));
     listing.in_flight.sort();
     Ok(listing)
+}
+
+/// Fails when the root is a single file, or when an object store cannot be
+/// reached at all (once, here, rather than again on the listing). Absence and
+/// refusal are left to the listing, which names them better.
+async fn check_root(location: &Location) -> Result<()> {
+    if location.root.as_ref().is_empty() {
+        // A bucket root is no file, and HEAD on it would ask about the bucket.
+        return Ok(());
+    }
+    match location.store.head(&location.root).await {
+        Ok(meta) => Err(Error::Layout {
+            path: location.display(&meta.location),
+            reason: "this is a file, not an output directory; pass the directory that holds it"
+                .to_string(),
+        }),
+        Err(e) if location.bucket().is_some() => {
+            let err = Error::from_store(location.url(), e);
+            match err.kind() {
+                ErrorKind::Store => Err(err),
+                _ => Ok(()),
+            }
+        }
+        Err(_) => Ok(()),
+    }
+}
+
+/// The error for a failed listing of `dir`. In an object store, listing a
+/// missing prefix finds nothing, so "not found" means the bucket is missing.
+fn list_error(location: &Location, dir: &Path, source: object_store::Error) -> Error {
+    let err = Error::from_store(location.display(dir), source);
+    match location.bucket() {
+        Some(bucket) if err.kind() == ErrorKind::NotFound => {
+            Error::no_such_bucket(bucket, location.url())
+        }
+        _ => err,
+    }
 }

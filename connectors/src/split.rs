@@ -110,7 +110,8 @@ pub fn split_file(file: &FileToSplit<'_>, split_size: u64) -> Vec<Split> {
                 make(range, Some(rows))
             })
             .collect(),
-        f if f.is_line_based() && file.codec == Codec::None => byte_ranges(file.size, split_size)
+        // Uncompressed and bzip2 text: byte ranges, as Hadoop cuts them.
+        f if f.is_line_based() && file.codec.is_splittable() => byte_ranges(file.size, split_size)
             .into_iter()
             .map(|(start, end)| {
                 let rows = (start == 0 && end == file.size)
@@ -160,8 +161,56 @@ mod tests {
         assert_eq!(byte_ranges(100, 100), vec![(0, 100)]);
         assert_eq!(byte_ranges(109, 100), vec![(0, 109)]);
         assert_eq!(byte_ranges(111, 100), vec![(0, 100), (100, 111)]);
-        assert_eq!(byte_ranges(250, 100), vec![(0, 100), (100, 200), (200, 250)]);
+        assert_eq!(
+            byte_ranges(250, 100),
+            vec![(0, 100), (100, 200), (200, 250)]
+        );
         assert_eq!(byte_ranges(205, 100), vec![(0, 100), (100, 205)]);
+    }
+
+    fn text_file(codec: Codec, size: u64) -> FileToSplit<'static> {
+        FileToSplit {
+            path: "part-00000",
+            size,
+            format: Format::Text,
+            codec,
+            partition_dir: "",
+            partition_values: &[],
+            units: &[],
+            rows: Some(7),
+        }
+    }
+
+    #[test]
+    fn bzip2_text_is_cut_like_uncompressed_text() {
+        for codec in [Codec::None, Codec::Bzip2] {
+            let ranges: Vec<_> = split_file(&text_file(codec, 205), 100)
+                .into_iter()
+                .map(|s| (s.range, s.rows))
+                .collect();
+            let bytes = |start, end| SplitRange::Bytes { start, end };
+            assert_eq!(
+                ranges,
+                [(bytes(0, 100), None), (bytes(100, 205), None)],
+                "{codec}"
+            );
+        }
+    }
+
+    #[test]
+    fn other_codecs_are_read_whole() {
+        for codec in [
+            Codec::Gzip,
+            Codec::Deflate,
+            Codec::Zstd,
+            Codec::Snappy,
+            Codec::Lz4,
+        ] {
+            let splits = split_file(&text_file(codec, 250), 100);
+            assert_eq!(splits.len(), 1, "{codec}");
+            assert_eq!(splits[0].range, SplitRange::Whole, "{codec}");
+            assert_eq!(splits[0].rows, Some(7), "{codec}");
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Command-line flags as parsed by clap, before validation.
 
+pub mod dist;
 pub mod ls;
 pub mod train;
 
@@ -29,6 +30,12 @@ pub enum Command {
     Ls(ls::LsArgs),
     /// Train on an output directory on this machine, with the master embedded.
     Train(Box<train::TrainArgs>),
+    /// Serve one job's tasks to workers over HTTP (with a journal, status page and metrics).
+    Master(Box<dist::MasterArgs>),
+    /// Lease tasks from a master and train on them; join or leave at any time.
+    Worker(Box<dist::WorkerArgs>),
+    /// Show a running job's progress.
+    Status(dist::StatusArgs),
 }
 
 /// Flags that say how to read a dataset; shared by every command that reads one.

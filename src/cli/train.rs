@@ -19,11 +19,9 @@ pub enum ModelArg {
     Logistic,
 }
 
-/// Arguments of `sluice train`.
-#[derive(Debug, Args)]
-pub struct TrainArgs {
-    /// The output directory: a path, file://, hdfs://, s3://, gs:// or az:// URL.
-    pub url: String,
+/// Flags of the trainers and the worker pipeline, shared by `train` and `worker`.
+#[derive(Debug, Clone, Args)]
+pub struct WorkerOptions {
     /// Device threads, each owning one trainer.
     #[arg(long, default_value_t = 1)]
     pub devices: usize,
@@ -33,9 +31,6 @@ pub struct TrainArgs {
     /// Rows per batch handed to a trainer (only the last batch of an epoch may be short).
     #[arg(long, default_value_t = 1024)]
     pub batch_size: usize,
-    /// Passes over the data; task order is reshuffled each epoch.
-    #[arg(long, default_value_t = 1)]
-    pub epochs: u32,
     /// Built-in model; ignored when --exec is given.
     #[arg(long, value_enum, default_value_t = ModelArg::None)]
     pub model: ModelArg,
@@ -57,15 +52,62 @@ pub struct TrainArgs {
     /// Restarts allowed per device when the exec trainer dies.
     #[arg(long, default_value_t = 3)]
     pub exec_restarts: u32,
-    /// Only these columns reach the trainer (comma-separated); default all.
-    #[arg(long, value_delimiter = ',')]
-    pub columns: Option<Vec<String>>,
     /// Tasks leased and read ahead of the trainers.
     #[arg(long, default_value_t = 4)]
     pub prefetch: usize,
     /// Rows held in a shuffle buffer (0: rows keep their order within a task).
     #[arg(long, default_value_t = 0)]
     pub shuffle_buffer: usize,
+    /// No progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+impl WorkerOptions {
+    /// The trainer these flags choose.
+    pub fn trainer(&self) -> anyhow::Result<TrainerChoice> {
+        Ok(match (&self.exec, self.model) {
+            (Some(cmd), _) => TrainerChoice::Exec {
+                command: cmd.clone(),
+                restarts: self.exec_restarts,
+            },
+            (None, ModelArg::None) => TrainerChoice::None,
+            (None, kind) => TrainerChoice::Model(ModelChoice {
+                logistic: kind == ModelArg::Logistic,
+                label: self
+                    .label
+                    .clone()
+                    .ok_or_else(|| anyhow::anyhow!("--model {kind:?} needs --label COL"))?,
+                features: self.features.clone().unwrap_or_default(),
+                learning_rate: self.learning_rate,
+                output: self.output.clone(),
+            }),
+        })
+    }
+
+    /// Device threads, from --device-ids when given.
+    pub fn device_count(&self) -> usize {
+        self.device_ids
+            .as_ref()
+            .map(Vec::len)
+            .unwrap_or(self.devices)
+    }
+}
+
+/// Arguments of `sluice train`.
+#[derive(Debug, Args)]
+pub struct TrainArgs {
+    /// The output directory: a path, file://, hdfs://, s3://, gs:// or az:// URL.
+    pub url: String,
+    /// Trainer and pipeline options.
+    #[command(flatten)]
+    pub worker: WorkerOptions,
+    /// Passes over the data; task order is reshuffled each epoch.
+    #[arg(long, default_value_t = 1)]
+    pub epochs: u32,
+    /// Only these columns reach the trainer (comma-separated); default all.
+    #[arg(long, value_delimiter = ',')]
+    pub columns: Option<Vec<String>>,
     /// Seed of task order and shuffling.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -84,9 +126,9 @@ pub struct TrainArgs {
     /// Write a JSON summary of the run here.
     #[arg(long)]
     pub summary_json: Option<PathBuf>,
-    /// No progress bar.
-    #[arg(long, short)]
-    pub quiet: bool,
+    /// Keep the job's journal here; run the same command again after a crash to resume.
+    #[arg(long)]
+    pub state: Option<PathBuf>,
     /// How to read the dataset.
     #[command(flatten)]
     pub dataset: DatasetArgs,
@@ -95,44 +137,25 @@ pub struct TrainArgs {
 impl TrainArgs {
     /// Validates the flags into a configuration.
     pub fn into_config(self) -> anyhow::Result<TrainConfig> {
-        let devices = match &self.device_ids {
-            Some(ids) => ids.len(),
-            None => self.devices,
-        };
-        let trainer = match (&self.exec, self.model) {
-            (Some(cmd), _) => TrainerChoice::Exec {
-                command: cmd.clone(),
-                restarts: self.exec_restarts,
-            },
-            (None, ModelArg::None) => TrainerChoice::None,
-            (None, kind) => TrainerChoice::Model(ModelChoice {
-                logistic: kind == ModelArg::Logistic,
-                label: self.label.clone().ok_or_else(|| {
-                    anyhow::anyhow!("--model {kind:?} needs --label COL").context("bad flags")
-                })?,
-                features: self.features.clone().unwrap_or_default(),
-                learning_rate: self.learning_rate,
-                output: self.output.clone(),
-            }),
-        };
         let config = TrainConfig {
             url: self.url,
             dataset: self.dataset.options()?,
-            devices,
-            device_ids: self.device_ids,
-            batch_size: self.batch_size,
+            devices: self.worker.device_count(),
+            device_ids: self.worker.device_ids.clone(),
+            batch_size: self.worker.batch_size,
             epochs: self.epochs,
-            trainer,
+            trainer: self.worker.trainer()?,
             columns: self.columns,
-            prefetch: self.prefetch,
-            shuffle_buffer: self.shuffle_buffer,
+            prefetch: self.worker.prefetch,
+            shuffle_buffer: self.worker.shuffle_buffer,
             seed: self.seed,
             max_attempts: self.max_attempts,
             lease_timeout: self.lease_timeout,
             wait_success: self.wait_success,
             allow_incomplete: self.allow_incomplete,
             summary_json: self.summary_json,
-            progress: !self.quiet,
+            state: self.state,
+            progress: !self.worker.quiet,
         };
         config.validate()?;
         Ok(config)

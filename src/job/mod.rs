@@ -1,5 +1,7 @@
 //! Jobs: a whole training run from a dataset URL to a summary.
 
+pub mod spec;
 pub mod summary;
 pub mod train;
 pub mod wait;
+pub mod worker;

@@ -10,10 +10,13 @@ use tracing::warn;
 use super::summary::{FailedTask, Summary};
 use super::wait;
 use crate::config::{TrainConfig, TrainerChoice};
-use crate::task::{Queue, QueueConfig};
+use crate::job::spec::JobSpec;
+use crate::master::journal::MemoryJournal;
+use crate::master::state::{JobFile, MasterState, StateError};
+use crate::task::{Command, QueueConfig};
 use crate::trainer::{ExecFactory, LinearFactory, ModelKind, NoneFactory, TrainerFactory};
 use crate::worker::pipeline::{self, PipelineConfig, Progress};
-use crate::worker::{LocalQueue, TaskSource};
+use crate::worker::LocalQueue;
 
 /// Errors that stop a training job before or while it runs.
 #[derive(Debug, thiserror::Error)]
@@ -38,6 +41,9 @@ pub enum TrainError {
     /// The queue configuration is invalid.
     #[error(transparent)]
     Queue(#[from] crate::task::ConfigError),
+    /// The state directory is unusable.
+    #[error(transparent)]
+    State(#[from] StateError),
     /// The pipeline stopped.
     #[error(transparent)]
     Pipeline(#[from] pipeline::PipelineError),
@@ -62,19 +68,39 @@ pub async fn run(config: TrainConfig) -> Result<Summary, TrainError> {
     };
     check_finished(&dataset, config.allow_incomplete)?;
     let plan = ReadPlan::new(&dataset, config.columns.as_deref(), config.batch_size)?;
-    let factory = make_factory(&config)?;
+    let factory = make_factory(&config.trainer, config.device_ids.as_ref())?;
     factory.validate(&plan.output_schema())?;
-    let queue = Queue::new(
-        dataset.splits.len(),
-        QueueConfig {
+    let job = JobFile {
+        spec: JobSpec {
+            url: dataset.location.url(),
+            splits: dataset.splits.clone(),
+            plan,
+            epochs: config.epochs,
+            seed: config.seed,
+        },
+        queue: QueueConfig {
             epochs: config.epochs,
             max_attempts: config.max_attempts,
             lease_timeout_ms: config.lease_timeout.as_millis() as u64,
             seed: config.seed,
         },
-    )?;
-    let source = LocalQueue::new(queue);
-    let total_tasks = dataset.splits.len() as u64 * config.epochs as u64;
+    };
+    let state = match &config.state {
+        Some(dir) => {
+            let (mut state, resumed) = MasterState::open(dir, move || Ok(job))?;
+            if resumed {
+                // The run that wrote this state is gone: take its leases back now
+                // instead of waiting for them to lapse.
+                let _ = state.execute(Command::Tick { now: u64::MAX / 2 });
+                warn!(state = %dir.display(), done = state.queue.status().tasks_done, "resuming from saved state");
+            }
+            state
+        }
+        None => MasterState::with_journal(job, Box::new(MemoryJournal::default()))?,
+    };
+    let spec = state.spec.clone();
+    let source = LocalQueue::new(state);
+    let total_tasks = spec.splits.len() as u64 * config.epochs as u64;
     let bar = progress_bar(config.progress, total_tasks);
     let pipeline_config = PipelineConfig {
         batch_size: config.batch_size,
@@ -83,13 +109,13 @@ pub async fn run(config: TrainConfig) -> Result<Summary, TrainError> {
         shuffle_buffer: config.shuffle_buffer,
         seed: config.seed,
     };
-    let splits = Arc::new(dataset.splits.clone());
+    let splits = Arc::new(spec.splits.clone());
     let drawer = Drawer::new(bar.clone(), source.clone(), factory.clone(), config.epochs);
     let outcome = pipeline::run(
         Arc::new(source.clone()),
         dataset.location.clone(),
         splits.clone(),
-        Arc::new(plan),
+        Arc::new(spec.plan.clone()),
         factory.clone(),
         pipeline_config,
         move |p| drawer.draw(p),
@@ -104,7 +130,7 @@ pub async fn run(config: TrainConfig) -> Result<Summary, TrainError> {
         }
     }
     let failures = source.snapshot(|q| q.failures().to_vec());
-    let tasks_done = source.status().tasks_done;
+    let tasks_done = source.status_now().tasks_done;
     let seconds = started.elapsed().as_secs_f64();
     let logistic = matches!(&config.trainer, TrainerChoice::Model(m) if m.logistic);
     let summary = Summary {
@@ -159,12 +185,16 @@ fn check_finished(dataset: &Dataset, allow_incomplete: bool) -> Result<(), Train
     Ok(())
 }
 
-fn make_factory(config: &TrainConfig) -> Result<Arc<dyn TrainerFactory>, TrainError> {
-    Ok(match &config.trainer {
+/// Builds the trainers' factory for a trainer choice.
+pub fn make_factory(
+    trainer: &TrainerChoice,
+    device_ids: Option<&Vec<String>>,
+) -> Result<Arc<dyn TrainerFactory>, TrainError> {
+    Ok(match trainer {
         TrainerChoice::None => Arc::new(NoneFactory::new()),
         TrainerChoice::Exec { command, restarts } => {
             let mut f = ExecFactory::new(command.clone()).with_max_restarts(*restarts);
-            if let Some(ids) = &config.device_ids {
+            if let Some(ids) = device_ids {
                 f = f.with_device_ids(ids.clone());
             }
             Arc::new(f)
@@ -184,7 +214,8 @@ fn make_factory(config: &TrainConfig) -> Result<Arc<dyn TrainerFactory>, TrainEr
     })
 }
 
-fn write_json(path: &std::path::Path, value: &serde_json::Value) -> Result<(), TrainError> {
+/// Writes pretty JSON to a file.
+pub fn write_json(path: &std::path::Path, value: &serde_json::Value) -> Result<(), TrainError> {
     let text = serde_json::to_string_pretty(value).unwrap_or_default();
     std::fs::write(path, text + "\n").map_err(|source| TrainError::Write {
         path: path.display().to_string(),
@@ -239,7 +270,7 @@ impl Drawer {
             return;
         }
         *last = Instant::now();
-        let status = self.source.status();
+        let status = self.source.status_now();
         self.bar.set_position(status.tasks_done);
         let rate = p.rows as f64 / self.started.elapsed().as_secs_f64().max(1e-9);
         let mut msg = format!(

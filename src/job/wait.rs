@@ -26,6 +26,11 @@ pub enum WaitError {
     Connector(#[from] connectors::Error),
 }
 
+/// Whether the error is a missing bucket or container rather than a missing directory.
+fn is_missing_bucket(e: &connectors::Error) -> bool {
+    matches!(e, connectors::Error::NoSuchBucket { .. })
+}
+
 /// Lists the dataset until `_SUCCESS` appears or `timeout` passes.
 pub async fn until_success(
     location: &Location,
@@ -41,7 +46,8 @@ pub async fn until_success(
                 format!("; still in flight: {}", ds.in_flight.join(", "))
             }
             Ok(_) => "; output present but no _SUCCESS".to_string(),
-            Err(e) if e.kind() == ErrorKind::NotFound => {
+            // A missing bucket will not appear by waiting: only a missing directory.
+            Err(e) if e.kind() == ErrorKind::NotFound && !is_missing_bucket(&e) => {
                 "; the directory does not exist yet".to_string()
             }
             Err(e) => return Err(e.into()),

@@ -22,4 +22,7 @@ pub enum QueueError {
         committed: u64,
         offset: u64,
     },
+    /// The queue could not be reached (a remote master); never produced by the queue itself.
+    #[error("{reason}")]
+    Transport { reason: String },
 }

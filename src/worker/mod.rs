@@ -11,6 +11,7 @@ pub mod devices;
 pub mod ledger;
 pub mod pipeline;
 pub mod reader;
+pub mod remote;
 pub mod source;
 
 pub use pipeline::{run, PipelineConfig, RunOutcome};

@@ -99,7 +99,7 @@ pub async fn run(
     let devices =
         Devices::start(factory, devices_n, batch_rx, event_tx).map_err(PipelineError::Start)?;
     let mut state = Coordinator {
-        worker: source.register()?,
+        worker: source.register().await?,
         source,
         location,
         splits,
@@ -170,7 +170,7 @@ impl Coordinator {
         let mut last_beat = Instant::now();
         let mut flushed = false;
         loop {
-            let over = self.top_up(read_tx)?;
+            let over = self.top_up(read_tx).await?;
             if over && self.readers == 0 && self.ledger.is_empty() {
                 return Ok(());
             }
@@ -182,7 +182,7 @@ impl Coordinator {
                 flushed = true;
             }
             if last_beat.elapsed() >= HEARTBEAT {
-                self.heartbeat()?;
+                self.heartbeat().await?;
                 last_beat = Instant::now();
             }
             tokio::select! {
@@ -191,7 +191,7 @@ impl Coordinator {
                     self.on_read(event, batch_tx).await?;
                 }
                 Some(event) = events.recv() => {
-                    self.on_device(event)?;
+                    self.on_device(event).await?;
                     on_progress(&self.progress);
                 }
                 _ = tokio::time::sleep(WAIT_RETRY) => {}
@@ -200,15 +200,15 @@ impl Coordinator {
     }
 
     /// Leases tasks until `prefetch` are being read; returns whether the job is over.
-    fn top_up(&mut self, read_tx: &mpsc::Sender<ReadEvent>) -> Result<bool, PipelineError> {
+    async fn top_up(&mut self, read_tx: &mpsc::Sender<ReadEvent>) -> Result<bool, PipelineError> {
         while self.readers < self.config.prefetch.max(1) {
             let want = self.config.prefetch.max(1) - self.readers;
-            match self.source.lease(self.worker, want)? {
+            match self.source.lease(self.worker, want).await? {
                 LeaseReply::Tasks(leases) if !leases.is_empty() => {
                     for lease in leases {
                         let Some(split) = self.splits.get(lease.split as usize).cloned() else {
                             let reason = format!("split {} is not in this job", lease.split);
-                            self.source.fail(lease.attempt, reason)?;
+                            self.source.fail(lease.attempt, reason).await?;
                             continue;
                         };
                         debug!(attempt = %lease.attempt, split = lease.split, epoch = lease.epoch, offset = lease.offset, "leased");
@@ -230,8 +230,8 @@ impl Coordinator {
         Ok(false)
     }
 
-    fn heartbeat(&mut self) -> Result<(), PipelineError> {
-        for lost in self.source.heartbeat(self.worker)? {
+    async fn heartbeat(&mut self) -> Result<(), PipelineError> {
+        for lost in self.source.heartbeat(self.worker).await? {
             warn!(attempt = %lost, "lease lost; its rows will be served again elsewhere");
             self.ledger.drop_attempt(lost);
         }
@@ -265,7 +265,7 @@ impl Coordinator {
             ReadEvent::Done { attempt, end } => {
                 self.readers = self.readers.saturating_sub(1);
                 if let Some(action) = self.ledger.read_done(attempt, end) {
-                    self.apply(action)?;
+                    self.apply(action).await?;
                 }
             }
             ReadEvent::Failed { attempt, reason } => {
@@ -273,7 +273,7 @@ impl Coordinator {
                 self.outcome.read_failures += 1;
                 warn!(attempt = %attempt, %reason, "task failed");
                 self.ledger.drop_attempt(attempt);
-                if let Err(e) = self.source.fail(attempt, reason) {
+                if let Err(e) = self.source.fail(attempt, reason).await {
                     warn!(attempt = %attempt, error = %e, "master refused the failure report");
                 }
             }
@@ -281,7 +281,7 @@ impl Coordinator {
         Ok(())
     }
 
-    fn on_device(&mut self, event: DeviceEvent) -> Result<(), PipelineError> {
+    async fn on_device(&mut self, event: DeviceEvent) -> Result<(), PipelineError> {
         match event {
             DeviceEvent::Applied {
                 epoch,
@@ -296,7 +296,7 @@ impl Coordinator {
                 self.outcome.batches += 1;
                 for piece in &provenance {
                     if let Some(action) = self.ledger.ack(piece) {
-                        self.apply(action)?;
+                        self.apply(action).await?;
                     }
                 }
                 Ok(())
@@ -308,10 +308,10 @@ impl Coordinator {
         }
     }
 
-    fn apply(&mut self, action: Action) -> Result<(), PipelineError> {
+    async fn apply(&mut self, action: Action) -> Result<(), PipelineError> {
         let result = match action {
-            Action::Commit { attempt, offset } => self.source.commit(attempt, offset),
-            Action::Finish { attempt, rows } => self.source.finish(attempt, rows),
+            Action::Commit { attempt, offset } => self.source.commit(attempt, offset).await,
+            Action::Finish { attempt, rows } => self.source.finish(attempt, rows).await,
         };
         if let Err(e) = result {
             // A stale attempt (lease lost meanwhile): its rows will be served again.

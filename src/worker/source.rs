@@ -1,91 +1,138 @@
 //! Where a worker gets its tasks: the embedded queue of `sluice train`
-//! (and, behind the same trait, a remote master).
+//! (journaled when it has a state directory) and, behind the same trait, a
+//! remote master.
 
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
+use crate::master::state::{wall_millis, MasterState};
 use crate::task::{
-    AttemptId, FailOutcome, LeaseReply, Millis, Queue, QueueError, QueueStatus, WorkerId,
+    AttemptId, Command, FailOutcome, LeaseReply, Queue, QueueError, QueueStatus, Reply, WorkerId,
 };
 
 /// The operations a worker needs from a master.
+#[async_trait::async_trait]
 pub trait TaskSource: Send + Sync {
     /// Registers this worker.
-    fn register(&self) -> Result<WorkerId, QueueError>;
+    async fn register(&self) -> Result<WorkerId, QueueError>;
     /// Leases up to `max` tasks.
-    fn lease(&self, worker: WorkerId, max: usize) -> Result<LeaseReply, QueueError>;
+    async fn lease(&self, worker: WorkerId, max: usize) -> Result<LeaseReply, QueueError>;
     /// Renews the worker's leases; returns attempts it lost.
-    fn heartbeat(&self, worker: WorkerId) -> Result<Vec<AttemptId>, QueueError>;
+    async fn heartbeat(&self, worker: WorkerId) -> Result<Vec<AttemptId>, QueueError>;
     /// Commits acknowledged rows of an attempt.
-    fn commit(&self, attempt: AttemptId, offset: u64) -> Result<(), QueueError>;
+    async fn commit(&self, attempt: AttemptId, offset: u64) -> Result<(), QueueError>;
     /// Reports an attempt read and acknowledged to the end.
-    fn finish(&self, attempt: AttemptId, rows: u64) -> Result<(), QueueError>;
+    async fn finish(&self, attempt: AttemptId, rows: u64) -> Result<(), QueueError>;
     /// Reports an attempt failed.
-    fn fail(&self, attempt: AttemptId, reason: String) -> Result<FailOutcome, QueueError>;
+    async fn fail(&self, attempt: AttemptId, reason: String) -> Result<FailOutcome, QueueError>;
     /// Counts for progress.
-    fn status(&self) -> QueueStatus;
+    async fn status(&self) -> Result<QueueStatus, QueueError>;
 }
 
-/// The queue held in this process, on a monotonic clock.
+/// The queue held in this process; every change goes through the master
+/// state's journal (in memory, or on disk with `--state`).
 #[derive(Clone)]
 pub struct LocalQueue {
-    queue: Arc<Mutex<Queue>>,
-    start: Instant,
+    state: Arc<Mutex<MasterState>>,
 }
 
 impl LocalQueue {
-    /// Wraps a queue.
-    pub fn new(queue: Queue) -> Self {
+    /// Wraps a master state.
+    pub fn new(state: MasterState) -> Self {
         LocalQueue {
-            queue: Arc::new(Mutex::new(queue)),
-            start: Instant::now(),
+            state: Arc::new(Mutex::new(state)),
         }
     }
 
-    fn now(&self) -> Millis {
-        self.start.elapsed().as_millis() as Millis
+    fn run(&self, command: Command) -> Result<Reply, QueueError> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.execute(command).map_err(|e| QueueError::Transport {
+            reason: e.to_string(),
+        })
     }
 
-    fn with<T>(&self, f: impl FnOnce(&mut Queue, Millis) -> T) -> T {
-        let now = self.now();
-        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        queue.tick(now);
-        f(&mut queue, now)
+    /// Counts for progress, without waiting.
+    pub fn status_now(&self) -> QueueStatus {
+        self.snapshot(|q| q.status())
     }
 
-    /// A copy of the queue's state (for summaries).
+    /// A look at the queue's state (for summaries).
     pub fn snapshot<T>(&self, f: impl FnOnce(&Queue) -> T) -> T {
-        let queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        f(&queue)
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        f(&state.queue)
     }
 }
 
+/// A reply of the wrong kind: cannot happen, reported rather than panicking.
+fn mismatch() -> QueueError {
+    QueueError::Transport {
+        reason: "the queue answered a different request".to_string(),
+    }
+}
+
+#[async_trait::async_trait]
 impl TaskSource for LocalQueue {
-    fn register(&self) -> Result<WorkerId, QueueError> {
-        Ok(self.with(|q, now| q.register(now)))
+    async fn register(&self) -> Result<WorkerId, QueueError> {
+        match self.run(Command::Register { now: wall_millis() })? {
+            Reply::Register(w) => Ok(w),
+            _ => Err(mismatch()),
+        }
     }
 
-    fn lease(&self, worker: WorkerId, max: usize) -> Result<LeaseReply, QueueError> {
-        self.with(|q, now| q.lease(now, worker, max))
+    async fn lease(&self, worker: WorkerId, max: usize) -> Result<LeaseReply, QueueError> {
+        match self.run(Command::Lease {
+            now: wall_millis(),
+            worker,
+            max,
+        })? {
+            Reply::Lease(r) => r,
+            _ => Err(mismatch()),
+        }
     }
 
-    fn heartbeat(&self, worker: WorkerId) -> Result<Vec<AttemptId>, QueueError> {
-        self.with(|q, now| q.heartbeat(now, worker))
+    async fn heartbeat(&self, worker: WorkerId) -> Result<Vec<AttemptId>, QueueError> {
+        match self.run(Command::Heartbeat {
+            now: wall_millis(),
+            worker,
+        })? {
+            Reply::Heartbeat(r) => r,
+            _ => Err(mismatch()),
+        }
     }
 
-    fn commit(&self, attempt: AttemptId, offset: u64) -> Result<(), QueueError> {
-        self.with(|q, now| q.commit(now, attempt, offset))
+    async fn commit(&self, attempt: AttemptId, offset: u64) -> Result<(), QueueError> {
+        match self.run(Command::Commit {
+            now: wall_millis(),
+            attempt,
+            offset,
+        })? {
+            Reply::Commit(r) => r,
+            _ => Err(mismatch()),
+        }
     }
 
-    fn finish(&self, attempt: AttemptId, rows: u64) -> Result<(), QueueError> {
-        self.with(|q, now| q.finish(now, attempt, rows))
+    async fn finish(&self, attempt: AttemptId, rows: u64) -> Result<(), QueueError> {
+        match self.run(Command::Finish {
+            now: wall_millis(),
+            attempt,
+            rows,
+        })? {
+            Reply::Finish(r) => r,
+            _ => Err(mismatch()),
+        }
     }
 
-    fn fail(&self, attempt: AttemptId, reason: String) -> Result<FailOutcome, QueueError> {
-        self.with(|q, now| q.fail(now, attempt, reason))
+    async fn fail(&self, attempt: AttemptId, reason: String) -> Result<FailOutcome, QueueError> {
+        match self.run(Command::Fail {
+            now: wall_millis(),
+            attempt,
+            reason,
+        })? {
+            Reply::Fail(r) => r,
+            _ => Err(mismatch()),
+        }
     }
 
-    fn status(&self) -> QueueStatus {
-        self.with(|q, _| q.status())
+    async fn status(&self) -> Result<QueueStatus, QueueError> {
+        Ok(self.status_now())
     }
 }

@@ -186,3 +186,69 @@ pub fn assert_one_line_error(run: &Run, mentions: &[&str]) {
         assert!(lines[0].contains(m), "stderr should mention `{m}`: {run}");
     }
 }
+
+/// The Python of the test venv: `$SLUICE_PYTHON`, else `~/.cache/sluice/venv/bin/python`.
+pub fn python() -> String {
+    std::env::var("SLUICE_PYTHON")
+        .unwrap_or_else(|_| format!("{}/.cache/sluice/venv/bin/python", env!("HOME")))
+}
+
+/// The `--exec` command of a trainer that records the ids it is handed into `dir`
+/// (tests/trainers/record_ids.py), with `extra` options.
+pub fn recorder(dir: &Path, extra: &str) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/trainers/record_ids.py");
+    format!(
+        "{} {} --out {} {extra}",
+        python(),
+        script.display(),
+        dir.display()
+    )
+}
+
+/// How often each id was recorded in the files of `dir` whose names start with `prefix`.
+pub fn recorded_ids(dir: &Path, prefix: &str) -> std::collections::HashMap<i64, u32> {
+    let mut counts = std::collections::HashMap::new();
+    let entries =
+        std::fs::read_dir(dir).unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()));
+    for entry in entries {
+        let path = entry
+            .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+            .path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        if !name.starts_with(prefix) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        for line in text.lines() {
+            let id: i64 = line
+                .trim()
+                .parse()
+                .unwrap_or_else(|e| panic!("{}: `{line}` is not an id: {e}", path.display()));
+            *counts.entry(id).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+/// Checks that ids `0..rows` each arrived exactly once and nothing else did.
+#[track_caller]
+pub fn assert_exactly_once(counts: &std::collections::HashMap<i64, u32>, rows: u64, what: &str) {
+    let dups: Vec<_> = counts.iter().filter(|(_, &c)| c > 1).take(5).collect();
+    assert!(
+        dups.is_empty(),
+        "{what}: ids delivered more than once: {dups:?}"
+    );
+    let missing: Vec<i64> = (0..rows as i64)
+        .filter(|i| !counts.contains_key(i))
+        .take(5)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{what}: ids never delivered: {missing:?}"
+    );
+    assert_eq!(counts.len() as u64, rows, "{what}: unexpected extra ids");
+}

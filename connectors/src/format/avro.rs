@@ -5,7 +5,7 @@ use arrow_avro::reader::ReaderBuilder;
 use futures::stream::BoxStream;
 
 use super::csv::open_head;
-use super::text_io::decode_blocking;
+use super::text_io::{decode_blocking, emit_all};
 use super::{FileInfo, FileRef, ReadRequest};
 use crate::error::{Error, Result};
 use crate::split::Split;
@@ -45,13 +45,7 @@ pub(super) fn read(
             .with_batch_size(batch_size)
             .build(input)
             .map_err(|e| Error::corrupt(&display, "avro", e))?;
-        for batch in reader {
-            let item = batch.map_err(|e| Error::corrupt(&display, "avro", e));
-            let failed = item.is_err();
-            if !emit(item) || failed {
-                break;
-            }
-        }
+        emit_all(reader, &display, "avro", emit);
         Ok(())
     });
     super::skip_rows(stream, skip)

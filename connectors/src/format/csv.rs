@@ -10,7 +10,7 @@ use arrow::record_batch::RecordBatch;
 use futures::stream::BoxStream;
 use object_store::path::Path;
 
-use super::text_io::{decode_blocking, fetch, from_io};
+use super::text_io::{decode_blocking, emit_all, fetch, from_io};
 use super::{FileInfo, FileRef, FormatOptions, ReadRequest};
 use crate::codec::{self, Codec};
 use crate::error::{Error, Result};
@@ -101,13 +101,7 @@ pub(super) fn read(
             .with_batch_size(opts.batch_size)
             .build(input)
             .map_err(|e| Error::corrupt(&display, "csv", e))?;
-        for batch in reader {
-            let item = batch.map_err(|e| Error::corrupt(&display, "csv", e));
-            let failed = item.is_err();
-            if !emit(item) || failed {
-                break;
-            }
-        }
+        emit_all(reader, &display, "csv", emit);
         Ok(())
     });
     super::skip_rows(stream, skip)

@@ -8,7 +8,7 @@ use arrow::record_batch::RecordBatch;
 use futures::stream::BoxStream;
 
 use super::csv::open_head;
-use super::text_io::decode_blocking;
+use super::text_io::{decode_blocking, emit_all};
 use super::{FileInfo, FileRef, FormatOptions, ReadRequest};
 use crate::error::{Error, Result};
 use crate::split::Split;
@@ -52,13 +52,7 @@ pub(super) fn read(
             .with_batch_size(batch_size)
             .build(input)
             .map_err(|e| Error::corrupt(&display, "json", e))?;
-        for batch in reader {
-            let item = batch.map_err(|e| Error::corrupt(&display, "json", e));
-            let failed = item.is_err();
-            if !emit(item) || failed {
-                break;
-            }
-        }
+        emit_all(reader, &display, "json", emit);
         Ok(())
     });
     super::skip_rows(stream, skip)

@@ -3,7 +3,14 @@
 //! Every backend lives in its own module and is reached only through
 //! [`open`]; the reading code never assumes a local filesystem.
 
+mod azure;
+mod cloud;
+mod gcs;
+mod hdfs;
 mod local;
+mod s3;
+
+pub use hdfs::HdfsStoreBuilder;
 
 use std::sync::Arc;
 
@@ -41,6 +48,15 @@ impl Location {
     /// The user-facing URL of the dataset root.
     pub fn url(&self) -> String {
         self.display(&self.root)
+    }
+
+    /// The bucket or container holding the data (`s3://bucket`, `az://container`),
+    /// or `None` for filesystems, where a missing root is just a missing directory.
+    pub fn bucket(&self) -> Option<&str> {
+        match Scheme::of(&self.base) {
+            Ok(Scheme::S3 | Scheme::Gcs | Scheme::Azure) => Some(&self.base),
+            _ => None,
+        }
     }
 }
 
@@ -83,9 +99,9 @@ impl Scheme {
 pub fn open(url: &str) -> Result<Location> {
     match Scheme::of(url)? {
         Scheme::Local => local::open(url),
-        other => Err(Error::InvalidUrl {
-            url: url.to_string(),
-            reason: format!("the {other:?} store is not built into this version of sluice"),
-        }),
+        Scheme::Hdfs => hdfs::open(url),
+        Scheme::S3 => s3::open(url),
+        Scheme::Gcs => gcs::open(url),
+        Scheme::Azure => azure::open(url),
     }
 }

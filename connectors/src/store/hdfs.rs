@@ -1,0 +1,482 @@
+//! The HDFS store (`hdfs://` and `viewfs://` URLs), over the native Rust client.
+//!
+//! The client reads `core-site.xml` and `hdfs-site.xml` from `HADOOP_CONF_DIR`
+//! (else `HADOOP_HOME/etc/hadoop`), so HA nameservices and viewfs mount tables
+//! resolve as they do for Hadoop's own client; the user is `HADOOP_USER_NAME`,
+//! else the login name. Simple (non-Kerberos) authentication only for now.
+//!
+//! The first request of a store checks that the namenode answers, bounded by
+//! [`DEFAULT_CONNECT_TIMEOUT`]: an unknown host, a refused connection or a silent
+//! address fail in seconds with the URL in the message instead of hanging.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::{self, BoxStream, StreamExt};
+use hdfs_native::{Client, ClientBuilder, HdfsError};
+use hdfs_native_object_store::HdfsObjectStore;
+use object_store::path::Path;
+#[allow(deprecated)]
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOpts, PutOptions, PutPayload, PutResult, RenameOptions, Result as StoreResult,
+};
+use tokio::sync::OnceCell;
+
+use super::Location;
+use crate::error::{Error, Result};
+
+/// How long the first contact with the namenode may take (DNS, TCP connect and
+/// one metadata call) before the store gives up.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Name of this store in `object_store` errors.
+const STORE: &str = "HDFS";
+
+/// Why the namenode behind a URL could not be used.
+#[derive(Debug, thiserror::Error)]
+enum ConnectError {
+    /// The client failed before an answer: unknown host, refused connection, ...
+    #[error("cannot connect to the namenode of {url}: {source}")]
+    Failed {
+        /// `scheme://authority` of the store.
+        url: String,
+        /// What the client said.
+        #[source]
+        source: HdfsError,
+    },
+    /// No answer in time (a silent address, a firewall dropping packets).
+    #[error("no answer from the namenode of {url} within {timeout:?}")]
+    TimedOut {
+        /// `scheme://authority` of the store.
+        url: String,
+        /// The bound that was exceeded.
+        timeout: Duration,
+    },
+}
+
+/// An `hdfs://` or `viewfs://` URL cut into its parts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct HdfsUrl {
+    /// `hdfs://authority` (scheme lowercased): the store's identity and display base.
+    base: String,
+    /// The path inside the filesystem, as written (HDFS names are not URL-encoded).
+    path: String,
+}
+
+impl HdfsUrl {
+    /// Splits `url`; the authority (namenode `host:port` or a nameservice) is required.
+    fn parse(url: &str) -> Result<HdfsUrl> {
+        let invalid = |reason: &str| Error::InvalidUrl {
+            url: url.to_string(),
+            reason: reason.to_string(),
+        };
+        let (scheme, rest) = url
+            .split_once("://")
+            .ok_or_else(|| invalid("expected hdfs://HOST[:PORT]/PATH"))?;
+        let scheme = scheme.to_ascii_lowercase();
+        let (authority, path) = match rest.find('/') {
+            Some(i) => rest.split_at(i),
+            None => (rest, "/"),
+        };
+        if authority.is_empty() {
+            return Err(invalid(
+                "no namenode or nameservice: write hdfs://HOST:PORT/PATH or hdfs://NAMESERVICE/PATH",
+            ));
+        }
+        if authority.contains('@') {
+            return Err(invalid(
+                "user names in the url are not supported; set HADOOP_USER_NAME",
+            ));
+        }
+        if path.contains(['?', '#']) {
+            return Err(invalid("query strings and fragments are not supported"));
+        }
+        Ok(HdfsUrl {
+            base: format!("{scheme}://{authority}"),
+            path: path.to_string(),
+        })
+    }
+}
+
+/// Opens an `hdfs://` or `viewfs://` URL: a store for its authority, rooted at its path.
+pub(super) fn open(url: &str) -> Result<Location> {
+    HdfsStoreBuilder::new(url).build()
+}
+
+/// Builds the HDFS store of one URL.
+#[derive(Debug, Clone)]
+pub struct HdfsStoreBuilder {
+    url: String,
+    connect_timeout: Duration,
+    config: Vec<(String, String)>,
+    config_dir: Option<String>,
+}
+
+impl HdfsStoreBuilder {
+    /// A builder for `url` (`hdfs://HOST:PORT/PATH`, `hdfs://NAMESERVICE/PATH`, `viewfs://...`).
+    pub fn new(url: impl Into<String>) -> Self {
+        HdfsStoreBuilder {
+            url: url.into(),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            config: Vec::new(),
+            config_dir: None,
+        }
+    }
+
+    /// Bounds the first contact with the namenode (default [`DEFAULT_CONNECT_TIMEOUT`]).
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Reads `core-site.xml` and `hdfs-site.xml` from `dir` instead of `HADOOP_CONF_DIR`.
+    pub fn with_config_dir(mut self, dir: impl Into<String>) -> Self {
+        self.config_dir = Some(dir.into());
+        self
+    }
+
+    /// Sets a Hadoop configuration key, over what the configuration files say.
+    pub fn with_config(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.config.push((key.into(), value.into()));
+        self
+    }
+
+    /// Builds the store and the dataset location of the URL. Does no I/O beyond
+    /// reading the Hadoop configuration files; the namenode is first contacted by
+    /// the first request.
+    pub fn build(self) -> Result<Location> {
+        let parsed = HdfsUrl::parse(&self.url)?;
+        let root = Path::parse(&parsed.path).map_err(|e| Error::InvalidUrl {
+            url: self.url.clone(),
+            reason: e.to_string(),
+        })?;
+        let mut client = ClientBuilder::new()
+            .with_url(parsed.base.clone())
+            .with_config(self.config);
+        if let Some(dir) = self.config_dir {
+            client = client.with_config_dir(dir);
+        }
+        let client = client.build().map_err(|e| Error::InvalidUrl {
+            url: self.url.clone(),
+            reason: crate::error::one_line(&e.to_string()),
+        })?;
+        let store = HdfsStore {
+            inner: HdfsObjectStore::new(client.clone()),
+            client,
+            probe_path: format!("/{root}"),
+            base: parsed.base.clone(),
+            connect_timeout: self.connect_timeout,
+            connected: Arc::new(OnceCell::new()),
+        };
+        Ok(Location::new(Arc::new(store), root, parsed.base))
+    }
+}
+
+/// The `hdfs-native` object store, with a bounded first contact and errors that
+/// name the namenode.
+#[derive(Debug, Clone)]
+struct HdfsStore {
+    inner: HdfsObjectStore,
+    /// The same client, for the connection check.
+    client: Client,
+    /// The path asked about by the connection check (the dataset root).
+    probe_path: String,
+    /// `hdfs://authority`.
+    base: String,
+    connect_timeout: Duration,
+    /// The outcome of the connection check, made once and shared by all clones.
+    connected: Arc<OnceCell<std::result::Result<(), Arc<ConnectError>>>>,
+}
+
+impl HdfsStore {
+    /// Waits until the namenode has answered once; the error of a failed check
+    /// is returned to every later request too.
+    async fn ready(&self) -> StoreResult<()> {
+        let outcome = self
+            .connected
+            .get_or_init(|| async {
+                let call = self.client.get_file_info(&self.probe_path);
+                match tokio::time::timeout(self.connect_timeout, call).await {
+                    Err(_) => Err(Arc::new(ConnectError::TimedOut {
+                        url: self.base.clone(),
+                        timeout: self.connect_timeout,
+                    })),
+                    // Only transport failures mean the namenode is unreachable;
+                    // "not found", permission and RPC errors came from it.
+                    Ok(Err(source @ HdfsError::IOError(_))) => {
+                        Err(Arc::new(ConnectError::Failed {
+                            url: self.base.clone(),
+                            source,
+                        }))
+                    }
+                    Ok(_) => Ok(()),
+                }
+            })
+            .await;
+        outcome.clone().map_err(|e| object_store::Error::Generic {
+            store: STORE,
+            source: Box::new(SharedError(e)),
+        })
+    }
+}
+
+/// A connection error shared by every request that found the namenode unreachable.
+#[derive(Debug)]
+struct SharedError(Arc<ConnectError>);
+
+impl fmt::Display for SharedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for SharedError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+/// An exception the namenode answered with, without the server's stack trace
+/// (Hadoop appends it to the message).
+#[derive(Debug, thiserror::Error)]
+#[error("{class}: {message}")]
+struct RemoteException {
+    /// The exception's simple class name (`AccessControlException`).
+    class: String,
+    /// The first line of its message.
+    message: String,
+}
+
+impl RemoteException {
+    /// From the class and message of an RPC error.
+    fn new(class: &str, message: &str) -> Self {
+        let message = message.split("\n\tat ").next().unwrap_or_default();
+        // Collapsed to one line, the trace starts at the first " at a.b.C.m(".
+        let message = match message.find(" at org.apache.hadoop.") {
+            Some(end) => &message[..end],
+            None => message,
+        };
+        RemoteException {
+            class: class.rsplit('.').next().unwrap_or(class).to_string(),
+            message: message.trim().to_string(),
+        }
+    }
+}
+
+/// Shortens the namenode's exceptions to one readable line and turns permission
+/// exceptions into `PermissionDenied`, so that callers can tell them apart.
+fn classify(path: &Path, err: object_store::Error) -> object_store::Error {
+    let object_store::Error::Generic { store, source } = err else {
+        return err;
+    };
+    let remote = match source.downcast_ref::<HdfsError>() {
+        Some(HdfsError::RPCError(class, message) | HdfsError::FatalRPCError(class, message)) => {
+            RemoteException::new(class, message)
+        }
+        _ => return object_store::Error::Generic { store, source },
+    };
+    if remote.class == "AccessControlException" {
+        object_store::Error::PermissionDenied {
+            path: path.to_string(),
+            source: Box::new(remote),
+        }
+    } else {
+        object_store::Error::Generic {
+            store,
+            source: Box::new(remote),
+        }
+    }
+}
+
+impl fmt::Display for HdfsStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "HdfsStore({})", self.base)
+    }
+}
+
+#[async_trait]
+#[allow(deprecated)]
+impl ObjectStore for HdfsStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> StoreResult<PutResult> {
+        self.ready().await?;
+        let result = self.inner.put_opts(location, payload, opts).await;
+        result.map_err(|e| classify(location, e))
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOpts,
+    ) -> StoreResult<Box<dyn MultipartUpload>> {
+        self.ready().await?;
+        let result = self.inner.put_multipart_opts(location, opts).await;
+        result.map_err(|e| classify(location, e))
+    }
+
+    /// Reads (or, with `head`, describes) a file; a directory is `NotFound`,
+    /// which the listing relies on to tell a file root from a directory root.
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> StoreResult<GetResult> {
+        self.ready().await?;
+        let result = self.inner.get_opts(location, options).await;
+        result.map_err(|e| classify(location, e))
+    }
+
+    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> StoreResult<Vec<Bytes>> {
+        self.ready().await?;
+        let result = self.inner.get_ranges(location, ranges).await;
+        result.map_err(|e| classify(location, e))
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, StoreResult<Path>>,
+    ) -> BoxStream<'static, StoreResult<Path>> {
+        let this = self.clone();
+        stream::once(async move {
+            match this.ready().await {
+                Ok(()) => this.inner.delete_stream(locations),
+                Err(e) => stream::once(async move { Err(e) }).boxed(),
+            }
+        })
+        .flatten()
+        .boxed()
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, StoreResult<ObjectMeta>> {
+        let this = self.clone();
+        let prefix = prefix.cloned();
+        stream::once(async move {
+            match this.ready().await {
+                Ok(()) => this.inner.list(prefix.as_ref()),
+                Err(e) => stream::once(async move { Err(e) }).boxed(),
+            }
+        })
+        .flatten()
+        .boxed()
+    }
+
+    /// One directory: files as objects, subdirectories as common prefixes; an
+    /// absent directory lists as empty.
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> StoreResult<ListResult> {
+        self.ready().await?;
+        let result = self.inner.list_with_delimiter(prefix).await;
+        result.map_err(|e| classify(prefix.unwrap_or(&Path::default()), e))
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> StoreResult<()> {
+        self.ready().await?;
+        let result = self.inner.copy_opts(from, to, options).await;
+        result.map_err(|e| classify(from, e))
+    }
+
+    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> StoreResult<()> {
+        self.ready().await?;
+        let result = self.inner.rename_opts(from, to, options).await;
+        result.map_err(|e| classify(from, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object_store::ObjectStoreExt;
+
+    #[test]
+    fn urls_split_into_base_and_literal_path() {
+        let u = HdfsUrl::parse("HDFS://nn1:8020/warehouse/dt=a%3Ab").expect("valid");
+        assert_eq!(u.base, "hdfs://nn1:8020");
+        assert_eq!(u.path, "/warehouse/dt=a%3Ab");
+        let u = HdfsUrl::parse("viewfs://cluster").expect("valid");
+        assert_eq!(u.base, "viewfs://cluster");
+        assert_eq!(u.path, "/");
+    }
+
+    #[test]
+    fn urls_without_authority_or_with_a_user_are_refused() {
+        for bad in [
+            "hdfs:///warehouse/x",
+            "hdfs://alice@nn:8020/x",
+            "hdfs://nn/x?op=1",
+        ] {
+            let err = HdfsUrl::parse(bad).expect_err(bad);
+            assert!(err.to_string().contains(bad), "{err}");
+        }
+    }
+
+    #[test]
+    fn locations_display_full_urls() {
+        let loc = open("hdfs://127.0.0.1:9000/warehouse/x").expect("opens without I/O");
+        assert_eq!(loc.url(), "hdfs://127.0.0.1:9000/warehouse/x");
+        let file = Path::from("warehouse/x/part-0.parquet");
+        assert_eq!(
+            loc.display(&file),
+            "hdfs://127.0.0.1:9000/warehouse/x/part-0.parquet"
+        );
+    }
+
+    #[test]
+    fn access_control_exceptions_are_permission_denied() {
+        let denied = object_store::Error::Generic {
+            store: "HdfsObjectStore",
+            source: Box::new(HdfsError::RPCError(
+                "org.apache.hadoop.security.AccessControlException".to_string(),
+                "Permission denied: user=nobody, access=READ_EXECUTE \
+                 at org.apache.hadoop.hdfs.server.namenode.FSPermissionChecker.check(X.java:1)"
+                    .to_string(),
+            )),
+        };
+        let path = Path::from("private/x");
+        let err = classify(&path, denied);
+        assert!(
+            matches!(err, object_store::Error::PermissionDenied { .. }),
+            "{err}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.ends_with(
+                "AccessControlException: Permission denied: user=nobody, access=READ_EXECUTE"
+            ),
+            "{text}"
+        );
+        let other = object_store::Error::Generic {
+            store: "HdfsObjectStore",
+            source: Box::new(HdfsError::ChecksumError),
+        };
+        let err = classify(&path, other);
+        assert!(matches!(err, object_store::Error::Generic { .. }), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_fails_fast_naming_the_namenode() {
+        let loc = open("hdfs://127.0.0.1:1/x").expect("opens without I/O");
+        let started = std::time::Instant::now();
+        let err = loc.store.list_with_delimiter(Some(&loc.root)).await;
+        let err = err.expect_err("nothing listens on port 1");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert!(err.to_string().contains("hdfs://127.0.0.1:1"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_silent_namenode_is_bounded_by_the_connect_timeout() {
+        // A listening socket that never answers: the RPC handshake stalls.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let loc = HdfsStoreBuilder::new(format!("hdfs://127.0.0.1:{port}/x"))
+            .with_connect_timeout(Duration::from_millis(300))
+            .build()
+            .expect("opens without I/O");
+        let err = loc.store.head(&loc.root).await.expect_err("no answer");
+        assert!(err.to_string().contains("no answer"), "{err}");
+        drop(listener);
+    }
+}

@@ -1,0 +1,201 @@
+//! `sluice master`, `sluice worker` and `sluice status`: the distributed job.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::train::WorkerOptions;
+use super::{parse_duration, DatasetArgs};
+use crate::config::TrainerChoice;
+
+/// Where the job token comes from.
+#[derive(Debug, Clone, Args)]
+pub struct TokenArgs {
+    /// File holding the job token (or set SLUICE_TOKEN). Every request carries it.
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+}
+
+impl TokenArgs {
+    /// Reads the token; it never appears in logs or errors.
+    pub fn token(&self) -> anyhow::Result<String> {
+        let token = match &self.token_file {
+            Some(path) => std::fs::read_to_string(path)
+                .map_err(|e| anyhow::anyhow!("cannot read --token-file {}: {e}", path.display()))?,
+            None => std::env::var("SLUICE_TOKEN").unwrap_or_default(),
+        };
+        let token = token.trim().to_string();
+        if token.is_empty() {
+            anyhow::bail!("no job token: pass --token-file FILE or set SLUICE_TOKEN");
+        }
+        Ok(token)
+    }
+}
+
+/// Arguments of `sluice master`.
+#[derive(Debug, Args)]
+pub struct MasterArgs {
+    /// The output directory to train on.
+    pub url: String,
+    /// Address to serve the API, status page and metrics on.
+    #[arg(long, default_value = "127.0.0.1:7070")]
+    pub listen: SocketAddr,
+    /// Directory for the job's state (journal); a restarted master continues from it.
+    #[arg(long)]
+    pub state: PathBuf,
+    /// Passes over the data.
+    #[arg(long, default_value_t = 1)]
+    pub epochs: u32,
+    /// Seed of task order.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Attempts per task before it is failed.
+    #[arg(long, default_value_t = 3)]
+    pub max_attempts: u32,
+    /// A lease not renewed within this time goes back to the queue.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub lease_timeout: Duration,
+    /// Keep answering "job over" this long after the last task, then exit.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub linger: Duration,
+    /// Only these columns reach the trainers.
+    #[arg(long, value_delimiter = ',')]
+    pub columns: Option<Vec<String>>,
+    /// Train even if the output is visibly unfinished.
+    #[arg(long)]
+    pub allow_incomplete: bool,
+    /// The job token.
+    #[command(flatten)]
+    pub token: TokenArgs,
+    /// How to read the dataset.
+    #[command(flatten)]
+    pub dataset: DatasetArgs,
+}
+
+/// Arguments of `sluice worker`.
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// The master's URL, e.g. http://sluice-master:7070.
+    #[arg(long)]
+    pub master: String,
+    /// Keep retrying an unreachable master this long before giving up.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub patience: Duration,
+    /// Trainer and pipeline options.
+    #[command(flatten)]
+    pub worker: WorkerOptions,
+    /// The job token.
+    #[command(flatten)]
+    pub token: TokenArgs,
+}
+
+/// Arguments of `sluice status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The master's URL.
+    #[arg(long)]
+    pub master: String,
+    /// Print JSON for scripts.
+    #[arg(long)]
+    pub json: bool,
+    /// The job token.
+    #[command(flatten)]
+    pub token: TokenArgs,
+}
+
+/// Runs `sluice master`; returns the process exit code.
+pub async fn master(args: MasterArgs) -> anyhow::Result<u8> {
+    let config = crate::master::serve::MasterConfig {
+        url: args.url,
+        dataset: args.dataset.options()?,
+        columns: args.columns,
+        queue: crate::task::QueueConfig {
+            epochs: args.epochs,
+            max_attempts: args.max_attempts,
+            lease_timeout_ms: args.lease_timeout.as_millis() as u64,
+            seed: args.seed,
+        },
+        listen: args.listen,
+        state: args.state,
+        token: args.token.token()?,
+        linger: args.linger,
+        allow_incomplete: args.allow_incomplete,
+    };
+    let outcome = crate::master::serve::run(config).await?;
+    eprintln!(
+        "job over: {} tasks done, {} failed",
+        outcome.tasks_done,
+        outcome.failed.len()
+    );
+    for f in &outcome.failed {
+        eprintln!("failed task: {f}");
+    }
+    Ok(if outcome.failed.is_empty() { 0 } else { 2 })
+}
+
+/// Runs `sluice worker`.
+pub async fn worker(args: WorkerArgs) -> anyhow::Result<u8> {
+    let trainer: TrainerChoice = args.worker.trainer()?;
+    let config = crate::job::worker::WorkerConfig {
+        master: args.master,
+        token: args.token.token()?,
+        trainer,
+        devices: args.worker.device_count(),
+        device_ids: args.worker.device_ids.clone(),
+        batch_size: args.worker.batch_size,
+        prefetch: args.worker.prefetch,
+        shuffle_buffer: args.worker.shuffle_buffer,
+        patience: args.patience,
+    };
+    if config.devices == 0 || config.batch_size == 0 || config.prefetch == 0 {
+        anyhow::bail!("--devices, --batch-size and --prefetch must be at least 1");
+    }
+    let outcome = crate::job::worker::run(config).await?;
+    eprintln!(
+        "worker done: {} rows in {} batches",
+        outcome.rows, outcome.batches
+    );
+    Ok(0)
+}
+
+/// Runs `sluice status`.
+pub async fn status(args: StatusArgs) -> anyhow::Result<u8> {
+    let source = crate::worker::remote::RemoteSource::new(
+        &args.master,
+        args.token.token()?,
+        Duration::from_secs(5),
+    )?;
+    let s = source.status_reply().await?;
+    let text = if args.json {
+        serde_json::to_string_pretty(&s)? + "\n"
+    } else {
+        let q = &s.queue;
+        let mut t = format!(
+            "{}\n{}: epoch {}/{}, tasks todo {} leased {} done {} failed {}, {} tasks done in all, {} rows, {} workers\n",
+            s.url,
+            if q.job_over { "job over" } else { "running" },
+            q.epoch + 1,
+            q.epochs,
+            q.todo,
+            q.leased,
+            q.done,
+            q.failed,
+            q.tasks_done,
+            s.rows,
+            s.workers.len()
+        );
+        for f in &s.failed {
+            t.push_str(&format!(
+                "failed: {} (epoch {}): {}\n",
+                f.file,
+                f.epoch + 1,
+                f.reason
+            ));
+        }
+        t
+    };
+    super::ls::write_stdout(&text)?;
+    Ok(0)
+}

@@ -1,0 +1,21 @@
+//! A job spec: what the master hands every worker (the dataset, its splits and
+//! how to read them). Written once to the state location so that a restarted
+//! master serves exactly the same splits.
+
+use connectors::{ReadPlan, Split};
+use serde::{Deserialize, Serialize};
+
+/// Everything a worker needs besides its own trainer options.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobSpec {
+    /// The dataset URL (opened by each worker with its own credentials).
+    pub url: String,
+    /// The splits, indexed by the queue's split numbers.
+    pub splits: Vec<Split>,
+    /// How to read every split.
+    pub plan: ReadPlan,
+    /// Epochs of the job.
+    pub epochs: u32,
+    /// Seed of task order (workers seed their shuffle buffers from it).
+    pub seed: u64,
+}

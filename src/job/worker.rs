@@ -1,0 +1,98 @@
+//! `sluice worker`: one elastic worker of a distributed job, fed by a remote master.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::info;
+
+use super::train::{make_factory, write_json, TrainError};
+use crate::config::TrainerChoice;
+use crate::worker::pipeline::{self, PipelineConfig};
+use crate::worker::remote::{RemoteError, RemoteSource};
+
+/// Settings of a worker.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// The master's base URL.
+    pub master: String,
+    /// The job token.
+    pub token: String,
+    /// The trainer.
+    pub trainer: TrainerChoice,
+    /// Device threads.
+    pub devices: usize,
+    /// Accelerator ids.
+    pub device_ids: Option<Vec<String>>,
+    /// Rows per batch.
+    pub batch_size: usize,
+    /// Tasks read ahead.
+    pub prefetch: usize,
+    /// Shuffle buffer rows.
+    pub shuffle_buffer: usize,
+    /// How long to keep retrying an unreachable master.
+    pub patience: Duration,
+}
+
+/// Errors of a worker.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// Talking to the master failed.
+    #[error(transparent)]
+    Remote(#[from] RemoteError),
+    /// Setting up or running training failed.
+    #[error(transparent)]
+    Train(#[from] TrainError),
+    /// The dataset could not be opened.
+    #[error(transparent)]
+    Connector(#[from] connectors::Error),
+}
+
+/// What a worker did.
+#[derive(Debug)]
+pub struct WorkerOutcome {
+    /// Rows its trainers acknowledged.
+    pub rows: u64,
+    /// Batches acknowledged.
+    pub batches: u64,
+}
+
+/// Runs a worker until the master says the job is over.
+pub async fn run(config: WorkerConfig) -> Result<WorkerOutcome, WorkerError> {
+    let source = RemoteSource::new(&config.master, config.token.clone(), config.patience)?;
+    let spec = source.job().await?;
+    info!(url = %spec.url, splits = spec.splits.len(), "joined job");
+    let location = connectors::store::open(&spec.url)?;
+    let factory = make_factory(&config.trainer, config.device_ids.as_ref())?;
+    factory
+        .validate(&spec.plan.output_schema())
+        .map_err(TrainError::from)?;
+    let rows = source.rows_counter();
+    let pipeline_config = PipelineConfig {
+        batch_size: config.batch_size,
+        devices: config.devices,
+        prefetch: config.prefetch,
+        shuffle_buffer: config.shuffle_buffer,
+        seed: spec.seed,
+    };
+    let outcome = pipeline::run(
+        Arc::new(source),
+        location,
+        Arc::new(spec.splits),
+        Arc::new(spec.plan),
+        factory.clone(),
+        pipeline_config,
+        move |p| rows.store(p.rows, Ordering::Relaxed),
+    )
+    .await
+    .map_err(TrainError::from)?;
+    if let (TrainerChoice::Model(m), Some(model)) = (&config.trainer, factory.report().model) {
+        if let Some(path) = &m.output {
+            write_json(path, &model)?;
+        }
+    }
+    Ok(WorkerOutcome {
+        rows: outcome.rows,
+        batches: outcome.batches,
+    })
+}

@@ -1,0 +1,129 @@
+//! The master's HTTP API (`/v1/...`): request and response bodies shared by
+//! the master and the worker's client.
+
+use serde::{Deserialize, Serialize};
+
+use crate::job::spec::JobSpec;
+use crate::task::{AttemptId, FailOutcome, LeaseReply, QueueError, QueueStatus, WorkerId};
+
+/// The path prefix of every API call.
+pub const PREFIX: &str = "/v1";
+/// Largest request body accepted.
+pub const MAX_BODY: usize = 64 * 1024;
+
+/// `POST /v1/register`: answered with the worker's id.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RegisterReply {
+    /// The id the master chose.
+    pub worker: WorkerId,
+}
+
+/// `POST /v1/lease`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LeaseRequest {
+    /// The asking worker.
+    pub worker: WorkerId,
+    /// Most tasks wanted.
+    pub max: usize,
+}
+
+/// `POST /v1/heartbeat`: renews every lease of the worker.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HeartbeatRequest {
+    /// The worker.
+    pub worker: WorkerId,
+    /// Rows its trainers acknowledged so far (for the status page).
+    #[serde(default)]
+    pub rows: u64,
+}
+
+/// Answer to a heartbeat: attempts the worker lost.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HeartbeatReply {
+    /// Attempts no longer the worker's.
+    pub lost: Vec<AttemptId>,
+}
+
+/// `POST /v1/commit`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CommitRequest {
+    /// The attempt.
+    pub attempt: AttemptId,
+    /// Rows of the split acknowledged.
+    pub offset: u64,
+}
+
+/// `POST /v1/finish`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FinishRequest {
+    /// The attempt.
+    pub attempt: AttemptId,
+    /// Rows of the split.
+    pub rows: u64,
+}
+
+/// `POST /v1/fail`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FailRequest {
+    /// The attempt.
+    pub attempt: AttemptId,
+    /// Why, naming the file.
+    pub reason: String,
+}
+
+/// Every answer: the queue's result, or its refusal.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Answer<T> {
+    /// Done.
+    Ok(T),
+    /// Refused by the queue (stale attempt, unknown worker...).
+    Refused(QueueError),
+}
+
+/// `GET /v1/job`: what a worker needs to start.
+pub type JobReply = JobSpec;
+
+/// `GET /v1/status`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StatusReply {
+    /// The dataset.
+    pub url: String,
+    /// Queue counts.
+    pub queue: QueueStatus,
+    /// Rows acknowledged, summed over workers' last heartbeats.
+    pub rows: u64,
+    /// Per-worker figures.
+    pub workers: Vec<WorkerStatus>,
+    /// Failed tasks with their files.
+    pub failed: Vec<FailedTaskStatus>,
+}
+
+/// One worker on the status page.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkerStatus {
+    /// Its id.
+    pub worker: WorkerId,
+    /// Rows its trainers acknowledged.
+    pub rows: u64,
+    /// Recent rows per second.
+    pub rows_per_second: f64,
+    /// Seconds since its last heartbeat.
+    pub seconds_since_heartbeat: f64,
+}
+
+/// A failed task on the status page.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FailedTaskStatus {
+    /// Its file.
+    pub file: String,
+    /// Epoch.
+    pub epoch: u32,
+    /// Why.
+    pub reason: String,
+}
+
+/// Lease answers use the queue's own type.
+pub type LeaseAnswer = Answer<LeaseReply>;
+/// Fail answers use the queue's own type.
+pub type FailAnswer = Answer<FailOutcome>;

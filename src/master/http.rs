@@ -1,0 +1,331 @@
+//! The master's HTTP layer: routes, the job token check, and turning queue
+//! replies into JSON. Thin by design: all rules live in the queue.
+
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{DefaultBodyLimit, Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use subtle::ConstantTimeEq;
+use tracing::error;
+
+use super::api::*;
+use super::page;
+use super::state::{wall_millis, MasterState};
+use crate::task::{Command, Reply};
+
+/// Shared by every request.
+#[derive(Clone)]
+pub struct AppState {
+    /// The master.
+    pub master: Arc<Mutex<MasterState>>,
+    /// The job token.
+    pub token: Arc<String>,
+}
+
+/// The router of the master.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/", get(status_page))
+        .route("/metrics", get(metrics))
+        .route("/v1/job", get(job))
+        .route("/v1/status", get(status))
+        .route("/v1/register", post(register))
+        .route("/v1/lease", post(lease))
+        .route("/v1/heartbeat", post(heartbeat))
+        .route("/v1/commit", post(commit))
+        .route("/v1/finish", post(finish))
+        .route("/v1/fail", post(fail))
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(state)
+}
+
+#[derive(Deserialize)]
+struct TokenQuery {
+    token: Option<String>,
+}
+
+/// Checks the token from `Authorization: Bearer` (or `?token=` for pages), in constant time.
+fn authorized(state: &AppState, headers: &HeaderMap, query: Option<&str>) -> bool {
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .or(query);
+    match given {
+        Some(t) => bool::from(t.as_bytes().ct_eq(state.token.as_bytes())),
+        None => false,
+    }
+}
+
+fn unauthorized() -> Response {
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, "Bearer")],
+        "missing or wrong job token\n",
+    )
+        .into_response()
+}
+
+/// Runs a command through the journal; a journal failure stops the master,
+/// since answering without durability would break the guarantees.
+fn run(state: &AppState, command: Command) -> Reply {
+    let mut master = state.master.lock().unwrap_or_else(|e| e.into_inner());
+    match master.execute(command) {
+        Ok(reply) => reply,
+        Err(e) => {
+            error!(error = %e, "journal write failed; stopping");
+            std::process::exit(3);
+        }
+    }
+}
+
+macro_rules! guard {
+    ($state:expr, $headers:expr) => {
+        if !authorized(&$state, &$headers, None) {
+            return unauthorized();
+        }
+    };
+}
+
+fn answer<T: serde::Serialize>(result: Result<T, crate::task::QueueError>) -> Response {
+    match result {
+        Ok(v) => Json(Answer::Ok(v)).into_response(),
+        Err(e) => (StatusCode::CONFLICT, Json(Answer::<T>::Refused(e))).into_response(),
+    }
+}
+
+fn unexpected() -> Response {
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "unexpected reply from the queue\n",
+    )
+        .into_response()
+}
+
+async fn register(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    guard!(state, headers);
+    match run(&state, Command::Register { now: wall_millis() }) {
+        Reply::Register(worker) => {
+            state
+                .master
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .saw_worker(worker, 0);
+            Json(RegisterReply { worker }).into_response()
+        }
+        _ => unexpected(),
+    }
+}
+
+async fn lease(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Json(req): Json<LeaseRequest>,
+) -> Response {
+    guard!(state, headers);
+    let max = req.max.clamp(1, 1024);
+    match run(
+        &state,
+        Command::Lease {
+            now: wall_millis(),
+            worker: req.worker,
+            max,
+        },
+    ) {
+        Reply::Lease(r) => answer(r),
+        _ => unexpected(),
+    }
+}
+
+async fn heartbeat(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Json(req): Json<HeartbeatRequest>,
+) -> Response {
+    guard!(state, headers);
+    match run(
+        &state,
+        Command::Heartbeat {
+            now: wall_millis(),
+            worker: req.worker,
+        },
+    ) {
+        Reply::Heartbeat(r) => {
+            if r.is_ok() {
+                state
+                    .master
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .saw_worker(req.worker, req.rows);
+            }
+            answer(r.map(|lost| HeartbeatReply { lost }))
+        }
+        _ => unexpected(),
+    }
+}
+
+async fn commit(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Json(req): Json<CommitRequest>,
+) -> Response {
+    guard!(state, headers);
+    match run(
+        &state,
+        Command::Commit {
+            now: wall_millis(),
+            attempt: req.attempt,
+            offset: req.offset,
+        },
+    ) {
+        Reply::Commit(r) => answer(r),
+        _ => unexpected(),
+    }
+}
+
+async fn finish(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Json(req): Json<FinishRequest>,
+) -> Response {
+    guard!(state, headers);
+    match run(
+        &state,
+        Command::Finish {
+            now: wall_millis(),
+            attempt: req.attempt,
+            rows: req.rows,
+        },
+    ) {
+        Reply::Finish(r) => answer(r),
+        _ => unexpected(),
+    }
+}
+
+async fn fail(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Json(req): Json<FailRequest>,
+) -> Response {
+    guard!(state, headers);
+    let reason: String = req.reason.chars().take(2000).collect();
+    match run(
+        &state,
+        Command::Fail {
+            now: wall_millis(),
+            attempt: req.attempt,
+            reason,
+        },
+    ) {
+        Reply::Fail(r) => answer(r),
+        _ => unexpected(),
+    }
+}
+
+async fn job(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    guard!(state, headers);
+    let spec = state
+        .master
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .spec
+        .clone();
+    Json(spec.as_ref().clone()).into_response()
+}
+
+/// The status as JSON (also used by the page and `sluice status`).
+pub fn status_of(master: &MasterState) -> StatusReply {
+    let queue = master.queue.status();
+    let failed = queue
+        .failures
+        .iter()
+        .map(|f| FailedTaskStatus {
+            file: master
+                .spec
+                .splits
+                .get(f.split as usize)
+                .map(|s| {
+                    format!(
+                        "{}/{}",
+                        master.spec.url.trim_end_matches('/'),
+                        relative(&master.spec.url, &s.path)
+                    )
+                })
+                .unwrap_or_default(),
+            epoch: f.epoch,
+            reason: f.reason.clone(),
+        })
+        .collect();
+    let mut workers: Vec<WorkerStatus> = master
+        .workers
+        .iter()
+        .map(|(id, w)| WorkerStatus {
+            worker: *id,
+            rows: w.rows,
+            rows_per_second: w.rate,
+            seconds_since_heartbeat: w.last.elapsed().as_secs_f64(),
+        })
+        .collect();
+    workers.sort_by_key(|w| w.worker);
+    StatusReply {
+        url: master.spec.url.clone(),
+        rows: workers.iter().map(|w| w.rows).sum(),
+        queue,
+        workers,
+        failed,
+    }
+}
+
+/// The part of a store path below the dataset URL's path, for display.
+fn relative(url: &str, path: &str) -> String {
+    let root = url
+        .split_once("://")
+        .map(|(_, rest)| rest.split_once('/').map(|(_, p)| p).unwrap_or(""))
+        .unwrap_or(url)
+        .trim_matches('/');
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .trim_start_matches('/')
+        .to_string()
+}
+
+async fn status(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(q): Query<TokenQuery>,
+) -> Response {
+    if !authorized(&state, &headers, q.token.as_deref()) {
+        return unauthorized();
+    }
+    let master = state.master.lock().unwrap_or_else(|e| e.into_inner());
+    Json(status_of(&master)).into_response()
+}
+
+async fn status_page(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(q): Query<TokenQuery>,
+) -> Response {
+    if !authorized(&state, &headers, q.token.as_deref()) {
+        return unauthorized();
+    }
+    let master = state.master.lock().unwrap_or_else(|e| e.into_inner());
+    Html(page::render(&status_of(&master), &master.history)).into_response()
+}
+
+async fn metrics(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(q): Query<TokenQuery>,
+) -> Response {
+    if !authorized(&state, &headers, q.token.as_deref()) {
+        return unauthorized();
+    }
+    let master = state.master.lock().unwrap_or_else(|e| e.into_inner());
+    let body = page::metrics(&status_of(&master), master.requests, master.journaled);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
+}

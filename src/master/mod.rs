@@ -1,0 +1,9 @@
+//! The master: one per job, holding the task queue behind an HTTP API with a
+//! journal, a status page and Prometheus metrics.
+
+pub mod api;
+pub mod http;
+pub mod journal;
+pub mod page;
+pub mod serve;
+pub mod state;

@@ -1,0 +1,165 @@
+//! Running a master: open the state, list the dataset on first start, serve
+//! HTTP until every epoch is done and the linger period has passed.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use connectors::{Dataset, DatasetOptions, ReadPlan};
+use tracing::info;
+
+use super::http::{router, status_of, AppState};
+use super::state::{JobFile, MasterState, StateError};
+use crate::job::spec::JobSpec;
+use crate::task::QueueConfig;
+
+/// Settings of `sluice master`.
+#[derive(Debug, Clone)]
+pub struct MasterConfig {
+    /// The dataset URL.
+    pub url: String,
+    /// How to read it.
+    pub dataset: DatasetOptions,
+    /// Columns workers read (all when `None`).
+    pub columns: Option<Vec<String>>,
+    /// Queue settings.
+    pub queue: QueueConfig,
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// State directory.
+    pub state: PathBuf,
+    /// The job token.
+    pub token: String,
+    /// How long "job over" is served before exiting.
+    pub linger: Duration,
+    /// Train on visibly unfinished output.
+    pub allow_incomplete: bool,
+}
+
+/// Errors of the master.
+#[derive(Debug, thiserror::Error)]
+pub enum MasterError {
+    /// The dataset could not be read.
+    #[error(transparent)]
+    Connector(#[from] connectors::Error),
+    /// The state could not be opened.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// The failure.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The output is visibly unfinished.
+    #[error("{url} is not finished: no _SUCCESS and in-flight output present ({markers}); pass --allow-incomplete to train anyway")]
+    Unfinished {
+        /// The dataset.
+        url: String,
+        /// In-flight names.
+        markers: String,
+    },
+}
+
+/// How the job ended.
+#[derive(Debug)]
+pub struct MasterOutcome {
+    /// Tasks failed (the exit code is non-zero when there are any).
+    pub failed: Vec<String>,
+    /// Tasks done over all epochs.
+    pub tasks_done: u64,
+}
+
+/// Lists the dataset and builds the job (first start only).
+async fn make_job(config: &MasterConfig) -> Result<JobFile, MasterError> {
+    let location = connectors::store::open(&config.url)?;
+    let dataset = Dataset::open(location, config.dataset.clone()).await?;
+    if dataset.visibly_unfinished() && !config.allow_incomplete {
+        return Err(MasterError::Unfinished {
+            url: dataset.location.url(),
+            markers: dataset.in_flight.join(", "),
+        });
+    }
+    let plan = ReadPlan::new(&dataset, config.columns.as_deref(), 8192)?;
+    Ok(JobFile {
+        spec: JobSpec {
+            url: dataset.location.url(),
+            splits: dataset.splits.clone(),
+            plan,
+            epochs: config.queue.epochs,
+            seed: config.queue.seed,
+        },
+        queue: config.queue.clone(),
+    })
+}
+
+/// Runs the master until the job is over and the linger period passed.
+pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
+    let job_exists = config.state.join("job.json").exists();
+    let made = if job_exists {
+        None
+    } else {
+        Some(make_job(&config).await?)
+    };
+    let (state, resumed) = MasterState::open(&config.state, move || {
+        made.ok_or_else(|| StateError::BadJob {
+            path: "job.json".to_string(),
+            reason: "disappeared while starting".to_string(),
+        })
+    })?;
+    info!(
+        resumed,
+        splits = state.spec.splits.len(),
+        "master state ready"
+    );
+    let master = Arc::new(Mutex::new(state));
+    let app = AppState {
+        master: master.clone(),
+        token: Arc::new(config.token.clone()),
+    };
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| MasterError::Listen {
+            addr: config.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().unwrap_or(config.listen);
+    eprintln!(
+        "sluice master listening on http://{addr} (state {})",
+        config.state.display()
+    );
+    let watcher = master.clone();
+    let linger = config.linger;
+    let shutdown = async move {
+        let mut ticker = tokio::time::interval(Duration::from_millis(500));
+        loop {
+            ticker.tick().await;
+            let mut m = watcher.lock().unwrap_or_else(|e| e.into_inner());
+            m.sample();
+            if m.queue.is_over() {
+                let since = *m.over_since.get_or_insert_with(std::time::Instant::now);
+                if since.elapsed() >= linger {
+                    return;
+                }
+            }
+        }
+    };
+    axum::serve(listener, router(app))
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(|source| MasterError::Listen { addr, source })?;
+    let m = master.lock().unwrap_or_else(|e| e.into_inner());
+    let status = status_of(&m);
+    Ok(MasterOutcome {
+        failed: status
+            .failed
+            .iter()
+            .map(|f| format!("{} (epoch {}): {}", f.file, f.epoch + 1, f.reason))
+            .collect(),
+        tasks_done: status.queue.tasks_done,
+    })
+}

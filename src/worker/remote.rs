@@ -1,0 +1,217 @@
+//! A remote master as a task source: the `/v1` API over HTTP, retried with
+//! backoff while the master is unreachable (it may be restarting).
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tracing::warn;
+
+use super::source::TaskSource;
+use crate::job::spec::JobSpec;
+use crate::master::api::*;
+use crate::task::{AttemptId, FailOutcome, LeaseReply, QueueError, QueueStatus, WorkerId};
+
+/// Errors talking to the master.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    /// The master refused the token.
+    #[error("the master at {url} refused the job token (401): check --token-file or SLUICE_TOKEN")]
+    Unauthorized {
+        /// The master.
+        url: String,
+    },
+    /// The master stayed unreachable.
+    #[error("master {url} unreachable for {waited:?}: {last}")]
+    Unreachable {
+        /// The master.
+        url: String,
+        /// How long we tried.
+        waited: Duration,
+        /// The last error.
+        last: String,
+    },
+    /// The master answered something unexpected.
+    #[error("master {url} answered {status}: {body}")]
+    Protocol {
+        /// The master.
+        url: String,
+        /// HTTP status.
+        status: u16,
+        /// Body (cut short).
+        body: String,
+    },
+    /// The queue refused the request.
+    #[error(transparent)]
+    Refused(#[from] QueueError),
+}
+
+/// A master reached over HTTP.
+#[derive(Clone)]
+pub struct RemoteSource {
+    client: reqwest::Client,
+    base: String,
+    token: String,
+    /// How long a request is retried while the master is down.
+    patience: Duration,
+    rows: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl RemoteSource {
+    /// A client of the master at `base` (e.g. `http://10.0.0.5:7070`).
+    pub fn new(base: &str, token: String, patience: Duration) -> Result<Self, RemoteError> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(3))
+            .timeout(Duration::from_secs(30))
+            .build()
+            .map_err(|e| RemoteError::Unreachable {
+                url: base.to_string(),
+                waited: Duration::ZERO,
+                last: e.to_string(),
+            })?;
+        Ok(RemoteSource {
+            client,
+            base: base.trim_end_matches('/').to_string(),
+            token,
+            patience,
+            rows: Default::default(),
+        })
+    }
+
+    /// A counter the worker updates with rows acknowledged, reported in heartbeats.
+    pub fn rows_counter(&self) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
+        self.rows.clone()
+    }
+
+    async fn call<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: Option<&B>,
+    ) -> Result<T, RemoteError> {
+        let url = format!("{}{}", self.base, path);
+        let start = std::time::Instant::now();
+        let mut delay = Duration::from_millis(100);
+        loop {
+            let request = match body {
+                Some(b) => self.client.post(&url).json(b),
+                None => self.client.get(&url),
+            }
+            .bearer_auth(&self.token);
+            let last = match request.send().await {
+                Ok(resp) => match resp.status() {
+                    StatusCode::UNAUTHORIZED => {
+                        return Err(RemoteError::Unauthorized {
+                            url: self.base.clone(),
+                        })
+                    }
+                    s if s.is_success() || s == StatusCode::CONFLICT => {
+                        return resp.json::<T>().await.map_err(|e| RemoteError::Protocol {
+                            url: self.base.clone(),
+                            status: s.as_u16(),
+                            body: e.to_string(),
+                        })
+                    }
+                    s if s.is_server_error() => format!("http {s}"),
+                    s => {
+                        let body: String = resp
+                            .text()
+                            .await
+                            .unwrap_or_default()
+                            .chars()
+                            .take(300)
+                            .collect();
+                        return Err(RemoteError::Protocol {
+                            url: self.base.clone(),
+                            status: s.as_u16(),
+                            body,
+                        });
+                    }
+                },
+                Err(e) => e.to_string(),
+            };
+            if start.elapsed() >= self.patience {
+                return Err(RemoteError::Unreachable {
+                    url: self.base.clone(),
+                    waited: start.elapsed(),
+                    last,
+                });
+            }
+            warn!(master = %self.base, error = %last, "master unreachable, retrying");
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(2));
+        }
+    }
+
+    async fn queue_call<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<T, QueueError> {
+        match self.call::<B, Answer<T>>(path, Some(body)).await {
+            Ok(Answer::Ok(v)) => Ok(v),
+            Ok(Answer::Refused(e)) => Err(e),
+            Err(e) => Err(QueueError::Transport {
+                reason: e.to_string(),
+            }),
+        }
+    }
+
+    /// Fetches the job spec.
+    pub async fn job(&self) -> Result<JobSpec, RemoteError> {
+        self.call::<(), JobSpec>("/v1/job", None).await
+    }
+
+    /// Fetches the status.
+    pub async fn status_reply(&self) -> Result<StatusReply, RemoteError> {
+        self.call::<(), StatusReply>("/v1/status", None).await
+    }
+}
+
+#[async_trait::async_trait]
+impl TaskSource for RemoteSource {
+    async fn register(&self) -> Result<WorkerId, QueueError> {
+        self.call::<(), RegisterReply>("/v1/register", Some(&()))
+            .await
+            .map(|r| r.worker)
+            .map_err(|e| QueueError::Transport {
+                reason: e.to_string(),
+            })
+    }
+
+    async fn lease(&self, worker: WorkerId, max: usize) -> Result<LeaseReply, QueueError> {
+        self.queue_call("/v1/lease", &LeaseRequest { worker, max })
+            .await
+    }
+
+    async fn heartbeat(&self, worker: WorkerId) -> Result<Vec<AttemptId>, QueueError> {
+        let rows = self.rows.load(std::sync::atomic::Ordering::Relaxed);
+        self.queue_call::<_, HeartbeatReply>("/v1/heartbeat", &HeartbeatRequest { worker, rows })
+            .await
+            .map(|r| r.lost)
+    }
+
+    async fn commit(&self, attempt: AttemptId, offset: u64) -> Result<(), QueueError> {
+        self.queue_call("/v1/commit", &CommitRequest { attempt, offset })
+            .await
+    }
+
+    async fn finish(&self, attempt: AttemptId, rows: u64) -> Result<(), QueueError> {
+        self.queue_call("/v1/finish", &FinishRequest { attempt, rows })
+            .await
+    }
+
+    async fn fail(&self, attempt: AttemptId, reason: String) -> Result<FailOutcome, QueueError> {
+        self.queue_call("/v1/fail", &FailRequest { attempt, reason })
+            .await
+    }
+
+    async fn status(&self) -> Result<QueueStatus, QueueError> {
+        self.status_reply()
+            .await
+            .map(|s| s.queue)
+            .map_err(|e| QueueError::Transport {
+                reason: e.to_string(),
+            })
+    }
+}

@@ -1,0 +1,327 @@
+//! `sluice ls` and `sluice train` on object stores served by real local emulators:
+//! S3 (moto), GCS (fake-gcs-server) and Azure Blob (Azurite), each started by its
+//! script in tests/services. Real Spark output is uploaded key by key; every store
+//! must list it exactly as the local copy lists and deliver every id exactly once.
+//! Errors: a refused connection fails fast naming the URL, a missing bucket is
+//! named, wrong credentials are "permission denied" (S3 on a moto instance that
+//! enforces signatures, Azure with a wrong key; fake-gcs-server checks no
+//! credentials, so GCS has no such case). A missing emulator fails the tests.
+
+#[path = "object_stores/cloud.rs"]
+mod cloud;
+mod common;
+#[path = "object_stores/http.rs"]
+mod http;
+#[path = "object_stores/service.rs"]
+mod service;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use cloud::{Cloud, Kind};
+use common::{
+    assert_exactly_once, assert_one_line_error, expected_dataset, fixture, recorded_ids, recorder,
+    run, sluice, sluice_command, Run,
+};
+use object_store::path::Path as KeyPath;
+use object_store::{ObjectStoreExt, PutPayload};
+use serde_json::Value;
+use service::Service;
+
+/// The datasets every store must serve: Hive-partitioned Parquet (escaped and
+/// non-ASCII partition values, nulls) and gzip CSV.
+const DATASETS: [&str; 2] = ["parquet_partitioned", "csv_gzip"];
+
+/// How long a failing request may take: a refused connection with the retry budget.
+const FAIL_FAST: Duration = Duration::from_secs(20);
+
+// ------------------------------------------------------------------ helpers
+
+/// A sluice command with no cloud settings inherited from the environment,
+/// then `env` (what points it at the emulator).
+fn sluice_with(args: &[&str], env: &[(&str, String)]) -> Command {
+    let mut cmd = sluice_command(args);
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        if ["AWS_", "GOOGLE_", "AZURE_", "AZURITE_", "GCE_"]
+            .iter()
+            .any(|p| key.starts_with(p))
+            || key == "STORAGE_EMULATOR_HOST"
+        {
+            cmd.env_remove(key.as_ref());
+        }
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+/// `sluice ls --json` of the local fixture.
+fn local_listing(dataset: &str) -> Value {
+    let dir = fixture(dataset);
+    sluice(["ls", "--json", dir.to_str().expect("utf-8 fixture path")])
+        .success()
+        .json()
+}
+
+/// Checks that a store's listing says what the local copy's says.
+#[track_caller]
+fn assert_same_listing(local: &Value, remote: &Value, what: &str) {
+    for key in [
+        "complete",
+        "format",
+        "rows",
+        "files",
+        "bytes",
+        "tasks",
+        "schema",
+        "partitions",
+        "in_flight",
+    ] {
+        assert_eq!(
+            remote[key], local[key],
+            "{what}: `{key}` differs from the local copy's"
+        );
+    }
+}
+
+/// Lists `url` and compares with the local copy of `dataset`.
+fn check_ls(url: &str, env: &[(&str, String)], dataset: &str) {
+    let remote = run(&mut sluice_with(&["ls", "--json", url], env))
+        .success()
+        .json();
+    assert_same_listing(&local_listing(dataset), &remote, url);
+    assert_eq!(
+        remote["rows"].as_u64(),
+        expected_dataset(dataset)["rows"].as_u64(),
+        "{url}: rows differ from Spark's count"
+    );
+}
+
+/// Trains on `url` with recording exec trainers; every id must arrive once.
+fn check_train(url: &str, env: &[(&str, String)], dataset: &str) {
+    let ids = tempfile::tempdir().expect("tempdir");
+    let exec = recorder(ids.path(), "");
+    let out = run(&mut sluice_with(
+        &[
+            "train",
+            url,
+            "--exec",
+            &exec,
+            "--devices",
+            "2",
+            "--batch-size",
+            "97",
+            "--quiet",
+        ],
+        env,
+    ));
+    let out = out.success();
+    let rows = expected_dataset(dataset)["rows"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no row count for {dataset}: {out}"));
+    assert_exactly_once(&recorded_ids(ids.path(), "ids-"), rows, url);
+}
+
+/// Uploads the datasets to a new bucket; returns the bucket.
+fn upload_datasets(cloud: &Cloud) -> String {
+    let bucket = cloud.new_bucket("data");
+    for dataset in DATASETS {
+        cloud.upload(&bucket, &fixture(dataset), dataset);
+    }
+    bucket
+}
+
+/// The conformance suite every object store passes: `ls` as local, `train`
+/// delivering every id once, also for a dataset that fills a whole bucket.
+fn conformance(cloud: &Cloud, bucket: &str) {
+    let env = cloud.env();
+    for dataset in DATASETS {
+        let url = cloud.url(bucket, dataset);
+        check_ls(&url, &env, dataset);
+        check_train(&url, &env, dataset);
+    }
+    let whole = cloud.new_bucket("whole");
+    cloud.upload(&whole, &fixture("csv_gzip"), "");
+    check_ls(&cloud.url(&whole, ""), &env, "csv_gzip");
+}
+
+/// Runs `sluice ls` expecting a failure; returns the run and how long it took.
+fn ls_failing(url: &str, env: &[(&str, String)]) -> (Run, Duration) {
+    let start = Instant::now();
+    let out = run(&mut sluice_with(&["ls", url], env));
+    (out, start.elapsed())
+}
+
+/// A port on 127.0.0.1 where nothing listens.
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    listener.local_addr().expect("local addr").port()
+}
+
+/// Checks the error of listing a bucket that does not exist: one line naming
+/// it, `mentions` included.
+fn check_missing_bucket(cloud: &Cloud, mentions: &str) {
+    let url = cloud.url("no-such-bucket-here", "out");
+    let (out, took) = ls_failing(&url, &cloud.env());
+    assert_one_line_error(&out, &[mentions, &url]);
+    assert!(took < FAIL_FAST, "took {took:?}: {out}");
+}
+
+// ------------------------------------------------------------------ tests
+
+#[test]
+fn s3_lists_and_trains_like_the_local_copy_and_ignores_markers() {
+    let s3 = Cloud::start(Kind::S3);
+    let bucket = upload_datasets(&s3);
+    conformance(&s3, &bucket);
+
+    // Directory markers as S3A, EMR and consoles leave them: `dir/` keys and
+    // `dir_$folder$` keys, next to real partitions and for an empty one.
+    let store = s3.store(&bucket);
+    for dir in ["", "country=BR/", "country=BR/city=New York/", "year=2024/"] {
+        s3.put_marker_dir(&bucket, &format!("parquet_partitioned/{dir}"));
+    }
+    let folders = [
+        "parquet_partitioned/year=2024_$folder$",
+        "parquet_partitioned/country=BR_$folder$",
+        "parquet_partitioned_$folder$",
+    ];
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(async {
+            for key in folders {
+                let path = KeyPath::parse(key).expect("valid key");
+                store
+                    .put(&path, PutPayload::default())
+                    .await
+                    .unwrap_or_else(|e| panic!("cannot write {key}: {e}"));
+            }
+        });
+    let url = s3.url(&bucket, "parquet_partitioned");
+    check_ls(&url, &s3.env(), "parquet_partitioned");
+    check_train(&url, &s3.env(), "parquet_partitioned");
+
+    // s3a:// is the same store; with no credentials requests go unsigned, which
+    // a bucket whose policy lets anyone read serves.
+    let s3a = format!("s3a://{bucket}/csv_gzip");
+    check_ls(&s3a, &s3.env(), "csv_gzip");
+    s3.make_public(&bucket);
+    let anonymous: Vec<_> = s3
+        .env()
+        .into_iter()
+        .filter(|(k, _)| !k.contains("ACCESS_KEY"))
+        .collect();
+    check_ls(&s3a, &anonymous, "csv_gzip");
+}
+
+#[test]
+fn gcs_lists_and_trains_like_the_local_copy() {
+    let gcs = Cloud::start(Kind::Gcs);
+    let bucket = upload_datasets(&gcs);
+    conformance(&gcs, &bucket);
+}
+
+#[test]
+fn azure_lists_and_trains_like_the_local_copy_under_every_url_form() {
+    let azure = Cloud::start(Kind::Azure);
+    let bucket = upload_datasets(&azure);
+    conformance(&azure, &bucket);
+    for url in [
+        format!("abfs://{bucket}/csv_gzip"),
+        format!(
+            "abfss://{bucket}@{}.dfs.core.windows.net/csv_gzip",
+            cloud::AZURITE_ACCOUNT
+        ),
+    ] {
+        check_ls(&url, &azure.env(), "csv_gzip");
+    }
+}
+
+#[test]
+fn a_missing_bucket_is_named() {
+    check_missing_bucket(
+        &Cloud::start(Kind::S3),
+        "no such bucket s3://no-such-bucket-here",
+    );
+    check_missing_bucket(
+        &Cloud::start(Kind::Azure),
+        "no such container az://no-such-bucket-here",
+    );
+    // fake-gcs-server answers a listing of a missing bucket with HTTP 500 (real
+    // GCS: 404, which maps as for the others); its message still names it.
+    check_missing_bucket(
+        &Cloud::start(Kind::Gcs),
+        "no bucket named no-such-bucket-here",
+    );
+}
+
+#[test]
+fn a_refused_connection_fails_fast_naming_the_url() {
+    for kind in [Kind::S3, Kind::Gcs, Kind::Azure] {
+        let endpoint = format!("http://127.0.0.1:{}", closed_port());
+        let url = format!("{}://bucket/out/dt=2024-01-01", kind.scheme());
+        let (out, took) = ls_failing(&url, &kind.env(&endpoint));
+        assert_one_line_error(&out, &[&url]);
+        assert!(took < FAIL_FAST, "{kind:?} took {took:?}: {out}");
+
+        // train fails the same way, before any trainer starts.
+        let start = Instant::now();
+        let out = run(&mut sluice_with(
+            &["train", &url, "--model", "none", "--quiet"],
+            &kind.env(&endpoint),
+        ));
+        assert_one_line_error(&out, &[&url]);
+        assert!(start.elapsed() < FAIL_FAST, "{kind:?} train: {out}");
+    }
+}
+
+#[test]
+fn wrong_s3_credentials_are_permission_denied() {
+    // A moto instance of its own: enforcing signatures is server-wide.
+    let port = closed_port().to_string();
+    let moto = Service::start(
+        "s3",
+        "s3-auth",
+        &[("SLUICE_S3_NAME", "s3-auth"), ("SLUICE_S3_PORT", &port)],
+    );
+    let reset = |count: &str| {
+        let url = format!("{}/moto-api/reset-auth", moto.endpoint);
+        let answer = http::request("POST", &url, &[], count.as_bytes());
+        assert_eq!(answer.status, 200, "reset-auth: {}", answer.body);
+    };
+    reset("inf");
+    let answer = http::request("PUT", &format!("{}/guarded", moto.endpoint), &[], b"");
+    assert!(answer.status < 300, "create bucket: {}", answer.body);
+    reset("0");
+    let url = "s3://guarded/out";
+    let (out, took) = ls_failing(url, &Kind::S3.env(&moto.endpoint));
+    assert_one_line_error(&out, &["permission denied", url]);
+    assert!(took < FAIL_FAST, "took {took:?}: {out}");
+}
+
+#[test]
+fn a_wrong_azure_key_is_permission_denied() {
+    let azure = Cloud::start(Kind::Azure);
+    let bucket = azure.new_bucket("guarded");
+    let mut env = azure.env();
+    // A well-formed key that is not the account's.
+    env.push((
+        "AZURE_STORAGE_ACCOUNT_KEY",
+        "d3Jvbmcta2V5LXdyb25nLWtleS13cm9uZy1rZXktd3Jvbmcta2V5LXdyb25nLWtleQ==".to_string(),
+    ));
+    let url = azure.url(&bucket, "out");
+    let (out, took) = ls_failing(&url, &env);
+    assert_one_line_error(&out, &["permission denied", &url]);
+    assert!(took < FAIL_FAST, "took {took:?}: {out}");
+}
+
+#[test]
+fn object_store_urls_keep_no_credentials() {
+    let out = sluice(["ls", "s3://AKID:SECRET@bucket/out"]);
+    assert_one_line_error(&out, &["credentials in the url"]);
+    assert!(!out.stderr.contains("AKID:SECRET"), "{out}");
+}

@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# A real HDFS for the tests: a MiniDFSCluster (hadoop-client-minicluster, see
+# tests/services/minidfs/) run in the background, one per state directory.
+#
+#   tests/services/hdfs.sh start      plain cluster, namenode RPC on 127.0.0.1:9000
+#   tests/services/hdfs.sh start-ha   HA pair, nameservice `ns` (namenodes on 9100, 9101)
+#   tests/services/hdfs.sh stop | stop-ha | env | env-ha
+#
+# `start` prints, once the cluster answers, lines KEY=VALUE on stdout:
+#   SLUICE_HDFS_URL=hdfs://127.0.0.1:9000
+#   HADOOP_CONF_DIR=<state>/conf          (core-site.xml and hdfs-site.xml for clients;
+#                                          the plain one also mounts viewfs://sluice/warehouse
+#                                          on hdfs://127.0.0.1:9000/sluice-tests)
+# It is idempotent: when the cluster is already up it only prints them.  Everything
+# else (build progress, the cluster's own log on failure) goes to stderr.
+#
+# Environment:
+#   SLUICE_SERVICES            state root (default /tmp/sluice-services); the cluster
+#                              lives in $SLUICE_SERVICES/hdfs (or hdfs-ha): pid, logs,
+#                              conf/, data/
+#   SLUICE_CACHE               build cache root (default ~/.cache/sluice): the built
+#                              launcher and its classpath, keyed by the sources' hash
+#   SLUICE_HDFS_PORT           namenode RPC port (default 9000; HA: 9100 and 9101)
+#   SLUICE_HDFS_START_TIMEOUT  seconds to wait for "Ready!" (default 180)
+#   SLUICE_HDFS_EXIT_WITH      a pid: the cluster stops when that process exits
+#                              (used by test fixtures that start it themselves)
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+PROJECT="$HERE/minidfs"
+SERVICES="${SLUICE_SERVICES:-/tmp/sluice-services}"
+CACHE="${SLUICE_CACHE:-$HOME/.cache/sluice}"
+START_TIMEOUT="${SLUICE_HDFS_START_TIMEOUT:-180}"
+
+die() {
+  echo "hdfs.sh: $*" >&2
+  exit 1
+}
+
+# Sets STATE, PORT, URL and MODE_ARGS for the plain or the HA cluster.
+select_mode() {
+  case "$1" in
+    plain)
+      STATE="$SERVICES/hdfs"
+      PORT="${SLUICE_HDFS_PORT:-9000}"
+      URL="hdfs://127.0.0.1:$PORT"
+      URL_KEY="SLUICE_HDFS_URL"
+      MODE_ARGS=()
+      ;;
+    ha)
+      STATE="$SERVICES/hdfs-ha"
+      PORT="${SLUICE_HDFS_PORT:-9100}"
+      URL="hdfs://ns"
+      URL_KEY="SLUICE_HDFS_HA_URL"
+      MODE_ARGS=(--ha)
+      ;;
+  esac
+}
+
+# Builds the launcher once per version of its sources; sets BUILD (the directory
+# holding minidfs.jar, classpath.txt and webapps/).
+build() {
+  command -v mvn >/dev/null || die "mvn not found (apt-get install maven)"
+  command -v java >/dev/null || die "java not found (apt-get install openjdk-17-jdk-headless)"
+  local hash
+  hash="$(cat "$PROJECT/pom.xml" "$PROJECT"/src/main/java/sluice/minidfs/*.java | sha256sum | cut -c1-16)"
+  BUILD="$CACHE/minidfs/$hash"
+  [[ -f "$BUILD/ok" ]] && return 0
+  mkdir -p "$BUILD"
+  local t0=$SECONDS log="$BUILD/build.log"
+  echo "hdfs.sh: building the MiniDFSCluster launcher into $BUILD (first time: a few minutes)" >&2
+  local mvn_args=(-B -q -f "$PROJECT/pom.xml" "-Dminidfs.build.dir=$BUILD/target"
+    package dependency:build-classpath "-Dmdep.outputFile=$BUILD/classpath.txt")
+  if ! mvn -o "${mvn_args[@]}" >"$log" 2>&1; then
+    mvn "${mvn_args[@]}" >"$log" 2>&1 || { tail -n 40 "$log" >&2; die "maven build failed (log: $log)"; }
+  fi
+  cp "$BUILD/target/minidfs-1.0.jar" "$BUILD/minidfs.jar"
+  # The web UIs load from the shaded jar; served from a plain directory they start
+  # seconds sooner (nothing to unpack).
+  local mini
+  mini="$(tr ':' '\n' <"$BUILD/classpath.txt" | grep -m1 'hadoop-client-minicluster')" ||
+    die "hadoop-client-minicluster is not on the classpath"
+  (cd "$BUILD" && rm -rf webapps && jar xf "$mini" webapps)
+  touch "$BUILD/ok"
+  # Builds of older sources are of no further use.
+  find "$CACHE/minidfs" -mindepth 1 -maxdepth 1 ! -name "$hash" -exec rm -rf {} +
+  echo "hdfs.sh: built in $((SECONDS - t0))s" >&2
+}
+
+# Whether the pid file names a live launcher (not a recycled pid) that said Ready!.
+running() {
+  [[ -f "$STATE/pid" && -f "$STATE/ready" && -f "$STATE/conf/core-site.xml" ]] || return 1
+  local pid
+  pid="$(cat "$STATE/pid")"
+  kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'sluice.minidfs.Main'
+}
+
+print_env() {
+  echo "$URL_KEY=$URL"
+  echo "HADOOP_CONF_DIR=$STATE/conf"
+}
+
+start() {
+  select_mode "$1"
+  mkdir -p "$STATE"
+  # One starter at a time per state dir (tests and scripts may race).
+  exec 9>"$STATE/lock"
+  flock 9
+  if running; then
+    print_env
+    return 0
+  fi
+  stop_quietly
+  build
+  rm -rf "$STATE/data" "$STATE/conf" "$STATE/ready" "$STATE/stdout.log"
+  local args=(--base-dir "$STATE/data" --conf-dir "$STATE/conf" --port "$PORT" "${MODE_ARGS[@]}")
+  if [[ -n "${SLUICE_HDFS_EXIT_WITH:-}" ]]; then
+    args+=(--exit-with "$SLUICE_HDFS_EXIT_WITH")
+  fi
+  local t0=$SECONDS
+  # setsid: the cluster outlives the shell that started it and ignores its Ctrl-C.
+  # The pid file is the java process itself: setsid execs it in place.
+  setsid java -Xmx768m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC \
+    -Djava.net.preferIPv4Stack=true \
+    -Dorg.slf4j.simpleLogger.showDateTime=true \
+    -Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS \
+    -cp "$BUILD:$BUILD/minidfs.jar:$(cat "$BUILD/classpath.txt")" \
+    sluice.minidfs.Main "${args[@]}" \
+    </dev/null >"$STATE/stdout.log" 2>"$STATE/cluster.log" 9>&- &
+  local pid=$!
+  echo "$pid" >"$STATE/pid"
+  while ! grep -q '^Ready!' "$STATE/stdout.log" 2>/dev/null; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      tail -n 40 "$STATE/cluster.log" >&2
+      rm -f "$STATE/pid"
+      die "the MiniDFSCluster exited before it was ready (log: $STATE/cluster.log)"
+    fi
+    if ((SECONDS - t0 >= START_TIMEOUT)); then
+      tail -n 40 "$STATE/cluster.log" >&2
+      stop_quietly
+      die "the MiniDFSCluster was not ready after ${START_TIMEOUT}s (log: $STATE/cluster.log)"
+    fi
+    sleep 0.2
+  done
+  touch "$STATE/ready"
+  echo "hdfs.sh: $URL up in $((SECONDS - t0))s (pid $pid, log $STATE/cluster.log)" >&2
+  print_env
+}
+
+# Stops the cluster of the selected mode if it runs; waits for it to go.
+stop_quietly() {
+  [[ -f "$STATE/pid" ]] || return 0
+  local pid
+  pid="$(cat "$STATE/pid")"
+  if kill -0 "$pid" 2>/dev/null; then
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$STATE/pid" "$STATE/ready"
+}
+
+stop() {
+  select_mode "$1"
+  [[ -d "$STATE" ]] || return 0
+  exec 9>"$STATE/lock"
+  flock 9
+  stop_quietly
+}
+
+env_of() {
+  select_mode "$1"
+  local how="start"
+  [[ "$1" == ha ]] && how="start-ha"
+  running || die "no HDFS running in $STATE (run: $0 $how)"
+  print_env
+}
+
+case "${1:-}" in
+  start) start plain ;;
+  start-ha) start ha ;;
+  stop) stop plain ;;
+  stop-ha) stop ha ;;
+  env) env_of plain ;;
+  env-ha) env_of ha ;;
+  build) build && echo "$BUILD" ;;
+  *) die "usage: $0 start|start-ha|stop|stop-ha|env|env-ha|build" ;;
+esac
