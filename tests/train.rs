@@ -573,3 +573,45 @@ fn a_killed_run_resumes_from_its_state() {
         .collect();
     assert!(missing.is_empty(), "ids lost across the crash: {missing:?}");
 }
+
+#[test]
+fn every_split_of_every_dataset_yields_each_row_once() {
+    let text = std::fs::read_to_string(fixtures().join("expected.json")).expect("expected.json");
+    let expected: Value = serde_json::from_str(&text).expect("json");
+    let datasets = expected["datasets"].as_object().expect("datasets");
+    let mut checked = 0;
+    for (name, info) in datasets {
+        let rows = info["rows"].as_u64().unwrap_or(0);
+        if name.starts_with("bad/") || rows == 0 {
+            continue;
+        }
+        let text_format = info["format"] == "text";
+        let out_dir = tempfile::tempdir().expect("tempdir");
+        let column = if text_format { "--column key" } else { "" };
+        let cmd = recorder(out_dir.path(), column);
+        let data = fixtures().join(name);
+        let mut args = vec![
+            "train",
+            data.to_str().expect("utf8"),
+            "--exec",
+            &cmd,
+            "--devices",
+            "2",
+            "--batch-size",
+            "128",
+            "--split-size",
+            "64KiB",
+            "--quiet",
+            "--allow-incomplete",
+        ];
+        if text_format {
+            args.push("--text-key-value");
+        }
+        let out = sluice(&args);
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        let ids = recorded_ids(out_dir.path(), "ids-");
+        assert_exactly_once(&ids, rows, name);
+        checked += 1;
+    }
+    assert!(checked >= 30, "only {checked} datasets checked");
+}
