@@ -15,6 +15,15 @@ use crate::task::{Command, ConfigError, Millis, Queue, QueueConfig, Reply, Worke
 
 /// Samples kept for the rows/s chart.
 const HISTORY: usize = 120;
+/// Journal records between two snapshots.
+pub const SNAPSHOT_EVERY: u64 = 50_000;
+
+/// A snapshot: the whole queue after every record of the journals before `generation`.
+#[derive(Debug, Serialize, Deserialize)]
+struct Snapshot {
+    generation: u64,
+    queue: Queue,
+}
 
 /// What the state location holds besides the journal.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -89,6 +98,14 @@ pub struct MasterState {
     pub journaled: u64,
     /// When the job was first seen over.
     pub over_since: Option<Instant>,
+    /// The state directory, when the journal is on disk.
+    dir: Option<PathBuf>,
+    /// Journal generation being written (`journal-<generation>.jsonl`).
+    generation: u64,
+    /// Records since the last snapshot.
+    since_snapshot: u64,
+    /// Records between snapshots.
+    snapshot_every: u64,
 }
 
 impl MasterState {
@@ -110,8 +127,53 @@ impl MasterState {
             write_job(&job_path, &job)?;
             (job, false)
         };
-        let journal = FileJournal::open(&dir.join("journal.jsonl"))?;
-        Ok((MasterState::with_journal(job, Box::new(journal))?, resumed))
+        let snapshot = read_snapshot(dir)?;
+        let generation = snapshot.as_ref().map(|s| s.generation).unwrap_or(0);
+        let journal = FileJournal::open(&journal_path(dir, generation))?;
+        let mut state = MasterState::with_journal(job, Box::new(journal))?;
+        if let Some(snap) = snapshot {
+            // The snapshot holds everything before this generation's journal.
+            let mut queue = snap.queue;
+            let mut journal = FileJournal::open(&journal_path(dir, generation))?;
+            for command in journal.load()? {
+                queue.apply(&command);
+            }
+            state.queue = queue;
+        }
+        state.dir = Some(dir.to_path_buf());
+        state.generation = generation;
+        Ok((state, resumed))
+    }
+
+    /// Changes how many records go between snapshots (tests use small numbers).
+    pub fn set_snapshot_every(&mut self, records: u64) {
+        self.snapshot_every = records.max(1);
+    }
+
+    /// Writes a snapshot of the queue and starts a new journal generation;
+    /// older journals are removed once the snapshot is durable.
+    pub fn snapshot(&mut self) -> Result<(), StateError> {
+        let Some(dir) = self.dir.clone() else {
+            return Ok(());
+        };
+        let next = self.generation + 1;
+        let snap = Snapshot {
+            generation: next,
+            queue: self.queue.clone(),
+        };
+        let path = dir.join("snapshot.json");
+        let bytes = serde_json::to_vec(&snap).map_err(|e| StateError::Io {
+            path: path.display().to_string(),
+            source: e.into(),
+        })?;
+        write_durably(&path, &bytes)?;
+        self.journal = Box::new(FileJournal::open(&journal_path(&dir, next))?);
+        for old in 0..next {
+            let _ = std::fs::remove_file(journal_path(&dir, old));
+        }
+        self.generation = next;
+        self.since_snapshot = 0;
+        Ok(())
     }
 
     /// Builds the state over any journal, replaying what it holds.
@@ -124,6 +186,10 @@ impl MasterState {
             queue.apply(&command);
         }
         Ok(MasterState {
+            dir: None,
+            generation: 0,
+            since_snapshot: 0,
+            snapshot_every: SNAPSHOT_EVERY,
             queue,
             journal,
             spec: Arc::new(job.spec),
@@ -148,7 +214,15 @@ impl MasterState {
             changed.push(command);
         }
         self.journaled += changed.len() as u64;
+        self.since_snapshot += changed.len() as u64;
         self.journal.append(&changed)?;
+        if self.since_snapshot >= self.snapshot_every {
+            if let Err(e) = self.snapshot() {
+                // The journal still holds everything: keep going, try again later.
+                tracing::warn!(error = %e, "snapshot failed");
+                self.since_snapshot = 0;
+            }
+        }
         Ok(reply)
     }
 
@@ -195,14 +269,144 @@ fn read_job(path: &PathBuf) -> Result<JobFile, StateError> {
 }
 
 fn write_job(path: &Path, job: &JobFile) -> Result<(), StateError> {
+    let text = serde_json::to_vec(job).map_err(|e| StateError::Io {
+        path: path.display().to_string(),
+        source: e.into(),
+    })?;
+    write_durably(path, &text)
+}
+
+/// Writes a file atomically: a synced temporary file renamed over the target.
+fn write_durably(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
     let io = |source| StateError::Io {
         path: path.display().to_string(),
         source,
     };
-    let tmp = path.with_extension("json.tmp");
-    let text = serde_json::to_vec(job).map_err(|e| io(e.into()))?;
-    std::fs::write(&tmp, text).map_err(io)?;
-    let f = std::fs::File::open(&tmp).map_err(io)?;
-    f.sync_all().map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).map_err(io)?;
+    std::fs::File::open(&tmp)
+        .and_then(|f| f.sync_all())
+        .map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)?;
+    if let Some(parent) = path.parent() {
+        let _ = std::fs::File::open(parent).and_then(|d| d.sync_all());
+    }
+    Ok(())
+}
+
+/// The journal file of a generation (generation 0 keeps the original name).
+fn journal_path(dir: &Path, generation: u64) -> PathBuf {
+    if generation == 0 {
+        dir.join("journal.jsonl")
+    } else {
+        dir.join(format!("journal-{generation}.jsonl"))
+    }
+}
+
+fn read_snapshot(dir: &Path) -> Result<Option<Snapshot>, StateError> {
+    let path = dir.join("snapshot.json");
+    match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| StateError::BadJob {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(StateError::Io {
+            path: path.display().to_string(),
+            source,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task::LeaseReply;
+    use connectors::{FormatOptions, ReadPlan};
+
+    fn job(splits: usize) -> JobFile {
+        let split = connectors::Split {
+            path: "p".into(),
+            size: 1,
+            format: connectors::Format::Text,
+            codec: connectors::codec::Codec::None,
+            partition_dir: String::new(),
+            partition_values: Vec::new(),
+            range: connectors::SplitRange::Whole,
+            rows: Some(1),
+        };
+        JobFile {
+            spec: JobSpec {
+                url: "file:///x".into(),
+                splits: vec![split; splits],
+                plan: ReadPlan {
+                    data_schema: Arc::new(arrow::datatypes::Schema::empty()),
+                    partition_fields: Vec::new(),
+                    columns: Vec::new(),
+                    options: FormatOptions::default(),
+                },
+                epochs: 2,
+                seed: 1,
+            },
+            queue: QueueConfig {
+                epochs: 2,
+                ..QueueConfig::default()
+            },
+        }
+    }
+
+    #[test]
+    fn snapshots_compact_the_journal_and_restore_the_same_queue() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (mut state, resumed) = MasterState::open(dir.path(), || Ok(job(30))).expect("open");
+        assert!(!resumed);
+        state.set_snapshot_every(7);
+        let worker = match state
+            .execute(Command::Register { now: 1 })
+            .expect("register")
+        {
+            Reply::Register(w) => w,
+            other => panic!("{other:?}"),
+        };
+        for step in 0..40u64 {
+            let reply = state
+                .execute(Command::Lease {
+                    now: 10 + step,
+                    worker,
+                    max: 1,
+                })
+                .expect("lease");
+            if let Reply::Lease(Ok(LeaseReply::Tasks(ls))) = reply {
+                for l in ls {
+                    state
+                        .execute(Command::Finish {
+                            now: 10 + step,
+                            attempt: l.attempt,
+                            rows: 1,
+                        })
+                        .expect("finish");
+                }
+            }
+        }
+        let before = state.queue.clone();
+        assert!(state.generation > 0, "snapshots were taken");
+        let journals = std::fs::read_dir(dir.path())
+            .expect("dir")
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().starts_with("journal"))
+            })
+            .count();
+        assert_eq!(journals, 1, "old journals are removed");
+        drop(state);
+        let (restored, resumed) =
+            MasterState::open(dir.path(), || panic!("job.json exists")).expect("reopen");
+        assert!(resumed);
+        assert_eq!(
+            restored.queue, before,
+            "snapshot + journal rebuild the same queue"
+        );
+    }
 }

@@ -28,7 +28,7 @@ use super::types::{
 };
 
 /// What the queue remembers of a worker.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 struct WorkerRecord {
     /// The worker's live leases: attempt -> split. Exactly the tasks in
     /// `Leased { worker: this worker, .. }`.
@@ -39,7 +39,7 @@ struct WorkerRecord {
 }
 
 /// Leases the tasks (split × epoch) of one job to workers. See the module docs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Queue {
     config: QueueConfig,
     /// Current epoch, `< config.epochs`. Only increases, and only once every task of
