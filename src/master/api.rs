@@ -35,6 +35,11 @@ pub struct HeartbeatRequest {
     /// Rows its trainers acknowledged so far (for the status page).
     #[serde(default)]
     pub rows: u64,
+    /// Attempts the worker is working on; leases the master granted it but
+    /// missing here never reached it (the master died before answering) and
+    /// are taken back.
+    #[serde(default)]
+    pub held: Option<Vec<crate::task::AttemptId>>,
 }
 
 /// Answer to a heartbeat: attempts the worker lost.

@@ -161,10 +161,49 @@ async fn heartbeat(
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .saw_worker(req.worker, req.rows);
+                if let Some(held) = &req.held {
+                    take_back_unheld(&state, req.worker, held);
+                }
             }
             answer(r.map(|lost| HeartbeatReply { lost }))
         }
         _ => unexpected(),
+    }
+}
+
+/// Leases the queue granted `worker` that it does not hold: their replies
+/// never reached it (a master killed after journaling, before answering).
+/// They go back to the queue instead of being kept alive by its heartbeats.
+fn take_back_unheld(
+    state: &AppState,
+    worker: crate::task::WorkerId,
+    held: &[crate::task::AttemptId],
+) {
+    let zombies: Vec<crate::task::AttemptId> = {
+        let master = state.master.lock().unwrap_or_else(|e| e.into_inner());
+        master
+            .queue
+            .tasks()
+            .iter()
+            .filter_map(|t| match &t.state {
+                crate::task::TaskState::Leased {
+                    attempt, worker: w, ..
+                } if *w == worker && !held.contains(attempt) => Some(*attempt),
+                _ => None,
+            })
+            .collect()
+    };
+    for attempt in zombies {
+        tracing::warn!(%attempt, %worker, "lease never reached its worker; back to the queue");
+        let reason = format!("lease reply never reached worker {worker}");
+        run(
+            state,
+            Command::Fail {
+                now: wall_millis(),
+                attempt,
+                reason,
+            },
+        );
     }
 }
 

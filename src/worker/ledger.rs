@@ -64,6 +64,11 @@ impl Ledger {
         self.entries.get(&attempt).map(|e| &e.lease)
     }
 
+    /// The attempts tracked.
+    pub fn attempts(&self) -> Vec<AttemptId> {
+        self.entries.keys().copied().collect()
+    }
+
     /// Attempts tracked.
     pub fn len(&self) -> usize {
         self.entries.len()

@@ -231,7 +231,8 @@ impl Coordinator {
     }
 
     async fn heartbeat(&mut self) -> Result<(), PipelineError> {
-        for lost in self.source.heartbeat(self.worker).await? {
+        let held = self.ledger.attempts();
+        for lost in self.source.heartbeat(self.worker, &held).await? {
             warn!(attempt = %lost, "lease lost; its rows will be served again elsewhere");
             self.ledger.drop_attempt(lost);
         }

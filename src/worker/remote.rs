@@ -184,9 +184,18 @@ impl TaskSource for RemoteSource {
             .await
     }
 
-    async fn heartbeat(&self, worker: WorkerId) -> Result<Vec<AttemptId>, QueueError> {
+    async fn heartbeat(
+        &self,
+        worker: WorkerId,
+        held: &[AttemptId],
+    ) -> Result<Vec<AttemptId>, QueueError> {
         let rows = self.rows.load(std::sync::atomic::Ordering::Relaxed);
-        self.queue_call::<_, HeartbeatReply>("/v1/heartbeat", &HeartbeatRequest { worker, rows })
+        let request = HeartbeatRequest {
+            worker,
+            rows,
+            held: Some(held.to_vec()),
+        };
+        self.queue_call::<_, HeartbeatReply>("/v1/heartbeat", &request)
             .await
             .map(|r| r.lost)
     }

@@ -16,8 +16,13 @@ pub trait TaskSource: Send + Sync {
     async fn register(&self) -> Result<WorkerId, QueueError>;
     /// Leases up to `max` tasks.
     async fn lease(&self, worker: WorkerId, max: usize) -> Result<LeaseReply, QueueError>;
-    /// Renews the worker's leases; returns attempts it lost.
-    async fn heartbeat(&self, worker: WorkerId) -> Result<Vec<AttemptId>, QueueError>;
+    /// Renews the worker's leases; `held` lists the attempts it is working on
+    /// (a lease whose reply never reached it is taken back). Returns attempts it lost.
+    async fn heartbeat(
+        &self,
+        worker: WorkerId,
+        held: &[AttemptId],
+    ) -> Result<Vec<AttemptId>, QueueError>;
     /// Commits acknowledged rows of an attempt.
     async fn commit(&self, attempt: AttemptId, offset: u64) -> Result<(), QueueError>;
     /// Reports an attempt read and acknowledged to the end.
@@ -89,7 +94,11 @@ impl TaskSource for LocalQueue {
         }
     }
 
-    async fn heartbeat(&self, worker: WorkerId) -> Result<Vec<AttemptId>, QueueError> {
+    async fn heartbeat(
+        &self,
+        worker: WorkerId,
+        _held: &[AttemptId],
+    ) -> Result<Vec<AttemptId>, QueueError> {
         match self.run(Command::Heartbeat {
             now: wall_millis(),
             worker,
