@@ -8,6 +8,10 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+mod common;
+
+use common::{assert_exactly_once, recorded_ids, recorder};
+
 fn fixtures() -> PathBuf {
     let dir = std::env::var_os("SLUICE_FIXTURES")
         .map(PathBuf::from)
@@ -18,11 +22,6 @@ fn fixtures() -> PathBuf {
         dir.display()
     );
     dir
-}
-
-fn python() -> String {
-    std::env::var("SLUICE_PYTHON")
-        .unwrap_or_else(|_| format!("{}/.cache/sluice/venv/bin/python", env!("HOME")))
 }
 
 fn expected_rows(name: &str) -> u64 {
@@ -42,52 +41,6 @@ fn sluice(args: &[&str]) -> Output {
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// The exec command that records the ids it receives into `dir`.
-fn recorder(dir: &Path, extra: &str) -> String {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/trainers/record_ids.py");
-    format!(
-        "{} {} --out {} {extra}",
-        python(),
-        script.display(),
-        dir.display()
-    )
-}
-
-/// Counts of each id recorded in `ids-*` files of `dir` (acknowledged and not).
-fn recorded_ids(dir: &Path, prefix: &str) -> HashMap<i64, u32> {
-    let mut counts = HashMap::new();
-    for entry in std::fs::read_dir(dir).expect("read ids dir") {
-        let path = entry.expect("entry").path();
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default()
-            .to_string();
-        if !name.starts_with(prefix) {
-            continue;
-        }
-        for line in std::fs::read_to_string(&path).expect("ids file").lines() {
-            let id: i64 = line.trim().parse().expect("id is a number");
-            *counts.entry(id).or_insert(0) += 1;
-        }
-    }
-    counts
-}
-
-fn assert_exactly_once(counts: &HashMap<i64, u32>, rows: u64, what: &str) {
-    let dups: Vec<_> = counts.iter().filter(|(_, &c)| c > 1).take(5).collect();
-    assert!(dups.is_empty(), "{what}: ids delivered twice: {dups:?}");
-    let missing: Vec<i64> = (0..rows as i64)
-        .filter(|i| !counts.contains_key(i))
-        .take(5)
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "{what}: ids never delivered: {missing:?}"
-    );
-    assert_eq!(counts.len() as u64, rows, "{what}: unexpected extra ids");
 }
 
 fn train_exec(
