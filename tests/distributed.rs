@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{expected_dataset, fixture, python, recorded_ids, SLUICE};
+use common::{copy_dir, expected_dataset, fixture, python, recorded_ids, SLUICE};
 use sluice::task::{Command as QueueCommand, LeaseReply, Queue, QueueConfig, Reply};
 
 const TOKEN: &str = "test-token-4f1d";
@@ -387,17 +387,4 @@ fn requests_without_the_token_are_refused() {
     );
     signal(&master, libc::SIGKILL);
     let _ = master.wait();
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read dir") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("type").is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy");
-        }
-    }
 }

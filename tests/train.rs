@@ -10,7 +10,7 @@ use serde_json::Value;
 
 mod common;
 
-use common::{assert_exactly_once, recorded_ids, recorder};
+use common::{assert_exactly_once, copy_dir, recorded_ids, recorder};
 
 fn fixtures() -> PathBuf {
     let dir = std::env::var_os("SLUICE_FIXTURES")
@@ -452,19 +452,6 @@ fn bad_flags_are_one_line_errors() {
     ]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("--label"), "{}", stderr(&out));
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read dir") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("type").is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy");
-        }
-    }
 }
 
 #[test]

@@ -130,16 +130,8 @@ impl MasterState {
         let snapshot = read_snapshot(dir)?;
         let generation = snapshot.as_ref().map(|s| s.generation).unwrap_or(0);
         let journal = FileJournal::open(&journal_path(dir, generation))?;
-        let mut state = MasterState::with_journal(job, Box::new(journal))?;
-        if let Some(snap) = snapshot {
-            // The snapshot holds everything before this generation's journal.
-            let mut queue = snap.queue;
-            let mut journal = FileJournal::open(&journal_path(dir, generation))?;
-            for command in journal.load()? {
-                queue.apply(&command);
-            }
-            state.queue = queue;
-        }
+        // The snapshot holds everything before this generation's journal.
+        let mut state = MasterState::replay(job, snapshot.map(|s| s.queue), Box::new(journal))?;
         state.dir = Some(dir.to_path_buf());
         state.generation = generation;
         Ok((state, resumed))
@@ -179,9 +171,21 @@ impl MasterState {
     /// Builds the state over any journal, replaying what it holds.
     pub fn with_journal(
         job: JobFile,
+        journal: Box<dyn Journal>,
+    ) -> Result<MasterState, StateError> {
+        MasterState::replay(job, None, journal)
+    }
+
+    /// Replays the journal over `base` (a snapshot) or over a fresh queue.
+    fn replay(
+        job: JobFile,
+        base: Option<Queue>,
         mut journal: Box<dyn Journal>,
     ) -> Result<MasterState, StateError> {
-        let mut queue = Queue::new(job.spec.splits.len(), job.queue.clone())?;
+        let mut queue = match base {
+            Some(queue) => queue,
+            None => Queue::new(job.spec.splits.len(), job.queue.clone())?,
+        };
         for command in journal.load()? {
             queue.apply(&command);
         }

@@ -252,3 +252,17 @@ pub fn assert_exactly_once(counts: &std::collections::HashMap<i64, u32>, rows: u
     );
     assert_eq!(counts.len() as u64, rows, "{what}: unexpected extra ids");
 }
+
+/// Copies a directory tree (a fixture to damage or to change).
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
