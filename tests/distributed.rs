@@ -7,129 +7,26 @@
 mod common;
 
 use std::collections::HashMap;
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command};
+use std::time::Duration;
 
-use common::{copy_dir, expected_dataset, fixture, python, recorded_ids, SLUICE};
+use common::cluster::{clean_finish, signal, stderr_of, undelivered, wait_exit, Job, TOKEN};
+use common::{copy_dir, fixture, recorded_ids, SLUICE};
 use sluice::task::{Command as QueueCommand, LeaseReply, Queue, QueueConfig, Reply};
 
-const TOKEN: &str = "test-token-4f1d";
-/// Every scenario must end within this time.
-const DEADLINE: Duration = Duration::from_secs(120);
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-/// A job: its master's address, state directory and where trainers record ids.
-struct Job {
-    port: u16,
-    state: PathBuf,
-    ids: PathBuf,
-    dataset: String,
-    epochs: u32,
-    _dir: tempfile::TempDir,
-}
-
-impl Job {
-    fn new(dataset: &str, epochs: u32) -> Job {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let ids = dir.path().join("ids");
-        std::fs::create_dir(&ids).expect("ids dir");
-        Job {
-            port: free_port(),
-            state: dir.path().join("state"),
-            ids,
-            dataset: dataset.to_string(),
-            epochs,
-            _dir: dir,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    fn start_master(&self, data: &Path) -> Child {
-        let child = Command::new(SLUICE)
-            .args(["master", data.to_str().expect("utf8")])
-            .args(["--listen", &format!("127.0.0.1:{}", self.port)])
-            .args(["--state", self.state.to_str().expect("utf8")])
-            .args([
-                "--epochs",
-                &self.epochs.to_string(),
-                "--lease-timeout",
-                "2s",
-                "--linger",
-                "3s",
-            ])
-            .env("SLUICE_TOKEN", TOKEN)
-            .env_remove("RUST_LOG")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start master");
-        self.wait_up();
-        child
-    }
-
-    fn wait_up(&self) {
-        let start = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "master did not come up"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn start_worker(&self, extra: &str) -> Child {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/trainers/record_ids.py");
-        let cmd = format!(
-            "{} {} --out {} --sleep 0.08 {extra}",
-            python(),
-            script.display(),
-            self.ids.display()
-        );
-        Command::new(SLUICE)
-            .args([
-                "worker",
-                "--master",
-                &self.url(),
-                "--exec",
-                &cmd,
-                "--batch-size",
-                "40",
-                "--prefetch",
-                "2",
-                "-q",
-            ])
-            .env("SLUICE_TOKEN", TOKEN)
-            .env_remove("RUST_LOG")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start worker")
-    }
-
-    fn rows(&self) -> u64 {
-        expected_dataset(&self.dataset)["rows"]
-            .as_u64()
-            .expect("rows")
-    }
-
+/// Budget of duplicate rows a job's faults allow.
+trait Budget {
     /// Rows that may be served twice: for every attempt that lapsed or failed,
     /// the rows of its split past the offset it had committed.
+    fn duplicate_budget(&self) -> u64;
+}
+
+impl Budget for Job {
     fn duplicate_budget(&self) -> u64 {
-        let text = std::fs::read_to_string(self.state.join("journal.jsonl")).expect("journal");
+        let text =
+            std::fs::read_to_string(self.state_dir().join("journal.jsonl")).expect("journal");
         let job: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(self.state.join("job.json")).expect("job.json"),
+            &std::fs::read_to_string(self.state_dir().join("job.json")).expect("job.json"),
         )
         .expect("json");
         let splits = job["spec"]["splits"].as_array().expect("splits");
@@ -158,81 +55,34 @@ impl Job {
                 }
                 (_, Reply::Tick(expired)) => {
                     for e in expired {
-                        budget += self.lost_rows(splits, leases.get(&e.attempt.0));
+                        budget += lost_rows(splits, leases.get(&e.attempt.0));
                     }
                 }
                 (QueueCommand::Fail { attempt, .. }, Reply::Fail(Ok(_))) => {
-                    budget += self.lost_rows(splits, leases.get(&attempt.0));
+                    budget += lost_rows(splits, leases.get(&attempt.0));
                 }
                 _ => {}
             }
         }
         budget
     }
-
-    fn lost_rows(&self, splits: &[serde_json::Value], lease: Option<&(usize, u64)>) -> u64 {
-        let Some(&(split, committed)) = lease else {
-            return 0;
-        };
-        let rows = splits[split]["rows"].as_u64().unwrap_or(u64::MAX / 4);
-        rows.saturating_sub(committed)
-    }
 }
 
-fn wait_exit(child: &mut Child, what: &str) -> std::process::ExitStatus {
-    let start = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            return status;
-        }
-        if start.elapsed() > DEADLINE {
-            let _ = child.kill();
-            panic!("{what} did not finish within {DEADLINE:?}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn signal(child: &Child, sig: i32) {
-    // SAFETY: kill(2) on a child we started and still own.
-    unsafe {
-        libc::kill(child.id() as i32, sig);
-    }
-}
-
-fn stderr_of(child: &mut Child) -> String {
-    let mut s = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        use std::io::Read;
-        let _ = e.read_to_string(&mut s);
-    }
-    s
+fn lost_rows(splits: &[serde_json::Value], lease: Option<&(usize, u64)>) -> u64 {
+    let Some(&(split, committed)) = lease else {
+        return 0;
+    };
+    let rows = splits[split]["rows"].as_u64().unwrap_or(u64::MAX / 4);
+    rows.saturating_sub(committed)
 }
 
 /// Every id arrived `epochs` times at least, and the extra deliveries fit the budget.
 fn check_ids(job: &Job) {
     let ids = recorded_ids(&job.ids, "ids-");
-    let rows = job.rows();
-    let missing: Vec<i64> = (0..rows as i64)
-        .filter(|i| ids.get(i).copied().unwrap_or(0) < job.epochs)
-        .take(5)
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "ids not delivered in every epoch: {missing:?}"
-    );
-    assert!(
-        ids.keys().all(|&i| i >= 0 && (i as u64) < rows),
-        "ids from outside the dataset"
-    );
+    undelivered(&ids, job.rows(), job.epochs);
     let extra: u64 = ids.values().map(|&c| (c - job.epochs) as u64).sum();
     let budget = job.duplicate_budget();
     assert!(extra <= budget, "{extra} duplicate deliveries but only {budget} rows were leased and not committed at the faults");
-}
-
-fn clean_finish(master: &mut Child) {
-    let status = wait_exit(master, "master");
-    assert!(status.success(), "master failed: {}", stderr_of(master));
 }
 
 #[test]

@@ -42,9 +42,9 @@ pub struct MasterArgs {
     /// Address to serve the API, status page and metrics on.
     #[arg(long, default_value = "127.0.0.1:7070")]
     pub listen: SocketAddr,
-    /// Directory for the job's state (journal); a restarted master continues from it.
-    #[arg(long)]
-    pub state: PathBuf,
+    /// Where the job's state (journal, snapshots) lives: a directory, or an s3://, gs://, az:// or hdfs:// prefix; a restarted master continues from it.
+    #[arg(long, value_name = "DIR|URL")]
+    pub state: String,
     /// Passes over the data.
     #[arg(long, default_value_t = 1)]
     pub epochs: u32,
@@ -118,7 +118,7 @@ pub async fn master(args: MasterArgs) -> anyhow::Result<u8> {
             seed: args.seed,
         },
         listen: args.listen,
-        state: args.state,
+        state: crate::master::state::StateLocation::parse(&args.state),
         token: args.token.token()?,
         linger: args.linger,
         allow_incomplete: args.allow_incomplete,

@@ -10,9 +10,9 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use subtle::ConstantTimeEq;
-use tracing::error;
 
 use super::api::*;
+use super::commit::GroupCommit;
 use super::page;
 use super::state::{wall_millis, MasterState};
 use crate::task::{Command, Reply};
@@ -22,6 +22,8 @@ use crate::task::{Command, Reply};
 pub struct AppState {
     /// The master.
     pub master: Arc<Mutex<MasterState>>,
+    /// Writes changes to the journal before their replies go out.
+    pub commit: GroupCommit,
     /// The job token.
     pub token: Arc<String>,
 }
@@ -70,17 +72,10 @@ fn unauthorized() -> Response {
         .into_response()
 }
 
-/// Runs a command through the journal; a journal failure stops the master,
-/// since answering without durability would break the guarantees.
-fn run(state: &AppState, command: Command) -> Reply {
-    let mut master = state.master.lock().unwrap_or_else(|e| e.into_inner());
-    match master.execute(command) {
-        Ok(reply) => reply,
-        Err(e) => {
-            error!(error = %e, "journal write failed; stopping");
-            std::process::exit(3);
-        }
-    }
+/// Runs a command; its reply comes back once the change is durable (a
+/// journal failure stops the master, see [`GroupCommit`]).
+async fn run(state: &AppState, command: Command) -> Reply {
+    state.commit.run(command).await
 }
 
 macro_rules! guard {
@@ -108,7 +103,7 @@ fn unexpected() -> Response {
 
 async fn register(State(state): State<AppState>, headers: HeaderMap) -> Response {
     guard!(state, headers);
-    match run(&state, Command::Register { now: wall_millis() }) {
+    match run(&state, Command::Register { now: wall_millis() }).await {
         Reply::Register(worker) => {
             state
                 .master
@@ -135,7 +130,9 @@ async fn lease(
             worker: req.worker,
             max,
         },
-    ) {
+    )
+    .await
+    {
         Reply::Lease(r) => answer(r),
         _ => unexpected(),
     }
@@ -153,7 +150,9 @@ async fn heartbeat(
             now: wall_millis(),
             worker: req.worker,
         },
-    ) {
+    )
+    .await
+    {
         Reply::Heartbeat(r) => {
             if r.is_ok() {
                 state
@@ -162,7 +161,7 @@ async fn heartbeat(
                     .unwrap_or_else(|e| e.into_inner())
                     .saw_worker(req.worker, req.rows);
                 if let Some(held) = &req.held {
-                    take_back_unheld(&state, req.worker, held);
+                    take_back_unheld(&state, req.worker, held).await;
                 }
             }
             answer(r.map(|lost| HeartbeatReply { lost }))
@@ -174,7 +173,7 @@ async fn heartbeat(
 /// Leases the queue granted `worker` that it does not hold: their replies
 /// never reached it (a master killed after journaling, before answering).
 /// They go back to the queue instead of being kept alive by its heartbeats.
-fn take_back_unheld(
+async fn take_back_unheld(
     state: &AppState,
     worker: crate::task::WorkerId,
     held: &[crate::task::AttemptId],
@@ -203,7 +202,8 @@ fn take_back_unheld(
                 attempt,
                 reason,
             },
-        );
+        )
+        .await;
     }
 }
 
@@ -220,7 +220,9 @@ async fn commit(
             attempt: req.attempt,
             offset: req.offset,
         },
-    ) {
+    )
+    .await
+    {
         Reply::Commit(r) => answer(r),
         _ => unexpected(),
     }
@@ -239,7 +241,9 @@ async fn finish(
             attempt: req.attempt,
             rows: req.rows,
         },
-    ) {
+    )
+    .await
+    {
         Reply::Finish(r) => answer(r),
         _ => unexpected(),
     }
@@ -259,7 +263,9 @@ async fn fail(
             attempt: req.attempt,
             reason,
         },
-    ) {
+    )
+    .await
+    {
         Reply::Fail(r) => answer(r),
         _ => unexpected(),
     }

@@ -5,7 +5,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
-use crate::task::Command;
+use crate::task::{Command, Queue};
 
 /// Errors of a journal.
 #[derive(Debug, thiserror::Error)]
@@ -29,14 +29,51 @@ pub enum JournalError {
         /// What is wrong.
         reason: String,
     },
+    /// The object store holding the state failed.
+    #[error("state {location}: {source}")]
+    Store {
+        /// The object written or read.
+        location: String,
+        /// The failure.
+        #[source]
+        source: object_store::Error,
+    },
+    /// Another master wrote the record this one meant to write: it owns the job now.
+    #[error("state {location} was written by another master of this job; this one stops")]
+    Taken {
+        /// The record both masters wrote.
+        location: String,
+    },
+}
+
+/// What a journal holds: a snapshot of the queue (when one was taken) and the
+/// commands recorded after it.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    /// The queue after every command before `commands`.
+    pub base: Option<Queue>,
+    /// Commands to replay over `base`, in order.
+    pub commands: Vec<Command>,
 }
 
 /// Where commands are kept.
 pub trait Journal: Send {
     /// Appends commands; they are durable when this returns.
     fn append(&mut self, commands: &[Command]) -> Result<(), JournalError>;
-    /// Every command recorded so far, in order.
-    fn load(&mut self) -> Result<Vec<Command>, JournalError>;
+    /// What was recorded before this journal was opened.
+    fn load(&mut self) -> Result<Loaded, JournalError>;
+    /// Records `queue`, which holds every command appended so far, so that
+    /// older records can be dropped. Journals without snapshots ignore it.
+    fn snapshot(&mut self, _queue: &Queue) -> Result<(), JournalError> {
+        Ok(())
+    }
+    /// Whether this journal would like a snapshot soon regardless of the
+    /// record count (an object store counts objects, not records).
+    fn wants_snapshot(&self) -> bool {
+        false
+    }
+    /// Where the journal lives, for messages.
+    fn describe(&self) -> String;
 }
 
 /// A journal in memory (tests, simulations).
@@ -51,8 +88,15 @@ impl Journal for MemoryJournal {
         Ok(())
     }
 
-    fn load(&mut self) -> Result<Vec<Command>, JournalError> {
-        Ok(self.commands.clone())
+    fn load(&mut self) -> Result<Loaded, JournalError> {
+        Ok(Loaded {
+            base: None,
+            commands: self.commands.clone(),
+        })
+    }
+
+    fn describe(&self) -> String {
+        "memory".to_string()
     }
 }
 
@@ -102,7 +146,21 @@ impl Journal for FileJournal {
             .map_err(|source| io_err(&self.path, source))
     }
 
-    fn load(&mut self) -> Result<Vec<Command>, JournalError> {
+    fn load(&mut self) -> Result<Loaded, JournalError> {
+        self.read_all().map(|commands| Loaded {
+            base: None,
+            commands,
+        })
+    }
+
+    fn describe(&self) -> String {
+        self.path.display().to_string()
+    }
+}
+
+impl FileJournal {
+    /// Reads every record, cutting a torn last line (a crash mid-append).
+    pub fn read_all(&mut self) -> Result<Vec<Command>, JournalError> {
         let reader = BufReader::new(File::open(&self.path).map_err(|e| io_err(&self.path, e))?);
         let lines: Vec<String> = reader
             .lines()
@@ -156,9 +214,9 @@ mod tests {
         let mut f = OpenOptions::new().append(true).open(&path).expect("reopen");
         f.write_all(b"{\"op\":\"lea").expect("torn write");
         let mut j = FileJournal::open(&path).expect("open again");
-        assert_eq!(j.load().expect("load").len(), 2);
+        assert_eq!(j.read_all().expect("load").len(), 2);
         j.append(&[Command::Register { now: 3 }])
             .expect("append after repair");
-        assert_eq!(j.load().expect("load").len(), 3);
+        assert_eq!(j.read_all().expect("load").len(), 3);
     }
 }

@@ -2,8 +2,11 @@
 //! journal, a status page and Prometheus metrics.
 
 pub mod api;
+pub mod commit;
+pub mod dir_log;
 pub mod http;
 pub mod journal;
+pub mod object_log;
 pub mod page;
 pub mod serve;
 pub mod state;

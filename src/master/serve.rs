@@ -2,15 +2,15 @@
 //! HTTP until every epoch is done and the linger period has passed.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use connectors::{Dataset, DatasetOptions, ReadPlan};
 use tracing::info;
 
+use super::commit::GroupCommit;
 use super::http::{router, status_of, AppState};
-use super::state::{JobFile, MasterState, StateError};
+use super::state::{JobFile, MasterState, StateError, StateLocation};
 use crate::job::spec::JobSpec;
 use crate::task::QueueConfig;
 
@@ -27,8 +27,8 @@ pub struct MasterConfig {
     pub queue: QueueConfig,
     /// Where to listen.
     pub listen: SocketAddr,
-    /// State directory.
-    pub state: PathBuf,
+    /// Where the job's state lives (a directory or an object store prefix).
+    pub state: StateLocation,
     /// The job token.
     pub token: String,
     /// How long "job over" is served before exiting.
@@ -99,7 +99,7 @@ async fn make_job(config: &MasterConfig) -> Result<JobFile, MasterError> {
 
 /// Runs the master until the job is over and the linger period passed.
 pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
-    let job_exists = config.state.join("job.json").exists();
+    let job_exists = MasterState::exists(&config.state).await?;
     let made = if job_exists {
         None
     } else {
@@ -110,15 +110,21 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
             path: "job.json".to_string(),
             reason: "disappeared while starting".to_string(),
         })
-    })?;
+    })
+    .await?;
     info!(
         resumed,
         splits = state.spec.splits.len(),
         "master state ready"
     );
     let master = Arc::new(Mutex::new(state));
+    let commit = GroupCommit::start(master.clone()).map_err(|source| MasterError::Listen {
+        addr: config.listen,
+        source,
+    })?;
     let app = AppState {
         master: master.clone(),
+        commit,
         token: Arc::new(config.token.clone()),
     };
     let listener = tokio::net::TcpListener::bind(config.listen)
@@ -130,7 +136,7 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
     let addr = listener.local_addr().unwrap_or(config.listen);
     eprintln!(
         "sluice master listening on http://{addr} (state {})",
-        config.state.display()
+        config.state
     );
     let watcher = master.clone();
     let linger = config.linger;

@@ -7,9 +7,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use connectors::store::Location;
 use serde::{Deserialize, Serialize};
 
-use super::journal::{FileJournal, Journal, JournalError};
+use super::dir_log::{write_durably, DirLog};
+use super::journal::{Journal, JournalError};
+use super::object_log::{self, ObjectLog};
 use crate::job::spec::JobSpec;
 use crate::task::{Command, ConfigError, Millis, Queue, QueueConfig, Reply, WorkerId};
 
@@ -17,13 +20,6 @@ use crate::task::{Command, ConfigError, Millis, Queue, QueueConfig, Reply, Worke
 const HISTORY: usize = 120;
 /// Journal records between two snapshots.
 pub const SNAPSHOT_EVERY: u64 = 50_000;
-
-/// A snapshot: the whole queue after every record of the journals before `generation`.
-#[derive(Debug, Serialize, Deserialize)]
-struct Snapshot {
-    generation: u64,
-    queue: Queue,
-}
 
 /// What the state location holds besides the journal.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -60,6 +56,41 @@ pub enum StateError {
     /// The queue refused its settings.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// The state URL cannot be opened.
+    #[error(transparent)]
+    Location(#[from] connectors::Error),
+}
+
+/// Where a job's state lives: a local directory, or a prefix on an object
+/// store (`s3://`, `gs://`, `az://`, `hdfs://`).
+#[derive(Debug, Clone)]
+pub enum StateLocation {
+    /// A local directory (a path or a `file://` URL).
+    Dir(PathBuf),
+    /// A prefix on an object store.
+    Store(String),
+}
+
+impl StateLocation {
+    /// Reads a `--state` value.
+    pub fn parse(value: &str) -> StateLocation {
+        match value.split_once("://") {
+            Some((scheme, rest)) if scheme.eq_ignore_ascii_case("file") => {
+                StateLocation::Dir(PathBuf::from(rest))
+            }
+            Some(_) => StateLocation::Store(value.to_string()),
+            None => StateLocation::Dir(PathBuf::from(value)),
+        }
+    }
+}
+
+impl std::fmt::Display for StateLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StateLocation::Dir(dir) => write!(f, "{}", dir.display()),
+            StateLocation::Store(url) => f.write_str(url),
+        }
+    }
 }
 
 /// Milliseconds on the wall clock, so deadlines survive a master restart.
@@ -85,7 +116,12 @@ pub struct WorkerSeen {
 pub struct MasterState {
     /// The queue.
     pub queue: Queue,
-    journal: Box<dyn Journal>,
+    /// Where changes go; `None` while a group committer holds it.
+    journal: Option<Box<dyn Journal>>,
+    /// Changes applied but not yet handed to the journal (group commit).
+    pending: Vec<Command>,
+    /// Changes applied since the start; the group committer reports how many are durable.
+    applied: u64,
     /// The job.
     pub spec: Arc<JobSpec>,
     /// Workers seen.
@@ -98,10 +134,6 @@ pub struct MasterState {
     pub journaled: u64,
     /// When the job was first seen over.
     pub over_since: Option<Instant>,
-    /// The state directory, when the journal is on disk.
-    dir: Option<PathBuf>,
-    /// Journal generation being written (`journal-<generation>.jsonl`).
-    generation: u64,
     /// Records since the last snapshot.
     since_snapshot: u64,
     /// Records between snapshots.
@@ -109,32 +141,36 @@ pub struct MasterState {
 }
 
 impl MasterState {
-    /// Opens the state directory: loads `job.json` or writes it from `make`,
-    /// then replays the journal.
-    pub fn open(
-        dir: &Path,
+    /// Opens a job's state: loads `job.json` or writes it from `make`, then
+    /// replays the journal. Returns whether an earlier run's state was found.
+    pub async fn open(
+        location: &StateLocation,
         make: impl FnOnce() -> Result<JobFile, StateError>,
     ) -> Result<(MasterState, bool), StateError> {
-        std::fs::create_dir_all(dir).map_err(|source| StateError::Io {
-            path: dir.display().to_string(),
-            source,
-        })?;
-        let job_path = dir.join("job.json");
-        let (job, resumed) = if job_path.exists() {
-            (read_job(&job_path)?, true)
-        } else {
-            let job = make()?;
-            write_job(&job_path, &job)?;
-            (job, false)
+        let (job, resumed, journal): (JobFile, bool, Box<dyn Journal>) = match location {
+            StateLocation::Dir(dir) => {
+                let (job, resumed) = open_dir_job(dir, make)?;
+                (job, resumed, Box::new(DirLog::open(dir)?))
+            }
+            StateLocation::Store(url) => {
+                let location = connectors::store::open(url)?;
+                let (job, resumed) = open_store_job(&location, make).await?;
+                (job, resumed, Box::new(ObjectLog::open(location).await?))
+            }
         };
-        let snapshot = read_snapshot(dir)?;
-        let generation = snapshot.as_ref().map(|s| s.generation).unwrap_or(0);
-        let journal = FileJournal::open(&journal_path(dir, generation))?;
-        // The snapshot holds everything before this generation's journal.
-        let mut state = MasterState::replay(job, snapshot.map(|s| s.queue), Box::new(journal))?;
-        state.dir = Some(dir.to_path_buf());
-        state.generation = generation;
-        Ok((state, resumed))
+        Ok((MasterState::replay(job, journal)?, resumed))
+    }
+
+    /// Whether `location` holds a job already (a restart).
+    pub async fn exists(location: &StateLocation) -> Result<bool, StateError> {
+        match location {
+            StateLocation::Dir(dir) => Ok(dir.join("job.json").exists()),
+            StateLocation::Store(url) => {
+                let location = connectors::store::open(url)?;
+                let path = location.root.clone().join("job.json");
+                Ok(object_log::read(&location, &path).await?.is_some())
+            }
+        }
     }
 
     /// Changes how many records go between snapshots (tests use small numbers).
@@ -142,30 +178,10 @@ impl MasterState {
         self.snapshot_every = records.max(1);
     }
 
-    /// Writes a snapshot of the queue and starts a new journal generation;
-    /// older journals are removed once the snapshot is durable.
-    pub fn snapshot(&mut self) -> Result<(), StateError> {
-        let Some(dir) = self.dir.clone() else {
-            return Ok(());
-        };
-        let next = self.generation + 1;
-        let snap = Snapshot {
-            generation: next,
-            queue: self.queue.clone(),
-        };
-        let path = dir.join("snapshot.json");
-        let bytes = serde_json::to_vec(&snap).map_err(|e| StateError::Io {
-            path: path.display().to_string(),
-            source: e.into(),
-        })?;
-        write_durably(&path, &bytes)?;
-        self.journal = Box::new(FileJournal::open(&journal_path(&dir, next))?);
-        for old in 0..next {
-            let _ = std::fs::remove_file(journal_path(&dir, old));
-        }
-        self.generation = next;
-        self.since_snapshot = 0;
-        Ok(())
+    /// Whether a snapshot is due.
+    pub fn snapshot_due(&self) -> bool {
+        self.since_snapshot >= self.snapshot_every
+            || self.journal.as_ref().is_some_and(|j| j.wants_snapshot())
     }
 
     /// Builds the state over any journal, replaying what it holds.
@@ -173,29 +189,26 @@ impl MasterState {
         job: JobFile,
         journal: Box<dyn Journal>,
     ) -> Result<MasterState, StateError> {
-        MasterState::replay(job, None, journal)
+        MasterState::replay(job, journal)
     }
 
-    /// Replays the journal over `base` (a snapshot) or over a fresh queue.
-    fn replay(
-        job: JobFile,
-        base: Option<Queue>,
-        mut journal: Box<dyn Journal>,
-    ) -> Result<MasterState, StateError> {
-        let mut queue = match base {
+    /// Replays the journal over its snapshot or over a fresh queue.
+    fn replay(job: JobFile, mut journal: Box<dyn Journal>) -> Result<MasterState, StateError> {
+        let loaded = journal.load()?;
+        let mut queue = match loaded.base {
             Some(queue) => queue,
             None => Queue::new(job.spec.splits.len(), job.queue.clone())?,
         };
-        for command in journal.load()? {
-            queue.apply(&command);
+        for command in &loaded.commands {
+            queue.apply(command);
         }
         Ok(MasterState {
-            dir: None,
-            generation: 0,
-            since_snapshot: 0,
+            since_snapshot: loaded.commands.len() as u64,
             snapshot_every: SNAPSHOT_EVERY,
             queue,
-            journal,
+            journal: Some(journal),
+            pending: Vec::new(),
+            applied: 0,
             spec: Arc::new(job.spec),
             workers: HashMap::new(),
             history: VecDeque::new(),
@@ -205,26 +218,59 @@ impl MasterState {
         })
     }
 
-    /// Expires lapsed leases, then applies `command`; changes are durable before returning.
-    pub fn execute(&mut self, command: Command) -> Result<Reply, JournalError> {
+    /// Takes the journal out for a group committer; from then on
+    /// [`MasterState::apply`] queues changes for [`MasterState::take_pending`].
+    pub fn take_journal(&mut self) -> Option<Box<dyn Journal>> {
+        self.journal.take()
+    }
+
+    /// Expires lapsed leases, then applies `command` without writing it:
+    /// returns the reply and the count of changes that must be durable before
+    /// the reply may be sent (see [`MasterState::take_pending`]).
+    pub fn apply(&mut self, command: Command) -> (Reply, u64) {
         self.requests += 1;
-        let mut changed = Vec::with_capacity(2);
+        let before = self.pending.len();
         let tick = Command::Tick { now: command.now() };
         if self.queue.apply(&tick).changed() {
-            changed.push(tick);
+            self.pending.push(tick);
         }
         let reply = self.queue.apply(&command);
         if reply.changed() {
-            changed.push(command);
+            self.pending.push(command);
         }
-        self.journaled += changed.len() as u64;
-        self.since_snapshot += changed.len() as u64;
-        self.journal.append(&changed)?;
-        if self.since_snapshot >= self.snapshot_every {
-            if let Err(e) = self.snapshot() {
-                // The journal still holds everything: keep going, try again later.
-                tracing::warn!(error = %e, "snapshot failed");
-                self.since_snapshot = 0;
+        let new = (self.pending.len() - before) as u64;
+        self.applied += new;
+        self.journaled += new;
+        self.since_snapshot += new;
+        (reply, self.applied)
+    }
+
+    /// Hands the changes applied so far to a group committer: the commands,
+    /// the change count they bring durability to, and a copy of the queue
+    /// when a snapshot is due (taken at exactly that point).
+    pub fn take_pending(&mut self) -> (Vec<Command>, u64, Option<Queue>) {
+        let commands = std::mem::take(&mut self.pending);
+        let snapshot = if self.snapshot_due() {
+            self.since_snapshot = 0;
+            Some(self.queue.clone())
+        } else {
+            None
+        };
+        (commands, self.applied, snapshot)
+    }
+
+    /// Expires lapsed leases, then applies `command`; changes are durable
+    /// before returning (the single-process path, without group commit).
+    pub fn execute(&mut self, command: Command) -> Result<Reply, JournalError> {
+        let (reply, _) = self.apply(command);
+        let (commands, _, snapshot) = self.take_pending();
+        if let Some(journal) = self.journal.as_mut() {
+            journal.append(&commands)?;
+            if let Some(queue) = snapshot {
+                if let Err(e) = journal.snapshot(&queue) {
+                    // The journal still holds everything: keep going, try again later.
+                    tracing::warn!(error = %e, "snapshot failed");
+                }
             }
         }
         Ok(reply)
@@ -261,67 +307,63 @@ impl MasterState {
     }
 }
 
-fn read_job(path: &PathBuf) -> Result<JobFile, StateError> {
-    let text = std::fs::read_to_string(path).map_err(|source| StateError::Io {
-        path: path.display().to_string(),
+fn open_dir_job(
+    dir: &Path,
+    make: impl FnOnce() -> Result<JobFile, StateError>,
+) -> Result<(JobFile, bool), StateError> {
+    std::fs::create_dir_all(dir).map_err(|source| StateError::Io {
+        path: dir.display().to_string(),
         source,
     })?;
-    serde_json::from_str(&text).map_err(|e| StateError::BadJob {
-        path: path.display().to_string(),
+    let path = dir.join("job.json");
+    if path.exists() {
+        let text = std::fs::read(&path).map_err(|source| StateError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        return Ok((parse_job(&path.display().to_string(), &text)?, true));
+    }
+    let job = make()?;
+    write_durably(&path, &job_bytes(&job)?)?;
+    Ok((job, false))
+}
+
+async fn open_store_job(
+    location: &Location,
+    make: impl FnOnce() -> Result<JobFile, StateError>,
+) -> Result<(JobFile, bool), StateError> {
+    let path = location.root.clone().join("job.json");
+    let shown = location.display(&path);
+    if let Some(bytes) = object_log::read(location, &path).await? {
+        return Ok((parse_job(&shown, &bytes)?, true));
+    }
+    let job = make()?;
+    let mut conditional = true;
+    if object_log::create(location, &path, job_bytes(&job)?, &mut conditional).await? {
+        return Ok((job, false));
+    }
+    // Another master created the job first: use its version.
+    let bytes = object_log::read(location, &path)
+        .await?
+        .ok_or_else(|| StateError::BadJob {
+            path: shown.clone(),
+            reason: "created and removed while starting".to_string(),
+        })?;
+    Ok((parse_job(&shown, &bytes)?, true))
+}
+
+fn parse_job(path: &str, bytes: &[u8]) -> Result<JobFile, StateError> {
+    serde_json::from_slice(bytes).map_err(|e| StateError::BadJob {
+        path: path.to_string(),
         reason: e.to_string(),
     })
 }
 
-fn write_job(path: &Path, job: &JobFile) -> Result<(), StateError> {
-    let text = serde_json::to_vec(job).map_err(|e| StateError::Io {
-        path: path.display().to_string(),
-        source: e.into(),
-    })?;
-    write_durably(path, &text)
-}
-
-/// Writes a file atomically: a synced temporary file renamed over the target.
-fn write_durably(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
-    let io = |source| StateError::Io {
-        path: path.display().to_string(),
-        source,
-    };
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).map_err(io)?;
-    std::fs::File::open(&tmp)
-        .and_then(|f| f.sync_all())
-        .map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)?;
-    if let Some(parent) = path.parent() {
-        let _ = std::fs::File::open(parent).and_then(|d| d.sync_all());
-    }
-    Ok(())
-}
-
-/// The journal file of a generation (generation 0 keeps the original name).
-fn journal_path(dir: &Path, generation: u64) -> PathBuf {
-    if generation == 0 {
-        dir.join("journal.jsonl")
-    } else {
-        dir.join(format!("journal-{generation}.jsonl"))
-    }
-}
-
-fn read_snapshot(dir: &Path) -> Result<Option<Snapshot>, StateError> {
-    let path = dir.join("snapshot.json");
-    match std::fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| StateError::BadJob {
-                path: path.display().to_string(),
-                reason: e.to_string(),
-            }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(StateError::Io {
-            path: path.display().to_string(),
-            source,
-        }),
-    }
+fn job_bytes(job: &JobFile) -> Result<Vec<u8>, StateError> {
+    serde_json::to_vec(job).map_err(|e| StateError::BadJob {
+        path: "job.json".to_string(),
+        reason: e.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -361,10 +403,13 @@ mod tests {
         }
     }
 
-    #[test]
-    fn snapshots_compact_the_journal_and_restore_the_same_queue() {
+    #[tokio::test]
+    async fn snapshots_compact_the_journal_and_restore_the_same_queue() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (mut state, resumed) = MasterState::open(dir.path(), || Ok(job(30))).expect("open");
+        let location = StateLocation::Dir(dir.path().to_path_buf());
+        let (mut state, resumed) = MasterState::open(&location, || Ok(job(30)))
+            .await
+            .expect("open");
         assert!(!resumed);
         state.set_snapshot_every(7);
         let worker = match state
@@ -395,7 +440,10 @@ mod tests {
             }
         }
         let before = state.queue.clone();
-        assert!(state.generation > 0, "snapshots were taken");
+        assert!(
+            dir.path().join("snapshot.json").exists(),
+            "snapshots were taken"
+        );
         let journals = std::fs::read_dir(dir.path())
             .expect("dir")
             .filter(|e| {
@@ -405,8 +453,9 @@ mod tests {
             .count();
         assert_eq!(journals, 1, "old journals are removed");
         drop(state);
-        let (restored, resumed) =
-            MasterState::open(dir.path(), || panic!("job.json exists")).expect("reopen");
+        let (restored, resumed) = MasterState::open(&location, || panic!("job.json exists"))
+            .await
+            .expect("reopen");
         assert!(resumed);
         assert_eq!(
             restored.queue, before,

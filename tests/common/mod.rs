@@ -13,6 +13,8 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
+pub mod cluster;
+
 /// The `sluice` binary Cargo built for these tests.
 pub const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
 

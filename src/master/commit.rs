@@ -1,0 +1,105 @@
+//! Group commit: request handlers apply their command to the queue under the
+//! lock and wait; one committer thread writes every change applied meanwhile
+//! in a single journal append (one fsync, or one object on a store), then
+//! tells the waiting handlers their changes are durable. Under load, one
+//! append serves many requests instead of one each.
+//!
+//! A reply is never sent before the changes it depends on are durable: a
+//! handler waits for every change applied up to its own, including other
+//! requests' changes its answer may have seen.
+
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::watch;
+use tracing::{error, warn};
+
+use super::journal::Journal;
+use super::state::MasterState;
+use crate::task::{Command, Reply};
+
+/// Exit code of a master whose journal cannot be written.
+pub const JOURNAL_FAILED: i32 = 3;
+
+/// The handlers' side of the committer.
+#[derive(Clone)]
+pub struct GroupCommit {
+    master: Arc<Mutex<MasterState>>,
+    wake: mpsc::Sender<()>,
+    durable: watch::Receiver<u64>,
+}
+
+impl GroupCommit {
+    /// Takes the journal out of `master` and starts the committer thread.
+    /// A master without a journal (none taken) commits nothing but still
+    /// answers in order.
+    pub fn start(master: Arc<Mutex<MasterState>>) -> std::io::Result<GroupCommit> {
+        let journal = lock(&master).take_journal();
+        let (wake, woken) = mpsc::channel();
+        let (durable_tx, durable) = watch::channel(0u64);
+        let inner = master.clone();
+        std::thread::Builder::new()
+            .name("sluice-commit".to_string())
+            .spawn(move || committer(inner, journal, woken, durable_tx))?;
+        Ok(GroupCommit {
+            master,
+            wake,
+            durable,
+        })
+    }
+
+    /// Applies `command` and returns its reply once it is durable.
+    pub async fn run(&self, command: Command) -> Reply {
+        let (reply, needed) = lock(&self.master).apply(command);
+        let _ = self.wake.send(());
+        let mut durable = self.durable.clone();
+        if durable.wait_for(|d| *d >= needed).await.is_err() {
+            // The committer is gone: it only leaves by stopping the process.
+            error!("journal committer stopped");
+            std::process::exit(JOURNAL_FAILED);
+        }
+        reply
+    }
+
+    /// The master state this committer serves.
+    pub fn master(&self) -> &Arc<Mutex<MasterState>> {
+        &self.master
+    }
+}
+
+fn lock(master: &Mutex<MasterState>) -> std::sync::MutexGuard<'_, MasterState> {
+    master.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The committer loop: wait for work, take everything applied, write it once.
+fn committer(
+    master: Arc<Mutex<MasterState>>,
+    mut journal: Option<Box<dyn Journal>>,
+    woken: mpsc::Receiver<()>,
+    durable: watch::Sender<u64>,
+) {
+    while woken.recv().is_ok() {
+        while woken.try_recv().is_ok() {}
+        let (commands, upto, snapshot) = lock(&master).take_pending();
+        if let Some(journal) = journal.as_mut() {
+            if let Err(e) = journal.append(&commands) {
+                // Answering without durability would break the guarantees.
+                error!(error = %e, "journal write failed; stopping");
+                eprintln!("sluice master: {e}");
+                std::process::exit(JOURNAL_FAILED);
+            }
+            if let Some(queue) = snapshot {
+                if let Err(e) = journal.snapshot(&queue) {
+                    if matches!(e, super::journal::JournalError::Taken { .. }) {
+                        error!(error = %e, "another master owns the job; stopping");
+                        eprintln!("sluice master: {e}");
+                        std::process::exit(JOURNAL_FAILED);
+                    }
+                    // The journal still holds everything: try again later.
+                    warn!(error = %e, "snapshot failed");
+                }
+            }
+        }
+        durable.send_replace(upto);
+    }
+}
