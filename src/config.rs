@@ -18,6 +18,8 @@ pub enum TrainerChoice {
         command: String,
         /// Restarts allowed per device.
         restarts: u32,
+        /// More environment variables for the program (`SLUICE_CHECKPOINT_DIR`).
+        env: Vec<(String, String)>,
     },
 }
 
@@ -34,6 +36,8 @@ pub struct ModelChoice {
     pub learning_rate: Option<f64>,
     /// Where to write the model.
     pub output: Option<PathBuf>,
+    /// A model written earlier by `output` to continue training from.
+    pub init: Option<PathBuf>,
 }
 
 /// A validated `sluice train` job.
@@ -67,6 +71,8 @@ pub struct TrainConfig {
     pub lease_timeout: Duration,
     /// Wait for `_SUCCESS` up to this long.
     pub wait_success: Option<Duration>,
+    /// While waiting, fail as soon as this process (the output's writer) has exited.
+    pub writer_pid: Option<u32>,
     /// Train on visibly unfinished output.
     pub allow_incomplete: bool,
     /// Summary file.

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod config;
 pub mod job;
 pub mod master;
+pub mod schedule;
 pub mod task;
 pub mod trainer;
 pub mod worker;

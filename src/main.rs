@@ -53,6 +53,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Master(args) => Ok(ExitCode::from(sluice::cli::dist::master(*args).await?)),
         Command::Worker(args) => Ok(ExitCode::from(sluice::cli::dist::worker(*args).await?)),
         Command::Status(args) => Ok(ExitCode::from(sluice::cli::dist::status(args).await?)),
+        Command::Run(args) => Ok(ExitCode::from(sluice::cli::run::run(args).await?)),
     }
 }
 

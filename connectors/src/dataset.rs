@@ -129,6 +129,70 @@ impl Dataset {
         Ok(dataset)
     }
 
+    /// Lists and inspects several directories of one store as one dataset rooted at
+    /// `base`: the union of their files, with the directories between `base` and each
+    /// root read as partition directories (`base/dt=1` and `base/dt=2` give a `dt`
+    /// column). Each root is listed on its own, so nothing else under `base` is read.
+    ///
+    /// `complete` is true when every root holds its own `_SUCCESS`; `success` is
+    /// `None`. Every root must lie under `base`.
+    pub async fn open_roots(
+        base: Location,
+        roots: &[Path],
+        options: DatasetOptions,
+    ) -> Result<Dataset> {
+        let listings = stream::iter(roots.iter().map(|root| {
+            let mut location = base.clone();
+            location.root = root.clone();
+            async move { listing::list(&location).await }
+        }))
+        .buffered(INSPECT_CONCURRENCY)
+        .try_collect::<Vec<_>>()
+        .await?;
+        let mut all = listing::Listing::default();
+        let mut complete = !roots.is_empty();
+        for (root, listing) in roots.iter().zip(listings) {
+            let prefix = relative_dirs(&base, root)?;
+            complete &= listing
+                .files
+                .iter()
+                .any(|f| f.class == FileClass::Success && f.dirs.is_empty());
+            for mut file in listing.files {
+                file.dirs.splice(0..0, prefix.iter().cloned());
+                all.files.push(file);
+            }
+            for name in &listing.in_flight {
+                let path: Vec<&str> = prefix.iter().chain([name]).map(String::as_str).collect();
+                all.in_flight.push(path.join("/"));
+            }
+            all.hidden += listing.hidden;
+        }
+        all.files.retain(|f| f.class != FileClass::Success);
+        let mut ignored = Vec::new();
+        let candidates = live_files(&base, &all.files, &mut ignored).await?;
+        let (files, partition_names) = assign_partitions(&base, candidates, &mut ignored)?;
+        let format = decide_format(&base, &files, options.format)?;
+        let infos = inspect_all(&base, &files, format, &options.format_options).await?;
+        let data_schema = merge_schemas(&base, &files, &infos)?;
+        let partition_fields =
+            partition_fields(&partition_names, &files, options.infer_partition_types);
+        let mut dataset = Dataset {
+            complete,
+            success: None,
+            in_flight: all.in_flight,
+            format,
+            partition_fields,
+            data_schema,
+            files: Vec::new(),
+            splits: Vec::new(),
+            ignored,
+            location: base,
+            options,
+        };
+        dataset.finish(files, infos);
+        Ok(dataset)
+    }
+
     fn finish(&mut self, files: Vec<Candidate>, infos: Vec<FileInfo>) {
         for (file, info) in files.into_iter().zip(infos) {
             let path = file.meta.location.to_string();
@@ -173,6 +237,17 @@ impl Dataset {
     /// Whether the output is visibly unfinished: no `_SUCCESS` and in-flight markers present.
     pub fn visibly_unfinished(&self) -> bool {
         !self.complete && !self.in_flight.is_empty()
+    }
+}
+
+/// The directory names leading from `base`'s root to `root`.
+fn relative_dirs(base: &Location, root: &Path) -> Result<Vec<String>> {
+    match root.prefix_match(&base.root) {
+        Some(parts) => Ok(parts.map(|p| p.as_ref().to_string()).collect()),
+        None => Err(Error::Layout {
+            path: base.display(root),
+            reason: format!("not under {}", base.url()),
+        }),
     }
 }
 

@@ -2,6 +2,7 @@
 
 pub mod dist;
 pub mod ls;
+pub mod run;
 pub mod train;
 
 use clap::{Args, Parser, Subcommand};
@@ -36,6 +37,8 @@ pub enum Command {
     Worker(Box<dist::WorkerArgs>),
     /// Show a running job's progress.
     Status(dist::StatusArgs),
+    /// Run a job file once: train on the complete partitions no earlier run trained on (for cron).
+    Run(run::RunArgs),
 }
 
 /// Flags that say how to read a dataset; shared by every command that reads one.

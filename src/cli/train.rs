@@ -46,6 +46,9 @@ pub struct WorkerOptions {
     /// Write the trained model here as JSON.
     #[arg(long)]
     pub output: Option<PathBuf>,
+    /// Continue training a model written earlier by --output (its weights, feature scaling and optimizer state).
+    #[arg(long, value_name = "FILE")]
+    pub init_model: Option<PathBuf>,
     /// Train with an external program: `sh -c CMD` per device, fed an Arrow IPC stream on stdin, acknowledging each applied batch with a line `ack` on fd $SLUICE_ACK_FD.
     #[arg(long, value_name = "CMD")]
     pub exec: Option<String>,
@@ -70,6 +73,7 @@ impl WorkerOptions {
             (Some(cmd), _) => TrainerChoice::Exec {
                 command: cmd.clone(),
                 restarts: self.exec_restarts,
+                env: Vec::new(),
             },
             (None, ModelArg::None) => TrainerChoice::None,
             (None, kind) => TrainerChoice::Model(ModelChoice {
@@ -81,6 +85,7 @@ impl WorkerOptions {
                 features: self.features.clone().unwrap_or_default(),
                 learning_rate: self.learning_rate,
                 output: self.output.clone(),
+                init: self.init_model.clone(),
             }),
         })
     }
@@ -120,6 +125,9 @@ pub struct TrainArgs {
     /// Wait for _SUCCESS before starting (spark-submit handoff); optional timeout, default 1h.
     #[arg(long, value_name = "TIMEOUT", num_args = 0..=1, default_missing_value = "1h", value_parser = parse_duration, require_equals = true)]
     pub wait_success: Option<Duration>,
+    /// With --wait-success: fail as soon as this process (the job writing the output, e.g. spark-submit) exits without _SUCCESS appearing.
+    #[arg(long, value_name = "PID", requires = "wait_success")]
+    pub writer_pid: Option<u32>,
     /// Train even if the output is visibly unfinished (no _SUCCESS, _temporary present).
     #[arg(long)]
     pub allow_incomplete: bool,
@@ -152,6 +160,7 @@ impl TrainArgs {
             max_attempts: self.max_attempts,
             lease_timeout: self.lease_timeout,
             wait_success: self.wait_success,
+            writer_pid: self.writer_pid,
             allow_incomplete: self.allow_incomplete,
             summary_json: self.summary_json,
             state: self.state,

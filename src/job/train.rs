@@ -47,6 +47,14 @@ pub enum TrainError {
     /// The pipeline stopped.
     #[error(transparent)]
     Pipeline(#[from] pipeline::PipelineError),
+    /// The model to continue from (`--init-model`) cannot be read.
+    #[error("cannot read the model to continue from, {path}: {reason}")]
+    InitModel {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
     /// Writing an output file failed.
     #[error("cannot write {path}: {source}")]
     Write {
@@ -63,10 +71,22 @@ pub async fn run(config: TrainConfig) -> Result<Summary, TrainError> {
     let started = Instant::now();
     let location = connectors::store::open(&config.url)?;
     let dataset = match config.wait_success {
-        Some(timeout) => wait::until_success(&location, &config.dataset, timeout).await?,
+        Some(timeout) => {
+            wait::until_success(&location, &config.dataset, timeout, config.writer_pid).await?
+        }
         None => Dataset::open(location.clone(), config.dataset.clone()).await?,
     };
     check_finished(&dataset, config.allow_incomplete)?;
+    run_dataset(config, dataset, started).await
+}
+
+/// Trains on a dataset already opened and checked (`sluice run` opens the union of
+/// several partitions); `started` is when the job began, for the summary's timing.
+pub async fn run_dataset(
+    config: TrainConfig,
+    dataset: Dataset,
+    started: Instant,
+) -> Result<Summary, TrainError> {
     let plan = ReadPlan::new(&dataset, config.columns.as_deref(), config.batch_size)?;
     let factory = make_factory(&config.trainer, config.device_ids.as_ref())?;
     factory.validate(&plan.output_schema())?;
@@ -192,8 +212,15 @@ pub fn make_factory(
 ) -> Result<Arc<dyn TrainerFactory>, TrainError> {
     Ok(match trainer {
         TrainerChoice::None => Arc::new(NoneFactory::new()),
-        TrainerChoice::Exec { command, restarts } => {
+        TrainerChoice::Exec {
+            command,
+            restarts,
+            env,
+        } => {
             let mut f = ExecFactory::new(command.clone()).with_max_restarts(*restarts);
+            for (key, value) in env {
+                f = f.with_env(key, value);
+            }
             if let Some(ids) = device_ids {
                 f = f.with_device_ids(ids.clone());
             }
@@ -209,9 +236,22 @@ pub fn make_factory(
             if let Some(lr) = m.learning_rate {
                 f = f.with_learning_rate(lr);
             }
+            if let Some(path) = &m.init {
+                f = f.with_init(read_model(path)?);
+            }
             Arc::new(f)
         }
     })
+}
+
+/// Reads a model written by `--output`.
+fn read_model(path: &std::path::Path) -> Result<serde_json::Value, TrainError> {
+    let error = |reason: String| TrainError::InitModel {
+        path: path.display().to_string(),
+        reason,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
+    serde_json::from_str(&text).map_err(|e| error(format!("not JSON: {e}")))
 }
 
 /// Writes pretty JSON to a file.

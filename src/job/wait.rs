@@ -21,6 +21,16 @@ pub enum WaitError {
         /// What was there instead.
         detail: String,
     },
+    /// The process writing the output exited and no `_SUCCESS` came.
+    #[error("the job writing {url} failed: its process (pid {pid}) exited and there is no _SUCCESS{detail}")]
+    WriterFailed {
+        /// The dataset.
+        url: String,
+        /// The writer's pid.
+        pid: u32,
+        /// What was there instead.
+        detail: String,
+    },
     /// Listing failed for a reason other than absence.
     #[error(transparent)]
     Connector(#[from] connectors::Error),
@@ -31,15 +41,20 @@ fn is_missing_bucket(e: &connectors::Error) -> bool {
     matches!(e, connectors::Error::NoSuchBucket { .. })
 }
 
-/// Lists the dataset until `_SUCCESS` appears or `timeout` passes.
+/// Lists the dataset until `_SUCCESS` appears or `timeout` passes. With `writer`,
+/// the pid of the process writing the output (e.g. spark-submit), gives up as soon
+/// as that process has exited without a `_SUCCESS` appearing.
 pub async fn until_success(
     location: &Location,
     options: &DatasetOptions,
     timeout: Duration,
+    writer: Option<u32>,
 ) -> Result<Dataset, WaitError> {
     let start = Instant::now();
     let mut announced = false;
     loop {
+        // Checked before listing: a writer that exited had written `_SUCCESS` by then.
+        let writer_gone = writer.filter(|&pid| !crate::schedule::lock::process_alive(pid, None));
         let detail = match Dataset::open(location.clone(), options.clone()).await {
             Ok(ds) if ds.complete => return Ok(ds),
             Ok(ds) if !ds.in_flight.is_empty() => {
@@ -52,6 +67,13 @@ pub async fn until_success(
             }
             Err(e) => return Err(e.into()),
         };
+        if let Some(pid) = writer_gone {
+            return Err(WaitError::WriterFailed {
+                url: location.url(),
+                pid,
+                detail,
+            });
+        }
         if start.elapsed() >= timeout {
             return Err(WaitError::Timeout {
                 url: location.url(),

@@ -61,6 +61,8 @@ pub(crate) struct ChildSpec {
     pub devices: usize,
     /// Value for `CUDA_VISIBLE_DEVICES`, if any.
     pub device_id: Option<String>,
+    /// More environment variables for the child.
+    pub env: Vec<(String, String)>,
 }
 
 /// The stdin of the child: raw until the first batch fixes the stream's schema.
@@ -293,6 +295,7 @@ fn command(spec: &ChildSpec, ack: RawFd) -> Command {
     if let Some(id) = &spec.device_id {
         command.env("CUDA_VISIBLE_DEVICES", id);
     }
+    command.envs(spec.env.iter().map(|(k, v)| (k, v)));
     // SAFETY: the hook only calls the async-signal-safe dup2 and fcntl.
     unsafe {
         command.pre_exec(move || move_to_ack_fd(ack));

@@ -44,6 +44,12 @@ pub enum TrainerError {
         /// The rejected rate.
         learning_rate: f64,
     },
+    /// The model to start from (`--init-model`) does not fit this model or is damaged.
+    #[error("cannot start from the saved model: {reason}")]
+    InitModel {
+        /// What does not fit.
+        reason: String,
+    },
     /// `make` was called before `validate` told the factory the dataset schema.
     #[error("trainer factory used before the dataset schema was validated")]
     NotValidated,

@@ -36,6 +36,8 @@ pub struct ExecFactory {
     pub max_restarts: u32,
     /// Batches in flight per child before `feed` blocks for an ack.
     pub window: usize,
+    /// More environment variables for every child (e.g. `SLUICE_CHECKPOINT_DIR`).
+    pub env: Vec<(String, String)>,
     schema: Mutex<Option<SchemaRef>>,
     log: SharedLog,
 }
@@ -48,6 +50,7 @@ impl ExecFactory {
             device_ids: None,
             max_restarts: DEFAULT_MAX_RESTARTS,
             window: DEFAULT_WINDOW,
+            env: Vec::new(),
             schema: Mutex::new(None),
             log: Arc::new(Mutex::new(EpochLog::rows_only())),
         }
@@ -62,6 +65,12 @@ impl ExecFactory {
     /// Sets how many restarts each device allows.
     pub fn with_max_restarts(mut self, max_restarts: u32) -> Self {
         self.max_restarts = max_restarts;
+        self
+    }
+
+    /// Sets an environment variable of every child.
+    pub fn with_env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push((key.into(), value.into()));
         self
     }
 
@@ -84,6 +93,7 @@ impl ExecFactory {
             device,
             devices,
             device_id: self.device_id(device, devices)?,
+            env: self.env.clone(),
         };
         let child = Child::spawn(&spec)?;
         Ok(ExecTrainer {

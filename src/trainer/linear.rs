@@ -197,6 +197,22 @@ impl Adam {
     }
 }
 
+/// Everything needed to continue training a model where it stopped: written into the
+/// model JSON under `"state"` and read back by [`LinearModel::resume`].
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct ModelState {
+    /// Weights over standardized features, then the bias.
+    pub weights: Vec<f64>,
+    /// Feature moments of every row trained on.
+    pub moments: Moments,
+    /// Adam's first moments.
+    pub adam_first: Vec<f64>,
+    /// Adam's second moments.
+    pub adam_second: Vec<f64>,
+    /// Adam steps taken.
+    pub adam_steps: i32,
+}
+
 /// The shared model: weights, standardization, optimizer state, the step being
 /// gathered and statistics.
 #[derive(Clone, Debug)]
@@ -229,6 +245,44 @@ impl LinearModel {
             pending_loss: 0.0,
             log: EpochLog::with_loss(kind == ModelKind::Logistic),
             last_loss: None,
+        }
+    }
+
+    /// A model over `features` features continuing from a saved `state`.
+    pub fn resume(
+        kind: ModelKind,
+        features: usize,
+        learning_rate: f64,
+        state: ModelState,
+    ) -> Result<Self, TrainerError> {
+        let size = features + 1;
+        let fits = state.weights.len() == size
+            && state.adam_first.len() == size
+            && state.adam_second.len() == size
+            && state.moments.fits(features)
+            && state.adam_steps >= 0;
+        if !fits {
+            return Err(TrainerError::InitModel {
+                reason: format!("its state does not hold {features} features"),
+            });
+        }
+        let mut model = LinearModel::new(kind, features, learning_rate);
+        model.weights = state.weights;
+        model.moments = state.moments;
+        model.adam.first = state.adam_first;
+        model.adam.second = state.adam_second;
+        model.adam.steps = state.adam_steps;
+        Ok(model)
+    }
+
+    /// The state [`LinearModel::resume`] continues from.
+    pub fn state(&self) -> ModelState {
+        ModelState {
+            weights: self.weights.clone(),
+            moments: self.moments.clone(),
+            adam_first: self.adam.first.clone(),
+            adam_second: self.adam.second.clone(),
+            adam_steps: self.adam.steps,
         }
     }
 
@@ -267,6 +321,7 @@ impl LinearModel {
             "features": layout.names,
             "weights": weights,
             "bias": bias,
+            "state": self.state(),
         })
     }
 }
@@ -350,7 +405,9 @@ mod tests {
             names: vec!["v[0]".into(), "v[1]".into()],
         };
         let model = LinearModel::new(ModelKind::Logistic, 2, 0.1);
-        let json = model.to_json(&layout);
+        let mut json = model.to_json(&layout);
+        let state = json.as_object_mut().and_then(|o| o.remove("state"));
+        assert!(state.is_some(), "{json}");
         assert_eq!(
             json,
             serde_json::json!({"kind": "logistic", "label": "y", "features": ["v[0]", "v[1]"],
@@ -393,6 +450,29 @@ mod tests {
         assert!((weight * 100.0 + bias - 0.2).abs() < 1e-6, "{json}");
         assert!((weight * 300.0 + bias).abs() < 1e-6, "{json}");
         assert_eq!(model.last_loss(), Some(0.25));
+    }
+
+    #[test]
+    fn resumed_model_continues_where_it_stopped() {
+        let batches = [
+            rows(vec![100.0, 300.0], vec![1.0, 0.0]),
+            rows(vec![200.0, 50.0], vec![0.5, 1.5]),
+        ];
+        let step = |model: &mut LinearModel, batch: &Rows| {
+            let part = gradient(ModelKind::Linear, &model.snapshot(), batch, 0);
+            model.add(part);
+            model.apply();
+        };
+        let mut whole = LinearModel::new(ModelKind::Linear, 1, 0.1);
+        step(&mut whole, &batches[0]);
+        let saved = serde_json::to_value(whole.state()).expect("state as json");
+        step(&mut whole, &batches[1]);
+        let state: ModelState = serde_json::from_value(saved).expect("state from json");
+        let mut resumed = LinearModel::resume(ModelKind::Linear, 1, 0.1, state).expect("resume");
+        step(&mut resumed, &batches[1]);
+        assert_eq!(resumed.state(), whole.state());
+        let wrong = LinearModel::resume(ModelKind::Linear, 2, 0.1, whole.state());
+        assert!(matches!(wrong, Err(TrainerError::InitModel { .. })));
     }
 
     #[test]

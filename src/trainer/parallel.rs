@@ -29,6 +29,8 @@ pub struct LinearFactory {
     pub learning_rate: f64,
     /// Linear or logistic regression.
     pub kind: ModelKind,
+    /// A model written earlier (`--output` JSON) to continue training from.
+    pub init: Option<serde_json::Value>,
     shared: Mutex<Shared>,
 }
 
@@ -37,6 +39,8 @@ pub struct LinearFactory {
 struct Shared {
     layout: Option<Arc<FeatureLayout>>,
     group: Option<Arc<Group>>,
+    /// The model resumed from `init`, checked against the layout by `validate`.
+    resumed: Option<LinearModel>,
 }
 
 impl LinearFactory {
@@ -47,6 +51,7 @@ impl LinearFactory {
             features,
             learning_rate: DEFAULT_LEARNING_RATE,
             kind,
+            init: None,
             shared: Mutex::new(Shared::default()),
         }
     }
@@ -55,6 +60,41 @@ impl LinearFactory {
     pub fn with_learning_rate(mut self, learning_rate: f64) -> Self {
         self.learning_rate = learning_rate;
         self
+    }
+
+    /// Starts from a model this factory's trainers wrote earlier (the JSON of
+    /// `--output`, with its `state`): same kind, label and features, and training
+    /// continues with its weights, feature scaling and optimizer state.
+    pub fn with_init(mut self, model: serde_json::Value) -> Self {
+        self.init = Some(model);
+        self
+    }
+
+    /// The model `init` describes, checked against `layout`.
+    fn resume(&self, layout: &FeatureLayout) -> Result<Option<LinearModel>, TrainerError> {
+        let Some(init) = &self.init else {
+            return Ok(None);
+        };
+        let mismatch = |what: &str, saved: &serde_json::Value, now: String| {
+            Err(TrainerError::InitModel {
+                reason: format!("it has {what} {saved}, this job {now}"),
+            })
+        };
+        if init["kind"] != self.kind.name() {
+            return mismatch("kind", &init["kind"], self.kind.name().to_string());
+        }
+        if init["label"] != layout.label.as_str() {
+            return mismatch("label", &init["label"], layout.label.clone());
+        }
+        if init["features"] != serde_json::json!(layout.names) {
+            return mismatch("features", &init["features"], layout.names.join(","));
+        }
+        let state =
+            serde_json::from_value(init["state"].clone()).map_err(|e| TrainerError::InitModel {
+                reason: format!("its `state` is missing or damaged: {e}"),
+            })?;
+        let model = LinearModel::resume(self.kind, layout.width(), self.learning_rate, state)?;
+        Ok(Some(model))
     }
 
     fn shared(&self) -> MutexGuard<'_, Shared> {
@@ -80,11 +120,16 @@ impl LinearFactory {
     /// The all-reduce of `devices` threads, created by the first call.
     fn group(&self, shared: &mut Shared, devices: usize) -> Result<Arc<Group>, TrainerError> {
         let layout = shared.layout.as_ref().ok_or(TrainerError::NotValidated)?;
-        let model = LinearModel::new(self.kind, layout.width(), self.learning_rate);
-        let group = shared
-            .group
-            .get_or_insert_with(|| Arc::new(AllReduce::new(devices, model)));
-        Ok(Arc::clone(group))
+        if let Some(group) = &shared.group {
+            return Ok(Arc::clone(group));
+        }
+        let model = match shared.resumed.take() {
+            Some(model) => model,
+            None => LinearModel::new(self.kind, layout.width(), self.learning_rate),
+        };
+        let group = Arc::new(AllReduce::new(devices, model));
+        shared.group = Some(Arc::clone(&group));
+        Ok(group)
     }
 }
 
@@ -92,7 +137,10 @@ impl TrainerFactory for LinearFactory {
     fn validate(&self, schema: &Schema) -> Result<(), TrainerError> {
         self.check_settings()?;
         let layout = FeatureLayout::resolve(schema, &self.label, &self.features)?;
-        self.shared().layout = Some(Arc::new(layout));
+        let resumed = self.resume(&layout)?;
+        let mut shared = self.shared();
+        shared.layout = Some(Arc::new(layout));
+        shared.resumed = resumed;
         Ok(())
     }
 

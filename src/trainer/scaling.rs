@@ -7,7 +7,7 @@
 use super::features::Rows;
 
 /// Count, mean and sum of squared deviations of each feature.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Moments {
     count: f64,
     mean: Vec<f64>,
@@ -38,6 +38,11 @@ impl Moments {
             }
         }
         moments
+    }
+
+    /// Whether the moments describe `width` features (or no row at all).
+    pub fn fits(&self, width: usize) -> bool {
+        self.is_empty() || (self.mean.len() == width && self.m2.len() == width)
     }
 
     /// Whether no row was seen.

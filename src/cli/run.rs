@@ -1,0 +1,52 @@
+//! `sluice run JOB.toml`: one incremental run of a scheduled job.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::schedule::{self, Job, RunOptions};
+
+/// Arguments of `sluice run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The job file: `source`, `state` and `sluice train` options (see jobs/clicks.toml).
+    pub job: PathBuf,
+    /// Only list what would be trained and what is waiting; train and record nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print the run's report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs the job once; returns the exit code (0 done or nothing new, 2 tasks failed).
+pub async fn run(args: RunArgs) -> anyhow::Result<u8> {
+    let job = Job::load(&args.job)?;
+    let report = schedule::run(
+        &job,
+        RunOptions {
+            dry_run: args.dry_run,
+        },
+    )
+    .await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        for line in report.lines() {
+            eprintln!("{line}");
+        }
+    }
+    let failed = report
+        .summary
+        .as_ref()
+        .is_some_and(|s| !s.tasks_failed.is_empty());
+    if let Some(summary) = report.summary.as_ref() {
+        for failed in &summary.tasks_failed {
+            eprintln!(
+                "failed task: {} (epoch {}): {}",
+                failed.file, failed.epoch, failed.reason
+            );
+        }
+    }
+    Ok(if failed { 2 } else { 0 })
+}

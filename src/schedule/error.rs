@@ -1,0 +1,55 @@
+//! What stops a scheduled run.
+
+use super::jobfile::JobFileError;
+use super::lock::LockError;
+use super::state::StateError;
+use crate::job::train::TrainError;
+
+/// Errors of `sluice run`.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The job file is unreadable or invalid.
+    #[error(transparent)]
+    JobFile(#[from] JobFileError),
+    /// Another run of the job holds the lock, or the lock could not be handled.
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    /// The state location could not be read or written.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// The source pattern is not usable.
+    #[error("invalid source {source_url}: {reason}")]
+    Source {
+        /// The source as written in the job file.
+        source_url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Listing or reading the source failed.
+    #[error(transparent)]
+    Connector(Box<connectors::Error>),
+    /// Training failed before it finished.
+    #[error(transparent)]
+    Train(Box<TrainError>),
+    /// A local working file could not be written or read.
+    #[error("cannot use {path}: {source}")]
+    Local {
+        /// The local path.
+        path: String,
+        /// The failure.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl From<connectors::Error> for RunError {
+    fn from(e: connectors::Error) -> Self {
+        RunError::Connector(Box::new(e))
+    }
+}
+
+impl From<TrainError> for RunError {
+    fn from(e: TrainError) -> Self {
+        RunError::Train(Box::new(e))
+    }
+}

@@ -1,0 +1,351 @@
+//! Job files: `source`, `state` and any `sluice train` long option as a key of the
+//! same name. The train keys become flags parsed by `sluice train`'s own parser and
+//! validated by its own rules, so a job file and the command line cannot drift apart.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::{Args, FromArgMatches};
+
+use crate::cli::parse_duration;
+use crate::cli::train::TrainArgs;
+use crate::config::TrainConfig;
+
+/// How long a lock lives without being refreshed, unless the job file says otherwise.
+pub const DEFAULT_LOCK_TTL: Duration = Duration::from_secs(600);
+
+/// Keys of the job itself; every other key is a `sluice train` option.
+const JOB_KEYS: [&str; 3] = ["source", "state", "lock-ttl"];
+
+/// Train options a job file cannot set, and why.
+const REFUSED: [(&str, &str); 3] = [
+    (
+        "wait-success",
+        "a job trains the partitions that are complete when it runs; use `sluice train --wait-success` for one output",
+    ),
+    (
+        "allow-incomplete",
+        "a job trains only complete partitions and lists the others as waiting",
+    ),
+    ("help", "is not an option of a job"),
+];
+
+/// A job file that is unreadable or invalid; every message names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum JobFileError {
+    /// The file cannot be read.
+    #[error("cannot read job file {path}: {source}")]
+    Read {
+        /// The job file.
+        path: String,
+        /// The failure.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not TOML.
+    #[error("job file {path} is not valid TOML: {message}")]
+    Toml {
+        /// The job file.
+        path: String,
+        /// The parser's message.
+        message: String,
+    },
+    /// A required key is absent.
+    #[error("job file {path} has no `{key}` key")]
+    Missing {
+        /// The job file.
+        path: String,
+        /// The key.
+        key: &'static str,
+    },
+    /// A key that is neither a job key nor a `sluice train` option.
+    #[error("job file {path}: unknown key `{key}` (keys are source, state, lock-ttl and the long options of `sluice train`)")]
+    UnknownKey {
+        /// The job file.
+        path: String,
+        /// The key.
+        key: String,
+    },
+    /// A key whose value does not fit.
+    #[error("job file {path}: key `{key}` {reason}")]
+    BadKey {
+        /// The job file.
+        path: String,
+        /// The key.
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The options, read as `sluice train` flags, are invalid.
+    #[error("job file {path}: {message}")]
+    Invalid {
+        /// The job file.
+        path: String,
+        /// The parser's or validator's message.
+        message: String,
+    },
+}
+
+/// A parsed and validated job.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// The job file.
+    pub path: PathBuf,
+    /// The source URL, possibly with `*` in path segments.
+    pub source: String,
+    /// The state location (a directory or object store URL).
+    pub state: String,
+    /// Lifetime of the job's lock between refreshes.
+    pub lock_ttl: Duration,
+    /// The training options, validated as `sluice train` validates them.
+    pub train: TrainConfig,
+}
+
+impl Job {
+    /// Reads and validates a job file.
+    pub fn load(path: &Path) -> Result<Job, JobFileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| JobFileError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Job::parse(path, &text)
+    }
+
+    /// Validates the text of a job file; `path` names it in messages and anchors
+    /// relative local paths of `source` and `state`.
+    pub fn parse(path: &Path, text: &str) -> Result<Job, JobFileError> {
+        let shown = path.display().to_string();
+        let table: toml::Table = toml::from_str(text).map_err(|e| JobFileError::Toml {
+            path: shown.clone(),
+            message: one_line(&e.to_string()),
+        })?;
+        let mut source = None;
+        let mut state = None;
+        let mut lock_ttl = DEFAULT_LOCK_TTL;
+        let mut flags = Vec::new();
+        let options = train_options();
+        for (raw_key, value) in &table {
+            let key = raw_key.replace('_', "-");
+            let bad = |reason: &str| JobFileError::BadKey {
+                path: shown.clone(),
+                key: raw_key.clone(),
+                reason: reason.to_string(),
+            };
+            match key.as_str() {
+                "source" => {
+                    source = Some(string_value(value).ok_or_else(|| bad("must be a string"))?)
+                }
+                "state" => {
+                    state = Some(string_value(value).ok_or_else(|| bad("must be a string"))?)
+                }
+                "lock-ttl" => {
+                    let text =
+                        scalar(value).ok_or_else(|| bad("must be a duration like \"10m\""))?;
+                    lock_ttl = parse_duration(&text).map_err(|e| bad(&e))?;
+                    if lock_ttl.is_zero() {
+                        return Err(bad("must be more than 0"));
+                    }
+                }
+                _ => flags.extend(flag(&options, &key, value).map_err(|e| match e {
+                    FlagError::Unknown => JobFileError::UnknownKey {
+                        path: shown.clone(),
+                        key: raw_key.clone(),
+                    },
+                    FlagError::Bad(reason) => bad(&reason),
+                })?),
+            }
+        }
+        let source = source.ok_or(JobFileError::Missing {
+            path: shown.clone(),
+            key: "source",
+        })?;
+        let state = state.ok_or(JobFileError::Missing {
+            path: shown.clone(),
+            key: "state",
+        })?;
+        let anchor = path.parent().unwrap_or(Path::new("."));
+        let source = anchored(anchor, &source);
+        let state = anchored(anchor, &state);
+        let train = train_config(&source, flags).map_err(|message| JobFileError::Invalid {
+            path: shown.clone(),
+            message,
+        })?;
+        Ok(Job {
+            path: path.to_path_buf(),
+            source,
+            state,
+            lock_ttl,
+            train,
+        })
+    }
+}
+
+/// The long options of `sluice train`, with whether each takes a value.
+fn train_options() -> Vec<(String, bool)> {
+    let command = TrainArgs::augment_args(clap::Command::new("train"));
+    command
+        .get_arguments()
+        .filter_map(|a| {
+            let long = a.get_long()?;
+            Some((long.to_string(), a.get_action().takes_values()))
+        })
+        .collect()
+}
+
+enum FlagError {
+    Unknown,
+    Bad(String),
+}
+
+/// The flag a key and value stand for (none for a switch set to false).
+fn flag(
+    options: &[(String, bool)],
+    key: &str,
+    value: &toml::Value,
+) -> Result<Option<String>, FlagError> {
+    if let Some((_, why)) = REFUSED.iter().find(|(k, _)| *k == key) {
+        return Err(FlagError::Bad(format!(
+            "cannot be set in a job file: {why}"
+        )));
+    }
+    if JOB_KEYS.contains(&key) {
+        return Err(FlagError::Unknown);
+    }
+    let Some((_, takes_value)) = options.iter().find(|(long, _)| long == key) else {
+        return Err(FlagError::Unknown);
+    };
+    if !takes_value {
+        return match value {
+            toml::Value::Boolean(true) => Ok(Some(format!("--{key}"))),
+            toml::Value::Boolean(false) => Ok(None),
+            _ => Err(FlagError::Bad(
+                "is a switch: write true or false".to_string(),
+            )),
+        };
+    }
+    let text = match value {
+        toml::Value::Array(items) => {
+            let parts: Option<Vec<String>> = items.iter().map(scalar).collect();
+            parts
+                .ok_or_else(|| FlagError::Bad("must list strings or numbers".to_string()))?
+                .join(",")
+        }
+        other => scalar(other)
+            .ok_or_else(|| FlagError::Bad("must be a string, a number or a list".to_string()))?,
+    };
+    Ok(Some(format!("--{key}={text}")))
+}
+
+/// A string, integer, float or boolean as text.
+fn scalar(value: &toml::Value) -> Option<String> {
+    match value {
+        toml::Value::String(s) => Some(s.clone()),
+        toml::Value::Integer(i) => Some(i.to_string()),
+        toml::Value::Float(f) => Some(f.to_string()),
+        toml::Value::Boolean(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+fn string_value(value: &toml::Value) -> Option<String> {
+    value.as_str().map(str::to_string).filter(|s| !s.is_empty())
+}
+
+/// A relative local path taken from the job file's directory; URLs and absolute paths unchanged.
+fn anchored(dir: &Path, location: &str) -> String {
+    let local = location.strip_prefix("file://").unwrap_or(location);
+    if location.contains("://") && !location.starts_with("file://")
+        || Path::new(local).is_absolute()
+    {
+        return location.to_string();
+    }
+    dir.join(local).display().to_string()
+}
+
+/// Parses the flags with `sluice train`'s parser and validates them into a configuration.
+fn train_config(source: &str, flags: Vec<String>) -> Result<TrainConfig, String> {
+    let command = TrainArgs::augment_args(clap::Command::new("sluice-run").no_binary_name(true));
+    let argv = std::iter::once(source.to_string()).chain(flags);
+    let matches = command
+        .try_get_matches_from(argv)
+        .map_err(|e| clap_message(&e))?;
+    let args = TrainArgs::from_arg_matches(&matches).map_err(|e| clap_message(&e))?;
+    args.into_config().map_err(|e| one_line(&format!("{e:#}")))
+}
+
+/// The first line of a clap error, without its `error: ` prefix.
+fn clap_message(e: &clap::Error) -> String {
+    let text = e.to_string();
+    let first = text.lines().next().unwrap_or_default();
+    first.strip_prefix("error: ").unwrap_or(first).to_string()
+}
+
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Job, JobFileError> {
+        Job::parse(Path::new("/jobs/clicks.toml"), text)
+    }
+
+    #[test]
+    fn keys_become_train_options() {
+        let job = parse(
+            r#"
+            source = "hdfs://nn/warehouse/clicks/dt=*"
+            state = "s3://bucket/sluice/clicks"
+            model = "logistic"
+            label = "label"
+            features = ["f1", "f2"]
+            batch-size = 256
+            epochs = 2
+            quiet = true
+            lock_ttl = "2m"
+            "#,
+        )
+        .expect("valid job");
+        assert_eq!(job.source, "hdfs://nn/warehouse/clicks/dt=*");
+        assert_eq!(job.state, "s3://bucket/sluice/clicks");
+        assert_eq!(job.lock_ttl, Duration::from_secs(120));
+        assert_eq!(job.train.batch_size, 256);
+        assert_eq!(job.train.epochs, 2);
+        assert!(!job.train.progress);
+        match &job.train.trainer {
+            crate::config::TrainerChoice::Model(m) => {
+                assert!(m.logistic);
+                assert_eq!(m.features, vec!["f1", "f2"]);
+            }
+            other => panic!("unexpected trainer {other:?}"),
+        }
+    }
+
+    #[test]
+    fn relative_local_paths_start_at_the_job_file() {
+        let job = parse("source = \"data/dt=*\"\nstate = \"/var/lib/x\"\n").expect("valid");
+        assert_eq!(job.source, "/jobs/data/dt=*");
+        assert_eq!(job.state, "/var/lib/x");
+    }
+
+    #[test]
+    fn bad_keys_are_named_with_the_file() {
+        let unknown = parse("source = \"/a\"\nstate = \"/b\"\nbatchsize = 3\n").unwrap_err();
+        let text = unknown.to_string();
+        assert!(
+            text.contains("`batchsize`") && text.contains("/jobs/clicks.toml"),
+            "{text}"
+        );
+        let bad = parse("source = \"/a\"\nstate = \"/b\"\nbatch-size = \"x\"\n").unwrap_err();
+        assert!(bad.to_string().contains("--batch-size"), "{bad}");
+        let invalid = parse("source = \"/a\"\nstate = \"/b\"\nepochs = 0\n").unwrap_err();
+        assert!(invalid.to_string().contains("--epochs"), "{invalid}");
+        let missing = parse("source = \"/a\"\n").unwrap_err();
+        assert!(missing.to_string().contains("`state`"), "{missing}");
+        let refused =
+            parse("source = \"/a\"\nstate = \"/b\"\nwait-success = \"1h\"\n").unwrap_err();
+        assert!(refused.to_string().contains("wait-success"), "{refused}");
+    }
+}

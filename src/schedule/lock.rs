@@ -1,0 +1,357 @@
+//! The job's lock: an object `lock.json` in the state location naming the run that
+//! holds it (run id, host, pid) and when it expires. It is created only if absent,
+//! refreshed by the running job every third of its lifetime (the TTL), and taken
+//! over by a new run once it expired, or at once when its holder was a process on
+//! this host that no longer lives. A run killed with SIGKILL therefore blocks the
+//! next run on its host not at all, and on other hosts for at most one TTL.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use object_store::path::Path;
+use object_store::{PutMode, UpdateVersion};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Mutex;
+use tracing::{debug, warn};
+
+use super::state::{now_text, StateError, StateStore};
+
+/// The lock's object name inside the state location.
+pub const LOCK: &str = "lock.json";
+
+/// Errors taking or keeping the lock.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    /// A live run holds it.
+    #[error("another run of this job is still going (run {}, pid {} on {}, since {}; its lock {path} expires in {}s unless refreshed); not starting", .holder.run, .holder.pid, .holder.host, .holder.acquired_at, .holder.expires_in)]
+    Held {
+        /// The lock object.
+        path: String,
+        /// Who holds it.
+        holder: Box<Holder>,
+    },
+    /// Another run took the lock over while this one ran (it was not refreshed in time).
+    #[error("lost the lock {path} to run {run} while training; nothing was recorded")]
+    Lost {
+        /// The lock object.
+        path: String,
+        /// The run that holds it now.
+        run: String,
+    },
+    /// Reading or writing the lock failed.
+    #[error(transparent)]
+    State(#[from] StateError),
+}
+
+/// The run holding a lock, as a refusal names it.
+#[derive(Debug, Clone)]
+pub struct Holder {
+    /// Its run id.
+    pub run: String,
+    /// Its pid.
+    pub pid: u32,
+    /// Its host.
+    pub host: String,
+    /// When it took the lock.
+    pub acquired_at: String,
+    /// Seconds until the lock expires.
+    pub expires_in: u64,
+}
+
+/// What the lock object says.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LockInfo {
+    /// The holding run.
+    pub run: String,
+    /// Its host name.
+    pub host: String,
+    /// Its process id.
+    pub pid: u32,
+    /// Its process start time (Linux clock ticks since boot), to tell a reused pid.
+    #[serde(default)]
+    pub pid_start: Option<u64>,
+    /// When it took the lock (RFC 3339).
+    pub acquired_at: String,
+    /// When the lock lapses unless refreshed (milliseconds since the Unix epoch).
+    pub expires_unix_ms: u64,
+}
+
+/// A held lock, refreshed in the background until released.
+pub struct Lock {
+    state: StateStore,
+    path: Path,
+    info: LockInfo,
+    /// Keeps a refresh and the release apart.
+    busy: Arc<Mutex<()>>,
+    lost: Arc<AtomicBool>,
+    refresher: tokio::task::JoinHandle<()>,
+}
+
+impl Lock {
+    /// Takes the lock of the job whose state is `state` for `run`, or says who holds it.
+    pub async fn acquire(state: &StateStore, run: &str, ttl: Duration) -> Result<Lock, LockError> {
+        let path = state.path(LOCK);
+        let info = LockInfo {
+            run: run.to_string(),
+            host: host_name(),
+            pid: std::process::id(),
+            pid_start: process_start(std::process::id()),
+            acquired_at: now_text(),
+            expires_unix_ms: now_ms() + ttl.as_millis() as u64,
+        };
+        if !create(state, &path, &info).await? {
+            take_over(state, &path, &info).await?;
+        }
+        let busy = Arc::new(Mutex::new(()));
+        let lost = Arc::new(AtomicBool::new(false));
+        let refresher = tokio::spawn(refresh(
+            state.clone(),
+            path.clone(),
+            info.clone(),
+            ttl,
+            busy.clone(),
+            lost.clone(),
+        ));
+        Ok(Lock {
+            state: state.clone(),
+            path,
+            info,
+            busy,
+            lost,
+            refresher,
+        })
+    }
+
+    /// Fails unless this run still holds the lock (checked in the store).
+    pub async fn check(&self) -> Result<(), LockError> {
+        let current = read(&self.state, &self.path).await?;
+        match current {
+            Some((holder, _)) if holder.run != self.info.run => Err(LockError::Lost {
+                path: self.state.location.display(&self.path),
+                run: holder.run,
+            }),
+            _ if self.lost.load(Ordering::SeqCst) => Err(LockError::Lost {
+                path: self.state.location.display(&self.path),
+                run: "unknown".to_string(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Stops refreshing and deletes the lock if it is still this run's.
+    pub async fn release(self) {
+        self.refresher.abort();
+        let _busy = self.busy.lock().await;
+        match read(&self.state, &self.path).await {
+            Ok(Some((holder, _))) if holder.run == self.info.run => {
+                if let Err(e) = self.state.delete(&self.path).await {
+                    warn!(error = %e, "cannot remove the lock; it lapses by itself");
+                }
+            }
+            Ok(_) => {}
+            Err(e) => warn!(error = %e, "cannot read the lock to release it; it lapses by itself"),
+        }
+    }
+}
+
+/// Creates the lock object; `false` when one exists already.
+async fn create(state: &StateStore, path: &Path, info: &LockInfo) -> Result<bool, LockError> {
+    let text = serde_json::to_string_pretty(info).unwrap_or_default();
+    match state.put(path, text.into(), PutMode::Create).await {
+        Ok(()) => Ok(true),
+        Err(StateError::Store {
+            source: object_store::Error::AlreadyExists { .. },
+            ..
+        }) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Takes over an existing lock if its holder is gone; else says who holds it.
+async fn take_over(state: &StateStore, path: &Path, info: &LockInfo) -> Result<(), LockError> {
+    let Some((holder, version)) = read(state, path).await? else {
+        // Released in the meantime: try once more to create it.
+        return match create(state, path, info).await? {
+            true => Ok(()),
+            false => Err(held(state, path, read(state, path).await?)),
+        };
+    };
+    if let Some(reason) = stale(&holder) {
+        warn!(run = %holder.run, pid = holder.pid, host = %holder.host, reason, "taking over the lock of a run that is gone");
+        let text = serde_json::to_string_pretty(info).unwrap_or_default();
+        state
+            .put(path, text.clone().into(), PutMode::Update(version))
+            .await
+            .map_err(|e| match e {
+                StateError::Store {
+                    source: object_store::Error::Precondition { .. },
+                    ..
+                } => LockError::Held {
+                    path: state.location.display(path),
+                    holder: Box::new(Holder {
+                        run: "another".to_string(),
+                        pid: 0,
+                        host: "another host".to_string(),
+                        acquired_at: "just now".to_string(),
+                        expires_in: 0,
+                    }),
+                },
+                other => other.into(),
+            })?;
+        return Ok(());
+    }
+    Err(held(state, path, Some((holder, version))))
+}
+
+fn held(state: &StateStore, path: &Path, holder: Option<(LockInfo, UpdateVersion)>) -> LockError {
+    let holder = holder.map(|(h, _)| h);
+    let holder = Holder {
+        run: holder.as_ref().map(|h| h.run.clone()).unwrap_or_default(),
+        pid: holder.as_ref().map(|h| h.pid).unwrap_or_default(),
+        host: holder.as_ref().map(|h| h.host.clone()).unwrap_or_default(),
+        acquired_at: holder
+            .as_ref()
+            .map(|h| h.acquired_at.clone())
+            .unwrap_or_default(),
+        expires_in: holder
+            .map(|h| h.expires_unix_ms.saturating_sub(now_ms()) / 1000)
+            .unwrap_or_default(),
+    };
+    LockError::Held {
+        path: state.location.display(path),
+        holder: Box::new(holder),
+    }
+}
+
+/// Why the holder is gone, or `None` while it may still run.
+fn stale(holder: &LockInfo) -> Option<&'static str> {
+    if holder.expires_unix_ms <= now_ms() {
+        return Some("its lock expired");
+    }
+    if holder.host == host_name() && !process_alive(holder.pid, holder.pid_start) {
+        return Some("its process is no longer running on this host");
+    }
+    None
+}
+
+/// Reads the lock object; a damaged one reads as expired.
+async fn read(
+    state: &StateStore,
+    path: &Path,
+) -> Result<Option<(LockInfo, UpdateVersion)>, LockError> {
+    let Some((bytes, version)) = state.get(path).await? else {
+        return Ok(None);
+    };
+    let info = serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+        warn!(error = %e, "lock object is damaged; treating it as expired");
+        LockInfo {
+            run: "unknown".to_string(),
+            host: String::new(),
+            pid: 0,
+            pid_start: None,
+            acquired_at: String::new(),
+            expires_unix_ms: 0,
+        }
+    });
+    Ok(Some((info, version)))
+}
+
+/// Pushes the expiry forward every third of the TTL while the run lives.
+async fn refresh(
+    state: StateStore,
+    path: Path,
+    mut info: LockInfo,
+    ttl: Duration,
+    busy: Arc<Mutex<()>>,
+    lost: Arc<AtomicBool>,
+) {
+    loop {
+        tokio::time::sleep(ttl / 3).await;
+        let _busy = busy.lock().await;
+        match read(&state, &path).await {
+            Ok(Some((holder, v))) if holder.run == info.run => {
+                info.expires_unix_ms = now_ms() + ttl.as_millis() as u64;
+                let text = serde_json::to_string_pretty(&info).unwrap_or_default();
+                match state.put(&path, text.into(), PutMode::Update(v)).await {
+                    Ok(()) => debug!("lock refreshed"),
+                    Err(e) => warn!(error = %e, "cannot refresh the lock"),
+                }
+            }
+            Ok(_) => {
+                warn!("the lock was taken over by another run");
+                lost.store(true, Ordering::SeqCst);
+                return;
+            }
+            Err(e) => warn!(error = %e, "cannot read the lock to refresh it"),
+        }
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or_default()
+}
+
+/// This machine's host name.
+pub fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname writes at most that much.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "unknown".to_string();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// The start time of process `pid` (field 22 of `/proc/PID/stat`), where readable.
+fn process_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 2..];
+    after_name.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Whether process `pid` runs (and is the same process that started at `start`).
+pub(crate) fn process_alive(pid: u32, start: Option<u64>) -> bool {
+    if pid == 0 {
+        return false;
+    }
+    if let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        let zombie = stat
+            .rfind(')')
+            .and_then(|i| stat.get(i + 2..i + 3))
+            .is_some_and(|s| s == "Z");
+        let reused = match (start, process_start(pid)) {
+            (Some(then), Some(now)) => then != now,
+            _ => false,
+        };
+        return !zombie && !reused;
+    }
+    if std::path::Path::new("/proc/self/stat").exists() {
+        return false;
+    }
+    // SAFETY: signal 0 only checks for the process; it sends nothing.
+    let rc = unsafe { libc::kill(pid as libc::pid_t, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_process_is_alive_and_a_dead_one_is_not() {
+        let me = std::process::id();
+        assert!(process_alive(me, process_start(me)));
+        assert!(!process_alive(me, process_start(me).map(|s| s + 1)));
+        let mut child = std::process::Command::new("true")
+            .spawn()
+            .expect("spawn true");
+        let pid = child.id();
+        child.wait().expect("wait");
+        assert!(!process_alive(pid, None));
+    }
+}

@@ -1,0 +1,281 @@
+//! A job's state location (a local directory or any object store URL) and the
+//! record of what it trained: `trained.json`, the partitions trained with their rows
+//! and the run that trained them, and where the model checkpoint of the last
+//! successful run lives.
+//!
+//! Every object is written whole by one atomic put. `trained.json` is written only
+//! with a conditional put (created if absent, replaced only if unchanged since it was
+//! read) where the store supports one; otherwise the job's lock alone guards it.
+
+use std::collections::BTreeMap;
+
+use connectors::Location;
+use futures::TryStreamExt;
+use object_store::path::Path;
+use object_store::{ObjectStoreExt, PutMode, PutPayload, UpdateVersion};
+use serde::{Deserialize, Serialize};
+
+/// The record's object name inside the state location.
+pub const TRAINED: &str = "trained.json";
+
+/// Errors reading or writing the state location.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// The location cannot be opened.
+    #[error("state {url}: {source}")]
+    Open {
+        /// The state URL.
+        url: String,
+        /// The failure.
+        #[source]
+        source: Box<connectors::Error>,
+    },
+    /// A read, write or delete failed.
+    #[error("state {path}: {source}")]
+    Store {
+        /// The object.
+        path: String,
+        /// The failure.
+        #[source]
+        source: object_store::Error,
+    },
+    /// `trained.json` is not what sluice writes.
+    #[error("state {path} is damaged: {reason}")]
+    Damaged {
+        /// The object.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Another writer changed `trained.json` since this run read it.
+    #[error("state {path} was changed by another run while this one trained; nothing was recorded (its partitions are trained again next time)")]
+    Conflict {
+        /// The object.
+        path: String,
+    },
+    /// The state belongs to a job with another source.
+    #[error("state {state} records partitions of {recorded}, not of {source_url}; give this job a state of its own")]
+    OtherSource {
+        /// The state URL.
+        state: String,
+        /// The source it records.
+        recorded: String,
+        /// This job's source.
+        source_url: String,
+    },
+}
+
+/// A partition trained by an earlier run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TrainedPartition {
+    /// Rows in the partition's files when trained (from footers; `None` for text).
+    pub rows: Option<u64>,
+    /// The run that trained it.
+    pub run: String,
+    /// When that run finished (RFC 3339, UTC).
+    pub trained_at: String,
+}
+
+/// One successful run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RunRecord {
+    /// The run's id.
+    pub run: String,
+    /// When it started (RFC 3339, UTC).
+    pub started_at: String,
+    /// When it finished.
+    pub finished_at: String,
+    /// The partitions it trained.
+    pub partitions: Vec<String>,
+    /// Rows its trainers acknowledged, over all epochs.
+    pub rows: u64,
+}
+
+/// The content of `trained.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct Trained {
+    /// Format version.
+    pub version: u32,
+    /// The job's source, as in the job file.
+    pub source: String,
+    /// Trained partitions by their name below the source's base.
+    pub partitions: BTreeMap<String, TrainedPartition>,
+    /// Successful runs, oldest first.
+    pub runs: Vec<RunRecord>,
+    /// The model checkpoint of the last successful run: a prefix inside the state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<String>,
+}
+
+/// `trained.json` as read, with the version a conditional write must match.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// The record (empty when the state is new).
+    pub trained: Trained,
+    /// `None` when `trained.json` does not exist yet.
+    pub version: Option<UpdateVersion>,
+}
+
+/// The state location of one job.
+#[derive(Debug, Clone)]
+pub struct StateStore {
+    /// Where it lives.
+    pub location: Location,
+}
+
+impl StateStore {
+    /// Opens the state location at `url` (nothing needs to exist yet).
+    pub fn open(url: &str) -> Result<StateStore, StateError> {
+        let location = connectors::store::open(url).map_err(|source| StateError::Open {
+            url: url.to_string(),
+            source: Box::new(source),
+        })?;
+        Ok(StateStore { location })
+    }
+
+    /// The path of `name` inside the state.
+    pub fn path(&self, name: &str) -> Path {
+        name.split('/')
+            .filter(|p| !p.is_empty())
+            .fold(self.location.root.clone(), |path, part| path.join(part))
+    }
+
+    /// The URL of `name`, for messages.
+    pub fn url(&self, name: &str) -> String {
+        self.location.display(&self.path(name))
+    }
+
+    fn store_error(&self, path: &Path, source: object_store::Error) -> StateError {
+        StateError::Store {
+            path: self.location.display(path),
+            source,
+        }
+    }
+
+    /// Reads `trained.json`; a new state reads as empty, for `source`.
+    pub async fn load(&self, source: &str) -> Result<Loaded, StateError> {
+        let path = self.path(TRAINED);
+        let Some((bytes, version)) = self.get(&path).await? else {
+            return Ok(Loaded {
+                trained: Trained {
+                    version: 1,
+                    source: source.to_string(),
+                    ..Trained::default()
+                },
+                version: None,
+            });
+        };
+        let trained: Trained = serde_json::from_slice(&bytes).map_err(|e| StateError::Damaged {
+            path: self.location.display(&path),
+            reason: e.to_string(),
+        })?;
+        if trained.source != source {
+            return Err(StateError::OtherSource {
+                state: self.location.url(),
+                recorded: trained.source,
+                source_url: source.to_string(),
+            });
+        }
+        Ok(Loaded {
+            trained,
+            version: Some(version),
+        })
+    }
+
+    /// Writes `trained.json` if nobody changed it since `loaded` was read.
+    pub async fn save(&self, loaded: &Loaded, trained: &Trained) -> Result<(), StateError> {
+        let path = self.path(TRAINED);
+        let text = serde_json::to_string_pretty(trained).unwrap_or_default() + "\n";
+        let mode = match &loaded.version {
+            None => PutMode::Create,
+            Some(version) => PutMode::Update(version.clone()),
+        };
+        match self.put(&path, text.clone().into(), mode).await {
+            Err(StateError::Store {
+                source:
+                    object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. },
+                ..
+            }) => Err(StateError::Conflict {
+                path: self.location.display(&path),
+            }),
+            other => other,
+        }
+    }
+
+    /// Reads an object with its version, `None` when absent.
+    pub async fn get(&self, path: &Path) -> Result<Option<(Vec<u8>, UpdateVersion)>, StateError> {
+        let result = match self.location.store.get(path).await {
+            Ok(result) => result,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(self.store_error(path, e)),
+        };
+        let version = UpdateVersion {
+            e_tag: result.meta.e_tag.clone(),
+            version: result.meta.version.clone(),
+        };
+        let bytes = result
+            .bytes()
+            .await
+            .map_err(|e| self.store_error(path, e))?;
+        Ok(Some((bytes.to_vec(), version)))
+    }
+
+    /// Writes an object atomically with `mode`; a conditional update the store cannot
+    /// do is done as a plain overwrite (the job's lock guards it).
+    pub async fn put(
+        &self,
+        path: &Path,
+        payload: PutPayload,
+        mode: PutMode,
+    ) -> Result<(), StateError> {
+        let store = &self.location.store;
+        match store.put_opts(path, payload.clone(), mode.into()).await {
+            Ok(_) => Ok(()),
+            Err(object_store::Error::NotImplemented { .. })
+            | Err(object_store::Error::NotSupported { .. }) => store
+                .put_opts(path, payload, PutMode::Overwrite.into())
+                .await
+                .map(|_| ())
+                .map_err(|e| self.store_error(path, e)),
+            Err(e) => Err(self.store_error(path, e)),
+        }
+    }
+
+    /// Deletes an object; absence is no error.
+    pub async fn delete(&self, path: &Path) -> Result<(), StateError> {
+        match self.location.store.delete(path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(self.store_error(path, e)),
+        }
+    }
+
+    /// Every object below `prefix` (a name inside the state).
+    pub async fn list(&self, prefix: &str) -> Result<Vec<Path>, StateError> {
+        let path = self.path(prefix);
+        let listed: Result<Vec<_>, _> = self.location.store.list(Some(&path)).try_collect().await;
+        match listed {
+            Ok(objects) => Ok(objects.into_iter().map(|o| o.location).collect()),
+            Err(object_store::Error::NotFound { .. }) => Ok(Vec::new()),
+            Err(e) => Err(self.store_error(&path, e)),
+        }
+    }
+
+    /// Deletes every object below `prefix`.
+    pub async fn delete_all(&self, prefix: &str) -> Result<(), StateError> {
+        for path in self.list(prefix).await? {
+            self.delete(&path).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Now as RFC 3339 text in UTC, to the second.
+pub fn now_text() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or_default();
+    chrono::DateTime::from_timestamp(secs, 0)
+        .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .unwrap_or_default()
+}
