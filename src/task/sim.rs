@@ -1,8 +1,40 @@
-//! A seeded simulation: many workers lease, commit, finish, fail, crash, stall and
-//! report late; after every step the queue is checked against a reference model, and
-//! the recorded command log is replayed on a fresh queue.
+//! A seeded simulation of the queue under a crowd of workers and a restarting master.
+//!
+//! Workers lease, commit, finish, fail, crash, pause past their leases and come back
+//! with late reports, send reports twice, and lose replies. The simulated master
+//! works as `MasterState::execute` does: a tick at each command's time, then the
+//! command, and the commands that changed state go to its journal. Now and then it
+//! snapshots the queue (starting a new journal), and it restarts: the queue is rebuilt
+//! from the journal alone or from the last snapshot and the journal after it, and
+//! must equal the queue before the restart. A restart may lose the reply of the
+//! request in flight (the worker retries it, or its heartbeat gives back the leases
+//! it never saw), or lose the request itself (its journal record never became
+//! durable, so it was never answered). Workers keep their leases across restarts:
+//! their reports are honoured while the attempt is live and refused once it lapsed
+//! or went to someone else.
+//!
+//! After every step the queue is checked against a reference model kept by simple
+//! rules: no task lost, no stale attempt accepted, committed offsets never move back
+//! (across restarts too), and at the end of every seed every epoch completed.
+//!
+//! Settings come from the environment:
+//! - `SLUICE_SIM_STEPS`: steps per seed;
+//! - `SLUICE_SIM_SEEDS`: `N` (seeds 1 to N) or `A-B` (seeds A to B);
+//! - `SLUICE_SIM_SEED`: this seed only (to replay a failure);
+//! - `SLUICE_SIM_WORKERS`: most workers at once;
+//! - `SLUICE_SIM_CHECK_EVERY`: steps between full checks of every task (the tasks a
+//!   step touched, and the counts, are checked after every step).
+//!
+//! A failing seed prints the command that replays it. The long run that goes with the
+//! benchmarks (millions of steps, thousands of workers):
+//!
+//! ```sh
+//! cargo test --release --lib task::sim -- --ignored --nocapture
+//! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::time::Instant;
 
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -10,9 +42,91 @@ use rand_chacha::ChaCha8Rng;
 use super::queue::tests::check_invariants;
 use super::*;
 
-const TIMEOUT: Millis = 1_000;
-const STEPS: usize = 5_000;
-const SEEDS: std::ops::RangeInclusive<u64> = 1..=12;
+/// Ended leases kept as sources of late reports.
+const ZOMBIES: usize = 4_096;
+/// Journal records kept from the start for full replays; past this, snapshots only.
+const FULL_JOURNAL: usize = 200_000;
+/// Commands kept with their replies for the replay at the end of a seed.
+const FULL_LOG: usize = 400_000;
+/// Simulated milliseconds a time step moves at most.
+const TIME_STEP: u64 = 60;
+
+/// How big and how long a simulation is.
+#[derive(Debug, Clone, Copy)]
+struct Profile {
+    /// The test that runs it (for the replay command).
+    test: &'static str,
+    /// Whether that test is `#[ignore]`d.
+    ignored: bool,
+    /// Steps per seed, before the drain that finishes the job.
+    steps: usize,
+    /// First and last seed.
+    seeds: (u64, u64),
+    /// True when one seed was asked for (coverage is not required then).
+    replay: bool,
+    /// Most workers at once.
+    workers: usize,
+    /// Steps between full checks.
+    check_every: usize,
+    /// Paths a run of every seed must take at least once.
+    required: &'static [&'static str],
+}
+
+impl Profile {
+    /// The profile with the `SLUICE_SIM_*` settings of the environment applied.
+    fn with_env(mut self) -> Profile {
+        if let Some(steps) = env_number("SLUICE_SIM_STEPS") {
+            self.steps = steps as usize;
+        }
+        if let Some(workers) = env_number("SLUICE_SIM_WORKERS") {
+            self.workers = (workers as usize).max(1);
+        }
+        if let Some(every) = env_number("SLUICE_SIM_CHECK_EVERY") {
+            self.check_every = (every as usize).max(1);
+        }
+        if let Ok(seeds) = std::env::var("SLUICE_SIM_SEEDS") {
+            let parse = |s: &str| {
+                s.trim()
+                    .parse::<u64>()
+                    .unwrap_or_else(|_| panic!("SLUICE_SIM_SEEDS={seeds}: want N or A-B"))
+            };
+            self.seeds = match seeds.split_once('-') {
+                Some((a, b)) => (parse(a), parse(b)),
+                None => (1, parse(&seeds)),
+            };
+        }
+        if let Some(seed) = env_number("SLUICE_SIM_SEED") {
+            self.seeds = (seed, seed);
+            self.replay = true;
+        }
+        self
+    }
+
+    /// The command that runs `seed` alone again.
+    fn replay_command(&self, seed: u64) -> String {
+        let release = if cfg!(debug_assertions) {
+            ""
+        } else {
+            " --release"
+        };
+        let ignored = if self.ignored { " --ignored" } else { "" };
+        format!(
+            "SLUICE_SIM_SEED={seed} SLUICE_SIM_STEPS={} SLUICE_SIM_WORKERS={} \
+             SLUICE_SIM_CHECK_EVERY={} cargo test{release} --lib -- task::sim::{} --exact{ignored}",
+            self.steps, self.workers, self.check_every, self.test
+        )
+    }
+}
+
+fn env_number(name: &str) -> Option<u64> {
+    let value = std::env::var(name).ok()?;
+    let number = value.trim().replace('_', "");
+    Some(
+        number
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={value} is not a number")),
+    )
+}
 
 /// A live attempt as the model sees it.
 #[derive(Debug, Clone, Copy)]
@@ -23,87 +137,226 @@ struct LiveAttempt {
 }
 
 /// What the queue should hold, kept by simple rules independent of its code.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 struct Model {
     epoch: u32,
     over: bool,
+    next_worker: u64,
     attempts: Vec<u32>,
     committed: Vec<u64>,
     resolved: Vec<bool>,
+    unresolved: usize,
     live: BTreeMap<AttemptId, LiveAttempt>,
+    /// The live attempt of each split.
+    holder: Vec<Option<AttemptId>>,
+    /// Live attempts of each worker.
+    by_worker: BTreeMap<WorkerId, BTreeSet<AttemptId>>,
+    /// Live attempts by deadline.
+    due: BTreeSet<(Millis, AttemptId)>,
     lost: BTreeMap<WorkerId, Vec<AttemptId>>,
     done_total: u64,
     failed_total: usize,
 }
 
-/// Paths the simulation went down, to prove it exercised them.
-#[derive(Debug, Default, Clone, Copy)]
-struct Coverage {
-    epochs: u32,
-    expired: u32,
-    retried: u32,
-    failed: u32,
-    stale: u32,
-    backwards: u32,
-    waits: u32,
+impl Model {
+    fn add_live(&mut self, attempt: AttemptId, live: LiveAttempt) {
+        self.holder[live.split as usize] = Some(attempt);
+        self.by_worker
+            .entry(live.worker)
+            .or_default()
+            .insert(attempt);
+        self.due.insert((live.deadline, attempt));
+        self.live.insert(attempt, live);
+    }
+
+    fn renew(&mut self, attempt: AttemptId, deadline: Millis) {
+        if let Some(live) = self.live.get_mut(&attempt) {
+            if deadline > live.deadline {
+                self.due.remove(&(live.deadline, attempt));
+                self.due.insert((deadline, attempt));
+                live.deadline = deadline;
+            }
+        }
+    }
+
+    fn remove_live(&mut self, attempt: AttemptId) -> Option<LiveAttempt> {
+        let live = self.live.remove(&attempt)?;
+        self.holder[live.split as usize] = None;
+        if let Some(held) = self.by_worker.get_mut(&live.worker) {
+            held.remove(&attempt);
+        }
+        self.due.remove(&(live.deadline, attempt));
+        Some(live)
+    }
 }
 
+/// How often each path was taken, to prove the simulation went down it.
+type Coverage = BTreeMap<&'static str, u64>;
+
+/// Paths a run of many seeds must take at least once.
+const REQUIRED: &[&str] = &[
+    "expired",
+    "retried",
+    "failed",
+    "stale",
+    "backwards",
+    "wait",
+    "duplicate",
+    "pause",
+    "late report refused",
+    "restart from journal",
+    "restart from snapshot",
+    "restart losing a request",
+    "lost lease reply",
+    "lost heartbeat reply",
+    "retried report",
+    "taken back",
+];
+
+/// With thousands of workers and fewer tasks, most lease requests are answered
+/// `Wait`, so a lease reply lost in a restart seldom carries tasks to take back.
+const REQUIRED_IN_A_CROWD: &[&str] = &[
+    "expired",
+    "retried",
+    "failed",
+    "stale",
+    "backwards",
+    "wait",
+    "duplicate",
+    "pause",
+    "late report refused",
+    "restart from journal",
+    "restart from snapshot",
+    "restart losing a request",
+    "lost heartbeat reply",
+    "retried report",
+];
+
 /// A report a worker may send about one of its leases.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 enum Report {
     Commit(u64),
     Finish(u64),
     Fail,
+    /// The master failing a lease its worker says it does not hold.
+    TakeBack(WorkerId),
 }
 
+#[derive(Debug, Clone)]
 struct SimWorker {
     id: WorkerId,
     /// Leases the worker believes it holds, with the rows it has committed so far.
     held: Vec<(Lease, u64)>,
+    /// Paused (stopped acting) until then.
+    paused_until: Option<Millis>,
+}
+
+/// Where a task stands, for counting.
+enum TaskKind {
+    Todo,
+    Leased,
+    Resolved,
+}
+
+/// What a restart that loses the request in flight puts back.
+struct Saved {
+    queue: Queue,
+    model: Model,
+    workers: Vec<SimWorker>,
+    zombies: Vec<(Lease, u64)>,
+    journal: usize,
+    full_journal: Option<usize>,
+    log: Option<usize>,
 }
 
 struct Sim {
     seed: u64,
+    profile: Profile,
     rng: ChaCha8Rng,
     queue: Queue,
     config: QueueConfig,
+    timeout: Millis,
     now: Millis,
+    /// When the master last ticked: a second tick at the same time changes nothing.
+    ticked_at: Option<Millis>,
     rows: Vec<u64>,
     workers: Vec<SimWorker>,
     /// Leases of crashed workers, and ended attempts: sources of late reports.
     zombies: Vec<(Lease, u64)>,
     model: Model,
-    log: Vec<(Command, Reply)>,
+    /// Every command with its reply, for the replay at the end (dropped when too long).
+    log: Option<Vec<(Command, Reply)>>,
+    /// The master's journal since its last snapshot: the commands that changed state.
+    journal: Vec<Command>,
+    /// The whole journal since the job began (dropped when too long).
+    full_journal: Option<Vec<Command>>,
+    /// The last snapshot: the queue as JSON when `journal` was last emptied.
+    snapshot: Option<Vec<u8>>,
+    /// Journal records between snapshots.
+    snapshot_every: usize,
+    /// Master restarts in 10,000 steps.
+    restarts_per_10k: usize,
     coverage: Coverage,
     /// Epoch and per-split committed offsets at the last check, which must not shrink.
     seen: (u32, Vec<u64>),
+    /// Splits whose task a command touched since the last check.
+    touched: Vec<u32>,
+    step: usize,
 }
 
 impl Sim {
-    fn new(seed: u64) -> Sim {
+    fn new(seed: u64, profile: Profile) -> Sim {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let splits = 10 + (rng.next_u64() % 50) as usize;
+        let crowd = profile.workers > 16;
+        let splits = if crowd {
+            profile.workers / 4 + (rng.next_u64() % (profile.workers as u64 / 2 + 1)) as usize
+        } else {
+            10 + (rng.next_u64() % 50) as usize
+        };
+        let epochs = if crowd {
+            2 + rng.next_u64() % 3
+        } else {
+            2 + rng.next_u64() % 7
+        };
+        // A worker acts about once in `workers` steps and time moves ~4 ms a step: a
+        // lease lasts long enough for its worker to come back about half the time.
+        let timeout = (40 * profile.workers as u64).max(1_000);
         let config = QueueConfig {
-            epochs: 2 + (rng.next_u64() % 7) as u32,
+            epochs: epochs as u32,
             max_attempts: 1 + (rng.next_u64() % 4) as u32,
-            lease_timeout_ms: TIMEOUT,
+            lease_timeout_ms: timeout,
             seed,
         };
         let rows = (0..splits).map(|_| rng.next_u64() % 200).collect();
+        let snapshot_every = 20 + (rng.next_u64() % 500) as usize;
         let queue = Queue::new(splits, config.clone()).expect("valid config");
         let mut sim = Sim {
             seed,
+            profile,
             rng,
             queue,
             config,
+            timeout,
             now: 0,
+            ticked_at: None,
             rows,
             workers: Vec::new(),
             zombies: Vec::new(),
-            model: Model::default(),
-            log: Vec::new(),
-            coverage: Coverage::default(),
-            seen: (0, Vec::new()),
+            model: Model {
+                next_worker: 1,
+                ..Model::default()
+            },
+            log: Some(Vec::new()),
+            journal: Vec::new(),
+            full_journal: Some(Vec::new()),
+            snapshot: None,
+            snapshot_every,
+            // A restart's downtime moves time as much as a few hundred steps do.
+            restarts_per_10k: if crowd { 15 } else { 30 },
+            coverage: Coverage::new(),
+            seen: (0, vec![0; splits]),
+            touched: Vec::new(),
+            step: 0,
         };
         sim.reset_model_epoch();
         sim
@@ -113,210 +366,350 @@ impl Sim {
         (self.rng.next_u64() % n.max(1) as u64) as usize
     }
 
-    fn apply(&mut self, command: Command) -> Reply {
-        let reply = self.queue.apply(&command);
-        self.log.push((command, reply.clone()));
-        reply
+    /// True `per_mille` times in a thousand.
+    fn chance(&mut self, per_mille: usize) -> bool {
+        self.pick(1000) < per_mille
+    }
+
+    fn cover(&mut self, path: &'static str) {
+        *self.coverage.entry(path).or_default() += 1;
+    }
+
+    fn at(&self) -> String {
+        format!("seed {} step {}", self.seed, self.step)
     }
 
     fn run(&mut self) {
-        for step in 0..STEPS {
+        for _ in 0..self.profile.workers {
+            self.register();
+        }
+        for step in 0..self.profile.steps {
+            self.step = step;
             if self.model.over {
                 break;
             }
             if self.workers.is_empty() {
                 self.register();
             }
-            match self.pick(100) {
-                0..=2 if self.workers.len() < 10 => self.register(),
-                3..=24 => {
-                    let (index, max) = (self.pick(self.workers.len()), 1 + self.pick(3));
-                    self.lease(index, max);
+            self.expire();
+            let roll = self.pick(10_000);
+            match roll {
+                0..=299 if self.workers.len() < self.profile.workers => self.register(),
+                300..=2499 => {
+                    if let Some(index) = self.awake(|_| true) {
+                        let max = 1 + self.pick(3);
+                        self.lease(index, max, true);
+                    }
                 }
-                25..=56 => self.work(),
-                57..=74 => self.heartbeat(),
-                75..=77 => self.crash(),
-                78..=85 => self.late_report(),
+                2500..=5699 => self.work(),
+                5700..=7499 => {
+                    if let Some(index) = self.awake(|_| true) {
+                        self.heartbeat(index, true);
+                    }
+                }
+                7500..=7799 => self.crash(),
+                7800..=8599 => self.late_report(),
+                8600..=8699 => self.pause(),
+                _ if (8700..8700 + self.restarts_per_10k).contains(&roll) => self.restart(),
                 _ => {
-                    let by = self.pick(60) as Millis;
-                    self.advance(by);
+                    self.now += self.pick(TIME_STEP as usize) as Millis;
                 }
             }
-            self.check(step);
+            self.maybe_snapshot();
+            let full = step % self.profile.check_every == 0;
+            self.check(full);
         }
         self.drain();
     }
 
+    /// A worker able to act now and matching `want`, found by a few random tries. A
+    /// paused worker whose pause is over comes back instead (and the step is spent).
+    fn awake(&mut self, want: impl Fn(&SimWorker) -> bool) -> Option<usize> {
+        for _ in 0..8 {
+            let index = self.pick(self.workers.len());
+            let worker = self.workers.get(index)?;
+            match worker.paused_until {
+                Some(until) if until <= self.now => {
+                    self.resume(index);
+                    return None;
+                }
+                Some(_) => {}
+                None if want(worker) => return Some(index),
+                None => {}
+            }
+        }
+        None
+    }
+
+    /// Records a command and its reply as the master does: the commands that changed
+    /// state go to the journal.
+    fn record(&mut self, command: Command, reply: Reply) {
+        if reply.changed() {
+            if let Some(full) = &mut self.full_journal {
+                full.push(command.clone());
+            }
+            self.journal.push(command.clone());
+        }
+        if let Some(log) = &mut self.log {
+            log.push((command, reply));
+        }
+    }
+
+    /// Sends a command to the master, which ticks at its time first.
+    fn apply(&mut self, command: Command) -> Reply {
+        self.expire();
+        let reply = self.queue.apply(&command);
+        self.record(command, reply.clone());
+        reply
+    }
+
+    /// The master's tick at `now`: expires every lapsed lease, as the model expects.
+    fn expire(&mut self) {
+        let now = self.now;
+        if self.ticked_at == Some(now) {
+            // Every deadline is later than the time it was set at, so nothing is due.
+            assert!(
+                self.model.due.first().is_none_or(|(d, _)| *d > now),
+                "{}",
+                self.at()
+            );
+            return;
+        }
+        self.ticked_at = Some(now);
+        let mut due: Vec<AttemptId> = self
+            .model
+            .due
+            .range(..=(now, AttemptId(u64::MAX)))
+            .map(|(_, attempt)| *attempt)
+            .collect();
+        due.sort();
+        let mut expected = Vec::with_capacity(due.len());
+        let epoch = self.model.epoch;
+        for attempt in due {
+            let live = self.model.remove_live(attempt).expect("due is live");
+            self.model
+                .lost
+                .entry(live.worker)
+                .or_default()
+                .push(attempt);
+            self.cover("expired");
+            self.touched.push(live.split);
+            expected.push(Expired {
+                attempt,
+                worker: live.worker,
+                epoch,
+                split: live.split,
+                outcome: self.model_end_attempt(live.split as usize),
+            });
+        }
+        let tick = Command::Tick { now };
+        let reply = self.queue.apply(&tick);
+        assert_eq!(reply, Reply::Tick(expected), "{}: tick at {now}", self.at());
+        self.record(tick, reply);
+    }
+
     fn register(&mut self) {
-        let Reply::Register(id) = self.apply(Command::Register { now: self.now }) else {
-            panic!("seed {}: register answered otherwise", self.seed);
-        };
-        self.model.lost.insert(id, Vec::new());
+        let expected = WorkerId(self.model.next_worker);
+        self.model.next_worker += 1;
+        let reply = self.apply(Command::Register { now: self.now });
+        assert_eq!(reply, Reply::Register(expected), "{}", self.at());
+        self.model.lost.insert(expected, Vec::new());
         self.workers.push(SimWorker {
-            id,
+            id: expected,
             held: Vec::new(),
+            paused_until: None,
         });
     }
 
-    fn lease(&mut self, index: usize, max: usize) {
+    /// Worker `index` asks for up to `max` tasks; with `deliver` false the reply never
+    /// reaches it (the master died before answering).
+    fn lease(&mut self, index: usize, max: usize, deliver: bool) {
+        self.expire();
         let worker = self.workers[index].id;
         let reply = self.apply(Command::Lease {
             now: self.now,
             worker,
             max,
         });
-        let seed = self.seed;
+        let at = self.at();
         match reply {
             Reply::Lease(Ok(LeaseReply::Tasks(leases))) => {
-                assert!(!leases.is_empty() && leases.len() <= max, "seed {seed}");
+                assert!(!leases.is_empty() && leases.len() <= max, "{at}");
                 for lease in leases {
                     self.model_grant(&lease, worker);
-                    self.workers[index].held.push((lease.clone(), lease.offset));
+                    if deliver {
+                        self.workers[index].held.push((lease.clone(), lease.offset));
+                    }
                 }
             }
             Reply::Lease(Ok(LeaseReply::Wait)) => {
-                self.coverage.waits += 1;
-                assert!(!self.model.over, "seed {seed}: wait after the job is over");
-                assert_eq!(self.queue.status().todo, 0, "seed {seed}: wait with todo");
-                assert!(
-                    !self.model.live.is_empty(),
-                    "seed {seed}: wait with no lease"
-                );
+                self.cover("wait");
+                assert!(!self.model.over, "{at}: wait after the job is over");
+                assert_eq!(self.model.unresolved, self.model.live.len(), "{at}: wait");
+                assert!(!self.model.live.is_empty(), "{at}: wait with no lease");
             }
             Reply::Lease(Ok(LeaseReply::JobOver)) => {
-                assert!(self.model.over, "seed {seed}: job over too soon");
+                assert!(self.model.over, "{at}: job over too soon");
             }
-            other => panic!("seed {seed}: lease answered {other:?}"),
+            other => panic!("{at}: lease answered {other:?}"),
         }
     }
 
     fn model_grant(&mut self, lease: &Lease, worker: WorkerId) {
-        let (seed, split) = (self.seed, lease.split as usize);
-        assert_eq!(lease.epoch, self.model.epoch, "seed {seed}: lease epoch");
+        let (at, split) = (self.at(), lease.split as usize);
+        assert_eq!(lease.epoch, self.model.epoch, "{at}: lease epoch");
         assert_eq!(
             lease.offset, self.model.committed[split],
-            "seed {seed}: resume offset"
+            "{at}: resume offset"
         );
-        assert_eq!(lease.deadline, self.now + TIMEOUT, "seed {seed}: deadline");
+        assert_eq!(lease.deadline, self.now + self.timeout, "{at}: deadline");
+        assert!(!self.model.resolved[split], "{at}: leased a resolved task");
         assert!(
-            !self.model.resolved[split],
-            "seed {seed}: leased a resolved task"
+            self.model.holder[split].is_none(),
+            "{at}: two live leases on split {split}"
         );
-        let double = self.model.live.values().any(|l| l.split == lease.split);
-        assert!(!double, "seed {seed}: two live leases on split {split}");
+        assert!(
+            !self.model.live.contains_key(&lease.attempt),
+            "{at}: attempt reused"
+        );
         self.model.attempts[split] += 1;
-        let live = LiveAttempt {
-            split: lease.split,
-            worker,
-            deadline: lease.deadline,
-        };
-        assert!(
-            self.model.live.insert(lease.attempt, live).is_none(),
-            "seed {seed}"
+        self.touched.push(lease.split);
+        self.model.add_live(
+            lease.attempt,
+            LiveAttempt {
+                split: lease.split,
+                worker,
+                deadline: lease.deadline,
+            },
         );
     }
 
-    /// A live worker moves one of its leases forward: commit, finish or fail.
-    fn work(&mut self) {
-        let busy: Vec<usize> = (0..self.workers.len())
-            .filter(|&i| !self.workers[i].held.is_empty())
-            .collect();
-        if busy.is_empty() {
-            return;
-        }
-        let index = busy[self.pick(busy.len())];
-        let slot = self.pick(self.workers[index].held.len());
-        let (lease, position) = self.workers[index].held[slot].clone();
+    /// The report a worker makes next about a lease it holds at `position`.
+    fn next_report(&mut self, lease: &Lease, position: u64) -> Report {
         let total = self.rows[lease.split as usize];
-        let report = match self.pick(100) {
+        match self.pick(100) {
             0..=5 => Report::Fail,
             6..=8 => Report::Commit(position.saturating_sub(1 + self.pick(3) as u64)),
             _ if position >= total => Report::Finish(total),
             _ => Report::Commit((position + self.pick(60) as u64).min(total)),
+        }
+    }
+
+    /// A live worker moves one of its leases forward: commit, finish or fail,
+    /// sometimes sending the same report twice.
+    fn work(&mut self) {
+        let Some(index) = self.awake(|w| !w.held.is_empty()) else {
+            return;
         };
-        let accepted = self.report(&lease, report.clone());
+        let slot = self.pick(self.workers[index].held.len());
+        let (lease, position) = self.workers[index].held[slot].clone();
+        let report = self.next_report(&lease, position);
+        let accepted = self.report(&lease, report);
+        if self.chance(50) {
+            self.cover("duplicate");
+            self.report(&lease, report);
+        }
+        self.settle(index, lease.attempt, report, accepted);
+    }
+
+    /// The worker's books after the reply to `report` about `attempt`.
+    fn settle(&mut self, index: usize, attempt: AttemptId, report: Report, accepted: bool) {
+        let live = self.model.live.contains_key(&attempt);
+        let worker = &mut self.workers[index];
+        let Some(slot) = worker.held.iter().position(|(l, _)| l.attempt == attempt) else {
+            return;
+        };
         match report {
-            Report::Commit(offset) if accepted => self.workers[index].held[slot].1 = offset,
-            _ if accepted || !self.model.live.contains_key(&lease.attempt) => {
-                let ended = self.workers[index].held.remove(slot);
-                self.zombies.push(ended);
+            Report::Commit(offset) if accepted => worker.held[slot].1 = offset,
+            _ if accepted || !live => {
+                let ended = worker.held.remove(slot);
+                self.bury(ended);
             }
             _ => {} // a refused backwards commit: the lease is still live
+        }
+    }
+
+    fn bury(&mut self, ended: (Lease, u64)) {
+        self.zombies.push(ended);
+        if self.zombies.len() > ZOMBIES {
+            let old = self.pick(self.zombies.len());
+            self.zombies.swap_remove(old);
         }
     }
 
     /// Sends `report` about `lease`, checks the reply against the model and updates it.
     /// Returns whether the queue accepted it.
     fn report(&mut self, lease: &Lease, report: Report) -> bool {
-        let (seed, attempt) = (self.seed, lease.attempt);
-        let expected = self.expect(lease, &report);
+        self.expire();
+        let attempt = lease.attempt;
+        let expected = self.expect(lease, report);
+        let now = self.now;
         let command = match report {
             Report::Commit(offset) => Command::Commit {
-                now: self.now,
+                now,
                 attempt,
                 offset,
             },
-            Report::Finish(rows) => Command::Finish {
-                now: self.now,
-                attempt,
-                rows,
-            },
+            Report::Finish(rows) => Command::Finish { now, attempt, rows },
             Report::Fail => Command::Fail {
-                now: self.now,
+                now,
                 attempt,
                 reason: format!("attempt {attempt} broke"),
             },
+            Report::TakeBack(worker) => Command::Fail {
+                now,
+                attempt,
+                reason: format!("lease reply never reached worker {worker}"),
+            },
         };
         let reply = self.apply(command);
-        assert_eq!(reply, expected, "seed {seed}: report on {lease:?}");
+        assert_eq!(reply, expected, "{}: report on {lease:?}", self.at());
+        self.touched.push(lease.split);
         reply.changed()
     }
 
     /// The reply the queue must give to `report`, with the model updated to match.
-    fn expect(&mut self, lease: &Lease, report: &Report) -> Reply {
+    fn expect(&mut self, lease: &Lease, report: Report) -> Reply {
         let attempt = lease.attempt;
         let split = lease.split as usize;
         let stale = QueueError::Stale { attempt };
         let live = self.model.live.contains_key(&attempt);
-        let committed = self.model.committed[split];
+        // An attempt of an earlier epoch is never live, so the split index is safe.
+        let committed = if live { self.model.committed[split] } else { 0 };
         let backwards = |offset| QueueError::OffsetBackwards {
             attempt,
             committed,
             offset,
         };
         if !live {
-            self.coverage.stale += 1;
+            self.cover("stale");
+            return match report {
+                Report::Commit(_) => Reply::Commit(Err(stale)),
+                Report::Finish(_) => Reply::Finish(Err(stale)),
+                Report::Fail | Report::TakeBack(_) => Reply::Fail(Err(stale)),
+            };
         }
-        match *report {
-            Report::Commit(_) | Report::Finish(_) if !live => {
-                if matches!(report, Report::Commit(_)) {
-                    Reply::Commit(Err(stale))
-                } else {
-                    Reply::Finish(Err(stale))
-                }
-            }
-            Report::Fail if !live => Reply::Fail(Err(stale)),
+        match report {
             Report::Commit(offset) if offset < committed => {
-                self.coverage.backwards += 1;
+                self.cover("backwards");
                 Reply::Commit(Err(backwards(offset)))
             }
             Report::Finish(rows) if rows < committed => Reply::Finish(Err(backwards(rows))),
             Report::Commit(offset) => {
                 self.model.committed[split] = offset;
-                if let Some(live) = self.model.live.get_mut(&attempt) {
-                    live.deadline = live.deadline.max(self.now + TIMEOUT);
-                }
+                self.model.renew(attempt, self.now + self.timeout);
                 Reply::Commit(Ok(()))
             }
             Report::Finish(rows) => {
-                self.model.live.remove(&attempt);
+                self.model.remove_live(attempt);
                 self.model.committed[split] = rows;
                 self.model.done_total += 1;
+                self.cover("finished");
                 self.resolve(split);
                 Reply::Finish(Ok(()))
             }
-            Report::Fail => {
-                self.model.live.remove(&attempt);
+            Report::Fail | Report::TakeBack(_) => {
+                self.model.remove_live(attempt);
                 Reply::Fail(Ok(self.model_end_attempt(split)))
             }
         }
@@ -324,24 +717,26 @@ impl Sim {
 
     fn model_end_attempt(&mut self, split: usize) -> FailOutcome {
         if self.model.attempts[split] < self.config.max_attempts {
-            self.coverage.retried += 1;
+            self.cover("retried");
             return FailOutcome::Retried;
         }
-        self.coverage.failed += 1;
+        self.cover("failed");
         self.model.failed_total += 1;
         self.resolve(split);
         FailOutcome::Failed
     }
 
     fn resolve(&mut self, split: usize) {
+        assert!(!self.model.resolved[split], "{}: resolved twice", self.at());
         self.model.resolved[split] = true;
-        if self.model.resolved.iter().all(|r| *r) {
+        self.model.unresolved -= 1;
+        if self.model.unresolved == 0 {
             assert!(
                 self.model.live.is_empty(),
-                "seed {}: resolved with leases",
-                self.seed
+                "{}: resolved with leases",
+                self.at()
             );
-            self.coverage.epochs += 1;
+            self.cover("epochs");
             if self.model.epoch + 1 < self.config.epochs {
                 self.model.epoch += 1;
                 self.reset_model_epoch();
@@ -356,39 +751,130 @@ impl Sim {
         self.model.attempts = vec![0; n];
         self.model.committed = vec![0; n];
         self.model.resolved = vec![false; n];
+        self.model.holder = vec![None; n];
+        self.model.unresolved = n;
+        if n == 0 {
+            self.model.over = true;
+        }
     }
 
-    fn heartbeat(&mut self) {
-        let index = self.pick(self.workers.len());
+    /// Worker `index` renews its leases and learns the ones it lost. With `deliver`
+    /// false the reply never reaches it. Otherwise the master then takes back the
+    /// leases the worker does not say it holds, as the HTTP master does.
+    fn heartbeat(&mut self, index: usize, deliver: bool) {
+        self.expire();
         let worker = self.workers[index].id;
         let lost = std::mem::take(self.model.lost.entry(worker).or_default());
-        let renewed = self.now + TIMEOUT;
-        for live in self.model.live.values_mut().filter(|l| l.worker == worker) {
-            live.deadline = live.deadline.max(renewed);
+        let renewed = self.now + self.timeout;
+        let held: Vec<AttemptId> = (self.model.by_worker.get(&worker))
+            .map(|set| set.iter().copied().collect())
+            .unwrap_or_default();
+        for attempt in held {
+            self.model.renew(attempt, renewed);
         }
         let reply = self.apply(Command::Heartbeat {
             now: self.now,
             worker,
         });
-        assert_eq!(
-            reply,
-            Reply::Heartbeat(Ok(lost.clone())),
-            "seed {}",
-            self.seed
-        );
+        assert_eq!(reply, Reply::Heartbeat(Ok(lost.clone())), "{}", self.at());
+        if !deliver {
+            return;
+        }
         let held = &mut self.workers[index].held;
         let (dropped, kept): (Vec<_>, Vec<_>) =
             held.drain(..).partition(|(l, _)| lost.contains(&l.attempt));
         *held = kept;
-        self.zombies.extend(dropped);
+        for ended in dropped {
+            self.bury(ended);
+        }
+        self.take_back(index);
+    }
+
+    /// Fails the leases the queue gave worker `index` that the worker does not hold:
+    /// their replies never reached it.
+    fn take_back(&mut self, index: usize) {
+        let worker = self.workers[index].id;
+        let held: BTreeSet<AttemptId> = self.workers[index]
+            .held
+            .iter()
+            .map(|(l, _)| l.attempt)
+            .collect();
+        // What the master finds in its books, in split order.
+        let unheld: Vec<(AttemptId, u32)> = (self.queue.tasks().iter().enumerate())
+            .filter_map(|(split, task)| match task.state {
+                TaskState::Leased {
+                    attempt, worker: w, ..
+                } if w == worker && !held.contains(&attempt) => Some((attempt, split as u32)),
+                _ => None,
+            })
+            .collect();
+        let expected: BTreeSet<AttemptId> = (self.model.by_worker.get(&worker))
+            .map(|set| set.difference(&held).copied().collect())
+            .unwrap_or_default();
+        let found: BTreeSet<AttemptId> = unheld.iter().map(|(a, _)| *a).collect();
+        assert_eq!(
+            found,
+            expected,
+            "{}: leases worker {worker} lacks",
+            self.at()
+        );
+        for (attempt, split) in unheld {
+            self.cover("taken back");
+            let lease = Lease {
+                attempt,
+                epoch: self.model.epoch,
+                split,
+                offset: 0,
+                deadline: 0,
+            };
+            assert!(
+                self.report(&lease, Report::TakeBack(worker)),
+                "{}",
+                self.at()
+            );
+        }
     }
 
     fn crash(&mut self) {
         if self.workers.len() > 1 {
             let index = self.pick(self.workers.len());
             let worker = self.workers.swap_remove(index);
-            self.zombies.extend(worker.held);
+            for ended in worker.held {
+                self.bury(ended);
+            }
         }
+    }
+
+    /// A worker stops acting (a long GC pause, a stopped container) for up to a few
+    /// lease timeouts.
+    fn pause(&mut self) {
+        let index = self.pick(self.workers.len());
+        let pause = self.timeout / 2 + self.pick(2 * self.timeout as usize) as Millis;
+        if let Some(worker) = self.workers.get_mut(index) {
+            if worker.paused_until.is_none() {
+                worker.paused_until = Some(self.now + pause);
+                self.cover("pause");
+            }
+        }
+    }
+
+    /// A paused worker comes back: it reports the progress it made on every lease it
+    /// held (refused for those that lapsed meanwhile), then heartbeats.
+    fn resume(&mut self, index: usize) {
+        self.workers[index].paused_until = None;
+        let held = std::mem::take(&mut self.workers[index].held);
+        for (lease, position) in held {
+            let total = self.rows[lease.split as usize];
+            let offset = (position + self.pick(60) as u64).min(total);
+            if self.report(&lease, Report::Commit(offset)) {
+                self.cover("late report accepted");
+                self.workers[index].held.push((lease, offset));
+            } else {
+                self.cover("late report refused");
+                self.bury((lease, position));
+            }
+        }
+        self.heartbeat(index, true);
     }
 
     /// A report from a crashed worker, or about an attempt that already ended.
@@ -406,41 +892,146 @@ impl Sim {
         self.report(&lease, report);
     }
 
-    fn advance(&mut self, by: Millis) {
-        self.now += by;
-        let now = self.now;
-        let due: Vec<(AttemptId, LiveAttempt)> = self
-            .model
-            .live
-            .iter()
-            .filter(|(_, l)| l.deadline <= now)
-            .map(|(a, l)| (*a, *l))
-            .collect();
-        let mut expected = Vec::new();
-        for (attempt, live) in due {
-            let epoch = self.model.epoch;
-            self.model.live.remove(&attempt);
-            self.model
-                .lost
-                .entry(live.worker)
-                .or_default()
-                .push(attempt);
-            self.coverage.expired += 1;
-            expected.push(Expired {
-                attempt,
-                worker: live.worker,
-                epoch,
-                split: live.split,
-                outcome: self.model_end_attempt(live.split as usize),
-            });
+    /// The master snapshots its queue every so many journal records and starts a
+    /// new journal.
+    fn maybe_snapshot(&mut self) {
+        if self.journal.len() >= self.snapshot_every {
+            let snapshot = serde_json::to_vec(&self.queue).expect("a queue serializes");
+            self.snapshot = Some(snapshot);
+            self.journal.clear();
+            self.cover("snapshot");
         }
-        let reply = self.apply(Command::Tick { now });
-        assert_eq!(
-            reply,
-            Reply::Tick(expected),
-            "seed {}: tick at {now}",
-            self.seed
+        if self
+            .full_journal
+            .as_ref()
+            .is_some_and(|j| j.len() > FULL_JOURNAL)
+        {
+            self.full_journal = None;
+        }
+        if self.log.as_ref().is_some_and(|l| l.len() > FULL_LOG) {
+            self.log = None;
+        }
+    }
+
+    /// The master is killed and started again: sometimes with a reply lost on the
+    /// way, sometimes with the request in flight lost altogether.
+    fn restart(&mut self) {
+        let mut retry = None;
+        match self.pick(4) {
+            0 => {}
+            1 => return self.restart_losing_a_request(),
+            2 => {
+                if let Some(index) = self.awake(|_| true) {
+                    if self.chance(500) {
+                        self.cover("lost lease reply");
+                        let max = 1 + self.pick(3);
+                        self.lease(index, max, false);
+                    } else {
+                        self.cover("lost heartbeat reply");
+                        self.heartbeat(index, false);
+                    }
+                }
+            }
+            _ => {
+                if let Some(index) = self.awake(|w| !w.held.is_empty()) {
+                    let slot = self.pick(self.workers[index].held.len());
+                    let (lease, position) = self.workers[index].held[slot].clone();
+                    let report = self.next_report(&lease, position);
+                    self.report(&lease, report);
+                    retry = Some((self.workers[index].id, lease, report));
+                }
+            }
+        }
+        self.rebuild();
+        self.downtime();
+        if let Some((worker, lease, report)) = retry {
+            // The worker never got the answer and sends the same report again.
+            self.cover("retried report");
+            let accepted = self.report(&lease, report);
+            if let Some(index) = self.workers.iter().position(|w| w.id == worker) {
+                self.settle(index, lease.attempt, report, accepted);
+            }
+        }
+    }
+
+    /// The master dies with a request applied but its journal record not yet
+    /// durable: the request was never answered, and after the restart it is as if
+    /// it had never been made.
+    fn restart_losing_a_request(&mut self) {
+        self.cover("restart losing a request");
+        let saved = Saved {
+            queue: self.queue.clone(),
+            model: self.model.clone(),
+            workers: self.workers.clone(),
+            zombies: self.zombies.clone(),
+            journal: self.journal.len(),
+            full_journal: self.full_journal.as_ref().map(Vec::len),
+            log: self.log.as_ref().map(Vec::len),
+        };
+        if self.chance(500) {
+            if let Some(index) = self.awake(|_| true) {
+                let max = 1 + self.pick(3);
+                self.lease(index, max, true);
+            }
+        } else {
+            self.work();
+        }
+        self.journal.truncate(saved.journal);
+        if let (Some(full), Some(len)) = (&mut self.full_journal, saved.full_journal) {
+            full.truncate(len);
+        }
+        if let (Some(log), Some(len)) = (&mut self.log, saved.log) {
+            log.truncate(len);
+        }
+        self.model = saved.model;
+        self.workers = saved.workers;
+        self.zombies = saved.zombies;
+        self.queue = saved.queue;
+        self.rebuild();
+        self.downtime();
+    }
+
+    /// Rebuilds the queue as a restarted master does, from the last snapshot and
+    /// the journal after it, or from the whole journal; it must equal the queue
+    /// the master had.
+    fn rebuild(&mut self) {
+        let from_snapshot =
+            self.snapshot.is_some() && (self.full_journal.is_none() || self.chance(500));
+        let (mut rebuilt, tail, what) = match (&self.snapshot, &self.full_journal) {
+            (Some(snapshot), _) if from_snapshot => (
+                serde_json::from_slice::<Queue>(snapshot).expect("a snapshot deserializes"),
+                &self.journal,
+                "restart from snapshot",
+            ),
+            (_, Some(full)) => (
+                Queue::new(self.rows.len(), self.config.clone()).expect("valid config"),
+                full,
+                "restart from journal",
+            ),
+            _ => panic!("{}: nothing to restart from", self.at()),
+        };
+        for command in tail {
+            rebuilt.apply(command);
+        }
+        assert!(
+            rebuilt == self.queue,
+            "{}: {what}: the rebuilt queue differs from the one before the restart",
+            self.at()
         );
+        self.queue = rebuilt;
+        self.ticked_at = None;
+        self.cover(what);
+        self.check(true);
+    }
+
+    /// Time passes while the master is down, sometimes longer than a lease.
+    fn downtime(&mut self) {
+        let longest = if self.chance(100) {
+            2 * self.timeout
+        } else {
+            (self.timeout / 10).min(2_000)
+        };
+        self.now += self.pick(longest as usize) as Millis;
     }
 
     /// A reliable worker finishes whatever is left, so every epoch must complete.
@@ -448,166 +1039,266 @@ impl Sim {
         self.register();
         let index = self.workers.len() - 1;
         for round in 0..10 * self.config.epochs as usize + 10 {
+            self.step = self.profile.steps + round;
             if self.model.over {
                 break;
             }
-            self.advance(2 * TIMEOUT);
-            self.lease(index, self.rows.len());
+            self.now += 2 * self.timeout;
+            self.lease(index, self.rows.len(), true);
             let held = std::mem::take(&mut self.workers[index].held);
             for (lease, _) in held {
                 let rows = self.rows[lease.split as usize];
-                assert!(
-                    self.report(&lease, Report::Finish(rows)),
-                    "seed {}",
-                    self.seed
-                );
+                self.cover("finished by the drain");
+                assert!(self.report(&lease, Report::Finish(rows)), "{}", self.at());
             }
-            self.check(STEPS + round);
+            self.check(true);
         }
         assert!(self.model.over, "seed {}: job never ended", self.seed);
+        self.lease(index, 1, true);
     }
 
-    /// Compares the queue with the model, split by split.
-    fn check(&mut self, step: usize) {
-        self.check_offsets_grow(step);
-        let (q, m, seed) = (&self.queue, &self.model, self.seed);
-        let at = format!("seed {seed} step {step}");
-        if let Err(broken) = check_invariants(q) {
+    /// Compares the queue with the model: the tasks touched since the last check
+    /// (every task when `full`), the counts, and the offsets seen before.
+    fn check(&mut self, full: bool) {
+        let epoch = self.queue.epoch();
+        let full = full || epoch != self.seen.0;
+        if epoch != self.seen.0 {
+            self.seen = (epoch, vec![0; self.rows.len()]);
+        }
+        let at = self.at();
+        assert_eq!(
+            (epoch, self.queue.is_over()),
+            (self.model.epoch, self.model.over),
+            "{at}: epoch"
+        );
+        assert_eq!(
+            self.queue.failures().len(),
+            self.model.failed_total,
+            "{at}: failures"
+        );
+        let touched = std::mem::take(&mut self.touched);
+        if !full {
+            for split in touched {
+                self.check_task(split as usize, &at);
+            }
+            return;
+        }
+        if let Err(broken) = check_invariants(&self.queue) {
             panic!("{at}: {broken}");
         }
-        let s = q.status();
-        assert_eq!(
-            s.todo + s.leased + s.done + s.failed,
-            self.rows.len(),
-            "{at}: lost"
-        );
-        assert_eq!((q.epoch(), q.is_over()), (m.epoch, m.over), "{at}: epoch");
-        for (split, task) in q.tasks().iter().enumerate() {
-            assert_eq!(
-                task.attempts, m.attempts[split],
-                "{at}: attempts of {split}"
-            );
-            let resolved = matches!(
-                task.state,
-                TaskState::Done { .. } | TaskState::Failed { .. }
-            );
-            assert_eq!(resolved, m.resolved[split], "{at}: split {split} {task:?}");
-            match task.state {
-                TaskState::Todo { offset } => assert_eq!(offset, m.committed[split], "{at}"),
-                TaskState::Leased {
-                    attempt,
-                    worker,
-                    deadline,
-                    offset,
-                } => {
-                    let live = m.live.get(&attempt).expect("model knows the lease");
-                    assert_eq!((live.split as usize, live.worker), (split, worker), "{at}");
-                    assert_eq!(
-                        (live.deadline, offset),
-                        (deadline, m.committed[split]),
-                        "{at}"
-                    );
-                }
-                TaskState::Done { .. } | TaskState::Failed { .. } => {}
+        let (mut leased, mut resolved) = (0, 0);
+        for split in 0..self.rows.len() {
+            match self.check_task(split, &at) {
+                TaskKind::Leased => leased += 1,
+                TaskKind::Resolved => resolved += 1,
+                TaskKind::Todo => {}
             }
         }
-        assert_eq!(s.leased, m.live.len(), "{at}: live leases");
+        assert_eq!(leased, self.model.live.len(), "{at}: live leases");
         assert_eq!(
-            (s.tasks_done, s.failures.len()),
-            (m.done_total, m.failed_total),
-            "{at}"
+            resolved + self.model.unresolved,
+            self.rows.len(),
+            "{at}: resolved"
         );
     }
 
-    /// Committed offsets of the current epoch never decrease, step after step.
-    fn check_offsets_grow(&mut self, step: usize) {
-        let offsets: Vec<u64> = (self.queue.tasks().iter())
-            .map(|task| match &task.state {
-                TaskState::Todo { offset } | TaskState::Leased { offset, .. } => *offset,
-                TaskState::Done { rows } => *rows,
-                TaskState::Failed { .. } => u64::MAX,
-            })
-            .collect();
-        let epoch = self.queue.epoch();
-        if epoch == self.seen.0 && !self.seen.1.is_empty() {
-            for (split, (before, after)) in self.seen.1.iter().zip(&offsets).enumerate() {
-                let seed = self.seed;
-                assert!(
-                    after >= before,
-                    "seed {seed} step {step}: split {split} offset {before} -> {after}"
-                );
+    /// One task against the model; its committed offset must not have moved back.
+    fn check_task(&mut self, split: usize, at: &str) -> TaskKind {
+        let (task, m) = (&self.queue.tasks()[split], &self.model);
+        assert_eq!(
+            task.attempts, m.attempts[split],
+            "{at}: attempts of {split}"
+        );
+        let resolved = matches!(
+            task.state,
+            TaskState::Done { .. } | TaskState::Failed { .. }
+        );
+        assert_eq!(resolved, m.resolved[split], "{at}: split {split} {task:?}");
+        let (kind, offset) = match task.state {
+            TaskState::Todo { offset } => {
+                assert_eq!(offset, m.committed[split], "{at}: split {split}");
+                assert!(m.holder[split].is_none(), "{at}: split {split} held");
+                (TaskKind::Todo, offset)
             }
-        }
-        self.seen = (epoch, offsets);
+            TaskState::Leased {
+                attempt,
+                worker,
+                deadline,
+                offset,
+            } => {
+                let live = m.live.get(&attempt).expect("model knows the lease");
+                assert_eq!(m.holder[split], Some(attempt), "{at}: split {split}");
+                assert_eq!((live.split as usize, live.worker), (split, worker), "{at}");
+                assert_eq!(
+                    (live.deadline, offset),
+                    (deadline, m.committed[split]),
+                    "{at}: split {split}"
+                );
+                (TaskKind::Leased, offset)
+            }
+            TaskState::Done { rows } => (TaskKind::Resolved, rows),
+            TaskState::Failed { .. } => (TaskKind::Resolved, u64::MAX),
+        };
+        let before = self.seen.1[split];
+        assert!(
+            offset >= before,
+            "{at}: split {split} offset {before} -> {offset}"
+        );
+        self.seen.1[split] = offset;
+        kind
     }
 
     /// Replays the recorded log on a fresh queue: same replies, same queue; then
     /// replays only the commands that changed something: same queue again.
     fn check_replay(&self) {
+        let Some(log) = &self.log else {
+            return;
+        };
         let seed = self.seed;
         let fresh = || Queue::new(self.rows.len(), self.config.clone()).expect("valid config");
         let mut replayed = fresh();
-        for (i, (command, reply)) in self.log.iter().enumerate() {
+        for (i, (command, reply)) in log.iter().enumerate() {
             assert_eq!(&replayed.apply(command), reply, "seed {seed}: command {i}");
         }
         assert_eq!(replayed, self.queue, "seed {seed}: full replay");
         assert_eq!(replayed.status(), self.queue.status(), "seed {seed}");
         let mut journaled = fresh();
-        for (command, _) in self.log.iter().filter(|(_, reply)| reply.changed()) {
+        for (command, _) in log.iter().filter(|(_, reply)| reply.changed()) {
             journaled.apply(command);
         }
         assert_eq!(journaled, self.queue, "seed {seed}: replay of changes only");
     }
 }
 
+/// Runs one seed to the end of its job; returns the paths it took.
+fn run_seed(seed: u64, profile: Profile) -> Coverage {
+    let mut sim = Sim::new(seed, profile);
+    sim.run();
+    let expected = sim.rows.len() as u64 * u64::from(sim.config.epochs);
+    let m = &sim.model;
+    assert_eq!(
+        m.done_total + m.failed_total as u64,
+        expected,
+        "seed {seed}: every task of every epoch done or failed"
+    );
+    let epochs = sim.coverage.get("epochs").copied().unwrap_or(0);
+    let want = if sim.rows.is_empty() {
+        0
+    } else {
+        u64::from(sim.config.epochs)
+    };
+    assert_eq!(epochs, want, "seed {seed}: every epoch completes");
+    let status = sim.queue.status();
+    assert_eq!(
+        (status.tasks_done, status.failures.len()),
+        (m.done_total, m.failed_total),
+        "seed {seed}"
+    );
+    assert!(status.job_over && status.todo == 0 && status.leased == 0);
+    sim.check_replay();
+    sim.coverage
+}
+
+/// Runs every seed of `profile` (after the environment's settings); a failing seed
+/// prints the command that replays it.
+fn simulate(profile: Profile) {
+    let profile = profile.with_env();
+    let mut total = Coverage::new();
+    let started = Instant::now();
+    for seed in profile.seeds.0..=profile.seeds.1 {
+        let seed_started = Instant::now();
+        match catch_unwind(AssertUnwindSafe(|| run_seed(seed, profile))) {
+            Ok(coverage) => {
+                for (path, n) in coverage {
+                    *total.entry(path).or_default() += n;
+                }
+            }
+            Err(panic) => {
+                eprintln!(
+                    "simulation failed at seed {seed}; replay it with:\n  {}",
+                    profile.replay_command(seed)
+                );
+                resume_unwind(panic);
+            }
+        }
+        if profile.ignored {
+            eprintln!(
+                "seed {seed}: {} steps, {} workers in {:.1?}",
+                profile.steps,
+                profile.workers,
+                seed_started.elapsed()
+            );
+        }
+    }
+    eprintln!(
+        "{}: seeds {}-{}, {} steps each, up to {} workers, {:.1?}; {total:?}",
+        profile.test,
+        profile.seeds.0,
+        profile.seeds.1,
+        profile.steps,
+        profile.workers,
+        started.elapsed()
+    );
+    if !profile.replay {
+        let missed: Vec<&str> = (profile.required.iter())
+            .filter(|path| total.get(*path).copied().unwrap_or(0) == 0)
+            .copied()
+            .collect();
+        assert!(
+            missed.is_empty(),
+            "paths never taken: {missed:?} in {total:?}"
+        );
+    }
+}
+
 #[test]
 fn simulated_workers_never_lose_a_task_or_pass_a_stale_report() {
-    let mut total = Coverage::default();
-    for seed in SEEDS {
-        let mut sim = Sim::new(seed);
-        sim.run();
-        let expected = sim.rows.len() as u64 * u64::from(sim.config.epochs);
-        let m = &sim.model;
-        assert_eq!(
-            m.done_total + m.failed_total as u64,
-            expected,
-            "seed {seed}"
-        );
-        assert_eq!(
-            sim.coverage.epochs, sim.config.epochs,
-            "seed {seed}: epochs"
-        );
-        assert_eq!(sim.queue.failures().len(), m.failed_total, "seed {seed}");
-        sim.check_replay();
-        let c = sim.coverage;
-        total = Coverage {
-            epochs: total.epochs + c.epochs,
-            expired: total.expired + c.expired,
-            retried: total.retried + c.retried,
-            failed: total.failed + c.failed,
-            stale: total.stale + c.stale,
-            backwards: total.backwards + c.backwards,
-            waits: total.waits + c.waits,
-        };
-    }
-    let c = total;
-    let covered = [
-        c.expired,
-        c.retried,
-        c.failed,
-        c.stale,
-        c.backwards,
-        c.waits,
-    ];
-    assert!(
-        covered.iter().all(|n| *n > 0),
-        "a path was never taken: {c:?}"
-    );
+    simulate(Profile {
+        test: "simulated_workers_never_lose_a_task_or_pass_a_stale_report",
+        ignored: false,
+        steps: 5_000,
+        seeds: (1, 12),
+        replay: false,
+        workers: 10,
+        check_every: 1,
+        required: REQUIRED,
+    });
+}
+
+#[test]
+fn thousands_of_workers_and_master_restarts_lose_nothing() {
+    simulate(Profile {
+        test: "thousands_of_workers_and_master_restarts_lose_nothing",
+        ignored: false,
+        steps: 20_000,
+        seeds: (1, 2),
+        replay: false,
+        workers: 2_000,
+        check_every: 16,
+        required: REQUIRED_IN_A_CROWD,
+    });
+}
+
+/// The long run that goes with the benchmarks (millions of steps):
+/// `cargo test --release --lib task::sim -- --ignored --nocapture`.
+#[test]
+#[ignore = "long run: cargo test --release --lib task::sim -- --ignored"]
+fn long_simulation_with_thousands_of_workers() {
+    simulate(Profile {
+        test: "long_simulation_with_thousands_of_workers",
+        ignored: true,
+        steps: 1_000_000,
+        seeds: (1, 4),
+        replay: false,
+        workers: 5_000,
+        check_every: 100,
+        required: REQUIRED,
+    });
 }
 
 #[test]
 fn a_random_command_log_replays_to_the_same_queue() {
-    for seed in SEEDS {
+    for seed in 1..=12 {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let config = QueueConfig {
             epochs: 3,
