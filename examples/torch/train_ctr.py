@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""A click-through-rate model in PyTorch, trained on the batches sluice hands it.
+
+Run it through sluice, which starts it once per device:
+
+    sluice train DATA --exec 'python examples/torch/train_ctr.py' --devices 2
+    sluice worker --master URL --exec 'python examples/torch/train_ctr.py' --devices 2
+
+DATA has Criteo-like columns (examples/torch/make_criteo.py writes some with Spark):
+a 0/1 label, integer or float columns (I1..I13) and string columns (C1..C26). The
+model embeds every string column (hashed into --buckets buckets by sluice_trainer,
+vectorised over the Arrow buffers), feeds the embeddings and log-scaled numeric
+columns to a small MLP, and minimises the logistic loss with Adam. Nulls in numeric
+columns count as 0; null strings hash to a bucket of their own.
+
+Each process trains its own replica on the share of the data sluice gives its device
+(no gradient exchange between processes: for synchronous data parallelism across
+GPUs, wrap the model in torch.nn.parallel.DistributedDataParallel with rank
+SLUICE_DEVICE and world size SLUICE_DEVICES). A batch is acknowledged to sluice once
+the optimizer step that used it is done, so a process that dies loses no data: the
+batches it had not finished are served to the process sluice starts in its place
+(which starts from a fresh model unless you add checkpoints).
+
+It prints its loss to stderr every --log-every steps and, with --summary-dir DIR,
+writes DIR/summary-<device>-<pid>.json at the end: steps, rows, positives, the loss
+of every step and the mean loss of the first and last --window steps.
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import pyarrow as pa
+import torch
+from torch import nn
+
+import sluice_trainer
+
+
+class CTRModel(nn.Module):
+    """Embeddings of hashed categorical columns + numeric columns -> MLP -> logit."""
+
+    def __init__(self, numeric, categorical, buckets, dim, hidden):
+        super().__init__()
+        self.buckets = buckets
+        # One table for all categorical columns: column i uses rows [i*B, (i+1)*B).
+        self.embedding = nn.Embedding(max(categorical, 1) * buckets, dim)
+        nn.init.normal_(self.embedding.weight, std=0.01)
+        self.register_buffer("offsets", torch.arange(categorical, dtype=torch.int64) * buckets)
+        self.mlp = nn.Sequential(
+            nn.Linear(numeric + categorical * dim, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, hidden // 2),
+            nn.ReLU(),
+            nn.Linear(hidden // 2, 1),
+        )
+
+    def forward(self, numeric, categorical):
+        embedded = self.embedding(categorical + self.offsets).flatten(1)
+        return self.mlp(torch.cat([numeric, embedded], dim=1)).squeeze(1)
+
+
+def split_columns(schema, label):
+    """(numeric, categorical) feature column names of the stream's schema."""
+    if schema.get_field_index(label) < 0:
+        raise sluice_trainer.SluiceError(
+            f"no label column {label!r} in the data; it has {', '.join(schema.names)}")
+    numeric, categorical = [], []
+    for field in schema:
+        if field.name == label:
+            continue
+        kind = field.type
+        if pa.types.is_integer(kind) or pa.types.is_floating(kind):
+            numeric.append(field.name)
+        elif (pa.types.is_string(kind) or pa.types.is_large_string(kind)
+              or pa.types.is_dictionary(kind) or pa.types.is_binary(kind)):
+            categorical.append(field.name)
+    return numeric, categorical
+
+
+def features(tensors, numeric, categorical):
+    """The model's inputs from one batch's tensors (numeric log-scaled, as floats)."""
+    rows = len(next(iter(tensors.values())))
+    if numeric:
+        values = torch.stack([tensors[c].to(torch.float32) for c in numeric], dim=1)
+        values = torch.sign(values) * torch.log1p(values.abs())
+    else:
+        values = torch.zeros(rows, 0)
+    if categorical:
+        ids = torch.stack([tensors[c] for c in categorical], dim=1)
+    else:
+        ids = torch.zeros(rows, 0, dtype=torch.int64)
+    return values, ids
+
+
+def mean(values):
+    return sum(values) / len(values) if values else float("nan")
+
+
+def write_summary(directory, summary):
+    os.makedirs(directory, exist_ok=True)
+    name = f"summary-{summary['device']}-{summary['pid']}.json"
+    tmp = os.path.join(directory, f".{name}.tmp")
+    with open(tmp, "w") as f:
+        json.dump(summary, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, os.path.join(directory, name))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    ap.add_argument("--label", default="label", help="label column (default: label)")
+    ap.add_argument("--buckets", type=int, default=1000,
+                    help="hash buckets per categorical column (default: 1000)")
+    ap.add_argument("--dim", type=int, default=8, help="embedding size (default: 8)")
+    ap.add_argument("--hidden", type=int, default=64, help="MLP width (default: 64)")
+    ap.add_argument("--lr", type=float, default=0.005, help="Adam learning rate")
+    ap.add_argument("--seed", type=int, default=0, help="model initialisation seed")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads per process (default: 1; one process per device)")
+    ap.add_argument("--log-every", type=int, default=50, metavar="STEPS",
+                    help="print the mean loss of the last STEPS steps (default: 50)")
+    ap.add_argument("--window", type=int, default=20, metavar="STEPS",
+                    help="steps averaged for first_loss / last_loss (default: 20)")
+    ap.add_argument("--summary-dir", metavar="DIR",
+                    help="write DIR/summary-<device>-<pid>.json at the end")
+    args = ap.parse_args()
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    conn = sluice_trainer.connect()
+    who = f"train_ctr device {conn.device}/{conn.devices}"
+    device = conn.torch_device()
+
+    schema = conn.schema
+    losses, rows, positives = [], 0, 0
+    started = time.monotonic()
+    if schema is not None:
+        numeric, categorical = split_columns(schema, args.label)
+        model = CTRModel(len(numeric), len(categorical), args.buckets, args.dim,
+                         args.hidden).to(device)
+        optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+        loss_fn = nn.BCEWithLogitsLoss()
+        print(f"{who}: {len(numeric)} numeric, {len(categorical)} categorical columns "
+              f"on {device}", file=sys.stderr, flush=True)
+        batches = sluice_trainer.torch_batches(
+            columns=[args.label] + numeric + categorical,
+            hash_buckets=args.buckets, nulls="fill", fill_value=0)
+        # Each loop is one step: sluice_trainer acknowledges the batch when the loop
+        # asks for the next one, i.e. once optimizer.step() has applied it.
+        for tensors in batches:
+            label = tensors[args.label].to(device, torch.float32)
+            values, ids = features(tensors, numeric, categorical)
+            logits = model(values.to(device), ids.to(device))
+            loss = loss_fn(logits, label)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+            rows += len(label)
+            positives += int(label.sum().item())
+            if len(losses) % args.log_every == 0:
+                recent = mean(losses[-args.log_every:])
+                print(f"{who}: step {len(losses)} rows {rows} loss {recent:.4f}",
+                      file=sys.stderr, flush=True)
+
+    seconds = time.monotonic() - started
+    first, last = mean(losses[:args.window]), mean(losses[-args.window:])
+    print(f"{who}: done, {len(losses)} steps, {rows} rows in {seconds:.1f}s, loss "
+          f"{first:.4f} (first {args.window} steps) -> {last:.4f} (last {args.window})",
+          file=sys.stderr, flush=True)
+    if args.summary_dir:
+        share = positives / rows if rows else None
+        base_rate_loss = None
+        if share is not None and 0 < share < 1:
+            base_rate_loss = -(share * math.log(share) + (1 - share) * math.log(1 - share))
+        write_summary(args.summary_dir, {
+            "device": conn.device, "devices": conn.devices, "pid": os.getpid(),
+            "steps": len(losses), "rows": rows, "positives": positives,
+            "window": args.window, "first_loss": first if losses else None,
+            "last_loss": last if losses else None, "base_rate_loss": base_rate_loss,
+            "losses": losses, "seconds": round(seconds, 3),
+        })
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""Python trainers for sluice: Arrow record batches in, acknowledgements out.
+
+`sluice train DATA --exec 'python train.py' --devices N` (or `sluice worker --exec`)
+starts `train.py` once per device. In it::
+
+    import sluice_trainer
+
+    for batch in sluice_trainer.batches():       # pyarrow.RecordBatch
+        train_step(batch)                         # acknowledged when the next is asked for
+
+or, for PyTorch, dicts of tensors that share memory with the Arrow buffers::
+
+    for t in sluice_trainer.torch_batches(hash_buckets=2**20, nulls="fill"):
+        loss = model(t["I1"].float(), t["C1"]) ...
+
+`sluice_trainer.device`, `devices`, `cuda_visible_devices` and `ack_fd` describe this
+process (from SLUICE_DEVICE, SLUICE_DEVICES, CUDA_VISIBLE_DEVICES, SLUICE_ACK_FD).
+Started without sluice, every entry point raises `NotUnderSluice`, printed as one line.
+"""
+
+import os
+import sys
+
+from ._hashing import bucket_of, hash64, hash_array
+from ._protocol import Connection, NotUnderSluice, SluiceError
+from ._tensors import column_tensor, to_torch
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Connection", "NotUnderSluice", "SluiceError", "ack", "acknowledging", "batches",
+    "bucket_of", "column_tensor", "connect", "hash64", "hash_array", "schema",
+    "to_torch", "torch_batches", "torch_device",
+]
+
+_connection = None
+
+
+def connect():
+    """This process's `Connection` to sluice (made on first use, then the same one)."""
+    global _connection
+    if _connection is None:
+        _connection = Connection()
+    return _connection
+
+
+def batches(auto_ack=True):
+    """Yields the `pyarrow.RecordBatch`es sluice sends this process.
+
+    With `auto_ack` (the default) a batch is acknowledged when the next one is asked
+    for, and the last one when the stream ends. See `Connection.batches`.
+    """
+    return connect().batches(auto_ack=auto_ack)
+
+
+def torch_batches(columns=None, hash_buckets=None, nulls="raise", fill_value=0,
+                  auto_ack=True):
+    """Yields each batch as a dict of column name -> `torch.Tensor` (see `to_torch`),
+    acknowledged like `batches()`."""
+    connection = connect()
+    _check_torch()
+    for batch in connection.batches(auto_ack=auto_ack):
+        yield to_torch(batch, columns=columns, hash_buckets=hash_buckets, nulls=nulls,
+                       fill_value=fill_value)
+
+
+def ack(count=None):
+    """Acknowledges the `count` oldest unacknowledged batches (default: all received)."""
+    connect().ack(count)
+
+
+def acknowledging():
+    """Context manager: acknowledges every batch received so far when the block ends
+    without an exception (for `batches(auto_ack=False)`)."""
+    return connect().acknowledging()
+
+
+def schema():
+    """The stream's `pyarrow.Schema` (None when sluice sends no data)."""
+    return connect().schema
+
+
+def torch_device():
+    """The `torch.device` this process should use (see `Connection.torch_device`)."""
+    return connect().torch_device()
+
+
+def _check_torch():
+    from ._protocol import _import_torch
+
+    _import_torch("torch_batches()")
+
+
+def __getattr__(name):
+    if name in ("device", "devices", "cuda_visible_devices", "ack_fd"):
+        return getattr(connect(), name)
+    raise AttributeError(f"module 'sluice_trainer' has no attribute {name!r}")
+
+
+def _excepthook(kind, value, traceback, previous=sys.excepthook):
+    """Prints an uncaught `SluiceError` as one line instead of a traceback."""
+    if isinstance(value, SluiceError) and not os.environ.get("SLUICE_TRAINER_TRACEBACK"):
+        sys.stderr.write(f"sluice_trainer: {value}\n")
+        sys.stderr.flush()
+        return
+    previous(kind, value, traceback)
+
+
+sys.excepthook = _excepthook
