@@ -324,6 +324,14 @@ mod tests {
     }
 
     #[test]
+    fn the_example_job_file_is_valid() {
+        let text = include_str!("../../jobs/clicks.toml");
+        let job = Job::parse(Path::new("jobs/clicks.toml"), text).expect("jobs/clicks.toml");
+        assert_eq!(job.source, "hdfs://namenode:8020/warehouse/clicks/dt=*");
+        assert_eq!(job.lock_ttl, DEFAULT_LOCK_TTL);
+    }
+
+    #[test]
     fn relative_local_paths_start_at_the_job_file() {
         let job = parse("source = \"data/dt=*\"\nstate = \"/var/lib/x\"\n").expect("valid");
         assert_eq!(job.source, "/jobs/data/dt=*");
