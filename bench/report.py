@@ -1,0 +1,172 @@
+"""Render bench/results/results.json as report.md and chart.png (matplotlib).
+
+    python report.py bench/results
+
+Also folds in bench/results/profile.json/.md (where sluice's CPU goes, from bench/profile.sh)
+and the master load figures of bench/load (bench/results/load.md / load.json) when present.
+"""
+import json
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+GROUP_TITLE = {"local": "local disk (page cache)", "s3": "S3 (moto emulator on the same machine)"}
+TARGET_TEXT = {
+    ("pyarrow", "rows/s"): "sluice ≥ 1.5× pyarrow.dataset rows/s",
+    ("decode", "rows/s"): "sluice ≥ 0.9× the bare decode rows/s",
+    ("petastorm", "rows/s"): "sluice ≥ 2× Petastorm rows/s",
+    ("torch", "rows/s"): "sluice ≥ 15× the PyTorch DataLoader rows/s",
+    ("ray", "rows/s"): "sluice ≥ 15× Ray Data rows/s",
+    ("pyarrow", "peak RSS"): "sluice's peak RSS ≤ ¼ of pyarrow.dataset's",
+}
+
+
+def fmt_rate(x):
+    return f"{x / 1e6:.2f} M" if x >= 1e6 else f"{x / 1e3:.0f} k"
+
+
+def table(res, group):
+    rows = [r for r in res["readers"] if r["group"] == group]
+    out = ["| reader | rows/s | MB/s | peak RSS (MB) | sluice's speed ÷ reader's | reader's memory ÷ sluice's | runs |",
+           "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        if "rows_per_second" not in r:
+            reason = r.get("error", "not run").strip().splitlines()[-1][:160].replace("|", "/")
+            out.append(f"| {r['label']} | — | — | — | — | — | {reason} |")
+            continue
+        sp = r.get("sluice_speedup")
+        mem = r.get("memory_vs_sluice")
+        name = f"**{r['label']}**" if r["name"].startswith("sluice") else r["label"]
+        is_sl = r["name"] in ("sluice", "sluice_s3")
+        out.append(
+            f"| {name} | {fmt_rate(r['rows_per_second'])} | {r['mb_per_second']:.0f} | "
+            f"{r['peak_rss_mb']:.0f} | {'1' if is_sl else f'{sp:.2f}×' if sp else '—'} | "
+            f"{'1' if is_sl else f'{mem:.2f}×' if mem else '—'} | {len([x for x in r['runs'] if 'error' not in x])} |")
+    return "\n".join(out)
+
+
+def chart(res, path):
+    groups = [g for g in ("local", "s3") if any(r["group"] == g and "rows_per_second" in r for r in res["readers"])]
+    fig, axes = plt.subplots(len(groups), 2, figsize=(12, 1.2 + 0.55 * sum(
+        len([r for r in res["readers"] if r["group"] == g and "rows_per_second" in r]) for g in groups) + 0.8 * len(groups)),
+        squeeze=False, gridspec_kw={"height_ratios": [
+            max(2, len([r for r in res["readers"] if r["group"] == g and "rows_per_second" in r])) for g in groups]})
+    for gi, g in enumerate(groups):
+        rs = [r for r in res["readers"] if r["group"] == g and "rows_per_second" in r][::-1]
+        labels = [r["label"] for r in rs]
+        colors = ["#d9480f" if r["name"].startswith("sluice") else "#868e96" if r["name"] == "decode" else "#1c7ed6" for r in rs]
+        ax = axes[gi][0]
+        vals = [r["rows_per_second"] / 1e6 for r in rs]
+        ax.barh(labels, vals, color=colors)
+        ax.set_xscale("log")
+        ax.set_xlabel("million rows/s (log scale)")
+        ax.set_title(f"rows/s, {GROUP_TITLE[g]}", fontsize=10)
+        for i, v in enumerate(vals):
+            ax.text(v, i, f" {v:.2f}", va="center", fontsize=8)
+        ax.set_xlim(min(vals) / 2, max(vals) * 4)
+        ax = axes[gi][1]
+        mem = [r["peak_rss_mb"] for r in rs]
+        ax.barh(labels, mem, color=colors)
+        ax.set_xlabel("MB")
+        ax.set_title("peak RSS (process tree, PSS)", fontsize=10)
+        ax.set_yticklabels([])
+        for i, v in enumerate(mem):
+            ax.text(v, i, f" {v:.0f}", va="center", fontsize=8)
+        ax.set_xlim(0, max(mem) * 1.25)
+    d = res["dataset"]
+    fig.suptitle(f"Criteo-like {d['rows']:,} rows × {d['columns']} columns, {d['parquet_bytes'] / 1e6:.0f} MB snappy Parquet, "
+                 f"batches of {res['settings']['batch_size']}, 2 cores", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def targets(res):
+    out = []
+    for t in res["targets"]:
+        text = TARGET_TEXT[(t["peer"], t["what"])]
+        if t["status"] == "not measured":
+            out.append(f"- **not measured**: {text} ({t['reason'].strip().splitlines()[-1][:160]})")
+        else:
+            word = "met" if t["status"] == "met" else "**not met**"
+            if t["what"] == "rows/s":
+                m = f"measured {t['measured']:.2f}×"
+            else:
+                m = f"pyarrow's peak is {t['measured']:.1f}× sluice's (wanted ≥ 4×)"
+            out.append(f"- {word}: {text}: {m}")
+    return "\n".join(out)
+
+
+def main():
+    d = sys.argv[1]
+    res = json.load(open(os.path.join(d, "results.json")))
+    chart(res, os.path.join(d, "chart.png"))
+    ds, m = res["dataset"], res["machine"]
+    s = res["settings"]
+    lines = [
+        "# sluice benchmark",
+        "",
+        f"{res['date']}, commit {m['commit']}" + (" — **quick run (`--quick`): small data, one repetition, not a measurement**" if res["quick"] else ""),
+        "",
+        f"Dataset: Criteo-like, written by Spark (`bench/make_dataset.py`): {ds['rows']:,} rows, "
+        f"{ds['columns']} columns (`label`, `I1`–`I13` int, `C1`–`C26` hex strings), "
+        f"{ds['files']} snappy Parquet files, {ds['row_groups']} row groups, "
+        f"{ds['parquet_bytes'] / 1e6:.0f} MB on disk, {ds['arrow_bytes'] / 1e6:.0f} MB as Arrow.",
+        "",
+        f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_mb'] // 1024} GiB; every reader alone, pinned to cores "
+        f"{s['cpus']}, 2 devices/threads/workers, batches of {s['batch_size']} rows, all columns; "
+        f"median of up to {s['repetitions']} runs. Seconds are each reader's own (listing/opening to the last "
+        "batch; sluice: its run summary; Python start-up and imports excluded). MB/s = on-disk Parquet bytes ÷ "
+        "seconds. Peak RSS = the peak of the summed PSS of the reader's whole process tree (workers, Ray's "
+        "daemons included), sampled every 50 ms. The local runs read from the page cache.",
+        "",
+    ]
+    load = res.get("max_loadavg_before_a_reader")
+    if load is not None and load > 1.0:
+        lines += [f"**The machine was busy** (load average up to {load:.1f} before a reader started): "
+                  "other work competed for the cores, so these figures are low and noisy. "
+                  "Rerun `bench/run.sh` on an idle machine for authoritative figures.", ""]
+    for g in ("local", "s3"):
+        if any(r["group"] == g for r in res["readers"]):
+            lines += [f"## {GROUP_TITLE[g]}", "", table(res, g), ""]
+    lines += ["![rows/s and peak RSS](chart.png)", "", "## Targets (2 cores)", "", targets(res), ""]
+    prof_json = os.path.join(d, "profile.json")
+    if os.path.exists(prof_json):
+        p = json.load(open(prof_json))
+        lines += ["## What bounds sluice (perf profile)", ""]
+        lines += [p.get("summary", ""), ""]
+        cats = p.get("categories", {})
+        if cats:
+            names = list(next(iter(cats.values())).keys())
+            lines += ["| where the CPU goes (% of samples) | " + " | ".join(cats.keys()) + " |",
+                      "|---|" + "---:|" * len(cats)]
+            for n in names:
+                lines.append(f"| {n} | " + " | ".join(f"{cats[k].get(n, 0):.1f}" for k in cats) + " |")
+            lines += ["", "Details, top functions: [profile.md](profile.md).", ""]
+    notes = os.path.join(d, "findings.md")
+    if os.path.exists(notes):
+        lines += [open(notes).read().strip(), ""]
+    load_md = os.path.join(d, "load.md")
+    if os.path.exists(os.path.join(d, "load.json")) or os.path.exists(load_md):
+        lines += ["## Master load (bench/load)", ""]
+        if os.path.exists(load_md):
+            body = open(load_md).read().strip().splitlines()
+            if body and body[0].startswith("# "):
+                body = body[1:]
+            lines += ["\n".join(body).strip(), ""]
+        else:
+            lines += ["```json", json.dumps(json.load(open(os.path.join(d, "load.json"))), indent=1)[:4000], "```", ""]
+    lines += ["## Peers", ""]
+    for name, st in res["peers"].items():
+        lines.append(f"- {name}: {st}")
+    lines += ["", "Raw numbers of every run: [results.json](results.json). Rerun: `bench/run.sh` "
+              "(`--quick` for a fast check, `--rows N` for another size).", ""]
+    with open(os.path.join(d, "report.md"), "w") as f:
+        f.write("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# The benchmark, one command: sluice against pyarrow.dataset, Petastorm, a PyTorch
+# DataLoader and Ray Data, plus the parquet crate's bare decode, on a Criteo-like dataset
+# written by real Spark; the same for the dataset in S3 (moto) for sluice and pyarrow.
+#
+#   bench/run.sh                     4,000,000 rows, 3 repetitions (about 20 minutes)
+#   bench/run.sh --quick             200,000 rows, 1 repetition: a check that all runs
+#   bench/run.sh --rows N [--reps R] [--only sluice,pyarrow,...] [--no-s3] [--no-profile]
+#
+# Writes bench/results/results.json (every run's raw numbers), report.md (the table,
+# the targets, the profile's findings, master load figures when bench/results/load.json
+# exists) and chart.png. Virtualenvs, the release builds and datasets (one per row count)
+# are cached under ~/.cache/sluice/bench. Every reader runs alone, in turn, pinned to the
+# same 2 cores (--cpus, default 0,1) with 2 workers/threads/devices; run it on an idle
+# machine: the report records the load average seen before each reader.
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/.." && pwd)"
+CACHE="${SLUICE_CACHE:-$HOME/.cache/sluice}"
+BENCH="${SLUICE_BENCH_CACHE:-$CACHE/bench}"
+MAIN_VENV="${SLUICE_VENV:-$CACHE/venv}"
+RESULTS="$HERE/results"
+
+ROWS=4000000 REPS=3 FILES=24 CPUS=0,1 BATCH=8192 BUDGET=150
+ONLY="" S3=1 PROFILE=1 QUICK=0
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --rows) ROWS="$2"; shift 2 ;;
+    --reps) REPS="$2"; shift 2 ;;
+    --files) FILES="$2"; shift 2 ;;
+    --cpus) CPUS="$2"; shift 2 ;;
+    --budget) BUDGET="$2"; shift 2 ;;
+    --only) ONLY="$2"; shift 2 ;;
+    --no-s3) S3=0; shift ;;
+    --no-profile) PROFILE=0; shift ;;
+    --quick) QUICK=1; ROWS=200000; REPS=1; FILES=8; shift ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    *) echo "bench/run.sh: unknown option $1" >&2; exit 1 ;;
+  esac
+done
+NCPU=$(awk -F, '{print NF}' <<<"$CPUS")
+log() { echo "bench: $*" >&2; }
+want() { [[ -z "$ONLY" || ",$ONLY," == *",$1,"* ]]; }
+
+# 1. Virtualenvs (idempotent).
+"$HERE/setup.sh"
+status() { cat "$BENCH/status/$1" 2>/dev/null || echo "not installable: setup did not run"; }
+
+# 2. Release builds: sluice, and the bare decode (its own workspace and target dir).
+log "building sluice (release)"
+(cd "$ROOT" && cargo build --release --quiet --bin sluice)
+SLUICE="$ROOT/target/release/sluice"
+log "building bench/decode (release)"
+(cd "$HERE/decode" && CARGO_TARGET_DIR="$BENCH/target" cargo build --release --quiet)
+DECODE="$BENCH/target/release/sluice-bench-decode"
+
+# 3. The dataset, written by Spark once per size.
+DATA="$BENCH/data/criteo-$ROWS-$FILES"
+if [[ ! -f "$DATA/_SUCCESS" ]]; then
+  log "writing $ROWS rows with Spark into $DATA"
+  mkdir -p "$BENCH/data"
+  "$MAIN_VENV/bin/python" "$HERE/make_dataset.py" "$DATA" --rows "$ROWS" --files "$FILES" \
+    2> >(grep -v -e WARN -e 'Stage ' -e 'setLogLevel' -e FutureWarning -e require_minimum >&2)
+fi
+META="$DATA.meta.json"
+[[ -s "$META" ]] || "$MAIN_VENV/bin/python" "$HERE/dataset_meta.py" "$DATA" >"$META"
+BYTES=$("$MAIN_VENV/bin/python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["parquet_bytes"])' "$META")
+log "dataset: $(cat "$META")"
+# Every local reader reads from the page cache.
+cat "$DATA"/*.parquet >/dev/null
+
+mkdir -p "$RESULTS"
+RAW="$RESULTS/runs.jsonl"
+: >"$RAW"
+RUN_DIR="$(mktemp -d)"
+trap 'rm -rf "$RUN_DIR"' EXIT
+
+measure() { # NAME LABEL GROUP [measure.py options] -- CMD...
+  local name="$1" label="$2" group="$3"; shift 3
+  log "running $label"
+  python3 "$HERE/measure.py" --name "$name" --label "$label" --group "$group" --out "$RAW" \
+    --reps "$REPS" --budget "$BUDGET" --cpus "$CPUS" --bytes "$BYTES" \
+    --expect-rows "$ROWS" "$@" || true
+}
+skip() { # NAME LABEL GROUP REASON
+  python3 - "$RAW" "$@" <<'PY'
+import json, sys
+out, name, label, group, reason = sys.argv[1:]
+open(out, "a").write(json.dumps({"name": name, "label": label, "group": group, "error": reason}) + "\n")
+PY
+  log "skipping $2: $4"
+}
+peer_python() { # PEER -> the venv's python for it
+  local s; s="$(status "$1")"
+  case "$1" in
+    pyarrow) echo "$MAIN_VENV/bin/python" ;;
+    torch) echo "${s#ok }/bin/python" ;;
+    *) echo "$BENCH/venv-$1/bin/python" ;;
+  esac
+}
+sluice_train() { # URL DEVICES SUMMARY
+  echo "$SLUICE" train "$1" --model none --devices "$2" --batch-size "$BATCH" --quiet \
+    --summary-json "$3"
+}
+
+# 4. Local runs.
+S=$RUN_DIR/summary.json
+want sluice && measure sluice "sluice train --devices $NCPU" local --summary-json "$S" -- \
+  $(sluice_train "$DATA" "$NCPU" "$S")
+want sluice && measure sluice_1 "sluice train --devices 1" local --summary-json "$S" -- \
+  $(sluice_train "$DATA" 1 "$S")
+want decode && measure decode "bare decode (parquet crate, $NCPU threads)" local -- \
+  "$DECODE" "$DATA" --threads "$NCPU" --batch-size "$BATCH"
+want pyarrow && measure pyarrow "pyarrow.dataset to_batches" local -- \
+  "$(peer_python pyarrow)" "$HERE/peers/pyarrow_dataset.py" "$DATA" --batch-size "$BATCH" --threads "$NCPU"
+for peer in petastorm torch ray; do
+  want "$peer" || continue
+  case $peer in
+    petastorm) label="Petastorm make_batch_reader" script=petastorm_reader.py flag=--workers ;;
+    torch) label="PyTorch DataLoader ($NCPU workers)" script=torch_dataloader.py flag=--workers ;;
+    ray) label="Ray Data iter_batches" script=ray_data.py flag=--cpus ;;
+  esac
+  st="$(status "$peer")"
+  if [[ "$st" != ok* ]]; then skip "$peer" "$label" local "$st"; continue; fi
+  measure "$peer" "$label" local -- "$(peer_python "$peer")" "$HERE/peers/$script" "$DATA" \
+    --batch-size "$BATCH" "$flag" "$NCPU"
+done
+
+# 5. The same dataset in S3 (moto, a bench instance of its own on port 9310).
+if [[ $S3 == 1 ]] && { want sluice || want pyarrow; }; then
+  export SLUICE_S3_NAME=bench-s3 SLUICE_S3_PORT="${SLUICE_BENCH_S3_PORT:-9310}"
+  ENDPOINT="$("$ROOT/tests/services/s3.sh" start)"
+  export AWS_ENDPOINT_URL="$ENDPOINT" AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench \
+    AWS_REGION=us-east-1
+  URL="s3://bench/criteo-$ROWS-$FILES"
+  log "uploading to $URL at $ENDPOINT"
+  "$MAIN_VENV/bin/python" "$HERE/upload_s3.py" "$DATA" "$URL"
+  want sluice && measure sluice_s3 "sluice train --devices $NCPU" s3 --summary-json "$S" -- \
+    $(sluice_train "$URL" "$NCPU" "$S")
+  want pyarrow && measure pyarrow_s3 "pyarrow.dataset to_batches" s3 -- \
+    "$(peer_python pyarrow)" "$HERE/peers/pyarrow_dataset.py" "$URL" --batch-size "$BATCH" --threads "$NCPU"
+  "$ROOT/tests/services/s3.sh" stop >/dev/null 2>&1 || true
+fi
+
+# 6. Where sluice spends its time (perf, else nothing).
+if [[ $PROFILE == 1 ]] && want sluice; then
+  "$HERE/profile.sh" "$SLUICE" "$DATA" "$NCPU" "$BATCH" "$CPUS" >"$RESULTS/profile.md" \
+    || log "profile failed (see above)"
+fi
+
+# 7. Report.
+python3 "$HERE/collect.py" --raw "$RAW" --meta "$META" --out "$RESULTS/results.json" \
+  --rows "$ROWS" --reps "$REPS" --cpus "$CPUS" --batch-size "$BATCH" --quick "$QUICK" \
+  --status-dir "$BENCH/status"
+"$BENCH/venv-tools/bin/python" "$HERE/report.py" "$RESULTS"
+log "wrote $RESULTS/report.md, chart.png, results.json"

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Virtualenvs for the benchmark peers, under ~/.cache/sluice/bench (idempotent: a venv
+# whose marker file exists is left alone). Peers whose versions clash get their own:
+#
+#   ~/.cache/sluice/venv                 pyspark + pyarrow (latest): dataset, pyarrow.dataset,
+#                                        and torch when `import torch` works there
+#   $BENCH/venv-petastorm                Petastorm 0.13 (imports only with pyarrow <= 14)
+#   $BENCH/venv-ray                      ray[data]
+#   $BENCH/venv-torch                    torch + pyarrow, only when the main venv has no torch
+#   $BENCH/venv-tools                    matplotlib for the chart
+#
+# A peer that does not install is recorded in $BENCH/status/<peer> as
+# "not installable: <reason>"; the bench reports it instead of a figure.
+set -uo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/.." && pwd)"
+CACHE="${SLUICE_CACHE:-$HOME/.cache/sluice}"
+BENCH="${SLUICE_BENCH_CACHE:-$CACHE/bench}"
+MAIN_VENV="${SLUICE_VENV:-$CACHE/venv}"
+PY="${SLUICE_BENCH_PYTHON:-python3.11}"
+mkdir -p "$BENCH/status"
+
+log() { echo "bench/setup: $*" >&2; }
+
+# make_venv NAME MARKER_IMPORT PIP_ARGS...
+make_venv() {
+  local name="$1" probe="$2"; shift 2
+  local venv="$BENCH/venv-$name"
+  if [[ -x "$venv/bin/python" ]] && "$venv/bin/python" -c "$probe" >/dev/null 2>&1; then
+    echo ok >"$BENCH/status/$name"; return 0
+  fi
+  log "installing $name venv ($*)"
+  rm -rf "$venv"
+  "$PY" -m venv "$venv" || { echo "not installable: python venv failed" >"$BENCH/status/$name"; return 1; }
+  "$venv/bin/pip" install --quiet --upgrade pip >/dev/null 2>&1 || true
+  local err="$BENCH/status/$name.pip.log"
+  if ! "$venv/bin/pip" install --quiet "$@" >"$err" 2>&1; then
+    echo "not installable: pip install $* failed: $(grep -m1 -i 'error' "$err" | cut -c1-200)" >"$BENCH/status/$name"
+    log "$name: $(cat "$BENCH/status/$name")"; return 1
+  fi
+  if ! "$venv/bin/python" -c "$probe" >"$err" 2>&1; then
+    echo "not installable: installs but does not import: $(tail -1 "$err" | cut -c1-200)" >"$BENCH/status/$name"
+    log "$name: $(cat "$BENCH/status/$name")"; return 1
+  fi
+  echo ok >"$BENCH/status/$name"
+}
+
+# The main venv (pyspark, pyarrow): the tests' own installer makes it.
+if ! "$MAIN_VENV/bin/python" -c 'import pyspark, pyarrow' >/dev/null 2>&1; then
+  log "installing $MAIN_VENV (tests/requirements.txt)"
+  [[ -x "$MAIN_VENV/bin/python" ]] || "$PY" -m venv "$MAIN_VENV"
+  "$MAIN_VENV/bin/pip" install --quiet -r "$ROOT/tests/requirements.txt" || exit 1
+fi
+echo ok >"$BENCH/status/pyarrow"
+
+make_venv tools 'import matplotlib' matplotlib
+make_venv petastorm 'import petastorm, pyarrow; from petastorm import make_batch_reader' \
+  "petastorm==0.13.1" "pyarrow==14.0.2" "numpy<2" "pandas<2.3" "pyspark==4.3.0"
+make_venv ray 'import ray, ray.data, pyarrow' "ray[data]"
+
+# torch: reuse the main venv once `import torch` works there, else a venv of our own
+# (plain `pip install torch` is the CUDA build, which runs on CPU).
+if [[ -n "${SLUICE_BENCH_SKIP_TORCH:-}" ]]; then
+  :
+elif "$MAIN_VENV/bin/python" -c 'import torch, pyarrow' >/dev/null 2>&1; then
+  echo "ok $MAIN_VENV" >"$BENCH/status/torch"
+else
+  if make_venv torch 'import torch, pyarrow, numpy' torch pyarrow numpy; then
+    echo "ok $BENCH/venv-torch" >"$BENCH/status/torch"
+  fi
+fi
+for p in pyarrow tools petastorm ray torch; do log "$p: $(cat "$BENCH/status/$p" 2>/dev/null)"; done
+exit 0
