@@ -88,7 +88,7 @@ fn check_ids(job: &Job) {
 #[test]
 fn workers_killed_and_joining_lose_nothing() {
     let job = Job::new("parquet_small_files", 2);
-    let mut master = job.start_master(&fixture("parquet_small_files"));
+    let mut master = job.start_master(fixture("parquet_small_files"));
     let mut workers: Vec<Child> = (0..3).map(|_| job.start_worker("")).collect();
     for round in 0..3 {
         std::thread::sleep(Duration::from_millis(800));
@@ -132,7 +132,7 @@ fn master_killed_and_restarted_twice() {
 #[test]
 fn a_paused_worker_is_fenced_and_carries_on() {
     let job = Job::new("parquet_small_files", 1);
-    let mut master = job.start_master(&fixture("parquet_small_files"));
+    let mut master = job.start_master(fixture("parquet_small_files"));
     let mut workers: Vec<Child> = (0..3).map(|_| job.start_worker("")).collect();
     std::thread::sleep(Duration::from_millis(1000));
     signal(&workers[0], libc::SIGSTOP);
@@ -148,7 +148,7 @@ fn a_paused_worker_is_fenced_and_carries_on() {
 #[test]
 fn a_worker_joining_after_the_first_epoch_began_shares_the_work() {
     let job = Job::new("parquet_small_files", 2);
-    let mut master = job.start_master(&fixture("parquet_small_files"));
+    let mut master = job.start_master(fixture("parquet_small_files"));
     let mut first = job.start_worker("");
     std::thread::sleep(Duration::from_millis(1500));
     let mut late = job.start_worker("");
@@ -195,7 +195,7 @@ fn a_corrupt_file_fails_its_task_and_the_master_says_so() {
 #[test]
 fn requests_without_the_token_are_refused() {
     let job = Job::new("parquet_small_files", 1);
-    let mut master = job.start_master(&fixture("parquet_small_files"));
+    let mut master = job.start_master(fixture("parquet_small_files"));
     for path in ["/v1/job", "/v1/status", "/metrics", "/"] {
         let out = Command::new("curl")
             .args([
@@ -237,4 +237,159 @@ fn requests_without_the_token_are_refused() {
     );
     signal(&master, libc::SIGKILL);
     let _ = master.wait();
+}
+
+/// A CA and a certificate it signed for 127.0.0.1, made with openssl:
+/// (ca.pem, server.pem, server.key) in `dir`.
+fn certificates(dir: &std::path::Path) -> (String, String, String) {
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=sluice test CA",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    ]);
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+    ]);
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .expect("ext.cnf");
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+    ]);
+    let path = |name: &str| dir.join(name).display().to_string();
+    (path("ca.pem"), path("server.pem"), path("server.key"))
+}
+
+#[test]
+fn a_master_serves_https_to_workers_that_trust_its_ca() {
+    let certs = tempfile::tempdir().expect("tempdir");
+    let (ca, cert, key) = certificates(certs.path());
+    let mut job = Job::new("parquet_small_files", 1);
+    job.https = true;
+    job.master_args = vec!["--tls-cert".into(), cert, "--tls-key".into(), key.clone()];
+    job.worker_args = vec!["--ca-file".into(), ca.clone()];
+    let mut master = job.start_master(fixture("parquet_small_files"));
+
+    // Plain HTTP to the TLS port gets no answer; a worker that does not trust
+    // the CA stops with one line about the certificate.
+    let plain = Command::new("curl")
+        .args([
+            "-s",
+            "-m",
+            "5",
+            &format!("http://127.0.0.1:{}/v1/job", job.port),
+        ])
+        .output()
+        .expect("curl");
+    assert!(!plain.status.success(), "plain HTTP was answered");
+    let untrusted = Command::new(SLUICE)
+        .args(["worker", "--master", &job.url(), "--patience", "2s", "-q"])
+        .env("SLUICE_TOKEN", TOKEN)
+        .output()
+        .expect("worker");
+    let err = String::from_utf8_lossy(&untrusted.stderr);
+    assert!(!untrusted.status.success(), "an untrusting worker went on");
+    assert!(
+        err.contains("certificate") || err.contains("UnknownIssuer"),
+        "{err}"
+    );
+
+    let mut workers: Vec<Child> = (0..2).map(|_| job.start_worker("")).collect();
+    let status = Command::new(SLUICE)
+        .args(["status", "--master", &job.url(), "--ca-file", &ca, "--json"])
+        .env("SLUICE_TOKEN", TOKEN)
+        .output()
+        .expect("status");
+    assert!(
+        status.status.success(),
+        "status over https: {}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    clean_finish(&mut master);
+    for w in &mut workers {
+        assert!(wait_exit(w, "worker").success());
+    }
+    let ids = recorded_ids(&job.ids, "ids-");
+    common::assert_exactly_once(&ids, job.rows(), "over https");
+    let log = stderr_of(&mut master);
+    assert!(
+        !log.contains("PRIVATE KEY"),
+        "the key never reaches the log"
+    );
+}
+
+#[test]
+fn a_bad_certificate_stops_the_master_with_one_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let junk = dir.path().join("junk.pem");
+    std::fs::write(&junk, "not a certificate\n").expect("write");
+    let out = Command::new(SLUICE)
+        .args([
+            "master",
+            fixture("parquet_small_files").to_str().expect("utf8"),
+        ])
+        .args(["--listen", "127.0.0.1:0", "--state"])
+        .arg(dir.path().join("state"))
+        .args(["--tls-cert", junk.to_str().expect("utf8")])
+        .args(["--tls-key", junk.to_str().expect("utf8")])
+        .env("SLUICE_TOKEN", TOKEN)
+        .output()
+        .expect("master");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("junk.pem") && err.trim().lines().count() == 1,
+        "{err}"
+    );
 }

@@ -10,7 +10,7 @@ mod common;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::{OnceLock, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{assert_one_line_error, fixture, run, sluice_command, Run};
@@ -18,6 +18,10 @@ use connectors::store::HdfsStoreBuilder;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStoreExt, PutPayload};
 use serde_json::Value;
+
+/// Taken for writing by the test that puts the namenode in safe mode, for
+/// reading by every other test of the plain cluster.
+static SAFE_MODE: RwLock<()> = RwLock::new(());
 
 /// A running MiniDFSCluster, as `tests/services/hdfs.sh` reports it.
 struct Cluster {
@@ -58,8 +62,14 @@ impl Cluster {
         }
     }
 
-    /// The plain cluster (one namenode on 127.0.0.1:9000), shared by the tests.
-    fn plain() -> &'static Cluster {
+    /// The plain cluster (one namenode on 127.0.0.1:9000), shared by the
+    /// tests; the guard keeps the safe-mode test from running meanwhile.
+    fn plain() -> (&'static Cluster, RwLockReadGuard<'static, ()>) {
+        let shared = SAFE_MODE.read().unwrap_or_else(|e| e.into_inner());
+        (Cluster::plain_cluster(), shared)
+    }
+
+    fn plain_cluster() -> &'static Cluster {
         static CLUSTER: OnceLock<Cluster> = OnceLock::new();
         CLUSTER.get_or_init(|| Cluster::start("start", "SLUICE_HDFS_URL"))
     }
@@ -213,7 +223,7 @@ fn expected_rows(dataset: &str) -> u64 {
 
 #[test]
 fn ls_over_hdfs_equals_ls_of_the_same_files_on_disk() {
-    let cluster = Cluster::plain();
+    let (cluster, _shared) = Cluster::plain();
     for dataset in [
         "parquet_partitioned",
         "escaped",
@@ -241,7 +251,7 @@ fn ls_over_hdfs_equals_ls_of_the_same_files_on_disk() {
 
 #[test]
 fn train_over_hdfs_delivers_every_id_once() {
-    let cluster = Cluster::plain();
+    let (cluster, _shared) = Cluster::plain();
     for (dataset, devices, extra) in [
         ("parquet_partitioned", "4", &[][..]),
         ("parquet_row_groups", "2", &["--split-size", "64KiB"][..]),
@@ -256,7 +266,7 @@ fn train_over_hdfs_delivers_every_id_once() {
 
 #[test]
 fn a_job_spark_wrote_into_hdfs_lists_and_trains_like_its_local_twin() {
-    let cluster = Cluster::plain();
+    let (cluster, _shared) = Cluster::plain();
     let url = cluster.fresh_dir("spark-clicks");
     let local = tempfile::tempdir().expect("tempdir");
     let twin = local.path().join("clicks");
@@ -342,7 +352,7 @@ fn an_unknown_host_fails_with_one_line_naming_the_url() {
 
 #[test]
 fn a_missing_path_and_a_file_root_are_reported_as_such() {
-    let cluster = Cluster::plain();
+    let (cluster, _shared) = Cluster::plain();
     let missing = cluster.fresh_dir("missing");
     let out = cluster.sluice(&["ls", &missing]);
     assert_one_line_error(&out, &["no such path", &missing]);
@@ -356,7 +366,7 @@ fn a_missing_path_and_a_file_root_are_reported_as_such() {
 
 #[test]
 fn another_users_private_directory_is_permission_denied() {
-    let cluster = Cluster::plain();
+    let (cluster, _shared) = Cluster::plain();
     // tests/services/hdfs.sh creates /sluice-private, mode 700, owned by its user.
     let url = format!("{}/sluice-private", cluster.url);
     let out = run(sluice_command(["ls", &url])
@@ -367,7 +377,7 @@ fn another_users_private_directory_is_permission_denied() {
 
 #[test]
 fn a_viewfs_mount_lists_what_the_namenode_holds() {
-    let cluster = Cluster::plain();
+    let (cluster, _shared) = Cluster::plain();
     let url = cluster.fresh_dir("escaped");
     cluster.upload(&fixture("escaped"), &url);
     // tests/services/hdfs.sh mounts viewfs://sluice/warehouse on /sluice-tests.
@@ -399,4 +409,47 @@ fn an_ha_nameservice_resolves_through_hadoop_conf_dir() {
     let missing = format!("{url}-missing");
     let out = cluster.sluice(&["ls", &missing]);
     assert_one_line_error(&out, &["no such path", &missing]);
+}
+
+/// Runs Hadoop's DFSAdmin on the plain cluster.
+fn dfsadmin(args: &[&str]) -> Run {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/services/hdfs.sh");
+    run(Command::new("bash").arg(&script).arg("dfsadmin").args(args))
+}
+
+/// Leaves safe mode when dropped, so a failing assertion does not leave the
+/// namenode read-only for the other tests.
+struct SafeMode;
+
+impl Drop for SafeMode {
+    fn drop(&mut self) {
+        let out = dfsadmin(&["-safemode", "leave"]);
+        assert!(out.status.success() || std::thread::panicking(), "{out}");
+    }
+}
+
+#[test]
+fn a_namenode_in_safe_mode_serves_reads_and_refuses_state_writes_by_name() {
+    let _alone = SAFE_MODE.write().unwrap_or_else(|e| e.into_inner());
+    let cluster = Cluster::plain_cluster();
+    let url = cluster.fresh_dir("safe-mode");
+    cluster.upload(&fixture("csv_plain"), &url);
+    let entered = dfsadmin(&["-safemode", "enter"]);
+    assert!(entered.stdout.contains("Safe mode is ON"), "{entered}");
+    let _leave = SafeMode;
+
+    // Reads go on: a namenode restarting (safe mode) still serves training.
+    let listed = ls_json(cluster.sluice(&["ls", "--json", &url]));
+    assert_eq!(listed["rows"].as_u64(), Some(expected_rows("csv_plain")));
+
+    // The master's state cannot be written: one line naming it, at once.
+    let state = cluster.fresh_dir("safe-mode-state");
+    let started = Instant::now();
+    let out = run(
+        sluice_command(["master", &url, "--listen", "127.0.0.1:0", "--state", &state])
+            .env("HADOOP_CONF_DIR", &cluster.conf_dir)
+            .env("SLUICE_TOKEN", "safe-mode-token"),
+    );
+    assert!(started.elapsed() < Duration::from_secs(30), "{out}");
+    assert_one_line_error(&out, &[&state, "safe mode"]);
 }

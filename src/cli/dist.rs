@@ -66,6 +66,12 @@ pub struct MasterArgs {
     /// Train even if the output is visibly unfinished.
     #[arg(long)]
     pub allow_incomplete: bool,
+    /// Serve HTTPS with this PEM certificate (chain); needs --tls-key.
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// The job token.
     #[command(flatten)]
     pub token: TokenArgs,
@@ -83,6 +89,9 @@ pub struct WorkerArgs {
     /// Keep retrying an unreachable master this long before giving up.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub patience: Duration,
+    /// Trust this PEM CA certificate for an https:// master (besides the system's roots).
+    #[arg(long, value_name = "PEM")]
+    pub ca_file: Option<PathBuf>,
     /// Trainer and pipeline options.
     #[command(flatten)]
     pub worker: WorkerOptions,
@@ -100,6 +109,9 @@ pub struct StatusArgs {
     /// Print JSON for scripts.
     #[arg(long)]
     pub json: bool,
+    /// Trust this PEM CA certificate for an https:// master (besides the system's roots).
+    #[arg(long, value_name = "PEM")]
+    pub ca_file: Option<PathBuf>,
     /// The job token.
     #[command(flatten)]
     pub token: TokenArgs,
@@ -122,6 +134,7 @@ pub async fn master(args: MasterArgs) -> anyhow::Result<u8> {
         token: args.token.token()?,
         linger: args.linger,
         allow_incomplete: args.allow_incomplete,
+        tls: args.tls_cert.zip(args.tls_key),
     };
     let outcome = crate::master::serve::run(config).await?;
     eprintln!(
@@ -148,6 +161,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<u8> {
         prefetch: args.worker.prefetch,
         shuffle_buffer: args.worker.shuffle_buffer,
         patience: args.patience,
+        ca_file: args.ca_file,
     };
     if config.devices == 0 || config.batch_size == 0 || config.prefetch == 0 {
         anyhow::bail!("--devices, --batch-size and --prefetch must be at least 1");
@@ -166,6 +180,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<u8> {
         &args.master,
         args.token.token()?,
         Duration::from_secs(5),
+        args.ca_file.as_deref(),
     )?;
     let s = source.status_reply().await?;
     let text = if args.json {

@@ -12,7 +12,7 @@ use super::wait;
 use crate::config::{TrainConfig, TrainerChoice};
 use crate::job::spec::JobSpec;
 use crate::master::journal::MemoryJournal;
-use crate::master::state::{JobFile, MasterState, StateError};
+use crate::master::state::{JobFile, MasterState, StateError, StateLocation};
 use crate::task::{Command, QueueConfig};
 use crate::trainer::{ExecFactory, LinearFactory, ModelKind, NoneFactory, TrainerFactory};
 use crate::worker::pipeline::{self, PipelineConfig, Progress};
@@ -107,7 +107,8 @@ pub async fn run_dataset(
     };
     let state = match &config.state {
         Some(dir) => {
-            let (mut state, resumed) = MasterState::open(dir, move || Ok(job))?;
+            let location = StateLocation::Dir(dir.clone());
+            let (mut state, resumed) = MasterState::open(&location, move || Ok(job)).await?;
             if resumed {
                 // The run that wrote this state is gone: take its leases back now
                 // instead of waiting for them to lapse.

@@ -32,6 +32,8 @@ pub struct WorkerConfig {
     pub shuffle_buffer: usize,
     /// How long to keep retrying an unreachable master.
     pub patience: Duration,
+    /// A CA certificate to trust for an https:// master.
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 /// Errors of a worker.
@@ -59,7 +61,12 @@ pub struct WorkerOutcome {
 
 /// Runs a worker until the master says the job is over.
 pub async fn run(config: WorkerConfig) -> Result<WorkerOutcome, WorkerError> {
-    let source = RemoteSource::new(&config.master, config.token.clone(), config.patience)?;
+    let source = RemoteSource::new(
+        &config.master,
+        config.token.clone(),
+        config.patience,
+        config.ca_file.as_deref(),
+    )?;
     let spec = source.job().await?;
     info!(url = %spec.url, splits = spec.splits.len(), "joined job");
     let location = connectors::store::open(&spec.url)?;

@@ -10,3 +10,4 @@ pub mod object_log;
 pub mod page;
 pub mod serve;
 pub mod state;
+pub mod tls;

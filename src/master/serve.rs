@@ -35,6 +35,8 @@ pub struct MasterConfig {
     pub linger: Duration,
     /// Train on visibly unfinished output.
     pub allow_incomplete: bool,
+    /// Serve HTTPS with this PEM certificate chain and key.
+    pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 /// Errors of the master.
@@ -55,6 +57,9 @@ pub enum MasterError {
         #[source]
         source: std::io::Error,
     },
+    /// TLS could not be set up.
+    #[error(transparent)]
+    Tls(#[from] super::tls::TlsError),
     /// The output is visibly unfinished.
     #[error("{url} is not finished: no _SUCCESS and in-flight output present ({markers}); pass --allow-incomplete to train anyway")]
     Unfinished {
@@ -127,6 +132,11 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
         commit,
         token: Arc::new(config.token.clone()),
     };
+    // Checked before binding, so a bad certificate fails the start at once.
+    let acceptor = match &config.tls {
+        Some((cert, key)) => Some(super::tls::acceptor(cert, key)?),
+        None => None,
+    };
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|source| MasterError::Listen {
@@ -134,8 +144,9 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
             source,
         })?;
     let addr = listener.local_addr().unwrap_or(config.listen);
+    let scheme = if acceptor.is_some() { "https" } else { "http" };
     eprintln!(
-        "sluice master listening on http://{addr} (state {})",
+        "sluice master listening on {scheme}://{addr} (state {})",
         config.state
     );
     let watcher = master.clone();
@@ -154,10 +165,21 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
             }
         }
     };
-    axum::serve(listener, router(app))
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(|source| MasterError::Listen { addr, source })?;
+    let served = match acceptor {
+        Some(acceptor) => {
+            let tls = super::tls::TlsListener::new(listener, acceptor)
+                .map_err(|source| MasterError::Listen { addr, source })?;
+            axum::serve(tls, router(app))
+                .with_graceful_shutdown(shutdown)
+                .await
+        }
+        None => {
+            axum::serve(listener, router(app))
+                .with_graceful_shutdown(shutdown)
+                .await
+        }
+    };
+    served.map_err(|source| MasterError::Listen { addr, source })?;
     let m = master.lock().unwrap_or_else(|e| e.into_inner());
     let status = status_of(&m);
     Ok(MasterOutcome {

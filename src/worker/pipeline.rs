@@ -3,7 +3,7 @@
 //! says the job is over.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use connectors::{Location, ReadPlan, Split};
 use tokio::sync::mpsc;
@@ -15,7 +15,7 @@ use super::ledger::{Action, Ledger};
 use super::reader::{self, ReadEvent};
 use super::source::TaskSource;
 use super::Piece;
-use crate::task::{LeaseReply, WorkerId};
+use crate::task::{AttemptId, LeaseReply, QueueError, WorkerId};
 use crate::trainer::{TrainerError, TrainerFactory};
 
 /// How often leases are renewed.
@@ -115,7 +115,15 @@ pub async fn run(
         readers: 0,
         progress: Progress::default(),
         outcome: RunOutcome::default(),
+        held: Arc::new(tokio::sync::Mutex::new(Vec::new())),
     };
+    let (beat_tx, mut beat_rx) = mpsc::unbounded_channel();
+    let beats = Heartbeats::spawn(
+        state.source.clone(),
+        state.worker,
+        state.held.clone(),
+        beat_tx,
+    );
     let (read_tx, mut read_rx) = mpsc::channel::<ReadEvent>(config.prefetch.max(1) * 2);
     let result = state
         .drive(
@@ -123,9 +131,11 @@ pub async fn run(
             &mut read_rx,
             &batch_tx,
             &mut event_rx,
+            &mut beat_rx,
             &on_progress,
         )
         .await;
+    drop(beats);
     drop(batch_tx);
     // Drain trainer acknowledgements until the device threads are gone.
     let joined = tokio::task::spawn_blocking(move || devices.join());
@@ -156,6 +166,54 @@ struct Coordinator {
     readers: usize,
     progress: Progress,
     outcome: RunOutcome,
+    /// The attempts this worker holds, as its heartbeats report them. A lease
+    /// and the update of this list happen under its lock, so a heartbeat
+    /// never reports a list that misses a lease already granted.
+    held: Arc<tokio::sync::Mutex<Vec<AttemptId>>>,
+}
+
+/// What the heartbeat task tells the coordinator.
+type Beat = Result<AttemptId, QueueError>;
+
+/// Heartbeats in a task of their own: leases are renewed on time even while
+/// the coordinator waits on a full batch channel or a slow report.
+struct Heartbeats(tokio::task::JoinHandle<()>);
+
+impl Heartbeats {
+    fn spawn(
+        source: Arc<dyn TaskSource>,
+        worker: WorkerId,
+        held: Arc<tokio::sync::Mutex<Vec<AttemptId>>>,
+        to_coordinator: mpsc::UnboundedSender<Beat>,
+    ) -> Heartbeats {
+        Heartbeats(tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(HEARTBEAT);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            ticker.tick().await;
+            loop {
+                ticker.tick().await;
+                let result = {
+                    let held = held.lock().await;
+                    source.heartbeat(worker, &held).await
+                };
+                let beats: Vec<Beat> = match result {
+                    Ok(lost) => lost.into_iter().map(Ok).collect(),
+                    Err(e) => vec![Err(e)],
+                };
+                for beat in beats {
+                    if to_coordinator.send(beat).is_err() {
+                        return;
+                    }
+                }
+            }
+        }))
+    }
+}
+
+impl Drop for Heartbeats {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl Coordinator {
@@ -165,9 +223,9 @@ impl Coordinator {
         read_rx: &mut mpsc::Receiver<ReadEvent>,
         batch_tx: &mpsc::Sender<OutBatch>,
         events: &mut mpsc::UnboundedReceiver<DeviceEvent>,
+        beats: &mut mpsc::UnboundedReceiver<Beat>,
         on_progress: &(impl Fn(&Progress) + Send),
     ) -> Result<(), PipelineError> {
-        let mut last_beat = Instant::now();
         let mut flushed = false;
         loop {
             let over = self.top_up(read_tx).await?;
@@ -181,11 +239,13 @@ impl Coordinator {
                 }
                 flushed = true;
             }
-            if last_beat.elapsed() >= HEARTBEAT {
-                self.heartbeat().await?;
-                last_beat = Instant::now();
-            }
             tokio::select! {
+                Some(beat) = beats.recv() => {
+                    let lost = beat?;
+                    warn!(attempt = %lost, "lease lost; its rows will be served again elsewhere");
+                    self.ledger.drop_attempt(lost);
+                    self.sync_held().await;
+                }
                 Some(event) = read_rx.recv() => {
                     flushed = false;
                     self.on_read(event, batch_tx).await?;
@@ -201,6 +261,22 @@ impl Coordinator {
 
     /// Leases tasks until `prefetch` are being read; returns whether the job is over.
     async fn top_up(&mut self, read_tx: &mpsc::Sender<ReadEvent>) -> Result<bool, PipelineError> {
+        let held = self.held.clone();
+        let mut held = held.lock().await;
+        let over = self.lease_more(read_tx).await;
+        *held = self.ledger.attempts();
+        over
+    }
+
+    /// Publishes the attempts held to the heartbeat task.
+    async fn sync_held(&mut self) {
+        *self.held.lock().await = self.ledger.attempts();
+    }
+
+    async fn lease_more(
+        &mut self,
+        read_tx: &mpsc::Sender<ReadEvent>,
+    ) -> Result<bool, PipelineError> {
         while self.readers < self.config.prefetch.max(1) {
             let want = self.config.prefetch.max(1) - self.readers;
             match self.source.lease(self.worker, want).await? {
@@ -228,15 +304,6 @@ impl Coordinator {
             }
         }
         Ok(false)
-    }
-
-    async fn heartbeat(&mut self) -> Result<(), PipelineError> {
-        let held = self.ledger.attempts();
-        for lost in self.source.heartbeat(self.worker, &held).await? {
-            warn!(attempt = %lost, "lease lost; its rows will be served again elsewhere");
-            self.ledger.drop_attempt(lost);
-        }
-        Ok(())
     }
 
     async fn on_read(

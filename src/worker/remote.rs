@@ -42,6 +42,22 @@ pub enum RemoteError {
         /// Body (cut short).
         body: String,
     },
+    /// The master's TLS certificate is not trusted.
+    #[error("master {url}: its TLS certificate is not trusted ({reason}); pass --ca-file with the CA that signed it")]
+    Certificate {
+        /// The master.
+        url: String,
+        /// What TLS said.
+        reason: String,
+    },
+    /// The CA certificate file cannot be used.
+    #[error("--ca-file {path}: {reason}")]
+    CaFile {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
     /// The queue refused the request.
     #[error(transparent)]
     Refused(#[from] QueueError),
@@ -59,17 +75,38 @@ pub struct RemoteSource {
 }
 
 impl RemoteSource {
-    /// A client of the master at `base` (e.g. `http://10.0.0.5:7070`).
-    pub fn new(base: &str, token: String, patience: Duration) -> Result<Self, RemoteError> {
-        let client = reqwest::Client::builder()
+    /// A client of the master at `base` (e.g. `http://10.0.0.5:7070`, or
+    /// `https://...` with `ca_file` naming the CA that signed its certificate
+    /// when the system does not trust it).
+    pub fn new(
+        base: &str,
+        token: String,
+        patience: Duration,
+        ca_file: Option<&std::path::Path>,
+    ) -> Result<Self, RemoteError> {
+        let mut builder = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(3))
-            .timeout(Duration::from_secs(30))
-            .build()
-            .map_err(|e| RemoteError::Unreachable {
-                url: base.to_string(),
-                waited: Duration::ZERO,
-                last: e.to_string(),
-            })?;
+            .timeout(Duration::from_secs(30));
+        if let Some(path) = ca_file {
+            let bad = |reason: String| RemoteError::CaFile {
+                path: path.display().to_string(),
+                reason,
+            };
+            let pem = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
+            let certs =
+                reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| bad(e.to_string()))?;
+            if certs.is_empty() {
+                return Err(bad("no certificate in the file".to_string()));
+            }
+            for cert in certs {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        let client = builder.build().map_err(|e| RemoteError::Unreachable {
+            url: base.to_string(),
+            waited: Duration::ZERO,
+            last: e.to_string(),
+        })?;
         Ok(RemoteSource {
             client,
             base: base.trim_end_matches('/').to_string(),
@@ -128,7 +165,17 @@ impl RemoteSource {
                         });
                     }
                 },
-                Err(e) => e.to_string(),
+                Err(e) => {
+                    let chain = error_chain(&e);
+                    if is_certificate_error(&chain) {
+                        // Retrying cannot make an untrusted certificate trusted.
+                        return Err(RemoteError::Certificate {
+                            url: self.base.clone(),
+                            reason: chain,
+                        });
+                    }
+                    chain
+                }
             };
             if start.elapsed() >= self.patience {
                 return Err(RemoteError::Unreachable {
@@ -166,6 +213,27 @@ impl RemoteSource {
     pub async fn status_reply(&self) -> Result<StatusReply, RemoteError> {
         self.call::<(), StatusReply>("/v1/status", None).await
     }
+}
+
+/// An error with its sources, `a: b: c` (reqwest's own message hides the cause).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = cause.source();
+    }
+    text.replace('\n', " ")
+}
+
+/// Whether a connection failed on the server's certificate.
+fn is_certificate_error(chain: &str) -> bool {
+    let lower = chain.to_ascii_lowercase();
+    lower.contains("certificate") || lower.contains("unknownissuer")
 }
 
 #[async_trait::async_trait]

@@ -37,6 +37,12 @@ pub struct Job {
     pub epochs: u32,
     /// Environment of master and workers (what points them at a store).
     pub env: Vec<(String, String)>,
+    /// More flags of the master (TLS).
+    pub master_args: Vec<String>,
+    /// More flags of the workers.
+    pub worker_args: Vec<String>,
+    /// Whether the master serves HTTPS.
+    pub https: bool,
     _dir: tempfile::TempDir,
 }
 
@@ -53,6 +59,9 @@ impl Job {
             dataset: dataset.to_string(),
             epochs,
             env: Vec::new(),
+            master_args: Vec::new(),
+            worker_args: Vec::new(),
+            https: false,
             _dir: dir,
         }
     }
@@ -64,7 +73,8 @@ impl Job {
 
     /// The master's base URL.
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
     }
 
     /// Starts the master on `data` and waits until it listens.
@@ -102,6 +112,7 @@ impl Job {
                 "--linger",
                 "3s",
             ])
+            .args(&self.master_args)
             .env("SLUICE_TOKEN", TOKEN)
             .env_remove("RUST_LOG")
             .envs(self.env.iter().map(|(k, v)| (k, v)))
@@ -137,6 +148,7 @@ impl Job {
                 "2",
                 "-q",
             ])
+            .args(&self.worker_args)
             .env("SLUICE_TOKEN", TOKEN)
             .env_remove("RUST_LOG")
             .envs(self.env.iter().map(|(k, v)| (k, v)))

@@ -5,6 +5,7 @@
 #   tests/services/hdfs.sh start      plain cluster, namenode RPC on 127.0.0.1:9000
 #   tests/services/hdfs.sh start-ha   HA pair, nameservice `ns` (namenodes on 9100, 9101)
 #   tests/services/hdfs.sh stop | stop-ha | env | env-ha
+#   tests/services/hdfs.sh dfsadmin ARGS...   Hadoop's DFSAdmin on the plain cluster
 #
 # `start` prints, once the cluster answers, lines KEY=VALUE on stdout:
 #   SLUICE_HDFS_URL=hdfs://127.0.0.1:9000
@@ -187,5 +188,13 @@ case "${1:-}" in
   env) env_of plain ;;
   env-ha) env_of ha ;;
   build) build && echo "$BUILD" ;;
-  *) die "usage: $0 start|start-ha|stop|stop-ha|env|env-ha|build" ;;
+  dfsadmin)
+    # Hadoop's own admin tool against the plain cluster, e.g. `dfsadmin -safemode enter`.
+    shift
+    select_mode plain
+    build
+    exec java -cp "$BUILD/minidfs.jar:$(cat "$BUILD/classpath.txt")" \
+      org.apache.hadoop.hdfs.tools.DFSAdmin -fs "$URL" "$@"
+    ;;
+  *) die "usage: $0 start|start-ha|stop|stop-ha|env|env-ha|build|dfsadmin ARGS..." ;;
 esac
