@@ -53,6 +53,8 @@ def column_tensor(array, name="column", nulls="raise", fill_value=0, buckets=Non
             f"column {name!r} has type {kind}, which has no tensor form: cast it when "
             "writing the data, or leave the column out with columns=[...]"
         )
+    if storage is not None:
+        array = array.view(storage)
     if array.null_count:
         if nulls == "raise":
             raise SluiceError(
@@ -60,10 +62,8 @@ def column_tensor(array, name="column", nulls="raise", fill_value=0, buckets=Non
                 f"{len(array)} rows: pass nulls='fill' (with fill_value=...) to replace "
                 "them, or fill them when writing the data"
             )
-        fill = pa.scalar(fill_value).cast(storage or kind)
+        fill = pa.scalar(fill_value).cast(array.type)
         array = pc.fill_null(array, fill)  # a copy of this column only
-    if storage is not None:
-        array = array.view(storage)
     if pa.types.is_boolean(kind):
         # Arrow packs booleans into bits: one byte per value has to be written.
         return torch.from_numpy(array.to_numpy(zero_copy_only=False))
