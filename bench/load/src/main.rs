@@ -390,12 +390,8 @@ async fn wait_ready(
     loop {
         if let Some(code) = master.child.try_wait()? {
             let tail = std::fs::read_to_string(log).unwrap_or_default();
-            let tail: String = tail
-                .lines()
-                .rev()
-                .take(20)
-                .collect::<Vec<_>>()
-                .join("\n");
+            let lines: Vec<&str> = tail.lines().collect();
+            let tail = lines[lines.len().saturating_sub(20)..].join("\n");
             bail!("the master exited with {code} before answering:\n{tail}");
         }
         let answer = client
