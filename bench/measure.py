@@ -89,10 +89,19 @@ class Sampler(threading.Thread):
             self.stop.wait(self.interval)
 
 
+def busy_seconds():
+    """CPU seconds the whole machine has spent busy (not idle or iowait), from /proc/stat."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    hz = os.sysconf("SC_CLK_TCK")
+    return (sum(v[:8]) - v[3] - v[4]) / hz
+
+
 def run_once(cmd, env, cpus, summary_json):
     if summary_json and os.path.exists(summary_json):
         os.remove(summary_json)
     full = (["taskset", "-c", cpus] if cpus else []) + cmd
+    busy0 = busy_seconds()
     t0 = time.perf_counter()
     proc = subprocess.Popen(full, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
@@ -105,6 +114,7 @@ def run_once(cmd, env, cpus, summary_json):
     t_err.start()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
+    busy = busy_seconds() - busy0
     proc.returncode = os.waitstatus_to_exitcode(status)
     sampler.stop.set()
     sampler.join()
@@ -122,6 +132,9 @@ def run_once(cmd, env, cpus, summary_json):
         "sampler_cpu_seconds": round(sampler.cpu_seconds, 3),
         "user_seconds": usage.ru_utime,
         "system_seconds": usage.ru_stime,
+        # CPU the rest of the machine used meanwhile (everything busy minus this reader's
+        # tree as far as the kernel has charged it), in cores: 0 on an idle machine.
+        "other_cores": round(max(0.0, busy - usage.ru_utime - usage.ru_stime - sampler.cpu_seconds) / wall, 3),
     }
     if proc.returncode != 0:
         rep["error"] = "".join(err_lines[-15:]).strip()[-2000:] or f"exit {proc.returncode}"
@@ -189,6 +202,7 @@ def main():
                 [r["maxrss_largest_process_mb"] for r in ok]),
             "wall_seconds": m["wall_seconds"],
             "cpu_seconds": m["user_seconds"] + m["system_seconds"],
+            "other_cores": max(r["other_cores"] for r in ok),
         })
         if a.expect_rows and m["rows"] != a.expect_rows:
             res["error"] = f"read {m['rows']} rows, the dataset has {a.expect_rows}"

@@ -12,8 +12,9 @@ SLUICE="$1" DATA="$2" N="${3:-2}" BATCH="${4:-8192}" CPUS="${5:-0,1}"
 BENCH="${SLUICE_BENCH_CACHE:-${SLUICE_CACHE:-$HOME/.cache/sluice}/bench}"
 DECODE="$BENCH/target/release/sluice-bench-decode"
 OUT="$HERE/results"
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
+# The recordings stay in $BENCH/profile (profile_summary.py can be rerun over them).
+WORK="$BENCH/profile"
+rm -rf "$WORK" && mkdir -p "$WORK"
 if ! command -v perf >/dev/null || ! perf record -e cpu-clock -o "$WORK/t.data" true >/dev/null 2>&1; then
   echo "# sluice profile"; echo; echo "perf is not available on this machine (Debian: linux-perf); no profile."
   exit 0

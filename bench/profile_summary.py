@@ -38,12 +38,23 @@ def report(data, children=False, limit=40):
 
 
 def samples(data):
-    out = subprocess.run(["perf", "report", "-i", data, "--stdio", "--header-only"],
-                         capture_output=True, text=True).stdout
-    out2 = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children", "-g", "none",
-                           "--sort", "dso"], capture_output=True, text=True).stdout
-    m = re.search(r"# Samples: (\d+)", out2)
-    return int(m.group(1)) if m else 0
+    out = subprocess.run(["perf", "report", "-i", data, "--stdio", "-n", "--no-children", "-g", "none",
+                          "--sort", "comm"], capture_output=True, text=True).stdout
+    return sum(int(m.group(1)) for m in re.finditer(r"^\s+[\d.]+%\s+(\d+)\s", out, re.M))
+
+
+def callers(data, symbol, limit=8):
+    """Who calls `symbol` (self time), as (percent of all samples, caller) pairs."""
+    out = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-inline", "--no-children",
+                          "--sort", "sym", "-g", "caller,0.5,callee,function,percent",
+                          "--percent-limit", "1", "-S", symbol], capture_output=True, text=True).stdout
+    res = []
+    lines = out.splitlines()
+    for i, line in enumerate(lines):
+        m = re.search(r"--([\d.]+)%--(.+)$", line)
+        if m:
+            res.append((float(m.group(1)), m.group(2).strip()))
+    return res[:limit]
 
 
 def short(sym, n=110):
@@ -84,6 +95,10 @@ def main():
             incl = [r for r in report(data, children=True)
                     if re.search(r"\bsluice(_connectors)?::", r[2])][:25]
             res["sluice_inclusive"] = [{"percent": p, "symbol": short(s, 200)} for p, d, s in incl]
+        memmove = next((s for p, d, s in rows if "memmove" in s), None)
+        if memmove:
+            res.setdefault("memmove_callers", {})[name] = [
+                {"percent": p, "caller": short(c, 200)} for p, c in callers(data, memmove)]
     cats = res["categories"]
     if cats:
         md += ["| category (% of CPU samples, self time) | " + " | ".join(cats) + " |",
@@ -100,6 +115,10 @@ def main():
         md += ["## sluice's own functions by inclusive time (children included)", "",
                "| % | function |", "|---:|---|"]
         md += [f"| {t['percent']:.1f} | `{short(t['symbol'])}` |" for t in res["sluice_inclusive"]]
+        md.append("")
+    for name, cs in res.get("memmove_callers", {}).items():
+        md += [f"## Who calls memmove: {name}", "", "| % of all samples | caller |", "|---:|---|"]
+        md += [f"| {c['percent']:.1f} | `{short(c['caller'])}` |" for c in cs]
         md.append("")
     sl, de = cats.get("sluice"), cats.get("decode")
     if sl:

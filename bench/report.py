@@ -13,6 +13,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 
 GROUP_TITLE = {"local": "local disk (page cache)", "s3": "S3 (moto emulator on the same machine)"}
 TARGET_TEXT = {
@@ -58,11 +59,13 @@ def chart(res, path):
     for gi, g in enumerate(groups):
         rs = [r for r in res["readers"] if r["group"] == g and "rows_per_second" in r][::-1]
         labels = [r["label"] for r in rs]
-        colors = ["#d9480f" if r["name"].startswith("sluice") else "#868e96" if r["name"] == "decode" else "#1c7ed6" for r in rs]
+        colors = ["#d9480f" if r["name"].startswith("sluice") else "#868e96" if r["name"].startswith("decode") else "#1c7ed6" for r in rs]
         ax = axes[gi][0]
         vals = [r["rows_per_second"] / 1e6 for r in rs]
         ax.barh(labels, vals, color=colors)
         ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel("million rows/s (log scale)")
         ax.set_title(f"rows/s, {GROUP_TITLE[g]}", fontsize=10)
         for i, v in enumerate(vals):
@@ -100,6 +103,74 @@ def targets(res):
     return "\n".join(out)
 
 
+def by_name(res, name):
+    return next((r for r in res["readers"] if r["name"] == name and "rows_per_second" in r), None)
+
+
+def util(r):
+    """Cores kept busy on average (CPU seconds of the process and its waited children / wall)."""
+    return r["cpu_seconds"] / r["wall_seconds"] if r.get("wall_seconds") else 0.0
+
+
+def bounds(res, prof):
+    """For every target not met, what bounds it: from the figures and the profile."""
+    sl, de, pa = by_name(res, "sluice"), by_name(res, "decode"), by_name(res, "pyarrow")
+    if not sl:
+        return []
+    cat = (prof or {}).get("categories", {}).get("sluice", {})
+    incl = {t["symbol"]: t["percent"] for t in (prof or {}).get("sluice_inclusive", [])}
+    batcher = max([v for k, v in incl.items() if "Batcher::push" in k] or [0.0])
+    out = []
+    for t in res["targets"]:
+        if t["status"] != "not met":
+            continue
+        text = TARGET_TEXT[(t["peer"], t["what"])]
+        if t["peer"] == "decode":
+            line = (f"- *{text}*: sluice reads at {fmt_rate(sl['rows_per_second'])} rows/s, the bare decode at "
+                    f"{fmt_rate(de['rows_per_second'])}. sluice spent {sl['cpu_seconds']:.2f} CPU-s for the rows "
+                    f"against the bare decode's {de['cpu_seconds']:.2f} (+{100 * (sl['cpu_seconds'] / de['cpu_seconds'] - 1):.0f}%), "
+                    f"and kept {util(sl):.2f} of its 2 cores busy against {util(de):.2f}.")
+            if prof:
+                line += (f" In the profile, re-cutting batches to exactly {res['settings']['batch_size']} rows "
+                         f"(`Batcher::push` → `arrow_select::concat`, on the coordinator's single thread) takes "
+                         f"{batcher:.1f}% of sluice's CPU, page faults on freshly allocated read buffers "
+                         f"{cat.get('kernel: page faults/memory', 0):.1f}% (the bare decode: "
+                         f"{prof['categories'].get('decode', {}).get('kernel: page faults/memory', 0):.1f}%); the rest is the "
+                         "same parquet decoding as the bare decode.")
+            out.append(line)
+        elif t["what"] == "rows/s":
+            peer = by_name(res, t["peer"])
+            need = t["wanted"] * peer["rows_per_second"]
+            if de and need > de["rows_per_second"]:
+                dv = by_name(res, "decode_view")
+                line = (f"- *{text}*: that needs {fmt_rate(need)} rows/s, more than the bare decode of the same "
+                        f"files ({fmt_rate(de['rows_per_second'])} rows/s, "
+                        f"{de['rows_per_second'] / peer['rows_per_second']:.1f}× this peer): out of reach of the "
+                        "parquet crate's decode to Utf8 on 2 cores, whatever sluice does around it. The decoding "
+                        "itself bounds it (snappy, dictionary and offset buffers of the 26 string columns, memcpy: "
+                        "see the profile).")
+                if dv:
+                    line += (f" Decoding strings to Utf8View instead reads {fmt_rate(dv['rows_per_second'])} rows/s "
+                             f"({dv['rows_per_second'] / peer['rows_per_second']:.1f}× this peer).")
+                out.append(line)
+            else:
+                out.append(f"- *{text}*: that needs {fmt_rate(need)} rows/s; the bare decode reaches "
+                           f"{fmt_rate(de['rows_per_second']) if de else '?'}, so the gap is sluice's pipeline "
+                           "(see the bare decode target).")
+        else:
+            d = res["dataset"]
+            rg = d["parquet_bytes"] / d["row_groups"] / 1e6
+            rga = d["arrow_bytes"] / d["row_groups"] / 1e6
+            out.append(f"- *{text}*: sluice peaked at {sl['peak_rss_mb']:.0f} MB, pyarrow.dataset at "
+                       f"{pa['peak_rss_mb']:.0f} MB, the bare decode at {de['peak_rss_mb']:.0f} MB. sluice leases "
+                       f"`--prefetch` 4 tasks ahead and reads each task's row group whole into freshly allocated "
+                       f"buffers ({rg:.0f} MB of compressed column chunks here, {rga:.0f} MB once decoded), each "
+                       "reader running ahead into a channel of decoded batches, so several row groups are in memory "
+                       "at once; and glibc's malloc keeps what the reader threads free in per-thread arenas "
+                       "(the bare decode holds one row group per thread and frees it in place).")
+    return out
+
+
 def main():
     d = sys.argv[1]
     res = json.load(open(os.path.join(d, "results.json")))
@@ -124,16 +195,25 @@ def main():
         "daemons included), sampled every 50 ms. The local runs read from the page cache.",
         "",
     ]
-    load = res.get("max_loadavg_before_a_reader")
-    if load is not None and load > 1.0:
-        lines += [f"**The machine was busy** (load average up to {load:.1f} before a reader started): "
-                  "other work competed for the cores, so these figures are low and noisy. "
-                  "Rerun `bench/run.sh` on an idle machine for authoritative figures.", ""]
+    other = res.get("max_other_cores")
+    if other is not None and other > 0.1:
+        lines += [f"**The machine was busy**: other processes used up to {other:.2f} of the 2 cores while a "
+                  f"reader ran (load average up to {res.get('max_loadavg_before_a_reader') or 0:.1f} before one "
+                  "started), so some figures are low and noisy. Rerun `bench/run.sh` on an idle machine for "
+                  "authoritative figures.", ""]
     for g in ("local", "s3"):
         if any(r["group"] == g for r in res["readers"]):
             lines += [f"## {GROUP_TITLE[g]}", "", table(res, g), ""]
+            moto = [r.get("other_cores", 0) for r in res["readers"] if r["group"] == g and "other_cores" in r]
+            if g == "s3" and moto:
+                lines += [f"moto is a Python server on the same 2 cores: it used up to {max(moto):.1f} of them "
+                          "while serving these runs, so it bounds both readers here; the figures say more about "
+                          "the emulator than about S3.", ""]
     lines += ["![rows/s and peak RSS](chart.png)", "", "## Targets (2 cores)", "", targets(res), ""]
     prof_json = os.path.join(d, "profile.json")
+    b = bounds(res, json.load(open(prof_json)) if os.path.exists(prof_json) else None)
+    if b:
+        lines += ["What bounds the targets not met:", ""] + b + [""]
     if os.path.exists(prof_json):
         p = json.load(open(prof_json))
         lines += ["## What bounds sluice (perf profile)", ""]

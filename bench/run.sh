@@ -111,6 +111,8 @@ want sluice && measure sluice_1 "sluice train --devices 1" local --summary-json 
   $(sluice_train "$DATA" 1 "$S")
 want decode && measure decode "bare decode (parquet crate, $NCPU threads)" local -- \
   "$DECODE" "$DATA" --threads "$NCPU" --batch-size "$BATCH"
+want decode && measure decode_view "bare decode, strings as Utf8View" local -- \
+  "$DECODE" "$DATA" --threads "$NCPU" --batch-size "$BATCH" --string-view
 want pyarrow && measure pyarrow "pyarrow.dataset to_batches" local -- \
   "$(peer_python pyarrow)" "$HERE/peers/pyarrow_dataset.py" "$DATA" --batch-size "$BATCH" --threads "$NCPU"
 for peer in petastorm torch ray; do

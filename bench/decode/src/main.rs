@@ -3,14 +3,21 @@
 //! rows, on `--threads` threads that pull (file, row group) pieces from a shared
 //! counter. Prints one JSON line: rows, batches, seconds, threads, files, row_groups.
 //!
-//!     sluice-bench-decode DIR [--threads 2] [--batch-size 8192]
+//!     sluice-bench-decode DIR [--threads 2] [--batch-size 8192] [--string-view]
+//!
+//! `--string-view` reads string columns as Utf8View (views into the decoded pages,
+//! short strings inline) instead of Utf8 (values copied into one buffer per batch):
+//! what sluice's reader would gain by asking for views.
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
+use std::sync::Arc;
+
 use arrow_array::Array;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use arrow_schema::{DataType, Field, Schema};
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
 use parquet::file::reader::{FileReader, SerializedFileReader};
 
 fn parquet_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -37,10 +44,12 @@ fn main() {
     let mut dir = None;
     let mut threads = 2usize;
     let mut batch_size = 8192usize;
+    let mut string_view = false;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--threads" => threads = args.next().unwrap().parse().unwrap(),
             "--batch-size" => batch_size = args.next().unwrap().parse().unwrap(),
+            "--string-view" => string_view = true,
             _ => dir = Some(PathBuf::from(a)),
         }
     }
@@ -63,7 +72,22 @@ fn main() {
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         let Some((path, rg)) = pieces.get(i) else { break };
-                        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(path).unwrap())
+                        let file = File::open(path).unwrap();
+                        let mut options = ArrowReaderOptions::new();
+                        if string_view {
+                            let meta = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new()).unwrap();
+                            let fields: Vec<Field> = meta
+                                .schema()
+                                .fields()
+                                .iter()
+                                .map(|f| match f.data_type() {
+                                    DataType::Utf8 => f.as_ref().clone().with_data_type(DataType::Utf8View),
+                                    _ => f.as_ref().clone(),
+                                })
+                                .collect();
+                            options = options.with_schema(Arc::new(Schema::new(fields)));
+                        }
+                        let reader = ParquetRecordBatchReaderBuilder::try_new_with_options(file, options)
                             .unwrap()
                             .with_row_groups(vec![*rg])
                             .with_batch_size(batch_size)
@@ -86,7 +110,7 @@ fn main() {
     });
     let secs = t0.elapsed().as_secs_f64();
     println!(
-        "{{\"rows\": {rows}, \"batches\": {batches}, \"seconds\": {secs:.6}, \"threads\": {threads}, \"files\": {}, \"row_groups\": {}}}",
+        "{{\"rows\": {rows}, \"batches\": {batches}, \"seconds\": {secs:.6}, \"threads\": {threads}, \"string_view\": {string_view}, \"files\": {}, \"row_groups\": {}}}",
         files.len(),
         pieces.len()
     );
