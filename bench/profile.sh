@@ -11,7 +11,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 SLUICE="$1" DATA="$2" N="${3:-2}" BATCH="${4:-8192}" CPUS="${5:-0,1}"
 BENCH="${SLUICE_BENCH_CACHE:-${SLUICE_CACHE:-$HOME/.cache/sluice}/bench}"
 DECODE="$BENCH/target/release/sluice-bench-decode"
-OUT="$HERE/results"
+OUT="${SLUICE_BENCH_RESULTS:-$HERE/results}"
 # The recordings stay in $BENCH/profile (profile_summary.py can be rerun over them).
 WORK="$BENCH/profile"
 rm -rf "$WORK" && mkdir -p "$WORK"

@@ -229,8 +229,10 @@ def main():
     notes = os.path.join(d, "findings.md")
     if os.path.exists(notes):
         lines += [open(notes).read().strip(), ""]
-    load_md = os.path.join(d, "load.md")
-    if os.path.exists(os.path.join(d, "load.json")) or os.path.exists(load_md):
+    # bench/load writes its figures beside the full run's results.
+    ld = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+    load_md = os.path.join(ld, "load.md")
+    if os.path.exists(os.path.join(ld, "load.json")) or os.path.exists(load_md):
         lines += ["## Master load (bench/load)", ""]
         if os.path.exists(load_md):
             body = open(load_md).read().strip().splitlines()
@@ -238,7 +240,7 @@ def main():
                 body = body[1:]
             lines += ["\n".join(body).strip(), ""]
         else:
-            lines += ["```json", json.dumps(json.load(open(os.path.join(d, "load.json"))), indent=1)[:4000], "```", ""]
+            lines += ["```json", json.dumps(json.load(open(os.path.join(ld, "load.json"))), indent=1)[:4000], "```", ""]
     lines += ["## Peers", ""]
     for name, st in res["peers"].items():
         lines.append(f"- {name}: {st}")

@@ -3,23 +3,25 @@
 # DataLoader and Ray Data, plus the parquet crate's bare decode, on a Criteo-like dataset
 # written by real Spark; the same for the dataset in S3 (moto) for sluice and pyarrow.
 #
-#   bench/run.sh                     4,000,000 rows, 3 repetitions (about 20 minutes)
+#   bench/run.sh                     4,000,000 rows, 3 repetitions (~10 minutes once set up)
 #   bench/run.sh --quick             200,000 rows, 1 repetition: a check that all runs
-#   bench/run.sh --rows N [--reps R] [--only sluice,pyarrow,...] [--no-s3] [--no-profile]
+#                                    (into bench/results/quick, not committed)
+#   bench/run.sh --rows N [--reps R] [--only sluice,decode,pyarrow,petastorm,torch,ray]
+#                [--no-s3] [--no-profile] [--cpus 0,1] [--results DIR]
 #
-# Writes bench/results/results.json (every run's raw numbers), report.md (the table,
+# Writes (unless --results DIR) bench/results/results.json (every run's raw numbers), report.md (the table,
 # the targets, the profile's findings, master load figures when bench/results/load.json
 # exists) and chart.png. Virtualenvs, the release builds and datasets (one per row count)
 # are cached under ~/.cache/sluice/bench. Every reader runs alone, in turn, pinned to the
 # same 2 cores (--cpus, default 0,1) with 2 workers/threads/devices; run it on an idle
-# machine: the report records the load average seen before each reader.
+# machine: the report records the CPU other processes took while each reader ran.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
 CACHE="${SLUICE_CACHE:-$HOME/.cache/sluice}"
 BENCH="${SLUICE_BENCH_CACHE:-$CACHE/bench}"
 MAIN_VENV="${SLUICE_VENV:-$CACHE/venv}"
-RESULTS="$HERE/results"
+RESULTS=""
 
 ROWS=4000000 REPS=3 FILES=24 CPUS=0,1 BATCH=8192 BUDGET=150
 ONLY="" S3=1 PROFILE=1 QUICK=0
@@ -34,10 +36,13 @@ while [[ $# -gt 0 ]]; do
     --no-s3) S3=0; shift ;;
     --no-profile) PROFILE=0; shift ;;
     --quick) QUICK=1; ROWS=200000; REPS=1; FILES=8; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --results) RESULTS="$2"; shift 2 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "bench/run.sh: unknown option $1" >&2; exit 1 ;;
   esac
 done
+# A quick check never overwrites the results of a full run.
+[[ -n "$RESULTS" ]] || { [[ $QUICK == 1 ]] && RESULTS="$HERE/results/quick" || RESULTS="$HERE/results"; }
 NCPU=$(awk -F, '{print NF}' <<<"$CPUS")
 log() { echo "bench: $*" >&2; }
 want() { [[ -z "$ONLY" || ",$ONLY," == *",$1,"* ]]; }
@@ -146,7 +151,7 @@ fi
 
 # 6. Where sluice spends its time (perf, else nothing).
 if [[ $PROFILE == 1 ]] && want sluice; then
-  "$HERE/profile.sh" "$SLUICE" "$DATA" "$NCPU" "$BATCH" "$CPUS" >"$RESULTS/profile.md" \
+  SLUICE_BENCH_RESULTS="$RESULTS" "$HERE/profile.sh" "$SLUICE" "$DATA" "$NCPU" "$BATCH" "$CPUS" >"$RESULTS/profile.md" \
     || log "profile failed (see above)"
 fi
 

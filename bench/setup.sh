@@ -6,7 +6,8 @@
 #                                        and torch when `import torch` works there
 #   $BENCH/venv-petastorm                Petastorm 0.13 (imports only with pyarrow <= 14)
 #   $BENCH/venv-ray                      ray[data]
-#   $BENCH/venv-torch                    torch + pyarrow, only when the main venv has no torch
+#   $BENCH/venv-torch                    torch + pyarrow, only when torch does not install
+#                                        into the main venv
 #   $BENCH/venv-tools                    matplotlib for the chart
 #
 # A peer that does not install is recorded in $BENCH/status/<peer> as
@@ -58,14 +59,19 @@ make_venv petastorm 'import petastorm, pyarrow; from petastorm import make_batch
   "petastorm==0.13.1" "pyarrow==14.0.2" "numpy<2" "pandas<2.3" "pyspark==4.3.0"
 make_venv ray 'import ray, ray.data, pyarrow' "ray[data]"
 
-# torch: reuse the main venv once `import torch` works there, else a venv of our own
-# (plain `pip install torch` is the CUDA build, which runs on CPU).
+# torch: the main venv, where tests/requirements-torch.txt (the tests' own pin) installs
+# it; a venv of our own only if that fails (PyPI's wheel is the CUDA build, which runs
+# on CPU).
 if [[ -n "${SLUICE_BENCH_SKIP_TORCH:-}" ]]; then
   :
-elif "$MAIN_VENV/bin/python" -c 'import torch, pyarrow' >/dev/null 2>&1; then
-  echo "ok $MAIN_VENV" >"$BENCH/status/torch"
 else
-  if make_venv torch 'import torch, pyarrow, numpy' torch pyarrow numpy; then
+  if ! "$MAIN_VENV/bin/python" -c 'import torch, pyarrow' >/dev/null 2>&1 && [[ -f "$ROOT/tests/requirements-torch.txt" ]]; then
+    log "installing torch into $MAIN_VENV (tests/requirements-torch.txt)"
+    "$MAIN_VENV/bin/pip" install --quiet -r "$ROOT/tests/requirements-torch.txt" >&2 || true
+  fi
+  if "$MAIN_VENV/bin/python" -c 'import torch, pyarrow' >/dev/null 2>&1; then
+    echo "ok $MAIN_VENV" >"$BENCH/status/torch"
+  elif make_venv torch 'import torch, pyarrow, numpy' torch pyarrow numpy; then
     echo "ok $BENCH/venv-torch" >"$BENCH/status/torch"
   fi
 fi
