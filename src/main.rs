@@ -6,6 +6,11 @@ use clap::Parser;
 use sluice::cli::{Cli, Command};
 use tracing_subscriber::EnvFilter;
 
+/// Decoded column buffers come and go at a high rate: mimalloc keeps them in
+/// its pages instead of handing memory back to the kernel between batches.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose);
