@@ -45,6 +45,7 @@ def main():
     ap = argparse.ArgumentParser()
     for k in ["raw", "meta", "out", "cpus", "status-dir"]:
         ap.add_argument("--" + k, required=True)
+    ap.add_argument("--built", default=None, help="the commit sluice was built from")
     for k in ["rows", "reps", "batch-size", "quick"]:
         ap.add_argument("--" + k, type=int, required=True)
     a = ap.parse_args()
@@ -87,7 +88,7 @@ def main():
                      "mb_per_second": "on-disk snappy Parquet bytes / seconds",
                      "peak_rss": "peak of the summed PSS of the reader's process tree, sampled every 50 ms"},
         "dataset": json.load(open(a.meta)),
-        "machine": machine(),
+        "machine": dict(machine(), **({"commit": a.built} if a.built else {})),
         "max_loadavg_before_a_reader": max(loads) if loads else None,
         "max_other_cores": max(others) if others else None,
         "peers": status,

@@ -54,6 +54,9 @@ status() { cat "$BENCH/status/$1" 2>/dev/null || echo "not installable: setup di
 # 2. Release builds: sluice, and the bare decode (its own workspace and target dir).
 log "building sluice (release)"
 (cd "$ROOT" && cargo build --release --quiet --bin sluice)
+# What was built: the commit, and whether the sources differed from it.
+BUILT="$(git -C "$ROOT" rev-parse --short HEAD)"
+[[ -z "$(git -C "$ROOT" status --porcelain -- src connectors Cargo.toml Cargo.lock)" ]] || BUILT="$BUILT+uncommitted changes"
 SLUICE="$ROOT/target/release/sluice"
 log "building bench/decode (release)"
 (cd "$HERE/decode" && CARGO_TARGET_DIR="$BENCH/target" cargo build --release --quiet)
@@ -158,6 +161,6 @@ fi
 # 7. Report.
 python3 "$HERE/collect.py" --raw "$RAW" --meta "$META" --out "$RESULTS/results.json" \
   --rows "$ROWS" --reps "$REPS" --cpus "$CPUS" --batch-size "$BATCH" --quick "$QUICK" \
-  --status-dir "$BENCH/status"
+  --status-dir "$BENCH/status" --built "$BUILT"
 "$BENCH/venv-tools/bin/python" "$HERE/report.py" "$RESULTS"
 log "wrote $RESULTS/report.md, chart.png, results.json"
