@@ -166,8 +166,8 @@ def bounds(res, prof):
                        f"`--prefetch` 4 tasks ahead and reads each task's row group whole into freshly allocated "
                        f"buffers ({rg:.0f} MB of compressed column chunks here, {rga:.0f} MB once decoded), each "
                        "reader running ahead into a channel of decoded batches, so several row groups are in memory "
-                       "at once; and glibc's malloc keeps what the reader threads free in per-thread arenas "
-                       "(the bare decode holds one row group per thread and frees it in place).")
+                       "at once, and the allocator keeps what the reader threads free for reuse (the bare decode "
+                       "holds one row group per thread). See the analysis below for measured variants.")
     return out
 
 
