@@ -136,6 +136,22 @@ for peer in petastorm torch ray; do
     --batch-size "$BATCH" "$flag" "$NCPU"
 done
 
+# 4b. Tensors into PyTorch: sluice handing each batch to $NCPU trainer processes as torch
+# tensors through the sluice_trainer package (zero-copy numeric columns, hashed
+# categoricals), beside the DataLoader above; then the PyTorch example's CTR model
+# training on them (examples/torch/train_ctr.py), rows/s with a real step per batch.
+if want torch && [[ "$(status torch)" == ok* ]]; then
+  TPY="$(peer_python torch)"
+  measure torch_sluice "sluice → torch tensors (sluice_trainer, $NCPU processes)" local \
+    --summary-json "$S" -- "$SLUICE" train "$DATA" --devices "$NCPU" --batch-size "$BATCH" \
+    --quiet --summary-json "$S" --exec "$TPY $HERE/peers/sluice_torch.py"
+  # One repetition: the model's steps make this the slowest line by far.
+  measure torch_example "PyTorch CTR example under sluice train ($NCPU processes)" local \
+    --reps 1 --summary-json "$S" -- "$SLUICE" train "$DATA" --devices "$NCPU" --batch-size "$BATCH" \
+    --quiet --summary-json "$S" \
+    --exec "env PYTHONPATH=$ROOT/python/sluice_trainer $TPY $ROOT/examples/torch/train_ctr.py --log-every 1000000"
+fi
+
 # 5. The same dataset in S3 (moto, a bench instance of its own on port 9310).
 if [[ $S3 == 1 ]] && { want sluice || want pyarrow; }; then
   export SLUICE_S3_NAME=bench-s3 SLUICE_S3_PORT="${SLUICE_BENCH_S3_PORT:-9310}"
