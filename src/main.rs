@@ -11,16 +11,7 @@ use tracing_subscriber::EnvFilter;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// mimalloc's `mi_option_purge_delay` (mimalloc.h): how long freed pages stay
-/// committed before they go back to the kernel.
-const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-
 fn main() -> ExitCode {
-    // Decoded batches are freed on the device threads, not where they were
-    // allocated; purging at once keeps those pages from piling up in the peak
-    // (about a third less resident memory, no measurable cost in speed).
-    // SAFETY: set once, before any other thread starts.
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) };
     let cli = Cli::parse();
     init_logging(cli.verbose);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
