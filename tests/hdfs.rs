@@ -13,7 +13,7 @@ use std::process::Command;
 use std::sync::{OnceLock, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{assert_one_line_error, fixture, run, sluice_command, Run};
+use common::{assert_exactly_once, assert_one_line_error, fixture, run, sluice_command, Run};
 use connectors::store::HdfsStoreBuilder;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStoreExt, PutPayload};
@@ -200,21 +200,6 @@ fn train_ids(cluster: &Cluster, url: &str, devices: &str, extra: &[&str]) -> Has
     counts
 }
 
-#[track_caller]
-fn assert_every_id_once(counts: &HashMap<i64, u32>, rows: u64, what: &str) {
-    let twice: Vec<_> = counts.iter().filter(|(_, &c)| c > 1).take(5).collect();
-    assert!(twice.is_empty(), "{what}: ids delivered twice: {twice:?}");
-    let missing: Vec<i64> = (0..rows as i64)
-        .filter(|i| !counts.contains_key(i))
-        .take(5)
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "{what}: ids never delivered: {missing:?}"
-    );
-    assert_eq!(counts.len() as u64, rows, "{what}: ids outside 0..{rows}");
-}
-
 fn expected_rows(dataset: &str) -> u64 {
     common::expected_dataset(dataset)["rows"]
         .as_u64()
@@ -260,7 +245,7 @@ fn train_over_hdfs_delivers_every_id_once() {
         let url = cluster.fresh_dir(dataset);
         cluster.upload(&fixture(dataset), &url);
         let ids = train_ids(cluster, &url, devices, extra);
-        assert_every_id_once(&ids, expected_rows(dataset), &format!("{dataset} on hdfs"));
+        assert_exactly_once(&ids, expected_rows(dataset), &format!("{dataset} on hdfs"));
     }
 }
 
@@ -320,7 +305,7 @@ fn a_job_spark_wrote_into_hdfs_lists_and_trains_like_its_local_twin() {
     assert_eq!(strip_bytes(&on_hdfs), strip_bytes(&on_disk), "partitions");
 
     let ids = train_ids(cluster, &url, "3", &[]);
-    assert_every_id_once(&ids, rows, "spark job written to hdfs");
+    assert_exactly_once(&ids, rows, "spark job written to hdfs");
 }
 
 #[test]
@@ -405,7 +390,7 @@ fn an_ha_nameservice_resolves_through_hadoop_conf_dir() {
     let on_hdfs = ls_json(cluster.sluice(&["ls", "--json", &url]));
     assert_eq!(on_hdfs, on_disk, "ls through the nameservice");
     let ids = train_ids(cluster, &url, "2", &[]);
-    assert_every_id_once(&ids, expected_rows("parquet_partitioned"), "ha nameservice");
+    assert_exactly_once(&ids, expected_rows("parquet_partitioned"), "ha nameservice");
     let missing = format!("{url}-missing");
     let out = cluster.sluice(&["ls", &missing]);
     assert_one_line_error(&out, &["no such path", &missing]);

@@ -12,10 +12,10 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
-use tracing::{error, warn};
+use tracing::error;
 
 use super::journal::Journal;
-use super::state::MasterState;
+use super::state::{persist, MasterState};
 use crate::task::{Command, Reply};
 
 /// Exit code of a master whose journal cannot be written.
@@ -82,22 +82,11 @@ fn committer(
         while woken.try_recv().is_ok() {}
         let (commands, upto, snapshot) = lock(&master).take_pending();
         if let Some(journal) = journal.as_mut() {
-            if let Err(e) = journal.append(&commands) {
+            if let Err(e) = persist(journal.as_mut(), &commands, snapshot.as_ref()) {
                 // Answering without durability would break the guarantees.
                 error!(error = %e, "journal write failed; stopping");
                 eprintln!("sluice master: {e}");
                 std::process::exit(JOURNAL_FAILED);
-            }
-            if let Some(queue) = snapshot {
-                if let Err(e) = journal.snapshot(&queue) {
-                    if matches!(e, super::journal::JournalError::Taken { .. }) {
-                        error!(error = %e, "another master owns the job; stopping");
-                        eprintln!("sluice master: {e}");
-                        std::process::exit(JOURNAL_FAILED);
-                    }
-                    // The journal still holds everything: try again later.
-                    warn!(error = %e, "snapshot failed");
-                }
             }
         }
         durable.send_replace(upto);

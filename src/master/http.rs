@@ -178,20 +178,14 @@ async fn take_back_unheld(
     worker: crate::task::WorkerId,
     held: &[crate::task::AttemptId],
 ) {
-    let zombies: Vec<crate::task::AttemptId> = {
-        let master = state.master.lock().unwrap_or_else(|e| e.into_inner());
-        master
-            .queue
-            .tasks()
-            .iter()
-            .filter_map(|t| match &t.state {
-                crate::task::TaskState::Leased {
-                    attempt, worker: w, ..
-                } if *w == worker && !held.contains(attempt) => Some(*attempt),
-                _ => None,
-            })
-            .collect()
-    };
+    let zombies: Vec<crate::task::AttemptId> = state
+        .master
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .queue
+        .leases_of(worker)
+        .filter(|attempt| !held.contains(attempt))
+        .collect();
     for attempt in zombies {
         tracing::warn!(%attempt, %worker, "lease never reached its worker; back to the queue");
         let reason = format!("lease reply never reached worker {worker}");

@@ -238,6 +238,15 @@ pub async fn read(location: &Location, path: &Path) -> Result<Option<Vec<u8>>, J
     }
 }
 
+/// Whether `path` exists (a metadata request: `job.json` may be large).
+pub async fn exists(location: &Location, path: &Path) -> Result<bool, JournalError> {
+    match location.store.head(path).await {
+        Ok(_) => Ok(true),
+        Err(object_store::Error::NotFound { .. }) => Ok(false),
+        Err(source) => Err(store_err(location, path, source)),
+    }
+}
+
 /// Creates `path` unless it exists; false when it did. Stores without
 /// conditional writes fall back to a plain write (with a warning, once).
 pub async fn create(

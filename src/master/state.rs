@@ -168,7 +168,7 @@ impl MasterState {
             StateLocation::Store(url) => {
                 let location = connectors::store::open(url)?;
                 let path = location.root.clone().join("job.json");
-                Ok(object_log::read(&location, &path).await?.is_some())
+                Ok(object_log::exists(&location, &path).await?)
             }
         }
     }
@@ -265,13 +265,7 @@ impl MasterState {
         let (reply, _) = self.apply(command);
         let (commands, _, snapshot) = self.take_pending();
         if let Some(journal) = self.journal.as_mut() {
-            journal.append(&commands)?;
-            if let Some(queue) = snapshot {
-                if let Err(e) = journal.snapshot(&queue) {
-                    // The journal still holds everything: keep going, try again later.
-                    tracing::warn!(error = %e, "snapshot failed");
-                }
-            }
+            persist(journal.as_mut(), &commands, snapshot.as_ref())?;
         }
         Ok(reply)
     }
@@ -305,6 +299,26 @@ impl MasterState {
             self.history.pop_front();
         }
     }
+}
+
+/// Appends `commands` and then, when given, writes the snapshot of the queue
+/// they lead to. A failed snapshot is only a warning (the journal still holds
+/// everything; the next one is tried later), unless another master took the
+/// job over.
+pub fn persist(
+    journal: &mut dyn Journal,
+    commands: &[Command],
+    snapshot: Option<&Queue>,
+) -> Result<(), JournalError> {
+    journal.append(commands)?;
+    if let Some(queue) = snapshot {
+        match journal.snapshot(queue) {
+            Ok(()) => {}
+            Err(e @ JournalError::Taken { .. }) => return Err(e),
+            Err(e) => tracing::warn!(error = %e, "snapshot failed"),
+        }
+    }
+    Ok(())
 }
 
 fn open_dir_job(

@@ -142,6 +142,14 @@ impl Queue {
         Ok(LeaseReply::Tasks(leases))
     }
 
+    /// The attempts `worker` holds a live lease for (none for an unknown worker).
+    pub fn leases_of(&self, worker: WorkerId) -> impl Iterator<Item = AttemptId> + '_ {
+        self.workers
+            .get(&worker)
+            .into_iter()
+            .flat_map(|record| record.leases.keys().copied())
+    }
+
     /// Renews every lease of `worker` to at least `now + lease_timeout_ms` and returns
     /// the worker's attempts that lapsed since its last heartbeat: it must drop them.
     pub fn heartbeat(

@@ -83,17 +83,7 @@ impl Job {
             .master_command(data, self.port)
             .spawn()
             .expect("start master");
-        let start = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            if let Ok(Some(status)) = child.try_wait() {
-                panic!("master exited with {status}: {}", stderr_of(&mut child));
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "master did not come up"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_for_master(self.port, Some(&mut child));
         child
     }
 
@@ -119,11 +109,6 @@ impl Job {
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         cmd
-    }
-
-    /// Waits until the master accepts connections.
-    pub fn wait_up(&self) {
-        wait_listening(self.port);
     }
 
     /// Starts a worker whose trainers record ids (`extra`: more trainer flags).
@@ -168,8 +153,19 @@ impl Job {
 
 /// Waits until something accepts connections on `port`.
 pub fn wait_listening(port: u16) {
+    wait_for_master(port, None);
+}
+
+/// Waits until `port` accepts connections; fails at once, with its stderr,
+/// if `child` (the master meant to listen there) exits first.
+fn wait_for_master(port: u16, mut child: Option<&mut Child>) {
     let start = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Some(child) = child.as_deref_mut() {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("master exited with {status}: {}", stderr_of(child));
+            }
+        }
         assert!(
             start.elapsed() < Duration::from_secs(30),
             "master did not come up"
