@@ -18,4 +18,8 @@ pub struct JobSpec {
     pub epochs: u32,
     /// Seed of task order (workers seed their shuffle buffers from it).
     pub seed: u64,
+    /// The master's lease timeout, as served to workers (not recorded in the
+    /// state: the queue's settings hold it there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_timeout_ms: Option<u64>,
 }

@@ -97,6 +97,7 @@ pub async fn run_dataset(
             plan,
             epochs: config.epochs,
             seed: config.seed,
+            lease_timeout_ms: None,
         },
         queue: QueueConfig {
             epochs: config.epochs,
@@ -129,6 +130,7 @@ pub async fn run_dataset(
         prefetch: config.prefetch,
         shuffle_buffer: config.shuffle_buffer,
         seed: config.seed,
+        lease_timeout: Some(config.lease_timeout),
     };
     let splits = Arc::new(spec.splits.clone());
     let drawer = Drawer::new(bar.clone(), source.clone(), factory.clone(), config.epochs);

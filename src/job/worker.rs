@@ -81,6 +81,7 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerOutcome, WorkerError> {
         prefetch: config.prefetch,
         shuffle_buffer: config.shuffle_buffer,
         seed: spec.seed,
+        lease_timeout: spec.lease_timeout_ms.map(Duration::from_millis),
     };
     let outcome = pipeline::run(
         Arc::new(source),

@@ -267,13 +267,13 @@ async fn fail(
 
 async fn job(State(state): State<AppState>, headers: HeaderMap) -> Response {
     guard!(state, headers);
-    let spec = state
-        .master
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .spec
-        .clone();
-    Json(spec.as_ref().clone()).into_response()
+    let (spec, lease_timeout_ms) = {
+        let master = state.master.lock().unwrap_or_else(|e| e.into_inner());
+        (master.spec.clone(), master.queue.config().lease_timeout_ms)
+    };
+    let mut spec = spec.as_ref().clone();
+    spec.lease_timeout_ms = Some(lease_timeout_ms);
+    Json(spec).into_response()
 }
 
 /// The status as JSON (also used by the page and `sluice status`).

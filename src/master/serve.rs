@@ -97,6 +97,7 @@ async fn make_job(config: &MasterConfig) -> Result<JobFile, MasterError> {
             plan,
             epochs: config.queue.epochs,
             seed: config.queue.seed,
+            lease_timeout_ms: None,
         },
         queue: config.queue.clone(),
     })

@@ -409,6 +409,7 @@ mod tests {
                 },
                 epochs: 2,
                 seed: 1,
+                lease_timeout_ms: None,
             },
             queue: QueueConfig {
                 epochs: 2,

@@ -10,7 +10,8 @@
 //!   not hold up the others and a flaky worker does not take it again at once.
 //! - Epoch `e + 1` starts only when every task of epoch `e` is done or failed.
 //! - A lease lapses at `deadline` (a tick at `now >= deadline` expires it); a lapse
-//!   counts as an attempt. Heartbeats renew all of a worker's leases at once; a
+//!   counts as an attempt. A commit that moves the offset forward resets the count:
+//!   only attempts without progress exhaust a task. Heartbeats renew all of a worker's leases at once; a
 //!   commit renews its own lease.
 //! - Renewals never shorten a deadline, so calls arriving out of time order are
 //!   harmless.
@@ -68,6 +69,10 @@ pub struct Queue {
     tasks_done: u64,
     /// Rows of done tasks over all epochs; never decreases.
     rows_done: u64,
+    /// Rows committed over all epochs (every commit's advance, every finish's
+    /// rest); never decreases.
+    #[serde(default)]
+    rows_committed: u64,
     /// Every task given up, oldest first; only grows.
     failures: Vec<TaskFailure>,
     /// Every epoch is finished. Once true, stays true and nothing is leased.
@@ -98,6 +103,7 @@ impl Queue {
             failed: 0,
             tasks_done: 0,
             rows_done: 0,
+            rows_committed: 0,
             failures: Vec::new(),
             over: false,
         };
@@ -193,8 +199,21 @@ impl Queue {
                 offset,
             });
         }
+        let advance = offset - *committed;
         *committed = offset;
         *deadline = (*deadline).max(renewed);
+        self.rows_committed = self.rows_committed.saturating_add(advance);
+        if advance > 0 {
+            // Progress proves the task is not what kills its attempts: an
+            // attempt that moved the offset does not count towards `max_attempts`.
+            if let Some(task) = self
+                .live
+                .get(&attempt)
+                .and_then(|&split| self.tasks.get_mut(split as usize))
+            {
+                task.attempts = 0;
+            }
+        }
         Ok(())
     }
 
@@ -221,7 +240,8 @@ impl Queue {
         }
         self.done += 1;
         self.tasks_done += 1;
-        self.rows_done += rows;
+        self.rows_done = self.rows_done.saturating_add(rows);
+        self.rows_committed = self.rows_committed.saturating_add(rows - committed);
         self.settle();
         Ok(())
     }
@@ -283,6 +303,7 @@ impl Queue {
             failed: self.failed,
             tasks_done: self.tasks_done,
             rows_done: self.rows_done,
+            rows_committed: self.rows_committed,
             workers: self.workers.len(),
             failures: self.failures.clone(),
             job_over: self.over,

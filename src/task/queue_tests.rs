@@ -251,7 +251,11 @@ fn failed_attempt_retries_at_the_committed_offset_at_the_back() {
     let again = lease_one(&mut q, 4, w);
     assert_eq!((again.split, again.offset), (lease.split, 30));
     assert!(again.attempt > lease.attempt);
-    assert_eq!(q.tasks()[lease.split as usize].attempts, 2);
+    assert_eq!(
+        q.tasks()[lease.split as usize].attempts,
+        1,
+        "the first attempt made progress: it does not count"
+    );
 }
 
 #[test]
@@ -481,4 +485,35 @@ fn error_messages_are_lowercase() {
         assert!(message.starts_with(char::is_lowercase), "{message}");
         assert!(!message.ends_with('.'), "{message}");
     }
+}
+
+#[test]
+fn attempts_that_make_progress_never_exhaust_a_task() {
+    let mut q = queue(1, 1, 2);
+    let w = q.register(0);
+    // Five lapsed attempts, each committing more rows: the task goes on.
+    for round in 0..5u64 {
+        let lease = lease_one(&mut q, round * 10_000, w);
+        assert_eq!(lease.offset, round * 100);
+        q.commit(round * 10_000 + 1, lease.attempt, (round + 1) * 100)
+            .expect("commit");
+        q.tick(round * 10_000 + 5_000);
+        assert!(
+            matches!(state(&q, 0), TaskState::Todo { .. }),
+            "round {round}: {:?}",
+            state(&q, 0)
+        );
+        assert_eq!(q.status().rows_committed, (round + 1) * 100);
+    }
+    // Two attempts in a row without progress fail it (max_attempts = 2).
+    for round in 5..7u64 {
+        lease_one(&mut q, round * 10_000, w);
+        q.tick(round * 10_000 + 5_000);
+    }
+    assert!(matches!(state(&q, 0), TaskState::Failed { .. }));
+    assert_eq!(
+        q.status().rows_committed,
+        500,
+        "committed rows stay counted"
+    );
 }

@@ -696,6 +696,10 @@ impl Sim {
             }
             Report::Finish(rows) if rows < committed => Reply::Finish(Err(backwards(rows))),
             Report::Commit(offset) => {
+                if offset > committed {
+                    // Progress: this attempt does not count against the task.
+                    self.model.attempts[split] = 0;
+                }
                 self.model.committed[split] = offset;
                 self.model.renew(attempt, self.now + self.timeout);
                 Reply::Commit(Ok(()))

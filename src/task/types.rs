@@ -57,7 +57,10 @@ pub enum TaskState {
 pub struct Task {
     /// Where the task stands.
     pub state: TaskState,
-    /// Leases granted for this task in the current epoch (`<= max_attempts`).
+    /// Leases granted for this task in the current epoch since its committed
+    /// offset last moved (`<= max_attempts`): attempts that made progress do
+    /// not count against the task, so a job killed and resumed many times
+    /// never fails a task that was advancing.
     pub attempts: u32,
 }
 
@@ -148,6 +151,10 @@ pub struct QueueStatus {
     pub tasks_done: u64,
     /// Rows of done tasks over all epochs.
     pub rows_done: u64,
+    /// Rows acknowledged and committed over all epochs: done tasks' rows plus
+    /// the committed offsets of the others (what a restart would not serve again).
+    #[serde(default)]
+    pub rows_committed: u64,
     /// Workers ever registered.
     pub workers: usize,
     /// Every task given up so far, oldest first.

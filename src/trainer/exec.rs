@@ -385,6 +385,23 @@ impl Trainer for ExecTrainer {
         Ok(self.take_acked())
     }
 
+    fn make_room(&mut self) -> Result<Vec<u64>, TrainerError> {
+        self.check_open()?;
+        self.poll()?;
+        while self.in_flight.len() >= self.window {
+            self.wait_for_ack()?;
+        }
+        Ok(self.take_acked())
+    }
+
+    fn flush_some(&mut self) -> Result<(Vec<u64>, bool), TrainerError> {
+        self.poll()?;
+        if self.acked.is_empty() && !self.in_flight.is_empty() {
+            self.wait_for_ack()?;
+        }
+        Ok((self.take_acked(), self.in_flight.is_empty()))
+    }
+
     fn finish(&mut self) -> Result<Vec<u64>, TrainerError> {
         if !self.closing {
             self.closing = true;

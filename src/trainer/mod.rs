@@ -51,6 +51,22 @@ pub trait Trainer: Send {
     fn feed(&mut self, batch: Batch) -> Result<Vec<u64>, TrainerError>;
     /// Blocks until every batch fed so far is applied; returns their seqs.
     fn flush(&mut self) -> Result<Vec<u64>, TrainerError>;
+    /// Blocks until the trainer can take another batch without waiting (for
+    /// exec trainers: fewer than `window` batches unacknowledged); returns the
+    /// seqs applied meanwhile. The device thread calls it before it takes the
+    /// next batch, so a batch is checked (e.g. for a lost lease) right before
+    /// it is handed over, not before a long wait.
+    fn make_room(&mut self) -> Result<Vec<u64>, TrainerError> {
+        Ok(Vec::new())
+    }
+    /// Like [`Trainer::flush`], one step at a time: waits until at least one
+    /// more batch is applied (when any is pending) and returns the seqs
+    /// applied so far, with `true` once nothing is pending. A device thread
+    /// with nothing to feed reports each acknowledgement as it comes instead
+    /// of holding them all until the last one.
+    fn flush_some(&mut self) -> Result<(Vec<u64>, bool), TrainerError> {
+        Ok((self.flush()?, true))
+    }
     /// The device thread is about to wait for data (idle = true) or got some (false). Synchronous data-parallel trainers use it so that a thread with nothing to do never holds up a step.
     fn set_idle(&mut self, _idle: bool) {}
     /// No more data: ends the trainer (waits for the child to exit for exec) and returns the seqs applied meanwhile.

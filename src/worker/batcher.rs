@@ -13,6 +13,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::{push_piece, Piece, Provenance};
+use crate::task::AttemptId;
 
 /// A batch ready for a device, with the rows' origin.
 #[derive(Debug, Clone)]
@@ -121,6 +122,25 @@ impl Batcher {
         Ok(out)
     }
 
+    /// Forgets every row held of `attempt` (its lease was lost: the rows
+    /// will be served again elsewhere). Returns how many rows were dropped.
+    pub fn drop_attempt(&mut self, attempt: AttemptId) -> usize {
+        match &mut self.mode {
+            Mode::InOrder { pending, rows } => {
+                let before = *rows;
+                pending.retain(|(batch, piece)| {
+                    let keep = piece.attempt != attempt;
+                    if !keep {
+                        *rows -= batch.num_rows();
+                    }
+                    keep
+                });
+                before - *rows
+            }
+            Mode::Shuffled(s) => s.drop_attempt(attempt),
+        }
+    }
+
     /// Emits everything held; the last batch may be short.
     pub fn flush(&mut self) -> Result<Vec<OutBatch>, ArrowError> {
         self.drain(true)
@@ -151,6 +171,38 @@ impl Batcher {
             });
         }
     }
+}
+
+/// `out` without the rows of attempts for which `dead` is true: `None` when
+/// none is left, the batch itself when none is dead.
+pub fn without(
+    out: OutBatch,
+    dead: impl Fn(AttemptId) -> bool,
+) -> Result<Option<OutBatch>, ArrowError> {
+    if !out.provenance.iter().any(|p| dead(p.attempt)) {
+        return Ok(Some(out));
+    }
+    // Provenance lists the rows' origins in row order: keep the live runs.
+    let mut parts = Vec::new();
+    let mut provenance = Provenance::new();
+    let mut at = 0usize;
+    for piece in &out.provenance {
+        let len = usize::try_from(piece.len).unwrap_or(usize::MAX);
+        if !dead(piece.attempt) {
+            parts.push(out.data.slice(at, len));
+            push_piece(&mut provenance, *piece);
+        }
+        at += len;
+    }
+    if parts.is_empty() {
+        return Ok(None);
+    }
+    let data = concat_batches(&out.data.schema(), &parts)?;
+    Ok(Some(OutBatch {
+        data,
+        epoch: out.epoch,
+        provenance,
+    }))
 }
 
 fn take_in_order(
@@ -236,6 +288,24 @@ impl Shuffle {
         }
         self.batches.push(Some(batch));
         self.refs.push(n);
+    }
+
+    fn drop_attempt(&mut self, attempt: AttemptId) -> usize {
+        let before = self.rows.len();
+        let refs = &mut self.refs;
+        self.rows.retain(|(b, _, piece)| {
+            let keep = piece.attempt != attempt;
+            if !keep {
+                refs[*b] -= 1;
+            }
+            keep
+        });
+        for (b, batch) in self.batches.iter_mut().enumerate() {
+            if self.refs[b] == 0 {
+                *batch = None;
+            }
+        }
+        before - self.rows.len()
     }
 
     fn take(
@@ -340,6 +410,50 @@ mod tests {
             assert_eq!(prov_rows, 50);
             ids.sort_unstable();
             assert_eq!(ids, (0..50).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn lost_attempts_leave_the_buffer_and_the_batches() {
+        for shuffle in [0, 16] {
+            let schema = input(0, 1).schema();
+            let mut b = Batcher::new(schema, 10, shuffle, 1);
+            let mut out = Vec::new();
+            for (attempt, first, n) in [(1, 0, 7), (2, 1000, 6), (1, 7, 5), (2, 1006, 3)] {
+                let piece = Piece {
+                    attempt: AttemptId(attempt),
+                    start: (first % 1000) as u64,
+                    len: n as u64,
+                };
+                out.extend(b.push(input(first, n), piece, 0).expect("push"));
+            }
+            let dropped = b.drop_attempt(AttemptId(2));
+            out.extend(b.flush().expect("flush"));
+            let mut ids = Vec::new();
+            for batch in out {
+                let Some(kept) = without(batch, |a| a == AttemptId(2)).expect("filter") else {
+                    continue;
+                };
+                let values = kept
+                    .data
+                    .column(0)
+                    .as_primitive::<Int64Type>()
+                    .values()
+                    .to_vec();
+                let rows: Vec<i64> = kept
+                    .provenance
+                    .iter()
+                    .flat_map(|p| (p.start..p.start + p.len).map(|r| r as i64))
+                    .collect();
+                assert_eq!(values, rows, "provenance matches the kept rows");
+                ids.extend(values);
+            }
+            ids.sort_unstable();
+            assert_eq!(ids, (0..12).collect::<Vec<_>>(), "shuffle {shuffle}");
+            assert!(
+                dropped > 0,
+                "shuffle {shuffle}: rows of attempt 2 were held"
+            );
         }
     }
 

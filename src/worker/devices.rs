@@ -7,8 +7,8 @@ use std::thread::JoinHandle;
 
 use tokio::sync::mpsc;
 
-use super::batcher::OutBatch;
-use super::Provenance;
+use super::batcher::{self, OutBatch};
+use super::{LeaseClock, Provenance};
 use crate::trainer::{Batch, Trainer, TrainerError, TrainerFactory};
 
 /// What a device thread reports.
@@ -46,6 +46,7 @@ impl Devices {
         devices: usize,
         batches: mpsc::Receiver<OutBatch>,
         events: mpsc::UnboundedSender<DeviceEvent>,
+        lost: LeaseClock,
     ) -> Result<Devices, TrainerError> {
         let shared = Arc::new(Mutex::new(batches));
         let mut handles = Vec::with_capacity(devices);
@@ -53,9 +54,10 @@ impl Devices {
             let trainer = factory.make(device, devices)?;
             let rx = shared.clone();
             let tx = events.clone();
+            let lost = lost.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("sluice-device-{device}"))
-                .spawn(move || device_loop(device, trainer, rx, tx))
+                .spawn(move || device_loop(device, trainer, rx, tx, lost))
                 .map_err(|source| TrainerError::Io {
                     action: format!("start the thread of device {device}"),
                     source,
@@ -99,6 +101,7 @@ fn device_loop(
     mut trainer: Box<dyn Trainer>,
     rx: Arc<Mutex<mpsc::Receiver<OutBatch>>>,
     tx: mpsc::UnboundedSender<DeviceEvent>,
+    lost: LeaseClock,
 ) {
     let mut inflight = InFlight {
         next_seq: 0,
@@ -106,21 +109,53 @@ fn device_loop(
     };
     let result = (|| -> Result<(), TrainerError> {
         loop {
+            let done = trainer.make_room()?;
+            inflight.report(device, done, &tx);
             let next = match try_next(&rx) {
                 Some(item) => item,
                 None => {
-                    // Nothing queued: make sure everything given so far is applied
-                    // (so its rows can be committed), then wait idle.
-                    let done = trainer.flush()?;
-                    inflight.report(device, done, &tx);
-                    trainer.set_idle(true);
-                    let item = blocking_next(&rx);
-                    trainer.set_idle(false);
-                    item
+                    // Nothing queued: make sure everything given so far is
+                    // applied, reporting each acknowledgement as it comes (so
+                    // its rows are committed at once); feed a batch as soon as
+                    // one is queued, else wait idle.
+                    let mut queued = None;
+                    loop {
+                        let (done, all) = trainer.flush_some()?;
+                        inflight.report(device, done, &tx);
+                        if all {
+                            break;
+                        }
+                        if let Some(item) = try_next(&rx) {
+                            queued = Some(item);
+                            break;
+                        }
+                    }
+                    match queued {
+                        Some(item) => item,
+                        None => {
+                            trainer.set_idle(true);
+                            let item = blocking_next(&rx);
+                            trainer.set_idle(false);
+                            item
+                        }
+                    }
                 }
             };
             let Some(out) = next else {
                 break;
+            };
+            // Rows of a lease lost while the batch waited in the queue are
+            // served again elsewhere: no trainer sees them here.
+            let now = std::time::Instant::now();
+            let out = match batcher::without(out, |a| lost.is_dead(a, now)) {
+                Ok(Some(out)) => out,
+                Ok(None) => continue,
+                Err(e) => {
+                    return Err(TrainerError::Io {
+                        action: "drop the rows of a lost lease".to_string(),
+                        source: std::io::Error::other(e),
+                    })
+                }
             };
             let seq = inflight.next_seq;
             inflight.next_seq += 1;

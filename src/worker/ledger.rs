@@ -1,6 +1,12 @@
 //! Acknowledged rows to committed offsets: per attempt, the contiguous prefix
 //! of acknowledged rows is what may be committed; a task is finished once its
 //! reader reached the end and every row it read is acknowledged.
+//!
+//! A read that fails half way is not given up at once: the rows it delivered
+//! before the failure are already on their way to the devices, so the attempt
+//! is failed only once they are all acknowledged, with the failure's row as
+//! its committed offset. The retry then starts after the last row a device saw:
+//! no row is served twice because a read failed.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -25,6 +31,25 @@ pub enum Action {
         /// Rows of the split.
         rows: u64,
     },
+    /// The attempt's read failed at row `offset`, and every row before it is
+    /// acknowledged: commit `offset`, then report the attempt failed.
+    Fail {
+        /// The attempt.
+        attempt: AttemptId,
+        /// Rows acknowledged (the row the read failed at).
+        offset: u64,
+        /// Why the read failed.
+        reason: String,
+    },
+}
+
+/// How the reader of an attempt ended.
+#[derive(Debug)]
+enum ReadEnd {
+    /// At the end of the split, row `end`.
+    Done(u64),
+    /// Failed at row `at`.
+    Failed { at: u64, reason: String },
 }
 
 #[derive(Debug)]
@@ -34,8 +59,8 @@ struct Entry {
     acked: Vec<Range<u64>>,
     /// Rows before this are acknowledged (starts at the lease offset).
     committed: u64,
-    /// Set when the reader reached the end of the split.
-    end: Option<u64>,
+    /// Set when the reader ended.
+    end: Option<ReadEnd>,
 }
 
 /// Tracks every attempt this worker holds.
@@ -79,15 +104,24 @@ impl Ledger {
         self.entries.is_empty()
     }
 
-    /// Forgets an attempt (failed or lost); later acks for it are ignored.
-    pub fn drop_attempt(&mut self, attempt: AttemptId) {
-        self.entries.remove(&attempt);
+    /// Forgets an attempt (lost); later acks for it are ignored. Returns
+    /// whether it was tracked.
+    pub fn drop_attempt(&mut self, attempt: AttemptId) -> bool {
+        self.entries.remove(&attempt).is_some()
     }
 
     /// The reader of `attempt` reached the end of the split at row `end`.
     pub fn read_done(&mut self, attempt: AttemptId, end: u64) -> Option<Action> {
         let entry = self.entries.get_mut(&attempt)?;
-        entry.end = Some(end);
+        entry.end = Some(ReadEnd::Done(end));
+        self.settle(attempt)
+    }
+
+    /// The reader of `attempt` failed at row `at` (rows before it were
+    /// delivered). The attempt fails once they are all acknowledged.
+    pub fn read_failed(&mut self, attempt: AttemptId, at: u64, reason: String) -> Option<Action> {
+        let entry = self.entries.get_mut(&attempt)?;
+        entry.end = Some(ReadEnd::Failed { at, reason });
         self.settle(attempt)
     }
 
@@ -116,12 +150,25 @@ impl Ledger {
 
     fn settle(&mut self, attempt: AttemptId) -> Option<Action> {
         let entry = self.entries.get(&attempt)?;
+        let reached = match &entry.end {
+            Some(ReadEnd::Done(end)) => *end,
+            Some(ReadEnd::Failed { at, .. }) => *at,
+            None => return None,
+        };
+        if entry.committed < reached {
+            return None;
+        }
+        let entry = self.entries.remove(&attempt)?;
         match entry.end {
-            Some(end) if entry.committed >= end => {
-                self.entries.remove(&attempt);
-                Some(Action::Finish { attempt, rows: end })
-            }
-            _ => None,
+            Some(ReadEnd::Failed { at, reason }) => Some(Action::Fail {
+                attempt,
+                offset: at,
+                reason,
+            }),
+            _ => Some(Action::Finish {
+                attempt,
+                rows: reached,
+            }),
         }
     }
 }
@@ -194,6 +241,42 @@ mod tests {
             Some(Action::Finish {
                 attempt: AttemptId(2),
                 rows: 7
+            })
+        );
+    }
+
+    #[test]
+    fn failed_read_fails_once_its_rows_are_acknowledged() {
+        let mut l = Ledger::default();
+        l.start(lease(4, 0));
+        assert!(l.ack(&piece(4, 0, 10)).is_some());
+        assert_eq!(l.read_failed(AttemptId(4), 30, "bad".into()), None);
+        assert_eq!(
+            l.ack(&piece(4, 20, 10)),
+            None,
+            "not contiguous: rows 10..20 are still on a device"
+        );
+        assert_eq!(
+            l.ack(&piece(4, 10, 10)),
+            Some(Action::Fail {
+                attempt: AttemptId(4),
+                offset: 30,
+                reason: "bad".into()
+            })
+        );
+        assert!(l.is_empty());
+    }
+
+    #[test]
+    fn read_failing_at_the_committed_row_fails_at_once() {
+        let mut l = Ledger::default();
+        l.start(lease(5, 40));
+        assert_eq!(
+            l.read_failed(AttemptId(5), 40, "gone".into()),
+            Some(Action::Fail {
+                attempt: AttemptId(5),
+                offset: 40,
+                reason: "gone".into()
             })
         );
     }

@@ -17,6 +17,10 @@ pub mod source;
 pub use pipeline::{run, PipelineConfig, RunOutcome};
 pub use source::{LocalQueue, TaskSource};
 
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
 use crate::task::AttemptId;
 
 /// A run of rows of one task attempt: rows `start..start + len` of its split.
@@ -32,6 +36,88 @@ pub struct Piece {
 
 /// Where the rows of one batch came from, in row order.
 pub type Provenance = Vec<Piece>;
+
+/// What the worker knows of its leases' lives, shared by the coordinator, the
+/// heartbeat task and the device threads: the attempts it lost, and when each
+/// lease lapses at the latest by this worker's own clock (the time the request
+/// that granted or renewed it was sent, plus the lease timeout; the master
+/// renews later than that, so its deadline is never earlier). Device threads
+/// drop the rows of dead attempts from batches not yet handed to a trainer, so
+/// a worker that was paused past its leases trains none of their rows.
+#[derive(Debug, Clone, Default)]
+pub struct LeaseClock {
+    inner: Arc<Mutex<ClockInner>>,
+    timeout: Option<Duration>,
+}
+
+#[derive(Debug, Default)]
+struct ClockInner {
+    lost: HashSet<AttemptId>,
+    expires: HashMap<AttemptId, Instant>,
+}
+
+impl LeaseClock {
+    /// A clock for leases that lapse `timeout` after their last renewal
+    /// (`None`: unknown, only leases reported lost are dead).
+    pub fn new(timeout: Option<Duration>) -> Self {
+        LeaseClock {
+            inner: Arc::default(),
+            timeout,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ClockInner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A lease was granted by a request sent at `sent`.
+    pub fn granted(&self, attempt: AttemptId, sent: Instant) {
+        if let Some(timeout) = self.timeout {
+            self.lock().expires.insert(attempt, sent + timeout);
+        }
+    }
+
+    /// The leases `attempts` were renewed by a heartbeat sent at `sent`.
+    pub fn renewed(&self, attempts: &[AttemptId], sent: Instant) {
+        let Some(timeout) = self.timeout else {
+            return;
+        };
+        let mut inner = self.lock();
+        for attempt in attempts {
+            if let Some(at) = inner.expires.get_mut(attempt) {
+                *at = (*at).max(sent + timeout);
+            }
+        }
+    }
+
+    /// The lease of `attempt` is lost.
+    pub fn lose(&self, attempt: AttemptId) {
+        let mut inner = self.lock();
+        inner.expires.remove(&attempt);
+        inner.lost.insert(attempt);
+    }
+
+    /// The attempt ended (finished or failed): nothing more to watch.
+    pub fn forget(&self, attempt: AttemptId) {
+        self.lock().expires.remove(&attempt);
+    }
+
+    /// Whether rows of `attempt` must not reach a trainer any more.
+    pub fn is_dead(&self, attempt: AttemptId, now: Instant) -> bool {
+        let inner = self.lock();
+        inner.lost.contains(&attempt) || inner.expires.get(&attempt).is_some_and(|at| *at <= now)
+    }
+
+    /// Leases that lapsed by this worker's clock and are not yet counted lost.
+    pub fn lapsed(&self, now: Instant) -> Vec<AttemptId> {
+        self.lock()
+            .expires
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(attempt, _)| *attempt)
+            .collect()
+    }
+}
 
 /// Appends `piece` to `prov`, merging it with the last piece when contiguous.
 pub fn push_piece(prov: &mut Provenance, piece: Piece) {

@@ -1,20 +1,29 @@
 //! The pipeline: leases tasks ahead, runs readers, re-batches, feeds the
 //! device threads and turns acknowledgements into commits, until the source
 //! says the job is over.
+//!
+//! One coordinator loop joins the stages, and it never waits on a stage that
+//! can be slow: batches for the devices wait in an outbox sent from as the
+//! device queue has room, so acknowledgements (and lost leases) are handled
+//! while data waits. Reports to the master go through a committer task of
+//! their own, which sends whatever is pending at once, merged per attempt, so
+//! an acknowledged batch is committed within one round trip.
 
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use connectors::{Location, ReadPlan, Split};
 use tokio::sync::mpsc;
+use tokio::task::AbortHandle;
 use tracing::{debug, warn};
 
-use super::batcher::{Batcher, OutBatch};
+use super::batcher::{self, Batcher, OutBatch};
 use super::devices::{DeviceEvent, Devices};
 use super::ledger::{Action, Ledger};
 use super::reader::{self, ReadEvent};
 use super::source::TaskSource;
-use super::Piece;
+use super::{LeaseClock, Piece};
 use crate::task::{AttemptId, LeaseReply, QueueError, WorkerId};
 use crate::trainer::{TrainerError, TrainerFactory};
 
@@ -36,6 +45,9 @@ pub struct PipelineConfig {
     pub shuffle_buffer: usize,
     /// Seed of the shuffle buffer.
     pub seed: u64,
+    /// The master's lease timeout, when known: a lease not renewed for that
+    /// long is dead on this worker too, even before the master says so.
+    pub lease_timeout: Option<Duration>,
 }
 
 /// Progress of a run, shared with whoever draws it.
@@ -96,10 +108,14 @@ pub async fn run(
     let devices_n = config.devices.max(1);
     let (batch_tx, batch_rx) = mpsc::channel::<OutBatch>(devices_n * 2);
     let (event_tx, mut event_rx) = mpsc::unbounded_channel::<DeviceEvent>();
-    let devices =
-        Devices::start(factory, devices_n, batch_rx, event_tx).map_err(PipelineError::Start)?;
+    let clock = LeaseClock::new(config.lease_timeout);
+    let devices = Devices::start(factory, devices_n, batch_rx, event_tx, clock.clone())
+        .map_err(PipelineError::Start)?;
+    let worker = source.register().await?;
+    let (report_tx, report_rx) = mpsc::unbounded_channel::<Report>();
+    let committer = tokio::spawn(committer(source.clone(), report_rx));
     let mut state = Coordinator {
-        worker: source.register().await?,
+        worker,
         source,
         location,
         splits,
@@ -112,7 +128,13 @@ pub async fn run(
             config.shuffle_buffer,
             config.seed,
         ),
-        readers: 0,
+        readers: HashMap::new(),
+        outbox: VecDeque::new(),
+        outbox_max: devices_n * 2,
+        reports: report_tx,
+        clock: clock.clone(),
+        next_lease: Instant::now(),
+        over: false,
         progress: Progress::default(),
         outcome: RunOutcome::default(),
         held: Arc::new(tokio::sync::Mutex::new(Vec::new())),
@@ -122,6 +144,7 @@ pub async fn run(
         state.source.clone(),
         state.worker,
         state.held.clone(),
+        clock,
         beat_tx,
     );
     let (read_tx, mut read_rx) = mpsc::channel::<ReadEvent>(config.prefetch.max(1) * 2);
@@ -136,6 +159,13 @@ pub async fn run(
         )
         .await;
     drop(beats);
+    state.stop_readers();
+    // Every report made so far reaches the master before the worker goes on.
+    let Coordinator {
+        reports, outcome, ..
+    } = state;
+    drop(reports);
+    let _ = committer.await;
     drop(batch_tx);
     // Drain trainer acknowledgements until the device threads are gone.
     let joined = tokio::task::spawn_blocking(move || devices.join());
@@ -150,7 +180,109 @@ pub async fn run(
         }
     }
     let _ = joined.await;
-    result.map(|_| state.outcome)
+    result.map(|_| outcome)
+}
+
+/// What the coordinator asks the committer to tell the master.
+#[derive(Debug)]
+enum Report {
+    /// What the ledger decided.
+    Ledger(Action),
+    /// Hand a lease back: this worker will not go on with it.
+    GiveUp {
+        /// The attempt.
+        attempt: AttemptId,
+        /// Why, for the master's log and summary.
+        reason: String,
+    },
+}
+
+/// Reports of one attempt, merged: the highest commit, then how it ended.
+#[derive(Debug, Default)]
+struct Merged {
+    commit: Option<u64>,
+    end: Option<End>,
+}
+
+#[derive(Debug)]
+enum End {
+    Finish(u64),
+    Fail(String),
+}
+
+impl Merged {
+    fn add(&mut self, report: Report) {
+        match report {
+            Report::Ledger(Action::Commit { offset, .. }) => {
+                self.commit = self.commit.max(Some(offset));
+            }
+            Report::Ledger(Action::Finish { rows, .. }) => self.end = Some(End::Finish(rows)),
+            Report::Ledger(Action::Fail { offset, reason, .. }) => {
+                self.commit = self.commit.max(Some(offset));
+                self.end = Some(End::Fail(reason));
+            }
+            Report::GiveUp { reason, .. } => self.end = Some(End::Fail(reason)),
+        }
+    }
+}
+
+fn attempt_of(report: &Report) -> AttemptId {
+    match report {
+        Report::Ledger(
+            Action::Commit { attempt, .. }
+            | Action::Finish { attempt, .. }
+            | Action::Fail { attempt, .. },
+        )
+        | Report::GiveUp { attempt, .. } => *attempt,
+    }
+}
+
+/// Sends reports to the master as they come: everything pending is merged per
+/// attempt (a commit superseded by a later one or by the finish is not sent)
+/// and sent at once, attempts side by side; what arrives meanwhile goes in the
+/// next round. Ends when the coordinator drops its sender and all is sent.
+async fn committer(source: Arc<dyn TaskSource>, mut reports: mpsc::UnboundedReceiver<Report>) {
+    while let Some(first) = reports.recv().await {
+        let mut pending: BTreeMap<AttemptId, Merged> = BTreeMap::new();
+        let mut add = |report: Report| {
+            pending.entry(attempt_of(&report)).or_default().add(report);
+        };
+        add(first);
+        while let Ok(report) = reports.try_recv() {
+            add(report);
+        }
+        let sends = pending.into_iter().map(|(attempt, merged)| {
+            let source = source.clone();
+            async move { send_merged(source.as_ref(), attempt, merged).await }
+        });
+        futures::future::join_all(sends).await;
+    }
+}
+
+async fn send_merged(source: &dyn TaskSource, attempt: AttemptId, merged: Merged) {
+    let result = match merged.end {
+        // A finish commits every row of the split.
+        Some(End::Finish(rows)) => source.finish(attempt, rows).await,
+        end => {
+            let committed = match merged.commit {
+                Some(offset) => source.commit(attempt, offset).await,
+                None => Ok(()),
+            };
+            match (committed, end) {
+                (Ok(()), Some(End::Fail(reason))) => source.fail(attempt, reason).await.map(|_| ()),
+                (Err(e), Some(End::Fail(reason))) => {
+                    // Not committed (a stale lease): still hand the attempt back.
+                    warn!(%attempt, error = %e, "master refused a commit");
+                    source.fail(attempt, reason).await.map(|_| ())
+                }
+                (result, _) => result,
+            }
+        }
+    };
+    if let Err(e) = result {
+        // A stale attempt (lease lost meanwhile): its rows will be served again.
+        warn!(%attempt, error = %e, "master refused a report");
+    }
 }
 
 /// The state of the loop that joins the stages.
@@ -163,7 +295,19 @@ struct Coordinator {
     config: PipelineConfig,
     ledger: Ledger,
     batcher: Batcher,
-    readers: usize,
+    /// Attempts being read, and how to stop their readers.
+    readers: HashMap<AttemptId, AbortHandle>,
+    /// Batches ready for the devices, sent as the device queue has room.
+    outbox: VecDeque<OutBatch>,
+    /// Reading pauses while the outbox holds this many batches.
+    outbox_max: usize,
+    /// To the committer.
+    reports: mpsc::UnboundedSender<Report>,
+    clock: LeaseClock,
+    /// No lease request before this (after a reply with nothing to do).
+    next_lease: Instant,
+    /// The master said the job is over.
+    over: bool,
     progress: Progress,
     outcome: RunOutcome,
     /// The attempts this worker holds, as its heartbeats report them. A lease
@@ -176,7 +320,7 @@ struct Coordinator {
 type Beat = Result<AttemptId, QueueError>;
 
 /// Heartbeats in a task of their own: leases are renewed on time even while
-/// the coordinator waits on a full batch channel or a slow report.
+/// the coordinator is busy.
 struct Heartbeats(tokio::task::JoinHandle<()>);
 
 impl Heartbeats {
@@ -184,6 +328,7 @@ impl Heartbeats {
         source: Arc<dyn TaskSource>,
         worker: WorkerId,
         held: Arc<tokio::sync::Mutex<Vec<AttemptId>>>,
+        clock: LeaseClock,
         to_coordinator: mpsc::UnboundedSender<Beat>,
     ) -> Heartbeats {
         Heartbeats(tokio::spawn(async move {
@@ -192,12 +337,21 @@ impl Heartbeats {
             ticker.tick().await;
             loop {
                 ticker.tick().await;
-                let result = {
+                let sent = Instant::now();
+                let (result, renewed) = {
                     let held = held.lock().await;
-                    source.heartbeat(worker, &held).await
+                    (source.heartbeat(worker, &held).await, held.clone())
                 };
                 let beats: Vec<Beat> = match result {
-                    Ok(lost) => lost.into_iter().map(Ok).collect(),
+                    Ok(lost) => {
+                        for attempt in &lost {
+                            clock.lose(*attempt);
+                        }
+                        let live: Vec<AttemptId> =
+                            renewed.into_iter().filter(|a| !lost.contains(a)).collect();
+                        clock.renewed(&live, sent);
+                        lost.into_iter().map(Ok).collect()
+                    }
                     Err(e) => vec![Err(e)],
                 };
                 for beat in beats {
@@ -216,6 +370,9 @@ impl Drop for Heartbeats {
     }
 }
 
+/// Device events handled in one go before the loop looks at anything else.
+const EVENTS_PER_ROUND: usize = 4096;
+
 impl Coordinator {
     async fn drive(
         &mut self,
@@ -228,44 +385,62 @@ impl Coordinator {
     ) -> Result<(), PipelineError> {
         let mut flushed = false;
         loop {
-            let over = self.top_up(read_tx).await?;
-            if over && self.readers == 0 && self.ledger.is_empty() {
+            self.drop_lapsed().await;
+            if !self.over && Instant::now() >= self.next_lease {
+                self.top_up(read_tx).await?;
+            }
+            if self.over
+                && self.readers.is_empty()
+                && self.ledger.is_empty()
+                && self.outbox.is_empty()
+            {
                 return Ok(());
             }
-            if self.readers == 0 && self.batcher.buffered() > 0 && !flushed {
+            if self.readers.is_empty() && self.batcher.buffered() > 0 && !flushed {
                 // Nothing more to read for now: let the short batch go so that its tasks can end.
-                for out in self.batcher.flush()? {
-                    send(batch_tx, out).await;
-                }
+                self.outbox.extend(self.batcher.flush()?);
                 flushed = true;
             }
             tokio::select! {
+                biased;
+                Some(event) = events.recv() => {
+                    self.on_device(event)?;
+                    for _ in 0..EVENTS_PER_ROUND {
+                        let Ok(event) = events.try_recv() else { break };
+                        self.on_device(event)?;
+                    }
+                    on_progress(&self.progress);
+                }
                 Some(beat) = beats.recv() => {
                     let lost = beat?;
                     warn!(attempt = %lost, "lease lost; its rows will be served again elsewhere");
-                    self.ledger.drop_attempt(lost);
-                    self.sync_held().await;
+                    self.lose(lost).await?;
                 }
-                Some(event) = read_rx.recv() => {
+                permit = batch_tx.reserve(), if !self.outbox.is_empty() => match permit {
+                    Ok(permit) => {
+                        if let Some(out) = self.outbox.pop_front() {
+                            permit.send(out);
+                        }
+                    }
+                    // The device threads are gone; their events say why.
+                    Err(_) => self.outbox.clear(),
+                },
+                Some(event) = read_rx.recv(), if self.outbox.len() < self.outbox_max => {
                     flushed = false;
-                    self.on_read(event, batch_tx).await?;
-                }
-                Some(event) = events.recv() => {
-                    self.on_device(event).await?;
-                    on_progress(&self.progress);
+                    self.on_read(event)?;
                 }
                 _ = tokio::time::sleep(WAIT_RETRY) => {}
             }
         }
     }
 
-    /// Leases tasks until `prefetch` are being read; returns whether the job is over.
-    async fn top_up(&mut self, read_tx: &mpsc::Sender<ReadEvent>) -> Result<bool, PipelineError> {
+    /// Leases tasks until `prefetch` are being read.
+    async fn top_up(&mut self, read_tx: &mpsc::Sender<ReadEvent>) -> Result<(), PipelineError> {
         let held = self.held.clone();
         let mut held = held.lock().await;
-        let over = self.lease_more(read_tx).await;
+        let result = self.lease_more(read_tx).await;
         *held = self.ledger.attempts();
-        over
+        result
     }
 
     /// Publishes the attempts held to the heartbeat task.
@@ -273,44 +448,108 @@ impl Coordinator {
         *self.held.lock().await = self.ledger.attempts();
     }
 
-    async fn lease_more(
-        &mut self,
-        read_tx: &mpsc::Sender<ReadEvent>,
-    ) -> Result<bool, PipelineError> {
-        while self.readers < self.config.prefetch.max(1) {
-            let want = self.config.prefetch.max(1) - self.readers;
+    async fn lease_more(&mut self, read_tx: &mpsc::Sender<ReadEvent>) -> Result<(), PipelineError> {
+        let prefetch = self.config.prefetch.max(1);
+        while self.readers.len() < prefetch {
+            let want = prefetch - self.readers.len();
+            let sent = Instant::now();
             match self.source.lease(self.worker, want).await? {
                 LeaseReply::Tasks(leases) if !leases.is_empty() => {
                     for lease in leases {
+                        self.clock.granted(lease.attempt, sent);
                         let Some(split) = self.splits.get(lease.split as usize).cloned() else {
                             let reason = format!("split {} is not in this job", lease.split);
-                            self.source.fail(lease.attempt, reason).await?;
+                            self.clock.forget(lease.attempt);
+                            self.report(Report::GiveUp {
+                                attempt: lease.attempt,
+                                reason,
+                            });
                             continue;
                         };
                         debug!(attempt = %lease.attempt, split = lease.split, epoch = lease.epoch, offset = lease.offset, "leased");
                         self.ledger.start(lease.clone());
-                        reader::spawn(
+                        let attempt = lease.attempt;
+                        let handle = reader::spawn(
                             self.location.clone(),
                             split,
                             self.plan.clone(),
                             lease,
                             read_tx.clone(),
                         );
-                        self.readers += 1;
+                        self.readers.insert(attempt, handle);
                     }
                 }
-                LeaseReply::Tasks(_) | LeaseReply::Wait => return Ok(false),
-                LeaseReply::JobOver => return Ok(true),
+                LeaseReply::Tasks(_) | LeaseReply::Wait => {
+                    self.next_lease = Instant::now() + WAIT_RETRY;
+                    return Ok(());
+                }
+                LeaseReply::JobOver => {
+                    self.over = true;
+                    return Ok(());
+                }
             }
         }
-        Ok(false)
+        Ok(())
     }
 
-    async fn on_read(
-        &mut self,
-        event: ReadEvent,
-        batch_tx: &mpsc::Sender<OutBatch>,
-    ) -> Result<(), PipelineError> {
+    fn report(&mut self, report: Report) {
+        if let Report::Ledger(Action::Finish { attempt, .. } | Action::Fail { attempt, .. }) =
+            &report
+        {
+            self.clock.forget(*attempt);
+        }
+        // The committer ends only after the coordinator: the send cannot fail
+        // while it runs.
+        let _ = self.reports.send(report);
+    }
+
+    /// The lease of `attempt` is lost (the master said so, or it lapsed here):
+    /// stop reading it and drop its rows wherever they wait, so no trainer
+    /// gets them; they are served again elsewhere.
+    async fn lose(&mut self, attempt: AttemptId) -> Result<(), PipelineError> {
+        self.clock.lose(attempt);
+        self.ledger.drop_attempt(attempt);
+        if let Some(reader) = self.readers.remove(&attempt) {
+            reader.abort();
+        }
+        let dropped = self.batcher.drop_attempt(attempt);
+        let mut kept = VecDeque::with_capacity(self.outbox.len());
+        for out in self.outbox.drain(..) {
+            if let Some(out) = batcher::without(out, |a| a == attempt)? {
+                kept.push_back(out);
+            }
+        }
+        self.outbox = kept;
+        debug!(%attempt, dropped, "rows of a lost lease dropped");
+        self.sync_held().await;
+        Ok(())
+    }
+
+    /// Leases that lapsed by this worker's clock (no heartbeat got through in
+    /// time, e.g. the process was paused): lost, and handed back to the master.
+    async fn drop_lapsed(&mut self) {
+        for attempt in self.clock.lapsed(Instant::now()) {
+            if self.ledger.lease(attempt).is_none() {
+                self.clock.forget(attempt);
+                continue;
+            }
+            warn!(%attempt, "lease lapsed before a heartbeat renewed it; its rows will be served again");
+            if self.lose(attempt).await.is_ok() {
+                self.report(Report::GiveUp {
+                    attempt,
+                    reason: format!("lease lapsed on worker {}", self.worker),
+                });
+            }
+        }
+    }
+
+    fn stop_readers(&mut self) {
+        for (_, reader) in self.readers.drain() {
+            reader.abort();
+        }
+    }
+
+    fn on_read(&mut self, event: ReadEvent) -> Result<(), PipelineError> {
         match event {
             ReadEvent::Batch {
                 attempt,
@@ -319,37 +558,43 @@ impl Coordinator {
                 batch,
             } => {
                 if self.ledger.lease(attempt).is_none() {
-                    return Ok(()); // lost or failed meanwhile
+                    return Ok(()); // lost meanwhile
                 }
                 let piece = Piece {
                     attempt,
                     start,
                     len: batch.num_rows() as u64,
                 };
-                for out in self.batcher.push(batch, piece, epoch)? {
-                    send(batch_tx, out).await;
-                }
+                let ready = self.batcher.push(batch, piece, epoch)?;
+                self.outbox.extend(ready);
             }
             ReadEvent::Done { attempt, end } => {
-                self.readers = self.readers.saturating_sub(1);
+                if self.readers.remove(&attempt).is_none() {
+                    return Ok(()); // stopped: lost meanwhile
+                }
                 if let Some(action) = self.ledger.read_done(attempt, end) {
-                    self.apply(action).await?;
+                    self.report(Report::Ledger(action));
                 }
             }
-            ReadEvent::Failed { attempt, reason } => {
-                self.readers = self.readers.saturating_sub(1);
+            ReadEvent::Failed {
+                attempt,
+                at,
+                reason,
+            } => {
+                if self.readers.remove(&attempt).is_none() {
+                    return Ok(());
+                }
                 self.outcome.read_failures += 1;
-                warn!(attempt = %attempt, %reason, "task failed");
-                self.ledger.drop_attempt(attempt);
-                if let Err(e) = self.source.fail(attempt, reason).await {
-                    warn!(attempt = %attempt, error = %e, "master refused the failure report");
+                warn!(%attempt, row = at, %reason, "read failed; the rows before it go on to the trainers, the rest is read again");
+                if let Some(action) = self.ledger.read_failed(attempt, at, reason) {
+                    self.report(Report::Ledger(action));
                 }
             }
         }
         Ok(())
     }
 
-    async fn on_device(&mut self, event: DeviceEvent) -> Result<(), PipelineError> {
+    fn on_device(&mut self, event: DeviceEvent) -> Result<(), PipelineError> {
         match event {
             DeviceEvent::Applied {
                 epoch,
@@ -364,7 +609,7 @@ impl Coordinator {
                 self.outcome.batches += 1;
                 for piece in &provenance {
                     if let Some(action) = self.ledger.ack(piece) {
-                        self.apply(action).await?;
+                        self.report(Report::Ledger(action));
                     }
                 }
                 Ok(())
@@ -375,22 +620,4 @@ impl Coordinator {
             }),
         }
     }
-
-    async fn apply(&mut self, action: Action) -> Result<(), PipelineError> {
-        let result = match action {
-            Action::Commit { attempt, offset } => self.source.commit(attempt, offset).await,
-            Action::Finish { attempt, rows } => self.source.finish(attempt, rows).await,
-        };
-        if let Err(e) = result {
-            // A stale attempt (lease lost meanwhile): its rows will be served again.
-            warn!(error = %e, "master refused a report");
-        }
-        Ok(())
-    }
-}
-
-/// Sends a batch to the devices; a closed channel means they are gone, which
-/// the device events report.
-async fn send(tx: &mpsc::Sender<OutBatch>, out: OutBatch) {
-    let _ = tx.send(out).await;
 }

@@ -7,6 +7,7 @@ use arrow::record_batch::RecordBatch;
 use connectors::{read_split, Location, ReadPlan, Split};
 use futures::StreamExt;
 use tokio::sync::mpsc;
+use tokio::task::AbortHandle;
 
 use crate::task::{AttemptId, Lease};
 
@@ -31,24 +32,28 @@ pub enum ReadEvent {
         /// Rows in the split.
         end: u64,
     },
-    /// Reading failed; `reason` names the file.
+    /// Reading failed at row `at` of the split: every row before it was sent
+    /// in `Batch` events, none after; `reason` names the file.
     Failed {
         /// The attempt.
         attempt: AttemptId,
+        /// The row the read failed at (rows before it were delivered).
+        at: u64,
         /// One-line reason.
         reason: String,
     },
 }
 
-/// Reads the split of `lease` from its committed offset on a task of its own.
+/// Reads the split of `lease` from its committed offset on a task of its own;
+/// the handle stops the read (a lost lease).
 pub fn spawn(
     location: Location,
     split: Split,
     plan: Arc<ReadPlan>,
     lease: Lease,
     tx: mpsc::Sender<ReadEvent>,
-) {
-    tokio::spawn(async move {
+) -> AbortHandle {
+    let task = tokio::spawn(async move {
         let attempt = lease.attempt;
         let mut row = lease.offset;
         let mut stream = read_split(&location, &split, &plan, lease.offset);
@@ -70,11 +75,17 @@ pub fn spawn(
                 }
                 Err(e) => {
                     let reason = e.to_string();
-                    let _ = tx.send(ReadEvent::Failed { attempt, reason }).await;
+                    let failed = ReadEvent::Failed {
+                        attempt,
+                        at: row,
+                        reason,
+                    };
+                    let _ = tx.send(failed).await;
                     return;
                 }
             }
         }
         let _ = tx.send(ReadEvent::Done { attempt, end: row }).await;
     });
+    task.abort_handle()
 }

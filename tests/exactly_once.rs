@@ -1,0 +1,458 @@
+//! Exactly once under faults, measured in batches: what a trainer acknowledged
+//! is committed at once, so a kill (of `train --state` or of a worker) or a
+//! pause past the lease serves again only batches still in flight; a read that
+//! fails half way through a task never repeats the rows already handed out.
+//!
+//! The trainer (tests/trainers/ack_log.py) logs, durably, every batch it was
+//! handed and, separately, every batch whose `ack` went through.
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::cluster::{self, Job, TOKEN};
+use common::{fixture, parse_json, python, SLUICE};
+
+/// Rows per batch in these tests.
+const BATCH: u64 = 100;
+/// The fixture: one Spark part file of 20,000 rows in 73 row groups, ids 0..20000.
+const DATASET: &str = "parquet_row_groups";
+
+fn ack_log(out: &Path, sleep: f64) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/trainers/ack_log.py");
+    format!(
+        "{} {} --out {} --sleep {sleep}",
+        python(),
+        script.display(),
+        out.display()
+    )
+}
+
+/// Ids in the files of `dir` whose names start with `prefix`, with counts.
+fn ids_in(dir: &Path, prefix: &str) -> HashMap<i64, u32> {
+    common::recorded_ids(dir, prefix)
+}
+
+/// Lines (ids) in the files of `dir` starting with `prefix`, without parsing.
+fn count_lines(dir: &Path, prefix: &str) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut n = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if name.to_string_lossy().starts_with(prefix) {
+            if let Ok(text) = std::fs::read_to_string(entry.path()) {
+                n += text.lines().count() as u64;
+            }
+        }
+    }
+    n
+}
+
+fn wait_until(what: &str, limit: Duration, mut ready: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ready() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn fresh(dir: &Path, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::create_dir_all(&path).expect("mkdir");
+    path
+}
+
+fn train_state(data: &Path, state: &Path, out: &Path, devices: u32, sleep: f64) -> Command {
+    let mut cmd = Command::new(SLUICE);
+    cmd.arg("train")
+        .arg(data)
+        .args(["--quiet", "--batch-size", &BATCH.to_string()])
+        .args(["--devices", &devices.to_string()])
+        .arg("--state")
+        .arg(state)
+        .args(["--exec", &ack_log(out, sleep)])
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// Rows acknowledged in run `before` that a later run was handed again.
+fn acked_then_served_again(before: &Path, later: &[PathBuf]) -> u64 {
+    let acked: HashSet<i64> = ids_in(before, "acked-").into_keys().collect();
+    let mut again = 0;
+    for dir in later {
+        for (id, n) in ids_in(dir, "ids-") {
+            if acked.contains(&id) {
+                again += u64::from(n);
+            }
+        }
+    }
+    again
+}
+
+#[test]
+fn acknowledged_batches_are_not_served_again_after_train_is_killed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    let data = fixture(DATASET);
+    let devices = 2;
+    let rows: u64 = 20_000;
+    let mut runs: Vec<PathBuf> = Vec::new();
+    // Kill at three points, each after some more rows were acknowledged.
+    for (k, acked_rows) in [1_500u64, 3_000, 4_500].into_iter().enumerate() {
+        let out = fresh(dir.path(), &format!("run{k}"));
+        let mut child = train_state(&data, &state, &out, devices, 0.01)
+            .spawn()
+            .expect("start sluice train");
+        wait_until("acknowledged rows", Duration::from_secs(60), || {
+            count_lines(&out, "acked-") >= acked_rows
+        });
+        child.kill().expect("SIGKILL");
+        let _ = child.wait();
+        runs.push(out);
+    }
+    let out = fresh(dir.path(), "last");
+    let last = train_state(&data, &state, &out, devices, 0.0)
+        .output()
+        .expect("resume");
+    assert!(
+        last.status.success(),
+        "{}",
+        String::from_utf8_lossy(&last.stderr)
+    );
+    runs.push(out);
+    let bound = 2 * u64::from(devices) * BATCH;
+    for k in 0..3 {
+        let again = acked_then_served_again(&runs[k], &runs[k + 1..]);
+        assert!(
+            again <= bound,
+            "kill {k}: {again} acknowledged rows were served again (bound: 2 batches per device = {bound})"
+        );
+    }
+    let mut all: HashMap<i64, u32> = HashMap::new();
+    for run in &runs {
+        for (id, n) in ids_in(run, "ids-") {
+            *all.entry(id).or_insert(0) += n;
+        }
+    }
+    let missing: Vec<i64> = (0..rows as i64)
+        .filter(|i| !all.contains_key(i))
+        .take(5)
+        .collect();
+    assert!(missing.is_empty(), "ids lost across the kills: {missing:?}");
+}
+
+/// Starts a worker of `job` whose trainers log into `out`.
+fn worker(job: &Job, out: &Path, devices: u32, sleep: f64) -> Child {
+    Command::new(SLUICE)
+        .args(["worker", "--master", &job.url()])
+        .args(["--exec", &ack_log(out, sleep)])
+        .args(["--batch-size", &BATCH.to_string()])
+        .args(["--devices", &devices.to_string(), "-q"])
+        .env("SLUICE_TOKEN", TOKEN)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start worker")
+}
+
+/// `rows_committed` of the master's queue.
+fn committed(job: &Job) -> Option<u64> {
+    let out = Command::new(SLUICE)
+        .args(["status", "--master", &job.url(), "--json"])
+        .env("SLUICE_TOKEN", TOKEN)
+        .env_remove("RUST_LOG")
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let status = parse_json(
+        &String::from_utf8_lossy(&out.stdout),
+        "sluice status --json",
+    );
+    status["queue"]["rows_committed"].as_u64()
+}
+
+#[test]
+fn committed_rows_keep_up_with_acknowledged_rows() {
+    let job = Job::new(DATASET, 1);
+    let mut master = job.start_master(fixture(DATASET));
+    let out = fresh(&job.ids, "w1");
+    let devices = 2;
+    let mut w = worker(&job, &out, devices, 0.05);
+    let slack = 2 * u64::from(devices) * BATCH;
+    let mut samples = 0;
+    let mut worst = 0i64;
+    while w.try_wait().expect("try_wait").is_none() {
+        let acked = count_lines(&out, "acked-");
+        let Some(committed) = committed(&job) else {
+            break; // the master is gone: the job is over
+        };
+        if acked > 0 {
+            samples += 1;
+            worst = worst.max(acked as i64 - committed as i64);
+            assert!(
+                committed + slack >= acked,
+                "sample {samples}: {acked} rows acknowledged but only {committed} committed"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = cluster::wait_exit(&mut w, "worker");
+    assert!(status.success(), "worker failed");
+    cluster::clean_finish(&mut master);
+    assert!(samples >= 5, "too few samples ({samples}) to judge the lag");
+    eprintln!("{samples} samples, worst lag {worst} rows");
+    common::assert_exactly_once(&ids_in(&out, "ids-"), 20_000, "one worker");
+}
+
+#[test]
+fn a_killed_worker_repeats_only_what_was_in_flight() {
+    let job = Job::new(DATASET, 1);
+    let mut master = job.start_master(fixture(DATASET));
+    let devices = 2;
+    let first = fresh(&job.ids, "w1");
+    let second = fresh(&job.ids, "w2");
+    let mut victim = worker(&job, &first, devices, 0.01);
+    wait_until("acknowledged rows", Duration::from_secs(60), || {
+        count_lines(&first, "acked-") >= 3_000
+    });
+    victim.kill().expect("SIGKILL");
+    let _ = victim.wait();
+    let mut survivor = worker(&job, &second, devices, 0.0);
+    let status = cluster::wait_exit(&mut survivor, "worker");
+    assert!(status.success(), "surviving worker failed");
+    cluster::clean_finish(&mut master);
+    let again = acked_then_served_again(&first, std::slice::from_ref(&second));
+    let bound = 2 * u64::from(devices) * BATCH;
+    assert!(
+        again <= bound,
+        "{again} rows acknowledged by the killed worker were served again (bound {bound})"
+    );
+    let mut all = ids_in(&first, "ids-");
+    for (id, n) in ids_in(&second, "ids-") {
+        *all.entry(id).or_insert(0) += n;
+    }
+    cluster::undelivered(&all, 20_000, 1);
+}
+
+/// (time, first id, rows) of every batch the trainers in `dir` were handed.
+fn arrivals(dir: &Path) -> Vec<(f64, i64, u64)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("list").flatten() {
+        if !entry.file_name().to_string_lossy().starts_with("times-") {
+            continue;
+        }
+        let text = std::fs::read_to_string(entry.path()).expect("read times");
+        for line in text.lines() {
+            let mut parts = line.split_whitespace();
+            let (Some(t), Some(first), Some(n)) = (parts.next(), parts.next(), parts.next()) else {
+                continue;
+            };
+            out.push((
+                t.parse().expect("time"),
+                first.parse().expect("id"),
+                n.parse().expect("rows"),
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_worker_paused_past_its_leases_trains_none_of_their_rows() {
+    let job = Job::new(DATASET, 1);
+    let mut master = job.start_master(fixture(DATASET));
+    let devices = 2;
+    let paused_out = fresh(&job.ids, "paused");
+    let other_out = fresh(&job.ids, "other");
+    let mut paused = worker(&job, &paused_out, devices, 0.02);
+    wait_until("acknowledged rows", Duration::from_secs(60), || {
+        count_lines(&paused_out, "acked-") >= 1_000
+    });
+    cluster::signal(&paused, libc::SIGSTOP);
+    // The lease timeout is 2 s: another worker takes the leases over.
+    let mut other = worker(&job, &other_out, devices, 0.0);
+    std::thread::sleep(Duration::from_secs(4));
+    let resumed_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs_f64();
+    cluster::signal(&paused, libc::SIGCONT);
+    let status = cluster::wait_exit(&mut other, "other worker");
+    assert!(status.success(), "other worker failed");
+    let status = cluster::wait_exit(&mut paused, "paused worker");
+    assert!(status.success(), "paused worker failed after SIGCONT");
+    cluster::clean_finish(&mut master);
+    let others: HashSet<i64> = ids_in(&other_out, "ids-").into_keys().collect();
+    let late: Vec<(f64, i64, u64)> = arrivals(&paused_out)
+        .into_iter()
+        .filter(|(t, first, _)| *t > resumed_at && others.contains(first))
+        .collect();
+    assert!(
+        late.is_empty(),
+        "batches of lost leases reached a trainer of the paused worker after SIGCONT: {late:?}"
+    );
+    let mut all = ids_in(&paused_out, "ids-");
+    for (id, n) in ids_in(&other_out, "ids-") {
+        *all.entry(id).or_insert(0) += n;
+    }
+    cluster::undelivered(&all, 20_000, 1);
+}
+
+/// A copy of the fixture in `dir`/data whose row group `rg` has a damaged
+/// page header in every column: the footer is intact, so the file plans, and
+/// the read fails at that row group. Returns the part file, its pristine bytes
+/// and the ids of the damaged row group.
+fn damaged_copy(dir: &Path, rg: usize) -> (PathBuf, Vec<u8>, std::ops::Range<i64>) {
+    let data = dir.join("data");
+    common::copy_dir(&fixture(DATASET), &data);
+    let part = std::fs::read_dir(&data)
+        .expect("list")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .expect("a parquet part file");
+    let probe = format!(
+        "import pyarrow.parquet as pq\n\
+         m = pq.ParquetFile({part:?}).metadata\n\
+         rg = m.row_group({rg})\n\
+         first = sum(m.row_group(i).num_rows for i in range({rg}))\n\
+         print(first, first + rg.num_rows)\n\
+         for c in range(rg.num_columns):\n    print(rg.column(c).data_page_offset)\n",
+        part = part.display().to_string()
+    );
+    let out = Command::new(python())
+        .args(["-c", &probe])
+        .output()
+        .expect("python");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut lines = text.lines();
+    let range: Vec<i64> = lines
+        .next()
+        .expect("rows line")
+        .split_whitespace()
+        .map(|n| n.parse().expect("row"))
+        .collect();
+    let pristine = std::fs::read(&part).expect("read part");
+    let mut broken = pristine.clone();
+    for offset in lines.map(|l| l.trim().parse::<usize>().expect("offset")) {
+        for b in &mut broken[offset..offset + 24] {
+            *b = 0xFF;
+        }
+    }
+    std::fs::write(&part, &broken).expect("damage");
+    (part, pristine, range[0]..range[1])
+}
+
+fn train_to_summary(data: &Path, out: &Path, summary: &Path, sleep: f64) -> Command {
+    let mut cmd = Command::new(SLUICE);
+    cmd.arg("train")
+        .arg(data)
+        .args([
+            "--quiet",
+            "--batch-size",
+            &BATCH.to_string(),
+            "--devices",
+            "2",
+        ])
+        .args(["--exec", &ack_log(out, sleep)])
+        .arg("--summary-json")
+        .arg(summary)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+fn summary_rows(path: &Path) -> u64 {
+    let text = std::fs::read_to_string(path).expect("summary");
+    parse_json(&text, "summary")["rows"]
+        .as_u64()
+        .expect("rows in summary")
+}
+
+#[test]
+fn a_row_group_that_cannot_be_read_repeats_no_row() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (part, _, bad) = damaged_copy(dir.path(), 5);
+    let out = fresh(dir.path(), "ids");
+    let summary = dir.path().join("summary.json");
+    let run = train_to_summary(&dir.path().join("data"), &out, &summary, 0.0)
+        .output()
+        .expect("train");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(
+        run.status.code(),
+        Some(2),
+        "a failed task exits 2: {stderr}"
+    );
+    let name = part.file_name().and_then(|n| n.to_str()).expect("name");
+    assert!(stderr.contains(name), "the error names {name}: {stderr}");
+    let ids = ids_in(&out, "ids-");
+    let twice: Vec<_> = ids.iter().filter(|(_, &n)| n > 1).take(5).collect();
+    assert!(twice.is_empty(), "ids served twice: {twice:?}");
+    let missing: Vec<i64> = (0..bad.start)
+        .filter(|i| !ids.contains_key(i))
+        .take(5)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "rows before the damage never arrived: {missing:?}"
+    );
+    assert!(
+        bad.clone().all(|i| !ids.contains_key(&i)),
+        "rows of the damaged row group arrived"
+    );
+    let received: u64 = ids.values().map(|&n| u64::from(n)).sum();
+    assert_eq!(
+        summary_rows(&summary),
+        received,
+        "the summary counts what the trainers received"
+    );
+}
+
+#[test]
+fn a_read_error_that_clears_resumes_after_the_last_row_handed_out() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (part, pristine, _) = damaged_copy(dir.path(), 1);
+    let out = fresh(dir.path(), "ids");
+    let summary = dir.path().join("summary.json");
+    let mut child = train_to_summary(&dir.path().join("data"), &out, &summary, 0.05)
+        .spawn()
+        .expect("train");
+    // The reader fails at row group 1 long before the (slow) trainer has
+    // acknowledged the rows before it; repair the file once the first batch
+    // arrived, so the retry reads good data.
+    wait_until("the first batch", Duration::from_secs(60), || {
+        count_lines(&out, "ids-") > 0
+    });
+    std::fs::write(&part, &pristine).expect("repair");
+    let status = cluster::wait_exit(&mut child, "train");
+    let stderr = cluster::stderr_of(&mut child);
+    assert!(
+        status.success(),
+        "a read error that clears is retried: {stderr}"
+    );
+    assert!(
+        stderr.contains("read failed"),
+        "the read did fail before the repair: {stderr}"
+    );
+    common::assert_exactly_once(&ids_in(&out, "ids-"), 20_000, "transient read error");
+    assert_eq!(summary_rows(&summary), 20_000);
+}
