@@ -11,54 +11,19 @@ mod common;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::cluster::{self, Job, TOKEN};
-use common::{fixture, parse_json, python, SLUICE};
+use common::{ack_log, count_lines, damaged_parquet_copy, fixture, parse_json, wait_until, SLUICE};
 
 /// Rows per batch in these tests.
 const BATCH: u64 = 100;
 /// The fixture: one Spark part file of 20,000 rows in 73 row groups, ids 0..20000.
 const DATASET: &str = "parquet_row_groups";
 
-fn ack_log(out: &Path, sleep: f64) -> String {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/trainers/ack_log.py");
-    format!(
-        "{} {} --out {} --sleep {sleep}",
-        python(),
-        script.display(),
-        out.display()
-    )
-}
-
 /// Ids in the files of `dir` whose names start with `prefix`, with counts.
 fn ids_in(dir: &Path, prefix: &str) -> HashMap<i64, u32> {
     common::recorded_ids(dir, prefix)
-}
-
-/// Lines (ids) in the files of `dir` starting with `prefix`, without parsing.
-fn count_lines(dir: &Path, prefix: &str) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    let mut n = 0;
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        if name.to_string_lossy().starts_with(prefix) {
-            if let Ok(text) = std::fs::read_to_string(entry.path()) {
-                n += text.lines().count() as u64;
-            }
-        }
-    }
-    n
-}
-
-fn wait_until(what: &str, limit: Duration, mut ready: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !ready() {
-        assert!(start.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 fn fresh(dir: &Path, name: &str) -> PathBuf {
@@ -310,55 +275,6 @@ fn a_worker_paused_past_its_leases_trains_none_of_their_rows() {
     cluster::undelivered(&all, 20_000, 1);
 }
 
-/// A copy of the fixture in `dir`/data whose row group `rg` has a damaged
-/// page header in every column: the footer is intact, so the file plans, and
-/// the read fails at that row group. Returns the part file, its pristine bytes
-/// and the ids of the damaged row group.
-fn damaged_copy(dir: &Path, rg: usize) -> (PathBuf, Vec<u8>, std::ops::Range<i64>) {
-    let data = dir.join("data");
-    common::copy_dir(&fixture(DATASET), &data);
-    let part = std::fs::read_dir(&data)
-        .expect("list")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.extension().is_some_and(|e| e == "parquet"))
-        .expect("a parquet part file");
-    let probe = format!(
-        "import pyarrow.parquet as pq\n\
-         m = pq.ParquetFile({part:?}).metadata\n\
-         rg = m.row_group({rg})\n\
-         first = sum(m.row_group(i).num_rows for i in range({rg}))\n\
-         print(first, first + rg.num_rows)\n\
-         for c in range(rg.num_columns):\n    print(rg.column(c).data_page_offset)\n",
-        part = part.display().to_string()
-    );
-    let out = Command::new(python())
-        .args(["-c", &probe])
-        .output()
-        .expect("python");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let mut lines = text.lines();
-    let range: Vec<i64> = lines
-        .next()
-        .expect("rows line")
-        .split_whitespace()
-        .map(|n| n.parse().expect("row"))
-        .collect();
-    let pristine = std::fs::read(&part).expect("read part");
-    let mut broken = pristine.clone();
-    for offset in lines.map(|l| l.trim().parse::<usize>().expect("offset")) {
-        for b in &mut broken[offset..offset + 24] {
-            *b = 0xFF;
-        }
-    }
-    std::fs::write(&part, &broken).expect("damage");
-    (part, pristine, range[0]..range[1])
-}
-
 fn train_to_summary(data: &Path, out: &Path, summary: &Path, sleep: f64) -> Command {
     let mut cmd = Command::new(SLUICE);
     cmd.arg("train")
@@ -390,7 +306,7 @@ fn summary_rows(path: &Path) -> u64 {
 #[test]
 fn a_row_group_that_cannot_be_read_repeats_no_row() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (part, _, bad) = damaged_copy(dir.path(), 5);
+    let (part, _, bad) = damaged_parquet_copy(DATASET, dir.path(), 5);
     let out = fresh(dir.path(), "ids");
     let summary = dir.path().join("summary.json");
     let run = train_to_summary(&dir.path().join("data"), &out, &summary, 0.0)
@@ -430,7 +346,7 @@ fn a_row_group_that_cannot_be_read_repeats_no_row() {
 #[test]
 fn a_read_error_that_clears_resumes_after_the_last_row_handed_out() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (part, pristine, _) = damaged_copy(dir.path(), 1);
+    let (part, pristine, _) = damaged_parquet_copy(DATASET, dir.path(), 1);
     let out = fresh(dir.path(), "ids");
     let summary = dir.path().join("summary.json");
     let mut child = train_to_summary(&dir.path().join("data"), &out, &summary, 0.05)

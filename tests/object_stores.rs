@@ -444,3 +444,100 @@ fn two_masters_cannot_both_own_a_job_on_a_store() {
         let _ = second.wait();
     }
 }
+
+/// Trains on `url` with two devices and a logging trainer, to a summary file.
+fn train_logged(url: &str, env: &[(&str, String)], out: &std::path::Path, sleep: f64) -> Command {
+    let summary = out.join("summary.json");
+    let mut cmd = sluice_with(
+        &[
+            "train",
+            url,
+            "--exec",
+            &common::ack_log(out, sleep),
+            "--devices",
+            "2",
+            "--batch-size",
+            "100",
+            "--quiet",
+            "--summary-json",
+            summary.to_str().expect("utf8"),
+        ],
+        env,
+    );
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    cmd
+}
+
+#[test]
+fn s3_read_errors_in_the_middle_of_a_task_repeat_no_row() {
+    let s3 = Cloud::start(Kind::S3);
+    let env = s3.env();
+    let rows = expected_dataset("parquet_row_groups")["rows"]
+        .as_u64()
+        .expect("rows");
+
+    // A row group that stays unreadable: its task fails (exit 2), the rows
+    // before it arrive once, none twice.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (part, _, bad) = common::damaged_parquet_copy("parquet_row_groups", dir.path(), 5);
+    let bucket = s3.new_bucket("damaged");
+    s3.upload(&bucket, &dir.path().join("data"), "out");
+    let out = dir.path().join("ids");
+    std::fs::create_dir(&out).expect("mkdir");
+    let run = train_logged(&s3.url(&bucket, "out"), &env, &out, 0.0)
+        .output()
+        .expect("train");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(
+        run.status.code(),
+        Some(2),
+        "a failed task exits 2: {stderr}"
+    );
+    let name = part.file_name().and_then(|n| n.to_str()).expect("name");
+    assert!(stderr.contains(name), "the error names {name}: {stderr}");
+    let ids = recorded_ids(&out, "ids-");
+    let twice: Vec<_> = ids.iter().filter(|(_, &n)| n > 1).take(5).collect();
+    assert!(twice.is_empty(), "ids served twice: {twice:?}");
+    assert!(
+        (0..bad.start).all(|i| ids.contains_key(&i)),
+        "rows before the damage are missing"
+    );
+    assert!(bad.clone().all(|i| !ids.contains_key(&i)));
+
+    // A read error that clears (the object is repaired while the rows before
+    // the damage are still on their way to the trainers): exit 0, every id once.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (part, pristine, _) = common::damaged_parquet_copy("parquet_row_groups", dir.path(), 1);
+    let bucket = s3.new_bucket("flaky");
+    s3.upload(&bucket, &dir.path().join("data"), "out");
+    let out = dir.path().join("ids");
+    std::fs::create_dir(&out).expect("mkdir");
+    let mut child = train_logged(&s3.url(&bucket, "out"), &env, &out, 0.05)
+        .spawn()
+        .expect("train");
+    common::wait_until("the first batch", Duration::from_secs(60), || {
+        common::count_lines(&out, "ids-") > 0
+    });
+    let repaired = dir.path().join("repaired");
+    std::fs::create_dir(&repaired).expect("mkdir");
+    let name = part.file_name().expect("name");
+    std::fs::write(repaired.join(name), &pristine).expect("write");
+    s3.upload(&bucket, &repaired, "out");
+    let status = wait_exit(&mut child, "train");
+    let stderr = stderr_of(&mut child);
+    assert!(
+        status.success(),
+        "a read error that clears is retried: {stderr}"
+    );
+    assert!(
+        stderr.contains("read failed"),
+        "the read did fail: {stderr}"
+    );
+    assert_exactly_once(
+        &recorded_ids(&out, "ids-"),
+        rows,
+        "S3, transient read error",
+    );
+}

@@ -10,6 +10,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -267,4 +268,95 @@ pub fn copy_dir(from: &Path, to: &Path) {
             std::fs::copy(entry.path(), &target).expect("copy");
         }
     }
+}
+
+/// The `--exec` command of tests/trainers/ack_log.py, logging into `out`
+/// what it was handed and what it acknowledged.
+pub fn ack_log(out: &Path, sleep: f64) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/trainers/ack_log.py");
+    format!(
+        "{} {} --out {} --sleep {sleep}",
+        python(),
+        script.display(),
+        out.display()
+    )
+}
+
+/// Lines (ids) in the files of `dir` starting with `prefix`, without parsing.
+pub fn count_lines(dir: &Path, prefix: &str) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut n = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if name.to_string_lossy().starts_with(prefix) {
+            if let Ok(text) = std::fs::read_to_string(entry.path()) {
+                n += text.lines().count() as u64;
+            }
+        }
+    }
+    n
+}
+
+/// Polls `ready` every 10 ms; panics naming `what` after `limit`.
+pub fn wait_until(what: &str, limit: Duration, mut ready: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ready() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A copy of fixture `dataset` (Parquet) in `dir`/data whose row group `rg` has a damaged
+/// page header in every column: the footer is intact, so the file plans, and
+/// the read fails at that row group. Returns the part file, its pristine bytes
+/// and the ids of the damaged row group.
+pub fn damaged_parquet_copy(
+    dataset: &str,
+    dir: &Path,
+    rg: usize,
+) -> (PathBuf, Vec<u8>, std::ops::Range<i64>) {
+    let data = dir.join("data");
+    copy_dir(&fixture(dataset), &data);
+    let part = std::fs::read_dir(&data)
+        .expect("list")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .expect("a parquet part file");
+    let probe = format!(
+        "import pyarrow.parquet as pq\n\
+         m = pq.ParquetFile({part:?}).metadata\n\
+         rg = m.row_group({rg})\n\
+         first = sum(m.row_group(i).num_rows for i in range({rg}))\n\
+         print(first, first + rg.num_rows)\n\
+         for c in range(rg.num_columns):\n    print(rg.column(c).data_page_offset)\n",
+        part = part.display().to_string()
+    );
+    let out = Command::new(python())
+        .args(["-c", &probe])
+        .output()
+        .expect("python");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut lines = text.lines();
+    let range: Vec<i64> = lines
+        .next()
+        .expect("rows line")
+        .split_whitespace()
+        .map(|n| n.parse().expect("row"))
+        .collect();
+    let pristine = std::fs::read(&part).expect("read part");
+    let mut broken = pristine.clone();
+    for offset in lines.map(|l| l.trim().parse::<usize>().expect("offset")) {
+        for b in &mut broken[offset..offset + 24] {
+            *b = 0xFF;
+        }
+    }
+    std::fs::write(&part, &broken).expect("damage");
+    (part, pristine, range[0]..range[1])
 }
