@@ -73,7 +73,7 @@ fn acknowledged_batches_are_not_served_again_after_train_is_killed() {
     // Kill at three points, each after some more rows were acknowledged.
     for (k, acked_rows) in [1_500u64, 3_000, 4_500].into_iter().enumerate() {
         let out = fresh(dir.path(), &format!("run{k}"));
-        let mut child = train_state(&data, &state, &out, devices, 0.01)
+        let mut child = train_state(&data, &state, &out, devices, 0.03)
             .spawn()
             .expect("start sluice train");
         wait_until("acknowledged rows", Duration::from_secs(60), || {
@@ -96,6 +96,7 @@ fn acknowledged_batches_are_not_served_again_after_train_is_killed() {
     let bound = 2 * u64::from(devices) * BATCH;
     for k in 0..3 {
         let again = acked_then_served_again(&runs[k], &runs[k + 1..]);
+        eprintln!("kill {k}: {again} acknowledged rows served again");
         assert!(
             again <= bound,
             "kill {k}: {again} acknowledged rows were served again (bound: 2 batches per device = {bound})"
@@ -188,7 +189,7 @@ fn a_killed_worker_repeats_only_what_was_in_flight() {
     let devices = 2;
     let first = fresh(&job.ids, "w1");
     let second = fresh(&job.ids, "w2");
-    let mut victim = worker(&job, &first, devices, 0.01);
+    let mut victim = worker(&job, &first, devices, 0.03);
     wait_until("acknowledged rows", Duration::from_secs(60), || {
         count_lines(&first, "acked-") >= 3_000
     });
@@ -199,6 +200,7 @@ fn a_killed_worker_repeats_only_what_was_in_flight() {
     assert!(status.success(), "surviving worker failed");
     cluster::clean_finish(&mut master);
     let again = acked_then_served_again(&first, std::slice::from_ref(&second));
+    eprintln!("killed worker: {again} acknowledged rows served again");
     let bound = 2 * u64::from(devices) * BATCH;
     assert!(
         again <= bound,
