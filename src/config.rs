@@ -18,6 +18,9 @@ pub enum TrainerChoice {
         command: String,
         /// Restarts allowed per device.
         restarts: u32,
+        /// How long a process may hold batches without acknowledging any before it is
+        /// killed and restarted (`None`: no limit).
+        timeout: Option<Duration>,
         /// More environment variables for the program (`SLUICE_CHECKPOINT_DIR`).
         env: Vec<(String, String)>,
     },

@@ -55,6 +55,9 @@ pub struct WorkerOptions {
     /// Restarts allowed per device when the exec trainer dies.
     #[arg(long, default_value_t = 3)]
     pub exec_restarts: u32,
+    /// An exec trainer holding batches that sends no ack for this long is killed (its process group) and restarted, which counts as a restart; `off` (or 0) waits forever.
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_timeout)]
+    pub trainer_timeout: Duration,
     /// Tasks leased and read ahead of the trainers.
     #[arg(long, default_value_t = 4)]
     pub prefetch: usize,
@@ -73,6 +76,7 @@ impl WorkerOptions {
             (Some(cmd), _) => TrainerChoice::Exec {
                 command: cmd.clone(),
                 restarts: self.exec_restarts,
+                timeout: (!self.trainer_timeout.is_zero()).then_some(self.trainer_timeout),
                 env: Vec::new(),
             },
             (None, ModelArg::None) => TrainerChoice::None,
@@ -97,6 +101,14 @@ impl WorkerOptions {
             .map(Vec::len)
             .unwrap_or(self.devices)
     }
+}
+
+/// Parses `--trainer-timeout`: a duration, or `off` (returned as zero: no limit).
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    if s.trim().eq_ignore_ascii_case("off") {
+        return Ok(Duration::ZERO);
+    }
+    parse_duration(s)
 }
 
 /// Arguments of `sluice train`.

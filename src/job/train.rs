@@ -218,9 +218,12 @@ pub fn make_factory(
         TrainerChoice::Exec {
             command,
             restarts,
+            timeout,
             env,
         } => {
-            let mut f = ExecFactory::new(command.clone()).with_max_restarts(*restarts);
+            let mut f = ExecFactory::new(command.clone())
+                .with_max_restarts(*restarts)
+                .with_timeout(*timeout);
             for (key, value) in env {
                 f = f.with_env(key, value);
             }

@@ -324,6 +324,27 @@ mod tests {
     }
 
     #[test]
+    fn trainer_timeout_is_a_key_with_a_default_and_off() {
+        let timeout = |extra: &str| {
+            let text = format!("source = \"/a\"\nstate = \"/b\"\nexec = \"x\"\n{extra}");
+            match parse(&text).expect("valid job").train.trainer {
+                crate::config::TrainerChoice::Exec { timeout, .. } => timeout,
+                other => panic!("unexpected trainer {other:?}"),
+            }
+        };
+        assert_eq!(timeout(""), Some(crate::trainer::DEFAULT_TRAINER_TIMEOUT));
+        assert_eq!(
+            timeout("trainer_timeout = \"30s\"\n"),
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(timeout("trainer_timeout = \"off\"\n"), None);
+        assert_eq!(timeout("trainer-timeout = 0\n"), None);
+        let bad = parse("source = \"/a\"\nstate = \"/b\"\ntrainer_timeout = \"soon\"\n");
+        let text = bad.expect_err("must fail").to_string();
+        assert!(text.contains("--trainer-timeout"), "{text}");
+    }
+
+    #[test]
     fn the_example_job_file_is_valid() {
         let text = include_str!("../../jobs/clicks.toml");
         let job = Job::parse(Path::new("jobs/clicks.toml"), text).expect("jobs/clicks.toml");

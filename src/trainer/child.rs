@@ -1,13 +1,23 @@
 //! One exec trainer process: `sh -c CMD` fed an Arrow IPC stream on stdin, acknowledging
 //! batches on a pipe at file descriptor 3 that a reader thread turns into [`AckEvent`]s.
+//!
+//! Trainers die with sluice. Each trainer runs in a process group of its own, led by a
+//! [`Watcher`]: `sh -c 'read x; kill -s KILL 0'` reading a pipe only sluice holds open.
+//! However sluice ends — an error, a panic, `SIGKILL` — the kernel closes that pipe and
+//! the watcher kills the whole group, grandchildren of `sh -c CMD` included. Sluice
+//! itself kills the group whenever it lets a trainer go (a restart, the end of the job,
+//! an error). The trainer's `sh` also gets `PR_SET_PDEATHSIG` = `SIGKILL`; as that
+//! signal follows the death of the *thread* that forked, every trainer is forked by one
+//! thread that lives as long as the process (see [`spawn`]).
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, ErrorKind};
+use std::io::{self, BufRead, BufReader, BufWriter, ErrorKind, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child as Process, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -29,6 +39,16 @@ const EXIT_GRACE: Duration = Duration::from_secs(5);
 /// still hold it).
 const DRAIN_GRACE: Duration = Duration::from_secs(1);
 
+/// How long a blocked write to the child's stdin waits before checking the trainer timeout.
+const WRITE_POLL: Duration = Duration::from_millis(100);
+
+/// Variables of sluice's own environment that no trainer may see (secrets).
+const SECRET_ENV: [&str; 1] = ["SLUICE_TOKEN"];
+
+/// The watcher of a trainer's process group: kills the group once its stdin, a pipe
+/// only sluice holds open, reaches end of file.
+const WATCHER: &str = "read x; kill -s KILL 0";
+
 /// What the reader thread saw on the ack pipe.
 #[derive(Debug)]
 pub(crate) enum AckEvent {
@@ -46,6 +66,9 @@ pub(crate) enum AckEvent {
 pub(crate) enum SendError {
     /// The child no longer reads its stdin: it died or is dying.
     Broken,
+    /// The child held unacknowledged batches and sent no ack for the trainer timeout
+    /// while the write waited for it to read.
+    TimedOut,
     /// Anything else.
     Fatal(TrainerError),
 }
@@ -63,13 +86,211 @@ pub(crate) struct ChildSpec {
     pub device_id: Option<String>,
     /// More environment variables for the child.
     pub env: Vec<(String, String)>,
+    /// How long the child may hold batches without acknowledging any; `None`: forever.
+    pub timeout: Option<Duration>,
+}
+
+/// When the child last showed life: its last ack, or the moment it was handed a batch
+/// while holding none. Shared by the trainer, the ack reader thread and the stdin writer.
+struct Quiet {
+    start: Instant,
+    /// Milliseconds from `start` to the last sign of life.
+    last: AtomicU64,
+}
+
+impl Quiet {
+    fn new() -> Quiet {
+        Quiet {
+            start: Instant::now(),
+            last: AtomicU64::new(0),
+        }
+    }
+
+    /// Records a sign of life now.
+    fn touch(&self) {
+        let now = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last.fetch_max(now, Ordering::Relaxed);
+    }
+
+    /// Time since the last sign of life.
+    fn quiet_for(&self) -> Duration {
+        let last = Duration::from_millis(self.last.load(Ordering::Relaxed));
+        self.start.elapsed().saturating_sub(last)
+    }
+}
+
+/// The child's stdin, non-blocking: a write that must wait for the child to read gives
+/// up with [`ErrorKind::TimedOut`] once the child has been quiet for the timeout.
+struct Pipe {
+    stdin: ChildStdin,
+    quiet: Arc<Quiet>,
+    timeout: Option<Duration>,
+}
+
+impl Pipe {
+    fn new(stdin: ChildStdin, quiet: Arc<Quiet>, timeout: Option<Duration>) -> io::Result<Pipe> {
+        let fd = stdin.as_raw_fd();
+        // SAFETY: fcntl on a descriptor this process owns.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+        // SAFETY: as above.
+        if flags == -1 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } == -1
+        {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Pipe {
+            stdin,
+            quiet,
+            timeout,
+        })
+    }
+
+    /// Waits (a while) until the pipe takes more, or fails once the child timed out.
+    fn wait_writable(&self) -> io::Result<()> {
+        if self.timeout.is_some_and(|t| self.quiet.quiet_for() >= t) {
+            return Err(io::Error::new(
+                ErrorKind::TimedOut,
+                "the exec trainer stopped reading and acknowledging",
+            ));
+        }
+        let mut poll = libc::pollfd {
+            fd: self.stdin.as_raw_fd(),
+            events: libc::POLLOUT,
+            revents: 0,
+        };
+        let millis = libc::c_int::try_from(WRITE_POLL.as_millis()).unwrap_or(100);
+        // SAFETY: poll reads and writes the one pollfd it is given.
+        if unsafe { libc::poll(&mut poll, 1, millis) } == -1 {
+            let error = io::Error::last_os_error();
+            if error.kind() != ErrorKind::Interrupted {
+                return Err(error);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Write for Pipe {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        loop {
+            match self.stdin.write(buf) {
+                Err(e) if e.kind() == ErrorKind::WouldBlock => self.wait_writable()?,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                done => return done,
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The first process of a trainer's process group, [`WATCHER`] reading `lifeline`:
+/// when sluice dies, the kernel closes the pipe and the watcher kills the group. While
+/// it is not reaped the group's id cannot be reused, so sluice may kill the group at
+/// any time, also after reaping the trainer.
+struct Watcher {
+    process: Process,
+    /// The write end of the watcher's stdin; nothing is ever written to it.
+    lifeline: Option<OwnedFd>,
+}
+
+impl Watcher {
+    fn spawn() -> io::Result<Watcher> {
+        let (read, lifeline) = cloexec_pipe()?;
+        let mut command = Command::new("/bin/sh");
+        command
+            .args(["-c", WATCHER])
+            .env_clear()
+            .stdin(Stdio::from(read))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0);
+        let process = spawn(command, false)?;
+        Ok(Watcher {
+            process,
+            lifeline: Some(lifeline),
+        })
+    }
+
+    /// The id of the group.
+    fn group(&self) -> Option<libc::pid_t> {
+        libc::pid_t::try_from(self.process.id()).ok()
+    }
+
+    /// Kills every process of the group, the watcher too.
+    fn kill_group(&self) {
+        if let Some(group) = self.group() {
+            // SAFETY: kill has no memory effects; the group is the trainer's own and its
+            // id stays reserved until the watcher is reaped (in drop).
+            unsafe { libc::kill(-group, libc::SIGKILL) };
+        }
+    }
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        self.kill_group();
+        self.lifeline = None;
+        let _ = self.process.wait();
+    }
+}
+
+/// A request to the spawner thread: a command and where to send its process.
+type SpawnRequest = (Command, Sender<io::Result<Process>>);
+
+/// Starts `command` from the spawner thread, with `PR_SET_PDEATHSIG` = `SIGKILL` if
+/// `die_with_sluice`.
+///
+/// The parent-death signal follows the death of the thread that forked the child, not of
+/// the process: every child is forked by one thread that lives as long as sluice, so that
+/// the signal comes when sluice exits and never while a job runs (the thread that builds
+/// the trainers and the device threads may be shorter-lived).
+fn spawn(mut command: Command, die_with_sluice: bool) -> io::Result<Process> {
+    static SPAWNER: OnceLock<Option<Sender<SpawnRequest>>> = OnceLock::new();
+    if die_with_sluice {
+        // SAFETY: the hook only calls the async-signal-safe prctl.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    let spawner = SPAWNER.get_or_init(|| {
+        let (requests, incoming) = mpsc::channel::<SpawnRequest>();
+        let started = thread::Builder::new()
+            .name("sluice-spawner".into())
+            .spawn(move || {
+                for (mut command, reply) in incoming {
+                    // The asker may have given up; then the process is dropped (and
+                    // its watcher or trainer killed by its owner's cleanup).
+                    let _ = reply.send(command.spawn());
+                }
+            });
+        started.ok().map(|_| requests)
+    });
+    let Some(spawner) = spawner else {
+        return Err(io::Error::other(
+            "the thread that starts trainers could not start",
+        ));
+    };
+    let (reply, answer) = mpsc::channel();
+    spawner
+        .send((command, reply))
+        .map_err(|_| io::Error::other("the thread that starts trainers is gone"))?;
+    answer
+        .recv()
+        .map_err(|_| io::Error::other("the thread that starts trainers is gone"))?
 }
 
 /// The stdin of the child: raw until the first batch fixes the stream's schema.
 enum Input {
-    Raw(ChildStdin),
+    Raw(Pipe),
     Stream {
-        writer: Box<StreamWriter<BufWriter<ChildStdin>>>,
+        writer: Box<StreamWriter<BufWriter<Pipe>>>,
         schema: SchemaRef,
     },
     Closed,
@@ -80,44 +301,68 @@ pub(crate) struct Child {
     process: Process,
     input: Input,
     events: Receiver<AckEvent>,
+    quiet: Arc<Quiet>,
     /// `ack` lines received from this process.
     pub acks: u64,
     /// The ack pipe reached end of file.
     pub ack_closed: bool,
     reaped: bool,
+    /// Declared last: dropped (the group killed, the watcher reaped) after the trainer.
+    watcher: Watcher,
 }
 
 impl Child {
-    /// Starts `sh -c CMD` with the protocol's environment and ack pipe.
+    /// Starts `sh -c CMD` with the protocol's environment and ack pipe, in a process
+    /// group of its own that dies with sluice.
     pub fn spawn(spec: &ChildSpec) -> Result<Child, TrainerError> {
         let io_error = |action: &str, source| TrainerError::Io {
             action: format!("{action} for exec trainer on device {}", spec.device),
             source,
         };
-        let (read, write) = ack_pipe().map_err(|e| io_error("create the ack pipe", e))?;
-        let events =
-            read_acks(read, spec.device).map_err(|e| io_error("start the ack reader", e))?;
-        let process = command(spec, write.as_raw_fd()).spawn();
-        // The child has its copy now: the pipe reaches end of file once the child is gone.
-        drop(write);
-        let process = process.map_err(|source| TrainerError::ExecStart {
+        let start_error = |source| TrainerError::ExecStart {
             command: spec.command.clone(),
             source,
-        })?;
+        };
+        let quiet = Arc::new(Quiet::new());
+        let (read, write) = cloexec_pipe().map_err(|e| io_error("create the ack pipe", e))?;
+        let events = read_acks(read, spec.device, Arc::clone(&quiet))
+            .map_err(|e| io_error("start the ack reader", e))?;
+        let watcher = Watcher::spawn().map_err(start_error)?;
+        let group = watcher.group().unwrap_or(0);
+        let process = spawn(command(spec, write.as_raw_fd(), group), true);
+        // The child has its copy now: the pipe reaches end of file once the child is gone.
+        drop(write);
+        let mut process = process.map_err(start_error)?;
+        let stdin = process.stdin.take();
         let mut child = Child {
             process,
             input: Input::Closed,
             events,
+            quiet: Arc::clone(&quiet),
             acks: 0,
             ack_closed: false,
             reaped: false,
+            watcher,
         };
-        let Some(stdin) = child.process.stdin.take() else {
+        let Some(stdin) = stdin else {
             let source = io::Error::other("stdin was not piped");
             return Err(io_error("open the stdin", source));
         };
-        child.input = Input::Raw(stdin);
+        let pipe = Pipe::new(stdin, quiet, spec.timeout)
+            .map_err(|e| io_error("make the stdin non-blocking", e))?;
+        child.input = Input::Raw(pipe);
         Ok(child)
+    }
+
+    /// The child is about to be handed a batch while holding none: its quiet time
+    /// starts now.
+    pub fn hold(&self) {
+        self.quiet.touch();
+    }
+
+    /// Time since the child's last ack, or since it was handed a batch while holding none.
+    pub fn quiet_for(&self) -> Duration {
+        self.quiet.quiet_for()
     }
 
     /// Writes one batch to the stream (starting it with `batch`'s schema) and flushes it.
@@ -228,13 +473,14 @@ impl Child {
         Ok(status)
     }
 
-    /// Closes stdin and waits for the process to exit, killing it (and its process group)
-    /// if it is still running after a grace period.
+    /// Closes stdin and waits for the process to exit, killing it if it is still running
+    /// after a grace period; then kills what is left of its process group.
     pub fn stop(&mut self) -> Result<ExitStatus, TrainerError> {
         self.input = Input::Closed;
         let deadline = Instant::now() + EXIT_GRACE;
         while Instant::now() < deadline {
             if let Some(status) = self.try_exit()? {
+                self.kill();
                 return Ok(status);
             }
             thread::sleep(Duration::from_millis(10));
@@ -250,16 +496,10 @@ impl Child {
         Ok(status)
     }
 
-    /// Kills the process group unless the process was already reaped (then the group id
-    /// may belong to someone else).
-    fn kill(&mut self) {
-        if self.reaped {
-            return;
-        }
-        if let Ok(pid) = libc::pid_t::try_from(self.process.id()) {
-            // SAFETY: kill has no memory effects; the group is the child's own.
-            unsafe { libc::kill(-pid, libc::SIGKILL) };
-        }
+    /// Kills the process's whole group (whatever the trainer started, and the watcher);
+    /// the process is left to be reaped.
+    pub fn kill(&mut self) {
+        self.watcher.kill_group();
     }
 
     fn wait_error(&self, source: io::Error) -> TrainerError {
@@ -271,18 +511,21 @@ impl Child {
 }
 
 impl Drop for Child {
+    /// Kills the group first (a write to a child that stopped reading could block), then
+    /// reaps the process; the watcher is reaped last.
     fn drop(&mut self) {
+        self.kill();
+        self.input = Input::Closed;
         if !self.reaped {
-            self.input = Input::Closed;
-            self.kill();
             let _ = self.process.wait();
         }
     }
 }
 
-/// The `sh -c CMD` command: protocol environment, piped stdin, ack pipe moved to fd 3,
-/// and a process group of its own so that a restart kills everything it started.
-fn command(spec: &ChildSpec, ack: RawFd) -> Command {
+/// The `sh -c CMD` command: protocol environment without sluice's secrets, piped stdin,
+/// ack pipe moved to fd 3, and the process group `group` (its watcher's) so that a
+/// restart kills everything it started.
+fn command(spec: &ChildSpec, ack: RawFd, group: libc::pid_t) -> Command {
     let mut command = Command::new("sh");
     command
         .arg("-c")
@@ -291,7 +534,10 @@ fn command(spec: &ChildSpec, ack: RawFd) -> Command {
         .env("SLUICE_DEVICES", spec.devices.to_string())
         .env("SLUICE_ACK_FD", ACK_FD.to_string())
         .stdin(Stdio::piped())
-        .process_group(0);
+        .process_group(group);
+    for secret in SECRET_ENV {
+        command.env_remove(secret);
+    }
     if let Some(id) = &spec.device_id {
         command.env("CUDA_VISIBLE_DEVICES", id);
     }
@@ -322,7 +568,7 @@ fn move_to_ack_fd(fd: RawFd) -> io::Result<()> {
 }
 
 /// A close-on-exec pipe: (read end, write end).
-fn ack_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+fn cloexec_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds: [libc::c_int; 2] = [-1; 2];
     // SAFETY: pipe2 writes two descriptors into the array it is given.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } == -1 {
@@ -332,21 +578,24 @@ fn ack_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// Starts the thread that turns ack pipe lines into events.
-fn read_acks(read: OwnedFd, device: usize) -> io::Result<Receiver<AckEvent>> {
+/// Starts the thread that turns ack pipe lines into events (and notes when acks come).
+fn read_acks(read: OwnedFd, device: usize, quiet: Arc<Quiet>) -> io::Result<Receiver<AckEvent>> {
     let (sender, events) = mpsc::channel();
     let reader = BufReader::new(File::from(read));
     thread::Builder::new()
         .name(format!("sluice-acks-{device}"))
-        .spawn(move || forward_acks(reader, &sender))?;
+        .spawn(move || forward_acks(reader, &sender, &quiet))?;
     Ok(events)
 }
 
 /// Sends one event per non-blank line until end of file, a bad line or a read error.
-fn forward_acks(reader: impl BufRead, events: &Sender<AckEvent>) {
+fn forward_acks(reader: impl BufRead, events: &Sender<AckEvent>, quiet: &Quiet) {
     for line in reader.lines() {
         let event = match line {
-            Ok(line) if line.trim() == "ack" => AckEvent::Ack,
+            Ok(line) if line.trim() == "ack" => {
+                quiet.touch();
+                AckEvent::Ack
+            }
             Ok(line) if line.trim().is_empty() => continue,
             Ok(line) => AckEvent::Line(line),
             Err(error) => AckEvent::Failed(error),
@@ -365,6 +614,9 @@ fn send_error(error: ArrowError, action: &str) -> SendError {
     match error {
         ArrowError::IoError(_, source) if source.kind() == ErrorKind::BrokenPipe => {
             SendError::Broken
+        }
+        ArrowError::IoError(_, source) if source.kind() == ErrorKind::TimedOut => {
+            SendError::TimedOut
         }
         ArrowError::IoError(_, source) => SendError::Fatal(TrainerError::Io {
             action: action.to_owned(),

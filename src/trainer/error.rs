@@ -134,6 +134,23 @@ pub enum TrainerError {
         /// The last exit status.
         status: ExitStatus,
     },
+    /// The exec trainer kept holding batches without acknowledging them, and was killed
+    /// each time, until no restart was left.
+    #[error("exec trainer `{command}` on device {device} sent no ack for {timeout:?} (--trainer-timeout) with {unacknowledged} unacknowledged batches and was killed; it stopped {deaths} times ({restarts} restarts allowed)")]
+    Unresponsive {
+        /// The command.
+        command: String,
+        /// The device.
+        device: usize,
+        /// The trainer timeout.
+        timeout: std::time::Duration,
+        /// Batches of the device not acknowledged when the last process was killed.
+        unacknowledged: usize,
+        /// How many times a process of this device died or was killed.
+        deaths: u32,
+        /// The restart limit.
+        restarts: u32,
+    },
     /// The exec trainer wrote something other than `ack` on its ack pipe.
     #[error("exec trainer `{command}` on device {device} wrote {line:?} on its ack pipe; expected `ack`")]
     BadAck {

@@ -4,7 +4,9 @@
 //! Up to `window` batches are in flight per child. Each `ack` acknowledges the oldest
 //! unacknowledged batch. When the child dies (its stdin breaks, its ack pipe closes with
 //! batches in flight, or it exits), it is restarted, up to `max_restarts` times, and every
-//! unacknowledged batch is sent again in order.
+//! unacknowledged batch is sent again in order. A child that holds batches and sends no
+//! ack for the trainer timeout is killed (its whole process group) and restarted the
+//! same way; the restart counts against `max_restarts`.
 
 use std::collections::VecDeque;
 use std::process::ExitStatus;
@@ -23,6 +25,9 @@ pub const DEFAULT_MAX_RESTARTS: u32 = 3;
 /// Batches in flight per child when none is given.
 pub const DEFAULT_WINDOW: usize = 4;
 
+/// How long a child may hold batches without acknowledging any, when not told otherwise.
+pub const DEFAULT_TRAINER_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// How often a blocked trainer checks whether its child exited.
 const POLL: Duration = Duration::from_millis(100);
 
@@ -38,12 +43,16 @@ pub struct ExecFactory {
     pub window: usize,
     /// More environment variables for every child (e.g. `SLUICE_CHECKPOINT_DIR`).
     pub env: Vec<(String, String)>,
+    /// How long a child may hold batches without acknowledging any before it is killed
+    /// and restarted; `None`: no limit.
+    pub timeout: Option<Duration>,
     schema: Mutex<Option<SchemaRef>>,
     log: SharedLog,
 }
 
 impl ExecFactory {
-    /// A factory running `command` with the default restarts and window, no device ids.
+    /// A factory running `command` with the default restarts, window and timeout, no
+    /// device ids.
     pub fn new(command: impl Into<String>) -> Self {
         ExecFactory {
             command: command.into(),
@@ -51,6 +60,7 @@ impl ExecFactory {
             max_restarts: DEFAULT_MAX_RESTARTS,
             window: DEFAULT_WINDOW,
             env: Vec::new(),
+            timeout: Some(DEFAULT_TRAINER_TIMEOUT),
             schema: Mutex::new(None),
             log: Arc::new(Mutex::new(EpochLog::rows_only())),
         }
@@ -74,6 +84,12 @@ impl ExecFactory {
         self
     }
 
+    /// Sets how long a child may hold batches without acknowledging any (`None`: no limit).
+    pub fn with_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
     /// Sets the number of batches in flight per child.
     pub fn with_window(mut self, window: usize) -> Self {
         self.window = window;
@@ -94,6 +110,7 @@ impl ExecFactory {
             devices,
             device_id: self.device_id(device, devices)?,
             env: self.env.clone(),
+            timeout: self.timeout,
         };
         let child = Child::spawn(&spec)?;
         Ok(ExecTrainer {
@@ -195,7 +212,9 @@ impl ExecTrainer {
             self.handle(event)?;
         }
         if !self.in_flight.is_empty() && self.child.is_gone()? {
-            self.revive()?;
+            self.revive(Death::Exited)?;
+        } else if self.unresponsive() {
+            self.revive(self.unresponsive_death())?;
         }
         Ok(())
     }
@@ -205,7 +224,9 @@ impl ExecTrainer {
         let target = self.in_flight.len();
         while !self.in_flight.is_empty() && self.in_flight.len() >= target {
             if self.child.is_gone()? {
-                self.revive()?;
+                self.revive(Death::Exited)?;
+            } else if self.unresponsive() {
+                self.revive(self.unresponsive_death())?;
             } else if let Some(event) = self.child.next_event(POLL) {
                 self.handle(event)?;
             }
@@ -219,6 +240,12 @@ impl ExecTrainer {
             self.wait_for_ack()?;
         }
         Ok(())
+    }
+
+    /// Whether the child holds batches and has sent no ack for the trainer timeout.
+    fn unresponsive(&self) -> bool {
+        let timeout = self.spec.timeout;
+        self.sent > 0 && timeout.is_some_and(|t| self.child.quiet_for() >= t)
     }
 
     fn handle(&mut self, event: AckEvent) -> Result<(), TrainerError> {
@@ -257,7 +284,8 @@ impl ExecTrainer {
     fn send_pending(&mut self) -> Result<(), TrainerError> {
         match self.write_pending() {
             Ok(()) => Ok(()),
-            Err(SendError::Broken) => self.revive(),
+            Err(SendError::Broken) => self.revive(Death::Exited),
+            Err(SendError::TimedOut) => self.revive(self.unresponsive_death()),
             Err(SendError::Fatal(error)) => Err(error),
         }
     }
@@ -266,6 +294,9 @@ impl ExecTrainer {
     fn write_pending(&mut self) -> Result<(), SendError> {
         while let Some(batch) = self.in_flight.get(self.sent) {
             self.check_schema(batch).map_err(SendError::Fatal)?;
+            if self.sent == 0 {
+                self.child.hold();
+            }
             self.child.write(&batch.data)?;
             self.sent += 1;
         }
@@ -291,11 +322,34 @@ impl ExecTrainer {
         })
     }
 
-    /// The child died or is dying: reaps it, takes its last acks, then restarts it and
-    /// resends every unacknowledged batch — unless it exited during `finish` with
-    /// everything acknowledged, which leaves its status for `finish` to judge.
-    fn revive(&mut self) -> Result<(), TrainerError> {
+    /// How the current child, unresponsive, is to be reported.
+    fn unresponsive_death(&self) -> Death {
+        Death::Unresponsive {
+            timeout: self.spec.timeout.unwrap_or_default(),
+            unacknowledged: self.in_flight.len(),
+        }
+    }
+
+    /// The child died, is dying or is unresponsive (then it is killed first): reaps it,
+    /// takes its last acks, then restarts it and resends every unacknowledged batch —
+    /// unless it exited during `finish` with everything acknowledged, which leaves its
+    /// status for `finish` to judge.
+    fn revive(&mut self, mut death: Death) -> Result<(), TrainerError> {
         loop {
+            if let Death::Unresponsive {
+                timeout,
+                unacknowledged,
+            } = death
+            {
+                tracing::warn!(
+                    device = self.spec.device,
+                    command = %self.spec.command,
+                    "exec trainer on device {} sent no ack for {timeout:?} (--trainer-timeout) \
+                     with {unacknowledged} unacknowledged batches; killing its process group",
+                    self.spec.device,
+                );
+                self.child.kill();
+            }
             let status = self.child.stop()?;
             for event in self.child.remaining_events() {
                 self.handle(event)?;
@@ -304,20 +358,35 @@ impl ExecTrainer {
                 self.exit = Some(status);
                 return Ok(());
             }
-            self.restart(status)?;
-            match self.write_pending() {
+            self.restart(status, death)?;
+            death = match self.write_pending() {
                 Ok(()) => return Ok(()),
-                Err(SendError::Broken) => continue,
+                Err(SendError::Broken) => Death::Exited,
+                Err(SendError::TimedOut) => self.unresponsive_death(),
                 Err(SendError::Fatal(error)) => return Err(error),
-            }
+            };
         }
     }
 
     /// Replaces a dead child by a new one, unless it could not run or died too often.
-    fn restart(&mut self, status: ExitStatus) -> Result<(), TrainerError> {
+    fn restart(&mut self, status: ExitStatus, death: Death) -> Result<(), TrainerError> {
         self.check_runnable(status)?;
         self.deaths += 1;
         if self.deaths > self.max_restarts {
+            if let Death::Unresponsive {
+                timeout,
+                unacknowledged,
+            } = death
+            {
+                return Err(TrainerError::Unresponsive {
+                    command: self.spec.command.clone(),
+                    device: self.spec.device,
+                    timeout,
+                    unacknowledged,
+                    deaths: self.deaths,
+                    restarts: self.max_restarts,
+                });
+            }
             return Err(TrainerError::RestartsExhausted {
                 command: self.spec.command.clone(),
                 device: self.spec.device,
@@ -422,6 +491,20 @@ impl Trainer for ExecTrainer {
         }
         Ok(self.take_acked())
     }
+}
+
+/// Why a child is replaced.
+#[derive(Clone, Copy, Debug)]
+enum Death {
+    /// It exited or stopped reading or acknowledging on its own.
+    Exited,
+    /// It held batches and sent no ack for `timeout`: it is killed.
+    Unresponsive {
+        /// The trainer timeout.
+        timeout: Duration,
+        /// Batches of the device not acknowledged (served again to the next process).
+        unacknowledged: usize,
+    },
 }
 
 #[cfg(test)]

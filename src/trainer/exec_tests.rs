@@ -250,3 +250,176 @@ fn ack_pipe_is_the_only_extra_descriptor() {
     });
     assert_eq!(acked, vec![5]);
 }
+
+/// Logs `<run> <id>` per batch read and acks it; the first run (no marker file yet)
+/// writes its pid to the pid file on its second batch and sleeps without acking it.
+const HANGING_CHILD: &str = r#"
+import os, sys, time, pyarrow.ipc as ipc
+marker, log, pid_file = sys.argv[1:4]
+first = not os.path.exists(marker)
+acks = os.fdopen(int(os.environ["SLUICE_ACK_FD"]), "w", buffering=1)
+with open(log, "a") as out:
+    for n, batch in enumerate(ipc.open_stream(sys.stdin.buffer)):
+        out.write(("first" if first else "again") + " %d\n" % batch.column(0)[0].as_py())
+        out.flush()
+        if first and n == 1:
+            open(marker, "w").close()
+            with open(pid_file, "w") as f:
+                f.write("%d\n" % os.getpid())
+            while True:
+                time.sleep(3600)
+        acks.write("ack\n")
+"#;
+
+/// Whether process `pid` runs (a zombie, killed but not yet reaped, counts as gone).
+fn running(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next());
+    state != Some("Z")
+}
+
+/// The pids in a file (one per line), after checking that each is gone within 10 s.
+#[track_caller]
+fn assert_gone(pid_file: &Path) -> Vec<i32> {
+    let text = std::fs::read_to_string(pid_file).expect("read pid file");
+    let pids: Vec<i32> = text
+        .lines()
+        .map(|l| l.trim().parse().expect("pid"))
+        .collect();
+    assert!(!pids.is_empty(), "no pid in {}", pid_file.display());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while pids.iter().any(|&pid| running(pid)) && std::time::Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(50));
+    }
+    let left: Vec<i32> = pids.iter().copied().filter(|&pid| running(pid)).collect();
+    for &pid in &left {
+        // SAFETY: kill has no memory effects; cleans up after a failed test.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    assert!(left.is_empty(), "trainer processes survived: {left:?}");
+    pids
+}
+
+#[test]
+fn unresponsive_child_is_killed_and_restarted_with_its_unacked_batches() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("child.py");
+    std::fs::write(&script, HANGING_CHILD).expect("write script");
+    let path = |name: &str| dir.path().join(name);
+    // `; true` keeps the shell waiting: the hanging Python is its child, not the shell.
+    let command = format!(
+        "{PYTHON} {} {} {} {}; true",
+        script.display(),
+        path("marker").display(),
+        path("log").display(),
+        path("pid").display()
+    );
+    // Long enough for the restarted Python to start and ack on a busy machine.
+    let factory = ExecFactory::new(command).with_timeout(Some(Duration::from_secs(5)));
+    let (acked, restarts) = within(move || {
+        let mut trainer = factory.start(0, 1).expect("start");
+        let acked = run(&mut trainer, 6).expect("run");
+        (acked, trainer.restarts())
+    });
+    assert_eq!(acked, (0..6).collect::<Vec<_>>());
+    assert_eq!(restarts, 1);
+    let log = std::fs::read_to_string(path("log")).expect("read log");
+    let seen = |run: &str| -> Vec<u64> {
+        let lines = log.lines().filter_map(|line| line.strip_prefix(run));
+        lines.map(|id| id.trim().parse().expect("id")).collect()
+    };
+    assert_eq!(seen("first"), vec![0, 1]);
+    assert_eq!(seen("again"), (1..6).collect::<Vec<_>>());
+    assert_gone(&path("pid"));
+}
+
+#[test]
+fn child_that_keeps_hanging_exhausts_restarts_with_a_clear_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pids = dir.path().join("pids");
+    // Never reads or acks; its `sleep` (a grandchild of sluice) records its pid.
+    let command = format!("sleep 1000 & echo $! >> {}; wait", pids.display());
+    let factory = ExecFactory::new(command.clone())
+        .with_max_restarts(1)
+        .with_timeout(Some(Duration::from_secs(2)));
+    let error = within(move || {
+        let mut trainer = factory.start(0, 1).expect("start");
+        run(&mut trainer, 1).expect_err("must fail")
+    });
+    assert!(
+        matches!(
+            error,
+            TrainerError::Unresponsive {
+                deaths: 2,
+                restarts: 1,
+                unacknowledged: 1,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "exec trainer `{command}` on device 0 sent no ack for 2s (--trainer-timeout) \
+             with 1 unacknowledged batches and was killed; it stopped 2 times (1 restarts allowed)"
+        )
+    );
+    assert_eq!(assert_gone(&pids).len(), 2, "one sleep per process");
+}
+
+#[test]
+fn a_write_to_a_child_that_stopped_reading_times_out() {
+    // Far more than a pipe holds: the write blocks until the child reads.
+    let rows = 200_000;
+    let id = Arc::new(Int64Array::from(vec![7; rows])) as ArrayRef;
+    let big = RecordBatch::try_from_iter(vec![("id", id)]).expect("batch");
+    let factory = ExecFactory::new("exec sleep 1000")
+        .with_max_restarts(0)
+        .with_timeout(Some(Duration::from_millis(500)));
+    let error = within(move || {
+        let mut trainer = factory.start(0, 1).expect("start");
+        let batch = Batch {
+            seq: 0,
+            epoch: 0,
+            data: big,
+        };
+        trainer.feed(batch).expect_err("must fail")
+    });
+    assert!(
+        matches!(
+            error,
+            TrainerError::Unresponsive {
+                deaths: 1,
+                restarts: 0,
+                unacknowledged: 1,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+}
+
+#[test]
+fn dropping_the_trainer_kills_what_the_child_started() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pids = dir.path().join("pids");
+    let command = format!(
+        "sleep 1000 & echo $! >> {}; cat > /dev/null",
+        pids.display()
+    );
+    let pid_file = pids.clone();
+    within(move || {
+        let mut trainer = ExecFactory::new(command).start(0, 1).expect("start");
+        trainer.feed(batch(0)).expect("feed");
+        while !pid_file.exists() {
+            thread::sleep(Duration::from_millis(10));
+        }
+        drop(trainer);
+    });
+    assert_gone(&pids);
+}

@@ -21,7 +21,9 @@ mod stats;
 
 pub use allreduce::{AllReduce, AllReduceError, Reduce};
 pub use error::TrainerError;
-pub use exec::{ExecFactory, ExecTrainer, DEFAULT_MAX_RESTARTS, DEFAULT_WINDOW};
+pub use exec::{
+    ExecFactory, ExecTrainer, DEFAULT_MAX_RESTARTS, DEFAULT_TRAINER_TIMEOUT, DEFAULT_WINDOW,
+};
 pub use features::{FeatureLayout, Rows};
 pub use linear::{ModelKind, DEFAULT_LEARNING_RATE};
 pub use none::{NoneFactory, NoneTrainer};

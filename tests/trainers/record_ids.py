@@ -23,6 +23,10 @@ Options:
                       exit with status 9 without acknowledging it.  A restarted
                       process on the same device finds died-<device> and runs
                       normally, so each device dies at most once.
+    --hang-after N    like --die-after, but instead of exiting: mark OUT/hung-<device>,
+                      write this process's pid to OUT/hung-pid-<device>-<pid> and sleep
+                      forever without acknowledging (a hung trainer, for
+                      --trainer-timeout to find).
 """
 
 import argparse
@@ -61,6 +65,8 @@ def main():
     ap.add_argument("--column", default="id", help="name of the id column")
     ap.add_argument("--die-after", type=int, default=None, metavar="N",
                     help="die (once per device) after acknowledging N batches")
+    ap.add_argument("--hang-after", type=int, default=None, metavar="N",
+                    help="hang (once per device) after acknowledging N batches")
     ap.add_argument("--sleep", type=float, default=0.0, metavar="S",
                     help="seconds to sleep per batch")
     args = ap.parse_args()
@@ -71,6 +77,7 @@ def main():
     ids_path = os.path.join(args.out, f"ids-{device}-{pid}.txt")
     unacked_path = os.path.join(args.out, f"unacked-{device}-{pid}.txt")
     died_marker = os.path.join(args.out, f"died-{device}")
+    hung_marker = os.path.join(args.out, f"hung-{device}")
 
     ack_fd = os.environ.get("SLUICE_ACK_FD")
     if ack_fd is None:
@@ -98,6 +105,11 @@ def main():
         if args.die_after is not None and acked >= args.die_after and claim_death(died_marker):
             append_ids(unacked_path, ids)
             os._exit(9)  # no cleanup, no ack: like a crashed trainer
+        if args.hang_after is not None and acked >= args.hang_after and claim_death(hung_marker):
+            append_ids(unacked_path, ids)
+            append_ids(os.path.join(args.out, f"hung-pid-{device}-{pid}"), [pid])
+            while True:
+                time.sleep(3600)  # holds the batch, never acknowledges it
         if args.sleep:
             time.sleep(args.sleep)
         append_ids(ids_path, ids)

@@ -1,0 +1,274 @@
+//! Exec trainers under supervision: a trainer that holds batches without acknowledging
+//! them is killed after `--trainer-timeout` and restarted (or the job fails clearly once
+//! the restarts are spent), no trainer outlives a `SIGKILL`ed sluice, and trainers never
+//! see the job token.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use common::cluster::{clean_finish, signal, wait_exit, Job, TOKEN};
+use common::{
+    assert_exactly_once, expected_dataset, fixture, python, recorded_ids, recorder, sluice_command,
+    SLUICE,
+};
+
+/// Reads one batch, appends its pid to the file given, and sleeps without acknowledging.
+const HANG: &str = r#"
+import os, sys, time, pyarrow.ipc as ipc
+stream = ipc.open_stream(sys.stdin.buffer)
+next(iter(stream))
+with open(sys.argv[1], "a") as f:
+    f.write("%d\n" % os.getpid())
+while True:
+    time.sleep(3600)
+"#;
+
+/// `python HANG PIDS; true`: the shell waits, so the sleeping Python is sluice's
+/// grandchild (what `sh -c` makes of most commands).
+fn hanging_trainer(dir: &Path) -> (String, PathBuf) {
+    let script = dir.join("hang.py");
+    std::fs::write(&script, HANG).expect("write the trainer");
+    let pids = dir.join("pids");
+    let command = format!("{} {} {}; true", python(), script.display(), pids.display());
+    (command, pids)
+}
+
+/// Runs `sluice ARGS` with stdout and stderr in files (a trainer that survives cannot
+/// hold a pipe open then), killing it after the tests' deadline; returns its stderr.
+fn run_bounded(args: &[&str], dir: &Path) -> (ExitStatus, String) {
+    let log = dir.join("sluice.stderr");
+    let file = std::fs::File::create(&log).expect("create the log");
+    let mut child = sluice_command(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(file)
+        .spawn()
+        .expect("start sluice");
+    let status = wait_exit(&mut child, "sluice train");
+    (status, std::fs::read_to_string(&log).expect("read the log"))
+}
+
+/// Whether process `pid` runs (a zombie, killed but not yet reaped, counts as gone).
+fn running(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next());
+    state != Some("Z")
+}
+
+/// The pids in `file`, one per complete line (none while it does not exist).
+fn read_pids(file: &Path) -> Vec<i32> {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let lines = text.split_inclusive('\n').filter(|l| l.ends_with('\n'));
+    lines.map(|l| l.trim().parse().expect("pid")).collect()
+}
+
+/// The pids listed in the files of `dir` whose names start with `prefix`.
+fn pids_in(dir: &Path, prefix: &str) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("list the trainers' files") {
+        let path = entry.expect("directory entry").path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name.starts_with(prefix) {
+            pids.extend(read_pids(&path));
+        }
+    }
+    pids
+}
+
+/// Checks that none of `pids` runs within 10 s; kills the survivors before failing.
+#[track_caller]
+fn assert_all_gone(pids: &[i32]) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while pids.iter().any(|&pid| running(pid)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left: Vec<i32> = pids.iter().copied().filter(|&pid| running(pid)).collect();
+    for &pid in &left {
+        // SAFETY: kill has no memory effects; cleans up after a failed check.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    assert!(left.is_empty(), "trainer processes survived: {left:?}");
+}
+
+fn rows(dataset: &str) -> u64 {
+    expected_dataset(dataset)["rows"].as_u64().expect("rows")
+}
+
+#[test]
+fn a_hung_trainer_is_killed_and_restarted_and_every_row_arrives_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out");
+    // Each device's first process hangs on its third batch; the restarted ones run.
+    let exec = format!("{}; true", recorder(&out, "--hang-after 2"));
+    let data = fixture("parquet_small_files");
+    let (status, stderr) = run_bounded(
+        &[
+            "train",
+            data.to_str().expect("utf8 path"),
+            "--exec",
+            &exec,
+            "--devices",
+            "2",
+            "--batch-size",
+            "50",
+            // Long enough for a restarted Python to start and ack on a busy machine.
+            "--trainer-timeout",
+            "5s",
+            "--quiet",
+        ],
+        dir.path(),
+    );
+    assert!(
+        status.success(),
+        "sluice train failed ({status}):\n{stderr}"
+    );
+    for device in ["device 0", "device 1"] {
+        let warned = stderr.lines().any(|line| {
+            line.contains(&format!("exec trainer on {device} sent no ack for 5s"))
+                && line.contains("--trainer-timeout")
+                && line.contains("unacknowledged batches")
+        });
+        assert!(warned, "no timeout warning for {device}:\n{stderr}");
+    }
+    assert!(
+        !recorded_ids(&out, "unacked-").is_empty(),
+        "the trainers were supposed to hang holding a batch"
+    );
+    assert_exactly_once(
+        &recorded_ids(&out, "ids-"),
+        rows("parquet_small_files"),
+        "after hung trainers were restarted",
+    );
+    let hung = pids_in(&out, "hung-pid-");
+    assert_eq!(hung.len(), 2, "one hung process per device");
+    assert_all_gone(&hung);
+}
+
+#[test]
+fn a_trainer_that_keeps_hanging_fails_the_job_clearly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (exec, pids) = hanging_trainer(dir.path());
+    let data = fixture("parquet_small_files");
+    let (status, stderr) = run_bounded(
+        &[
+            "train",
+            data.to_str().expect("utf8 path"),
+            "--exec",
+            &exec,
+            "--batch-size",
+            "50",
+            "--trainer-timeout",
+            "3s",
+            "--exec-restarts",
+            "1",
+            "--quiet",
+        ],
+        dir.path(),
+    );
+    assert_eq!(status.code(), Some(1), "should fail ({status}):\n{stderr}");
+    let last = stderr.lines().last().unwrap_or_default();
+    for part in [
+        "sluice: ",
+        "device 0",
+        "sent no ack for 3s (--trainer-timeout)",
+        "was killed",
+        "stopped 2 times (1 restarts allowed)",
+    ] {
+        assert!(last.contains(part), "error should say `{part}`:\n{stderr}");
+    }
+    // Each process hung on the batch it read (unless killed before it read one).
+    let pids = read_pids(&pids);
+    assert!(!pids.is_empty() && pids.len() <= 2, "{pids:?}:\n{stderr}");
+    assert_all_gone(&pids);
+}
+
+#[test]
+fn no_trainer_outlives_a_killed_sluice() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (exec, pids) = hanging_trainer(dir.path());
+    let data = fixture("parquet_small_files");
+    let log = std::fs::File::create(dir.path().join("sluice.stderr")).expect("log");
+    let mut sluice = sluice_command([
+        "train",
+        data.to_str().expect("utf8 path"),
+        "--exec",
+        &exec,
+        "--devices",
+        "2",
+        "--batch-size",
+        "50",
+        "--quiet",
+    ])
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(log)
+    .spawn()
+    .expect("start sluice");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while read_pids(&pids).len() < 2 {
+        if Instant::now() > deadline || matches!(sluice.try_wait(), Ok(Some(_))) {
+            let _ = sluice.kill();
+            let _ = sluice.wait();
+            assert_all_gone(&read_pids(&pids));
+            let log = std::fs::read_to_string(dir.path().join("sluice.stderr"));
+            panic!(
+                "the trainers did not start hanging:\n{}",
+                log.unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    signal(&sluice, libc::SIGKILL);
+    let status = wait_exit(&mut sluice, "sluice train");
+    assert_eq!(status.code(), None, "sluice should have been killed");
+    assert_all_gone(&read_pids(&pids));
+}
+
+#[test]
+fn trainers_of_sluice_worker_never_see_the_job_token() {
+    let job = Job::new("parquet_small_files", 1);
+    let mut master = job.start_master(fixture("parquet_small_files"));
+    let exec = format!(
+        "env > {}/environ-$SLUICE_DEVICE-$$ && {}",
+        job.ids.display(),
+        recorder(&job.ids, "")
+    );
+    let mut worker = std::process::Command::new(SLUICE)
+        .args(["worker", "--master", &job.url(), "--exec", &exec])
+        .args(["--devices", "2", "--batch-size", "64", "-q"])
+        .env("SLUICE_TOKEN", TOKEN)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start worker");
+    assert!(wait_exit(&mut worker, "worker").success(), "worker failed");
+    clean_finish(&mut master);
+    assert_exactly_once(&recorded_ids(&job.ids, "ids-"), job.rows(), "sluice worker");
+    let mut dumps = 0;
+    for entry in std::fs::read_dir(&job.ids).expect("list") {
+        let path = entry.expect("entry").path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if !name.starts_with("environ-") {
+            continue;
+        }
+        dumps += 1;
+        let env = std::fs::read_to_string(&path).expect("read an environment dump");
+        assert!(
+            env.lines().any(|l| l == "SLUICE_ACK_FD=3"),
+            "not the trainer's environment:\n{env}"
+        );
+        assert!(
+            !env.contains("SLUICE_TOKEN") && !env.contains(TOKEN),
+            "the trainer's environment holds the job token:\n{env}"
+        );
+    }
+    assert_eq!(dumps, 2, "one environment dump per device");
+}
