@@ -1,9 +1,12 @@
-//! The `sluice` command: parses flags and dispatches; errors become one line and exit code 1.
+//! The `sluice` command: parses flags and dispatches; errors become one line and
+//! exit code 1 (3 when another process holds the state directory).
 
 use std::process::ExitCode;
 
 use clap::Parser;
 use sluice::cli::{Cli, Command};
+use sluice::job::train::{Outcome, TrainError};
+use sluice::master::serve::MasterError;
 use tracing_subscriber::EnvFilter;
 
 /// Decoded column buffers come and go at a high rate: mimalloc keeps them in
@@ -28,7 +31,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("sluice: {}", one_line(&e));
-            ExitCode::FAILURE
+            ExitCode::from(exit_code(&e))
         }
     }
 }
@@ -41,7 +44,13 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Train(args) => {
             let config = args.into_config()?;
-            let summary = sluice::job::train::run(config).await?;
+            let summary = match sluice::job::train::run(config).await? {
+                Outcome::Trained(summary) => summary,
+                Outcome::AlreadyFinished(finished) => {
+                    eprintln!("{}", finished.line());
+                    return Ok(ExitCode::SUCCESS);
+                }
+            };
             eprintln!("{}", summary.line());
             for failed in &summary.tasks_failed {
                 eprintln!(
@@ -59,6 +68,17 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Worker(args) => Ok(ExitCode::from(sluice::cli::dist::worker(*args).await?)),
         Command::Status(args) => Ok(ExitCode::from(sluice::cli::dist::status(args).await?)),
         Command::Run(args) => Ok(ExitCode::from(sluice::cli::run::run(args).await?)),
+    }
+}
+
+/// The exit code of a failed command.
+fn exit_code(e: &anyhow::Error) -> u8 {
+    if let Some(e) = e.downcast_ref::<TrainError>() {
+        e.exit_code()
+    } else if let Some(e) = e.downcast_ref::<MasterError>() {
+        e.exit_code()
+    } else {
+        1
     }
 }
 

@@ -393,3 +393,59 @@ fn a_bad_certificate_stops_the_master_with_one_line() {
         "{err}"
     );
 }
+
+/// Runs a master that must refuse to start: its exit status and stderr, within 30 s.
+fn refused_master(mut cmd: Command) -> (std::process::ExitStatus, String) {
+    let mut child = cmd.spawn().expect("start master");
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return (status, stderr_of(&mut child));
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "the master should have refused to start: {}",
+                stderr_of(&mut child)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_master_refuses_a_held_state_and_other_options_on_restart() {
+    let mut job = Job::new("parquet_small_files", 1);
+    let data = fixture("parquet_small_files");
+    let mut master = job.start_master(&data);
+    let (status, err) = refused_master(job.master_command(&data, common::cluster::free_port()));
+    assert_eq!(status.code(), Some(3), "{err}");
+    assert!(
+        err.contains(&format!("pid {}", master.id())) && err.trim().lines().count() == 1,
+        "one line naming the holder: {err}"
+    );
+    assert!(
+        master.try_wait().expect("try_wait").is_none(),
+        "the first master keeps running"
+    );
+    signal(&master, libc::SIGKILL);
+    let _ = master.wait();
+    job.epochs = 2;
+    let (status, err) = refused_master(job.master_command(&data, job.port));
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--epochs was 1 there, 2 now")
+            && err.contains("remove")
+            && err.trim().lines().count() == 1,
+        "one line naming the option and both values: {err}"
+    );
+    job.epochs = 1;
+    let mut master = job.start_master(&data);
+    let workers: Vec<Child> = (0..2).map(|_| job.start_worker("")).collect();
+    clean_finish(&mut master);
+    for mut w in workers {
+        wait_exit(&mut w, "worker");
+    }
+    check_ids(&job);
+}

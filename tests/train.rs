@@ -555,3 +555,285 @@ fn every_split_of_every_dataset_yields_each_row_once() {
     }
     assert!(checked >= 30, "only {checked} datasets checked");
 }
+
+/// The command line of a logistic job on `separable` keeping its state in
+/// `state`, with the flags of `set` replacing or added to the usual ones.
+fn logistic_args(dir: &Path, state: &Path, set: &[(&str, &str)]) -> Vec<String> {
+    let data = fixtures().join("separable");
+    let model = dir.join("model.json");
+    let summary = dir.join("summary.json");
+    let mut flags: Vec<(&str, &str)> = vec![
+        ("--model", "logistic"),
+        ("--label", "label"),
+        ("--features", "f1,f2"),
+        ("--batch-size", "64"),
+        ("--state", state.to_str().expect("utf8")),
+        ("--output", model.to_str().expect("utf8")),
+        ("--summary-json", summary.to_str().expect("utf8")),
+    ];
+    for &(flag, value) in set {
+        match flags.iter_mut().find(|(f, _)| *f == flag) {
+            Some(entry) => entry.1 = value,
+            None => flags.push((flag, value)),
+        }
+    }
+    let mut args = vec![
+        "train".to_string(),
+        data.display().to_string(),
+        "--quiet".to_string(),
+    ];
+    for (flag, value) in flags {
+        args.push(flag.to_string());
+        args.push(value.to_string());
+    }
+    args
+}
+
+#[test]
+fn a_finished_job_run_again_does_nothing_and_keeps_its_outputs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    let first = common::sluice(logistic_args(dir.path(), &state, &[("--epochs", "2")])).success();
+    assert!(
+        first
+            .stderr
+            .contains(&format!("trained {} rows", 2 * expected_rows("separable"))),
+        "{first}"
+    );
+    let model = std::fs::read(dir.path().join("model.json")).expect("model");
+    let summary = std::fs::read(dir.path().join("summary.json")).expect("summary");
+    // The same job again, and again on other devices (which do not change what is trained).
+    for extra in [
+        &[("--epochs", "2")][..],
+        &[("--epochs", "2"), ("--devices", "2")][..],
+    ] {
+        let again = common::sluice(logistic_args(dir.path(), &state, extra)).success();
+        let lines: Vec<&str> = again.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "one line: {again}");
+        assert!(
+            lines[0].contains("already finished")
+                && lines[0].contains("nothing to do")
+                && lines[0].contains(state.to_str().expect("utf8")),
+            "{again}"
+        );
+        assert_eq!(
+            std::fs::read(dir.path().join("model.json")).expect("model"),
+            model,
+            "--output left as the finished run wrote it"
+        );
+        assert_eq!(
+            std::fs::read(dir.path().join("summary.json")).expect("summary"),
+            summary,
+            "--summary-json left as the finished run wrote it"
+        );
+    }
+    // A run killed after its last task but before it ended (and wrote its
+    // outputs) leaves no record of its end: a rerun cannot rebuild the
+    // outputs and says so instead of claiming there is nothing to do.
+    std::fs::remove_file(state.join("finished.json")).expect("the end of the run is recorded");
+    let unended = common::sluice(logistic_args(dir.path(), &state, &[("--epochs", "2")]));
+    common::assert_one_line_error(&unended, &["stopped before it ended", "remove"]);
+    assert_eq!(
+        std::fs::read(dir.path().join("model.json")).expect("model"),
+        model,
+        "--output left as it was"
+    );
+}
+
+#[test]
+fn a_state_refuses_other_options_naming_both_values() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    common::sluice(logistic_args(dir.path(), &state, &[])).success();
+    let model = std::fs::read(dir.path().join("model.json")).expect("model");
+    let copy = dir.path().join("copy");
+    copy_dir(&fixtures().join("separable"), &copy);
+    let copy_url = format!("file://{}", copy.display());
+    let with_copy = {
+        let mut args = logistic_args(dir.path(), &state, &[]);
+        args[1] = copy.display().to_string();
+        args
+    };
+    let cases: Vec<(Vec<String>, &str, &str, &str)> = vec![
+        (
+            logistic_args(dir.path(), &state, &[("--epochs", "2")]),
+            "--epochs",
+            "1",
+            "2",
+        ),
+        (
+            logistic_args(dir.path(), &state, &[("--features", "f1,f2,f3")]),
+            "--features",
+            "f1,f2",
+            "f1,f2,f3",
+        ),
+        (
+            logistic_args(dir.path(), &state, &[("--label", "f3")]),
+            "--label",
+            "label",
+            "f3",
+        ),
+        (
+            logistic_args(dir.path(), &state, &[("--model", "linear")]),
+            "--model",
+            "logistic",
+            "linear",
+        ),
+        (
+            logistic_args(dir.path(), &state, &[("--batch-size", "32")]),
+            "--batch-size",
+            "64",
+            "32",
+        ),
+        (
+            logistic_args(dir.path(), &state, &[("--seed", "5")]),
+            "--seed",
+            "0",
+            "5",
+        ),
+        (
+            logistic_args(dir.path(), &state, &[("--shuffle-buffer", "100")]),
+            "--shuffle-buffer",
+            "0",
+            "100",
+        ),
+        (
+            logistic_args(dir.path(), &state, &[("--columns", "label,f1,f2")]),
+            "--columns",
+            "not given",
+            "label,f1,f2",
+        ),
+        (
+            logistic_args(dir.path(), &state, &[("--format", "parquet")]),
+            "--format",
+            "not given",
+            "parquet",
+        ),
+        (with_copy, "the dataset", "separable", &copy_url),
+    ];
+    for (args, option, recorded, given) in cases {
+        let run = common::sluice(&args);
+        common::assert_one_line_error(
+            &run,
+            &[
+                &format!("{option} was "),
+                &format!("{recorded} there"),
+                &format!("{given} now"),
+                state.to_str().expect("utf8"),
+                "remove",
+            ],
+        );
+        assert_eq!(run.status.code(), Some(1), "{run}");
+        assert_eq!(
+            std::fs::read(dir.path().join("model.json")).expect("model"),
+            model,
+            "a refused run writes nothing: {run}"
+        );
+    }
+}
+
+/// This machine's host name, as the lock file records it.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .expect("host name")
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn a_second_run_on_a_held_state_exits_3_naming_the_holder_and_a_killed_one_resumes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    let ids: Vec<PathBuf> = ["first", "refused", "resumed"]
+        .iter()
+        .map(|name| dir.path().join(name))
+        .collect();
+    for d in &ids {
+        std::fs::create_dir(d).expect("mkdir");
+    }
+    let data = fixtures().join("parquet_small_files");
+    let command = |ids: &Path| {
+        let mut cmd = common::sluice_command([
+            "train",
+            data.to_str().expect("utf8"),
+            "--quiet",
+            "--batch-size",
+            "40",
+            "--devices",
+            "2",
+        ]);
+        cmd.args(["--state", state.to_str().expect("utf8")])
+            .args(["--exec", &recorder(ids, "--sleep 0.2")]);
+        cmd
+    };
+    let mut first = command(&ids[0])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start sluice");
+    let pid = first.id();
+    let started = std::time::Instant::now();
+    while !std::fs::read_to_string(state.join("lock"))
+        .unwrap_or_default()
+        .contains(&format!("\"pid\":{pid}"))
+    {
+        assert!(
+            first.try_wait().expect("try_wait").is_none(),
+            "the first run ended before taking the lock"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "the first run never wrote its name into the lock"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let refused = common::run(&mut command(&ids[1]));
+    assert!(
+        first.try_wait().expect("try_wait").is_none(),
+        "the first run should still hold the state"
+    );
+    assert_eq!(refused.status.code(), Some(3), "{refused}");
+    common::assert_one_line_error(
+        &refused,
+        &[
+            &format!("pid {pid}"),
+            &host_name(),
+            state.to_str().expect("utf8"),
+        ],
+    );
+    assert!(
+        recorded_ids(&ids[1], "ids-").is_empty(),
+        "the refused run trained nothing"
+    );
+    // Kill it once it has finished a task, so that the resume has something to skip.
+    while !std::fs::read_to_string(state.join("journal.jsonl"))
+        .unwrap_or_default()
+        .contains("\"op\":\"finish\"")
+    {
+        assert!(
+            first.try_wait().expect("try_wait").is_none(),
+            "the first run ended before it was killed"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the first run finished no task"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    first.kill().expect("SIGKILL");
+    let _ = first.wait();
+    let resumed = common::run(&mut command(&ids[2])).success();
+    let rows = expected_rows("parquet_small_files");
+    let before = recorded_ids(&ids[0], "ids-");
+    let after = recorded_ids(&ids[2], "ids-");
+    assert!(
+        (after.len() as u64) < rows,
+        "the resumed run should not start over ({} rows): {resumed}",
+        after.len()
+    );
+    let missing: Vec<i64> = (0..rows as i64)
+        .filter(|i| !before.contains_key(i) && !after.contains_key(i))
+        .take(5)
+        .collect();
+    assert!(missing.is_empty(), "ids lost across the kill: {missing:?}");
+}

@@ -1,5 +1,6 @@
 //! `sluice train`: the whole job on one machine, the queue embedded.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,6 +12,8 @@ use super::summary::{FailedTask, Summary};
 use super::wait;
 use crate::config::{TrainConfig, TrainerChoice};
 use crate::job::spec::JobSpec;
+use crate::master::dir_log::write_durably;
+use crate::master::identity::{Identity, DATASET};
 use crate::master::journal::MemoryJournal;
 use crate::master::state::{JobFile, MasterState, StateError, StateLocation};
 use crate::task::{Command, QueueConfig};
@@ -55,6 +58,13 @@ pub enum TrainError {
         /// Why.
         reason: String,
     },
+    /// The state's tasks are all done, but the run that did them stopped
+    /// before it ended (before writing its outputs).
+    #[error("job in {state} did all its tasks, but the run that did them stopped before it ended, so its outputs (--output, --summary-json, the trainers' own) may be missing; nothing trained now; to train again, remove {state} or pass another --state")]
+    Unended {
+        /// The state directory.
+        state: String,
+    },
     /// Writing an output file failed.
     #[error("cannot write {path}: {source}")]
     Write {
@@ -66,8 +76,55 @@ pub enum TrainError {
     },
 }
 
-/// Runs a training job and returns its summary.
-pub async fn run(config: TrainConfig) -> Result<Summary, TrainError> {
+impl TrainError {
+    /// The exit code of a job stopped by this error.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            TrainError::State(e) => e.exit_code(),
+            _ => 1,
+        }
+    }
+}
+
+/// The file in the state directory written when a run has ended, after its
+/// outputs: the run's summary.
+pub const FINISHED: &str = "finished.json";
+
+/// How a training job ended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// It trained (from the start, or resuming its state).
+    Trained(Summary),
+    /// Its `--state` holds this very job, finished by an earlier run: nothing
+    /// was trained and no output file was written.
+    AlreadyFinished(Finished),
+}
+
+/// A job found finished in its state.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    /// The state directory.
+    pub state: PathBuf,
+    /// Tasks done over all epochs.
+    pub tasks_done: u64,
+    /// Tasks given up.
+    pub tasks_failed: usize,
+}
+
+impl Finished {
+    /// One line for people.
+    pub fn line(&self) -> String {
+        format!(
+            "job in {} already finished ({} tasks done, {} failed); nothing to do (to train again, remove it or pass another --state)",
+            self.state.display(),
+            self.tasks_done,
+            self.tasks_failed
+        )
+    }
+}
+
+/// Runs a training job and returns how it ended.
+pub async fn run(config: TrainConfig) -> Result<Outcome, TrainError> {
     let started = Instant::now();
     let location = connectors::store::open(&config.url)?;
     let dataset = match config.wait_success {
@@ -86,7 +143,7 @@ pub async fn run_dataset(
     config: TrainConfig,
     dataset: Dataset,
     started: Instant,
-) -> Result<Summary, TrainError> {
+) -> Result<Outcome, TrainError> {
     let plan = ReadPlan::new(&dataset, config.columns.as_deref(), config.batch_size)?;
     let factory = make_factory(&config.trainer, config.device_ids.as_ref())?;
     factory.validate(&plan.output_schema())?;
@@ -105,11 +162,28 @@ pub async fn run_dataset(
             lease_timeout_ms: config.lease_timeout.as_millis() as u64,
             seed: config.seed,
         },
+        identity: Identity::default(),
     };
     let state = match &config.state {
         Some(dir) => {
             let location = StateLocation::Dir(dir.clone());
-            let (mut state, resumed) = MasterState::open(&location, move || Ok(job)).await?;
+            let identity = identity(&config, &dataset.location.url());
+            let (mut state, resumed) =
+                MasterState::open(&location, identity, move || Ok(job)).await?;
+            if resumed && state.queue.is_over() {
+                // States written before the identity was recorded have no
+                // FINISHED either: there a queue over is all one can tell.
+                if !dir.join(FINISHED).exists() && !state.identity.is_empty() {
+                    return Err(TrainError::Unended {
+                        state: dir.display().to_string(),
+                    });
+                }
+                return Ok(Outcome::AlreadyFinished(Finished {
+                    state: dir.clone(),
+                    tasks_done: state.queue.status().tasks_done,
+                    tasks_failed: state.queue.failures().len(),
+                }));
+            }
             if resumed {
                 // The run that wrote this state is gone: take its leases back now
                 // instead of waiting for them to lapse.
@@ -186,7 +260,44 @@ pub async fn run_dataset(
         let value = serde_json::to_value(&summary).unwrap_or_default();
         write_json(path, &value)?;
     }
-    Ok(summary)
+    if let Some(dir) = &config.state {
+        let value = serde_json::to_vec_pretty(&summary).unwrap_or_default();
+        write_durably(&dir.join(FINISHED), &value).map_err(StateError::from)?;
+    }
+    Ok(Outcome::Trained(summary))
+}
+
+/// The options of `config` that decide what is trained (see [`Identity`]);
+/// `dataset` is the dataset's URL as opened. Not among them: the `--exec`
+/// command line (it often carries paths that differ between runs), devices,
+/// prefetch and the output files.
+fn identity(config: &TrainConfig, dataset: &str) -> Identity {
+    let model = match &config.trainer {
+        TrainerChoice::Model(m) => Some(m),
+        _ => None,
+    };
+    let kind = match &config.trainer {
+        TrainerChoice::None => "none",
+        TrainerChoice::Exec { .. } => "--exec",
+        TrainerChoice::Model(m) if m.logistic => "logistic",
+        TrainerChoice::Model(_) => "linear",
+    };
+    Identity::default()
+        .with(DATASET, dataset)
+        .with("model", kind)
+        .with_opt("label", model.map(|m| &m.label))
+        .with_opt("features", model.map(|m| m.features.join(",")))
+        .with("epochs", config.epochs)
+        .with("seed", config.seed)
+        .with("batch-size", config.batch_size)
+        .with("shuffle-buffer", config.shuffle_buffer)
+        .with_opt("columns", config.columns.as_ref().map(|c| c.join(",")))
+        .with_opt("learning-rate", model.and_then(|m| m.learning_rate))
+        .with_opt(
+            "init-model",
+            model.and_then(|m| m.init.as_ref()).map(|p| p.display()),
+        )
+        .with_dataset(&config.dataset)
 }
 
 /// Refuses visibly unfinished output; warns when completeness cannot be told.

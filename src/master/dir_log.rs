@@ -2,17 +2,23 @@
 //! synced on every append, and a snapshot that lets older journals go.
 //!
 //! ```text
-//! STATE/job.json            the job (splits, plan, queue settings)
+//! STATE/lock                held with flock(2) by the one process using the state
+//! STATE/job.json            the job (splits, plan, queue settings, options)
 //! STATE/snapshot.json       {generation, queue}: everything before journal-<generation>
 //! STATE/journal.jsonl       generation 0
 //! STATE/journal-<g>.jsonl   generation g
+//! STATE/finished.json       `sluice train`: the summary, once its run ended
 //! ```
+//!
+//! Every file created, renamed or removed here is followed by a sync of the
+//! directory, so that what a reply depended on is still there after a crash.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::journal::{FileJournal, Journal, JournalError, Loaded};
+use super::dir_lock::DirLock;
+use super::journal::{sync_dir, FileJournal, Journal, JournalError, Loaded};
 use crate::task::{Command, Queue};
 
 /// A snapshot: the whole queue after every record of the journals before `generation`.
@@ -29,11 +35,14 @@ pub struct DirLog {
     generation: u64,
     journal: FileJournal,
     base: Option<Queue>,
+    /// Held while the journal may be written.
+    _lock: DirLock,
 }
 
 impl DirLog {
-    /// Opens the journal of `dir` at its latest snapshot.
-    pub fn open(dir: &Path) -> Result<DirLog, JournalError> {
+    /// Opens the journal of `dir` at its latest snapshot; `lock` is the
+    /// directory's, kept as long as the journal.
+    pub fn open(dir: &Path, lock: DirLock) -> Result<DirLog, JournalError> {
         let snapshot = read_snapshot(dir)?;
         let generation = snapshot.as_ref().map(|s| s.generation).unwrap_or(0);
         Ok(DirLog {
@@ -41,6 +50,7 @@ impl DirLog {
             generation,
             journal: FileJournal::open(&journal_path(dir, generation))?,
             base: snapshot.map(|s| s.queue),
+            _lock: lock,
         })
     }
 
@@ -58,7 +68,7 @@ impl Journal for DirLog {
     fn load(&mut self) -> Result<Loaded, JournalError> {
         Ok(Loaded {
             base: self.base.take(),
-            commands: self.journal.read_all()?,
+            commands: self.journal.load()?.commands,
         })
     }
 
@@ -74,6 +84,10 @@ impl Journal for DirLog {
         self.journal = FileJournal::open(&journal_path(&self.dir, next))?;
         for old in 0..next {
             let _ = std::fs::remove_file(journal_path(&self.dir, old));
+        }
+        // A removal lost in a crash only leaves a journal the snapshot skips.
+        if let Err(e) = sync_dir(&self.dir) {
+            tracing::warn!(dir = %self.dir.display(), error = %e, "cannot sync the state directory");
         }
         self.generation = next;
         Ok(())
@@ -106,10 +120,8 @@ pub fn write_durably(path: &Path, bytes: &[u8]) -> Result<(), JournalError> {
         .and_then(|f| f.sync_all())
         .map_err(|e| io_err(&tmp, e))?;
     std::fs::rename(&tmp, path).map_err(|e| io_err(path, e))?;
-    if let Some(parent) = path.parent() {
-        let _ = std::fs::File::open(parent).and_then(|d| d.sync_all());
-    }
-    Ok(())
+    let dir = path.parent().unwrap_or(Path::new("."));
+    sync_dir(dir).map_err(|e| io_err(dir, e))
 }
 
 /// The journal file of a generation (generation 0 keeps the original name).

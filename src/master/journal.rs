@@ -2,7 +2,7 @@
 //! before it is answered, replayed after a restart.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use crate::task::{Command, Queue};
@@ -101,14 +101,24 @@ impl Journal for MemoryJournal {
 }
 
 /// A journal file of JSON lines, synced to disk on every append.
+///
+/// A record counts once its newline is on disk: [`FileJournal::append`] writes
+/// whole lines and syncs them before returning, and no reply leaves before
+/// that. Opening the file therefore cuts whatever follows the last newline (a
+/// torn record, or a complete one whose newline never landed: neither was
+/// acknowledged), and a bad last line followed by nothing but empty lines (a
+/// torn tail). A bad line with records after it is corruption, never skipped.
 #[derive(Debug)]
 pub struct FileJournal {
     path: PathBuf,
     file: File,
+    /// What the file held when opened, until [`Journal::load`] takes it.
+    loaded: Vec<Command>,
 }
 
 impl FileJournal {
-    /// Opens (or creates) the journal at `path`.
+    /// Opens (or creates) the journal at `path`, cutting a torn tail and
+    /// syncing the directory that holds it.
     pub fn open(path: &Path) -> Result<FileJournal, JournalError> {
         let file = OpenOptions::new()
             .create(true)
@@ -116,11 +126,119 @@ impl FileJournal {
             .append(true)
             .open(path)
             .map_err(|source| io_err(path, source))?;
-        Ok(FileJournal {
+        if let Some(dir) = path.parent() {
+            sync_dir(dir).map_err(|source| io_err(dir, source))?;
+        }
+        let mut journal = FileJournal {
             path: path.to_path_buf(),
             file,
-        })
+            loaded: Vec::new(),
+        };
+        journal.loaded = journal.read_all()?;
+        Ok(journal)
     }
+
+    /// Reads every record, cutting a torn tail from the file (see [`FileJournal`]).
+    pub fn read_all(&mut self) -> Result<Vec<Command>, JournalError> {
+        let mut bytes = Vec::new();
+        (&self.file)
+            .seek(SeekFrom::Start(0))
+            .and_then(|_| (&self.file).read_to_end(&mut bytes))
+            .map_err(|e| io_err(&self.path, e))?;
+        let scan = scan(&bytes).map_err(|(line, reason)| JournalError::Corrupt {
+            path: self.path.display().to_string(),
+            line,
+            reason,
+        })?;
+        if scan.good_len < bytes.len() {
+            tracing::warn!(
+                journal = %self.path.display(),
+                bytes = bytes.len() - scan.good_len,
+                what = scan.cut,
+                "cutting the unfinished end of the journal (never acknowledged)"
+            );
+            self.file
+                .set_len(scan.good_len as u64)
+                .and_then(|_| self.file.sync_all())
+                .map_err(|e| io_err(&self.path, e))?;
+        }
+        Ok(scan.commands)
+    }
+}
+
+/// The records of a journal file and how much of it to keep.
+#[derive(Debug)]
+struct Scan {
+    commands: Vec<Command>,
+    /// Bytes up to and including the last good record's newline.
+    good_len: usize,
+    /// What follows them, for the log.
+    cut: &'static str,
+}
+
+/// Parses journal bytes: every newline-terminated line must be a record,
+/// except a bad last line followed only by empty lines (a torn tail); the
+/// bytes after the last newline are never a record. Errors give the 1-based
+/// line and the reason.
+fn scan(bytes: &[u8]) -> Result<Scan, (usize, String)> {
+    let terminated = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let mut scan = Scan {
+        commands: Vec::new(),
+        good_len: 0,
+        cut: "",
+    };
+    for (i, line) in bytes[..terminated]
+        .split_inclusive(|&b| b == b'\n')
+        .enumerate()
+    {
+        match serde_json::from_slice::<Command>(line) {
+            Ok(command) => {
+                scan.commands.push(command);
+                scan.good_len += line.len();
+            }
+            Err(e) => {
+                if !is_blank(&bytes[scan.good_len + line.len()..]) {
+                    let reason = if is_blank(line) {
+                        "an empty line".to_string()
+                    } else {
+                        e.to_string()
+                    };
+                    return Err((i + 1, reason));
+                }
+                scan.cut = if is_blank(line) {
+                    "empty lines"
+                } else {
+                    "a torn last record"
+                };
+                return Ok(scan);
+            }
+        }
+    }
+    let tail = &bytes[terminated..];
+    if !tail.is_empty() {
+        scan.cut = if serde_json::from_slice::<Command>(tail).is_ok() {
+            "a complete record without its newline"
+        } else {
+            "a torn last record"
+        };
+    }
+    Ok(scan)
+}
+
+/// Whether `bytes` hold nothing but ASCII whitespace.
+fn is_blank(bytes: &[u8]) -> bool {
+    bytes.iter().all(u8::is_ascii_whitespace)
+}
+
+/// Syncs a directory, so that files created, renamed or removed in it stay so
+/// after a crash.
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    File::open(dir)?.sync_all()
 }
 
 fn io_err(path: &Path, source: std::io::Error) -> JournalError {
@@ -147,9 +265,9 @@ impl Journal for FileJournal {
     }
 
     fn load(&mut self) -> Result<Loaded, JournalError> {
-        self.read_all().map(|commands| Loaded {
+        Ok(Loaded {
             base: None,
-            commands,
+            commands: std::mem::take(&mut self.loaded),
         })
     }
 
@@ -158,65 +276,118 @@ impl Journal for FileJournal {
     }
 }
 
-impl FileJournal {
-    /// Reads every record, cutting a torn last line (a crash mid-append).
-    pub fn read_all(&mut self) -> Result<Vec<Command>, JournalError> {
-        let reader = BufReader::new(File::open(&self.path).map_err(|e| io_err(&self.path, e))?);
-        let lines: Vec<String> = reader
-            .lines()
-            .collect::<Result<_, _>>()
-            .map_err(|e| io_err(&self.path, e))?;
-        let mut commands = Vec::with_capacity(lines.len());
-        let mut good_bytes = 0u64;
-        for (i, line) in lines.iter().enumerate() {
-            match serde_json::from_str::<Command>(line) {
-                Ok(c) => {
-                    commands.push(c);
-                    good_bytes += line.len() as u64 + 1;
-                }
-                // A torn last line: the crash came before its answer was sent.
-                Err(_) if i + 1 == lines.len() => {
-                    self.file
-                        .set_len(good_bytes)
-                        .map_err(|e| io_err(&self.path, e))?;
-                }
-                Err(e) => {
-                    return Err(JournalError::Corrupt {
-                        path: self.path.display().to_string(),
-                        line: i + 1,
-                        reason: e.to_string(),
-                    })
-                }
-            }
-        }
-        Ok(commands)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::WorkerId;
+    use crate::task::{AttemptId, WorkerId};
 
-    #[test]
-    fn survives_a_torn_last_line() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("journal.jsonl");
-        let mut j = FileJournal::open(&path).expect("open");
-        j.append(&[
+    /// Two records as the journal writes them.
+    fn good() -> Vec<Command> {
+        vec![
             Command::Register { now: 1 },
             Command::Heartbeat {
                 now: 2,
                 worker: WorkerId(1),
             },
-        ])
-        .expect("append");
+        ]
+    }
+
+    /// A journal holding `good()` followed by `tail`, in a fresh directory.
+    fn damaged(tail: &[u8]) -> (tempfile::TempDir, PathBuf, u64) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("journal.jsonl");
+        FileJournal::open(&path)
+            .expect("open")
+            .append(&good())
+            .expect("append");
+        let good_len = std::fs::metadata(&path).expect("stat").len();
         let mut f = OpenOptions::new().append(true).open(&path).expect("reopen");
-        f.write_all(b"{\"op\":\"lea").expect("torn write");
-        let mut j = FileJournal::open(&path).expect("open again");
-        assert_eq!(j.read_all().expect("load").len(), 2);
-        j.append(&[Command::Register { now: 3 }])
-            .expect("append after repair");
-        assert_eq!(j.read_all().expect("load").len(), 3);
+        f.write_all(tail).expect("damage");
+        (dir, path, good_len)
+    }
+
+    /// Opens a damaged journal: it must load `good()`, be cut back to them,
+    /// and take a new record on a line of its own that survives a reopen.
+    #[track_caller]
+    fn assert_cut_and_appendable(path: &Path, good_len: u64) {
+        let mut j = FileJournal::open(path).expect("open damaged");
+        assert_eq!(j.load().expect("load").commands, good());
+        assert_eq!(
+            std::fs::metadata(path).expect("stat").len(),
+            good_len,
+            "cut back to the last newline"
+        );
+        let next = Command::Register { now: 3 };
+        j.append(std::slice::from_ref(&next)).expect("append");
+        drop(j);
+        let mut want = good();
+        want.push(next);
+        let mut j = FileJournal::open(path).expect("reopen");
+        assert_eq!(j.load().expect("load").commands, want);
+    }
+
+    #[test]
+    fn a_complete_record_without_its_newline_is_cut_not_glued() {
+        let (_dir, path, good_len) = damaged(b"{\"op\":\"register\",\"now\":9}");
+        assert_cut_and_appendable(&path, good_len);
+    }
+
+    #[test]
+    fn a_torn_last_record_is_cut() {
+        let (_dir, path, good_len) = damaged(b"{\"op\":\"lea");
+        assert_cut_and_appendable(&path, good_len);
+    }
+
+    #[test]
+    fn a_record_torn_inside_a_multibyte_character_is_cut() {
+        let fail = Command::Fail {
+            now: 4,
+            attempt: AttemptId(7),
+            reason: "bad file caf\u{e9}.parquet".to_string(),
+        };
+        let mut bytes = serde_json::to_vec(&fail).expect("json");
+        let at = bytes
+            .windows(2)
+            .position(|w| w == "\u{e9}".as_bytes())
+            .expect("the two bytes of é");
+        bytes.truncate(at + 1);
+        let (_dir, path, good_len) = damaged(&bytes);
+        assert_cut_and_appendable(&path, good_len);
+    }
+
+    #[test]
+    fn empty_trailing_lines_are_cut() {
+        let (_dir, path, good_len) = damaged(b"\n\n");
+        assert_cut_and_appendable(&path, good_len);
+    }
+
+    #[test]
+    fn a_torn_last_line_ending_in_a_newline_is_cut() {
+        let (_dir, path, good_len) = damaged(b"{\"op\":\"lea\n");
+        assert_cut_and_appendable(&path, good_len);
+    }
+
+    #[test]
+    fn garbage_in_the_middle_is_an_error_naming_file_and_line() {
+        let (_dir, path, good_len) = damaged(b"garbage\n{\"op\":\"register\",\"now\":9}\n");
+        let err = FileJournal::open(&path).expect_err("corrupt in the middle");
+        match &err {
+            JournalError::Corrupt { line, .. } => assert_eq!(*line, 3),
+            other => panic!("{other:?}"),
+        }
+        let text = err.to_string();
+        assert!(text.contains(&path.display().to_string()), "{text}");
+        assert!(text.contains("line 3"), "{text}");
+        assert!(
+            std::fs::metadata(&path).expect("stat").len() > good_len,
+            "nothing cut"
+        );
+    }
+
+    #[test]
+    fn an_empty_line_in_the_middle_is_an_error() {
+        let (_dir, path, _) = damaged(b"\n{\"op\":\"register\",\"now\":9}\n");
+        let err = FileJournal::open(&path).expect_err("corrupt in the middle");
+        assert!(err.to_string().contains("line 3"), "{err}");
     }
 }

@@ -3,8 +3,10 @@
 
 pub mod api;
 pub mod commit;
+pub mod dir_lock;
 pub mod dir_log;
 pub mod http;
+pub mod identity;
 pub mod journal;
 pub mod object_log;
 pub mod page;

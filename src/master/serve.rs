@@ -10,6 +10,7 @@ use tracing::info;
 
 use super::commit::GroupCommit;
 use super::http::{router, status_of, AppState};
+use super::identity::{Identity, DATASET};
 use super::state::{JobFile, MasterState, StateError, StateLocation};
 use crate::job::spec::JobSpec;
 use crate::task::QueueConfig;
@@ -70,6 +71,16 @@ pub enum MasterError {
     },
 }
 
+impl MasterError {
+    /// The exit code of a master stopped by this error.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            MasterError::State(e) => e.exit_code(),
+            _ => 1,
+        }
+    }
+}
+
 /// How the job ended.
 #[derive(Debug)]
 pub struct MasterOutcome {
@@ -100,18 +111,31 @@ async fn make_job(config: &MasterConfig) -> Result<JobFile, MasterError> {
             lease_timeout_ms: None,
         },
         queue: config.queue.clone(),
+        identity: Identity::default(),
     })
+}
+
+/// The options of `config` that decide what is trained (see [`Identity`]).
+fn identity(config: &MasterConfig) -> Result<Identity, MasterError> {
+    let dataset = connectors::store::open(&config.url)?.url();
+    Ok(Identity::default()
+        .with(DATASET, dataset)
+        .with("epochs", config.queue.epochs)
+        .with("seed", config.queue.seed)
+        .with_opt("columns", config.columns.as_ref().map(|c| c.join(",")))
+        .with_dataset(&config.dataset))
 }
 
 /// Runs the master until the job is over and the linger period passed.
 pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
+    let identity = identity(&config)?;
     let job_exists = MasterState::exists(&config.state).await?;
     let made = if job_exists {
         None
     } else {
         Some(make_job(&config).await?)
     };
-    let (state, resumed) = MasterState::open(&config.state, move || {
+    let (state, resumed) = MasterState::open(&config.state, identity, move || {
         made.ok_or_else(|| StateError::BadJob {
             path: "job.json".to_string(),
             reason: "disappeared while starting".to_string(),

@@ -10,8 +10,10 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use connectors::store::Location;
 use serde::{Deserialize, Serialize};
 
+use super::dir_lock::{DirLock, DirLockError};
 use super::dir_log::{write_durably, DirLog};
-use super::journal::{Journal, JournalError};
+use super::identity::{Identity, DATASET};
+use super::journal::{sync_dir, Journal, JournalError};
 use super::object_log::{self, ObjectLog};
 use crate::job::spec::JobSpec;
 use crate::task::{Command, ConfigError, Millis, Queue, QueueConfig, Reply, WorkerId};
@@ -28,7 +30,26 @@ pub struct JobFile {
     pub spec: JobSpec,
     /// The queue's settings.
     pub queue: QueueConfig,
+    /// The options that decide what is trained, checked on every restart
+    /// (empty in states written before they were recorded).
+    #[serde(default)]
+    pub identity: Identity,
 }
+
+impl JobFile {
+    /// The recorded identity, completed from the spec where older states
+    /// recorded the dataset, epochs and seed only there.
+    pub fn recorded_identity(&self) -> Identity {
+        self.identity
+            .clone()
+            .or_with(DATASET, &self.spec.url)
+            .or_with("epochs", self.spec.epochs)
+            .or_with("seed", self.spec.seed)
+    }
+}
+
+/// Exit code of a process refused because another holds its state directory.
+pub const STATE_LOCKED: u8 = 3;
 
 /// Errors opening or running the master's state.
 #[derive(Debug, thiserror::Error)]
@@ -53,12 +74,37 @@ pub enum StateError {
         /// Why.
         reason: String,
     },
+    /// Another process holds the state directory.
+    #[error(transparent)]
+    Locked(#[from] DirLockError),
+    /// The state belongs to a job with other options.
+    #[error("state {state} belongs to another job: {option} was {recorded} there, {given} now; to start afresh, remove {state} or pass another --state")]
+    Changed {
+        /// The state location.
+        state: String,
+        /// The option, as people name it (`--epochs`, `the dataset`).
+        option: String,
+        /// Its recorded value.
+        recorded: String,
+        /// Its value now.
+        given: String,
+    },
     /// The queue refused its settings.
     #[error(transparent)]
     Config(#[from] ConfigError),
     /// The state URL cannot be opened.
     #[error(transparent)]
     Location(#[from] connectors::Error),
+}
+
+impl StateError {
+    /// The exit code of a process stopped by this error.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            StateError::Locked(DirLockError::Held { .. }) => STATE_LOCKED,
+            _ => 1,
+        }
+    }
 }
 
 /// Where a job's state lives: a local directory, or a prefix on an object
@@ -124,6 +170,9 @@ pub struct MasterState {
     applied: u64,
     /// The job.
     pub spec: Arc<JobSpec>,
+    /// The options recorded for the job (empty in states written before
+    /// they were recorded).
+    pub identity: Identity,
     /// Workers seen.
     pub workers: HashMap<WorkerId, WorkerSeen>,
     /// Total rows/s samples for the chart, oldest first.
@@ -141,20 +190,25 @@ pub struct MasterState {
 }
 
 impl MasterState {
-    /// Opens a job's state: loads `job.json` or writes it from `make`, then
-    /// replays the journal. Returns whether an earlier run's state was found.
+    /// Opens a job's state: loads `job.json` or writes it from `make` with
+    /// `identity`, then replays the journal. A local directory is locked
+    /// first, for as long as the journal lives. Returns whether an earlier
+    /// run's state was found; its recorded identity must match `identity`.
     pub async fn open(
         location: &StateLocation,
+        identity: Identity,
         make: impl FnOnce() -> Result<JobFile, StateError>,
     ) -> Result<(MasterState, bool), StateError> {
         let (job, resumed, journal): (JobFile, bool, Box<dyn Journal>) = match location {
             StateLocation::Dir(dir) => {
-                let (job, resumed) = open_dir_job(dir, make)?;
-                (job, resumed, Box::new(DirLog::open(dir)?))
+                create_dir(dir)?;
+                let lock = DirLock::acquire(dir)?;
+                let (job, resumed) = open_dir_job(dir, identity, make)?;
+                (job, resumed, Box::new(DirLog::open(dir, lock)?))
             }
             StateLocation::Store(url) => {
                 let location = connectors::store::open(url)?;
-                let (job, resumed) = open_store_job(&location, make).await?;
+                let (job, resumed) = open_store_job(&location, identity, make).await?;
                 (job, resumed, Box::new(ObjectLog::open(location).await?))
             }
         };
@@ -210,6 +264,7 @@ impl MasterState {
             pending: Vec::new(),
             applied: 0,
             spec: Arc::new(job.spec),
+            identity: job.identity,
             workers: HashMap::new(),
             history: VecDeque::new(),
             requests: 0,
@@ -321,37 +376,73 @@ pub fn persist(
     Ok(())
 }
 
+/// Creates the state directory when missing, durably: the directory that
+/// holds it is synced too.
+fn create_dir(dir: &Path) -> Result<(), StateError> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let io = |path: &Path, source| StateError::Io {
+        path: path.display().to_string(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    sync_dir(parent).map_err(|e| io(parent, e))
+}
+
 fn open_dir_job(
     dir: &Path,
+    identity: Identity,
     make: impl FnOnce() -> Result<JobFile, StateError>,
 ) -> Result<(JobFile, bool), StateError> {
-    std::fs::create_dir_all(dir).map_err(|source| StateError::Io {
-        path: dir.display().to_string(),
-        source,
-    })?;
     let path = dir.join("job.json");
     if path.exists() {
         let text = std::fs::read(&path).map_err(|source| StateError::Io {
             path: path.display().to_string(),
             source,
         })?;
-        return Ok((parse_job(&path.display().to_string(), &text)?, true));
+        let job = parse_job(&path.display().to_string(), &text)?;
+        check_identity(&dir.display().to_string(), &job, &identity)?;
+        return Ok((job, true));
     }
-    let job = make()?;
+    let mut job = make()?;
+    job.identity = identity;
     write_durably(&path, &job_bytes(&job)?)?;
     Ok((job, false))
 }
 
+/// Refuses a state recorded with other options than `identity`'s.
+fn check_identity(state: &str, job: &JobFile, identity: &Identity) -> Result<(), StateError> {
+    match identity.first_change(&job.recorded_identity()) {
+        None => Ok(()),
+        Some(change) => Err(StateError::Changed {
+            state: state.to_string(),
+            option: change.option,
+            recorded: change.recorded,
+            given: change.given,
+        }),
+    }
+}
+
 async fn open_store_job(
     location: &Location,
+    identity: Identity,
     make: impl FnOnce() -> Result<JobFile, StateError>,
 ) -> Result<(JobFile, bool), StateError> {
     let path = location.root.clone().join("job.json");
     let shown = location.display(&path);
+    let state = location.url();
     if let Some(bytes) = object_log::read(location, &path).await? {
-        return Ok((parse_job(&shown, &bytes)?, true));
+        let job = parse_job(&shown, &bytes)?;
+        check_identity(&state, &job, &identity)?;
+        return Ok((job, true));
     }
-    let job = make()?;
+    let mut job = make()?;
+    job.identity = identity.clone();
     let mut conditional = true;
     if object_log::create(location, &path, job_bytes(&job)?, &mut conditional).await? {
         return Ok((job, false));
@@ -363,7 +454,9 @@ async fn open_store_job(
             path: shown.clone(),
             reason: "created and removed while starting".to_string(),
         })?;
-    Ok((parse_job(&shown, &bytes)?, true))
+    let job = parse_job(&shown, &bytes)?;
+    check_identity(&state, &job, &identity)?;
+    Ok((job, true))
 }
 
 fn parse_job(path: &str, bytes: &[u8]) -> Result<JobFile, StateError> {
@@ -415,6 +508,7 @@ mod tests {
                 epochs: 2,
                 ..QueueConfig::default()
             },
+            identity: Identity::default(),
         }
     }
 
@@ -422,9 +516,10 @@ mod tests {
     async fn snapshots_compact_the_journal_and_restore_the_same_queue() {
         let dir = tempfile::tempdir().expect("tempdir");
         let location = StateLocation::Dir(dir.path().to_path_buf());
-        let (mut state, resumed) = MasterState::open(&location, || Ok(job(30)))
-            .await
-            .expect("open");
+        let (mut state, resumed) =
+            MasterState::open(&location, Identity::default(), || Ok(job(30)))
+                .await
+                .expect("open");
         assert!(!resumed);
         state.set_snapshot_every(7);
         let worker = match state
@@ -468,13 +563,76 @@ mod tests {
             .count();
         assert_eq!(journals, 1, "old journals are removed");
         drop(state);
-        let (restored, resumed) = MasterState::open(&location, || panic!("job.json exists"))
-            .await
-            .expect("reopen");
+        let (restored, resumed) =
+            MasterState::open(&location, Identity::default(), || panic!("job.json exists"))
+                .await
+                .expect("reopen");
         assert!(resumed);
         assert_eq!(
             restored.queue, before,
             "snapshot + journal rebuild the same queue"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_state_refuses_another_job_and_a_second_holder() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let location = StateLocation::Dir(dir.path().join("state"));
+        let identity = || {
+            Identity::default()
+                .with(DATASET, "file:///x")
+                .with("epochs", 2)
+                .with("features", "f1")
+        };
+        let (state, _) = MasterState::open(&location, identity(), || Ok(job(3)))
+            .await
+            .expect("open");
+        let held = MasterState::open(&location, identity(), || panic!("job.json exists"))
+            .await
+            .err()
+            .expect("held by the first");
+        assert_eq!(held.exit_code(), STATE_LOCKED, "{held}");
+        drop(state);
+        let other = identity().with("features", "f1,f2");
+        let err = MasterState::open(&location, other, || panic!("job.json exists"))
+            .await
+            .err()
+            .expect("another job");
+        assert_eq!(err.exit_code(), 1);
+        let text = err.to_string();
+        assert!(
+            text.contains("--features was f1 there, f1,f2 now"),
+            "{text}"
+        );
+        MasterState::open(&location, identity(), || panic!("job.json exists"))
+            .await
+            .expect("the same job resumes");
+    }
+
+    #[tokio::test]
+    async fn a_state_without_a_recorded_identity_is_checked_on_its_spec_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("job.json");
+        let mut old = serde_json::to_value(job(3)).expect("json");
+        old.as_object_mut().expect("object").remove("identity");
+        std::fs::write(&path, old.to_string()).expect("write old job.json");
+        let location = StateLocation::Dir(dir.path().to_path_buf());
+        let given = Identity::default()
+            .with(DATASET, "file:///x")
+            .with("epochs", 2)
+            .with("features", "anything");
+        let (state, resumed) = MasterState::open(&location, given.clone(), || panic!("exists"))
+            .await
+            .expect("options not recorded are not checked");
+        assert!(resumed);
+        drop(state);
+        let err = MasterState::open(&location, given.with("epochs", 3), || panic!("exists"))
+            .await
+            .err()
+            .expect("epochs are recorded in the spec");
+        assert!(
+            err.to_string().contains("--epochs was 2 there, 3 now"),
+            "{err}"
         );
     }
 }

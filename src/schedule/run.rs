@@ -16,6 +16,7 @@ use super::partitions::{self, Expansion, Pattern, Status};
 use super::state::{now_text, RunRecord, StateStore, Trained, TrainedPartition};
 use super::RunError;
 use crate::job::summary::Summary;
+use crate::job::train::Outcome;
 
 /// What the caller asks of a run.
 #[derive(Debug, Clone, Copy, Default)]
@@ -220,7 +221,11 @@ async fn run_locked(pattern: &Pattern, cx: Context<'_>) -> Result<RunReport, Run
     )
     .await?;
     let trainer = config.trainer.clone();
-    let summary = crate::job::train::run_dataset(config, dataset, cx.started).await?;
+    let summary = match crate::job::train::run_dataset(config, dataset, cx.started).await? {
+        Outcome::Trained(summary) => summary,
+        // A job file's runs keep no queue state: nothing is ever found finished.
+        Outcome::AlreadyFinished(_) => return Ok(report),
+    };
     report.rows = summary.rows;
     let failed = !summary.tasks_failed.is_empty();
     let model = summary.trainer.model.clone();
