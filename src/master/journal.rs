@@ -204,7 +204,10 @@ mod tests {
         let path = dir.path().join("journal.jsonl");
         let mut j = FileJournal::open(&path).expect("open");
         j.append(&[
-            Command::Register { now: 1 },
+            Command::Register {
+                now: 1,
+                secret: None,
+            },
             Command::Heartbeat {
                 now: 2,
                 worker: WorkerId(1),
@@ -215,8 +218,11 @@ mod tests {
         f.write_all(b"{\"op\":\"lea").expect("torn write");
         let mut j = FileJournal::open(&path).expect("open again");
         assert_eq!(j.read_all().expect("load").len(), 2);
-        j.append(&[Command::Register { now: 3 }])
-            .expect("append after repair");
+        j.append(&[Command::Register {
+            now: 3,
+            secret: None,
+        }])
+        .expect("append after repair");
         assert_eq!(j.read_all().expect("load").len(), 3);
     }
 }

@@ -6,6 +6,7 @@ pub mod commit;
 pub mod dir_log;
 pub mod http;
 pub mod journal;
+pub mod listen;
 pub mod object_log;
 pub mod page;
 pub mod serve;

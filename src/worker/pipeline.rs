@@ -284,7 +284,7 @@ impl Coordinator {
                     for lease in leases {
                         let Some(split) = self.splits.get(lease.split as usize).cloned() else {
                             let reason = format!("split {} is not in this job", lease.split);
-                            self.source.fail(lease.attempt, reason).await?;
+                            self.source.fail(self.worker, lease.attempt, reason).await?;
                             continue;
                         };
                         debug!(attempt = %lease.attempt, split = lease.split, epoch = lease.epoch, offset = lease.offset, "leased");
@@ -341,7 +341,7 @@ impl Coordinator {
                 self.outcome.read_failures += 1;
                 warn!(attempt = %attempt, %reason, "task failed");
                 self.ledger.drop_attempt(attempt);
-                if let Err(e) = self.source.fail(attempt, reason).await {
+                if let Err(e) = self.source.fail(self.worker, attempt, reason).await {
                     warn!(attempt = %attempt, error = %e, "master refused the failure report");
                 }
             }
@@ -378,8 +378,12 @@ impl Coordinator {
 
     async fn apply(&mut self, action: Action) -> Result<(), PipelineError> {
         let result = match action {
-            Action::Commit { attempt, offset } => self.source.commit(attempt, offset).await,
-            Action::Finish { attempt, rows } => self.source.finish(attempt, rows).await,
+            Action::Commit { attempt, offset } => {
+                self.source.commit(self.worker, attempt, offset).await
+            }
+            Action::Finish { attempt, rows } => {
+                self.source.finish(self.worker, attempt, rows).await
+            }
         };
         if let Err(e) = result {
             // A stale attempt (lease lost meanwhile): its rows will be served again.
