@@ -433,7 +433,7 @@ fn a_namenode_in_safe_mode_serves_reads_and_refuses_state_writes_by_name() {
     let out = run(
         sluice_command(["master", &url, "--listen", "127.0.0.1:0", "--state", &state])
             .env("HADOOP_CONF_DIR", &cluster.conf_dir)
-            .env("SLUICE_TOKEN", "safe-mode-token"),
+            .env("SLUICE_TOKEN", "safe-mode-token-3b8e6a1f"),
     );
     assert!(started.elapsed() < Duration::from_secs(30), "{out}");
     assert_one_line_error(&out, &[&state, "safe mode"]);

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::{fixture, python, SLUICE};
 
-const TOKEN: &str = "page-token-91c2";
+const TOKEN: &str = "page-token-91c2-5d7a-e6f4";
 
 struct Killed(Child);
 

@@ -19,11 +19,17 @@ pub struct TokenArgs {
 }
 
 impl TokenArgs {
-    /// Reads the token; it never appears in logs or errors.
+    /// Reads the token; it never appears in logs or errors. A token file that
+    /// other users may read gets a warning naming the file.
     pub fn token(&self) -> anyhow::Result<String> {
         let token = match &self.token_file {
-            Some(path) => std::fs::read_to_string(path)
-                .map_err(|e| anyhow::anyhow!("cannot read --token-file {}: {e}", path.display()))?,
+            Some(path) => {
+                let token = std::fs::read_to_string(path).map_err(|e| {
+                    anyhow::anyhow!("cannot read --token-file {}: {e}", path.display())
+                })?;
+                warn_if_shared(path);
+                token
+            }
             None => std::env::var("SLUICE_TOKEN").unwrap_or_default(),
         };
         let token = token.trim().to_string();
@@ -31,6 +37,24 @@ impl TokenArgs {
             anyhow::bail!("no job token: pass --token-file FILE or set SLUICE_TOKEN");
         }
         Ok(token)
+    }
+}
+
+/// Warns when the token file at `path` is readable by its group or others.
+fn warn_if_shared(path: &std::path::Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let Ok(meta) = std::fs::metadata(path) else {
+            return;
+        };
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o044 != 0 {
+            tracing::warn!(
+                "--token-file {} is readable by other users (mode {mode:o}): make it private with chmod 600",
+                path.display()
+            );
+        }
     }
 }
 

@@ -1,21 +1,29 @@
 //! The master's HTTP API (`/v1/...`): request and response bodies shared by
 //! the master and the worker's client.
+//!
+//! Every request carries the job token; every request after `register` also
+//! names its worker and carries the secret `register` handed it, and a report
+//! on an attempt is accepted only from the worker that leased it.
 
 use serde::{Deserialize, Serialize};
 
 use crate::job::spec::JobSpec;
-use crate::task::{AttemptId, FailOutcome, LeaseReply, QueueError, QueueStatus, WorkerId};
+use crate::task::{
+    AttemptId, FailOutcome, LeaseReply, QueueError, QueueStatus, WorkerId, WorkerSecret,
+};
 
 /// The path prefix of every API call.
 pub const PREFIX: &str = "/v1";
 /// Largest request body accepted.
 pub const MAX_BODY: usize = 64 * 1024;
 
-/// `POST /v1/register`: answered with the worker's id.
+/// `POST /v1/register`: answered with the worker's id and secret.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RegisterReply {
     /// The id the master chose.
     pub worker: WorkerId,
+    /// What the worker sends with each request to prove it is `worker`.
+    pub secret: WorkerSecret,
 }
 
 /// `POST /v1/lease`.
@@ -23,6 +31,8 @@ pub struct RegisterReply {
 pub struct LeaseRequest {
     /// The asking worker.
     pub worker: WorkerId,
+    /// Its secret.
+    pub secret: WorkerSecret,
     /// Most tasks wanted.
     pub max: usize,
 }
@@ -32,6 +42,8 @@ pub struct LeaseRequest {
 pub struct HeartbeatRequest {
     /// The worker.
     pub worker: WorkerId,
+    /// Its secret.
+    pub secret: WorkerSecret,
     /// Rows its trainers acknowledged so far (for the status page).
     #[serde(default)]
     pub rows: u64,
@@ -52,6 +64,10 @@ pub struct HeartbeatReply {
 /// `POST /v1/commit`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CommitRequest {
+    /// The reporting worker: the one that leased the attempt.
+    pub worker: WorkerId,
+    /// Its secret.
+    pub secret: WorkerSecret,
     /// The attempt.
     pub attempt: AttemptId,
     /// Rows of the split acknowledged.
@@ -61,6 +77,10 @@ pub struct CommitRequest {
 /// `POST /v1/finish`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FinishRequest {
+    /// The reporting worker: the one that leased the attempt.
+    pub worker: WorkerId,
+    /// Its secret.
+    pub secret: WorkerSecret,
     /// The attempt.
     pub attempt: AttemptId,
     /// Rows of the split.
@@ -70,6 +90,10 @@ pub struct FinishRequest {
 /// `POST /v1/fail`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FailRequest {
+    /// The reporting worker: the one that leased the attempt.
+    pub worker: WorkerId,
+    /// Its secret.
+    pub secret: WorkerSecret,
     /// The attempt.
     pub attempt: AttemptId,
     /// Why, naming the file.

@@ -1,13 +1,21 @@
-//! The master's HTTP layer: routes, the job token check, and turning queue
-//! replies into JSON. Thin by design: all rules live in the queue.
+//! The master's HTTP layer: routes, the job token check, the worker secret
+//! check, and turning queue replies into JSON. Thin by design: all rules live
+//! in the queue.
+//!
+//! The token is checked before a request body is read: an unauthorized client
+//! gets 401 whatever it sent. An authorized one with a body that is not the
+//! JSON expected gets 400 with a one-line reason.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use subtle::ConstantTimeEq;
 
@@ -15,7 +23,10 @@ use super::api::*;
 use super::commit::GroupCommit;
 use super::page;
 use super::state::{wall_millis, MasterState};
-use crate::task::{Command, Reply};
+use crate::task::{Command, QueueError, Reply, WorkerId, WorkerSecret};
+
+/// How long an authorized client may take to send a request body.
+const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Shared by every request.
 #[derive(Clone)]
@@ -86,11 +97,95 @@ macro_rules! guard {
     };
 }
 
-fn answer<T: serde::Serialize>(result: Result<T, crate::task::QueueError>) -> Response {
+/// The token check, then the body read and parsed, then the worker it names
+/// checked against its secret; returns the request or answers for the handler.
+macro_rules! request {
+    ($state:expr, $headers:expr, $body:expr) => {{
+        guard!($state, $headers);
+        let request = match parse($body).await {
+            Ok(request) => request,
+            Err(response) => return response,
+        };
+        if let Err(error) = vouch(&$state, &request) {
+            return refused(error);
+        }
+        request
+    }};
+}
+
+/// A request that names its worker and carries the worker's secret.
+trait FromWorker {
+    /// The worker named and the secret sent.
+    fn credentials(&self) -> (WorkerId, &WorkerSecret);
+}
+
+macro_rules! from_worker {
+    ($($request:ty),*) => {$(
+        impl FromWorker for $request {
+            fn credentials(&self) -> (WorkerId, &WorkerSecret) {
+                (self.worker, &self.secret)
+            }
+        }
+    )*};
+}
+
+from_worker!(
+    LeaseRequest,
+    HeartbeatRequest,
+    CommitRequest,
+    FinishRequest,
+    FailRequest
+);
+
+/// Reads a request body (bounded in size and time) and parses it.
+async fn parse<T: DeserializeOwned>(body: Body) -> Result<T, Response> {
+    let read = tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, MAX_BODY)).await;
+    let bytes = match read {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(_)) => {
+            let reason = format!("request body unreadable or over {MAX_BODY} bytes");
+            return Err(plain(StatusCode::PAYLOAD_TOO_LARGE, &reason));
+        }
+        Err(_) => {
+            let reason = format!("request body not sent within {BODY_TIMEOUT:?}");
+            return Err(plain(StatusCode::REQUEST_TIMEOUT, &reason));
+        }
+    };
+    serde_json::from_slice(&bytes)
+        .map_err(|e| plain(StatusCode::BAD_REQUEST, &format!("bad request body: {e}")))
+}
+
+/// A plain-text answer of one line.
+fn plain(status: StatusCode, reason: &str) -> Response {
+    (status, format!("{}\n", reason.replace('\n', " "))).into_response()
+}
+
+/// Checks that the request's secret is the named worker's.
+fn vouch(state: &AppState, request: &impl FromWorker) -> Result<(), QueueError> {
+    let (worker, secret) = request.credentials();
+    let master = state.master.lock().unwrap_or_else(|e| e.into_inner());
+    master.queue.authenticate(worker, secret)
+}
+
+/// A queue refusal as the API answers it: 409 with the reason.
+fn refused(error: QueueError) -> Response {
+    (StatusCode::CONFLICT, Json(Answer::<()>::Refused(error))).into_response()
+}
+
+fn answer<T: serde::Serialize>(result: Result<T, QueueError>) -> Response {
     match result {
         Ok(v) => Json(Answer::Ok(v)).into_response(),
-        Err(e) => (StatusCode::CONFLICT, Json(Answer::<T>::Refused(e))).into_response(),
+        Err(e) => refused(e),
     }
+}
+
+/// 128 random bits from the system's source, as hex.
+fn new_secret() -> Option<WorkerSecret> {
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; 16];
+    ring::rand::SystemRandom::new().fill(&mut bytes).ok()?;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    Some(WorkerSecret::new(hex))
 }
 
 fn unexpected() -> Response {
@@ -103,25 +198,29 @@ fn unexpected() -> Response {
 
 async fn register(State(state): State<AppState>, headers: HeaderMap) -> Response {
     guard!(state, headers);
-    match run(&state, Command::Register { now: wall_millis() }).await {
+    let Some(secret) = new_secret() else {
+        let reason = "no random source for a worker secret";
+        return plain(StatusCode::INTERNAL_SERVER_ERROR, reason);
+    };
+    let command = Command::Register {
+        now: wall_millis(),
+        secret: Some(secret.clone()),
+    };
+    match run(&state, command).await {
         Reply::Register(worker) => {
             state
                 .master
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .saw_worker(worker, 0);
-            Json(RegisterReply { worker }).into_response()
+            Json(RegisterReply { worker, secret }).into_response()
         }
         _ => unexpected(),
     }
 }
 
-async fn lease(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    Json(req): Json<LeaseRequest>,
-) -> Response {
-    guard!(state, headers);
+async fn lease(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+    let req: LeaseRequest = request!(state, headers, body);
     let max = req.max.clamp(1, 1024);
     match run(
         &state,
@@ -138,12 +237,8 @@ async fn lease(
     }
 }
 
-async fn heartbeat(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    Json(req): Json<HeartbeatRequest>,
-) -> Response {
-    guard!(state, headers);
+async fn heartbeat(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+    let req: HeartbeatRequest = request!(state, headers, body);
     match run(
         &state,
         Command::Heartbeat {
@@ -193,6 +288,7 @@ async fn take_back_unheld(
             state,
             Command::Fail {
                 now: wall_millis(),
+                worker: Some(worker),
                 attempt,
                 reason,
             },
@@ -201,16 +297,13 @@ async fn take_back_unheld(
     }
 }
 
-async fn commit(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    Json(req): Json<CommitRequest>,
-) -> Response {
-    guard!(state, headers);
+async fn commit(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+    let req: CommitRequest = request!(state, headers, body);
     match run(
         &state,
         Command::Commit {
             now: wall_millis(),
+            worker: Some(req.worker),
             attempt: req.attempt,
             offset: req.offset,
         },
@@ -222,16 +315,13 @@ async fn commit(
     }
 }
 
-async fn finish(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    Json(req): Json<FinishRequest>,
-) -> Response {
-    guard!(state, headers);
+async fn finish(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+    let req: FinishRequest = request!(state, headers, body);
     match run(
         &state,
         Command::Finish {
             now: wall_millis(),
+            worker: Some(req.worker),
             attempt: req.attempt,
             rows: req.rows,
         },
@@ -243,17 +333,14 @@ async fn finish(
     }
 }
 
-async fn fail(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    Json(req): Json<FailRequest>,
-) -> Response {
-    guard!(state, headers);
+async fn fail(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+    let req: FailRequest = request!(state, headers, body);
     let reason: String = req.reason.chars().take(2000).collect();
     match run(
         &state,
         Command::Fail {
             now: wall_millis(),
+            worker: Some(req.worker),
             attempt: req.attempt,
             reason,
         },
@@ -312,7 +399,9 @@ pub fn status_of(master: &MasterState) -> StatusReply {
     workers.sort_by_key(|w| w.worker);
     StatusReply {
         url: master.spec.url.clone(),
-        rows: workers.iter().map(|w| w.rows).sum(),
+        rows: workers
+            .iter()
+            .fold(0u64, |total, w| total.saturating_add(w.rows)),
         queue,
         workers,
         failed,

@@ -284,7 +284,10 @@ mod tests {
     /// Two records as the journal writes them.
     fn good() -> Vec<Command> {
         vec![
-            Command::Register { now: 1 },
+            Command::Register {
+                now: 1,
+                secret: None,
+            },
             Command::Heartbeat {
                 now: 2,
                 worker: WorkerId(1),
@@ -317,7 +320,10 @@ mod tests {
             good_len,
             "cut back to the last newline"
         );
-        let next = Command::Register { now: 3 };
+        let next = Command::Register {
+            now: 3,
+            secret: None,
+        };
         j.append(std::slice::from_ref(&next)).expect("append");
         drop(j);
         let mut want = good();
@@ -342,6 +348,7 @@ mod tests {
     fn a_record_torn_inside_a_multibyte_character_is_cut() {
         let fail = Command::Fail {
             now: 4,
+            worker: None,
             attempt: AttemptId(7),
             reason: "bad file caf\u{e9}.parquet".to_string(),
         };

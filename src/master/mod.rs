@@ -8,6 +8,7 @@ pub mod dir_log;
 pub mod http;
 pub mod identity;
 pub mod journal;
+pub mod listen;
 pub mod object_log;
 pub mod page;
 pub mod serve;

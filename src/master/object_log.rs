@@ -40,7 +40,7 @@ const READ_AHEAD: usize = 16;
 #[serde(rename_all = "snake_case")]
 enum Record {
     Commands(Vec<Command>),
-    Snapshot(Queue),
+    Snapshot(Box<Queue>),
 }
 
 /// [`Record`] borrowing what it writes.
@@ -113,7 +113,7 @@ impl ObjectLog {
             match record {
                 Record::Commands(commands) => loaded.commands.extend(commands),
                 Record::Snapshot(queue) => {
-                    loaded.base = Some(queue);
+                    loaded.base = Some(*queue);
                     loaded.commands.clear();
                 }
             }
@@ -351,7 +351,7 @@ mod tests {
     }
 
     fn commands(queue: &mut Queue, now: u64) -> Vec<Command> {
-        let worker = match queue.apply(&Command::Register { now }) {
+        let worker = match queue.apply(&Command::Register { now, secret: None }) {
             Reply::Register(w) => w,
             other => panic!("{other:?}"),
         };
@@ -361,7 +361,7 @@ mod tests {
             max: 2,
         };
         queue.apply(&lease);
-        vec![Command::Register { now }, lease]
+        vec![Command::Register { now, secret: None }, lease]
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,6 +15,9 @@ use super::state::{JobFile, MasterState, StateError, StateLocation};
 use crate::job::spec::JobSpec;
 use crate::task::QueueConfig;
 
+/// The shortest job token a master accepts, in bytes.
+pub const MIN_TOKEN_BYTES: usize = 16;
+
 /// Settings of `sluice master`.
 #[derive(Debug, Clone)]
 pub struct MasterConfig {
@@ -61,6 +64,14 @@ pub enum MasterError {
     /// TLS could not be set up.
     #[error(transparent)]
     Tls(#[from] super::tls::TlsError),
+    /// The job token is too short to keep strangers out.
+    #[error("the job token has {bytes} bytes, fewer than the {min} a master needs: make one with `openssl rand -hex 24`")]
+    ShortToken {
+        /// Its length.
+        bytes: usize,
+        /// The least accepted.
+        min: usize,
+    },
     /// The output is visibly unfinished.
     #[error("{url} is not finished: no _SUCCESS and in-flight output present ({markers}); pass --allow-incomplete to train anyway")]
     Unfinished {
@@ -128,6 +139,12 @@ fn identity(config: &MasterConfig) -> Result<Identity, MasterError> {
 
 /// Runs the master until the job is over and the linger period passed.
 pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
+    if config.token.len() < MIN_TOKEN_BYTES {
+        return Err(MasterError::ShortToken {
+            bytes: config.token.len(),
+            min: MIN_TOKEN_BYTES,
+        });
+    }
     let identity = identity(&config)?;
     let job_exists = MasterState::exists(&config.state).await?;
     let made = if job_exists {
@@ -190,21 +207,14 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
             }
         }
     };
-    let served = match acceptor {
+    match acceptor {
         Some(acceptor) => {
             let tls = super::tls::TlsListener::new(listener, acceptor)
                 .map_err(|source| MasterError::Listen { addr, source })?;
-            axum::serve(tls, router(app))
-                .with_graceful_shutdown(shutdown)
-                .await
+            super::listen::serve(tls, router(app), shutdown).await;
         }
-        None => {
-            axum::serve(listener, router(app))
-                .with_graceful_shutdown(shutdown)
-                .await
-        }
-    };
-    served.map_err(|source| MasterError::Listen { addr, source })?;
+        None => super::listen::serve(listener, router(app), shutdown).await,
+    }
     let m = master.lock().unwrap_or_else(|e| e.into_inner());
     let status = status_of(&m);
     Ok(MasterOutcome {

@@ -246,12 +246,17 @@ impl MasterState {
         MasterState::replay(job, journal)
     }
 
-    /// Replays the journal over its snapshot or over a fresh queue.
+    /// Replays the journal over its snapshot or over a fresh queue. The
+    /// splits' row counts from the files' metadata bound what workers report.
     fn replay(job: JobFile, mut journal: Box<dyn Journal>) -> Result<MasterState, StateError> {
         let loaded = journal.load()?;
+        let rows: Vec<Option<u64>> = job.spec.splits.iter().map(|s| s.rows).collect();
         let mut queue = match loaded.base {
-            Some(queue) => queue,
-            None => Queue::new(job.spec.splits.len(), job.queue.clone())?,
+            Some(mut queue) => {
+                queue.know_rows(&rows);
+                queue
+            }
+            None => Queue::with_rows(rows, job.queue.clone())?,
         };
         for command in &loaded.commands {
             queue.apply(command);
@@ -283,7 +288,7 @@ impl MasterState {
     /// returns the reply and the count of changes that must be durable before
     /// the reply may be sent (see [`MasterState::take_pending`]).
     pub fn apply(&mut self, command: Command) -> (Reply, u64) {
-        self.requests += 1;
+        self.requests = self.requests.saturating_add(1);
         let before = self.pending.len();
         let tick = Command::Tick { now: command.now() };
         if self.queue.apply(&tick).changed() {
@@ -294,9 +299,9 @@ impl MasterState {
             self.pending.push(command);
         }
         let new = (self.pending.len() - before) as u64;
-        self.applied += new;
-        self.journaled += new;
-        self.since_snapshot += new;
+        self.applied = self.applied.saturating_add(new);
+        self.journaled = self.journaled.saturating_add(new);
+        self.since_snapshot = self.since_snapshot.saturating_add(new);
         (reply, self.applied)
     }
 
@@ -523,7 +528,10 @@ mod tests {
         assert!(!resumed);
         state.set_snapshot_every(7);
         let worker = match state
-            .execute(Command::Register { now: 1 })
+            .execute(Command::Register {
+                now: 1,
+                secret: None,
+            })
             .expect("register")
         {
             Reply::Register(w) => w,
@@ -542,6 +550,7 @@ mod tests {
                     state
                         .execute(Command::Finish {
                             now: 10 + step,
+                            worker: Some(worker),
                             attempt: l.attempt,
                             rows: 1,
                         })

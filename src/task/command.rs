@@ -7,14 +7,19 @@ use serde::{Deserialize, Serialize};
 
 use super::error::QueueError;
 use super::queue::Queue;
-use super::types::{AttemptId, Expired, FailOutcome, LeaseReply, Millis, WorkerId};
+use super::types::{AttemptId, Expired, FailOutcome, LeaseReply, Millis, WorkerId, WorkerSecret};
 
 /// One call on the queue, with the time it was made.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Command {
-    /// [`Queue::register`].
-    Register { now: Millis },
+    /// [`Queue::register`], or [`Queue::register_with_secret`] with a secret.
+    Register {
+        now: Millis,
+        /// The worker's secret (workers of a master); absent in older journals.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        secret: Option<WorkerSecret>,
+    },
     /// [`Queue::lease`].
     Lease {
         now: Millis,
@@ -26,18 +31,30 @@ pub enum Command {
     /// [`Queue::commit`].
     Commit {
         now: Millis,
+        /// The reporting worker. Absent in journals older than the check,
+        /// whose records were accepted from the attempt's holder.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        worker: Option<WorkerId>,
         attempt: AttemptId,
         offset: u64,
     },
     /// [`Queue::finish`].
     Finish {
         now: Millis,
+        /// The reporting worker. Absent in journals older than the check,
+        /// whose records were accepted from the attempt's holder.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        worker: Option<WorkerId>,
         attempt: AttemptId,
         rows: u64,
     },
     /// [`Queue::fail`].
     Fail {
         now: Millis,
+        /// The reporting worker. Absent in journals older than the check,
+        /// whose records were accepted from the attempt's holder.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        worker: Option<WorkerId>,
         attempt: AttemptId,
         reason: String,
     },
@@ -49,7 +66,7 @@ impl Command {
     /// The time the call was made.
     pub fn now(&self) -> Millis {
         match *self {
-            Command::Register { now }
+            Command::Register { now, .. }
             | Command::Lease { now, .. }
             | Command::Heartbeat { now, .. }
             | Command::Commit { now, .. }
@@ -101,24 +118,53 @@ impl Queue {
     /// Performs `command` and returns its answer.
     pub fn apply(&mut self, command: &Command) -> Reply {
         match command {
-            Command::Register { now } => Reply::Register(self.register(*now)),
+            Command::Register { now, secret } => Reply::Register(match secret {
+                Some(secret) => self.register_with_secret(*now, secret.clone()),
+                None => self.register(*now),
+            }),
             Command::Lease { now, worker, max } => Reply::Lease(self.lease(*now, *worker, *max)),
             Command::Heartbeat { now, worker } => Reply::Heartbeat(self.heartbeat(*now, *worker)),
             Command::Commit {
                 now,
+                worker,
                 attempt,
                 offset,
-            } => Reply::Commit(self.commit(*now, *attempt, *offset)),
-            Command::Finish { now, attempt, rows } => {
-                Reply::Finish(self.finish(*now, *attempt, *rows))
-            }
+            } => Reply::Commit(
+                self.reporter(*worker, *attempt)
+                    .and_then(|w| self.commit(*now, w, *attempt, *offset)),
+            ),
+            Command::Finish {
+                now,
+                worker,
+                attempt,
+                rows,
+            } => Reply::Finish(
+                self.reporter(*worker, *attempt)
+                    .and_then(|w| self.finish(*now, w, *attempt, *rows)),
+            ),
             Command::Fail {
                 now,
+                worker,
                 attempt,
                 reason,
-            } => Reply::Fail(self.fail(*now, *attempt, reason.clone())),
+            } => Reply::Fail(
+                self.reporter(*worker, *attempt)
+                    .and_then(|w| self.fail(*now, w, *attempt, reason.clone())),
+            ),
             Command::Tick { now } => Reply::Tick(self.tick(*now)),
         }
+    }
+
+    /// The worker a report speaks for: the one it names, or for a record of
+    /// an older journal (which names none) the attempt's holder.
+    fn reporter(
+        &self,
+        worker: Option<WorkerId>,
+        attempt: AttemptId,
+    ) -> Result<WorkerId, QueueError> {
+        worker
+            .or_else(|| self.holder(attempt))
+            .ok_or(QueueError::Stale { attempt })
     }
 }
 
@@ -129,7 +175,14 @@ mod tests {
     #[test]
     fn commands_round_trip_through_json() {
         let commands = [
-            Command::Register { now: 1 },
+            Command::Register {
+                now: 1,
+                secret: None,
+            },
+            Command::Register {
+                now: 1,
+                secret: Some(WorkerSecret::new("00112233445566778899aabbccddeeff")),
+            },
             Command::Lease {
                 now: 2,
                 worker: WorkerId(1),
@@ -141,16 +194,19 @@ mod tests {
             },
             Command::Commit {
                 now: 4,
+                worker: Some(WorkerId(1)),
                 attempt: AttemptId(7),
                 offset: 100,
             },
             Command::Finish {
                 now: 5,
+                worker: None,
                 attempt: AttemptId(7),
                 rows: 120,
             },
             Command::Fail {
                 now: 6,
+                worker: Some(WorkerId(2)),
                 attempt: AttemptId(8),
                 reason: "file part-0001.parquet: bad magic".into(),
             },
@@ -164,6 +220,35 @@ mod tests {
         }
         let json = serde_json::to_string(&Command::Tick { now: 9 }).expect("serialize");
         assert_eq!(json, r#"{"op":"tick","now":9}"#);
+    }
+
+    #[test]
+    fn records_of_older_journals_still_replay() {
+        let old = [
+            r#"{"op":"register","now":1}"#,
+            r#"{"op":"lease","now":2,"worker":1,"max":1}"#,
+            r#"{"op":"commit","now":3,"attempt":1,"offset":5}"#,
+            r#"{"op":"finish","now":4,"attempt":1,"rows":9}"#,
+        ];
+        let mut queue = Queue::new(1, crate::task::QueueConfig::default()).expect("queue");
+        for line in old {
+            let command: Command = serde_json::from_str(line).expect(line);
+            assert!(queue.apply(&command).changed(), "{line}");
+        }
+        assert!(queue.is_over());
+        assert_eq!(queue.split_rows(0), Some(9), "learned from the finish");
+    }
+
+    #[test]
+    fn a_register_keeps_its_secret_out_of_debug_output() {
+        let secret = "00112233445566778899aabbccddeeff";
+        let command = Command::Register {
+            now: 1,
+            secret: Some(WorkerSecret::new(secret)),
+        };
+        assert!(!format!("{command:?}").contains(secret));
+        let json = serde_json::to_string(&command).expect("serialize");
+        assert!(json.contains(secret), "the journal keeps it: {json}");
     }
 
     #[test]

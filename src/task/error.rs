@@ -22,6 +22,35 @@ pub enum QueueError {
         committed: u64,
         offset: u64,
     },
+    /// The attempt is live but leased to another worker: a worker may report
+    /// only on its own leases.
+    #[error("attempt {attempt} is leased to worker {holder}, not to worker {worker}")]
+    NotYours {
+        attempt: AttemptId,
+        worker: WorkerId,
+        holder: WorkerId,
+    },
+    /// A commit named a row offset past the end of the attempt's split.
+    #[error("attempt {attempt} reported offset {offset}, past the {rows} rows of split {split}")]
+    OffsetPastEnd {
+        attempt: AttemptId,
+        split: u32,
+        offset: u64,
+        rows: u64,
+    },
+    /// A finish reported a row count other than the split's (known from the
+    /// file's metadata, or from the split's first finish).
+    #[error("attempt {attempt} finished split {split} with {reported} rows, but it has {rows}")]
+    WrongRows {
+        attempt: AttemptId,
+        split: u32,
+        reported: u64,
+        rows: u64,
+    },
+    /// A request named a worker without that worker's secret (a master
+    /// checks it; the queue only keeps it).
+    #[error("worker {worker} did not send its secret: a request may only name its own worker")]
+    WrongSecret { worker: WorkerId },
     /// The queue could not be reached (a remote master); never produced by the queue itself.
     #[error("{reason}")]
     Transport { reason: String },

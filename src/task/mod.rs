@@ -21,5 +21,5 @@ pub use order::epoch_order;
 pub use queue::Queue;
 pub use types::{
     AttemptId, Expired, FailOutcome, Lease, LeaseReply, Millis, QueueStatus, Task, TaskFailure,
-    TaskState, WorkerId,
+    TaskState, WorkerId, WorkerSecret,
 };

@@ -17,6 +17,12 @@
 //!   harmless.
 //! - A refused call (an `Err`) changes nothing; see [`super::Reply::changed`] for the
 //!   other calls that change nothing and need no journal record.
+//! - A worker reports only on its own leases: a commit, finish or fail naming
+//!   another worker's attempt is refused.
+//! - Where a split's row count is known (from the files' metadata, or learned
+//!   from its first finish and kept for later epochs), a commit may not pass it
+//!   and a finish must report exactly it.
+//! - Counters saturate instead of overflowing.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -25,7 +31,7 @@ use super::error::QueueError;
 use super::order::epoch_order;
 use super::types::{
     AttemptId, Expired, FailOutcome, Lease, LeaseReply, Millis, QueueStatus, Task, TaskFailure,
-    TaskState, WorkerId,
+    TaskState, WorkerId, WorkerSecret,
 };
 
 /// What the queue remembers of a worker.
@@ -37,6 +43,10 @@ struct WorkerRecord {
     /// Attempts of this worker that lapsed since its last heartbeat; handed back (and
     /// cleared) by the next heartbeat so the worker stops reading them.
     lost: Vec<AttemptId>,
+    /// The secret the worker proves itself with (workers of a master); `None`
+    /// for workers in the same process, and in journals older than secrets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    secret: Option<WorkerSecret>,
 }
 
 /// Leases the tasks (split × epoch) of one job to workers. See the module docs.
@@ -77,12 +87,32 @@ pub struct Queue {
     failures: Vec<TaskFailure>,
     /// Every epoch is finished. Once true, stays true and nothing is leased.
     over: bool,
+    /// Rows of each split where known, indexed by split (shorter than `tasks`
+    /// when the rest is unknown): from the files' metadata, or learned from the
+    /// split's first finish. Once known, never changes.
+    #[serde(default)]
+    split_rows: Vec<Option<u64>>,
 }
 
 impl Queue {
     /// A queue for a job of `num_splits` splits, at epoch 0 with every task to do.
-    /// A job with no splits is over at once.
+    /// A job with no splits is over at once. Row counts are learned from each
+    /// split's first finish.
     pub fn new(num_splits: usize, config: QueueConfig) -> Result<Queue, ConfigError> {
+        Queue::build(num_splits, Vec::new(), config)
+    }
+
+    /// A queue for a job whose splits have these row counts (`None` where the
+    /// format has no counts in its metadata: learned from the first finish).
+    pub fn with_rows(rows: Vec<Option<u64>>, config: QueueConfig) -> Result<Queue, ConfigError> {
+        Queue::build(rows.len(), rows, config)
+    }
+
+    fn build(
+        num_splits: usize,
+        split_rows: Vec<Option<u64>>,
+        config: QueueConfig,
+    ) -> Result<Queue, ConfigError> {
         config.validate()?;
         if u32::try_from(num_splits).is_err() {
             return Err(ConfigError::TooManySplits {
@@ -106,6 +136,7 @@ impl Queue {
             rows_committed: 0,
             failures: Vec::new(),
             over: false,
+            split_rows,
         };
         queue.start_epoch(0, num_splits);
         queue.settle();
@@ -115,10 +146,70 @@ impl Queue {
     /// Registers a new worker and names it. Ids are chosen here, never by workers.
     /// `now` is unused beyond the journal record.
     pub fn register(&mut self, _now: Millis) -> WorkerId {
+        self.enrol(None)
+    }
+
+    /// Registers a new worker that proves itself with `secret` (see
+    /// [`Queue::authenticate`]). `now` is unused beyond the journal record.
+    pub fn register_with_secret(&mut self, _now: Millis, secret: WorkerSecret) -> WorkerId {
+        self.enrol(Some(secret))
+    }
+
+    fn enrol(&mut self, secret: Option<WorkerSecret>) -> WorkerId {
         let worker = WorkerId(self.next_worker);
-        self.next_worker += 1;
-        self.workers.insert(worker, WorkerRecord::default());
+        self.next_worker = self.next_worker.saturating_add(1);
+        let record = WorkerRecord {
+            secret,
+            ..WorkerRecord::default()
+        };
+        self.workers.insert(worker, record);
         worker
+    }
+
+    /// Checks that a request naming `worker` came from it: `given` must be the
+    /// secret it registered with (compared in constant time). A worker
+    /// registered without one cannot be vouched for this way.
+    pub fn authenticate(&self, worker: WorkerId, given: &WorkerSecret) -> Result<(), QueueError> {
+        let record = self
+            .workers
+            .get(&worker)
+            .ok_or(QueueError::UnknownWorker { worker })?;
+        match &record.secret {
+            Some(secret) if secret.matches(given) => Ok(()),
+            _ => Err(QueueError::WrongSecret { worker }),
+        }
+    }
+
+    /// The worker holding the live lease `attempt`, if it is live.
+    pub fn holder(&self, attempt: AttemptId) -> Option<WorkerId> {
+        let split = *self.live.get(&attempt)?;
+        match self.tasks.get(split as usize)?.state {
+            TaskState::Leased {
+                attempt: held,
+                worker,
+                ..
+            } if held == attempt => Some(worker),
+            _ => None,
+        }
+    }
+
+    /// Rows of `split`, where known (from metadata or an earlier finish).
+    pub fn split_rows(&self, split: u32) -> Option<u64> {
+        self.split_rows.get(split as usize).copied().flatten()
+    }
+
+    /// Takes the row counts of the job's splits where the queue does not know
+    /// them yet (a queue restored from a snapshot written before it kept them).
+    pub fn know_rows(&mut self, rows: &[Option<u64>]) {
+        let splits = self.tasks.len();
+        if self.split_rows.len() < splits {
+            self.split_rows.resize(splits, None);
+        }
+        for (known, given) in self.split_rows.iter_mut().zip(rows) {
+            if known.is_none() {
+                *known = *given;
+            }
+        }
     }
 
     /// Leases up to `max` tasks of the current epoch to `worker`, in the epoch's order
@@ -182,21 +273,33 @@ impl Queue {
 
     /// Records that trainers acknowledged the first `offset` rows of the attempt's
     /// split. `offset` is absolute within the split; repeating the committed offset is
-    /// fine, going below it is refused. Progress proves the worker alive, so a commit
-    /// also renews this lease like a heartbeat does.
+    /// fine, going below it or past the split's known rows is refused, and so is
+    /// an attempt `worker` does not hold. Progress proves the worker alive, so a
+    /// commit also renews this lease like a heartbeat does.
     pub fn commit(
         &mut self,
         now: Millis,
+        worker: WorkerId,
         attempt: AttemptId,
         offset: u64,
     ) -> Result<(), QueueError> {
         let renewed = self.deadline(now);
+        let split = self.owned(worker, attempt)?;
+        let rows = self.split_rows(split);
         let (committed, deadline) = self.leased_mut(attempt)?;
         if offset < *committed {
             return Err(QueueError::OffsetBackwards {
                 attempt,
                 committed: *committed,
                 offset,
+            });
+        }
+        if let Some(rows) = rows.filter(|&rows| offset > rows) {
+            return Err(QueueError::OffsetPastEnd {
+                attempt,
+                split,
+                offset,
+                rows,
             });
         }
         let advance = offset - *committed;
@@ -219,13 +322,18 @@ impl Queue {
 
     /// Marks the attempt's task done: all `rows` rows of the split were read and
     /// acknowledged (`rows` also becomes its committed offset, so it may not be
-    /// below the committed offset). `now` is unused beyond the journal record.
+    /// below the committed offset). Where the split's rows are known, `rows` must
+    /// be exactly that; otherwise it becomes known, for the epochs that follow.
+    /// Only the attempt's own `worker` may finish it. `now` is unused beyond the
+    /// journal record.
     pub fn finish(
         &mut self,
         _now: Millis,
+        worker: WorkerId,
         attempt: AttemptId,
         rows: u64,
     ) -> Result<(), QueueError> {
+        let split = self.owned(worker, attempt)?;
         let committed = *self.leased_mut(attempt)?.0;
         if rows < committed {
             return Err(QueueError::OffsetBackwards {
@@ -234,12 +342,21 @@ impl Queue {
                 offset: rows,
             });
         }
-        let split = self.release(attempt)?.1;
+        if let Some(known) = self.split_rows(split).filter(|&known| known != rows) {
+            return Err(QueueError::WrongRows {
+                attempt,
+                split,
+                reported: rows,
+                rows: known,
+            });
+        }
+        self.release(attempt)?;
         if let Some(task) = self.tasks.get_mut(split as usize) {
             task.state = TaskState::Done { rows };
         }
-        self.done += 1;
-        self.tasks_done += 1;
+        self.learn_rows(split, rows);
+        self.done = self.done.saturating_add(1);
+        self.tasks_done = self.tasks_done.saturating_add(1);
         self.rows_done = self.rows_done.saturating_add(rows);
         self.rows_committed = self.rows_committed.saturating_add(rows - committed);
         self.settle();
@@ -248,13 +365,16 @@ impl Queue {
 
     /// Ends the attempt as failed: its task goes back to todo at the committed
     /// offset, or is failed with `reason` if it has used `max_attempts` attempts.
-    /// `now` is unused beyond the journal record.
+    /// Only the attempt's own `worker` may fail it. `now` is unused beyond the
+    /// journal record.
     pub fn fail(
         &mut self,
         _now: Millis,
+        worker: WorkerId,
         attempt: AttemptId,
         reason: String,
     ) -> Result<FailOutcome, QueueError> {
+        self.owned(worker, attempt)?;
         let (_, split) = self.release(attempt)?;
         let outcome = self.end_attempt(split, reason);
         self.settle();
@@ -346,17 +466,46 @@ impl Queue {
         }
     }
 
+    /// The split of the live lease `attempt` if `worker` holds it; `Stale` when
+    /// the attempt is not live, `NotYours` when another worker holds it.
+    fn owned(&self, worker: WorkerId, attempt: AttemptId) -> Result<u32, QueueError> {
+        let holder = self.holder(attempt).ok_or(QueueError::Stale { attempt })?;
+        if holder != worker {
+            return Err(QueueError::NotYours {
+                attempt,
+                worker,
+                holder,
+            });
+        }
+        self.live
+            .get(&attempt)
+            .copied()
+            .ok_or(QueueError::Stale { attempt })
+    }
+
+    /// Remembers the rows of `split` if they were not known.
+    fn learn_rows(&mut self, split: u32, rows: u64) {
+        let index = split as usize;
+        if self.split_rows.len() <= index {
+            self.split_rows
+                .resize(self.tasks.len().max(index + 1), None);
+        }
+        if let Some(known) = self.split_rows.get_mut(index) {
+            known.get_or_insert(rows);
+        }
+    }
+
     /// Leases `split` (just taken off `todo`) to `worker`.
     fn grant(&mut self, now: Millis, worker: WorkerId, split: u32) -> Lease {
         let attempt = AttemptId(self.next_attempt);
-        self.next_attempt += 1;
+        self.next_attempt = self.next_attempt.saturating_add(1);
         let deadline = self.deadline(now);
         let mut offset = 0;
         if let Some(task) = self.tasks.get_mut(split as usize) {
             if let TaskState::Todo { offset: committed } = task.state {
                 offset = committed;
             }
-            task.attempts += 1;
+            task.attempts = task.attempts.saturating_add(1);
             task.state = TaskState::Leased {
                 attempt,
                 worker,
@@ -442,7 +591,7 @@ impl Queue {
             reason: reason.clone(),
         });
         task.state = TaskState::Failed { reason };
-        self.failed += 1;
+        self.failed = self.failed.saturating_add(1);
         FailOutcome::Failed
     }
 

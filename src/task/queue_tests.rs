@@ -182,7 +182,7 @@ fn lease_order_differs_between_epochs_and_repeats_across_queues() {
         for _ in 0..2 {
             let leases = tasks(q.lease(0, w, 20));
             for lease in &leases {
-                q.finish(0, lease.attempt, 1).expect("finish");
+                q.finish(0, w, lease.attempt, 1).expect("finish");
             }
             orders.push(leases.iter().map(|l| l.split).collect::<Vec<_>>());
         }
@@ -203,11 +203,11 @@ fn commit_then_finish_marks_done() {
     let mut q = queue(1, 1, 3);
     let w = q.register(0);
     let lease = lease_one(&mut q, 0, w);
-    q.commit(10, lease.attempt, 40).expect("commit");
-    q.commit(11, lease.attempt, 40)
+    q.commit(10, w, lease.attempt, 40).expect("commit");
+    q.commit(11, w, lease.attempt, 40)
         .expect("repeating the offset is fine");
     assert!(matches!(state(&q, 0), TaskState::Leased { offset: 40, .. }));
-    q.finish(12, lease.attempt, 90).expect("finish");
+    q.finish(12, w, lease.attempt, 90).expect("finish");
     assert_eq!(state(&q, 0), &TaskState::Done { rows: 90 });
     let status = q.status();
     assert_eq!(
@@ -222,15 +222,15 @@ fn offsets_never_move_backwards() {
     let mut q = queue(1, 1, 3);
     let w = q.register(0);
     let lease = lease_one(&mut q, 0, w);
-    q.commit(1, lease.attempt, 50).expect("commit");
+    q.commit(1, w, lease.attempt, 50).expect("commit");
     let backwards = QueueError::OffsetBackwards {
         attempt: lease.attempt,
         committed: 50,
         offset: 49,
     };
     let before = q.clone();
-    assert_eq!(q.commit(2, lease.attempt, 49), Err(backwards.clone()));
-    assert_eq!(q.finish(2, lease.attempt, 49), Err(backwards));
+    assert_eq!(q.commit(2, w, lease.attempt, 49), Err(backwards.clone()));
+    assert_eq!(q.finish(2, w, lease.attempt, 49), Err(backwards));
     assert_eq!(q, before, "a refused report changes nothing");
 }
 
@@ -239,8 +239,8 @@ fn failed_attempt_retries_at_the_committed_offset_at_the_back() {
     let mut q = queue(3, 1, 3);
     let w = q.register(0);
     let lease = lease_one(&mut q, 0, w);
-    q.commit(1, lease.attempt, 30).expect("commit");
-    let outcome = q.fail(2, lease.attempt, "reader crashed".into());
+    q.commit(1, w, lease.attempt, 30).expect("commit");
+    let outcome = q.fail(2, w, lease.attempt, "reader crashed".into());
     assert_eq!(outcome, Ok(FailOutcome::Retried));
     assert_eq!(state(&q, lease.split), &TaskState::Todo { offset: 30 });
     let others = tasks(q.lease(3, w, 2));
@@ -264,7 +264,7 @@ fn max_attempts_fails_the_task_and_keeps_the_reason() {
     let w = q.register(0);
     let first = lease_one(&mut q, 0, w);
     assert_eq!(
-        q.fail(1, first.attempt, "one".into()),
+        q.fail(1, w, first.attempt, "one".into()),
         Ok(FailOutcome::Retried)
     );
     let _other = lease_one(&mut q, 2, w);
@@ -272,7 +272,7 @@ fn max_attempts_fails_the_task_and_keeps_the_reason() {
     assert_eq!(second.split, first.split);
     let reason = "file s3://b/part-0.parquet: bad magic".to_string();
     assert_eq!(
-        q.fail(4, second.attempt, reason.clone()),
+        q.fail(4, w, second.attempt, reason.clone()),
         Ok(FailOutcome::Failed)
     );
     assert_eq!(
@@ -334,7 +334,7 @@ fn heartbeat_renews_every_lease_of_the_worker() {
     assert_eq!(expired[0].attempt, other.attempt);
     assert!(q.tick(2 * TIMEOUT - 2).is_empty());
     for lease in &leases {
-        q.commit(2 * TIMEOUT - 2, lease.attempt, 1)
+        q.commit(2 * TIMEOUT - 2, w, lease.attempt, 1)
             .expect("still live");
     }
     assert_eq!(q.heartbeat(TIMEOUT, idle), Ok(vec![other.attempt]));
@@ -347,7 +347,7 @@ fn stale_reports_after_expiry_and_re_lease_are_refused() {
     let slow = q.register(0);
     let fast = q.register(0);
     let old = lease_one(&mut q, 0, slow);
-    q.commit(0, old.attempt, 10).expect("commit");
+    q.commit(0, slow, old.attempt, 10).expect("commit");
     let late = TIMEOUT;
     assert_eq!(q.tick(late).len(), 1);
     let new = lease_one(&mut q, late, fast);
@@ -356,12 +356,12 @@ fn stale_reports_after_expiry_and_re_lease_are_refused() {
     let stale = QueueError::Stale {
         attempt: old.attempt,
     };
-    assert_eq!(q.commit(late, old.attempt, 20), Err(stale.clone()));
-    assert_eq!(q.finish(late, old.attempt, 20), Err(stale.clone()));
-    assert_eq!(q.fail(late, old.attempt, "late".into()), Err(stale));
+    assert_eq!(q.commit(late, slow, old.attempt, 20), Err(stale.clone()));
+    assert_eq!(q.finish(late, slow, old.attempt, 20), Err(stale.clone()));
+    assert_eq!(q.fail(late, slow, old.attempt, "late".into()), Err(stale));
     assert_eq!(q, before, "stale reports change nothing");
     assert_eq!(q.heartbeat(late, slow), Ok(vec![old.attempt]));
-    q.finish(late, new.attempt, 20)
+    q.finish(late, fast, new.attempt, 20)
         .expect("the live attempt finishes");
 }
 
@@ -371,12 +371,12 @@ fn reports_after_the_end_of_an_attempt_are_stale() {
     let w = q.register(0);
     let done = lease_one(&mut q, 0, w);
     let failed = lease_one(&mut q, 0, w);
-    q.finish(1, done.attempt, 5).expect("finish");
-    q.fail(1, failed.attempt, "x".into()).expect("fail");
+    q.finish(1, w, done.attempt, 5).expect("finish");
+    q.fail(1, w, failed.attempt, "x".into()).expect("fail");
     for attempt in [done.attempt, failed.attempt, AttemptId(0), AttemptId(999)] {
         let stale = Err(QueueError::Stale { attempt });
-        assert_eq!(q.finish(2, attempt, 5), stale);
-        assert_eq!(q.commit(2, attempt, 5), stale);
+        assert_eq!(q.finish(2, w, attempt, 5), stale);
+        assert_eq!(q.commit(2, w, attempt, 5), stale);
     }
 }
 
@@ -392,10 +392,10 @@ fn wait_while_others_hold_leases_then_next_epoch_then_job_over() {
         Ok(LeaseReply::Wait),
         "even for the holder"
     );
-    q.finish(1, held[0].attempt, 3).expect("finish");
+    q.finish(1, a, held[0].attempt, 3).expect("finish");
     assert_eq!((q.epoch(), q.lease(1, b, 1)), (0, Ok(LeaseReply::Wait)));
-    q.commit(1, held[1].attempt, 2).expect("commit");
-    q.finish(2, held[1].attempt, 4).expect("finish");
+    q.commit(1, a, held[1].attempt, 2).expect("commit");
+    q.finish(2, a, held[1].attempt, 4).expect("finish");
     assert_eq!(q.epoch(), 1, "epoch 1 starts when epoch 0 is all done");
     for task in q.tasks() {
         assert_eq!(
@@ -409,7 +409,8 @@ fn wait_while_others_hold_leases_then_next_epoch_then_job_over() {
     let next = tasks(q.lease(3, b, 5));
     assert!(next.iter().all(|l| l.epoch == 1 && l.offset == 0));
     for lease in &next {
-        q.finish(4, lease.attempt, 1).expect("finish");
+        let rows = q.split_rows(lease.split).expect("learned in epoch 0");
+        q.finish(4, b, lease.attempt, rows).expect("finish");
     }
     assert_eq!(q.lease(5, a, 1), Ok(LeaseReply::JobOver));
     let status = q.status();
@@ -423,13 +424,13 @@ fn a_task_failed_in_one_epoch_is_tried_afresh_in_the_next() {
     let w = q.register(0);
     let lease = lease_one(&mut q, 0, w);
     assert_eq!(
-        q.fail(1, lease.attempt, "bad".into()),
+        q.fail(1, w, lease.attempt, "bad".into()),
         Ok(FailOutcome::Failed)
     );
     assert_eq!(q.epoch(), 1);
     let again = lease_one(&mut q, 2, w);
     assert_eq!((again.epoch, again.split, again.offset), (1, 0, 0));
-    q.finish(3, again.attempt, 7).expect("finish");
+    q.finish(3, w, again.attempt, 7).expect("finish");
     assert!(q.is_over());
     assert_eq!(q.failures().len(), 1);
     assert_eq!(q.status().tasks_done, 1);
@@ -442,7 +443,7 @@ fn renewals_never_shorten_a_deadline() {
     let lease = lease_one(&mut q, 5_000, w);
     assert_eq!(lease.deadline, 5_000 + TIMEOUT);
     q.heartbeat(100, w).expect("a late heartbeat");
-    q.commit(100, lease.attempt, 1).expect("a late commit");
+    q.commit(100, w, lease.attempt, 1).expect("a late commit");
     assert!(q.tick(5_000 + TIMEOUT - 1).is_empty());
     assert_eq!(q.tick(5_000 + TIMEOUT).len(), 1);
 }
@@ -452,7 +453,8 @@ fn a_commit_renews_its_lease() {
     let mut q = queue(2, 1, 3);
     let w = q.register(0);
     let leases = tasks(q.lease(0, w, 2));
-    q.commit(TIMEOUT - 1, leases[0].attempt, 3).expect("commit");
+    q.commit(TIMEOUT - 1, w, leases[0].attempt, 3)
+        .expect("commit");
     let expired = q.tick(TIMEOUT);
     assert_eq!(expired.len(), 1);
     assert_eq!(expired[0].attempt, leases[1].attempt);
@@ -480,6 +482,30 @@ fn error_messages_are_lowercase() {
         }
         .to_string(),
         ConfigError::TooManySplits { splits: 1, max: 0 }.to_string(),
+        QueueError::NotYours {
+            attempt: AttemptId(1),
+            worker: WorkerId(2),
+            holder: WorkerId(1),
+        }
+        .to_string(),
+        QueueError::OffsetPastEnd {
+            attempt: AttemptId(1),
+            split: 0,
+            offset: 9,
+            rows: 5,
+        }
+        .to_string(),
+        QueueError::WrongRows {
+            attempt: AttemptId(1),
+            split: 0,
+            reported: 7,
+            rows: 5,
+        }
+        .to_string(),
+        QueueError::WrongSecret {
+            worker: WorkerId(1),
+        }
+        .to_string(),
     ];
     for message in errors {
         assert!(message.starts_with(char::is_lowercase), "{message}");
@@ -495,7 +521,7 @@ fn attempts_that_make_progress_never_exhaust_a_task() {
     for round in 0..5u64 {
         let lease = lease_one(&mut q, round * 10_000, w);
         assert_eq!(lease.offset, round * 100);
-        q.commit(round * 10_000 + 1, lease.attempt, (round + 1) * 100)
+        q.commit(round * 10_000 + 1, w, lease.attempt, (round + 1) * 100)
             .expect("commit");
         q.tick(round * 10_000 + 5_000);
         assert!(
@@ -515,5 +541,169 @@ fn attempts_that_make_progress_never_exhaust_a_task() {
         q.status().rows_committed,
         500,
         "committed rows stay counted"
+    );
+}
+
+#[test]
+fn reports_on_another_workers_attempt_are_refused() {
+    let mut q = queue(2, 1, 3);
+    let owner = q.register(0);
+    let other = q.register(0);
+    let lease = lease_one(&mut q, 0, owner);
+    let not_yours = QueueError::NotYours {
+        attempt: lease.attempt,
+        worker: other,
+        holder: owner,
+    };
+    let before = q.clone();
+    assert_eq!(q.commit(1, other, lease.attempt, 1), Err(not_yours.clone()));
+    assert_eq!(q.finish(1, other, lease.attempt, 1), Err(not_yours.clone()));
+    assert_eq!(q.fail(1, other, lease.attempt, "x".into()), Err(not_yours));
+    assert_eq!(q, before, "refused reports change nothing");
+    assert_eq!(q.holder(lease.attempt), Some(owner));
+    q.commit(2, owner, lease.attempt, 1)
+        .expect("the owner still commits");
+    check_invariants(&q).expect("invariants");
+}
+
+#[test]
+fn known_rows_bound_commits_and_fix_finishes() {
+    let mut q = Queue::with_rows(vec![Some(100), None], config(1, 3)).expect("queue");
+    let w = q.register(0);
+    let leases = tasks(q.lease(0, w, 2));
+    let lease = leases.iter().find(|l| l.split == 0).expect("split 0");
+    q.commit(1, w, lease.attempt, 60).expect("commit");
+    let before = q.clone();
+    for offset in [101, u64::MAX] {
+        assert_eq!(
+            q.commit(2, w, lease.attempt, offset),
+            Err(QueueError::OffsetPastEnd {
+                attempt: lease.attempt,
+                split: 0,
+                offset,
+                rows: 100,
+            })
+        );
+    }
+    for reported in [60, 99, 101, u64::MAX] {
+        assert_eq!(
+            q.finish(2, w, lease.attempt, reported),
+            Err(QueueError::WrongRows {
+                attempt: lease.attempt,
+                split: 0,
+                reported,
+                rows: 100,
+            })
+        );
+    }
+    assert_eq!(q, before, "refused reports change nothing");
+    q.commit(3, w, lease.attempt, 100)
+        .expect("the last row may be committed");
+    q.finish(3, w, lease.attempt, 100).expect("finish");
+    assert_eq!(q.status().rows_done, 100);
+}
+
+#[test]
+fn rows_without_metadata_are_learned_at_the_first_finish_then_enforced() {
+    let mut q = queue(1, 3, 3);
+    let w = q.register(0);
+    assert_eq!(q.split_rows(0), None);
+    let first = lease_one(&mut q, 0, w);
+    q.commit(1, w, first.attempt, 1_000)
+        .expect("no bound before the count is known");
+    q.finish(1, w, first.attempt, 5_000).expect("finish");
+    assert_eq!(q.split_rows(0), Some(5_000));
+    let second = lease_one(&mut q, 2, w);
+    assert_eq!(second.epoch, 1);
+    assert!(matches!(
+        q.commit(3, w, second.attempt, 5_001),
+        Err(QueueError::OffsetPastEnd { rows: 5_000, .. })
+    ));
+    assert!(matches!(
+        q.finish(3, w, second.attempt, 7),
+        Err(QueueError::WrongRows { rows: 5_000, .. })
+    ));
+    q.finish(3, w, second.attempt, 5_000).expect("finish");
+    // A snapshot and a replay of the commands both keep what was learned.
+    let json = serde_json::to_string(&q).expect("serialize");
+    let restored: Queue = serde_json::from_str(&json).expect("deserialize");
+    assert_eq!(restored.split_rows(0), Some(5_000));
+    assert_eq!(restored, q);
+}
+
+#[test]
+fn know_rows_fills_only_what_is_unknown() {
+    let mut q = Queue::with_rows(vec![Some(5), None, None], config(1, 3)).expect("queue");
+    let w = q.register(0);
+    let leases = tasks(q.lease(0, w, 3));
+    let second = leases.iter().find(|l| l.split == 1).expect("split 1");
+    q.finish(1, w, second.attempt, 8).expect("finish");
+    q.know_rows(&[Some(6), Some(9), Some(10)]);
+    assert_eq!(
+        (0..3).map(|s| q.split_rows(s)).collect::<Vec<_>>(),
+        vec![Some(5), Some(8), Some(10)]
+    );
+}
+
+#[test]
+fn a_snapshot_from_before_row_counts_still_loads() {
+    let mut q = queue(2, 1, 3);
+    let w = q.register(0);
+    let mut json: serde_json::Value = serde_json::to_value(&q).expect("serialize");
+    json.as_object_mut()
+        .expect("object")
+        .remove("split_rows")
+        .expect("split_rows is written");
+    let mut old: Queue = serde_json::from_value(json).expect("an old snapshot loads");
+    assert_eq!(old.split_rows(0), None);
+    old.know_rows(&[Some(3), None]);
+    assert_eq!((old.split_rows(0), old.split_rows(1)), (Some(3), None));
+    let lease = lease_one(&mut old, 0, w);
+    assert_eq!(old.holder(lease.attempt), Some(w));
+    check_invariants(&old).expect("invariants");
+}
+
+#[test]
+fn counters_saturate_instead_of_overflowing() {
+    let mut q = queue(2, 1, 3);
+    let w = q.register(0);
+    for lease in tasks(q.lease(0, w, 2)) {
+        q.commit(1, w, lease.attempt, u64::MAX).expect("commit");
+        q.finish(1, w, lease.attempt, u64::MAX).expect("finish");
+    }
+    let status = q.status();
+    assert_eq!((status.rows_done, status.tasks_done), (u64::MAX, 2));
+    assert!(status.job_over);
+}
+
+#[test]
+fn a_worker_proves_itself_with_its_secret() {
+    let mut q = queue(1, 1, 3);
+    let secret = WorkerSecret::new("0123456789abcdef0123456789abcdef");
+    let w = q.register_with_secret(0, secret.clone());
+    let local = q.register(0);
+    assert_eq!(q.authenticate(w, &secret), Ok(()));
+    let wrong = WorkerSecret::new("0123456789abcdef0123456789abcdee");
+    assert_eq!(
+        q.authenticate(w, &wrong),
+        Err(QueueError::WrongSecret { worker: w })
+    );
+    assert_eq!(
+        q.authenticate(local, &secret),
+        Err(QueueError::WrongSecret { worker: local }),
+        "a worker registered without a secret cannot be vouched for"
+    );
+    assert_eq!(
+        q.authenticate(WorkerId(42), &secret),
+        Err(QueueError::UnknownWorker {
+            worker: WorkerId(42)
+        })
+    );
+    let json = serde_json::to_string(&q).expect("serialize");
+    let restored: Queue = serde_json::from_str(&json).expect("deserialize");
+    assert_eq!(
+        restored.authenticate(w, &secret),
+        Ok(()),
+        "kept in snapshots"
     );
 }

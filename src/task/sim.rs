@@ -16,6 +16,9 @@
 //! After every step the queue is checked against a reference model kept by simple
 //! rules: no task lost, no stale attempt accepted, committed offsets never move back
 //! (across restarts too), and at the end of every seed every epoch completed.
+//! Workers also report on other workers' attempts and, once a split's row count is
+//! known (from the start on even seeds, from its first finish on odd ones), past
+//! its end or with a wrong count: all refused.
 //!
 //! Settings come from the environment:
 //! - `SLUICE_SIM_STEPS`: steps per seed;
@@ -154,6 +157,9 @@ struct Model {
     /// Live attempts by deadline.
     due: BTreeSet<(Millis, AttemptId)>,
     lost: BTreeMap<WorkerId, Vec<AttemptId>>,
+    /// Rows of each split as the queue knows them: from the start, or from the
+    /// split's first finish.
+    known: Vec<Option<u64>>,
     done_total: u64,
     failed_total: usize,
 }
@@ -211,6 +217,9 @@ const REQUIRED: &[&str] = &[
     "lost heartbeat reply",
     "retried report",
     "taken back",
+    "not yours",
+    "past the end",
+    "wrong rows",
 ];
 
 /// With thousands of workers and fewer tasks, most lease requests are answered
@@ -280,6 +289,8 @@ struct Sim {
     /// When the master last ticked: a second tick at the same time changes nothing.
     ticked_at: Option<Millis>,
     rows: Vec<u64>,
+    /// The row counts the queue was built with (all known, or none).
+    plan_rows: Vec<Option<u64>>,
     workers: Vec<SimWorker>,
     /// Leases of crashed workers, and ended attempts: sources of late reports.
     zombies: Vec<(Lease, u64)>,
@@ -327,9 +338,14 @@ impl Sim {
             lease_timeout_ms: timeout,
             seed,
         };
-        let rows = (0..splits).map(|_| rng.next_u64() % 200).collect();
+        let rows: Vec<u64> = (0..splits).map(|_| rng.next_u64() % 200).collect();
+        let plan_rows: Vec<Option<u64>> = if seed % 2 == 0 {
+            rows.iter().copied().map(Some).collect()
+        } else {
+            vec![None; splits]
+        };
         let snapshot_every = 20 + (rng.next_u64() % 500) as usize;
-        let queue = Queue::new(splits, config.clone()).expect("valid config");
+        let queue = Queue::with_rows(plan_rows.clone(), config.clone()).expect("valid config");
         let mut sim = Sim {
             seed,
             profile,
@@ -344,8 +360,10 @@ impl Sim {
             zombies: Vec::new(),
             model: Model {
                 next_worker: 1,
+                known: plan_rows.clone(),
                 ..Model::default()
             },
+            plan_rows,
             log: Some(Vec::new()),
             journal: Vec::new(),
             full_journal: Some(Vec::new()),
@@ -511,7 +529,10 @@ impl Sim {
     fn register(&mut self) {
         let expected = WorkerId(self.model.next_worker);
         self.model.next_worker += 1;
-        let reply = self.apply(Command::Register { now: self.now });
+        let reply = self.apply(Command::Register {
+            now: self.now,
+            secret: None,
+        });
         assert_eq!(reply, Reply::Register(expected), "{}", self.at());
         self.model.lost.insert(expected, Vec::new());
         self.workers.push(SimWorker {
@@ -587,9 +608,17 @@ impl Sim {
     /// The report a worker makes next about a lease it holds at `position`.
     fn next_report(&mut self, lease: &Lease, position: u64) -> Report {
         let total = self.rows[lease.split as usize];
+        let known = self.model.known[lease.split as usize].is_some();
         match self.pick(100) {
             0..=5 => Report::Fail,
             6..=8 => Report::Commit(position.saturating_sub(1 + self.pick(3) as u64)),
+            // Reports a queue that knows the count refuses (one that does not
+            // would learn a wrong count from them).
+            9 if known => Report::Commit(total + 1 + self.pick(3) as u64),
+            10 if known => Report::Finish(match self.pick(2) {
+                0 => total + 1,
+                _ => total.checked_sub(1).unwrap_or(total + 1),
+            }),
             _ if position >= total => Report::Finish(total),
             _ => Report::Commit((position + self.pick(60) as u64).min(total)),
         }
@@ -604,6 +633,9 @@ impl Sim {
         let slot = self.pick(self.workers[index].held.len());
         let (lease, position) = self.workers[index].held[slot].clone();
         let report = self.next_report(&lease, position);
+        if self.chance(30) {
+            self.impostor(&lease, report);
+        }
         let accepted = self.report(&lease, report);
         if self.chance(50) {
             self.cover("duplicate");
@@ -637,32 +669,73 @@ impl Sim {
         }
     }
 
+    /// Another worker sends `report` about a live `lease` it does not hold: refused,
+    /// nothing changes.
+    fn impostor(&mut self, lease: &Lease, report: Report) {
+        self.expire();
+        let Some(holder) = self.model.live.get(&lease.attempt).map(|l| l.worker) else {
+            return;
+        };
+        let worker = WorkerId(1 + self.pick(self.model.next_worker as usize - 1) as u64);
+        if worker == holder {
+            return;
+        }
+        self.cover("not yours");
+        let refused = QueueError::NotYours {
+            attempt: lease.attempt,
+            worker,
+            holder,
+        };
+        let expected = match report {
+            Report::Commit(_) => Reply::Commit(Err(refused)),
+            Report::Finish(_) => Reply::Finish(Err(refused)),
+            Report::Fail | Report::TakeBack(_) => Reply::Fail(Err(refused)),
+        };
+        let reply = self.apply(self.command(worker, lease.attempt, report));
+        assert_eq!(reply, expected, "{}: impostor on {lease:?}", self.at());
+    }
+
+    /// The command that sends `report` about `attempt` from `worker`.
+    fn command(&self, worker: WorkerId, attempt: AttemptId, report: Report) -> Command {
+        let now = self.now;
+        let worker = Some(worker);
+        match report {
+            Report::Commit(offset) => Command::Commit {
+                now,
+                worker,
+                attempt,
+                offset,
+            },
+            Report::Finish(rows) => Command::Finish {
+                now,
+                worker,
+                attempt,
+                rows,
+            },
+            Report::Fail => Command::Fail {
+                now,
+                worker,
+                attempt,
+                reason: format!("attempt {attempt} broke"),
+            },
+            Report::TakeBack(holder) => Command::Fail {
+                now,
+                worker: Some(holder),
+                attempt,
+                reason: format!("lease reply never reached worker {holder}"),
+            },
+        }
+    }
+
     /// Sends `report` about `lease`, checks the reply against the model and updates it.
     /// Returns whether the queue accepted it.
     fn report(&mut self, lease: &Lease, report: Report) -> bool {
         self.expire();
         let attempt = lease.attempt;
+        // Reports come from the attempt's holder (from anyone, once it is stale).
+        let worker = (self.model.live.get(&attempt)).map_or(WorkerId(0), |l| l.worker);
         let expected = self.expect(lease, report);
-        let now = self.now;
-        let command = match report {
-            Report::Commit(offset) => Command::Commit {
-                now,
-                attempt,
-                offset,
-            },
-            Report::Finish(rows) => Command::Finish { now, attempt, rows },
-            Report::Fail => Command::Fail {
-                now,
-                attempt,
-                reason: format!("attempt {attempt} broke"),
-            },
-            Report::TakeBack(worker) => Command::Fail {
-                now,
-                attempt,
-                reason: format!("lease reply never reached worker {worker}"),
-            },
-        };
-        let reply = self.apply(command);
+        let reply = self.apply(self.command(worker, attempt, report));
         assert_eq!(reply, expected, "{}: report on {lease:?}", self.at());
         self.touched.push(lease.split);
         reply.changed()
@@ -689,12 +762,31 @@ impl Sim {
                 Report::Fail | Report::TakeBack(_) => Reply::Fail(Err(stale)),
             };
         }
+        let known = self.model.known[split];
         match report {
             Report::Commit(offset) if offset < committed => {
                 self.cover("backwards");
                 Reply::Commit(Err(backwards(offset)))
             }
             Report::Finish(rows) if rows < committed => Reply::Finish(Err(backwards(rows))),
+            Report::Commit(offset) if known.is_some_and(|rows| offset > rows) => {
+                self.cover("past the end");
+                Reply::Commit(Err(QueueError::OffsetPastEnd {
+                    attempt,
+                    split: lease.split,
+                    offset,
+                    rows: known.unwrap_or_default(),
+                }))
+            }
+            Report::Finish(reported) if known.is_some_and(|rows| reported != rows) => {
+                self.cover("wrong rows");
+                Reply::Finish(Err(QueueError::WrongRows {
+                    attempt,
+                    split: lease.split,
+                    reported,
+                    rows: known.unwrap_or_default(),
+                }))
+            }
             Report::Commit(offset) => {
                 if offset > committed {
                     // Progress: this attempt does not count against the task.
@@ -707,6 +799,7 @@ impl Sim {
             Report::Finish(rows) => {
                 self.model.remove_live(attempt);
                 self.model.committed[split] = rows;
+                self.model.known[split].get_or_insert(rows);
                 self.model.done_total += 1;
                 self.cover("finished");
                 self.resolve(split);
@@ -1008,7 +1101,8 @@ impl Sim {
                 "restart from snapshot",
             ),
             (_, Some(full)) => (
-                Queue::new(self.rows.len(), self.config.clone()).expect("valid config"),
+                Queue::with_rows(self.plan_rows.clone(), self.config.clone())
+                    .expect("valid config"),
                 full,
                 "restart from journal",
             ),
@@ -1159,7 +1253,8 @@ impl Sim {
             return;
         };
         let seed = self.seed;
-        let fresh = || Queue::new(self.rows.len(), self.config.clone()).expect("valid config");
+        let fresh =
+            || Queue::with_rows(self.plan_rows.clone(), self.config.clone()).expect("valid config");
         let mut replayed = fresh();
         for (i, (command, reply)) in log.iter().enumerate() {
             assert_eq!(&replayed.apply(command), reply, "seed {seed}: command {i}");
@@ -1335,7 +1430,10 @@ fn random_command(rng: &mut ChaCha8Rng, now: Millis) -> Command {
     let attempt = AttemptId(rng.next_u64() % 40);
     let offset = rng.next_u64() % 100;
     match rng.next_u64() % 8 {
-        0 => Command::Register { now },
+        0 => Command::Register {
+            now,
+            secret: (worker.0 % 2 == 0).then(|| WorkerSecret::new(format!("{offset:032x}"))),
+        },
         1 | 2 => Command::Lease {
             now,
             worker,
@@ -1344,16 +1442,19 @@ fn random_command(rng: &mut ChaCha8Rng, now: Millis) -> Command {
         3 => Command::Heartbeat { now, worker },
         4 => Command::Commit {
             now,
+            worker: (offset % 3 != 0).then_some(worker),
             attempt,
             offset,
         },
         5 => Command::Finish {
             now,
+            worker: (offset % 3 != 0).then_some(worker),
             attempt,
             rows: offset,
         },
         6 => Command::Fail {
             now,
+            worker: (offset % 3 != 0).then_some(worker),
             attempt,
             reason: format!("reason {offset}"),
         },

@@ -20,6 +20,38 @@ pub struct WorkerId(pub u64);
 #[serde(transparent)]
 pub struct AttemptId(pub u64);
 
+/// A worker's proof of who it is: random, handed out when it registers with a
+/// master and sent with each of its requests. Kept by the queue (so a
+/// restarted master still knows it) but compared only by [`WorkerSecret::matches`],
+/// in constant time; `Debug` never shows it.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct WorkerSecret(String);
+
+impl WorkerSecret {
+    /// Wraps a secret (the master makes them from 128 random bits, as hex).
+    pub fn new(secret: impl Into<String>) -> WorkerSecret {
+        WorkerSecret(secret.into())
+    }
+
+    /// The secret itself, to send to the master.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether `given` is this secret, compared in constant time.
+    pub fn matches(&self, given: &WorkerSecret) -> bool {
+        use subtle::ConstantTimeEq;
+        bool::from(self.0.as_bytes().ct_eq(given.0.as_bytes()))
+    }
+}
+
+impl fmt::Debug for WorkerSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("WorkerSecret(..)")
+    }
+}
+
 impl fmt::Display for WorkerId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.fmt(f)

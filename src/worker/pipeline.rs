@@ -113,7 +113,7 @@ pub async fn run(
         .map_err(PipelineError::Start)?;
     let worker = source.register().await?;
     let (report_tx, report_rx) = mpsc::unbounded_channel::<Report>();
-    let committer = tokio::spawn(committer(source.clone(), report_rx));
+    let committer = tokio::spawn(committer(source.clone(), worker, report_rx));
     let mut state = Coordinator {
         worker,
         source,
@@ -241,7 +241,11 @@ fn attempt_of(report: &Report) -> AttemptId {
 /// attempt (a commit superseded by a later one or by the finish is not sent)
 /// and sent at once, attempts side by side; what arrives meanwhile goes in the
 /// next round. Ends when the coordinator drops its sender and all is sent.
-async fn committer(source: Arc<dyn TaskSource>, mut reports: mpsc::UnboundedReceiver<Report>) {
+async fn committer(
+    source: Arc<dyn TaskSource>,
+    worker: WorkerId,
+    mut reports: mpsc::UnboundedReceiver<Report>,
+) {
     while let Some(first) = reports.recv().await {
         let mut pending: BTreeMap<AttemptId, Merged> = BTreeMap::new();
         let mut add = |report: Report| {
@@ -253,27 +257,34 @@ async fn committer(source: Arc<dyn TaskSource>, mut reports: mpsc::UnboundedRece
         }
         let sends = pending.into_iter().map(|(attempt, merged)| {
             let source = source.clone();
-            async move { send_merged(source.as_ref(), attempt, merged).await }
+            async move { send_merged(source.as_ref(), worker, attempt, merged).await }
         });
         futures::future::join_all(sends).await;
     }
 }
 
-async fn send_merged(source: &dyn TaskSource, attempt: AttemptId, merged: Merged) {
+async fn send_merged(
+    source: &dyn TaskSource,
+    worker: WorkerId,
+    attempt: AttemptId,
+    merged: Merged,
+) {
     let result = match merged.end {
         // A finish commits every row of the split.
-        Some(End::Finish(rows)) => source.finish(attempt, rows).await,
+        Some(End::Finish(rows)) => source.finish(worker, attempt, rows).await,
         end => {
             let committed = match merged.commit {
-                Some(offset) => source.commit(attempt, offset).await,
+                Some(offset) => source.commit(worker, attempt, offset).await,
                 None => Ok(()),
             };
             match (committed, end) {
-                (Ok(()), Some(End::Fail(reason))) => source.fail(attempt, reason).await.map(|_| ()),
+                (Ok(()), Some(End::Fail(reason))) => {
+                    source.fail(worker, attempt, reason).await.map(|_| ())
+                }
                 (Err(e), Some(End::Fail(reason))) => {
                     // Not committed (a stale lease): still hand the attempt back.
                     warn!(%attempt, error = %e, "master refused a commit");
-                    source.fail(attempt, reason).await.map(|_| ())
+                    source.fail(worker, attempt, reason).await.map(|_| ())
                 }
                 (result, _) => result,
             }

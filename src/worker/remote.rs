@@ -11,7 +11,9 @@ use tracing::warn;
 use super::source::TaskSource;
 use crate::job::spec::JobSpec;
 use crate::master::api::*;
-use crate::task::{AttemptId, FailOutcome, LeaseReply, QueueError, QueueStatus, WorkerId};
+use crate::task::{
+    AttemptId, FailOutcome, LeaseReply, QueueError, QueueStatus, WorkerId, WorkerSecret,
+};
 
 /// Errors talking to the master.
 #[derive(Debug, thiserror::Error)]
@@ -72,6 +74,8 @@ pub struct RemoteSource {
     /// How long a request is retried while the master is down.
     patience: Duration,
     rows: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// The secret of each worker registered through this client.
+    secrets: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<WorkerId, WorkerSecret>>>,
 }
 
 impl RemoteSource {
@@ -113,6 +117,7 @@ impl RemoteSource {
             token,
             patience,
             rows: Default::default(),
+            secrets: Default::default(),
         })
     }
 
@@ -204,6 +209,16 @@ impl RemoteSource {
         }
     }
 
+    /// The secret `worker` registered with; a worker this client did not
+    /// register is refused before anything is sent.
+    fn secret(&self, worker: WorkerId) -> Result<WorkerSecret, QueueError> {
+        let secrets = self.secrets.lock().unwrap_or_else(|e| e.into_inner());
+        secrets
+            .get(&worker)
+            .cloned()
+            .ok_or(QueueError::WrongSecret { worker })
+    }
+
     /// Fetches the job spec.
     pub async fn job(&self) -> Result<JobSpec, RemoteError> {
         self.call::<(), JobSpec>("/v1/job", None).await
@@ -239,17 +254,28 @@ fn is_certificate_error(chain: &str) -> bool {
 #[async_trait::async_trait]
 impl TaskSource for RemoteSource {
     async fn register(&self) -> Result<WorkerId, QueueError> {
-        self.call::<(), RegisterReply>("/v1/register", Some(&()))
+        let reply = self
+            .call::<(), RegisterReply>("/v1/register", Some(&()))
             .await
-            .map(|r| r.worker)
             .map_err(|e| QueueError::Transport {
                 reason: e.to_string(),
-            })
+            })?;
+        let mut secrets = self.secrets.lock().unwrap_or_else(|e| e.into_inner());
+        secrets.insert(reply.worker, reply.secret);
+        Ok(reply.worker)
     }
 
     async fn lease(&self, worker: WorkerId, max: usize) -> Result<LeaseReply, QueueError> {
-        self.queue_call("/v1/lease", &LeaseRequest { worker, max })
-            .await
+        let secret = self.secret(worker)?;
+        self.queue_call(
+            "/v1/lease",
+            &LeaseRequest {
+                worker,
+                secret,
+                max,
+            },
+        )
+        .await
     }
 
     async fn heartbeat(
@@ -260,6 +286,7 @@ impl TaskSource for RemoteSource {
         let rows = self.rows.load(std::sync::atomic::Ordering::Relaxed);
         let request = HeartbeatRequest {
             worker,
+            secret: self.secret(worker)?,
             rows,
             held: Some(held.to_vec()),
         };
@@ -268,19 +295,49 @@ impl TaskSource for RemoteSource {
             .map(|r| r.lost)
     }
 
-    async fn commit(&self, attempt: AttemptId, offset: u64) -> Result<(), QueueError> {
-        self.queue_call("/v1/commit", &CommitRequest { attempt, offset })
-            .await
+    async fn commit(
+        &self,
+        worker: WorkerId,
+        attempt: AttemptId,
+        offset: u64,
+    ) -> Result<(), QueueError> {
+        let request = CommitRequest {
+            worker,
+            secret: self.secret(worker)?,
+            attempt,
+            offset,
+        };
+        self.queue_call("/v1/commit", &request).await
     }
 
-    async fn finish(&self, attempt: AttemptId, rows: u64) -> Result<(), QueueError> {
-        self.queue_call("/v1/finish", &FinishRequest { attempt, rows })
-            .await
+    async fn finish(
+        &self,
+        worker: WorkerId,
+        attempt: AttemptId,
+        rows: u64,
+    ) -> Result<(), QueueError> {
+        let request = FinishRequest {
+            worker,
+            secret: self.secret(worker)?,
+            attempt,
+            rows,
+        };
+        self.queue_call("/v1/finish", &request).await
     }
 
-    async fn fail(&self, attempt: AttemptId, reason: String) -> Result<FailOutcome, QueueError> {
-        self.queue_call("/v1/fail", &FailRequest { attempt, reason })
-            .await
+    async fn fail(
+        &self,
+        worker: WorkerId,
+        attempt: AttemptId,
+        reason: String,
+    ) -> Result<FailOutcome, QueueError> {
+        let request = FailRequest {
+            worker,
+            secret: self.secret(worker)?,
+            attempt,
+            reason,
+        };
+        self.queue_call("/v1/fail", &request).await
     }
 
     async fn status(&self) -> Result<QueueStatus, QueueError> {

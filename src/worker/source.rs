@@ -23,12 +23,27 @@ pub trait TaskSource: Send + Sync {
         worker: WorkerId,
         held: &[AttemptId],
     ) -> Result<Vec<AttemptId>, QueueError>;
-    /// Commits acknowledged rows of an attempt.
-    async fn commit(&self, attempt: AttemptId, offset: u64) -> Result<(), QueueError>;
-    /// Reports an attempt read and acknowledged to the end.
-    async fn finish(&self, attempt: AttemptId, rows: u64) -> Result<(), QueueError>;
-    /// Reports an attempt failed.
-    async fn fail(&self, attempt: AttemptId, reason: String) -> Result<FailOutcome, QueueError>;
+    /// Commits acknowledged rows of an attempt `worker` leased.
+    async fn commit(
+        &self,
+        worker: WorkerId,
+        attempt: AttemptId,
+        offset: u64,
+    ) -> Result<(), QueueError>;
+    /// Reports an attempt `worker` leased read and acknowledged to the end.
+    async fn finish(
+        &self,
+        worker: WorkerId,
+        attempt: AttemptId,
+        rows: u64,
+    ) -> Result<(), QueueError>;
+    /// Reports an attempt `worker` leased failed.
+    async fn fail(
+        &self,
+        worker: WorkerId,
+        attempt: AttemptId,
+        reason: String,
+    ) -> Result<FailOutcome, QueueError>;
     /// Counts for progress.
     async fn status(&self) -> Result<QueueStatus, QueueError>;
 }
@@ -77,7 +92,11 @@ fn mismatch() -> QueueError {
 #[async_trait::async_trait]
 impl TaskSource for LocalQueue {
     async fn register(&self) -> Result<WorkerId, QueueError> {
-        match self.run(Command::Register { now: wall_millis() })? {
+        let command = Command::Register {
+            now: wall_millis(),
+            secret: None,
+        };
+        match self.run(command)? {
             Reply::Register(w) => Ok(w),
             _ => Err(mismatch()),
         }
@@ -108,9 +127,15 @@ impl TaskSource for LocalQueue {
         }
     }
 
-    async fn commit(&self, attempt: AttemptId, offset: u64) -> Result<(), QueueError> {
+    async fn commit(
+        &self,
+        worker: WorkerId,
+        attempt: AttemptId,
+        offset: u64,
+    ) -> Result<(), QueueError> {
         match self.run(Command::Commit {
             now: wall_millis(),
+            worker: Some(worker),
             attempt,
             offset,
         })? {
@@ -119,9 +144,15 @@ impl TaskSource for LocalQueue {
         }
     }
 
-    async fn finish(&self, attempt: AttemptId, rows: u64) -> Result<(), QueueError> {
+    async fn finish(
+        &self,
+        worker: WorkerId,
+        attempt: AttemptId,
+        rows: u64,
+    ) -> Result<(), QueueError> {
         match self.run(Command::Finish {
             now: wall_millis(),
+            worker: Some(worker),
             attempt,
             rows,
         })? {
@@ -130,9 +161,15 @@ impl TaskSource for LocalQueue {
         }
     }
 
-    async fn fail(&self, attempt: AttemptId, reason: String) -> Result<FailOutcome, QueueError> {
+    async fn fail(
+        &self,
+        worker: WorkerId,
+        attempt: AttemptId,
+        reason: String,
+    ) -> Result<FailOutcome, QueueError> {
         match self.run(Command::Fail {
             now: wall_millis(),
+            worker: Some(worker),
             attempt,
             reason,
         })? {

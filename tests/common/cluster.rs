@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use super::{expected_dataset, python, SLUICE};
 
 /// The job token of every test job.
-pub const TOKEN: &str = "test-token-4f1d";
+pub const TOKEN: &str = "test-token-4f1d-83c9-b2e0";
 /// Every scenario must end within this time.
 pub const DEADLINE: Duration = Duration::from_secs(120);
 

@@ -1,0 +1,481 @@
+//! The master's API against clients that lie or misbehave: a real `sluice
+//! master` on real Spark output, spoken to in raw HTTP. Offsets and row counts
+//! outside a split, reports on another worker's lease, bodies sent without the
+//! token, connections that stall half-way, and weak or exposed tokens.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use common::cluster::{free_port, signal, stderr_of, wait_listening, TOKEN};
+use common::{assert_one_line_error, describe, fixture, sluice_command, Run};
+use serde_json::{json, Value};
+
+/// A master started by a test, killed when the test ends.
+struct Master {
+    child: Child,
+    port: u16,
+}
+
+impl Master {
+    /// A master on fixture `dataset` with its state in `state`; leases last a
+    /// minute, so a slow test machine never lets one lapse.
+    fn start(dataset: &str, state: &Path, epochs: u32) -> Master {
+        let port = free_port();
+        let child = master_command(dataset, state, port)
+            .args(["--epochs", &epochs.to_string()])
+            .env("SLUICE_TOKEN", TOKEN)
+            .spawn()
+            .expect("start master");
+        wait_listening(port);
+        Master { child, port }
+    }
+
+    /// Kills the master and returns what it wrote to stderr.
+    fn kill(mut self) -> String {
+        signal(&self.child, libc::SIGKILL);
+        let _ = self.child.wait();
+        stderr_of(&mut self.child)
+    }
+
+    /// A POST with the job token and a JSON body.
+    fn post(&self, path: &str, body: &Value) -> Answer {
+        post(
+            self.port,
+            path,
+            Some(TOKEN),
+            "application/json",
+            &body.to_string(),
+        )
+    }
+
+    /// A GET with the job token, answered 200 with JSON.
+    fn get(&self, path: &str) -> Value {
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\
+             Authorization: Bearer {TOKEN}\r\n\r\n"
+        );
+        let answer = exchange(self.port, &request);
+        assert_eq!(answer.status, 200, "GET {path}: {}", answer.body);
+        answer.json()
+    }
+
+    /// Registers a worker.
+    fn register(&self) -> Worker {
+        let answer = self.post("/v1/register", &json!({}));
+        assert_eq!(answer.status, 200, "register: {}", answer.body);
+        let reply = answer.json();
+        Worker {
+            id: reply["worker"].as_u64().expect("worker id"),
+            secret: reply["secret"].as_str().unwrap_or_default().to_string(),
+        }
+    }
+
+    /// Leases up to `max` tasks for `worker`: (attempt, split, epoch) each.
+    fn lease(&self, worker: &Worker, max: usize) -> Vec<(u64, usize, u64)> {
+        let answer = self.post("/v1/lease", &worker.body(json!({ "max": max })));
+        assert_eq!(answer.status, 200, "lease: {}", answer.body);
+        let reply = answer.json();
+        let tasks = reply["ok"]["tasks"].as_array().cloned().unwrap_or_default();
+        tasks
+            .iter()
+            .map(|t| {
+                let field = |name: &str| t[name].as_u64().expect(name);
+                (field("attempt"), field("split") as usize, field("epoch"))
+            })
+            .collect()
+    }
+
+    /// The queue's counts.
+    fn queue(&self) -> Value {
+        self.get("/v1/status")["queue"].clone()
+    }
+}
+
+impl Drop for Master {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `sluice master` on fixture `dataset`, listening on `port`, without a token.
+fn master_command(dataset: &str, state: &Path, port: u16) -> std::process::Command {
+    let mut cmd = sluice_command(["master".as_ref(), fixture(dataset).as_os_str()]);
+    cmd.args(["--listen", &format!("127.0.0.1:{port}")])
+        .arg("--state")
+        .arg(state)
+        .args(["--lease-timeout", "60s", "--linger", "3s"])
+        .env_remove("SLUICE_TOKEN")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// A worker as the master named it.
+struct Worker {
+    id: u64,
+    secret: String,
+}
+
+impl Worker {
+    /// `fields` with this worker's id and secret added.
+    fn body(&self, mut fields: Value) -> Value {
+        fields["worker"] = json!(self.id);
+        fields["secret"] = json!(self.secret);
+        fields
+    }
+}
+
+/// An HTTP answer.
+struct Answer {
+    status: u16,
+    body: String,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+
+    /// The kind of refusal of a 409 answer (`not_yours`, `wrong_rows`...).
+    fn refusal(&self) -> String {
+        assert_eq!(self.status, 409, "expected a refusal: {}", self.body);
+        self.json()["refused"]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+}
+
+/// Sends one raw request on a fresh connection and reads the answer.
+fn exchange(port: u16, request: &str) -> Answer {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("read timeout");
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).expect("read the answer");
+    let text = String::from_utf8_lossy(&raw);
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP status in {text:?}"));
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+        .unwrap_or_default();
+    Answer { status, body }
+}
+
+/// A POST of `body` as `content_type`, with `token` when given.
+fn post(port: u16, path: &str, token: Option<&str>, content_type: &str, body: &str) -> Answer {
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n{auth}\
+         Content-Type: {content_type}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    exchange(port, &request)
+}
+
+/// Rows of split `split` as the master's plan has them (Parquet footers).
+fn split_rows(master: &Master, split: usize) -> u64 {
+    master.get("/v1/job")["splits"][split]["rows"]
+        .as_u64()
+        .expect("parquet splits have row counts")
+}
+
+#[test]
+fn offsets_and_row_counts_outside_the_split_are_refused() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let master = Master::start("parquet_small_files", &state.path().join("state"), 1);
+    let worker = master.register();
+    let (attempt, split, _) = master.lease(&worker, 1)[0];
+    let rows = split_rows(&master, split);
+    let commit = |offset: u64| {
+        master.post(
+            "/v1/commit",
+            &worker.body(json!({ "attempt": attempt, "offset": offset })),
+        )
+    };
+    let finish = |rows: u64| {
+        master.post(
+            "/v1/finish",
+            &worker.body(json!({ "attempt": attempt, "rows": rows })),
+        )
+    };
+    for offset in [u64::MAX, rows + 1] {
+        let refused = commit(offset);
+        assert_eq!(refused.refusal(), "offset_past_end", "{}", refused.body);
+    }
+    for wrong in [7, rows - 1, rows + 1, u64::MAX] {
+        let refused = finish(wrong);
+        assert_eq!(refused.refusal(), "wrong_rows", "{}", refused.body);
+        assert!(refused.body.contains(&rows.to_string()), "{}", refused.body);
+    }
+    let queue = master.queue();
+    assert_eq!(
+        (queue["leased"].as_u64(), queue["rows_done"].as_u64()),
+        (Some(1), Some(0)),
+        "refusals change nothing: {queue}"
+    );
+    assert_eq!(commit(rows).status, 200, "the last row may be committed");
+    assert_eq!(finish(rows).status, 200);
+    let queue = master.queue();
+    assert_eq!(queue["rows_done"].as_u64(), Some(rows), "{queue}");
+}
+
+#[test]
+fn rows_learned_at_a_first_finish_are_enforced_after_a_restart() {
+    // CSV has no row counts in any footer: the first finish of each split
+    // teaches the master, and the journal keeps it across a restart.
+    let state = tempfile::tempdir().expect("tempdir");
+    let state = state.path().join("state");
+    let master = Master::start("csv_plain", &state, 2);
+    let worker = master.register();
+    let first = master.lease(&worker, 100);
+    assert!(!first.is_empty());
+    for (attempt, _, epoch) in &first {
+        assert_eq!(*epoch, 0);
+        let body = worker.body(json!({ "attempt": attempt, "rows": 123 }));
+        assert_eq!(master.post("/v1/finish", &body).status, 200);
+    }
+    master.kill();
+    let master = Master::start("csv_plain", &state, 2);
+    let second = master.lease(&worker, 100);
+    assert_eq!(
+        second.len(),
+        first.len(),
+        "the worker's secret survived too"
+    );
+    for (attempt, _, epoch) in &second {
+        assert_eq!(*epoch, 1);
+        let commit = worker.body(json!({ "attempt": attempt, "offset": 124 }));
+        let refused = master.post("/v1/commit", &commit);
+        assert_eq!(refused.refusal(), "offset_past_end", "{}", refused.body);
+        let wrong = worker.body(json!({ "attempt": attempt, "rows": 7 }));
+        let refused = master.post("/v1/finish", &wrong);
+        assert_eq!(refused.refusal(), "wrong_rows", "{}", refused.body);
+        let right = worker.body(json!({ "attempt": attempt, "rows": 123 }));
+        assert_eq!(master.post("/v1/finish", &right).status, 200);
+    }
+    assert_eq!(master.queue()["job_over"], json!(true));
+}
+
+#[test]
+fn a_worker_cannot_report_on_another_workers_lease() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let master = Master::start("parquet_small_files", &state.path().join("state"), 1);
+    let owner = master.register();
+    let other = master.register();
+    let (attempt, split, _) = master.lease(&owner, 1)[0];
+    let rows = split_rows(&master, split);
+    let reports = [
+        ("/v1/commit", json!({ "attempt": attempt, "offset": 1 })),
+        ("/v1/finish", json!({ "attempt": attempt, "rows": rows })),
+        ("/v1/fail", json!({ "attempt": attempt, "reason": "x" })),
+    ];
+    for (path, fields) in &reports {
+        let refused = master.post(path, &other.body(fields.clone()));
+        assert_eq!(refused.refusal(), "not_yours", "{path}: {}", refused.body);
+    }
+    // Naming the owner takes the owner's secret: a heartbeat claiming to be
+    // the owner (and holding nothing) would otherwise take its lease back.
+    let impostor = Worker {
+        id: owner.id,
+        secret: other.secret.clone(),
+    };
+    let beat = impostor.body(json!({ "rows": 0, "held": [] }));
+    let refused = master.post("/v1/heartbeat", &beat);
+    assert_eq!(refused.refusal(), "wrong_secret", "{}", refused.body);
+    let (path, fields) = &reports[0];
+    let refused = master.post(path, &impostor.body(fields.clone()));
+    assert_eq!(refused.refusal(), "wrong_secret", "{}", refused.body);
+    // The owner's lease is intact: still leased, and its own reports go through.
+    assert_eq!(master.queue()["leased"].as_u64(), Some(1));
+    let beat = owner.body(json!({ "rows": 0, "held": [attempt] }));
+    let answer = master.post("/v1/heartbeat", &beat);
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(answer.json()["ok"]["lost"], json!([]));
+    for (path, fields) in &reports[..2] {
+        let answer = master.post(path, &owner.body(fields.clone()));
+        assert_eq!(answer.status, 200, "{path}: {}", answer.body);
+    }
+}
+
+#[test]
+fn the_token_is_checked_before_the_body_is_read() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let master = Master::start("parquet_small_files", &state.path().join("state"), 1);
+    let malformed = [
+        ("text/plain", "not json at all"),
+        ("application/json", "{\"attempt\": "),
+        ("application/json", "{\"unexpected\": true}"),
+    ];
+    for path in [
+        "/v1/lease",
+        "/v1/heartbeat",
+        "/v1/commit",
+        "/v1/finish",
+        "/v1/fail",
+    ] {
+        for (content_type, body) in malformed {
+            for token in [None, Some("wrong-token-of-some-length")] {
+                let answer = post(master.port, path, token, content_type, body);
+                assert_eq!(
+                    answer.status, 401,
+                    "{path} {content_type} {body}: {}",
+                    answer.body
+                );
+                assert!(!answer.body.contains("attempt"), "{}", answer.body);
+            }
+        }
+    }
+    // An authorized client with a bad body learns why, in one line.
+    let answer = post(
+        master.port,
+        "/v1/commit",
+        Some(TOKEN),
+        "text/plain",
+        "{\"attempt\": ",
+    );
+    assert_eq!(answer.status, 400, "{}", answer.body);
+    assert_eq!(answer.body.trim().lines().count(), 1, "{}", answer.body);
+    assert!(
+        answer.body.starts_with("bad request body"),
+        "{}",
+        answer.body
+    );
+}
+
+/// Reads from `stream` until the master closes it; the time that took, or
+/// `None` if it was still open after `limit`.
+fn closed_within(mut stream: TcpStream, limit: Duration) -> Option<Duration> {
+    let start = Instant::now();
+    stream.set_read_timeout(Some(limit)).expect("read timeout");
+    let mut buf = [0u8; 1024];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return Some(start.elapsed()),
+            Ok(_) => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return None
+            }
+            Err(_) => return Some(start.elapsed()), // reset: closed too
+        }
+    }
+}
+
+#[test]
+fn stalled_connections_are_closed() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let master = Master::start("parquet_small_files", &state.path().join("state"), 1);
+    let limit = Duration::from_secs(30);
+    let half = TcpStream::connect(("127.0.0.1", master.port)).expect("connect");
+    (&half)
+        .write_all(b"POST /v1/lease HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le")
+        .expect("half a header");
+    let silent = TcpStream::connect(("127.0.0.1", master.port)).expect("connect");
+    let silent = std::thread::spawn(move || closed_within(silent, limit));
+    let half = closed_within(half, limit);
+    let silent = silent.join().expect("thread");
+    assert!(
+        half.is_some(),
+        "a half-sent header held its connection past {limit:?}"
+    );
+    assert!(
+        silent.is_some(),
+        "a silent connection stayed open past {limit:?}"
+    );
+    // The master still serves.
+    assert_eq!(master.queue()["leased"].as_u64(), Some(0));
+}
+
+/// Waits up to `limit` for `child` to exit; kills it if it does not.
+fn exit_within(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+#[test]
+fn a_short_token_stops_the_master_at_start() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let short = "tiny-token";
+    let mut cmd = master_command("parquet_small_files", &state.path().join("state"), 0);
+    cmd.env("SLUICE_TOKEN", short).stdout(Stdio::piped());
+    let command = describe(&cmd);
+    let mut child = cmd.spawn().expect("start master");
+    let status = exit_within(&mut child, Duration::from_secs(30))
+        .expect("a master with a 10-byte token went on serving");
+    let mut stdout = String::new();
+    if let Some(mut out) = child.stdout.take() {
+        let _ = out.read_to_string(&mut stdout);
+    }
+    let run = Run {
+        command,
+        status,
+        stdout,
+        stderr: stderr_of(&mut child),
+    };
+    assert_one_line_error(&run, &["token", "16"]);
+    assert!(!run.stderr.contains(short), "{run}");
+}
+
+#[test]
+fn a_token_file_others_can_read_is_warned_about() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token = "file-token-0a9b8c7d6e5f4a3b";
+    let warnings = |mode: u32| {
+        let file = dir.path().join(format!("token-{mode:o}"));
+        std::fs::write(&file, format!("{token}\n")).expect("token file");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        let port = free_port();
+        let state = dir.path().join(format!("state-{mode:o}"));
+        let child = master_command("parquet_small_files", &state, port)
+            .arg("--token-file")
+            .arg(&file)
+            .spawn()
+            .expect("start master");
+        let master = Master { child, port };
+        wait_listening(port);
+        let registered = post(port, "/v1/register", Some(token), "application/json", "{}");
+        assert_eq!(registered.status, 200, "the file's token works");
+        (file, master.kill())
+    };
+    let (file, log) = warnings(0o644);
+    assert!(
+        log.contains(&file.display().to_string()) && log.contains("readable by other users"),
+        "no warning about {}: {log}",
+        file.display()
+    );
+    assert!(!log.contains(token), "the token reached the log: {log}");
+    let (file, log) = warnings(0o600);
+    assert!(
+        !log.contains("readable by other users"),
+        "a private {} was warned about: {log}",
+        file.display()
+    );
+}
