@@ -374,3 +374,134 @@ fn a_read_error_that_clears_resumes_after_the_last_row_handed_out() {
     common::assert_exactly_once(&ids_in(&out, "ids-"), 20_000, "transient read error");
     assert_eq!(summary_rows(&summary), 20_000);
 }
+
+#[test]
+fn a_worker_stopped_by_sigterm_hands_its_tasks_back_at_once() {
+    // A lease timeout far longer than the test: only a hand-back lets the
+    // second worker go on in time.
+    let job = Job::new(DATASET, 1);
+    let mut master = long_lease_master(&job, DATASET);
+    let first = fresh(&job.ids, "w1");
+    let second = fresh(&job.ids, "w2");
+    let mut stopped = Command::new(SLUICE)
+        .args(["worker", "--master", &job.url(), "--grace", "20s"])
+        .args(["--exec", &ack_log(&first, 0.02)])
+        .args(["--batch-size", &BATCH.to_string(), "--devices", "2", "-q"])
+        .env("SLUICE_TOKEN", TOKEN)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start worker");
+    wait_until("acknowledged rows", Duration::from_secs(60), || {
+        count_lines(&first, "acked-") >= 2_000
+    });
+    cluster::signal(&stopped, libc::SIGTERM);
+    let status = cluster::wait_exit(&mut stopped, "stopped worker");
+    let stderr = cluster::stderr_of(&mut stopped);
+    assert!(status.success(), "a SIGTERMed worker exits 0: {stderr}");
+    assert!(stderr.contains("handed back"), "{stderr}");
+    let started = std::time::Instant::now();
+    let mut other = worker(&job, &second, 2, 0.0);
+    let status = cluster::wait_exit(&mut other, "second worker");
+    assert!(status.success(), "second worker failed");
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(60),
+        "the handed-back task waited for its lease to lapse ({took:?})"
+    );
+    cluster::clean_finish(&mut master);
+    // The stopped worker's trainers finished what they held: nothing twice.
+    let mut all = ids_in(&first, "ids-");
+    for (id, n) in ids_in(&second, "ids-") {
+        *all.entry(id).or_insert(0) += n;
+    }
+    common::assert_exactly_once(&all, 20_000, "SIGTERM and hand-back");
+}
+
+/// A master whose leases last far longer than any test: only a hand-back or a
+/// fair lease count lets another worker go on in time.
+fn long_lease_master(job: &Job, dataset: &str) -> Child {
+    let master = Command::new(SLUICE)
+        .arg("master")
+        .arg(fixture(dataset))
+        .args(["--listen", &format!("127.0.0.1:{}", job.port)])
+        .args([
+            "--state",
+            &job.state,
+            "--lease-timeout",
+            "120s",
+            "--linger",
+            "3s",
+        ])
+        .env("SLUICE_TOKEN", TOKEN)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start master");
+    cluster::wait_listening(job.port);
+    master
+}
+
+/// The master's queue status.
+fn queue_status(job: &Job) -> serde_json::Value {
+    let out = Command::new(SLUICE)
+        .args(["status", "--master", &job.url(), "--json"])
+        .env("SLUICE_TOKEN", TOKEN)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("sluice status");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    parse_json(
+        &String::from_utf8_lossy(&out.stdout),
+        "sluice status --json",
+    )["queue"]
+        .clone()
+}
+
+#[test]
+fn a_busy_worker_holds_few_leases_and_a_late_joiner_gets_work_at_once() {
+    let dataset = "parquet_small_files"; // 40 tasks of 50 rows
+    let job = Job::new(dataset, 1);
+    let mut master = long_lease_master(&job, dataset);
+    let first = fresh(&job.ids, "w1");
+    let second = fresh(&job.ids, "w2");
+    // Slow trainers: the worker is bound by them, not by reading.
+    let mut busy = worker(&job, &first, 1, 0.05);
+    wait_until("acknowledged rows", Duration::from_secs(60), || {
+        count_lines(&first, "acked-") >= 200
+    });
+    let leased = queue_status(&job)["leased"].as_u64().expect("leased");
+    assert!(
+        leased <= 2,
+        "a worker bound by its trainers holds {leased} leases (prefetch is 4)"
+    );
+    let joined = std::time::Instant::now();
+    let mut late = worker(&job, &second, 1, 0.05);
+    wait_until(
+        "the late worker's first batch",
+        Duration::from_secs(60),
+        || count_lines(&second, "ids-") > 0,
+    );
+    let waited = joined.elapsed();
+    assert!(
+        waited < Duration::from_secs(20),
+        "the late worker waited {waited:?} for work"
+    );
+    for (w, what) in [(&mut busy, "first worker"), (&mut late, "late worker")] {
+        let status = cluster::wait_exit(w, what);
+        assert!(status.success(), "{what} failed");
+    }
+    cluster::clean_finish(&mut master);
+    let mut all = ids_in(&first, "ids-");
+    for (id, n) in ids_in(&second, "ids-") {
+        *all.entry(id).or_insert(0) += n;
+    }
+    common::assert_exactly_once(&all, 2_000, "two workers");
+}

@@ -116,6 +116,12 @@ pub struct WorkerArgs {
     /// Trust this PEM CA certificate for an https:// master (besides the system's roots).
     #[arg(long, value_name = "PEM")]
     pub ca_file: Option<PathBuf>,
+    /// On SIGTERM or SIGINT (pre-emption), how long the trainers may take to
+    /// finish the batches they hold before the worker hands its tasks back and
+    /// exits (keep it under the pod's terminationGracePeriodSeconds, 30 s by
+    /// default). A second signal exits at once.
+    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    pub grace: Duration,
     /// Trainer and pipeline options.
     #[command(flatten)]
     pub worker: WorkerOptions,
@@ -186,16 +192,48 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<u8> {
         shuffle_buffer: args.worker.shuffle_buffer,
         patience: args.patience,
         ca_file: args.ca_file,
+        stop: Some(stop_on_signals(args.grace)?),
     };
     if config.devices == 0 || config.batch_size == 0 || config.prefetch == 0 {
         anyhow::bail!("--devices, --batch-size and --prefetch must be at least 1");
     }
     let outcome = crate::job::worker::run(config).await?;
-    eprintln!(
-        "worker done: {} rows in {} batches",
-        outcome.rows, outcome.batches
-    );
+    if outcome.stopped {
+        eprintln!(
+            "worker stopped: {} rows in {} batches; its unfinished tasks were handed back",
+            outcome.rows, outcome.batches
+        );
+    } else {
+        eprintln!(
+            "worker done: {} rows in {} batches",
+            outcome.rows, outcome.batches
+        );
+    }
     Ok(0)
+}
+
+/// A stop request raised by the first SIGTERM or SIGINT; a second one exits
+/// at once (exit code 130).
+fn stop_on_signals(grace: Duration) -> anyhow::Result<crate::worker::pipeline::Stop> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        loop {
+            let name = tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = int.recv() => "SIGINT",
+            };
+            if *tx.borrow() {
+                eprintln!("{name} again: exiting now");
+                std::process::exit(130);
+            }
+            tracing::warn!(signal = name, "stop requested");
+            let _ = tx.send(true);
+        }
+    });
+    Ok(crate::worker::pipeline::Stop { signal: rx, grace })
 }
 
 /// Runs `sluice status`.

@@ -34,6 +34,8 @@ pub struct WorkerConfig {
     pub patience: Duration,
     /// A CA certificate to trust for an https:// master.
     pub ca_file: Option<std::path::PathBuf>,
+    /// Stops the worker early (pre-emption).
+    pub stop: Option<crate::worker::pipeline::Stop>,
 }
 
 /// Errors of a worker.
@@ -57,6 +59,8 @@ pub struct WorkerOutcome {
     pub rows: u64,
     /// Batches acknowledged.
     pub batches: u64,
+    /// Stopped early by a signal; its unfinished tasks were handed back.
+    pub stopped: bool,
 }
 
 /// Runs a worker until the master says the job is over.
@@ -82,6 +86,7 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerOutcome, WorkerError> {
         shuffle_buffer: config.shuffle_buffer,
         seed: spec.seed,
         lease_timeout: spec.lease_timeout_ms.map(Duration::from_millis),
+        stop: config.stop.clone(),
     };
     let outcome = pipeline::run(
         Arc::new(source),
@@ -102,5 +107,6 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerOutcome, WorkerError> {
     Ok(WorkerOutcome {
         rows: outcome.rows,
         batches: outcome.batches,
+        stopped: outcome.stopped,
     })
 }

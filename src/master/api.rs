@@ -87,6 +87,17 @@ pub struct FinishRequest {
     pub rows: u64,
 }
 
+/// `POST /v1/hand_back`: the worker gives an attempt back unfinished.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HandBackRequest {
+    /// The worker that leased the attempt.
+    pub worker: WorkerId,
+    /// Its secret.
+    pub secret: WorkerSecret,
+    /// The attempt.
+    pub attempt: AttemptId,
+}
+
 /// `POST /v1/fail`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FailRequest {

@@ -52,6 +52,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/commit", post(commit))
         .route("/v1/finish", post(finish))
         .route("/v1/fail", post(fail))
+        .route("/v1/hand_back", post(hand_back))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)
 }
@@ -134,7 +135,8 @@ from_worker!(
     HeartbeatRequest,
     CommitRequest,
     FinishRequest,
-    FailRequest
+    FailRequest,
+    HandBackRequest
 );
 
 /// Reads a request body (bounded in size and time) and parses it.
@@ -348,6 +350,23 @@ async fn fail(State(state): State<AppState>, headers: HeaderMap, body: Body) -> 
     .await
     {
         Reply::Fail(r) => answer(r),
+        _ => unexpected(),
+    }
+}
+
+async fn hand_back(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+    let req: HandBackRequest = request!(state, headers, body);
+    match run(
+        &state,
+        Command::HandBack {
+            now: wall_millis(),
+            worker: req.worker,
+            attempt: req.attempt,
+        },
+    )
+    .await
+    {
+        Reply::HandBack(r) => answer(r),
         _ => unexpected(),
     }
 }

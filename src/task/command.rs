@@ -58,6 +58,12 @@ pub enum Command {
         attempt: AttemptId,
         reason: String,
     },
+    /// [`Queue::hand_back`].
+    HandBack {
+        now: Millis,
+        worker: WorkerId,
+        attempt: AttemptId,
+    },
     /// [`Queue::tick`].
     Tick { now: Millis },
 }
@@ -72,6 +78,7 @@ impl Command {
             | Command::Commit { now, .. }
             | Command::Finish { now, .. }
             | Command::Fail { now, .. }
+            | Command::HandBack { now, .. }
             | Command::Tick { now } => now,
         }
     }
@@ -93,6 +100,8 @@ pub enum Reply {
     Finish(Result<(), QueueError>),
     /// Answer to [`Command::Fail`].
     Fail(Result<FailOutcome, QueueError>),
+    /// Answer to [`Command::HandBack`].
+    HandBack(Result<(), QueueError>),
     /// Answer to [`Command::Tick`]: the leases that lapsed.
     Tick(Vec<Expired>),
 }
@@ -107,7 +116,7 @@ impl Reply {
             Reply::Lease(Ok(LeaseReply::Tasks(leases))) => !leases.is_empty(),
             Reply::Lease(_) => false,
             Reply::Heartbeat(reply) => reply.is_ok(),
-            Reply::Commit(reply) | Reply::Finish(reply) => reply.is_ok(),
+            Reply::Commit(reply) | Reply::Finish(reply) | Reply::HandBack(reply) => reply.is_ok(),
             Reply::Fail(reply) => reply.is_ok(),
             Reply::Tick(expired) => !expired.is_empty(),
         }
@@ -151,6 +160,11 @@ impl Queue {
                 self.reporter(*worker, *attempt)
                     .and_then(|w| self.fail(*now, w, *attempt, reason.clone())),
             ),
+            Command::HandBack {
+                now,
+                worker,
+                attempt,
+            } => Reply::HandBack(self.hand_back(*now, *worker, *attempt)),
             Command::Tick { now } => Reply::Tick(self.tick(*now)),
         }
     }

@@ -381,6 +381,30 @@ impl Queue {
         Ok(outcome)
     }
 
+    /// The attempt's worker gives the task back unfinished (it is stopping,
+    /// e.g. pre-empted): the task goes to the front of the line at its
+    /// committed offset, to be leased again at once, and the attempt does not
+    /// count against it. `now` is unused beyond the journal record.
+    pub fn hand_back(
+        &mut self,
+        _now: Millis,
+        worker: WorkerId,
+        attempt: AttemptId,
+    ) -> Result<(), QueueError> {
+        self.owned(worker, attempt)?;
+        let (_, split) = self.release(attempt)?;
+        if let Some(task) = self.tasks.get_mut(split as usize) {
+            let offset = match task.state {
+                TaskState::Leased { offset, .. } => offset,
+                _ => 0,
+            };
+            task.attempts = task.attempts.saturating_sub(1);
+            task.state = TaskState::Todo { offset };
+            self.todo.push_front(split);
+        }
+        Ok(())
+    }
+
     /// Expires every lease whose deadline is at or before `now`, as a failed attempt
     /// with reason `lease expired (worker N)`. Returns them in attempt order.
     pub fn tick(&mut self, now: Millis) -> Vec<Expired> {

@@ -707,3 +707,28 @@ fn a_worker_proves_itself_with_its_secret() {
         "kept in snapshots"
     );
 }
+
+#[test]
+fn a_task_handed_back_is_next_in_line_and_keeps_its_attempts() {
+    let mut q = queue(3, 1, 1);
+    let w = q.register(0);
+    let other = q.register(0);
+    let lease = lease_one(&mut q, 0, w);
+    q.commit(1, w, lease.attempt, 7).expect("commit");
+    assert!(
+        q.hand_back(2, other, lease.attempt).is_err(),
+        "only its worker"
+    );
+    q.hand_back(2, w, lease.attempt).expect("hand back");
+    assert_eq!(state(&q, lease.split), &TaskState::Todo { offset: 7 });
+    let again = lease_one(&mut q, 3, other);
+    assert_eq!(
+        (again.split, again.offset),
+        (lease.split, 7),
+        "next in line"
+    );
+    q.hand_back(4, other, again.attempt).expect("hand back");
+    let third = lease_one(&mut q, 5, w);
+    assert_eq!(third.split, lease.split, "max_attempts 1 and still leased");
+    assert!(q.hand_back(6, w, lease.attempt).is_err(), "a stale attempt");
+}

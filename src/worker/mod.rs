@@ -52,6 +52,8 @@ pub struct LeaseClock {
 
 #[derive(Debug, Default)]
 struct ClockInner {
+    /// The worker is stopping: no queued row reaches a trainer any more.
+    stopped: bool,
     lost: HashSet<AttemptId>,
     expires: HashMap<AttemptId, Instant>,
 }
@@ -102,10 +104,17 @@ impl LeaseClock {
         self.lock().expires.remove(&attempt);
     }
 
+    /// The worker is stopping: every attempt is dead to the device threads.
+    pub fn stop_all(&self) {
+        self.lock().stopped = true;
+    }
+
     /// Whether rows of `attempt` must not reach a trainer any more.
     pub fn is_dead(&self, attempt: AttemptId, now: Instant) -> bool {
         let inner = self.lock();
-        inner.lost.contains(&attempt) || inner.expires.get(&attempt).is_some_and(|at| *at <= now)
+        inner.stopped
+            || inner.lost.contains(&attempt)
+            || inner.expires.get(&attempt).is_some_and(|at| *at <= now)
     }
 
     /// Leases that lapsed by this worker's clock and are not yet counted lost.

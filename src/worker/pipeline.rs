@@ -48,6 +48,21 @@ pub struct PipelineConfig {
     /// The master's lease timeout, when known: a lease not renewed for that
     /// long is dead on this worker too, even before the master says so.
     pub lease_timeout: Option<Duration>,
+    /// Asks the pipeline to stop before the job is over (pre-emption).
+    pub stop: Option<Stop>,
+}
+
+/// A request to stop early, as Kubernetes makes one before pre-empting a pod
+/// (SIGTERM, then SIGKILL after its grace period): the worker leases nothing
+/// more, drops the rows no trainer holds yet, lets the trainers finish the
+/// batches they hold within `grace`, commits what they acknowledged and hands
+/// every lease back so the master leases those tasks again at once.
+#[derive(Debug, Clone)]
+pub struct Stop {
+    /// Turns true when the pipeline should stop.
+    pub signal: tokio::sync::watch::Receiver<bool>,
+    /// How long the trainers may take to finish the batches they hold.
+    pub grace: Duration,
 }
 
 /// Progress of a run, shared with whoever draws it.
@@ -70,6 +85,8 @@ pub struct RunOutcome {
     pub batches: u64,
     /// Task attempts that failed while reading, with reasons.
     pub read_failures: u64,
+    /// The run was stopped early (see [`Stop`]); its leases were handed back.
+    pub stopped: bool,
 }
 
 /// Errors that stop a worker.
@@ -129,6 +146,9 @@ pub async fn run(
             config.seed,
         ),
         readers: HashMap::new(),
+        batch_tx: Some(batch_tx),
+        draining: None,
+        devices_done: false,
         outbox: VecDeque::new(),
         outbox_max: devices_n * 2,
         reports: report_tx,
@@ -152,7 +172,6 @@ pub async fn run(
         .drive(
             &read_tx,
             &mut read_rx,
-            &batch_tx,
             &mut event_rx,
             &mut beat_rx,
             &on_progress,
@@ -162,11 +181,19 @@ pub async fn run(
     state.stop_readers();
     // Every report made so far reaches the master before the worker goes on.
     let Coordinator {
-        reports, outcome, ..
+        reports,
+        outcome,
+        batch_tx,
+        ..
     } = state;
     drop(reports);
     let _ = committer.await;
     drop(batch_tx);
+    if outcome.stopped {
+        // Stopped, leases handed back: trainers still busy past the grace
+        // period end with the process (their process groups are killed).
+        return result.map(|_| outcome);
+    }
     // Drain trainer acknowledgements until the device threads are gone.
     let joined = tokio::task::spawn_blocking(move || devices.join());
     while let Some(event) = event_rx.recv().await {
@@ -183,12 +210,40 @@ pub async fn run(
     result.map(|_| outcome)
 }
 
+/// Room in the device queue, or never when there is no queue any more.
+async fn reserve(
+    tx: Option<&mpsc::Sender<OutBatch>>,
+) -> Result<mpsc::Permit<'_, OutBatch>, mpsc::error::SendError<()>> {
+    match tx {
+        Some(tx) => tx.reserve().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves once the stop signal turns true (never without a signal).
+async fn stopped(signal: &mut Option<tokio::sync::watch::Receiver<bool>>) {
+    match signal {
+        Some(rx) => {
+            if rx.wait_for(|stop| *stop).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending().await,
+    }
+}
+
 /// What the coordinator asks the committer to tell the master.
 #[derive(Debug)]
 enum Report {
     /// What the ledger decided.
     Ledger(Action),
-    /// Hand a lease back: this worker will not go on with it.
+    /// Hand a lease back unfinished, without counting it as a failed
+    /// attempt: the worker is stopping.
+    HandBack {
+        /// The attempt.
+        attempt: AttemptId,
+    },
+    /// Hand a lease back as failed: this worker will not go on with it.
     GiveUp {
         /// The attempt.
         attempt: AttemptId,
@@ -208,6 +263,7 @@ struct Merged {
 enum End {
     Finish(u64),
     Fail(String),
+    HandBack,
 }
 
 impl Merged {
@@ -222,6 +278,7 @@ impl Merged {
                 self.end = Some(End::Fail(reason));
             }
             Report::GiveUp { reason, .. } => self.end = Some(End::Fail(reason)),
+            Report::HandBack { .. } => self.end = Some(End::HandBack),
         }
     }
 }
@@ -233,7 +290,8 @@ fn attempt_of(report: &Report) -> AttemptId {
             | Action::Finish { attempt, .. }
             | Action::Fail { attempt, .. },
         )
-        | Report::GiveUp { attempt, .. } => *attempt,
+        | Report::GiveUp { attempt, .. }
+        | Report::HandBack { attempt } => *attempt,
     }
 }
 
@@ -278,6 +336,11 @@ async fn send_merged(
                 None => Ok(()),
             };
             match (committed, end) {
+                (Ok(()), Some(End::HandBack)) => source.hand_back(worker, attempt).await,
+                (Err(e), Some(End::HandBack)) => {
+                    warn!(%attempt, error = %e, "master refused a commit");
+                    source.hand_back(worker, attempt).await
+                }
                 (Ok(()), Some(End::Fail(reason))) => {
                     source.fail(worker, attempt, reason).await.map(|_| ())
                 }
@@ -308,6 +371,12 @@ struct Coordinator {
     batcher: Batcher,
     /// Attempts being read, and how to stop their readers.
     readers: HashMap<AttemptId, AbortHandle>,
+    /// To the device threads; dropped to end them.
+    batch_tx: Option<mpsc::Sender<OutBatch>>,
+    /// Stopping early: the time the trainers must be done by.
+    draining: Option<Instant>,
+    /// Every device thread ended.
+    devices_done: bool,
     /// Batches ready for the devices, sent as the device queue has room.
     outbox: VecDeque<OutBatch>,
     /// Reading pauses while the outbox holds this many batches.
@@ -389,15 +458,20 @@ impl Coordinator {
         &mut self,
         read_tx: &mpsc::Sender<ReadEvent>,
         read_rx: &mut mpsc::Receiver<ReadEvent>,
-        batch_tx: &mpsc::Sender<OutBatch>,
         events: &mut mpsc::UnboundedReceiver<DeviceEvent>,
         beats: &mut mpsc::UnboundedReceiver<Beat>,
         on_progress: &(impl Fn(&Progress) + Send),
     ) -> Result<(), PipelineError> {
         let mut flushed = false;
+        let mut stop = self.config.stop.as_ref().map(|s| s.signal.clone());
         loop {
             self.drop_lapsed().await;
-            if !self.over && Instant::now() >= self.next_lease {
+            if let Some(deadline) = self.draining {
+                if self.devices_done || Instant::now() >= deadline {
+                    self.hand_back_all().await;
+                    return Ok(());
+                }
+            } else if !self.over && Instant::now() >= self.next_lease && self.hungry(read_rx) {
                 self.top_up(read_tx).await?;
             }
             if self.over
@@ -412,22 +486,26 @@ impl Coordinator {
                 self.outbox.extend(self.batcher.flush()?);
                 flushed = true;
             }
+            let batch_tx = self.batch_tx.clone();
             tokio::select! {
                 biased;
-                Some(event) = events.recv() => {
-                    self.on_device(event)?;
-                    for _ in 0..EVENTS_PER_ROUND {
-                        let Ok(event) = events.try_recv() else { break };
+                event = events.recv(), if !self.devices_done => match event {
+                    Some(event) => {
                         self.on_device(event)?;
+                        for _ in 0..EVENTS_PER_ROUND {
+                            let Ok(event) = events.try_recv() else { break };
+                            self.on_device(event)?;
+                        }
+                        on_progress(&self.progress);
                     }
-                    on_progress(&self.progress);
-                }
+                    None => self.devices_done = true,
+                },
                 Some(beat) = beats.recv() => {
                     let lost = beat?;
                     warn!(attempt = %lost, "lease lost; its rows will be served again elsewhere");
                     self.lose(lost).await?;
                 }
-                permit = batch_tx.reserve(), if !self.outbox.is_empty() => match permit {
+                permit = reserve(batch_tx.as_ref()), if !self.outbox.is_empty() => match permit {
                     Ok(permit) => {
                         if let Some(out) = self.outbox.pop_front() {
                             permit.send(out);
@@ -436,13 +514,61 @@ impl Coordinator {
                     // The device threads are gone; their events say why.
                     Err(_) => self.outbox.clear(),
                 },
-                Some(event) = read_rx.recv(), if self.outbox.len() < self.outbox_max => {
+                _ = stopped(&mut stop), if self.draining.is_none() => self.begin_drain(),
+                Some(event) = read_rx.recv(), if self.draining.is_none() && self.outbox.len() < self.outbox_max => {
                     flushed = false;
                     self.on_read(event)?;
                 }
                 _ = tokio::time::sleep(WAIT_RETRY) => {}
             }
         }
+    }
+
+    /// Whether to lease more: no reader is running, or the stages after the
+    /// readers are waiting for rows (nothing decoded waits for them). A worker
+    /// whose trainers are the bottleneck so holds one task at a time (more
+    /// only up to `prefetch` while reading lags), and a worker joining later
+    /// finds the other tasks still in the queue.
+    fn hungry(&self, read_rx: &mpsc::Receiver<ReadEvent>) -> bool {
+        self.readers.is_empty()
+            || (read_rx.is_empty()
+                && self.outbox.len() < self.outbox_max
+                && self.batcher.buffered() < self.config.batch_size)
+    }
+
+    /// Stops early (see [`Stop`]): no more leases or reads; rows that no
+    /// trainer holds are dropped; the device threads finish what they hold.
+    fn begin_drain(&mut self) {
+        let grace = self
+            .config
+            .stop
+            .as_ref()
+            .map_or(Duration::ZERO, |s| s.grace);
+        warn!(
+            grace_secs = grace.as_secs_f64(),
+            "stopping: the trainers finish the batches they hold, the rest is handed back"
+        );
+        self.draining = Some(Instant::now() + grace);
+        self.outcome.stopped = true;
+        self.stop_readers();
+        self.outbox.clear();
+        for attempt in self.ledger.attempts() {
+            self.batcher.drop_attempt(attempt);
+        }
+        // Batches still queued for the devices are dropped by them, unfed.
+        self.clock.stop_all();
+        self.batch_tx = None;
+    }
+
+    /// Hands every attempt still held back to the master, after committing
+    /// what was acknowledged.
+    async fn hand_back_all(&mut self) {
+        for attempt in self.ledger.attempts() {
+            self.ledger.drop_attempt(attempt);
+            self.clock.forget(attempt);
+            self.report(Report::HandBack { attempt });
+        }
+        self.sync_held().await;
     }
 
     /// Leases tasks until `prefetch` are being read.

@@ -340,6 +340,15 @@ impl TaskSource for RemoteSource {
         self.queue_call("/v1/fail", &request).await
     }
 
+    async fn hand_back(&self, worker: WorkerId, attempt: AttemptId) -> Result<(), QueueError> {
+        let request = HandBackRequest {
+            worker,
+            secret: self.secret(worker)?,
+            attempt,
+        };
+        self.queue_call("/v1/hand_back", &request).await
+    }
+
     async fn status(&self) -> Result<QueueStatus, QueueError> {
         self.status_reply()
             .await

@@ -44,6 +44,9 @@ pub trait TaskSource: Send + Sync {
         attempt: AttemptId,
         reason: String,
     ) -> Result<FailOutcome, QueueError>;
+    /// Gives an attempt back unfinished (the worker is stopping): the task is
+    /// leased again at once, from its committed offset.
+    async fn hand_back(&self, worker: WorkerId, attempt: AttemptId) -> Result<(), QueueError>;
     /// Counts for progress.
     async fn status(&self) -> Result<QueueStatus, QueueError>;
 }
@@ -174,6 +177,17 @@ impl TaskSource for LocalQueue {
             reason,
         })? {
             Reply::Fail(r) => r,
+            _ => Err(mismatch()),
+        }
+    }
+
+    async fn hand_back(&self, worker: WorkerId, attempt: AttemptId) -> Result<(), QueueError> {
+        match self.run(Command::HandBack {
+            now: wall_millis(),
+            worker,
+            attempt,
+        })? {
+            Reply::HandBack(r) => r,
             _ => Err(mismatch()),
         }
     }
