@@ -454,6 +454,91 @@ fn bad_flags_are_one_line_errors() {
     assert!(stderr(&out).contains("--label"), "{}", stderr(&out));
 }
 
+/// The exit code of `sluice ARGS`, with its stderr for messages.
+fn exit_code(args: &[&str]) -> (Option<i32>, String) {
+    let out = sluice(args);
+    (out.status.code(), stderr(&out))
+}
+
+/// The stderr of a failed run, checked to be one line starting `sluice: `.
+#[track_caller]
+fn one_error_line(out: &Output) -> String {
+    let err = stderr(out);
+    assert_eq!(err.lines().count(), 1, "one line expected: {err}");
+    assert!(err.starts_with("sluice: "), "{err}");
+    err
+}
+
+#[test]
+fn exit_codes_tell_usage_errors_from_failures() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/clicks");
+    let ex = example.to_str().expect("utf8");
+    let usage: [&[&str]; 9] = [
+        &[],
+        &["ls", "--no-such-flag", ex],
+        &["train"],
+        &["train", ex, "--epochs", "x"],
+        &["train", ex, "--epochs", "0"],
+        &["train", ex, "--batch-size", "0"],
+        &["train", ex, "--model", "logistic", "--features", "f1"],
+        &["train", ex, "--split-size", "0"],
+        &["master", ex],
+    ];
+    for args in usage {
+        let (code, err) = exit_code(args);
+        assert_eq!(
+            code,
+            Some(64),
+            "`sluice {}` is a usage error: {err}",
+            args.join(" ")
+        );
+    }
+    for args in [&["--help"][..], &["--version"], &["train", "--help"]] {
+        let (code, err) = exit_code(args);
+        assert_eq!(code, Some(0), "`sluice {}`: {err}", args.join(" "));
+    }
+    let help = String::from_utf8_lossy(&sluice(&["--help"]).stdout).into_owned();
+    let table = help
+        .split("Exit codes:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("`sluice --help` lists no exit codes: {help}"));
+    for code in ["0 ", "1 ", "2 ", "3 ", "64 "] {
+        assert!(
+            table.lines().any(|l| l.trim_start().starts_with(code)),
+            "exit code {code}missing from: {table}"
+        );
+    }
+    let missing = Path::new(env!("CARGO_MANIFEST_DIR")).join("no-such-output");
+    let (code, err) = exit_code(&["train", missing.to_str().expect("utf8"), "--quiet"]);
+    assert_eq!(
+        code,
+        Some(1),
+        "a missing dataset is an error, not a usage error: {err}"
+    );
+}
+
+#[test]
+fn a_column_listed_twice_is_refused_naming_it() {
+    let data = fixtures().join("parquet_small_files");
+    let data = data.to_str().expect("utf8");
+    let out = sluice(&["train", data, "--columns", "id,x1,id", "--quiet"]);
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    let err = one_error_line(&out);
+    assert!(err.contains("--columns") && err.contains("`id`"), "{err}");
+    let state = tempfile::tempdir().expect("tempdir");
+    let out = sluice(&[
+        "master",
+        data,
+        "--state",
+        state.path().to_str().expect("utf8"),
+        "--columns",
+        "x1,x1",
+    ]);
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    let err = one_error_line(&out);
+    assert!(err.contains("--columns") && err.contains("`x1`"), "{err}");
+}
+
 #[test]
 fn a_killed_run_resumes_from_its_state() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -7,8 +7,9 @@ use std::time::Duration;
 use clap::Args;
 
 use super::train::WorkerOptions;
-use super::{parse_duration, DatasetArgs};
-use crate::config::TrainerChoice;
+use super::{parse_duration, usage, DatasetArgs};
+use crate::config::{check_columns, TrainerChoice};
+use crate::exit;
 
 /// Where the job token comes from.
 #[derive(Debug, Clone, Args)]
@@ -28,7 +29,9 @@ impl TokenArgs {
         };
         let token = token.trim().to_string();
         if token.is_empty() {
-            anyhow::bail!("no job token: pass --token-file FILE or set SLUICE_TOKEN");
+            return Err(usage(
+                "no job token: pass --token-file FILE or set SLUICE_TOKEN",
+            ));
         }
         Ok(token)
     }
@@ -119,6 +122,9 @@ pub struct StatusArgs {
 
 /// Runs `sluice master`; returns the process exit code.
 pub async fn master(args: MasterArgs) -> anyhow::Result<u8> {
+    if let Some(columns) = &args.columns {
+        check_columns(columns).map_err(|e| usage(e.to_string()))?;
+    }
     let config = crate::master::serve::MasterConfig {
         url: args.url,
         dataset: args.dataset.options()?,
@@ -145,7 +151,11 @@ pub async fn master(args: MasterArgs) -> anyhow::Result<u8> {
     for f in &outcome.failed {
         eprintln!("failed task: {f}");
     }
-    Ok(if outcome.failed.is_empty() { 0 } else { 2 })
+    Ok(if outcome.failed.is_empty() {
+        exit::DONE
+    } else {
+        exit::TASKS_FAILED
+    })
 }
 
 /// Runs `sluice worker`.
@@ -164,14 +174,16 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<u8> {
         ca_file: args.ca_file,
     };
     if config.devices == 0 || config.batch_size == 0 || config.prefetch == 0 {
-        anyhow::bail!("--devices, --batch-size and --prefetch must be at least 1");
+        return Err(usage(
+            "--devices, --batch-size and --prefetch must be at least 1",
+        ));
     }
     let outcome = crate::job::worker::run(config).await?;
     eprintln!(
         "worker done: {} rows in {} batches",
         outcome.rows, outcome.batches
     );
-    Ok(0)
+    Ok(exit::DONE)
 }
 
 /// Runs `sluice status`.
@@ -212,5 +224,5 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<u8> {
         t
     };
     super::ls::write_stdout(&text)?;
-    Ok(0)
+    Ok(exit::DONE)
 }

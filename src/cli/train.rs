@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use super::{parse_duration, DatasetArgs};
+use super::{parse_duration, usage, DatasetArgs};
 use crate::config::{ModelChoice, TrainConfig, TrainerChoice};
 
 /// The built-in models.
@@ -81,7 +81,7 @@ impl WorkerOptions {
                 label: self
                     .label
                     .clone()
-                    .ok_or_else(|| anyhow::anyhow!("--model {kind:?} needs --label COL"))?,
+                    .ok_or_else(|| usage(format!("--model {kind:?} needs --label COL")))?,
                 features: self.features.clone().unwrap_or_default(),
                 learning_rate: self.learning_rate,
                 output: self.output.clone(),
@@ -166,7 +166,7 @@ impl TrainArgs {
             state: self.state,
             progress: !self.worker.quiet,
         };
-        config.validate()?;
+        config.validate().map_err(|e| usage(e.to_string()))?;
         Ok(config)
     }
 }
