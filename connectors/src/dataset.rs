@@ -103,7 +103,7 @@ impl Dataset {
     /// Lists and inspects the dataset at `location`.
     pub async fn open(location: Location, options: DatasetOptions) -> Result<Dataset> {
         let listing = listing::list(&location).await?;
-        let mut ignored = Vec::new();
+        let mut ignored = listing.ignored;
         let success = read_success(&location, &listing.files).await?;
         let candidates = live_files(&location, &listing.files, &mut ignored).await?;
         let (files, partition_names) = assign_partitions(&location, candidates, &mut ignored)?;
@@ -166,9 +166,10 @@ impl Dataset {
                 all.in_flight.push(path.join("/"));
             }
             all.hidden += listing.hidden;
+            all.ignored.extend(listing.ignored);
         }
         all.files.retain(|f| f.class != FileClass::Success);
-        let mut ignored = Vec::new();
+        let mut ignored = all.ignored;
         let candidates = live_files(&base, &all.files, &mut ignored).await?;
         let (files, partition_names) = assign_partitions(&base, candidates, &mut ignored)?;
         let format = decide_format(&base, &files, options.format)?;
