@@ -539,6 +539,79 @@ fn a_column_listed_twice_is_refused_naming_it() {
     assert!(err.contains("--columns") && err.contains("`x1`"), "{err}");
 }
 
+/// A copy of the Spark output `parquet_small_files` with the Spark part file of
+/// `bad/truncated_parquet` (cut in half: no footer) among its parts; its name.
+fn small_files_with_a_cut_footer(root: &Path) -> (PathBuf, String) {
+    let data = root.join("data");
+    copy_dir(&fixtures().join("parquet_small_files"), &data);
+    let bad_dir = fixtures().join("bad/truncated_parquet");
+    let bad = std::fs::read_dir(&bad_dir)
+        .expect("bad/truncated_parquet")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .expect("a truncated parquet file");
+    let name = bad.file_name().and_then(|n| n.to_str()).expect("name");
+    assert!(!data.join(name).exists(), "{name} is already a good part");
+    std::fs::copy(&bad, data.join(name)).expect("copy");
+    (data, name.to_string())
+}
+
+#[test]
+fn a_corrupt_footer_stops_planning_unless_ignore_corrupt_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (data, name) = small_files_with_a_cut_footer(dir.path());
+    let data = data.to_str().expect("utf8");
+    let ids_dir = dir.path().join("ids");
+    let cmd = recorder(&ids_dir, "");
+
+    let out = sluice(&["train", data, "--exec", &cmd, "--quiet"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = one_error_line(&out);
+    assert!(err.contains(&name) && err.contains("corrupt"), "{err}");
+    assert!(!ids_dir.exists(), "nothing is trained when planning fails");
+
+    std::fs::create_dir(&ids_dir).expect("ids dir");
+    let summary = dir.path().join("summary.json");
+    let out = sluice(&[
+        "train",
+        data,
+        "--exec",
+        &cmd,
+        "--devices",
+        "2",
+        "--quiet",
+        "--ignore-corrupt-files",
+        "--summary-json",
+        summary.to_str().expect("utf8"),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a corrupt file is a failed task: {}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out)
+            .lines()
+            .any(|l| l.starts_with("failed task: ") && l.contains(&name)),
+        "the printed summary names {name}: {}",
+        stderr(&out)
+    );
+    let s: Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).expect("summary")).expect("json");
+    let failed = s["tasks_failed"].as_array().expect("tasks_failed");
+    assert_eq!(failed.len(), 1, "{s}");
+    assert!(
+        failed[0]["file"]
+            .as_str()
+            .is_some_and(|f| f.ends_with(&name)),
+        "{s}"
+    );
+    let rows = expected_rows("parquet_small_files");
+    assert_eq!(s["rows"].as_u64(), Some(rows), "{s}");
+    assert_exactly_once(&recorded_ids(&ids_dir, "ids-"), rows, "the good files");
+}
+
 #[test]
 fn a_killed_run_resumes_from_its_state() {
     let dir = tempfile::tempdir().expect("tempdir");

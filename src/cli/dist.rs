@@ -69,6 +69,9 @@ pub struct MasterArgs {
     /// Train even if the output is visibly unfinished.
     #[arg(long)]
     pub allow_incomplete: bool,
+    /// Serve the rest when files are corrupt (a cut-off Parquet footer): each becomes a failed task, exit code 2. Without it a corrupt file stops the master before it serves.
+    #[arg(long)]
+    pub ignore_corrupt_files: bool,
     /// Serve HTTPS with this PEM certificate (chain); needs --tls-key.
     #[arg(long, value_name = "PEM", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -125,9 +128,11 @@ pub async fn master(args: MasterArgs) -> anyhow::Result<u8> {
     if let Some(columns) = &args.columns {
         check_columns(columns).map_err(|e| usage(e.to_string()))?;
     }
+    let mut dataset = args.dataset.options()?;
+    dataset.ignore_corrupt_files = args.ignore_corrupt_files;
     let config = crate::master::serve::MasterConfig {
         url: args.url,
-        dataset: args.dataset.options()?,
+        dataset,
         columns: args.columns,
         queue: crate::task::QueueConfig {
             epochs: args.epochs,

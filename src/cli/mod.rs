@@ -140,6 +140,7 @@ impl DatasetArgs {
                 text_key_value: self.text_key_value,
                 ..FormatOptions::default()
             },
+            ignore_corrupt_files: false,
         })
     }
 }

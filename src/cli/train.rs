@@ -131,6 +131,9 @@ pub struct TrainArgs {
     /// Train even if the output is visibly unfinished (no _SUCCESS, _temporary present).
     #[arg(long)]
     pub allow_incomplete: bool,
+    /// Train the rest when files are corrupt (a cut-off Parquet footer): each becomes a failed task named in the summary, exit code 2. Without it a corrupt file stops the job before training.
+    #[arg(long)]
+    pub ignore_corrupt_files: bool,
     /// Write a JSON summary of the run here.
     #[arg(long)]
     pub summary_json: Option<PathBuf>,
@@ -145,9 +148,11 @@ pub struct TrainArgs {
 impl TrainArgs {
     /// Validates the flags into a configuration.
     pub fn into_config(self) -> anyhow::Result<TrainConfig> {
+        let mut dataset = self.dataset.options()?;
+        dataset.ignore_corrupt_files = self.ignore_corrupt_files;
         let config = TrainConfig {
             url: self.url,
-            dataset: self.dataset.options()?,
+            dataset,
             devices: self.worker.device_count(),
             device_ids: self.worker.device_ids.clone(),
             batch_size: self.worker.batch_size,

@@ -315,6 +315,7 @@ mod tests {
             quiet = true
             lock_ttl = "2m"
             allow-empty = true
+            ignore-corrupt-files = true
             "#,
         )
         .expect("valid job");
@@ -322,6 +323,7 @@ mod tests {
         assert_eq!(job.state, "s3://bucket/sluice/clicks");
         assert_eq!(job.lock_ttl, Duration::from_secs(120));
         assert!(job.allow_empty);
+        assert!(job.train.dataset.ignore_corrupt_files);
         assert_eq!(job.train.batch_size, 256);
         assert_eq!(job.train.epochs, 2);
         assert!(!job.train.progress);
@@ -341,6 +343,7 @@ mod tests {
         assert_eq!(job.source, "hdfs://namenode:8020/warehouse/clicks/dt=*");
         assert_eq!(job.lock_ttl, DEFAULT_LOCK_TTL);
         assert!(!job.allow_empty);
+        assert!(!job.train.dataset.ignore_corrupt_files);
     }
 
     #[test]
