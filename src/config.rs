@@ -155,6 +155,9 @@ impl TrainConfig {
                 )?;
             }
         }
+        if let Some(columns) = &self.columns {
+            check_columns(columns)?;
+        }
         if let Some(ids) = &self.device_ids {
             rule(
                 !ids.is_empty() && ids.iter().all(|i| !i.is_empty()),
@@ -163,5 +166,34 @@ impl TrainConfig {
             )?;
         }
         Ok(())
+    }
+}
+
+/// Refuses a `--columns` list that names a column twice: the trainer would be
+/// handed two fields of one name.
+pub fn check_columns(columns: &[String]) -> Result<(), ConfigError> {
+    let mut seen = std::collections::HashSet::new();
+    match columns.iter().find(|c| !seen.insert(c.as_str())) {
+        Some(twice) => Err(ConfigError {
+            option: "columns",
+            reason: format!("column `{twice}` is listed twice"),
+        }),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_column_listed_twice_is_named() {
+        let cols = |s: &str| s.split(',').map(str::to_string).collect::<Vec<_>>();
+        assert!(check_columns(&cols("id,x1,label")).is_ok());
+        let err = check_columns(&cols("id,x1,id")).expect_err("id twice");
+        assert_eq!(
+            err.to_string(),
+            "invalid option --columns: column `id` is listed twice"
+        );
     }
 }

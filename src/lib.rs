@@ -6,6 +6,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod exit;
 pub mod job;
 pub mod master;
 pub mod schedule;

@@ -1,12 +1,12 @@
 //! The `sluice` command: parses flags and dispatches; errors become one line and
-//! exit code 1 (3 when another process holds the state directory).
+//! an exit code from [`sluice::exit`] (`sluice --help` lists them).
 
 use std::process::ExitCode;
 
 use clap::Parser;
 use sluice::cli::{Cli, Command};
-use sluice::job::train::{Outcome, TrainError};
-use sluice::master::serve::MasterError;
+use sluice::exit;
+use sluice::job::train::Outcome;
 use tracing_subscriber::EnvFilter;
 
 /// Decoded column buffers come and go at a high rate: mimalloc keeps them in
@@ -15,7 +15,18 @@ use tracing_subscriber::EnvFilter;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and version go to stdout and are no error; the rest is a wrong command line.
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::DONE
+            });
+        }
+    };
     init_logging(cli.verbose);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -24,14 +35,14 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("sluice: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
+            return ExitCode::from(exit::ERROR);
         }
     };
     match runtime.block_on(dispatch(cli.command)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("sluice: {}", one_line(&e));
-            ExitCode::from(exit_code(&e))
+            ExitCode::from(sluice::cli::exit_code(&e))
         }
     }
 }
@@ -58,27 +69,16 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                     failed.file, failed.epoch, failed.reason
                 );
             }
-            Ok(if summary.tasks_failed.is_empty() {
-                ExitCode::SUCCESS
+            Ok(ExitCode::from(if summary.tasks_failed.is_empty() {
+                exit::DONE
             } else {
-                ExitCode::from(2)
-            })
+                exit::TASKS_FAILED
+            }))
         }
         Command::Master(args) => Ok(ExitCode::from(sluice::cli::dist::master(*args).await?)),
         Command::Worker(args) => Ok(ExitCode::from(sluice::cli::dist::worker(*args).await?)),
         Command::Status(args) => Ok(ExitCode::from(sluice::cli::dist::status(args).await?)),
         Command::Run(args) => Ok(ExitCode::from(sluice::cli::run::run(args).await?)),
-    }
-}
-
-/// The exit code of a failed command.
-fn exit_code(e: &anyhow::Error) -> u8 {
-    if let Some(e) = e.downcast_ref::<TrainError>() {
-        e.exit_code()
-    } else if let Some(e) = e.downcast_ref::<MasterError>() {
-        e.exit_code()
-    } else {
-        1
     }
 }
 

@@ -193,6 +193,50 @@ fn a_corrupt_file_fails_its_task_and_the_master_says_so() {
 }
 
 #[test]
+fn a_corrupt_footer_stops_the_master_unless_ignore_corrupt_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    copy_dir(&fixture("parquet_small_files"), &data);
+    let bad = std::fs::read_dir(fixture("bad/truncated_parquet"))
+        .expect("bad/truncated_parquet")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .expect("a truncated parquet file");
+    let name = bad.file_name().and_then(|n| n.to_str()).expect("name");
+    std::fs::copy(&bad, data.join(name)).expect("copy");
+
+    let mut job = Job::new("parquet_small_files", 1);
+    let refused = job
+        .master_command(&data, job.port)
+        .output()
+        .expect("run master");
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{err}");
+    assert!(err.contains(name), "the master names {name}: {err}");
+
+    job.master_args.push("--ignore-corrupt-files".into());
+    let mut master = job.start_master(&data);
+    let mut workers: Vec<Child> = (0..2).map(|_| job.start_worker("")).collect();
+    let status = wait_exit(&mut master, "master");
+    let err = stderr_of(&mut master);
+    assert_eq!(
+        status.code(),
+        Some(2),
+        "a corrupt file is a failed task: {err}"
+    );
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("failed task: ") && l.contains(name)),
+        "the master names {name}: {err}"
+    );
+    for w in &mut workers {
+        wait_exit(w, "worker");
+    }
+    let ids = recorded_ids(&job.ids, "ids-");
+    common::assert_exactly_once(&ids, job.rows(), "the good files");
+}
+
+#[test]
 fn requests_without_the_token_are_refused() {
     let job = Job::new("parquet_small_files", 1);
     let mut master = job.start_master(fixture("parquet_small_files"));

@@ -380,7 +380,7 @@ fn a_worker_stopped_by_sigterm_hands_its_tasks_back_at_once() {
     // A lease timeout far longer than the test: only a hand-back lets the
     // second worker go on in time.
     let job = Job::new(DATASET, 1);
-    let mut master = long_lease_master(&job, DATASET);
+    let mut master = long_lease_master(&job, DATASET, &[]);
     let first = fresh(&job.ids, "w1");
     let second = fresh(&job.ids, "w2");
     let mut stopped = Command::new(SLUICE)
@@ -422,10 +422,11 @@ fn a_worker_stopped_by_sigterm_hands_its_tasks_back_at_once() {
 
 /// A master whose leases last far longer than any test: only a hand-back or a
 /// fair lease count lets another worker go on in time.
-fn long_lease_master(job: &Job, dataset: &str) -> Child {
+fn long_lease_master(job: &Job, dataset: &str, extra: &[&str]) -> Child {
     let master = Command::new(SLUICE)
         .arg("master")
         .arg(fixture(dataset))
+        .args(extra)
         .args(["--listen", &format!("127.0.0.1:{}", job.port)])
         .args([
             "--state",
@@ -467,20 +468,24 @@ fn queue_status(job: &Job) -> serde_json::Value {
 
 #[test]
 fn a_busy_worker_holds_few_leases_and_a_late_joiner_gets_work_at_once() {
-    let dataset = "parquet_small_files"; // 40 tasks of 50 rows
-    let job = Job::new(dataset, 1);
-    let mut master = long_lease_master(&job, dataset);
+    // 9 tasks of about 2,200 rows (row-group ranges of one Spark file).
+    let job = Job::new(DATASET, 1);
+    let mut master = long_lease_master(&job, DATASET, &["--split-size", "64KiB"]);
     let first = fresh(&job.ids, "w1");
     let second = fresh(&job.ids, "w2");
     // Slow trainers: the worker is bound by them, not by reading.
     let mut busy = worker(&job, &first, 1, 0.05);
-    wait_until("acknowledged rows", Duration::from_secs(60), || {
-        count_lines(&first, "acked-") >= 200
-    });
-    let leased = queue_status(&job)["leased"].as_u64().expect("leased");
+    let mut most = 0;
+    for _ in 0..5 {
+        wait_until("acknowledged rows", Duration::from_secs(60), || {
+            count_lines(&first, "acked-") >= 300
+        });
+        most = most.max(queue_status(&job)["leased"].as_u64().expect("leased"));
+        std::thread::sleep(Duration::from_millis(200));
+    }
     assert!(
-        leased <= 2,
-        "a worker bound by its trainers holds {leased} leases (prefetch is 4)"
+        most <= 2,
+        "a worker bound by its trainers held {most} leases at once (prefetch is 4)"
     );
     let joined = std::time::Instant::now();
     let mut late = worker(&job, &second, 1, 0.05);
@@ -503,5 +508,5 @@ fn a_busy_worker_holds_few_leases_and_a_late_joiner_gets_work_at_once() {
     for (id, n) in ids_in(&second, "ids-") {
         *all.entry(id).or_insert(0) += n;
     }
-    common::assert_exactly_once(&all, 2_000, "two workers");
+    common::assert_exactly_once(&all, 20_000, "two workers");
 }

@@ -903,6 +903,75 @@ fn file_instead_of_directory_fails_cleanly() {
     assert_ls_fails_naming(&fixture("bad/single_file.parquet"), "single_file.parquet");
 }
 
+/// A copy of the Spark fixture `parquet_small_files` to add odd entries to.
+fn small_files_copy() -> (tempfile::TempDir, std::path::PathBuf) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("out");
+    common::copy_dir(&fixture("parquet_small_files"), &data);
+    (tmp, data)
+}
+
+#[test]
+fn a_broken_symlink_among_part_files_fails_naming_it() {
+    let (_tmp, data) = small_files_copy();
+    let name = "part-00040-gone-c000.snappy.parquet";
+    std::os::unix::fs::symlink(data.join("no-such-target"), data.join(name)).expect("symlink");
+    for json in [false, true] {
+        let run = sluice(ls_args(&data, &[], json));
+        assert_one_line_error(&run, &[name, "broken symbolic link", "no-such-target"]);
+    }
+    // A hidden one is no data, as for any hidden name.
+    std::fs::remove_file(data.join(name)).expect("rm");
+    std::os::unix::fs::symlink(data.join("gone"), data.join(".part-0.crc")).expect("symlink");
+    let got = ls_json(&data, &[]);
+    assert_eq!(got["rows"], expected_dataset("parquet_small_files")["rows"]);
+}
+
+#[test]
+fn a_fifo_among_part_files_is_ignored_as_not_a_regular_file() {
+    let (_tmp, data) = small_files_copy();
+    let name = "part-00040-fifo-c000.snappy.parquet";
+    let made = Command::new("mkfifo")
+        .arg(data.join(name))
+        .status()
+        .expect("run mkfifo");
+    assert!(made.success(), "mkfifo failed");
+    let exp = expected_dataset("parquet_small_files");
+    let got = ls_json(&data, &[]);
+    assert_eq!(got["rows"], exp["rows"], "{got}");
+    assert_eq!(
+        got["files"], exp["files"],
+        "the FIFO is no data file: {got}"
+    );
+    let entry = got["ignored"]
+        .as_array()
+        .expect("ignored")
+        .iter()
+        .find(|i| i["path"].as_str().is_some_and(|p| p.ends_with(name)))
+        .unwrap_or_else(|| panic!("{name} should be in `ignored`: {got}"));
+    assert_eq!(entry["reason"], "not a regular file: a FIFO", "{got}");
+    let table = ls_table(&data, &[]);
+    assert!(
+        table.contains(name) && table.contains("not a regular file"),
+        "{table}"
+    );
+}
+
+#[test]
+fn an_empty_directory_is_named_as_empty_not_missing() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let empty = tmp.path().join("out-empty");
+    std::fs::create_dir(&empty).expect("mkdir");
+    for json in [false, true] {
+        let run = sluice(ls_args(&empty, &[], json));
+        assert_one_line_error(&run, &["out-empty", "empty directory", "no data files"]);
+        assert_eq!(run.status.code(), Some(1), "{run}");
+        assert!(!run.stderr.contains("no such path"), "{run}");
+    }
+    let missing = sluice(ls_args(&tmp.path().join("out-missing"), &[], false));
+    assert_one_line_error(&missing, &["no such path", "out-missing"]);
+}
+
 /// Runs `program args` as user and group 65534 (nobody).
 fn as_nobody(program: &Path, args: &[OsString]) -> Command {
     let mut cmd = Command::new("setpriv");

@@ -432,8 +432,12 @@ fn two_masters_cannot_both_own_a_job_on_a_store() {
         let answer = post(job.port, "/v1/register", "{}");
         assert_ne!(answer, "200", "{kind:?}: a stale master answered a change");
         let status = wait_exit(&mut first, "first master");
-        assert!(!status.success(), "{kind:?}: the stale master exited 0");
         let err = stderr_of(&mut first);
+        assert_eq!(
+            status.code(),
+            Some(3),
+            "{kind:?}: a master fenced off by another exits 3: {err}"
+        );
         assert!(
             err.contains("written by another master") && err.contains(&job.state),
             "{kind:?}: {err}"

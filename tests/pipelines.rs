@@ -209,6 +209,11 @@ fn a_second_run_refuses_and_a_killed_run_marks_nothing() {
 
     let second = sluice(["run", job.to_str().expect("utf-8")]);
     common::assert_one_line_error(&second, &["still going", "not starting"]);
+    assert_eq!(
+        second.status.code(),
+        Some(3),
+        "a held lock has its own exit code: {second}"
+    );
 
     first.kill().expect("SIGKILL");
     let _ = first.wait();
@@ -298,6 +303,39 @@ fn job_file_errors_name_the_key_and_the_file() {
     .expect("write");
     let run = sluice(["run", job.to_str().expect("utf-8")]);
     common::assert_one_line_error(&run, &["unknown key `batch_sise`", "bad.toml"]);
+}
+
+#[test]
+fn a_source_that_matches_nothing_fails_unless_allowed() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let state = tmp.path().join("state");
+    let ids = tmp.path().join("ids");
+    std::fs::create_dir(tmp.path().join("clicks")).expect("mkdir");
+    for source in ["clicks/dt=*", "clicks", "no-such-table/dt=*"] {
+        let job = job_file(
+            tmp.path(),
+            &tmp.path().join(source),
+            &state,
+            &recorder(&ids, ""),
+        );
+        let refused = run_job(&job, &[]);
+        common::assert_one_line_error(&refused, &[source, "matches nothing", "--allow-empty"]);
+        assert_eq!(refused.status.code(), Some(1), "{refused}");
+
+        let allowed = run_job(&job, &["--allow-empty"]).success();
+        let report = allowed.json();
+        assert_eq!(report["matched"], 0, "{allowed}");
+        assert_eq!(report["rows"], 0, "{allowed}");
+        assert!(
+            allowed.stderr.contains("matches nothing"),
+            "a warning: {allowed}"
+        );
+
+        let text = std::fs::read_to_string(&job).expect("job file") + "allow-empty = true\n";
+        std::fs::write(&job, text).expect("write job file");
+        run_job(&job, &[]).success();
+    }
+    assert!(!ids.exists(), "nothing was trained");
 }
 
 fn handoff(root: &Path, day: &str, etl: &[&str], train: &[&str]) -> Run {

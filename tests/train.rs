@@ -454,6 +454,164 @@ fn bad_flags_are_one_line_errors() {
     assert!(stderr(&out).contains("--label"), "{}", stderr(&out));
 }
 
+/// The exit code of `sluice ARGS`, with its stderr for messages.
+fn exit_code(args: &[&str]) -> (Option<i32>, String) {
+    let out = sluice(args);
+    (out.status.code(), stderr(&out))
+}
+
+/// The stderr of a failed run, checked to be one line starting `sluice: `.
+#[track_caller]
+fn one_error_line(out: &Output) -> String {
+    let err = stderr(out);
+    assert_eq!(err.lines().count(), 1, "one line expected: {err}");
+    assert!(err.starts_with("sluice: "), "{err}");
+    err
+}
+
+#[test]
+fn exit_codes_tell_usage_errors_from_failures() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/clicks");
+    let ex = example.to_str().expect("utf8");
+    let usage: [&[&str]; 9] = [
+        &[],
+        &["ls", "--no-such-flag", ex],
+        &["train"],
+        &["train", ex, "--epochs", "x"],
+        &["train", ex, "--epochs", "0"],
+        &["train", ex, "--batch-size", "0"],
+        &["train", ex, "--model", "logistic", "--features", "f1"],
+        &["train", ex, "--split-size", "0"],
+        &["master", ex],
+    ];
+    for args in usage {
+        let (code, err) = exit_code(args);
+        assert_eq!(
+            code,
+            Some(64),
+            "`sluice {}` is a usage error: {err}",
+            args.join(" ")
+        );
+    }
+    for args in [&["--help"][..], &["--version"], &["train", "--help"]] {
+        let (code, err) = exit_code(args);
+        assert_eq!(code, Some(0), "`sluice {}`: {err}", args.join(" "));
+    }
+    let help = String::from_utf8_lossy(&sluice(&["--help"]).stdout).into_owned();
+    let table = help
+        .split("Exit codes:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("`sluice --help` lists no exit codes: {help}"));
+    for code in ["0 ", "1 ", "2 ", "3 ", "64 "] {
+        assert!(
+            table.lines().any(|l| l.trim_start().starts_with(code)),
+            "exit code {code}missing from: {table}"
+        );
+    }
+    let missing = Path::new(env!("CARGO_MANIFEST_DIR")).join("no-such-output");
+    let (code, err) = exit_code(&["train", missing.to_str().expect("utf8"), "--quiet"]);
+    assert_eq!(
+        code,
+        Some(1),
+        "a missing dataset is an error, not a usage error: {err}"
+    );
+}
+
+#[test]
+fn a_column_listed_twice_is_refused_naming_it() {
+    let data = fixtures().join("parquet_small_files");
+    let data = data.to_str().expect("utf8");
+    let out = sluice(&["train", data, "--columns", "id,x1,id", "--quiet"]);
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    let err = one_error_line(&out);
+    assert!(err.contains("--columns") && err.contains("`id`"), "{err}");
+    let state = tempfile::tempdir().expect("tempdir");
+    let out = sluice(&[
+        "master",
+        data,
+        "--state",
+        state.path().to_str().expect("utf8"),
+        "--columns",
+        "x1,x1",
+    ]);
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    let err = one_error_line(&out);
+    assert!(err.contains("--columns") && err.contains("`x1`"), "{err}");
+}
+
+/// A copy of the Spark output `parquet_small_files` with the Spark part file of
+/// `bad/truncated_parquet` (cut in half: no footer) among its parts; its name.
+fn small_files_with_a_cut_footer(root: &Path) -> (PathBuf, String) {
+    let data = root.join("data");
+    copy_dir(&fixtures().join("parquet_small_files"), &data);
+    let bad_dir = fixtures().join("bad/truncated_parquet");
+    let bad = std::fs::read_dir(&bad_dir)
+        .expect("bad/truncated_parquet")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .expect("a truncated parquet file");
+    let name = bad.file_name().and_then(|n| n.to_str()).expect("name");
+    assert!(!data.join(name).exists(), "{name} is already a good part");
+    std::fs::copy(&bad, data.join(name)).expect("copy");
+    (data, name.to_string())
+}
+
+#[test]
+fn a_corrupt_footer_stops_planning_unless_ignore_corrupt_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (data, name) = small_files_with_a_cut_footer(dir.path());
+    let data = data.to_str().expect("utf8");
+    let ids_dir = dir.path().join("ids");
+    let cmd = recorder(&ids_dir, "");
+
+    let out = sluice(&["train", data, "--exec", &cmd, "--quiet"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = one_error_line(&out);
+    assert!(err.contains(&name) && err.contains("corrupt"), "{err}");
+    assert!(!ids_dir.exists(), "nothing is trained when planning fails");
+
+    std::fs::create_dir(&ids_dir).expect("ids dir");
+    let summary = dir.path().join("summary.json");
+    let out = sluice(&[
+        "train",
+        data,
+        "--exec",
+        &cmd,
+        "--devices",
+        "2",
+        "--quiet",
+        "--ignore-corrupt-files",
+        "--summary-json",
+        summary.to_str().expect("utf8"),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a corrupt file is a failed task: {}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out)
+            .lines()
+            .any(|l| l.starts_with("failed task: ") && l.contains(&name)),
+        "the printed summary names {name}: {}",
+        stderr(&out)
+    );
+    let s: Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).expect("summary")).expect("json");
+    let failed = s["tasks_failed"].as_array().expect("tasks_failed");
+    assert_eq!(failed.len(), 1, "{s}");
+    assert!(
+        failed[0]["file"]
+            .as_str()
+            .is_some_and(|f| f.ends_with(&name)),
+        "{s}"
+    );
+    let rows = expected_rows("parquet_small_files");
+    assert_eq!(s["rows"].as_u64(), Some(rows), "{s}");
+    assert_exactly_once(&recorded_ids(&ids_dir, "ids-"), rows, "the good files");
+}
+
 #[test]
 fn a_killed_run_resumes_from_its_state() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -18,7 +18,7 @@ use crate::layout::partition::{infer_type, parse_value, unescape, widen};
 use crate::layout::success::SuccessMarker;
 use crate::listing::{self, ListedFile};
 use crate::schema::SchemaMerger;
-use crate::split::{split_file, FileToSplit, Split};
+use crate::split::{split_file, FileToSplit, Split, SplitRange};
 use crate::store::Location;
 
 /// How many files are inspected at once.
@@ -35,6 +35,12 @@ pub struct DatasetOptions {
     pub split_size: u64,
     /// Parsing options of text formats.
     pub format_options: FormatOptions,
+    /// Plan around files that cannot be inspected because they are corrupt (a
+    /// Parquet footer cut off, say), as Spark's `ignoreCorruptFiles`: each gets
+    /// one split whose reading fails at once naming the file, and is listed in
+    /// [`Dataset::corrupt`], instead of failing the whole dataset.
+    #[serde(default)]
+    pub ignore_corrupt_files: bool,
 }
 
 impl Default for DatasetOptions {
@@ -44,6 +50,7 @@ impl Default for DatasetOptions {
             infer_partition_types: true,
             split_size: 128 * 1024 * 1024,
             format_options: FormatOptions::default(),
+            ignore_corrupt_files: false,
         }
     }
 }
@@ -95,6 +102,10 @@ pub struct Dataset {
     pub splits: Vec<Split>,
     /// Files present but not read.
     pub ignored: Vec<Ignored>,
+    /// Data files that could not be planned, and why (only with
+    /// `ignore_corrupt_files`): each has one split, last in `splits`, whose
+    /// reading fails naming the file. They are not in `files`.
+    pub corrupt: Vec<Ignored>,
     /// Options the dataset was opened with.
     pub options: DatasetOptions,
 }
@@ -103,15 +114,15 @@ impl Dataset {
     /// Lists and inspects the dataset at `location`.
     pub async fn open(location: Location, options: DatasetOptions) -> Result<Dataset> {
         let listing = listing::list(&location).await?;
-        let mut ignored = Vec::new();
+        let mut ignored = listing.ignored;
         let success = read_success(&location, &listing.files).await?;
         let candidates = live_files(&location, &listing.files, &mut ignored).await?;
         let (files, partition_names) = assign_partitions(&location, candidates, &mut ignored)?;
         let format = decide_format(&location, &files, options.format)?;
-        let infos = inspect_all(&location, &files, format, &options.format_options).await?;
-        let data_schema = merge_schemas(&location, &files, &infos)?;
         let partition_fields =
             partition_fields(&partition_names, &files, options.infer_partition_types);
+        let inspected = inspect_all(&location, files, format, &options).await?;
+        let data_schema = merge_schemas(&location, &inspected.files, &inspected.infos)?;
         let mut dataset = Dataset {
             complete: success.is_some(),
             success,
@@ -122,10 +133,11 @@ impl Dataset {
             files: Vec::new(),
             splits: Vec::new(),
             ignored,
+            corrupt: Vec::new(),
             location,
             options,
         };
-        dataset.finish(files, infos);
+        dataset.finish(inspected);
         Ok(dataset)
     }
 
@@ -166,16 +178,17 @@ impl Dataset {
                 all.in_flight.push(path.join("/"));
             }
             all.hidden += listing.hidden;
+            all.ignored.extend(listing.ignored);
         }
         all.files.retain(|f| f.class != FileClass::Success);
-        let mut ignored = Vec::new();
+        let mut ignored = all.ignored;
         let candidates = live_files(&base, &all.files, &mut ignored).await?;
         let (files, partition_names) = assign_partitions(&base, candidates, &mut ignored)?;
         let format = decide_format(&base, &files, options.format)?;
-        let infos = inspect_all(&base, &files, format, &options.format_options).await?;
-        let data_schema = merge_schemas(&base, &files, &infos)?;
         let partition_fields =
             partition_fields(&partition_names, &files, options.infer_partition_types);
+        let inspected = inspect_all(&base, files, format, &options).await?;
+        let data_schema = merge_schemas(&base, &inspected.files, &inspected.infos)?;
         let mut dataset = Dataset {
             complete,
             success: None,
@@ -186,14 +199,20 @@ impl Dataset {
             files: Vec::new(),
             splits: Vec::new(),
             ignored,
+            corrupt: Vec::new(),
             location: base,
             options,
         };
-        dataset.finish(files, infos);
+        dataset.finish(inspected);
         Ok(dataset)
     }
 
-    fn finish(&mut self, files: Vec<Candidate>, infos: Vec<FileInfo>) {
+    fn finish(&mut self, inspected: Inspected) {
+        let Inspected {
+            files,
+            infos,
+            corrupt,
+        } = inspected;
         for (file, info) in files.into_iter().zip(infos) {
             let path = file.meta.location.to_string();
             let codec = Codec::from_path(&path);
@@ -217,6 +236,26 @@ impl Dataset {
                 partition_dir: file.partition_dir,
                 partition_values: file.values,
                 rows: info.rows,
+            });
+        }
+        let Some(format) = self.format else {
+            return;
+        };
+        for (file, reason) in corrupt {
+            let path = file.meta.location.to_string();
+            self.corrupt.push(Ignored {
+                path: self.location.display(&file.meta.location),
+                reason: reason.clone(),
+            });
+            self.splits.push(Split {
+                codec: Codec::from_path(&path),
+                path,
+                size: file.meta.size,
+                format,
+                partition_dir: file.partition_dir,
+                partition_values: file.values,
+                range: SplitRange::Unreadable { reason },
+                rows: None,
             });
         }
     }
@@ -459,25 +498,61 @@ fn decide_format(
     Ok(found.into_values().next().map(|(f, _)| f))
 }
 
+/// The files as inspected: those planned with what was found, and the corrupt
+/// ones set apart (only with `ignore_corrupt_files`) with the decoder's reason.
+struct Inspected {
+    files: Vec<Candidate>,
+    infos: Vec<FileInfo>,
+    corrupt: Vec<(Candidate, String)>,
+}
+
 async fn inspect_all(
     loc: &Location,
-    files: &[Candidate],
+    files: Vec<Candidate>,
     format: Option<Format>,
-    opts: &FormatOptions,
-) -> Result<Vec<FileInfo>> {
-    let Some(format) = format else {
-        return Ok(Vec::new());
+    options: &DatasetOptions,
+) -> Result<Inspected> {
+    let mut inspected = Inspected {
+        files: Vec::new(),
+        infos: Vec::new(),
+        corrupt: Vec::new(),
     };
-    stream::iter(files.iter().map(|f| {
+    let Some(format) = format else {
+        inspected.files = files;
+        return Ok(inspected);
+    };
+    let opts = &options.format_options;
+    let results: Vec<Result<FileInfo, String>> = stream::iter(files.iter().map(|f| {
         let file = FileRef {
             path: f.meta.location.clone(),
             size: f.meta.size,
         };
-        async move { format::inspect(loc, &file, format, opts).await }
+        async move {
+            match format::inspect(loc, &file, format, opts).await {
+                Ok(info) => Ok(Ok(info)),
+                Err(Error::Corrupt { reason, .. }) if options.ignore_corrupt_files => {
+                    Ok(Err(reason))
+                }
+                Err(e) => Err(e),
+            }
+        }
     }))
     .buffered(INSPECT_CONCURRENCY)
     .try_collect()
-    .await
+    .await?;
+    for (file, result) in files.into_iter().zip(results) {
+        match result {
+            Ok(info) => {
+                inspected.files.push(file);
+                inspected.infos.push(info);
+            }
+            Err(reason) => {
+                tracing::warn!(path = %loc.display(&file.meta.location), %reason, "corrupt file left out of the plan: its task fails");
+                inspected.corrupt.push((file, reason));
+            }
+        }
+    }
+    Ok(inspected)
 }
 
 fn merge_schemas(loc: &Location, files: &[Candidate], infos: &[FileInfo]) -> Result<SchemaRef> {

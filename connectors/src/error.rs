@@ -22,6 +22,20 @@ pub enum Error {
         /// The missing path.
         path: String,
     },
+    /// The path is a directory with nothing in it.
+    #[error("{path} is an empty directory: it exists but holds no data files")]
+    EmptyDir {
+        /// The directory.
+        path: String,
+    },
+    /// A symbolic link among the data whose target does not exist.
+    #[error("broken symbolic link {path}: its target {target} does not exist; restore the target or remove the link")]
+    DanglingLink {
+        /// The link.
+        path: String,
+        /// Where it points.
+        target: String,
+    },
     /// The store refused to let us read the path.
     #[error("permission denied reading {path}: {source}")]
     PermissionDenied {
@@ -124,7 +138,7 @@ pub enum Error {
 /// The broad kind of an [`Error`], for callers that decide by kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
-    /// Missing path.
+    /// Missing path, or a directory with nothing in it.
     NotFound,
     /// Access refused.
     PermissionDenied,
@@ -142,16 +156,19 @@ impl Error {
     /// The kind of this error.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::NotFound { .. } | Error::NoSuchBucket { .. } => ErrorKind::NotFound,
+            Error::NotFound { .. } | Error::EmptyDir { .. } | Error::NoSuchBucket { .. } => {
+                ErrorKind::NotFound
+            }
             Error::PermissionDenied { .. } => ErrorKind::PermissionDenied,
             Error::Corrupt { .. } => ErrorKind::Corrupt,
             Error::InvalidUrl { .. }
             | Error::UnknownColumn { .. }
             | Error::InvalidOption { .. }
             | Error::StoreConfig { .. } => ErrorKind::Invalid,
-            Error::Layout { .. } | Error::SchemaClash { .. } | Error::Format { .. } => {
-                ErrorKind::Dataset
-            }
+            Error::Layout { .. }
+            | Error::DanglingLink { .. }
+            | Error::SchemaClash { .. }
+            | Error::Format { .. } => ErrorKind::Dataset,
             Error::Store { .. } => ErrorKind::Store,
         }
     }

@@ -1,13 +1,17 @@
 //! Concurrent listing of an output directory, one request per directory,
-//! applying the hidden / in-flight rules while walking.
+//! applying the hidden / in-flight rules while walking. On a local filesystem
+//! each directory is also read as a directory, for what object listings hide:
+//! a broken symbolic link fails the listing (Spark fails on it when reading),
+//! a FIFO, socket or device is reported as ignored, never read.
 
 use futures::stream::{FuturesUnordered, StreamExt};
-use object_store::path::Path;
-use object_store::{ObjectMeta, ObjectStoreExt};
+use object_store::path::{Path, PathPart};
+use object_store::{ListResult, ObjectMeta, ObjectStoreExt};
 
+use crate::dataset::Ignored;
 use crate::error::{Error, ErrorKind, Result};
 use crate::layout::names::{classify_dir, classify_file, DirClass, FileClass};
-use crate::store::Location;
+use crate::store::{Location, Oddity};
 
 /// How many directories are listed at once.
 const LIST_CONCURRENCY: usize = 32;
@@ -32,6 +36,8 @@ pub struct Listing {
     pub in_flight: Vec<String>,
     /// Number of hidden names skipped.
     pub hidden: usize,
+    /// Entries that are not files that can be read (FIFOs, sockets, devices), and why.
+    pub ignored: Vec<Ignored>,
 }
 
 /// Lists everything under `location`, fanning out per directory.
@@ -52,14 +58,17 @@ pub async fn list(location: &Location) -> Result<Listing> {
             let store = location.store.clone();
             pending.push(async move {
                 let result = store.list_with_delimiter(Some(&dir)).await;
-                (dir, segments, result)
+                let odd = location.oddities(&dir).await;
+                (dir, segments, result, odd)
             });
         }
-        let Some((dir, segments, result)) = pending.next().await else {
+        let Some((dir, segments, result, odd)) = pending.next().await else {
             break;
         };
-        let result = result.map_err(|e| list_error(location, &dir, e))?;
+        let mut result = result.map_err(|e| list_error(location, &dir, e))?;
         seen_any |= !result.objects.is_empty() || !result.common_prefixes.is_empty();
+        seen_any |= !odd.as_ref().map_or(true, Vec::is_empty);
+        odd_entries(location, &dir, &segments, odd?, &mut result, &mut listing)?;
         for prefix in result.common_prefixes {
             let name = prefix.filename().unwrap_or_default().to_string();
             let mut child = segments.clone();
@@ -92,8 +101,16 @@ pub async fn list(location: &Location) -> Result<Listing> {
         }
     }
     if !seen_any {
-        return Err(Error::NotFound {
-            path: location.url(),
+        let is_dir = location
+            .local_path(&location.root)
+            .is_some_and(|p| p.is_dir());
+        return Err(match is_dir {
+            true => Error::EmptyDir {
+                path: location.url(),
+            },
+            false => Error::NotFound {
+                path: location.url(),
+            },
         });
     }
     listing
@@ -101,6 +118,47 @@ pub async fn list(location: &Location) -> Result<Listing> {
         .sort_by(|a, b| a.meta.location.cmp(&b.meta.location));
     listing.in_flight.sort();
     Ok(listing)
+}
+
+/// Applies the rules for the odd entries of one local directory: a broken link
+/// to anything not hidden fails the listing; an entry that is no regular file
+/// leaves the objects and, unless hidden, is reported as ignored.
+fn odd_entries(
+    location: &Location,
+    dir: &Path,
+    segments: &[String],
+    odd: Vec<Oddity>,
+    result: &mut ListResult,
+    listing: &mut Listing,
+) -> Result<()> {
+    for entry in odd {
+        let path = dir.clone().join(entry.name());
+        let part = PathPart::from(entry.name());
+        result
+            .objects
+            .retain(|o| o.location.filename() != Some(part.as_ref()));
+        match classify_file(entry.name()) {
+            FileClass::Hidden => listing.hidden += 1,
+            FileClass::InFlight => {
+                let mut rel = segments.to_vec();
+                rel.push(entry.name().to_string());
+                listing.in_flight.push(rel.join("/"));
+            }
+            _ => match entry {
+                Oddity::DanglingLink { target, .. } => {
+                    return Err(Error::DanglingLink {
+                        path: location.display(&path),
+                        target: target.display().to_string(),
+                    })
+                }
+                Oddity::NotRegular { kind, .. } => listing.ignored.push(Ignored {
+                    path: location.display(&path),
+                    reason: format!("not a regular file: {kind}"),
+                }),
+            },
+        }
+    }
+    Ok(())
 }
 
 /// Fails when the root is a single file, or when an object store cannot be

@@ -30,6 +30,13 @@ pub enum SplitRange {
         /// One past the last byte.
         end: u64,
     },
+    /// Nothing: the file could not be planned (a corrupt footer, say) and the
+    /// dataset was opened with `ignore_corrupt_files`. Reading it fails at once
+    /// with `reason`, without touching the file, so its task fails naming it.
+    Unreadable {
+        /// What inspecting the file found.
+        reason: String,
+    },
 }
 
 /// One piece of a dataset: a plain, serializable value that travels to workers.

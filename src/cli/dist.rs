@@ -7,8 +7,9 @@ use std::time::Duration;
 use clap::Args;
 
 use super::train::WorkerOptions;
-use super::{parse_duration, DatasetArgs};
-use crate::config::TrainerChoice;
+use super::{parse_duration, usage, DatasetArgs};
+use crate::config::{check_columns, TrainerChoice};
+use crate::exit;
 
 /// Where the job token comes from.
 #[derive(Debug, Clone, Args)]
@@ -34,7 +35,9 @@ impl TokenArgs {
         };
         let token = token.trim().to_string();
         if token.is_empty() {
-            anyhow::bail!("no job token: pass --token-file FILE or set SLUICE_TOKEN");
+            return Err(usage(
+                "no job token: pass --token-file FILE or set SLUICE_TOKEN",
+            ));
         }
         Ok(token)
     }
@@ -90,6 +93,9 @@ pub struct MasterArgs {
     /// Train even if the output is visibly unfinished.
     #[arg(long)]
     pub allow_incomplete: bool,
+    /// Serve the rest when files are corrupt (a cut-off Parquet footer): each becomes a failed task, exit code 2. Without it a corrupt file stops the master before it serves.
+    #[arg(long)]
+    pub ignore_corrupt_files: bool,
     /// Serve HTTPS with this PEM certificate (chain); needs --tls-key.
     #[arg(long, value_name = "PEM", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -149,9 +155,14 @@ pub struct StatusArgs {
 
 /// Runs `sluice master`; returns the process exit code.
 pub async fn master(args: MasterArgs) -> anyhow::Result<u8> {
+    if let Some(columns) = &args.columns {
+        check_columns(columns).map_err(|e| usage(e.to_string()))?;
+    }
+    let mut dataset = args.dataset.options()?;
+    dataset.ignore_corrupt_files = args.ignore_corrupt_files;
     let config = crate::master::serve::MasterConfig {
         url: args.url,
-        dataset: args.dataset.options()?,
+        dataset,
         columns: args.columns,
         queue: crate::task::QueueConfig {
             epochs: args.epochs,
@@ -175,7 +186,11 @@ pub async fn master(args: MasterArgs) -> anyhow::Result<u8> {
     for f in &outcome.failed {
         eprintln!("failed task: {f}");
     }
-    Ok(if outcome.failed.is_empty() { 0 } else { 2 })
+    Ok(if outcome.failed.is_empty() {
+        exit::DONE
+    } else {
+        exit::TASKS_FAILED
+    })
 }
 
 /// Runs `sluice worker`.
@@ -195,7 +210,9 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<u8> {
         stop: Some(stop_on_signals(args.grace)?),
     };
     if config.devices == 0 || config.batch_size == 0 || config.prefetch == 0 {
-        anyhow::bail!("--devices, --batch-size and --prefetch must be at least 1");
+        return Err(usage(
+            "--devices, --batch-size and --prefetch must be at least 1",
+        ));
     }
     let outcome = crate::job::worker::run(config).await?;
     if outcome.stopped {
@@ -209,7 +226,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<u8> {
             outcome.rows, outcome.batches
         );
     }
-    Ok(0)
+    Ok(exit::DONE)
 }
 
 /// A stop request raised by the first SIGTERM or SIGINT; a second one exits
@@ -274,5 +291,5 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<u8> {
         t
     };
     super::ls::write_stdout(&text)?;
-    Ok(0)
+    Ok(exit::DONE)
 }

@@ -8,13 +8,15 @@ pub mod train;
 use clap::{Args, Parser, Subcommand};
 use connectors::{DatasetOptions, Format, FormatOptions};
 
+use crate::exit;
+
 /// Hands Spark, Hive and MapReduce output to training.
 ///
 /// sluice lists an output directory (local, HDFS or object storage), cuts it
 /// into tasks, and feeds Arrow record batches to trainers on several device
 /// threads, every row exactly once per epoch.
 #[derive(Debug, Parser)]
-#[command(name = "sluice", version, about, long_about)]
+#[command(name = "sluice", version, about, long_about, after_help = exit::TABLE)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -39,6 +41,70 @@ pub enum Command {
     Status(dist::StatusArgs),
     /// Run a job file once: train on the complete partitions no earlier run trained on (for cron).
     Run(run::RunArgs),
+}
+
+/// A command line that asks for something impossible, found once it was parsed
+/// (a bad value, a missing companion flag, a column named twice): the command
+/// exits with [`exit::USAGE`] instead of [`exit::ERROR`].
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct UsageError {
+    /// What is wrong, on one line.
+    pub message: String,
+}
+
+/// A [`UsageError`] saying `message`.
+pub fn usage(message: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(UsageError {
+        message: message.into(),
+    })
+}
+
+/// The exit code of a command that failed with `e`: [`exit::USAGE`] for a
+/// wrong command line, [`exit::HELD`] when another run or master holds the
+/// job's state or lock, else [`exit::ERROR`].
+pub fn exit_code(e: &anyhow::Error) -> u8 {
+    if e.chain().any(|cause| cause.is::<UsageError>()) {
+        return exit::USAGE;
+    }
+    if e.chain().any(held_by_another) {
+        return exit::HELD;
+    }
+    // The lock of a local state directory, held by another process.
+    for cause in e.chain() {
+        if let Some(e) = cause.downcast_ref::<crate::job::train::TrainError>() {
+            return e.exit_code();
+        }
+        if let Some(e) = cause.downcast_ref::<crate::master::serve::MasterError>() {
+            return e.exit_code();
+        }
+    }
+    exit::ERROR
+}
+
+/// Whether an error says another run or master holds the job's state or lock.
+fn held_by_another(cause: &(dyn std::error::Error + 'static)) -> bool {
+    use crate::job::train::TrainError;
+    use crate::master::journal::JournalError;
+    use crate::master::serve::MasterError;
+    use crate::master::state::StateError;
+    use crate::schedule::lock::LockError;
+    use crate::schedule::RunError;
+    let lock = |e: &LockError| matches!(e, LockError::Held { .. } | LockError::Lost { .. });
+    let journal = |e: &JournalError| matches!(e, JournalError::Taken { .. });
+    let state = |e: &StateError| matches!(e, StateError::Journal(j) if journal(j));
+    if let Some(e) = cause.downcast_ref::<RunError>() {
+        return matches!(e, RunError::Lock(l) if lock(l));
+    }
+    if let Some(e) = cause.downcast_ref::<MasterError>() {
+        return matches!(e, MasterError::State(s) if state(s));
+    }
+    if let Some(e) = cause.downcast_ref::<TrainError>() {
+        return matches!(e, TrainError::State(s) if state(s));
+    }
+    cause.downcast_ref::<LockError>().is_some_and(lock)
+        || cause.downcast_ref::<StateError>().is_some_and(state)
+        || cause.downcast_ref::<JournalError>().is_some_and(journal)
 }
 
 /// Flags that say how to read a dataset; shared by every command that reads one.
@@ -68,10 +134,10 @@ impl DatasetArgs {
     /// The connectors' options these flags describe.
     pub fn options(&self) -> anyhow::Result<DatasetOptions> {
         if !self.csv_delimiter.is_ascii() {
-            anyhow::bail!("--csv-delimiter must be one ASCII character");
+            return Err(usage("--csv-delimiter must be one ASCII character"));
         }
         if self.split_size == 0 {
-            anyhow::bail!("--split-size must be more than 0");
+            return Err(usage("--split-size must be more than 0"));
         }
         Ok(DatasetOptions {
             format: self.format,
@@ -83,6 +149,7 @@ impl DatasetArgs {
                 text_key_value: self.text_key_value,
                 ..FormatOptions::default()
             },
+            ignore_corrupt_files: false,
         })
     }
 }

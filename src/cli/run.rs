@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use crate::exit;
 use crate::schedule::{self, Job, RunOptions};
 
 /// Arguments of `sluice run`.
@@ -17,15 +18,20 @@ pub struct RunArgs {
     /// Print the run's report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// A source that matches nothing is a warning (exit 0), not an error (exit 1); also `allow-empty = true` in the job file.
+    #[arg(long)]
+    pub allow_empty: bool,
 }
 
-/// Runs the job once; returns the exit code (0 done or nothing new, 2 tasks failed).
+/// Runs the job once; returns the exit code (0 done or nothing new, 2 tasks failed;
+/// errors are left to the caller: 1, or 3 when another run holds the lock).
 pub async fn run(args: RunArgs) -> anyhow::Result<u8> {
     let job = Job::load(&args.job)?;
     let report = schedule::run(
         &job,
         RunOptions {
             dry_run: args.dry_run,
+            allow_empty: args.allow_empty || job.allow_empty,
         },
     )
     .await?;
@@ -48,5 +54,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<u8> {
             );
         }
     }
-    Ok(if failed { 2 } else { 0 })
+    Ok(if failed {
+        exit::TASKS_FAILED
+    } else {
+        exit::DONE
+    })
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use super::{parse_duration, DatasetArgs};
+use super::{parse_duration, usage, DatasetArgs};
 use crate::config::{ModelChoice, TrainConfig, TrainerChoice};
 
 /// The built-in models.
@@ -85,7 +85,7 @@ impl WorkerOptions {
                 label: self
                     .label
                     .clone()
-                    .ok_or_else(|| anyhow::anyhow!("--model {kind:?} needs --label COL"))?,
+                    .ok_or_else(|| usage(format!("--model {kind:?} needs --label COL")))?,
                 features: self.features.clone().unwrap_or_default(),
                 learning_rate: self.learning_rate,
                 output: self.output.clone(),
@@ -143,6 +143,9 @@ pub struct TrainArgs {
     /// Train even if the output is visibly unfinished (no _SUCCESS, _temporary present).
     #[arg(long)]
     pub allow_incomplete: bool,
+    /// Train the rest when files are corrupt (a cut-off Parquet footer): each becomes a failed task named in the summary, exit code 2. Without it a corrupt file stops the job before training.
+    #[arg(long)]
+    pub ignore_corrupt_files: bool,
     /// Write a JSON summary of the run here.
     #[arg(long)]
     pub summary_json: Option<PathBuf>,
@@ -157,9 +160,11 @@ pub struct TrainArgs {
 impl TrainArgs {
     /// Validates the flags into a configuration.
     pub fn into_config(self) -> anyhow::Result<TrainConfig> {
+        let mut dataset = self.dataset.options()?;
+        dataset.ignore_corrupt_files = self.ignore_corrupt_files;
         let config = TrainConfig {
             url: self.url,
-            dataset: self.dataset.options()?,
+            dataset,
             devices: self.worker.device_count(),
             device_ids: self.worker.device_ids.clone(),
             batch_size: self.worker.batch_size,
@@ -178,7 +183,7 @@ impl TrainArgs {
             state: self.state,
             progress: !self.worker.quiet,
         };
-        config.validate()?;
+        config.validate().map_err(|e| usage(e.to_string()))?;
         Ok(config)
     }
 }

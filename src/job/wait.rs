@@ -61,6 +61,7 @@ pub async fn until_success(
                 format!("; still in flight: {}", ds.in_flight.join(", "))
             }
             Ok(_) => "; output present but no _SUCCESS".to_string(),
+            Err(connectors::Error::EmptyDir { .. }) => "; the directory is empty".to_string(),
             // A missing bucket will not appear by waiting: only a missing directory.
             Err(e) if e.kind() == ErrorKind::NotFound && !is_missing_bucket(&e) => {
                 "; the directory does not exist yet".to_string()

@@ -14,12 +14,14 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 use tracing::error;
 
-use super::journal::Journal;
+use super::journal::{Journal, JournalError};
 use super::state::{persist, MasterState};
 use crate::task::{Command, Reply};
 
 /// Exit code of a master whose journal cannot be written.
-pub const JOURNAL_FAILED: i32 = 3;
+pub const JOURNAL_FAILED: i32 = crate::exit::ERROR as i32;
+/// Exit code of a master that found its next journal record written by another.
+pub const JOURNAL_TAKEN: i32 = crate::exit::HELD as i32;
 
 /// The handlers' side of the committer.
 #[derive(Clone)]
@@ -86,7 +88,10 @@ fn committer(
                 // Answering without durability would break the guarantees.
                 error!(error = %e, "journal write failed; stopping");
                 eprintln!("sluice master: {e}");
-                std::process::exit(JOURNAL_FAILED);
+                std::process::exit(match e {
+                    JournalError::Taken { .. } => JOURNAL_TAKEN,
+                    _ => JOURNAL_FAILED,
+                });
             }
         }
         durable.send_replace(upto);

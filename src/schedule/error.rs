@@ -25,6 +25,13 @@ pub enum RunError {
         /// What is wrong with it.
         reason: String,
     },
+    /// The source matches no directory (a typo, or the data was never written),
+    /// and the job does not allow that.
+    #[error("source {source_url} matches nothing (no such directory, or it is empty); pass --allow-empty, or set `allow-empty = true` in the job file, if that is expected")]
+    NoMatch {
+        /// The source as written in the job file.
+        source_url: String,
+    },
     /// Listing or reading the source failed.
     #[error(transparent)]
     Connector(Box<connectors::Error>),

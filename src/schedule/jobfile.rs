@@ -15,7 +15,7 @@ use crate::config::TrainConfig;
 pub const DEFAULT_LOCK_TTL: Duration = Duration::from_secs(600);
 
 /// Keys of the job itself; every other key is a `sluice train` option.
-const JOB_KEYS: [&str; 3] = ["source", "state", "lock-ttl"];
+const JOB_KEYS: [&str; 4] = ["source", "state", "lock-ttl", "allow-empty"];
 
 /// Train options a job file cannot set, and why.
 const REFUSED: [(&str, &str); 3] = [
@@ -59,7 +59,7 @@ pub enum JobFileError {
         key: &'static str,
     },
     /// A key that is neither a job key nor a `sluice train` option.
-    #[error("job file {path}: unknown key `{key}` (keys are source, state, lock-ttl and the long options of `sluice train`)")]
+    #[error("job file {path}: unknown key `{key}` (keys are source, state, lock-ttl, allow-empty and the long options of `sluice train`)")]
     UnknownKey {
         /// The job file.
         path: String,
@@ -97,6 +97,8 @@ pub struct Job {
     pub state: String,
     /// Lifetime of the job's lock between refreshes.
     pub lock_ttl: Duration,
+    /// A source that matches nothing is not an error (`allow-empty = true`).
+    pub allow_empty: bool,
     /// The training options, validated as `sluice train` validates them.
     pub train: TrainConfig,
 }
@@ -122,6 +124,7 @@ impl Job {
         let mut source = None;
         let mut state = None;
         let mut lock_ttl = DEFAULT_LOCK_TTL;
+        let mut allow_empty = false;
         let mut flags = Vec::new();
         let options = train_options();
         for (raw_key, value) in &table {
@@ -145,6 +148,11 @@ impl Job {
                     if lock_ttl.is_zero() {
                         return Err(bad("must be more than 0"));
                     }
+                }
+                "allow-empty" => {
+                    allow_empty = value
+                        .as_bool()
+                        .ok_or_else(|| bad("is a switch: write true or false"))?
                 }
                 _ => flags.extend(flag(&options, &key, value).map_err(|e| match e {
                     FlagError::Unknown => JobFileError::UnknownKey {
@@ -175,6 +183,7 @@ impl Job {
             source,
             state,
             lock_ttl,
+            allow_empty,
             train,
         })
     }
@@ -305,12 +314,16 @@ mod tests {
             epochs = 2
             quiet = true
             lock_ttl = "2m"
+            allow-empty = true
+            ignore-corrupt-files = true
             "#,
         )
         .expect("valid job");
         assert_eq!(job.source, "hdfs://nn/warehouse/clicks/dt=*");
         assert_eq!(job.state, "s3://bucket/sluice/clicks");
         assert_eq!(job.lock_ttl, Duration::from_secs(120));
+        assert!(job.allow_empty);
+        assert!(job.train.dataset.ignore_corrupt_files);
         assert_eq!(job.train.batch_size, 256);
         assert_eq!(job.train.epochs, 2);
         assert!(!job.train.progress);
@@ -350,6 +363,8 @@ mod tests {
         let job = Job::parse(Path::new("jobs/clicks.toml"), text).expect("jobs/clicks.toml");
         assert_eq!(job.source, "hdfs://namenode:8020/warehouse/clicks/dt=*");
         assert_eq!(job.lock_ttl, DEFAULT_LOCK_TTL);
+        assert!(!job.allow_empty);
+        assert!(!job.train.dataset.ignore_corrupt_files);
     }
 
     #[test]

@@ -97,12 +97,15 @@ pub struct Partition {
 pub struct Expansion {
     /// The directory above the partitions.
     pub base: Location,
-    /// Every directory the pattern matched.
+    /// Every directory the pattern matched (a source without `*` matches its own
+    /// directory unless that is missing or empty).
     pub partitions: Vec<Partition>,
 }
 
 /// What one directory holds, as far as completeness goes.
 struct DirFacts {
+    /// Nothing at all is listed there (no such directory, or an empty one).
+    empty: bool,
     children: Vec<Path>,
     success: bool,
     in_flight: Vec<String>,
@@ -135,6 +138,8 @@ pub async fn expand(pattern: &Pattern) -> Result<Expansion, RunError> {
     let partitions = level
         .into_iter()
         .zip(listed)
+        // A source without `*` that lists nothing matches nothing: it is missing or empty.
+        .filter(|(_, facts)| !(pattern.segments.is_empty() && facts.empty))
         .map(|(path, facts)| {
             let name = relative(&base.root, &path);
             let by_table = committed.iter().any(|dir| path.prefix_matches(dir));
@@ -169,6 +174,7 @@ async fn list_dir(base: &Location, dir: &Path) -> Result<DirFacts, RunError> {
         .await
         .map_err(|e| connectors::Error::from_store(base.display(dir), e))?;
     let mut facts = DirFacts {
+        empty: listed.objects.is_empty() && listed.common_prefixes.is_empty(),
         children: Vec::new(),
         success: listed
             .objects

@@ -23,6 +23,8 @@ use crate::job::train::Outcome;
 pub struct RunOptions {
     /// Only say what would be trained: no lock, no training, nothing written.
     pub dry_run: bool,
+    /// A source that matches no directory is a warning, not an error.
+    pub allow_empty: bool,
 }
 
 /// A partition this run trains (or would train).
@@ -60,6 +62,8 @@ pub struct RunReport {
     pub run: String,
     /// Whether this was a dry run.
     pub dry_run: bool,
+    /// Directories the source matched (0: nothing there, allowed by `allow_empty`).
+    pub matched: usize,
     /// Partitions trained by earlier runs and still present.
     pub trained_before: usize,
     /// Complete partitions not trained before: trained by this run (or would be).
@@ -93,7 +97,9 @@ impl RunReport {
         for w in &self.waiting {
             lines.push(format!("waiting: {} ({})", w.path, w.reason));
         }
-        let last = if self.new.is_empty() {
+        let last = if self.matched == 0 {
+            format!("nothing to train: {} matches nothing", self.source)
+        } else if self.new.is_empty() {
             format!(
                 "nothing new to train in {}: {} partition(s) trained before, {} waiting; trained 0 rows",
                 self.source,
@@ -169,12 +175,21 @@ async fn run_locked(pattern: &Pattern, cx: Context<'_>) -> Result<RunReport, Run
     } = cx;
     let loaded = state.load(&job.source).await?;
     let expansion = partitions::expand(pattern).await?;
+    if expansion.partitions.is_empty() {
+        if !options.allow_empty {
+            return Err(RunError::NoMatch {
+                source_url: job.source.clone(),
+            });
+        }
+        warn!(source = %job.source, "the source matches nothing (allowed by allow-empty)");
+    }
     let mut report = RunReport {
         job: job.path.display().to_string(),
         source: job.source.clone(),
         state: state.location.url(),
         run: run_id.to_string(),
         dry_run: options.dry_run,
+        matched: expansion.partitions.len(),
         trained_before: 0,
         new: Vec::new(),
         waiting: Vec::new(),

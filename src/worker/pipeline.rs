@@ -9,7 +9,7 @@
 //! their own, which sends whatever is pending at once, merged per attempt, so
 //! an acknowledged batch is committed within one round trip.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -146,6 +146,7 @@ pub async fn run(
             config.seed,
         ),
         readers: HashMap::new(),
+        starting: HashSet::new(),
         batch_tx: Some(batch_tx),
         draining: None,
         devices_done: false,
@@ -371,6 +372,8 @@ struct Coordinator {
     batcher: Batcher,
     /// Attempts being read, and how to stop their readers.
     readers: HashMap<AttemptId, AbortHandle>,
+    /// Readers that have not delivered rows yet.
+    starting: HashSet<AttemptId>,
     /// To the device threads; dropped to end them.
     batch_tx: Option<mpsc::Sender<OutBatch>>,
     /// Stopping early: the time the trainers must be done by.
@@ -531,7 +534,9 @@ impl Coordinator {
     /// finds the other tasks still in the queue.
     fn hungry(&self, read_rx: &mpsc::Receiver<ReadEvent>) -> bool {
         self.readers.is_empty()
-            || (read_rx.is_empty()
+            || (self.starting.is_empty()
+                && self.readers.len() < self.config.prefetch.max(1)
+                && read_rx.is_empty()
                 && self.outbox.len() < self.outbox_max
                 && self.batcher.buffered() < self.config.batch_size)
     }
@@ -587,8 +592,10 @@ impl Coordinator {
 
     async fn lease_more(&mut self, read_tx: &mpsc::Sender<ReadEvent>) -> Result<(), PipelineError> {
         let prefetch = self.config.prefetch.max(1);
-        while self.readers.len() < prefetch {
-            let want = prefetch - self.readers.len();
+        // One task at a time: the next only once this one delivers rows and
+        // the pipeline still waits for more (see `hungry`).
+        if self.readers.len() < prefetch {
+            let want = 1;
             let sent = Instant::now();
             match self.source.lease(self.worker, want).await? {
                 LeaseReply::Tasks(leases) if !leases.is_empty() => {
@@ -614,6 +621,7 @@ impl Coordinator {
                             read_tx.clone(),
                         );
                         self.readers.insert(attempt, handle);
+                        self.starting.insert(attempt);
                     }
                 }
                 LeaseReply::Tasks(_) | LeaseReply::Wait => {
@@ -646,6 +654,7 @@ impl Coordinator {
     async fn lose(&mut self, attempt: AttemptId) -> Result<(), PipelineError> {
         self.clock.lose(attempt);
         self.ledger.drop_attempt(attempt);
+        self.starting.remove(&attempt);
         if let Some(reader) = self.readers.remove(&attempt) {
             reader.abort();
         }
@@ -681,6 +690,7 @@ impl Coordinator {
     }
 
     fn stop_readers(&mut self) {
+        self.starting.clear();
         for (_, reader) in self.readers.drain() {
             reader.abort();
         }
@@ -694,6 +704,7 @@ impl Coordinator {
                 start,
                 batch,
             } => {
+                self.starting.remove(&attempt);
                 if self.ledger.lease(attempt).is_none() {
                     return Ok(()); // lost meanwhile
                 }
@@ -706,6 +717,7 @@ impl Coordinator {
                 self.outbox.extend(ready);
             }
             ReadEvent::Done { attempt, end } => {
+                self.starting.remove(&attempt);
                 if self.readers.remove(&attempt).is_none() {
                     return Ok(()); // stopped: lost meanwhile
                 }
@@ -718,6 +730,7 @@ impl Coordinator {
                 at,
                 reason,
             } => {
+                self.starting.remove(&attempt);
                 if self.readers.remove(&attempt).is_none() {
                     return Ok(());
                 }

@@ -14,13 +14,13 @@ use std::str::FromStr;
 
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
-use futures::stream::BoxStream;
+use futures::stream::{BoxStream, StreamExt};
 use object_store::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::codec::Codec;
 use crate::error::{Error, Result};
-use crate::split::Split;
+use crate::split::{Split, SplitRange};
 use crate::store::Location;
 
 /// A data file format.
@@ -204,6 +204,14 @@ pub fn read_raw(
     request: &ReadRequest,
     skip: u64,
 ) -> BoxStream<'static, Result<RecordBatch>> {
+    if let SplitRange::Unreadable { reason } = &split.range {
+        let err = Error::corrupt(
+            loc.display(&split.object_path()),
+            split.format.as_str(),
+            reason,
+        );
+        return futures::stream::once(async move { Err(err) }).boxed();
+    }
     match split.format {
         Format::Parquet => parquet::read(loc, split, request, skip),
         Format::Orc => orc::read(loc, split, request, skip),
@@ -219,7 +227,6 @@ pub(crate) fn skip_rows(
     stream: BoxStream<'static, Result<RecordBatch>>,
     skip: u64,
 ) -> BoxStream<'static, Result<RecordBatch>> {
-    use futures::StreamExt;
     if skip == 0 {
         return stream;
     }

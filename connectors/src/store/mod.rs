@@ -11,6 +11,7 @@ mod local;
 mod s3;
 
 pub use hdfs::HdfsStoreBuilder;
+pub(crate) use local::Oddity;
 
 use std::sync::Arc;
 
@@ -48,6 +49,35 @@ impl Location {
     /// The user-facing URL of the dataset root.
     pub fn url(&self) -> String {
         self.display(&self.root)
+    }
+
+    /// The filesystem path of `path` when this is the local store.
+    pub(crate) fn local_path(&self, path: &Path) -> Option<std::path::PathBuf> {
+        match Scheme::of(&self.base) {
+            Ok(Scheme::Local) => local::filesystem_path(path),
+            _ => None,
+        }
+    }
+
+    /// What the directory `dir` of the local store holds that an object listing
+    /// hides or misreports (dangling links, FIFOs); nothing for other stores.
+    pub(crate) async fn oddities(&self, dir: &Path) -> Result<Vec<Oddity>> {
+        let Some(fs_dir) = self.local_path(dir) else {
+            return Ok(Vec::new());
+        };
+        let found = tokio::task::spawn_blocking(move || local::oddities(&fs_dir)).await;
+        let io = match found {
+            Ok(Ok(found)) => return Ok(found),
+            Ok(Err(e)) => e,
+            Err(e) => std::io::Error::other(e),
+        };
+        Err(Error::from_store(
+            self.display(dir),
+            object_store::Error::Generic {
+                store: "LocalFileSystem",
+                source: Box::new(io),
+            },
+        ))
     }
 
     /// The bucket or container holding the data (`s3://bucket`, `az://container`),

@@ -1,0 +1,23 @@
+//! The process exit codes of `sluice`: one meaning each, so scripts and
+//! schedulers can tell a failed run from a refused or mistyped one.
+
+/// Done: every task was done (or there was nothing to do).
+pub const DONE: u8 = 0;
+/// An error stopped the command; stderr holds one line saying which.
+pub const ERROR: u8 = 1;
+/// The job ran to its end but tasks failed; the summary names their files.
+pub const TASKS_FAILED: u8 = 2;
+/// Another run or master holds the job's state or lock; nothing was changed.
+pub const HELD: u8 = 3;
+/// The command line is wrong: an unknown flag, a bad value, a missing
+/// argument (`EX_USAGE` of sysexits.h).
+pub const USAGE: u8 = 64;
+
+/// The table of exit codes, as `sluice --help` ends.
+pub const TABLE: &str = "\
+Exit codes:
+  0   done (every task done, or nothing to do)
+  1   error (one line on stderr says which)
+  2   tasks failed (the summary names their files)
+  3   another run or master holds the job's state or lock
+  64  usage error (unknown flag, bad value, missing argument)";
