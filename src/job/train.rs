@@ -15,9 +15,11 @@ use crate::job::spec::JobSpec;
 use crate::master::dir_log::write_durably;
 use crate::master::identity::{Identity, DATASET};
 use crate::master::journal::MemoryJournal;
-use crate::master::state::{JobFile, MasterState, StateError, StateLocation};
+use crate::master::state::{wall_millis, JobFile, MasterState, StateError, StateLocation};
 use crate::task::{Command, QueueConfig};
-use crate::trainer::{ExecFactory, LinearFactory, ModelKind, NoneFactory, TrainerFactory};
+use crate::trainer::{
+    ExecFactory, LinearFactory, ModelKind, NoneFactory, TrainerFactory, RESUME_CHECKPOINT_ENV,
+};
 use crate::worker::pipeline::{self, PipelineConfig, Progress};
 use crate::worker::LocalQueue;
 
@@ -145,8 +147,9 @@ pub async fn run_dataset(
     started: Instant,
 ) -> Result<Outcome, TrainError> {
     let plan = ReadPlan::new(&dataset, config.columns.as_deref(), config.batch_size)?;
-    let factory = make_factory(&config.trainer, config.device_ids.as_ref())?;
+    let mut factory = make_factory(&config.trainer, config.device_ids.as_ref())?;
     factory.validate(&plan.output_schema())?;
+    let schema = plan.output_schema();
     let job = JobFile {
         spec: JobSpec {
             url: dataset.location.url(),
@@ -184,7 +187,26 @@ pub async fn run_dataset(
                     tasks_failed: state.queue.failures().len(),
                 }));
             }
-            if resumed {
+            if resumed && state.queue.cut().checkpointed {
+                // The trainers keep checkpoints: go back to the last complete
+                // one, and have every trainer load it.
+                let _ = state.execute(Command::Rewind { now: wall_millis() });
+                let cut = state.queue.cut();
+                warn!(
+                    state = %dir.display(),
+                    checkpoint = cut.id.as_deref().unwrap_or("none"),
+                    rows = cut.rows,
+                    "resuming from the trainers' last complete checkpoint"
+                );
+                if let (Some(id), TrainerChoice::Exec { .. }) = (&cut.id, &config.trainer) {
+                    let mut trainer = config.trainer.clone();
+                    if let TrainerChoice::Exec { env, .. } = &mut trainer {
+                        env.push((RESUME_CHECKPOINT_ENV.to_string(), id.clone()));
+                    }
+                    factory = make_factory(&trainer, config.device_ids.as_ref())?;
+                    factory.validate(&schema)?;
+                }
+            } else if resumed {
                 // The run that wrote this state is gone: take its leases back now
                 // instead of waiting for them to lapse.
                 let _ = state.execute(Command::Tick { now: u64::MAX / 2 });

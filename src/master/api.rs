@@ -98,6 +98,22 @@ pub struct HandBackRequest {
     pub attempt: AttemptId,
 }
 
+/// `POST /v1/checkpoint`: the worker's trainers keep checkpoints (no `id`),
+/// or completed checkpoint `id` holding `pieces`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CheckpointRequest {
+    /// The reporting worker.
+    pub worker: WorkerId,
+    /// Its secret.
+    pub secret: WorkerSecret,
+    /// The checkpoint's ID; absent for the declaration.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Rows the checkpoint adds to the cut.
+    #[serde(default)]
+    pub pieces: Vec<crate::task::CutPiece>,
+}
+
 /// `POST /v1/fail`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FailRequest {

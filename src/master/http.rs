@@ -53,6 +53,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/finish", post(finish))
         .route("/v1/fail", post(fail))
         .route("/v1/hand_back", post(hand_back))
+        .route("/v1/checkpoint", post(checkpoint))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)
 }
@@ -136,7 +137,8 @@ from_worker!(
     CommitRequest,
     FinishRequest,
     FailRequest,
-    HandBackRequest
+    HandBackRequest,
+    CheckpointRequest
 );
 
 /// Reads a request body (bounded in size and time) and parses it.
@@ -367,6 +369,23 @@ async fn hand_back(State(state): State<AppState>, headers: HeaderMap, body: Body
     .await
     {
         Reply::HandBack(r) => answer(r),
+        _ => unexpected(),
+    }
+}
+
+async fn checkpoint(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+    let req: CheckpointRequest = request!(state, headers, body);
+    let now = wall_millis();
+    let command = match req.id {
+        Some(id) => Command::Checkpoint {
+            now,
+            id,
+            pieces: req.pieces,
+        },
+        None => Command::DeclareCheckpoints { now },
+    };
+    match run(&state, command).await {
+        Reply::Recorded => answer::<()>(Ok(())),
         _ => unexpected(),
     }
 }

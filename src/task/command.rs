@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::cut::CutPiece;
 use super::error::QueueError;
 use super::queue::Queue;
 use super::types::{AttemptId, Expired, FailOutcome, LeaseReply, Millis, WorkerId, WorkerSecret};
@@ -64,6 +65,16 @@ pub enum Command {
         worker: WorkerId,
         attempt: AttemptId,
     },
+    /// [`Queue::declare_checkpoints`].
+    DeclareCheckpoints { now: Millis },
+    /// [`Queue::checkpoint`].
+    Checkpoint {
+        now: Millis,
+        id: String,
+        pieces: Vec<CutPiece>,
+    },
+    /// [`Queue::rewind`].
+    Rewind { now: Millis },
     /// [`Queue::tick`].
     Tick { now: Millis },
 }
@@ -79,6 +90,9 @@ impl Command {
             | Command::Finish { now, .. }
             | Command::Fail { now, .. }
             | Command::HandBack { now, .. }
+            | Command::DeclareCheckpoints { now }
+            | Command::Checkpoint { now, .. }
+            | Command::Rewind { now }
             | Command::Tick { now } => now,
         }
     }
@@ -102,6 +116,9 @@ pub enum Reply {
     Fail(Result<FailOutcome, QueueError>),
     /// Answer to [`Command::HandBack`].
     HandBack(Result<(), QueueError>),
+    /// Answer to [`Command::DeclareCheckpoints`], [`Command::Checkpoint`]
+    /// and [`Command::Rewind`].
+    Recorded,
     /// Answer to [`Command::Tick`]: the leases that lapsed.
     Tick(Vec<Expired>),
 }
@@ -118,6 +135,7 @@ impl Reply {
             Reply::Heartbeat(reply) => reply.is_ok(),
             Reply::Commit(reply) | Reply::Finish(reply) | Reply::HandBack(reply) => reply.is_ok(),
             Reply::Fail(reply) => reply.is_ok(),
+            Reply::Recorded => true,
             Reply::Tick(expired) => !expired.is_empty(),
         }
     }
@@ -165,6 +183,18 @@ impl Queue {
                 worker,
                 attempt,
             } => Reply::HandBack(self.hand_back(*now, *worker, *attempt)),
+            Command::DeclareCheckpoints { now } => {
+                self.declare_checkpoints(*now);
+                Reply::Recorded
+            }
+            Command::Checkpoint { now, id, pieces } => {
+                self.checkpoint(*now, id, pieces);
+                Reply::Recorded
+            }
+            Command::Rewind { now } => {
+                self.rewind(*now);
+                Reply::Recorded
+            }
             Command::Tick { now } => Reply::Tick(self.tick(*now)),
         }
     }

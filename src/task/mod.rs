@@ -6,6 +6,7 @@
 
 mod command;
 mod config;
+mod cut;
 mod error;
 mod order;
 mod queue;
@@ -16,6 +17,7 @@ mod sim;
 
 pub use command::{Command, Reply};
 pub use config::{ConfigError, QueueConfig};
+pub use cut::{Cut, CutPiece, Ranges};
 pub use error::QueueError;
 pub use order::epoch_order;
 pub use queue::Queue;

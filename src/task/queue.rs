@@ -27,6 +27,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use super::config::{ConfigError, QueueConfig};
+use super::cut::{Cut, CutPiece};
 use super::error::QueueError;
 use super::order::epoch_order;
 use super::types::{
@@ -92,6 +93,10 @@ pub struct Queue {
     /// split's first finish. Once known, never changes.
     #[serde(default)]
     split_rows: Vec<Option<u64>>,
+    /// The rows of the last complete checkpoint, for jobs whose trainers keep
+    /// checkpoints.
+    #[serde(default)]
+    cut: Cut,
 }
 
 impl Queue {
@@ -137,6 +142,7 @@ impl Queue {
             failures: Vec::new(),
             over: false,
             split_rows,
+            cut: Cut::default(),
         };
         queue.start_epoch(0, num_splits);
         queue.settle();
@@ -541,12 +547,18 @@ impl Queue {
         if let Some(record) = self.workers.get_mut(&worker) {
             record.leases.insert(attempt, split);
         }
+        let skip = self
+            .tasks
+            .get(split as usize)
+            .map(|t| t.skip.clone())
+            .unwrap_or_default();
         Lease {
             attempt,
             epoch: self.epoch,
             split,
             offset,
             deadline,
+            skip,
         }
     }
 
@@ -638,12 +650,93 @@ impl Queue {
         let fresh = Task {
             state: TaskState::Todo { offset: 0 },
             attempts: 0,
+            skip: Vec::new(),
         };
         self.tasks.clear();
         self.tasks.resize(splits, fresh);
         self.todo = epoch_order(self.config.seed, epoch, splits).into();
         self.done = 0;
         self.failed = 0;
+        if self.cut.touches(epoch) {
+            self.apply_cut(epoch);
+        }
+    }
+
+    /// Rows of `epoch` already in the checkpoint (after a rewind): a task
+    /// starts after its covered prefix and skips the rest of what is covered;
+    /// a task covered whole is done.
+    fn apply_cut(&mut self, epoch: u32) {
+        let mut whole = Vec::new();
+        for split in 0..self.tasks.len() as u32 {
+            let covered = self.cut.covered(epoch, split).to_vec();
+            let Some(&(first_start, first_end)) = covered.first() else {
+                continue;
+            };
+            let prefix = if first_start == 0 { first_end } else { 0 };
+            let rest: Vec<(u64, u64)> = covered.into_iter().filter(|r| r.0 > 0).collect();
+            let rows = self.split_rows(split);
+            let Some(task) = self.tasks.get_mut(split as usize) else {
+                continue;
+            };
+            if rest.is_empty() && rows == Some(prefix) {
+                task.state = TaskState::Done { rows: prefix };
+                whole.push(split);
+            } else {
+                task.state = TaskState::Todo { offset: prefix };
+                task.skip = rest;
+            }
+        }
+        self.done = whole.len();
+        self.todo.retain(|split| !whole.contains(split));
+    }
+
+    /// A trainer of this job keeps checkpoints: a resume restores the last
+    /// complete checkpoint rather than what was acknowledged.
+    pub fn declare_checkpoints(&mut self, _now: Millis) {
+        self.cut.checkpointed = true;
+    }
+
+    /// Records the complete checkpoint `id`, holding `pieces` besides what
+    /// earlier checkpoints held.
+    pub fn checkpoint(&mut self, _now: Millis, id: &str, pieces: &[CutPiece]) {
+        let splits = self.tasks.len();
+        let rows: Vec<Option<u64>> = (0..splits as u32).map(|s| self.split_rows(s)).collect();
+        self.cut.add(id, pieces, splits, |s| {
+            rows.get(s as usize).copied().flatten()
+        });
+    }
+
+    /// The rows of the last complete checkpoint.
+    pub fn cut(&self) -> &Cut {
+        &self.cut
+    }
+
+    /// Goes back to the last complete checkpoint (every trainer restarts
+    /// from it): every lease is dropped, and the first epoch not wholly in
+    /// the checkpoint starts again with the rows it holds skipped. Nothing
+    /// happens in a job that keeps no checkpoints.
+    pub fn rewind(&mut self, _now: Millis) {
+        if !self.cut.checkpointed {
+            return;
+        }
+        self.live.clear();
+        for record in self.workers.values_mut() {
+            record.leases.clear();
+            record.lost.clear();
+        }
+        let splits = self.tasks.len();
+        let epoch = self.cut.full_epochs;
+        self.over = false;
+        self.tasks_done = u64::from(epoch).saturating_mul(splits as u64);
+        self.rows_committed = self.cut.rows;
+        self.rows_done = self.cut.rows;
+        if epoch >= self.config.epochs || splits == 0 {
+            self.over = true;
+            return;
+        }
+        self.start_epoch(epoch, splits);
+        self.tasks_done = self.tasks_done.saturating_add(self.done as u64);
+        self.settle();
     }
 }
 

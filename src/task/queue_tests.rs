@@ -402,7 +402,8 @@ fn wait_while_others_hold_leases_then_next_epoch_then_job_over() {
             task,
             &Task {
                 state: TaskState::Todo { offset: 0 },
-                attempts: 0
+                attempts: 0,
+                skip: Vec::new(),
             }
         );
     }

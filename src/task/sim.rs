@@ -923,6 +923,7 @@ impl Sim {
                 split,
                 offset: 0,
                 deadline: 0,
+                skip: Vec::new(),
             };
             assert!(
                 self.report(&lease, Report::TakeBack(worker)),

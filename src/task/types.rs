@@ -94,6 +94,10 @@ pub struct Task {
     /// not count against the task, so a job killed and resumed many times
     /// never fails a task that was advancing.
     pub attempts: u32,
+    /// Rows past the committed offset that are already in the job's
+    /// checkpoint (after a resume): not to be served again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skip: Vec<(u64, u64)>,
 }
 
 /// A task handed to a worker.
@@ -109,6 +113,9 @@ pub struct Lease {
     pub offset: u64,
     /// The lease lapses at this time unless a heartbeat renews it.
     pub deadline: Millis,
+    /// Rows past `offset` not to read: they are in the job's checkpoint.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skip: Vec<(u64, u64)>,
 }
 
 /// Answer to a lease request.

@@ -54,6 +54,10 @@ const WATCHER: &str = "read x; kill -s KILL 0";
 pub(crate) enum AckEvent {
     /// One `ack` line.
     Ack,
+    /// The line `checkpoints`.
+    Declared,
+    /// A line `checkpoint ID`.
+    Checkpoint(String),
     /// A line other than `ack`.
     Line(String),
     /// Reading failed.
@@ -597,16 +601,35 @@ fn forward_acks(reader: impl BufRead, events: &Sender<AckEvent>, quiet: &Quiet) 
                 AckEvent::Ack
             }
             Ok(line) if line.trim().is_empty() => continue,
+            Ok(line) if line.trim() == "checkpoints" => AckEvent::Declared,
+            Ok(line) if checkpoint_id(line.trim()).is_some() => {
+                quiet.touch();
+                AckEvent::Checkpoint(checkpoint_id(line.trim()).unwrap_or_default().to_string())
+            }
             Ok(line) => AckEvent::Line(line),
             Err(error) => AckEvent::Failed(error),
         };
-        let last = !matches!(event, AckEvent::Ack);
+        let last = !matches!(
+            event,
+            AckEvent::Ack | AckEvent::Declared | AckEvent::Checkpoint(_)
+        );
         if events.send(event).is_err() || last {
             return;
         }
     }
     // The receiver may be gone already; then nobody needs the news.
     let _ = events.send(AckEvent::Eof);
+}
+
+/// The ID of a line `checkpoint ID`: 1 to 128 characters of `[A-Za-z0-9._-]`.
+pub(crate) fn checkpoint_id(line: &str) -> Option<&str> {
+    let id = line.strip_prefix("checkpoint ")?.trim();
+    let valid = !id.is_empty()
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    valid.then_some(id)
 }
 
 /// Sorts a write failure: a closed pipe means the child is gone.

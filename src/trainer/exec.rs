@@ -17,7 +17,10 @@ use arrow::datatypes::{Schema, SchemaRef};
 
 use super::child::{AckEvent, Child, ChildSpec, SendError};
 use super::stats::{self, EpochLog, SharedLog};
-use super::{Batch, Trainer, TrainerError, TrainerFactory, TrainerReport};
+use super::{Batch, Mark, MarkKind, Trainer, TrainerError, TrainerFactory, TrainerReport};
+
+/// The environment variable naming the checkpoint a trainer resumes from.
+pub const RESUME_CHECKPOINT_ENV: &str = "SLUICE_RESUME_CHECKPOINT";
 
 /// Restarts allowed per device when none is given.
 pub const DEFAULT_MAX_RESTARTS: u32 = 3;
@@ -122,6 +125,10 @@ impl ExecFactory {
             in_flight: VecDeque::new(),
             sent: 0,
             acked: Vec::new(),
+            acked_total: 0,
+            marks: Vec::new(),
+            declared: false,
+            last_checkpoint: None,
             deaths: 0,
             closing: false,
             exit: None,
@@ -186,6 +193,14 @@ pub struct ExecTrainer {
     sent: usize,
     /// Seqs acknowledged since `feed`, `flush` or `finish` last returned.
     acked: Vec<u64>,
+    /// Acknowledgements since the trainer was built.
+    acked_total: u64,
+    /// What the children said besides `ack`, not yet taken.
+    marks: Vec<Mark>,
+    /// A child wrote `checkpoints`.
+    declared: bool,
+    /// The ID of this device's last checkpoint: where a restarted child resumes.
+    last_checkpoint: Option<String>,
     /// How many times a child died and was (or was to be) restarted.
     deaths: u32,
     /// `finish` was called: the stream ends after the last batch.
@@ -251,6 +266,32 @@ impl ExecTrainer {
     fn handle(&mut self, event: AckEvent) -> Result<(), TrainerError> {
         match event {
             AckEvent::Ack => self.on_ack(),
+            AckEvent::Declared => {
+                if !self.declared && self.acked_total > 0 {
+                    return Err(TrainerError::BadAck {
+                        command: self.spec.command.clone(),
+                        device: self.spec.device,
+                        line: "checkpoints (it must come before the first ack)".to_string(),
+                    });
+                }
+                if !self.declared {
+                    self.declared = true;
+                    self.mark(MarkKind::Declared);
+                }
+                Ok(())
+            }
+            AckEvent::Checkpoint(id) => {
+                if !self.declared {
+                    return Err(TrainerError::BadAck {
+                        command: self.spec.command.clone(),
+                        device: self.spec.device,
+                        line: format!("checkpoint {id} (without a first line `checkpoints`)"),
+                    });
+                }
+                self.last_checkpoint = Some(id.clone());
+                self.mark(MarkKind::Checkpoint(id));
+                Ok(())
+            }
             AckEvent::Eof => Ok(()),
             AckEvent::Line(line) => Err(TrainerError::BadAck {
                 command: self.spec.command.clone(),
@@ -277,7 +318,15 @@ impl ExecTrainer {
         self.sent -= 1;
         stats::add_rows(&self.log, batch.epoch, batch.data.num_rows() as u64);
         self.acked.push(batch.seq);
+        self.acked_total += 1;
         Ok(())
+    }
+
+    fn mark(&mut self, kind: MarkKind) {
+        self.marks.push(Mark {
+            after: self.acked_total,
+            kind,
+        });
     }
 
     /// Sends what the child has not been sent yet; revives it if its stdin broke.
@@ -404,6 +453,19 @@ impl ExecTrainer {
             unacknowledged = self.in_flight.len(),
             "exec trainer exited; restarting it and resending unacknowledged batches"
         );
+        if self.declared {
+            // The new child resumes from this device's last checkpoint; the
+            // rows acknowledged after it are served again (see `Mark`).
+            self.spec
+                .env
+                .retain(|(key, _)| key != RESUME_CHECKPOINT_ENV);
+            if let Some(id) = &self.last_checkpoint {
+                self.spec
+                    .env
+                    .push((RESUME_CHECKPOINT_ENV.to_string(), id.clone()));
+            }
+            self.mark(MarkKind::Restarted);
+        }
         self.child = Child::spawn(&self.spec)?;
         self.sent = 0;
         Ok(())
@@ -469,6 +531,10 @@ impl Trainer for ExecTrainer {
             self.wait_for_ack()?;
         }
         Ok((self.take_acked(), self.in_flight.is_empty()))
+    }
+
+    fn take_marks(&mut self) -> Vec<Mark> {
+        std::mem::take(&mut self.marks)
     }
 
     fn finish(&mut self) -> Result<Vec<u64>, TrainerError> {

@@ -23,6 +23,7 @@ pub use allreduce::{AllReduce, AllReduceError, Reduce};
 pub use error::TrainerError;
 pub use exec::{
     ExecFactory, ExecTrainer, DEFAULT_MAX_RESTARTS, DEFAULT_TRAINER_TIMEOUT, DEFAULT_WINDOW,
+    RESUME_CHECKPOINT_ENV,
 };
 pub use features::{FeatureLayout, Rows};
 pub use linear::{ModelKind, DEFAULT_LEARNING_RATE};
@@ -41,6 +42,30 @@ pub struct Batch {
     pub epoch: u32,
     /// The rows.
     pub data: RecordBatch,
+}
+
+/// Something a trainer said besides acknowledging batches, in order with its
+/// acknowledgements: `after` is how many batches it had acknowledged in all
+/// (since it was built) when it said it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mark {
+    /// Acknowledgements before the mark, counted since the trainer was built.
+    pub after: u64,
+    /// What it said.
+    pub kind: MarkKind,
+}
+
+/// What a [`Mark`] says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MarkKind {
+    /// The trainer keeps checkpoints (`checkpoints`).
+    Declared,
+    /// The trainer saved a checkpoint holding every batch it acknowledged so
+    /// far (`checkpoint ID`).
+    Checkpoint(String),
+    /// The trainer's process died and a new one started from the device's
+    /// last checkpoint: the rows acknowledged after it must be served again.
+    Restarted,
 }
 
 /// Applies batches on one device thread.
@@ -73,6 +98,11 @@ pub trait Trainer: Send {
     fn set_idle(&mut self, _idle: bool) {}
     /// No more data: ends the trainer (waits for the child to exit for exec) and returns the seqs applied meanwhile.
     fn finish(&mut self) -> Result<Vec<u64>, TrainerError>;
+    /// What the trainer said besides acknowledgements since last asked (see
+    /// [`Mark`]); the device thread asks after each call that returns seqs.
+    fn take_marks(&mut self) -> Vec<Mark> {
+        Vec::new()
+    }
 }
 
 /// Builds one trainer per device thread and holds what they share.

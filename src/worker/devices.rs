@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 
 use super::batcher::{self, OutBatch};
 use super::{LeaseClock, Provenance};
-use crate::trainer::{Batch, Trainer, TrainerError, TrainerFactory};
+use crate::trainer::{Batch, Mark, MarkKind, Trainer, TrainerError, TrainerFactory};
 
 /// What a device thread reports.
 #[derive(Debug)]
@@ -24,6 +24,14 @@ pub enum DeviceEvent {
         rows: usize,
         /// Where they came from.
         provenance: Provenance,
+    },
+    /// The trainer said something besides acknowledging (checkpoints), in
+    /// order with the `Applied` events of this device.
+    Mark {
+        /// The device.
+        device: usize,
+        /// What it said.
+        kind: MarkKind,
     },
     /// The trainer failed; the job cannot go on.
     Failed {
@@ -79,17 +87,44 @@ impl Devices {
 struct InFlight {
     next_seq: u64,
     batches: HashMap<u64, (u32, usize, Provenance)>,
+    /// Acknowledgements reported so far (what `Mark::after` counts).
+    reported: u64,
+    /// Marks not reported yet, oldest first.
+    marks: std::collections::VecDeque<Mark>,
 }
 
 impl InFlight {
-    fn report(&mut self, device: usize, seqs: Vec<u64>, tx: &mpsc::UnboundedSender<DeviceEvent>) {
+    /// Reports the applied `seqs` and the trainer's marks, each mark after
+    /// the acknowledgements that came before it.
+    fn report(
+        &mut self,
+        device: usize,
+        seqs: Vec<u64>,
+        marks: Vec<Mark>,
+        tx: &mpsc::UnboundedSender<DeviceEvent>,
+    ) {
+        self.marks.extend(marks);
         for seq in seqs {
+            self.report_marks(device, tx);
+            self.reported += 1;
             if let Some((epoch, rows, provenance)) = self.batches.remove(&seq) {
                 let _ = tx.send(DeviceEvent::Applied {
                     device,
                     epoch,
                     rows,
                     provenance,
+                });
+            }
+        }
+        self.report_marks(device, tx);
+    }
+
+    fn report_marks(&mut self, device: usize, tx: &mpsc::UnboundedSender<DeviceEvent>) {
+        while self.marks.front().is_some_and(|m| m.after <= self.reported) {
+            if let Some(mark) = self.marks.pop_front() {
+                let _ = tx.send(DeviceEvent::Mark {
+                    device,
+                    kind: mark.kind,
                 });
             }
         }
@@ -106,11 +141,13 @@ fn device_loop(
     let mut inflight = InFlight {
         next_seq: 0,
         batches: HashMap::new(),
+        reported: 0,
+        marks: std::collections::VecDeque::new(),
     };
     let result = (|| -> Result<(), TrainerError> {
         loop {
             let done = trainer.make_room()?;
-            inflight.report(device, done, &tx);
+            inflight.report(device, done, trainer.take_marks(), &tx);
             let next = match try_next(&rx) {
                 Some(item) => item,
                 None => {
@@ -121,7 +158,7 @@ fn device_loop(
                     let mut queued = None;
                     loop {
                         let (done, all) = trainer.flush_some()?;
-                        inflight.report(device, done, &tx);
+                        inflight.report(device, done, trainer.take_marks(), &tx);
                         if all {
                             break;
                         }
@@ -167,10 +204,10 @@ fn device_loop(
                 epoch: out.epoch,
                 data: out.data,
             })?;
-            inflight.report(device, done, &tx);
+            inflight.report(device, done, trainer.take_marks(), &tx);
         }
         let done = trainer.finish()?;
-        inflight.report(device, done, &tx);
+        inflight.report(device, done, trainer.take_marks(), &tx);
         Ok(())
     })();
     if let Err(error) = result {

@@ -73,15 +73,22 @@ impl Ledger {
     /// Starts tracking a lease.
     pub fn start(&mut self, lease: Lease) {
         let committed = lease.offset;
-        self.entries.insert(
-            lease.attempt,
-            Entry {
-                lease,
-                acked: Vec::new(),
-                committed,
-                end: None,
-            },
-        );
+        // Rows the lease skips (already in the job's checkpoint) count as
+        // acknowledged: they are never sent, and the task can still finish.
+        let mut acked = Vec::new();
+        for &(start, end) in &lease.skip {
+            if end > committed && end > start {
+                insert(&mut acked, start.max(committed)..end);
+            }
+        }
+        let mut entry = Entry {
+            lease,
+            acked,
+            committed,
+            end: None,
+        };
+        advance(&mut entry);
+        self.entries.insert(entry.lease.attempt, entry);
     }
 
     /// The lease of an attempt still tracked.
@@ -130,13 +137,7 @@ impl Ledger {
         let entry = self.entries.get_mut(&piece.attempt)?;
         insert(&mut entry.acked, piece.start..piece.start + piece.len);
         let before = entry.committed;
-        while let Some(first) = entry.acked.first() {
-            if first.start > entry.committed {
-                break;
-            }
-            entry.committed = entry.committed.max(first.end);
-            entry.acked.remove(0);
-        }
+        advance(entry);
         let settled = self.settle(piece.attempt);
         if settled.is_some() {
             return settled;
@@ -173,6 +174,17 @@ impl Ledger {
     }
 }
 
+/// Moves the committed offset over the acknowledged ranges that touch it.
+fn advance(entry: &mut Entry) {
+    while let Some(first) = entry.acked.first() {
+        if first.start > entry.committed {
+            break;
+        }
+        entry.committed = entry.committed.max(first.end);
+        entry.acked.remove(0);
+    }
+}
+
 /// Inserts a range into a sorted list of disjoint ranges, merging neighbours.
 fn insert(ranges: &mut Vec<Range<u64>>, new: Range<u64>) {
     let pos = ranges.partition_point(|r| r.start < new.start);
@@ -198,6 +210,7 @@ mod tests {
             split: 0,
             offset,
             deadline: 0,
+            skip: Vec::new(),
         }
     }
 

@@ -7,6 +7,7 @@
 //! (acknowledged rows to committed offsets), joined in [`pipeline`].
 
 pub mod batcher;
+pub mod checkpoints;
 pub mod devices;
 pub mod ledger;
 pub mod pipeline;

@@ -19,12 +19,14 @@ use tokio::task::AbortHandle;
 use tracing::{debug, warn};
 
 use super::batcher::{self, Batcher, OutBatch};
+use super::checkpoints::{CheckpointAction, Checkpoints};
 use super::devices::{DeviceEvent, Devices};
 use super::ledger::{Action, Ledger};
 use super::reader::{self, ReadEvent};
 use super::source::TaskSource;
 use super::{LeaseClock, Piece};
-use crate::task::{AttemptId, LeaseReply, QueueError, WorkerId};
+use crate::task::{AttemptId, CutPiece, Lease, LeaseReply, QueueError, WorkerId};
+use crate::trainer::MarkKind;
 use crate::trainer::{TrainerError, TrainerFactory};
 
 /// How often leases are renewed.
@@ -107,6 +109,13 @@ pub enum PipelineError {
     /// The master refused something it should not have.
     #[error("task queue: {0}")]
     Queue(#[from] crate::task::QueueError),
+    /// Rows to serve again to a trainer that restarted from its checkpoint
+    /// could not be read.
+    #[error("cannot read again the rows after a trainer's checkpoint: {reason}")]
+    Replay {
+        /// Why.
+        reason: String,
+    },
     /// Re-batching failed.
     #[error("cannot assemble a batch: {0}")]
     Batch(#[from] arrow::error::ArrowError),
@@ -131,7 +140,10 @@ pub async fn run(
     let worker = source.register().await?;
     let (report_tx, report_rx) = mpsc::unbounded_channel::<Report>();
     let committer = tokio::spawn(committer(source.clone(), worker, report_rx));
+    let (read_tx, mut read_rx) = mpsc::channel::<ReadEvent>(config.prefetch.max(1) * 2);
     let mut state = Coordinator {
+        read_tx: read_tx.clone(),
+        tail: false,
         worker,
         source,
         location,
@@ -147,6 +159,10 @@ pub async fn run(
         ),
         readers: HashMap::new(),
         starting: HashSet::new(),
+        checkpoints: Checkpoints::new(devices_n),
+        origins: HashMap::new(),
+        replaying: HashMap::new(),
+        next_replay: u64::MAX,
         batch_tx: Some(batch_tx),
         draining: None,
         devices_done: false,
@@ -168,7 +184,6 @@ pub async fn run(
         clock,
         beat_tx,
     );
-    let (read_tx, mut read_rx) = mpsc::channel::<ReadEvent>(config.prefetch.max(1) * 2);
     let result = state
         .drive(
             &read_tx,
@@ -180,34 +195,40 @@ pub async fn run(
         .await;
     drop(beats);
     state.stop_readers();
+    drop(state.batch_tx.take());
+    let mut result = result;
+    let joined = if state.outcome.stopped {
+        // Stopped, leases handed back: trainers still busy past the grace
+        // period end with the process (their process groups are killed).
+        None
+    } else {
+        // The trainers end their streams: their last acknowledgements and
+        // checkpoints (a trainer's final one) still count.
+        state.tail = true;
+        let joined = tokio::task::spawn_blocking(move || devices.join());
+        while let Some(event) = event_rx.recv().await {
+            let handled = match event {
+                DeviceEvent::Failed { device, error } => Err(PipelineError::Trainer {
+                    device,
+                    source: error,
+                }),
+                event => state.on_device(event),
+            };
+            if let (Err(e), true) = (handled, result.is_ok()) {
+                result = Err(e);
+            }
+        }
+        Some(joined)
+    };
     // Every report made so far reaches the master before the worker goes on.
     let Coordinator {
-        reports,
-        outcome,
-        batch_tx,
-        ..
+        reports, outcome, ..
     } = state;
     drop(reports);
     let _ = committer.await;
-    drop(batch_tx);
-    if outcome.stopped {
-        // Stopped, leases handed back: trainers still busy past the grace
-        // period end with the process (their process groups are killed).
-        return result.map(|_| outcome);
+    if let Some(joined) = joined {
+        let _ = joined.await;
     }
-    // Drain trainer acknowledgements until the device threads are gone.
-    let joined = tokio::task::spawn_blocking(move || devices.join());
-    while let Some(event) = event_rx.recv().await {
-        if let DeviceEvent::Failed { device, error } = event {
-            if result.is_ok() {
-                return Err(PipelineError::Trainer {
-                    device,
-                    source: error,
-                });
-            }
-        }
-    }
-    let _ = joined.await;
     result.map(|_| outcome)
 }
 
@@ -236,6 +257,15 @@ async fn stopped(signal: &mut Option<tokio::sync::watch::Receiver<bool>>) {
 /// What the coordinator asks the committer to tell the master.
 #[derive(Debug)]
 enum Report {
+    /// The job's trainers keep checkpoints.
+    Declare,
+    /// A complete checkpoint and the rows it adds.
+    Checkpoint {
+        /// Its ID.
+        id: String,
+        /// The rows.
+        pieces: Vec<CutPiece>,
+    },
     /// What the ledger decided.
     Ledger(Action),
     /// Hand a lease back unfinished, without counting it as a failed
@@ -280,12 +310,14 @@ impl Merged {
             }
             Report::GiveUp { reason, .. } => self.end = Some(End::Fail(reason)),
             Report::HandBack { .. } => self.end = Some(End::HandBack),
+            Report::Declare | Report::Checkpoint { .. } => {}
         }
     }
 }
 
 fn attempt_of(report: &Report) -> AttemptId {
     match report {
+        Report::Declare | Report::Checkpoint { .. } => AttemptId(0),
         Report::Ledger(
             Action::Commit { attempt, .. }
             | Action::Finish { attempt, .. }
@@ -307,12 +339,25 @@ async fn committer(
 ) {
     while let Some(first) = reports.recv().await {
         let mut pending: BTreeMap<AttemptId, Merged> = BTreeMap::new();
-        let mut add = |report: Report| {
-            pending.entry(attempt_of(&report)).or_default().add(report);
+        let mut records = Vec::new();
+        let mut add = |report: Report| match report {
+            Report::Declare | Report::Checkpoint { .. } => records.push(report),
+            report => pending.entry(attempt_of(&report)).or_default().add(report),
         };
         add(first);
         while let Ok(report) = reports.try_recv() {
             add(report);
+        }
+        // Checkpoint records first, in order: a declaration is durable before
+        // the commits that follow it.
+        for record in records {
+            let result = match record {
+                Report::Checkpoint { id, pieces } => source.checkpoint(worker, id, pieces).await,
+                _ => source.declare_checkpoints(worker).await,
+            };
+            if let Err(e) = result {
+                warn!(error = %e, "master refused a checkpoint record");
+            }
         }
         let sends = pending.into_iter().map(|(attempt, merged)| {
             let source = source.clone();
@@ -374,6 +419,18 @@ struct Coordinator {
     readers: HashMap<AttemptId, AbortHandle>,
     /// Readers that have not delivered rows yet.
     starting: HashSet<AttemptId>,
+    /// To the coordinator, from readers.
+    read_tx: mpsc::Sender<ReadEvent>,
+    /// The loop is over: only device events are still handled.
+    tail: bool,
+    /// What the trainers' checkpoints hold.
+    checkpoints: Checkpoints,
+    /// The epoch and split of every attempt read here (leases and replays).
+    origins: HashMap<AttemptId, (u32, u32)>,
+    /// Rows read again for a trainer that restarted from its checkpoint, by
+    /// the made-up attempt that names them (counting down from `u64::MAX`).
+    replaying: HashMap<AttemptId, AbortHandle>,
+    next_replay: u64,
     /// To the device threads; dropped to end them.
     batch_tx: Option<mpsc::Sender<OutBatch>>,
     /// Stopping early: the time the trainers must be done by.
@@ -479,6 +536,7 @@ impl Coordinator {
             }
             if self.over
                 && self.readers.is_empty()
+                && self.replaying.is_empty()
                 && self.ledger.is_empty()
                 && self.outbox.is_empty()
             {
@@ -576,6 +634,63 @@ impl Coordinator {
         self.sync_held().await;
     }
 
+    /// A trainer's checkpoint line, or its restart from a checkpoint.
+    fn on_mark(&mut self, device: usize, kind: MarkKind) {
+        let action = match kind {
+            MarkKind::Declared => self.checkpoints.on_declared(),
+            MarkKind::Checkpoint(id) => self.checkpoints.on_checkpoint(device, id),
+            MarkKind::Restarted => {
+                let again = self.checkpoints.on_restarted(device);
+                if !again.is_empty() {
+                    let rows: u64 = again.iter().map(|p| p.end - p.start).sum();
+                    warn!(device, rows, "trainer restarted from its last checkpoint; the rows it acknowledged after it are served again");
+                }
+                if self.tail && !again.is_empty() {
+                    warn!(device, "trainer restarted after the last batch: the rows it acknowledged after its checkpoint are not in its model");
+                }
+                for piece in again {
+                    self.replay(piece);
+                }
+                None
+            }
+        };
+        match action {
+            Some(CheckpointAction::Declare) => self.report(Report::Declare),
+            Some(CheckpointAction::Complete { id, pieces }) => {
+                debug!(%id, pieces = pieces.len(), "checkpoint complete");
+                self.report(Report::Checkpoint { id, pieces });
+            }
+            None => {}
+        }
+    }
+
+    /// Reads rows of `piece` again (for a trainer that restarted from its
+    /// checkpoint), outside any lease: the rows were committed already.
+    fn replay(&mut self, piece: CutPiece) {
+        let Some(split) = self.splits.get(piece.split as usize).cloned() else {
+            return;
+        };
+        let attempt = AttemptId(self.next_replay);
+        self.next_replay -= 1;
+        self.origins.insert(attempt, (piece.epoch, piece.split));
+        let lease = Lease {
+            attempt,
+            epoch: piece.epoch,
+            split: piece.split,
+            offset: piece.start,
+            deadline: 0,
+            skip: vec![(piece.end, u64::MAX)],
+        };
+        let handle = reader::spawn(
+            self.location.clone(),
+            split,
+            self.plan.clone(),
+            lease,
+            self.read_tx.clone(),
+        );
+        self.replaying.insert(attempt, handle);
+    }
+
     /// Leases tasks until `prefetch` are being read.
     async fn top_up(&mut self, read_tx: &mpsc::Sender<ReadEvent>) -> Result<(), PipelineError> {
         let held = self.held.clone();
@@ -613,6 +728,7 @@ impl Coordinator {
                         debug!(attempt = %lease.attempt, split = lease.split, epoch = lease.epoch, offset = lease.offset, "leased");
                         self.ledger.start(lease.clone());
                         let attempt = lease.attempt;
+                        self.origins.insert(attempt, (lease.epoch, lease.split));
                         let handle = reader::spawn(
                             self.location.clone(),
                             split,
@@ -705,7 +821,7 @@ impl Coordinator {
                 batch,
             } => {
                 self.starting.remove(&attempt);
-                if self.ledger.lease(attempt).is_none() {
+                if self.ledger.lease(attempt).is_none() && !self.replaying.contains_key(&attempt) {
                     return Ok(()); // lost meanwhile
                 }
                 let piece = Piece {
@@ -715,6 +831,12 @@ impl Coordinator {
                 };
                 let ready = self.batcher.push(batch, piece, epoch)?;
                 self.outbox.extend(ready);
+            }
+            ReadEvent::Done { attempt, .. } if self.replaying.remove(&attempt).is_some() => {}
+            ReadEvent::Failed {
+                attempt, reason, ..
+            } if self.replaying.remove(&attempt).is_some() => {
+                return Err(PipelineError::Replay { reason });
             }
             ReadEvent::Done { attempt, end } => {
                 self.starting.remove(&attempt);
@@ -746,12 +868,29 @@ impl Coordinator {
 
     fn on_device(&mut self, event: DeviceEvent) -> Result<(), PipelineError> {
         match event {
+            DeviceEvent::Mark { device, kind } => {
+                self.on_mark(device, kind);
+                Ok(())
+            }
             DeviceEvent::Applied {
+                device,
                 epoch,
                 rows,
                 provenance,
-                ..
             } => {
+                if self.checkpoints.declared() {
+                    let origins = &self.origins;
+                    let pieces = provenance.iter().filter_map(|p| {
+                        let &(epoch, split) = origins.get(&p.attempt)?;
+                        Some(CutPiece {
+                            epoch,
+                            split,
+                            start: p.start,
+                            end: p.start + p.len,
+                        })
+                    });
+                    self.checkpoints.on_applied(device, pieces);
+                }
                 self.progress.rows += rows as u64;
                 self.progress.batches += 1;
                 self.progress.epoch = epoch;

@@ -63,14 +63,29 @@ pub fn spawn(
                 Ok(batch) => {
                     let start = row;
                     row += batch.num_rows() as u64;
-                    let event = ReadEvent::Batch {
-                        attempt,
-                        epoch: lease.epoch,
-                        start,
-                        batch,
-                    };
-                    if tx.send(event).await.is_err() {
-                        return;
+                    for (from, to) in unskipped(start, row, &lease.skip) {
+                        let rows = if (from, to) == (start, row) {
+                            batch.clone()
+                        } else {
+                            batch.slice((from - start) as usize, (to - from) as usize)
+                        };
+                        let event = ReadEvent::Batch {
+                            attempt,
+                            epoch: lease.epoch,
+                            start: from,
+                            batch: rows,
+                        };
+                        if tx.send(event).await.is_err() {
+                            return;
+                        }
+                    }
+                    // Nothing wanted past a final skip to the end (a replay).
+                    if lease
+                        .skip
+                        .last()
+                        .is_some_and(|&(s, e)| e == u64::MAX && row >= s)
+                    {
+                        break;
                     }
                 }
                 Err(e) => {
@@ -88,4 +103,39 @@ pub fn spawn(
         let _ = tx.send(ReadEvent::Done { attempt, end: row }).await;
     });
     task.abort_handle()
+}
+
+/// The runs of rows `start..end` outside the `skip` ranges (sorted, disjoint).
+fn unskipped(start: u64, end: u64, skip: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut runs = Vec::new();
+    let mut at = start;
+    for &(s, e) in skip {
+        if e <= at || s >= end {
+            continue;
+        }
+        if s > at {
+            runs.push((at, s));
+        }
+        at = at.max(e);
+    }
+    if at < end {
+        runs.push((at, end));
+    }
+    runs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unskipped;
+
+    #[test]
+    fn skipped_rows_are_cut_out() {
+        assert_eq!(unskipped(0, 10, &[]), vec![(0, 10)]);
+        assert_eq!(
+            unskipped(0, 10, &[(2, 4), (6, 7)]),
+            vec![(0, 2), (4, 6), (7, 10)]
+        );
+        assert_eq!(unskipped(5, 10, &[(0, 6), (9, 20)]), vec![(6, 9)]);
+        assert_eq!(unskipped(5, 10, &[(0, 20)]), vec![]);
+    }
 }

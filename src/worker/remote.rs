@@ -340,6 +340,31 @@ impl TaskSource for RemoteSource {
         self.queue_call("/v1/fail", &request).await
     }
 
+    async fn declare_checkpoints(&self, worker: WorkerId) -> Result<(), QueueError> {
+        let request = CheckpointRequest {
+            worker,
+            secret: self.secret(worker)?,
+            id: None,
+            pieces: Vec::new(),
+        };
+        self.queue_call("/v1/checkpoint", &request).await
+    }
+
+    async fn checkpoint(
+        &self,
+        worker: WorkerId,
+        id: String,
+        pieces: Vec<crate::task::CutPiece>,
+    ) -> Result<(), QueueError> {
+        let request = CheckpointRequest {
+            worker,
+            secret: self.secret(worker)?,
+            id: Some(id),
+            pieces,
+        };
+        self.queue_call("/v1/checkpoint", &request).await
+    }
+
     async fn hand_back(&self, worker: WorkerId, attempt: AttemptId) -> Result<(), QueueError> {
         let request = HandBackRequest {
             worker,

@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::master::state::{wall_millis, MasterState};
 use crate::task::{
-    AttemptId, Command, FailOutcome, LeaseReply, Queue, QueueError, QueueStatus, Reply, WorkerId,
+    AttemptId, Command, CutPiece, FailOutcome, LeaseReply, Queue, QueueError, QueueStatus, Reply,
+    WorkerId,
 };
 
 /// The operations a worker needs from a master.
@@ -47,6 +48,16 @@ pub trait TaskSource: Send + Sync {
     /// Gives an attempt back unfinished (the worker is stopping): the task is
     /// leased again at once, from its committed offset.
     async fn hand_back(&self, worker: WorkerId, attempt: AttemptId) -> Result<(), QueueError>;
+    /// Records that the job's trainers keep checkpoints.
+    async fn declare_checkpoints(&self, worker: WorkerId) -> Result<(), QueueError>;
+    /// Records complete checkpoint `id`, holding `pieces` besides what the
+    /// earlier ones held.
+    async fn checkpoint(
+        &self,
+        worker: WorkerId,
+        id: String,
+        pieces: Vec<CutPiece>,
+    ) -> Result<(), QueueError>;
     /// Counts for progress.
     async fn status(&self) -> Result<QueueStatus, QueueError>;
 }
@@ -190,6 +201,25 @@ impl TaskSource for LocalQueue {
             Reply::HandBack(r) => r,
             _ => Err(mismatch()),
         }
+    }
+
+    async fn declare_checkpoints(&self, _worker: WorkerId) -> Result<(), QueueError> {
+        self.run(Command::DeclareCheckpoints { now: wall_millis() })
+            .map(|_| ())
+    }
+
+    async fn checkpoint(
+        &self,
+        _worker: WorkerId,
+        id: String,
+        pieces: Vec<CutPiece>,
+    ) -> Result<(), QueueError> {
+        self.run(Command::Checkpoint {
+            now: wall_millis(),
+            id,
+            pieces,
+        })
+        .map(|_| ())
     }
 
     async fn status(&self) -> Result<QueueStatus, QueueError> {

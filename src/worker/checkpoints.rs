@@ -1,0 +1,193 @@
+//! Checkpoints of the trainers of one worker: which rows each device's
+//! checkpoints hold, and when a checkpoint is complete (every device wrote
+//! the same ID), the rows it adds to the job's cut.
+//!
+//! A device's checkpoint holds every batch it acknowledged before the line
+//! `checkpoint ID`. So each device collects the rows it acknowledged since
+//! its last checkpoint line; the line moves them to that ID; once every
+//! device wrote an ID, the rows of all devices up to it are the complete
+//! checkpoint's. A device whose trainer restarted from its last checkpoint
+//! gives back the rows it acknowledged after it: they are served again.
+
+use std::collections::VecDeque;
+
+use crate::task::CutPiece;
+
+/// What a checkpoint event asks the worker to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckpointAction {
+    /// Record that the job is checkpointed (the first `checkpoints` line).
+    Declare,
+    /// Record complete checkpoint `id`, adding `pieces` to the cut.
+    Complete {
+        /// The ID every device wrote.
+        id: String,
+        /// Rows the checkpoint adds.
+        pieces: Vec<CutPiece>,
+    },
+}
+
+/// The checkpoint state of one worker's devices.
+#[derive(Debug)]
+pub struct Checkpoints {
+    declared: bool,
+    /// Per device: rows acknowledged since its last checkpoint line.
+    since: Vec<Vec<CutPiece>>,
+    /// Per device: checkpoint IDs it wrote, with their rows, not complete yet.
+    pending: Vec<VecDeque<(String, Vec<CutPiece>)>>,
+}
+
+impl Checkpoints {
+    /// No checkpoint yet, for `devices` devices.
+    pub fn new(devices: usize) -> Self {
+        Checkpoints {
+            declared: false,
+            since: vec![Vec::new(); devices.max(1)],
+            pending: vec![VecDeque::new(); devices.max(1)],
+        }
+    }
+
+    /// Whether a trainer declared that it keeps checkpoints.
+    pub fn declared(&self) -> bool {
+        self.declared
+    }
+
+    /// A trainer wrote `checkpoints`; the first time asks to record it.
+    pub fn on_declared(&mut self) -> Option<CheckpointAction> {
+        if self.declared {
+            return None;
+        }
+        self.declared = true;
+        Some(CheckpointAction::Declare)
+    }
+
+    /// `device` acknowledged these rows.
+    pub fn on_applied(&mut self, device: usize, pieces: impl IntoIterator<Item = CutPiece>) {
+        if !self.declared {
+            return;
+        }
+        let Some(since) = self.since.get_mut(device) else {
+            return;
+        };
+        for piece in pieces {
+            push_merged(since, piece);
+        }
+    }
+
+    /// `device` wrote `checkpoint ID`; returns the checkpoint that is now
+    /// complete, if any.
+    pub fn on_checkpoint(&mut self, device: usize, id: String) -> Option<CheckpointAction> {
+        let rows = std::mem::take(self.since.get_mut(device)?);
+        self.pending.get_mut(device)?.push_back((id, rows));
+        // The first ID of device 0's queue that every device has written.
+        let id = self.pending.first()?.iter().map(|(id, _)| id).find(|id| {
+            self.pending
+                .iter()
+                .all(|queue| queue.iter().any(|(other, _)| other == *id))
+        })?;
+        let id = id.clone();
+        let mut pieces = Vec::new();
+        for queue in &mut self.pending {
+            while let Some((other, rows)) = queue.pop_front() {
+                pieces.extend(rows);
+                if other == id {
+                    break;
+                }
+            }
+        }
+        Some(CheckpointAction::Complete { id, pieces })
+    }
+
+    /// `device`'s trainer restarted from its last checkpoint: the rows it
+    /// acknowledged after that checkpoint, to be served again.
+    pub fn on_restarted(&mut self, device: usize) -> Vec<CutPiece> {
+        self.since
+            .get_mut(device)
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+}
+
+/// Appends `piece`, merged with the last one when it continues it.
+fn push_merged(pieces: &mut Vec<CutPiece>, piece: CutPiece) {
+    if piece.end <= piece.start {
+        return;
+    }
+    if let Some(last) = pieces.last_mut() {
+        if last.epoch == piece.epoch && last.split == piece.split && last.end == piece.start {
+            last.end = piece.end;
+            return;
+        }
+    }
+    pieces.push(piece);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows(split: u32, start: u64, end: u64) -> CutPiece {
+        CutPiece {
+            epoch: 0,
+            split,
+            start,
+            end,
+        }
+    }
+
+    #[test]
+    fn nothing_is_tracked_before_a_declaration() {
+        let mut c = Checkpoints::new(1);
+        c.on_applied(0, [rows(0, 0, 10)]);
+        assert_eq!(c.on_declared(), Some(CheckpointAction::Declare));
+        assert_eq!(c.on_declared(), None);
+        c.on_applied(0, [rows(0, 10, 20), rows(0, 20, 30)]);
+        assert_eq!(
+            c.on_checkpoint(0, "1".into()),
+            Some(CheckpointAction::Complete {
+                id: "1".into(),
+                pieces: vec![rows(0, 10, 30)]
+            })
+        );
+    }
+
+    #[test]
+    fn a_checkpoint_is_complete_once_every_device_wrote_it() {
+        let mut c = Checkpoints::new(2);
+        c.on_declared();
+        c.on_applied(0, [rows(0, 0, 10)]);
+        c.on_applied(1, [rows(0, 10, 20)]);
+        assert_eq!(c.on_checkpoint(0, "5".into()), None);
+        c.on_applied(0, [rows(0, 20, 30)]);
+        c.on_applied(1, [rows(0, 30, 40)]);
+        assert_eq!(
+            c.on_checkpoint(1, "5".into()),
+            Some(CheckpointAction::Complete {
+                id: "5".into(),
+                pieces: vec![rows(0, 0, 10), rows(0, 10, 20), rows(0, 30, 40)]
+            }),
+            "device 0's rows after its line are not in it"
+        );
+        // Device 1 skips ID 6: 7 completes with everything up to it.
+        assert_eq!(c.on_checkpoint(0, "6".into()), None);
+        assert_eq!(c.on_checkpoint(0, "7".into()), None);
+        assert_eq!(
+            c.on_checkpoint(1, "7".into()),
+            Some(CheckpointAction::Complete {
+                id: "7".into(),
+                pieces: vec![rows(0, 20, 30)]
+            })
+        );
+    }
+
+    #[test]
+    fn a_restarted_device_gives_back_what_followed_its_checkpoint() {
+        let mut c = Checkpoints::new(1);
+        c.on_declared();
+        c.on_applied(0, [rows(1, 0, 10)]);
+        c.on_checkpoint(0, "1".into());
+        c.on_applied(0, [rows(1, 10, 20)]);
+        assert_eq!(c.on_restarted(0), vec![rows(1, 10, 20)]);
+        assert_eq!(c.on_restarted(0), vec![]);
+    }
+}

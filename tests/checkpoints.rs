@@ -1,0 +1,215 @@
+//! Exactly once into the model: trainers that keep checkpoints
+//! (tests/trainers/checkpoint_ids.py, whose model is the multiset of ids it
+//! applied, saved in each checkpoint) end with every id in their model
+//! exactly once per epoch, across SIGKILLs of `sluice train --state` at
+//! several points and across trainer processes that die.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{count_lines, fixture, parse_json, python, wait_until, SLUICE};
+
+/// One Spark part file of 20,000 rows (ids 0..20000), cut into 9 tasks.
+const DATASET: &str = "parquet_row_groups";
+const ROWS: u64 = 20_000;
+
+fn checkpointer(out: &Path, extra: &str) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/trainers/checkpoint_ids.py");
+    format!(
+        "{} {} --out {} {extra}",
+        python(),
+        script.display(),
+        out.display()
+    )
+}
+
+fn train(state: &Path, out: &Path, devices: u32, epochs: u32, extra: &str) -> Command {
+    let mut cmd = Command::new(SLUICE);
+    cmd.arg("train")
+        .arg(fixture(DATASET))
+        .args(["--quiet", "--batch-size", "100", "--split-size", "64KiB"])
+        .args(["--devices", &devices.to_string()])
+        .args(["--epochs", &epochs.to_string()])
+        .arg("--state")
+        .arg(state)
+        .args(["--exec", &checkpointer(out, extra)])
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// The union of the models in the trainers' final-* files.
+fn final_model(out: &Path) -> HashMap<i64, u64> {
+    let mut model = HashMap::new();
+    let mut files = 0;
+    for entry in std::fs::read_dir(out).expect("list").flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("final-") {
+            continue;
+        }
+        files += 1;
+        let text = std::fs::read_to_string(entry.path()).expect("read final");
+        let value = parse_json(&text, &name);
+        for (id, n) in value["model"].as_object().expect("model") {
+            *model.entry(id.parse::<i64>().expect("id")).or_insert(0) += n.as_u64().expect("count");
+        }
+    }
+    assert!(files > 0, "no trainer wrote its final model");
+    model
+}
+
+#[track_caller]
+fn assert_once_per_epoch(model: &HashMap<i64, u64>, epochs: u64) {
+    let wrong: Vec<(i64, u64)> = (0..ROWS as i64)
+        .map(|id| (id, model.get(&id).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n != epochs)
+        .take(8)
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "ids not in the model exactly {epochs} times (id, times): {wrong:?}"
+    );
+    assert_eq!(model.len() as u64, ROWS, "ids from outside the dataset");
+}
+
+fn remove_finals(out: &Path) {
+    for entry in std::fs::read_dir(out).expect("list").flatten() {
+        if entry.file_name().to_string_lossy().starts_with("final-") {
+            std::fs::remove_file(entry.path()).expect("remove");
+        }
+    }
+}
+
+fn killed_and_resumed(devices: u32) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    let out: PathBuf = dir.path().join("model");
+    std::fs::create_dir(&out).expect("mkdir");
+    let epochs = 2;
+    for applied in [2_500u64, 9_000, 21_000, 30_000] {
+        let mut child = train(&state, &out, devices, epochs, "--every 4 --sleep 0.02")
+            .spawn()
+            .expect("start sluice train");
+        wait_until("applied rows", Duration::from_secs(120), || {
+            count_lines(&out, "ids-") >= applied
+        });
+        child.kill().expect("SIGKILL");
+        let _ = child.wait();
+    }
+    remove_finals(&out);
+    let last = train(&state, &out, devices, epochs, "--every 4")
+        .output()
+        .expect("resume");
+    assert!(
+        last.status.success(),
+        "{}",
+        String::from_utf8_lossy(&last.stderr)
+    );
+    assert_once_per_epoch(&final_model(&out), u64::from(epochs));
+    let resumed = std::fs::read_dir(&out)
+        .expect("list")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("start-"))
+        .filter(|e| {
+            let text = std::fs::read_to_string(e.path()).expect("read start");
+            !parse_json(&text, "start")["resume"].is_null()
+        })
+        .count();
+    assert!(
+        resumed > 0,
+        "no trainer was started from a checkpoint (SLUICE_RESUME_CHECKPOINT)"
+    );
+    // The runs were cut short where rows had been applied but not yet
+    // checkpointed: those rows were trained again, yet are in the model once.
+    assert!(
+        count_lines(&out, "ids-") > ROWS * u64::from(epochs),
+        "no row was applied twice: the kills proved nothing"
+    );
+}
+
+#[test]
+fn a_model_killed_four_times_holds_every_row_once_per_epoch() {
+    killed_and_resumed(1);
+}
+
+#[test]
+fn two_devices_killed_four_times_hold_every_row_once_per_epoch() {
+    killed_and_resumed(2);
+}
+
+#[test]
+fn a_trainer_that_dies_is_rolled_back_to_its_checkpoint() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    let out = dir.path().join("model");
+    std::fs::create_dir(&out).expect("mkdir");
+    // Device 0 dies after 10 batches (2 after its checkpoint 2), device 1
+    // after saving its 3rd checkpoint but before reporting it.
+    let run = train(
+        &state,
+        &out,
+        2,
+        1,
+        "--every 4 --die-after 10 --die-in-checkpoint 3",
+    )
+    .output()
+    .expect("train");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    assert!(
+        Path::new(&out).join("died-0").exists() && Path::new(&out).join("died-ckpt-1").exists(),
+        "both trainers died once"
+    );
+    assert_once_per_epoch(&final_model(&out), 1);
+}
+
+#[test]
+fn a_job_without_checkpoint_lines_keeps_acknowledged_rows() {
+    // The ids trainer of the other tests acknowledges without `checkpoints`:
+    // a resumed run serves only what was not acknowledged.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    let out = dir.path().join("ids");
+    std::fs::create_dir(&out).expect("mkdir");
+    let recorder = common::ack_log(&out, 0.005);
+    let run = |out: &Path| {
+        let _ = out;
+        Command::new(SLUICE)
+            .arg("train")
+            .arg(fixture(DATASET))
+            .args(["--quiet", "--batch-size", "100", "--split-size", "64KiB"])
+            .arg("--state")
+            .arg(&state)
+            .args(["--exec", &recorder])
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("train")
+    };
+    let mut first = run(&out);
+    wait_until("acknowledged rows", Duration::from_secs(60), || {
+        count_lines(&out, "acked-") >= 5_000
+    });
+    first.kill().expect("SIGKILL");
+    let _ = first.wait();
+    let mut second = run(&out);
+    let status = common::cluster::wait_exit(&mut second, "resumed train");
+    assert!(
+        status.success(),
+        "{}",
+        common::cluster::stderr_of(&mut second)
+    );
+    let served = count_lines(&out, "ids-");
+    assert!(
+        served < ROWS + 1_000,
+        "a job without checkpoints served {served} rows for {ROWS}: acknowledged rows came back"
+    );
+}
