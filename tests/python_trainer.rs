@@ -3,7 +3,9 @@
 //! and the PyTorch example (`examples/torch`) on a Criteo-like dataset written by
 //! Spark. Every id must reach the trainers exactly once (also when a trainer is
 //! killed), torch tensors must share memory with the Arrow buffers, and the
-//! example's loss must fall.
+//! example's loss must fall. The checkpoint lines (`checkpoints`, `checkpoint ID`)
+//! of the package, of `tests/trainers/checkpoint_ids.py` and of the example are
+//! checked against a fake driver (`tests/python/checkpoint_protocol.py`).
 //!
 //! PyTorch comes from `tests/requirements-torch.txt` (installed by `.ci/run`); without
 //! it these tests fail rather than skip.
@@ -414,4 +416,30 @@ fn torch_example_loss_falls_on_spark_written_criteo_data() {
             && lines[0].contains("nulls='fill'"),
         "unclear message for nulls: {refused}"
     );
+}
+
+/// Runs test classes of `tests/python/checkpoint_protocol.py`, a fake driver that
+/// starts trainers with an ack pipe and an Arrow stream, as sluice does for one device,
+/// and checks the lines they write (`checkpoints`, `ack`, `checkpoint ID`).
+fn checkpoint_protocol(classes: &[&str]) {
+    let done = run(Command::new(python())
+        .arg(repo("tests/python/checkpoint_protocol.py"))
+        .args(classes)
+        .env("PYTHONPATH", package_dir()));
+    assert!(done.status.success(), "{done}");
+    assert!(
+        done.stderr.contains("\nOK"),
+        "the tests did not all run and pass: {done}"
+    );
+}
+
+#[test]
+fn package_and_test_trainer_write_checkpoint_lines_in_protocol_order() {
+    checkpoint_protocol(&["Package", "TestTrainer"]);
+}
+
+#[test]
+fn torch_example_saves_reports_and_resumes_checkpoints() {
+    require_torch();
+    checkpoint_protocol(&["TorchExample"]);
 }

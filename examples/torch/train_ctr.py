@@ -19,7 +19,18 @@ GPUs, wrap the model in torch.nn.parallel.DistributedDataParallel with rank
 SLUICE_DEVICE and world size SLUICE_DEVICES). A batch is acknowledged to sluice once
 the optimizer step that used it is done, so a process that dies loses no data: the
 batches it had not finished are served to the process sluice starts in its place
-(which starts from a fresh model unless you add checkpoints).
+(which starts from a fresh model without --checkpoint-dir).
+
+With --checkpoint-dir DIR each process keeps checkpoints: every --checkpoint-every
+steps, and once more at the end of the stream, it saves its model and optimizer
+state to DIR/device-<device>/<step>/state.pt (written in a temporary directory,
+fsynced, renamed into place) and reports checkpoint <step> to sluice; it keeps the
+last --keep-checkpoints of them. A process sluice starts with
+SLUICE_RESUME_CHECKPOINT=<step> (a restart after a crash, or a resumed job) loads
+that checkpoint and is served only the rows it does not hold; checkpoints newer than
+the one it starts from (all of them when it starts from scratch) belong to a run
+sluice rolled back and are removed. Devices that train at different paces need more
+kept checkpoints: sluice resumes a job from the last step every device reached.
 
 It prints its loss to stderr every --log-every steps and, with --summary-dir DIR,
 writes DIR/summary-<device>-<pid>.json at the end: steps, rows, positives, the loss
@@ -30,6 +41,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import sys
 import time
 
@@ -111,6 +123,68 @@ def write_summary(directory, summary):
     os.replace(tmp, os.path.join(directory, name))
 
 
+def fsync_path(path):
+    """fsync a file or directory (by path)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def saved_steps(root):
+    """Steps of the checkpoints in `root`, oldest first."""
+    if not os.path.isdir(root):
+        return []
+    return sorted(int(name) for name in os.listdir(root) if name.isdigit())
+
+
+def save_checkpoint(root, step, model, optimizer):
+    """Saves model and optimizer as checkpoint `step`, durably and all or nothing:
+    into a temporary directory, fsynced, then renamed to root/<step>."""
+    final = os.path.join(root, str(step))
+    tmp = os.path.join(root, f".{step}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    path = os.path.join(tmp, "state.pt")
+    torch.save({"step": step, "model": model.state_dict(),
+                "optimizer": optimizer.state_dict()}, path)
+    fsync_path(path)
+    fsync_path(tmp)
+    shutil.rmtree(final, ignore_errors=True)  # left under this step by a rolled-back run
+    os.replace(tmp, final)
+    fsync_path(root)
+
+
+def load_checkpoint(root, checkpoint_id, model, optimizer, device):
+    """Loads checkpoint `checkpoint_id` into model and optimizer; returns its step."""
+    path = os.path.join(root, checkpoint_id, "state.pt")
+    if not os.path.isfile(path):
+        kept = ", ".join(map(str, saved_steps(root))) or "none"
+        raise sluice_trainer.SluiceError(
+            f"sluice resumes checkpoint {checkpoint_id}, but there is no {path} "
+            f"(kept: {kept}); raise --keep-checkpoints if the devices train at "
+            "different paces")
+    state = torch.load(path, map_location=device, weights_only=True)
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    return state["step"]
+
+
+def prune_checkpoints(root, keep, start):
+    """Removes all but the last `keep` checkpoints, those newer than `start` (left by
+    a run sluice rolled back: this process goes on from `start`), and temporaries."""
+    steps = saved_steps(root)
+    doomed = [s for s in steps if s > start]
+    steps = [s for s in steps if s <= start]
+    doomed += steps[:max(len(steps) - keep, 0)]
+    for step in doomed:
+        shutil.rmtree(os.path.join(root, str(step)), ignore_errors=True)
+    for name in os.listdir(root):
+        if name.startswith(".") and name.endswith(".tmp"):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     ap.add_argument("--label", default="label", help="label column (default: label)")
@@ -128,16 +202,28 @@ def main():
                     help="steps averaged for first_loss / last_loss (default: 20)")
     ap.add_argument("--summary-dir", metavar="DIR",
                     help="write DIR/summary-<device>-<pid>.json at the end")
+    ap.add_argument("--checkpoint-dir", metavar="DIR",
+                    help="keep checkpoints in DIR/device-<device>/<step> and resume "
+                         "from the one sluice names")
+    ap.add_argument("--checkpoint-every", type=int, default=100, metavar="STEPS",
+                    help="checkpoint every STEPS steps (default: 100), and at the end")
+    ap.add_argument("--keep-checkpoints", type=int, default=3, metavar="N",
+                    help="checkpoints kept per device (default: 3)")
     args = ap.parse_args()
+    if args.checkpoint_every < 1 or args.keep_checkpoints < 1:
+        ap.error("--checkpoint-every and --keep-checkpoints must be at least 1")
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    conn = sluice_trainer.connect()
+    # Checkpoints are declared before anything is acknowledged.
+    conn = sluice_trainer.connect(checkpoints=bool(args.checkpoint_dir))
     who = f"train_ctr device {conn.device}/{conn.devices}"
     device = conn.torch_device()
 
     schema = conn.schema
     losses, rows, positives = [], 0, 0
+    step = saved = 0  # steps of the model (with those of a loaded checkpoint); last saved
+    resume = None
     started = time.monotonic()
     if schema is not None:
         numeric, categorical = split_columns(schema, args.label)
@@ -145,6 +231,15 @@ def main():
                          args.hidden).to(device)
         optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
         loss_fn = nn.BCEWithLogitsLoss()
+        if args.checkpoint_dir:
+            root = os.path.join(args.checkpoint_dir, f"device-{conn.device}")
+            os.makedirs(root, exist_ok=True)
+            resume = sluice_trainer.resume_checkpoint()
+            if resume is not None:
+                step = saved = load_checkpoint(root, resume, model, optimizer, device)
+                print(f"{who}: resumed from checkpoint {resume} (step {step})",
+                      file=sys.stderr, flush=True)
+            prune_checkpoints(root, args.keep_checkpoints, step)
         print(f"{who}: {len(numeric)} numeric, {len(categorical)} categorical columns "
               f"on {device}", file=sys.stderr, flush=True)
         batches = sluice_trainer.torch_batches(
@@ -163,10 +258,21 @@ def main():
             losses.append(loss.item())
             rows += len(label)
             positives += int(label.sum().item())
+            step += 1
+            if args.checkpoint_dir and step % args.checkpoint_every == 0:
+                save_checkpoint(root, step, model, optimizer)
+                # Acknowledges this batch (its step is in the checkpoint), then reports.
+                sluice_trainer.checkpoint(step)
+                saved = step
+                prune_checkpoints(root, args.keep_checkpoints, step)
             if len(losses) % args.log_every == 0:
                 recent = mean(losses[-args.log_every:])
                 print(f"{who}: step {len(losses)} rows {rows} loss {recent:.4f}",
                       file=sys.stderr, flush=True)
+        if args.checkpoint_dir and step != saved:
+            save_checkpoint(root, step, model, optimizer)  # the end of the stream
+            sluice_trainer.checkpoint(step)
+            prune_checkpoints(root, args.keep_checkpoints, step)
 
     seconds = time.monotonic() - started
     first, last = mean(losses[:args.window]), mean(losses[-args.window:])
@@ -184,6 +290,7 @@ def main():
             "window": args.window, "first_loss": first if losses else None,
             "last_loss": last if losses else None, "base_rate_loss": base_rate_loss,
             "losses": losses, "seconds": round(seconds, 3),
+            "resumed_from": resume, "step": step,
         })
 
 

@@ -13,6 +13,17 @@ or, for PyTorch, dicts of tensors that share memory with the Arrow buffers::
     for t in sluice_trainer.torch_batches(hash_buckets=2**20, nulls="fill"):
         loss = model(t["I1"].float(), t["C1"]) ...
 
+Checkpoints: declare them before the first batch is acknowledged, load the one sluice
+names at start, and report each one once it is saved::
+
+    sluice_trainer.connect(checkpoints=True)          # writes `checkpoints`
+    step = load(sluice_trainer.resume_checkpoint())   # SLUICE_RESUME_CHECKPOINT or None
+    for batch in sluice_trainer.batches():
+        train_step(batch); step += 1
+        if step % 1000 == 0:
+            save(step)                                # durably, under the ID
+            sluice_trainer.checkpoint(step)           # acks the batch, `checkpoint 1000`
+
 `sluice_trainer.device`, `devices`, `cuda_visible_devices` and `ack_fd` describe this
 process (from SLUICE_DEVICE, SLUICE_DEVICES, CUDA_VISIBLE_DEVICES, SLUICE_ACK_FD).
 Started without sluice, every entry point raises `NotUnderSluice`, printed as one line.
@@ -29,19 +40,45 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Connection", "NotUnderSluice", "SluiceError", "ack", "acknowledging", "batches",
-    "bucket_of", "column_tensor", "connect", "hash64", "hash_array", "schema",
-    "to_torch", "torch_batches", "torch_device",
+    "bucket_of", "checkpoint", "column_tensor", "connect", "declare_checkpoints",
+    "hash64", "hash_array", "resume_checkpoint", "schema", "to_torch", "torch_batches",
+    "torch_device",
 ]
 
 _connection = None
 
 
-def connect():
-    """This process's `Connection` to sluice (made on first use, then the same one)."""
+def connect(checkpoints=False):
+    """This process's `Connection` to sluice (made on first use, then the same one).
+
+    `checkpoints=True` declares that this trainer keeps checkpoints (see
+    `declare_checkpoints`): do it before the training loop.
+    """
     global _connection
     if _connection is None:
         _connection = Connection()
+    if checkpoints:
+        _connection.declare_checkpoints()
     return _connection
+
+
+def declare_checkpoints():
+    """Tells sluice that this trainer keeps checkpoints; `SluiceError` once a batch was
+    acknowledged. See `Connection.declare_checkpoints`."""
+    connect().declare_checkpoints()
+
+
+def resume_checkpoint():
+    """The ID of the checkpoint to load before training (SLUICE_RESUME_CHECKPOINT), or
+    None to start from scratch. See `Connection.resume_checkpoint`."""
+    return connect().resume_checkpoint()
+
+
+def checkpoint(checkpoint_id, ack=True):
+    """Reports the state saved as `checkpoint_id` durable: acknowledges the batches
+    received so far (unless `ack=False`), then writes `checkpoint ID`. See
+    `Connection.checkpoint`."""
+    connect().checkpoint(checkpoint_id, ack=ack)
 
 
 def batches(auto_ack=True):

@@ -12,11 +12,18 @@ acknowledges the oldest batch not yet acknowledged, and must be written only onc
 that batch has been applied: batches not acknowledged when the process dies are
 served again to the process that replaces it. End of stream means no more data;
 exit code 0 means success.
+
+A trainer that keeps checkpoints writes `checkpoints` once, before its first `ack`,
+and `checkpoint ID` each time it saved its state durably: the checkpoint holds every
+batch acknowledged before that line. ID is 1 to 128 characters of [A-Za-z0-9._-].
+A process started with SLUICE_RESUME_CHECKPOINT=ID must load the checkpoint ID before
+training: it is served only the rows that checkpoint does not hold.
 """
 
 import contextlib
 import errno
 import os
+import re
 import sys
 
 import pyarrow as pa
@@ -25,6 +32,9 @@ import pyarrow.ipc
 ACK_FD_ENV = "SLUICE_ACK_FD"
 DEVICE_ENV = "SLUICE_DEVICE"
 DEVICES_ENV = "SLUICE_DEVICES"
+RESUME_ENV = "SLUICE_RESUME_CHECKPOINT"
+
+_CHECKPOINT_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
 
 
 class SluiceError(RuntimeError):
@@ -64,6 +74,8 @@ class Connection:
         ack_fd                the acknowledgement descriptor (SLUICE_ACK_FD)
         received              batches read from the stream so far
         acked                 batches acknowledged so far
+        checkpoints           whether this process declared checkpoints
+        last_checkpoint       the last ID written with `checkpoint()`, or None
     """
 
     def __init__(self, env=None, stdin=None):
@@ -77,6 +89,12 @@ class Connection:
         self.device = _env_int(env, DEVICE_ENV, 0, 0)
         self.devices = _env_int(env, DEVICES_ENV, 1, 1)
         self.cuda_visible_devices = env.get("CUDA_VISIBLE_DEVICES")
+        self._resume = env.get(RESUME_ENV) or None
+        if self._resume is not None and not _CHECKPOINT_ID.fullmatch(self._resume):
+            raise SluiceError(
+                f"{RESUME_ENV}={self._resume!r} is not a checkpoint ID "
+                "(1 to 128 characters of A-Z a-z 0-9 . _ -)"
+            )
         try:
             os.fstat(self.ack_fd)
         except OSError as e:
@@ -89,6 +107,10 @@ class Connection:
         self._opened = False
         self.received = 0
         self.acked = 0
+        self.checkpoints = False
+        self.last_checkpoint = None
+        self._resume_asked = False
+        self._checkpoint_ids = set()
 
     def __repr__(self):
         return (
@@ -133,6 +155,12 @@ class Connection:
 
         Acknowledges nothing: use `ack()` once the batch is applied.
         """
+        if self.checkpoints and self._resume is not None and not self._resume_asked:
+            raise SluiceError(
+                f"{RESUME_ENV}={self._resume} but the trainer reads batches without asking "
+                "for it: load that checkpoint (see sluice_trainer.resume_checkpoint()) "
+                "before training, since sluice serves only the rows it does not hold"
+            )
         reader = self._open()
         if reader is None:
             return None
@@ -181,6 +209,71 @@ class Connection:
                 return
             yield batch
 
+    def declare_checkpoints(self):
+        """Tells sluice that this trainer keeps checkpoints (writes `checkpoints`).
+
+        It must come before the first acknowledgement (call it, or
+        `connect(checkpoints=True)`, before the training loop): after one, it raises
+        `SluiceError`. Declaring again does nothing. From then on sluice serves a
+        restarted or resumed trainer the rows its checkpoint does not hold, and
+        `checkpoint(ID)` records checkpoints.
+        """
+        if self.checkpoints:
+            return
+        if self.acked:
+            raise SluiceError(
+                f"checkpoints declared after {self.acked} "
+                f"{'batch was' if self.acked == 1 else 'batches were'} acknowledged: "
+                "sluice must be told before the first ack; call "
+                "sluice_trainer.connect(checkpoints=True) before the training loop"
+            )
+        _write_all(self.ack_fd, b"checkpoints\n")
+        self.checkpoints = True
+
+    def resume_checkpoint(self):
+        """The ID of the checkpoint to load before training (SLUICE_RESUME_CHECKPOINT),
+        or None to start from scratch.
+
+        sluice sets it when it restarts a trainer that died, or resumes a job, whose
+        device wrote checkpoints: the trainer is then served only the rows that
+        checkpoint does not hold. With checkpoints declared, reading a batch while the
+        variable is set and this was never called raises `SluiceError`.
+        """
+        self._resume_asked = True
+        return self._resume
+
+    def checkpoint(self, checkpoint_id, ack=True):
+        """Tells sluice that the state saved as `checkpoint_id` is durable (writes
+        `checkpoint ID`): call it once the model, optimizer and whatever else the
+        trainer needs are saved (written, fsynced, renamed into place).
+
+        `checkpoint_id` is a str of 1 to 128 characters from A-Z a-z 0-9 . _ - (or a
+        non-negative int, e.g. the step number); IDs should increase, and one ID
+        names one state: an ID this process already wrote or resumed from raises
+        `SluiceError`. With `ack` (the default) every batch received so far is
+        acknowledged first, so save the state after the step that applied the last
+        batch received (in a `batches()` loop: at the end of the loop body). With
+        `ack=False` the checkpoint holds only the batches already acknowledged.
+        Needs `declare_checkpoints()` (or `connect(checkpoints=True)`) first.
+        """
+        text = checkpoint_id_text(checkpoint_id)
+        if not self.checkpoints:
+            raise SluiceError(
+                f"checkpoint({text}) without declaring checkpoints: call "
+                "sluice_trainer.connect(checkpoints=True) before the training loop"
+            )
+        if text in self._checkpoint_ids or text == self._resume:
+            raise SluiceError(
+                f"checkpoint({text}): this process already "
+                f"{'resumed from' if text == self._resume else 'wrote'} checkpoint {text}; "
+                "one ID names one state, so give each checkpoint a new one (the step)"
+            )
+        if ack:
+            self.ack()
+        _write_all(self.ack_fd, f"checkpoint {text}\n".encode("ascii"))
+        self._checkpoint_ids.add(text)
+        self.last_checkpoint = text
+
     @contextlib.contextmanager
     def acknowledging(self):
         """A block after which every batch received so far is acknowledged, unless the
@@ -203,6 +296,24 @@ class Connection:
         if self.cuda_visible_devices:
             return torch.device("cuda", 0)
         return torch.device("cuda", self.device % torch.cuda.device_count())
+
+
+def checkpoint_id_text(checkpoint_id):
+    """A checkpoint ID as the protocol writes it; `SluiceError` if it is not one."""
+    if isinstance(checkpoint_id, int) and not isinstance(checkpoint_id, bool):
+        if checkpoint_id < 0:
+            raise SluiceError(f"checkpoint ID {checkpoint_id} is negative")
+        return str(checkpoint_id)
+    if not isinstance(checkpoint_id, str):
+        raise SluiceError(
+            f"a checkpoint ID is a str or an int, not {type(checkpoint_id).__name__}"
+        )
+    if not _CHECKPOINT_ID.fullmatch(checkpoint_id):
+        raise SluiceError(
+            f"checkpoint ID {checkpoint_id!r} is not 1 to 128 characters of "
+            "A-Z a-z 0-9 . _ -"
+        )
+    return checkpoint_id
 
 
 def _write_all(fd, data):
