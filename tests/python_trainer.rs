@@ -443,3 +443,102 @@ fn torch_example_saves_reports_and_resumes_checkpoints() {
     require_torch();
     checkpoint_protocol(&["TorchExample"]);
 }
+
+#[test]
+fn torch_example_killed_under_sluice_resumes_from_its_checkpoint_with_each_row_once() {
+    require_torch();
+    let work = tempfile::tempdir().expect("tempdir");
+    let data = work.path().join("criteo");
+    let rows = 12_000u64;
+    run(Command::new(python())
+        .arg(repo("examples/torch/make_criteo.py"))
+        .args(["--rows", &rows.to_string(), "--partitions", "4"])
+        .arg(&data))
+    .success();
+    let state = work.path().join("state");
+    let checkpoints = work.path().join("checkpoints");
+    // Each run has its summaries apart: trainers of the killed run may still
+    // end their stream (and write a summary) as they are being killed.
+    let exec = |summaries: &Path| {
+        exec_command(
+            "examples/torch/train_ctr.py",
+            &format!(
+                "--summary-dir {} --window 5 --checkpoint-dir {} --checkpoint-every 5",
+                summaries.display(),
+                checkpoints.display()
+            ),
+        )
+    };
+    let command = |summaries: &Path| {
+        let mut cmd = common::sluice_command([
+            "train",
+            data.to_str().expect("utf8"),
+            "--quiet",
+            "--devices",
+            "2",
+            "--batch-size",
+            "128",
+            "--epochs",
+            "2",
+        ]);
+        cmd.arg("--state")
+            .arg(&state)
+            .args(["--exec", &exec(summaries)])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        cmd
+    };
+    // Kill once both devices saved their second checkpoint (step 10).
+    let mut first = command(&work.path().join("killed"))
+        .spawn()
+        .expect("start sluice train");
+    let saved = |device: &str| -> u64 {
+        std::fs::read_dir(checkpoints.join(device))
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter_map(|e| e.file_name().to_str()?.parse::<u64>().ok())
+                    .max()
+                    .unwrap_or(0)
+            })
+            .unwrap_or(0)
+    };
+    common::wait_until(
+        "two checkpoints per device",
+        std::time::Duration::from_secs(300),
+        || saved("device-0") >= 10 && saved("device-1") >= 10,
+    );
+    first.kill().expect("SIGKILL");
+    let _ = first.wait();
+    let summaries = work.path().join("resumed");
+    let resumed = run(&mut command(&summaries)).success();
+    // "resuming from the trainers' last complete checkpoint ... rows=N"
+    let line = resumed
+        .stderr
+        .lines()
+        .find(|l| l.contains("last complete checkpoint"))
+        .unwrap_or_else(|| panic!("the resumed run names no checkpoint: {resumed}"));
+    let in_checkpoint: u64 = line
+        .split("rows=")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no row count in `{line}`"));
+    assert!(in_checkpoint > 0, "{line}");
+    let done = json_files(&summaries, "summary-");
+    assert_eq!(done.len(), 2, "one summary per device: {resumed}");
+    for summary in &done {
+        assert!(
+            !summary["resumed_from"].is_null(),
+            "device {} did not load its checkpoint: {summary}",
+            summary["device"]
+        );
+    }
+    let trained: u64 = done.iter().map(|s| s["rows"].as_u64().expect("rows")).sum();
+    assert_eq!(
+        trained + in_checkpoint,
+        2 * rows,
+        "the resumed run trains exactly the rows its checkpoint lacks"
+    );
+}
