@@ -10,7 +10,9 @@ use std::collections::HashMap;
 use std::process::{Child, Command};
 use std::time::Duration;
 
-use common::cluster::{clean_finish, signal, stderr_of, undelivered, wait_exit, Job, TOKEN};
+use common::cluster::{
+    clean_finish, metric, signal, stderr_of, undelivered, wait_exit, Job, TOKEN,
+};
 use common::{copy_dir, fixture, recorded_ids, SLUICE};
 use sluice::task::{Command as QueueCommand, LeaseReply, Queue, QueueConfig, Reply};
 
@@ -127,6 +129,132 @@ fn master_killed_and_restarted_twice() {
         assert!(status.success(), "a worker failed after master restarts");
     }
     check_ids(&job);
+}
+
+/// Polls `ready` every 200 ms; panics naming `what` after `limit`.
+fn wait_for(what: &str, limit: Duration, mut ready: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !ready() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The names of the live workers in `sluice status --json`, sorted.
+fn live_names(job: &Job) -> Vec<String> {
+    let mut names: Vec<String> = job.status()["workers"]
+        .as_array()
+        .expect("workers")
+        .iter()
+        .map(|w| w["name"].as_str().unwrap_or_default().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_killed_worker_departs_and_names_survive_a_master_restart() {
+    let job = Job::new("parquet_small_files", 2);
+    let data = fixture("parquet_small_files");
+    let mut master = job.start_master(&data);
+    let mut alpha = job.start_worker_with("--sleep 0.15", &["--name", "alpha"]);
+    let mut beta = job.start_worker_with("--sleep 0.15", &["--name", "beta"]);
+    wait_for("both workers live", Duration::from_secs(30), || {
+        live_names(&job) == ["alpha", "beta"]
+    });
+    signal(&beta, libc::SIGKILL);
+    let _ = beta.wait();
+    // Gone once it has missed heartbeats for the lease timeout (2 s).
+    wait_for(
+        "the killed worker to depart",
+        Duration::from_secs(10),
+        || live_names(&job) == ["alpha"],
+    );
+    let status = job.status();
+    assert_eq!(status["workers_departed"], 1, "{status}");
+    assert_eq!(
+        status["queue"]["job_over"], false,
+        "still mid-job: {status}"
+    );
+    let metrics = job.metrics();
+    assert_eq!(metric(&metrics, "sluice_workers"), Some(1.0), "{metrics}");
+    assert_eq!(metric(&metrics, "sluice_workers_departed"), Some(1.0));
+    assert!(
+        metrics.contains("name=\"alpha\"") && !metrics.contains("name=\"beta\""),
+        "{metrics}"
+    );
+
+    // Names are journaled with the registration: a restarted master knows
+    // the surviving worker by name at its first heartbeat.
+    signal(&master, libc::SIGKILL);
+    let _ = master.wait();
+    master = job.start_master(&data);
+    wait_for(
+        "the worker back under its name",
+        Duration::from_secs(10),
+        || live_names(&job) == ["alpha"],
+    );
+    clean_finish(&mut master);
+    assert!(wait_exit(&mut alpha, "worker").success());
+    check_ids(&job);
+}
+
+#[test]
+fn a_master_stopped_by_sigterm_mid_job_exits_143_and_resumes_exactly_once() {
+    let mut job = Job::new("parquet_small_files", 2);
+    // Leases outlive the restart, so no task is served twice.
+    job.lease_timeout = "30s".to_string();
+    let data = fixture("parquet_small_files");
+    let mut master = job.start_master(&data);
+    let mut workers: Vec<Child> = (0..3).map(|_| job.start_worker("")).collect();
+    wait_for("rows committed", Duration::from_secs(60), || {
+        job.status()["queue"]["rows_committed"]
+            .as_u64()
+            .unwrap_or(0)
+            > 0
+    });
+    signal(&master, libc::SIGTERM);
+    let status = wait_exit(&mut master, "master");
+    let log = stderr_of(&mut master);
+    assert_eq!(
+        status.code(),
+        Some(143),
+        "a stop before the job is over: {log}"
+    );
+    assert!(
+        log.contains("stopped by SIGTERM before the job was over") && log.contains("same --state"),
+        "one line saying what to do: {log}"
+    );
+    let journal = std::fs::read(job.state_dir().join("journal.jsonl")).expect("journal");
+    assert_eq!(
+        journal.last(),
+        Some(&b'\n'),
+        "the last group commit was finished"
+    );
+    let stopped = common::cluster::journal_queue(&job).status();
+    assert!(
+        !stopped.job_over && stopped.rows_committed > 0,
+        "{stopped:?}"
+    );
+
+    std::thread::sleep(Duration::from_millis(300));
+    let mut master = job.start_master(&data);
+    clean_finish(&mut master);
+    for w in &mut workers {
+        assert!(wait_exit(w, "worker").success(), "a worker failed");
+    }
+    let ids = recorded_ids(&job.ids, "ids-");
+    undelivered(&ids, job.rows(), job.epochs);
+    let twice: Vec<_> = ids
+        .iter()
+        .filter(|(_, &c)| c > job.epochs)
+        .take(5)
+        .collect();
+    assert!(
+        twice.is_empty(),
+        "ids served more than once an epoch: {twice:?}"
+    );
+    assert_eq!(job.duplicate_budget(), 0, "no lease lapsed or failed");
 }
 
 #[test]

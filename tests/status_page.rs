@@ -1,23 +1,27 @@
 //! The master's status page, rendered by a real headless Chromium while a job
-//! runs: the page a person opens shows the job's live numbers.
+//! runs: the page a person opens shows the job's live numbers, and they are
+//! the queue's own: the page, `/metrics` and `sluice status --json` agree
+//! with what the master's journal holds, mid-job and at the end.
 
 mod common;
 
-use std::net::TcpListener;
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{fixture, python, SLUICE};
+use common::cluster::{
+    journal_queue, journal_records, metric, signal, stderr_of, undelivered, wait_exit, Job, TOKEN,
+};
+use common::{fixture, recorded_ids};
 
-const TOKEN: &str = "page-token-91c2-5d7a-e6f4";
-
-struct Killed(Child);
+/// Kills its processes when a test fails half-way.
+struct Killed(Vec<Child>);
 
 impl Drop for Killed {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
@@ -59,101 +63,225 @@ fn cell(dom: &str, id: &str) -> String {
         .to_string()
 }
 
-#[test]
-fn the_status_page_shows_live_numbers_in_a_browser() {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("port");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let data = fixture("parquet_small_files");
-    let _master = Killed(
-        Command::new(SLUICE)
-            .args(["master", data.to_str().expect("utf8"), "--epochs", "20"])
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--state", dir.path().join("state").to_str().expect("utf8")])
-            .env("SLUICE_TOKEN", TOKEN)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("master"),
-    );
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/trainers/record_ids.py");
-    let ids = dir.path().join("ids");
-    std::fs::create_dir(&ids).expect("ids dir");
-    let cmd = format!(
-        "{} {} --out {} --sleep 0.05",
-        python(),
-        script.display(),
-        ids.display()
-    );
-    let base = format!("http://127.0.0.1:{port}");
+/// Polls `ready` every 200 ms; panics naming `what` after `limit`.
+fn wait_for(what: &str, limit: Duration, mut ready: impl FnMut() -> bool) {
     let start = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "master did not start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
+    while !ready() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
     }
-    let _worker = Killed(
-        Command::new(SLUICE)
-            .args([
-                "worker",
-                "--master",
-                &base,
-                "--exec",
-                &cmd,
-                "--batch-size",
-                "100",
-                "-q",
-            ])
-            .env("SLUICE_TOKEN", TOKEN)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("worker"),
-    );
-    // Wait until the job has visibly moved and a heartbeat reported rows.
-    let page = format!("{base}/?token={TOKEN}");
-    let mut dom = String::new();
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(60) {
-        std::thread::sleep(Duration::from_millis(1500));
-        dom = chromium_dom(&page);
-        let done: u64 = cell(&dom, "tasks-done").parse().unwrap_or(0);
-        let rows: u64 = cell(&dom, "rows").parse().unwrap_or(0);
-        if done > 0 && rows > 0 {
-            break;
+}
+
+/// The row counts of the page, `/metrics` and `sluice status --json`, read
+/// one after the other: (committed, done, total) each.
+struct Views {
+    dom: String,
+    metrics: String,
+    status: serde_json::Value,
+}
+
+impl Views {
+    fn read(job: &Job) -> Views {
+        Views {
+            dom: chromium_dom(&format!("{}/?token={TOKEN}", job.url())),
+            metrics: job.metrics(),
+            status: job.status(),
         }
     }
-    assert!(dom.contains("sluice job"), "not the status page: {dom}");
+
+    /// Checks that all three show `committed`, `done` and `total` rows.
+    #[track_caller]
+    fn assert_rows(&self, committed: u64, done: u64, total: u64, when: &str) {
+        let page = |id: &str| -> u64 {
+            cell(&self.dom, id)
+                .parse()
+                .unwrap_or_else(|e| panic!("{when}: #{id} is not a number: {e}"))
+        };
+        let metrics = |name: &str| metric(&self.metrics, name).map(|v| v as u64);
+        let status = |key: &str| self.status[key].as_u64();
+        assert_eq!(
+            page("rows-committed"),
+            committed,
+            "{when}: the page's committed rows"
+        );
+        assert_eq!(
+            page("rows-done"),
+            done,
+            "{when}: the page's rows of tasks done"
+        );
+        assert_eq!(
+            page("rows-total"),
+            total,
+            "{when}: the page's rows in the job"
+        );
+        assert_eq!(
+            metrics("sluice_rows_committed_total"),
+            Some(committed),
+            "{when}: /metrics: {}",
+            self.metrics
+        );
+        assert_eq!(metrics("sluice_rows_done_total"), Some(done), "{when}");
+        assert_eq!(metrics("sluice_job_rows"), Some(total), "{when}");
+        assert_eq!(
+            status("rows_committed"),
+            Some(committed),
+            "{when}: {}",
+            self.status
+        );
+        assert_eq!(status("rows_done"), Some(done), "{when}");
+        assert_eq!(status("rows_total"), Some(total), "{when}");
+        assert_eq!(
+            self.status["queue"]["rows_committed"].as_u64(),
+            Some(committed),
+            "{when}"
+        );
+    }
+
+    /// Checks that none of the three shows `secret`.
+    #[track_caller]
+    fn assert_hidden(&self, secret: &str, what: &str) {
+        assert!(!self.dom.contains(secret), "the page shows {what}");
+        assert!(!self.metrics.contains(secret), "/metrics shows {what}");
+        assert!(
+            !self.status.to_string().contains(secret),
+            "status shows {what}"
+        );
+    }
+}
+
+#[test]
+fn the_page_metrics_and_status_show_the_queues_rows_mid_job_and_at_the_end() {
+    let mut job = Job::new("parquet_small_files", 3);
+    // Workers paused for the mid-job sample stay live; the finished job is
+    // served long enough to be sampled, then the master is stopped.
+    job.lease_timeout = "30s".to_string();
+    job.linger = "120s".to_string();
+    let master = job.start_master(fixture("parquet_small_files"));
+    let named = job.start_worker_with("--sleep 0.15", &["--name", "trainer-a"]);
+    let unnamed = job.start_worker_with("--sleep 0.15", &[]);
+    let default_name = format!("-{}", unnamed.id());
+    let mut procs = Killed(vec![master, named, unnamed]);
+    let total = job.rows() * u64::from(job.epochs);
+
+    // Mid-job: once rows are committed, pause the workers so nothing moves,
+    // and wait until what the master shows is what its journal holds.
+    wait_for("rows committed", Duration::from_secs(60), || {
+        job.status()["queue"]["rows_committed"]
+            .as_u64()
+            .unwrap_or(0)
+            > 0
+    });
+    for worker in &procs.0[1..] {
+        signal(worker, libc::SIGSTOP);
+    }
+    wait_for("a still queue", Duration::from_secs(20), || {
+        let shown = job.status()["rows_committed"].as_u64();
+        std::thread::sleep(Duration::from_millis(500));
+        let journaled = journal_queue(&job).status().rows_committed;
+        shown == Some(journaled) && job.status()["rows_committed"].as_u64() == shown
+    });
+    let queue = journal_queue(&job).status();
     assert!(
-        dom.contains("parquet_small_files"),
+        queue.rows_committed > 0 && queue.rows_committed < total && !queue.job_over,
+        "a sample mid-job: {} of {total} rows committed",
+        queue.rows_committed
+    );
+    let mid = Views::read(&job);
+    mid.assert_rows(queue.rows_committed, queue.rows_done, total, "mid-job");
+    assert_eq!(
+        journal_queue(&job).status().rows_committed,
+        queue.rows_committed,
+        "the job moved while paused"
+    );
+    assert!(
+        mid.dom.contains("sluice job"),
+        "not the status page: {}",
+        mid.dom
+    );
+    assert!(
+        mid.dom.contains("parquet_small_files"),
         "the page names the dataset"
     );
-    let done: u64 = cell(&dom, "tasks-done")
-        .parse()
-        .expect("tasks done is a number");
-    let rows: u64 = cell(&dom, "rows").parse().expect("rows is a number");
     assert!(
-        done > 0 && rows > 0,
-        "live numbers on the page: {done} tasks, {rows} rows"
-    );
-    assert!(
-        cell(&dom, "epoch").ends_with("/ 20"),
-        "epoch of 20: {}",
-        cell(&dom, "epoch")
-    );
-    assert!(dom.contains("class=\"worker\""), "the worker is listed");
-    assert!(
-        dom.contains("<svg id=\"chart\""),
+        mid.dom.contains("<svg id=\"chart\""),
         "the rows/s chart is drawn"
     );
-    assert!(!dom.contains(TOKEN), "the page must not show the token");
-    let refused = chromium_dom(&base);
+    assert_eq!(cell(&mid.dom, "workers-live"), "2", "both workers are live");
+    assert_eq!(
+        mid.dom.matches("class=\"worker\"").count(),
+        2,
+        "both are listed"
+    );
+    let names: Vec<&str> = mid.status["workers"]
+        .as_array()
+        .expect("workers")
+        .iter()
+        .filter_map(|w| w["name"].as_str())
+        .collect();
+    assert!(names.contains(&"trainer-a"), "--name is shown: {names:?}");
+    let host_pid = names
+        .iter()
+        .find(|n| n.ends_with(&default_name))
+        .unwrap_or_else(|| panic!("the default name is host-pid ({default_name}): {names:?}"));
+    assert!(
+        mid.dom.contains("trainer-a") && mid.dom.contains(host_pid),
+        "names on the page"
+    );
+    assert!(
+        mid.metrics.contains("name=\"trainer-a\"") && mid.metrics.contains(host_pid),
+        "names in /metrics labels: {}",
+        mid.metrics
+    );
+    assert_eq!(metric(&mid.metrics, "sluice_workers"), Some(2.0));
+    for worker in &procs.0[1..] {
+        signal(worker, libc::SIGCONT);
+    }
+
+    // The end: every row of every epoch, the same everywhere.
+    wait_for("the job to end", Duration::from_secs(120), || {
+        job.status()["queue"]["job_over"].as_bool() == Some(true)
+    });
+    let end = Views::read(&job);
+    end.assert_rows(total, total, total, "at the end");
+    assert!(
+        end.dom.contains(">job over<"),
+        "the page says the job is over"
+    );
+
+    // Neither the token nor any worker's secret shows anywhere.
+    let secrets: Vec<String> = journal_records(&job)
+        .iter()
+        .filter(|r| r["op"] == "register")
+        .filter_map(|r| r["secret"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(
+        secrets.len(),
+        2,
+        "each worker registered once with a secret"
+    );
+    for view in [&mid, &end] {
+        view.assert_hidden(TOKEN, "the token");
+        for secret in &secrets {
+            view.assert_hidden(secret, "a worker secret");
+        }
+    }
+    let refused = chromium_dom(&job.url());
     assert!(
         refused.contains("missing or wrong job token"),
         "the page needs the token"
     );
+
+    // SIGTERM to a master whose job is over: exit 0.
+    signal(&procs.0[0], libc::SIGTERM);
+    let status = wait_exit(&mut procs.0[0], "master");
+    let log = stderr_of(&mut procs.0[0]);
+    assert_eq!(status.code(), Some(0), "{log}");
+    assert!(
+        !log.contains(TOKEN) && secrets.iter().all(|s| !log.contains(s.as_str())),
+        "the master's log shows a secret: {log}"
+    );
+    for worker in &mut procs.0[1..] {
+        assert!(wait_exit(worker, "worker").success());
+    }
+    undelivered(&recorded_ids(&job.ids, "ids-"), job.rows(), job.epochs);
 }

@@ -128,6 +128,9 @@ pub struct WorkerArgs {
     /// default). A second signal exits at once.
     #[arg(long, default_value = "20s", value_parser = parse_duration)]
     pub grace: Duration,
+    /// The worker's name on the status page, in `sluice status` and in /metrics (default: host name and pid, e.g. node-7-4121).
+    #[arg(long)]
+    pub name: Option<String>,
     /// Trainer and pipeline options.
     #[command(flatten)]
     pub worker: WorkerOptions,
@@ -177,7 +180,20 @@ pub async fn master(args: MasterArgs) -> anyhow::Result<u8> {
         allow_incomplete: args.allow_incomplete,
         tls: args.tls_cert.zip(args.tls_key),
     };
+    let state = config.state.to_string();
     let outcome = crate::master::serve::run(config).await?;
+    if let (Some(signal), false) = (outcome.stopped_by, outcome.job_over) {
+        eprintln!(
+            "sluice master: stopped by {} before the job was over ({} of {} tasks done); \
+             everything acknowledged is in {state}: start the master again with the same \
+             --state to continue (exit code {})",
+            signal.name(),
+            outcome.tasks_done,
+            outcome.tasks,
+            signal.exit_code()
+        );
+        return Ok(signal.exit_code());
+    }
     eprintln!(
         "job over: {} tasks done, {} failed",
         outcome.tasks_done,
@@ -208,6 +224,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<u8> {
         patience: args.patience,
         ca_file: args.ca_file,
         stop: Some(stop_on_signals(args.grace)?),
+        name: args.name.unwrap_or_else(default_worker_name),
     };
     if config.devices == 0 || config.batch_size == 0 || config.prefetch == 0 {
         return Err(usage(
@@ -253,6 +270,15 @@ fn stop_on_signals(grace: Duration) -> anyhow::Result<crate::worker::pipeline::S
     Ok(crate::worker::pipeline::Stop { signal: rx, grace })
 }
 
+/// A worker's name when `--name` is not given: host name and pid.
+fn default_worker_name() -> String {
+    format!(
+        "{}-{}",
+        crate::master::dir_lock::host_name(),
+        std::process::id()
+    )
+}
+
 /// Runs `sluice status`.
 pub async fn status(args: StatusArgs) -> anyhow::Result<u8> {
     let source = crate::worker::remote::RemoteSource::new(
@@ -266,8 +292,12 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<u8> {
         serde_json::to_string_pretty(&s)? + "\n"
     } else {
         let q = &s.queue;
+        let total = s
+            .rows_total
+            .map_or_else(String::new, |t| format!(" of {t}"));
         let mut t = format!(
-            "{}\n{}: epoch {}/{}, tasks todo {} leased {} done {} failed {}, {} tasks done in all, {} rows, {} workers\n",
+            "{}\n{}: epoch {}/{}, tasks todo {} leased {} done {} failed {}, {} tasks done in all, \
+             {}{total} rows committed ({} in tasks done), {} workers live, {} departed\n",
             s.url,
             if q.job_over { "job over" } else { "running" },
             q.epoch + 1,
@@ -277,9 +307,17 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<u8> {
             q.done,
             q.failed,
             q.tasks_done,
-            s.rows,
-            s.workers.len()
+            s.rows_committed,
+            s.rows_done,
+            s.workers.len(),
+            s.workers_departed
         );
+        for w in &s.workers {
+            t.push_str(&format!(
+                "worker {} {}: {} rows acknowledged, {:.0} rows/s, last heartbeat {:.1}s ago\n",
+                w.worker, w.name, w.rows, w.rows_per_second, w.seconds_since_heartbeat
+            ));
+        }
         for f in &s.failed {
             t.push_str(&format!(
                 "failed: {} (epoch {}): {}\n",

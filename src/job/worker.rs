@@ -36,6 +36,8 @@ pub struct WorkerConfig {
     pub ca_file: Option<std::path::PathBuf>,
     /// Stops the worker early (pre-emption).
     pub stop: Option<crate::worker::pipeline::Stop>,
+    /// The name it registers with, for people (status page, metrics).
+    pub name: String,
 }
 
 /// Errors of a worker.
@@ -70,9 +72,10 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerOutcome, WorkerError> {
         config.token.clone(),
         config.patience,
         config.ca_file.as_deref(),
-    )?;
+    )?
+    .with_name(config.name.clone());
     let spec = source.job().await?;
-    info!(url = %spec.url, splits = spec.splits.len(), "joined job");
+    info!(url = %spec.url, splits = spec.splits.len(), name = %config.name, "joined job");
     let location = connectors::store::open(&spec.url)?;
     let factory = make_factory(&config.trainer, config.device_ids.as_ref())?;
     factory

@@ -17,7 +17,32 @@ pub const PREFIX: &str = "/v1";
 /// Largest request body accepted.
 pub const MAX_BODY: usize = 64 * 1024;
 
-/// `POST /v1/register`: answered with the worker's id and secret.
+/// The longest worker name kept, in characters (longer ones are cut).
+pub const MAX_NAME_CHARS: usize = 64;
+
+/// `POST /v1/register`: the body is optional (older workers send `null`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RegisterRequest {
+    /// The name the worker gives itself, shown on the status page, in
+    /// `sluice status` and in `/metrics` labels (see [`worker_name`]).
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// A worker's name as the master keeps it: trimmed, control characters
+/// replaced by spaces, cut to [`MAX_NAME_CHARS`]; `None` when nothing is left.
+pub fn worker_name(given: &str) -> Option<String> {
+    let name: String = given
+        .trim()
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(MAX_NAME_CHARS)
+        .collect();
+    let name = name.trim_end().to_string();
+    (!name.is_empty()).then_some(name)
+}
+
+/// Answer to `POST /v1/register`: the worker's id and secret.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RegisterReply {
     /// The id the master chose.
@@ -140,29 +165,42 @@ pub enum Answer<T> {
 /// `GET /v1/job`: what a worker needs to start.
 pub type JobReply = JobSpec;
 
-/// `GET /v1/status`.
+/// `GET /v1/status`. Row counts are the queue's own, so the status page,
+/// `/metrics` and `sluice status` agree with it at every moment.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StatusReply {
     /// The dataset.
     pub url: String,
     /// Queue counts.
     pub queue: QueueStatus,
-    /// Rows acknowledged, summed over workers' last heartbeats.
-    pub rows: u64,
-    /// Per-worker figures.
+    /// Rows acknowledged by trainers and durably committed, over all epochs
+    /// (what a restart would not serve again).
+    pub rows_committed: u64,
+    /// Rows of tasks done, over all epochs.
+    pub rows_done: u64,
+    /// Rows the whole job serves (the splits' rows times the epochs), once
+    /// every split's row count is known.
+    pub rows_total: Option<u64>,
+    /// Live workers (heard from within the lease timeout), by id.
     pub workers: Vec<WorkerStatus>,
+    /// Workers registered that are no longer live.
+    pub workers_departed: usize,
     /// Failed tasks with their files.
     pub failed: Vec<FailedTaskStatus>,
 }
 
-/// One worker on the status page.
+/// One live worker on the status page.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WorkerStatus {
     /// Its id.
     pub worker: WorkerId,
-    /// Rows its trainers acknowledged.
+    /// The name it gave itself (`sluice worker --name`); empty for workers
+    /// that gave none.
+    pub name: String,
+    /// Rows its trainers acknowledged, as its last heartbeat reported them
+    /// (its own figure: it trails the queue's committed rows).
     pub rows: u64,
-    /// Recent rows per second.
+    /// Recent rows per second, from its heartbeats.
     pub rows_per_second: f64,
     /// Seconds since its last heartbeat.
     pub seconds_since_heartbeat: f64,
@@ -183,3 +221,30 @@ pub struct FailedTaskStatus {
 pub type LeaseAnswer = Answer<LeaseReply>;
 /// Fail answers use the queue's own type.
 pub type FailAnswer = Answer<FailOutcome>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worker_names_are_trimmed_cleaned_and_bounded() {
+        assert_eq!(worker_name("  node-7-4121 \n"), Some("node-7-4121".into()));
+        assert_eq!(worker_name("a\nb\u{7}c"), Some("a b c".into()));
+        assert_eq!(worker_name(" \t "), None);
+        let long = "x".repeat(500);
+        assert_eq!(
+            worker_name(&long).map(|n| n.chars().count()),
+            Some(MAX_NAME_CHARS)
+        );
+    }
+
+    #[test]
+    fn a_register_body_may_be_null_empty_or_named() {
+        let none: Option<RegisterRequest> = serde_json::from_str("null").expect("null");
+        assert!(none.is_none());
+        let empty: RegisterRequest = serde_json::from_str("{}").expect("{}");
+        assert_eq!(empty.name, None);
+        let named: RegisterRequest = serde_json::from_str(r#"{"name":"w1"}"#).expect("named");
+        assert_eq!(named.name.as_deref(), Some("w1"));
+    }
+}

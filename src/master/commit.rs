@@ -63,6 +63,22 @@ impl GroupCommit {
         reply
     }
 
+    /// Waits until every change applied so far is durable: the group commit
+    /// in progress, and one more for changes whose handlers went away before
+    /// their reply (a client that hung up). Used when the master stops.
+    pub async fn sync(&self) {
+        let needed = lock(&self.master).applied();
+        let mut durable = self.durable.clone();
+        if *durable.borrow() >= needed {
+            return;
+        }
+        let _ = self.wake.send(());
+        if durable.wait_for(|d| *d >= needed).await.is_err() {
+            error!("journal committer stopped");
+            std::process::exit(JOURNAL_FAILED);
+        }
+    }
+
     /// The master state this committer serves.
     pub fn master(&self) -> &Arc<Mutex<MasterState>> {
         &self.master

@@ -143,20 +143,32 @@ from_worker!(
 
 /// Reads a request body (bounded in size and time) and parses it.
 async fn parse<T: DeserializeOwned>(body: Body) -> Result<T, Response> {
+    let bytes = read_body(body).await?;
+    serde_json::from_slice(&bytes).map_err(bad_body)
+}
+
+/// Reads a request body, bounded in size and time.
+async fn read_body(body: Body) -> Result<axum::body::Bytes, Response> {
     let read = tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, MAX_BODY)).await;
-    let bytes = match read {
-        Ok(Ok(bytes)) => bytes,
+    match read {
+        Ok(Ok(bytes)) => Ok(bytes),
         Ok(Err(_)) => {
             let reason = format!("request body unreadable or over {MAX_BODY} bytes");
-            return Err(plain(StatusCode::PAYLOAD_TOO_LARGE, &reason));
+            Err(plain(StatusCode::PAYLOAD_TOO_LARGE, &reason))
         }
         Err(_) => {
             let reason = format!("request body not sent within {BODY_TIMEOUT:?}");
-            return Err(plain(StatusCode::REQUEST_TIMEOUT, &reason));
+            Err(plain(StatusCode::REQUEST_TIMEOUT, &reason))
         }
-    };
-    serde_json::from_slice(&bytes)
-        .map_err(|e| plain(StatusCode::BAD_REQUEST, &format!("bad request body: {e}")))
+    }
+}
+
+/// The answer to a body that is not the JSON expected.
+fn bad_body(error: serde_json::Error) -> Response {
+    plain(
+        StatusCode::BAD_REQUEST,
+        &format!("bad request body: {error}"),
+    )
 }
 
 /// A plain-text answer of one line.
@@ -200,18 +212,34 @@ fn unexpected() -> Response {
         .into_response()
 }
 
-async fn register(State(state): State<AppState>, headers: HeaderMap) -> Response {
+async fn register(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
     guard!(state, headers);
+    let bytes = match read_body(body).await {
+        Ok(bytes) => bytes,
+        Err(response) => return response,
+    };
+    // The body is optional: older workers send `null`, or nothing.
+    let request: RegisterRequest = if bytes.trim_ascii().is_empty() {
+        RegisterRequest::default()
+    } else {
+        match serde_json::from_slice::<Option<RegisterRequest>>(&bytes) {
+            Ok(request) => request.unwrap_or_default(),
+            Err(error) => return bad_body(error),
+        }
+    };
     let Some(secret) = new_secret() else {
         let reason = "no random source for a worker secret";
         return plain(StatusCode::INTERNAL_SERVER_ERROR, reason);
     };
+    let name = request.name.as_deref().and_then(worker_name);
     let command = Command::Register {
         now: wall_millis(),
         secret: Some(secret.clone()),
+        name: name.clone(),
     };
     match run(&state, command).await {
         Reply::Register(worker) => {
+            tracing::info!(%worker, name = name.as_deref().unwrap_or(""), "worker registered");
             state
                 .master
                 .lock()
@@ -425,10 +453,10 @@ pub fn status_of(master: &MasterState) -> StatusReply {
         })
         .collect();
     let mut workers: Vec<WorkerStatus> = master
-        .workers
-        .iter()
+        .live_workers()
         .map(|(id, w)| WorkerStatus {
-            worker: *id,
+            worker: id,
+            name: master.queue.worker_name(id).unwrap_or_default().to_string(),
             rows: w.rows,
             rows_per_second: w.rate,
             seconds_since_heartbeat: w.last.elapsed().as_secs_f64(),
@@ -437,9 +465,10 @@ pub fn status_of(master: &MasterState) -> StatusReply {
     workers.sort_by_key(|w| w.worker);
     StatusReply {
         url: master.spec.url.clone(),
-        rows: workers
-            .iter()
-            .fold(0u64, |total, w| total.saturating_add(w.rows)),
+        rows_committed: queue.rows_committed,
+        rows_done: queue.rows_done,
+        rows_total: master.rows_total(),
+        workers_departed: queue.workers.saturating_sub(workers.len()),
         queue,
         workers,
         failed,

@@ -287,6 +287,7 @@ mod tests {
             Command::Register {
                 now: 1,
                 secret: None,
+                name: None,
             },
             Command::Heartbeat {
                 now: 2,
@@ -323,6 +324,7 @@ mod tests {
         let next = Command::Register {
             now: 3,
             secret: None,
+            name: None,
         };
         j.append(std::slice::from_ref(&next)).expect("append");
         drop(j);

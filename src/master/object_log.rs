@@ -351,7 +351,12 @@ mod tests {
     }
 
     fn commands(queue: &mut Queue, now: u64) -> Vec<Command> {
-        let worker = match queue.apply(&Command::Register { now, secret: None }) {
+        let register = Command::Register {
+            now,
+            secret: None,
+            name: None,
+        };
+        let worker = match queue.apply(&register) {
             Reply::Register(w) => w,
             other => panic!("{other:?}"),
         };
@@ -361,7 +366,7 @@ mod tests {
             max: 2,
         };
         queue.apply(&lease);
-        vec![Command::Register { now, secret: None }, lease]
+        vec![register, lease]
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

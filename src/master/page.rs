@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 use std::fmt::Write;
 
-use super::api::StatusReply;
+use super::api::{StatusReply, WorkerStatus};
 
 /// Escapes text for HTML.
 fn esc(s: &str) -> String {
@@ -26,8 +26,11 @@ td,th{{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:right}}th{{back
 .big{{font-size:1.4em}} .over{{color:#070}} .fail{{color:#b00}}</style></head><body>
 <h1>sluice job</h1><p class="big">{url}</p>
 <p id="state" class="big {cls}">{state}</p>
-<table><tr><th>epoch</th><th>todo</th><th>leased</th><th>done</th><th>failed</th><th>tasks done (all epochs)</th><th>rows acknowledged</th></tr>
-<tr><td id="epoch">{epoch} / {epochs}</td><td id="todo">{todo}</td><td id="leased">{leased}</td><td id="done">{done}</td><td id="failed">{failed}</td><td id="tasks-done">{tasks_done}</td><td id="rows">{rows}</td></tr></table>
+<table><tr><th>epoch</th><th>todo</th><th>leased</th><th>done</th><th>failed</th><th>tasks done (all epochs)</th></tr>
+<tr><td id="epoch">{epoch} / {epochs}</td><td id="todo">{todo}</td><td id="leased">{leased}</td><td id="done">{done}</td><td id="failed">{failed}</td><td id="tasks-done">{tasks_done}</td></tr></table>
+<h2>rows (all epochs)</h2>
+<table><tr><th>committed</th><th>in tasks done</th><th>in the job</th><th>progress</th></tr>
+<tr><td id="rows-committed">{committed}</td><td id="rows-done">{rows_done}</td><td id="rows-total">{rows_total}</td><td id="rows-percent">{percent}</td></tr></table>
 "#,
         url = esc(&s.url),
         cls = if q.job_over { "over" } else { "" },
@@ -39,16 +42,36 @@ td,th{{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:right}}th{{back
         done = q.done,
         failed = q.failed,
         tasks_done = q.tasks_done,
-        rows = s.rows,
+        committed = s.rows_committed,
+        rows_done = s.rows_done,
+        rows_total = s
+            .rows_total
+            .map_or_else(|| "unknown".to_string(), |t| t.to_string()),
+        percent = match s.rows_total {
+            Some(total) if total > 0 => {
+                format!("{:.1}%", s.rows_committed as f64 * 100.0 / total as f64)
+            }
+            _ => "-".to_string(),
+        },
     );
-    html.push_str("<h2>rows/s</h2>");
+    html.push_str("<h2>committed rows/s</h2>");
     html.push_str(&chart(history));
-    html.push_str("<h2>workers</h2><table><tr><th>worker</th><th>rows</th><th>rows/s</th><th>last heartbeat</th></tr>");
+    let _ = write!(
+        html,
+        "<h2>workers</h2><p><span id=\"workers-live\">{}</span> live, <span id=\"workers-departed\">{}</span> departed (no heartbeat within the lease timeout)</p>",
+        s.workers.len(),
+        s.workers_departed
+    );
+    html.push_str("<table><tr><th>worker</th><th>name</th><th>rows it acknowledged</th><th>rows/s</th><th>last heartbeat</th></tr>");
     for w in &s.workers {
         let _ = write!(
             html,
-            "<tr class=\"worker\"><td>{}</td><td>{}</td><td>{:.0}</td><td>{:.1}s ago</td></tr>",
-            w.worker, w.rows, w.rows_per_second, w.seconds_since_heartbeat
+            "<tr class=\"worker\"><td>{}</td><td class=\"name\">{}</td><td>{}</td><td>{:.0}</td><td>{:.1}s ago</td></tr>",
+            w.worker,
+            esc(&w.name),
+            w.rows,
+            w.rows_per_second,
+            w.seconds_since_heartbeat
         );
     }
     html.push_str("</table><h2>failures</h2>");
@@ -69,6 +92,13 @@ td,th{{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:right}}th{{back
     }
     html.push_str("</body></html>\n");
     html
+}
+
+/// Escapes a Prometheus label value.
+fn label(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// A small SVG line chart of rows/s samples.
@@ -137,16 +167,63 @@ pub fn metrics(s: &StatusReply, requests: u64, journaled: u64) -> String {
         vec![(String::new(), q.tasks_done.to_string())],
     );
     gauge(
-        "sluice_rows_total",
-        "Rows acknowledged by trainers.",
+        "sluice_rows_committed_total",
+        "Rows acknowledged by trainers and durably committed, over all epochs.",
         "counter",
-        vec![(String::new(), s.rows.to_string())],
+        vec![(String::new(), s.rows_committed.to_string())],
     );
     gauge(
+        "sluice_rows_done_total",
+        "Rows of tasks done, over all epochs.",
+        "counter",
+        vec![(String::new(), s.rows_done.to_string())],
+    );
+    if let Some(total) = s.rows_total {
+        gauge(
+            "sluice_job_rows",
+            "Rows the whole job serves: the splits' rows times the epochs.",
+            "gauge",
+            vec![(String::new(), total.to_string())],
+        );
+    }
+    gauge(
         "sluice_workers",
-        "Workers registered.",
+        "Live workers (heard from within the lease timeout).",
         "gauge",
         vec![(String::new(), s.workers.len().to_string())],
+    );
+    gauge(
+        "sluice_workers_departed",
+        "Workers registered that are no longer live.",
+        "gauge",
+        vec![(String::new(), s.workers_departed.to_string())],
+    );
+    let per_worker = |value: &dyn Fn(&WorkerStatus) -> String| -> Vec<(String, String)> {
+        s.workers
+            .iter()
+            .map(|w| {
+                let labels = format!("{{worker=\"{}\",name=\"{}\"}}", w.worker, label(&w.name));
+                (labels, value(w))
+            })
+            .collect()
+    };
+    gauge(
+        "sluice_worker_rows",
+        "Rows a live worker's trainers acknowledged, as its last heartbeat reported them.",
+        "gauge",
+        per_worker(&|w| w.rows.to_string()),
+    );
+    gauge(
+        "sluice_worker_rows_per_second",
+        "A live worker's rows per second, from its heartbeats.",
+        "gauge",
+        per_worker(&|w| format!("{:.1}", w.rows_per_second)),
+    );
+    gauge(
+        "sluice_worker_seconds_since_heartbeat",
+        "Seconds since a live worker's last heartbeat.",
+        "gauge",
+        per_worker(&|w| format!("{:.1}", w.seconds_since_heartbeat)),
     );
     gauge(
         "sluice_requests_total",
@@ -167,4 +244,69 @@ pub fn metrics(s: &StatusReply, requests: u64, journaled: u64) -> String {
         vec![(String::new(), u8::from(q.job_over).to_string())],
     );
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::master::api::WorkerStatus;
+    use crate::task::{Queue, QueueConfig, WorkerId};
+
+    fn status(rows_total: Option<u64>, name: &str) -> StatusReply {
+        let queue = Queue::new(4, QueueConfig::default())
+            .expect("queue")
+            .status();
+        StatusReply {
+            url: "file:///data/<clicks>".into(),
+            queue,
+            rows_committed: 1500,
+            rows_done: 1000,
+            rows_total,
+            workers: vec![WorkerStatus {
+                worker: WorkerId(3),
+                name: name.into(),
+                rows: 1200,
+                rows_per_second: 250.0,
+                seconds_since_heartbeat: 0.4,
+            }],
+            workers_departed: 2,
+            failed: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn metrics_carry_the_queues_rows_and_escaped_worker_names() {
+        let text = metrics(&status(Some(4000), "node \"7\"\\a\nb"), 10, 5);
+        for line in [
+            "sluice_rows_committed_total 1500",
+            "sluice_rows_done_total 1000",
+            "sluice_job_rows 4000",
+            "sluice_workers 1",
+            "sluice_workers_departed 2",
+            r#"sluice_worker_rows{worker="3",name="node \"7\"\\a\nb"} 1200"#,
+            r#"sluice_worker_rows_per_second{worker="3",name="node \"7\"\\a\nb"} 250.0"#,
+        ] {
+            assert!(text.lines().any(|l| l == line), "no `{line}` in:\n{text}");
+        }
+        let unknown = metrics(&status(None, "w"), 0, 0);
+        assert!(!unknown.contains("sluice_job_rows "), "{unknown}");
+    }
+
+    #[test]
+    fn the_page_shows_the_queues_rows_and_escapes_names() {
+        let html = render(&status(Some(4000), "<b>w</b>"), &VecDeque::new());
+        for part in [
+            r#"<td id="rows-committed">1500</td>"#,
+            r#"<td id="rows-done">1000</td>"#,
+            r#"<td id="rows-total">4000</td>"#,
+            r#"<td id="rows-percent">37.5%</td>"#,
+            r#"<span id="workers-departed">2</span>"#,
+            "&lt;b&gt;w&lt;/b&gt;",
+            "file:///data/&lt;clicks&gt;",
+        ] {
+            assert!(html.contains(part), "no `{part}` in:\n{html}");
+        }
+        let unknown = render(&status(None, "w"), &VecDeque::new());
+        assert!(unknown.contains(r#"<td id="rows-total">unknown</td>"#));
+    }
 }

@@ -1,5 +1,7 @@
 //! Running a master: open the state, list the dataset on first start, serve
-//! HTTP until every epoch is done and the linger period has passed.
+//! HTTP until every epoch is done and the linger period has passed, or until
+//! SIGTERM or SIGINT stops it gracefully (requests in flight answered, every
+//! change applied made durable; a restart on the same state continues).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -61,6 +63,13 @@ pub enum MasterError {
         #[source]
         source: std::io::Error,
     },
+    /// The stop signals could not be listened for.
+    #[error("cannot listen for SIGTERM and SIGINT: {source}")]
+    Signals {
+        /// The failure.
+        #[source]
+        source: std::io::Error,
+    },
     /// TLS could not be set up.
     #[error(transparent)]
     Tls(#[from] super::tls::TlsError),
@@ -99,6 +108,66 @@ pub struct MasterOutcome {
     pub failed: Vec<String>,
     /// Tasks done over all epochs.
     pub tasks_done: u64,
+    /// Tasks over all epochs.
+    pub tasks: u64,
+    /// Whether every epoch is finished.
+    pub job_over: bool,
+    /// The signal that stopped the master, if one did.
+    pub stopped_by: Option<StopSignal>,
+}
+
+/// A signal that stops a master gracefully: it stops accepting, answers the
+/// requests in flight (their changes durable first), makes whatever else was
+/// applied durable, and returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopSignal {
+    /// SIGTERM (what Kubernetes and systemd send).
+    Term,
+    /// SIGINT (Ctrl-C).
+    Int,
+}
+
+impl StopSignal {
+    /// The signal's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            StopSignal::Term => "SIGTERM",
+            StopSignal::Int => "SIGINT",
+        }
+    }
+
+    /// The exit code of a master it stopped before the job was over: 128 plus
+    /// the signal's number, as a shell reports a process the signal killed
+    /// (143 for SIGTERM, 130 for SIGINT).
+    pub fn exit_code(self) -> u8 {
+        match self {
+            StopSignal::Term => 143,
+            StopSignal::Int => 130,
+        }
+    }
+}
+
+/// The stop signals, listened for before the master binds its port.
+struct StopSignals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn listen() -> std::io::Result<StopSignals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(StopSignals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    async fn next(&mut self) -> StopSignal {
+        tokio::select! {
+            _ = self.term.recv() => StopSignal::Term,
+            _ = self.int.recv() => StopSignal::Int,
+        }
+    }
 }
 
 /// Lists the dataset and builds the job (first start only).
@@ -171,9 +240,10 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
     })?;
     let app = AppState {
         master: master.clone(),
-        commit,
+        commit: commit.clone(),
         token: Arc::new(config.token.clone()),
     };
+    let mut signals = StopSignals::listen().map_err(|source| MasterError::Signals { source })?;
     // Checked before binding, so a bad certificate fails the start at once.
     let acceptor = match &config.tls {
         Some((cert, key)) => Some(super::tls::acceptor(cert, key)?),
@@ -191,18 +261,26 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
         "sluice master listening on {scheme}://{addr} (state {})",
         config.state
     );
-    let watcher = master.clone();
-    let linger = config.linger;
-    let shutdown = async move {
-        let mut ticker = tokio::time::interval(Duration::from_millis(500));
-        loop {
-            ticker.tick().await;
-            let mut m = watcher.lock().unwrap_or_else(|e| e.into_inner());
-            m.sample();
-            if m.queue.is_over() {
-                let since = *m.over_since.get_or_insert_with(std::time::Instant::now);
-                if since.elapsed() >= linger {
-                    return;
+    let stopped_by = Arc::new(Mutex::new(None));
+    let shutdown = {
+        let stopped_by = stopped_by.clone();
+        let over = job_over(master.clone(), config.linger);
+        async move {
+            tokio::select! {
+                () = over => {}
+                signal = signals.next() => {
+                    eprintln!(
+                        "sluice master: {}: stopping; answering the requests in flight",
+                        signal.name()
+                    );
+                    *stopped_by.lock().unwrap_or_else(|e| e.into_inner()) = Some(signal);
+                    // A second signal while those finish stops at once: what
+                    // was answered is durable, the rest a restart redoes.
+                    tokio::spawn(async move {
+                        let again = signals.next().await;
+                        eprintln!("sluice master: {}: stopping now", again.name());
+                        std::process::exit(i32::from(signal.exit_code()));
+                    });
                 }
             }
         }
@@ -215,6 +293,10 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
         }
         None => super::listen::serve(listener, router(app), shutdown).await,
     }
+    // Every request is answered; changes of requests whose clients hung up
+    // before their answer become durable too.
+    commit.sync().await;
+    let stopped_by = *stopped_by.lock().unwrap_or_else(|e| e.into_inner());
     let m = master.lock().unwrap_or_else(|e| e.into_inner());
     let status = status_of(&m);
     Ok(MasterOutcome {
@@ -224,5 +306,25 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
             .map(|f| format!("{} (epoch {}): {}", f.file, f.epoch + 1, f.reason))
             .collect(),
         tasks_done: status.queue.tasks_done,
+        tasks: (status.queue.splits as u64).saturating_mul(u64::from(status.queue.epochs)),
+        job_over: status.queue.job_over,
+        stopped_by,
     })
+}
+
+/// Resolves once the job has been over for `linger`; samples the master's
+/// figures (and forgets departed workers) twice a second meanwhile.
+async fn job_over(master: Arc<Mutex<MasterState>>, linger: Duration) {
+    let mut ticker = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        ticker.tick().await;
+        let mut m = master.lock().unwrap_or_else(|e| e.into_inner());
+        m.sample();
+        if m.queue.is_over() {
+            let since = *m.over_since.get_or_insert_with(std::time::Instant::now);
+            if since.elapsed() >= linger {
+                return;
+            }
+        }
+    }
 }

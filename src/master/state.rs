@@ -147,14 +147,16 @@ pub fn wall_millis() -> Millis {
         .unwrap_or(0)
 }
 
-/// What the master knows of a worker beyond the queue.
+/// What the master knows of a live worker beyond the queue: its own figures,
+/// from its heartbeats. A worker silent for longer than the lease timeout has
+/// departed and is dropped (see [`MasterState::sample`]).
 #[derive(Debug, Clone)]
 pub struct WorkerSeen {
-    /// Rows reported at the last heartbeat.
+    /// Rows its trainers acknowledged, as its last heartbeat reported them.
     pub rows: u64,
-    /// When.
+    /// When it was last heard from (registration or heartbeat).
     pub last: Instant,
-    /// Rows per second between the last two heartbeats.
+    /// Rows per second between its last two heartbeats.
     pub rate: f64,
 }
 
@@ -173,10 +175,15 @@ pub struct MasterState {
     /// The options recorded for the job (empty in states written before
     /// they were recorded).
     pub identity: Identity,
-    /// Workers seen.
+    /// Live workers: heard from within the lease timeout.
     pub workers: HashMap<WorkerId, WorkerSeen>,
-    /// Total rows/s samples for the chart, oldest first.
+    /// Committed rows/s samples for the chart, oldest first.
     pub history: VecDeque<f64>,
+    /// The queue's committed rows at the last sample, and when.
+    last_sample: Option<(Instant, u64)>,
+    /// Rows the whole job serves, once every split's count is known (they
+    /// never change after that).
+    rows_total: std::cell::OnceCell<u64>,
     /// Requests served.
     pub requests: u64,
     /// Commands journaled.
@@ -272,6 +279,8 @@ impl MasterState {
             identity: job.identity,
             workers: HashMap::new(),
             history: VecDeque::new(),
+            last_sample: None,
+            rows_total: std::cell::OnceCell::new(),
             requests: 0,
             journaled: 0,
             over_since: None,
@@ -303,6 +312,11 @@ impl MasterState {
         self.journaled = self.journaled.saturating_add(new);
         self.since_snapshot = self.since_snapshot.saturating_add(new);
         (reply, self.applied)
+    }
+
+    /// Changes applied since the start (see [`MasterState::apply`]).
+    pub fn applied(&self) -> u64 {
+        self.applied
     }
 
     /// Hands the changes applied so far to a group committer: the commands,
@@ -346,15 +360,60 @@ impl MasterState {
         entry.last = now;
     }
 
-    /// Adds a sample to the rows/s chart.
+    /// Whether `seen` was heard from within the lease timeout.
+    fn is_live(&self, seen: &WorkerSeen) -> bool {
+        let timeout = std::time::Duration::from_millis(self.queue.config().lease_timeout_ms);
+        seen.last.elapsed() <= timeout
+    }
+
+    /// The live workers: heard from within the lease timeout (a worker that
+    /// misses its heartbeats for longer has lost its leases and departed).
+    pub fn live_workers(&self) -> impl Iterator<Item = (WorkerId, &WorkerSeen)> + '_ {
+        self.workers
+            .iter()
+            .filter(|(_, seen)| self.is_live(seen))
+            .map(|(id, seen)| (*id, seen))
+    }
+
+    /// Rows the whole job serves (every split's rows times the epochs),
+    /// once every split's row count is known.
+    pub fn rows_total(&self) -> Option<u64> {
+        if let Some(total) = self.rows_total.get() {
+            return Some(*total);
+        }
+        let mut per_epoch = 0u64;
+        for split in 0..self.queue.tasks().len() {
+            let rows = self.queue.split_rows(u32::try_from(split).ok()?)?;
+            per_epoch = per_epoch.saturating_add(rows);
+        }
+        let total = per_epoch.saturating_mul(u64::from(self.queue.config().epochs));
+        Some(*self.rows_total.get_or_init(|| total))
+    }
+
+    /// Forgets departed workers and adds a sample of the queue's committed
+    /// rows per second to the chart.
     pub fn sample(&mut self) {
-        let total: f64 = self
+        let departed: Vec<WorkerId> = self
             .workers
-            .values()
-            .filter(|w| w.last.elapsed().as_secs_f64() < 10.0)
-            .map(|w| w.rate)
-            .sum();
-        self.history.push_back(total);
+            .iter()
+            .filter(|(_, seen)| !self.is_live(seen))
+            .map(|(id, _)| *id)
+            .collect();
+        for worker in departed {
+            self.workers.remove(&worker);
+            let name = self.queue.worker_name(worker).unwrap_or("");
+            tracing::info!(%worker, name, "worker departed: no heartbeat within the lease timeout");
+        }
+        let now = Instant::now();
+        let committed = self.queue.rows_committed();
+        if let Some((at, before)) = self.last_sample {
+            let seconds = now.duration_since(at).as_secs_f64();
+            if seconds > 0.0 {
+                let rate = committed.saturating_sub(before) as f64 / seconds;
+                self.history.push_back(rate);
+            }
+        }
+        self.last_sample = Some((now, committed));
         while self.history.len() > HISTORY {
             self.history.pop_front();
         }
@@ -481,6 +540,7 @@ fn job_bytes(job: &JobFile) -> Result<Vec<u8>, StateError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::master::journal::MemoryJournal;
     use crate::task::LeaseReply;
     use connectors::{FormatOptions, ReadPlan};
 
@@ -531,6 +591,7 @@ mod tests {
             .execute(Command::Register {
                 now: 1,
                 secret: None,
+                name: None,
             })
             .expect("register")
         {
@@ -580,6 +641,67 @@ mod tests {
         assert_eq!(
             restored.queue, before,
             "snapshot + journal rebuild the same queue"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_silent_worker_departs_after_the_lease_timeout_and_the_chart_counts_commits() {
+        let mut file = job(2);
+        file.queue.lease_timeout_ms = 200;
+        let mut state =
+            MasterState::with_journal(file, Box::new(MemoryJournal::default())).expect("state");
+        let register = |state: &mut MasterState, name: &str| match state
+            .execute(Command::Register {
+                now: wall_millis(),
+                secret: None,
+                name: Some(name.into()),
+            })
+            .expect("register")
+        {
+            Reply::Register(w) => w,
+            other => panic!("{other:?}"),
+        };
+        let quiet = register(&mut state, "quiet");
+        state.saw_worker(quiet, 0);
+        std::thread::sleep(std::time::Duration::from_millis(120));
+        let busy = register(&mut state, "busy");
+        state.saw_worker(busy, 0);
+        state.sample();
+        std::thread::sleep(std::time::Duration::from_millis(120));
+        state.saw_worker(busy, 40);
+        let live: Vec<WorkerId> = state.live_workers().map(|(w, _)| w).collect();
+        assert_eq!(live, vec![busy], "silent for longer than the lease timeout");
+        assert_eq!(state.queue.worker_name(quiet), Some("quiet"));
+        let lease = state
+            .execute(Command::Lease {
+                now: wall_millis(),
+                worker: busy,
+                max: 1,
+            })
+            .expect("lease");
+        let Reply::Lease(Ok(LeaseReply::Tasks(leases))) = lease else {
+            panic!("{lease:?}");
+        };
+        state
+            .execute(Command::Finish {
+                now: wall_millis(),
+                worker: Some(busy),
+                attempt: leases[0].attempt,
+                rows: 1,
+            })
+            .expect("finish");
+        state.sample();
+        assert!(
+            !state.workers.contains_key(&quiet),
+            "departed workers are forgotten"
+        );
+        assert_eq!(state.rows_total(), Some(4), "2 splits of 1 row, 2 epochs");
+        assert_eq!(state.queue.rows_committed(), 1);
+        assert!(state.workers.contains_key(&busy));
+        assert!(
+            state.history.back().is_some_and(|rate| *rate > 0.0),
+            "the chart shows committed rows: {:?}",
+            state.history
         );
     }
 

@@ -14,12 +14,15 @@ use super::types::{AttemptId, Expired, FailOutcome, LeaseReply, Millis, WorkerId
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Command {
-    /// [`Queue::register`], or [`Queue::register_with_secret`] with a secret.
+    /// [`Queue::register_as`]: a new worker, with its secret and name when given.
     Register {
         now: Millis,
         /// The worker's secret (workers of a master); absent in older journals.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         secret: Option<WorkerSecret>,
+        /// The name the worker gave itself; absent in older journals.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
     },
     /// [`Queue::lease`].
     Lease {
@@ -145,10 +148,9 @@ impl Queue {
     /// Performs `command` and returns its answer.
     pub fn apply(&mut self, command: &Command) -> Reply {
         match command {
-            Command::Register { now, secret } => Reply::Register(match secret {
-                Some(secret) => self.register_with_secret(*now, secret.clone()),
-                None => self.register(*now),
-            }),
+            Command::Register { now, secret, name } => {
+                Reply::Register(self.register_as(*now, secret.clone(), name.clone()))
+            }
             Command::Lease { now, worker, max } => Reply::Lease(self.lease(*now, *worker, *max)),
             Command::Heartbeat { now, worker } => Reply::Heartbeat(self.heartbeat(*now, *worker)),
             Command::Commit {
@@ -222,10 +224,12 @@ mod tests {
             Command::Register {
                 now: 1,
                 secret: None,
+                name: None,
             },
             Command::Register {
                 now: 1,
                 secret: Some(WorkerSecret::new("00112233445566778899aabbccddeeff")),
+                name: Some("gpu-node-7".into()),
             },
             Command::Lease {
                 now: 2,
@@ -284,11 +288,35 @@ mod tests {
     }
 
     #[test]
+    fn a_workers_name_survives_replay_and_snapshots() {
+        let commands = [
+            r#"{"op":"register","now":1,"secret":"00112233445566778899aabbccddeeff","name":"gpu-node-7"}"#,
+            r#"{"op":"register","now":2}"#,
+        ];
+        let mut queue = Queue::new(1, crate::task::QueueConfig::default()).expect("queue");
+        for line in commands {
+            let command: Command = serde_json::from_str(line).expect(line);
+            queue.apply(&command);
+        }
+        assert_eq!(queue.worker_name(WorkerId(1)), Some("gpu-node-7"));
+        assert_eq!(
+            queue.worker_name(WorkerId(2)),
+            None,
+            "older records name none"
+        );
+        let snapshot = serde_json::to_string(&queue).expect("snapshot");
+        let restored: Queue = serde_json::from_str(&snapshot).expect("restore");
+        assert_eq!(restored.worker_name(WorkerId(1)), Some("gpu-node-7"));
+        assert_eq!(restored, queue);
+    }
+
+    #[test]
     fn a_register_keeps_its_secret_out_of_debug_output() {
         let secret = "00112233445566778899aabbccddeeff";
         let command = Command::Register {
             now: 1,
             secret: Some(WorkerSecret::new(secret)),
+            name: Some("w".into()),
         };
         assert!(!format!("{command:?}").contains(secret));
         let json = serde_json::to_string(&command).expect("serialize");

@@ -48,6 +48,9 @@ struct WorkerRecord {
     /// for workers in the same process, and in journals older than secrets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     secret: Option<WorkerSecret>,
+    /// The name the worker gave itself, for people; absent in older journals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
 }
 
 /// Leases the tasks (split × epoch) of one job to workers. See the module docs.
@@ -152,20 +155,38 @@ impl Queue {
     /// Registers a new worker and names it. Ids are chosen here, never by workers.
     /// `now` is unused beyond the journal record.
     pub fn register(&mut self, _now: Millis) -> WorkerId {
-        self.enrol(None)
+        self.enrol(None, None)
     }
 
     /// Registers a new worker that proves itself with `secret` (see
     /// [`Queue::authenticate`]). `now` is unused beyond the journal record.
     pub fn register_with_secret(&mut self, _now: Millis, secret: WorkerSecret) -> WorkerId {
-        self.enrol(Some(secret))
+        self.enrol(Some(secret), None)
     }
 
-    fn enrol(&mut self, secret: Option<WorkerSecret>) -> WorkerId {
+    /// Registers a new worker with an optional secret and the name it gave
+    /// itself (kept for status pages, never checked). `now` is unused beyond
+    /// the journal record.
+    pub fn register_as(
+        &mut self,
+        _now: Millis,
+        secret: Option<WorkerSecret>,
+        name: Option<String>,
+    ) -> WorkerId {
+        self.enrol(secret, name)
+    }
+
+    /// The name `worker` registered with, if it gave one.
+    pub fn worker_name(&self, worker: WorkerId) -> Option<&str> {
+        self.workers.get(&worker)?.name.as_deref()
+    }
+
+    fn enrol(&mut self, secret: Option<WorkerSecret>, name: Option<String>) -> WorkerId {
         let worker = WorkerId(self.next_worker);
         self.next_worker = self.next_worker.saturating_add(1);
         let record = WorkerRecord {
             secret,
+            name,
             ..WorkerRecord::default()
         };
         self.workers.insert(worker, record);
@@ -458,6 +479,11 @@ impl Queue {
             failures: self.failures.clone(),
             job_over: self.over,
         }
+    }
+
+    /// Rows committed over all epochs (see [`QueueStatus::rows_committed`]).
+    pub fn rows_committed(&self) -> u64 {
+        self.rows_committed
     }
 
     /// True once every task of every epoch is done or failed.

@@ -532,6 +532,7 @@ impl Sim {
         let reply = self.apply(Command::Register {
             now: self.now,
             secret: None,
+            name: None,
         });
         assert_eq!(reply, Reply::Register(expected), "{}", self.at());
         self.model.lost.insert(expected, Vec::new());
@@ -1434,6 +1435,7 @@ fn random_command(rng: &mut ChaCha8Rng, now: Millis) -> Command {
         0 => Command::Register {
             now,
             secret: (worker.0 % 2 == 0).then(|| WorkerSecret::new(format!("{offset:032x}"))),
+            name: None,
         },
         1 | 2 => Command::Lease {
             now,

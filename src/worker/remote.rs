@@ -76,6 +76,8 @@ pub struct RemoteSource {
     rows: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// The secret of each worker registered through this client.
     secrets: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<WorkerId, WorkerSecret>>>,
+    /// The name workers register with.
+    name: Option<String>,
 }
 
 impl RemoteSource {
@@ -118,7 +120,14 @@ impl RemoteSource {
             patience,
             rows: Default::default(),
             secrets: Default::default(),
+            name: None,
         })
+    }
+
+    /// Registers workers under `name` (shown on the master's status page).
+    pub fn with_name(mut self, name: String) -> Self {
+        self.name = Some(name);
+        self
     }
 
     /// A counter the worker updates with rows acknowledged, reported in heartbeats.
@@ -254,8 +263,11 @@ fn is_certificate_error(chain: &str) -> bool {
 #[async_trait::async_trait]
 impl TaskSource for RemoteSource {
     async fn register(&self) -> Result<WorkerId, QueueError> {
+        let request = RegisterRequest {
+            name: self.name.clone(),
+        };
         let reply = self
-            .call::<(), RegisterReply>("/v1/register", Some(&()))
+            .call::<_, RegisterReply>("/v1/register", Some(&request))
             .await
             .map_err(|e| QueueError::Transport {
                 reason: e.to_string(),

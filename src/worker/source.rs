@@ -109,6 +109,7 @@ impl TaskSource for LocalQueue {
         let command = Command::Register {
             now: wall_millis(),
             secret: None,
+            name: None,
         };
         match self.run(command)? {
             Reply::Register(w) => Ok(w),

@@ -43,6 +43,10 @@ pub struct Job {
     pub worker_args: Vec<String>,
     /// Whether the master serves HTTPS.
     pub https: bool,
+    /// The master's `--lease-timeout`.
+    pub lease_timeout: String,
+    /// The master's `--linger`.
+    pub linger: String,
     _dir: tempfile::TempDir,
 }
 
@@ -62,6 +66,8 @@ impl Job {
             master_args: Vec::new(),
             worker_args: Vec::new(),
             https: false,
+            lease_timeout: "2s".to_string(),
+            linger: "3s".to_string(),
             _dir: dir,
         }
     }
@@ -98,9 +104,9 @@ impl Job {
                 "--epochs",
                 &self.epochs.to_string(),
                 "--lease-timeout",
-                "2s",
+                &self.lease_timeout,
                 "--linger",
-                "3s",
+                &self.linger,
             ])
             .args(&self.master_args)
             .env("SLUICE_TOKEN", TOKEN)
@@ -113,6 +119,11 @@ impl Job {
 
     /// Starts a worker whose trainers record ids (`extra`: more trainer flags).
     pub fn start_worker(&self, extra: &str) -> Child {
+        self.start_worker_with(extra, &[])
+    }
+
+    /// Starts a worker whose trainers record ids, with more worker flags.
+    pub fn start_worker_with(&self, extra: &str, args: &[&str]) -> Child {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/trainers/record_ids.py");
         let cmd = format!(
             "{} {} --out {} --sleep 0.08 {extra}",
@@ -134,6 +145,7 @@ impl Job {
                 "-q",
             ])
             .args(&self.worker_args)
+            .args(args)
             .env("SLUICE_TOKEN", TOKEN)
             .env_remove("RUST_LOG")
             .envs(self.env.iter().map(|(k, v)| (k, v)))
@@ -143,12 +155,75 @@ impl Job {
             .expect("start worker")
     }
 
+    /// `sluice status --json` of the running master.
+    pub fn status(&self) -> serde_json::Value {
+        let out = Command::new(SLUICE)
+            .args(["status", "--master", &self.url(), "--json"])
+            .env("SLUICE_TOKEN", TOKEN)
+            .env_remove("RUST_LOG")
+            .output()
+            .expect("sluice status");
+        assert!(
+            out.status.success(),
+            "sluice status: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("status JSON")
+    }
+
+    /// The master's `/metrics` text.
+    pub fn metrics(&self) -> String {
+        let out = Command::new("curl")
+            .args(["-sf", "-m", "10"])
+            .arg(format!("{}/metrics?token={TOKEN}", self.url()))
+            .output()
+            .expect("curl");
+        assert!(out.status.success(), "GET /metrics failed");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// Rows of the dataset, as Spark counted them.
     pub fn rows(&self) -> u64 {
         expected_dataset(&self.dataset)["rows"]
             .as_u64()
             .expect("rows")
     }
+}
+
+/// The value of the unlabelled metric `name` in a `/metrics` text.
+pub fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// The journal records of a job with local state, as JSON.
+pub fn journal_records(job: &Job) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(job.state_dir().join("journal.jsonl")).expect("journal");
+    // A record counts once its newline is written: the master may be
+    // writing the last one.
+    let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+    complete
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("journal line"))
+        .collect()
+}
+
+/// The queue the journal of a job with local state rebuilds: what the
+/// master has made durable.
+pub fn journal_queue(job: &Job) -> sluice::task::Queue {
+    let text = std::fs::read_to_string(job.state_dir().join("job.json")).expect("job.json");
+    let spec: serde_json::Value = serde_json::from_str(&text).expect("job.json is JSON");
+    let splits = spec["spec"]["splits"].as_array().expect("splits").len();
+    let config: sluice::task::QueueConfig =
+        serde_json::from_value(spec["queue"].clone()).expect("queue config");
+    let mut queue = sluice::task::Queue::new(splits, config).expect("queue");
+    for record in journal_records(job) {
+        let command: sluice::task::Command =
+            serde_json::from_value(record).expect("a journal command");
+        queue.apply(&command);
+    }
+    queue
 }
 
 /// Waits until something accepts connections on `port`.

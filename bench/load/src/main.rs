@@ -5,9 +5,11 @@
 //! `sluice master` binary on that state directory, and drives it over loopback with
 //! `--workers` concurrent workers: each registers, then leases, commits and finishes
 //! tasks until the job is over or `--seconds` have passed. It reports operations
-//! per second, latency percentiles per operation, the master's peak RSS (`VmHWM`),
-//! and how long the master takes to answer again after `kill -9` with its state
-//! as the run left it (snapshot and journal).
+//! per second, latency percentiles per operation, the commit lag (from the moment a
+//! worker decides to commit, its trainers having acknowledged rows, to the master's
+//! reply saying the commit is durable), the master's peak RSS (`VmHWM`), and how
+//! long the master takes to answer again after `kill -9` with its state as the run
+//! left it (snapshot and journal).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -26,8 +28,9 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use sluice::job::spec::JobSpec;
 use sluice::master::api::{
-    Answer, CommitRequest, FinishRequest, LeaseRequest, RegisterReply, StatusReply,
+    Answer, CommitRequest, FinishRequest, LeaseRequest, RegisterReply, RegisterRequest, StatusReply,
 };
+use sluice::master::identity::Identity;
 use sluice::master::state::JobFile;
 use sluice::task::{LeaseReply, QueueConfig};
 
@@ -135,6 +138,9 @@ struct Results {
     commit: Latency,
     finish: Latency,
     all: Latency,
+    /// From a worker's decision to commit (a commit, or the finish that
+    /// commits the rest of the task) to the reply that says it is durable.
+    commit_lag: Latency,
     /// The master's peak resident set (VmHWM) over the load phase, in MiB.
     master_peak_rss_mib: f64,
     /// What the master left on disk when it was killed.
@@ -154,6 +160,8 @@ struct WorkerLog {
     lease: Vec<u32>,
     commit: Vec<u32>,
     finish: Vec<u32>,
+    /// Acknowledgement to durable reply, per commit and finish.
+    commit_lag: Vec<u32>,
     waits: u64,
     tasks: u64,
 }
@@ -218,8 +226,8 @@ async fn main() -> Result<()> {
     let mut all = Vec::new();
     let mut waits = 0;
     let mut finished = 0;
-    let (mut register, mut lease, mut commit, mut finish) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut register, mut lease, mut commit, mut finish, mut commit_lag) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for log in logs {
         all.extend_from_slice(&log.register);
         all.extend_from_slice(&log.lease);
@@ -229,6 +237,7 @@ async fn main() -> Result<()> {
         lease.extend(log.lease);
         commit.extend(log.commit);
         finish.extend(log.finish);
+        commit_lag.extend(log.commit_lag);
         waits += log.waits;
         finished += log.tasks;
     }
@@ -283,6 +292,7 @@ async fn main() -> Result<()> {
         commit: Latency::of(commit),
         finish: Latency::of(finish),
         all: Latency::of(all),
+        commit_lag: Latency::of(commit_lag),
         master_peak_rss_mib,
         state: files,
         restart_s,
@@ -333,6 +343,7 @@ fn write_job(state: &Path, tasks: usize, rows: u64) -> Result<()> {
             },
             epochs: 1,
             seed: 0,
+            lease_timeout_ms: None,
         },
         queue: QueueConfig {
             epochs: 1,
@@ -341,6 +352,7 @@ fn write_job(state: &Path, tasks: usize, rows: u64) -> Result<()> {
             lease_timeout_ms: 600_000,
             seed: 0,
         },
+        identity: Identity::default(),
     };
     let path = state.join("job.json");
     let file = File::create(&path).with_context(|| format!("creating {}", path.display()))?;
@@ -424,8 +436,9 @@ async fn drive(
     let finished = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     let mut handles = Vec::with_capacity(args.workers);
-    for _ in 0..args.workers {
+    for index in 0..args.workers {
         let worker = Worker {
+            name: format!("load-{index}"),
             client: client.clone(),
             base: base.to_string(),
             token: token.to_string(),
@@ -469,6 +482,7 @@ async fn drive(
 
 /// One simulated worker: register, then lease → commit → finish until told to stop.
 struct Worker {
+    name: String,
     client: reqwest::Client,
     base: String,
     token: String,
@@ -482,12 +496,16 @@ struct Worker {
 impl Worker {
     async fn run(self) -> Result<WorkerLog> {
         let mut log = WorkerLog::default();
-        let (reply, took): (RegisterReply, _) = self.post("/v1/register", &()).await?;
+        let register = RegisterRequest {
+            name: Some(self.name.clone()),
+        };
+        let (reply, took): (RegisterReply, _) = self.post("/v1/register", &register).await?;
         log.register.push(took);
-        let worker = reply.worker;
+        let (worker, secret) = (reply.worker, reply.secret);
         while Instant::now() < self.deadline && !self.over.load(Ordering::Relaxed) {
             let request = LeaseRequest {
                 worker,
+                secret: secret.clone(),
                 max: self.batch,
             };
             let (answer, took) = self.post("/v1/lease", &request).await?;
@@ -495,7 +513,11 @@ impl Worker {
             match answer {
                 Answer::Ok(LeaseReply::Tasks(leases)) => {
                     for lease in leases {
+                        // The trainers acknowledged half the task: commit it.
+                        let acknowledged = Instant::now();
                         let commit = CommitRequest {
+                            worker,
+                            secret: secret.clone(),
                             attempt: lease.attempt,
                             offset: self.rows / 2,
                         };
@@ -505,7 +527,12 @@ impl Worker {
                         if let Answer::Refused(e) = answer {
                             bail!("commit refused: {e}");
                         }
+                        log.commit_lag.push(micros_since(acknowledged));
+                        // The rest acknowledged: the finish commits it.
+                        let acknowledged = Instant::now();
                         let finish = FinishRequest {
+                            worker,
+                            secret: secret.clone(),
                             attempt: lease.attempt,
                             rows: self.rows,
                         };
@@ -515,6 +542,7 @@ impl Worker {
                         if let Answer::Refused(e) = answer {
                             bail!("finish refused: {e}");
                         }
+                        log.commit_lag.push(micros_since(acknowledged));
                         log.tasks += 1;
                         self.finished.fetch_add(1, Ordering::Relaxed);
                     }
@@ -549,7 +577,7 @@ impl Worker {
             .with_context(|| format!("POST {path}"))?;
         let status = response.status();
         let bytes = response.bytes().await?;
-        let took = started.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
+        let took = micros_since(started);
         if !status.is_success() && status != reqwest::StatusCode::CONFLICT {
             bail!(
                 "POST {path} answered {status}: {}",
@@ -560,6 +588,11 @@ impl Worker {
             .with_context(|| format!("POST {path}: unexpected answer"))?;
         Ok((answer, took))
     }
+}
+
+/// Microseconds since `start`, saturating.
+fn micros_since(start: Instant) -> u32 {
+    start.elapsed().as_micros().min(u128::from(u32::MAX)) as u32
 }
 
 async fn get<T: DeserializeOwned>(
@@ -683,6 +716,10 @@ fn markdown(r: &Results) -> String {
             format!("{} / {}", ms(l.p50_us), ms(l.p99_us)),
         );
     }
+    row(
+        "commit lag p50 / p99 (acknowledgement to durable reply)",
+        format!("{} / {}", ms(r.commit_lag.p50_us), ms(r.commit_lag.p99_us)),
+    );
     row(
         "master peak RSS",
         format!("{:.0} MiB", r.master_peak_rss_mib),
