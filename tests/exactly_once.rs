@@ -315,28 +315,7 @@ fn a_row_group_that_cannot_be_read_repeats_no_row() {
         .output()
         .expect("train");
     let stderr = String::from_utf8_lossy(&run.stderr);
-    assert_eq!(
-        run.status.code(),
-        Some(2),
-        "a failed task exits 2: {stderr}"
-    );
-    let name = part.file_name().and_then(|n| n.to_str()).expect("name");
-    assert!(stderr.contains(name), "the error names {name}: {stderr}");
-    let ids = ids_in(&out, "ids-");
-    let twice: Vec<_> = ids.iter().filter(|(_, &n)| n > 1).take(5).collect();
-    assert!(twice.is_empty(), "ids served twice: {twice:?}");
-    let missing: Vec<i64> = (0..bad.start)
-        .filter(|i| !ids.contains_key(i))
-        .take(5)
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "rows before the damage never arrived: {missing:?}"
-    );
-    assert!(
-        bad.clone().all(|i| !ids.contains_key(&i)),
-        "rows of the damaged row group arrived"
-    );
+    let ids = common::assert_damaged_run(run.status, &stderr, &part, &out, &bad);
     let received: u64 = ids.values().map(|&n| u64::from(n)).sum();
     assert_eq!(
         summary_rows(&summary),
@@ -379,8 +358,8 @@ fn a_read_error_that_clears_resumes_after_the_last_row_handed_out() {
 fn a_worker_stopped_by_sigterm_hands_its_tasks_back_at_once() {
     // A lease timeout far longer than the test: only a hand-back lets the
     // second worker go on in time.
-    let job = Job::new(DATASET, 1);
-    let mut master = long_lease_master(&job, DATASET, &[]);
+    let mut job = Job::new(DATASET, 1);
+    let mut master = long_lease_master(&mut job, DATASET, &[]);
     let first = fresh(&job.ids, "w1");
     let second = fresh(&job.ids, "w2");
     let mut stopped = Command::new(SLUICE)
@@ -422,28 +401,10 @@ fn a_worker_stopped_by_sigterm_hands_its_tasks_back_at_once() {
 
 /// A master whose leases last far longer than any test: only a hand-back or a
 /// fair lease count lets another worker go on in time.
-fn long_lease_master(job: &Job, dataset: &str, extra: &[&str]) -> Child {
-    let master = Command::new(SLUICE)
-        .arg("master")
-        .arg(fixture(dataset))
-        .args(extra)
-        .args(["--listen", &format!("127.0.0.1:{}", job.port)])
-        .args([
-            "--state",
-            &job.state,
-            "--lease-timeout",
-            "120s",
-            "--linger",
-            "3s",
-        ])
-        .env("SLUICE_TOKEN", TOKEN)
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start master");
-    cluster::wait_listening(job.port);
-    master
+fn long_lease_master(job: &mut Job, dataset: &str, extra: &[&str]) -> Child {
+    job.lease_timeout = "120s".to_string();
+    job.master_args = extra.iter().map(|a| a.to_string()).collect();
+    job.start_master(fixture(dataset))
 }
 
 /// The master's queue status.
@@ -469,8 +430,8 @@ fn queue_status(job: &Job) -> serde_json::Value {
 #[test]
 fn a_busy_worker_holds_few_leases_and_a_late_joiner_gets_work_at_once() {
     // 9 tasks of about 2,200 rows (row-group ranges of one Spark file).
-    let job = Job::new(DATASET, 1);
-    let mut master = long_lease_master(&job, DATASET, &["--split-size", "64KiB"]);
+    let mut job = Job::new(DATASET, 1);
+    let mut master = long_lease_master(&mut job, DATASET, &["--split-size", "64KiB"]);
     let first = fresh(&job.ids, "w1");
     let second = fresh(&job.ids, "w2");
     // Slow trainers: the worker is bound by them, not by reading.

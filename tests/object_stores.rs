@@ -494,21 +494,7 @@ fn s3_read_errors_in_the_middle_of_a_task_repeat_no_row() {
         .output()
         .expect("train");
     let stderr = String::from_utf8_lossy(&run.stderr);
-    assert_eq!(
-        run.status.code(),
-        Some(2),
-        "a failed task exits 2: {stderr}"
-    );
-    let name = part.file_name().and_then(|n| n.to_str()).expect("name");
-    assert!(stderr.contains(name), "the error names {name}: {stderr}");
-    let ids = recorded_ids(&out, "ids-");
-    let twice: Vec<_> = ids.iter().filter(|(_, &n)| n > 1).take(5).collect();
-    assert!(twice.is_empty(), "ids served twice: {twice:?}");
-    assert!(
-        (0..bad.start).all(|i| ids.contains_key(&i)),
-        "rows before the damage are missing"
-    );
-    assert!(bad.clone().all(|i| !ids.contains_key(&i)));
+    common::assert_damaged_run(run.status, &stderr, &part, &out, &bad);
 
     // A read error that clears (the object is repaired while the rows before
     // the damage are still on their way to the trainers): exit 0, every id once.

@@ -16,6 +16,7 @@ use tokio::sync::Mutex;
 use tracing::{debug, warn};
 
 use super::state::{now_text, StateError, StateStore};
+use crate::master::dir_lock::host_name;
 
 /// The lock's object name inside the state location.
 pub const LOCK: &str = "lock.json";
@@ -293,18 +294,6 @@ fn now_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or_default()
-}
-
-/// This machine's host name.
-pub fn host_name() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is valid for its length; gethostname writes at most that much.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return "unknown".to_string();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
 /// The start time of process `pid` (field 22 of `/proc/PID/stat`), where readable.

@@ -360,3 +360,35 @@ pub fn damaged_parquet_copy(
     std::fs::write(&part, &broken).expect("damage");
     (part, pristine, range[0]..range[1])
 }
+
+/// Checks a run over a copy made by [`damaged_parquet_copy`] whose damage stayed:
+/// it exited 2 naming `part`, no id arrived twice, every row before the damage
+/// arrived and none of the damaged row group did. Returns the ids.
+#[track_caller]
+pub fn assert_damaged_run(
+    status: ExitStatus,
+    stderr: &str,
+    part: &Path,
+    ids_dir: &Path,
+    bad: &std::ops::Range<i64>,
+) -> std::collections::HashMap<i64, u32> {
+    assert_eq!(status.code(), Some(2), "a failed task exits 2: {stderr}");
+    let name = part.file_name().and_then(|n| n.to_str()).expect("name");
+    assert!(stderr.contains(name), "the error names {name}: {stderr}");
+    let ids = recorded_ids(ids_dir, "ids-");
+    let twice: Vec<_> = ids.iter().filter(|(_, &n)| n > 1).take(5).collect();
+    assert!(twice.is_empty(), "ids served twice: {twice:?}");
+    let missing: Vec<i64> = (0..bad.start)
+        .filter(|i| !ids.contains_key(i))
+        .take(5)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "rows before the damage never arrived: {missing:?}"
+    );
+    assert!(
+        bad.clone().all(|i| !ids.contains_key(&i)),
+        "rows of the damaged row group arrived"
+    );
+    ids
+}
