@@ -82,6 +82,8 @@ pub struct TrainConfig {
     pub summary_json: Option<PathBuf>,
     /// Journal directory: a killed run resumes from it.
     pub state: Option<PathBuf>,
+    /// Steps between checkpoints of a built-in model, kept in `state` (0: none).
+    pub checkpoint_every: u64,
     /// Draw a progress bar.
     pub progress: bool,
 }
@@ -154,6 +156,18 @@ impl TrainConfig {
                     "must be a positive number",
                 )?;
             }
+        }
+        if self.checkpoint_every > 0 {
+            rule(
+                self.state.is_some(),
+                "checkpoint-every",
+                "needs --state: the checkpoints are kept in the job's state directory",
+            )?;
+            rule(
+                matches!(self.trainer, TrainerChoice::Model(_)),
+                "checkpoint-every",
+                "applies to the built-in models (--model linear|logistic); an exec trainer writes its own checkpoints",
+            )?;
         }
         if let Some(columns) = &self.columns {
             check_columns(columns)?;

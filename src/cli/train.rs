@@ -7,6 +7,7 @@ use clap::{Args, ValueEnum};
 
 use super::{parse_duration, usage, DatasetArgs};
 use crate::config::{ModelChoice, TrainConfig, TrainerChoice};
+use crate::trainer::DEFAULT_CHECKPOINT_EVERY;
 
 /// The built-in models.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -152,6 +153,9 @@ pub struct TrainArgs {
     /// Keep the job's journal here; run the same command again after a crash to resume.
     #[arg(long)]
     pub state: Option<PathBuf>,
+    /// With --state and a built-in model: save the model in the state every STEPS steps (and before each new epoch), so that a resumed run continues it from there; default 100, 0 = never (a resumed run then starts the model over).
+    #[arg(long, value_name = "STEPS")]
+    pub checkpoint_every: Option<u64>,
     /// How to read the dataset.
     #[command(flatten)]
     pub dataset: DatasetArgs,
@@ -162,6 +166,13 @@ impl TrainArgs {
     pub fn into_config(self) -> anyhow::Result<TrainConfig> {
         let mut dataset = self.dataset.options()?;
         dataset.ignore_corrupt_files = self.ignore_corrupt_files;
+        let trainer = self.worker.trainer()?;
+        let checkpoint_every = self
+            .checkpoint_every
+            .unwrap_or(match (&trainer, &self.state) {
+                (TrainerChoice::Model(_), Some(_)) => DEFAULT_CHECKPOINT_EVERY,
+                _ => 0,
+            });
         let config = TrainConfig {
             url: self.url,
             dataset,
@@ -169,7 +180,7 @@ impl TrainArgs {
             device_ids: self.worker.device_ids.clone(),
             batch_size: self.worker.batch_size,
             epochs: self.epochs,
-            trainer: self.worker.trainer()?,
+            trainer,
             columns: self.columns,
             prefetch: self.worker.prefetch,
             shuffle_buffer: self.worker.shuffle_buffer,
@@ -181,6 +192,7 @@ impl TrainArgs {
             allow_incomplete: self.allow_incomplete,
             summary_json: self.summary_json,
             state: self.state,
+            checkpoint_every,
             progress: !self.worker.quiet,
         };
         config.validate().map_err(|e| usage(e.to_string()))?;

@@ -45,8 +45,23 @@ pub struct Summary {
     /// Accuracy per epoch (logistic model).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub accuracy: Option<Vec<Option<f64>>>,
+    /// The checkpoint a resumed run started from (jobs whose trainers keep
+    /// checkpoints). `rows` and `batches` count what this run trained; the
+    /// checkpoint holds the rest, and a built-in model's `loss`, `accuracy` and
+    /// `trainer.epochs` cover both: each row once per epoch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resumed: Option<Resumed>,
     /// Per-epoch statistics of the trainers.
     pub trainer: TrainerReport,
+}
+
+/// The checkpoint a resumed run started from.
+#[derive(Debug, Clone, Serialize)]
+pub struct Resumed {
+    /// Its ID.
+    pub checkpoint: String,
+    /// Rows in it, over all epochs.
+    pub rows: u64,
 }
 
 impl Summary {
@@ -75,6 +90,12 @@ impl Summary {
         if let Some(acc) = &self.accuracy {
             let accs: Vec<String> = acc.iter().flatten().map(|a| format!("{a:.3}")).collect();
             s.push_str(&format!("; accuracy: {}", accs.join(" ")));
+        }
+        if let Some(r) = &self.resumed {
+            s.push_str(&format!(
+                "; resumed from checkpoint {} holding {} rows",
+                r.checkpoint, r.rows
+            ));
         }
         s
     }

@@ -8,9 +8,9 @@ use connectors::{Dataset, ReadPlan};
 use indicatif::{ProgressBar, ProgressStyle};
 use tracing::warn;
 
-use super::summary::{FailedTask, Summary};
+use super::summary::{FailedTask, Resumed, Summary};
 use super::wait;
-use crate::config::{TrainConfig, TrainerChoice};
+use crate::config::{ModelChoice, TrainConfig, TrainerChoice};
 use crate::job::spec::JobSpec;
 use crate::master::dir_log::write_durably;
 use crate::master::identity::{Identity, DATASET};
@@ -18,7 +18,8 @@ use crate::master::journal::MemoryJournal;
 use crate::master::state::{wall_millis, JobFile, MasterState, StateError, StateLocation};
 use crate::task::{Command, QueueConfig};
 use crate::trainer::{
-    ExecFactory, LinearFactory, ModelKind, NoneFactory, TrainerFactory, RESUME_CHECKPOINT_ENV,
+    ExecFactory, LinearFactory, ModelCheckpoints, ModelKind, NoneFactory, TrainerFactory,
+    RESUME_CHECKPOINT_ENV,
 };
 use crate::worker::pipeline::{self, PipelineConfig, Progress};
 use crate::worker::LocalQueue;
@@ -91,6 +92,9 @@ impl TrainError {
 /// The file in the state directory written when a run has ended, after its
 /// outputs: the run's summary.
 pub const FINISHED: &str = "finished.json";
+
+/// The directory in the state directory of the built-in models' checkpoints.
+pub const CHECKPOINTS: &str = "checkpoints";
 
 /// How a training job ended.
 #[derive(Debug)]
@@ -167,6 +171,7 @@ pub async fn run_dataset(
         },
         identity: Identity::default(),
     };
+    let mut resumed_from = None;
     let state = match &config.state {
         Some(dir) => {
             let location = StateLocation::Dir(dir.clone());
@@ -198,6 +203,10 @@ pub async fn run_dataset(
                     rows = cut.rows,
                     "resuming from the trainers' last complete checkpoint"
                 );
+                resumed_from = cut.id.clone().map(|checkpoint| Resumed {
+                    checkpoint,
+                    rows: cut.rows,
+                });
                 if let (Some(id), TrainerChoice::Exec { .. }) = (&cut.id, &config.trainer) {
                     let mut trainer = config.trainer.clone();
                     if let TrainerChoice::Exec { env, .. } = &mut trainer {
@@ -211,6 +220,21 @@ pub async fn run_dataset(
                 // instead of waiting for them to lapse.
                 let _ = state.execute(Command::Tick { now: u64::MAX / 2 });
                 warn!(state = %dir.display(), done = state.queue.status().tasks_done, "resuming from saved state");
+            }
+            if let TrainerChoice::Model(model) = &config.trainer {
+                // A built-in model keeps its checkpoints in the state, and a
+                // resume continues the last complete one.
+                let checkpoints = ModelCheckpoints {
+                    dir: dir.join(CHECKPOINTS),
+                    every: config.checkpoint_every,
+                    resume: resumed_from.as_ref().map(|r| r.checkpoint.clone()),
+                };
+                let path = checkpoints.resume.as_ref().map(|id| checkpoints.path(id));
+                factory = Arc::new(linear_factory(model, Some(checkpoints))?);
+                factory.validate(&schema)?;
+                if let Some(path) = path {
+                    warn!(path = %path.display(), "the model continues from its checkpoint");
+                }
             }
             state
         }
@@ -277,6 +301,7 @@ pub async fn run_dataset(
         rows_per_second: outcome.rows as f64 / seconds.max(1e-9),
         loss: report.epochs.iter().map(|e| e.loss).collect(),
         accuracy: logistic.then(|| report.epochs.iter().map(|e| e.accuracy).collect()),
+        resumed: resumed_from,
         trainer: report,
     };
     if let Some(path) = &config.summary_json {
@@ -366,22 +391,33 @@ pub fn make_factory(
             }
             Arc::new(f)
         }
-        TrainerChoice::Model(m) => {
-            let kind = if m.logistic {
-                ModelKind::Logistic
-            } else {
-                ModelKind::Linear
-            };
-            let mut f = LinearFactory::new(kind, m.label.clone(), m.features.clone());
-            if let Some(lr) = m.learning_rate {
-                f = f.with_learning_rate(lr);
-            }
-            if let Some(path) = &m.init {
-                f = f.with_init(read_model(path)?);
-            }
-            Arc::new(f)
-        }
+        TrainerChoice::Model(m) => Arc::new(linear_factory(m, None)?),
     })
+}
+
+/// Builds the factory of a built-in model, keeping `checkpoints` if given (a
+/// checkpoint to resume takes the place of `--init-model`).
+fn linear_factory(
+    m: &ModelChoice,
+    checkpoints: Option<ModelCheckpoints>,
+) -> Result<LinearFactory, TrainError> {
+    let kind = if m.logistic {
+        ModelKind::Logistic
+    } else {
+        ModelKind::Linear
+    };
+    let mut f = LinearFactory::new(kind, m.label.clone(), m.features.clone());
+    if let Some(lr) = m.learning_rate {
+        f = f.with_learning_rate(lr);
+    }
+    let resumes = checkpoints.as_ref().is_some_and(|c| c.resume.is_some());
+    if let (Some(path), false) = (&m.init, resumes) {
+        f = f.with_init(read_model(path)?);
+    }
+    if let Some(checkpoints) = checkpoints {
+        f = f.with_checkpoints(checkpoints);
+    }
+    Ok(f)
 }
 
 /// Reads a model written by `--output`.

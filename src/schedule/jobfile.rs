@@ -18,7 +18,7 @@ pub const DEFAULT_LOCK_TTL: Duration = Duration::from_secs(600);
 const JOB_KEYS: [&str; 4] = ["source", "state", "lock-ttl", "allow-empty"];
 
 /// Train options a job file cannot set, and why.
-const REFUSED: [(&str, &str); 3] = [
+const REFUSED: [(&str, &str); 4] = [
     (
         "wait-success",
         "a job trains the partitions that are complete when it runs; use `sluice train --wait-success` for one output",
@@ -26,6 +26,10 @@ const REFUSED: [(&str, &str); 3] = [
     (
         "allow-incomplete",
         "a job trains only complete partitions and lists the others as waiting",
+    ),
+    (
+        "checkpoint-every",
+        "a job's runs keep no queue state; each run continues from the model the last one saved",
     ),
     ("help", "is not an option of a job"),
 ];
@@ -391,5 +395,8 @@ mod tests {
         let refused =
             parse("source = \"/a\"\nstate = \"/b\"\nwait-success = \"1h\"\n").unwrap_err();
         assert!(refused.to_string().contains("wait-success"), "{refused}");
+        let refused =
+            parse("source = \"/a\"\nstate = \"/b\"\ncheckpoint_every = 10\n").unwrap_err();
+        assert!(refused.to_string().contains("no queue state"), "{refused}");
     }
 }

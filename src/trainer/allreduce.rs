@@ -160,6 +160,11 @@ impl<R: Reduce> AllReduce<R> {
         read(&self.lock().reducer)
     }
 
+    /// Changes the reducer's state outside a step (what it keeps besides its parts).
+    pub fn update<T>(&self, update: impl FnOnce(&mut R) -> T) -> T {
+        update(&mut self.lock().reducer)
+    }
+
     fn leave_as(&self, member: usize, to: Member) {
         let mut state = self.lock();
         if !matches!(state.check(member), Ok(Member::Active | Member::Idle)) {

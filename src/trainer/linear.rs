@@ -17,6 +17,7 @@
 //! the mean log loss, with a label above 0.5 counting as 1 and a prediction of at least
 //! 0.5 as class 1 for accuracy.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -227,6 +228,8 @@ pub(crate) struct LinearModel {
     pending_moments: Moments,
     pending_rows: u64,
     pending_loss: f64,
+    /// Statistics of the step being gathered, logged when it is applied.
+    pending_log: Vec<(u32, EpochTotals)>,
     log: EpochLog,
     last_loss: Option<f64>,
 }
@@ -243,6 +246,7 @@ impl LinearModel {
             pending_moments: Moments::default(),
             pending_rows: 0,
             pending_loss: 0.0,
+            pending_log: Vec::new(),
             log: EpochLog::with_loss(kind == ModelKind::Logistic),
             last_loss: None,
         }
@@ -309,6 +313,20 @@ impl LinearModel {
         self.log.stats()
     }
 
+    /// The totals behind [`LinearModel::epochs`], by epoch (saved in checkpoints).
+    pub fn epoch_totals(&self) -> BTreeMap<u32, EpochTotals> {
+        self.log.totals().clone()
+    }
+
+    /// Continues the statistics of a checkpoint: `totals` as saved by
+    /// [`LinearModel::epoch_totals`].
+    pub fn with_epoch_totals(mut self, totals: BTreeMap<u32, EpochTotals>) -> Self {
+        for (epoch, totals) in totals {
+            self.log.add(epoch, totals);
+        }
+        self
+    }
+
     /// The model as JSON: kind, label, expanded feature names, and the weights and bias
     /// over raw feature values.
     pub fn to_json(&self, layout: &FeatureLayout) -> serde_json::Value {
@@ -336,7 +354,7 @@ impl Reduce for LinearModel {
         self.pending_rows += part.totals.rows;
         self.pending_loss += part.totals.loss_sum;
         self.pending_moments.merge(&part.moments);
-        self.log.add(part.epoch, part.totals);
+        self.pending_log.push((part.epoch, part.totals));
     }
 
     fn apply(&mut self) {
@@ -347,6 +365,9 @@ impl Reduce for LinearModel {
             self.last_loss = Some(self.pending_loss / rows);
         }
         self.moments.merge(&self.pending_moments);
+        for (epoch, totals) in self.pending_log.drain(..) {
+            self.log.add(epoch, totals);
+        }
         self.pending_moments = Moments::default();
         self.pending.fill(0.0);
         self.pending_rows = 0;

@@ -4,7 +4,8 @@
 //! device thread. Three kinds ship with sluice:
 //! - [`NoneFactory`] (`--model none`) only counts rows;
 //! - [`LinearFactory`] (`--model linear|logistic`) trains one shared linear model with
-//!   synchronous data parallelism over the device threads;
+//!   synchronous data parallelism over the device threads, saving checkpoints of it
+//!   under the job's state when asked ([`ModelCheckpoints`]);
 //! - [`ExecFactory`] (`--exec CMD`) feeds an external process per device an Arrow IPC stream
 //!   and reads its acknowledgements (see "The exec trainer protocol" in the design notes).
 
@@ -17,6 +18,7 @@ mod linear;
 mod none;
 mod parallel;
 mod scaling;
+mod shared_model;
 mod stats;
 
 pub use allreduce::{AllReduce, AllReduceError, Reduce};
@@ -29,6 +31,7 @@ pub use features::{FeatureLayout, Rows};
 pub use linear::{ModelKind, DEFAULT_LEARNING_RATE};
 pub use none::{NoneFactory, NoneTrainer};
 pub use parallel::{LinearFactory, LinearTrainer};
+pub use shared_model::{checkpoint_path, ModelCheckpoints, DEFAULT_CHECKPOINT_EVERY};
 
 use arrow::datatypes::Schema;
 use arrow::record_batch::RecordBatch;

@@ -4,6 +4,10 @@
 //! Every step, each participating device thread computes its batch's gradient with the
 //! current weights; the gradients are averaged (weighted by rows) and applied once, in an
 //! [`AllReduce`] that never waits for a thread that is idle or finished.
+//!
+//! With [`ModelCheckpoints`] the model is saved every so many steps and each device
+//! thread says so after the batches the saved model holds (see [`super::shared_model`]);
+//! a resumed job starts from its last complete checkpoint.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -12,9 +16,10 @@ use arrow::datatypes::Schema;
 use super::allreduce::AllReduce;
 use super::features::FeatureLayout;
 use super::linear::{self, LinearModel, ModelKind, DEFAULT_LEARNING_RATE};
-use super::{Batch, Trainer, TrainerError, TrainerFactory, TrainerReport};
+use super::shared_model::{CheckpointInfo, ModelCheckpoints, Saver, SharedModel};
+use super::{Batch, Mark, MarkKind, Trainer, TrainerError, TrainerFactory, TrainerReport};
 
-type Group = AllReduce<LinearModel>;
+type Group = AllReduce<SharedModel>;
 
 /// Builds [`LinearTrainer`]s that share one linear or logistic regression model.
 ///
@@ -31,6 +36,9 @@ pub struct LinearFactory {
     pub kind: ModelKind,
     /// A model written earlier (`--output` JSON) to continue training from.
     pub init: Option<serde_json::Value>,
+    /// Checkpoints in the job's state: where, how often, and the one to start from
+    /// (which takes the place of `init`).
+    pub checkpoints: Option<ModelCheckpoints>,
     shared: Mutex<Shared>,
 }
 
@@ -39,8 +47,9 @@ pub struct LinearFactory {
 struct Shared {
     layout: Option<Arc<FeatureLayout>>,
     group: Option<Arc<Group>>,
-    /// The model resumed from `init`, checked against the layout by `validate`.
-    resumed: Option<LinearModel>,
+    /// The model resumed from a checkpoint or `init`, checked against the layout by
+    /// `validate`, with the steps it was trained for (checkpoints only).
+    resumed: Option<(LinearModel, u64)>,
 }
 
 impl LinearFactory {
@@ -52,6 +61,7 @@ impl LinearFactory {
             learning_rate: DEFAULT_LEARNING_RATE,
             kind,
             init: None,
+            checkpoints: None,
             shared: Mutex::new(Shared::default()),
         }
     }
@@ -70,11 +80,57 @@ impl LinearFactory {
         self
     }
 
-    /// The model `init` describes, checked against `layout`.
-    fn resume(&self, layout: &FeatureLayout) -> Result<Option<LinearModel>, TrainerError> {
-        let Some(init) = &self.init else {
-            return Ok(None);
+    /// Keeps checkpoints as `checkpoints` says, and starts from its `resume` checkpoint.
+    pub fn with_checkpoints(mut self, checkpoints: ModelCheckpoints) -> Self {
+        self.checkpoints = Some(checkpoints);
+        self
+    }
+
+    /// The model to start from, checked against `layout`: the checkpoint to resume,
+    /// else `init`; with the steps it was trained for.
+    fn resume(&self, layout: &FeatureLayout) -> Result<Option<(LinearModel, u64)>, TrainerError> {
+        let checkpoint = self.checkpoints.as_ref().and_then(|c| {
+            let id = c.resume.as_ref()?;
+            Some(c.path(id))
+        });
+        if let Some(path) = checkpoint {
+            return self.resume_checkpoint(&path, layout).map(Some);
+        }
+        match &self.init {
+            Some(init) => Ok(Some((self.model_of(init, layout)?, 0))),
+            None => Ok(None),
+        }
+    }
+
+    /// The model of checkpoint file `path`, with its statistics and steps.
+    fn resume_checkpoint(
+        &self,
+        path: &std::path::Path,
+        layout: &FeatureLayout,
+    ) -> Result<(LinearModel, u64), TrainerError> {
+        let text = std::fs::read_to_string(path).map_err(|source| TrainerError::Io {
+            action: format!(
+                "read the model checkpoint {} (the job's last complete checkpoint)",
+                path.display()
+            ),
+            source,
+        })?;
+        let damaged = |e: serde_json::Error| TrainerError::InitModel {
+            reason: format!("checkpoint {} is damaged: {e}", path.display()),
         };
+        let json: serde_json::Value = serde_json::from_str(&text).map_err(damaged)?;
+        let info: CheckpointInfo =
+            serde_json::from_value(json["checkpoint"].clone()).map_err(damaged)?;
+        let model = self.model_of(&json, layout)?.with_epoch_totals(info.epochs);
+        Ok((model, info.step))
+    }
+
+    /// The model `init` (JSON written by `--output`) describes, checked against `layout`.
+    fn model_of(
+        &self,
+        init: &serde_json::Value,
+        layout: &FeatureLayout,
+    ) -> Result<LinearModel, TrainerError> {
         let mismatch = |what: &str, saved: &serde_json::Value, now: String| {
             Err(TrainerError::InitModel {
                 reason: format!("it has {what} {saved}, this job {now}"),
@@ -93,8 +149,7 @@ impl LinearFactory {
             serde_json::from_value(init["state"].clone()).map_err(|e| TrainerError::InitModel {
                 reason: format!("its `state` is missing or damaged: {e}"),
             })?;
-        let model = LinearModel::resume(self.kind, layout.width(), self.learning_rate, state)?;
-        Ok(Some(model))
+        LinearModel::resume(self.kind, layout.width(), self.learning_rate, state)
     }
 
     fn shared(&self) -> MutexGuard<'_, Shared> {
@@ -123,11 +178,22 @@ impl LinearFactory {
         if let Some(group) = &shared.group {
             return Ok(Arc::clone(group));
         }
-        let model = match shared.resumed.take() {
-            Some(model) => model,
-            None => LinearModel::new(self.kind, layout.width(), self.learning_rate),
+        let (model, steps) = match shared.resumed.take() {
+            Some((model, steps)) => (model, steps),
+            None => (
+                LinearModel::new(self.kind, layout.width(), self.learning_rate),
+                0,
+            ),
         };
-        let group = Arc::new(AllReduce::new(devices, model));
+        let saver = match &self.checkpoints {
+            Some(c) if c.every > 0 => {
+                let resumed = c.resume.as_ref().map(|_| steps);
+                Some(Saver::open(&c.dir, c.every, devices, resumed)?)
+            }
+            _ => None,
+        };
+        let shared_model = SharedModel::new(model, Arc::clone(layout), devices, steps, saver);
+        let group = Arc::new(AllReduce::new(devices, shared_model));
         shared.group = Some(Arc::clone(&group));
         Ok(group)
     }
@@ -159,12 +225,25 @@ impl TrainerFactory for LinearFactory {
             });
         }
         let layout = shared.layout.clone().ok_or(TrainerError::NotValidated)?;
+        let base = group.update(|s| s.applied(device));
+        // A trainer that keeps checkpoints says so before its first acknowledgement.
+        let saving = self.checkpoints.as_ref().is_some_and(|c| c.every > 0);
+        let marks = saving
+            .then_some(Mark {
+                after: 0,
+                kind: MarkKind::Declared,
+            })
+            .into_iter()
+            .collect();
         Ok(Box::new(LinearTrainer {
             device,
             kind: self.kind,
             layout,
             group,
             finished: false,
+            saving,
+            base,
+            marks,
         }))
     }
 
@@ -173,15 +252,15 @@ impl TrainerFactory for LinearFactory {
         let (Some(layout), Some(group)) = (&shared.layout, &shared.group) else {
             return TrainerReport::default();
         };
-        group.read(|model| TrainerReport {
-            epochs: model.epochs(),
-            model: Some(model.to_json(layout)),
+        group.read(|shared| TrainerReport {
+            epochs: shared.model.epochs(),
+            model: Some(shared.model.to_json(layout)),
         })
     }
 
     fn current_loss(&self) -> Option<f64> {
         let group = self.shared().group.clone()?;
-        group.read(LinearModel::last_loss)
+        group.read(|shared| shared.model.last_loss())
     }
 }
 
@@ -193,16 +272,47 @@ pub struct LinearTrainer {
     layout: Arc<FeatureLayout>,
     group: Arc<Group>,
     finished: bool,
+    /// The model saves checkpoints: this trainer marks them.
+    saving: bool,
+    /// This device's batches in the shared model when the trainer was built.
+    base: u64,
+    /// Marks not taken yet.
+    marks: Vec<Mark>,
 }
 
 impl LinearTrainer {
     /// Computes the batch's gradient with the current weights and waits for its step.
     fn step(&self, batch: &Batch) -> Result<(), TrainerError> {
         let rows = self.layout.rows(&batch.data)?;
-        let snapshot = self.group.read(LinearModel::snapshot);
+        let snapshot = self.group.read(|shared| shared.model.snapshot());
         let part = linear::gradient(self.kind, &snapshot, &rows, batch.epoch);
-        self.group.step(self.device, part)?;
-        Ok(())
+        self.group.step(self.device, (self.device, part))?;
+        match self.group.update(SharedModel::take_failure) {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+
+    /// Adds a mark for each checkpoint saved since the last call (and, when
+    /// `finishing`, takes no part in later ones).
+    fn collect_marks(&mut self, finishing: bool) {
+        if !self.saving {
+            return;
+        }
+        let device = self.device;
+        let told = self.group.update(|shared| {
+            let told = shared.tell(device);
+            if finishing {
+                shared.finished(device);
+            }
+            told
+        });
+        for (id, batches) in told {
+            self.marks.push(Mark {
+                after: batches.saturating_sub(self.base),
+                kind: MarkKind::Checkpoint(id),
+            });
+        }
     }
 }
 
@@ -231,14 +341,26 @@ impl Trainer for LinearTrainer {
     }
 
     fn finish(&mut self) -> Result<Vec<u64>, TrainerError> {
+        if !self.finished {
+            self.collect_marks(true);
+        }
         self.finished = true;
         self.group.finish(self.device);
         Ok(Vec::new())
+    }
+
+    fn take_marks(&mut self) -> Vec<Mark> {
+        if !self.finished {
+            self.collect_marks(false);
+        }
+        std::mem::take(&mut self.marks)
     }
 }
 
 impl Drop for LinearTrainer {
     fn drop(&mut self) {
+        let device = self.device;
+        self.group.update(|shared| shared.finished(device));
         self.group.finish(self.device);
     }
 }
@@ -429,3 +551,7 @@ mod tests {
         assert!((epoch.loss.expect("loss") - 2f64.ln()).abs() < 1e-12);
     }
 }
+
+#[cfg(test)]
+#[path = "parallel_checkpoint_tests.rs"]
+mod checkpoint_tests;

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use super::EpochStats;
 
 /// What one batch (or one step) adds to its epoch.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct EpochTotals {
     /// Rows applied.
     pub rows: u64,
@@ -48,6 +48,11 @@ impl EpochLog {
         entry.skipped += totals.skipped;
         entry.loss_sum += totals.loss_sum;
         entry.correct += totals.correct;
+    }
+
+    /// The totals of every epoch seen.
+    pub fn totals(&self) -> &BTreeMap<u32, EpochTotals> {
+        &self.epochs
     }
 
     /// The statistics of every epoch seen, in order.
