@@ -633,7 +633,7 @@ fn a_killed_run_resumes_from_its_state() {
                 "2",
             ])
             .args(["--state", state.to_str().expect("utf8")])
-            .args(["--exec", &recorder(ids, "--sleep 0.05")])
+            .args(["--exec", &recorder(ids, "--sleep 0.1")])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .spawn()
