@@ -86,6 +86,9 @@ pub struct TrainConfig {
     pub checkpoint_every: u64,
     /// Draw a progress bar.
     pub progress: bool,
+    /// Stops the run early (SIGINT/SIGTERM): acknowledged rows are committed
+    /// and the tasks handed back, so `--state` resumes where it stopped.
+    pub stop: Option<crate::worker::pipeline::Stop>,
 }
 
 /// A rule the configuration breaks.

@@ -12,6 +12,10 @@ pub const HELD: u8 = 3;
 /// The command line is wrong: an unknown flag, a bad value, a missing
 /// argument (`EX_USAGE` of sysexits.h).
 pub const USAGE: u8 = 64;
+/// Stopped by SIGINT before the job was over, after committing what was
+/// acknowledged (128 + SIGINT, as shells report it; SIGTERM gives 143 for a
+/// master, and the same 130 for `sluice train`).
+pub const INTERRUPTED: u8 = 130;
 
 /// The table of exit codes, as `sluice --help` ends.
 pub const TABLE: &str = "\
@@ -20,4 +24,6 @@ Exit codes:
   1   error (one line on stderr says which)
   2   tasks failed (the summary names their files)
   3   another run or master holds the job's state or lock
-  64  usage error (unknown flag, bad value, missing argument)";
+  64  usage error (unknown flag, bad value, missing argument)
+  130 stopped by SIGINT or SIGTERM before the job was over (sluice train;
+      143 for a master stopped by SIGTERM; a stopped worker exits 0)";

@@ -54,7 +54,9 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Train(args) => {
-            let config = args.into_config()?;
+            let grace = args.grace;
+            let mut config = args.into_config()?;
+            config.stop = Some(sluice::cli::dist::stop_on_signals(grace)?);
             let summary = match sluice::job::train::run(config).await? {
                 Outcome::Trained(summary) => summary,
                 Outcome::AlreadyFinished(finished) => {

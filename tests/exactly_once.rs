@@ -471,3 +471,40 @@ fn a_busy_worker_holds_few_leases_and_a_late_joiner_gets_work_at_once() {
     }
     common::assert_exactly_once(&all, 20_000, "two workers");
 }
+
+#[test]
+fn train_stopped_by_sigint_commits_what_it_trained_and_resumes_with_nothing_twice() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    let data = fixture(DATASET);
+    let first = fresh(dir.path(), "first");
+    let mut child = train_state(&data, &state, &first, 2, 0.02)
+        .spawn()
+        .expect("start sluice train");
+    wait_until("acknowledged rows", Duration::from_secs(60), || {
+        count_lines(&first, "acked-") >= 3_000
+    });
+    cluster::signal(&child, libc::SIGINT);
+    let status = cluster::wait_exit(&mut child, "interrupted train");
+    let stderr = cluster::stderr_of(&mut child);
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains("stopped by a signal") && stderr.contains("resume"),
+        "{stderr}"
+    );
+    let second = fresh(dir.path(), "second");
+    let out = train_state(&data, &state, &second, 2, 0.0)
+        .output()
+        .expect("resume");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut all = ids_in(&first, "ids-");
+    for (id, n) in ids_in(&second, "ids-") {
+        *all.entry(id).or_insert(0) += n;
+    }
+    // The trainers finished what they held and it was committed: nothing twice.
+    common::assert_exactly_once(&all, 20_000, "SIGINT and resume");
+}

@@ -248,7 +248,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<u8> {
 
 /// A stop request raised by the first SIGTERM or SIGINT; a second one exits
 /// at once (exit code 130).
-fn stop_on_signals(grace: Duration) -> anyhow::Result<crate::worker::pipeline::Stop> {
+pub fn stop_on_signals(grace: Duration) -> anyhow::Result<crate::worker::pipeline::Stop> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;

@@ -153,6 +153,11 @@ pub struct TrainArgs {
     /// Keep the job's journal here; run the same command again after a crash to resume.
     #[arg(long)]
     pub state: Option<PathBuf>,
+    /// On SIGINT or SIGTERM, how long the trainers may take to finish the
+    /// batches they hold; what they acknowledged is committed and the run
+    /// exits 130 (resume with the same --state). A second signal exits at once.
+    #[arg(long, default_value = "20s", value_parser = crate::cli::parse_duration)]
+    pub grace: std::time::Duration,
     /// With --state and a built-in model: save the model in the state every STEPS steps (and before each new epoch), so that a resumed run continues it from there; default 100, 0 = never (a resumed run then starts the model over).
     #[arg(long, value_name = "STEPS")]
     pub checkpoint_every: Option<u64>,
@@ -194,6 +199,7 @@ impl TrainArgs {
             state: self.state,
             checkpoint_every,
             progress: !self.worker.quiet,
+            stop: None,
         };
         config.validate().map_err(|e| usage(e.to_string()))?;
         Ok(config)

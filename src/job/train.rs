@@ -68,6 +68,14 @@ pub enum TrainError {
         /// The state directory.
         state: String,
     },
+    /// A signal stopped the run before the job was over.
+    #[error("stopped by a signal after {rows} rows: what the trainers acknowledged is committed{resume}")]
+    Stopped {
+        /// Rows trained in this run.
+        rows: u64,
+        /// How to go on.
+        resume: String,
+    },
     /// Writing an output file failed.
     #[error("cannot write {path}: {source}")]
     Write {
@@ -84,6 +92,7 @@ impl TrainError {
     pub fn exit_code(&self) -> u8 {
         match self {
             TrainError::State(e) => e.exit_code(),
+            TrainError::Stopped { .. } => crate::exit::INTERRUPTED,
             _ => 1,
         }
     }
@@ -251,7 +260,7 @@ pub async fn run_dataset(
         shuffle_buffer: config.shuffle_buffer,
         seed: config.seed,
         lease_timeout: Some(config.lease_timeout),
-        stop: None,
+        stop: config.stop.clone(),
     };
     let splits = Arc::new(spec.splits.clone());
     let drawer = Drawer::new(bar.clone(), source.clone(), factory.clone(), config.epochs);
@@ -267,6 +276,15 @@ pub async fn run_dataset(
     .await;
     bar.finish_and_clear();
     let outcome = outcome?;
+    if outcome.stopped {
+        return Err(TrainError::Stopped {
+            rows: outcome.rows,
+            resume: match &config.state {
+                Some(dir) => format!("; run the same command to resume from {}", dir.display()),
+                None => " (no --state: nothing to resume from)".to_string(),
+            },
+        });
+    }
     let report = factory.report();
     if let (TrainerChoice::Model(m), Some(model)) = (&config.trainer, &report.model) {
         if let Some(path) = &m.output {
