@@ -213,3 +213,71 @@ fn a_job_without_checkpoint_lines_keeps_acknowledged_rows() {
         "a job without checkpoints served {served} rows for {ROWS}: acknowledged rows came back"
     );
 }
+
+/// A worker of `job` named `name` whose trainer keeps checkpoints in `out`.
+fn checkpointing_worker(job: &common::cluster::Job, name: &str, out: &Path) -> std::process::Child {
+    Command::new(SLUICE)
+        .args(["worker", "--master", &job.url(), "--name", name])
+        .args(["--exec", &checkpointer(out, "--every 4 --sleep 0.02")])
+        .args(["--batch-size", "100", "--devices", "1", "-q"])
+        .env("SLUICE_TOKEN", common::cluster::TOKEN)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start worker")
+}
+
+#[test]
+fn distributed_models_keep_every_row_once_across_a_killed_worker_and_master() {
+    use common::cluster;
+    let epochs = 2;
+    let mut job = cluster::Job::new(DATASET, epochs);
+    job.master_args = vec!["--split-size".to_string(), "64KiB".to_string()];
+    let mut master = job.start_master(fixture(DATASET));
+    let first = job.ids.join("w1");
+    let second = job.ids.join("w2");
+    std::fs::create_dir_all(&first).expect("mkdir");
+    std::fs::create_dir_all(&second).expect("mkdir");
+    let mut w1 = checkpointing_worker(&job, "w1", &first);
+    let mut w2 = checkpointing_worker(&job, "w2", &second);
+    wait_until("w1's applied rows", Duration::from_secs(120), || {
+        count_lines(&first, "ids-") >= 3_000
+    });
+    w1.kill().expect("SIGKILL w1");
+    let _ = w1.wait();
+    // The master counts w1 gone after the lease timeout (2 s) and serves
+    // again what its trainer had not checkpointed.
+    std::thread::sleep(Duration::from_secs(3));
+    remove_finals(&first);
+    let mut w1 = checkpointing_worker(&job, "w1", &first);
+    wait_until("w2's applied rows", Duration::from_secs(120), || {
+        count_lines(&second, "ids-") >= 12_000
+    });
+    master.kill().expect("SIGKILL master");
+    let _ = master.wait();
+    let mut master = job.start_master(fixture(DATASET));
+    for (w, what) in [(&mut w1, "restarted w1"), (&mut w2, "w2")] {
+        let status = cluster::wait_exit(w, what);
+        assert!(status.success(), "{what} failed: {}", cluster::stderr_of(w));
+    }
+    cluster::clean_finish(&mut master);
+    let started: Vec<_> = std::fs::read_dir(&first)
+        .expect("list")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("start-"))
+        .map(|e| std::fs::read_to_string(e.path()).expect("read"))
+        .collect();
+    assert!(
+        started
+            .iter()
+            .any(|s| !parse_json(s, "start")["resume"].is_null()),
+        "the restarted w1 did not resume from w1's checkpoint: {started:?}"
+    );
+    let mut model = final_model(&first);
+    for (id, n) in final_model(&second) {
+        *model.entry(id).or_insert(0) += n;
+    }
+    assert_once_per_epoch(&model, u64::from(epochs));
+}

@@ -22,4 +22,8 @@ pub struct JobSpec {
     /// state: the queue's settings hold it there).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_timeout_ms: Option<u64>,
+    /// The last complete checkpoint of the worker that asked, by its name
+    /// (served to workers, not recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_checkpoint: Option<String>,
 }

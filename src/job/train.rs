@@ -171,6 +171,7 @@ pub async fn run_dataset(
             epochs: config.epochs,
             seed: config.seed,
             lease_timeout_ms: None,
+            resume_checkpoint: None,
         },
         queue: QueueConfig {
             epochs: config.epochs,

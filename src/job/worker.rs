@@ -8,6 +8,7 @@ use tracing::info;
 
 use super::train::{make_factory, write_json, TrainError};
 use crate::config::TrainerChoice;
+use crate::trainer::RESUME_CHECKPOINT_ENV;
 use crate::worker::pipeline::{self, PipelineConfig};
 use crate::worker::remote::{RemoteError, RemoteSource};
 
@@ -74,10 +75,17 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerOutcome, WorkerError> {
         config.ca_file.as_deref(),
     )?
     .with_name(config.name.clone());
-    let spec = source.job().await?;
+    let spec = source.job_for(&config.name).await?;
     info!(url = %spec.url, splits = spec.splits.len(), name = %config.name, "joined job");
     let location = connectors::store::open(&spec.url)?;
-    let factory = make_factory(&config.trainer, config.device_ids.as_ref())?;
+    let mut trainer = config.trainer.clone();
+    if let (Some(id), TrainerChoice::Exec { env, .. }) = (&spec.resume_checkpoint, &mut trainer) {
+        // A worker started again under its name: its trainers load the last
+        // checkpoint the name's trainers completed.
+        info!(checkpoint = %id, name = %config.name, "trainers resume from this worker's last complete checkpoint");
+        env.push((RESUME_CHECKPOINT_ENV.to_string(), id.clone()));
+    }
+    let factory = make_factory(&trainer, config.device_ids.as_ref())?;
     factory
         .validate(&spec.plan.output_schema())
         .map_err(TrainError::from)?;

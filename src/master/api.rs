@@ -137,6 +137,10 @@ pub struct CheckpointRequest {
     /// Rows the checkpoint adds to the cut.
     #[serde(default)]
     pub pieces: Vec<crate::task::CutPiece>,
+    /// Instead of a checkpoint: the rows the worker's trainers acknowledged
+    /// that are in none of its complete checkpoints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsaved: Option<Vec<crate::task::CutPiece>>,
 }
 
 /// `POST /v1/fail`.

@@ -404,28 +404,56 @@ async fn hand_back(State(state): State<AppState>, headers: HeaderMap, body: Body
 async fn checkpoint(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
     let req: CheckpointRequest = request!(state, headers, body);
     let now = wall_millis();
-    let command = match req.id {
-        Some(id) => Command::Checkpoint {
+    let command = match (req.unsaved, req.id) {
+        (Some(pieces), _) => Command::Unsaved {
+            now,
+            worker: req.worker,
+            pieces,
+        },
+        (None, Some(id)) => Command::Checkpoint {
             now,
             id,
             pieces: req.pieces,
+            worker: Some(req.worker),
         },
-        None => Command::DeclareCheckpoints { now },
+        (None, None) => Command::DeclareCheckpoints { now },
     };
     match run(&state, command).await {
         Reply::Recorded => answer::<()>(Ok(())),
+        Reply::Unsaved(r) => answer(r),
         _ => unexpected(),
     }
 }
 
-async fn job(State(state): State<AppState>, headers: HeaderMap) -> Response {
+/// `GET /v1/job?name=NAME`: the worker named NAME resumes from its last
+/// complete checkpoint, if its trainers keep checkpoints.
+#[derive(Deserialize)]
+struct JobQuery {
+    name: Option<String>,
+}
+
+async fn job(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(query): Query<JobQuery>,
+) -> Response {
     guard!(state, headers);
-    let (spec, lease_timeout_ms) = {
+    let (spec, lease_timeout_ms, resume) = {
         let master = state.master.lock().unwrap_or_else(|e| e.into_inner());
-        (master.spec.clone(), master.queue.config().lease_timeout_ms)
+        let resume = query
+            .name
+            .as_deref()
+            .and_then(|name| master.queue.checkpoint_of(name.trim()))
+            .map(str::to_string);
+        (
+            master.spec.clone(),
+            master.queue.config().lease_timeout_ms,
+            resume,
+        )
     };
     let mut spec = spec.as_ref().clone();
     spec.lease_timeout_ms = Some(lease_timeout_ms);
+    spec.resume_checkpoint = resume;
     Json(spec).into_response()
 }
 

@@ -189,6 +189,7 @@ async fn make_job(config: &MasterConfig) -> Result<JobFile, MasterError> {
             epochs: config.queue.epochs,
             seed: config.queue.seed,
             lease_timeout_ms: None,
+            resume_checkpoint: None,
         },
         queue: config.queue.clone(),
         identity: Identity::default(),
@@ -228,6 +229,16 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
         })
     })
     .await?;
+    let mut state = state;
+    if resumed {
+        // The workers went on while this master was down: its downtime must
+        // not expire their leases nor count them gone.
+        state
+            .execute(crate::task::Command::RenewAll {
+                now: super::state::wall_millis(),
+            })
+            .map_err(|e| MasterError::State(e.into()))?;
+    }
     info!(
         resumed,
         splits = state.spec.splits.len(),

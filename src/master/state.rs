@@ -568,6 +568,7 @@ mod tests {
                 epochs: 2,
                 seed: 1,
                 lease_timeout_ms: None,
+                resume_checkpoint: None,
             },
             queue: QueueConfig {
                 epochs: 2,

@@ -75,9 +75,20 @@ pub enum Command {
         now: Millis,
         id: String,
         pieces: Vec<CutPiece>,
+        /// The worker whose trainers wrote it (absent for `sluice train`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        worker: Option<WorkerId>,
+    },
+    /// [`Queue::unsaved`].
+    Unsaved {
+        now: Millis,
+        worker: WorkerId,
+        pieces: Vec<CutPiece>,
     },
     /// [`Queue::rewind`].
     Rewind { now: Millis },
+    /// [`Queue::renew_all`].
+    RenewAll { now: Millis },
     /// [`Queue::tick`].
     Tick { now: Millis },
 }
@@ -95,7 +106,9 @@ impl Command {
             | Command::HandBack { now, .. }
             | Command::DeclareCheckpoints { now }
             | Command::Checkpoint { now, .. }
+            | Command::Unsaved { now, .. }
             | Command::Rewind { now }
+            | Command::RenewAll { now }
             | Command::Tick { now } => now,
         }
     }
@@ -119,6 +132,8 @@ pub enum Reply {
     Fail(Result<FailOutcome, QueueError>),
     /// Answer to [`Command::HandBack`].
     HandBack(Result<(), QueueError>),
+    /// Answer to [`Command::Unsaved`].
+    Unsaved(Result<(), QueueError>),
     /// Answer to [`Command::DeclareCheckpoints`], [`Command::Checkpoint`]
     /// and [`Command::Rewind`].
     Recorded,
@@ -136,7 +151,10 @@ impl Reply {
             Reply::Lease(Ok(LeaseReply::Tasks(leases))) => !leases.is_empty(),
             Reply::Lease(_) => false,
             Reply::Heartbeat(reply) => reply.is_ok(),
-            Reply::Commit(reply) | Reply::Finish(reply) | Reply::HandBack(reply) => reply.is_ok(),
+            Reply::Commit(reply)
+            | Reply::Finish(reply)
+            | Reply::HandBack(reply)
+            | Reply::Unsaved(reply) => reply.is_ok(),
             Reply::Fail(reply) => reply.is_ok(),
             Reply::Recorded => true,
             Reply::Tick(expired) => !expired.is_empty(),
@@ -189,12 +207,23 @@ impl Queue {
                 self.declare_checkpoints(*now);
                 Reply::Recorded
             }
-            Command::Checkpoint { now, id, pieces } => {
-                self.checkpoint(*now, id, pieces);
+            Command::Checkpoint {
+                id, pieces, worker, ..
+            } => {
+                self.checkpoint_by(*worker, id, pieces);
                 Reply::Recorded
             }
+            Command::Unsaved {
+                now,
+                worker,
+                pieces,
+            } => Reply::Unsaved(self.unsaved(*now, *worker, pieces.clone())),
             Command::Rewind { now } => {
                 self.rewind(*now);
+                Reply::Recorded
+            }
+            Command::RenewAll { now } => {
+                self.renew_all(*now);
                 Reply::Recorded
             }
             Command::Tick { now } => Reply::Tick(self.tick(*now)),

@@ -51,6 +51,11 @@ pub enum QueueError {
     /// checks it; the queue only keeps it).
     #[error("worker {worker} did not send its secret: a request may only name its own worker")]
     WrongSecret { worker: WorkerId },
+    /// The worker was counted gone (silent past the lease timeout while its
+    /// trainers held rows not in a checkpoint, which were served again): it
+    /// may not go on.
+    #[error("worker {worker} was counted gone after a silence longer than the lease timeout; the rows its trainers had not checkpointed were served again")]
+    Gone { worker: WorkerId },
     /// The queue could not be reached (a remote master); never produced by the queue itself.
     #[error("{reason}")]
     Transport { reason: String },

@@ -51,6 +51,17 @@ struct WorkerRecord {
     /// The name the worker gave itself, for people; absent in older journals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     name: Option<String>,
+    /// When the worker last spoke (any request naming it).
+    #[serde(default)]
+    last_seen: Millis,
+    /// Rows its trainers acknowledged (and it may have committed) that are in
+    /// none of its complete checkpoints, as it last reported them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    unsaved: Vec<CutPiece>,
+    /// Counted gone: silent past the lease timeout with unsaved rows, which
+    /// were served again. Its requests are refused.
+    #[serde(default)]
+    gone: bool,
 }
 
 /// Leases the tasks (split × epoch) of one job to workers. See the module docs.
@@ -100,6 +111,26 @@ pub struct Queue {
     /// checkpoints.
     #[serde(default)]
     cut: Cut,
+    /// Rows to serve again outside the epochs' tasks: what gone workers'
+    /// trainers had acknowledged but not checkpointed.
+    #[serde(default)]
+    makeup: Makeup,
+    /// The last complete checkpoint of each named worker: where a worker
+    /// started again under that name resumes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    checkpoint_of: BTreeMap<String, String>,
+    /// Every epoch's tasks are done or failed (the job is over once the
+    /// makeup rows are served too).
+    #[serde(default)]
+    epochs_over: bool,
+}
+
+/// Rows served again outside the epochs' tasks, and their leases.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct Makeup {
+    todo: VecDeque<CutPiece>,
+    /// attempt -> (worker, rows, deadline)
+    live: BTreeMap<AttemptId, (WorkerId, CutPiece, Millis)>,
 }
 
 impl Queue {
@@ -146,6 +177,9 @@ impl Queue {
             over: false,
             split_rows,
             cut: Cut::default(),
+            makeup: Makeup::default(),
+            checkpoint_of: BTreeMap::new(),
+            epochs_over: false,
         };
         queue.start_epoch(0, num_splits);
         queue.settle();
@@ -250,18 +284,28 @@ impl Queue {
         if !self.workers.contains_key(&worker) {
             return Err(QueueError::UnknownWorker { worker });
         }
+        self.check_alive(worker)?;
         if self.over {
             return Ok(LeaseReply::JobOver);
         }
-        if self.todo.is_empty() {
+        let mut leases = Vec::new();
+        while leases.len() < max {
+            let Some(piece) = self.makeup.todo.pop_front() else {
+                break;
+            };
+            leases.push(self.grant_makeup(now, worker, piece));
+        }
+        if self.todo.is_empty() && leases.is_empty() {
             return Ok(LeaseReply::Wait);
         }
-        let mut leases = Vec::with_capacity(max.min(self.todo.len()));
         while leases.len() < max {
             let Some(split) = self.todo.pop_front() else {
                 break;
             };
             leases.push(self.grant(now, worker, split));
+        }
+        if !leases.is_empty() {
+            self.touch(worker, now);
         }
         Ok(LeaseReply::Tasks(leases))
     }
@@ -282,6 +326,13 @@ impl Queue {
         worker: WorkerId,
     ) -> Result<Vec<AttemptId>, QueueError> {
         let deadline = self.deadline(now);
+        self.check_alive(worker)?;
+        self.touch(worker, now);
+        for (holder, _, d) in self.makeup.live.values_mut() {
+            if *holder == worker {
+                *d = (*d).max(deadline);
+            }
+        }
         let record = self
             .workers
             .get_mut(&worker)
@@ -303,7 +354,7 @@ impl Queue {
     /// fine, going below it or past the split's known rows is refused, and so is
     /// an attempt `worker` does not hold. Progress proves the worker alive, so a
     /// commit also renews this lease like a heartbeat does.
-    pub fn commit(
+    fn commit_task(
         &mut self,
         now: Millis,
         worker: WorkerId,
@@ -353,7 +404,7 @@ impl Queue {
     /// be exactly that; otherwise it becomes known, for the epochs that follow.
     /// Only the attempt's own `worker` may finish it. `now` is unused beyond the
     /// journal record.
-    pub fn finish(
+    fn finish_task(
         &mut self,
         _now: Millis,
         worker: WorkerId,
@@ -394,7 +445,7 @@ impl Queue {
     /// offset, or is failed with `reason` if it has used `max_attempts` attempts.
     /// Only the attempt's own `worker` may fail it. `now` is unused beyond the
     /// journal record.
-    pub fn fail(
+    fn fail_task(
         &mut self,
         _now: Millis,
         worker: WorkerId,
@@ -412,7 +463,7 @@ impl Queue {
     /// e.g. pre-empted): the task goes to the front of the line at its
     /// committed offset, to be leased again at once, and the attempt does not
     /// count against it. `now` is unused beyond the journal record.
-    pub fn hand_back(
+    fn hand_back_task(
         &mut self,
         _now: Millis,
         worker: WorkerId,
@@ -432,9 +483,267 @@ impl Queue {
         Ok(())
     }
 
+    /// Records that trainers acknowledged the first `offset` rows of the attempt's
+    /// split (see `commit_task`; a makeup lease takes offsets within its rows).
+    pub fn commit(
+        &mut self,
+        now: Millis,
+        worker: WorkerId,
+        attempt: AttemptId,
+        offset: u64,
+    ) -> Result<(), QueueError> {
+        self.check_alive(worker)?;
+        match self.makeup_of(worker, attempt)? {
+            Some(piece) => {
+                if offset < piece.start || offset > piece.end {
+                    return Err(QueueError::OffsetPastEnd {
+                        attempt,
+                        split: piece.split,
+                        offset,
+                        rows: piece.end,
+                    });
+                }
+                let renewed = self.deadline(now);
+                if let Some(lease) = self.makeup.live.get_mut(&attempt) {
+                    lease.2 = lease.2.max(renewed);
+                }
+            }
+            None => self.commit_task(now, worker, attempt, offset)?,
+        }
+        self.touch(worker, now);
+        Ok(())
+    }
+
+    /// Marks the attempt's task done (see `finish_task`); a makeup lease is
+    /// done when all its rows are.
+    pub fn finish(
+        &mut self,
+        now: Millis,
+        worker: WorkerId,
+        attempt: AttemptId,
+        rows: u64,
+    ) -> Result<(), QueueError> {
+        self.check_alive(worker)?;
+        match self.makeup_of(worker, attempt)? {
+            Some(piece) => {
+                if rows != piece.end {
+                    return Err(QueueError::WrongRows {
+                        attempt,
+                        split: piece.split,
+                        reported: rows,
+                        rows: piece.end,
+                    });
+                }
+                self.makeup.live.remove(&attempt);
+                self.rows_committed = self.rows_committed.saturating_add(piece.end - piece.start);
+                self.settle_makeup();
+            }
+            None => self.finish_task(now, worker, attempt, rows)?,
+        }
+        self.touch(worker, now);
+        Ok(())
+    }
+
+    /// Ends the attempt as failed (see `fail_task`); a makeup lease's rows go
+    /// back to be served again.
+    pub fn fail(
+        &mut self,
+        now: Millis,
+        worker: WorkerId,
+        attempt: AttemptId,
+        reason: String,
+    ) -> Result<FailOutcome, QueueError> {
+        self.check_alive(worker)?;
+        let outcome = match self.makeup_of(worker, attempt)? {
+            Some(piece) => {
+                self.makeup.live.remove(&attempt);
+                self.makeup.todo.push_back(piece);
+                FailOutcome::Retried
+            }
+            None => self.fail_task(now, worker, attempt, reason)?,
+        };
+        self.touch(worker, now);
+        Ok(outcome)
+    }
+
+    /// The worker gives the attempt back unfinished (see `hand_back_task`).
+    pub fn hand_back(
+        &mut self,
+        now: Millis,
+        worker: WorkerId,
+        attempt: AttemptId,
+    ) -> Result<(), QueueError> {
+        self.check_alive(worker)?;
+        match self.makeup_of(worker, attempt)? {
+            Some(piece) => {
+                self.makeup.live.remove(&attempt);
+                self.makeup.todo.push_front(piece);
+            }
+            None => self.hand_back_task(now, worker, attempt)?,
+        }
+        self.touch(worker, now);
+        Ok(())
+    }
+
+    /// The rows of a makeup lease `worker` holds, `None` for another attempt.
+    fn makeup_of(
+        &self,
+        worker: WorkerId,
+        attempt: AttemptId,
+    ) -> Result<Option<CutPiece>, QueueError> {
+        match self.makeup.live.get(&attempt) {
+            Some(&(holder, _, _)) if holder != worker => Err(QueueError::NotYours {
+                attempt,
+                worker,
+                holder,
+            }),
+            Some(&(_, piece, _)) => Ok(Some(piece)),
+            None => Ok(None),
+        }
+    }
+
+    /// Leases rows to serve again (from a gone worker).
+    fn grant_makeup(&mut self, now: Millis, worker: WorkerId, piece: CutPiece) -> Lease {
+        let attempt = AttemptId(self.next_attempt);
+        self.next_attempt = self.next_attempt.saturating_add(1);
+        let deadline = self.deadline(now);
+        self.makeup.live.insert(attempt, (worker, piece, deadline));
+        Lease {
+            attempt,
+            epoch: piece.epoch,
+            split: piece.split,
+            offset: piece.start,
+            deadline,
+            skip: vec![(piece.end, u64::MAX)],
+        }
+    }
+
+    /// Refuses a worker that was counted gone (an unknown one is refused by
+    /// each call in its own way).
+    fn check_alive(&self, worker: WorkerId) -> Result<(), QueueError> {
+        match self.workers.get(&worker) {
+            Some(record) if record.gone => Err(QueueError::Gone { worker }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The worker spoke at `now` (only on changes that are journaled).
+    fn touch(&mut self, worker: WorkerId, now: Millis) {
+        if let Some(record) = self.workers.get_mut(&worker) {
+            record.last_seen = record.last_seen.max(now);
+        }
+    }
+
+    /// The job is over once every epoch is and the makeup rows are served.
+    fn settle_makeup(&mut self) {
+        if self.epochs_over && self.makeup.todo.is_empty() && self.makeup.live.is_empty() {
+            self.over = true;
+        }
+    }
+
+    /// What `worker`'s trainers acknowledged that is in none of its complete
+    /// checkpoints (it reports this before the commits it covers).
+    pub fn unsaved(
+        &mut self,
+        now: Millis,
+        worker: WorkerId,
+        pieces: Vec<CutPiece>,
+    ) -> Result<(), QueueError> {
+        self.check_alive(worker)?;
+        if let Some(record) = self.workers.get_mut(&worker) {
+            record.unsaved = pieces;
+        }
+        self.touch(worker, now);
+        Ok(())
+    }
+
+    /// A master started again after a crash: every lease and every worker
+    /// gets a full lease timeout from `now`, so the master's own downtime
+    /// neither expires leases nor counts live workers gone.
+    pub fn renew_all(&mut self, now: Millis) {
+        let deadline = self.deadline(now);
+        for task in &mut self.tasks {
+            if let TaskState::Leased { deadline: d, .. } = &mut task.state {
+                *d = (*d).max(deadline);
+            }
+        }
+        for (_, _, d) in self.makeup.live.values_mut() {
+            *d = (*d).max(deadline);
+        }
+        for record in self.workers.values_mut().filter(|r| !r.gone) {
+            record.last_seen = record.last_seen.max(now);
+        }
+    }
+
+    /// The last complete checkpoint of the worker named `name`.
+    pub fn checkpoint_of(&self, name: &str) -> Option<&str> {
+        self.checkpoint_of.get(name).map(String::as_str)
+    }
+
+    /// Workers silent past the lease timeout whose trainers held rows in no
+    /// checkpoint: counted gone, and those rows (as far as they were
+    /// committed: the rest is served again with its task) are served again.
+    fn count_gone(&mut self, now: Millis) {
+        let timeout = self.config.lease_timeout_ms;
+        let gone: Vec<WorkerId> = self
+            .workers
+            .iter()
+            .filter(|(_, r)| {
+                !r.gone && !r.unsaved.is_empty() && r.last_seen.saturating_add(timeout) <= now
+            })
+            .map(|(w, _)| *w)
+            .collect();
+        for worker in gone {
+            let unsaved = match self.workers.get_mut(&worker) {
+                Some(record) => {
+                    record.gone = true;
+                    std::mem::take(&mut record.unsaved)
+                }
+                None => continue,
+            };
+            for piece in unsaved {
+                if let Some(committed) = self.committed_part(piece) {
+                    self.makeup.todo.push_back(committed);
+                }
+            }
+        }
+    }
+
+    /// The part of `piece` whose rows are committed (not served again by
+    /// their task).
+    fn committed_part(&self, piece: CutPiece) -> Option<CutPiece> {
+        if piece.epoch < self.epoch || self.epochs_over {
+            return Some(piece);
+        }
+        if piece.epoch > self.epoch {
+            return None;
+        }
+        let end = match &self.tasks.get(piece.split as usize)?.state {
+            TaskState::Done { .. } | TaskState::Failed { .. } => piece.end,
+            TaskState::Leased { offset, .. } | TaskState::Todo { offset } => piece.end.min(*offset),
+        };
+        (end > piece.start).then_some(CutPiece { end, ..piece })
+    }
+
     /// Expires every lease whose deadline is at or before `now`, as a failed attempt
     /// with reason `lease expired (worker N)`. Returns them in attempt order.
     pub fn tick(&mut self, now: Millis) -> Vec<Expired> {
+        self.count_gone(now);
+        let lapsed_makeup: Vec<AttemptId> = self
+            .makeup
+            .live
+            .iter()
+            .filter(|(_, (_, _, deadline))| *deadline <= now)
+            .map(|(attempt, _)| *attempt)
+            .collect();
+        for attempt in lapsed_makeup {
+            if let Some((worker, piece, _)) = self.makeup.live.remove(&attempt) {
+                self.makeup.todo.push_back(piece);
+                if let Some(record) = self.workers.get_mut(&worker) {
+                    record.lost.push(attempt);
+                }
+            }
+        }
         let lapsed: Vec<AttemptId> = self
             .live
             .iter()
@@ -573,11 +882,19 @@ impl Queue {
         if let Some(record) = self.workers.get_mut(&worker) {
             record.leases.insert(attempt, split);
         }
-        let skip = self
+        // Rows already in some trainer's checkpoint are not served again:
+        // those of a rewind, and those a gone worker checkpointed but never
+        // committed (its trainer's model holds them).
+        let mut skip = self
             .tasks
             .get(split as usize)
             .map(|t| t.skip.clone())
             .unwrap_or_default();
+        for &(start, end) in self.cut.covered(self.epoch, split) {
+            if end > offset {
+                crate::task::cut::insert(&mut skip, (start.max(offset), end));
+            }
+        }
         Lease {
             attempt,
             epoch: self.epoch,
@@ -666,7 +983,10 @@ impl Queue {
             Some(next) if next < self.config.epochs && !self.tasks.is_empty() => {
                 self.start_epoch(next, self.tasks.len());
             }
-            _ => self.over = true,
+            _ => {
+                self.epochs_over = true;
+                self.settle_makeup();
+            }
         }
     }
 
@@ -725,6 +1045,23 @@ impl Queue {
     /// Records the complete checkpoint `id`, holding `pieces` besides what
     /// earlier checkpoints held.
     pub fn checkpoint(&mut self, _now: Millis, id: &str, pieces: &[CutPiece]) {
+        self.checkpoint_by(None, id, pieces);
+    }
+
+    /// [`Queue::checkpoint`] reported by `worker`, whose name then resumes
+    /// from `id` (see [`Queue::checkpoint_of`]).
+    pub fn checkpoint_by(&mut self, worker: Option<WorkerId>, id: &str, pieces: &[CutPiece]) {
+        let name = worker
+            .and_then(|w| self.workers.get(&w))
+            .and_then(|r| r.name.clone());
+        if let Some(name) = name {
+            self.checkpoint_of.insert(name, id.to_string());
+        }
+        // The checkpoint's rows are saved now, whether or not the worker's
+        // next report of its unsaved rows arrives.
+        if let Some(record) = worker.and_then(|w| self.workers.get_mut(&w)) {
+            record.unsaved = subtract(std::mem::take(&mut record.unsaved), pieces);
+        }
         let splits = self.tasks.len();
         let rows: Vec<Option<u64>> = (0..splits as u32).map(|s| self.split_rows(s)).collect();
         self.cut.add(id, pieces, splits, |s| {
@@ -753,6 +1090,8 @@ impl Queue {
         let splits = self.tasks.len();
         let epoch = self.cut.full_epochs;
         self.over = false;
+        self.epochs_over = false;
+        self.makeup = Makeup::default();
         self.tasks_done = u64::from(epoch).saturating_mul(splits as u64);
         self.rows_committed = self.cut.rows;
         self.rows_done = self.cut.rows;
@@ -764,6 +1103,38 @@ impl Queue {
         self.tasks_done = self.tasks_done.saturating_add(self.done as u64);
         self.settle();
     }
+}
+
+/// `pieces` without the rows of `removed`.
+fn subtract(pieces: Vec<CutPiece>, removed: &[CutPiece]) -> Vec<CutPiece> {
+    let mut out = Vec::with_capacity(pieces.len());
+    for piece in pieces {
+        let mut left = vec![(piece.start, piece.end)];
+        for cut in removed
+            .iter()
+            .filter(|r| r.epoch == piece.epoch && r.split == piece.split)
+        {
+            left = left
+                .into_iter()
+                .flat_map(|(s, e)| {
+                    let mut parts = Vec::new();
+                    if cut.start > s {
+                        parts.push((s, e.min(cut.start)));
+                    }
+                    if cut.end < e {
+                        parts.push((s.max(cut.end), e));
+                    }
+                    parts.into_iter().filter(|(s, e)| s < e)
+                })
+                .collect();
+        }
+        out.extend(left.into_iter().map(|(start, end)| CutPiece {
+            start,
+            end,
+            ..piece
+        }));
+    }
+    out
 }
 
 #[cfg(test)]

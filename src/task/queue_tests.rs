@@ -733,3 +733,75 @@ fn a_task_handed_back_is_next_in_line_and_keeps_its_attempts() {
     assert_eq!(third.split, lease.split, "max_attempts 1 and still leased");
     assert!(q.hand_back(6, w, lease.attempt).is_err(), "a stale attempt");
 }
+
+fn rows(epoch: u32, split: u32, start: u64, end: u64) -> CutPiece {
+    CutPiece {
+        epoch,
+        split,
+        start,
+        end,
+    }
+}
+
+#[test]
+fn a_silent_worker_with_unsaved_rows_is_gone_and_they_are_served_again() {
+    let mut q = queue(2, 1, 3);
+    let w = q.register_as(0, None, Some("w1".to_string()));
+    let other = q.register(0);
+    let lease = lease_one(&mut q, 0, w);
+    q.commit(10, w, lease.attempt, 60).expect("commit");
+    // Rows 0..40 are in a checkpoint, 40..60 acknowledged after it, 60..80
+    // acknowledged but never committed.
+    q.unsaved(11, w, vec![rows(0, lease.split, 0, 80)])
+        .expect("unsaved");
+    q.checkpoint_by(Some(w), "7", &[rows(0, lease.split, 0, 40)]);
+    assert_eq!(q.checkpoint_of("w1"), Some("7"));
+    // Silent past the lease timeout: gone; its task resumes at 60 and rows
+    // 40..60 are served again on their own.
+    q.tick(11 + TIMEOUT);
+    assert_eq!(state(&q, lease.split), &TaskState::Todo { offset: 60 });
+    assert_eq!(
+        q.heartbeat(11 + TIMEOUT, w),
+        Err(QueueError::Gone { worker: w })
+    );
+    let leases = tasks(q.lease(2_000, other, 3));
+    let makeup = leases
+        .iter()
+        .find(|l| l.skip.last().is_some_and(|s| s.1 == u64::MAX))
+        .expect("a lease of the rows served again");
+    assert_eq!(
+        (makeup.offset, makeup.skip.clone()),
+        (40, vec![(60, u64::MAX)])
+    );
+    assert!(
+        q.finish(2_001, other, makeup.attempt, 59).is_err(),
+        "all its rows"
+    );
+    q.finish(2_001, other, makeup.attempt, 60).expect("finish");
+    for l in leases.iter().filter(|l| l.attempt != makeup.attempt) {
+        q.finish(2_002, other, l.attempt, 100).expect("finish task");
+    }
+    assert!(q.is_over(), "{:?}", q.status());
+}
+
+#[test]
+fn the_job_is_not_over_while_rows_wait_to_be_served_again() {
+    let mut q = queue(2, 1, 3);
+    let w = q.register(0);
+    let other = q.register(0);
+    let first = lease_one(&mut q, 0, w);
+    let second = lease_one(&mut q, 0, other);
+    q.unsaved(1, w, vec![rows(0, first.split, 0, 10)])
+        .expect("unsaved");
+    q.finish(2, w, first.attempt, 10).expect("finish");
+    q.heartbeat(2 + TIMEOUT - 1, other).expect("heartbeat");
+    q.tick(2 + TIMEOUT);
+    q.finish(2 + TIMEOUT, other, second.attempt, 10)
+        .expect("finish");
+    assert!(!q.is_over(), "the gone worker's rows are still to serve");
+    let again = tasks(q.lease(3_000, other, 1));
+    assert_eq!((again.len(), again[0].offset), (1, 0));
+    q.finish(3_001, other, again[0].attempt, 10)
+        .expect("finish");
+    assert!(q.is_over());
+}

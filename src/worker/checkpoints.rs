@@ -98,6 +98,18 @@ impl Checkpoints {
         Some(CheckpointAction::Complete { id, pieces })
     }
 
+    /// The rows acknowledged that are in no complete checkpoint yet.
+    pub fn unsaved(&self) -> Vec<CutPiece> {
+        let mut rows = Vec::new();
+        for (since, pending) in self.since.iter().zip(&self.pending) {
+            for (_, pieces) in pending {
+                rows.extend(pieces.iter().copied());
+            }
+            rows.extend(since.iter().copied());
+        }
+        rows
+    }
+
     /// `device`'s trainer restarted from its last checkpoint: the rows it
     /// acknowledged after that checkpoint, to be served again.
     pub fn on_restarted(&mut self, device: usize) -> Vec<CutPiece> {

@@ -61,6 +61,9 @@ struct Entry {
     committed: u64,
     /// Set when the reader ended.
     end: Option<ReadEnd>,
+    /// The lease covers rows before this only (a lease of rows served
+    /// again ends with a skip to the end of the split).
+    limit: Option<u64>,
 }
 
 /// Tracks every attempt this worker holds.
@@ -76,8 +79,11 @@ impl Ledger {
         // Rows the lease skips (already in the job's checkpoint) count as
         // acknowledged: they are never sent, and the task can still finish.
         let mut acked = Vec::new();
+        let mut limit = None;
         for &(start, end) in &lease.skip {
-            if end > committed && end > start {
+            if end == u64::MAX {
+                limit = Some(start.max(committed));
+            } else if end > committed && end > start {
                 insert(&mut acked, start.max(committed)..end);
             }
         }
@@ -86,6 +92,7 @@ impl Ledger {
             acked,
             committed,
             end: None,
+            limit,
         };
         advance(&mut entry);
         self.entries.insert(entry.lease.attempt, entry);
@@ -120,6 +127,7 @@ impl Ledger {
     /// The reader of `attempt` reached the end of the split at row `end`.
     pub fn read_done(&mut self, attempt: AttemptId, end: u64) -> Option<Action> {
         let entry = self.entries.get_mut(&attempt)?;
+        let end = entry.limit.map_or(end, |limit| end.min(limit));
         entry.end = Some(ReadEnd::Done(end));
         self.settle(attempt)
     }

@@ -259,6 +259,8 @@ async fn stopped(signal: &mut Option<tokio::sync::watch::Receiver<bool>>) {
 enum Report {
     /// The job's trainers keep checkpoints.
     Declare,
+    /// The rows acknowledged that are in no complete checkpoint.
+    Unsaved(Vec<CutPiece>),
     /// A complete checkpoint and the rows it adds.
     Checkpoint {
         /// Its ID.
@@ -310,14 +312,14 @@ impl Merged {
             }
             Report::GiveUp { reason, .. } => self.end = Some(End::Fail(reason)),
             Report::HandBack { .. } => self.end = Some(End::HandBack),
-            Report::Declare | Report::Checkpoint { .. } => {}
+            Report::Declare | Report::Checkpoint { .. } | Report::Unsaved(_) => {}
         }
     }
 }
 
 fn attempt_of(report: &Report) -> AttemptId {
     match report {
-        Report::Declare | Report::Checkpoint { .. } => AttemptId(0),
+        Report::Declare | Report::Checkpoint { .. } | Report::Unsaved(_) => AttemptId(0),
         Report::Ledger(
             Action::Commit { attempt, .. }
             | Action::Finish { attempt, .. }
@@ -341,7 +343,9 @@ async fn committer(
         let mut pending: BTreeMap<AttemptId, Merged> = BTreeMap::new();
         let mut records = Vec::new();
         let mut add = |report: Report| match report {
-            Report::Declare | Report::Checkpoint { .. } => records.push(report),
+            Report::Declare | Report::Checkpoint { .. } | Report::Unsaved(_) => {
+                records.push(report)
+            }
             report => pending.entry(attempt_of(&report)).or_default().add(report),
         };
         add(first);
@@ -350,9 +354,17 @@ async fn committer(
         }
         // Checkpoint records first, in order: a declaration is durable before
         // the commits that follow it.
-        for record in records {
+        // Of the snapshots of unsaved rows only the newest matters.
+        let newest = records
+            .iter()
+            .rposition(|r| matches!(r, Report::Unsaved(_)));
+        for (at, record) in records.into_iter().enumerate() {
             let result = match record {
                 Report::Checkpoint { id, pieces } => source.checkpoint(worker, id, pieces).await,
+                Report::Unsaved(pieces) if Some(at) == newest => {
+                    source.unsaved(worker, pieces).await
+                }
+                Report::Unsaved(_) => Ok(()),
                 _ => source.declare_checkpoints(worker).await,
             };
             if let Err(e) = result {
@@ -659,6 +671,9 @@ impl Coordinator {
             Some(CheckpointAction::Complete { id, pieces }) => {
                 debug!(%id, pieces = pieces.len(), "checkpoint complete");
                 self.report(Report::Checkpoint { id, pieces });
+                if self.source.keeps_unsaved() {
+                    self.report(Report::Unsaved(self.checkpoints.unsaved()));
+                }
             }
             None => {}
         }
@@ -890,6 +905,11 @@ impl Coordinator {
                         })
                     });
                     self.checkpoints.on_applied(device, pieces);
+                    if self.source.keeps_unsaved() {
+                        // Before the commits these rows lead to: the master
+                        // must know they are not in a checkpoint yet.
+                        self.report(Report::Unsaved(self.checkpoints.unsaved()));
+                    }
                 }
                 self.progress.rows += rows as u64;
                 self.progress.batches += 1;

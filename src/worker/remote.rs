@@ -233,6 +233,22 @@ impl RemoteSource {
         self.call::<(), JobSpec>("/v1/job", None).await
     }
 
+    /// Fetches the job spec for the worker named `name`: with the last
+    /// complete checkpoint that name's trainers wrote, if any.
+    pub async fn job_for(&self, name: &str) -> Result<JobSpec, RemoteError> {
+        let encoded: String = name
+            .bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                    char::from(b).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        let path = format!("/v1/job?name={encoded}");
+        self.call::<(), JobSpec>(&path, None).await
+    }
+
     /// Fetches the status.
     pub async fn status_reply(&self) -> Result<StatusReply, RemoteError> {
         self.call::<(), StatusReply>("/v1/status", None).await
@@ -358,6 +374,7 @@ impl TaskSource for RemoteSource {
             secret: self.secret(worker)?,
             id: None,
             pieces: Vec::new(),
+            unsaved: None,
         };
         self.queue_call("/v1/checkpoint", &request).await
     }
@@ -373,6 +390,26 @@ impl TaskSource for RemoteSource {
             secret: self.secret(worker)?,
             id: Some(id),
             pieces,
+            unsaved: None,
+        };
+        self.queue_call("/v1/checkpoint", &request).await
+    }
+
+    fn keeps_unsaved(&self) -> bool {
+        true
+    }
+
+    async fn unsaved(
+        &self,
+        worker: WorkerId,
+        pieces: Vec<crate::task::CutPiece>,
+    ) -> Result<(), QueueError> {
+        let request = CheckpointRequest {
+            worker,
+            secret: self.secret(worker)?,
+            id: None,
+            pieces: Vec::new(),
+            unsaved: Some(pieces),
         };
         self.queue_call("/v1/checkpoint", &request).await
     }

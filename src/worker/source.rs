@@ -58,6 +58,18 @@ pub trait TaskSource: Send + Sync {
         id: String,
         pieces: Vec<CutPiece>,
     ) -> Result<(), QueueError>;
+    /// Whether the worker reports the rows its trainers hold outside any
+    /// checkpoint ([`TaskSource::unsaved`]): a remote master serves them
+    /// again if the worker goes silent. The embedded queue restores the
+    /// whole job's checkpoint instead.
+    fn keeps_unsaved(&self) -> bool {
+        false
+    }
+    /// Reports the rows the worker's trainers acknowledged that are in none
+    /// of its complete checkpoints (sent before the commits they cover).
+    async fn unsaved(&self, _worker: WorkerId, _pieces: Vec<CutPiece>) -> Result<(), QueueError> {
+        Ok(())
+    }
     /// Counts for progress.
     async fn status(&self) -> Result<QueueStatus, QueueError>;
 }
@@ -219,6 +231,7 @@ impl TaskSource for LocalQueue {
             now: wall_millis(),
             id,
             pieces,
+            worker: None,
         })
         .map(|_| ())
     }
