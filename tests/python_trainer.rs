@@ -463,7 +463,8 @@ fn torch_example_killed_under_sluice_resumes_from_its_checkpoint_with_each_row_o
         exec_command(
             "examples/torch/train_ctr.py",
             &format!(
-                "--summary-dir {} --window 5 --checkpoint-dir {} --checkpoint-every 5",
+                "--summary-dir {} --window 5 --checkpoint-dir {} --checkpoint-every 5 \
+                 --keep-checkpoints 1000",
                 summaries.display(),
                 checkpoints.display()
             ),

@@ -128,7 +128,14 @@ impl ExecFactory {
             acked_total: 0,
             marks: Vec::new(),
             declared: false,
-            last_checkpoint: None,
+            // A resumed job's trainers start from this checkpoint: a child
+            // that dies before writing one of its own starts from it again.
+            last_checkpoint: self
+                .env
+                .iter()
+                .rev()
+                .find(|(key, _)| key == RESUME_CHECKPOINT_ENV)
+                .map(|(_, id)| id.clone()),
             deaths: 0,
             closing: false,
             exit: None,

@@ -423,3 +423,52 @@ fn dropping_the_trainer_kills_what_the_child_started() {
     });
     assert_gone(&pids);
 }
+
+/// Declares checkpoints, logs `<SLUICE_RESUME_CHECKPOINT or none>` at start,
+/// acks each batch and writes `checkpoint <n>` after every second; the first
+/// run (no marker yet) dies without acking its fourth batch.
+const CHECKPOINTING_CHILD: &str = r#"
+import os, sys, pyarrow.ipc as ipc
+marker, log = sys.argv[1:3]
+first = not os.path.exists(marker)
+with open(log, "a") as out:
+    out.write(os.environ.get("SLUICE_RESUME_CHECKPOINT", "none") + "\n")
+acks = os.fdopen(int(os.environ["SLUICE_ACK_FD"]), "w", buffering=1)
+acks.write("checkpoints\n")
+for n, batch in enumerate(ipc.open_stream(sys.stdin.buffer)):
+    if first and n == 3:
+        open(marker, "w").close()
+        sys.exit(3)
+    acks.write("ack\n")
+    if n % 2 == 1:
+        acks.write("checkpoint c%d\n" % batch.column(0)[0].as_py())
+"#;
+
+#[test]
+fn a_checkpointing_child_that_dies_restarts_from_its_last_checkpoint() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (marker, log) = (dir.path().join("marker"), dir.path().join("log"));
+    let command = format!(
+        "{PYTHON} -c '{CHECKPOINTING_CHILD}' {} {}",
+        marker.display(),
+        log.display()
+    );
+    // Resumed at checkpoint `c0`: a child that dies before writing one of
+    // its own starts from `c0` again; after `c1` from `c1`.
+    let factory = ExecFactory::new(command).with_env(RESUME_CHECKPOINT_ENV, "c0");
+    let (marks, acked) = within(move || {
+        let mut trainer = factory.start(0, 1).expect("start");
+        let acked = run(&mut trainer, 6).expect("run");
+        (trainer.take_marks(), acked)
+    });
+    assert_eq!(acked, (0..6).collect::<Vec<_>>());
+    let starts = std::fs::read_to_string(&log).expect("log");
+    assert_eq!(starts.lines().collect::<Vec<_>>(), ["c0", "c1"]);
+    let kinds: Vec<MarkKind> = marks.into_iter().map(|m| m.kind).collect();
+    assert_eq!(kinds[0], MarkKind::Declared);
+    assert!(kinds.contains(&MarkKind::Restarted), "{kinds:?}");
+    assert!(
+        kinds.contains(&MarkKind::Checkpoint("c1".to_string())),
+        "{kinds:?}"
+    );
+}
