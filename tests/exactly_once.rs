@@ -155,7 +155,7 @@ fn committed_rows_keep_up_with_acknowledged_rows() {
     let mut master = job.start_master(fixture(DATASET));
     let out = fresh(&job.ids, "w1");
     let devices = 2;
-    let mut w = worker(&job, &out, devices, 0.05);
+    let mut w = worker(&job, &out, devices, 0.1);
     let slack = 2 * u64::from(devices) * BATCH;
     let mut samples = 0;
     let mut worst = 0i64;
