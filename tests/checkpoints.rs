@@ -216,14 +216,16 @@ fn a_job_without_checkpoint_lines_keeps_acknowledged_rows() {
 
 /// A worker of `job` named `name` whose trainer keeps checkpoints in `out`.
 fn checkpointing_worker(job: &common::cluster::Job, name: &str, out: &Path) -> std::process::Child {
-    Command::new(SLUICE)
-        .args(["worker", "--master", &job.url(), "--name", name])
-        .args(["--exec", &checkpointer(out, "--every 4 --sleep 0.02")])
-        .args(["--batch-size", "100", "--devices", "1", "-q"])
-        .env("SLUICE_TOKEN", common::cluster::TOKEN)
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
+    job.worker_command(&checkpointer(out, "--every 4 --sleep 0.02"))
+        .args([
+            "--name",
+            name,
+            "--batch-size",
+            "100",
+            "--devices",
+            "1",
+            "-q",
+        ])
         .stderr(Stdio::piped())
         .spawn()
         .expect("start worker")

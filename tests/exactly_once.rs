@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::cluster::{self, Job, TOKEN};
+use common::cluster::{self, Job};
 use common::{ack_log, count_lines, damaged_parquet_copy, fixture, parse_json, wait_until, SLUICE};
 
 /// Rows per batch in these tests.
@@ -117,36 +117,16 @@ fn acknowledged_batches_are_not_served_again_after_train_is_killed() {
 
 /// Starts a worker of `job` whose trainers log into `out`.
 fn worker(job: &Job, out: &Path, devices: u32, sleep: f64) -> Child {
-    Command::new(SLUICE)
-        .args(["worker", "--master", &job.url()])
-        .args(["--exec", &ack_log(out, sleep)])
+    job.worker_command(&ack_log(out, sleep))
         .args(["--batch-size", &BATCH.to_string()])
         .args(["--devices", &devices.to_string(), "-q"])
-        .env("SLUICE_TOKEN", TOKEN)
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
         .spawn()
         .expect("start worker")
 }
 
-/// `rows_committed` of the master's queue.
+/// `rows_committed` of the master's queue (`None` once the master is gone).
 fn committed(job: &Job) -> Option<u64> {
-    let out = Command::new(SLUICE)
-        .args(["status", "--master", &job.url(), "--json"])
-        .env("SLUICE_TOKEN", TOKEN)
-        .env_remove("RUST_LOG")
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let status = parse_json(
-        &String::from_utf8_lossy(&out.stdout),
-        "sluice status --json",
-    );
-    status["queue"]["rows_committed"].as_u64()
+    job.try_status()?["queue"]["rows_committed"].as_u64()
 }
 
 #[test]
@@ -362,14 +342,10 @@ fn a_worker_stopped_by_sigterm_hands_its_tasks_back_at_once() {
     let mut master = long_lease_master(&mut job, DATASET, &[]);
     let first = fresh(&job.ids, "w1");
     let second = fresh(&job.ids, "w2");
-    let mut stopped = Command::new(SLUICE)
-        .args(["worker", "--master", &job.url(), "--grace", "20s"])
-        .args(["--exec", &ack_log(&first, 0.02)])
+    let mut stopped = job
+        .worker_command(&ack_log(&first, 0.02))
+        .args(["--grace", "20s"])
         .args(["--batch-size", &BATCH.to_string(), "--devices", "2", "-q"])
-        .env("SLUICE_TOKEN", TOKEN)
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("start worker");
@@ -407,26 +383,6 @@ fn long_lease_master(job: &mut Job, dataset: &str, extra: &[&str]) -> Child {
     job.start_master(fixture(dataset))
 }
 
-/// The master's queue status.
-fn queue_status(job: &Job) -> serde_json::Value {
-    let out = Command::new(SLUICE)
-        .args(["status", "--master", &job.url(), "--json"])
-        .env("SLUICE_TOKEN", TOKEN)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("sluice status");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    parse_json(
-        &String::from_utf8_lossy(&out.stdout),
-        "sluice status --json",
-    )["queue"]
-        .clone()
-}
-
 #[test]
 fn a_busy_worker_holds_few_leases_and_a_late_joiner_gets_work_at_once() {
     // 9 tasks of about 2,200 rows (row-group ranges of one Spark file).
@@ -441,7 +397,7 @@ fn a_busy_worker_holds_few_leases_and_a_late_joiner_gets_work_at_once() {
         wait_until("acknowledged rows", Duration::from_secs(60), || {
             count_lines(&first, "acked-") >= 300
         });
-        most = most.max(queue_status(&job)["leased"].as_u64().expect("leased"));
+        most = most.max(job.status()["queue"]["leased"].as_u64().expect("leased"));
         std::thread::sleep(Duration::from_millis(200));
     }
     assert!(

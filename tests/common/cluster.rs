@@ -122,6 +122,20 @@ impl Job {
         self.start_worker_with(extra, &[])
     }
 
+    /// A `sluice worker` of this job training with `exec`: the token and the
+    /// job's environment set, no other flag, output discarded.
+    pub fn worker_command(&self, exec: &str) -> Command {
+        let mut cmd = Command::new(SLUICE);
+        cmd.args(["worker", "--master", &self.url(), "--exec", exec])
+            .env("SLUICE_TOKEN", TOKEN)
+            .env_remove("RUST_LOG")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        cmd
+    }
+
     /// Starts a worker whose trainers record ids, with more worker flags.
     pub fn start_worker_with(&self, extra: &str, args: &[&str]) -> Child {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/trainers/record_ids.py");
@@ -131,44 +145,41 @@ impl Job {
             script.display(),
             self.ids.display()
         );
-        Command::new(SLUICE)
-            .args([
-                "worker",
-                "--master",
-                &self.url(),
-                "--exec",
-                &cmd,
-                "--batch-size",
-                "40",
-                "--prefetch",
-                "2",
-                "-q",
-            ])
+        self.worker_command(&cmd)
+            .args(["--batch-size", "40", "--prefetch", "2", "-q"])
             .args(&self.worker_args)
             .args(args)
-            .env("SLUICE_TOKEN", TOKEN)
-            .env_remove("RUST_LOG")
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
             .spawn()
             .expect("start worker")
     }
 
     /// `sluice status --json` of the running master.
     pub fn status(&self) -> serde_json::Value {
-        let out = Command::new(SLUICE)
-            .args(["status", "--master", &self.url(), "--json"])
-            .env("SLUICE_TOKEN", TOKEN)
-            .env_remove("RUST_LOG")
-            .output()
-            .expect("sluice status");
+        let out = self.status_command().output().expect("sluice status");
         assert!(
             out.status.success(),
             "sluice status: {}",
             String::from_utf8_lossy(&out.stderr)
         );
         serde_json::from_slice(&out.stdout).expect("status JSON")
+    }
+
+    /// `sluice status --json`, or `None` when the master does not answer
+    /// (it may have ended with the job).
+    pub fn try_status(&self) -> Option<serde_json::Value> {
+        let out = self.status_command().output().ok()?;
+        if !out.status.success() {
+            return None;
+        }
+        serde_json::from_slice(&out.stdout).ok()
+    }
+
+    fn status_command(&self) -> Command {
+        let mut cmd = Command::new(SLUICE);
+        cmd.args(["status", "--master", &self.url(), "--json"])
+            .env("SLUICE_TOKEN", TOKEN)
+            .env_remove("RUST_LOG");
+        cmd
     }
 
     /// The master's `/metrics` text.
