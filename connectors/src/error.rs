@@ -125,6 +125,28 @@ pub enum Error {
         /// Comma-separated list of the columns there are.
         available: String,
     },
+    /// A Delta or Iceberg table whose log cannot be read, or that uses a
+    /// feature sluice does not read.
+    #[error("cannot read the {kind} table {path}: {reason}")]
+    Table {
+        /// `delta` or `iceberg`.
+        kind: &'static str,
+        /// The table's root (or the metadata file).
+        path: String,
+        /// What failed.
+        reason: String,
+    },
+    /// A version of a table that does not exist (time travel past either end,
+    /// an unknown snapshot id).
+    #[error("no such version of the {kind} table {path}: {reason}")]
+    NoSuchVersion {
+        /// `delta` or `iceberg`.
+        kind: &'static str,
+        /// The table's root.
+        path: String,
+        /// What was asked and what there is.
+        reason: String,
+    },
     /// A caller-supplied option is invalid.
     #[error("invalid option {option}: {reason}")]
     InvalidOption {
@@ -168,7 +190,9 @@ impl Error {
             Error::Layout { .. }
             | Error::DanglingLink { .. }
             | Error::SchemaClash { .. }
-            | Error::Format { .. } => ErrorKind::Dataset,
+            | Error::Format { .. }
+            | Error::Table { .. } => ErrorKind::Dataset,
+            Error::NoSuchVersion { .. } => ErrorKind::NotFound,
             Error::Store { .. } => ErrorKind::Store,
         }
     }

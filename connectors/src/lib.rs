@@ -15,6 +15,7 @@ pub mod read;
 pub mod schema;
 pub mod split;
 pub mod store;
+pub mod table;
 
 pub use dataset::{DataFile, Dataset, DatasetOptions, Ignored};
 pub use error::{Error, ErrorKind, Result};

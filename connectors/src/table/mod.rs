@@ -1,0 +1,260 @@
+//! Tables: Delta Lake and Iceberg directories, read from their logs instead of
+//! from a listing. A table's directory holds files that are no longer part of
+//! it (overwritten, deleted, compacted away) and files that are only partly
+//! live (deletion vectors, position deletes): only the log says which rows a
+//! version holds. This module turns a version of a table into its live data
+//! files, each with the rows deleted from it, so that the dataset plans tasks
+//! from them exactly as it does from a listing.
+
+pub mod delta;
+pub mod iceberg;
+
+use std::fmt;
+
+use arrow::datatypes::{Field, SchemaRef};
+use object_store::path::Path;
+use serde::{Deserialize, Serialize};
+
+use crate::error::Result;
+use crate::format::Format;
+use crate::store::Location;
+
+/// The kind of table a directory holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TableKind {
+    /// Delta Lake: `_delta_log/` beside the data.
+    Delta,
+    /// Apache Iceberg: `metadata/*.metadata.json` beside the data.
+    Iceberg,
+}
+
+impl TableKind {
+    /// The name users know.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TableKind::Delta => "delta",
+            TableKind::Iceberg => "iceberg",
+        }
+    }
+}
+
+impl fmt::Display for TableKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which version of a table to read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TableVersion {
+    /// The latest version (Delta) or the current snapshot (Iceberg).
+    #[default]
+    Latest,
+    /// A Delta table version (`--version N`).
+    Version(u64),
+    /// An Iceberg snapshot id (`--snapshot-id N`).
+    SnapshotId(i64),
+    /// The version that was current at this time, in milliseconds since the
+    /// epoch (`--timestamp T`): the last commit at or before it.
+    Timestamp(i64),
+}
+
+impl TableVersion {
+    /// Whether this asks for the latest version.
+    pub fn is_latest(&self) -> bool {
+        matches!(self, TableVersion::Latest)
+    }
+}
+
+/// How the columns of a table's data files are found under the table's
+/// column names: renamed columns keep their Parquet field id (Iceberg, Delta
+/// column mapping) or a physical name of their own (Delta column mapping).
+/// A file column matched neither way is taken by its own name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ColumnMapping {
+    /// Parquet field id → table column name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_field_id: Vec<(i32, String)>,
+    /// Physical column name in the files → table column name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_physical_name: Vec<(String, String)>,
+}
+
+impl ColumnMapping {
+    /// Whether file columns are taken by their own names.
+    pub fn is_identity(&self) -> bool {
+        self.by_field_id.is_empty() && self.by_physical_name.is_empty()
+    }
+
+    /// The table column a file column stands for: by field id first, then by
+    /// physical name, else its own name.
+    pub fn logical_name<'a>(&'a self, field: &'a Field) -> &'a str {
+        if let Some(id) = field
+            .metadata()
+            .get(parquet_field_id_key())
+            .and_then(|v| v.parse::<i32>().ok())
+        {
+            if let Some((_, name)) = self.by_field_id.iter().find(|(i, _)| *i == id) {
+                return name;
+            }
+        }
+        if let Some((_, name)) = self
+            .by_physical_name
+            .iter()
+            .find(|(physical, _)| physical == field.name())
+        {
+            return name;
+        }
+        field.name()
+    }
+}
+
+/// The field metadata key under which the Parquet reader reports field ids.
+pub fn parquet_field_id_key() -> &'static str {
+    parquet::arrow::PARQUET_FIELD_ID_META_KEY
+}
+
+/// One live data file of a table version.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableFile {
+    /// Its path in the store.
+    pub path: Path,
+    /// Its size in bytes.
+    pub size: u64,
+    /// Its format (Parquet for Delta; Parquet, ORC or Avro for Iceberg).
+    pub format: Format,
+    /// Rows in the file as the log records them, before deletes, when known.
+    pub rows: Option<u64>,
+    /// Partition values as strings (`None` for null), aligned with
+    /// [`TableSnapshot::partition_fields`]: the values of columns the file
+    /// itself does not hold.
+    pub partition_values: Vec<Option<String>>,
+    /// Positions (0-based, in file order) of the rows deleted from the file,
+    /// sorted, without repeats.
+    pub deleted: Vec<u64>,
+    /// The version (Delta) or snapshot id (Iceberg) that added the file, when known.
+    pub added_in: Option<i64>,
+}
+
+/// One version of a table, as its log describes it.
+#[derive(Debug, Clone)]
+pub struct TableSnapshot {
+    /// Delta or Iceberg.
+    pub kind: TableKind,
+    /// The Delta version, or the Iceberg snapshot id.
+    pub version: i64,
+    /// When the version was committed, in milliseconds since the epoch, when known.
+    pub timestamp_ms: Option<i64>,
+    /// A short description of the table's format (`delta reader 3 writer 7`,
+    /// `iceberg format v2`), for `ls`.
+    pub format_version: String,
+    /// The table's data columns, named as the table names them (after any
+    /// renames), excluding [`Self::partition_fields`].
+    pub schema: SchemaRef,
+    /// Columns whose values come from the log rather than the files (Delta's
+    /// partition columns), typed. Empty for Iceberg, whose files hold every column.
+    pub partition_fields: Vec<Field>,
+    /// How file columns map to table columns.
+    pub columns: ColumnMapping,
+    /// The live data files.
+    pub files: Vec<TableFile>,
+}
+
+/// What one commit between two versions did, as far as incremental runs care.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CommitKind {
+    /// Only added data.
+    Append,
+    /// Rewrote files without changing the data (compaction, `OPTIMIZE`,
+    /// `rewrite_data_files`).
+    Compaction,
+    /// Removed or rewrote data (overwrite, delete, merge, update).
+    Rewrite,
+    /// Changed only metadata (schema, properties).
+    Metadata,
+}
+
+/// One commit after the version an incremental run last trained.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableCommit {
+    /// The Delta version or Iceberg snapshot id.
+    pub version: i64,
+    /// The operation the log names (`WRITE`, `DELETE`, `append`, `overwrite`...).
+    pub operation: String,
+    /// What it did to the data.
+    pub kind: CommitKind,
+}
+
+/// What changed in a table from one version to a later one.
+#[derive(Debug, Clone)]
+pub struct TableChanges {
+    /// The later version, in full.
+    pub snapshot: TableSnapshot,
+    /// The commits after the earlier version up to the later one, oldest first.
+    pub commits: Vec<TableCommit>,
+    /// The files of the later version added by appends after the earlier
+    /// version (with their deletes as of the later version).
+    pub appended: Vec<TableFile>,
+}
+
+/// Whether the directory at `location` is a table, and which kind. A root
+/// that is itself an Iceberg `*.metadata.json` file counts as Iceberg.
+pub async fn detect(location: &Location) -> Result<Option<TableKind>> {
+    if iceberg::is_metadata_file(&location.root) {
+        return Ok(Some(TableKind::Iceberg));
+    }
+    if delta::is_table(location).await? {
+        return Ok(Some(TableKind::Delta));
+    }
+    if iceberg::is_table(location).await? {
+        return Ok(Some(TableKind::Iceberg));
+    }
+    Ok(None)
+}
+
+/// Reads version `at` of the table at `location`.
+pub async fn snapshot(
+    location: &Location,
+    kind: TableKind,
+    at: TableVersion,
+) -> Result<TableSnapshot> {
+    match kind {
+        TableKind::Delta => delta::snapshot(location, at).await,
+        TableKind::Iceberg => iceberg::snapshot(location, at).await,
+    }
+}
+
+/// What changed after version `since` up to version `at`.
+pub async fn changes(
+    location: &Location,
+    kind: TableKind,
+    since: i64,
+    at: TableVersion,
+) -> Result<TableChanges> {
+    match kind {
+        TableKind::Delta => delta::changes(location, since, at).await,
+        TableKind::Iceberg => iceberg::changes(location, since, at).await,
+    }
+}
+
+/// Whether `dir` (a directory in the store) holds an entry named `name`. A
+/// directory that cannot be listed holds nothing here: the listing that
+/// follows names the failure better.
+pub(crate) async fn has_child(location: &Location, dir: &Path, name: &str) -> bool {
+    match location.store.list_with_delimiter(Some(dir)).await {
+        Ok(listed) => {
+            listed
+                .common_prefixes
+                .iter()
+                .any(|p| p.filename() == Some(name))
+                || listed
+                    .objects
+                    .iter()
+                    .any(|o| o.location.filename() == Some(name))
+        }
+        Err(_) => false,
+    }
+}
