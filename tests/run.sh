@@ -12,10 +12,18 @@ if ! "$PY" -c 'import pyspark, pyarrow' 2>/dev/null; then
   exit 1
 fi
 export SLUICE_PYTHON="$PY"
+TABLES_PY="${SLUICE_TABLES_VENV:-$HOME/.cache/sluice/venv-tables}/bin/python"
+if ! "$TABLES_PY" -c 'import pyspark, delta' 2>/dev/null; then
+  echo "tests/run.sh: no venv with pyspark 4.0 and delta-spark at $TABLES_PY; run .ci/run (it installs one)" >&2
+  exit 1
+fi
 export SLUICE_FIXTURES="${SLUICE_FIXTURES:-$PWD/tests/data/generated}"
 
 echo "== fixtures (real Spark) -> $SLUICE_FIXTURES"
 "$PY" tests/fixtures/make_fixtures.py "$SLUICE_FIXTURES"
+
+echo "== Delta and Iceberg tables (real Spark 4.0) -> $SLUICE_FIXTURES/tables"
+"$TABLES_PY" tests/fixtures/make_tables.py "$SLUICE_FIXTURES"
 
 echo "== cargo fmt / clippy"
 cargo fmt --all -- --check
