@@ -20,6 +20,7 @@ use crate::listing::{self, ListedFile};
 use crate::schema::SchemaMerger;
 use crate::split::{split_file, FileToSplit, Split, SplitRange};
 use crate::store::Location;
+use crate::table::{self, ColumnMapping, TableKind, TableSnapshot, TableVersion};
 
 /// How many files are inspected at once.
 const INSPECT_CONCURRENCY: usize = 16;
@@ -41,6 +42,10 @@ pub struct DatasetOptions {
     /// [`Dataset::corrupt`], instead of failing the whole dataset.
     #[serde(default)]
     pub ignore_corrupt_files: bool,
+    /// Which version of a Delta or Iceberg table to read (the latest unless
+    /// `--version`, `--snapshot-id` or `--timestamp` says otherwise).
+    #[serde(default, skip_serializing_if = "TableVersion::is_latest")]
+    pub table_version: TableVersion,
 }
 
 impl Default for DatasetOptions {
@@ -51,6 +56,7 @@ impl Default for DatasetOptions {
             split_size: 128 * 1024 * 1024,
             format_options: FormatOptions::default(),
             ignore_corrupt_files: false,
+            table_version: TableVersion::Latest,
         }
     }
 }
@@ -77,6 +83,20 @@ pub struct Ignored {
     pub path: String,
     /// Why it is not read.
     pub reason: String,
+}
+
+/// The Delta or Iceberg table a dataset was read from, and which version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableInfo {
+    /// Delta or Iceberg.
+    pub kind: TableKind,
+    /// The Delta version or Iceberg snapshot id read.
+    pub version: i64,
+    /// When that version was committed (milliseconds since the epoch), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp_ms: Option<i64>,
+    /// The table format as `ls` shows it.
+    pub format_version: String,
 }
 
 /// A discovered dataset.
@@ -108,11 +128,29 @@ pub struct Dataset {
     pub corrupt: Vec<Ignored>,
     /// Options the dataset was opened with.
     pub options: DatasetOptions,
+    /// The table this dataset is a version of, when it is a Delta or Iceberg table.
+    pub table: Option<TableInfo>,
+    /// How the data files' columns map to the dataset's (tables with renamed columns).
+    pub columns: ColumnMapping,
 }
 
 impl Dataset {
-    /// Lists and inspects the dataset at `location`.
+    /// Lists and inspects the dataset at `location`. A Delta or Iceberg table
+    /// is read from its log, never from a listing of its directory.
     pub async fn open(location: Location, options: DatasetOptions) -> Result<Dataset> {
+        if let Some(kind) = table::detect(&location).await? {
+            let snapshot = table::snapshot(&location, kind, options.table_version).await?;
+            return Dataset::from_table(location, snapshot, None, options).await;
+        }
+        if !options.table_version.is_latest() {
+            return Err(Error::InvalidOption {
+                option: "--version/--snapshot-id/--timestamp".to_string(),
+                reason: format!(
+                    "{} is neither a Delta nor an Iceberg table, so it has no versions",
+                    location.url()
+                ),
+            });
+        }
         let listing = listing::list(&location).await?;
         let mut ignored = listing.ignored;
         let success = read_success(&location, &listing.files).await?;
@@ -136,6 +174,100 @@ impl Dataset {
             corrupt: Vec::new(),
             location,
             options,
+            table: None,
+            columns: ColumnMapping::default(),
+        };
+        dataset.finish(inspected);
+        Ok(dataset)
+    }
+
+    /// Plans a version of a table: its live files (or only `files`, a subset
+    /// of them, for an incremental run), each with its deleted rows, under the
+    /// table's own schema and partition values.
+    pub async fn from_table(
+        location: Location,
+        snapshot: TableSnapshot,
+        files: Option<Vec<table::TableFile>>,
+        options: DatasetOptions,
+    ) -> Result<Dataset> {
+        let kind = snapshot.kind.as_str();
+        let files = files.unwrap_or(snapshot.files);
+        let mut format = None;
+        for file in &files {
+            match format {
+                None => format = Some(file.format),
+                Some(f) if f != file.format => {
+                    return Err(Error::Table {
+                        kind,
+                        path: location.url(),
+                        reason: format!(
+                            "data files of several formats ({f} and {} in {})",
+                            file.format,
+                            location.display(&file.path)
+                        ),
+                    })
+                }
+                Some(_) => {}
+            }
+            if file.format != crate::format::Format::Parquet && !file.deleted.is_empty() {
+                return Err(Error::Table {
+                    kind,
+                    path: location.url(),
+                    reason: format!(
+                        "rows deleted from the {} file {}: deletes are read for Parquet files only",
+                        file.format,
+                        location.display(&file.path)
+                    ),
+                });
+            }
+        }
+        let names: Vec<String> = snapshot
+            .partition_fields
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        let candidates: Vec<Candidate> = files
+            .into_iter()
+            .map(|file| Candidate {
+                partition_dir: names
+                    .iter()
+                    .zip(&file.partition_values)
+                    .map(|(n, v)| format!("{n}={}", v.as_deref().unwrap_or("null")))
+                    .collect::<Vec<_>>()
+                    .join("/"),
+                meta: object_store::ObjectMeta {
+                    location: file.path,
+                    last_modified: chrono::DateTime::<chrono::Utc>::UNIX_EPOCH,
+                    size: file.size,
+                    e_tag: None,
+                    version: None,
+                },
+                columns: names.clone(),
+                values: file.partition_values,
+                deleted: file.deleted,
+            })
+            .collect();
+        let inspected = inspect_all(&location, candidates, format, &options).await?;
+        let mut dataset = Dataset {
+            complete: true,
+            success: None,
+            in_flight: Vec::new(),
+            format,
+            partition_fields: snapshot.partition_fields,
+            data_schema: snapshot.schema,
+            files: Vec::new(),
+            splits: Vec::new(),
+            ignored: Vec::new(),
+            corrupt: Vec::new(),
+            location,
+            options,
+            table: Some(TableInfo {
+                kind: snapshot.kind,
+                version: snapshot.version,
+                timestamp_ms: snapshot.timestamp_ms,
+                format_version: snapshot.format_version,
+            }),
+            columns: snapshot.columns,
         };
         dataset.finish(inspected);
         Ok(dataset)
@@ -202,6 +334,8 @@ impl Dataset {
             corrupt: Vec::new(),
             location: base,
             options,
+            table: None,
+            columns: ColumnMapping::default(),
         };
         dataset.finish(inspected);
         Ok(dataset)
@@ -227,15 +361,19 @@ impl Dataset {
                     units: &info.units,
                     rows: info.rows,
                 };
-                self.splits
-                    .extend(split_file(&to_split, self.options.split_size));
+                let mut splits = split_file(&to_split, self.options.split_size);
+                if !file.deleted.is_empty() {
+                    apply_deletes(&mut splits, &info.units, &file.deleted);
+                }
+                self.splits.extend(splits);
             }
+            let deleted = file.deleted.len() as u64;
             self.files.push(DataFile {
                 path: file.meta.location,
                 size: file.meta.size,
                 partition_dir: file.partition_dir,
                 partition_values: file.values,
-                rows: info.rows,
+                rows: info.rows.map(|r| r.saturating_sub(deleted)),
             });
         }
         let Some(format) = self.format else {
@@ -256,6 +394,7 @@ impl Dataset {
                 partition_values: file.values,
                 range: SplitRange::Unreadable { reason },
                 rows: None,
+                deleted: Vec::new(),
             });
         }
     }
@@ -297,6 +436,45 @@ struct Candidate {
     partition_dir: String,
     columns: Vec<String>,
     values: Vec<Option<String>>,
+    /// Positions of rows deleted from the file (tables only), sorted.
+    deleted: Vec<u64>,
+}
+
+/// Gives each split of one file the deleted rows that fall in it, as ranges
+/// of its own row positions, and takes them off its row count. The splits
+/// cover whole row groups in file order (`units`, with their row counts).
+fn apply_deletes(splits: &mut [Split], units: &[crate::format::Unit], deleted: &[u64]) {
+    let mut first_row = Vec::with_capacity(units.len());
+    let mut at = 0u64;
+    for unit in units {
+        first_row.push((unit.index, at, unit.rows));
+        at += unit.rows;
+    }
+    for split in splits {
+        let SplitRange::RowGroups(groups) = &split.range else {
+            continue;
+        };
+        let mut ranges: Vec<(u64, u64)> = Vec::new();
+        let mut offset = 0u64;
+        for group in groups {
+            let Some(&(_, start, rows)) = first_row.iter().find(|(i, _, _)| i == group) else {
+                continue;
+            };
+            let lo = deleted.partition_point(|&p| p < start);
+            let hi = deleted.partition_point(|&p| p < start + rows);
+            for &position in &deleted[lo..hi] {
+                let row = offset + (position - start);
+                match ranges.last_mut() {
+                    Some((_, end)) if *end == row => *end = row + 1,
+                    _ => ranges.push((row, row + 1)),
+                }
+            }
+            offset += rows;
+        }
+        let gone: u64 = ranges.iter().map(|(a, b)| b - a).sum();
+        split.rows = split.rows.map(|r| r.saturating_sub(gone));
+        split.deleted = ranges;
+    }
 }
 
 /// Reads `_SUCCESS` at the root, if present.
@@ -428,6 +606,7 @@ fn assign_partitions(
             partition_dir: file.dirs.join("/"),
             columns,
             values,
+            deleted: Vec::new(),
         });
     }
     let partitioned = out.iter().any(|c| !c.columns.is_empty());

@@ -17,7 +17,7 @@ pub mod split;
 pub mod store;
 pub mod table;
 
-pub use dataset::{DataFile, Dataset, DatasetOptions, Ignored};
+pub use dataset::{DataFile, Dataset, DatasetOptions, Ignored, TableInfo};
 pub use error::{Error, ErrorKind, Result};
 pub use format::{Format, FormatOptions};
 pub use read::{read_split, ReadPlan};

@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::format::{self, FormatOptions, ReadRequest};
 use crate::split::Split;
 use crate::store::Location;
+use crate::table::ColumnMapping;
 
 /// What to read from every split of a dataset: a plain value that travels with the job.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -27,6 +28,9 @@ pub struct ReadPlan {
     pub columns: Vec<String>,
     /// Parsing options.
     pub options: FormatOptions,
+    /// How the files' columns map to the data columns (tables with renamed columns).
+    #[serde(default, skip_serializing_if = "ColumnMapping::is_identity")]
+    pub file_columns: ColumnMapping,
 }
 
 impl ReadPlan {
@@ -60,6 +64,7 @@ impl ReadPlan {
             partition_fields: dataset.partition_fields.clone(),
             columns,
             options,
+            file_columns: dataset.columns.clone(),
         })
     }
 
@@ -104,6 +109,7 @@ pub fn read_split(
         data_schema: plan.data_schema.clone(),
         columns: data_columns,
         options: plan.options.clone(),
+        file_columns: plan.file_columns.clone(),
     };
     let raw = format::read_raw(loc, split, &request, skip);
     let conform = Conformer {

@@ -56,8 +56,14 @@ pub struct Split {
     pub partition_values: Vec<Option<String>>,
     /// The part of the file.
     pub range: SplitRange,
-    /// Rows in the split when known from metadata.
+    /// Rows in the split when known from metadata (deleted rows not counted).
     pub rows: Option<u64>,
+    /// Rows of a table's data file deleted by the table's log (deletion
+    /// vectors, position deletes) that fall in this split: half-open ranges of
+    /// row positions counted from the split's first row, sorted. They are
+    /// never read, and offsets into the split count only the rows that are.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deleted: Vec<(u64, u64)>,
 }
 
 impl Split {
@@ -100,6 +106,7 @@ pub fn split_file(file: &FileToSplit<'_>, split_size: u64) -> Vec<Split> {
         partition_values: file.partition_values.to_vec(),
         range,
         rows,
+        deleted: Vec::new(),
     };
     match file.format {
         Format::Parquet | Format::Orc => by_units(file, split_size)

@@ -122,13 +122,32 @@ fn to_json(dataset: &Dataset, partitions: &BTreeMap<String, PartitionTotals>) ->
         "partitions": parts,
         "in_flight": dataset.in_flight,
         "ignored": dataset.ignored,
+        "table": dataset.table,
     })
 }
 
 fn table(dataset: &Dataset, partitions: &BTreeMap<String, PartitionTotals>) -> String {
     use std::fmt::Write;
     let mut out = String::new();
-    let status = if dataset.complete {
+    let status = if let Some(table) = &dataset.table {
+        let when = table
+            .timestamp_ms
+            .and_then(chrono::DateTime::from_timestamp_millis)
+            .map(|t| format!(" committed {}", t.format("%Y-%m-%d %H:%M:%S UTC")))
+            .unwrap_or_default();
+        match table.kind {
+            connectors::table::TableKind::Delta => {
+                format!(
+                    "delta table, version {}{when} ({})",
+                    table.version, table.format_version
+                )
+            }
+            connectors::table::TableKind::Iceberg => format!(
+                "iceberg table, snapshot {}{when} ({})",
+                table.version, table.format_version
+            ),
+        }
+    } else if dataset.complete {
         "complete (_SUCCESS)".to_string()
     } else if !dataset.in_flight.is_empty() {
         format!(

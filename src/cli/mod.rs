@@ -6,6 +6,7 @@ pub mod run;
 pub mod train;
 
 use clap::{Args, Parser, Subcommand};
+use connectors::table::TableVersion;
 use connectors::{DatasetOptions, Format, FormatOptions};
 
 use crate::exit;
@@ -128,6 +129,17 @@ pub struct DatasetArgs {
     /// Split text lines at the first tab into `key` and `value` (MapReduce TextOutputFormat).
     #[arg(long)]
     pub text_key_value: bool,
+    /// Read this version of a Delta table (time travel) instead of the latest.
+    #[arg(long = "version", value_name = "N", conflicts_with_all = ["snapshot_id", "timestamp"])]
+    pub table_version: Option<u64>,
+    /// Read this snapshot of an Iceberg table instead of the current one.
+    #[arg(long, value_name = "ID", conflicts_with = "timestamp")]
+    pub snapshot_id: Option<i64>,
+    /// Read the version of a Delta or Iceberg table that was current at this time:
+    /// RFC 3339 (`2026-11-29T10:00:00Z`), `YYYY-MM-DD[ HH:MM:SS]` in UTC, or
+    /// milliseconds since the epoch.
+    #[arg(long, value_name = "T", value_parser = parse_timestamp)]
+    pub timestamp: Option<i64>,
 }
 
 impl DatasetArgs {
@@ -150,8 +162,39 @@ impl DatasetArgs {
                 ..FormatOptions::default()
             },
             ignore_corrupt_files: false,
+            table_version: match (self.table_version, self.snapshot_id, self.timestamp) {
+                (Some(v), _, _) => TableVersion::Version(v),
+                (_, Some(id), _) => TableVersion::SnapshotId(id),
+                (_, _, Some(ms)) => TableVersion::Timestamp(ms),
+                _ => TableVersion::Latest,
+            },
         })
     }
+}
+
+/// Parses a point in time into milliseconds since the epoch: RFC 3339, a UTC
+/// date with an optional time, or a plain number of milliseconds.
+pub fn parse_timestamp(s: &str) -> Result<i64, String> {
+    let s = s.trim();
+    if let Ok(ms) = s.parse::<i64>() {
+        return Ok(ms);
+    }
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
+        return Ok(t.timestamp_millis());
+    }
+    for format in ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f"] {
+        if let Ok(t) = chrono::NaiveDateTime::parse_from_str(s, format) {
+            return Ok(t.and_utc().timestamp_millis());
+        }
+    }
+    if let Ok(d) = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d") {
+        if let Some(t) = d.and_hms_opt(0, 0, 0) {
+            return Ok(t.and_utc().timestamp_millis());
+        }
+    }
+    Err(format!(
+        "`{s}` is not a time: use RFC 3339 (2026-11-29T10:00:00Z), 2026-11-29 10:00:00 (UTC) or milliseconds since the epoch"
+    ))
 }
 
 fn parse_format(s: &str) -> Result<Format, String> {

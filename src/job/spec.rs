@@ -26,4 +26,9 @@ pub struct JobSpec {
     /// (served to workers, not recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume_checkpoint: Option<String>,
+    /// The Delta or Iceberg table version the splits were planned from, when
+    /// the dataset is a table: recorded with the job so that a resumed job
+    /// reports (and reads) the version it started on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table: Option<connectors::TableInfo>,
 }

@@ -51,6 +51,9 @@ pub struct Summary {
     /// `trainer.epochs` cover both: each row once per epoch.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resumed: Option<Resumed>,
+    /// The Delta or Iceberg table version trained, when the dataset is a table.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub table: Option<connectors::TableInfo>,
     /// Per-epoch statistics of the trainers.
     pub trainer: TrainerReport,
 }

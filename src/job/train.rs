@@ -107,6 +107,7 @@ pub const CHECKPOINTS: &str = "checkpoints";
 
 /// How a training job ended.
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // one per run
 pub enum Outcome {
     /// It trained (from the start, or resuming its state).
     Trained(Summary),
@@ -172,6 +173,7 @@ pub async fn run_dataset(
             seed: config.seed,
             lease_timeout_ms: None,
             resume_checkpoint: None,
+            table: dataset.table.clone(),
         },
         queue: QueueConfig {
             epochs: config.epochs,
@@ -297,6 +299,7 @@ pub async fn run_dataset(
     let seconds = started.elapsed().as_secs_f64();
     let logistic = matches!(&config.trainer, TrainerChoice::Model(m) if m.logistic);
     let summary = Summary {
+        table: spec.table.clone(),
         url: dataset.location.url(),
         rows: outcome.rows,
         batches: outcome.batches,

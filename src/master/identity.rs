@@ -64,6 +64,11 @@ impl Identity {
             .with("csv-no-header", !format.csv_header)
             .with("csv-delimiter", char::from(format.csv_delimiter))
             .with("text-key-value", format.text_key_value)
+            .with_opt(
+                "table-version",
+                (!options.table_version.is_latest())
+                    .then(|| format!("{:?}", options.table_version)),
+            )
     }
 
     /// Adds `option` from `value` unless it is recorded already (to fill in

@@ -190,6 +190,7 @@ async fn make_job(config: &MasterConfig) -> Result<JobFile, MasterError> {
             seed: config.queue.seed,
             lease_timeout_ms: None,
             resume_checkpoint: None,
+            table: dataset.table.clone(),
         },
         queue: config.queue.clone(),
         identity: Identity::default(),

@@ -554,6 +554,7 @@ mod tests {
             partition_values: Vec::new(),
             range: connectors::SplitRange::Whole,
             rows: Some(1),
+            deleted: Vec::new(),
         };
         JobFile {
             spec: JobSpec {
@@ -564,11 +565,13 @@ mod tests {
                     partition_fields: Vec::new(),
                     columns: Vec::new(),
                     options: FormatOptions::default(),
+                    file_columns: Default::default(),
                 },
                 epochs: 2,
                 seed: 1,
                 lease_timeout_ms: None,
                 resume_checkpoint: None,
+                table: None,
             },
             queue: QueueConfig {
                 epochs: 2,

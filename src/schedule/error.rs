@@ -32,6 +32,19 @@ pub enum RunError {
         /// The source as written in the job file.
         source_url: String,
     },
+    /// A table commit after the last trained version removed or rewrote data,
+    /// and the job's `on-rewrite` policy is `fail`.
+    #[error("the {kind} table {source_url} was rewritten after version {since}: {commits}; set on-rewrite = \"skip\" (train only the appends) or \"retrain\" (train the whole table again) in the job file")]
+    Rewritten {
+        /// `delta` or `iceberg`.
+        kind: &'static str,
+        /// The source.
+        source_url: String,
+        /// The version trained last.
+        since: i64,
+        /// The rewriting commits, as `version N (OPERATION)`.
+        commits: String,
+    },
     /// Listing or reading the source failed.
     #[error(transparent)]
     Connector(Box<connectors::Error>),

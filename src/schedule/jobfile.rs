@@ -15,10 +15,22 @@ use crate::config::TrainConfig;
 pub const DEFAULT_LOCK_TTL: Duration = Duration::from_secs(600);
 
 /// Keys of the job itself; every other key is a `sluice train` option.
-const JOB_KEYS: [&str; 4] = ["source", "state", "lock-ttl", "allow-empty"];
+const JOB_KEYS: [&str; 5] = ["source", "state", "lock-ttl", "allow-empty", "on-rewrite"];
 
 /// Train options a job file cannot set, and why.
-const REFUSED: [(&str, &str); 4] = [
+const REFUSED: [(&str, &str); 7] = [
+    (
+        "version",
+        "a job on a table trains each new version as it comes; use `sluice train --version` to read an old one",
+    ),
+    (
+        "snapshot-id",
+        "a job on a table trains each new snapshot as it comes; use `sluice train --snapshot-id` to read an old one",
+    ),
+    (
+        "timestamp",
+        "a job on a table trains each new version as it comes; use `sluice train --timestamp` to read an old one",
+    ),
     (
         "wait-success",
         "a job trains the partitions that are complete when it runs; use `sluice train --wait-success` for one output",
@@ -63,7 +75,7 @@ pub enum JobFileError {
         key: &'static str,
     },
     /// A key that is neither a job key nor a `sluice train` option.
-    #[error("job file {path}: unknown key `{key}` (keys are source, state, lock-ttl, allow-empty and the long options of `sluice train`)")]
+    #[error("job file {path}: unknown key `{key}` (keys are source, state, lock-ttl, allow-empty, on-rewrite and the long options of `sluice train`)")]
     UnknownKey {
         /// The job file.
         path: String,
@@ -90,6 +102,36 @@ pub enum JobFileError {
     },
 }
 
+/// What `sluice run` does on a table when commits since the last run removed
+/// or rewrote rows it trained (overwrite, delete, merge, update). Compactions,
+/// which rewrite files without changing rows, are always skipped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnRewrite {
+    /// Report the rewrite and train only the rows appended since.
+    #[default]
+    Skip,
+    /// Train the table's whole current version again.
+    Retrain,
+    /// Stop without training or recording anything.
+    Fail,
+}
+
+impl std::str::FromStr for OnRewrite {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "skip" => Ok(OnRewrite::Skip),
+            "retrain" => Ok(OnRewrite::Retrain),
+            "fail" => Ok(OnRewrite::Fail),
+            other => Err(format!(
+                "is `{other}`; it must be \"skip\", \"retrain\" or \"fail\""
+            )),
+        }
+    }
+}
+
 /// A parsed and validated job.
 #[derive(Debug, Clone)]
 pub struct Job {
@@ -103,6 +145,8 @@ pub struct Job {
     pub lock_ttl: Duration,
     /// A source that matches nothing is not an error (`allow-empty = true`).
     pub allow_empty: bool,
+    /// What a run does when a table's commits rewrote data already trained.
+    pub on_rewrite: OnRewrite,
     /// The training options, validated as `sluice train` validates them.
     pub train: TrainConfig,
 }
@@ -129,6 +173,7 @@ impl Job {
         let mut state = None;
         let mut lock_ttl = DEFAULT_LOCK_TTL;
         let mut allow_empty = false;
+        let mut on_rewrite = OnRewrite::default();
         let mut flags = Vec::new();
         let options = train_options();
         for (raw_key, value) in &table {
@@ -152,6 +197,11 @@ impl Job {
                     if lock_ttl.is_zero() {
                         return Err(bad("must be more than 0"));
                     }
+                }
+                "on-rewrite" => {
+                    let text = string_value(value)
+                        .ok_or_else(|| bad("must be \"skip\", \"retrain\" or \"fail\""))?;
+                    on_rewrite = text.parse().map_err(|e: String| bad(&e))?;
                 }
                 "allow-empty" => {
                     allow_empty = value
@@ -188,6 +238,7 @@ impl Job {
             state,
             lock_ttl,
             allow_empty,
+            on_rewrite,
             train,
         })
     }

@@ -5,15 +5,18 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use connectors::Dataset;
+use connectors::table::{self, CommitKind, TableCommit, TableKind, TableVersion};
+use connectors::{Dataset, Location};
 use serde::Serialize;
 use tracing::{info, warn};
 
 use super::checkpoint::{self, WorkDir};
-use super::jobfile::Job;
+use super::jobfile::{Job, OnRewrite};
 use super::lock::Lock;
 use super::partitions::{self, Expansion, Pattern, Status};
-use super::state::{now_text, RunRecord, StateStore, Trained, TrainedPartition};
+use super::state::{
+    now_text, Loaded, RunRecord, StateStore, Trained, TrainedPartition, TrainedTable,
+};
 use super::RunError;
 use crate::job::summary::Summary;
 use crate::job::train::Outcome;
@@ -76,12 +79,59 @@ pub struct RunReport {
     pub recorded: bool,
     /// The training summary, when training ran.
     pub summary: Option<Summary>,
+    /// When the source is a Delta or Iceberg table: the versions this run covers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub table: Option<TableRun>,
+}
+
+/// What a run on a Delta or Iceberg table found and did.
+#[derive(Debug, Clone, Serialize)]
+pub struct TableRun {
+    /// Delta or Iceberg.
+    pub kind: TableKind,
+    /// The version (snapshot) trained up to before this run; `None` on the first run.
+    pub from: Option<i64>,
+    /// The version (snapshot) this run reads, and records once trained.
+    pub to: i64,
+    /// The commits after `from` up to `to`, oldest first.
+    pub commits: Vec<TableCommit>,
+    /// The job's policy for commits that rewrote trained rows.
+    pub on_rewrite: OnRewrite,
+    /// What is trained: `all` (the whole version), `appended` (the rows
+    /// appended after `from`) or `nothing`.
+    pub trains: &'static str,
 }
 
 impl RunReport {
     /// Lines for people.
     pub fn lines(&self) -> Vec<String> {
         let mut lines = Vec::new();
+        if let Some(table) = &self.table {
+            let noun = match table.kind {
+                TableKind::Delta => "version",
+                TableKind::Iceberg => "snapshot",
+            };
+            for commit in &table.commits {
+                let what = match commit.kind {
+                    CommitKind::Append => "appended rows".to_string(),
+                    CommitKind::Compaction => "compaction (rows unchanged), skipped".to_string(),
+                    CommitKind::Metadata => "metadata only".to_string(),
+                    CommitKind::Rewrite => match table.on_rewrite {
+                        OnRewrite::Skip => {
+                            "removed or rewrote trained rows; not trained again (on-rewrite = \"skip\")".to_string()
+                        }
+                        OnRewrite::Retrain => {
+                            "removed or rewrote trained rows; the whole table is trained again (on-rewrite = \"retrain\")".to_string()
+                        }
+                        OnRewrite::Fail => "removed or rewrote trained rows".to_string(),
+                    },
+                };
+                lines.push(format!(
+                    "{noun} {} ({}): {what}",
+                    commit.version, commit.operation
+                ));
+            }
+        }
         let verb = if self.dry_run {
             "would train"
         } else {
@@ -120,7 +170,15 @@ impl RunReport {
             } else {
                 "NOT recorded (tasks failed); they are trained again next run"
             };
-            format!("{summary}; {} partition(s) {recorded}", self.new.len())
+            match &self.table {
+                Some(table) if self.recorded => {
+                    format!("{summary}; {} {} recorded as trained", table.kind, table.to)
+                }
+                Some(_) => {
+                    format!("{summary}; NOT recorded (tasks failed); trained again next run")
+                }
+                None => format!("{summary}; {} partition(s) {recorded}", self.new.len()),
+            }
         };
         lines.push(last);
         lines
@@ -174,6 +232,12 @@ async fn run_locked(pattern: &Pattern, cx: Context<'_>) -> Result<RunReport, Run
         ..
     } = cx;
     let loaded = state.load(&job.source).await?;
+    if !job.source.contains('*') {
+        let location = connectors::store::open(&job.source)?;
+        if let Some(kind) = table::detect(&location).await? {
+            return run_table(&cx, loaded, location, kind).await;
+        }
+    }
     let expansion = partitions::expand(pattern).await?;
     if expansion.partitions.is_empty() {
         if !options.allow_empty {
@@ -196,6 +260,7 @@ async fn run_locked(pattern: &Pattern, cx: Context<'_>) -> Result<RunReport, Run
         rows: 0,
         recorded: false,
         summary: None,
+        table: None,
     };
     let mut roots = Vec::new();
     for p in &expansion.partitions {
@@ -222,12 +287,27 @@ async fn run_locked(pattern: &Pattern, cx: Context<'_>) -> Result<RunReport, Run
     if options.dry_run {
         return Ok(report);
     }
+    let mut config = job.train.clone();
+    config.url = expansion.base.url();
+    train_and_record(&cx, loaded, config, dataset, report, None).await
+}
+
+/// Trains `dataset` (continuing the last run's model) and records the run:
+/// its partitions, or the table version `table`.
+async fn train_and_record(
+    cx: &Context<'_>,
+    loaded: Loaded,
+    mut config: crate::config::TrainConfig,
+    dataset: Dataset,
+    mut report: RunReport,
+    table: Option<TrainedTable>,
+) -> Result<RunReport, RunError> {
+    let state = cx.state;
+    let run_id = cx.run_id;
     for ignored in &dataset.ignored {
         warn!(path = %ignored.path, reason = %ignored.reason, "file not read");
     }
     let work = WorkDir::create(run_id)?;
-    let mut config = job.train.clone();
-    config.url = expansion.base.url();
     checkpoint::restore(
         state,
         loaded.trained.checkpoint.as_deref(),
@@ -246,11 +326,17 @@ async fn run_locked(pattern: &Pattern, cx: Context<'_>) -> Result<RunReport, Run
     let model = summary.trainer.model.clone();
     report.summary = Some(summary);
     if failed {
-        warn!("tasks failed: the new partitions are not recorded as trained");
+        warn!("tasks failed: this run's data is not recorded as trained");
         return Ok(report);
     }
     let saved = checkpoint::save(state, run_id, &trainer, model.as_ref(), &work).await?;
-    let trained = record(&loaded.trained, &report, saved.clone(), cx.started_at);
+    let trained = record(
+        &loaded.trained,
+        &report,
+        saved.clone(),
+        cx.started_at.clone(),
+        table,
+    );
     if let Some(lock) = cx.lock {
         lock.check().await?;
     }
@@ -266,16 +352,155 @@ async fn run_locked(pattern: &Pattern, cx: Context<'_>) -> Result<RunReport, Run
     Ok(report)
 }
 
+/// A run whose source is a Delta or Iceberg table: the first run trains the
+/// latest version; each later one trains the rows appended since the version
+/// recorded, and follows the job's `on-rewrite` policy when commits since
+/// removed or rewrote rows already trained.
+async fn run_table(
+    cx: &Context<'_>,
+    loaded: Loaded,
+    location: Location,
+    kind: TableKind,
+) -> Result<RunReport, RunError> {
+    let job = cx.job;
+    let since = loaded
+        .trained
+        .table
+        .as_ref()
+        .filter(|t| t.kind == kind)
+        .map(|t| t.version);
+    let mut report = RunReport {
+        job: job.path.display().to_string(),
+        source: job.source.clone(),
+        state: cx.state.location.url(),
+        run: cx.run_id.to_string(),
+        dry_run: cx.options.dry_run,
+        matched: 1,
+        trained_before: usize::from(since.is_some()),
+        new: Vec::new(),
+        waiting: Vec::new(),
+        rows: 0,
+        recorded: false,
+        summary: None,
+        table: None,
+    };
+    let (snapshot, files, commits, trains) = match since {
+        None => {
+            let snapshot = table::snapshot(&location, kind, TableVersion::Latest).await?;
+            (snapshot, None, Vec::new(), "all")
+        }
+        Some(since) => {
+            let changes = table::changes(&location, kind, since, TableVersion::Latest).await?;
+            let rewrites: Vec<String> = changes
+                .commits
+                .iter()
+                .filter(|c| c.kind == CommitKind::Rewrite)
+                .map(|c| format!("version {} ({})", c.version, c.operation))
+                .collect();
+            let policy = if rewrites.is_empty() {
+                OnRewrite::Skip
+            } else {
+                job.on_rewrite
+            };
+            match policy {
+                OnRewrite::Fail => {
+                    return Err(RunError::Rewritten {
+                        kind: kind.as_str(),
+                        source_url: job.source.clone(),
+                        since,
+                        commits: rewrites.join(", "),
+                    })
+                }
+                OnRewrite::Retrain => (changes.snapshot, None, changes.commits, "all"),
+                OnRewrite::Skip => {
+                    let trains = if changes.appended.is_empty() {
+                        "nothing"
+                    } else {
+                        "appended"
+                    };
+                    (
+                        changes.snapshot,
+                        Some(changes.appended),
+                        changes.commits,
+                        trains,
+                    )
+                }
+            }
+        }
+    };
+    let to = snapshot.version;
+    report.table = Some(TableRun {
+        kind,
+        from: since,
+        to,
+        commits,
+        on_rewrite: job.on_rewrite,
+        trains,
+    });
+    if since == Some(to) {
+        info!(source = %job.source, version = to, "nothing new in the table");
+        return Ok(report);
+    }
+    let record_only = trains == "nothing";
+    let dataset =
+        Dataset::from_table(location.clone(), snapshot, files, job.train.dataset.clone()).await?;
+    if !record_only {
+        report.new.push(NewPartition {
+            path: format!("{kind} {to}"),
+            url: location.url(),
+            rows: dataset
+                .files
+                .iter()
+                .map(|f| f.rows)
+                .try_fold(0u64, |sum, rows| rows.map(|r| sum + r)),
+            files: dataset.files.len(),
+        });
+    }
+    if cx.options.dry_run {
+        return Ok(report);
+    }
+    let table = TrainedTable {
+        kind,
+        version: to,
+        run: cx.run_id.to_string(),
+    };
+    if record_only {
+        // Only compactions, metadata or skipped rewrites: nothing to train,
+        // but the next run starts after them.
+        let trained = record(
+            &loaded.trained,
+            &report,
+            None,
+            cx.started_at.clone(),
+            Some(table),
+        );
+        if let Some(lock) = cx.lock {
+            lock.check().await?;
+        }
+        cx.state.save(&loaded, &trained).await?;
+        report.recorded = true;
+        return Ok(report);
+    }
+    let mut config = job.train.clone();
+    config.url = location.url();
+    train_and_record(cx, loaded, config, dataset, report, Some(table)).await
+}
+
 /// The record with this run's partitions added.
 fn record(
     before: &Trained,
     report: &RunReport,
     checkpoint: Option<String>,
     started_at: String,
+    table: Option<TrainedTable>,
 ) -> Trained {
     let finished_at = now_text();
     let mut trained = before.clone();
-    for p in &report.new {
+    let is_table = table.is_some();
+    if is_table {
+        trained.table = table;
+    }
+    for p in report.new.iter().filter(|_| !is_table) {
         trained.partitions.insert(
             p.path.clone(),
             TrainedPartition {

@@ -105,6 +105,21 @@ pub struct Trained {
     /// The model checkpoint of the last successful run: a prefix inside the state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<String>,
+    /// When the source is a Delta or Iceberg table: the version (snapshot)
+    /// trained up to. The next run trains what was added after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table: Option<TrainedTable>,
+}
+
+/// The table version a job has trained up to.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TrainedTable {
+    /// Delta or Iceberg.
+    pub kind: connectors::table::TableKind,
+    /// The Delta version or Iceberg snapshot id trained up to.
+    pub version: i64,
+    /// The run that trained it.
+    pub run: String,
 }
 
 /// `trained.json` as read, with the version a conditional write must match.

@@ -194,6 +194,8 @@ pub struct ReadRequest {
     pub columns: Vec<String>,
     /// Parsing options.
     pub options: FormatOptions,
+    /// How file columns map to data columns (tables with renamed columns).
+    pub file_columns: crate::table::ColumnMapping,
 }
 
 /// Decodes one split into batches of the file's own columns, starting `skip`

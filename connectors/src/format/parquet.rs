@@ -192,44 +192,154 @@ pub(super) fn read(
     let path = split.object_path();
     let size = split.size;
     let range = split.range.clone();
+    let deleted = split.deleted.clone();
     let columns = request.columns.clone();
+    let mapping = request.file_columns.clone();
     let batch_size = request.options.batch_size;
-    let open = async move {
-        let mut reader = StoreReader::new(loc.store.clone(), path.clone(), size);
-        let builder = ParquetRecordBatchStreamBuilder::new(reader.clone())
-            .await
-            .map_err(|e| map_err(&loc, &path, e))?;
-        reader.metadata = Some(builder.metadata().clone());
-        let schema = builder.schema().clone();
-        let roots: Vec<usize> = columns
-            .iter()
-            .filter_map(|c| schema.index_of(c).ok())
-            .collect();
-        let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
-        let groups = match range {
-            SplitRange::RowGroups(g) => g,
-            _ => (0..builder.metadata().num_row_groups()).collect(),
+    let open =
+        async move {
+            let mut reader = StoreReader::new(loc.store.clone(), path.clone(), size);
+            let builder = ParquetRecordBatchStreamBuilder::new(reader.clone())
+                .await
+                .map_err(|e| map_err(&loc, &path, e))?;
+            reader.metadata = Some(builder.metadata().clone());
+            let schema = builder.schema().clone();
+            // The file's columns under the names the dataset gives them.
+            let names: Vec<String> = schema
+                .fields()
+                .iter()
+                .map(|f| mapping.logical_name(f).to_string())
+                .collect();
+            let roots: Vec<usize> = columns
+                .iter()
+                .filter_map(|c| names.iter().position(|n| n == c))
+                .collect();
+            let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+            let groups = match range {
+                SplitRange::RowGroups(g) => g,
+                _ => (0..builder.metadata().num_row_groups()).collect(),
+            };
+            let total: u64 = groups
+                .iter()
+                .filter_map(|&g| builder.metadata().row_groups().get(g))
+                .map(|rg| rg.num_rows().max(0) as u64)
+                .sum();
+            let mut builder = builder
+                .with_projection(mask)
+                .with_row_groups(groups)
+                .with_batch_size(batch_size);
+            if let Some(selection) = selection(total, &deleted, skip) {
+                builder = builder.with_row_selection(selection);
+            }
+            let stream = builder.build().map_err(|e| map_err(&loc, &path, e))?;
+            let renamed = (!mapping.is_identity()).then(|| {
+                let fields: Vec<arrow::datatypes::FieldRef> = stream
+                    .schema()
+                    .fields()
+                    .iter()
+                    .map(|f| Arc::new(f.as_ref().clone().with_name(mapping.logical_name(f))))
+                    .collect();
+                Arc::new(arrow::datatypes::Schema::new(fields))
+            });
+            let loc2 = loc.clone();
+            let loc3 = loc.clone();
+            let path2 = path.clone();
+            Ok::<_, Error>(stream.map_err(move |e| map_err(&loc2, &path, e)).and_then(
+                move |batch| {
+                    let out = match &renamed {
+                        Some(schema) => RecordBatch::try_new_with_options(
+                            schema.clone(),
+                            batch.columns().to_vec(),
+                            &arrow::record_batch::RecordBatchOptions::new()
+                                .with_row_count(Some(batch.num_rows())),
+                        )
+                        .map_err(|e| corrupt(&loc3, &path2, e)),
+                        None => Ok(batch),
+                    };
+                    futures::future::ready(out)
+                },
+            ))
         };
-        let total: u64 = groups
-            .iter()
-            .filter_map(|&g| builder.metadata().row_groups().get(g))
-            .map(|rg| rg.num_rows().max(0) as u64)
-            .sum();
-        let mut builder = builder
-            .with_projection(mask)
-            .with_row_groups(groups)
-            .with_batch_size(batch_size);
-        if skip > 0 {
-            let skip = skip.min(total) as usize;
-            let select = (total as usize).saturating_sub(skip);
-            builder = builder.with_row_selection(RowSelection::from(vec![
-                RowSelector::skip(skip),
-                RowSelector::select(select),
-            ]));
-        }
-        let stream = builder.build().map_err(|e| map_err(&loc, &path, e))?;
-        let loc2 = loc.clone();
-        Ok::<_, Error>(stream.map_err(move |e| map_err(&loc2, &path, e)))
-    };
     futures::stream::once(open).try_flatten().boxed()
+}
+
+/// The rows of a split to decode: all but the `deleted` ranges (positions
+/// in the split, sorted), less the first `skip` of those left. `None` when
+/// every row is read.
+fn selection(total: u64, deleted: &[(u64, u64)], skip: u64) -> Option<RowSelection> {
+    if deleted.is_empty() && skip == 0 {
+        return None;
+    }
+    let mut selectors: Vec<RowSelector> = Vec::new();
+    let mut push = |skip: bool, rows: u64| {
+        if rows == 0 {
+            return;
+        }
+        match selectors.last_mut() {
+            Some(last) if last.skip == skip => last.row_count += rows as usize,
+            _ => selectors.push(if skip {
+                RowSelector::skip(rows as usize)
+            } else {
+                RowSelector::select(rows as usize)
+            }),
+        }
+    };
+    let mut at = 0u64;
+    let mut to_skip = skip;
+    for &(start, end) in deleted {
+        let (start, end) = (start.min(total), end.min(total));
+        if start > at {
+            let live = start - at;
+            let skipped = live.min(to_skip);
+            to_skip -= skipped;
+            push(true, skipped);
+            push(false, live - skipped);
+        }
+        push(true, end.saturating_sub(start.max(at)));
+        at = at.max(end);
+    }
+    if total > at {
+        let live = total - at;
+        let skipped = live.min(to_skip);
+        push(true, skipped);
+        push(false, live - skipped);
+    }
+    Some(RowSelection::from(selectors))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows(selection: RowSelection, total: usize) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut at = 0;
+        for s in selection.iter() {
+            if !s.skip {
+                out.extend(at..at + s.row_count);
+            }
+            at += s.row_count;
+        }
+        assert_eq!(at, total, "the selection covers every row");
+        out
+    }
+
+    #[test]
+    fn deleted_rows_are_never_selected_and_skip_counts_live_rows() {
+        let deleted = [(0, 2), (5, 6), (9, 10)];
+        assert_eq!(
+            rows(selection(10, &deleted, 0).unwrap(), 10),
+            vec![2, 3, 4, 6, 7, 8]
+        );
+        assert_eq!(rows(selection(10, &deleted, 4).unwrap(), 10), vec![7, 8]);
+        assert_eq!(
+            rows(selection(10, &deleted, 6).unwrap(), 10),
+            Vec::<usize>::new()
+        );
+        assert_eq!(
+            rows(selection(10, &[], 3).unwrap(), 10),
+            (3..10).collect::<Vec<_>>()
+        );
+        assert!(selection(10, &[], 0).is_none());
+    }
 }

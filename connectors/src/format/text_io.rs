@@ -311,6 +311,7 @@ mod tests {
                 partition_values: Vec::new(),
                 range: SplitRange::Bytes { start, end },
                 rows: None,
+                deleted: Vec::new(),
             };
             let loc = loc.clone();
             let part = tokio::task::spawn_blocking(move || {

@@ -239,7 +239,7 @@ impl Kernel {
         files.sort_by(|a, b| a.path.cmp(&b.path));
         let timestamp_ms = snap.get_timestamp(self.engine.as_ref()).ok();
         let properties = snap.table_properties();
-        let mut format_version = format!("delta version {}", snap.version());
+        let mut format_version = "delta".to_string();
         if properties.enable_deletion_vectors == Some(true) {
             format_version.push_str(", deletion vectors");
         }

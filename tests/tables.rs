@@ -1,0 +1,342 @@
+//! Delta Lake tables written by real Spark with the real Delta connector
+//! (tests/fixtures/make_tables.py): every version `ls` counts and `train`
+//! delivers is exactly the version Spark reads (appends, a partitioned table,
+//! an overwrite, deletion vectors, column mapping, schema evolution, a
+//! compaction, a merge), time travel by version and by time, and the errors
+//! for versions that do not exist.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use common::*;
+use serde_json::Value;
+
+/// The whole of `tables/expected.json`.
+fn tables_expected() -> &'static Value {
+    static EXPECTED: OnceLock<Value> = OnceLock::new();
+    EXPECTED.get_or_init(|| {
+        let path = fixtures_dir().join("tables/expected.json");
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+            panic!(
+                "cannot read {}: {e}; tests/run.sh writes it with tests/fixtures/make_tables.py",
+                path.display()
+            )
+        });
+        parse_json(&text, &path.display().to_string())
+    })
+}
+
+/// The expected entries of every table of `kind`, by name.
+fn tables(kind: &str) -> Vec<(&'static str, &'static Value)> {
+    let all = tables_expected()["tables"]
+        .as_object()
+        .expect("tables/expected.json has no `tables` object");
+    let found: Vec<_> = all
+        .iter()
+        .filter(|(_, t)| t["kind"] == kind)
+        .map(|(name, t)| (name.as_str(), t))
+        .collect();
+    assert!(
+        !found.is_empty(),
+        "tables/expected.json has no {kind} table"
+    );
+    found
+}
+
+fn table_dir(table: &Value) -> PathBuf {
+    fixtures_dir().join("tables").join(
+        table["path"]
+            .as_str()
+            .expect("a table entry without `path`"),
+    )
+}
+
+fn versions(table: &Value) -> &Vec<Value> {
+    table["versions"]
+        .as_array()
+        .expect("a table entry without `versions`")
+}
+
+fn ids_of(version: &Value) -> BTreeSet<i64> {
+    version["ids"]
+        .as_array()
+        .expect("a version without `ids`")
+        .iter()
+        .map(|v| v.as_i64().expect("a non-integer id"))
+        .collect()
+}
+
+/// `sluice ls --json` of `dir` with `extra` flags.
+fn ls(dir: &Path, extra: &[&str]) -> Value {
+    let dir = dir.display().to_string();
+    let mut args = vec!["ls", dir.as_str(), "--json"];
+    args.extend_from_slice(extra);
+    sluice(&args).success().json()
+}
+
+/// What one `train` delivered: ids with how often, and the trainers' value files.
+struct Trained {
+    ids: std::collections::HashMap<i64, u32>,
+    sums: BTreeMap<String, f64>,
+    nulls: BTreeMap<String, u64>,
+    partitions: BTreeMap<String, u64>,
+    columns: Vec<String>,
+    summary: Value,
+}
+
+/// Trains on `dir` with two devices of the table-check trainer.
+fn train(dir: &Path, extra: &[&str], partition_columns: &[&str]) -> Trained {
+    let out = tempfile::tempdir().expect("tempdir");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/trainers/table_check.py");
+    let exec = format!(
+        "{} {} --out {} --partition-columns '{}'",
+        python(),
+        script.display(),
+        out.path().display(),
+        partition_columns.join(",")
+    );
+    let summary = out.path().join("summary.json");
+    let dir = dir.display().to_string();
+    let summary_arg = summary.display().to_string();
+    let mut args = vec![
+        "train",
+        dir.as_str(),
+        "--exec",
+        &exec,
+        "--devices",
+        "2",
+        "--batch-size",
+        "37",
+        "--quiet",
+        "--summary-json",
+        &summary_arg,
+    ];
+    args.extend_from_slice(extra);
+    sluice(&args).success();
+    let mut trained = Trained {
+        ids: recorded_ids(out.path(), "ids-"),
+        sums: BTreeMap::new(),
+        nulls: BTreeMap::new(),
+        partitions: BTreeMap::new(),
+        columns: Vec::new(),
+        summary: parse_json(
+            &std::fs::read_to_string(&summary).expect("no summary written"),
+            "summary",
+        ),
+    };
+    for entry in std::fs::read_dir(out.path()).expect("list trainer output") {
+        let path = entry.expect("list trainer output").path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if !name.starts_with("values-") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("read values");
+        let values = parse_json(&text, name);
+        trained.columns = values["columns"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|c| c.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (column, sum) in values["sums"].as_object().into_iter().flatten() {
+            *trained.sums.entry(column.clone()).or_default() += sum.as_f64().unwrap_or(0.0);
+        }
+        for (column, n) in values["nulls"].as_object().into_iter().flatten() {
+            *trained.nulls.entry(column.clone()).or_default() += n.as_u64().unwrap_or(0);
+        }
+        for (label, n) in values["partitions"].as_object().into_iter().flatten() {
+            *trained.partitions.entry(label.clone()).or_default() += n.as_u64().unwrap_or(0);
+        }
+    }
+    trained
+}
+
+/// Every id of `version` arrived once, and no other.
+#[track_caller]
+fn assert_ids(trained: &Trained, version: &Value, what: &str) {
+    let expected = ids_of(version);
+    let twice: Vec<_> = trained.ids.iter().filter(|(_, &n)| n > 1).take(5).collect();
+    assert!(twice.is_empty(), "{what}: ids delivered twice: {twice:?}");
+    let got: BTreeSet<i64> = trained.ids.keys().copied().collect();
+    let missing: Vec<_> = expected.difference(&got).take(5).collect();
+    let extra: Vec<_> = got.difference(&expected).take(5).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "{what}: ids missing {missing:?}, ids not in that version (deleted or overwritten) {extra:?}"
+    );
+}
+
+/// The values Spark summed for `version`, compared with what was trained.
+#[track_caller]
+fn assert_values(trained: &Trained, version: &Value, what: &str) {
+    let columns: Vec<String> = version["columns"]
+        .as_array()
+        .expect("a version without `columns`")
+        .iter()
+        .filter_map(|c| c.as_str().map(String::from))
+        .collect();
+    let got: BTreeSet<&String> = trained.columns.iter().collect();
+    let want: BTreeSet<&String> = columns.iter().collect();
+    assert_eq!(got, want, "{what}: columns");
+    for (column, sum) in version["sums"].as_object().into_iter().flatten() {
+        let Some(sum) = sum.as_f64() else {
+            continue; // every value null
+        };
+        let trained_sum = trained.sums.get(column).copied().unwrap_or(0.0);
+        assert!(
+            (trained_sum - sum).abs() <= 1e-6 * sum.abs().max(1.0),
+            "{what}: sum of `{column}` is {trained_sum}, Spark read {sum}"
+        );
+    }
+    for (column, n) in version["null_counts"].as_object().into_iter().flatten() {
+        assert_eq!(
+            trained.nulls.get(column).copied().unwrap_or(0),
+            n.as_u64().unwrap_or(0),
+            "{what}: nulls in `{column}`"
+        );
+    }
+}
+
+#[test]
+fn every_delta_version_lists_and_trains_as_spark_reads_it() {
+    for (name, table) in tables("delta") {
+        let dir = table_dir(table);
+        let partition_columns: Vec<&str> = table["partition_columns"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|c| c.as_str()).collect())
+            .unwrap_or_default();
+        let all = versions(table);
+        for (i, version) in all.iter().enumerate() {
+            let number = version["version"].as_u64().expect("a Delta version number");
+            let what = format!("{name} version {number} ({})", version["operation"]);
+            let latest = i + 1 == all.len();
+            let flag = number.to_string();
+            let extra: Vec<&str> = if latest {
+                vec![]
+            } else {
+                vec!["--version", &flag]
+            };
+            let listing = ls(&dir, &extra);
+            assert_eq!(listing["table"]["kind"], "delta", "{what}: {listing}");
+            assert_eq!(listing["table"]["version"].as_u64(), Some(number), "{what}");
+            assert_eq!(
+                listing["rows"].as_u64(),
+                version["count"].as_u64(),
+                "{what}: ls rows differ from Spark's count"
+            );
+            let trained = train(&dir, &extra, &partition_columns);
+            assert_ids(&trained, version, &what);
+            assert_values(&trained, version, &what);
+            assert_eq!(
+                trained.summary["table"]["version"].as_u64(),
+                Some(number),
+                "{what}: the summary records the version trained"
+            );
+            if let Some(counts) = version["partition_counts"].as_array() {
+                for entry in counts {
+                    let label = partition_columns
+                        .iter()
+                        .map(|c| format!("{c}={}", plain(&entry[*c])))
+                        .collect::<Vec<_>>()
+                        .join("/");
+                    assert_eq!(
+                        trained.partitions.get(&label).copied(),
+                        entry["count"].as_u64(),
+                        "{what}: rows of partition {label} ({:?})",
+                        trained.partitions
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A JSON value as Python's `str()` prints it (what the trainer labels with).
+fn plain(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "None".to_string(),
+        other => other.to_string(),
+    }
+}
+
+#[test]
+fn delta_time_travel_by_timestamp_reads_the_version_then_current() {
+    for (name, table) in tables("delta") {
+        let dir = table_dir(table);
+        for version in versions(table) {
+            let number = version["version"].as_u64().expect("a Delta version number");
+            let Some(ms) = version["timestamp_ms"].as_i64() else {
+                panic!("{name}: version {number} has no timestamp_ms");
+            };
+            let at = ms.to_string();
+            let listing = ls(&dir, &["--timestamp", &at]);
+            assert_eq!(
+                listing["table"]["version"].as_u64(),
+                Some(number),
+                "{name}: --timestamp {at} (version {number}'s commit time)"
+            );
+            assert_eq!(
+                listing["rows"].as_u64(),
+                version["count"].as_u64(),
+                "{name}"
+            );
+        }
+    }
+}
+
+#[test]
+fn delta_versions_that_do_not_exist_are_refused_in_one_line() {
+    let (_, table) = tables("delta")[0];
+    let dir = table_dir(table);
+    let dir = dir.display().to_string();
+    let run = sluice(["ls", dir.as_str(), "--version", "999"]).failure();
+    assert_one_line_error(&run, &["no such version", "999"]);
+    let run = sluice(["ls", dir.as_str(), "--timestamp", "2001-01-01"]).failure();
+    assert_one_line_error(&run, &["no such version", "2001-01-01"]);
+    let run = sluice(["ls", dir.as_str(), "--snapshot-id", "5"]).failure();
+    assert_one_line_error(&run, &["--snapshot-id", "Delta"]);
+    let plain = fixture("parquet_plain").display().to_string();
+    let run = sluice(["ls", plain.as_str(), "--version", "1"]).failure();
+    assert_one_line_error(&run, &["neither a Delta nor an Iceberg table"]);
+}
+
+#[test]
+fn a_delta_directory_is_never_read_as_raw_files() {
+    // Spark's overwrite leaves the old files in place: a listing would read
+    // them too. The table holds only the rows of its last version.
+    let (name, table) = tables("delta")
+        .into_iter()
+        .find(|(n, _)| n.contains("overwrite"))
+        .expect("a Delta overwrite table");
+    let dir = table_dir(table);
+    let last = versions(table).last().expect("versions");
+    let files_on_disk = walk_parquet(&dir);
+    let live = last["files"].as_array().map(Vec::len).unwrap_or(0);
+    assert!(
+        files_on_disk > live,
+        "{name}: the fixture should keep overwritten files on disk ({files_on_disk} files, {live} live)"
+    );
+    let listing = ls(&dir, &[]);
+    assert_eq!(listing["files"].as_u64(), Some(live as u64), "{name}");
+    assert_eq!(listing["rows"].as_u64(), last["count"].as_u64(), "{name}");
+}
+
+fn walk_parquet(dir: &Path) -> usize {
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir).expect("list table") {
+        let path = entry.expect("list table").path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if path.is_dir() && !name.starts_with('_') {
+            n += walk_parquet(&path);
+        } else if name.ends_with(".parquet") && !name.starts_with('.') {
+            n += 1;
+        }
+    }
+    n
+}
