@@ -135,7 +135,7 @@ impl Stepper {
         self.groups.is_empty() && self.dropped.is_empty()
     }
 
-    /// Whether [`Stepper::next`] has a step to give.
+    /// Whether [`Stepper::next_step`] has a step to give.
     pub fn ready(&self) -> bool {
         self.groups
             .front()
@@ -143,7 +143,7 @@ impl Stepper {
     }
 
     /// The next step, if one is ready.
-    pub fn next(&mut self) -> Result<Option<Step>, ArrowError> {
+    pub fn next_step(&mut self) -> Result<Option<Step>, ArrowError> {
         let Some(group) = self.groups.front() else {
             return Ok(None);
         };

@@ -32,7 +32,7 @@ fn steps(devices: usize, size: u64, rows: u64, drop_last: bool) -> (Vec<Vec<usiz
     let mut ids = Vec::new();
     let mut at = 0;
     let take = |s: &mut Stepper, out: &mut Vec<Step>| {
-        while let Some(step) = s.next().expect("step") {
+        while let Some(step) = s.next_step().expect("step") {
             out.push(step);
         }
     };
@@ -44,7 +44,10 @@ fn steps(devices: usize, size: u64, rows: u64, drop_last: bool) -> (Vec<Vec<usiz
     }
     s.end_epoch();
     take(&mut s, &mut out);
-    assert!(s.is_empty() || !s.dropped.is_empty(), "everything handed out");
+    assert!(
+        s.is_empty() || !s.dropped.is_empty(),
+        "everything handed out"
+    );
     let dropped: usize = s.take_dropped().iter().map(|b| b.data.num_rows()).sum();
     for (k, step) in out.iter().enumerate() {
         assert_eq!(step.batches.len(), devices, "one batch per device");
@@ -53,8 +56,18 @@ fn steps(devices: usize, size: u64, rows: u64, drop_last: bool) -> (Vec<Vec<usiz
             assert_eq!(md.get(EPOCH_KEY).map(String::as_str), Some("0"));
             assert_eq!(md.get(STEP_KEY), Some(&k.to_string()));
             let last = k + 1 == out.len();
-            assert_eq!(md.contains_key(EPOCH_END_KEY), last, "step {k} of {}", out.len());
-            let col = b.data.column(0).as_primitive::<Int64Type>().values().to_vec();
+            assert_eq!(
+                md.contains_key(EPOCH_END_KEY),
+                last,
+                "step {k} of {}",
+                out.len()
+            );
+            let col = b
+                .data
+                .column(0)
+                .as_primitive::<Int64Type>()
+                .values()
+                .to_vec();
             let prov: Vec<i64> = b
                 .provenance
                 .iter()
@@ -66,7 +79,11 @@ fn steps(devices: usize, size: u64, rows: u64, drop_last: bool) -> (Vec<Vec<usiz
     }
     ids.sort_unstable();
     ids.dedup();
-    assert_eq!(ids.len() + dropped, rows as usize, "no row lost or repeated");
+    assert_eq!(
+        ids.len() + dropped,
+        rows as usize,
+        "no row lost or repeated"
+    );
     let sizes = out
         .iter()
         .map(|s| s.batches.iter().map(|b| b.data.num_rows()).collect())
@@ -78,7 +95,10 @@ fn steps(devices: usize, size: u64, rows: u64, drop_last: bool) -> (Vec<Vec<usiz
 fn the_last_partial_step_is_split_evenly() {
     // 2 devices, batches of 10, 73 rows: 3 full steps, then 13 rows as 7 + 6.
     let (sizes, dropped) = steps(2, 10, 73, false);
-    assert_eq!(sizes, vec![vec![10, 10], vec![10, 10], vec![10, 10], vec![7, 6]]);
+    assert_eq!(
+        sizes,
+        vec![vec![10, 10], vec![10, 10], vec![10, 10], vec![7, 6]]
+    );
     assert_eq!(dropped, 0);
     // 3 devices, 4096 rows of 1000: one full step, then 1096 rows as 366+365+365.
     let (sizes, _) = steps(3, 1000, 4096, false);
@@ -115,13 +135,18 @@ fn a_lost_lease_leaves_steps_whole() {
     let mut other = batch(1000, 10, 0);
     other.provenance[0].attempt = AttemptId(2);
     s.push(other);
-    let first = s.next().expect("step").expect("ready");
+    let first = s.next_step().expect("step").expect("ready");
     assert_eq!(first.batches.len(), 2);
     assert_eq!(s.drop_attempt(AttemptId(2)).expect("drop"), 10);
     s.end_epoch();
     let mut sizes = Vec::new();
-    while let Some(step) = s.next().expect("step") {
-        sizes.push(step.batches.iter().map(|b| b.data.num_rows()).collect::<Vec<_>>());
+    while let Some(step) = s.next_step().expect("step") {
+        sizes.push(
+            step.batches
+                .iter()
+                .map(|b| b.data.num_rows())
+                .collect::<Vec<_>>(),
+        );
     }
     assert_eq!(sizes, vec![vec![10, 10], vec![5, 5]]);
     assert!(s.is_empty());
@@ -134,9 +159,13 @@ fn a_new_epoch_ends_the_last_one() {
     s.push(batch(10, 10, 0));
     assert!(!s.ready(), "the only full step waits for the epoch's end");
     s.push(batch(0, 10, 1));
-    let step = s.next().expect("step").expect("epoch 0 ended");
+    let step = s.next_step().expect("step").expect("epoch 0 ended");
     assert_eq!(step.epoch, 0);
-    assert!(step.batches[0].data.schema().metadata().contains_key(EPOCH_END_KEY));
-    assert!(s.next().expect("step").is_none());
+    assert!(step.batches[0]
+        .data
+        .schema()
+        .metadata()
+        .contains_key(EPOCH_END_KEY));
+    assert!(s.next_step().expect("step").is_none());
     assert!(s.open());
 }
