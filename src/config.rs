@@ -66,6 +66,10 @@ pub struct TrainConfig {
     pub prefetch: usize,
     /// Shuffle buffer rows.
     pub shuffle_buffer: usize,
+    /// One batch per device per step, the same steps per epoch on every device.
+    pub lockstep: bool,
+    /// With `lockstep`: drop the epoch's last partial step.
+    pub drop_last: bool,
     /// Seed.
     pub seed: u64,
     /// Attempts per task.
@@ -172,6 +176,11 @@ impl TrainConfig {
                 "applies to the built-in models (--model linear|logistic); an exec trainer writes its own checkpoints",
             )?;
         }
+        rule(
+            self.lockstep || !self.drop_last,
+            "drop-last",
+            "applies to --lockstep (the epoch's last partial step)",
+        )?;
         if let Some(columns) = &self.columns {
             check_columns(columns)?;
         }

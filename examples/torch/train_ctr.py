@@ -13,10 +13,12 @@ vectorised over the Arrow buffers), feeds the embeddings and log-scaled numeric
 columns to a small MLP, and minimises the logistic loss with Adam. Nulls in numeric
 columns count as 0; null strings hash to a bucket of their own.
 
-Each process trains its own replica on the share of the data sluice gives its device
-(no gradient exchange between processes: for synchronous data parallelism across
-GPUs, wrap the model in torch.nn.parallel.DistributedDataParallel with rank
-SLUICE_DEVICE and world size SLUICE_DEVICES). A batch is acknowledged to sluice once
+Each process trains its own replica on the share of the data sluice gives its device.
+Under `sluice train --lockstep` the processes are one torch.distributed group instead
+(sluice sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, and gives every process
+one batch per step and the same number of steps per epoch): the model is wrapped in
+DistributedDataParallel (NCCL on GPUs, gloo on CPUs), so every process holds the same
+model, trained on all the processes' batches. A batch is acknowledged to sluice once
 the optimizer step that used it is done, so a process that dies loses no data: the
 batches it had not finished are served to the process sluice starts in its place
 (which starts from a fresh model without --checkpoint-dir).
@@ -34,10 +36,13 @@ kept checkpoints: sluice resumes a job from the last step every device reached.
 
 It prints its loss to stderr every --log-every steps and, with --summary-dir DIR,
 writes DIR/summary-<device>-<pid>.json at the end: steps, rows, positives, the loss
-of every step and the mean loss of the first and last --window steps.
+of every step, the mean loss of the first and last --window steps, the epochs whose
+end sluice marked, and a SHA-256 digest of the final model's parameters.
 """
 
 import argparse
+import datetime
+import hashlib
 import json
 import math
 import os
@@ -75,14 +80,14 @@ class CTRModel(nn.Module):
         return self.mlp(torch.cat([numeric, embedded], dim=1)).squeeze(1)
 
 
-def split_columns(schema, label):
-    """(numeric, categorical) feature column names of the stream's schema."""
+def split_columns(schema, label, skip=()):
+    """(numeric, categorical) feature column names of the stream's schema (not `skip`)."""
     if schema.get_field_index(label) < 0:
         raise sluice_trainer.SluiceError(
             f"no label column {label!r} in the data; it has {', '.join(schema.names)}")
     numeric, categorical = [], []
     for field in schema:
-        if field.name == label:
+        if field.name == label or field.name in skip:
             continue
         kind = field.type
         if pa.types.is_integer(kind) or pa.types.is_floating(kind):
@@ -106,6 +111,24 @@ def features(tensors, numeric, categorical):
     else:
         ids = torch.zeros(rows, 0, dtype=torch.int64)
     return values, ids
+
+
+def digest(model):
+    """SHA-256 of the model's state (names and values), equal for equal models."""
+    h = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def join_group(conn, device, timeout):
+    """Joins the torch.distributed group of the --lockstep processes."""
+    import torch.distributed as dist
+
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
+    return dist
 
 
 def mean(values):
@@ -209,6 +232,13 @@ def main():
                     help="checkpoint every STEPS steps (default: 100), and at the end")
     ap.add_argument("--keep-checkpoints", type=int, default=3, metavar="N",
                     help="checkpoints kept per device (default: 3)")
+    ap.add_argument("--id-column", metavar="NAME",
+                    help="a column that is no feature: with --summary-dir, each trained "
+                         "batch's values of it are appended to DIR/ids-<device>-<pid>.txt "
+                         "as lines '<epoch> <id>' once its step is done")
+    ap.add_argument("--group-timeout", type=float, default=300, metavar="SECONDS",
+                    help="under --lockstep: how long a collective may wait for the other "
+                         "processes before failing (default: 300)")
     args = ap.parse_args()
     if args.checkpoint_every < 1 or args.keep_checkpoints < 1:
         ap.error("--checkpoint-every and --keep-checkpoints must be at least 1")
@@ -220,30 +250,43 @@ def main():
     who = f"train_ctr device {conn.device}/{conn.devices}"
     device = conn.torch_device()
 
+    dist = None
+    if conn.lockstep and conn.world_size > 1:
+        dist = join_group(conn, device, args.group_timeout)
+        who = f"train_ctr rank {conn.rank}/{conn.world_size} (device {conn.device}/{conn.devices})"
     schema = conn.schema
-    losses, rows, positives = [], 0, 0
+    losses, rows, positives, epochs_ended = [], 0, 0, []
+    final_digest = None
     step = saved = 0  # steps of the model (with those of a loaded checkpoint); last saved
     resume = None
     started = time.monotonic()
     if schema is not None:
-        numeric, categorical = split_columns(schema, args.label)
-        model = CTRModel(len(numeric), len(categorical), args.buckets, args.dim,
-                         args.hidden).to(device)
-        optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+        skip = (args.id_column,) if args.id_column else ()
+        numeric, categorical = split_columns(schema, args.label, skip)
+        ids_log = None
+        if args.id_column and args.summary_dir:
+            os.makedirs(args.summary_dir, exist_ok=True)
+            ids_log = os.path.join(args.summary_dir, f"ids-{conn.device}-{os.getpid()}.txt")
+        net = CTRModel(len(numeric), len(categorical), args.buckets, args.dim,
+                       args.hidden).to(device)
+        optimizer = torch.optim.Adam(net.parameters(), lr=args.lr)
         loss_fn = nn.BCEWithLogitsLoss()
         if args.checkpoint_dir:
             root = os.path.join(args.checkpoint_dir, f"device-{conn.device}")
             os.makedirs(root, exist_ok=True)
             resume = sluice_trainer.resume_checkpoint()
             if resume is not None:
-                step = saved = load_checkpoint(root, resume, model, optimizer, device)
+                step = saved = load_checkpoint(root, resume, net, optimizer, device)
                 print(f"{who}: resumed from checkpoint {resume} (step {step})",
                       file=sys.stderr, flush=True)
             prune_checkpoints(root, args.keep_checkpoints, step)
+        # Under --lockstep every process starts from rank 0's parameters (DDP
+        # broadcasts them) and applies the gradients averaged over all of them.
+        model = net if dist is None else nn.parallel.DistributedDataParallel(net)
         print(f"{who}: {len(numeric)} numeric, {len(categorical)} categorical columns "
               f"on {device}", file=sys.stderr, flush=True)
         batches = sluice_trainer.torch_batches(
-            columns=[args.label] + numeric + categorical,
+            columns=[args.label] + numeric + categorical + list(skip),
             hash_buckets=args.buckets, nulls="fill", fill_value=0)
         # Each loop is one step: sluice_trainer acknowledges the batch when the loop
         # asks for the next one, i.e. once optimizer.step() has applied it.
@@ -251,16 +294,25 @@ def main():
             label = tensors[args.label].to(device, torch.float32)
             values, ids = features(tensors, numeric, categorical)
             logits = model(values.to(device), ids.to(device))
-            loss = loss_fn(logits, label)
+            # A process may get a batch of no rows (an epoch with fewer rows than
+            # processes): it still takes part in the step, adding no gradient.
+            loss = loss_fn(logits, label) if len(label) else logits.sum() * 0.0
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-            losses.append(loss.item())
+            if len(label):
+                losses.append(loss.item())
+            if ids_log is not None:
+                with open(ids_log, "a") as f:
+                    epoch = conn.epoch if conn.epoch is not None else -1
+                    f.write("".join(f"{epoch} {i}\n" for i in tensors[args.id_column].tolist()))
             rows += len(label)
             positives += int(label.sum().item())
             step += 1
+            if conn.epoch_end:
+                epochs_ended.append(conn.epoch)
             if args.checkpoint_dir and step % args.checkpoint_every == 0:
-                save_checkpoint(root, step, model, optimizer)
+                save_checkpoint(root, step, net, optimizer)
                 # Acknowledges this batch (its step is in the checkpoint), then reports.
                 sluice_trainer.checkpoint(step)
                 saved = step
@@ -270,9 +322,12 @@ def main():
                 print(f"{who}: step {len(losses)} rows {rows} loss {recent:.4f}",
                       file=sys.stderr, flush=True)
         if args.checkpoint_dir and step != saved:
-            save_checkpoint(root, step, model, optimizer)  # the end of the stream
+            save_checkpoint(root, step, net, optimizer)  # the end of the stream
             sluice_trainer.checkpoint(step)
             prune_checkpoints(root, args.keep_checkpoints, step)
+        final_digest = digest(net)
+    if dist is not None:
+        dist.destroy_process_group()
 
     seconds = time.monotonic() - started
     first, last = mean(losses[:args.window]), mean(losses[-args.window:])
@@ -290,7 +345,9 @@ def main():
             "window": args.window, "first_loss": first if losses else None,
             "last_loss": last if losses else None, "base_rate_loss": base_rate_loss,
             "losses": losses, "seconds": round(seconds, 3),
-            "resumed_from": resume, "step": step,
+            "resumed_from": resume, "step": step, "rank": conn.rank,
+            "world_size": conn.world_size, "epochs_ended": epochs_ended,
+            "digest": final_digest,
         })
 
 

@@ -221,6 +221,8 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<u8> {
         batch_size: args.worker.batch_size,
         prefetch: args.worker.prefetch,
         shuffle_buffer: args.worker.shuffle_buffer,
+        lockstep: args.worker.lockstep,
+        drop_last: args.worker.drop_last,
         patience: args.patience,
         ca_file: args.ca_file,
         stop: Some(stop_on_signals(args.grace)?),
@@ -239,8 +241,14 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<u8> {
         );
     } else {
         eprintln!(
-            "worker done: {} rows in {} batches",
-            outcome.rows, outcome.batches
+            "worker done: {} rows in {} batches{}",
+            outcome.rows,
+            outcome.batches,
+            if outcome.dropped > 0 {
+                format!("; {} rows dropped (--drop-last)", outcome.dropped)
+            } else {
+                String::new()
+            }
         );
     }
     Ok(exit::DONE)

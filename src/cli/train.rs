@@ -65,6 +65,12 @@ pub struct WorkerOptions {
     /// Rows held in a shuffle buffer (0: rows keep their order within a task).
     #[arg(long, default_value_t = 0)]
     pub shuffle_buffer: usize,
+    /// Every step gives each device one batch, and every device the same number of steps per epoch (the epoch's last partial step split evenly); exec trainers get RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT for torch.distributed, and are not restarted (a device process that dies stops the run).
+    #[arg(long)]
+    pub lockstep: bool,
+    /// With --lockstep: drop the epoch's last partial step instead of splitting it; its rows count as consumed (committed) and the summary counts them.
+    #[arg(long, requires = "lockstep")]
+    pub drop_last: bool,
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
@@ -189,6 +195,8 @@ impl TrainArgs {
             columns: self.columns,
             prefetch: self.worker.prefetch,
             shuffle_buffer: self.worker.shuffle_buffer,
+            lockstep: self.worker.lockstep,
+            drop_last: self.worker.drop_last,
             seed: self.seed,
             max_attempts: self.max_attempts,
             lease_timeout: self.lease_timeout,

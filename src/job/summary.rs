@@ -28,6 +28,10 @@ pub struct Summary {
     pub rows: u64,
     /// Batches acknowledged.
     pub batches: u64,
+    /// Rows of epochs' last partial steps dropped by `--drop-last`: consumed
+    /// (committed) without reaching a trainer; not counted in `rows`.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dropped_rows: u64,
     /// Epochs run.
     pub epochs: u32,
     /// Device threads.
@@ -56,6 +60,10 @@ pub struct Summary {
     pub table: Option<connectors::TableInfo>,
     /// Per-epoch statistics of the trainers.
     pub trainer: TrainerReport,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The checkpoint a resumed run started from.
@@ -93,6 +101,12 @@ impl Summary {
         if let Some(acc) = &self.accuracy {
             let accs: Vec<String> = acc.iter().flatten().map(|a| format!("{a:.3}")).collect();
             s.push_str(&format!("; accuracy: {}", accs.join(" ")));
+        }
+        if self.dropped_rows > 0 {
+            s.push_str(&format!(
+                "; {} rows dropped (--drop-last)",
+                self.dropped_rows
+            ));
         }
         if let Some(r) = &self.resumed {
             s.push_str(&format!(

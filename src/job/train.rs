@@ -161,7 +161,7 @@ pub async fn run_dataset(
     started: Instant,
 ) -> Result<Outcome, TrainError> {
     let plan = ReadPlan::new(&dataset, config.columns.as_deref(), config.batch_size)?;
-    let mut factory = make_factory(&config.trainer, config.device_ids.as_ref())?;
+    let mut factory = make_factory(&config.trainer, config.device_ids.as_ref(), config.lockstep)?;
     factory.validate(&plan.output_schema())?;
     let schema = plan.output_schema();
     let job = JobFile {
@@ -224,7 +224,7 @@ pub async fn run_dataset(
                     if let TrainerChoice::Exec { env, .. } = &mut trainer {
                         env.push((RESUME_CHECKPOINT_ENV.to_string(), id.clone()));
                     }
-                    factory = make_factory(&trainer, config.device_ids.as_ref())?;
+                    factory = make_factory(&trainer, config.device_ids.as_ref(), config.lockstep)?;
                     factory.validate(&schema)?;
                 }
             } else if resumed {
@@ -264,6 +264,8 @@ pub async fn run_dataset(
         seed: config.seed,
         lease_timeout: Some(config.lease_timeout),
         stop: config.stop.clone(),
+        lockstep: config.lockstep,
+        drop_last: config.drop_last,
     };
     let splits = Arc::new(spec.splits.clone());
     let drawer = Drawer::new(bar.clone(), source.clone(), factory.clone(), config.epochs);
@@ -303,6 +305,7 @@ pub async fn run_dataset(
         url: dataset.location.url(),
         rows: outcome.rows,
         batches: outcome.batches,
+        dropped_rows: outcome.dropped,
         epochs: config.epochs,
         devices: config.devices,
         tasks_done,
@@ -389,10 +392,12 @@ fn check_finished(dataset: &Dataset, allow_incomplete: bool) -> Result<(), Train
     Ok(())
 }
 
-/// Builds the trainers' factory for a trainer choice.
+/// Builds the trainers' factory for a trainer choice; `lockstep` makes exec
+/// trainers one `torch.distributed` group (see [`ExecFactory::with_lockstep`]).
 pub fn make_factory(
     trainer: &TrainerChoice,
     device_ids: Option<&Vec<String>>,
+    lockstep: bool,
 ) -> Result<Arc<dyn TrainerFactory>, TrainError> {
     Ok(match trainer {
         TrainerChoice::None => Arc::new(NoneFactory::new()),
@@ -410,6 +415,9 @@ pub fn make_factory(
             }
             if let Some(ids) = device_ids {
                 f = f.with_device_ids(ids.clone());
+            }
+            if lockstep {
+                f = f.with_lockstep()?;
             }
             Arc::new(f)
         }

@@ -31,6 +31,10 @@ pub struct WorkerConfig {
     pub prefetch: usize,
     /// Shuffle buffer rows.
     pub shuffle_buffer: usize,
+    /// One batch per device per step, the same steps per epoch on every device.
+    pub lockstep: bool,
+    /// With `lockstep`: drop the epoch's last partial step.
+    pub drop_last: bool,
     /// How long to keep retrying an unreachable master.
     pub patience: Duration,
     /// A CA certificate to trust for an https:// master.
@@ -64,6 +68,8 @@ pub struct WorkerOutcome {
     pub batches: u64,
     /// Stopped early by a signal; its unfinished tasks were handed back.
     pub stopped: bool,
+    /// Rows dropped by `--drop-last`.
+    pub dropped: u64,
 }
 
 /// Runs a worker until the master says the job is over.
@@ -85,7 +91,7 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerOutcome, WorkerError> {
         info!(checkpoint = %id, name = %config.name, "trainers resume from this worker's last complete checkpoint");
         env.push((RESUME_CHECKPOINT_ENV.to_string(), id.clone()));
     }
-    let factory = make_factory(&trainer, config.device_ids.as_ref())?;
+    let factory = make_factory(&trainer, config.device_ids.as_ref(), config.lockstep)?;
     factory
         .validate(&spec.plan.output_schema())
         .map_err(TrainError::from)?;
@@ -98,6 +104,8 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerOutcome, WorkerError> {
         seed: spec.seed,
         lease_timeout: spec.lease_timeout_ms.map(Duration::from_millis),
         stop: config.stop.clone(),
+        lockstep: config.lockstep,
+        drop_last: config.drop_last,
     };
     let outcome = pipeline::run(
         Arc::new(source),
@@ -119,5 +127,6 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerOutcome, WorkerError> {
         rows: outcome.rows,
         batches: outcome.batches,
         stopped: outcome.stopped,
+        dropped: outcome.dropped,
     })
 }

@@ -26,6 +26,8 @@ use arrow::error::ArrowError;
 use arrow::ipc::writer::StreamWriter;
 use arrow::record_batch::RecordBatch;
 
+use super::ipc::{self, TaggedStreamWriter};
+use super::lockstep::Group;
 use super::TrainerError;
 
 /// The child's file descriptor for acknowledgements (`SLUICE_ACK_FD`).
@@ -73,6 +75,8 @@ pub(crate) enum SendError {
     /// The child held unacknowledged batches and sent no ack for the trainer timeout
     /// while the write waited for it to read.
     TimedOut,
+    /// Another trainer of the child's lockstep group failed.
+    Aborted,
     /// Anything else.
     Fatal(TrainerError),
 }
@@ -92,6 +96,8 @@ pub(crate) struct ChildSpec {
     pub env: Vec<(String, String)>,
     /// How long the child may hold batches without acknowledging any; `None`: forever.
     pub timeout: Option<Duration>,
+    /// The `--lockstep` group of the child (rank variables, per-batch metadata).
+    pub group: Option<Arc<Group>>,
 }
 
 /// When the child last showed life: its last ack, or the moment it was handed a batch
@@ -129,10 +135,16 @@ struct Pipe {
     stdin: ChildStdin,
     quiet: Arc<Quiet>,
     timeout: Option<Duration>,
+    group: Option<Arc<Group>>,
 }
 
 impl Pipe {
-    fn new(stdin: ChildStdin, quiet: Arc<Quiet>, timeout: Option<Duration>) -> io::Result<Pipe> {
+    fn new(
+        stdin: ChildStdin,
+        quiet: Arc<Quiet>,
+        timeout: Option<Duration>,
+        group: Option<Arc<Group>>,
+    ) -> io::Result<Pipe> {
         let fd = stdin.as_raw_fd();
         // SAFETY: fcntl on a descriptor this process owns.
         let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
@@ -145,11 +157,18 @@ impl Pipe {
             stdin,
             quiet,
             timeout,
+            group,
         })
     }
 
     /// Waits (a while) until the pipe takes more, or fails once the child timed out.
     fn wait_writable(&self) -> io::Result<()> {
+        if self.group.as_ref().is_some_and(|g| g.failure().is_some()) {
+            return Err(io::Error::new(
+                ErrorKind::ConnectionAborted,
+                "another trainer of the lockstep group failed",
+            ));
+        }
         if self.timeout.is_some_and(|t| self.quiet.quiet_for() >= t) {
             return Err(io::Error::new(
                 ErrorKind::TimedOut,
@@ -293,11 +312,30 @@ fn spawn(mut command: Command, die_with_sluice: bool) -> io::Result<Process> {
 /// The stdin of the child: raw until the first batch fixes the stream's schema.
 enum Input {
     Raw(Pipe),
-    Stream {
-        writer: Box<StreamWriter<BufWriter<Pipe>>>,
-        schema: SchemaRef,
-    },
+    Stream { writer: Writer, schema: SchemaRef },
     Closed,
+}
+
+/// The stream's writer: batches carry their metadata under `--lockstep`.
+enum Writer {
+    Plain(Box<StreamWriter<BufWriter<Pipe>>>),
+    Tagged(Box<TaggedStreamWriter<BufWriter<Pipe>>>),
+}
+
+impl Writer {
+    fn write(&mut self, batch: &RecordBatch) -> Result<(), ArrowError> {
+        match self {
+            Writer::Plain(w) => w.write(batch).and_then(|()| w.flush()),
+            Writer::Tagged(w) => w.write(batch).and_then(|()| w.flush()),
+        }
+    }
+
+    fn finish(&mut self) -> Result<(), ArrowError> {
+        match self {
+            Writer::Plain(w) => w.finish(),
+            Writer::Tagged(w) => w.finish(),
+        }
+    }
 }
 
 /// A running (or exited) child process.
@@ -311,6 +349,8 @@ pub(crate) struct Child {
     /// The ack pipe reached end of file.
     pub ack_closed: bool,
     reaped: bool,
+    /// Batches carry their `sluice.*` metadata (`--lockstep`).
+    tagged: bool,
     /// Declared last: dropped (the group killed, the watcher reaped) after the trainer.
     watcher: Watcher,
 }
@@ -346,13 +386,14 @@ impl Child {
             acks: 0,
             ack_closed: false,
             reaped: false,
+            tagged: spec.group.is_some(),
             watcher,
         };
         let Some(stdin) = stdin else {
             let source = io::Error::other("stdin was not piped");
             return Err(io_error("open the stdin", source));
         };
-        let pipe = Pipe::new(stdin, quiet, spec.timeout)
+        let pipe = Pipe::new(stdin, quiet, spec.timeout, spec.group.clone())
             .map_err(|e| io_error("make the stdin non-blocking", e))?;
         child.input = Input::Raw(pipe);
         Ok(child)
@@ -379,7 +420,6 @@ impl Child {
         };
         writer
             .write(batch)
-            .and_then(|()| writer.flush())
             .map_err(|e| send_error(e, "write a batch to the exec trainer"))
     }
 
@@ -410,12 +450,16 @@ impl Child {
         let Input::Raw(stdin) = std::mem::replace(&mut self.input, Input::Closed) else {
             return Ok(());
         };
-        let writer = StreamWriter::try_new_buffered(stdin, schema)
-            .map_err(|e| send_error(e, "start the stream to the exec trainer"))?;
-        self.input = Input::Stream {
-            writer: Box::new(writer),
-            schema: Arc::clone(schema),
+        let start = |e| send_error(e, "start the stream to the exec trainer");
+        let schema = ipc::untagged(schema);
+        let writer = if self.tagged {
+            let writer = TaggedStreamWriter::try_new(BufWriter::new(stdin), &schema);
+            Writer::Tagged(Box::new(writer.map_err(start)?))
+        } else {
+            let writer = StreamWriter::try_new_buffered(stdin, &schema);
+            Writer::Plain(Box::new(writer.map_err(start)?))
         };
+        self.input = Input::Stream { writer, schema };
         Ok(())
     }
 
@@ -471,7 +515,8 @@ impl Child {
         Ok(self.ack_closed || self.try_exit()?.is_some())
     }
 
-    fn try_exit(&mut self) -> Result<Option<ExitStatus>, TrainerError> {
+    /// The exit status, if the process exited (without waiting).
+    pub fn try_exit(&mut self) -> Result<Option<ExitStatus>, TrainerError> {
         let status = self.process.try_wait().map_err(|e| self.wait_error(e))?;
         self.reaped |= status.is_some();
         Ok(status)
@@ -544,6 +589,9 @@ fn command(spec: &ChildSpec, ack: RawFd, group: libc::pid_t) -> Command {
     }
     if let Some(id) = &spec.device_id {
         command.env("CUDA_VISIBLE_DEVICES", id);
+    }
+    if let Some(group) = &spec.group {
+        command.envs(group.env(spec.device, spec.devices));
     }
     command.envs(spec.env.iter().map(|(k, v)| (k, v)));
     // SAFETY: the hook only calls the async-signal-safe dup2 and fcntl.
@@ -640,6 +688,9 @@ fn send_error(error: ArrowError, action: &str) -> SendError {
         }
         ArrowError::IoError(_, source) if source.kind() == ErrorKind::TimedOut => {
             SendError::TimedOut
+        }
+        ArrowError::IoError(_, source) if source.kind() == ErrorKind::ConnectionAborted => {
+            SendError::Aborted
         }
         ArrowError::IoError(_, source) => SendError::Fatal(TrainerError::Io {
             action: action.to_owned(),

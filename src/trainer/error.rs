@@ -120,6 +120,27 @@ pub enum TrainerError {
         /// The device.
         device: usize,
     },
+    /// Under `--lockstep`, an exec trainer died (or hung and was killed):
+    /// its group cannot take a new process, so the run stops.
+    #[error("exec trainer `{command}` on device {device} ended ({status}) with {unacknowledged} unacknowledged batches; under --lockstep the device processes form one torch.distributed group that cannot go on without it, so every process of the group was stopped (the unacknowledged rows are not committed: run again with the same --state to resume)")]
+    LockstepDied {
+        /// The command.
+        command: String,
+        /// The device.
+        device: usize,
+        /// How it ended.
+        status: ExitStatus,
+        /// Batches it held unacknowledged.
+        unacknowledged: usize,
+    },
+    /// Under `--lockstep`, another trainer of the group failed first.
+    #[error("device {device}'s trainer was stopped because a trainer of its --lockstep group failed ({reason})")]
+    LockstepStopped {
+        /// The device.
+        device: usize,
+        /// The first failure in the group.
+        reason: String,
+    },
     /// The exec trainer kept dying.
     #[error("exec trainer `{command}` on device {device} died {deaths} times ({restarts} restarts allowed); last {status}")]
     RestartsExhausted {

@@ -7,6 +7,10 @@
 //! unacknowledged batch is sent again in order. A child that holds batches and sends no
 //! ack for the trainer timeout is killed (its whole process group) and restarted the
 //! same way; the restart counts against `max_restarts`.
+//!
+//! Under `--lockstep` the children are one `torch.distributed` group (see
+//! [`super::lockstep`]): a child that dies or hangs is not restarted, and a
+//! failure of any trainer of the group kills the children of all of them.
 
 use std::collections::VecDeque;
 use std::process::ExitStatus;
@@ -16,6 +20,7 @@ use std::time::Duration;
 use arrow::datatypes::{Schema, SchemaRef};
 
 use super::child::{AckEvent, Child, ChildSpec, SendError};
+use super::lockstep::Group;
 use super::stats::{self, EpochLog, SharedLog};
 use super::{Batch, Mark, MarkKind, Trainer, TrainerError, TrainerFactory, TrainerReport};
 
@@ -49,6 +54,8 @@ pub struct ExecFactory {
     /// How long a child may hold batches without acknowledging any before it is killed
     /// and restarted; `None`: no limit.
     pub timeout: Option<Duration>,
+    /// Under `--lockstep`: the group the children form.
+    group: Option<Arc<Group>>,
     schema: Mutex<Option<SchemaRef>>,
     log: SharedLog,
 }
@@ -64,6 +71,7 @@ impl ExecFactory {
             window: DEFAULT_WINDOW,
             env: Vec::new(),
             timeout: Some(DEFAULT_TRAINER_TIMEOUT),
+            group: None,
             schema: Mutex::new(None),
             log: Arc::new(Mutex::new(EpochLog::rows_only())),
         }
@@ -93,6 +101,20 @@ impl ExecFactory {
         self
     }
 
+    /// Makes the children one `torch.distributed` group (`--lockstep`): each
+    /// gets `RANK`, `LOCAL_RANK`, `WORLD_SIZE`, `LOCAL_WORLD_SIZE`,
+    /// `MASTER_ADDR` and `MASTER_PORT` (a port free on this machine), and
+    /// `SLUICE_LOCKSTEP=1`; batches carry their epoch and step; a child that
+    /// dies is not restarted and stops the whole group.
+    pub fn with_lockstep(mut self) -> Result<Self, TrainerError> {
+        let group = Group::new().map_err(|source| TrainerError::Io {
+            action: "pick a free port for the lockstep group".to_string(),
+            source,
+        })?;
+        self.group = Some(Arc::new(group));
+        Ok(self)
+    }
+
     /// Sets the number of batches in flight per child.
     pub fn with_window(mut self, window: usize) -> Self {
         self.window = window;
@@ -114,6 +136,7 @@ impl ExecFactory {
             device_id: self.device_id(device, devices)?,
             env: self.env.clone(),
             timeout: self.timeout,
+            group: self.group.clone(),
         };
         let child = Child::spawn(&spec)?;
         Ok(ExecTrainer {
@@ -245,6 +268,7 @@ impl ExecTrainer {
     fn wait_for_ack(&mut self) -> Result<(), TrainerError> {
         let target = self.in_flight.len();
         while !self.in_flight.is_empty() && self.in_flight.len() >= target {
+            self.check_group()?;
             if self.child.is_gone()? {
                 self.revive(Death::Exited)?;
             } else if self.unresponsive() {
@@ -342,6 +366,7 @@ impl ExecTrainer {
             Ok(()) => Ok(()),
             Err(SendError::Broken) => self.revive(Death::Exited),
             Err(SendError::TimedOut) => self.revive(self.unresponsive_death()),
+            Err(SendError::Aborted) => self.check_group(),
             Err(SendError::Fatal(error)) => Err(error),
         }
     }
@@ -419,6 +444,7 @@ impl ExecTrainer {
                 Ok(()) => return Ok(()),
                 Err(SendError::Broken) => Death::Exited,
                 Err(SendError::TimedOut) => self.unresponsive_death(),
+                Err(SendError::Aborted) => return self.check_group(),
                 Err(SendError::Fatal(error)) => return Err(error),
             };
         }
@@ -428,6 +454,16 @@ impl ExecTrainer {
     fn restart(&mut self, status: ExitStatus, death: Death) -> Result<(), TrainerError> {
         self.check_runnable(status)?;
         self.deaths += 1;
+        if self.spec.group.is_some() {
+            // A torch.distributed group cannot take a new process in the
+            // place of one that died: the run stops (resume it with --state).
+            return Err(TrainerError::LockstepDied {
+                command: self.spec.command.clone(),
+                device: self.spec.device,
+                status,
+                unacknowledged: self.in_flight.len(),
+            });
+        }
         if self.deaths > self.max_restarts {
             if let Death::Unresponsive {
                 timeout,
@@ -494,6 +530,44 @@ impl ExecTrainer {
         std::mem::take(&mut self.acked)
     }
 
+    /// Under `--lockstep`: fails (killing the child's process group) once
+    /// another trainer of the group failed.
+    fn check_group(&mut self) -> Result<(), TrainerError> {
+        let Some(reason) = self.spec.group.as_ref().and_then(|g| g.failure()) else {
+            return Ok(());
+        };
+        self.child.kill();
+        Err(TrainerError::LockstepStopped {
+            device: self.spec.device,
+            reason,
+        })
+    }
+
+    /// Under `--lockstep`, a failure stops the whole group.
+    fn guard<T>(&self, result: Result<T, TrainerError>) -> Result<T, TrainerError> {
+        if let (Err(error), Some(group)) = (&result, &self.spec.group) {
+            if !matches!(error, TrainerError::LockstepStopped { .. }) {
+                group.fail(self.spec.device, error);
+            }
+        }
+        result
+    }
+
+    /// Waits for the child to exit; under `--lockstep` it is killed once
+    /// another trainer of the group failed (it may wait for it forever).
+    fn wait_exit(&mut self) -> Result<ExitStatus, TrainerError> {
+        if self.spec.group.is_none() {
+            return self.child.wait();
+        }
+        loop {
+            if let Some(status) = self.child.try_exit()? {
+                return Ok(status);
+            }
+            self.check_group()?;
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn check_open(&self) -> Result<(), TrainerError> {
         if self.closing {
             return Err(TrainerError::Finished {
@@ -506,6 +580,37 @@ impl ExecTrainer {
 
 impl Trainer for ExecTrainer {
     fn feed(&mut self, batch: Batch) -> Result<Vec<u64>, TrainerError> {
+        let result = self.feed_batch(batch);
+        self.guard(result)
+    }
+
+    fn flush(&mut self) -> Result<Vec<u64>, TrainerError> {
+        let result = self.wait_for_all().map(|()| self.take_acked());
+        self.guard(result)
+    }
+
+    fn make_room(&mut self) -> Result<Vec<u64>, TrainerError> {
+        let result = self.room();
+        self.guard(result)
+    }
+
+    fn flush_some(&mut self) -> Result<(Vec<u64>, bool), TrainerError> {
+        let result = self.some();
+        self.guard(result)
+    }
+
+    fn take_marks(&mut self) -> Vec<Mark> {
+        std::mem::take(&mut self.marks)
+    }
+
+    fn finish(&mut self) -> Result<Vec<u64>, TrainerError> {
+        let result = self.end();
+        self.guard(result)
+    }
+}
+
+impl ExecTrainer {
+    fn feed_batch(&mut self, batch: Batch) -> Result<Vec<u64>, TrainerError> {
         self.check_open()?;
         self.poll()?;
         while self.in_flight.len() >= self.window {
@@ -518,12 +623,7 @@ impl Trainer for ExecTrainer {
         Ok(self.take_acked())
     }
 
-    fn flush(&mut self) -> Result<Vec<u64>, TrainerError> {
-        self.wait_for_all()?;
-        Ok(self.take_acked())
-    }
-
-    fn make_room(&mut self) -> Result<Vec<u64>, TrainerError> {
+    fn room(&mut self) -> Result<Vec<u64>, TrainerError> {
         self.check_open()?;
         self.poll()?;
         while self.in_flight.len() >= self.window {
@@ -532,7 +632,7 @@ impl Trainer for ExecTrainer {
         Ok(self.take_acked())
     }
 
-    fn flush_some(&mut self) -> Result<(Vec<u64>, bool), TrainerError> {
+    fn some(&mut self) -> Result<(Vec<u64>, bool), TrainerError> {
         self.poll()?;
         if self.acked.is_empty() && !self.in_flight.is_empty() {
             self.wait_for_ack()?;
@@ -540,11 +640,7 @@ impl Trainer for ExecTrainer {
         Ok((self.take_acked(), self.in_flight.is_empty()))
     }
 
-    fn take_marks(&mut self) -> Vec<Mark> {
-        std::mem::take(&mut self.marks)
-    }
-
-    fn finish(&mut self) -> Result<Vec<u64>, TrainerError> {
+    fn end(&mut self) -> Result<Vec<u64>, TrainerError> {
         if !self.closing {
             self.closing = true;
             self.send_pending()?;
@@ -552,7 +648,7 @@ impl Trainer for ExecTrainer {
         self.wait_for_all()?;
         let status = match self.exit.take() {
             Some(status) => status,
-            None => self.child.wait()?,
+            None => self.wait_exit()?,
         };
         if !status.success() {
             self.check_runnable(status)?;

@@ -14,7 +14,9 @@ mod child;
 mod error;
 mod exec;
 mod features;
+mod ipc;
 mod linear;
+mod lockstep;
 mod none;
 mod parallel;
 mod scaling;
@@ -29,6 +31,7 @@ pub use exec::{
 };
 pub use features::{FeatureLayout, Rows};
 pub use linear::{ModelKind, DEFAULT_LEARNING_RATE};
+pub use lockstep::{Group as LockstepGroup, LOCKSTEP_ENV};
 pub use none::{NoneFactory, NoneTrainer};
 pub use parallel::{LinearFactory, LinearTrainer};
 pub use shared_model::{checkpoint_path, ModelCheckpoints, DEFAULT_CHECKPOINT_EVERY};

@@ -173,6 +173,18 @@ impl Batcher {
     }
 }
 
+/// The runs of rows of `out`, one per piece of its provenance, in row order.
+pub(super) fn runs(out: &OutBatch) -> Vec<(RecordBatch, Piece)> {
+    let mut runs = Vec::with_capacity(out.provenance.len());
+    let mut at = 0usize;
+    for piece in &out.provenance {
+        let len = usize::try_from(piece.len).unwrap_or(usize::MAX);
+        runs.push((out.data.slice(at, len), *piece));
+        at += len;
+    }
+    runs
+}
+
 /// `out` without the rows of attempts for which `dead` is true: `None` when
 /// none is left, the batch itself when none is dead.
 pub fn without(
@@ -205,7 +217,9 @@ pub fn without(
     }))
 }
 
-fn take_in_order(
+/// Takes up to `want` rows from the front of `pending` as one batch (an empty
+/// one when `want` is 0), with their provenance.
+pub(super) fn take_in_order(
     schema: &SchemaRef,
     pending: &mut VecDeque<(RecordBatch, Piece)>,
     rows: &mut usize,

@@ -42,27 +42,49 @@ pub enum DeviceEvent {
     },
 }
 
+/// Where the device threads take their batches from.
+pub enum Queues {
+    /// One queue: each batch goes to whichever device takes it first.
+    Shared(mpsc::Receiver<OutBatch>),
+    /// One queue per device, in device order (`--lockstep`).
+    PerDevice(Vec<mpsc::Receiver<OutBatch>>),
+}
+
 /// The running device threads.
 pub struct Devices {
     handles: Vec<JoinHandle<()>>,
 }
 
 impl Devices {
-    /// Starts `devices` threads reading from `batches`, each with its own trainer.
+    /// Starts `devices` threads reading from `batches`, each with its own
+    /// trainer: one queue shared by all of them, or one queue per device
+    /// (`--lockstep`: the pipeline hands out whole steps, and a device never
+    /// drops a batch of its step, so every device is fed the same steps).
     pub fn start(
         factory: Arc<dyn TrainerFactory>,
         devices: usize,
-        batches: mpsc::Receiver<OutBatch>,
+        batches: Queues,
         events: mpsc::UnboundedSender<DeviceEvent>,
         lost: LeaseClock,
     ) -> Result<Devices, TrainerError> {
-        let shared = Arc::new(Mutex::new(batches));
+        let (queues, lockstep): (Vec<_>, bool) = match batches {
+            Queues::Shared(rx) => (vec![Arc::new(Mutex::new(rx))], false),
+            Queues::PerDevice(rxs) => (
+                rxs.into_iter().map(|rx| Arc::new(Mutex::new(rx))).collect(),
+                true,
+            ),
+        };
         let mut handles = Vec::with_capacity(devices);
         for device in 0..devices {
             let trainer = factory.make(device, devices)?;
-            let rx = shared.clone();
+            let Some(rx) = queues.get(device).or(queues.first()).cloned() else {
+                return Err(TrainerError::Io {
+                    action: format!("find the batch queue of device {device}"),
+                    source: std::io::Error::other("no queue"),
+                });
+            };
             let tx = events.clone();
-            let lost = lost.clone();
+            let lost = (!lockstep).then(|| lost.clone());
             let handle = std::thread::Builder::new()
                 .name(format!("sluice-device-{device}"))
                 .spawn(move || device_loop(device, trainer, rx, tx, lost))
@@ -131,12 +153,15 @@ impl InFlight {
     }
 }
 
+/// Feeds one device's trainer. `lost` drops the rows of lost leases from a
+/// batch before it is handed over; without it (`--lockstep`) every batch is
+/// fed whole, as the other devices are fed the rest of its step.
 fn device_loop(
     device: usize,
     mut trainer: Box<dyn Trainer>,
     rx: Arc<Mutex<mpsc::Receiver<OutBatch>>>,
     tx: mpsc::UnboundedSender<DeviceEvent>,
-    lost: LeaseClock,
+    lost: Option<LeaseClock>,
 ) {
     let mut inflight = InFlight {
         next_seq: 0,
@@ -184,7 +209,8 @@ fn device_loop(
             // Rows of a lease lost while the batch waited in the queue are
             // served again elsewhere: no trainer sees them here.
             let now = std::time::Instant::now();
-            let out = match batcher::without(out, |a| lost.is_dead(a, now)) {
+            let dead = |a| lost.as_ref().is_some_and(|l| l.is_dead(a, now));
+            let out = match batcher::without(out, dead) {
                 Ok(Some(out)) => out,
                 Ok(None) => continue,
                 Err(e) => {

@@ -4,7 +4,8 @@
 //! Stages, one file each: [`source`] (where tasks come from), [`reader`]
 //! (split to batches), [`batcher`] (exact batch sizes, optional shuffle),
 //! [`devices`] (one thread per device owning a trainer), [`ledger`]
-//! (acknowledged rows to committed offsets), joined in [`pipeline`].
+//! (acknowledged rows to committed offsets), joined in [`pipeline`]; under
+//! `--lockstep`, [`stepper`] (one batch per device per step).
 
 pub mod batcher;
 pub mod checkpoints;
@@ -14,6 +15,7 @@ pub mod pipeline;
 pub mod reader;
 pub mod remote;
 pub mod source;
+pub mod stepper;
 
 pub use pipeline::{run, PipelineConfig, RunOutcome};
 pub use source::{LocalQueue, TaskSource};

@@ -20,10 +20,11 @@ use tracing::{debug, warn};
 
 use super::batcher::{self, Batcher, OutBatch};
 use super::checkpoints::{CheckpointAction, Checkpoints};
-use super::devices::{DeviceEvent, Devices};
+use super::devices::{DeviceEvent, Devices, Queues};
 use super::ledger::{Action, Ledger};
 use super::reader::{self, ReadEvent};
 use super::source::TaskSource;
+use super::stepper::{Step, Stepper};
 use super::{LeaseClock, Piece};
 use crate::task::{AttemptId, CutPiece, Lease, LeaseReply, QueueError, WorkerId};
 use crate::trainer::MarkKind;
@@ -52,6 +53,12 @@ pub struct PipelineConfig {
     pub lease_timeout: Option<Duration>,
     /// Asks the pipeline to stop before the job is over (pre-emption).
     pub stop: Option<Stop>,
+    /// `--lockstep`: every step hands each device one batch, and every device
+    /// gets the same number of steps per epoch (see [`super::stepper`]).
+    pub lockstep: bool,
+    /// With `lockstep`, the epoch's last partial step is dropped: its rows
+    /// are consumed (committed) without reaching a trainer.
+    pub drop_last: bool,
 }
 
 /// A request to stop early, as Kubernetes makes one before pre-empting a pod
@@ -89,6 +96,8 @@ pub struct RunOutcome {
     pub read_failures: u64,
     /// The run was stopped early (see [`Stop`]); its leases were handed back.
     pub stopped: bool,
+    /// Rows dropped by `--drop-last` (committed as consumed, trained by no one).
+    pub dropped: u64,
 }
 
 /// Errors that stop a worker.
@@ -133,9 +142,17 @@ pub async fn run(
 ) -> Result<RunOutcome, PipelineError> {
     let devices_n = config.devices.max(1);
     let (batch_tx, batch_rx) = mpsc::channel::<OutBatch>(devices_n * 2);
+    // Under lockstep each device has a queue of one batch: a step is sent
+    // whole once every device has room for its batch.
+    let (lanes, queues) = if config.lockstep {
+        let (txs, rxs) = (0..devices_n).map(|_| mpsc::channel::<OutBatch>(1)).unzip();
+        (txs, Queues::PerDevice(rxs))
+    } else {
+        (Vec::new(), Queues::Shared(batch_rx))
+    };
     let (event_tx, mut event_rx) = mpsc::unbounded_channel::<DeviceEvent>();
     let clock = LeaseClock::new(config.lease_timeout);
-    let devices = Devices::start(factory, devices_n, batch_rx, event_tx, clock.clone())
+    let devices = Devices::start(factory, devices_n, queues, event_tx, clock.clone())
         .map_err(PipelineError::Start)?;
     let worker = source.register().await?;
     let (report_tx, report_rx) = mpsc::unbounded_channel::<Report>();
@@ -163,11 +180,21 @@ pub async fn run(
         origins: HashMap::new(),
         replaying: HashMap::new(),
         next_replay: u64::MAX,
-        batch_tx: Some(batch_tx),
+        stepper: config.lockstep.then(|| {
+            Stepper::new(
+                plan.output_schema(),
+                devices_n,
+                config.batch_size,
+                config.drop_last,
+            )
+        }),
+        batch_tx: (!config.lockstep).then_some(batch_tx),
+        lanes,
         draining: None,
         devices_done: false,
         outbox: VecDeque::new(),
-        outbox_max: devices_n * 2,
+        // Under lockstep the stepper holds one step back, and one more waits.
+        outbox_max: devices_n * if config.lockstep { 3 } else { 2 },
         reports: report_tx,
         clock: clock.clone(),
         next_lease: Instant::now(),
@@ -196,6 +223,7 @@ pub async fn run(
     drop(beats);
     state.stop_readers();
     drop(state.batch_tx.take());
+    state.lanes.clear();
     let mut result = result;
     let joined = if state.outcome.stopped {
         // Stopped, leases handed back: trainers still busy past the grace
@@ -240,6 +268,21 @@ async fn reserve(
         Some(tx) => tx.reserve().await,
         None => std::future::pending().await,
     }
+}
+
+/// Room in every device's queue (`--lockstep`), or never when there are no
+/// queues any more.
+async fn reserve_all(
+    lanes: &[mpsc::Sender<OutBatch>],
+) -> Result<Vec<mpsc::Permit<'_, OutBatch>>, mpsc::error::SendError<()>> {
+    if lanes.is_empty() {
+        return std::future::pending().await;
+    }
+    let mut permits = Vec::with_capacity(lanes.len());
+    for lane in lanes {
+        permits.push(lane.reserve().await?);
+    }
+    Ok(permits)
 }
 
 /// Resolves once the stop signal turns true (never without a signal).
@@ -445,6 +488,11 @@ struct Coordinator {
     next_replay: u64,
     /// To the device threads; dropped to end them.
     batch_tx: Option<mpsc::Sender<OutBatch>>,
+    /// Under lockstep: steps in the making, sent whole to `lanes`.
+    stepper: Option<Stepper>,
+    /// Under lockstep: one queue per device, in device order (else empty);
+    /// cleared to end the device threads.
+    lanes: Vec<mpsc::Sender<OutBatch>>,
     /// Stopping early: the time the trainers must be done by.
     draining: Option<Instant>,
     /// Every device thread ended.
@@ -546,20 +594,35 @@ impl Coordinator {
             } else if !self.over && Instant::now() >= self.next_lease && self.hungry(read_rx) {
                 self.top_up(read_tx).await?;
             }
+            self.consume_dropped();
             if self.over
                 && self.readers.is_empty()
                 && self.replaying.is_empty()
                 && self.ledger.is_empty()
                 && self.outbox.is_empty()
+                && self.stepper.as_ref().is_none_or(Stepper::is_empty)
             {
                 return Ok(());
             }
-            if self.readers.is_empty() && self.batcher.buffered() > 0 && !flushed {
-                // Nothing more to read for now: let the short batch go so that its tasks can end.
-                self.outbox.extend(self.batcher.flush()?);
+            let open_step = self.stepper.as_ref().is_some_and(Stepper::open);
+            if self.readers.is_empty()
+                && self.replaying.is_empty()
+                && (self.batcher.buffered() > 0 || open_step)
+                && !flushed
+            {
+                // Nothing more to read for now: let the short batch go so
+                // that its tasks can end (under lockstep: the epoch ends here).
+                let tail = self.batcher.flush()?;
+                self.ready(tail);
+                if let Some(stepper) = &mut self.stepper {
+                    stepper.end_epoch();
+                }
+                self.consume_dropped();
                 flushed = true;
             }
             let batch_tx = self.batch_tx.clone();
+            let lanes = self.lanes.clone();
+            let step_ready = self.stepper.as_ref().is_some_and(Stepper::ready);
             tokio::select! {
                 biased;
                 event = events.recv(), if !self.devices_done => match event {
@@ -587,8 +650,24 @@ impl Coordinator {
                     // The device threads are gone; their events say why.
                     Err(_) => self.outbox.clear(),
                 },
+                permits = reserve_all(&lanes), if step_ready => match permits {
+                    Ok(permits) => {
+                        if let Some(Step { batches, .. }) = self.stepper.as_mut().map(Stepper::next_step).transpose()?.flatten() {
+                            for (permit, out) in permits.into_iter().zip(batches) {
+                                permit.send(out);
+                            }
+                        }
+                        self.consume_dropped();
+                    }
+                    // The device threads are gone; their events say why.
+                    Err(_) => {
+                        if let Some(stepper) = &mut self.stepper {
+                            stepper.clear();
+                        }
+                    }
+                },
                 _ = stopped(&mut stop), if self.draining.is_none() => self.begin_drain(),
-                Some(event) = read_rx.recv(), if self.draining.is_none() && self.outbox.len() < self.outbox_max => {
+                Some(event) = read_rx.recv(), if self.draining.is_none() && !self.backed_up() => {
                     flushed = false;
                     self.on_read(event)?;
                 }
@@ -607,8 +686,45 @@ impl Coordinator {
             || (self.starting.is_empty()
                 && self.readers.len() < self.config.prefetch.max(1)
                 && read_rx.is_empty()
-                && self.outbox.len() < self.outbox_max
+                && !self.backed_up()
                 && self.batcher.buffered() < self.config.batch_size)
+    }
+
+    /// Whether enough batches wait for the devices that reading pauses.
+    /// Under lockstep only while a step can go: rows that wait for more rows
+    /// (to make a step) never stop the reading.
+    fn backed_up(&self) -> bool {
+        match &self.stepper {
+            Some(stepper) => stepper.ready() && stepper.held() >= self.outbox_max,
+            None => self.outbox.len() >= self.outbox_max,
+        }
+    }
+
+    /// Batches out of the batcher: to the devices' queue, or under lockstep
+    /// to the stepper.
+    fn ready(&mut self, batches: Vec<OutBatch>) {
+        match &mut self.stepper {
+            Some(stepper) => batches.into_iter().for_each(|b| stepper.push(b)),
+            None => self.outbox.extend(batches),
+        }
+    }
+
+    /// Rows `--drop-last` dropped: consumed (committed, and part of the next
+    /// checkpoint of device 0) without reaching a trainer.
+    fn consume_dropped(&mut self) {
+        let Some(dropped) = self.stepper.as_mut().map(Stepper::take_dropped) else {
+            return;
+        };
+        for out in dropped {
+            let rows = out.data.num_rows() as u64;
+            self.outcome.dropped += rows;
+            debug!(
+                rows,
+                epoch = out.epoch,
+                "rows of the epoch's partial step dropped (--drop-last)"
+            );
+            self.consume(0, &out.provenance);
+        }
     }
 
     /// Stops early (see [`Stop`]): no more leases or reads; rows that no
@@ -627,12 +743,17 @@ impl Coordinator {
         self.outcome.stopped = true;
         self.stop_readers();
         self.outbox.clear();
+        if let Some(stepper) = &mut self.stepper {
+            stepper.clear();
+        }
         for attempt in self.ledger.attempts() {
             self.batcher.drop_attempt(attempt);
         }
-        // Batches still queued for the devices are dropped by them, unfed.
+        // Batches still queued for the devices are dropped by them, unfed
+        // (under lockstep the last step sent is fed whole, on every device).
         self.clock.stop_all();
         self.batch_tx = None;
+        self.lanes.clear();
     }
 
     /// Hands every attempt still held back to the master, after committing
@@ -797,6 +918,10 @@ impl Coordinator {
             }
         }
         self.outbox = kept;
+        let dropped = match &mut self.stepper {
+            Some(stepper) => dropped + stepper.drop_attempt(attempt)?,
+            None => dropped,
+        };
         debug!(%attempt, dropped, "rows of a lost lease dropped");
         self.sync_held().await;
         Ok(())
@@ -845,7 +970,7 @@ impl Coordinator {
                     len: batch.num_rows() as u64,
                 };
                 let ready = self.batcher.push(batch, piece, epoch)?;
-                self.outbox.extend(ready);
+                self.ready(ready);
             }
             ReadEvent::Done { attempt, .. } if self.replaying.remove(&attempt).is_some() => {}
             ReadEvent::Failed {
@@ -893,40 +1018,46 @@ impl Coordinator {
                 rows,
                 provenance,
             } => {
-                if self.checkpoints.declared() {
-                    let origins = &self.origins;
-                    let pieces = provenance.iter().filter_map(|p| {
-                        let &(epoch, split) = origins.get(&p.attempt)?;
-                        Some(CutPiece {
-                            epoch,
-                            split,
-                            start: p.start,
-                            end: p.start + p.len,
-                        })
-                    });
-                    self.checkpoints.on_applied(device, pieces);
-                    if self.source.keeps_unsaved() {
-                        // Before the commits these rows lead to: the master
-                        // must know they are not in a checkpoint yet.
-                        self.report(Report::Unsaved(self.checkpoints.unsaved()));
-                    }
-                }
+                self.consume(device, &provenance);
                 self.progress.rows += rows as u64;
                 self.progress.batches += 1;
                 self.progress.epoch = epoch;
                 self.outcome.rows += rows as u64;
                 self.outcome.batches += 1;
-                for piece in &provenance {
-                    if let Some(action) = self.ledger.ack(piece) {
-                        self.report(Report::Ledger(action));
-                    }
-                }
                 Ok(())
             }
             DeviceEvent::Failed { device, error } => Err(PipelineError::Trainer {
                 device,
                 source: error,
             }),
+        }
+    }
+
+    /// Rows `device` acknowledged (or that were dropped): into its next
+    /// checkpoint, and acknowledged to the ledger.
+    fn consume(&mut self, device: usize, provenance: &[Piece]) {
+        if self.checkpoints.declared() {
+            let origins = &self.origins;
+            let pieces = provenance.iter().filter_map(|p| {
+                let &(epoch, split) = origins.get(&p.attempt)?;
+                Some(CutPiece {
+                    epoch,
+                    split,
+                    start: p.start,
+                    end: p.start + p.len,
+                })
+            });
+            self.checkpoints.on_applied(device, pieces);
+            if self.source.keeps_unsaved() {
+                // Before the commits these rows lead to: the master
+                // must know they are not in a checkpoint yet.
+                self.report(Report::Unsaved(self.checkpoints.unsaved()));
+            }
+        }
+        for piece in provenance {
+            if let Some(action) = self.ledger.ack(piece) {
+                self.report(Report::Ledger(action));
+            }
         }
     }
 }

@@ -26,6 +26,14 @@ names at start, and report each one once it is saved::
 
 `sluice_trainer.device`, `devices`, `cuda_visible_devices` and `ack_fd` describe this
 process (from SLUICE_DEVICE, SLUICE_DEVICES, CUDA_VISIBLE_DEVICES, SLUICE_ACK_FD).
+
+Under `sluice train --lockstep` the processes are one torch.distributed group (RANK,
+WORLD_SIZE, MASTER_ADDR and MASTER_PORT are set: `torch.distributed.init_process_group()`
+needs no arguments), each gets one batch per step and the same steps per epoch, so
+DistributedDataParallel never waits on a process that ran out of data.
+`sluice_trainer.lockstep`, `rank` and `world_size` say so; after each batch,
+`sluice_trainer.epoch`, `step` and `epoch_end` (True on this process's last batch of
+the epoch) describe it.
 Started without sluice, every entry point raises `NotUnderSluice`, printed as one line.
 """
 
@@ -129,7 +137,8 @@ def _check_torch():
 
 
 def __getattr__(name):
-    if name in ("device", "devices", "cuda_visible_devices", "ack_fd"):
+    if name in ("device", "devices", "cuda_visible_devices", "ack_fd", "lockstep", "rank",
+                "world_size", "epoch", "step", "epoch_end"):
         return getattr(connect(), name)
     raise AttributeError(f"module 'sluice_trainer' has no attribute {name!r}")
 

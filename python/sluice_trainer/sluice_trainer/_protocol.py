@@ -18,6 +18,13 @@ and `checkpoint ID` each time it saved its state durably: the checkpoint holds e
 batch acknowledged before that line. ID is 1 to 128 characters of [A-Za-z0-9._-].
 A process started with SLUICE_RESUME_CHECKPOINT=ID must load the checkpoint ID before
 training: it is served only the rows that checkpoint does not hold.
+
+Under `sluice train --lockstep` (SLUICE_LOCKSTEP=1) the device processes are one
+torch.distributed group: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR
+(127.0.0.1) and MASTER_PORT are set, every process gets one batch per step and the
+same number of steps per epoch, and each batch message carries custom metadata:
+sluice.epoch and sluice.step (0-based), and on a process's last batch of an epoch
+sluice.epoch_end. A process that dies is not restarted: the run stops.
 """
 
 import contextlib
@@ -33,6 +40,7 @@ ACK_FD_ENV = "SLUICE_ACK_FD"
 DEVICE_ENV = "SLUICE_DEVICE"
 DEVICES_ENV = "SLUICE_DEVICES"
 RESUME_ENV = "SLUICE_RESUME_CHECKPOINT"
+LOCKSTEP_ENV = "SLUICE_LOCKSTEP"
 
 _CHECKPOINT_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
 
@@ -76,6 +84,12 @@ class Connection:
         acked                 batches acknowledged so far
         checkpoints           whether this process declared checkpoints
         last_checkpoint       the last ID written with `checkpoint()`, or None
+        lockstep              started under --lockstep (SLUICE_LOCKSTEP=1)
+        rank, world_size      RANK and WORLD_SIZE under --lockstep (else device, devices)
+        epoch, step           sluice.epoch and sluice.step of the last batch read (ints,
+                              None without --lockstep or before the first batch)
+        epoch_end             whether the last batch read was this process's last of
+                              its epoch (sluice.epoch_end)
     """
 
     def __init__(self, env=None, stdin=None):
@@ -89,6 +103,13 @@ class Connection:
         self.device = _env_int(env, DEVICE_ENV, 0, 0)
         self.devices = _env_int(env, DEVICES_ENV, 1, 1)
         self.cuda_visible_devices = env.get("CUDA_VISIBLE_DEVICES")
+        self.lockstep = env.get(LOCKSTEP_ENV) == "1"
+        self.rank = _env_int(env, "RANK", self.device, 0) if self.lockstep else self.device
+        self.world_size = (_env_int(env, "WORLD_SIZE", self.devices, 1) if self.lockstep
+                           else self.devices)
+        self.epoch = None
+        self.step = None
+        self.epoch_end = False
         self._resume = env.get(RESUME_ENV) or None
         if self._resume is not None and not _CHECKPOINT_ID.fullmatch(self._resume):
             raise SluiceError(
@@ -165,13 +186,30 @@ class Connection:
         if reader is None:
             return None
         try:
-            batch = reader.read_next_batch()
+            batch, metadata = reader.read_next_batch_with_custom_metadata()
         except StopIteration:
             return None
         except (pa.ArrowInvalid, OSError) as e:
             raise SluiceError(f"cannot read the Arrow stream on stdin: {e}") from None
+        self._note_metadata(metadata)
         self.received += 1
         return batch
+
+    def _note_metadata(self, metadata):
+        """Takes sluice.epoch, sluice.step and sluice.epoch_end of a batch message."""
+        tags = {}
+        for key, value in (metadata or {}).items():
+            key = key.decode() if isinstance(key, bytes) else key
+            value = value.decode() if isinstance(value, bytes) else value
+            tags[key] = value
+
+        def number(key):
+            text = tags.get(key)
+            return int(text) if text is not None and text.isdigit() else None
+
+        self.epoch = number("sluice.epoch")
+        self.step = number("sluice.step")
+        self.epoch_end = "sluice.epoch_end" in tags
 
     def ack(self, count=None):
         """Acknowledges the `count` oldest unacknowledged batches (default: all of them).
