@@ -105,6 +105,8 @@ pub struct Job {
     pub allow_empty: bool,
     /// The training options, validated as `sluice train` validates them.
     pub train: TrainConfig,
+    /// The Kerberos login (`keytab` and `principal` keys) for HDFS.
+    pub kerberos: crate::cli::kerberos::KerberosArgs,
 }
 
 impl Job {
@@ -178,10 +180,11 @@ impl Job {
         let anchor = path.parent().unwrap_or(Path::new("."));
         let source = anchored(anchor, &source);
         let state = anchored(anchor, &state);
-        let train = train_config(&source, flags).map_err(|message| JobFileError::Invalid {
-            path: shown.clone(),
-            message,
-        })?;
+        let (train, kerberos) =
+            train_config(&source, flags).map_err(|message| JobFileError::Invalid {
+                path: shown.clone(),
+                message,
+            })?;
         Ok(Job {
             path: path.to_path_buf(),
             source,
@@ -189,6 +192,7 @@ impl Job {
             lock_ttl,
             allow_empty,
             train,
+            kerberos,
         })
     }
 }
@@ -276,14 +280,21 @@ fn anchored(dir: &Path, location: &str) -> String {
 }
 
 /// Parses the flags with `sluice train`'s parser and validates them into a configuration.
-fn train_config(source: &str, flags: Vec<String>) -> Result<TrainConfig, String> {
+fn train_config(
+    source: &str,
+    flags: Vec<String>,
+) -> Result<(TrainConfig, crate::cli::kerberos::KerberosArgs), String> {
     let command = TrainArgs::augment_args(clap::Command::new("sluice-run").no_binary_name(true));
     let argv = std::iter::once(source.to_string()).chain(flags);
     let matches = command
         .try_get_matches_from(argv)
         .map_err(|e| clap_message(&e))?;
     let args = TrainArgs::from_arg_matches(&matches).map_err(|e| clap_message(&e))?;
-    args.into_config().map_err(|e| one_line(&format!("{e:#}")))
+    let kerberos = args.kerberos.clone();
+    let config = args
+        .into_config()
+        .map_err(|e| one_line(&format!("{e:#}")))?;
+    Ok((config, kerberos))
 }
 
 /// The first line of a clap error, without its `error: ` prefix.
