@@ -203,7 +203,7 @@ pub(crate) fn diagnose(url: &str, detail: &str) -> KerberosError {
         };
     };
     match gss.default_credential() {
-        Ok(lifetime) if lifetime == 0 => KerberosError::Expired {
+        Ok(0) => KerberosError::Expired {
             url: url.to_string(),
         },
         Ok(_) => KerberosError::Other {

@@ -87,10 +87,10 @@ final class Secure {
         // keytab whenever theirs run out.
         conf.setBoolean("hadoop.kerberos.keytab.login.autorenewal.enabled", true);
         conf.setLong("hadoop.kerberos.min.seconds.before.relogin", 1);
-        // The namenode closes a connection idle for 4 s (twice this), so a client
+        // The namenode closes a connection idle for 2 s (twice this), so a client
         // that pauses connects, and authenticates, again: a long job needs a valid
         // ticket after its first one expired.
-        conf.setInt("ipc.client.connection.maxidletime", 2000);
+        conf.setInt("ipc.client.connection.maxidletime", 1000);
         conf.setInt("ipc.client.idlethreshold", 0);
         conf.setInt("ipc.client.connection.idle-scan-interval.ms", 1000);
         UserGroupInformation.setConfiguration(conf);
