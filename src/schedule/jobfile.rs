@@ -352,6 +352,22 @@ mod tests {
     }
 
     #[test]
+    fn keytab_and_principal_are_keys_that_go_together() {
+        let base = "source = \"hdfs://nn/a\"\nstate = \"hdfs://nn/b\"\n";
+        let job = parse(&format!(
+            "{base}keytab = \"/etc/security/a.keytab\"\nprincipal = \"a@R\""
+        ))
+        .expect("valid job");
+        assert_eq!(
+            job.kerberos.keytab.as_deref(),
+            Some(Path::new("/etc/security/a.keytab"))
+        );
+        assert_eq!(job.kerberos.principal.as_deref(), Some("a@R"));
+        let alone = parse(&format!("{base}keytab = \"/k\"")).expect_err("needs a principal");
+        assert!(alone.to_string().contains("required"), "{alone}");
+    }
+
+    #[test]
     fn trainer_timeout_is_a_key_with_a_default_and_off() {
         let timeout = |extra: &str| {
             let text = format!("source = \"/a\"\nstate = \"/b\"\nexec = \"x\"\n{extra}");
