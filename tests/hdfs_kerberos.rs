@@ -229,10 +229,16 @@ fn a_keytab_login_outlives_its_tickets() {
     let cluster = Secure::privacy();
     let url = cluster.data("csv_gzip");
     let ids = tempfile::tempdir().expect("tempdir");
-    // The trainer starts after the first tickets expired (60 s): the tasks read
-    // then open new connections to the namenode (it drops idle ones after 2 s),
-    // which authenticate with tickets renewed from the keytab.
+    // The trainer starts after the first tickets expired (60 s): the job's
+    // state on HDFS is written as it acknowledges, over new connections to the
+    // namenode (it drops idle ones after 2 s), which authenticate with tickets
+    // renewed from the keytab. With a ticket from kinit instead, those writes fail.
     let exec = format!("sleep 65; {}", recorder(ids.path(), ""));
+    let state = format!(
+        "{}/sluice-tests/long-state-{}",
+        cluster.url,
+        std::process::id()
+    );
     let started = Instant::now();
     let out = cluster.sluice(
         &[
@@ -246,6 +252,8 @@ fn a_keytab_login_outlives_its_tickets() {
             "1",
             "--batch-size",
             "250",
+            "--state",
+            &state,
             "-q",
         ],
         &Auth::Keytab,
