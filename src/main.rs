@@ -28,6 +28,14 @@ fn main() -> ExitCode {
         }
     };
     init_logging(cli.verbose);
+    // A keytab login sets the process's Kerberos environment: before any thread.
+    let _login = match cli.command.kerberos().map(|k| k.login()).transpose() {
+        Ok(login) => login.flatten(),
+        Err(e) => {
+            eprintln!("sluice: {}", one_line(&e));
+            return ExitCode::from(sluice::cli::exit_code(&e));
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -49,6 +49,9 @@ echo "== hdfs (tests/services/hdfs.sh: a MiniDFSCluster)"
 stop_hdfs() {
   tests/services/hdfs.sh stop || true
   tests/services/hdfs.sh stop-ha || true
+  for level in privacy integrity authentication; do
+    tests/services/hdfs.sh stop-secure --protection "$level" || true
+  done
 }
 trap 'stop_emulators; stop_hdfs' EXIT
 tests/services/hdfs.sh start >/dev/null

@@ -108,6 +108,9 @@ pub struct MasterArgs {
     /// How to read the dataset.
     #[command(flatten)]
     pub dataset: DatasetArgs,
+    /// Kerberos login for HDFS (the data and --state).
+    #[command(flatten)]
+    pub kerberos: super::kerberos::KerberosArgs,
 }
 
 /// Arguments of `sluice worker`.
@@ -137,6 +140,9 @@ pub struct WorkerArgs {
     /// The job token.
     #[command(flatten)]
     pub token: TokenArgs,
+    /// Kerberos login for HDFS.
+    #[command(flatten)]
+    pub kerberos: super::kerberos::KerberosArgs,
 }
 
 /// Arguments of `sluice status`.

@@ -20,6 +20,9 @@ pub struct LsArgs {
     /// How to read the dataset.
     #[command(flatten)]
     pub dataset: DatasetArgs,
+    /// Kerberos login for HDFS.
+    #[command(flatten)]
+    pub kerberos: super::kerberos::KerberosArgs,
 }
 
 /// One partition directory's totals.

@@ -1,6 +1,7 @@
 //! Command-line flags as parsed by clap, before validation.
 
 pub mod dist;
+pub mod kerberos;
 pub mod ls;
 pub mod run;
 pub mod train;
@@ -42,6 +43,20 @@ pub enum Command {
     Status(dist::StatusArgs),
     /// Run a job file once: train on the complete partitions no earlier run trained on (for cron).
     Run(run::RunArgs),
+}
+
+impl Command {
+    /// The Kerberos login flags of the command, where it has them (a job file
+    /// carries its own).
+    pub fn kerberos(&self) -> Option<&kerberos::KerberosArgs> {
+        match self {
+            Command::Ls(a) => Some(&a.kerberos),
+            Command::Train(a) => Some(&a.kerberos),
+            Command::Master(a) => Some(&a.kerberos),
+            Command::Worker(a) => Some(&a.kerberos),
+            Command::Status(_) | Command::Run(_) => None,
+        }
+    }
 }
 
 /// A command line that asks for something impossible, found once it was parsed

@@ -27,6 +27,9 @@ pub struct RunArgs {
 /// errors are left to the caller: 1, or 3 when another run holds the lock).
 pub async fn run(args: RunArgs) -> anyhow::Result<u8> {
     let job = Job::load(&args.job)?;
+    // Before the job's first request; the runtime's threads do not read the
+    // environment meanwhile.
+    let _login = job.kerberos.login()?;
     let report = schedule::run(
         &job,
         RunOptions {

@@ -170,6 +170,9 @@ pub struct TrainArgs {
     /// How to read the dataset.
     #[command(flatten)]
     pub dataset: DatasetArgs,
+    /// Kerberos login for HDFS.
+    #[command(flatten)]
+    pub kerberos: super::kerberos::KerberosArgs,
 }
 
 impl TrainArgs {

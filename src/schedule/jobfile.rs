@@ -149,6 +149,8 @@ pub struct Job {
     pub on_rewrite: OnRewrite,
     /// The training options, validated as `sluice train` validates them.
     pub train: TrainConfig,
+    /// The Kerberos login (`keytab` and `principal` keys) for HDFS.
+    pub kerberos: crate::cli::kerberos::KerberosArgs,
 }
 
 impl Job {
@@ -228,10 +230,11 @@ impl Job {
         let anchor = path.parent().unwrap_or(Path::new("."));
         let source = anchored(anchor, &source);
         let state = anchored(anchor, &state);
-        let train = train_config(&source, flags).map_err(|message| JobFileError::Invalid {
-            path: shown.clone(),
-            message,
-        })?;
+        let (train, kerberos) =
+            train_config(&source, flags).map_err(|message| JobFileError::Invalid {
+                path: shown.clone(),
+                message,
+            })?;
         Ok(Job {
             path: path.to_path_buf(),
             source,
@@ -240,6 +243,7 @@ impl Job {
             allow_empty,
             on_rewrite,
             train,
+            kerberos,
         })
     }
 }
@@ -327,14 +331,21 @@ fn anchored(dir: &Path, location: &str) -> String {
 }
 
 /// Parses the flags with `sluice train`'s parser and validates them into a configuration.
-fn train_config(source: &str, flags: Vec<String>) -> Result<TrainConfig, String> {
+fn train_config(
+    source: &str,
+    flags: Vec<String>,
+) -> Result<(TrainConfig, crate::cli::kerberos::KerberosArgs), String> {
     let command = TrainArgs::augment_args(clap::Command::new("sluice-run").no_binary_name(true));
     let argv = std::iter::once(source.to_string()).chain(flags);
     let matches = command
         .try_get_matches_from(argv)
         .map_err(|e| clap_message(&e))?;
     let args = TrainArgs::from_arg_matches(&matches).map_err(|e| clap_message(&e))?;
-    args.into_config().map_err(|e| one_line(&format!("{e:#}")))
+    let kerberos = args.kerberos.clone();
+    let config = args
+        .into_config()
+        .map_err(|e| one_line(&format!("{e:#}")))?;
+    Ok((config, kerberos))
 }
 
 /// The first line of a clap error, without its `error: ` prefix.
@@ -389,6 +400,22 @@ mod tests {
             }
             other => panic!("unexpected trainer {other:?}"),
         }
+    }
+
+    #[test]
+    fn keytab_and_principal_are_keys_that_go_together() {
+        let base = "source = \"hdfs://nn/a\"\nstate = \"hdfs://nn/b\"\n";
+        let job = parse(&format!(
+            "{base}keytab = \"/etc/security/a.keytab\"\nprincipal = \"a@R\""
+        ))
+        .expect("valid job");
+        assert_eq!(
+            job.kerberos.keytab.as_deref(),
+            Some(Path::new("/etc/security/a.keytab"))
+        );
+        assert_eq!(job.kerberos.principal.as_deref(), Some("a@R"));
+        let alone = parse(&format!("{base}keytab = \"/k\"")).expect_err("needs a principal");
+        assert!(alone.to_string().contains("required"), "{alone}");
     }
 
     #[test]

@@ -5,13 +5,32 @@
 #   tests/services/hdfs.sh start      plain cluster, namenode RPC on 127.0.0.1:9000
 #   tests/services/hdfs.sh start-ha   HA pair, nameservice `ns` (namenodes on 9100, 9101)
 #   tests/services/hdfs.sh stop | stop-ha | env | env-ha
+#   tests/services/hdfs.sh start-secure [--protection authentication|integrity|privacy]
+#                                     Kerberized cluster (default privacy) with its MiniKdc:
+#                                     block access tokens, SASL RPC and data-transfer
+#                                     protection at that level; namenode on 9200 (privacy),
+#                                     9210 (integrity) or 9220 (authentication)
+#   tests/services/hdfs.sh stop-secure | env-secure [--protection LEVEL]
 #   tests/services/hdfs.sh dfsadmin ARGS...   Hadoop's DFSAdmin on the plain cluster
+#   tests/services/hdfs.sh put LOCAL_DIR URL  Hadoop's own client (`hdfs dfs -put`) copies a
+#                                     local directory into a running cluster, as the job
+#                                     that wrote the data would have
+#   tests/services/hdfs.sh fetchdt [ARGS] FILE  Hadoop's `hdfs fetchdt`: a delegation token
+#                                     file for the cluster
+#   put and fetchdt talk to the cluster HADOOP_CONF_DIR describes (default: the plain
+#   one); on a secure one they log in from SLUICE_KEYTAB as SLUICE_PRINCIPAL, with
+#   KRB5_CONFIG, all as start-secure prints them.
 #
 # `start` prints, once the cluster answers, lines KEY=VALUE on stdout:
 #   SLUICE_HDFS_URL=hdfs://127.0.0.1:9000
 #   HADOOP_CONF_DIR=<state>/conf          (core-site.xml and hdfs-site.xml for clients;
 #                                          the plain one also mounts viewfs://sluice/warehouse
 #                                          on hdfs://127.0.0.1:9000/sluice-tests)
+# `start-secure` prints SLUICE_HDFS_URL and HADOOP_CONF_DIR too, and
+#   KRB5_CONFIG=<state>/conf/krb5.conf       (the realm and its KDC, for MIT and Java)
+#   SLUICE_KEYTAB=<state>/kdc/sluice.keytab  (the keytab of a user principal)
+#   SLUICE_PRINCIPAL=sluice@EXAMPLE.COM
+# The KDC's tickets live SLUICE_KDC_TICKET_LIFETIME seconds (default 60).
 # It is idempotent: when the cluster is already up it only prints them.  Everything
 # else (build progress, the cluster's own log on failure) goes to stderr.
 #
@@ -55,7 +74,40 @@ select_mode() {
       URL_KEY="SLUICE_HDFS_HA_URL"
       MODE_ARGS=(--ha)
       ;;
+    secure)
+      case "$PROTECTION" in
+        privacy) PORT="${SLUICE_HDFS_PORT:-9200}" ;;
+        integrity) PORT="${SLUICE_HDFS_PORT:-9210}" ;;
+        authentication) PORT="${SLUICE_HDFS_PORT:-9220}" ;;
+        *) die "--protection must be authentication, integrity or privacy, not '$PROTECTION'" ;;
+      esac
+      STATE="$SERVICES/hdfs-secure-$PROTECTION"
+      URL="hdfs://127.0.0.1:$PORT"
+      URL_KEY="SLUICE_HDFS_URL"
+      MODE_ARGS=(--secure-dir "$STATE/kdc" --protection "$PROTECTION"
+        --ticket-lifetime "${SLUICE_KDC_TICKET_LIFETIME:-60}")
+      ;;
   esac
+}
+
+# Reads `--protection LEVEL` (the only option of the secure commands) into PROTECTION.
+PROTECTION=privacy
+MODE=plain
+parse_protection() {
+  while (($#)); do
+    case "$1" in
+      --protection)
+        (($# >= 2)) || die "--protection needs a value"
+        PROTECTION="$2"
+        shift 2
+        ;;
+      --protection=*)
+        PROTECTION="${1#--protection=}"
+        shift
+        ;;
+      *) die "unknown option $1" ;;
+    esac
+  done
 }
 
 # Builds the launcher once per version of its sources; sets BUILD (the directory
@@ -99,9 +151,15 @@ running() {
 print_env() {
   echo "$URL_KEY=$URL"
   echo "HADOOP_CONF_DIR=$STATE/conf"
+  if [[ "$MODE" == secure ]]; then
+    echo "KRB5_CONFIG=$STATE/conf/krb5.conf"
+    echo "SLUICE_KEYTAB=$STATE/kdc/sluice.keytab"
+    echo "SLUICE_PRINCIPAL=$(sed -n 's/^Principal: //p' "$STATE/stdout.log")"
+  fi
 }
 
 start() {
+  MODE="$1"
   select_mode "$1"
   mkdir -p "$STATE"
   # One starter at a time per state dir (tests and scripts may race).
@@ -113,7 +171,7 @@ start() {
   fi
   stop_quietly
   build
-  rm -rf "$STATE/data" "$STATE/conf" "$STATE/ready" "$STATE/stdout.log"
+  rm -rf "$STATE/data" "$STATE/conf" "$STATE/kdc" "$STATE/ready" "$STATE/stdout.log"
   local args=(--base-dir "$STATE/data" --conf-dir "$STATE/conf" --port "$PORT" "${MODE_ARGS[@]}")
   if [[ -n "${SLUICE_HDFS_EXIT_WITH:-}" ]]; then
     args+=(--exit-with "$SLUICE_HDFS_EXIT_WITH")
@@ -165,6 +223,7 @@ stop_quietly() {
 }
 
 stop() {
+  MODE="$1"
   select_mode "$1"
   [[ -d "$STATE" ]] || return 0
   exec 9>"$STATE/lock"
@@ -173,9 +232,11 @@ stop() {
 }
 
 env_of() {
+  MODE="$1"
   select_mode "$1"
   local how="start"
   [[ "$1" == ha ]] && how="start-ha"
+  [[ "$1" == secure ]] && how="start-secure --protection $PROTECTION"
   running || die "no HDFS running in $STATE (run: $0 $how)"
   print_env
 }
@@ -187,6 +248,23 @@ case "${1:-}" in
   stop-ha) stop ha ;;
   env) env_of plain ;;
   env-ha) env_of ha ;;
+  start-secure) shift && parse_protection "$@" && start secure ;;
+  stop-secure) shift && parse_protection "$@" && stop secure ;;
+  env-secure) shift && parse_protection "$@" && env_of secure ;;
+  put | fetchdt)
+    # Hadoop's own client, as the user of the cluster HADOOP_CONF_DIR describes.
+    tool="$1"
+    shift
+    build
+    conf="${HADOOP_CONF_DIR:-$SERVICES/hdfs/conf}"
+    [[ -f "$conf/core-site.xml" ]] || die "no core-site.xml in $conf (start a cluster first)"
+    java_args=(-Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Djava.net.preferIPv4Stack=true)
+    if [[ -n "${KRB5_CONFIG:-}" ]]; then
+      java_args+=("-Djava.security.krb5.conf=$KRB5_CONFIG")
+    fi
+    exec java "${java_args[@]}" -cp "$conf:$BUILD/minidfs.jar:$(cat "$BUILD/classpath.txt")" \
+      sluice.minidfs.Client "$tool" "$@"
+    ;;
   build) build && echo "$BUILD" ;;
   dfsadmin)
     # Hadoop's own admin tool against the plain cluster, e.g. `dfsadmin -safemode enter`.
@@ -196,5 +274,5 @@ case "${1:-}" in
     exec java -cp "$BUILD/minidfs.jar:$(cat "$BUILD/classpath.txt")" \
       org.apache.hadoop.hdfs.tools.DFSAdmin -fs "$URL" "$@"
     ;;
-  *) die "usage: $0 start|start-ha|stop|stop-ha|env|env-ha|build|dfsadmin ARGS..." ;;
+  *) die "usage: $0 start|start-ha|start-secure|stop|stop-ha|stop-secure|env|env-ha|env-secure|build|dfsadmin ARGS...|put LOCAL_DIR URL|fetchdt [ARGS] FILE" ;;
 esac

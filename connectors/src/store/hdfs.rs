@@ -2,8 +2,13 @@
 //!
 //! The client reads `core-site.xml` and `hdfs-site.xml` from `HADOOP_CONF_DIR`
 //! (else `HADOOP_HOME/etc/hadoop`), so HA nameservices and viewfs mount tables
-//! resolve as they do for Hadoop's own client; the user is `HADOOP_USER_NAME`,
-//! else the login name. Simple (non-Kerberos) authentication only for now.
+//! resolve as they do for Hadoop's own client. With simple authentication the
+//! user is `HADOOP_USER_NAME`, else the login name; where `core-site.xml` says
+//! `hadoop.security.authentication=kerberos`, the client authenticates with the
+//! Kerberos ticket cache (`kinit`, or a keytab login: see [`super::kerberos`]) or
+//! a delegation token file (`HADOOP_TOKEN_FILE_LOCATION`), and protects RPC and
+//! block transfers at the level the cluster asks for. A refusal is explained in
+//! one line by [`super::kerberos::KerberosError`].
 //!
 //! The first request of a store checks that the namenode answers, bounded by
 //! [`DEFAULT_CONNECT_TIMEOUT`]: an unknown host, a refused connection or a silent
@@ -22,11 +27,13 @@ use hdfs_native_object_store::HdfsObjectStore;
 use object_store::path::Path;
 #[allow(deprecated)]
 use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOpts, PutOptions, PutPayload, PutResult, RenameOptions, Result as StoreResult,
+    CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta,
+    ObjectStore, PutMultipartOpts, PutOptions, PutPayload, PutResult, RenameOptions,
+    Result as StoreResult,
 };
 use tokio::sync::OnceCell;
 
+use super::kerberos::{self, KerberosError};
 use super::Location;
 use crate::error::{Error, Result};
 
@@ -49,6 +56,9 @@ enum ConnectError {
         #[source]
         source: HdfsError,
     },
+    /// The namenode asks for Kerberos, and it failed.
+    #[error(transparent)]
+    Kerberos(KerberosError),
     /// No answer in time (a silent address, a firewall dropping packets).
     #[error("no answer from the namenode of {url} within {timeout:?}")]
     TimedOut {
@@ -157,10 +167,11 @@ impl HdfsStoreBuilder {
         })?;
         let mut client = ClientBuilder::new()
             .with_url(parsed.base.clone())
-            .with_config(self.config);
-        if let Some(dir) = self.config_dir {
+            .with_config(self.config.clone());
+        if let Some(dir) = self.config_dir.clone() {
             client = client.with_config_dir(dir);
         }
+        let security = Security::of(self.config_dir.as_deref(), &self.config);
         let client = client.build().map_err(|e| Error::InvalidUrl {
             url: self.url.clone(),
             reason: crate::error::one_line(&e.to_string()),
@@ -172,6 +183,7 @@ impl HdfsStoreBuilder {
             base: parsed.base.clone(),
             connect_timeout: self.connect_timeout,
             connected: Arc::new(OnceCell::new()),
+            security,
         };
         Ok(Location::new(Arc::new(store), root, parsed.base))
     }
@@ -191,6 +203,78 @@ struct HdfsStore {
     connect_timeout: Duration,
     /// The outcome of the connection check, made once and shared by all clones.
     connected: Arc<OnceCell<std::result::Result<(), Arc<ConnectError>>>>,
+    /// What the client configuration says about Kerberos.
+    security: Security,
+}
+
+/// The client configuration's security settings, as far as errors need them.
+#[derive(Debug, Clone, Copy, Default)]
+struct Security {
+    /// `hadoop.security.authentication` is `kerberos`.
+    kerberos: bool,
+    /// `dfs.data.transfer.protection` is set.
+    data_protection: bool,
+}
+
+impl Security {
+    /// Reads `core-site.xml` and `hdfs-site.xml` where the client does
+    /// (`dir`, else `HADOOP_CONF_DIR`, else `HADOOP_HOME/etc/hadoop`), then `overrides`.
+    fn of(dir: Option<&str>, overrides: &[(String, String)]) -> Security {
+        let dir = dir
+            .map(std::path::PathBuf::from)
+            .or_else(|| std::env::var_os("HADOOP_CONF_DIR").map(Into::into))
+            .or_else(|| {
+                std::env::var_os("HADOOP_HOME")
+                    .map(|home| std::path::PathBuf::from(home).join("etc/hadoop"))
+            });
+        let mut settings: Vec<(String, String)> = Vec::new();
+        for file in ["core-site.xml", "hdfs-site.xml"] {
+            let Some(text) = dir
+                .as_ref()
+                .and_then(|d| std::fs::read_to_string(d.join(file)).ok())
+            else {
+                continue;
+            };
+            let Ok(doc) = roxmltree::Document::parse(&text) else {
+                continue;
+            };
+            for property in doc.descendants().filter(|n| n.has_tag_name("property")) {
+                let child = |tag: &str| {
+                    property
+                        .children()
+                        .find(|c| c.has_tag_name(tag))
+                        .and_then(|c| c.text())
+                        .map(|t| t.trim().to_string())
+                };
+                if let (Some(name), Some(value)) = (child("name"), child("value")) {
+                    settings.push((name, value));
+                }
+            }
+        }
+        settings.extend(overrides.iter().cloned());
+        let get = |key: &str| {
+            settings
+                .iter()
+                .rev()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.as_str())
+        };
+        Security {
+            kerberos: get("hadoop.security.authentication")
+                .is_some_and(|v| v.eq_ignore_ascii_case("kerberos")),
+            data_protection: get("dfs.data.transfer.protection").is_some_and(|v| !v.is_empty()),
+        }
+    }
+}
+
+/// Whether an error of the client comes from authentication (GSSAPI, SASL, or
+/// the Kerberos library itself).
+fn is_kerberos(err: &HdfsError) -> bool {
+    match err {
+        HdfsError::GSSAPIError(..) | HdfsError::SASLError(_) | HdfsError::NoSASLMechanism => true,
+        HdfsError::OperationFailed(message) => message.contains("libgssapi"),
+        _ => false,
+    }
 }
 
 impl HdfsStore {
@@ -213,6 +297,9 @@ impl HdfsStore {
                             url: self.base.clone(),
                             source,
                         }))
+                    }
+                    Ok(Err(err)) if is_kerberos(&err) => {
+                        Err(Arc::new(ConnectError::Kerberos(self.kerberos_error(&err))))
                     }
                     Ok(_) => Ok(()),
                 }
@@ -268,6 +355,45 @@ impl RemoteException {
     }
 }
 
+impl HdfsStore {
+    /// What a failed authentication means, in words a person can act on.
+    fn kerberos_error(&self, err: &HdfsError) -> KerberosError {
+        match err {
+            HdfsError::OperationFailed(_) => KerberosError::LibraryMissing {
+                url: self.base.clone(),
+            },
+            other => kerberos::diagnose(&self.base, &crate::error::one_line(&other.to_string())),
+        }
+    }
+
+    /// [`classify`], and authentication failures explained: Kerberos, and
+    /// datanodes refusing a client that does not protect block transfers.
+    fn classify(&self, path: &Path, err: object_store::Error) -> object_store::Error {
+        let explained = match &err {
+            object_store::Error::Generic { source, .. } => match source.downcast_ref::<HdfsError>()
+            {
+                Some(e) if is_kerberos(e) => Some(self.kerberos_error(e)),
+                Some(HdfsError::DataTransferError(_))
+                    if self.security.kerberos && !self.security.data_protection =>
+                {
+                    Some(KerberosError::Protection {
+                        url: self.base.clone(),
+                    })
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        match explained {
+            Some(e) => object_store::Error::Generic {
+                store: STORE,
+                source: Box::new(e),
+            },
+            None => classify(path, err),
+        }
+    }
+}
+
 /// Shortens the namenode's exceptions to one readable line and turns permission
 /// exceptions into `PermissionDenied`, so that callers can tell them apart.
 fn classify(path: &Path, err: object_store::Error) -> object_store::Error {
@@ -310,7 +436,7 @@ impl ObjectStore for HdfsStore {
     ) -> StoreResult<PutResult> {
         self.ready().await?;
         let result = self.inner.put_opts(location, payload, opts).await;
-        result.map_err(|e| classify(location, e))
+        result.map_err(|e| self.classify(location, e))
     }
 
     async fn put_multipart_opts(
@@ -320,7 +446,7 @@ impl ObjectStore for HdfsStore {
     ) -> StoreResult<Box<dyn MultipartUpload>> {
         self.ready().await?;
         let result = self.inner.put_multipart_opts(location, opts).await;
-        result.map_err(|e| classify(location, e))
+        result.map_err(|e| self.classify(location, e))
     }
 
     /// Reads (or, with `head`, describes) a file; a directory is `NotFound`,
@@ -328,13 +454,24 @@ impl ObjectStore for HdfsStore {
     async fn get_opts(&self, location: &Path, options: GetOptions) -> StoreResult<GetResult> {
         self.ready().await?;
         let result = self.inner.get_opts(location, options).await;
-        result.map_err(|e| classify(location, e))
+        let mut result = result.map_err(|e| self.classify(location, e))?;
+        // Block transfers fail while the body streams: explain those too.
+        if let GetResultPayload::Stream(stream) = result.payload {
+            let this = self.clone();
+            let path = location.clone();
+            result.payload = GetResultPayload::Stream(
+                stream
+                    .map(move |chunk| chunk.map_err(|e| this.classify(&path, e)))
+                    .boxed(),
+            );
+        }
+        Ok(result)
     }
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> StoreResult<Vec<Bytes>> {
         self.ready().await?;
         let result = self.inner.get_ranges(location, ranges).await;
-        result.map_err(|e| classify(location, e))
+        result.map_err(|e| self.classify(location, e))
     }
 
     fn delete_stream(
@@ -370,19 +507,19 @@ impl ObjectStore for HdfsStore {
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> StoreResult<ListResult> {
         self.ready().await?;
         let result = self.inner.list_with_delimiter(prefix).await;
-        result.map_err(|e| classify(prefix.unwrap_or(&Path::default()), e))
+        result.map_err(|e| self.classify(prefix.unwrap_or(&Path::default()), e))
     }
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> StoreResult<()> {
         self.ready().await?;
         let result = self.inner.copy_opts(from, to, options).await;
-        result.map_err(|e| classify(from, e))
+        result.map_err(|e| self.classify(from, e))
     }
 
     async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> StoreResult<()> {
         self.ready().await?;
         let result = self.inner.rename_opts(from, to, options).await;
-        result.map_err(|e| classify(from, e))
+        result.map_err(|e| self.classify(from, e))
     }
 }
 

@@ -7,6 +7,7 @@ mod azure;
 mod cloud;
 mod gcs;
 mod hdfs;
+pub mod kerberos;
 mod local;
 mod s3;
 

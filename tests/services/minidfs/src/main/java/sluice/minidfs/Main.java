@@ -1,7 +1,9 @@
 // Starts a MiniDFSCluster for sluice's HDFS tests, writes the client configuration
 // (core-site.xml, hdfs-site.xml) for it, prints "Ready!" and stays up until killed
 // (or, with --stop-on-eof, until its standard input closes; with --exit-with PID,
-// until that process exits).
+// until that process exits). With --secure-dir DIR it is Kerberized (see Secure):
+// a MiniKdc, keytabs and krb5.conf in DIR, the client's krb5.conf beside the
+// Hadoop files, and the user principal printed as "Principal: NAME".
 package sluice.minidfs;
 
 import java.io.BufferedReader;
@@ -43,6 +45,9 @@ public final class Main {
         boolean ha = false;
         boolean stopOnEof = false;
         long exitWith = -1;
+        File secureDir = null;
+        String protection = "privacy";
+        long ticketLifetime = 60;
 
         static Options parse(String[] args) {
             Options o = new Options();
@@ -57,6 +62,9 @@ public final class Main {
                     case "--ha": o.ha = true; break;
                     case "--stop-on-eof": o.stopOnEof = true; break;
                     case "--exit-with": o.exitWith = Long.parseLong(value(args, ++i, arg)); break;
+                    case "--secure-dir": o.secureDir = new File(value(args, ++i, arg)); break;
+                    case "--protection": o.protection = value(args, ++i, arg); break;
+                    case "--ticket-lifetime": o.ticketLifetime = Long.parseLong(value(args, ++i, arg)); break;
                     default: throw new IllegalArgumentException("unknown option " + arg);
                 }
             }
@@ -87,6 +95,11 @@ public final class Main {
         conf.setLong("dfs.heartbeat.interval", 1);
         // The clients under test speak RPC only; WebHDFS's Jersey set-up costs seconds.
         conf.setBoolean("dfs.webhdfs.enabled", false);
+        Secure secure = null;
+        if (options.secureDir != null) {
+            secure = Secure.start(options.secureDir, options.protection, options.ticketLifetime);
+            secure.configureServer(conf);
+        }
 
         MiniDFSNNTopology topology = options.ha
             ? new MiniDFSNNTopology().addNameservice(
@@ -100,14 +113,30 @@ public final class Main {
             .numDataNodes(options.dataNodes)
             .format(true)
             .build();
-        Runtime.getRuntime().addShutdownHook(new Thread(cluster::shutdown, "minidfs-shutdown"));
+        final Secure kdc = secure;
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            cluster.shutdown();
+            if (kdc != null) {
+                kdc.stop();
+            }
+        }, "minidfs-shutdown"));
         if (options.ha) {
             cluster.transitionToActive(0);
         }
         cluster.waitActive();
 
         writePrivateDir(cluster);
-        writeClientConf(cluster, options);
+        if (secure != null) {
+            // Where the tests' user writes (the superuser is hdfs, not the user).
+            FileSystem fs = cluster.getFileSystem(0);
+            Path shared = new Path("/sluice-tests");
+            fs.mkdirs(shared);
+            fs.setPermission(shared, new FsPermission((short) 01777));
+        }
+        writeClientConf(cluster, options, secure);
+        if (secure != null) {
+            System.out.println("Principal: " + secure.userPrincipal());
+        }
         System.out.println("Ready!");
         System.out.flush();
 
@@ -138,7 +167,8 @@ public final class Main {
     }
 
     /** Writes what a client needs to reach this cluster into options.confDir. */
-    static void writeClientConf(MiniDFSCluster cluster, Options options) throws IOException {
+    static void writeClientConf(MiniDFSCluster cluster, Options options, Secure secure)
+            throws IOException {
         Map<String, String> core = new LinkedHashMap<>();
         Map<String, String> hdfs = new LinkedHashMap<>();
         hdfs.put("dfs.blocksize", Long.toString(options.blockSize));
@@ -167,6 +197,10 @@ public final class Main {
         }
         if (!options.confDir.isDirectory() && !options.confDir.mkdirs()) {
             throw new IOException("cannot create " + options.confDir);
+        }
+        if (secure != null) {
+            secure.clientConf(core, hdfs);
+            secure.writeKrb5Conf(new File(options.confDir, "krb5.conf"));
         }
         writeXml(new File(options.confDir, "core-site.xml"), core);
         writeXml(new File(options.confDir, "hdfs-site.xml"), hdfs);

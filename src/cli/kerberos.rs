@@ -1,0 +1,33 @@
+//! `--keytab FILE --principal NAME`: a Kerberos login for Kerberized HDFS,
+//! shared by every command that reads or writes HDFS (and job files, as keys).
+
+use std::path::PathBuf;
+
+use clap::Args;
+use connectors::store::kerberos::{login_with_keytab, KeytabLogin};
+
+/// How to log in to a Kerberized HDFS. Without these, the Kerberos ticket cache
+/// (`kinit`) or a delegation token file (`HADOOP_TOKEN_FILE_LOCATION`) is used.
+#[derive(Debug, Clone, Default, Args)]
+pub struct KerberosArgs {
+    /// Log in to Kerberized HDFS from this keytab (needs --principal); sluice renews the ticket itself for as long as it runs.
+    #[arg(long, value_name = "FILE", requires = "principal")]
+    pub keytab: Option<PathBuf>,
+    /// The Kerberos principal of --keytab (user@REALM, or user in the default realm).
+    #[arg(long, value_name = "NAME", requires = "keytab")]
+    pub principal: Option<String>,
+}
+
+impl KerberosArgs {
+    /// Logs in from the keytab, if one was given; the login lasts as long as the
+    /// value returned. Sets the process's Kerberos environment: call it before
+    /// the first HDFS request, best before other threads start.
+    pub fn login(&self) -> anyhow::Result<Option<KeytabLogin>> {
+        let (Some(keytab), Some(principal)) = (&self.keytab, &self.principal) else {
+            return Ok(None);
+        };
+        let login = login_with_keytab(keytab, principal)?;
+        tracing::debug!(principal = %login.principal, "logged in from keytab");
+        Ok(Some(login))
+    }
+}
