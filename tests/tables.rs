@@ -340,3 +340,226 @@ fn walk_parquet(dir: &Path) -> usize {
     }
     n
 }
+
+/// A copy of a Delta table as it stood at `version`: the commits after it
+/// are moved aside (into the returned directory) to be put back one by one,
+/// as if Spark committed them later.
+struct GrowingTable {
+    dir: PathBuf,
+    later: PathBuf,
+    _tmp: tempfile::TempDir,
+}
+
+impl GrowingTable {
+    fn at(table: &Value, version: u64) -> GrowingTable {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("table");
+        copy_dir(&table_dir(table), &dir);
+        let later = tmp.path().join("later");
+        std::fs::create_dir_all(&later).expect("mkdir");
+        for entry in std::fs::read_dir(dir.join("_delta_log")).expect("list log") {
+            let path = entry.expect("list log").path();
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("")
+                .to_string();
+            let number = name.trim_start_matches('.').split('.').next().unwrap_or("");
+            if let Ok(v) = number.parse::<u64>() {
+                if v > version {
+                    std::fs::rename(&path, later.join(&name)).expect("move commit aside");
+                }
+            }
+        }
+        GrowingTable {
+            dir,
+            later,
+            _tmp: tmp,
+        }
+    }
+
+    /// Puts back the commits up to `version`.
+    fn commit_up_to(&self, version: u64) {
+        for entry in std::fs::read_dir(&self.later).expect("list") {
+            let path = entry.expect("list").path();
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("")
+                .to_string();
+            let number = name.trim_start_matches('.').split('.').next().unwrap_or("");
+            if number.parse::<u64>().is_ok_and(|v| v <= version) {
+                std::fs::rename(&path, self.dir.join("_delta_log").join(&name))
+                    .expect("put commit back");
+            }
+        }
+    }
+}
+
+fn delta_table(name: &str) -> &'static Value {
+    tables("delta")
+        .into_iter()
+        .find(|(n, _)| *n == format!("delta/{name}"))
+        .map(|(_, t)| t)
+        .unwrap_or_else(|| panic!("tables/expected.json has no delta/{name}"))
+}
+
+/// Runs the job on `source` with a recording trainer into a fresh directory.
+fn run_table_job(
+    work: &Path,
+    source: &Path,
+    on_rewrite: Option<&str>,
+) -> (Run, std::collections::HashMap<i64, u32>) {
+    let ids = tempfile::tempdir_in(work).expect("tempdir");
+    let state = work.join("state");
+    let job = work.join("job.toml");
+    let mut text = format!(
+        "source = {:?}\nstate = {:?}\nexec = {:?}\nbatch-size = 41\ndevices = 2\nquiet = true\n",
+        source.display().to_string(),
+        state.display().to_string(),
+        recorder(ids.path(), "")
+    );
+    if let Some(policy) = on_rewrite {
+        text.push_str(&format!("on-rewrite = {policy:?}\n"));
+    }
+    std::fs::write(&job, text).expect("write job file");
+    let run = sluice(["run", job.display().to_string().as_str(), "--json"]);
+    let ids = recorded_ids(ids.path(), "ids-");
+    (run, ids)
+}
+
+fn ids_between(table: &Value, before: Option<u64>, after: u64) -> BTreeSet<i64> {
+    let at = |v: u64| {
+        versions(table)
+            .iter()
+            .find(|x| x["version"].as_u64() == Some(v))
+            .map(ids_of)
+            .unwrap_or_else(|| panic!("no version {v}"))
+    };
+    let now = at(after);
+    match before {
+        Some(b) => now.difference(&at(b)).copied().collect(),
+        None => now,
+    }
+}
+
+#[track_caller]
+fn assert_trained(ids: &std::collections::HashMap<i64, u32>, want: &BTreeSet<i64>, what: &str) {
+    let twice: Vec<_> = ids.iter().filter(|(_, &n)| n > 1).take(5).collect();
+    assert!(twice.is_empty(), "{what}: ids trained twice: {twice:?}");
+    let got: BTreeSet<i64> = ids.keys().copied().collect();
+    assert_eq!(got.len(), want.len(), "{what}: rows trained");
+    assert_eq!(&got, want, "{what}: ids trained");
+}
+
+#[test]
+fn a_scheduled_job_on_a_delta_table_trains_each_appended_row_once() {
+    let table = delta_table("appends");
+    let grow = GrowingTable::at(table, 0);
+    let work = tempfile::tempdir().expect("tempdir");
+    let (run, ids) = run_table_job(work.path(), &grow.dir, None);
+    let report = run.success().json();
+    assert_eq!(report["table"]["to"].as_u64(), Some(0), "{report}");
+    assert_trained(
+        &ids,
+        &ids_between(table, None, 0),
+        "first run: version 0 whole",
+    );
+
+    grow.commit_up_to(1);
+    let (run, ids) = run_table_job(work.path(), &grow.dir, None);
+    let report = run.success().json();
+    assert_eq!(report["table"]["from"].as_u64(), Some(0), "{report}");
+    assert_eq!(report["table"]["trains"], "appended", "{report}");
+    assert_trained(
+        &ids,
+        &ids_between(table, Some(0), 1),
+        "second run: the append of version 1",
+    );
+
+    grow.commit_up_to(2);
+    let (run, ids) = run_table_job(work.path(), &grow.dir, None);
+    run.success();
+    assert_trained(
+        &ids,
+        &ids_between(table, Some(1), 2),
+        "third run: the append of version 2",
+    );
+
+    let (run, ids) = run_table_job(work.path(), &grow.dir, None);
+    let report = run.success().json();
+    assert!(ids.is_empty(), "nothing new: nothing trained ({report})");
+    let trained: Value = parse_json(
+        &std::fs::read_to_string(work.path().join("state/trained.json")).expect("trained.json"),
+        "trained.json",
+    );
+    assert_eq!(trained["table"]["version"].as_u64(), Some(2), "{trained}");
+}
+
+#[test]
+fn a_delta_rewrite_follows_the_job_policy() {
+    // dv: version 0 creates 0..999, version 1 deletes id % 7 == 0 (deletion
+    // vectors), version 2 appends 1000..1299.
+    let table = delta_table("dv");
+    let grow = GrowingTable::at(table, 0);
+    let work = tempfile::tempdir().expect("tempdir");
+    let (run, _) = run_table_job(work.path(), &grow.dir, Some("fail"));
+    run.success();
+    grow.commit_up_to(2);
+
+    let (run, ids) = run_table_job(work.path(), &grow.dir, Some("fail"));
+    let run = run.failure();
+    assert_one_line_error(
+        &run,
+        &[
+            "rewritten after version 0",
+            "version 1 (DELETE)",
+            "on-rewrite",
+        ],
+    );
+    assert!(ids.is_empty(), "fail trains nothing");
+
+    let (run, ids) = run_table_job(work.path(), &grow.dir, Some("skip"));
+    let report = run.success().json();
+    let kinds: Vec<&str> = report["table"]["commits"]
+        .as_array()
+        .expect("commits")
+        .iter()
+        .filter_map(|c| c["kind"].as_str())
+        .collect();
+    assert_eq!(kinds, ["rewrite", "append"], "{report}");
+    assert_trained(
+        &ids,
+        &ids_between(table, Some(1), 2),
+        "skip: only the append",
+    );
+
+    grow.commit_up_to(3);
+    let (run, ids) = run_table_job(work.path(), &grow.dir, Some("retrain"));
+    let report = run.success().json();
+    assert_eq!(report["table"]["trains"], "all", "{report}");
+    assert_trained(
+        &ids,
+        &ids_between(table, None, 3),
+        "retrain: all of version 3, no deleted row",
+    );
+}
+
+#[test]
+fn a_delta_compaction_is_recognised_and_not_trained_again() {
+    let table = delta_table("compaction");
+    let grow = GrowingTable::at(table, 2);
+    let work = tempfile::tempdir().expect("tempdir");
+    let (run, ids) = run_table_job(work.path(), &grow.dir, Some("fail"));
+    run.success();
+    assert_trained(&ids, &ids_between(table, None, 2), "first run");
+    grow.commit_up_to(3);
+    let (run, ids) = run_table_job(work.path(), &grow.dir, Some("fail"));
+    let report = run.success().json();
+    assert_eq!(
+        report["table"]["commits"][0]["kind"], "compaction",
+        "{report}"
+    );
+    assert!(ids.is_empty(), "a compaction trains nothing: {report}");
+    assert_eq!(report["recorded"], true, "{report}");
+}
