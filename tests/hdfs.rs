@@ -235,6 +235,34 @@ fn ls_over_hdfs_equals_ls_of_the_same_files_on_disk() {
 }
 
 #[test]
+fn a_delta_table_on_hdfs_reads_its_live_rows_and_old_versions() {
+    let (cluster, _shared) = Cluster::plain();
+    let url = cluster.fresh_dir("delta-dv");
+    cluster.upload(&fixture("tables/delta/dv"), &url);
+    for (index, flag) in [(-1isize, None), (1, Some("1"))] {
+        let version = common::table_version("delta/dv", index);
+        let mut args = vec!["ls", url.as_str(), "--json"];
+        if let Some(v) = flag {
+            args.extend(["--version", v]);
+        }
+        let listing = cluster.sluice(&args).success().json();
+        assert_eq!(
+            listing["rows"], version["count"],
+            "delta/dv on hdfs: {listing}"
+        );
+        assert_eq!(listing["table"]["version"], version["version"], "{listing}");
+        let extra: Vec<&str> = flag.map(|v| vec!["--version", v]).unwrap_or_default();
+        let ids = train_ids(cluster, &url, "2", &extra);
+        assert_eq!(
+            ids,
+            common::table_ids(version),
+            "delta/dv version {} on hdfs: every live id once, no deleted one",
+            version["version"]
+        );
+    }
+}
+
+#[test]
 fn train_over_hdfs_delivers_every_id_once() {
     let (cluster, _shared) = Cluster::plain();
     for (dataset, devices, extra) in [

@@ -24,7 +24,7 @@ use common::cluster::{
 };
 use common::{
     assert_exactly_once, assert_one_line_error, expected_dataset, fixture, recorded_ids, recorder,
-    run, sluice, sluice_command, Run,
+    run, sluice, sluice_command, table_ids, table_version, Run,
 };
 use object_store::path::Path as KeyPath;
 use object_store::{ObjectStoreExt, PutPayload};
@@ -219,6 +219,47 @@ fn s3_lists_and_trains_like_the_local_copy_and_ignores_markers() {
         .filter(|(k, _)| !k.contains("ACCESS_KEY"))
         .collect();
     check_ls(&s3a, &anonymous, "csv_gzip");
+}
+
+#[test]
+fn a_delta_table_on_s3_reads_its_live_rows_and_old_versions() {
+    let s3 = Cloud::start(Kind::S3);
+    let bucket = s3.new_bucket("delta");
+    s3.upload(&bucket, &fixture("tables/delta/dv"), "warehouse/dv");
+    let url = s3.url(&bucket, "warehouse/dv");
+    for (index, flag) in [(-1isize, None), (1, Some("1"))] {
+        let version = table_version("delta/dv", index);
+        let mut ls = vec!["ls", url.as_str(), "--json"];
+        let mut train = vec![
+            "train",
+            url.as_str(),
+            "--devices",
+            "2",
+            "--batch-size",
+            "97",
+            "--quiet",
+        ];
+        if let Some(v) = flag {
+            ls.extend(["--version", v]);
+            train.extend(["--version", v]);
+        }
+        let listing = run(&mut sluice_with(&ls, &s3.env())).success().json();
+        assert_eq!(
+            listing["rows"], version["count"],
+            "delta/dv on s3: {listing}"
+        );
+        assert_eq!(listing["table"]["version"], version["version"], "{listing}");
+        let ids = tempfile::tempdir().expect("tempdir");
+        let exec = recorder(ids.path(), "");
+        train.extend(["--exec", exec.as_str()]);
+        run(&mut sluice_with(&train, &s3.env())).success();
+        assert_eq!(
+            recorded_ids(ids.path(), "ids-"),
+            table_ids(version),
+            "delta/dv version {} on s3: every live id once, no deleted one",
+            version["version"]
+        );
+    }
 }
 
 #[test]

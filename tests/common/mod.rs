@@ -392,3 +392,38 @@ pub fn assert_damaged_run(
     );
     ids
 }
+
+/// One version of a table in `tables/expected.json` (written by
+/// tests/fixtures/make_tables.py): `name` is `delta/dv`, `iceberg/appends`...;
+/// `index` counts versions from the first (negative: from the last).
+pub fn table_version(name: &str, index: isize) -> &'static Value {
+    static TABLES: OnceLock<Value> = OnceLock::new();
+    let all = TABLES.get_or_init(|| {
+        let path = fixtures_dir().join("tables/expected.json");
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        parse_json(&text, &path.display().to_string())
+    });
+    let versions = all["tables"][name]["versions"]
+        .as_array()
+        .unwrap_or_else(|| panic!("tables/expected.json has no table {name}"));
+    let i = if index < 0 {
+        versions.len() as isize + index
+    } else {
+        index
+    };
+    versions
+        .get(i as usize)
+        .unwrap_or_else(|| panic!("{name} has no version #{index}"))
+}
+
+/// The ids of a table version from `tables/expected.json`, with how often
+/// each is expected (once).
+pub fn table_ids(version: &Value) -> std::collections::HashMap<i64, u32> {
+    version["ids"]
+        .as_array()
+        .expect("a version without ids")
+        .iter()
+        .map(|v| (v.as_i64().expect("an integer id"), 1))
+        .collect()
+}
