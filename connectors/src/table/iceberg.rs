@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::stream::{StreamExt, TryStreamExt};
-use object_store::path::Path;
+use object_store::path::{Path, PathPart};
 use object_store::ObjectStoreExt;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
@@ -584,11 +584,15 @@ fn uri_path(uri: &str) -> &str {
     }
 }
 
-/// `base` with the `/`-separated parts of `rest` appended.
+/// `base` with the `/`-separated parts of `rest` appended, each taken as
+/// the file's own name (as a listing of the store names it: a `%` in a
+/// partition directory stays a `%`).
 fn join(base: &Path, rest: &str) -> Path {
     rest.split('/')
         .filter(|p| !p.is_empty() && *p != ".")
-        .fold(base.clone(), |path, part| path.join(part))
+        .fold(base.clone(), |path, part| {
+            path.join(PathPart::parse(part).unwrap_or_else(|_| PathPart::from(part)))
+        })
 }
 
 /// The table directory of a metadata file: the parent of its `metadata`
