@@ -129,7 +129,7 @@ fn the_wheel_installs_sluice_and_sluice_trainer_into_a_fresh_venv() {
     let found = run(&mut in_venv(
         &venv,
         "python -c 'import sluice_trainer, sluice_trainer.spark as s; \
-         print(sluice_trainer.__file__); print(s.find_sluice_bin())'",
+         print(sluice_trainer.__file__); print(sluice_trainer.find_sluice_bin())'",
     ))
     .success();
     let lines: Vec<&str> = found.stdout.lines().collect();
