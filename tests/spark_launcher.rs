@@ -375,3 +375,47 @@ fn a_killed_executor_restarts_the_stage_and_every_row_is_committed_once() {
         "every row acknowledged at least once"
     );
 }
+
+#[test]
+fn options_go_to_the_subcommand_that_takes_them_and_unknown_ones_are_refused() {
+    let script = format!(
+        r#"
+import json, sluice_trainer.spark as s
+print(json.dumps(s._route({SLUICE:?}, dict(batch_size=8, lease_timeout="3s",
+      allow_incomplete=True, ignore_corrupt_files=False, columns=["id", "x"]))))
+try:
+    s.train("/nowhere", 2, "true", sluice={SLUICE:?}, no_such_flag=1)
+except TypeError as e:
+    print("refused:", e)
+"#
+    );
+    let out = common::run(
+        Command::new(python())
+            .args(["-c", &script])
+            .env("PYTHONPATH", repo("python/sluice_trainer")),
+    )
+    .success();
+    let mut lines = out.stdout.lines();
+    let routed = common::parse_json(lines.next().unwrap_or_default(), "routed options");
+    assert_eq!(
+        routed,
+        serde_json::json!([
+            [
+                "--lease-timeout",
+                "3s",
+                "--allow-incomplete",
+                "--columns",
+                "id,x"
+            ],
+            ["--batch-size", "8"]
+        ]),
+        "{out}"
+    );
+    assert_eq!(
+        lines.next(),
+        Some(
+            "refused: no_such_flag: neither `sluice master` nor `sluice worker` has --no-such-flag"
+        ),
+        "{out}"
+    );
+}

@@ -26,6 +26,8 @@ so a task Spark kills leaves nothing training behind it.
 Needs: the `sluice` wheel installed on the driver and the executors (or
 `sluice=` naming a binary present on all of them), at least `num_workers` task
 slots at once, and dynamic allocation off (Spark's rule for barrier stages).
+The token reaches the executors inside the stage's closure: on a shared
+cluster, turn on `spark.authenticate` and `spark.network.crypto.enabled`.
 """
 
 import ctypes
