@@ -114,7 +114,6 @@ def train(path, num_workers, exec, *, spark=None, state=None, sluice=None, port=
     master = subprocess.Popen(master_cmd, env=env, stdin=subprocess.DEVNULL,
                               preexec_fn=_die_with_parent(signal.SIGTERM))
     group = f"sluice-{port}-{secrets.token_hex(4)}"
-    watcher = None
     try:
         _wait_listening(port, master)
         conf = {
