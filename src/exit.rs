@@ -26,4 +26,5 @@ Exit codes:
   3   another run or master holds the job's state or lock
   64  usage error (unknown flag, bad value, missing argument)
   130 stopped by SIGINT or SIGTERM before the job was over (sluice train;
-      143 for a master stopped by SIGTERM; a stopped worker exits 0)";
+      143 for a master stopped by SIGTERM; a stopped worker exits 0, or
+      its --stopped-exit-code)";

@@ -1,7 +1,12 @@
 //! The Kubernetes manifests in `jobs/k8s/`: every `sluice` command line in
-//! them must be accepted by the CLI's own parser.
+//! them must be accepted by the CLI's own parser, and a worker stopped by
+//! SIGTERM (a pre-empted pod of the worker Job) must exit with the code that
+//! makes the Job replace it.
+
+mod common;
 
 use std::path::Path;
+use std::time::Duration;
 
 use clap::Parser;
 use sluice::cli::Cli;
@@ -62,4 +67,30 @@ args: ["worker", "--master", "http://m:7070", "--no-such-flag"]"#;
     let lines = sluice_command_lines(bad);
     let argv = std::iter::once("sluice".to_string()).chain(lines[0].iter().cloned());
     assert!(Cli::try_parse_from(argv).is_err());
+}
+
+#[test]
+fn a_worker_stopped_before_the_job_is_over_exits_with_its_stopped_exit_code() {
+    use common::cluster::{signal, stderr_of, wait_exit, Job};
+
+    let job = Job::new("parquet_row_groups", 1);
+    let mut master = job.start_master(common::fixture("parquet_row_groups"));
+    let out = tempfile::tempdir().expect("tempdir");
+    let mut worker = job
+        .worker_command(&common::ack_log(out.path(), 0.05))
+        .args(["--batch-size", "100", "--grace", "5s", "-q"])
+        .args(["--stopped-exit-code", "143"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start worker");
+    common::wait_until("acknowledged rows", Duration::from_secs(60), || {
+        common::count_lines(out.path(), "acked-") >= 200
+    });
+    signal(&worker, libc::SIGTERM);
+    let status = wait_exit(&mut worker, "stopped worker");
+    let stderr = stderr_of(&mut worker);
+    let _ = master.kill();
+    let _ = master.wait();
+    assert_eq!(status.code(), Some(143), "{stderr}");
+    assert!(stderr.contains("handed back"), "{stderr}");
 }

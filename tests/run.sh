@@ -29,6 +29,19 @@ echo "== cargo fmt / clippy"
 cargo fmt --all -- --check
 cargo clippy --all-targets --quiet -- -D warnings
 
+echo "== wheel (maturin around the dev build; tests/wheel.rs installs it)"
+# The same pyproject.toml builds the release wheel with the small `dist` binary
+# (plain `maturin build`); here it packs the debug binary cargo test uses anyway.
+if ! "$VENV/bin/maturin" --version >/dev/null 2>&1; then
+  echo "tests/run.sh: no maturin in $VENV; run .ci/run (it installs it)" >&2
+  exit 1
+fi
+SLUICE_WHEEL_DIR="${CARGO_TARGET_DIR:-$PWD/target}/wheels"
+rm -f "$SLUICE_WHEEL_DIR"/sluice-*.whl
+"$VENV/bin/maturin" build --quiet --profile dev --out "$SLUICE_WHEEL_DIR"
+export SLUICE_WHEEL_DIR
+export SLUICE_WHEELHOUSE="${SLUICE_WHEELHOUSE:-$HOME/.cache/sluice/wheelhouse}"
+
 echo "== object store emulators (tests/services: moto, fake-gcs-server, Azurite)"
 # Started once here so the tests share them (a test that finds one missing starts
 # it itself); stopped on any exit.

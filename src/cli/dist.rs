@@ -134,6 +134,9 @@ pub struct WorkerArgs {
     /// The worker's name on the status page, in `sluice status` and in /metrics (default: host name and pid, e.g. node-7-4121).
     #[arg(long)]
     pub name: Option<String>,
+    /// Exit with this code instead of 0 when a signal stopped the worker before the job was over (e.g. 143 under a Kubernetes Job or as a Spark task, so that a pre-empted worker counts as failed and is started again).
+    #[arg(long, value_name = "CODE", default_value_t = 0)]
+    pub stopped_exit_code: u8,
     /// Trainer and pipeline options.
     #[command(flatten)]
     pub worker: WorkerOptions,
@@ -218,6 +221,7 @@ pub async fn master(args: MasterArgs) -> anyhow::Result<u8> {
 /// Runs `sluice worker`.
 pub async fn worker(args: WorkerArgs) -> anyhow::Result<u8> {
     let trainer: TrainerChoice = args.worker.trainer()?;
+    let stopped_exit_code = args.stopped_exit_code;
     let config = crate::job::worker::WorkerConfig {
         master: args.master,
         token: args.token.token()?,
@@ -245,6 +249,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<u8> {
             "worker stopped: {} rows in {} batches; its unfinished tasks were handed back",
             outcome.rows, outcome.batches
         );
+        return Ok(stopped_exit_code);
     } else {
         eprintln!(
             "worker done: {} rows in {} batches{}",

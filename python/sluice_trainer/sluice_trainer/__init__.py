@@ -40,6 +40,7 @@ Started without sluice, every entry point raises `NotUnderSluice`, printed as on
 import os
 import sys
 
+from ._binary import SluiceNotFound, find_sluice_bin
 from ._hashing import bucket_of, hash64, hash_array
 from ._protocol import Connection, NotUnderSluice, SluiceError
 from ._tensors import column_tensor, to_torch
@@ -47,8 +48,9 @@ from ._tensors import column_tensor, to_torch
 __version__ = "0.1.0"
 
 __all__ = [
-    "Connection", "NotUnderSluice", "SluiceError", "ack", "acknowledging", "batches",
-    "bucket_of", "checkpoint", "column_tensor", "connect", "declare_checkpoints",
+    "Connection", "NotUnderSluice", "SluiceError", "SluiceNotFound", "ack",
+    "acknowledging", "batches", "bucket_of", "checkpoint", "column_tensor", "connect",
+    "declare_checkpoints", "find_sluice_bin",
     "hash64", "hash_array", "resume_checkpoint", "schema", "to_torch", "torch_batches",
     "torch_device",
 ]

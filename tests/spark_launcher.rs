@@ -1,0 +1,421 @@
+//! Workers as Spark tasks: `jobs/spark/train_on_spark.py` under `spark-submit
+//! --master local-cluster[2,1,1024]` (a standalone cluster on this machine: two
+//! executor JVMs with their own Python workers) starts `sluice master` on the
+//! driver and one `sluice worker` in each task of a barrier stage
+//! (`sluice_trainer.spark`). Every id must reach the trainers exactly once; when
+//! an executor JVM is killed mid-job, Spark runs the stage again, the workers of
+//! the first attempt (the killed executor's and the one Spark kills on the other)
+//! must be gone before the new ones train, and the job must still end with every
+//! row committed exactly once and only in-flight batches served again.
+//!
+//! PySpark and Java come from the test venv (`.ci/run`); without them these
+//! tests fail.
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use common::{ack_log, count_lines, expected_dataset, fixture, python, recorded_ids, SLUICE};
+
+/// 2,000 rows (ids 0..2000) in 40 Parquet part files: 40 tasks for two workers.
+const DATASET: &str = "parquet_small_files";
+/// Rows per batch.
+const BATCH: u64 = 10;
+/// Two executors of one core and 1 GiB each.
+const SPARK_MASTER: &str = "local-cluster[2,1,1024]";
+/// JVM flags of the driver and the executors.
+const JVM_OPTIONS: &str = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC";
+/// The longest a spark-submit of these tests may run.
+const SPARK_DEADLINE: Duration = Duration::from_secs(360);
+
+/// One Spark cluster at a time: each brings up three JVMs on this machine.
+static SPARK: Mutex<()> = Mutex::new(());
+
+/// A file of the repository.
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+/// A spark-submit run in its own process group, killed with its executors
+/// when dropped.
+struct Submit {
+    child: Child,
+    stdout: PathBuf,
+    stderr: PathBuf,
+}
+
+impl Submit {
+    /// `spark-submit jobs/spark/train_on_spark.py` on `DATASET` with two workers
+    /// whose trainers log into `out`, sleeping `sleep` seconds per batch.
+    fn start(dir: &Path, out: &Path, sleep: f64) -> Submit {
+        let venv_bin = Path::new(&python())
+            .parent()
+            .expect("the venv's bin directory")
+            .to_path_buf();
+        let stdout = dir.join("spark-submit.out");
+        let stderr = dir.join("spark-submit.err");
+        let mut cmd = Command::new(venv_bin.join("spark-submit"));
+        cmd.args(["--master", SPARK_MASTER])
+            .args(["--conf", "spark.ui.enabled=false"])
+            .args(["--conf", "spark.ui.showConsoleProgress=false"])
+            // Less JIT and GC work for three short-lived JVMs on a small machine.
+            .args([
+                "--conf",
+                &format!("spark.driver.extraJavaOptions={JVM_OPTIONS}"),
+            ])
+            .args([
+                "--conf",
+                &format!("spark.executor.extraJavaOptions={JVM_OPTIONS}"),
+            ])
+            // The retried stage needs both executors again: a killed one is
+            // replaced by the standalone worker; give the stage attempts room.
+            .args(["--conf", "spark.stage.maxConsecutiveAttempts=4"])
+            .arg(repo("jobs/spark/train_on_spark.py"))
+            .arg(fixture(DATASET))
+            .args(["--workers", "2", "--exec", &ack_log(out, sleep)])
+            .arg("--sluice")
+            .arg(SLUICE)
+            .arg("--state")
+            .arg(dir.join("state"))
+            .args(["--", "--batch-size", &BATCH.to_string()])
+            .args(["--devices", "1", "--lease-timeout", "3s", "--quiet"])
+            .env("PYSPARK_PYTHON", python())
+            .env("PYSPARK_DRIVER_PYTHON", python())
+            // The driver and the executors' Python workers import sluice_trainer
+            // from the source tree (a cluster would have the wheel installed).
+            .env("PYTHONPATH", repo("python/sluice_trainer"))
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&stdout).expect("stdout file"))
+            .stderr(std::fs::File::create(&stderr).expect("stderr file"));
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let child = cmd.spawn().expect("start spark-submit");
+        Submit {
+            child,
+            stdout,
+            stderr,
+        }
+    }
+
+    /// Whether spark-submit is still running.
+    fn running(&mut self) -> bool {
+        self.child.try_wait().expect("try_wait").is_none()
+    }
+
+    /// Waits for spark-submit; returns the job summary it printed.
+    fn summary(&mut self) -> Value {
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                break status;
+            }
+            assert!(
+                start.elapsed() < SPARK_DEADLINE,
+                "spark-submit did not finish within {SPARK_DEADLINE:?}\n{}",
+                self.stderr_tail()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        let stdout = std::fs::read_to_string(&self.stdout).expect("spark-submit stdout");
+        assert!(
+            status.success(),
+            "spark-submit exited with {status}\nstdout: {stdout}\n{}",
+            self.stderr_tail()
+        );
+        let last = stdout.lines().last().unwrap_or_default();
+        common::parse_json(last, "the summary train_on_spark.py printed")
+    }
+
+    /// The end of spark-submit's stderr without the JVM's stack frames.
+    fn stderr_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.stderr).unwrap_or_default();
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("at "))
+            .collect();
+        format!(
+            "spark-submit stderr (last lines):\n{}",
+            lines[lines.len().saturating_sub(60)..].join("\n")
+        )
+    }
+}
+
+impl Drop for Submit {
+    fn drop(&mut self) {
+        if self.running() {
+            // SAFETY: kill(2) on the process group of a child we started.
+            unsafe {
+                libc::kill(-(self.child.id() as i32), libc::SIGKILL);
+            }
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The command line of process `pid` (empty once it is gone).
+fn cmdline(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|raw| {
+            raw.split(|&b| b == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The parent of `pid` and its state letter, from /proc/PID/stat.
+fn parent_and_state(pid: u32) -> Option<(u32, char)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) S ppid ...": comm may hold spaces, so read after its ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    Some((ppid, state))
+}
+
+/// Whether `pid` still runs (not gone, not a zombie).
+fn alive(pid: u32) -> bool {
+    parent_and_state(pid).is_some_and(|(_, state)| state != 'Z')
+}
+
+/// Every process on this machine.
+fn pids() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// The live `sluice worker` processes whose trainers log into `out`.
+fn sluice_workers(out: &Path) -> HashSet<u32> {
+    let out = out.display().to_string();
+    pids()
+        .into_iter()
+        .filter(|&pid| {
+            let args = cmdline(pid);
+            args.first().is_some_and(|a| a == SLUICE)
+                && args.get(1).is_some_and(|a| a == "worker")
+                && args.iter().any(|a| a.contains(&out))
+                && alive(pid)
+        })
+        .collect()
+}
+
+/// The executor JVM above `pid` (its `CoarseGrainedExecutorBackend` ancestor).
+fn executor_of(pid: u32) -> Option<u32> {
+    let mut at = pid;
+    for _ in 0..16 {
+        let (parent, _) = parent_and_state(at)?;
+        if cmdline(parent)
+            .iter()
+            .any(|a| a.contains("CoarseGrainedExecutorBackend"))
+        {
+            return Some(parent);
+        }
+        at = parent;
+    }
+    None
+}
+
+/// Checks what every Spark run must show: the master's books hold every row
+/// once, no task failed, two tasks of the stage each ran a named worker.
+#[track_caller]
+fn assert_summary(summary: &Value, rows: u64) {
+    assert_eq!(summary["exit_code"], 0, "{summary}");
+    assert_eq!(summary["queue"]["job_over"], true, "{summary}");
+    assert_eq!(summary["rows_committed"].as_u64(), Some(rows), "{summary}");
+    assert_eq!(summary["rows_total"].as_u64(), Some(rows), "{summary}");
+    assert_eq!(summary["queue"]["failed"], 0, "{summary}");
+    assert_eq!(summary["failed"], Value::Array(Vec::new()), "{summary}");
+    let tasks = summary["spark_tasks"].as_array().expect("spark_tasks");
+    let workers: Vec<&str> = tasks
+        .iter()
+        .map(|t| t["worker"].as_str().expect("worker"))
+        .collect();
+    assert_eq!(workers, ["spark-0", "spark-1"], "{summary}");
+    assert!(tasks.iter().all(|t| t["exit_code"] == 0), "{summary}");
+}
+
+#[test]
+fn spark_tasks_train_every_id_exactly_once() {
+    let _one = SPARK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("ids");
+    std::fs::create_dir(&out).expect("ids dir");
+    let rows = expected_dataset(DATASET)["rows"].as_u64().expect("rows");
+
+    let mut submit = Submit::start(dir.path(), &out, 0.0);
+    let summary = submit.summary();
+    assert_summary(&summary, rows);
+    common::assert_exactly_once(
+        &recorded_ids(&out, "ids-"),
+        rows,
+        "trainers of two Spark tasks",
+    );
+    common::assert_exactly_once(&recorded_ids(&out, "acked-"), rows, "acknowledged");
+    // Both workers trained: one trainer per worker logged batches.
+    let trainers: HashSet<String> = std::fs::read_dir(&out)
+        .expect("list")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("ids-"))
+        .collect();
+    assert_eq!(trainers.len(), 2, "trainer logs: {trainers:?}");
+}
+
+#[test]
+fn a_killed_executor_restarts_the_stage_and_every_row_is_committed_once() {
+    let _one = SPARK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("ids");
+    std::fs::create_dir(&out).expect("ids dir");
+    let rows = expected_dataset(DATASET)["rows"].as_u64().expect("rows");
+
+    let mut submit = Submit::start(dir.path(), &out, 0.1);
+    // Both workers of the first attempt are training.
+    let start = Instant::now();
+    let first = loop {
+        assert!(
+            submit.running(),
+            "spark-submit ended before the kill\n{}",
+            submit.stderr_tail()
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(240),
+            "no two workers training\n{}",
+            submit.stderr_tail()
+        );
+        let workers = sluice_workers(&out);
+        if workers.len() == 2 && count_lines(&out, "acked-") >= 300 {
+            break workers;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let victim = *first.iter().min().expect("a worker");
+    let executor = executor_of(victim).expect("the victim worker runs under an executor JVM");
+    let acked_at_kill = count_lines(&out, "acked-");
+    // SAFETY: kill(2) on an executor JVM of the Spark cluster this test started.
+    unsafe {
+        libc::kill(executor as i32, libc::SIGKILL);
+    }
+    eprintln!("killed executor {executor} (worker {victim}) at {acked_at_kill} acknowledged rows");
+
+    // Spark runs the stage again. When a worker of the new attempt is up, no
+    // worker of the first may be left: the one on the surviving executor dies
+    // with the Python task Spark killed.
+    let start = Instant::now();
+    let second = loop {
+        let now = sluice_workers(&out);
+        let new: HashSet<u32> = now.difference(&first).copied().collect();
+        if !new.is_empty() {
+            break new;
+        }
+        assert!(
+            submit.running(),
+            "spark-submit ended without running the stage again\n{}",
+            submit.stderr_tail()
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(240),
+            "the stage did not start again\n{}",
+            submit.stderr_tail()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let start = Instant::now();
+    while first.iter().any(|&pid| alive(pid)) && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left: Vec<u32> = first.iter().copied().filter(|&pid| alive(pid)).collect();
+    assert!(
+        left.is_empty(),
+        "workers {left:?} of the first stage attempt still run beside {second:?} of the next"
+    );
+
+    let summary = submit.summary();
+    assert_summary(&summary, rows);
+    let pids: Vec<u64> = summary["spark_tasks"]
+        .as_array()
+        .expect("spark_tasks")
+        .iter()
+        .map(|t| t["pid"].as_u64().expect("pid"))
+        .collect();
+    assert!(
+        pids.iter().all(|&p| !first.contains(&(p as u32))),
+        "the stage that finished is the first attempt: {summary}"
+    );
+    // Every id reached a trainer; what was acknowledged came back only if it
+    // was in flight (two batches per worker) when the workers were killed.
+    let delivered = recorded_ids(&out, "ids-");
+    common::cluster::undelivered(&delivered, rows, 1);
+    let acked = recorded_ids(&out, "acked-");
+    let again: u64 = acked
+        .values()
+        .map(|&n| u64::from(n.saturating_sub(1)))
+        .sum();
+    let bound = 2 * 2 * BATCH;
+    eprintln!("{again} acknowledged rows acknowledged again after the kill (bound {bound})");
+    assert!(
+        again <= bound,
+        "{again} acknowledged rows were served again (bound {bound})"
+    );
+    let acked_ids: HashMap<i64, u32> = acked;
+    assert_eq!(
+        acked_ids.len() as u64,
+        rows,
+        "every row acknowledged at least once"
+    );
+}
+
+#[test]
+fn options_go_to_the_subcommand_that_takes_them_and_unknown_ones_are_refused() {
+    let script = format!(
+        r#"
+import json, sluice_trainer.spark as s
+print(json.dumps(s._route({SLUICE:?}, dict(batch_size=8, lease_timeout="3s",
+      allow_incomplete=True, ignore_corrupt_files=False, columns=["id", "x"]))))
+try:
+    s.train("/nowhere", 2, "true", sluice={SLUICE:?}, no_such_flag=1)
+except TypeError as e:
+    print("refused:", e)
+"#
+    );
+    let out = common::run(
+        Command::new(python())
+            .args(["-c", &script])
+            .env("PYTHONPATH", repo("python/sluice_trainer")),
+    )
+    .success();
+    let mut lines = out.stdout.lines();
+    let routed = common::parse_json(lines.next().unwrap_or_default(), "routed options");
+    assert_eq!(
+        routed,
+        serde_json::json!([
+            [
+                "--lease-timeout",
+                "3s",
+                "--allow-incomplete",
+                "--columns",
+                "id,x"
+            ],
+            ["--batch-size", "8"]
+        ]),
+        "{out}"
+    );
+    assert_eq!(
+        lines.next(),
+        Some(
+            "refused: no_such_flag: neither `sluice master` nor `sluice worker` has --no-such-flag"
+        ),
+        "{out}"
+    );
+}
