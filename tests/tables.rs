@@ -563,3 +563,164 @@ fn a_delta_compaction_is_recognised_and_not_trained_again() {
     assert!(ids.is_empty(), "a compaction trains nothing: {report}");
     assert_eq!(report["recorded"], true, "{report}");
 }
+
+#[test]
+fn every_iceberg_snapshot_lists_and_trains_as_spark_reads_it() {
+    for (name, table) in tables("iceberg") {
+        let dir = table_dir(table);
+        let partition_columns: Vec<&str> = table["partition_columns"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|c| c.as_str()).collect())
+            .unwrap_or_default();
+        for version in versions(table) {
+            let id = version["snapshot_id"]
+                .as_i64()
+                .expect("an Iceberg snapshot id");
+            let what = format!("{name} snapshot {id} ({})", version["operation"]);
+            let flag = id.to_string();
+            let extra = ["--snapshot-id", flag.as_str()];
+            if name.contains("equality_delete")
+                && version["delete_files"]
+                    .as_array()
+                    .is_some_and(|d| !d.is_empty())
+            {
+                let run = sluice([
+                    "ls",
+                    dir.display().to_string().as_str(),
+                    "--snapshot-id",
+                    &flag,
+                ])
+                .failure();
+                assert_one_line_error(&run, &["equality delete"]);
+                continue;
+            }
+            let listing = ls(&dir, &extra);
+            assert_eq!(listing["table"]["kind"], "iceberg", "{what}: {listing}");
+            assert_eq!(listing["table"]["version"].as_i64(), Some(id), "{what}");
+            assert_eq!(
+                listing["rows"].as_u64(),
+                version["count"].as_u64(),
+                "{what}: ls rows differ from Spark's count"
+            );
+            let trained = train(&dir, &extra, &partition_columns);
+            assert_ids(&trained, version, &what);
+            assert_values(&trained, version, &what);
+            if let Some(counts) = version["partition_counts"].as_array() {
+                for entry in counts {
+                    let label = partition_columns
+                        .iter()
+                        .map(|c| format!("{c}={}", plain(&entry[*c])))
+                        .collect::<Vec<_>>()
+                        .join("/");
+                    assert_eq!(
+                        trained.partitions.get(&label).copied(),
+                        entry["count"].as_u64(),
+                        "{what}: rows of partition {label}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A copy of an Iceberg table as it stood at snapshot `id`: the metadata
+/// files written after it are moved aside, to be put back later.
+fn iceberg_at(table: &Value, id: i64) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("table");
+    copy_dir(&table_dir(table), &dir);
+    let later = tmp.path().join("later");
+    std::fs::create_dir_all(&later).expect("mkdir");
+    let meta = dir.join("metadata");
+    let mut keep = 0;
+    let mut numbered = Vec::new();
+    for entry in std::fs::read_dir(&meta).expect("list metadata") {
+        let path = entry.expect("list metadata").path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("")
+            .to_string();
+        let Some(n) = name
+            .strip_prefix('v')
+            .and_then(|r| r.strip_suffix(".metadata.json"))
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let json = parse_json(
+            &std::fs::read_to_string(&path).expect("read metadata"),
+            &name,
+        );
+        if json["current-snapshot-id"].as_i64() == Some(id) {
+            keep = keep.max(n);
+        }
+        numbered.push((n, name));
+    }
+    assert!(keep > 0, "no metadata file has snapshot {id} current");
+    for (n, name) in numbered {
+        if n > keep {
+            std::fs::rename(meta.join(&name), later.join(&name)).expect("move aside");
+        }
+    }
+    std::fs::write(meta.join("version-hint.text"), keep.to_string()).expect("version hint");
+    (tmp, dir, later)
+}
+
+/// Puts every metadata file moved aside back (the table at its last snapshot).
+fn iceberg_catch_up(dir: &Path, later: &Path) {
+    let meta = dir.join("metadata");
+    let mut last = 0;
+    for entry in std::fs::read_dir(later).expect("list") {
+        let path = entry.expect("list").path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("")
+            .to_string();
+        if let Some(n) = name
+            .strip_prefix('v')
+            .and_then(|r| r.strip_suffix(".metadata.json"))
+            .and_then(|n| n.parse::<u32>().ok())
+        {
+            last = last.max(n);
+        }
+        std::fs::rename(&path, meta.join(&name)).expect("put back");
+    }
+    std::fs::write(meta.join("version-hint.text"), last.to_string()).expect("version hint");
+}
+
+#[test]
+fn a_scheduled_job_on_an_iceberg_table_trains_appends_and_skips_a_compaction() {
+    let table = tables("iceberg")
+        .into_iter()
+        .find(|(n, _)| *n == "iceberg/compaction")
+        .map(|(_, t)| t)
+        .expect("iceberg/compaction");
+    let all = versions(table);
+    let first = &all[0];
+    let (_tmp, dir, later) = iceberg_at(table, first["snapshot_id"].as_i64().expect("id"));
+    let work = tempfile::tempdir().expect("tempdir");
+    let (run, ids) = run_table_job(work.path(), &dir, Some("fail"));
+    run.success();
+    assert_trained(&ids, &ids_of(first), "first run: the first snapshot");
+    iceberg_catch_up(&dir, &later);
+    // Three appends, then a `replace` (rewrite_data_files): the appends are
+    // trained once; the compaction is recognised, so "fail" does not stop it.
+    let (run, ids) = run_table_job(work.path(), &dir, Some("fail"));
+    let report = run.success().json();
+    let kinds: Vec<&str> = report["table"]["commits"]
+        .as_array()
+        .expect("commits")
+        .iter()
+        .filter_map(|c| c["kind"].as_str())
+        .collect();
+    assert_eq!(kinds.last(), Some(&"compaction"), "{report}");
+    let last = all.last().expect("versions");
+    let want: BTreeSet<i64> = ids_of(last).difference(&ids_of(first)).copied().collect();
+    assert_trained(
+        &ids,
+        &want,
+        "second run: the appends after the first snapshot",
+    );
+}

@@ -234,10 +234,100 @@ pub async fn changes(
     since: i64,
     at: TableVersion,
 ) -> Result<TableChanges> {
-    match kind {
-        TableKind::Delta => delta::changes(location, since, at).await,
-        TableKind::Iceberg => iceberg::changes(location, since, at).await,
+    let mut changes = match kind {
+        TableKind::Delta => delta::changes(location, since, at).await?,
+        TableKind::Iceberg => iceberg::changes(location, since, at).await?,
+    };
+    let compacted = compacted_appends(location, kind, since, &changes).await?;
+    changes.appended.extend(compacted);
+    Ok(changes)
+}
+
+/// Files appended after `since` whose rows a later compaction in the same
+/// window moved into new files (which also hold rows trained before): they
+/// are read as they were just before the compaction, when they still exist,
+/// so their rows are trained once. Files a rewrite removed (delete,
+/// overwrite) are not: their rows are gone from the table.
+async fn compacted_appends(
+    location: &Location,
+    kind: TableKind,
+    since: i64,
+    changes: &TableChanges,
+) -> Result<Vec<TableFile>> {
+    let commits = &changes.commits;
+    if !commits.iter().any(|c| c.kind == CommitKind::Compaction) {
+        return Ok(Vec::new());
     }
+    let at = |version: i64| match kind {
+        TableKind::Delta => TableVersion::Version(version.max(0) as u64),
+        TableKind::Iceberg => TableVersion::SnapshotId(version),
+    };
+    let live: std::collections::HashSet<&Path> =
+        changes.snapshot.files.iter().map(|f| &f.path).collect();
+    let mut snapshots: std::collections::HashMap<i64, TableSnapshot> = Default::default();
+    let mut out = Vec::new();
+    for (i, commit) in commits.iter().enumerate() {
+        if commit.kind != CommitKind::Append {
+            continue;
+        }
+        let before = if i == 0 {
+            since
+        } else {
+            commits[i - 1].version
+        };
+        for version in [before, commit.version] {
+            if let std::collections::hash_map::Entry::Vacant(slot) = snapshots.entry(version) {
+                slot.insert(snapshot(location, kind, at(version)).await?);
+            }
+        }
+        let old: std::collections::HashSet<&Path> =
+            snapshots[&before].files.iter().map(|f| &f.path).collect();
+        let added: Vec<TableFile> = snapshots[&commit.version]
+            .files
+            .iter()
+            .filter(|f| !old.contains(&f.path) && !live.contains(&f.path))
+            .cloned()
+            .collect();
+        for file in added {
+            // The first later commit it is gone after decides.
+            let mut last_seen = commit.version;
+            for later in &commits[i + 1..] {
+                if later.kind == CommitKind::Append || later.kind == CommitKind::Metadata {
+                    last_seen = later.version;
+                    continue;
+                }
+                if let std::collections::hash_map::Entry::Vacant(slot) =
+                    snapshots.entry(later.version)
+                {
+                    slot.insert(snapshot(location, kind, at(later.version)).await?);
+                }
+                let found = snapshots[&later.version]
+                    .files
+                    .iter()
+                    .any(|f| f.path == file.path);
+                if found {
+                    last_seen = later.version;
+                    continue;
+                }
+                if later.kind == CommitKind::Compaction {
+                    if let std::collections::hash_map::Entry::Vacant(slot) =
+                        snapshots.entry(last_seen)
+                    {
+                        slot.insert(snapshot(location, kind, at(last_seen)).await?);
+                    }
+                    if let Some(f) = snapshots[&last_seen]
+                        .files
+                        .iter()
+                        .find(|f| f.path == file.path)
+                    {
+                        out.push(f.clone());
+                    }
+                }
+                break;
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Whether `dir` (a directory in the store) holds an entry named `name`. A
