@@ -2,7 +2,8 @@
 //! authentication, block access tokens and SASL protection of RPC and block
 //! transfers (`tests/services/hdfs.sh start-secure`), data put in by Hadoop's own
 //! client. Every check runs under privacy; authentication and integrity get a
-//! listing and a keytab-only training each. Tickets live 60 s.
+//! listing and a keytab-only training each. Tickets live 60 s; the renewal
+//! test has a cluster of its own, whose namenode it restarts mid-job.
 //!
 //! Never skipped: when a cluster cannot start, every test here fails.
 
@@ -40,6 +41,10 @@ struct Secure {
     principal: String,
     /// Ticket caches and token files of the tests.
     scratch: tempfile::TempDir,
+    protection: String,
+    /// A cluster of one test's own: `hdfs.sh`'s state root and namenode port
+    /// (`SLUICE_SERVICES`, `SLUICE_HDFS_PORT`). It stops when dropped.
+    own: Option<(PathBuf, u16)>,
 }
 
 fn script() -> PathBuf {
@@ -49,8 +54,21 @@ fn script() -> PathBuf {
 impl Secure {
     /// Starts (or finds) the cluster of `protection`; it stops when this process exits.
     fn start(protection: &str) -> Secure {
-        let out = run(Command::new("bash")
-            .arg(script())
+        Secure::start_in(protection, None)
+    }
+
+    /// Starts a cluster of `protection` for one test alone, its namenode on
+    /// `port`; it stops when dropped, or when this process exits.
+    fn start_own(protection: &str, port: u16) -> Secure {
+        let services = std::env::var_os("SLUICE_SERVICES")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/tmp/sluice-services"))
+            .join(format!("own-{port}"));
+        Secure::start_in(protection, Some((services, port)))
+    }
+
+    fn start_in(protection: &str, own: Option<(PathBuf, u16)>) -> Secure {
+        let out = run(hdfs_sh(&own)
             .args(["start-secure", "--protection", protection])
             .env("SLUICE_HDFS_EXIT_WITH", std::process::id().to_string()));
         assert!(out.status.success(), "the secure HDFS did not start: {out}");
@@ -71,7 +89,20 @@ impl Secure {
             keytab: get("SLUICE_KEYTAB"),
             principal: get("SLUICE_PRINCIPAL"),
             scratch: tempfile::tempdir().expect("tempdir"),
+            protection: protection.to_string(),
+            own,
         }
+    }
+
+    /// Restarts the namenode (same port, same data) and waits until it serves:
+    /// every client connects, and authenticates, anew.
+    fn restart_namenode(&self) {
+        let out = run(hdfs_sh(&self.own).args([
+            "restart-namenode-secure",
+            "--protection",
+            &self.protection,
+        ]));
+        assert!(out.status.success(), "the namenode did not restart: {out}");
     }
 
     fn privacy() -> &'static Secure {
@@ -153,6 +184,25 @@ impl Secure {
     }
 }
 
+impl Drop for Secure {
+    fn drop(&mut self) {
+        if self.own.is_some() {
+            let _ = run(hdfs_sh(&self.own).args(["stop-secure", "--protection", &self.protection]));
+        }
+    }
+}
+
+/// `bash hdfs.sh`, for the shared clusters or a test's own (`Secure::own`).
+fn hdfs_sh(own: &Option<(PathBuf, u16)>) -> Command {
+    let mut cmd = Command::new("bash");
+    cmd.arg(script());
+    if let Some((services, port)) = own {
+        cmd.env("SLUICE_SERVICES", services)
+            .env("SLUICE_HDFS_PORT", port.to_string());
+    }
+    cmd
+}
+
 /// `sluice ls --json` without the key naming the location.
 fn ls_json(run: Run) -> Value {
     let mut json = run.success().json();
@@ -224,17 +274,34 @@ fn integrity_and_authentication_list_and_train_with_a_keytab() {
     }
 }
 
+/// Creates a file when dropped, also when the test fails: the trainers wait for it.
+struct OpenGate(PathBuf);
+
+impl Drop for OpenGate {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.0, "");
+    }
+}
+
 #[test]
-fn a_keytab_login_outlives_its_tickets() {
-    let cluster = Secure::privacy();
-    let url = cluster.data("csv_gzip");
-    let ids = tempfile::tempdir().expect("tempdir");
-    // The trainer starts after the first tickets expired (60 s), so the job
-    // reads and trains past them, logged in from the keytab alone.
-    let exec = format!("sleep 65; {}", recorder(ids.path(), ""));
-    let started = Instant::now();
-    let out = cluster.sluice(
-        &[
+fn a_keytab_login_renews_where_an_expired_ticket_fails() {
+    // A cluster of its own: its namenode restarts mid-job.
+    let cluster = Secure::start_own("privacy", 9230);
+    // 40 files of 50 rows: a few are read ahead before the trainers start, the
+    // rest are opened (a namenode call each) after the restart.
+    let dataset = "parquet_small_files";
+    let url = cluster.data(dataset);
+    let scratch = cluster.scratch.path();
+    let go = scratch.join("go");
+    let ticket = cluster.kinit("ticket-60s", "60s");
+    let expired_at = Instant::now() + Duration::from_secs(60);
+    // The same job twice at once, its trainers held until the namenode restarted
+    // after the first tickets expired: one job with the kinit ticket alone (it
+    // cannot renew), one logged in from the keytab alone.
+    let job = |auth: &Auth, ids: &Path| {
+        let gate = format!("while [ ! -e {} ]; do sleep 0.2; done; ", go.display());
+        let exec = format!("{gate}{}", recorder(ids, ""));
+        let args = [
             "train",
             &url,
             "--exec",
@@ -244,22 +311,42 @@ fn a_keytab_login_outlives_its_tickets() {
             "--prefetch",
             "1",
             "--batch-size",
-            "250",
+            "50",
             "-q",
-        ],
-        &Auth::Keytab,
-    );
+        ];
+        let mut cmd = sluice_command(args);
+        run(cluster.env(&mut cmd, auth))
+    };
+    let (ticket_ids, keytab_ids) = (scratch.join("ids-ticket"), scratch.join("ids-keytab"));
+    for dir in [&ticket_ids, &keytab_ids] {
+        std::fs::create_dir_all(dir).expect("ids dir");
+    }
+    let (with_ticket, with_keytab) = std::thread::scope(|s| {
+        let with_ticket = s.spawn(|| job(&Auth::Cache(&ticket), &ticket_ids));
+        let with_keytab = s.spawn(|| job(&Auth::Keytab, &keytab_ids));
+        let open = OpenGate(go.clone());
+        let wait = expired_at.saturating_duration_since(Instant::now());
+        std::thread::sleep(wait + Duration::from_secs(3));
+        cluster.restart_namenode();
+        drop(open);
+        (
+            with_ticket.join().expect("ticket job"),
+            with_keytab.join().expect("keytab job"),
+        )
+    });
+    let rows = expected_rows(dataset);
+    // The ticket expired before the namenode came back: its job stops at the
+    // first file it opens after the restart, saying why in one line.
+    assert_one_line_error(&with_ticket, &["has expired", "kinit", "--keytab"]);
+    let read = recorded_ids(&ticket_ids, "ids-").len() as u64;
     assert!(
-        started.elapsed() > Duration::from_secs(60),
-        "the job must outlive the 60 s tickets"
+        read < rows,
+        "the ticket job read every file before the restart: {with_ticket}"
     );
-    out.success();
-    let ids = recorded_ids(ids.path(), "ids-");
-    assert_exactly_once(
-        &ids,
-        expected_rows("csv_gzip"),
-        "job longer than its tickets",
-    );
+    // The keytab login got new tickets for the new connection: every id arrives once.
+    with_keytab.success();
+    let ids = recorded_ids(&keytab_ids, "ids-");
+    assert_exactly_once(&ids, rows, "keytab job across a namenode restart");
 }
 
 #[test]

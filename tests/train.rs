@@ -539,6 +539,48 @@ fn a_column_listed_twice_is_refused_naming_it() {
     assert!(err.contains("--columns") && err.contains("`x1`"), "{err}");
 }
 
+#[test]
+fn a_state_on_a_store_is_refused_and_a_file_url_is_a_directory() {
+    let data = fixtures().join("parquet_small_files");
+    let data = data.to_str().expect("utf8");
+    // Run where a store URL taken for a path would leave a directory (`s3:`).
+    let cwd = tempfile::tempdir().expect("tempdir");
+    let train = |state: &str| {
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["train", data, "--state", state, "--quiet"])
+            .current_dir(cwd.path())
+            .output()
+            .expect("run sluice")
+    };
+    for url in [
+        "hdfs://127.0.0.1:1/sluice/state",
+        "s3://bucket/sluice/state",
+        "gs://bucket/sluice/state",
+        "az://container/sluice/state",
+    ] {
+        let out = train(url);
+        assert_eq!(out.status.code(), Some(64), "{url}: {}", stderr(&out));
+        let err = one_error_line(&out);
+        assert!(
+            err.contains(&format!("--state {url}")) && err.contains("sluice master"),
+            "{err}"
+        );
+    }
+    let state = cwd.path().join("state");
+    let out = train(&format!("file://{}", state.display()));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        state.join("job.json").is_file(),
+        "no state in {}",
+        state.display()
+    );
+    let left: Vec<_> = std::fs::read_dir(cwd.path())
+        .expect("list")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(left, ["state"], "only the state directory is made");
+}
+
 /// A copy of the Spark output `parquet_small_files` with the Spark part file of
 /// `bad/truncated_parquet` (cut in half: no footer) among its parts; its name.
 fn small_files_with_a_cut_footer(root: &Path) -> (PathBuf, String) {

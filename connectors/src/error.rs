@@ -197,6 +197,20 @@ impl Error {
         }
     }
 
+    /// Whether the store refused this process's login (Kerberos: no ticket, an
+    /// expired one, an unreachable KDC): reading again does not help, and every
+    /// other read of the store fails the same way until the login is fixed.
+    pub fn is_login(&self) -> bool {
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(e) = source {
+            if e.is::<crate::store::kerberos::KerberosError>() {
+                return true;
+            }
+            source = e.source();
+        }
+        false
+    }
+
     /// Maps an object store error on `path` to the right variant.
     pub fn from_store(path: impl Into<String>, source: object_store::Error) -> Self {
         let path = path.into();
@@ -318,6 +332,19 @@ mod tests {
         assert_eq!(kind("401 Unauthorized"), ErrorKind::PermissionDenied);
         assert_eq!(kind("404 Not Found"), ErrorKind::NotFound);
         assert_eq!(kind("503 Service Unavailable"), ErrorKind::Store);
+    }
+
+    #[test]
+    fn only_a_refused_login_is_a_login_error() {
+        let expired = object_store::Error::Generic {
+            store: "HDFS",
+            source: Box::new(crate::store::kerberos::KerberosError::Expired {
+                url: "hdfs://nn:8020".to_string(),
+            }),
+        };
+        assert!(Error::from_store("hdfs://nn:8020/x", expired).is_login());
+        assert!(!Error::from_store("s3://b/x", generic("403 Forbidden")).is_login());
+        assert!(!Error::from_store("s3://b/x", generic("503 Service Unavailable")).is_login());
     }
 
     #[test]

@@ -111,6 +111,23 @@ impl WorkerOptions {
 }
 
 /// Parses `--trainer-timeout`: a duration, or `off` (returned as zero: no limit).
+/// The directory of `train --state`: a path, or the path of a `file://` URL.
+/// A store URL is refused (rather than taken for a directory named `s3:`):
+/// state on a store is the master's.
+fn local_state(state: PathBuf) -> anyhow::Result<PathBuf> {
+    let Some((scheme, rest)) = state.to_str().and_then(|s| s.split_once("://")) else {
+        return Ok(state);
+    };
+    if scheme.eq_ignore_ascii_case("file") {
+        return Ok(PathBuf::from(rest));
+    }
+    Err(usage(format!(
+        "--state {}: `sluice train` keeps its state in a local directory (a path or file:// URL); for state on an object store or HDFS run `sluice master DATA --state {}` and `sluice worker --master URL`",
+        state.display(),
+        state.display()
+    )))
+}
+
 fn parse_timeout(s: &str) -> Result<Duration, String> {
     if s.trim().eq_ignore_ascii_case("off") {
         return Ok(Duration::ZERO);
@@ -156,7 +173,7 @@ pub struct TrainArgs {
     /// Write a JSON summary of the run here.
     #[arg(long)]
     pub summary_json: Option<PathBuf>,
-    /// Keep the job's journal here; run the same command again after a crash to resume.
+    /// Keep the job's journal in this local directory (a path or file:// URL); run the same command again after a crash to resume. For state on an object store or HDFS, use `sluice master --state URL`.
     #[arg(long)]
     pub state: Option<PathBuf>,
     /// On SIGINT or SIGTERM, how long the trainers may take to finish the
@@ -181,12 +198,11 @@ impl TrainArgs {
         let mut dataset = self.dataset.options()?;
         dataset.ignore_corrupt_files = self.ignore_corrupt_files;
         let trainer = self.worker.trainer()?;
-        let checkpoint_every = self
-            .checkpoint_every
-            .unwrap_or(match (&trainer, &self.state) {
-                (TrainerChoice::Model(_), Some(_)) => DEFAULT_CHECKPOINT_EVERY,
-                _ => 0,
-            });
+        let state = self.state.map(local_state).transpose()?;
+        let checkpoint_every = self.checkpoint_every.unwrap_or(match (&trainer, &state) {
+            (TrainerChoice::Model(_), Some(_)) => DEFAULT_CHECKPOINT_EVERY,
+            _ => 0,
+        });
         let config = TrainConfig {
             url: self.url,
             dataset,
@@ -207,7 +223,7 @@ impl TrainArgs {
             writer_pid: self.writer_pid,
             allow_incomplete: self.allow_incomplete,
             summary_json: self.summary_json,
-            state: self.state,
+            state,
             checkpoint_every,
             progress: !self.worker.quiet,
             stop: None,

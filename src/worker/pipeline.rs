@@ -125,6 +125,12 @@ pub enum PipelineError {
         /// Why.
         reason: String,
     },
+    /// The store refused this process's login: every read would fail alike.
+    #[error("{reason}")]
+    LoginRefused {
+        /// Why, naming the file and what to do.
+        reason: String,
+    },
     /// Re-batching failed.
     #[error("cannot assemble a batch: {0}")]
     Batch(#[from] arrow::error::ArrowError),
@@ -971,6 +977,9 @@ impl Coordinator {
                 };
                 let ready = self.batcher.push(batch, piece, epoch)?;
                 self.ready(ready);
+            }
+            ReadEvent::LoginRefused { reason } => {
+                return Err(PipelineError::LoginRefused { reason });
             }
             ReadEvent::Done { attempt, .. } if self.replaying.remove(&attempt).is_some() => {}
             ReadEvent::Failed {

@@ -42,6 +42,12 @@ pub enum ReadEvent {
         /// One-line reason.
         reason: String,
     },
+    /// The store refused this process's login (see
+    /// [`connectors::Error::is_login`]): no read can succeed until it is fixed.
+    LoginRefused {
+        /// One-line reason.
+        reason: String,
+    },
 }
 
 /// Reads the split of `lease` from its committed offset on a task of its own;
@@ -90,10 +96,14 @@ pub fn spawn(
                 }
                 Err(e) => {
                     let reason = e.to_string();
-                    let failed = ReadEvent::Failed {
-                        attempt,
-                        at: row,
-                        reason,
+                    let failed = if e.is_login() {
+                        ReadEvent::LoginRefused { reason }
+                    } else {
+                        ReadEvent::Failed {
+                            attempt,
+                            at: row,
+                            reason,
+                        }
                     };
                     let _ = tx.send(failed).await;
                     return;

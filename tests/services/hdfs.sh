@@ -11,6 +11,11 @@
 #                                     protection at that level; namenode on 9200 (privacy),
 #                                     9210 (integrity) or 9220 (authentication)
 #   tests/services/hdfs.sh stop-secure | env-secure [--protection LEVEL]
+#   tests/services/hdfs.sh restart-namenode | restart-namenode-ha |
+#                          restart-namenode-secure [--protection LEVEL]
+#                                     restarts the running cluster's namenode(s) on the same
+#                                     ports and data (clients must connect, and authenticate,
+#                                     anew); returns once the datanodes are back
 #   tests/services/hdfs.sh dfsadmin ARGS...   Hadoop's DFSAdmin on the plain cluster
 #   tests/services/hdfs.sh put LOCAL_DIR URL  Hadoop's own client (`hdfs dfs -put`) copies a
 #                                     local directory into a running cluster, as the job
@@ -171,8 +176,10 @@ start() {
   fi
   stop_quietly
   build
-  rm -rf "$STATE/data" "$STATE/conf" "$STATE/kdc" "$STATE/ready" "$STATE/stdout.log"
-  local args=(--base-dir "$STATE/data" --conf-dir "$STATE/conf" --port "$PORT" "${MODE_ARGS[@]}")
+  rm -rf "$STATE/data" "$STATE/conf" "$STATE/kdc" "$STATE/ready" "$STATE/stdout.log" "$STATE/control"
+  mkfifo "$STATE/control"
+  local args=(--base-dir "$STATE/data" --conf-dir "$STATE/conf" --port "$PORT"
+    --control "$STATE/control" "${MODE_ARGS[@]}")
   if [[ -n "${SLUICE_HDFS_EXIT_WITH:-}" ]]; then
     args+=(--exit-with "$SLUICE_HDFS_EXIT_WITH")
   fi
@@ -231,6 +238,35 @@ stop() {
   stop_quietly
 }
 
+# Restarts the namenode(s) of the running cluster through its control pipe and
+# waits for the launcher's answer.
+restart_namenode() {
+  MODE="$1"
+  select_mode "$1"
+  [[ -d "$STATE" ]] || die "no HDFS running in $STATE"
+  exec 9>"$STATE/lock"
+  flock 9
+  running || die "no HDFS running in $STATE"
+  [[ -p "$STATE/control" ]] || die "the cluster in $STATE takes no commands (stop and start it)"
+  local answers='^(Restarted namenode|Control failed): '
+  local before t0=$SECONDS pid
+  pid="$(cat "$STATE/pid")"
+  before="$(grep -cE "$answers" "$STATE/stdout.log" || true)"
+  timeout 10 bash -c 'echo restart-namenode >"$1"' _ "$STATE/control" ||
+    die "the cluster in $STATE did not take the command"
+  while (($(grep -cE "$answers" "$STATE/stdout.log" || true) <= before)); do
+    kill -0 "$pid" 2>/dev/null || die "the MiniDFSCluster exited (log: $STATE/cluster.log)"
+    if ((SECONDS - t0 >= START_TIMEOUT)); then
+      die "the namenode was not back after ${START_TIMEOUT}s (log: $STATE/cluster.log)"
+    fi
+    sleep 0.2
+  done
+  local answer
+  answer="$(grep -E "$answers" "$STATE/stdout.log" | tail -n 1)"
+  [[ "$answer" == Restarted* ]] || die "$answer (log: $STATE/cluster.log)"
+  echo "hdfs.sh: namenode of $URL restarted in $((SECONDS - t0))s" >&2
+}
+
 env_of() {
   MODE="$1"
   select_mode "$1"
@@ -251,6 +287,9 @@ case "${1:-}" in
   start-secure) shift && parse_protection "$@" && start secure ;;
   stop-secure) shift && parse_protection "$@" && stop secure ;;
   env-secure) shift && parse_protection "$@" && env_of secure ;;
+  restart-namenode) restart_namenode plain ;;
+  restart-namenode-ha) restart_namenode ha ;;
+  restart-namenode-secure) shift && parse_protection "$@" && restart_namenode secure ;;
   put | fetchdt)
     # Hadoop's own client, as the user of the cluster HADOOP_CONF_DIR describes.
     tool="$1"
@@ -274,5 +313,5 @@ case "${1:-}" in
     exec java -cp "$BUILD/minidfs.jar:$(cat "$BUILD/classpath.txt")" \
       org.apache.hadoop.hdfs.tools.DFSAdmin -fs "$URL" "$@"
     ;;
-  *) die "usage: $0 start|start-ha|start-secure|stop|stop-ha|stop-secure|env|env-ha|env-secure|build|dfsadmin ARGS...|put LOCAL_DIR URL|fetchdt [ARGS] FILE" ;;
+  *) die "usage: $0 start|start-ha|start-secure|stop|stop-ha|stop-secure|env|env-ha|env-secure|restart-namenode[-ha|-secure]|build|dfsadmin ARGS...|put LOCAL_DIR URL|fetchdt [ARGS] FILE" ;;
 esac

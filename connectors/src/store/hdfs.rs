@@ -324,7 +324,12 @@ impl fmt::Display for SharedError {
 
 impl std::error::Error for SharedError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.0.source()
+        match &*self.0 {
+            // Transparent in messages, yet visible to callers asking whether a
+            // login failed.
+            ConnectError::Kerberos(e) => Some(e),
+            other => other.source(),
+        }
     }
 }
 

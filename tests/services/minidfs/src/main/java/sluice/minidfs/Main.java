@@ -1,13 +1,17 @@
 // Starts a MiniDFSCluster for sluice's HDFS tests, writes the client configuration
 // (core-site.xml, hdfs-site.xml) for it, prints "Ready!" and stays up until killed
 // (or, with --stop-on-eof, until its standard input closes; with --exit-with PID,
-// until that process exits). With --secure-dir DIR it is Kerberized (see Secure):
-// a MiniKdc, keytabs and krb5.conf in DIR, the client's krb5.conf beside the
-// Hadoop files, and the user principal printed as "Principal: NAME".
+// until that process exits). With --control FIFO it takes commands, one a line, from
+// that named pipe: `restart-namenode` restarts the namenode(s) on the same ports and
+// data, waits until the datanodes are back and prints "Restarted namenode: N" (the
+// N-th restart), or "Control failed: WHY". With --secure-dir DIR it is Kerberized
+// (see Secure): a MiniKdc, keytabs and krb5.conf in DIR, the client's krb5.conf
+// beside the Hadoop files, and the user principal printed as "Principal: NAME".
 package sluice.minidfs;
 
 import java.io.BufferedReader;
 import java.io.File;
+import java.io.FileInputStream;
 import java.io.FileOutputStream;
 import java.io.IOException;
 import java.io.InputStreamReader;
@@ -48,6 +52,7 @@ public final class Main {
         File secureDir = null;
         String protection = "privacy";
         long ticketLifetime = 60;
+        File control = null;
 
         static Options parse(String[] args) {
             Options o = new Options();
@@ -65,6 +70,7 @@ public final class Main {
                     case "--secure-dir": o.secureDir = new File(value(args, ++i, arg)); break;
                     case "--protection": o.protection = value(args, ++i, arg); break;
                     case "--ticket-lifetime": o.ticketLifetime = Long.parseLong(value(args, ++i, arg)); break;
+                    case "--control": o.control = new File(value(args, ++i, arg)); break;
                     default: throw new IllegalArgumentException("unknown option " + arg);
                 }
             }
@@ -137,6 +143,9 @@ public final class Main {
         if (secure != null) {
             System.out.println("Principal: " + secure.userPrincipal());
         }
+        if (options.control != null) {
+            serveControl(options.control, cluster, options.ha);
+        }
         System.out.println("Ready!");
         System.out.flush();
 
@@ -150,6 +159,52 @@ public final class Main {
         } else {
             new CountDownLatch(1).await();
         }
+    }
+
+    /**
+     * Serves the commands written to the named pipe fifo, in a daemon thread (see the
+     * top of this file). A writer opens the pipe, writes its lines and closes it; the
+     * next writer finds it open again.
+     */
+    static void serveControl(File fifo, MiniDFSCluster cluster, boolean ha) {
+        Thread thread = new Thread(() -> {
+            int restarts = 0;
+            while (true) {
+                try (BufferedReader in = new BufferedReader(new InputStreamReader(
+                        new FileInputStream(fifo), StandardCharsets.UTF_8))) {
+                    String line;
+                    while ((line = in.readLine()) != null) {
+                        String command = line.trim();
+                        if (command.isEmpty()) {
+                            continue;
+                        }
+                        try {
+                            if (!command.equals("restart-namenode")) {
+                                throw new IllegalArgumentException("unknown command " + command);
+                            }
+                            for (int i = 0; i < cluster.getNumNameNodes(); i++) {
+                                cluster.restartNameNode(i, false);
+                            }
+                            if (ha) {
+                                cluster.transitionToActive(0);
+                            }
+                            cluster.waitActive();
+                            restarts++;
+                            System.out.println("Restarted namenode: " + restarts);
+                        } catch (Exception e) {
+                            System.out.println("Control failed: " + e.toString().replace('\n', ' '));
+                        }
+                        System.out.flush();
+                    }
+                } catch (IOException e) {
+                    System.out.println("Control failed: " + e.toString().replace('\n', ' '));
+                    System.out.flush();
+                    return;
+                }
+            }
+        }, "minidfs-control");
+        thread.setDaemon(true);
+        thread.start();
     }
 
     /**
