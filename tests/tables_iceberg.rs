@@ -351,9 +351,23 @@ async fn changes_classify_the_commits_after_each_snapshot() {
                     }
                 }
             }
-            let live: BTreeSet<String> = strings(&versions[target]["files"]).into_iter().collect();
+            // Kept: still live at the target, or moved away only by a
+            // compaction (`replace`) in the window, which keeps its rows.
+            let kept = |f: &String| {
+                let mut added = false;
+                for v in &versions[since + 1..=target] {
+                    let present = strings(&v["files"]).contains(f);
+                    if present {
+                        added = true;
+                    } else if added {
+                        return v["operation"] == "replace";
+                    }
+                }
+                true
+            };
             let appended_want: BTreeSet<String> = appended_want
-                .intersection(&live)
+                .iter()
+                .filter(|f| kept(f))
                 .map(|f| store_path(&loc, f).to_string())
                 .collect();
             let appended: BTreeSet<String> = changes
