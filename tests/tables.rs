@@ -9,25 +9,9 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 use common::*;
 use serde_json::Value;
-
-/// The whole of `tables/expected.json`.
-fn tables_expected() -> &'static Value {
-    static EXPECTED: OnceLock<Value> = OnceLock::new();
-    EXPECTED.get_or_init(|| {
-        let path = fixtures_dir().join("tables/expected.json");
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-            panic!(
-                "cannot read {}: {e}; tests/run.sh writes it with tests/fixtures/make_tables.py",
-                path.display()
-            )
-        });
-        parse_json(&text, &path.display().to_string())
-    })
-}
 
 /// The expected entries of every table of `kind`, by name.
 fn tables(kind: &str) -> Vec<(&'static str, &'static Value)> {
@@ -44,14 +28,6 @@ fn tables(kind: &str) -> Vec<(&'static str, &'static Value)> {
         "tables/expected.json has no {kind} table"
     );
     found
-}
-
-fn table_dir(table: &Value) -> PathBuf {
-    fixtures_dir().join("tables").join(
-        table["path"]
-            .as_str()
-            .expect("a table entry without `path`"),
-    )
 }
 
 fn versions(table: &Value) -> &Vec<Value> {
@@ -206,10 +182,7 @@ fn assert_values(trained: &Trained, version: &Value, what: &str) {
 fn every_delta_version_lists_and_trains_as_spark_reads_it() {
     for (name, table) in tables("delta") {
         let dir = table_dir(table);
-        let partition_columns: Vec<&str> = table["partition_columns"]
-            .as_array()
-            .map(|a| a.iter().filter_map(|c| c.as_str()).collect())
-            .unwrap_or_default();
+        let partition_columns = partition_columns(table);
         let all = versions(table);
         for (i, version) in all.iter().enumerate() {
             let number = version["version"].as_u64().expect("a Delta version number");
@@ -237,22 +210,34 @@ fn every_delta_version_lists_and_trains_as_spark_reads_it() {
                 Some(number),
                 "{what}: the summary records the version trained"
             );
-            if let Some(counts) = version["partition_counts"].as_array() {
-                for entry in counts {
-                    let label = partition_columns
-                        .iter()
-                        .map(|c| format!("{c}={}", plain(&entry[*c])))
-                        .collect::<Vec<_>>()
-                        .join("/");
-                    assert_eq!(
-                        trained.partitions.get(&label).copied(),
-                        entry["count"].as_u64(),
-                        "{what}: rows of partition {label} ({:?})",
-                        trained.partitions
-                    );
-                }
-            }
+            assert_partitions(&trained, version, &partition_columns, &what);
         }
+    }
+}
+
+/// The columns Spark counted rows per value of (`partition_counts`).
+fn partition_columns(table: &Value) -> Vec<&str> {
+    table["partition_columns"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|c| c.as_str()).collect())
+        .unwrap_or_default()
+}
+
+/// The trained rows per partition value equal Spark's `partition_counts`.
+#[track_caller]
+fn assert_partitions(trained: &Trained, version: &Value, columns: &[&str], what: &str) {
+    for entry in version["partition_counts"].as_array().into_iter().flatten() {
+        let label = columns
+            .iter()
+            .map(|c| format!("{c}={}", plain(&entry[*c])))
+            .collect::<Vec<_>>()
+            .join("/");
+        assert_eq!(
+            trained.partitions.get(&label).copied(),
+            entry["count"].as_u64(),
+            "{what}: rows of partition {label} ({:?})",
+            trained.partitions
+        );
     }
 }
 
@@ -288,6 +273,36 @@ fn delta_time_travel_by_timestamp_reads_the_version_then_current() {
             );
         }
     }
+}
+
+#[test]
+fn the_state_records_the_table_version_a_job_planned_from() {
+    let (_, table) = tables("delta")
+        .into_iter()
+        .find(|(n, _)| *n == "delta/dv")
+        .expect("delta/dv");
+    let work = tempfile::tempdir().expect("tempdir");
+    let state = work.path().join("state");
+    let dir = table_dir(table).display().to_string();
+    let state_arg = state.display().to_string();
+    sluice([
+        "train",
+        dir.as_str(),
+        "--version",
+        "1",
+        "--model",
+        "none",
+        "--quiet",
+        "--state",
+        state_arg.as_str(),
+    ])
+    .success();
+    let job = parse_json(
+        &std::fs::read_to_string(state.join("job.json")).expect("job.json"),
+        "job.json",
+    );
+    assert_eq!(job["spec"]["table"]["kind"], "delta", "{job}");
+    assert_eq!(job["spec"]["table"]["version"].as_u64(), Some(1), "{job}");
 }
 
 #[test]
@@ -568,10 +583,7 @@ fn a_delta_compaction_is_recognised_and_not_trained_again() {
 fn every_iceberg_snapshot_lists_and_trains_as_spark_reads_it() {
     for (name, table) in tables("iceberg") {
         let dir = table_dir(table);
-        let partition_columns: Vec<&str> = table["partition_columns"]
-            .as_array()
-            .map(|a| a.iter().filter_map(|c| c.as_str()).collect())
-            .unwrap_or_default();
+        let partition_columns = partition_columns(table);
         for version in versions(table) {
             let id = version["snapshot_id"]
                 .as_i64()
@@ -605,20 +617,7 @@ fn every_iceberg_snapshot_lists_and_trains_as_spark_reads_it() {
             let trained = train(&dir, &extra, &partition_columns);
             assert_ids(&trained, version, &what);
             assert_values(&trained, version, &what);
-            if let Some(counts) = version["partition_counts"].as_array() {
-                for entry in counts {
-                    let label = partition_columns
-                        .iter()
-                        .map(|c| format!("{c}={}", plain(&entry[*c])))
-                        .collect::<Vec<_>>()
-                        .join("/");
-                    assert_eq!(
-                        trained.partitions.get(&label).copied(),
-                        entry["count"].as_u64(),
-                        "{what}: rows of partition {label}"
-                    );
-                }
-            }
+            assert_partitions(&trained, version, &partition_columns, &what);
         }
     }
 }

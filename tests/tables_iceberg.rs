@@ -10,7 +10,6 @@ mod common;
 
 use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 use arrow::datatypes::DataType;
 use common::*;
@@ -18,21 +17,6 @@ use connectors::table::{self, CommitKind, TableKind, TableSnapshot, TableVersion
 use connectors::{Error, Location};
 use object_store::ObjectStoreExt;
 use serde_json::Value;
-
-/// The whole of `tables/expected.json`.
-fn tables_expected() -> &'static Value {
-    static EXPECTED: OnceLock<Value> = OnceLock::new();
-    EXPECTED.get_or_init(|| {
-        let path = fixtures_dir().join("tables/expected.json");
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-            panic!(
-                "cannot read {}: {e}; tests/run.sh writes it with tests/fixtures/make_tables.py",
-                path.display()
-            )
-        });
-        parse_json(&text, &path.display().to_string())
-    })
-}
 
 /// Every Iceberg table of `tables/expected.json`, by name.
 fn iceberg_tables() -> Vec<(&'static str, &'static Value)> {
@@ -50,14 +34,6 @@ fn iceberg_tables() -> Vec<(&'static str, &'static Value)> {
         found.len()
     );
     found
-}
-
-fn table_dir(table: &Value) -> PathBuf {
-    fixtures_dir().join("tables").join(
-        table["path"]
-            .as_str()
-            .expect("a table entry without `path`"),
-    )
 }
 
 fn versions(table: &Value) -> &Vec<Value> {

@@ -393,17 +393,35 @@ pub fn assert_damaged_run(
     ids
 }
 
-/// One version of a table in `tables/expected.json` (written by
-/// tests/fixtures/make_tables.py): `name` is `delta/dv`, `iceberg/appends`...;
-/// `index` counts versions from the first (negative: from the last).
-pub fn table_version(name: &str, index: isize) -> &'static Value {
+/// The whole of `tables/expected.json` (written by tests/fixtures/make_tables.py).
+pub fn tables_expected() -> &'static Value {
     static TABLES: OnceLock<Value> = OnceLock::new();
-    let all = TABLES.get_or_init(|| {
+    TABLES.get_or_init(|| {
         let path = fixtures_dir().join("tables/expected.json");
-        let text = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+            panic!(
+                "cannot read {}: {e}; tests/run.sh writes it with tests/fixtures/make_tables.py",
+                path.display()
+            )
+        });
         parse_json(&text, &path.display().to_string())
-    });
+    })
+}
+
+/// The directory of a table entry of `tables/expected.json`.
+pub fn table_dir(table: &Value) -> PathBuf {
+    fixtures_dir().join("tables").join(
+        table["path"]
+            .as_str()
+            .expect("a table entry without `path`"),
+    )
+}
+
+/// One version of a table in `tables/expected.json`: `name` is `delta/dv`,
+/// `iceberg/appends`...; `index` counts versions from the first (negative:
+/// from the last).
+pub fn table_version(name: &str, index: isize) -> &'static Value {
+    let all = tables_expected();
     let versions = all["tables"][name]["versions"]
         .as_array()
         .unwrap_or_else(|| panic!("tables/expected.json has no table {name}"));

@@ -25,7 +25,7 @@ use serde::Deserialize;
 use url::Url;
 
 use super::{
-    has_child, ColumnMapping, CommitKind, TableChanges, TableCommit, TableFile, TableKind,
+    show_ms, ColumnMapping, CommitKind, TableChanges, TableCommit, TableFile, TableKind,
     TableSnapshot, TableVersion,
 };
 use crate::error::{Error, Result};
@@ -33,12 +33,7 @@ use crate::format::Format;
 use crate::store::Location;
 
 /// The log directory's name.
-const LOG_DIR: &str = "_delta_log";
-
-/// Whether the directory at `location` holds a Delta table (`_delta_log/`).
-pub async fn is_table(location: &Location) -> Result<bool> {
-    Ok(has_child(location, &location.root, LOG_DIR).await)
-}
+pub(crate) const LOG_DIR: &str = "_delta_log";
 
 /// Reads version `at` of the Delta table at `location`.
 pub async fn snapshot(location: &Location, at: TableVersion) -> Result<TableSnapshot> {
@@ -440,16 +435,5 @@ async fn read_commit(location: &Location, version: i64) -> Result<Commit> {
 }
 
 fn table_error(location: &Location, reason: String) -> Error {
-    Error::Table {
-        kind: "delta",
-        path: location.url(),
-        reason,
-    }
-}
-
-/// A timestamp in milliseconds, as a person reads it.
-fn show_ms(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .map(|t| t.to_rfc3339())
-        .unwrap_or_else(|| format!("{ms} ms"))
+    super::table_error(TableKind::Delta, location, reason)
 }

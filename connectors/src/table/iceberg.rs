@@ -35,7 +35,7 @@ use self::manifest::{
 };
 use self::metadata::{Snapshot, TableMetadata};
 use super::{
-    has_child, ColumnMapping, CommitKind, TableChanges, TableCommit, TableFile, TableKind,
+    show_ms, ColumnMapping, CommitKind, TableChanges, TableCommit, TableFile, TableKind,
     TableSnapshot, TableVersion,
 };
 use crate::error::{Error, Result};
@@ -43,7 +43,7 @@ use crate::format::Format;
 use crate::store::Location;
 
 /// The metadata directory's name.
-const METADATA_DIR: &str = "metadata";
+pub(crate) const METADATA_DIR: &str = "metadata";
 /// The file naming the current version of a Hadoop table.
 const VERSION_HINT: &str = "version-hint.text";
 /// Manifests and delete files read at once.
@@ -57,16 +57,13 @@ pub fn is_metadata_file(path: &Path) -> bool {
         .is_some_and(|name| name.ends_with(".metadata.json"))
 }
 
-/// Whether the directory at `location` holds an Iceberg table: a `metadata`
-/// directory with at least one `*.metadata.json`.
-pub async fn is_table(location: &Location) -> Result<bool> {
-    if !has_child(location, &location.root, METADATA_DIR).await {
-        return Ok(false);
-    }
+/// Whether the `metadata` directory of the table at `location` holds at
+/// least one `*.metadata.json` (what makes it an Iceberg table).
+pub(crate) async fn has_metadata(location: &Location) -> bool {
     let dir = location.root.clone().join(METADATA_DIR);
     match location.store.list_with_delimiter(Some(&dir)).await {
-        Ok(listed) => Ok(listed.objects.iter().any(|o| is_metadata_file(&o.location))),
-        Err(_) => Ok(false),
+        Ok(listed) => listed.objects.iter().any(|o| is_metadata_file(&o.location)),
+        Err(_) => false,
     }
 }
 
@@ -719,16 +716,5 @@ async fn blocking<T: Send + 'static>(
 }
 
 fn table_error(location: &Location, reason: String) -> Error {
-    Error::Table {
-        kind: "iceberg",
-        path: location.url(),
-        reason,
-    }
-}
-
-/// A timestamp in milliseconds, as a person reads it.
-fn show_ms(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .map(|t| t.to_rfc3339())
-        .unwrap_or_else(|| format!("{ms} ms"))
+    super::table_error(TableKind::Iceberg, location, reason)
 }

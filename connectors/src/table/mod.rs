@@ -15,7 +15,7 @@ use arrow::datatypes::{Field, SchemaRef};
 use object_store::path::Path;
 use serde::{Deserialize, Serialize};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::format::Format;
 use crate::store::Location;
 
@@ -206,10 +206,24 @@ pub async fn detect(location: &Location) -> Result<Option<TableKind>> {
     if iceberg::is_metadata_file(&location.root) {
         return Ok(Some(TableKind::Iceberg));
     }
-    if delta::is_table(location).await? {
+    // One listing of the root answers both questions; a root that cannot be
+    // listed is no table here: the listing that follows names the failure.
+    let Ok(root) = location
+        .store
+        .list_with_delimiter(Some(&location.root))
+        .await
+    else {
+        return Ok(None);
+    };
+    let holds = |name: &str| {
+        root.common_prefixes
+            .iter()
+            .any(|p| p.filename() == Some(name))
+    };
+    if holds(delta::LOG_DIR) {
         return Ok(Some(TableKind::Delta));
     }
-    if iceberg::is_table(location).await? {
+    if holds(iceberg::METADATA_DIR) && iceberg::has_metadata(location).await {
         return Ok(Some(TableKind::Iceberg));
     }
     Ok(None)
@@ -330,21 +344,18 @@ async fn compacted_appends(
     Ok(out)
 }
 
-/// Whether `dir` (a directory in the store) holds an entry named `name`. A
-/// directory that cannot be listed holds nothing here: the listing that
-/// follows names the failure better.
-pub(crate) async fn has_child(location: &Location, dir: &Path, name: &str) -> bool {
-    match location.store.list_with_delimiter(Some(dir)).await {
-        Ok(listed) => {
-            listed
-                .common_prefixes
-                .iter()
-                .any(|p| p.filename() == Some(name))
-                || listed
-                    .objects
-                    .iter()
-                    .any(|o| o.location.filename() == Some(name))
-        }
-        Err(_) => false,
+/// The error for a table of `kind` whose log cannot be read as it should.
+pub(crate) fn table_error(kind: TableKind, location: &Location, reason: String) -> Error {
+    Error::Table {
+        kind: kind.as_str(),
+        path: location.url(),
+        reason,
     }
+}
+
+/// A timestamp in milliseconds, as a person reads it.
+pub(crate) fn show_ms(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339())
+        .unwrap_or_else(|| format!("{ms} ms"))
 }
