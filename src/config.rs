@@ -70,6 +70,8 @@ pub struct TrainConfig {
     pub lockstep: bool,
     /// With `lockstep`: drop the epoch's last partial step.
     pub drop_last: bool,
+    /// What happens to each batch before its trainer gets it.
+    pub transform: crate::trainer::Transform,
     /// Seed.
     pub seed: u64,
     /// Attempts per task.

@@ -233,6 +233,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<u8> {
         shuffle_buffer: args.worker.shuffle_buffer,
         lockstep: args.worker.lockstep,
         drop_last: args.worker.drop_last,
+        transform: args.worker.transform(),
         patience: args.patience,
         ca_file: args.ca_file,
         stop: Some(stop_on_signals(args.grace)?),

@@ -7,7 +7,7 @@ use clap::{Args, ValueEnum};
 
 use super::{parse_duration, usage, DatasetArgs};
 use crate::config::{ModelChoice, TrainConfig, TrainerChoice};
-use crate::trainer::DEFAULT_CHECKPOINT_EVERY;
+use crate::trainer::{HashBuckets, Transform, DEFAULT_CHECKPOINT_EVERY};
 
 /// The built-in models.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -71,6 +71,12 @@ pub struct WorkerOptions {
     /// With --lockstep: drop the epoch's last partial step instead of splitting it; its rows count as consumed (committed) and the summary counts them.
     #[arg(long, requires = "lockstep")]
     pub drop_last: bool,
+    /// Hash categorical columns into int64 buckets before batches reach the trainer, with the hash of `sluice_trainer.bucket_of`: `N` hashes every string, binary and dictionary column into [0, N); `COL=N,COL=N` hashes exactly those columns (integer ones too). A Python trainer then wraps them as tensors without work per row.
+    #[arg(long, value_name = "N|COL=N,...")]
+    pub hash_buckets: Option<HashBuckets>,
+    /// Replace nulls of integer and floating point columns with this value before batches reach the trainer, so they wrap as numpy arrays or tensors without a copy.
+    #[arg(long, value_name = "V", allow_negative_numbers = true)]
+    pub fill_nulls: Option<f64>,
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
@@ -99,6 +105,14 @@ impl WorkerOptions {
                 init: self.init_model.clone(),
             }),
         })
+    }
+
+    /// The transform these flags choose (`--hash-buckets`, `--fill-nulls`).
+    pub fn transform(&self) -> Transform {
+        Transform {
+            hash_buckets: self.hash_buckets.clone().unwrap_or_default(),
+            fill_nulls: self.fill_nulls,
+        }
     }
 
     /// Device threads, from --device-ids when given.
@@ -216,6 +230,7 @@ impl TrainArgs {
             shuffle_buffer: self.worker.shuffle_buffer,
             lockstep: self.worker.lockstep,
             drop_last: self.worker.drop_last,
+            transform: self.worker.transform(),
             seed: self.seed,
             max_attempts: self.max_attempts,
             lease_timeout: self.lease_timeout,

@@ -19,7 +19,7 @@ use crate::master::state::{wall_millis, JobFile, MasterState, StateError, StateL
 use crate::task::{Command, QueueConfig};
 use crate::trainer::{
     ExecFactory, LinearFactory, ModelCheckpoints, ModelKind, NoneFactory, TrainerFactory,
-    RESUME_CHECKPOINT_ENV,
+    Transform, TransformFactory, RESUME_CHECKPOINT_ENV,
 };
 use crate::worker::pipeline::{self, PipelineConfig, Progress};
 use crate::worker::LocalQueue;
@@ -161,7 +161,12 @@ pub async fn run_dataset(
     started: Instant,
 ) -> Result<Outcome, TrainError> {
     let plan = ReadPlan::new(&dataset, config.columns.as_deref(), config.batch_size)?;
-    let mut factory = make_factory(&config.trainer, config.device_ids.as_ref(), config.lockstep)?;
+    let mut factory = make_factory(
+        &config.trainer,
+        config.device_ids.as_ref(),
+        config.lockstep,
+        &config.transform,
+    )?;
     factory.validate(&plan.output_schema())?;
     let schema = plan.output_schema();
     let job = JobFile {
@@ -224,7 +229,12 @@ pub async fn run_dataset(
                     if let TrainerChoice::Exec { env, .. } = &mut trainer {
                         env.push((RESUME_CHECKPOINT_ENV.to_string(), id.clone()));
                     }
-                    factory = make_factory(&trainer, config.device_ids.as_ref(), config.lockstep)?;
+                    factory = make_factory(
+                        &trainer,
+                        config.device_ids.as_ref(),
+                        config.lockstep,
+                        &config.transform,
+                    )?;
                     factory.validate(&schema)?;
                 }
             } else if resumed {
@@ -242,7 +252,10 @@ pub async fn run_dataset(
                     resume: resumed_from.as_ref().map(|r| r.checkpoint.clone()),
                 };
                 let path = checkpoints.resume.as_ref().map(|id| checkpoints.path(id));
-                factory = Arc::new(linear_factory(model, Some(checkpoints))?);
+                factory = TransformFactory::wrap(
+                    Arc::new(linear_factory(model, Some(checkpoints))?),
+                    &config.transform,
+                );
                 factory.validate(&schema)?;
                 if let Some(path) = path {
                     warn!(path = %path.display(), "the model continues from its checkpoint");
@@ -393,13 +406,15 @@ fn check_finished(dataset: &Dataset, allow_incomplete: bool) -> Result<(), Train
 }
 
 /// Builds the trainers' factory for a trainer choice; `lockstep` makes exec
-/// trainers one `torch.distributed` group (see [`ExecFactory::with_lockstep`]).
+/// trainers one `torch.distributed` group (see [`ExecFactory::with_lockstep`]),
+/// and `transform` is applied to every batch before a trainer gets it.
 pub fn make_factory(
     trainer: &TrainerChoice,
     device_ids: Option<&Vec<String>>,
     lockstep: bool,
+    transform: &Transform,
 ) -> Result<Arc<dyn TrainerFactory>, TrainError> {
-    Ok(match trainer {
+    let factory: Arc<dyn TrainerFactory> = match trainer {
         TrainerChoice::None => Arc::new(NoneFactory::new()),
         TrainerChoice::Exec {
             command,
@@ -422,7 +437,8 @@ pub fn make_factory(
             Arc::new(f)
         }
         TrainerChoice::Model(m) => Arc::new(linear_factory(m, None)?),
-    })
+    };
+    Ok(TransformFactory::wrap(factory, transform))
 }
 
 /// Builds the factory of a built-in model, keeping `checkpoints` if given (a

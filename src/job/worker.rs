@@ -35,6 +35,8 @@ pub struct WorkerConfig {
     pub lockstep: bool,
     /// With `lockstep`: drop the epoch's last partial step.
     pub drop_last: bool,
+    /// What happens to each batch before its trainer gets it.
+    pub transform: crate::trainer::Transform,
     /// How long to keep retrying an unreachable master.
     pub patience: Duration,
     /// A CA certificate to trust for an https:// master.
@@ -91,7 +93,12 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerOutcome, WorkerError> {
         info!(checkpoint = %id, name = %config.name, "trainers resume from this worker's last complete checkpoint");
         env.push((RESUME_CHECKPOINT_ENV.to_string(), id.clone()));
     }
-    let factory = make_factory(&trainer, config.device_ids.as_ref(), config.lockstep)?;
+    let factory = make_factory(
+        &trainer,
+        config.device_ids.as_ref(),
+        config.lockstep,
+        &config.transform,
+    )?;
     factory
         .validate(&spec.plan.output_schema())
         .map_err(TrainError::from)?;

@@ -86,6 +86,12 @@ pub enum TrainerError {
         /// Device count.
         devices: usize,
     },
+    /// `--hash-buckets` or `--fill-nulls` does not fit the data.
+    #[error("{reason}")]
+    Transform {
+        /// What does not fit.
+        reason: String,
+    },
     /// The exec trainer's command is empty.
     #[error("exec trainer command is empty")]
     EmptyCommand,

@@ -10,6 +10,15 @@ from ._protocol import SluiceError, _import_torch
 
 NULLS = ("raise", "fill")
 
+#: Field metadata sluice sets on a column it hashed (`sluice train --hash-buckets`).
+HASHED_KEY = b"sluice.hash_buckets"
+
+
+def hashed_by_sluice(field):
+    """The bucket count sluice hashed this column into (`--hash-buckets`), or None."""
+    value = (field.metadata or {}).get(HASHED_KEY)
+    return int(value) if value else None
+
 
 def _temporal_storage(kind):
     """The integer type a date/time/timestamp/duration column is stored as, else None."""
@@ -88,6 +97,8 @@ def to_torch(batch, columns=None, hash_buckets=None, nulls="raise", fill_value=0
       [0, N); a dict {name: N} hashes exactly the columns it names (integer columns
       too). The hash is stable across processes and machines (see `bucket_of`). Such a
       column not asked for raises `SluiceError`.
+      Columns sluice already hashed (`sluice train --hash-buckets`, marked in their
+      field metadata) arrive as int64 buckets and are wrapped as they are.
     - Nulls: with `nulls="raise"` (the default) a numeric column holding nulls in this
       batch raises `SluiceError` naming it; `nulls="fill"` replaces them with
       `fill_value` (that column is then copied; columns without nulls stay zero-copy).
@@ -106,5 +117,14 @@ def to_torch(batch, columns=None, hash_buckets=None, nulls="raise", fill_value=0
             )
         array = batch.column(index)
         buckets = _buckets_for(name, array.type, hash_buckets)
+        hashed = hashed_by_sluice(batch.schema.field(index))
+        if hashed is not None:
+            # sluice hashed it already (--hash-buckets): the int64 buckets wrap as is.
+            if buckets is not None and buckets != hashed:
+                raise SluiceError(
+                    f"column {name!r} was hashed by sluice into {hashed} buckets "
+                    f"(--hash-buckets), but {buckets} were asked for here"
+                )
+            buckets = None
         tensors[name] = column_tensor(array, name, nulls, fill_value, buckets)
     return tensors
