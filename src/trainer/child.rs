@@ -15,19 +15,19 @@ use std::io::{self, BufRead, BufReader, BufWriter, ErrorKind, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child as Process, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::{Arc, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{Schema, SchemaRef};
 use arrow::error::ArrowError;
-use arrow::ipc::writer::StreamWriter;
 use arrow::record_batch::RecordBatch;
 
 use super::ipc::{self, TaggedStreamWriter};
 use super::lockstep::Group;
+use super::shm::{SharedBatches, SHM_FD, SHM_KEY};
 use super::TrainerError;
 
 /// The child's file descriptor for acknowledgements (`SLUICE_ACK_FD`).
@@ -98,6 +98,8 @@ pub(crate) struct ChildSpec {
     pub timeout: Option<Duration>,
     /// The `--lockstep` group of the child (rank variables, per-batch metadata).
     pub group: Option<Arc<Group>>,
+    /// Batches in flight at most: the slots of its shared memory.
+    pub window: usize,
 }
 
 /// When the child last showed life: its last ack, or the moment it was handed a batch
@@ -316,27 +318,9 @@ enum Input {
     Closed,
 }
 
-/// The stream's writer: batches carry their metadata under `--lockstep`.
-enum Writer {
-    Plain(Box<StreamWriter<BufWriter<Pipe>>>),
-    Tagged(Box<TaggedStreamWriter<BufWriter<Pipe>>>),
-}
-
-impl Writer {
-    fn write(&mut self, batch: &RecordBatch) -> Result<(), ArrowError> {
-        match self {
-            Writer::Plain(w) => w.write(batch).and_then(|()| w.flush()),
-            Writer::Tagged(w) => w.write(batch).and_then(|()| w.flush()),
-        }
-    }
-
-    fn finish(&mut self) -> Result<(), ArrowError> {
-        match self {
-            Writer::Plain(w) => w.finish(),
-            Writer::Tagged(w) => w.finish(),
-        }
-    }
-}
+/// The stream's writer: each batch message carries the batch's `sluice.*` metadata
+/// (`--lockstep` steps, shared memory regions); plain readers ignore it.
+type Writer = Box<TaggedStreamWriter<BufWriter<Pipe>>>;
 
 /// A running (or exited) child process.
 pub(crate) struct Child {
@@ -349,8 +333,10 @@ pub(crate) struct Child {
     /// The ack pipe reached end of file.
     pub ack_closed: bool,
     reaped: bool,
-    /// Batches carry their `sluice.*` metadata (`--lockstep`).
-    tagged: bool,
+    /// The child's memory file, when one could be made.
+    shared: Option<SharedBatches>,
+    /// The child asked for batches in shared memory (`shm` on its ack pipe).
+    wants_shared: Arc<AtomicBool>,
     /// Declared last: dropped (the group killed, the watcher reaped) after the trainer.
     watcher: Watcher,
 }
@@ -368,12 +354,27 @@ impl Child {
             source,
         };
         let quiet = Arc::new(Quiet::new());
+        let wants_shared = Arc::new(AtomicBool::new(false));
         let (read, write) = cloexec_pipe().map_err(|e| io_error("create the ack pipe", e))?;
-        let events = read_acks(read, spec.device, Arc::clone(&quiet))
-            .map_err(|e| io_error("start the ack reader", e))?;
+        let events = read_acks(
+            read,
+            spec.device,
+            Arc::clone(&quiet),
+            Arc::clone(&wants_shared),
+        )
+        .map_err(|e| io_error("start the ack reader", e))?;
+        // Without a memory file (an old kernel) the child reads batches on stdin.
+        let shared = match SharedBatches::new(spec.window) {
+            Ok(shared) => Some(shared),
+            Err(error) => {
+                tracing::debug!(%error, "no shared memory for exec trainer batches");
+                None
+            }
+        };
         let watcher = Watcher::spawn().map_err(start_error)?;
         let group = watcher.group().unwrap_or(0);
-        let process = spawn(command(spec, write.as_raw_fd(), group), true);
+        let shm_fd = shared.as_ref().map(SharedBatches::raw_fd);
+        let process = spawn(command(spec, write.as_raw_fd(), shm_fd, group), true);
         // The child has its copy now: the pipe reaches end of file once the child is gone.
         drop(write);
         let mut process = process.map_err(start_error)?;
@@ -386,7 +387,8 @@ impl Child {
             acks: 0,
             ack_closed: false,
             reaped: false,
-            tagged: spec.group.is_some(),
+            shared,
+            wants_shared,
             watcher,
         };
         let Some(stdin) = stdin else {
@@ -410,16 +412,47 @@ impl Child {
         self.quiet.quiet_for()
     }
 
-    /// Writes one batch to the stream (starting it with `batch`'s schema) and flushes it.
+    /// Writes one batch to the stream (starting it with `batch`'s schema) and flushes
+    /// it: into shared memory, with a pointer to it on the stream, once the child
+    /// asked for that.
     pub fn write(&mut self, batch: &RecordBatch) -> Result<(), SendError> {
         if let Input::Raw(_) = self.input {
             self.start_stream(&batch.schema())?;
         }
+        let region = match &mut self.shared {
+            Some(shared) if self.wants_shared.load(Ordering::Relaxed) => {
+                shared.put(batch).map_err(|source| {
+                    SendError::Fatal(TrainerError::Io {
+                        action: "write a batch into the exec trainer's shared memory".into(),
+                        source,
+                    })
+                })?
+            }
+            _ => None,
+        };
+        let pointer;
+        let message = match region {
+            Some((offset, length)) => {
+                let schema = batch.schema_ref();
+                let mut metadata = schema.metadata().clone();
+                metadata.insert(SHM_KEY.to_string(), format!("{offset} {length}"));
+                let schema = Schema::new_with_metadata(schema.fields().clone(), metadata);
+                pointer = RecordBatch::new_empty(Arc::new(schema));
+                &pointer
+            }
+            None => {
+                if let Some(shared) = &mut self.shared {
+                    shared.sent_on_stdin();
+                }
+                batch
+            }
+        };
         let Input::Stream { writer, .. } = &mut self.input else {
             return Err(SendError::Broken);
         };
         writer
-            .write(batch)
+            .write(message)
+            .and_then(|()| writer.flush())
             .map_err(|e| send_error(e, "write a batch to the exec trainer"))
     }
 
@@ -452,13 +485,8 @@ impl Child {
         };
         let start = |e| send_error(e, "start the stream to the exec trainer");
         let schema = ipc::untagged(schema);
-        let writer = if self.tagged {
-            let writer = TaggedStreamWriter::try_new(BufWriter::new(stdin), &schema);
-            Writer::Tagged(Box::new(writer.map_err(start)?))
-        } else {
-            let writer = StreamWriter::try_new_buffered(stdin, &schema);
-            Writer::Plain(Box::new(writer.map_err(start)?))
-        };
+        let writer = TaggedStreamWriter::try_new(BufWriter::new(stdin), &schema);
+        let writer = Box::new(writer.map_err(start)?);
         self.input = Input::Stream { writer, schema };
         Ok(())
     }
@@ -503,7 +531,12 @@ impl Child {
 
     fn note(&mut self, event: AckEvent) -> AckEvent {
         match event {
-            AckEvent::Ack => self.acks += 1,
+            AckEvent::Ack => {
+                self.acks += 1;
+                if let Some(shared) = &mut self.shared {
+                    shared.acked();
+                }
+            }
             AckEvent::Eof => self.ack_closed = true,
             _ => {}
         }
@@ -572,9 +605,9 @@ impl Drop for Child {
 }
 
 /// The `sh -c CMD` command: protocol environment without sluice's secrets, piped stdin,
-/// ack pipe moved to fd 3, and the process group `group` (its watcher's) so that a
-/// restart kills everything it started.
-fn command(spec: &ChildSpec, ack: RawFd, group: libc::pid_t) -> Command {
+/// ack pipe moved to fd 3, the memory file (if any) to fd 4, and the process group
+/// `group` (its watcher's) so that a restart kills everything it started.
+fn command(spec: &ChildSpec, ack: RawFd, shm: Option<RawFd>, group: libc::pid_t) -> Command {
     let mut command = Command::new("sh");
     command
         .arg("-c")
@@ -593,28 +626,40 @@ fn command(spec: &ChildSpec, ack: RawFd, group: libc::pid_t) -> Command {
     if let Some(group) = &spec.group {
         command.envs(group.env(spec.device, spec.devices));
     }
+    if shm.is_some() {
+        command.env("SLUICE_SHM_FD", SHM_FD.to_string());
+    }
     command.envs(spec.env.iter().map(|(k, v)| (k, v)));
     // SAFETY: the hook only calls the async-signal-safe dup2 and fcntl.
     unsafe {
-        command.pre_exec(move || move_to_ack_fd(ack));
+        command.pre_exec(move || move_fds(ack, shm));
     }
     command
 }
 
-/// In the forked child: makes `fd` (close-on-exec) available as fd 3 across exec.
-fn move_to_ack_fd(fd: RawFd) -> io::Result<()> {
-    // dup2 onto another number clears close-on-exec on the copy; onto itself it does
-    // nothing, so then the flag is cleared by hand.
-    // SAFETY: plain descriptor calls on descriptors this process owns.
-    let result = unsafe {
-        if fd == ACK_FD {
-            libc::fcntl(fd, libc::F_SETFD, 0)
+/// In the forked child: makes `ack` available as fd 3 and `shm` (if any) as fd 4
+/// across exec (both are close-on-exec here).
+fn move_fds(ack: RawFd, shm: Option<RawFd>) -> io::Result<()> {
+    let check = |result: libc::c_int| {
+        if result == -1 {
+            Err(io::Error::last_os_error())
         } else {
-            libc::dup2(fd, ACK_FD)
+            Ok(result)
         }
     };
-    if result == -1 {
-        return Err(io::Error::last_os_error());
+    // First out of the way of 3 and 4 (one might sit on the other's target), then
+    // onto them: dup2 onto another number leaves the copy open across exec.
+    // SAFETY: plain descriptor calls on descriptors this process owns.
+    unsafe {
+        let ack = check(libc::fcntl(ack, libc::F_DUPFD_CLOEXEC, 16))?;
+        let shm = match shm {
+            Some(fd) => Some(check(libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 16))?),
+            None => None,
+        };
+        check(libc::dup2(ack, ACK_FD))?;
+        if let Some(shm) = shm {
+            check(libc::dup2(shm, SHM_FD))?;
+        }
     }
     Ok(())
 }
@@ -630,18 +675,29 @@ fn cloexec_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// Starts the thread that turns ack pipe lines into events (and notes when acks come).
-fn read_acks(read: OwnedFd, device: usize, quiet: Arc<Quiet>) -> io::Result<Receiver<AckEvent>> {
+/// Starts the thread that turns ack pipe lines into events (and notes when acks
+/// come, and when the child asks for shared memory).
+fn read_acks(
+    read: OwnedFd,
+    device: usize,
+    quiet: Arc<Quiet>,
+    wants_shared: Arc<AtomicBool>,
+) -> io::Result<Receiver<AckEvent>> {
     let (sender, events) = mpsc::channel();
     let reader = BufReader::new(File::from(read));
     thread::Builder::new()
         .name(format!("sluice-acks-{device}"))
-        .spawn(move || forward_acks(reader, &sender, &quiet))?;
+        .spawn(move || forward_acks(reader, &sender, &quiet, &wants_shared))?;
     Ok(events)
 }
 
 /// Sends one event per non-blank line until end of file, a bad line or a read error.
-fn forward_acks(reader: impl BufRead, events: &Sender<AckEvent>, quiet: &Quiet) {
+fn forward_acks(
+    reader: impl BufRead,
+    events: &Sender<AckEvent>,
+    quiet: &Quiet,
+    wants_shared: &AtomicBool,
+) {
     for line in reader.lines() {
         let event = match line {
             Ok(line) if line.trim() == "ack" => {
@@ -649,6 +705,10 @@ fn forward_acks(reader: impl BufRead, events: &Sender<AckEvent>, quiet: &Quiet) 
                 AckEvent::Ack
             }
             Ok(line) if line.trim().is_empty() => continue,
+            Ok(line) if line.trim() == "shm" => {
+                wants_shared.store(true, Ordering::Relaxed);
+                continue;
+            }
             Ok(line) if line.trim() == "checkpoints" => AckEvent::Declared,
             Ok(line) if checkpoint_id(line.trim()).is_some() => {
                 quiet.touch();

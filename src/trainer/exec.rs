@@ -137,6 +137,7 @@ impl ExecFactory {
             env: self.env.clone(),
             timeout: self.timeout,
             group: self.group.clone(),
+            window: self.window,
         };
         let child = Child::spawn(&spec)?;
         Ok(ExecTrainer {

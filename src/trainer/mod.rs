@@ -14,6 +14,7 @@ mod child;
 mod error;
 mod exec;
 mod features;
+mod hashing;
 mod ipc;
 mod linear;
 mod lockstep;
@@ -21,7 +22,9 @@ mod none;
 mod parallel;
 mod scaling;
 mod shared_model;
+mod shm;
 mod stats;
+mod transform;
 
 pub use allreduce::{AllReduce, AllReduceError, Reduce};
 pub use error::TrainerError;
@@ -30,11 +33,13 @@ pub use exec::{
     RESUME_CHECKPOINT_ENV,
 };
 pub use features::{FeatureLayout, Rows};
+pub use hashing::{hash_bytes, hash_column, hash_int, NULL_HASH};
 pub use linear::{ModelKind, DEFAULT_LEARNING_RATE};
 pub use lockstep::{Group as LockstepGroup, LOCKSTEP_ENV};
 pub use none::{NoneFactory, NoneTrainer};
 pub use parallel::{LinearFactory, LinearTrainer};
 pub use shared_model::{checkpoint_path, ModelCheckpoints, DEFAULT_CHECKPOINT_EVERY};
+pub use transform::{HashBuckets, Transform, TransformFactory, HASH_BUCKETS_KEY};
 
 use arrow::datatypes::Schema;
 use arrow::record_batch::RecordBatch;

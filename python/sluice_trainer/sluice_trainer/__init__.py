@@ -58,17 +58,21 @@ __all__ = [
 _connection = None
 
 
-def connect(checkpoints=False):
+def connect(checkpoints=False, shared_memory=False):
     """This process's `Connection` to sluice (made on first use, then the same one).
 
     `checkpoints=True` declares that this trainer keeps checkpoints (see
-    `declare_checkpoints`): do it before the training loop.
+    `declare_checkpoints`): do it before the training loop. `shared_memory=True` asks
+    for batches in shared memory (see `Connection.use_shared_memory`): a batch's
+    buffers are then valid until it is acknowledged.
     """
     global _connection
     if _connection is None:
         _connection = Connection()
     if checkpoints:
         _connection.declare_checkpoints()
+    if shared_memory:
+        _connection.use_shared_memory()
     return _connection
 
 
@@ -91,20 +95,28 @@ def checkpoint(checkpoint_id, ack=True):
     connect().checkpoint(checkpoint_id, ack=ack)
 
 
-def batches(auto_ack=True):
+def batches(auto_ack=True, shared_memory=False):
     """Yields the `pyarrow.RecordBatch`es sluice sends this process.
 
     With `auto_ack` (the default) a batch is acknowledged when the next one is asked
-    for, and the last one when the stream ends. See `Connection.batches`.
+    for, and the last one when the stream ends. See `Connection.batches`. With
+    `shared_memory` the batches are read from memory sluice writes them into, with no
+    copy, and that memory is reused once a batch is acknowledged: copy what you keep.
     """
-    return connect().batches(auto_ack=auto_ack)
+    return connect(shared_memory=shared_memory).batches(auto_ack=auto_ack)
 
 
 def torch_batches(columns=None, hash_buckets=None, nulls="raise", fill_value=0,
-                  auto_ack=True):
+                  auto_ack=True, shared_memory=True):
     """Yields each batch as a dict of column name -> `torch.Tensor` (see `to_torch`),
-    acknowledged like `batches()`."""
-    connection = connect()
+    acknowledged like `batches()`.
+
+    With `shared_memory` (the default) the tensors are views of memory sluice wrote
+    the batch into, valid until the batch is acknowledged (when the next one is asked
+    for): `.to(device)`, `.float()` and the like make copies; clone a tensor to keep
+    it longer. With `sluice train --hash-buckets` and `--fill-nulls` every column
+    arrives ready, and each tensor only wraps a buffer."""
+    connection = connect(shared_memory=shared_memory)
     _check_torch()
     for batch in connection.batches(auto_ack=auto_ack):
         yield to_torch(batch, columns=columns, hash_buckets=hash_buckets, nulls=nulls,

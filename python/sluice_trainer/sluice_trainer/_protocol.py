@@ -25,10 +25,20 @@ torch.distributed group: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_
 same number of steps per epoch, and each batch message carries custom metadata:
 sluice.epoch and sluice.step (0-based), and on a process's last batch of an epoch
 sluice.epoch_end. A process that dies is not restarted: the run stops.
+
+Batches in shared memory: when SLUICE_SHM_FD is set, that descriptor is a memory file
+sluice writes batches into. A trainer that writes the line `shm` on the ack descriptor
+is from then on sent, in place of each batch, a batch of zero rows whose message
+metadata sluice.shm is "OFFSET LENGTH": the LENGTH bytes at OFFSET of the memory file
+are a complete Arrow IPC stream (schema, dictionaries, one record batch, end of
+stream), read without a copy. The region is reused once the batch is acknowledged:
+copy what must outlive the ack. Regions may lie beyond the end of an earlier mapping
+(the file grows): map the file again then.
 """
 
 import contextlib
 import errno
+import mmap
 import os
 import re
 import sys
@@ -41,6 +51,8 @@ DEVICE_ENV = "SLUICE_DEVICE"
 DEVICES_ENV = "SLUICE_DEVICES"
 RESUME_ENV = "SLUICE_RESUME_CHECKPOINT"
 LOCKSTEP_ENV = "SLUICE_LOCKSTEP"
+SHM_FD_ENV = "SLUICE_SHM_FD"
+SHM_KEY = "sluice.shm"
 
 _CHECKPOINT_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
 
@@ -132,6 +144,50 @@ class Connection:
         self.last_checkpoint = None
         self._resume_asked = False
         self._checkpoint_ids = set()
+        self._shm_fd = _env_int(env, SHM_FD_ENV, None, 0)
+        self.shared_memory = False
+        self._map = None
+        self._map_len = 0
+
+    def use_shared_memory(self):
+        """Asks sluice to hand batches over in shared memory (writes `shm`); True when
+        it offers it (SLUICE_SHM_FD is set), else False and batches keep coming on
+        stdin. Batches then live in memory sluice reuses once they are acknowledged:
+        copy anything kept past the ack."""
+        if self.shared_memory:
+            return True
+        if self._shm_fd is None:
+            return False
+        try:
+            os.fstat(self._shm_fd)
+        except OSError:
+            return False
+        _write_all(self.ack_fd, b"shm\n")
+        self.shared_memory = True
+        return True
+
+    def _shared_batch(self, pointer):
+        """The batch at `pointer` ("OFFSET LENGTH") of the memory file, without a copy."""
+        try:
+            offset, length = (int(part) for part in pointer.split())
+        except ValueError:
+            raise SluiceError(f"bad {SHM_KEY} pointer {pointer!r} from sluice") from None
+        if self._shm_fd is None:
+            raise SluiceError(f"sluice sent {SHM_KEY} but {SHM_FD_ENV} is not set")
+        end = offset + length
+        if self._map is None or end > self._map_len:
+            size = os.fstat(self._shm_fd).st_size
+            if end > size:
+                raise SluiceError(
+                    f"{SHM_KEY} {pointer} lies beyond the memory file ({size} bytes)")
+            # The old mapping stays alive as long as batches still use it.
+            self._map = mmap.mmap(self._shm_fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
+            self._map_len = size
+        region = pa.py_buffer(memoryview(self._map)[offset:end])
+        try:
+            return pa.ipc.open_stream(region).read_next_batch()
+        except (pa.ArrowInvalid, StopIteration) as e:
+            raise SluiceError(f"cannot read the batch at {SHM_KEY} {pointer}: {e}") from None
 
     def __repr__(self):
         return (
@@ -191,12 +247,15 @@ class Connection:
             return None
         except (pa.ArrowInvalid, OSError) as e:
             raise SluiceError(f"cannot read the Arrow stream on stdin: {e}") from None
-        self._note_metadata(metadata)
+        pointer = self._note_metadata(metadata)
+        if pointer is not None:
+            batch = self._shared_batch(pointer)
         self.received += 1
         return batch
 
     def _note_metadata(self, metadata):
-        """Takes sluice.epoch, sluice.step and sluice.epoch_end of a batch message."""
+        """Takes sluice.epoch, sluice.step and sluice.epoch_end of a batch message;
+        returns its sluice.shm pointer, if any."""
         tags = {}
         for key, value in (metadata or {}).items():
             key = key.decode() if isinstance(key, bytes) else key
@@ -210,6 +269,7 @@ class Connection:
         self.epoch = number("sluice.epoch")
         self.step = number("sluice.step")
         self.epoch_end = "sluice.epoch_end" in tags
+        return tags.get(SHM_KEY)
 
     def ack(self, count=None):
         """Acknowledges the `count` oldest unacknowledged batches (default: all of them).
