@@ -19,6 +19,34 @@ TARGETS = [
     ("pyarrow", "local", "peak RSS", 4.0),
 ]
 
+# PyTorch targets: (reader, base reader, wanted): the reader's rows/s at least `wanted`
+# times the base's (sluice --model none on the same data); wanted None: reported only.
+TORCH_TARGETS = [
+    ("torch_sluice", "sluice", 0.5),
+    ("numpy_shm", "sluice_numeric", 0.8),
+    ("numpy_pipe", "sluice_numeric", None),
+    ("torch", "torch_sluice", None),
+    ("ray_torch", "torch_sluice", None),
+    ("petastorm_torch", "torch_sluice", None),
+    ("torch_example", "torch_ctr_dataloader", None),
+]
+
+
+def torch_targets(readers):
+    named = {r["name"]: r for r in readers}
+    out = []
+    for name, base, wanted in TORCH_TARGETS:
+        r, b = named.get(name, {}), named.get(base, {})
+        t = {"reader": name, "base": base, "wanted": wanted}
+        if "rows_per_second" not in r or "rows_per_second" not in b:
+            t.update(status="not measured", reason=r.get("error") or b.get("error") or "not run")
+        else:
+            t["measured"] = r["rows_per_second"] / b["rows_per_second"]
+            t["status"] = ("reported" if wanted is None
+                           else "met" if t["measured"] >= wanted else "not met")
+        out.append(t)
+    return out
+
 
 def sh(*cmd):
     try:
@@ -94,6 +122,7 @@ def main():
         "peers": status,
         "readers": readers,
         "targets": targets,
+        "torch_targets": torch_targets(readers),
     }
     with open(a.out, "w") as f:
         json.dump(out, f, indent=1)

@@ -1,6 +1,6 @@
 """Write a Criteo-like click log with real Spark: the benchmark's dataset.
 
-    python bench/make_dataset.py OUT_DIR --rows 4000000 [--files 24]
+    python bench/make_dataset.py OUT_DIR --rows 4000000 [--files 24] [--numeric]
 
 Columns as in the Criteo display-advertising logs: `label` (int, ~26% ones),
 `I1`..`I13` (int counts with long tails, each with its own share of nulls) and
@@ -52,12 +52,23 @@ def columns(rows):
     return cols
 
 
+def numeric_columns():
+    """All-numeric rows of the same width: label, I1..I13 as above (nulls included),
+    F1..F26 doubles (no nulls) where the categorical columns were."""
+    cols = columns(1)[:14]
+    for j in range(26):
+        cols.append(f"round(randn({300 + j}), 6) as F{j + 1}")
+    return cols
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out")
     ap.add_argument("--rows", type=int, default=4_000_000)
     ap.add_argument("--files", type=int, default=24)
     ap.add_argument("--driver-memory", default="4g")
+    ap.add_argument("--numeric", action="store_true",
+                    help="all-numeric columns (label, I1..I13, F1..F26) instead of strings")
     a = ap.parse_args()
 
     from pyspark.sql import SparkSession
@@ -76,7 +87,8 @@ def main():
     spark.sparkContext.setLogLevel("ERROR")
     tmp = a.out.rstrip("/") + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
-    df = spark.range(0, a.rows, 1, a.files).selectExpr(*columns(a.rows))
+    chosen = numeric_columns() if a.numeric else columns(a.rows)
+    df = spark.range(0, a.rows, 1, a.files).selectExpr(*chosen)
     df.write.mode("overwrite").parquet(tmp)
     spark.stop()
     shutil.rmtree(a.out, ignore_errors=True)

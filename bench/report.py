@@ -103,6 +103,55 @@ def targets(res):
     return "\n".join(out)
 
 
+TORCH_TABLES = [
+    ("Batches as torch tensors (the same string-heavy data, 2 processes or workers)",
+     ["sluice", "torch_sluice", "torch", "ray_torch", "petastorm_torch"], "sluice"),
+    ("All-numeric data of the same width: batches wrapped as numpy in Python processes",
+     ["sluice_numeric", "numpy_shm", "numpy_pipe"], "sluice_numeric"),
+    ("Training the CTR example (examples/torch/train_ctr.py, one epoch)",
+     ["torch_example", "torch_ctr_dataloader"], "torch_ctr_dataloader"),
+]
+
+TORCH_TARGET_TEXT = {
+    "torch_sluice": "sluice → torch tensors ≥ 0.5× `--model none` on the string-heavy data",
+    "numpy_shm": "sluice → numpy in Python processes ≥ 0.8× `--model none` on all-numeric data",
+}
+
+
+def torch_section(res):
+    """The PyTorch tables: each reader's rows/s beside its base (the first line)."""
+    named = {r["name"]: r for r in res["readers"]}
+    if not any(n in named for _, names, _ in TORCH_TABLES for n in names[1:]):
+        return []
+    lines = ["## Into PyTorch", ""]
+    for title, names, base in TORCH_TABLES:
+        present = [named[n] for n in names if n in named]
+        if len(present) < 2:
+            continue
+        b = named.get(base, {}).get("rows_per_second")
+        lines += [f"### {title}", "", f"| reader | rows/s | ÷ {named.get(base, {}).get('label', base)} | peak RSS (MB) |",
+                  "|---|---:|---:|---:|"]
+        for r in present:
+            if "rows_per_second" not in r:
+                lines.append(f"| {r['label']} | not measured: {str(r.get('error', ''))[:120]} | | |")
+                continue
+            ratio = f"{r['rows_per_second'] / b:.2f}×" if b else ""
+            lines.append(f"| {r['label']} | {r['rows_per_second']:,.0f} | {ratio} | {r['peak_rss_mb']:.0f} |")
+        lines.append("")
+    wanted = [t for t in res.get("torch_targets", []) if t.get("wanted")]
+    if wanted:
+        lines += ["Targets:", ""]
+        for t in wanted:
+            text = TORCH_TARGET_TEXT.get(t["reader"], t["reader"])
+            if t["status"] == "not measured":
+                lines.append(f"- **not measured**: {text} ({t['reason'].strip().splitlines()[-1][:160]})")
+            else:
+                word = "met" if t["status"] == "met" else "**not met**"
+                lines.append(f"- {word}: {text}: measured {t['measured']:.2f}×")
+        lines.append("")
+    return lines
+
+
 def by_name(res, name):
     return next((r for r in res["readers"] if r["name"] == name and "rows_per_second" in r), None)
 
@@ -210,6 +259,7 @@ def main():
                           "while serving these runs, so it bounds both readers here; the figures say more about "
                           "the emulator than about S3.", ""]
     lines += ["![rows/s and peak RSS](chart.png)", "", "## Targets (2 cores)", "", targets(res), ""]
+    lines += torch_section(res)
     prof_json = os.path.join(d, "profile.json")
     b = bounds(res, json.load(open(prof_json)) if os.path.exists(prof_json) else None)
     if b:

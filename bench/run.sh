@@ -6,7 +6,7 @@
 #   bench/run.sh                     4,000,000 rows, 3 repetitions (~10 minutes once set up)
 #   bench/run.sh --quick             200,000 rows, 1 repetition: a check that all runs
 #                                    (into bench/results/quick, not committed)
-#   bench/run.sh --rows N [--reps R] [--only sluice,decode,pyarrow,petastorm,torch,ray]
+#   bench/run.sh --rows N [--reps R] [--only sluice,decode,pyarrow,petastorm,torch,ray,numeric]
 #                [--no-s3] [--no-profile] [--cpus 0,1] [--results DIR]
 #
 # Writes (unless --results DIR) bench/results/results.json (every run's raw numbers), report.md (the table,
@@ -57,7 +57,7 @@ log "building sluice (release)"
 # What was built: the commit, and whether the sources differed from it.
 BUILT="$(git -C "$ROOT" rev-parse --short HEAD)"
 [[ -z "$(git -C "$ROOT" status --porcelain -- src connectors Cargo.toml Cargo.lock)" ]] || BUILT="$BUILT+uncommitted changes"
-SLUICE="$ROOT/target/release/sluice"
+SLUICE="${CARGO_TARGET_DIR:-$ROOT/target}/release/sluice"
 log "building bench/decode (release)"
 (cd "$HERE/decode" && CARGO_TARGET_DIR="$BENCH/target" cargo build --release --quiet)
 DECODE="$BENCH/target/release/sluice-bench-decode"
@@ -136,20 +136,59 @@ for peer in petastorm torch ray; do
     --batch-size "$BATCH" "$flag" "$NCPU"
 done
 
-# 4b. Tensors into PyTorch: sluice handing each batch to $NCPU trainer processes as torch
-# tensors through the sluice_trainer package (zero-copy numeric columns, hashed
-# categoricals), beside the DataLoader above; then the PyTorch example's CTR model
-# training on them (examples/torch/train_ctr.py), rows/s with a real step per batch.
+# 4b. Tensors into PyTorch (group "torch"): sluice handing each batch to $NCPU trainer
+# processes as torch tensors through the sluice_trainer package, categoricals hashed and
+# nulls filled in Rust (--hash-buckets, --fill-nulls), batches in shared memory; beside
+# Ray Data's iter_torch_batches and Petastorm's PyTorch loader doing the same hashing
+# (the DataLoader is the "torch" line above). Then the PyTorch example's CTR model
+# (examples/torch/train_ctr.py) under --lockstep with DistributedDataParallel over the
+# $NCPU processes, beside the same training fed by a DataLoader (group "ctr").
 if want torch && [[ "$(status torch)" == ok* ]]; then
   TPY="$(peer_python torch)"
-  measure torch_sluice "sluice → torch tensors (sluice_trainer, $NCPU processes)" local \
+  measure torch_sluice "sluice → torch tensors (--hash-buckets, --fill-nulls, $NCPU processes)" torch \
     --summary-json "$S" -- "$SLUICE" train "$DATA" --devices "$NCPU" --batch-size "$BATCH" \
-    --quiet --summary-json "$S" --exec "$TPY $HERE/peers/sluice_torch.py"
-  # One repetition: the model's steps make this the slowest line by far.
-  measure torch_example "PyTorch CTR example under sluice train ($NCPU processes)" local \
+    --quiet --summary-json "$S" --hash-buckets 1048576 --fill-nulls 0 \
+    --exec "$TPY $HERE/peers/sluice_torch.py"
+  for peer in ray petastorm; do
+    case $peer in
+      ray) label="Ray Data iter_torch_batches" flag=--cpus ;;
+      petastorm) label="Petastorm PyTorch DataLoader" flag=--workers ;;
+    esac
+    st="$(status "${peer}_torch")"
+    if [[ "$st" != ok* ]]; then skip "${peer}_torch" "$label" torch "$st"; continue; fi
+    measure "${peer}_torch" "$label" torch -- "$(peer_python "$peer")" "$HERE/peers/${peer}_torch.py" \
+      "$DATA" --batch-size "$BATCH" "$flag" "$NCPU"
+  done
+  # One repetition each: the model's steps make these the slowest lines by far.
+  measure torch_example "CTR example under sluice train --lockstep (DDP, $NCPU processes)" ctr \
     --reps 1 --summary-json "$S" -- "$SLUICE" train "$DATA" --devices "$NCPU" --batch-size "$BATCH" \
-    --quiet --summary-json "$S" \
+    --quiet --summary-json "$S" --lockstep --hash-buckets 1000 --fill-nulls 0 \
     --exec "env PYTHONPATH=$ROOT/python/sluice_trainer $TPY $ROOT/examples/torch/train_ctr.py --log-every 1000000"
+  measure torch_ctr_dataloader "CTR example's training fed by a DataLoader ($NCPU workers)" ctr \
+    --reps 1 -- "$TPY" "$HERE/peers/torch_ctr_dataloader.py" "$DATA" --batch-size "$BATCH" \
+    --workers "$NCPU" --buckets 1000
+fi
+
+# 4c. All-numeric data of the same width (group "numeric"): sluice --model none, and
+# $NCPU Python processes wrapping every column as numpy and acknowledging, with the
+# batches in shared memory and on the stdin pipe.
+if want numeric; then
+  DATA_NUM="$BENCH/data/numeric-$ROWS-$FILES"
+  if [[ ! -f "$DATA_NUM/_SUCCESS" ]]; then
+    log "writing $ROWS all-numeric rows with Spark into $DATA_NUM"
+    "$MAIN_VENV/bin/python" "$HERE/make_dataset.py" "$DATA_NUM" --rows "$ROWS" --files "$FILES" --numeric \
+      2> >(grep -v -e WARN -e 'Stage ' -e 'setLogLevel' -e FutureWarning -e require_minimum >&2)
+  fi
+  cat "$DATA_NUM"/*.parquet >/dev/null
+  NPY="$MAIN_VENV/bin/python"
+  measure sluice_numeric "sluice train --model none (all-numeric)" numeric --summary-json "$S" -- \
+    $(sluice_train "$DATA_NUM" "$NCPU" "$S")
+  measure numpy_shm "sluice → numpy, shared memory ($NCPU processes)" numeric --summary-json "$S" -- \
+    "$SLUICE" train "$DATA_NUM" --devices "$NCPU" --batch-size "$BATCH" --quiet --summary-json "$S" \
+    --fill-nulls 0 --exec "$NPY $HERE/peers/sluice_numpy.py"
+  measure numpy_pipe "sluice → numpy, stdin pipe ($NCPU processes)" numeric --summary-json "$S" -- \
+    "$SLUICE" train "$DATA_NUM" --devices "$NCPU" --batch-size "$BATCH" --quiet --summary-json "$S" \
+    --fill-nulls 0 --exec "$NPY $HERE/peers/sluice_numpy.py --pipe"
 fi
 
 # 5. The same dataset in S3 (moto, a bench instance of its own on port 9310).

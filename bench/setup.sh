@@ -75,5 +75,25 @@ else
     echo "ok $BENCH/venv-torch" >"$BENCH/status/torch"
   fi
 fi
-for p in pyarrow tools petastorm ray torch; do log "$p: $(cat "$BENCH/status/$p" 2>/dev/null)"; done
+# torch beside Ray Data and Petastorm, for their PyTorch loaders (iter_torch_batches,
+# petastorm.pytorch.DataLoader): the tests' pin, through uv and its cache (the wheel is
+# large; the tests' installer fetched it already).
+for peer in ray petastorm; do
+  venv="$BENCH/venv-$peer"
+  [[ "$(cat "$BENCH/status/$peer" 2>/dev/null)" == ok* ]] || continue
+  if ! "$venv/bin/python" -c 'import torch' >/dev/null 2>&1; then
+    log "installing torch into $venv"
+    [[ -x "$MAIN_VENV/bin/uv" ]] || "$MAIN_VENV/bin/pip" install --quiet uv >/dev/null 2>&1
+    UV_CACHE_DIR="$CACHE/uv" "$MAIN_VENV/bin/uv" pip install --quiet --python "$venv/bin/python" \
+      -r "$ROOT/tests/requirements-torch.txt" \
+      >"$BENCH/status/${peer}_torch.log" 2>&1 || true
+  fi
+  if "$venv/bin/python" -c 'import torch' >/dev/null 2>&1; then
+    echo ok >"$BENCH/status/${peer}_torch"
+  else
+    echo "not installable: torch into $venv: $(tail -1 "$BENCH/status/${peer}_torch.log" | cut -c1-200)" \
+      >"$BENCH/status/${peer}_torch"
+  fi
+done
+for p in pyarrow tools petastorm ray torch ray_torch petastorm_torch; do log "$p: $(cat "$BENCH/status/$p" 2>/dev/null)"; done
 exit 0

@@ -241,7 +241,8 @@ fn distributed_models_keep_every_row_once_across_a_killed_worker_and_master() {
     // leases for a whole lease timeout drops them itself (it cannot tell a
     // master that is down from one that cut it off), and rows its trainers
     // then apply are served again elsewhere.
-    job.lease_timeout = "6s".to_string();
+    // 20 s: a master restart on a loaded 2-core machine must fit well inside it.
+    job.lease_timeout = "20s".to_string();
     let mut master = job.start_master(fixture(DATASET));
     let first = job.ids.join("w1");
     let second = job.ids.join("w2");
@@ -254,9 +255,9 @@ fn distributed_models_keep_every_row_once_across_a_killed_worker_and_master() {
     });
     w1.kill().expect("SIGKILL w1");
     let _ = w1.wait();
-    // The master counts w1 gone after the lease timeout (6 s) and serves
-    // again what its trainer had not checkpointed.
-    std::thread::sleep(Duration::from_secs(7));
+    // The master counts w1 gone after the lease timeout and serves again what
+    // its trainer had not checkpointed.
+    std::thread::sleep(Duration::from_secs(21));
     remove_finals(&first);
     let mut w1 = checkpointing_worker(&job, "w1", &first);
     wait_until("w2's applied rows", Duration::from_secs(120), || {

@@ -9,7 +9,8 @@ Run it through sluice, which starts it once per device:
 DATA has Criteo-like columns (examples/torch/make_criteo.py writes some with Spark):
 a 0/1 label, integer or float columns (I1..I13) and string columns (C1..C26). The
 model embeds every string column (hashed into --buckets buckets by sluice_trainer,
-vectorised over the Arrow buffers), feeds the embeddings and log-scaled numeric
+vectorised over the Arrow buffers; or by sluice itself, before the batch leaves it,
+under `sluice train --hash-buckets N --fill-nulls 0`, the fast way), feeds the embeddings and log-scaled numeric
 columns to a small MLP, and minimises the logistic loss with Adam. Nulls in numeric
 columns count as 0; null strings hash to a bucket of their own.
 
@@ -80,8 +81,15 @@ class CTRModel(nn.Module):
         return self.mlp(torch.cat([numeric, embedded], dim=1)).squeeze(1)
 
 
+def hashed_buckets(field):
+    """The buckets sluice hashed a column into (`sluice train --hash-buckets`), or None."""
+    value = (field.metadata or {}).get(b"sluice.hash_buckets")
+    return int(value) if value else None
+
+
 def split_columns(schema, label, skip=()):
-    """(numeric, categorical) feature column names of the stream's schema (not `skip`)."""
+    """(numeric, categorical) feature column names of the stream's schema (not `skip`).
+    Columns sluice hashed (`--hash-buckets`) are categorical, though int64."""
     if schema.get_field_index(label) < 0:
         raise sluice_trainer.SluiceError(
             f"no label column {label!r} in the data; it has {', '.join(schema.names)}")
@@ -90,7 +98,9 @@ def split_columns(schema, label, skip=()):
         if field.name == label or field.name in skip:
             continue
         kind = field.type
-        if pa.types.is_integer(kind) or pa.types.is_floating(kind):
+        if hashed_buckets(field) is not None:
+            categorical.append(field.name)
+        elif pa.types.is_integer(kind) or pa.types.is_floating(kind):
             numeric.append(field.name)
         elif (pa.types.is_string(kind) or pa.types.is_large_string(kind)
               or pa.types.is_dictionary(kind) or pa.types.is_binary(kind)):
@@ -256,6 +266,7 @@ def main():
         who = f"train_ctr rank {conn.rank}/{conn.world_size} (device {conn.device}/{conn.devices})"
     schema = conn.schema
     losses, rows, positives, epochs_ended = [], 0, 0, []
+    numeric, categorical = [], []
     final_digest = None
     step = saved = 0  # steps of the model (with those of a loaded checkpoint); last saved
     resume = None
@@ -263,6 +274,11 @@ def main():
     if schema is not None:
         skip = (args.id_column,) if args.id_column else ()
         numeric, categorical = split_columns(schema, args.label, skip)
+        # Columns sluice hashed (`sluice train --hash-buckets N`) arrive as buckets
+        # below N: the embedding rows per column follow the largest N.
+        hashed = [hashed_buckets(schema.field(c)) for c in categorical]
+        if any(n is not None for n in hashed):
+            args.buckets = max(n if n is not None else args.buckets for n in hashed)
         ids_log = None
         if args.id_column and args.summary_dir:
             os.makedirs(args.summary_dir, exist_ok=True)
@@ -347,7 +363,7 @@ def main():
             "losses": losses, "seconds": round(seconds, 3),
             "resumed_from": resume, "step": step, "rank": conn.rank,
             "world_size": conn.world_size, "epochs_ended": epochs_ended,
-            "digest": final_digest,
+            "digest": final_digest, "numeric": len(numeric), "categorical": len(categorical),
         })
 
 
