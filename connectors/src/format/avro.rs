@@ -4,7 +4,7 @@ use arrow::record_batch::RecordBatch;
 use arrow_avro::reader::ReaderBuilder;
 use futures::stream::BoxStream;
 
-use super::csv::open_head;
+use super::text_io::open_head;
 use super::text_io::{decode_blocking, emit_all};
 use super::{FileInfo, FileRef, ReadRequest};
 use crate::error::{Error, Result};

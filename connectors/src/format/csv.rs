@@ -1,6 +1,6 @@
 //! CSV: header names, inferred types, byte-range splits of uncompressed files.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::BufRead;
 use std::sync::Arc;
 
 use arrow::csv::reader::Format as CsvFormat;
@@ -10,9 +10,8 @@ use arrow::record_batch::RecordBatch;
 use futures::stream::BoxStream;
 use object_store::path::Path;
 
-use super::text_io::{decode_blocking, emit_all, fetch, from_io};
+use super::text_io::{decode_blocking, emit_all, from_io, open_head};
 use super::{FileInfo, FileRef, FormatOptions, ReadRequest};
-use crate::codec::{self, Codec};
 use crate::error::{Error, Result};
 use crate::split::{Split, SplitRange};
 use crate::store::Location;
@@ -44,12 +43,6 @@ pub(super) async fn inspect(
         rows: None,
         units: Vec::new(),
     })
-}
-
-/// The decompressed bytes of a file from its start.
-pub(super) fn open_head(loc: &Location, path: &Path) -> BufReader<Box<dyn Read + Send>> {
-    let raw: Box<dyn Read + Send> = Box::new(fetch(loc, path, 0));
-    BufReader::new(codec::decoder(Codec::from_path(path.as_ref()), raw))
 }
 
 /// Reads the header line of a file (for splits that start past it).

@@ -7,7 +7,7 @@ use arrow::json::ReaderBuilder;
 use arrow::record_batch::RecordBatch;
 use futures::stream::BoxStream;
 
-use super::csv::open_head;
+use super::text_io::open_head;
 use super::text_io::{decode_blocking, emit_all};
 use super::{FileInfo, FileRef, FormatOptions, ReadRequest};
 use crate::error::{Error, Result};
