@@ -334,10 +334,7 @@ fn a_corrupt_footer_stops_the_master_unless_ignore_corrupt_files() {
     std::fs::copy(&bad, data.join(name)).expect("copy");
 
     let mut job = Job::new("parquet_small_files", 1);
-    let refused = job
-        .master_command(&data, job.port)
-        .output()
-        .expect("run master");
+    let refused = job.master_command(&data, 0).output().expect("run master");
     let err = String::from_utf8_lossy(&refused.stderr);
     assert_eq!(refused.status.code(), Some(1), "{err}");
     assert!(err.contains(name), "the master names {name}: {err}");
@@ -500,7 +497,7 @@ fn a_master_serves_https_to_workers_that_trust_its_ca() {
             "-s",
             "-m",
             "5",
-            &format!("http://127.0.0.1:{}/v1/job", job.port),
+            &format!("http://127.0.0.1:{}/v1/job", job.port()),
         ])
         .output()
         .expect("curl");
@@ -591,7 +588,7 @@ fn a_master_refuses_a_held_state_and_other_options_on_restart() {
     let mut job = Job::new("parquet_small_files", 1);
     let data = fixture("parquet_small_files");
     let mut master = job.start_master(&data);
-    let (status, err) = refused_master(job.master_command(&data, common::cluster::free_port()));
+    let (status, err) = refused_master(job.master_command(&data, 0));
     assert_eq!(status.code(), Some(3), "{err}");
     assert!(
         err.contains(&format!("pid {}", master.id())) && err.trim().lines().count() == 1,
@@ -604,7 +601,7 @@ fn a_master_refuses_a_held_state_and_other_options_on_restart() {
     signal(&master, libc::SIGKILL);
     let _ = master.wait();
     job.epochs = 2;
-    let (status, err) = refused_master(job.master_command(&data, job.port));
+    let (status, err) = refused_master(job.master_command(&data, job.port()));
     assert_eq!(status.code(), Some(1), "{err}");
     assert!(
         err.contains("--epochs was 1 there, 2 now")

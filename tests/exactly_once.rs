@@ -377,7 +377,7 @@ fn a_worker_stopped_by_sigterm_hands_its_tasks_back_at_once() {
 
 /// A master whose leases last far longer than any test: only a hand-back or a
 /// fair lease count lets another worker go on in time.
-fn long_lease_master(job: &mut Job, dataset: &str, extra: &[&str]) -> Child {
+fn long_lease_master(job: &mut Job, dataset: &str, extra: &[&str]) -> cluster::Master {
     job.lease_timeout = "120s".to_string();
     job.master_args = extra.iter().map(|a| a.to_string()).collect();
     job.start_master(fixture(dataset))
