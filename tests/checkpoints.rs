@@ -257,7 +257,10 @@ fn distributed_models_keep_every_row_once_across_a_killed_worker_and_master() {
     let _ = w1.wait();
     // The master counts w1 gone after the lease timeout and serves again what
     // its trainer had not checkpointed.
-    std::thread::sleep(Duration::from_secs(21));
+    wait_until("the killed w1 to depart", Duration::from_secs(120), || {
+        job.try_status()
+            .is_some_and(|s| s["workers_departed"].as_u64() >= Some(1))
+    });
     remove_finals(&first);
     let mut w1 = checkpointing_worker(&job, "w1", &first);
     wait_until("w2's applied rows", Duration::from_secs(120), || {

@@ -6,15 +6,37 @@
 
 mod common;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::process::{Child, Command};
 use std::time::Duration;
 
 use common::cluster::{
-    clean_finish, metric, signal, stderr_of, undelivered, wait_exit, Job, TOKEN,
+    clean_finish, journal_queue, journal_records, metric, signal, stderr_of, undelivered,
+    wait_exit, Job, TOKEN,
 };
-use common::{copy_dir, fixture, recorded_ids, SLUICE};
+use common::{copy_dir, count_lines, fixture, recorded_ids, wait_until, SLUICE};
 use sluice::task::{Command as QueueCommand, LeaseReply, Queue, QueueConfig, Reply};
+
+/// How long a condition of these tests may take to come true on a loaded machine.
+const PATIENCE: Duration = Duration::from_secs(90);
+
+/// The journal of a job with local state replayed: every command the master
+/// made durable, with the queue's reply to it.
+fn replayed(job: &Job) -> Vec<(QueueCommand, Reply)> {
+    let text = std::fs::read_to_string(job.state_dir().join("job.json")).expect("job.json");
+    let spec: serde_json::Value = serde_json::from_str(&text).expect("job.json is JSON");
+    let splits = spec["spec"]["splits"].as_array().expect("splits").len();
+    let config: QueueConfig = serde_json::from_value(spec["queue"].clone()).expect("queue config");
+    let mut queue = Queue::new(splits, config).expect("queue");
+    journal_records(job)
+        .into_iter()
+        .map(|record| {
+            let command: QueueCommand = serde_json::from_value(record).expect("a journal command");
+            let reply = queue.apply(&command);
+            (command, reply)
+        })
+        .collect()
+}
 
 /// Budget of duplicate rows a job's faults allow.
 trait Budget {
@@ -25,21 +47,15 @@ trait Budget {
 
 impl Budget for Job {
     fn duplicate_budget(&self) -> u64 {
-        let text =
-            std::fs::read_to_string(self.state_dir().join("journal.jsonl")).expect("journal");
         let job: serde_json::Value = serde_json::from_str(
             &std::fs::read_to_string(self.state_dir().join("job.json")).expect("job.json"),
         )
         .expect("json");
         let splits = job["spec"]["splits"].as_array().expect("splits");
-        let config: QueueConfig =
-            serde_json::from_value(job["queue"].clone()).expect("queue config");
-        let mut queue = Queue::new(splits.len(), config).expect("queue");
         let mut leases: HashMap<u64, (usize, u64)> = HashMap::new();
         let mut budget = 0u64;
-        for line in text.lines() {
-            let command: QueueCommand = serde_json::from_str(line).expect("journal line");
-            match (&command, queue.apply(&command)) {
+        for (command, reply) in replayed(self) {
+            match (&command, reply) {
                 (_, Reply::Lease(Ok(LeaseReply::Tasks(ls)))) => {
                     for l in ls {
                         leases.insert(l.attempt.0, (l.split as usize, l.offset));
@@ -80,27 +96,55 @@ fn lost_rows(splits: &[serde_json::Value], lease: Option<&(usize, u64)>) -> u64 
 
 /// Every id arrived `epochs` times at least, and the extra deliveries fit the budget.
 fn check_ids(job: &Job) {
-    let ids = recorded_ids(&job.ids, "ids-");
+    let ids = job.recorded_ids();
     undelivered(&ids, job.rows(), job.epochs);
     let extra: u64 = ids.values().map(|&c| (c - job.epochs) as u64).sum();
     let budget = job.duplicate_budget();
     assert!(extra <= budget, "{extra} duplicate deliveries but only {budget} rows were leased and not committed at the faults");
 }
 
+/// Every id arrived exactly `epochs` times.
+fn check_exactly_epochs(ids: &HashMap<i64, u32>, job: &Job) {
+    undelivered(ids, job.rows(), job.epochs);
+    let more: Vec<_> = ids
+        .iter()
+        .filter(|(_, &c)| c > job.epochs)
+        .take(5)
+        .collect();
+    assert!(
+        more.is_empty(),
+        "ids served more than once an epoch: {more:?}"
+    );
+}
+
+/// `rows_committed` of the running master, or 0 while it does not answer.
+fn rows_committed(job: &Job) -> u64 {
+    job.try_status()
+        .and_then(|s| s["queue"]["rows_committed"].as_u64())
+        .unwrap_or(0)
+}
+
 #[test]
 fn workers_killed_and_joining_lose_nothing() {
     let job = Job::new("parquet_small_files", 2);
     let mut master = job.start_master(fixture("parquet_small_files"));
-    let mut workers: Vec<Child> = (0..3).map(|_| job.start_worker("")).collect();
+    let dir = |n: usize| job.ids.join(format!("w{n}"));
+    let mut workers: Vec<(Child, usize)> = (0..3)
+        .map(|n| (job.start_worker_into(&dir(n), "", &[]), n))
+        .collect();
     for round in 0..3 {
-        std::thread::sleep(Duration::from_millis(800));
-        let mut victim = workers.remove(round % workers.len());
+        let (mut victim, n) = workers.remove(round % workers.len());
+        // Killed mid-task: once its trainer has taken one more batch.
+        let before = count_lines(&dir(n), "ids-");
+        wait_until("the victim to train a batch", PATIENCE, || {
+            count_lines(&dir(n), "ids-") > before
+        });
         signal(&victim, libc::SIGKILL);
         let _ = victim.wait();
-        workers.push(job.start_worker(""));
+        workers.push((job.start_worker_into(&dir(3 + round), "", &[]), 3 + round));
     }
     clean_finish(&mut master);
-    for mut w in workers {
+    for (mut w, _) in workers {
         wait_exit(&mut w, "worker");
     }
     check_ids(&job);
@@ -108,6 +152,8 @@ fn workers_killed_and_joining_lose_nothing() {
         job.duplicate_budget() > 0,
         "killing workers mid-task should have cost some leases"
     );
+    let joined = count_lines(&dir(5), "ids-");
+    assert!(joined > 0, "the last worker to join trained nothing");
 }
 
 #[test]
@@ -116,12 +162,26 @@ fn master_killed_and_restarted_twice() {
     let data = fixture("parquet_small_files");
     let mut master = job.start_master(&data);
     let mut workers: Vec<Child> = (0..3).map(|_| job.start_worker("")).collect();
-    for _ in 0..2 {
-        std::thread::sleep(Duration::from_millis(1500));
+    let mut durable = 0;
+    for kill in 0..2 {
+        // Killed once more rows were made durable since the last start.
+        wait_until("more rows committed", PATIENCE, || {
+            journal_queue(&job).status().rows_committed > durable
+        });
         signal(&master, libc::SIGKILL);
         let _ = master.wait();
-        std::thread::sleep(Duration::from_millis(500));
+        let journaled = journal_queue(&job).status();
+        assert!(!journaled.job_over, "kill {kill}: the job was over");
+        durable = journaled.rows_committed;
         master = job.start_master(&data);
+        let resumed = job.status()["queue"]["rows_committed"]
+            .as_u64()
+            .expect("rows_committed");
+        assert!(
+            resumed >= durable,
+            "kill {kill}: the restarted master starts at {resumed} rows committed, \
+             not at the {durable} of its journal"
+        );
     }
     clean_finish(&mut master);
     for w in &mut workers {
@@ -129,15 +189,6 @@ fn master_killed_and_restarted_twice() {
         assert!(status.success(), "a worker failed after master restarts");
     }
     check_ids(&job);
-}
-
-/// Polls `ready` every 200 ms; panics naming `what` after `limit`.
-fn wait_for(what: &str, limit: Duration, mut ready: impl FnMut() -> bool) {
-    let start = std::time::Instant::now();
-    while !ready() {
-        assert!(start.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 /// The names of the live workers in `sluice status --json`, sorted.
@@ -159,17 +210,15 @@ fn a_killed_worker_departs_and_names_survive_a_master_restart() {
     let mut master = job.start_master(&data);
     let mut alpha = job.start_worker_with("--sleep 0.15", &["--name", "alpha"]);
     let mut beta = job.start_worker_with("--sleep 0.15", &["--name", "beta"]);
-    wait_for("both workers live", Duration::from_secs(30), || {
+    wait_until("both workers live", PATIENCE, || {
         live_names(&job) == ["alpha", "beta"]
     });
     signal(&beta, libc::SIGKILL);
     let _ = beta.wait();
     // Gone once it has missed heartbeats for the lease timeout (2 s).
-    wait_for(
-        "the killed worker to depart",
-        Duration::from_secs(10),
-        || live_names(&job) == ["alpha"],
-    );
+    wait_until("the killed worker to depart", PATIENCE, || {
+        live_names(&job) == ["alpha"]
+    });
     let status = job.status();
     assert_eq!(status["workers_departed"], 1, "{status}");
     assert_eq!(
@@ -189,11 +238,9 @@ fn a_killed_worker_departs_and_names_survive_a_master_restart() {
     signal(&master, libc::SIGKILL);
     let _ = master.wait();
     master = job.start_master(&data);
-    wait_for(
-        "the worker back under its name",
-        Duration::from_secs(10),
-        || live_names(&job) == ["alpha"],
-    );
+    wait_until("the worker back under its name", PATIENCE, || {
+        live_names(&job) == ["alpha"]
+    });
     clean_finish(&mut master);
     assert!(wait_exit(&mut alpha, "worker").success());
     check_ids(&job);
@@ -207,12 +254,7 @@ fn a_master_stopped_by_sigterm_mid_job_exits_143_and_resumes_exactly_once() {
     let data = fixture("parquet_small_files");
     let mut master = job.start_master(&data);
     let mut workers: Vec<Child> = (0..3).map(|_| job.start_worker("")).collect();
-    wait_for("rows committed", Duration::from_secs(60), || {
-        job.status()["queue"]["rows_committed"]
-            .as_u64()
-            .unwrap_or(0)
-            > 0
-    });
+    wait_until("rows committed", PATIENCE, || rows_committed(&job) > 0);
     signal(&master, libc::SIGTERM);
     let status = wait_exit(&mut master, "master");
     let log = stderr_of(&mut master);
@@ -231,59 +273,189 @@ fn a_master_stopped_by_sigterm_mid_job_exits_143_and_resumes_exactly_once() {
         Some(&b'\n'),
         "the last group commit was finished"
     );
-    let stopped = common::cluster::journal_queue(&job).status();
+    let stopped = journal_queue(&job).status();
     assert!(
         !stopped.job_over && stopped.rows_committed > 0,
         "{stopped:?}"
     );
 
-    std::thread::sleep(Duration::from_millis(300));
     let mut master = job.start_master(&data);
     clean_finish(&mut master);
     for w in &mut workers {
         assert!(wait_exit(w, "worker").success(), "a worker failed");
     }
-    let ids = recorded_ids(&job.ids, "ids-");
-    undelivered(&ids, job.rows(), job.epochs);
-    let twice: Vec<_> = ids
-        .iter()
-        .filter(|(_, &c)| c > job.epochs)
-        .take(5)
-        .collect();
-    assert!(
-        twice.is_empty(),
-        "ids served more than once an epoch: {twice:?}"
-    );
+    check_exactly_epochs(&job.recorded_ids(), &job);
     assert_eq!(job.duplicate_budget(), 0, "no lease lapsed or failed");
+}
+
+/// The id the master gave the worker registered as `name`, from the journal.
+fn worker_id(journal: &[(QueueCommand, Reply)], name: &str) -> u64 {
+    journal
+        .iter()
+        .find_map(|(command, reply)| match (command, reply) {
+            (QueueCommand::Register { name: Some(n), .. }, Reply::Register(id)) if n == name => {
+                Some(id.0)
+            }
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no worker registered as {name} in the journal"))
+}
+
+/// The attempts of `worker` that lapsed, from the journal.
+fn lapsed(journal: &[(QueueCommand, Reply)], worker: u64) -> HashSet<u64> {
+    let mut out = HashSet::new();
+    for (_, reply) in journal {
+        if let Reply::Tick(expired) = reply {
+            out.extend(
+                expired
+                    .iter()
+                    .filter(|e| e.worker.0 == worker)
+                    .map(|e| e.attempt.0),
+            );
+        }
+    }
+    out
+}
+
+/// The attempts leased to `worker` in `journal`.
+fn leased_to(journal: &[(QueueCommand, Reply)], worker: u64) -> HashSet<u64> {
+    let mut out = HashSet::new();
+    for (command, reply) in journal {
+        if let (QueueCommand::Lease { worker: w, .. }, Reply::Lease(Ok(LeaseReply::Tasks(ls)))) =
+            (command, reply)
+        {
+            if w.0 == worker {
+                out.extend(ls.iter().map(|l| l.attempt.0));
+            }
+        }
+    }
+    out
+}
+
+/// The attempt a report (commit, finish, fail, hand-back) is about.
+fn reported_attempt(command: &QueueCommand) -> Option<u64> {
+    match command {
+        QueueCommand::Commit { attempt, .. }
+        | QueueCommand::Finish { attempt, .. }
+        | QueueCommand::Fail { attempt, .. }
+        | QueueCommand::HandBack { attempt, .. } => Some(attempt.0),
+        _ => None,
+    }
 }
 
 #[test]
 fn a_paused_worker_is_fenced_and_carries_on() {
-    let job = Job::new("parquet_small_files", 1);
+    // Three epochs: work is left for the paused worker once it goes on.
+    let job = Job::new("parquet_small_files", 3);
     let mut master = job.start_master(fixture("parquet_small_files"));
-    let mut workers: Vec<Child> = (0..3).map(|_| job.start_worker("")).collect();
-    std::thread::sleep(Duration::from_millis(1000));
-    signal(&workers[0], libc::SIGSTOP);
-    std::thread::sleep(Duration::from_millis(4000));
-    signal(&workers[0], libc::SIGCONT);
+    let paused_out = job.ids.join("paused");
+    let log = job.ids.join("paused.log");
+    let mut paused = job
+        .recording_worker(&paused_out, "")
+        .args(["--name", "paused"])
+        .stderr(std::fs::File::create(&log).expect("worker log"))
+        .spawn()
+        .expect("start worker");
+    let mut others: Vec<Child> = (0..2)
+        .map(|n| job.start_worker_into(&job.ids.join(format!("w{n}")), "", &[]))
+        .collect();
+    wait_until("the paused worker's first batches", PATIENCE, || {
+        count_lines(&paused_out, "ids-") >= 80
+    });
+    signal(&paused, libc::SIGSTOP);
+    // Fenced: it departs (no heartbeat for the lease timeout, 2 s) and the
+    // master's journal records its leases lapsing.
+    wait_until("the paused worker's leases to lapse", PATIENCE, || {
+        let journal = replayed(&job);
+        !lapsed(&journal, worker_id(&journal, "paused")).is_empty()
+            && !live_names(&job).contains(&"paused".to_string())
+    });
+    let before = journal_records(&job).len();
+    signal(&paused, libc::SIGCONT);
+    // It carries on: after the pause it is leased new tasks and commits them.
+    wait_until("the resumed worker to commit new work", PATIENCE, || {
+        let journal = replayed(&job);
+        let since = &journal[before.min(journal.len())..];
+        let fresh = leased_to(since, worker_id(&journal, "paused"));
+        since.iter().any(|(command, reply)| {
+            matches!(reply, Reply::Commit(Ok(())) | Reply::Finish(Ok(())))
+                && reported_attempt(command).is_some_and(|a| fresh.contains(&a))
+        })
+    });
     clean_finish(&mut master);
-    for w in &mut workers {
-        wait_exit(w, "worker");
+    let status = wait_exit(&mut paused, "paused worker");
+    let log = std::fs::read_to_string(&log).expect("worker log");
+    assert!(status.success(), "the fenced worker failed: {log}");
+    assert!(
+        log.contains("lease lapsed") || log.contains("lease lost"),
+        "the fenced worker never learned that its leases were gone: {log}"
+    );
+    for w in &mut others {
+        assert!(wait_exit(w, "worker").success(), "a worker failed");
     }
+
+    // The master took no report on a lapsed attempt of the fenced worker.
+    let journal = replayed(&job);
+    let fenced = lapsed(&journal, worker_id(&journal, "paused"));
+    let mut gone = HashSet::new();
+    for (command, reply) in &journal {
+        if let Reply::Tick(expired) = reply {
+            gone.extend(expired.iter().map(|e| e.attempt.0));
+        }
+        if let Some(attempt) = reported_attempt(command).filter(|a| fenced.contains(a)) {
+            assert!(
+                !gone.contains(&attempt),
+                "the master accepted {command:?} on the lapsed attempt {attempt}"
+            );
+        }
+    }
+    // What its trainers took after losing the leases is not counted: the
+    // master committed every row once an epoch, no more.
+    let queue = journal_queue(&job).status();
+    assert_eq!(
+        queue.rows_committed,
+        job.rows() * u64::from(job.epochs),
+        "rows committed over the job: {queue:?}"
+    );
     check_ids(&job);
 }
 
 #[test]
 fn a_worker_joining_after_the_first_epoch_began_shares_the_work() {
-    let job = Job::new("parquet_small_files", 2);
+    let mut job = Job::new("parquet_small_files", 2);
+    // No lease lapses on a loaded machine: every row is served exactly once an epoch.
+    job.lease_timeout = "60s".to_string();
     let mut master = job.start_master(fixture("parquet_small_files"));
-    let mut first = job.start_worker("");
-    std::thread::sleep(Duration::from_millis(1500));
-    let mut late = job.start_worker("");
+    let (first_out, late_out) = (job.ids.join("first"), job.ids.join("late"));
+    let mut first = job.start_worker_into(&first_out, "", &[]);
+    wait_until("the first worker's first batches", PATIENCE, || {
+        count_lines(&first_out, "ids-") >= 80
+    });
+    let mut late = job.start_worker_into(&late_out, "", &[]);
     clean_finish(&mut master);
     assert!(wait_exit(&mut first, "worker").success());
     assert!(wait_exit(&mut late, "worker").success());
-    check_ids(&job);
+    let (by_first, by_late) = (
+        recorded_ids(&first_out, "ids-"),
+        recorded_ids(&late_out, "ids-"),
+    );
+    let share = |ids: &HashMap<i64, u32>| ids.values().map(|&n| u64::from(n)).sum::<u64>();
+    let total = job.rows() * u64::from(job.epochs);
+    // Each trained at least a whole batch of its own, and together every row
+    // once an epoch.
+    assert!(
+        share(&by_first) >= 40 && share(&by_late) >= 40,
+        "the work was not shared: the first worker trained {} rows, the late one {} of {total}",
+        share(&by_first),
+        share(&by_late)
+    );
+    eprintln!(
+        "shares: first {} rows, late {} rows of {total}",
+        share(&by_first),
+        share(&by_late)
+    );
+    check_exactly_epochs(&job.recorded_ids(), &job);
+    assert_eq!(share(&by_first) + share(&by_late), total);
 }
 
 #[test]
@@ -315,9 +487,19 @@ fn a_corrupt_file_fails_its_task_and_the_master_says_so() {
     for w in &mut workers {
         wait_exit(w, "worker");
     }
-    let ids = recorded_ids(&job.ids, "ids-");
-    assert!(ids.values().all(|&c| c == 1), "no id twice");
-    assert!(ids.len() as u64 >= job.rows() - 100 && (ids.len() as u64) < job.rows());
+    // Every row of the other files arrived once, none of the corrupt one.
+    let ids = job.recorded_ids();
+    let twice: Vec<_> = ids.iter().filter(|(_, &c)| c > 1).take(5).collect();
+    assert!(twice.is_empty(), "ids delivered twice: {twice:?}");
+    let lost = common::expected_dataset("parquet_small_files")["file_rows"][name]
+        .as_u64()
+        .unwrap_or_else(|| panic!("expected.json has no row count for {name}"));
+    assert_eq!(
+        ids.len() as u64,
+        job.rows() - lost,
+        "every row but the {lost} of {name} is trained"
+    );
+    assert!(ids.keys().all(|&id| id >= 0 && (id as u64) < job.rows()));
 }
 
 #[test]
@@ -334,10 +516,7 @@ fn a_corrupt_footer_stops_the_master_unless_ignore_corrupt_files() {
     std::fs::copy(&bad, data.join(name)).expect("copy");
 
     let mut job = Job::new("parquet_small_files", 1);
-    let refused = job
-        .master_command(&data, job.port)
-        .output()
-        .expect("run master");
+    let refused = job.master_command(&data, 0).output().expect("run master");
     let err = String::from_utf8_lossy(&refused.stderr);
     assert_eq!(refused.status.code(), Some(1), "{err}");
     assert!(err.contains(name), "the master names {name}: {err}");
@@ -360,7 +539,7 @@ fn a_corrupt_footer_stops_the_master_unless_ignore_corrupt_files() {
     for w in &mut workers {
         wait_exit(w, "worker");
     }
-    let ids = recorded_ids(&job.ids, "ids-");
+    let ids = job.recorded_ids();
     common::assert_exactly_once(&ids, job.rows(), "the good files");
 }
 
@@ -500,7 +679,7 @@ fn a_master_serves_https_to_workers_that_trust_its_ca() {
             "-s",
             "-m",
             "5",
-            &format!("http://127.0.0.1:{}/v1/job", job.port),
+            &format!("http://127.0.0.1:{}/v1/job", job.port()),
         ])
         .output()
         .expect("curl");
@@ -532,7 +711,7 @@ fn a_master_serves_https_to_workers_that_trust_its_ca() {
     for w in &mut workers {
         assert!(wait_exit(w, "worker").success());
     }
-    let ids = recorded_ids(&job.ids, "ids-");
+    let ids = job.recorded_ids();
     common::assert_exactly_once(&ids, job.rows(), "over https");
     let log = stderr_of(&mut master);
     assert!(
@@ -591,7 +770,7 @@ fn a_master_refuses_a_held_state_and_other_options_on_restart() {
     let mut job = Job::new("parquet_small_files", 1);
     let data = fixture("parquet_small_files");
     let mut master = job.start_master(&data);
-    let (status, err) = refused_master(job.master_command(&data, common::cluster::free_port()));
+    let (status, err) = refused_master(job.master_command(&data, 0));
     assert_eq!(status.code(), Some(3), "{err}");
     assert!(
         err.contains(&format!("pid {}", master.id())) && err.trim().lines().count() == 1,
@@ -604,7 +783,7 @@ fn a_master_refuses_a_held_state_and_other_options_on_restart() {
     signal(&master, libc::SIGKILL);
     let _ = master.wait();
     job.epochs = 2;
-    let (status, err) = refused_master(job.master_command(&data, job.port));
+    let (status, err) = refused_master(job.master_command(&data, job.port()));
     assert_eq!(status.code(), Some(1), "{err}");
     assert!(
         err.contains("--epochs was 1 there, 2 now")

@@ -380,7 +380,12 @@ fn a_master_and_two_workers_with_state_on_secure_hdfs_survive_a_master_restart()
         .args(["--batch-size", "40", "--prefetch", "2", "-q"])
         .spawn()
         .expect("start worker");
-    std::thread::sleep(Duration::from_millis(1500));
+    // Killed once rows were committed.
+    common::wait_until("rows committed", Duration::from_secs(90), || {
+        job.try_status()
+            .and_then(|s| s["queue"]["rows_committed"].as_u64())
+            .is_some_and(|rows| rows > 0)
+    });
     signal(&master, libc::SIGKILL);
     let _ = master.wait();
     master = job.start_master(&data);

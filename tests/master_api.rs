@@ -11,13 +11,13 @@ use std::path::Path;
 use std::process::{Child, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use common::cluster::{free_port, signal, stderr_of, wait_listening, TOKEN};
+use common::cluster::{self, signal, stderr_of, TOKEN};
 use common::{assert_one_line_error, describe, fixture, sluice_command, Run};
 use serde_json::{json, Value};
 
 /// A master started by a test, killed when the test ends.
 struct Master {
-    child: Child,
+    process: cluster::Master,
     port: u16,
 }
 
@@ -25,21 +25,24 @@ impl Master {
     /// A master on fixture `dataset` with its state in `state`; leases last a
     /// minute, so a slow test machine never lets one lapse.
     fn start(dataset: &str, state: &Path, epochs: u32) -> Master {
-        let port = free_port();
-        let child = master_command(dataset, state, port)
-            .args(["--epochs", &epochs.to_string()])
-            .env("SLUICE_TOKEN", TOKEN)
-            .spawn()
-            .expect("start master");
-        wait_listening(port);
-        Master { child, port }
+        let mut cmd = master_command(dataset, state, 0);
+        cmd.args(["--epochs", &epochs.to_string()])
+            .env("SLUICE_TOKEN", TOKEN);
+        Master::listening(cmd)
+    }
+
+    /// Starts `cmd` and waits until it listens.
+    fn listening(cmd: std::process::Command) -> Master {
+        let mut process = cluster::Master::spawn(cmd);
+        let port = process.wait_listening();
+        Master { process, port }
     }
 
     /// Kills the master and returns what it wrote to stderr.
     fn kill(mut self) -> String {
-        signal(&self.child, libc::SIGKILL);
-        let _ = self.child.wait();
-        stderr_of(&mut self.child)
+        signal(&self.process, libc::SIGKILL);
+        let _ = self.process.wait();
+        stderr_of(&mut self.process)
     }
 
     /// A POST with the job token and a JSON body.
@@ -96,14 +99,8 @@ impl Master {
     }
 }
 
-impl Drop for Master {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// `sluice master` on fixture `dataset`, listening on `port`, without a token.
+/// `sluice master` on fixture `dataset`, listening on `port` (0: any free
+/// port), without a token.
 fn master_command(dataset: &str, state: &Path, port: u16) -> std::process::Command {
     let mut cmd = sluice_command(["master".as_ref(), fixture(dataset).as_os_str()]);
     cmd.args(["--listen", &format!("127.0.0.1:{port}")])
@@ -452,16 +449,17 @@ fn a_token_file_others_can_read_is_warned_about() {
         let file = dir.path().join(format!("token-{mode:o}"));
         std::fs::write(&file, format!("{token}\n")).expect("token file");
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).expect("chmod");
-        let port = free_port();
         let state = dir.path().join(format!("state-{mode:o}"));
-        let child = master_command("parquet_small_files", &state, port)
-            .arg("--token-file")
-            .arg(&file)
-            .spawn()
-            .expect("start master");
-        let master = Master { child, port };
-        wait_listening(port);
-        let registered = post(port, "/v1/register", Some(token), "application/json", "{}");
+        let mut cmd = master_command("parquet_small_files", &state, 0);
+        cmd.arg("--token-file").arg(&file);
+        let master = Master::listening(cmd);
+        let registered = post(
+            master.port,
+            "/v1/register",
+            Some(token),
+            "application/json",
+            "{}",
+        );
         assert_eq!(registered.status, 200, "the file's token works");
         (file, master.kill())
     };

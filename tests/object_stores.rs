@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use cloud::{Cloud, Kind};
 use common::cluster::{
-    clean_finish, free_port, signal, stderr_of, undelivered, wait_exit, wait_listening, Job, TOKEN,
+    clean_finish, signal, stderr_of, undelivered, wait_exit, Job, Master, TOKEN,
 };
 use common::{
     assert_exactly_once, assert_one_line_error, expected_dataset, fixture, recorded_ids, recorder,
@@ -428,8 +428,19 @@ fn a_master_with_its_state_on_s3_survives_restarts() {
     let (job, data) = job_on(&s3, "parquet_small_files", 2);
     let mut master = job.start_master(&data);
     let mut workers: Vec<_> = (0..3).map(|_| job.start_worker("")).collect();
+    let mut committed = 0;
     for _ in 0..2 {
-        std::thread::sleep(Duration::from_millis(1500));
+        // Killed once more rows were committed since its start.
+        common::wait_until("more rows committed", Duration::from_secs(90), || {
+            let now = job
+                .try_status()
+                .and_then(|s| s["queue"]["rows_committed"].as_u64())
+                .unwrap_or(0);
+            now > committed && {
+                committed = now;
+                true
+            }
+        });
         signal(&master, libc::SIGKILL);
         let _ = master.wait();
         master = job.start_master(&data);
@@ -465,12 +476,11 @@ fn two_masters_cannot_both_own_a_job_on_a_store() {
         let (job, data) = job_on(&cloud, "csv_gzip", 1);
         let mut first = job.start_master(&data);
         // A second master on the same state (a zombie's successor, or a mistake).
-        let port = free_port();
-        let mut second = job.master_command(&data, port).spawn().expect("second");
-        wait_listening(port);
+        let mut second = Master::spawn(job.master_command(&data, 0));
+        let port = second.wait_listening();
         assert_eq!(post(port, "/v1/register", "{}"), "200", "{kind:?}: second");
         // The first master's next write finds its slot taken: it stops before answering.
-        let answer = post(job.port, "/v1/register", "{}");
+        let answer = post(job.port(), "/v1/register", "{}");
         assert_ne!(answer, "200", "{kind:?}: a stale master answered a change");
         let status = wait_exit(&mut first, "first master");
         let err = stderr_of(&mut first);

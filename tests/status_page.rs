@@ -6,12 +6,12 @@
 mod common;
 
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::cluster::{
     journal_queue, journal_records, metric, signal, stderr_of, undelivered, wait_exit, Job, TOKEN,
 };
-use common::{fixture, recorded_ids};
+use common::{fixture, recorded_ids, wait_until};
 
 /// Kills its processes when a test fails half-way.
 struct Killed(Vec<Child>);
@@ -61,15 +61,6 @@ fn cell(dom: &str, id: &str) -> String {
         .unwrap_or_default()
         .trim()
         .to_string()
-}
-
-/// Polls `ready` every 200 ms; panics naming `what` after `limit`.
-fn wait_for(what: &str, limit: Duration, mut ready: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !ready() {
-        assert!(start.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 /// The row counts of the page, `/metrics` and `sluice status --json`, read
@@ -156,25 +147,25 @@ fn the_page_metrics_and_status_show_the_queues_rows_mid_job_and_at_the_end() {
     // served long enough to be sampled, then the master is stopped.
     job.lease_timeout = "30s".to_string();
     job.linger = "120s".to_string();
-    let master = job.start_master(fixture("parquet_small_files"));
+    let mut master = job.start_master(fixture("parquet_small_files"));
     let named = job.start_worker_with("--sleep 0.15", &["--name", "trainer-a"]);
     let unnamed = job.start_worker_with("--sleep 0.15", &[]);
     let default_name = format!("-{}", unnamed.id());
-    let mut procs = Killed(vec![master, named, unnamed]);
+    let mut workers = Killed(vec![named, unnamed]);
     let total = job.rows() * u64::from(job.epochs);
 
     // Mid-job: once rows are committed, pause the workers so nothing moves,
     // and wait until what the master shows is what its journal holds.
-    wait_for("rows committed", Duration::from_secs(60), || {
+    wait_until("rows committed", Duration::from_secs(60), || {
         job.status()["queue"]["rows_committed"]
             .as_u64()
             .unwrap_or(0)
             > 0
     });
-    for worker in &procs.0[1..] {
+    for worker in &workers.0 {
         signal(worker, libc::SIGSTOP);
     }
-    wait_for("a still queue", Duration::from_secs(20), || {
+    wait_until("a still queue", Duration::from_secs(60), || {
         let shown = job.status()["rows_committed"].as_u64();
         std::thread::sleep(Duration::from_millis(500));
         let journaled = journal_queue(&job).status().rows_committed;
@@ -233,12 +224,12 @@ fn the_page_metrics_and_status_show_the_queues_rows_mid_job_and_at_the_end() {
         mid.metrics
     );
     assert_eq!(metric(&mid.metrics, "sluice_workers"), Some(2.0));
-    for worker in &procs.0[1..] {
+    for worker in &workers.0 {
         signal(worker, libc::SIGCONT);
     }
 
     // The end: every row of every epoch, the same everywhere.
-    wait_for("the job to end", Duration::from_secs(120), || {
+    wait_until("the job to end", Duration::from_secs(120), || {
         job.status()["queue"]["job_over"].as_bool() == Some(true)
     });
     let end = Views::read(&job);
@@ -272,15 +263,15 @@ fn the_page_metrics_and_status_show_the_queues_rows_mid_job_and_at_the_end() {
     );
 
     // SIGTERM to a master whose job is over: exit 0.
-    signal(&procs.0[0], libc::SIGTERM);
-    let status = wait_exit(&mut procs.0[0], "master");
-    let log = stderr_of(&mut procs.0[0]);
+    signal(&master, libc::SIGTERM);
+    let status = wait_exit(&mut master, "master");
+    let log = stderr_of(&mut master);
     assert_eq!(status.code(), Some(0), "{log}");
     assert!(
         !log.contains(TOKEN) && secrets.iter().all(|s| !log.contains(s.as_str())),
         "the master's log shows a secret: {log}"
     );
-    for worker in &mut procs.0[1..] {
+    for worker in &mut workers.0 {
         assert!(wait_exit(worker, "worker").success());
     }
     undelivered(&recorded_ids(&job.ids, "ids-"), job.rows(), job.epochs);

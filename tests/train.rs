@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -127,16 +128,71 @@ fn byte_range_splits_and_shuffle_keep_every_id_once() {
     );
 }
 
+/// The batches the trainers of tests/trainers/ack_log.py in `dir` were handed,
+/// in the order they arrived: (arrival time, ids) each.
+fn batches_in_arrival_order(dir: &Path) -> Vec<(f64, Vec<i64>)> {
+    let mut batches = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("list").flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(trainer) = name.strip_prefix("times-") else {
+            continue;
+        };
+        let read = |path: PathBuf| {
+            std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+        };
+        let times = read(entry.path());
+        let ids = read(dir.join(format!("ids-{trainer}")));
+        let mut ids = ids.lines().map(|l| l.parse::<i64>().expect("an id"));
+        for line in times.lines() {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let time: f64 = fields[0].parse().expect("a time");
+            let rows: usize = fields[2].parse().expect("a row count");
+            batches.push((time, ids.by_ref().take(rows).collect()));
+        }
+    }
+    batches.sort_by(|a, b| a.0.total_cmp(&b.0));
+    batches
+}
+
 #[test]
 fn several_epochs_deliver_every_id_once_per_epoch() {
-    let (out, ids, _dir) = train_exec("parquet_small_files", 2, &["--epochs", "3"]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = fixtures().join("parquet_small_files");
+    let out = sluice(&[
+        "train",
+        data.to_str().expect("utf8"),
+        "--exec",
+        &common::ack_log(dir.path(), 0.0),
+        "--devices",
+        "2",
+        "--batch-size",
+        "97",
+        "--epochs",
+        "3",
+        "--quiet",
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let rows = expected_rows("parquet_small_files");
-    assert_eq!(ids.len() as u64, rows);
-    assert!(
-        ids.values().all(|&c| c == 3),
-        "each id should arrive 3 times over 3 epochs"
-    );
+    // An epoch starts once every task of the one before is done, so the
+    // batches in the order they arrived are the epochs one after the other.
+    let mut batches = batches_in_arrival_order(dir.path()).into_iter();
+    for epoch in 1..=3 {
+        let mut ids: HashMap<i64, u32> = HashMap::new();
+        let mut taken = 0u64;
+        while taken < rows {
+            let (_, batch) = batches
+                .next()
+                .unwrap_or_else(|| panic!("epoch {epoch} ended after {taken} of {rows} rows"));
+            taken += batch.len() as u64;
+            for id in batch {
+                *ids.entry(id).or_insert(0) += 1;
+            }
+        }
+        assert_exactly_once(&ids, rows, &format!("epoch {epoch}"));
+    }
+    let left: Vec<_> = batches.collect();
+    assert!(left.is_empty(), "batches after the third epoch: {left:?}");
 }
 
 #[test]
@@ -166,6 +222,15 @@ fn a_killed_trainer_loses_nothing_and_repeats_only_unacknowledged_batches() {
         &acked,
         expected_rows("parquet_small_files"),
         "after a trainer crash",
+    );
+    // What the dead trainers held went to their successors, once.
+    let held: Vec<_> = unacked
+        .keys()
+        .filter(|id| acked.get(id) != Some(&1))
+        .collect();
+    assert!(
+        held.is_empty(),
+        "unacknowledged ids not served again once: {held:?}"
     );
 }
 
@@ -271,13 +336,18 @@ fn a_corrupt_file_fails_its_task_and_everything_else_trains() {
         "{s}"
     );
     let ids = recorded_ids(&ids_dir, "ids-");
+    let twice: Vec<_> = ids.iter().filter(|(_, &c)| c > 1).take(5).collect();
+    assert!(twice.is_empty(), "ids delivered twice: {twice:?}");
     let total = expected_rows("parquet_small_files");
-    assert!(ids.values().all(|&c| c == 1), "no id twice");
-    assert!(
-        ids.len() as u64 >= total - 100 && (ids.len() as u64) < total,
-        "all other rows trained: {}",
-        ids.len()
+    let lost = common::expected_dataset("parquet_small_files")["file_rows"][name]
+        .as_u64()
+        .unwrap_or_else(|| panic!("expected.json has no row count for {name}"));
+    assert_eq!(
+        ids.len() as u64,
+        total - lost,
+        "every row but the {lost} of {name} is trained"
     );
+    assert!(ids.keys().all(|&id| id >= 0 && (id as u64) < total));
 }
 
 #[test]
@@ -296,8 +366,9 @@ fn unknown_label_names_it_and_lists_columns() {
     ]);
     assert!(!out.status.success());
     let err = stderr(&out);
+    // The columns it lists include those not named on the command line.
     assert!(
-        err.contains("nope") && err.contains("f1") && err.contains("label"),
+        err.contains("nope") && ["f1", "f2", "f3", "id"].iter().all(|c| err.contains(c)),
         "{err}"
     );
     assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
@@ -375,23 +446,41 @@ fn wait_success_times_out_clearly_and_starts_when_success_appears() {
     ]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("_SUCCESS"), "{}", stderr(&out));
-    let path = data.clone();
-    let writer = std::thread::spawn(move || {
-        std::thread::sleep(std::time::Duration::from_millis(1500));
-        std::fs::write(path.join("_SUCCESS"), b"").expect("write _SUCCESS");
-    });
-    let out = sluice(&[
+    // A run waiting for _SUCCESS starts once it appears.
+    let log = dir.path().join("train.log");
+    let mut waiting = common::sluice_command([
         "train",
         data.to_str().expect("utf8"),
-        "--wait-success=60s",
+        "--wait-success=120s",
         "--quiet",
-    ]);
-    writer.join().expect("writer");
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stderr(&out).contains(&format!(
-        "trained {} rows",
-        expected_rows("parquet_small_files")
-    )));
+    ])
+    .env("RUST_LOG", "info")
+    .stdout(std::process::Stdio::null())
+    .stderr(std::fs::File::create(&log).expect("log file"))
+    .spawn()
+    .expect("start sluice");
+    let read_log = || std::fs::read_to_string(&log).unwrap_or_default();
+    common::wait_until(
+        "the run to wait for _SUCCESS",
+        Duration::from_secs(60),
+        || read_log().contains("waiting for _SUCCESS"),
+    );
+    assert!(
+        waiting.try_wait().expect("try_wait").is_none(),
+        "the run ended without _SUCCESS: {}",
+        read_log()
+    );
+    std::fs::write(data.join("_SUCCESS"), b"").expect("write _SUCCESS");
+    let status = common::cluster::wait_exit(&mut waiting, "sluice train");
+    assert!(status.success(), "{}", read_log());
+    assert!(
+        read_log().contains(&format!(
+            "trained {} rows",
+            expected_rows("parquet_small_files")
+        )),
+        "{}",
+        read_log()
+    );
 }
 
 #[test]
@@ -441,7 +530,11 @@ fn bad_flags_are_one_line_errors() {
         "0",
     ]);
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("batch-size"), "{}", stderr(&out));
+    assert!(
+        one_error_line(&out).contains("batch-size"),
+        "{}",
+        stderr(&out)
+    );
     let out = sluice(&[
         "train",
         example.to_str().expect("utf8"),
@@ -451,7 +544,7 @@ fn bad_flags_are_one_line_errors() {
         "f1",
     ]);
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("--label"), "{}", stderr(&out));
+    assert!(one_error_line(&out).contains("--label"), "{}", stderr(&out));
 }
 
 /// The exit code of `sluice ARGS`, with its stderr for messages.
@@ -682,9 +775,14 @@ fn a_killed_run_resumes_from_its_state() {
             .expect("start sluice")
     };
     let mut killed = run(&first);
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // Killed once its state holds some committed rows.
+    common::wait_until("rows committed", Duration::from_secs(90), || {
+        state.join("job.json").is_file()
+            && common::cluster::state_queue(&state).status().rows_committed > 0
+    });
     killed.kill().expect("SIGKILL");
     let _ = killed.wait();
+    let committed = common::cluster::state_queue(&state).status().rows_committed;
     let out = run(&second).wait_with_output().expect("resume");
     assert!(
         out.status.success(),
@@ -694,14 +792,12 @@ fn a_killed_run_resumes_from_its_state() {
     let rows = expected_rows("parquet_small_files");
     let before = recorded_ids(&first, "ids-");
     let after = recorded_ids(&second, "ids-");
-    assert!(
-        !before.is_empty(),
-        "the first run should have trained some rows before the kill"
-    );
-    assert!(
-        (after.len() as u64) < rows,
-        "the resumed run should not start over ({} rows)",
-        after.len()
+    // The resumed run trains exactly what its state does not hold as committed.
+    assert_eq!(
+        after.values().map(|&n| u64::from(n)).sum::<u64>(),
+        rows - committed,
+        "the resumed run trains the {} rows not committed before the kill",
+        rows - committed
     );
     let mut all = before.clone();
     for (id, n) in after {

@@ -66,7 +66,7 @@ fn warn_if_shared(path: &std::path::Path) {
 pub struct MasterArgs {
     /// The output directory to train on.
     pub url: String,
-    /// Address to serve the API, status page and metrics on.
+    /// Address to serve the API, status page and metrics on. With port 0 the system picks a free port; the master's first line on stderr, `sluice master listening on URL (state ...)`, says which.
     #[arg(long, default_value = "127.0.0.1:7070")]
     pub listen: SocketAddr,
     /// Where the job's state (journal, snapshots) lives: a directory, or an s3://, gs://, az:// or hdfs:// prefix; a restarted master continues from it.

@@ -7,8 +7,25 @@ use std::path::Path;
 use std::sync::mpsc;
 use std::thread;
 
-/// The Python with pyarrow that the test children run on.
-const PYTHON: &str = "/root/.cache/sluice/venv/bin/python";
+/// The Python with pyarrow that the test children run on: the test venv's,
+/// `$SLUICE_PYTHON`, else `~/.cache/sluice/venv/bin/python` (as in the
+/// integration tests). Panics naming the path when there is no such file:
+/// these tests never pass by skipping.
+fn python() -> String {
+    let path = match std::env::var("SLUICE_PYTHON") {
+        Ok(path) if !path.is_empty() => path,
+        _ => {
+            let home = std::env::var("HOME").unwrap_or_default();
+            format!("{home}/.cache/sluice/venv/bin/python")
+        }
+    };
+    assert!(
+        Path::new(&path).is_file(),
+        "no Python for the exec trainer tests at {path}: create the test venv \
+         (tests/run.sh does) or point SLUICE_PYTHON at a Python with pyarrow"
+    );
+    path
+}
 
 /// Reads the stream and acks each batch, logging `<run> <id>` per batch; the first run
 /// (no marker file yet) dies without acking its third batch.
@@ -58,21 +75,11 @@ fn run(trainer: &mut ExecTrainer, count: u64) -> Result<Vec<u64>, TrainerError> 
     Ok(acked)
 }
 
-fn has_python() -> bool {
-    let found = Path::new(PYTHON).exists();
-    if !found {
-        eprintln!("skipped: {PYTHON} not found");
-    }
-    found
-}
-
 #[test]
 fn python_child_acks_every_batch() {
-    if !has_python() {
-        return;
-    }
+    let python = python();
     let command = format!(
-        "{PYTHON} -c \"import pyarrow.ipc as i, os, sys; f=os.fdopen(3,'w',1); \
+        "{python} -c \"import pyarrow.ipc as i, os, sys; f=os.fdopen(3,'w',1); \
          r=i.open_stream(sys.stdin.buffer); [f.write('ack\\n') for b in r]\""
     );
     let factory = ExecFactory::new(command);
@@ -88,15 +95,13 @@ fn python_child_acks_every_batch() {
 
 #[test]
 fn dead_child_is_restarted_with_exactly_the_unacked_batches() {
-    if !has_python() {
-        return;
-    }
     let dir = tempfile::tempdir().expect("tempdir");
     let script = dir.path().join("child.py");
     std::fs::write(&script, FLAKY_CHILD).expect("write script");
     let (marker, log) = (dir.path().join("marker"), dir.path().join("log"));
+    let python = python();
     let command = format!(
-        "{PYTHON} {} {} {}",
+        "{python} {} {} {}",
         script.display(),
         marker.display(),
         log.display()
@@ -311,8 +316,9 @@ fn unresponsive_child_is_killed_and_restarted_with_its_unacked_batches() {
     std::fs::write(&script, HANGING_CHILD).expect("write script");
     let path = |name: &str| dir.path().join(name);
     // `; true` keeps the shell waiting: the hanging Python is its child, not the shell.
+    let python = python();
     let command = format!(
-        "{PYTHON} {} {} {} {}; true",
+        "{python} {} {} {} {}; true",
         script.display(),
         path("marker").display(),
         path("log").display(),
@@ -448,8 +454,9 @@ for n, batch in enumerate(ipc.open_stream(sys.stdin.buffer)):
 fn a_checkpointing_child_that_dies_restarts_from_its_last_checkpoint() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (marker, log) = (dir.path().join("marker"), dir.path().join("log"));
+    let python = python();
     let command = format!(
-        "{PYTHON} -c '{CHECKPOINTING_CHILD}' {} {}",
+        "{python} -c '{CHECKPOINTING_CHILD}' {} {}",
         marker.display(),
         log.display()
     );

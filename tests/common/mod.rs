@@ -299,12 +299,19 @@ pub fn count_lines(dir: &Path, prefix: &str) -> u64 {
     n
 }
 
-/// Polls `ready` every 10 ms; panics naming `what` after `limit`.
+/// Polls `ready` until it holds, first every 10 ms, then less often (up to
+/// every 100 ms, so that costly checks leave the machine to the processes
+/// under test); panics naming `what` after `limit`.
 pub fn wait_until(what: &str, limit: Duration, mut ready: impl FnMut() -> bool) {
     let start = Instant::now();
+    let mut pause = Duration::from_millis(10);
     while !ready() {
-        assert!(start.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(100));
     }
 }
 
