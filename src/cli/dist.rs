@@ -294,7 +294,7 @@ pub fn stop_on_signals(grace: Duration) -> anyhow::Result<crate::worker::pipelin
 fn default_worker_name() -> String {
     format!(
         "{}-{}",
-        crate::master::dir_lock::host_name(),
+        crate::host::host_name(),
         std::process::id()
     )
 }

@@ -1,6 +1,7 @@
 //! Command-line flags as parsed by clap, before validation.
 
 pub mod dist;
+pub mod jobfile;
 pub mod kerberos;
 pub mod ls;
 pub mod run;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::exit;
-use crate::schedule::{self, Job, RunOptions};
+use crate::schedule::{self, RunOptions};
 
 /// Arguments of `sluice run`.
 #[derive(Debug, Args)]
@@ -26,10 +26,10 @@ pub struct RunArgs {
 /// Runs the job once; returns the exit code (0 done or nothing new, 2 tasks failed;
 /// errors are left to the caller: 1, or 3 when another run holds the lock).
 pub async fn run(args: RunArgs) -> anyhow::Result<u8> {
-    let job = Job::load(&args.job)?;
+    let (job, kerberos) = super::jobfile::load(&args.job)?;
     // Before the job's first request; the runtime's threads do not read the
     // environment meanwhile.
-    let _login = job.kerberos.login()?;
+    let _login = kerberos.login()?;
     let report = schedule::run(
         &job,
         RunOptions {

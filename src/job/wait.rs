@@ -54,7 +54,7 @@ pub async fn until_success(
     let mut announced = false;
     loop {
         // Checked before listing: a writer that exited had written `_SUCCESS` by then.
-        let writer_gone = writer.filter(|&pid| !crate::schedule::lock::process_alive(pid, None));
+        let writer_gone = writer.filter(|&pid| !crate::host::process_alive(pid, None));
         let detail = match Dataset::open(location.clone(), options.clone()).await {
             Ok(ds) if ds.complete => return Ok(ds),
             Ok(ds) if !ds.in_flight.is_empty() => {

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::journal::sync_dir;
+use crate::host::host_name;
 
 /// The lock file's name inside the state directory.
 pub const LOCK_FILE: &str = "lock";
@@ -126,18 +127,6 @@ fn now_text() -> String {
     chrono::DateTime::from_timestamp(secs, 0)
         .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
         .unwrap_or_default()
-}
-
-/// This machine's host name (`unknown` when it cannot be read).
-pub fn host_name() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is valid for its length; gethostname writes at most that much.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return "unknown".to_string();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
 /// flock(LOCK_EX | LOCK_NB): whether the lock was taken.

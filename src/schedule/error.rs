@@ -1,6 +1,5 @@
 //! What stops a scheduled run.
 
-use super::jobfile::JobFileError;
 use super::lock::LockError;
 use super::state::StateError;
 use crate::job::train::TrainError;
@@ -8,9 +7,6 @@ use crate::job::train::TrainError;
 /// Errors of `sluice run`.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    /// The job file is unreadable or invalid.
-    #[error(transparent)]
-    JobFile(#[from] JobFileError),
     /// Another run of the job holds the lock, or the lock could not be handled.
     #[error(transparent)]
     Lock(#[from] LockError),

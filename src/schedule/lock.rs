@@ -16,7 +16,7 @@ use tokio::sync::Mutex;
 use tracing::{debug, warn};
 
 use super::state::{now_text, StateError, StateStore};
-use crate::master::dir_lock::host_name;
+use crate::host::{host_name, process_alive, process_start};
 
 /// The lock's object name inside the state location.
 pub const LOCK: &str = "lock.json";
@@ -294,53 +294,4 @@ fn now_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or_default()
-}
-
-/// The start time of process `pid` (field 22 of `/proc/PID/stat`), where readable.
-fn process_start(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after_name = &stat[stat.rfind(')')? + 2..];
-    after_name.split_whitespace().nth(19)?.parse().ok()
-}
-
-/// Whether process `pid` runs (and is the same process that started at `start`).
-pub(crate) fn process_alive(pid: u32, start: Option<u64>) -> bool {
-    if pid == 0 {
-        return false;
-    }
-    if let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        let zombie = stat
-            .rfind(')')
-            .and_then(|i| stat.get(i + 2..i + 3))
-            .is_some_and(|s| s == "Z");
-        let reused = match (start, process_start(pid)) {
-            (Some(then), Some(now)) => then != now,
-            _ => false,
-        };
-        return !zombie && !reused;
-    }
-    if std::path::Path::new("/proc/self/stat").exists() {
-        return false;
-    }
-    // SAFETY: signal 0 only checks for the process; it sends nothing.
-    let rc = unsafe { libc::kill(pid as libc::pid_t, 0) };
-    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn own_process_is_alive_and_a_dead_one_is_not() {
-        let me = std::process::id();
-        assert!(process_alive(me, process_start(me)));
-        assert!(!process_alive(me, process_start(me).map(|s| s + 1)));
-        let mut child = std::process::Command::new("true")
-            .spawn()
-            .expect("spawn true");
-        let pid = child.id();
-        child.wait().expect("wait");
-        assert!(!process_alive(pid, None));
-    }
 }

@@ -2,20 +2,21 @@
 //! the complete partitions of a source that no earlier successful run trained on,
 //! and records them in the job's state only once that training succeeded.
 //!
-//! One file per piece: [`jobfile`] reads the TOML job file into the same validated
-//! configuration as `sluice train`; [`partitions`] expands the source's partition
+//! One file per piece: [`job`] is the job a job file describes (read by
+//! `crate::cli::jobfile` into the same validated configuration as `sluice train`);
+//! [`partitions`] expands the source's partition
 //! pattern and tells complete partitions from waiting ones; [`state`] keeps
 //! `trained.json`; [`lock`] keeps two runs of one job apart; [`checkpoint`] carries
 //! the model from one run to the next; [`run`] joins them.
 
 pub mod checkpoint;
 pub mod error;
-pub mod jobfile;
+pub mod job;
 pub mod lock;
 pub mod partitions;
 pub mod run;
 pub mod state;
 
 pub use error::RunError;
-pub use jobfile::{Job, JobFileError};
+pub use job::{Job, OnRewrite};
 pub use run::{run, RunOptions, RunReport};

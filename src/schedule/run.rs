@@ -11,7 +11,7 @@ use serde::Serialize;
 use tracing::{info, warn};
 
 use super::checkpoint::{self, WorkDir};
-use super::jobfile::{Job, OnRewrite};
+use super::job::{Job, OnRewrite};
 use super::lock::Lock;
 use super::partitions::{self, Expansion, Pattern, Status};
 use super::state::{

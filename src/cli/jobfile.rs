@@ -1,18 +1,17 @@
-//! Job files: `source`, `state` and any `sluice train` long option as a key of the
+//! Job files (`sluice run JOB.toml`): `source`, `state` and any `sluice train` long option as a key of the
 //! same name. The train keys become flags parsed by `sluice train`'s own parser and
 //! validated by its own rules, so a job file and the command line cannot drift apart.
 
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::Path;
 
 use clap::{Args, FromArgMatches};
 
-use crate::cli::parse_duration;
-use crate::cli::train::TrainArgs;
+use super::kerberos::KerberosArgs;
+use super::parse_duration;
+use super::train::TrainArgs;
 use crate::config::TrainConfig;
+use crate::schedule::job::{Job, OnRewrite, DEFAULT_LOCK_TTL};
 
-/// How long a lock lives without being refreshed, unless the job file says otherwise.
-pub const DEFAULT_LOCK_TTL: Duration = Duration::from_secs(600);
 
 /// Keys of the job itself; every other key is a `sluice train` option.
 const JOB_KEYS: [&str; 5] = ["source", "state", "lock-ttl", "allow-empty", "on-rewrite"];
@@ -102,70 +101,20 @@ pub enum JobFileError {
     },
 }
 
-/// What `sluice run` does on a table when commits since the last run removed
-/// or rewrote rows it trained (overwrite, delete, merge, update). Compactions,
-/// which rewrite files without changing rows, are always skipped.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OnRewrite {
-    /// Report the rewrite and train only the rows appended since.
-    #[default]
-    Skip,
-    /// Train the table's whole current version again.
-    Retrain,
-    /// Stop without training or recording anything.
-    Fail,
+/// Reads and validates a job file: the job, and the Kerberos login its
+/// `keytab` and `principal` keys ask for.
+pub fn load(path: &Path) -> Result<(Job, KerberosArgs), JobFileError> {
+    let text = std::fs::read_to_string(path).map_err(|source| JobFileError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    parse(path, &text)
 }
 
-impl std::str::FromStr for OnRewrite {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "skip" => Ok(OnRewrite::Skip),
-            "retrain" => Ok(OnRewrite::Retrain),
-            "fail" => Ok(OnRewrite::Fail),
-            other => Err(format!(
-                "is `{other}`; it must be \"skip\", \"retrain\" or \"fail\""
-            )),
-        }
-    }
-}
-
-/// A parsed and validated job.
-#[derive(Debug, Clone)]
-pub struct Job {
-    /// The job file.
-    pub path: PathBuf,
-    /// The source URL, possibly with `*` in path segments.
-    pub source: String,
-    /// The state location (a directory or object store URL).
-    pub state: String,
-    /// Lifetime of the job's lock between refreshes.
-    pub lock_ttl: Duration,
-    /// A source that matches nothing is not an error (`allow-empty = true`).
-    pub allow_empty: bool,
-    /// What a run does when a table's commits rewrote data already trained.
-    pub on_rewrite: OnRewrite,
-    /// The training options, validated as `sluice train` validates them.
-    pub train: TrainConfig,
-    /// The Kerberos login (`keytab` and `principal` keys) for HDFS.
-    pub kerberos: crate::cli::kerberos::KerberosArgs,
-}
-
-impl Job {
-    /// Reads and validates a job file.
-    pub fn load(path: &Path) -> Result<Job, JobFileError> {
-        let text = std::fs::read_to_string(path).map_err(|source| JobFileError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        Job::parse(path, &text)
-    }
-
-    /// Validates the text of a job file; `path` names it in messages and anchors
-    /// relative local paths of `source` and `state`.
-    pub fn parse(path: &Path, text: &str) -> Result<Job, JobFileError> {
+/// Validates the text of a job file; `path` names it in messages and anchors
+/// relative local paths of `source` and `state`.
+pub fn parse(path: &Path, text: &str) -> Result<(Job, KerberosArgs), JobFileError> {
+    {
         let shown = path.display().to_string();
         let table: toml::Table = toml::from_str(text).map_err(|e| JobFileError::Toml {
             path: shown.clone(),
@@ -235,7 +184,7 @@ impl Job {
                 path: shown.clone(),
                 message,
             })?;
-        Ok(Job {
+        let job = Job {
             path: path.to_path_buf(),
             source,
             state,
@@ -243,8 +192,8 @@ impl Job {
             allow_empty,
             on_rewrite,
             train,
-            kerberos,
-        })
+        };
+        Ok((job, kerberos))
     }
 }
 
@@ -334,7 +283,7 @@ fn anchored(dir: &Path, location: &str) -> String {
 fn train_config(
     source: &str,
     flags: Vec<String>,
-) -> Result<(TrainConfig, crate::cli::kerberos::KerberosArgs), String> {
+) -> Result<(TrainConfig, KerberosArgs), String> {
     let command = TrainArgs::augment_args(clap::Command::new("sluice-run").no_binary_name(true));
     let argv = std::iter::once(source.to_string()).chain(flags);
     let matches = command
@@ -361,10 +310,12 @@ fn one_line(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn parse(text: &str) -> Result<Job, JobFileError> {
-        Job::parse(Path::new("/jobs/clicks.toml"), text)
+        super::parse(Path::new("/jobs/clicks.toml"), text).map(|(job, _)| job)
     }
 
     #[test]
@@ -405,15 +356,16 @@ mod tests {
     #[test]
     fn keytab_and_principal_are_keys_that_go_together() {
         let base = "source = \"hdfs://nn/a\"\nstate = \"hdfs://nn/b\"\n";
-        let job = parse(&format!(
-            "{base}keytab = \"/etc/security/a.keytab\"\nprincipal = \"a@R\""
-        ))
+        let (_, kerberos) = super::parse(
+            Path::new("/jobs/clicks.toml"),
+            &format!("{base}keytab = \"/etc/security/a.keytab\"\nprincipal = \"a@R\""),
+        )
         .expect("valid job");
         assert_eq!(
-            job.kerberos.keytab.as_deref(),
+            kerberos.keytab.as_deref(),
             Some(Path::new("/etc/security/a.keytab"))
         );
-        assert_eq!(job.kerberos.principal.as_deref(), Some("a@R"));
+        assert_eq!(kerberos.principal.as_deref(), Some("a@R"));
         let alone = parse(&format!("{base}keytab = \"/k\"")).expect_err("needs a principal");
         assert!(alone.to_string().contains("required"), "{alone}");
     }
@@ -442,7 +394,7 @@ mod tests {
     #[test]
     fn the_example_job_file_is_valid() {
         let text = include_str!("../../jobs/clicks.toml");
-        let job = Job::parse(Path::new("jobs/clicks.toml"), text).expect("jobs/clicks.toml");
+        let (job, _) = super::parse(Path::new("jobs/clicks.toml"), text).expect("jobs/clicks.toml");
         assert_eq!(job.source, "hdfs://namenode:8020/warehouse/clicks/dt=*");
         assert_eq!(job.lock_ttl, DEFAULT_LOCK_TTL);
         assert!(!job.allow_empty);
