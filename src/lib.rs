@@ -10,6 +10,7 @@ pub mod exit;
 pub mod host;
 pub mod job;
 pub mod master;
+pub mod protocol;
 pub mod schedule;
 pub mod task;
 pub mod trainer;

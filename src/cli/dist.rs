@@ -292,11 +292,7 @@ pub fn stop_on_signals(grace: Duration) -> anyhow::Result<crate::worker::pipelin
 
 /// A worker's name when `--name` is not given: host name and pid.
 fn default_worker_name() -> String {
-    format!(
-        "{}-{}",
-        crate::host::host_name(),
-        std::process::id()
-    )
+    format!("{}-{}", crate::host::host_name(), std::process::id())
 }
 
 /// Runs `sluice status`.

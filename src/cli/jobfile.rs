@@ -12,7 +12,6 @@ use super::train::TrainArgs;
 use crate::config::TrainConfig;
 use crate::schedule::job::{Job, OnRewrite, DEFAULT_LOCK_TTL};
 
-
 /// Keys of the job itself; every other key is a `sluice train` option.
 const JOB_KEYS: [&str; 5] = ["source", "state", "lock-ttl", "allow-empty", "on-rewrite"];
 
@@ -280,10 +279,7 @@ fn anchored(dir: &Path, location: &str) -> String {
 }
 
 /// Parses the flags with `sluice train`'s parser and validates them into a configuration.
-fn train_config(
-    source: &str,
-    flags: Vec<String>,
-) -> Result<(TrainConfig, KerberosArgs), String> {
+fn train_config(source: &str, flags: Vec<String>) -> Result<(TrainConfig, KerberosArgs), String> {
     let command = TrainArgs::augment_args(clap::Command::new("sluice-run").no_binary_name(true));
     let argv = std::iter::once(source.to_string()).chain(flags);
     let matches = command

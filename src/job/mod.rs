@@ -1,6 +1,5 @@
 //! Jobs: a whole training run from a dataset URL to a summary.
 
-pub mod spec;
 pub mod summary;
 pub mod train;
 pub mod wait;

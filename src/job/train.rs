@@ -11,18 +11,18 @@ use tracing::warn;
 use super::summary::{FailedTask, Resumed, Summary};
 use super::wait;
 use crate::config::{ModelChoice, TrainConfig, TrainerChoice};
-use crate::job::spec::JobSpec;
 use crate::master::dir_log::write_durably;
 use crate::master::identity::{Identity, DATASET};
 use crate::master::journal::MemoryJournal;
 use crate::master::state::{wall_millis, JobFile, MasterState, StateError, StateLocation};
+use crate::master::LocalQueue;
+use crate::protocol::spec::JobSpec;
 use crate::task::{Command, QueueConfig};
 use crate::trainer::{
     ExecFactory, LinearFactory, ModelCheckpoints, ModelKind, NoneFactory, TrainerFactory,
     Transform, TransformFactory, RESUME_CHECKPOINT_ENV,
 };
 use crate::worker::pipeline::{self, PipelineConfig, Progress};
-use crate::worker::LocalQueue;
 
 /// Errors that stop a training job before or while it runs.
 #[derive(Debug, thiserror::Error)]

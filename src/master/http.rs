@@ -19,10 +19,10 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use subtle::ConstantTimeEq;
 
-use super::api::*;
 use super::commit::GroupCommit;
 use super::page;
 use super::state::{wall_millis, MasterState};
+use crate::protocol::api::*;
 use crate::task::{Command, QueueError, Reply, WorkerId, WorkerSecret};
 
 /// How long an authorized client may take to send a request body.

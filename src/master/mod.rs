@@ -1,7 +1,6 @@
 //! The master: one per job, holding the task queue behind an HTTP API with a
 //! journal, a status page and Prometheus metrics.
 
-pub mod api;
 pub mod commit;
 pub mod dir_lock;
 pub mod dir_log;
@@ -9,8 +8,11 @@ pub mod http;
 pub mod identity;
 pub mod journal;
 pub mod listen;
+pub mod local;
 pub mod object_log;
 pub mod page;
 pub mod serve;
 pub mod state;
 pub mod tls;
+
+pub use local::LocalQueue;

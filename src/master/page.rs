@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 use std::fmt::Write;
 
-use super::api::{StatusReply, WorkerStatus};
+use crate::protocol::api::{StatusReply, WorkerStatus};
 
 /// Escapes text for HTML.
 fn esc(s: &str) -> String {
@@ -249,7 +249,7 @@ pub fn metrics(s: &StatusReply, requests: u64, journaled: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::master::api::WorkerStatus;
+    use crate::protocol::api::WorkerStatus;
     use crate::task::{Queue, QueueConfig, WorkerId};
 
     fn status(rows_total: Option<u64>, name: &str) -> StatusReply {

@@ -14,7 +14,7 @@ use super::commit::GroupCommit;
 use super::http::{router, status_of, AppState};
 use super::identity::{Identity, DATASET};
 use super::state::{JobFile, MasterState, StateError, StateLocation};
-use crate::job::spec::JobSpec;
+use crate::protocol::spec::JobSpec;
 use crate::task::QueueConfig;
 
 /// The shortest job token a master accepts, in bytes.

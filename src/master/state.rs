@@ -15,7 +15,7 @@ use super::dir_log::{write_durably, DirLog};
 use super::identity::{Identity, DATASET};
 use super::journal::{sync_dir, Journal, JournalError};
 use super::object_log::{self, ObjectLog};
-use crate::job::spec::JobSpec;
+use crate::protocol::spec::JobSpec;
 use crate::task::{Command, ConfigError, Millis, Queue, QueueConfig, Reply, WorkerId};
 
 /// Samples kept for the rows/s chart.

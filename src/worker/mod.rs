@@ -1,7 +1,8 @@
 //! The worker: leases tasks, reads and re-batches their rows, feeds device
 //! threads and commits row offsets as trainers acknowledge.
 //!
-//! Stages, one file each: [`source`] (where tasks come from), [`reader`]
+//! Stages, one file each (tasks come from a [`crate::protocol::TaskSource`]:
+//! the embedded queue or [`remote`], a master over HTTP): [`reader`]
 //! (split to batches), [`batcher`] (exact batch sizes, optional shuffle),
 //! [`devices`] (one thread per device owning a trainer), [`ledger`]
 //! (acknowledged rows to committed offsets), joined in [`pipeline`]; under
@@ -14,11 +15,9 @@ pub mod ledger;
 pub mod pipeline;
 pub mod reader;
 pub mod remote;
-pub mod source;
 pub mod stepper;
 
 pub use pipeline::{run, PipelineConfig, RunOutcome};
-pub use source::{LocalQueue, TaskSource};
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};

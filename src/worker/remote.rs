@@ -8,9 +8,9 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tracing::warn;
 
-use super::source::TaskSource;
-use crate::job::spec::JobSpec;
-use crate::master::api::*;
+use crate::protocol::api::*;
+use crate::protocol::spec::JobSpec;
+use crate::protocol::TaskSource;
 use crate::task::{
     AttemptId, FailOutcome, LeaseReply, QueueError, QueueStatus, WorkerId, WorkerSecret,
 };

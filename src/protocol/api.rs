@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::job::spec::JobSpec;
+use crate::protocol::spec::JobSpec;
 use crate::task::{
     AttemptId, FailOutcome, LeaseReply, QueueError, QueueStatus, WorkerId, WorkerSecret,
 };

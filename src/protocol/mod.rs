@@ -1,0 +1,13 @@
+//! What the master, its workers and the embedded queue of `sluice train` share:
+//! the job's description ([`spec`]), the HTTP API's requests and replies ([`api`]),
+//! and the operations a worker needs from a master ([`source`]).
+//!
+//! It depends on the queue's types ([`crate::task`]) and the connectors' plan
+//! only, so that the master and the worker depend on it and not on each other.
+
+pub mod api;
+pub mod source;
+pub mod spec;
+
+pub use source::TaskSource;
+pub use spec::JobSpec;
