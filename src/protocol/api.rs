@@ -20,6 +20,36 @@ pub const MAX_BODY: usize = 64 * 1024;
 /// The longest worker name kept, in characters (longer ones are cut).
 pub const MAX_NAME_CHARS: usize = 64;
 
+/// A request of the API: the path it is posted to and the reply it gets.
+/// The worker's client sends any of them with one generic call, and the
+/// master's handlers take and answer them by the same types.
+pub trait Request: Serialize + Send + Sync {
+    /// The path, e.g. `/v1/lease`.
+    const PATH: &'static str;
+    /// The body of the master's reply.
+    type Reply: serde::de::DeserializeOwned + Serialize + Send;
+}
+
+macro_rules! requests {
+    ($($request:ty => $path:literal, $reply:ty;)*) => {$(
+        impl Request for $request {
+            const PATH: &'static str = $path;
+            type Reply = $reply;
+        }
+    )*};
+}
+
+requests! {
+    RegisterRequest => "/v1/register", RegisterReply;
+    LeaseRequest => "/v1/lease", Answer<LeaseReply>;
+    HeartbeatRequest => "/v1/heartbeat", Answer<HeartbeatReply>;
+    CommitRequest => "/v1/commit", Answer<()>;
+    FinishRequest => "/v1/finish", Answer<()>;
+    FailRequest => "/v1/fail", Answer<FailOutcome>;
+    HandBackRequest => "/v1/hand_back", Answer<()>;
+    CheckpointRequest => "/v1/checkpoint", Answer<()>;
+}
+
 /// `POST /v1/register`: the body is optional (older workers send `null`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RegisterRequest {

@@ -199,17 +199,20 @@ impl RemoteSource {
                 });
             }
             warn!(master = %self.base, error = %last, "master unreachable, retrying");
-            tokio::time::sleep(delay).await;
+            // Full jitter: many workers that lost the master at once do not
+            // come back in step.
+            tokio::time::sleep(jittered(delay)).await;
             delay = (delay * 2).min(Duration::from_secs(2));
         }
     }
 
-    async fn queue_call<B: Serialize, T: DeserializeOwned>(
-        &self,
-        path: &str,
-        body: &B,
-    ) -> Result<T, QueueError> {
-        match self.call::<B, Answer<T>>(path, Some(body)).await {
+    /// Sends a queue request; the queue's refusal is its error.
+    async fn queue_call<R, T>(&self, request: &R) -> Result<T, QueueError>
+    where
+        R: Request<Reply = Answer<T>>,
+        T: DeserializeOwned,
+    {
+        match self.call::<R, R::Reply>(R::PATH, Some(request)).await {
             Ok(Answer::Ok(v)) => Ok(v),
             Ok(Answer::Refused(e)) => Err(e),
             Err(e) => Err(QueueError::Transport {
@@ -271,6 +274,21 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 /// Whether a connection failed on the server's certificate.
+/// A delay drawn uniformly from `[delay / 2, delay]` (from the clock's
+/// nanoseconds and the thread: jitter, not cryptography).
+fn jittered(delay: Duration) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(nanos);
+    let fraction = (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64;
+    let half = delay / 2;
+    half + half.mul_f64(fraction)
+}
+
 fn is_certificate_error(chain: &str) -> bool {
     let lower = chain.to_ascii_lowercase();
     lower.contains("certificate") || lower.contains("unknownissuer")
@@ -283,7 +301,7 @@ impl TaskSource for RemoteSource {
             name: self.name.clone(),
         };
         let reply = self
-            .call::<_, RegisterReply>("/v1/register", Some(&request))
+            .call::<_, RegisterReply>(RegisterRequest::PATH, Some(&request))
             .await
             .map_err(|e| QueueError::Transport {
                 reason: e.to_string(),
@@ -295,14 +313,11 @@ impl TaskSource for RemoteSource {
 
     async fn lease(&self, worker: WorkerId, max: usize) -> Result<LeaseReply, QueueError> {
         let secret = self.secret(worker)?;
-        self.queue_call(
-            "/v1/lease",
-            &LeaseRequest {
-                worker,
-                secret,
-                max,
-            },
-        )
+        self.queue_call(&LeaseRequest {
+            worker,
+            secret,
+            max,
+        })
         .await
     }
 
@@ -318,9 +333,7 @@ impl TaskSource for RemoteSource {
             rows,
             held: Some(held.to_vec()),
         };
-        self.queue_call::<_, HeartbeatReply>("/v1/heartbeat", &request)
-            .await
-            .map(|r| r.lost)
+        self.queue_call(&request).await.map(|r| r.lost)
     }
 
     async fn commit(
@@ -335,7 +348,7 @@ impl TaskSource for RemoteSource {
             attempt,
             offset,
         };
-        self.queue_call("/v1/commit", &request).await
+        self.queue_call(&request).await
     }
 
     async fn finish(
@@ -350,7 +363,7 @@ impl TaskSource for RemoteSource {
             attempt,
             rows,
         };
-        self.queue_call("/v1/finish", &request).await
+        self.queue_call(&request).await
     }
 
     async fn fail(
@@ -365,7 +378,7 @@ impl TaskSource for RemoteSource {
             attempt,
             reason,
         };
-        self.queue_call("/v1/fail", &request).await
+        self.queue_call(&request).await
     }
 
     async fn declare_checkpoints(&self, worker: WorkerId) -> Result<(), QueueError> {
@@ -376,7 +389,7 @@ impl TaskSource for RemoteSource {
             pieces: Vec::new(),
             unsaved: None,
         };
-        self.queue_call("/v1/checkpoint", &request).await
+        self.queue_call(&request).await
     }
 
     async fn checkpoint(
@@ -392,7 +405,7 @@ impl TaskSource for RemoteSource {
             pieces,
             unsaved: None,
         };
-        self.queue_call("/v1/checkpoint", &request).await
+        self.queue_call(&request).await
     }
 
     fn keeps_unsaved(&self) -> bool {
@@ -411,7 +424,7 @@ impl TaskSource for RemoteSource {
             pieces: Vec::new(),
             unsaved: Some(pieces),
         };
-        self.queue_call("/v1/checkpoint", &request).await
+        self.queue_call(&request).await
     }
 
     async fn hand_back(&self, worker: WorkerId, attempt: AttemptId) -> Result<(), QueueError> {
@@ -420,7 +433,7 @@ impl TaskSource for RemoteSource {
             secret: self.secret(worker)?,
             attempt,
         };
-        self.queue_call("/v1/hand_back", &request).await
+        self.queue_call(&request).await
     }
 
     async fn status(&self) -> Result<QueueStatus, QueueError> {
