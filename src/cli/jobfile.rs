@@ -6,6 +6,8 @@ use std::path::Path;
 
 use clap::{Args, FromArgMatches};
 
+use connectors::error::one_line;
+
 use super::kerberos::KerberosArgs;
 use super::parse_duration;
 use super::train::TrainArgs;
@@ -298,10 +300,6 @@ fn clap_message(e: &clap::Error) -> String {
     let text = e.to_string();
     let first = text.lines().next().unwrap_or_default();
     first.strip_prefix("error: ").unwrap_or(first).to_string()
-}
-
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use object_store::path::Path;
 use object_store::{PutMode, UpdateVersion};
@@ -17,6 +17,7 @@ use tracing::{debug, warn};
 
 use super::state::{now_text, StateError, StateStore};
 use crate::host::{host_name, process_alive, process_start};
+use crate::master::state::wall_millis;
 
 /// The lock's object name inside the state location.
 pub const LOCK: &str = "lock.json";
@@ -99,7 +100,7 @@ impl Lock {
             pid: std::process::id(),
             pid_start: process_start(std::process::id()),
             acquired_at: now_text(),
-            expires_unix_ms: now_ms() + ttl.as_millis() as u64,
+            expires_unix_ms: wall_millis() + ttl.as_millis() as u64,
         };
         if !create(state, &path, &info).await? {
             take_over(state, &path, &info).await?;
@@ -216,7 +217,7 @@ fn held(state: &StateStore, path: &Path, holder: Option<(LockInfo, UpdateVersion
             .map(|h| h.acquired_at.clone())
             .unwrap_or_default(),
         expires_in: holder
-            .map(|h| h.expires_unix_ms.saturating_sub(now_ms()) / 1000)
+            .map(|h| h.expires_unix_ms.saturating_sub(wall_millis()) / 1000)
             .unwrap_or_default(),
     };
     LockError::Held {
@@ -227,7 +228,7 @@ fn held(state: &StateStore, path: &Path, holder: Option<(LockInfo, UpdateVersion
 
 /// Why the holder is gone, or `None` while it may still run.
 fn stale(holder: &LockInfo) -> Option<&'static str> {
-    if holder.expires_unix_ms <= now_ms() {
+    if holder.expires_unix_ms <= wall_millis() {
         return Some("its lock expired");
     }
     if holder.host == host_name() && !process_alive(holder.pid, holder.pid_start) {
@@ -272,7 +273,7 @@ async fn refresh(
         let _busy = busy.lock().await;
         match read(&state, &path).await {
             Ok(Some((holder, v))) if holder.run == info.run => {
-                info.expires_unix_ms = now_ms() + ttl.as_millis() as u64;
+                info.expires_unix_ms = wall_millis() + ttl.as_millis() as u64;
                 let text = serde_json::to_string_pretty(&info).unwrap_or_default();
                 match state.put(&path, text.into(), PutMode::Update(v)).await {
                     Ok(()) => debug!("lock refreshed"),
@@ -287,11 +288,4 @@ async fn refresh(
             Err(e) => warn!(error = %e, "cannot read the lock to refresh it"),
         }
     }
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or_default()
 }
