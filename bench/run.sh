@@ -57,7 +57,7 @@ log "building sluice (release)"
 # What was built: the commit, and whether the sources differed from it.
 BUILT="$(git -C "$ROOT" rev-parse --short HEAD)"
 [[ -z "$(git -C "$ROOT" status --porcelain -- src connectors Cargo.toml Cargo.lock)" ]] || BUILT="$BUILT+uncommitted changes"
-SLUICE="$ROOT/target/release/sluice"
+SLUICE="${CARGO_TARGET_DIR:-$ROOT/target}/release/sluice"
 log "building bench/decode (release)"
 (cd "$HERE/decode" && CARGO_TARGET_DIR="$BENCH/target" cargo build --release --quiet)
 DECODE="$BENCH/target/release/sluice-bench-decode"

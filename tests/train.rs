@@ -128,6 +128,26 @@ fn byte_range_splits_and_shuffle_keep_every_id_once() {
 }
 
 #[test]
+fn a_read_ahead_smaller_than_a_row_group_still_delivers_every_id_once() {
+    // One byte: every row group is fetched alone, and each reader has at most
+    // one batch waiting; nothing may stall or be lost.
+    for extra in [
+        &["--read-ahead", "1"][..],
+        &["--read-ahead", "1", "--lockstep"],
+    ] {
+        let mut args = vec!["--split-size", "64KiB", "--prefetch", "4"];
+        args.extend_from_slice(extra);
+        let (out, ids, _dir) = train_exec("parquet_row_groups", 3, &args);
+        assert!(out.status.success(), "{extra:?}: {}", stderr(&out));
+        assert_exactly_once(
+            &ids,
+            expected_rows("parquet_row_groups"),
+            &format!("row groups read one at a time {extra:?}"),
+        );
+    }
+}
+
+#[test]
 fn several_epochs_deliver_every_id_once_per_epoch() {
     let (out, ids, _dir) = train_exec("parquet_small_files", 2, &["--epochs", "3"]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -473,7 +493,7 @@ fn one_error_line(out: &Output) -> String {
 fn exit_codes_tell_usage_errors_from_failures() {
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/clicks");
     let ex = example.to_str().expect("utf8");
-    let usage: [&[&str]; 9] = [
+    let usage: [&[&str]; 11] = [
         &[],
         &["ls", "--no-such-flag", ex],
         &["train"],
@@ -482,6 +502,8 @@ fn exit_codes_tell_usage_errors_from_failures() {
         &["train", ex, "--batch-size", "0"],
         &["train", ex, "--model", "logistic", "--features", "f1"],
         &["train", ex, "--split-size", "0"],
+        &["train", ex, "--read-ahead", "0"],
+        &["train", ex, "--read-ahead", "lots"],
         &["master", ex],
     ];
     for args in usage {
