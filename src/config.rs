@@ -5,6 +5,10 @@ use std::time::Duration;
 
 use connectors::DatasetOptions;
 
+/// The default of `--read-ahead`: bytes the readers of a worker hold ahead of
+/// its trainers, all together.
+pub const DEFAULT_READ_AHEAD: &str = "64MiB";
+
 /// Which trainer runs on each device thread.
 #[derive(Debug, Clone)]
 pub enum TrainerChoice {
@@ -64,6 +68,8 @@ pub struct TrainConfig {
     pub columns: Option<Vec<String>>,
     /// Tasks read ahead.
     pub prefetch: usize,
+    /// Bytes read ahead (see [`DEFAULT_READ_AHEAD`]).
+    pub read_ahead: u64,
     /// Shuffle buffer rows.
     pub shuffle_buffer: usize,
     /// One batch per device per step, the same steps per epoch on every device.
@@ -140,6 +146,11 @@ impl TrainConfig {
             self.prefetch >= 1,
             "prefetch",
             "at least one task must be read at a time",
+        )?;
+        rule(
+            self.read_ahead >= 1,
+            "read-ahead",
+            "the readers need at least one byte",
         )?;
         rule(
             self.max_attempts >= 1,

@@ -156,6 +156,26 @@ fn batches_in_arrival_order(dir: &Path) -> Vec<(f64, Vec<i64>)> {
 }
 
 #[test]
+fn a_read_ahead_smaller_than_a_row_group_still_delivers_every_id_once() {
+    // One byte: every row group is fetched alone, and each reader has at most
+    // one batch waiting; nothing may stall or be lost.
+    for extra in [
+        &["--read-ahead", "1"][..],
+        &["--read-ahead", "1", "--lockstep"],
+    ] {
+        let mut args = vec!["--split-size", "64KiB", "--prefetch", "4"];
+        args.extend_from_slice(extra);
+        let (out, ids, _dir) = train_exec("parquet_row_groups", 3, &args);
+        assert!(out.status.success(), "{extra:?}: {}", stderr(&out));
+        assert_exactly_once(
+            &ids,
+            expected_rows("parquet_row_groups"),
+            &format!("row groups read one at a time {extra:?}"),
+        );
+    }
+}
+
+#[test]
 fn several_epochs_deliver_every_id_once_per_epoch() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = fixtures().join("parquet_small_files");
@@ -566,7 +586,7 @@ fn one_error_line(out: &Output) -> String {
 fn exit_codes_tell_usage_errors_from_failures() {
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/clicks");
     let ex = example.to_str().expect("utf8");
-    let usage: [&[&str]; 9] = [
+    let usage: [&[&str]; 11] = [
         &[],
         &["ls", "--no-such-flag", ex],
         &["train"],
@@ -575,6 +595,8 @@ fn exit_codes_tell_usage_errors_from_failures() {
         &["train", ex, "--batch-size", "0"],
         &["train", ex, "--model", "logistic", "--features", "f1"],
         &["train", ex, "--split-size", "0"],
+        &["train", ex, "--read-ahead", "0"],
+        &["train", ex, "--read-ahead", "lots"],
         &["master", ex],
     ];
     for args in usage {

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::format::{self, FormatOptions, ReadRequest};
+use crate::read_ahead::ReadAhead;
 use crate::split::Split;
 use crate::store::Location;
 use crate::table::ColumnMapping;
@@ -99,6 +100,18 @@ pub fn read_split(
     plan: &ReadPlan,
     skip: u64,
 ) -> BoxStream<'static, Result<RecordBatch>> {
+    read_split_within(loc, split, plan, skip, &ReadAhead::unbounded())
+}
+
+/// [`read_split`] within a read-ahead budget shared with other readers: Parquet
+/// row groups are fetched once their bytes fit in it, into its pooled buffers.
+pub fn read_split_within(
+    loc: &Location,
+    split: &Split,
+    plan: &ReadPlan,
+    skip: u64,
+    ahead: &ReadAhead,
+) -> BoxStream<'static, Result<RecordBatch>> {
     let data_columns: Vec<String> = plan
         .columns
         .iter()
@@ -110,6 +123,7 @@ pub fn read_split(
         columns: data_columns,
         options: plan.options.clone(),
         file_columns: plan.file_columns.clone(),
+        read_ahead: ahead.clone(),
     };
     let raw = format::read_raw(loc, split, &request, skip);
     let conform = Conformer {

@@ -230,6 +230,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<u8> {
         device_ids: args.worker.device_ids.clone(),
         batch_size: args.worker.batch_size,
         prefetch: args.worker.prefetch,
+        read_ahead: args.worker.read_ahead,
         shuffle_buffer: args.worker.shuffle_buffer,
         lockstep: args.worker.lockstep,
         drop_last: args.worker.drop_last,
@@ -239,9 +240,13 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<u8> {
         stop: Some(stop_on_signals(args.grace)?),
         name: args.name.unwrap_or_else(default_worker_name),
     };
-    if config.devices == 0 || config.batch_size == 0 || config.prefetch == 0 {
+    if config.devices == 0
+        || config.batch_size == 0
+        || config.prefetch == 0
+        || config.read_ahead == 0
+    {
         return Err(usage(
-            "--devices, --batch-size and --prefetch must be at least 1",
+            "--devices, --batch-size, --prefetch and --read-ahead must be at least 1",
         ));
     }
     let outcome = crate::job::worker::run(config).await?;

@@ -62,6 +62,9 @@ pub struct WorkerOptions {
     /// Tasks leased and read ahead of the trainers.
     #[arg(long, default_value_t = 4)]
     pub prefetch: usize,
+    /// Bytes the readers may hold ahead of the trainers, all together (e.g. 64MiB): row groups fetched and not yet decoded, decoded batches not yet batched. A row group larger than this is read alone.
+    #[arg(long, value_name = "SIZE", default_value = crate::config::DEFAULT_READ_AHEAD, value_parser = super::parse_size)]
+    pub read_ahead: u64,
     /// Rows held in a shuffle buffer (0: rows keep their order within a task).
     #[arg(long, default_value_t = 0)]
     pub shuffle_buffer: usize,
@@ -227,6 +230,7 @@ impl TrainArgs {
             trainer,
             columns: self.columns,
             prefetch: self.worker.prefetch,
+            read_ahead: self.worker.read_ahead,
             shuffle_buffer: self.worker.shuffle_buffer,
             lockstep: self.worker.lockstep,
             drop_last: self.worker.drop_last,

@@ -273,6 +273,7 @@ pub async fn run_dataset(
         batch_size: config.batch_size,
         devices: config.devices,
         prefetch: config.prefetch,
+        read_ahead: config.read_ahead,
         shuffle_buffer: config.shuffle_buffer,
         seed: config.seed,
         lease_timeout: Some(config.lease_timeout),

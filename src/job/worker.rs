@@ -29,6 +29,8 @@ pub struct WorkerConfig {
     pub batch_size: usize,
     /// Tasks read ahead.
     pub prefetch: usize,
+    /// Bytes read ahead.
+    pub read_ahead: u64,
     /// Shuffle buffer rows.
     pub shuffle_buffer: usize,
     /// One batch per device per step, the same steps per epoch on every device.
@@ -107,6 +109,7 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerOutcome, WorkerError> {
         batch_size: config.batch_size,
         devices: config.devices,
         prefetch: config.prefetch,
+        read_ahead: config.read_ahead,
         shuffle_buffer: config.shuffle_buffer,
         seed: spec.seed,
         lease_timeout: spec.lease_timeout_ms.map(Duration::from_millis),

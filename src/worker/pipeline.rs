@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use connectors::{Location, ReadPlan, Split};
+use connectors::{Location, ReadAhead, ReadPlan, Split};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 use tracing::{debug, warn};
@@ -44,6 +44,9 @@ pub struct PipelineConfig {
     pub devices: usize,
     /// Tasks leased and read ahead.
     pub prefetch: usize,
+    /// Bytes read ahead by all readers together: fetched row groups until
+    /// decoded, decoded batches until the coordinator takes them.
+    pub read_ahead: u64,
     /// Rows of the shuffle buffer (0: no shuffle).
     pub shuffle_buffer: usize,
     /// Seed of the shuffle buffer.
@@ -166,6 +169,7 @@ pub async fn run(
     let (read_tx, mut read_rx) = mpsc::channel::<ReadEvent>(config.prefetch.max(1) * 2);
     let mut state = Coordinator {
         read_tx: read_tx.clone(),
+        ahead: ReadAhead::new(config.read_ahead),
         tail: false,
         worker,
         source,
@@ -482,6 +486,8 @@ struct Coordinator {
     starting: HashSet<AttemptId>,
     /// To the coordinator, from readers.
     read_tx: mpsc::Sender<ReadEvent>,
+    /// The bytes all readers may hold ahead of the coordinator.
+    ahead: ReadAhead,
     /// The loop is over: only device events are still handled.
     tail: bool,
     /// What the trainers' checkpoints hold.
@@ -828,6 +834,7 @@ impl Coordinator {
             split,
             self.plan.clone(),
             lease,
+            self.ahead.clone(),
             self.read_tx.clone(),
         );
         self.replaying.insert(attempt, handle);
@@ -876,6 +883,7 @@ impl Coordinator {
                             split,
                             self.plan.clone(),
                             lease,
+                            self.ahead.clone(),
                             read_tx.clone(),
                         );
                         self.readers.insert(attempt, handle);
@@ -965,6 +973,7 @@ impl Coordinator {
                 epoch,
                 start,
                 batch,
+                held,
             } => {
                 self.starting.remove(&attempt);
                 if self.ledger.lease(attempt).is_none() && !self.replaying.contains_key(&attempt) {
@@ -976,6 +985,8 @@ impl Coordinator {
                     len: batch.num_rows() as u64,
                 };
                 let ready = self.batcher.push(batch, piece, epoch)?;
+                // Taken: the batch's bytes leave the read-ahead budget.
+                drop(held);
                 self.ready(ready);
             }
             ReadEvent::LoginRefused { reason } => {

@@ -1,10 +1,13 @@
 //! Reader: one leased task's split decoded into batches, sent downstream with
-//! the row numbers they carry.
+//! the row numbers they carry, within the worker's read-ahead budget: the
+//! fetched bytes hold their share of it until decoded, each batch sent until
+//! the coordinator takes it.
 
 use std::sync::Arc;
 
 use arrow::record_batch::RecordBatch;
-use connectors::{read_split, Location, ReadPlan, Split};
+use connectors::read_ahead::{Queued, Reservation};
+use connectors::{read_split_within, Location, ReadAhead, ReadPlan, Split};
 use futures::StreamExt;
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
@@ -24,6 +27,8 @@ pub enum ReadEvent {
         start: u64,
         /// The rows.
         batch: RecordBatch,
+        /// Its share of the read-ahead budget, given back once it is taken.
+        held: Reservation,
     },
     /// The split is read to its end, which is row `end`.
     Done {
@@ -50,36 +55,43 @@ pub enum ReadEvent {
     },
 }
 
-/// Reads the split of `lease` from its committed offset on a task of its own;
-/// the handle stops the read (a lost lease).
+/// Reads the split of `lease` from its committed offset on a task of its own,
+/// within the budget `ahead`; the handle stops the read (a lost lease).
 pub fn spawn(
     location: Location,
     split: Split,
     plan: Arc<ReadPlan>,
     lease: Lease,
+    ahead: ReadAhead,
     tx: mpsc::Sender<ReadEvent>,
 ) -> AbortHandle {
     let task = tokio::spawn(async move {
         let attempt = lease.attempt;
         let mut row = lease.offset;
-        let mut stream = read_split(&location, &split, &plan, lease.offset);
+        let queued = Queued::default();
+        let mut stream = read_split_within(&location, &split, &plan, lease.offset, &ahead);
         while let Some(item) = stream.next().await {
             match item {
                 Ok(batch) if batch.num_rows() == 0 => {}
                 Ok(batch) => {
                     let start = row;
                     row += batch.num_rows() as u64;
+                    let bytes = batch.get_array_memory_size() as u64;
                     for (from, to) in unskipped(start, row, &lease.skip) {
                         let rows = if (from, to) == (start, row) {
                             batch.clone()
                         } else {
                             batch.slice((from - start) as usize, (to - from) as usize)
                         };
+                        // Slices share the batch's buffers: each holds its rows' part.
+                        let share = bytes * (to - from) / (row - start);
+                        let held = ahead.reserve_queued(share, &queued).await;
                         let event = ReadEvent::Batch {
                             attempt,
                             epoch: lease.epoch,
                             start: from,
                             batch: rows,
+                            held,
                         };
                         if tx.send(event).await.is_err() {
                             return;

@@ -196,6 +196,8 @@ pub struct ReadRequest {
     pub options: FormatOptions,
     /// How file columns map to data columns (tables with renamed columns).
     pub file_columns: crate::table::ColumnMapping,
+    /// The budget of bytes read ahead (Parquet row groups are fetched within it).
+    pub read_ahead: crate::read_ahead::ReadAhead,
 }
 
 /// Decodes one split into batches of the file's own columns, starting `skip`

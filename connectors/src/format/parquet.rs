@@ -1,5 +1,6 @@
 //! Parquet: footers read with one suffix request, row groups fetched with
-//! concurrent range requests through our own `AsyncFileReader` over the store.
+//! concurrent range requests through our own `AsyncFileReader` over the store,
+//! into pooled buffers, within the reader's [`ReadAhead`] budget.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -10,7 +11,7 @@ use futures::future::BoxFuture;
 use futures::stream::{BoxStream, StreamExt, TryStreamExt};
 use futures::FutureExt;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::{GetOptions, GetResultPayload, ObjectStore, ObjectStoreExt};
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, RowSelection, RowSelector,
 };
@@ -21,6 +22,7 @@ use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 
 use super::{FileInfo, FileRef, ReadRequest, Unit};
 use crate::error::{Error, Result};
+use crate::read_ahead::{Fetched, ReadAhead};
 use crate::split::{Split, SplitRange};
 use crate::store::Location;
 
@@ -38,6 +40,8 @@ pub(crate) struct StoreReader {
     path: Path,
     size: u64,
     metadata: Option<Arc<ParquetMetaData>>,
+    /// The budget row groups are fetched within, and the buffer pool.
+    ahead: ReadAhead,
 }
 
 impl StoreReader {
@@ -47,6 +51,7 @@ impl StoreReader {
             path,
             size,
             metadata: None,
+            ahead: ReadAhead::unbounded(),
         }
     }
 }
@@ -68,7 +73,8 @@ impl AsyncFileReader for StoreReader {
     ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
         let store = self.store.clone();
         let path = self.path.clone();
-        async move { fetch_coalesced(store, path, ranges).await }.boxed()
+        let ahead = self.ahead.clone();
+        async move { fetch_coalesced(store, path, ranges, ahead).await }.boxed()
     }
 
     fn get_metadata<'a>(
@@ -92,11 +98,14 @@ impl AsyncFileReader for StoreReader {
     }
 }
 
-/// Fetches ranges, merging near neighbours and running the requests concurrently.
+/// Fetches ranges, merging near neighbours and running the requests
+/// concurrently, once their bytes fit in the read-ahead budget; they hold
+/// their share of it, and their pooled buffers, until the decoder drops them.
 async fn fetch_coalesced(
     store: Arc<dyn ObjectStore>,
     path: Path,
     ranges: Vec<Range<u64>>,
+    ahead: ReadAhead,
 ) -> parquet::errors::Result<Vec<Bytes>> {
     let mut order: Vec<usize> = (0..ranges.len()).collect();
     order.sort_by_key(|&i| ranges[i].start);
@@ -108,14 +117,30 @@ async fn fetch_coalesced(
             _ => merged.push(r.clone()),
         }
     }
+    let total = merged.iter().map(|r| r.end - r.start).sum();
+    let reservation = Arc::new(ahead.reserve(total).await);
     let fetched: Vec<Bytes> = futures::stream::iter(merged.iter().cloned().map(|r| {
         let store = store.clone();
         let path = path.clone();
-        async move { store.get_range(&path, r).await.map_err(store_err) }
+        let ahead = ahead.clone();
+        let reservation = reservation.clone();
+        async move {
+            let buf = ahead.take_buffer((r.end - r.start) as usize);
+            let (buf, len) = fetch_into(store.as_ref(), &path, r, buf)
+                .await
+                .map_err(store_err)?;
+            Ok::<_, ParquetError>(Bytes::from_owner(Fetched::new(
+                buf,
+                len,
+                ahead,
+                reservation,
+            )))
+        }
     }))
     .buffered(RANGE_CONCURRENCY)
     .try_collect()
     .await?;
+    drop(reservation);
     let mut out = Vec::with_capacity(ranges.len());
     for r in &ranges {
         let idx = merged.partition_point(|m| m.end < r.end);
@@ -123,9 +148,70 @@ async fn fetch_coalesced(
         let m = &merged[idx];
         let start = (r.start - m.start) as usize;
         let end = (r.end - m.start) as usize;
+        if end > fetched[idx].len() {
+            return Err(ParquetError::EOF(format!(
+                "bytes {}..{} requested, the file ends at byte {}",
+                r.start,
+                r.end,
+                m.start + fetched[idx].len() as u64
+            )));
+        }
         out.push(fetched[idx].slice(start..end));
     }
     Ok(out)
+}
+
+/// Reads `range` of the object into `buf` (at least as long as the range),
+/// returning it and the bytes read: fewer than asked when the object ends
+/// first. A local file is read in place, without a buffer of its own.
+async fn fetch_into(
+    store: &dyn ObjectStore,
+    path: &Path,
+    range: Range<u64>,
+    mut buf: Vec<u8>,
+) -> object_store::Result<(Vec<u8>, usize)> {
+    let result = store
+        .get_opts(path, GetOptions::new().with_range(Some(range)))
+        .await?;
+    let len = (result.range.end - result.range.start) as usize;
+    if len > buf.len() {
+        return Err(object_store::Error::Generic {
+            store: "parquet reader",
+            source: format!("{len} bytes returned for a request of {}", buf.len()).into(),
+        });
+    }
+    match result.payload {
+        GetResultPayload::File(file, local) => {
+            let start = result.range.start;
+            let read = tokio::task::spawn_blocking(move || {
+                use std::os::unix::fs::FileExt;
+                file.read_exact_at(&mut buf[..len], start).map(|()| buf)
+            })
+            .await
+            .map_err(|source| object_store::Error::JoinError { source })?;
+            let buf = read.map_err(|source| object_store::Error::Generic {
+                store: "LocalFileSystem",
+                source: format!("cannot read {}: {source}", local.display()).into(),
+            })?;
+            Ok((buf, len))
+        }
+        GetResultPayload::Stream(mut chunks) => {
+            let mut at = 0;
+            while let Some(chunk) = chunks.next().await {
+                let chunk = chunk?;
+                let end = at + chunk.len();
+                if end > len {
+                    return Err(object_store::Error::Generic {
+                        store: "parquet reader",
+                        source: format!("more than the {len} bytes asked for returned").into(),
+                    });
+                }
+                buf[at..end].copy_from_slice(&chunk);
+                at = end;
+            }
+            Ok((buf, at))
+        }
+    }
 }
 
 fn corrupt(loc: &Location, path: &Path, e: impl ToString) -> Error {
@@ -196,9 +282,11 @@ pub(super) fn read(
     let columns = request.columns.clone();
     let mapping = request.file_columns.clone();
     let batch_size = request.options.batch_size;
+    let ahead = request.read_ahead.clone();
     let open =
         async move {
             let mut reader = StoreReader::new(loc.store.clone(), path.clone(), size);
+            reader.ahead = ahead;
             let builder = ParquetRecordBatchStreamBuilder::new(reader.clone())
                 .await
                 .map_err(|e| map_err(&loc, &path, e))?;

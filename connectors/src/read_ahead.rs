@@ -1,0 +1,374 @@
+//! Read-ahead bounded in bytes: one budget shared by the readers of a worker.
+//!
+//! A reader takes its share of the budget for the bytes of a row group before
+//! fetching them, and holds it for as long as the decoder holds them; decoded
+//! batches waiting for the consumer hold their share until it takes them. The
+//! fetch buffers themselves go back to a pool once the decoder drops them, so
+//! the next row group is read into memory already mapped instead of a fresh
+//! allocation.
+
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::Notify;
+
+/// A budget of bytes for what is read ahead of the consumer, and a pool of
+/// fetch buffers. Cheap to clone: clones share the budget.
+#[derive(Clone)]
+pub struct ReadAhead {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// Bytes that may be held at once (`None`: no bound, no pool).
+    limit: Option<u64>,
+    state: Mutex<State>,
+    /// Wakes the waiters when bytes are given back.
+    released: Notify,
+}
+
+#[derive(Default)]
+struct State {
+    /// Bytes held by reservations.
+    used: u64,
+    /// Fetch buffers not in use, each fully initialized.
+    idle: Vec<Vec<u8>>,
+    /// Their capacity, in bytes.
+    idle_bytes: u64,
+}
+
+impl fmt::Debug for ReadAhead {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReadAhead")
+            .field("limit", &self.inner.limit)
+            .field("used", &self.used())
+            .finish()
+    }
+}
+
+impl Default for ReadAhead {
+    fn default() -> Self {
+        ReadAhead::unbounded()
+    }
+}
+
+impl ReadAhead {
+    /// A budget of `limit` bytes (at least 1). A single request larger than
+    /// the whole budget waits until nothing else is held, then goes alone.
+    pub fn new(limit: u64) -> Self {
+        Self::with_limit(Some(limit.max(1)))
+    }
+
+    /// No bound and no pooled buffers: every request goes at once (reading
+    /// one split on its own, counting rows).
+    pub fn unbounded() -> Self {
+        Self::with_limit(None)
+    }
+
+    fn with_limit(limit: Option<u64>) -> Self {
+        ReadAhead {
+            inner: Arc::new(Inner {
+                limit,
+                state: Mutex::new(State::default()),
+                released: Notify::new(),
+            }),
+        }
+    }
+
+    /// The budget in bytes (`None`: unbounded).
+    pub fn limit(&self) -> Option<u64> {
+        self.inner.limit
+    }
+
+    /// Bytes held now.
+    pub fn used(&self) -> u64 {
+        self.inner.lock().used
+    }
+
+    /// Takes `bytes` of the budget, waiting until they fit.
+    pub async fn reserve(&self, bytes: u64) -> Reservation {
+        self.reserve_where(bytes, None).await
+    }
+
+    /// Takes `bytes` of the budget for a decoded batch of a reader whose
+    /// batches not yet consumed are counted by `queued`. It waits until they
+    /// fit, except when none of that reader's batches wait: then it goes over
+    /// the budget at once. So a reader holding fetched bytes never waits for
+    /// bytes that only its own progress would free: the waits of readers on
+    /// each other always end as the consumer takes their batches.
+    pub async fn reserve_queued(&self, bytes: u64, queued: &Queued) -> Reservation {
+        self.reserve_where(bytes, Some(queued)).await
+    }
+
+    async fn reserve_where(&self, bytes: u64, queued: Option<&Queued>) -> Reservation {
+        loop {
+            let released = self.inner.released.notified();
+            tokio::pin!(released);
+            released.as_mut().enable();
+            if let Some(reservation) = self.try_reserve(bytes, queued) {
+                return reservation;
+            }
+            released.await;
+        }
+    }
+
+    fn try_reserve(&self, bytes: u64, queued: Option<&Queued>) -> Option<Reservation> {
+        let mut state = self.inner.lock();
+        let fits = match self.inner.limit {
+            None => true,
+            Some(limit) => {
+                state.used + bytes.min(limit) <= limit || queued.is_some_and(|q| q.count() == 0)
+            }
+        };
+        if !fits {
+            return None;
+        }
+        state.used += bytes;
+        if let Some(queued) = queued {
+            queued.0.fetch_add(1, Ordering::AcqRel);
+        }
+        Some(Reservation {
+            inner: self.inner.clone(),
+            bytes,
+            queued: queued.cloned(),
+        })
+    }
+
+    /// A fetch buffer of at least `len` initialized bytes: a pooled one when
+    /// one is idle (the smallest that holds `len`, else the largest, grown),
+    /// else a new one. Its contents are stale: the caller overwrites them.
+    pub(crate) fn take_buffer(&self, len: usize) -> Vec<u8> {
+        let mut buf = {
+            let mut state = self.inner.lock();
+            let pick = state
+                .idle
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b.len() >= len)
+                .min_by_key(|(_, b)| b.len())
+                .or_else(|| state.idle.iter().enumerate().max_by_key(|(_, b)| b.len()))
+                .map(|(i, _)| i);
+            match pick {
+                Some(i) => {
+                    let buf = state.idle.swap_remove(i);
+                    state.idle_bytes -= buf.capacity() as u64;
+                    buf
+                }
+                None => Vec::new(),
+            }
+        };
+        if buf.len() < len {
+            buf.resize(len, 0);
+        }
+        buf
+    }
+
+    /// Keeps `buf` for a later fetch while what is held and pooled stays
+    /// within the budget; frees it otherwise.
+    pub(crate) fn give_back(&self, buf: Vec<u8>) {
+        let Some(limit) = self.inner.limit else {
+            return;
+        };
+        let cap = buf.capacity() as u64;
+        let mut state = self.inner.lock();
+        if state.used + state.idle_bytes + cap <= limit {
+            state.idle_bytes += cap;
+            state.idle.push(buf);
+        }
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A share of a [`ReadAhead`] budget, given back when dropped.
+pub struct Reservation {
+    inner: Arc<Inner>,
+    bytes: u64,
+    queued: Option<Queued>,
+}
+
+impl Reservation {
+    /// The bytes it holds.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+impl fmt::Debug for Reservation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reservation")
+            .field("bytes", &self.bytes)
+            .finish()
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        {
+            let mut state = self.inner.lock();
+            state.used = state.used.saturating_sub(self.bytes);
+            if let Some(queued) = &self.queued {
+                queued.0.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        self.inner.released.notify_waiters();
+    }
+}
+
+/// One reader's decoded batches not yet consumed (see
+/// [`ReadAhead::reserve_queued`]).
+#[derive(Debug, Clone, Default)]
+pub struct Queued(Arc<AtomicUsize>);
+
+impl Queued {
+    /// Batches reserved and not yet consumed.
+    pub fn count(&self) -> usize {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// A fetched byte range in a pooled buffer: the budget it holds is given back,
+/// and the buffer returned to the pool, once every slice of it is dropped.
+pub(crate) struct Fetched {
+    buf: Vec<u8>,
+    len: usize,
+    ahead: ReadAhead,
+    /// Shared by the ranges of one fetch.
+    reservation: Option<Arc<Reservation>>,
+}
+
+impl Fetched {
+    /// `buf[..len]` holds the bytes; `reservation` is the share of the budget
+    /// the fetch took.
+    pub(crate) fn new(
+        buf: Vec<u8>,
+        len: usize,
+        ahead: ReadAhead,
+        reservation: Arc<Reservation>,
+    ) -> Self {
+        Fetched {
+            len: len.min(buf.len()),
+            buf,
+            ahead,
+            reservation: Some(reservation),
+        }
+    }
+}
+
+impl AsRef<[u8]> for Fetched {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+impl Drop for Fetched {
+    fn drop(&mut self) {
+        // The budget first: the pool keeps the buffer only within it.
+        drop(self.reservation.take());
+        self.ahead.give_back(std::mem::take(&mut self.buf));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_request_waits_until_the_bytes_fit() {
+        let ahead = ReadAhead::new(100);
+        let first = ahead.reserve(60).await;
+        assert_eq!(ahead.used(), 60);
+        let second = tokio::time::timeout(Duration::from_millis(50), ahead.reserve(60)).await;
+        assert!(second.is_err(), "60 + 60 bytes exceed a budget of 100");
+        let waiting = tokio::spawn({
+            let ahead = ahead.clone();
+            async move { ahead.reserve(60).await.bytes() }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        drop(first);
+        assert_eq!(waiting.await.ok(), Some(60));
+        assert_eq!(ahead.used(), 0, "every reservation was dropped");
+    }
+
+    #[tokio::test]
+    async fn a_request_over_the_whole_budget_goes_alone() {
+        let ahead = ReadAhead::new(100);
+        let small = ahead.reserve(10).await;
+        let big = tokio::spawn({
+            let ahead = ahead.clone();
+            async move { ahead.reserve(500).await.bytes() }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!big.is_finished(), "it waits while anything else is held");
+        drop(small);
+        assert_eq!(big.await.ok(), Some(500));
+    }
+
+    #[tokio::test]
+    async fn a_reader_with_no_batch_waiting_is_never_held_back() {
+        let ahead = ReadAhead::new(100);
+        let fetched = ahead.reserve(100).await;
+        let queued = Queued::default();
+        // The budget is full, but none of this reader's batches wait.
+        let batch = ahead.reserve_queued(30, &queued).await;
+        assert_eq!(queued.count(), 1);
+        assert_eq!(ahead.used(), 130);
+        // Its second batch waits until the first is consumed.
+        let next = tokio::spawn({
+            let ahead = ahead.clone();
+            let queued = queued.clone();
+            async move { ahead.reserve_queued(30, &queued).await }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!next.is_finished());
+        drop(batch);
+        let next = next.await.ok();
+        assert_eq!(next.as_ref().map(Reservation::bytes), Some(30));
+        assert_eq!(queued.count(), 1);
+        drop((next, fetched));
+        assert_eq!((ahead.used(), queued.count()), (0, 0));
+    }
+
+    #[test]
+    fn buffers_are_reused_within_the_budget() {
+        let ahead = ReadAhead::new(1000);
+        let buf = ahead.take_buffer(300);
+        assert_eq!(buf.len(), 300);
+        let ptr = buf.as_ptr();
+        ahead.give_back(buf);
+        // A smaller fetch gets the same buffer, its length unchanged.
+        let again = ahead.take_buffer(200);
+        assert_eq!((again.as_ptr(), again.len()), (ptr, 300));
+        ahead.give_back(again);
+        // A bigger one grows it.
+        assert!(ahead.take_buffer(400).len() >= 400);
+        // Nothing is pooled past the budget, or without one.
+        ahead.give_back(vec![0; 2000]);
+        assert_eq!(ahead.inner.lock().idle_bytes, 0);
+        let unbounded = ReadAhead::unbounded();
+        unbounded.give_back(vec![0; 10]);
+        assert!(unbounded.inner.lock().idle.is_empty());
+    }
+
+    #[tokio::test]
+    async fn fetched_bytes_hold_their_share_until_dropped() {
+        let ahead = ReadAhead::new(1000);
+        let reservation = Arc::new(ahead.reserve(300).await);
+        let mut buf = ahead.take_buffer(300);
+        buf[..3].copy_from_slice(b"abc");
+        let bytes = bytes::Bytes::from_owner(Fetched::new(buf, 300, ahead.clone(), reservation));
+        let slice = bytes.slice(0..3);
+        drop(bytes);
+        assert_eq!(ahead.used(), 300, "a slice still holds the fetch");
+        assert_eq!(&slice[..], b"abc");
+        drop(slice);
+        assert_eq!(ahead.used(), 0);
+        assert_eq!(ahead.inner.lock().idle.len(), 1, "the buffer is pooled");
+    }
+}
