@@ -239,39 +239,77 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("`{s}` is too large"))
 }
 
-/// Parses a duration: seconds, or a number with `ms`, `s`, `m` or `h`.
+/// The longest duration a flag takes (100 years of 365.25 days): deadlines computed
+/// from a duration (now plus it, in milliseconds) stay far from overflowing.
+pub const MAX_DURATION: std::time::Duration = std::time::Duration::from_secs(3_155_760_000);
+
+/// Parses a duration: plain seconds (`90`), or a number with a unit (`500ms`, `30s`,
+/// `10m`, `2h`, `1d`), several of them (`1h 30m`) or a fraction (`1.5h`). At most
+/// [`MAX_DURATION`].
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration like 30s, 10m or 2h"))?;
-    let secs = match unit {
-        "ms" => return Ok(std::time::Duration::from_millis(n)),
-        "" | "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        other => return Err(format!("unknown duration unit `{other}` in `{s}`")),
+    let parsed = match s.parse::<u64>() {
+        Ok(secs) => Ok(std::time::Duration::from_secs(secs)),
+        Err(_) => humantime::parse_duration(s),
     };
-    Ok(std::time::Duration::from_secs(secs))
+    let duration =
+        parsed.map_err(|e| format!("`{s}` is not a duration like 30s, 10m or 2h ({e})"))?;
+    if duration > MAX_DURATION {
+        return Err(format!("`{s}` is too long: at most 100 years"));
+    }
+    Ok(duration)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
-    fn sizes_and_durations() {
+    fn sizes() {
         assert_eq!(parse_size("128MiB"), Ok(128 * 1024 * 1024));
         assert_eq!(parse_size("4MB"), Ok(4_000_000));
         assert_eq!(parse_size("100"), Ok(100));
         assert!(parse_size("x").is_err());
-        assert_eq!(parse_duration("90"), Ok(std::time::Duration::from_secs(90)));
-        assert_eq!(
-            parse_duration("2m"),
-            Ok(std::time::Duration::from_secs(120))
-        );
-        assert!(parse_duration("2y").is_err());
+    }
+
+    #[test]
+    fn durations_in_every_accepted_form() {
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("60s"), Ok(Duration::from_secs(60)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration(" 2h "), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("1d"), Ok(Duration::from_secs(86_400)));
+    }
+
+    #[test]
+    fn durations_refused_with_the_value_named() {
+        for bad in ["2x", "", "-5", "ten", "5 parsecs", "1.5"] {
+            let err = parse_duration(bad).expect_err(bad);
+            assert!(err.contains(&format!("`{bad}`")), "{err}");
+            assert!(!err.contains('\n'), "{err}");
+        }
+    }
+
+    #[test]
+    fn durations_that_would_overflow_are_refused() {
+        // 2^64 / 3600 hours: the old parser multiplied this into a wrapped value.
+        for huge in [
+            "5124095576030432h",
+            "18446744073709551615",
+            "18446744073709551615m",
+            "99999999999999999999999s",
+            "101y",
+        ] {
+            let err = parse_duration(huge).expect_err(huge);
+            assert!(err.contains(&format!("`{huge}`")), "{err}");
+        }
+        assert_eq!(parse_duration("100y"), Ok(MAX_DURATION));
     }
 }

@@ -127,7 +127,6 @@ impl WorkerOptions {
     }
 }
 
-/// Parses `--trainer-timeout`: a duration, or `off` (returned as zero: no limit).
 /// The directory of `train --state`: a path, or the path of a `file://` URL.
 /// A store URL is refused (rather than taken for a directory named `s3:`):
 /// state on a store is the master's.
@@ -145,6 +144,7 @@ fn local_state(state: PathBuf) -> anyhow::Result<PathBuf> {
     )))
 }
 
+/// Parses `--trainer-timeout`: a duration, or `off` (returned as zero: no limit).
 fn parse_timeout(s: &str) -> Result<Duration, String> {
     if s.trim().eq_ignore_ascii_case("off") {
         return Ok(Duration::ZERO);
