@@ -217,26 +217,19 @@ fn parse_format(s: &str) -> Result<Format, String> {
     s.parse::<Format>().map_err(|e| e.to_string())
 }
 
-/// Parses a byte size: a number with an optional unit (B, KB, MB, GB, KiB, MiB, GiB).
+/// Parses a byte size: a number with an optional unit, decimal (`4MB`, `1k`) or
+/// binary (`64KiB`, `128MiB`), in any case and with a fraction where wanted
+/// (`1.5GiB`).
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size like 128MiB"))?;
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" => 1000,
-        "m" | "mb" => 1000 * 1000,
-        "g" | "gb" => 1000 * 1000 * 1000,
-        "kib" => 1024,
-        "mib" => 1024 * 1024,
-        "gib" => 1024 * 1024 * 1024,
-        other => return Err(format!("unknown size unit `{other}` in `{s}`")),
-    };
-    n.checked_mul(mult)
-        .ok_or_else(|| format!("`{s}` is too large"))
+    let size = s
+        .parse::<bytesize::ByteSize>()
+        .map_err(|e| format!("`{s}` is not a size like 128MiB ({e})"))?;
+    // The crate saturates on overflow: the largest value stands for "too large".
+    match size.as_u64() {
+        u64::MAX => Err(format!("`{s}` is too large")),
+        bytes => Ok(bytes),
+    }
 }
 
 /// The longest duration a flag takes (100 years of 365.25 days): deadlines computed
@@ -266,11 +259,30 @@ mod tests {
     use std::time::Duration;
 
     #[test]
-    fn sizes() {
+    fn sizes_in_every_accepted_form() {
         assert_eq!(parse_size("128MiB"), Ok(128 * 1024 * 1024));
+        assert_eq!(parse_size("64KiB"), Ok(64 * 1024));
+        assert_eq!(parse_size("16kib"), Ok(16 * 1024));
+        assert_eq!(parse_size("2GiB"), Ok(2 * 1024 * 1024 * 1024));
         assert_eq!(parse_size("4MB"), Ok(4_000_000));
+        assert_eq!(parse_size("3k"), Ok(3000));
+        assert_eq!(parse_size("1gb"), Ok(1_000_000_000));
         assert_eq!(parse_size("100"), Ok(100));
-        assert!(parse_size("x").is_err());
+        assert_eq!(parse_size("100B"), Ok(100));
+        assert_eq!(parse_size(" 8 MiB "), Ok(8 * 1024 * 1024));
+        assert_eq!(parse_size("1.5KiB"), Ok(1536));
+        assert_eq!(parse_size("0"), Ok(0));
+    }
+
+    #[test]
+    fn sizes_refused_with_the_value_named() {
+        for bad in ["x", "", "-5", "12 parsecs", "1e3"] {
+            let err = parse_size(bad).expect_err(bad);
+            assert!(err.contains(&format!("`{}`", bad.trim())), "{err}");
+            assert!(!err.contains('\n'), "{err}");
+        }
+        let err = parse_size("20000000000EiB").expect_err("overflow");
+        assert!(err.contains("too large"), "{err}");
     }
 
     #[test]
