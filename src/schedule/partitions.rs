@@ -12,6 +12,7 @@ use std::collections::HashSet;
 use connectors::layout::names::{classify_dir, DirClass};
 use connectors::Location;
 use futures::stream::{self, StreamExt, TryStreamExt};
+use globset::{Glob, GlobBuilder};
 use object_store::path::Path;
 
 use super::RunError;
@@ -26,6 +27,8 @@ pub struct Pattern {
     pub base: String,
     /// Path segments below `base`, each possibly holding `*`.
     pub segments: Vec<String>,
+    /// Each segment as a glob, in the same order.
+    globs: Vec<Glob>,
 }
 
 impl Pattern {
@@ -40,6 +43,7 @@ impl Pattern {
             return Ok(Pattern {
                 base: trimmed.to_string(),
                 segments: Vec::new(),
+                globs: Vec::new(),
             });
         };
         let authority_end = trimmed.find("://").map(|i| i + 3).unwrap_or(0);
@@ -64,9 +68,17 @@ impl Pattern {
                 "empty, `.` or `..` path segment after the first `*`",
             ));
         }
+        let globs = segments
+            .iter()
+            .map(|segment| {
+                segment_glob(segment)
+                    .map_err(|e| invalid(&format!("`{segment}` is not a pattern: {e}")))
+            })
+            .collect::<Result<_, _>>()?;
         Ok(Pattern {
             base: base.to_string(),
             segments,
+            globs,
         })
     }
 }
@@ -117,7 +129,8 @@ pub async fn expand(pattern: &Pattern) -> Result<Expansion, RunError> {
     let mut level = vec![base.root.clone()];
     // Directories whose `_SUCCESS` commits everything below them.
     let mut committed: HashSet<Path> = HashSet::new();
-    for segment in &pattern.segments {
+    for glob in &pattern.globs {
+        let matcher = glob.compile_matcher();
         let listed = list_all(&base, &level).await?;
         let mut next = Vec::new();
         for (dir, facts) in level.iter().zip(listed) {
@@ -128,7 +141,7 @@ pub async fn expand(pattern: &Pattern) -> Result<Expansion, RunError> {
                 facts
                     .children
                     .into_iter()
-                    .filter(|child| matches(segment, child.filename().unwrap_or_default())),
+                    .filter(|child| matcher.is_match(child.filename().unwrap_or_default())),
             );
         }
         next.sort();
@@ -205,27 +218,34 @@ fn relative(root: &Path, path: &Path) -> String {
         .unwrap_or_else(|| path.to_string())
 }
 
-/// Whether `name` matches `pattern`, where `*` stands for any run of characters.
-pub fn matches(pattern: &str, name: &str) -> bool {
-    let parts: Vec<&str> = pattern.split('*').collect();
-    let [first, middle @ .., last] = parts.as_slice() else {
-        return pattern == name;
-    };
-    let Some(mut rest) = name.strip_prefix(first) else {
-        return false;
-    };
-    for part in middle {
-        match rest.find(part) {
-            Some(at) => rest = &rest[at + part.len()..],
-            None => return false,
+/// One path segment of a source as a glob: `*` stands for any run of characters
+/// (none included) short of `/`; every other character stands for itself (`?`, `[`,
+/// `{` and `\\` too: a source's only wildcard is `*`).
+fn segment_glob(segment: &str) -> Result<Glob, globset::Error> {
+    let mut glob = String::with_capacity(segment.len());
+    for (i, literal) in segment.split('*').enumerate() {
+        // Runs of `*` are one `*` (globset gives `**` a meaning of its own).
+        if i > 0 && !glob.ends_with('*') {
+            glob.push('*');
         }
+        glob.push_str(&globset::escape(literal));
     }
-    rest.len() >= last.len() && rest.ends_with(last)
+    GlobBuilder::new(&glob)
+        .literal_separator(true)
+        .backslash_escape(false)
+        .build()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn matches(pattern: &str, name: &str) -> bool {
+        segment_glob(pattern)
+            .expect("a segment is always a valid glob")
+            .compile_matcher()
+            .is_match(name)
+    }
 
     #[test]
     fn wildcards_match_runs_of_characters() {
@@ -237,6 +257,21 @@ mod tests {
         assert!(matches("a*b*c", "aXbYc"));
         assert!(matches("plain", "plain"));
         assert!(!matches("ab*ba", "aba"));
+        assert!(matches("dt=*", "dt="));
+        assert!(matches("a**b", "aXYb"));
+        assert!(matches("**", "x"));
+    }
+
+    #[test]
+    fn only_star_is_a_wildcard() {
+        assert!(matches("q=?*", "q=?1"));
+        assert!(!matches("q=?*", "q=a1"));
+        assert!(matches("k=[ab]*", "k=[ab]1"));
+        assert!(!matches("k=[ab]*", "k=a1"));
+        assert!(matches("k={a,b}*", "k={a,b}"));
+        assert!(!matches("k={a,b}*", "k=a"));
+        assert!(matches("back\\*", "back\\slash"));
+        assert!(!matches("dt=*", "dt=1/x"));
     }
 
     #[test]
