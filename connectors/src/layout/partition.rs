@@ -5,27 +5,12 @@ use arrow::datatypes::{DataType, TimeUnit};
 /// The value Hive writes for a null or empty partition value.
 pub const DEFAULT_PARTITION: &str = "__HIVE_DEFAULT_PARTITION__";
 
-/// Undoes Hive's `%XX` escaping; an invalid escape is kept as it is.
+/// Undoes Hive's `%XX` escaping; an invalid escape is kept as it is, and bytes
+/// that are not UTF-8 become U+FFFD.
 pub fn unescape(raw: &str) -> String {
-    let bytes = raw.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                out.push(h * 16 + l);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn hex(b: u8) -> Option<u8> {
-    (b as char).to_digit(16).map(|d| d as u8)
+    percent_encoding::percent_decode_str(raw)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 /// A partition value as read from a directory name: unescaped, `None` for null.
@@ -131,6 +116,11 @@ mod tests {
         assert_eq!(unescape("100%"), "100%");
         assert_eq!(unescape("%zz"), "%zz");
         assert_eq!(unescape("S%C3%A3o"), "São");
+        assert_eq!(unescape("%3D"), "=");
+        assert_eq!(unescape("a%3"), "a%3");
+        assert_eq!(unescape("%"), "%");
+        assert_eq!(unescape("%FF"), "\u{FFFD}");
+        assert_eq!(unescape("2026-11-29%2010%3A00%3A00"), "2026-11-29 10:00:00");
     }
 
     #[test]
