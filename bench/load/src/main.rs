@@ -26,8 +26,8 @@ use connectors::codec::Codec;
 use connectors::{Format, FormatOptions, ReadPlan, Split, SplitRange};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use sluice::job::spec::JobSpec;
-use sluice::master::api::{
+use sluice::protocol::spec::JobSpec;
+use sluice::protocol::api::{
     Answer, CommitRequest, FinishRequest, LeaseRequest, RegisterReply, RegisterRequest, StatusReply,
 };
 use sluice::master::identity::Identity;
