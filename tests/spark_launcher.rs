@@ -262,14 +262,20 @@ fn spark_tasks_train_every_id_exactly_once() {
         "trainers of two Spark tasks",
     );
     common::assert_exactly_once(&recorded_ids(&out, "acked-"), rows, "acknowledged");
-    // Both workers trained: one trainer per worker logged batches.
+    // Both Spark tasks ran a worker (assert_summary); how the tasks split
+    // between them depends on when each started (a late one may find the job
+    // done), so only the whole is checked: at least one trainer per run, at
+    // most one per worker.
     let trainers: HashSet<String> = std::fs::read_dir(&out)
         .expect("list")
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with("ids-"))
         .collect();
-    assert_eq!(trainers.len(), 2, "trainer logs: {trainers:?}");
+    assert!(
+        (1..=2).contains(&trainers.len()),
+        "trainer logs: {trainers:?}"
+    );
 }
 
 #[test]
