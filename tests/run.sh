@@ -27,7 +27,29 @@ echo "== Delta and Iceberg tables (real Spark 4.0) -> $SLUICE_FIXTURES/tables"
 
 echo "== cargo fmt / clippy"
 cargo fmt --all -- --check
+cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 cargo clippy --all-targets --quiet -- -D warnings
+
+FUZZ_SECONDS="${SLUICE_FUZZ_SECONDS:-20}"
+echo "== fuzz targets (cargo-fuzz, nightly): ${FUZZ_SECONDS} s each"
+# fuzz/ is a workspace of its own. Its build and the corpus each target grows are
+# kept in the cache between runs; a crash fails the run, its input written under
+# fuzz/artifacts/TARGET (replay: cargo +nightly fuzz run TARGET FILE).
+if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
+  echo "tests/run.sh: no cargo-fuzz or nightly toolchain; run .ci/run (it installs them)" >&2
+  exit 1
+fi
+FUZZ_CACHE="${SLUICE_CACHE:-$HOME/.cache/sluice}"
+for target in bzip2_blocks hadoop_block; do
+  mkdir -p "$FUZZ_CACHE/fuzz-corpus/$target"
+  log="${TMPDIR:-/tmp}/sluice-fuzz-$target.log"
+  if ! cargo +nightly fuzz run --target-dir "$FUZZ_CACHE/target-fuzz" "$target" \
+      "$FUZZ_CACHE/fuzz-corpus/$target" -- -max_total_time="$FUZZ_SECONDS" >"$log" 2>&1; then
+    tail -n 60 "$log" >&2
+    exit 1
+  fi
+  echo "$target: $(grep -E '^#[0-9]+[[:space:]]+DONE' "$log" || tail -n 1 "$log")"
+done
 
 echo "== wheel (maturin around the dev build; tests/wheel.rs installs it)"
 # The same pyproject.toml builds the release wheel with the small `dist` binary

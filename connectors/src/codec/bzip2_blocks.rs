@@ -24,6 +24,9 @@
 //! Limitation (shared with Hadoop): the 48-bit marker can occur by chance
 //! inside compressed data. Such a false boundary makes the blocks on either
 //! side fail to decode, which is reported as an error naming the offset.
+//!
+//! The module uses nothing else of this crate outside its tests: the fuzz
+//! targets (`fuzz/`) build it from source.
 
 use std::io::{self, Read};
 use std::ops::Range;

@@ -7,6 +7,9 @@
 //! A block of length 0 has no chunks (Hadoop writes one for an empty file).
 //! Hadoop's reader stops at such a block; this one reads on, so files joined
 //! with `cat` decode whole.
+//!
+//! The module uses nothing else of this crate outside its tests: the fuzz
+//! targets (`fuzz/`) build it from source.
 
 use std::error::Error;
 use std::io::{self, Read};
