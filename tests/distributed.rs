@@ -71,7 +71,7 @@ impl Budget for Job {
                         l.1 = *offset;
                     }
                 }
-                (_, Reply::Tick(expired)) => {
+                (_, Reply::Tick { expired, .. }) => {
                     for e in expired {
                         budget += lost_rows(splits, leases.get(&e.attempt.0));
                     }
@@ -305,7 +305,7 @@ fn worker_id(journal: &[(QueueCommand, Reply)], name: &str) -> u64 {
 fn lapsed(journal: &[(QueueCommand, Reply)], worker: u64) -> HashSet<u64> {
     let mut out = HashSet::new();
     for (_, reply) in journal {
-        if let Reply::Tick(expired) = reply {
+        if let Reply::Tick { expired, .. } = reply {
             out.extend(
                 expired
                     .iter()
@@ -399,7 +399,7 @@ fn a_paused_worker_is_fenced_and_carries_on() {
     let fenced = lapsed(&journal, worker_id(&journal, "paused"));
     let mut gone = HashSet::new();
     for (command, reply) in &journal {
-        if let Reply::Tick(expired) = reply {
+        if let Reply::Tick { expired, .. } = reply {
             gone.extend(expired.iter().map(|e| e.attempt.0));
         }
         if let Some(attempt) = reported_attempt(command).filter(|a| fenced.contains(a)) {

@@ -1,48 +1,215 @@
 //! Group commit: request handlers apply their command to the queue under the
-//! lock and wait; one committer thread writes every change applied meanwhile
-//! in a single journal append (one fsync, or one object on a store), then
-//! tells the waiting handlers their changes are durable. Under load, one
-//! append serves many requests instead of one each.
+//! lock and wait; committer threads write every change applied meanwhile in
+//! one journal write, make it durable (one fsync, or one object on a store),
+//! then tell the waiting handlers. Under load, one write serves many requests
+//! instead of one each.
+//!
+//! [`COMMITTERS`] threads overlap: while one waits for its fsync, the next
+//! takes what was applied since and writes and syncs it at once, so a change
+//! waits about one fsync rather than the rest of the one in flight and then
+//! its own. Batches are taken and written one at a time, in order, and
+//! declared durable in that order, each only once its own sync succeeded.
 //!
 //! A reply is never sent before the changes it depends on are durable: a
 //! handler waits for every change applied up to its own, including other
-//! requests' changes its answer may have seen.
+//! requests' changes its answer may have seen. Each waiting handler is woken
+//! once, when its changes are durable, not at every batch.
+//!
+//! A journal that cannot be written stops the committers: every handler
+//! still waiting, and every later one, gets the [`CommitError`] instead of
+//! its reply (nothing more is answered as if durable), and
+//! [`GroupCommit::failed`] resolves so that the server stops and the master
+//! exits with the error. A restart replays the journal as far as it was
+//! durable; what was never answered the workers send again.
 
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use tracing::error;
 
-use super::journal::{Journal, JournalError};
-use super::state::{persist, MasterState};
+use super::journal::{Journal, JournalError, Pending};
+use super::state::{write, MasterState};
 use crate::task::{Command, Reply};
 
-/// Exit code of a master whose journal cannot be written.
-pub const JOURNAL_FAILED: i32 = crate::exit::ERROR as i32;
-/// Exit code of a master that found its next journal record written by another.
-pub const JOURNAL_TAKEN: i32 = crate::exit::HELD as i32;
+/// Committer threads: batches whose syncs may be in flight at once.
+pub const COMMITTERS: usize = 3;
 
-/// The handlers' side of the committer.
+/// Why the committers stopped: no change applied since is made durable, so
+/// none is answered.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CommitError {
+    /// The journal could not be written or synced.
+    #[error(transparent)]
+    Journal(Arc<JournalError>),
+    /// A committer thread panicked while it held a batch.
+    #[error("a journal committer failed unexpectedly; the changes it held were not made durable")]
+    Panicked,
+}
+
+impl CommitError {
+    /// The exit code of a master stopped by this error: another master
+    /// owning the job is [`crate::exit::HELD`], anything else an error.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CommitError::Journal(e) if matches!(**e, JournalError::Taken { .. }) => {
+                crate::exit::HELD
+            }
+            _ => crate::exit::ERROR,
+        }
+    }
+}
+
+/// The handlers' side of the committers.
 #[derive(Clone)]
 pub struct GroupCommit {
     master: Arc<Mutex<MasterState>>,
     wake: mpsc::Sender<()>,
-    durable: watch::Receiver<u64>,
+    durable: Arc<Durable>,
+}
+
+/// How many changes are durable, and the handlers waiting for more.
+struct Durable {
+    /// Changes durable so far (as [`MasterState::apply`] counts them).
+    upto: AtomicU64,
+    /// Waiting handlers by the count they need.
+    waiting: Mutex<BTreeMap<u64, Vec<oneshot::Sender<()>>>>,
+    /// Set once, when the committers stop on an error.
+    failed: OnceLock<CommitError>,
+    /// Tells the server the committers stopped.
+    stopped: watch::Sender<bool>,
+}
+
+impl Durable {
+    fn new() -> Durable {
+        Durable {
+            upto: AtomicU64::new(0),
+            waiting: Mutex::new(BTreeMap::new()),
+            failed: OnceLock::new(),
+            stopped: watch::Sender::new(false),
+        }
+    }
+
+    /// The error the committers stopped on, if they did.
+    fn failure(&self) -> Result<(), CommitError> {
+        match self.failed.get() {
+            Some(error) => Err(error.clone()),
+            None => Ok(()),
+        }
+    }
+
+    /// Returns once `needed` changes are durable, or with the error that
+    /// stopped the committers before they were.
+    async fn wait(&self, needed: u64) -> Result<(), CommitError> {
+        if self.upto.load(Ordering::Acquire) >= needed {
+            return Ok(());
+        }
+        let (done, woken) = oneshot::channel();
+        {
+            let mut waiting = lock(&self.waiting);
+            // A declaration raises `upto`, and a failure is set, before
+            // either takes this lock.
+            if self.upto.load(Ordering::Acquire) >= needed {
+                return Ok(());
+            }
+            self.failure()?;
+            waiting.entry(needed).or_default().push(done);
+        }
+        match woken.await {
+            Ok(()) => Ok(()),
+            // Dropped unanswered: the committers stopped.
+            Err(_) => self.failure().and(Err(CommitError::Panicked)),
+        }
+    }
+
+    /// Records that the committers stopped on `error` (the first error
+    /// counts) and wakes every waiting handler with it.
+    fn fail(&self, error: CommitError) {
+        if self.failed.set(error).is_ok() {
+            if let Some(error) = self.failed.get() {
+                error!(error = %error, "journal write failed; the master stops");
+            }
+        }
+        let waiting = std::mem::take(&mut *lock(&self.waiting));
+        drop(waiting);
+        self.stopped.send_replace(true);
+    }
+
+    /// Declares `upto` changes durable and wakes those who waited for them.
+    fn declare(&self, upto: u64) {
+        self.upto.fetch_max(upto, Ordering::AcqRel);
+        let ready = {
+            let mut waiting = lock(&self.waiting);
+            let later = waiting.split_off(&upto.saturating_add(1));
+            std::mem::replace(&mut *waiting, later)
+        };
+        for done in ready.into_values().flatten() {
+            let _ = done.send(());
+        }
+    }
+}
+
+/// What the committer threads share.
+struct Shared {
+    master: Arc<Mutex<MasterState>>,
+    /// The next committer to take a batch waits here for a request's signal.
+    woken: Mutex<mpsc::Receiver<()>>,
+    /// Batches are taken and written under this lock, one at a time.
+    writer: Mutex<Writer>,
+    /// Batches synced, until every batch before them is.
+    order: Mutex<Order>,
+    durable: Arc<Durable>,
+    /// A committer failed: the others take no more batches.
+    halted: AtomicBool,
+}
+
+/// The journal and the number of the next batch written to it.
+struct Writer {
+    journal: Option<Box<dyn Journal>>,
+    next: u64,
+}
+
+/// Batches synced out of order: batch number → changes durable with it.
+struct Order {
+    /// The first batch not yet declared durable.
+    next: u64,
+    synced: BTreeMap<u64, u64>,
 }
 
 impl GroupCommit {
-    /// Takes the journal out of `master` and starts the committer thread.
+    /// Takes the journal out of `master` and starts the committer threads.
     /// A master without a journal (none taken) commits nothing but still
     /// answers in order.
     pub fn start(master: Arc<Mutex<MasterState>>) -> std::io::Result<GroupCommit> {
         let journal = lock(&master).take_journal();
         let (wake, woken) = mpsc::channel();
-        let (durable_tx, durable) = watch::channel(0u64);
-        let inner = master.clone();
-        std::thread::Builder::new()
-            .name("sluice-commit".to_string())
-            .spawn(move || committer(inner, journal, woken, durable_tx))?;
+        let durable = Arc::new(Durable::new());
+        let shared = Arc::new(Shared {
+            master: master.clone(),
+            woken: Mutex::new(woken),
+            writer: Mutex::new(Writer { journal, next: 0 }),
+            order: Mutex::new(Order {
+                next: 0,
+                synced: BTreeMap::new(),
+            }),
+            durable: durable.clone(),
+            halted: AtomicBool::new(false),
+        });
+        for i in 0..COMMITTERS {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name(format!("sluice-commit-{i}"))
+                .spawn(move || {
+                    let run = std::panic::AssertUnwindSafe(|| committer(&shared));
+                    if std::panic::catch_unwind(run).is_err() {
+                        // Its batch would never be declared durable.
+                        shared.halted.store(true, Ordering::Release);
+                        shared.durable.fail(CommitError::Panicked);
+                    }
+                })?;
+        }
         Ok(GroupCommit {
             master,
             wake,
@@ -50,33 +217,39 @@ impl GroupCommit {
         })
     }
 
-    /// Applies `command` and returns its reply once it is durable.
-    pub async fn run(&self, command: Command) -> Reply {
+    /// Applies `command` and returns its reply once it is durable; after a
+    /// journal failure, the error instead (the command is not applied).
+    pub async fn run(&self, command: Command) -> Result<Reply, CommitError> {
+        self.durable.failure()?;
         let (reply, needed) = lock(&self.master).apply(command);
         let _ = self.wake.send(());
-        let mut durable = self.durable.clone();
-        if durable.wait_for(|d| *d >= needed).await.is_err() {
-            // The committer is gone: it only leaves by stopping the process.
-            error!("journal committer stopped");
-            std::process::exit(JOURNAL_FAILED);
-        }
-        reply
+        self.durable.wait(needed).await?;
+        Ok(reply)
     }
 
-    /// Waits until every change applied so far is durable: the group commit
+    /// Resolves with the error once the committers stopped on one (never,
+    /// while the journal works).
+    pub async fn failed(&self) -> CommitError {
+        let mut stopped = self.durable.stopped.subscribe();
+        // The sender lives in `durable`, which `self` holds: no error here.
+        let _ = stopped.wait_for(|stopped| *stopped).await;
+        self.durable
+            .failed
+            .get()
+            .cloned()
+            .unwrap_or(CommitError::Panicked)
+    }
+
+    /// Waits until every change applied so far is durable: the group commits
     /// in progress, and one more for changes whose handlers went away before
     /// their reply (a client that hung up). Used when the master stops.
-    pub async fn sync(&self) {
+    pub async fn sync(&self) -> Result<(), CommitError> {
         let needed = lock(&self.master).applied();
-        let mut durable = self.durable.clone();
-        if *durable.borrow() >= needed {
-            return;
+        if self.durable.upto.load(Ordering::Acquire) >= needed {
+            return Ok(());
         }
         let _ = self.wake.send(());
-        if durable.wait_for(|d| *d >= needed).await.is_err() {
-            error!("journal committer stopped");
-            std::process::exit(JOURNAL_FAILED);
-        }
+        self.durable.wait(needed).await
     }
 
     /// The master state this committer serves.
@@ -85,31 +258,188 @@ impl GroupCommit {
     }
 }
 
-fn lock(master: &Mutex<MasterState>) -> std::sync::MutexGuard<'_, MasterState> {
-    master.lock().unwrap_or_else(|e| e.into_inner())
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The committer loop: wait for work, take everything applied, write it once.
-fn committer(
-    master: Arc<Mutex<MasterState>>,
-    mut journal: Option<Box<dyn Journal>>,
-    woken: mpsc::Receiver<()>,
-    durable: watch::Sender<u64>,
-) {
-    while woken.recv().is_ok() {
-        while woken.try_recv().is_ok() {}
-        let (commands, upto, snapshot) = lock(&master).take_pending();
-        if let Some(journal) = journal.as_mut() {
-            if let Err(e) = persist(journal.as_mut(), &commands, snapshot.as_ref()) {
-                // Answering without durability would break the guarantees.
-                error!(error = %e, "journal write failed; stopping");
-                eprintln!("sluice master: {e}");
-                std::process::exit(match e {
-                    JournalError::Taken { .. } => JOURNAL_TAKEN,
-                    _ => JOURNAL_FAILED,
-                });
+/// One committer: wait for work, take and write everything applied, sync
+/// it, declare it durable once the batches before it are.
+fn committer(shared: &Shared) {
+    loop {
+        {
+            let woken = lock(&shared.woken);
+            if woken.recv().is_err() {
+                // Every handler is gone: the master is stopping.
+                return;
+            }
+            while woken.try_recv().is_ok() {}
+        }
+        if shared.halted.load(Ordering::Acquire) {
+            return;
+        }
+        let (batch, upto, pending) = {
+            let mut writer = lock(&shared.writer);
+            let (commands, upto, snapshot) = lock(&shared.master).take_pending();
+            let batch = writer.next;
+            writer.next += 1;
+            let pending = match writer.journal.as_mut() {
+                Some(journal) => write(journal.as_mut(), &commands, snapshot),
+                None => Ok(Pending::default()),
+            };
+            (batch, upto, pending)
+        };
+        if let Err(e) = pending.and_then(Pending::wait) {
+            // Answering without durability would break the guarantees: this
+            // batch and every later one stay undeclared.
+            shared.halted.store(true, Ordering::Release);
+            shared.durable.fail(CommitError::Journal(Arc::new(e)));
+            return;
+        }
+        let mut order = lock(&shared.order);
+        order.synced.insert(batch, upto);
+        let mut durable = None;
+        loop {
+            let next = order.next;
+            let Some(upto) = order.synced.remove(&next) else {
+                break;
+            };
+            order.next += 1;
+            durable = Some(upto);
+        }
+        drop(order);
+        if let Some(upto) = durable {
+            shared.durable.declare(upto);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::master::identity::Identity;
+    use crate::master::state::{tests::job, StateLocation};
+    use crate::task::LeaseReply;
+
+    /// Registers, then leases and finishes tasks until the job is over;
+    /// returns the tasks it finished.
+    async fn work(commit: GroupCommit) -> u64 {
+        let register = Command::Register {
+            now: 1,
+            secret: None,
+            name: None,
+        };
+        let Ok(Reply::Register(worker)) = commit.run(register).await else {
+            panic!("register answered otherwise");
+        };
+        let mut finished = 0;
+        loop {
+            let lease = Command::Lease {
+                now: 2,
+                worker,
+                max: 1,
+            };
+            match commit.run(lease).await.expect("journal works") {
+                Reply::Lease(Ok(LeaseReply::Tasks(leases))) => {
+                    for lease in leases {
+                        let finish = Command::Finish {
+                            now: 3,
+                            worker: Some(worker),
+                            attempt: lease.attempt,
+                            rows: 1,
+                        };
+                        assert_eq!(commit.run(finish).await.ok(), Some(Reply::Finish(Ok(()))));
+                        finished += 1;
+                    }
+                }
+                Reply::Lease(Ok(LeaseReply::Wait)) => tokio::task::yield_now().await,
+                Reply::Lease(Ok(LeaseReply::JobOver)) => return finished,
+                other => panic!("lease answered {other:?}"),
             }
         }
-        durable.send_replace(upto);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn answers_wait_for_their_changes_and_the_journal_replays_them_in_order() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let location = StateLocation::Dir(dir.path().to_path_buf());
+        let (state, _) = MasterState::open(&location, Identity::default(), || Ok(job(300)))
+            .await
+            .expect("open");
+        let mut replayed = state.queue.clone();
+        let master = Arc::new(Mutex::new(state));
+        let commit = GroupCommit::start(master.clone()).expect("start");
+        let workers: Vec<_> = (0..48)
+            .map(|_| tokio::spawn(work(commit.clone())))
+            .collect();
+        let mut finished = 0;
+        for worker in workers {
+            finished += worker.await.expect("worker");
+        }
+        assert_eq!(finished, 600, "every task of both epochs, once");
+        // Every answer came back: the journal holds every change already.
+        let bytes = std::fs::read(dir.path().join("journal.jsonl")).expect("journal");
+        for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            let command: Command = serde_json::from_slice(line).expect("a record");
+            replayed.apply(&command);
+        }
+        assert_eq!(replayed, lock(&master).queue);
+    }
+
+    /// A journal whose writes fail once `ok` writes went through.
+    struct FailingJournal {
+        ok: usize,
+    }
+
+    impl Journal for FailingJournal {
+        fn append(&mut self, _: &[Command]) -> Result<(), JournalError> {
+            if self.ok == 0 {
+                return Err(JournalError::Io {
+                    path: "journal.jsonl".to_string(),
+                    source: std::io::Error::other("no space left on device"),
+                });
+            }
+            self.ok -= 1;
+            Ok(())
+        }
+
+        fn load(&mut self) -> Result<crate::master::journal::Loaded, JournalError> {
+            Ok(Default::default())
+        }
+
+        fn describe(&self) -> String {
+            "failing".to_string()
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_journal_that_fails_stops_every_answer_and_tells_the_server() {
+        let journal = Box::new(FailingJournal { ok: 1 });
+        let state = MasterState::with_journal(job(4), journal).expect("state");
+        let master = Arc::new(Mutex::new(state));
+        let commit = GroupCommit::start(master.clone()).expect("start");
+        let register = || Command::Register {
+            now: 1,
+            secret: None,
+            name: None,
+        };
+        let first = commit.run(register()).await;
+        assert!(
+            matches!(first, Ok(Reply::Register(_))),
+            "the first write goes through: {first:?}"
+        );
+        let second = commit.run(register()).await;
+        assert!(
+            matches!(&second, Err(CommitError::Journal(e)) if e.to_string().contains("no space left")),
+            "the failed write is not answered: {second:?}"
+        );
+        let failed = tokio::time::timeout(std::time::Duration::from_secs(5), commit.failed())
+            .await
+            .expect("the server is told");
+        assert_eq!(failed.exit_code(), crate::exit::ERROR);
+        let applied = lock(&master).applied();
+        let third = commit.run(register()).await;
+        assert!(third.is_err(), "nothing is answered after: {third:?}");
+        assert_eq!(lock(&master).applied(), applied, "nor applied");
+        assert!(commit.sync().await.is_err(), "and a stop cannot sync");
     }
 }

@@ -10,15 +10,23 @@
 //! STATE/finished.json       `sluice train`: the summary, once its run ended
 //! ```
 //!
+//! A snapshot does not hold up the journal: the journal moves on to the next
+//! generation at once, and the snapshot of everything before it is written
+//! in the background. Until it is durable, the older snapshot and every
+//! journal from its generation on still hold the whole state, so opening
+//! the directory replays every journal from the snapshot's generation to the
+//! newest; journals older than a snapshot are removed only once it is durable.
+//!
 //! Every file created, renamed or removed here is followed by a sync of the
 //! directory, so that what a reply depended on is still there after a crash.
 
 use std::path::{Path, PathBuf};
+use std::thread::JoinHandle;
 
 use serde::{Deserialize, Serialize};
 
 use super::dir_lock::DirLock;
-use super::journal::{sync_dir, FileJournal, Journal, JournalError, Loaded};
+use super::journal::{sync_dir, FileJournal, Journal, JournalError, Loaded, Pending};
 use crate::task::{Command, Queue};
 
 /// A snapshot: the whole queue after every record of the journals before `generation`.
@@ -35,7 +43,13 @@ pub struct DirLog {
     generation: u64,
     journal: FileJournal,
     base: Option<Queue>,
-    /// Held while the journal may be written.
+    /// The records of the journals before `generation` that the snapshot does
+    /// not hold yet, until [`Journal::load`] takes them.
+    earlier: Vec<Command>,
+    /// The snapshot being written in the background.
+    writing: Option<JoinHandle<()>>,
+    /// Held while the journal may be written (declared last: released only
+    /// once a snapshot being written is done, see [`Drop`]).
     _lock: DirLock,
 }
 
@@ -44,12 +58,29 @@ impl DirLog {
     /// directory's, kept as long as the journal.
     pub fn open(dir: &Path, lock: DirLock) -> Result<DirLog, JournalError> {
         let snapshot = read_snapshot(dir)?;
-        let generation = snapshot.as_ref().map(|s| s.generation).unwrap_or(0);
+        let first = snapshot.as_ref().map(|s| s.generation).unwrap_or(0);
+        let last = newest_generation(dir)?.unwrap_or(first).max(first);
+        let mut earlier = Vec::new();
+        for generation in first..last {
+            let path = journal_path(dir, generation);
+            if !path.exists() {
+                return Err(JournalError::Corrupt {
+                    path: path.display().to_string(),
+                    line: 0,
+                    reason: format!(
+                        "missing: the snapshot is of generation {first} and journal {last} exists"
+                    ),
+                });
+            }
+            earlier.extend(FileJournal::open(&path)?.load()?.commands);
+        }
         Ok(DirLog {
             dir: dir.to_path_buf(),
-            generation,
-            journal: FileJournal::open(&journal_path(dir, generation))?,
+            generation: last,
+            journal: FileJournal::open(&journal_path(dir, last))?,
             base: snapshot.map(|s| s.queue),
+            earlier,
+            writing: None,
             _lock: lock,
         })
     }
@@ -58,6 +89,22 @@ impl DirLog {
     pub fn generation(&self) -> u64 {
         self.generation
     }
+
+    /// Waits for the snapshot being written, if any.
+    fn wait_for_snapshot(&mut self) {
+        if let Some(writing) = self.writing.take() {
+            if writing.join().is_err() {
+                tracing::warn!(dir = %self.dir.display(), "the snapshot writer panicked");
+            }
+        }
+    }
+}
+
+impl Drop for DirLog {
+    fn drop(&mut self) {
+        // Nothing may write the directory once its lock is released.
+        self.wait_for_snapshot();
+    }
 }
 
 impl Journal for DirLog {
@@ -65,37 +112,82 @@ impl Journal for DirLog {
         self.journal.append(commands)
     }
 
+    fn write(&mut self, commands: &[Command]) -> Result<Pending, JournalError> {
+        self.journal.write(commands)
+    }
+
     fn load(&mut self) -> Result<Loaded, JournalError> {
+        let mut commands = std::mem::take(&mut self.earlier);
+        commands.extend(self.journal.load()?.commands);
         Ok(Loaded {
             base: self.base.take(),
-            commands: self.journal.load()?.commands,
+            commands,
         })
     }
 
-    fn snapshot(&mut self, queue: &Queue) -> Result<(), JournalError> {
+    /// Moves the journal on to the next generation and writes the snapshot of
+    /// everything before it in the background (one at a time).
+    fn snapshot(&mut self, queue: Queue) -> Result<(), JournalError> {
+        self.wait_for_snapshot();
         let next = self.generation + 1;
-        let path = self.dir.join("snapshot.json");
-        let bytes = serde_json::to_vec(&SnapshotRef {
-            generation: next,
-            queue,
-        })
-        .map_err(|e| io_err(&path, e.into()))?;
-        write_durably(&path, &bytes)?;
         self.journal = FileJournal::open(&journal_path(&self.dir, next))?;
-        for old in 0..next {
-            let _ = std::fs::remove_file(journal_path(&self.dir, old));
-        }
-        // A removal lost in a crash only leaves a journal the snapshot skips.
-        if let Err(e) = sync_dir(&self.dir) {
-            tracing::warn!(dir = %self.dir.display(), error = %e, "cannot sync the state directory");
-        }
         self.generation = next;
+        let dir = self.dir.clone();
+        let writer = std::thread::Builder::new()
+            .name("sluice-snapshot".to_string())
+            .spawn(move || {
+                if let Err(e) = write_snapshot(&dir, next, &queue) {
+                    // The journals still hold everything; the next snapshot retries.
+                    tracing::warn!(error = %e, "snapshot failed");
+                }
+            });
+        match writer {
+            Ok(handle) => self.writing = Some(handle),
+            Err(e) => tracing::warn!(error = %e, "cannot start the snapshot writer"),
+        }
         Ok(())
     }
 
     fn describe(&self) -> String {
         self.dir.display().to_string()
     }
+}
+
+/// Writes the snapshot of everything before journal `generation` durably, then
+/// removes the journals it makes unneeded.
+fn write_snapshot(dir: &Path, generation: u64, queue: &Queue) -> Result<(), JournalError> {
+    let path = dir.join("snapshot.json");
+    let bytes = serde_json::to_vec(&SnapshotRef { generation, queue })
+        .map_err(|e| io_err(&path, e.into()))?;
+    write_durably(&path, &bytes)?;
+    for old in 0..generation {
+        let _ = std::fs::remove_file(journal_path(dir, old));
+    }
+    // A removal lost in a crash only leaves a journal the snapshot skips.
+    if let Err(e) = sync_dir(dir) {
+        tracing::warn!(dir = %dir.display(), error = %e, "cannot sync the state directory");
+    }
+    Ok(())
+}
+
+/// The newest journal generation in `dir`, if it holds any journal.
+fn newest_generation(dir: &Path) -> Result<Option<u64>, JournalError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| io_err(dir, e))?;
+    let mut newest = None;
+    for entry in entries {
+        let entry = entry.map_err(|e| io_err(dir, e))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let generation = if name == "journal.jsonl" {
+            Some(0)
+        } else {
+            name.strip_prefix("journal-")
+                .and_then(|rest| rest.strip_suffix(".jsonl"))
+                .and_then(|g| g.parse::<u64>().ok())
+        };
+        newest = newest.max(generation);
+    }
+    Ok(newest)
 }
 
 /// [`Snapshot`] borrowing the queue, for writing without a clone.
@@ -145,5 +237,103 @@ fn read_snapshot(dir: &Path) -> Result<Option<Snapshot>, JournalError> {
             }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(io_err(&path, source)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task::QueueConfig;
+
+    fn register(now: u64) -> Command {
+        Command::Register {
+            now,
+            secret: None,
+            name: None,
+        }
+    }
+
+    fn open(dir: &Path) -> DirLog {
+        let lock = DirLock::acquire(dir).expect("lock");
+        DirLog::open(dir, lock).expect("open")
+    }
+
+    /// The queue the commands lead to.
+    fn queue_after(commands: &[Command]) -> Queue {
+        let mut queue = Queue::new(3, QueueConfig::default()).expect("queue");
+        for command in commands {
+            queue.apply(command);
+        }
+        queue
+    }
+
+    #[test]
+    fn journals_a_snapshot_does_not_hold_yet_are_all_replayed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let commands: Vec<Command> = (1..=5).map(register).collect();
+        {
+            let mut log = open(dir.path());
+            log.append(&commands[..2]).expect("append");
+        }
+        // A master killed after its journal moved on to generation 1 and
+        // before the snapshot of generation 1 was durable.
+        FileJournal::open(&journal_path(dir.path(), 1))
+            .expect("journal 1")
+            .append(&commands[2..4])
+            .expect("append");
+        let mut log = open(dir.path());
+        assert_eq!(log.generation(), 1, "appends go on in the newest journal");
+        let loaded = log.load().expect("load");
+        assert!(loaded.base.is_none());
+        assert_eq!(loaded.commands, commands[..4]);
+        log.append(&commands[4..]).expect("append");
+        log.snapshot(queue_after(&commands)).expect("snapshot");
+        drop(log);
+
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("list")
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("journal") || n.starts_with("snapshot"))
+            .collect();
+        names.sort();
+        assert_eq!(names, ["journal-2.jsonl", "snapshot.json"]);
+        let mut log = open(dir.path());
+        let loaded = log.load().expect("load");
+        assert_eq!(loaded.base, Some(queue_after(&commands)));
+        assert!(loaded.commands.is_empty());
+    }
+
+    #[test]
+    fn journals_older_than_the_snapshot_are_not_replayed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let commands: Vec<Command> = (1..=3).map(register).collect();
+        let mut log = open(dir.path());
+        log.append(&commands[..2]).expect("append");
+        log.snapshot(queue_after(&commands[..2])).expect("snapshot");
+        log.append(&commands[2..]).expect("append");
+        drop(log);
+        // A master killed after the snapshot, before the old journal was removed.
+        FileJournal::open(&journal_path(dir.path(), 0))
+            .expect("journal 0")
+            .append(&commands[..2])
+            .expect("append");
+        let mut log = open(dir.path());
+        let loaded = log.load().expect("load");
+        assert_eq!(loaded.base, Some(queue_after(&commands[..2])));
+        assert_eq!(loaded.commands, commands[2..]);
+    }
+
+    #[test]
+    fn a_missing_journal_between_the_snapshot_and_the_newest_is_an_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        drop(open(dir.path()));
+        FileJournal::open(&journal_path(dir.path(), 2))
+            .expect("journal 2")
+            .append(&[register(1)])
+            .expect("append");
+        let lock = DirLock::acquire(dir.path()).expect("lock");
+        let err = DirLog::open(dir.path(), lock).expect_err("journal 1 missing");
+        assert!(err.to_string().contains("journal-1.jsonl"), "{err}");
     }
 }

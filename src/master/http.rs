@@ -23,6 +23,8 @@ use super::commit::GroupCommit;
 use super::page;
 use super::state::{wall_millis, MasterState};
 use crate::protocol::api::*;
+/// An HTTP request as axum hands it over (the API's own requests are [`Request`]s).
+type HttpRequest = axum::extract::Request;
 use crate::task::{Command, QueueError, Reply, WorkerId, WorkerSecret};
 
 /// How long an authorized client may take to send a request body.
@@ -55,7 +57,8 @@ pub fn router(state: AppState) -> Router {
         .route(HandBackRequest::PATH, post(hand_back))
         .route(CheckpointRequest::PATH, post(checkpoint))
         .layer(DefaultBodyLimit::max(MAX_BODY))
-        .with_state(state)
+        // One reference count per request, not one per field.
+        .with_state(Arc::new(state))
 }
 
 #[derive(Deserialize)]
@@ -85,15 +88,20 @@ fn unauthorized() -> Response {
         .into_response()
 }
 
-/// Runs a command; its reply comes back once the change is durable (a
-/// journal failure stops the master, see [`GroupCommit`]).
-async fn run(state: &AppState, command: Command) -> Reply {
-    state.commit.run(command).await
+/// Runs a command; its reply comes back once the change is durable. After a
+/// journal failure nothing more is: the request is answered 503 (the worker
+/// retries, and finds the restarted master), and the master stops, see
+/// [`GroupCommit`].
+async fn run(state: &AppState, command: Command) -> Result<Reply, Response> {
+    state.commit.run(command).await.map_err(|error| {
+        let reason = format!("the master stops: {error}");
+        plain(StatusCode::SERVICE_UNAVAILABLE, &reason)
+    })
 }
 
 macro_rules! guard {
     ($state:expr, $headers:expr) => {
-        if !authorized(&$state, &$headers, None) {
+        if !authorized(&$state, $headers, None) {
             return unauthorized();
         }
     };
@@ -102,9 +110,9 @@ macro_rules! guard {
 /// The token check, then the body read and parsed, then the worker it names
 /// checked against its secret; returns the request or answers for the handler.
 macro_rules! request {
-    ($state:expr, $headers:expr, $body:expr) => {{
-        guard!($state, $headers);
-        let request = match parse($body).await {
+    ($state:expr, $request:expr) => {{
+        guard!($state, $request.headers());
+        let request = match parse($request.into_body()).await {
             Ok(request) => request,
             Err(response) => return response,
         };
@@ -212,9 +220,9 @@ fn unexpected() -> Response {
         .into_response()
 }
 
-async fn register(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
-    guard!(state, headers);
-    let bytes = match read_body(body).await {
+async fn register(State(state): State<Arc<AppState>>, request: HttpRequest) -> Response {
+    guard!(state, request.headers());
+    let bytes = match read_body(request.into_body()).await {
         Ok(bytes) => bytes,
         Err(response) => return response,
     };
@@ -238,7 +246,7 @@ async fn register(State(state): State<AppState>, headers: HeaderMap, body: Body)
         name: name.clone(),
     };
     match run(&state, command).await {
-        Reply::Register(worker) => {
+        Ok(Reply::Register(worker)) => {
             tracing::info!(%worker, name = name.as_deref().unwrap_or(""), "worker registered");
             state
                 .master
@@ -247,12 +255,13 @@ async fn register(State(state): State<AppState>, headers: HeaderMap, body: Body)
                 .saw_worker(worker, 0);
             Json(RegisterReply { worker, secret }).into_response()
         }
-        _ => unexpected(),
+        Ok(_) => unexpected(),
+        Err(unavailable) => unavailable,
     }
 }
 
-async fn lease(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
-    let req: LeaseRequest = request!(state, headers, body);
+async fn lease(State(state): State<Arc<AppState>>, request: HttpRequest) -> Response {
+    let req: LeaseRequest = request!(state, request);
     let max = req.max.clamp(1, 1024);
     match run(
         &state,
@@ -264,13 +273,14 @@ async fn lease(State(state): State<AppState>, headers: HeaderMap, body: Body) ->
     )
     .await
     {
-        Reply::Lease(r) => answer(r),
-        _ => unexpected(),
+        Ok(Reply::Lease(r)) => answer(r),
+        Ok(_) => unexpected(),
+        Err(unavailable) => unavailable,
     }
 }
 
-async fn heartbeat(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
-    let req: HeartbeatRequest = request!(state, headers, body);
+async fn heartbeat(State(state): State<Arc<AppState>>, request: HttpRequest) -> Response {
+    let req: HeartbeatRequest = request!(state, request);
     match run(
         &state,
         Command::Heartbeat {
@@ -280,7 +290,7 @@ async fn heartbeat(State(state): State<AppState>, headers: HeaderMap, body: Body
     )
     .await
     {
-        Reply::Heartbeat(r) => {
+        Ok(Reply::Heartbeat(r)) => {
             if r.is_ok() {
                 state
                     .master
@@ -293,7 +303,8 @@ async fn heartbeat(State(state): State<AppState>, headers: HeaderMap, body: Body
             }
             answer(r.map(|lost| HeartbeatReply { lost }))
         }
-        _ => unexpected(),
+        Ok(_) => unexpected(),
+        Err(unavailable) => unavailable,
     }
 }
 
@@ -325,12 +336,13 @@ async fn take_back_unheld(
                 reason,
             },
         )
-        .await;
+        .await
+        .ok();
     }
 }
 
-async fn commit(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
-    let req: CommitRequest = request!(state, headers, body);
+async fn commit(State(state): State<Arc<AppState>>, request: HttpRequest) -> Response {
+    let req: CommitRequest = request!(state, request);
     match run(
         &state,
         Command::Commit {
@@ -342,13 +354,14 @@ async fn commit(State(state): State<AppState>, headers: HeaderMap, body: Body) -
     )
     .await
     {
-        Reply::Commit(r) => answer(r),
-        _ => unexpected(),
+        Ok(Reply::Commit(r)) => answer(r),
+        Ok(_) => unexpected(),
+        Err(unavailable) => unavailable,
     }
 }
 
-async fn finish(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
-    let req: FinishRequest = request!(state, headers, body);
+async fn finish(State(state): State<Arc<AppState>>, request: HttpRequest) -> Response {
+    let req: FinishRequest = request!(state, request);
     match run(
         &state,
         Command::Finish {
@@ -360,13 +373,14 @@ async fn finish(State(state): State<AppState>, headers: HeaderMap, body: Body) -
     )
     .await
     {
-        Reply::Finish(r) => answer(r),
-        _ => unexpected(),
+        Ok(Reply::Finish(r)) => answer(r),
+        Ok(_) => unexpected(),
+        Err(unavailable) => unavailable,
     }
 }
 
-async fn fail(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
-    let req: FailRequest = request!(state, headers, body);
+async fn fail(State(state): State<Arc<AppState>>, request: HttpRequest) -> Response {
+    let req: FailRequest = request!(state, request);
     let reason: String = req.reason.chars().take(2000).collect();
     match run(
         &state,
@@ -379,13 +393,14 @@ async fn fail(State(state): State<AppState>, headers: HeaderMap, body: Body) -> 
     )
     .await
     {
-        Reply::Fail(r) => answer(r),
-        _ => unexpected(),
+        Ok(Reply::Fail(r)) => answer(r),
+        Ok(_) => unexpected(),
+        Err(unavailable) => unavailable,
     }
 }
 
-async fn hand_back(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
-    let req: HandBackRequest = request!(state, headers, body);
+async fn hand_back(State(state): State<Arc<AppState>>, request: HttpRequest) -> Response {
+    let req: HandBackRequest = request!(state, request);
     match run(
         &state,
         Command::HandBack {
@@ -396,13 +411,14 @@ async fn hand_back(State(state): State<AppState>, headers: HeaderMap, body: Body
     )
     .await
     {
-        Reply::HandBack(r) => answer(r),
-        _ => unexpected(),
+        Ok(Reply::HandBack(r)) => answer(r),
+        Ok(_) => unexpected(),
+        Err(unavailable) => unavailable,
     }
 }
 
-async fn checkpoint(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
-    let req: CheckpointRequest = request!(state, headers, body);
+async fn checkpoint(State(state): State<Arc<AppState>>, request: HttpRequest) -> Response {
+    let req: CheckpointRequest = request!(state, request);
     let now = wall_millis();
     let command = match (req.unsaved, req.id) {
         (Some(pieces), _) => Command::Unsaved {
@@ -419,9 +435,10 @@ async fn checkpoint(State(state): State<AppState>, headers: HeaderMap, body: Bod
         (None, None) => Command::DeclareCheckpoints { now },
     };
     match run(&state, command).await {
-        Reply::Recorded => answer::<()>(Ok(())),
-        Reply::Unsaved(r) => answer(r),
-        _ => unexpected(),
+        Ok(Reply::Recorded) => answer::<()>(Ok(())),
+        Ok(Reply::Unsaved(r)) => answer(r),
+        Ok(_) => unexpected(),
+        Err(unavailable) => unavailable,
     }
 }
 
@@ -433,11 +450,11 @@ struct JobQuery {
 }
 
 async fn job(
-    State(state): State<AppState>,
+    State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     Query(query): Query<JobQuery>,
 ) -> Response {
-    guard!(state, headers);
+    guard!(state, &headers);
     let (spec, lease_timeout_ms, resume) = {
         let master = state.master.lock().unwrap_or_else(|e| e.into_inner());
         let resume = query
@@ -517,7 +534,7 @@ fn relative(url: &str, path: &str) -> String {
 }
 
 async fn status(
-    State(state): State<AppState>,
+    State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     Query(q): Query<TokenQuery>,
 ) -> Response {
@@ -529,7 +546,7 @@ async fn status(
 }
 
 async fn status_page(
-    State(state): State<AppState>,
+    State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     Query(q): Query<TokenQuery>,
 ) -> Response {
@@ -541,7 +558,7 @@ async fn status_page(
 }
 
 async fn metrics(
-    State(state): State<AppState>,
+    State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     Query(q): Query<TokenQuery>,
 ) -> Response {

@@ -4,6 +4,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::task::{Command, Queue};
 
@@ -56,15 +57,46 @@ pub struct Loaded {
     pub commands: Vec<Command>,
 }
 
+/// Commands written to a journal and not yet known to be durable:
+/// [`Pending::wait`] makes them so. Waiting on the pendings of several writes
+/// at once is allowed (a group committer overlaps them); each covers at
+/// least its own write.
+#[derive(Debug, Default)]
+#[must_use = "written commands are durable only once waited for"]
+pub struct Pending {
+    /// The file to sync, and its path for messages; `None` when the write
+    /// was durable already.
+    sync: Option<(Arc<File>, PathBuf)>,
+}
+
+impl Pending {
+    /// Waits until the commands written are durable.
+    pub fn wait(self) -> Result<(), JournalError> {
+        match self.sync {
+            Some((file, path)) => file.sync_data().map_err(|source| io_err(&path, source)),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Where commands are kept.
 pub trait Journal: Send {
     /// Appends commands; they are durable when this returns.
     fn append(&mut self, commands: &[Command]) -> Result<(), JournalError>;
+    /// Writes commands after those written before; they are durable once the
+    /// [`Pending`] returned is waited for. Journals that cannot split the
+    /// two append durably here.
+    fn write(&mut self, commands: &[Command]) -> Result<Pending, JournalError> {
+        self.append(commands)?;
+        Ok(Pending::default())
+    }
     /// What was recorded before this journal was opened.
     fn load(&mut self) -> Result<Loaded, JournalError>;
     /// Records `queue`, which holds every command appended so far, so that
-    /// older records can be dropped. Journals without snapshots ignore it.
-    fn snapshot(&mut self, _queue: &Queue) -> Result<(), JournalError> {
+    /// older records can be dropped (a journal may finish this after it
+    /// returns, as long as what it holds stays whole meanwhile). Journals
+    /// without snapshots ignore it.
+    fn snapshot(&mut self, _queue: Queue) -> Result<(), JournalError> {
         Ok(())
     }
     /// Whether this journal would like a snapshot soon regardless of the
@@ -103,15 +135,16 @@ impl Journal for MemoryJournal {
 /// A journal file of JSON lines, synced to disk on every append.
 ///
 /// A record counts once its newline is on disk: [`FileJournal::append`] writes
-/// whole lines and syncs them before returning, and no reply leaves before
-/// that. Opening the file therefore cuts whatever follows the last newline (a
+/// whole lines and syncs them before returning ([`Journal::write`] leaves the
+/// sync to its [`Pending`]), and no reply leaves before that. Opening the file therefore cuts whatever follows the last newline (a
 /// torn record, or a complete one whose newline never landed: neither was
 /// acknowledged), and a bad last line followed by nothing but empty lines (a
 /// torn tail). A bad line with records after it is corruption, never skipped.
 #[derive(Debug)]
 pub struct FileJournal {
     path: PathBuf,
-    file: File,
+    /// Shared with the [`Pending`]s of writes not yet synced.
+    file: Arc<File>,
     /// What the file held when opened, until [`Journal::load`] takes it.
     loaded: Vec<Command>,
 }
@@ -131,7 +164,7 @@ impl FileJournal {
         }
         let mut journal = FileJournal {
             path: path.to_path_buf(),
-            file,
+            file: Arc::new(file),
             loaded: Vec::new(),
         };
         journal.loaded = journal.read_all()?;
@@ -141,9 +174,9 @@ impl FileJournal {
     /// Reads every record, cutting a torn tail from the file (see [`FileJournal`]).
     pub fn read_all(&mut self) -> Result<Vec<Command>, JournalError> {
         let mut bytes = Vec::new();
-        (&self.file)
+        (&*self.file)
             .seek(SeekFrom::Start(0))
-            .and_then(|_| (&self.file).read_to_end(&mut bytes))
+            .and_then(|_| (&*self.file).read_to_end(&mut bytes))
             .map_err(|e| io_err(&self.path, e))?;
         let scan = scan(&bytes).map_err(|(line, reason)| JournalError::Corrupt {
             path: self.path.display().to_string(),
@@ -250,18 +283,24 @@ fn io_err(path: &Path, source: std::io::Error) -> JournalError {
 
 impl Journal for FileJournal {
     fn append(&mut self, commands: &[Command]) -> Result<(), JournalError> {
+        self.write(commands)?.wait()
+    }
+
+    fn write(&mut self, commands: &[Command]) -> Result<Pending, JournalError> {
         if commands.is_empty() {
-            return Ok(());
+            return Ok(Pending::default());
         }
         let mut buf = Vec::new();
         for command in commands {
             serde_json::to_writer(&mut buf, command).map_err(|e| io_err(&self.path, e.into()))?;
             buf.push(b'\n');
         }
-        self.file
+        (&*self.file)
             .write_all(&buf)
-            .and_then(|_| self.file.sync_data())
-            .map_err(|source| io_err(&self.path, source))
+            .map_err(|source| io_err(&self.path, source))?;
+        Ok(Pending {
+            sync: Some((self.file.clone(), self.path.clone())),
+        })
     }
 
     fn load(&mut self) -> Result<Loaded, JournalError> {

@@ -5,10 +5,9 @@
 use std::sync::{Arc, Mutex};
 
 use super::state::{wall_millis, MasterState};
-use crate::protocol::TaskSource;
+use crate::protocol::{SourceError, TaskSource};
 use crate::task::{
-    AttemptId, Command, CutPiece, FailOutcome, LeaseReply, Queue, QueueError, QueueStatus, Reply,
-    WorkerId,
+    AttemptId, Command, CutPiece, FailOutcome, LeaseReply, Queue, QueueStatus, Reply, WorkerId,
 };
 
 /// The queue held in this process; every change goes through the master
@@ -26,11 +25,9 @@ impl LocalQueue {
         }
     }
 
-    fn run(&self, command: Command) -> Result<Reply, QueueError> {
+    fn run(&self, command: Command) -> Result<Reply, SourceError> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.execute(command).map_err(|e| QueueError::Transport {
-            reason: e.to_string(),
-        })
+        state.execute(command).map_err(SourceError::unavailable)
     }
 
     /// Counts for progress, without waiting.
@@ -46,15 +43,17 @@ impl LocalQueue {
 }
 
 /// A reply of the wrong kind: cannot happen, reported rather than panicking.
-fn mismatch() -> QueueError {
-    QueueError::Transport {
-        reason: "the queue answered a different request".to_string(),
-    }
+#[derive(Debug, thiserror::Error)]
+#[error("the queue answered a different request")]
+struct Mismatch;
+
+fn mismatch() -> SourceError {
+    SourceError::unavailable(Mismatch)
 }
 
 #[async_trait::async_trait]
 impl TaskSource for LocalQueue {
-    async fn register(&self) -> Result<WorkerId, QueueError> {
+    async fn register(&self) -> Result<WorkerId, SourceError> {
         let command = Command::Register {
             now: wall_millis(),
             secret: None,
@@ -66,13 +65,13 @@ impl TaskSource for LocalQueue {
         }
     }
 
-    async fn lease(&self, worker: WorkerId, max: usize) -> Result<LeaseReply, QueueError> {
+    async fn lease(&self, worker: WorkerId, max: usize) -> Result<LeaseReply, SourceError> {
         match self.run(Command::Lease {
             now: wall_millis(),
             worker,
             max,
         })? {
-            Reply::Lease(r) => r,
+            Reply::Lease(r) => Ok(r?),
             _ => Err(mismatch()),
         }
     }
@@ -81,12 +80,12 @@ impl TaskSource for LocalQueue {
         &self,
         worker: WorkerId,
         _held: &[AttemptId],
-    ) -> Result<Vec<AttemptId>, QueueError> {
+    ) -> Result<Vec<AttemptId>, SourceError> {
         match self.run(Command::Heartbeat {
             now: wall_millis(),
             worker,
         })? {
-            Reply::Heartbeat(r) => r,
+            Reply::Heartbeat(r) => Ok(r?),
             _ => Err(mismatch()),
         }
     }
@@ -96,14 +95,14 @@ impl TaskSource for LocalQueue {
         worker: WorkerId,
         attempt: AttemptId,
         offset: u64,
-    ) -> Result<(), QueueError> {
+    ) -> Result<(), SourceError> {
         match self.run(Command::Commit {
             now: wall_millis(),
             worker: Some(worker),
             attempt,
             offset,
         })? {
-            Reply::Commit(r) => r,
+            Reply::Commit(r) => Ok(r?),
             _ => Err(mismatch()),
         }
     }
@@ -113,14 +112,14 @@ impl TaskSource for LocalQueue {
         worker: WorkerId,
         attempt: AttemptId,
         rows: u64,
-    ) -> Result<(), QueueError> {
+    ) -> Result<(), SourceError> {
         match self.run(Command::Finish {
             now: wall_millis(),
             worker: Some(worker),
             attempt,
             rows,
         })? {
-            Reply::Finish(r) => r,
+            Reply::Finish(r) => Ok(r?),
             _ => Err(mismatch()),
         }
     }
@@ -130,30 +129,30 @@ impl TaskSource for LocalQueue {
         worker: WorkerId,
         attempt: AttemptId,
         reason: String,
-    ) -> Result<FailOutcome, QueueError> {
+    ) -> Result<FailOutcome, SourceError> {
         match self.run(Command::Fail {
             now: wall_millis(),
             worker: Some(worker),
             attempt,
             reason,
         })? {
-            Reply::Fail(r) => r,
+            Reply::Fail(r) => Ok(r?),
             _ => Err(mismatch()),
         }
     }
 
-    async fn hand_back(&self, worker: WorkerId, attempt: AttemptId) -> Result<(), QueueError> {
+    async fn hand_back(&self, worker: WorkerId, attempt: AttemptId) -> Result<(), SourceError> {
         match self.run(Command::HandBack {
             now: wall_millis(),
             worker,
             attempt,
         })? {
-            Reply::HandBack(r) => r,
+            Reply::HandBack(r) => Ok(r?),
             _ => Err(mismatch()),
         }
     }
 
-    async fn declare_checkpoints(&self, _worker: WorkerId) -> Result<(), QueueError> {
+    async fn declare_checkpoints(&self, _worker: WorkerId) -> Result<(), SourceError> {
         self.run(Command::DeclareCheckpoints { now: wall_millis() })
             .map(|_| ())
     }
@@ -163,7 +162,7 @@ impl TaskSource for LocalQueue {
         _worker: WorkerId,
         id: String,
         pieces: Vec<CutPiece>,
-    ) -> Result<(), QueueError> {
+    ) -> Result<(), SourceError> {
         self.run(Command::Checkpoint {
             now: wall_millis(),
             id,
@@ -173,7 +172,7 @@ impl TaskSource for LocalQueue {
         .map(|_| ())
     }
 
-    async fn status(&self) -> Result<QueueStatus, QueueError> {
+    async fn status(&self) -> Result<QueueStatus, SourceError> {
         Ok(self.status_now())
     }
 }

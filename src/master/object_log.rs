@@ -197,8 +197,8 @@ impl Journal for ObjectLog {
         Ok(self.loaded.take().unwrap_or_default())
     }
 
-    fn snapshot(&mut self, queue: &Queue) -> Result<(), JournalError> {
-        self.block_on_self(|log| Box::pin(log.snapshot_async(queue)))
+    fn snapshot(&mut self, queue: Queue) -> Result<(), JournalError> {
+        self.block_on_self(|log| Box::pin(log.snapshot_async(&queue)))
     }
 
     fn wants_snapshot(&self) -> bool {
@@ -377,7 +377,7 @@ mod tests {
         for round in 0..3 {
             log.append(&commands(&mut queue, round)).expect("append");
         }
-        log.snapshot(&queue).expect("snapshot");
+        log.snapshot(queue.clone()).expect("snapshot");
         log.append(&commands(&mut queue, 9))
             .expect("append after snapshot");
 

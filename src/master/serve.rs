@@ -10,7 +10,7 @@ use std::time::Duration;
 use connectors::{Dataset, DatasetOptions, ReadPlan};
 use tracing::info;
 
-use super::commit::GroupCommit;
+use super::commit::{CommitError, GroupCommit};
 use super::http::{router, status_of, AppState};
 use super::identity::{Identity, DATASET};
 use super::state::{JobFile, MasterState, StateError, StateLocation};
@@ -73,6 +73,10 @@ pub enum MasterError {
     /// TLS could not be set up.
     #[error(transparent)]
     Tls(#[from] super::tls::TlsError),
+    /// The journal could not be written: nothing after the last durable
+    /// change was answered, and a restart on the same state continues.
+    #[error("{0}; the master stopped: start it again on the same state to continue")]
+    Journal(#[source] CommitError),
     /// The job token is too short to keep strangers out.
     #[error("the job token has {bytes} bytes, fewer than the {min} a master needs: make one with `openssl rand -hex 24`")]
     ShortToken {
@@ -96,6 +100,7 @@ impl MasterError {
     pub fn exit_code(&self) -> u8 {
         match self {
             MasterError::State(e) => e.exit_code(),
+            MasterError::Journal(e) => e.exit_code(),
             _ => 1,
         }
     }
@@ -274,6 +279,8 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
         config.state
     );
     let stopped_by = Arc::new(Mutex::new(None));
+    // A second signal while the requests in flight are answered.
+    let (now_tx, now_rx) = tokio::sync::oneshot::channel::<StopSignal>();
     let shutdown = {
         let stopped_by = stopped_by.clone();
         let over = job_over(master.clone(), config.linger);
@@ -291,23 +298,38 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
                     tokio::spawn(async move {
                         let again = signals.next().await;
                         eprintln!("sluice master: {}: stopping now", again.name());
-                        std::process::exit(i32::from(signal.exit_code()));
+                        let _ = now_tx.send(again);
                     });
                 }
             }
         }
     };
-    match acceptor {
-        Some(acceptor) => {
-            let tls = super::tls::TlsListener::new(listener, acceptor)
-                .map_err(|source| MasterError::Listen { addr, source })?;
-            super::listen::serve(tls, router(app), shutdown).await;
+    let serving = async {
+        match acceptor {
+            Some(acceptor) => {
+                let tls = super::tls::listener(listener, acceptor);
+                super::listen::serve(tls, router(app), shutdown).await;
+            }
+            None => super::listen::serve(listener, router(app), shutdown).await,
         }
-        None => super::listen::serve(listener, router(app), shutdown).await,
+    };
+    let stop_now = async {
+        match now_rx.await {
+            Ok(signal) => signal,
+            // No second signal can come any more.
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        () = serving => {
+            // Every request is answered; changes of requests whose clients
+            // hung up before their answer become durable too.
+            commit.sync().await.map_err(MasterError::Journal)?;
+        }
+        error = commit.failed() => return Err(MasterError::Journal(error)),
+        // What was answered is durable; the rest a restart redoes.
+        _ = stop_now => {}
     }
-    // Every request is answered; changes of requests whose clients hung up
-    // before their answer become durable too.
-    commit.sync().await;
     let stopped_by = *stopped_by.lock().unwrap_or_else(|e| e.into_inner());
     let m = master.lock().unwrap_or_else(|e| e.into_inner());
     let status = status_of(&m);

@@ -13,14 +13,17 @@ use serde::{Deserialize, Serialize};
 use super::dir_lock::{DirLock, DirLockError};
 use super::dir_log::{write_durably, DirLog};
 use super::identity::{Identity, DATASET};
-use super::journal::{sync_dir, Journal, JournalError};
+use super::journal::{sync_dir, Journal, JournalError, Pending};
 use super::object_log::{self, ObjectLog};
 use crate::protocol::spec::JobSpec;
 use crate::task::{Command, ConfigError, Millis, Queue, QueueConfig, Reply, WorkerId};
 
 /// Samples kept for the rows/s chart.
 const HISTORY: usize = 120;
-/// Journal records between two snapshots.
+/// Journal records between two snapshots, at least: a job of more splits
+/// waits as many records as it has splits, so that writing snapshots (whose
+/// size grows with the splits) costs the same per record whatever the job's
+/// size, and a restart replays at most about two snapshots' worth of records.
 pub const SNAPSHOT_EVERY: u64 = 50_000;
 
 /// What the state location holds besides the journal.
@@ -268,9 +271,10 @@ impl MasterState {
         for command in &loaded.commands {
             queue.apply(command);
         }
+        let snapshot_every = SNAPSHOT_EVERY.max(job.spec.splits.len() as u64);
         Ok(MasterState {
             since_snapshot: loaded.commands.len() as u64,
-            snapshot_every: SNAPSHOT_EVERY,
+            snapshot_every,
             queue,
             journal: Some(journal),
             pending: Vec::new(),
@@ -339,7 +343,7 @@ impl MasterState {
         let (reply, _) = self.apply(command);
         let (commands, _, snapshot) = self.take_pending();
         if let Some(journal) = self.journal.as_mut() {
-            persist(journal.as_mut(), &commands, snapshot.as_ref())?;
+            persist(journal.as_mut(), &commands, snapshot)?;
         }
         Ok(reply)
     }
@@ -427,9 +431,20 @@ impl MasterState {
 pub fn persist(
     journal: &mut dyn Journal,
     commands: &[Command],
-    snapshot: Option<&Queue>,
+    snapshot: Option<Queue>,
 ) -> Result<(), JournalError> {
-    journal.append(commands)?;
+    write(journal, commands, snapshot)?.wait()
+}
+
+/// [`persist`], leaving the wait for the commands to be durable to the
+/// [`Pending`] returned (the snapshot needs no wait: the journal keeps
+/// everything until it is durable).
+pub fn write(
+    journal: &mut dyn Journal,
+    commands: &[Command],
+    snapshot: Option<Queue>,
+) -> Result<Pending, JournalError> {
+    let pending = journal.write(commands)?;
     if let Some(queue) = snapshot {
         match journal.snapshot(queue) {
             Ok(()) => {}
@@ -437,7 +452,7 @@ pub fn persist(
             Err(e) => tracing::warn!(error = %e, "snapshot failed"),
         }
     }
-    Ok(())
+    Ok(pending)
 }
 
 /// Creates the state directory when missing, durably: the directory that
@@ -538,13 +553,14 @@ fn job_bytes(job: &JobFile) -> Result<Vec<u8>, StateError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::master::journal::MemoryJournal;
     use crate::task::LeaseReply;
     use connectors::{FormatOptions, ReadPlan};
 
-    fn job(splits: usize) -> JobFile {
+    /// A job of `splits` one-row splits over two epochs.
+    pub(crate) fn job(splits: usize) -> JobFile {
         let split = connectors::Split {
             path: "p".into(),
             size: 1,
@@ -624,6 +640,8 @@ mod tests {
             }
         }
         let before = state.queue.clone();
+        // Closing the state waits for the snapshot being written.
+        drop(state);
         assert!(
             dir.path().join("snapshot.json").exists(),
             "snapshots were taken"
@@ -636,7 +654,6 @@ mod tests {
             })
             .count();
         assert_eq!(journals, 1, "old journals are removed");
-        drop(state);
         let (restored, resumed) =
             MasterState::open(&location, Identity::default(), || panic!("job.json exists"))
                 .await

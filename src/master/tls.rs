@@ -1,20 +1,15 @@
-//! Optional TLS for the master (`--tls-cert`, `--tls-key`): a listener that
-//! accepts TCP connections, runs each TLS handshake in a task of its own (a
-//! slow or silent client never holds up the others), and hands finished
+//! Optional TLS for the master (`--tls-cert`, `--tls-key`): the server
+//! configuration from PEM files, and a listener that hands finished TLS
 //! streams to the HTTP server.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
-use tokio_rustls::server::TlsStream;
+use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
-use tracing::debug;
 
 /// How long a client may take to finish its handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -78,68 +73,15 @@ pub fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, TlsError> {
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
-/// A listener whose connections are TLS streams, for `axum::serve`.
-pub struct TlsListener {
-    ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
-    local: SocketAddr,
-    _accept: tokio::task::JoinHandle<()>,
-}
+/// A listener whose connections are TLS streams, for the master's server:
+/// tls-listener accepts TCP connections and runs their handshakes side by
+/// side (a slow or silent client never holds up the others), each bounded by
+/// [`HANDSHAKE_TIMEOUT`].
+pub type TlsListener = tls_listener::TlsListener<TcpListener, TlsAcceptor>;
 
-impl TlsListener {
-    /// Wraps a bound TCP listener.
-    pub fn new(tcp: TcpListener, acceptor: TlsAcceptor) -> std::io::Result<TlsListener> {
-        let local = tcp.local_addr()?;
-        let (tx, ready) = mpsc::channel(64);
-        let accept = tokio::spawn(async move {
-            loop {
-                let (stream, peer) = match tcp.accept().await {
-                    Ok(conn) => conn,
-                    Err(e) => {
-                        debug!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                };
-                let acceptor = acceptor.clone();
-                let tx = tx.clone();
-                tokio::spawn(async move {
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                        Ok(Ok(tls)) => {
-                            let _ = tx.send((tls, peer)).await;
-                        }
-                        Ok(Err(e)) => debug!(%peer, error = %e, "TLS handshake failed"),
-                        Err(_) => debug!(%peer, "TLS handshake timed out"),
-                    }
-                });
-            }
-        });
-        Ok(TlsListener {
-            ready,
-            local,
-            _accept: accept,
-        })
-    }
-}
-
-impl Drop for TlsListener {
-    fn drop(&mut self) {
-        self._accept.abort();
-    }
-}
-
-impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.ready.recv().await {
-            Some(conn) => conn,
-            // The accept task only ends when the listener is dropped.
-            None => std::future::pending().await,
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(self.local)
-    }
+/// Wraps a bound TCP listener.
+pub fn listener(tcp: TcpListener, acceptor: TlsAcceptor) -> TlsListener {
+    tls_listener::builder(acceptor)
+        .handshake_timeout(HANDSHAKE_TIMEOUT)
+        .listen(tcp)
 }

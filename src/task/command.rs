@@ -137,8 +137,14 @@ pub enum Reply {
     /// Answer to [`Command::DeclareCheckpoints`], [`Command::Checkpoint`]
     /// and [`Command::Rewind`].
     Recorded,
-    /// Answer to [`Command::Tick`]: the leases that lapsed.
-    Tick(Vec<Expired>),
+    /// Answer to [`Command::Tick`]: the leases that lapsed and the workers
+    /// counted gone (silent past the lease timeout with unsaved rows).
+    Tick {
+        /// The leases that lapsed.
+        expired: Vec<Expired>,
+        /// The workers counted gone.
+        gone: Vec<WorkerId>,
+    },
 }
 
 impl Reply {
@@ -157,7 +163,7 @@ impl Reply {
             | Reply::Unsaved(reply) => reply.is_ok(),
             Reply::Fail(reply) => reply.is_ok(),
             Reply::Recorded => true,
-            Reply::Tick(expired) => !expired.is_empty(),
+            Reply::Tick { expired, gone } => !expired.is_empty() || !gone.is_empty(),
         }
     }
 }
@@ -226,7 +232,10 @@ impl Queue {
                 self.renew_all(*now);
                 Reply::Recorded
             }
-            Command::Tick { now } => Reply::Tick(self.tick(*now)),
+            Command::Tick { now } => {
+                let (expired, gone) = self.tick_all(*now);
+                Reply::Tick { expired, gone }
+            }
         }
     }
 
@@ -372,5 +381,139 @@ mod tests {
             let back: Reply = serde_json::from_str(&json).expect("deserialize");
             assert_eq!(back, reply, "{json}");
         }
+    }
+}
+
+#[cfg(test)]
+mod journal_tests {
+    use super::*;
+    use crate::task::{CutPiece, Lease, QueueConfig};
+
+    /// Applies `command` as a master does (a tick first) and records what
+    /// changed the queue, as its journal does; returns the command's reply.
+    fn run(queue: &mut Queue, journal: &mut Vec<Command>, command: Command) -> Reply {
+        let tick = Command::Tick { now: command.now() };
+        if queue.apply(&tick).changed() {
+            journal.push(tick);
+        }
+        let reply = queue.apply(&command);
+        if reply.changed() {
+            journal.push(command);
+        }
+        reply
+    }
+
+    fn leased(reply: Reply) -> Lease {
+        match reply {
+            Reply::Lease(Ok(LeaseReply::Tasks(mut leases))) if leases.len() == 1 => {
+                leases.remove(0)
+            }
+            other => panic!("expected one lease, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_worker_counted_gone_by_a_tick_replays_from_the_journal() {
+        let config = QueueConfig {
+            epochs: 1,
+            max_attempts: 3,
+            lease_timeout_ms: 1_000,
+            seed: 5,
+        };
+        let mut queue = Queue::new(2, config).expect("queue");
+        let fresh = queue.clone();
+        let mut journal = Vec::new();
+        let register = Command::Register {
+            now: 0,
+            secret: None,
+            name: None,
+        };
+        run(&mut queue, &mut journal, register.clone());
+        run(&mut queue, &mut journal, register);
+        let (w, other) = (WorkerId(1), WorkerId(2));
+        let mine = leased(run(
+            &mut queue,
+            &mut journal,
+            Command::Lease {
+                now: 0,
+                worker: w,
+                max: 1,
+            },
+        ));
+        let theirs = leased(run(
+            &mut queue,
+            &mut journal,
+            Command::Lease {
+                now: 0,
+                worker: other,
+                max: 1,
+            },
+        ));
+        let pieces = vec![CutPiece {
+            epoch: 0,
+            split: mine.split,
+            start: 0,
+            end: 10,
+        }];
+        run(
+            &mut queue,
+            &mut journal,
+            Command::Unsaved {
+                now: 1,
+                worker: w,
+                pieces,
+            },
+        );
+        let finish = Command::Finish {
+            now: 2,
+            worker: Some(w),
+            attempt: mine.attempt,
+            rows: 10,
+        };
+        run(&mut queue, &mut journal, finish);
+        // The first worker holds no lease and goes silent past the lease
+        // timeout: a tick counts it gone, and expires nothing.
+        let heartbeat = Command::Heartbeat {
+            now: 999,
+            worker: other,
+        };
+        run(&mut queue, &mut journal, heartbeat);
+        let tick = Command::Tick { now: 1_002 };
+        let reply = queue.apply(&tick);
+        assert_eq!(
+            reply,
+            Reply::Tick {
+                expired: Vec::new(),
+                gone: vec![w]
+            }
+        );
+        assert!(
+            reply.changed(),
+            "a tick that counted a worker gone is journaled"
+        );
+        journal.push(tick);
+        let finish = Command::Finish {
+            now: 1_003,
+            worker: Some(other),
+            attempt: theirs.attempt,
+            rows: 10,
+        };
+        run(&mut queue, &mut journal, finish);
+        // Its rows are served again.
+        let again = leased(run(
+            &mut queue,
+            &mut journal,
+            Command::Lease {
+                now: 1_004,
+                worker: other,
+                max: 1,
+            },
+        ));
+        assert_eq!((again.split, again.offset), (mine.split, 0));
+        let mut replayed = fresh;
+        for command in &journal {
+            replayed.apply(command);
+        }
+        assert_eq!(replayed, queue, "journal: {journal:?}");
     }
 }

@@ -56,7 +56,4 @@ pub enum QueueError {
     /// may not go on.
     #[error("worker {worker} was counted gone after a silence longer than the lease timeout; the rows its trainers had not checkpointed were served again")]
     Gone { worker: WorkerId },
-    /// The queue could not be reached (a remote master); never produced by the queue itself.
-    #[error("{reason}")]
-    Transport { reason: String },
 }

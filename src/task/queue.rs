@@ -123,7 +123,34 @@ pub struct Queue {
     /// makeup rows are served too).
     #[serde(default)]
     epochs_over: bool,
+    /// No tick before this time finds anything to do (see [`Due`]).
+    #[serde(skip)]
+    due: Due,
 }
+
+/// A time before which a tick has nothing to do: at or below every live
+/// lease's deadline and every time a silent worker may be counted gone. A
+/// hint derived from the rest of the queue, not part of its state: it is
+/// not saved, a loaded queue starts at 0 (the first tick looks), and two
+/// queues compare equal whatever their hints. It lets a tick on every
+/// request cost nothing while no lease is due.
+#[derive(Debug, Clone, Copy, Default)]
+struct Due(Millis);
+
+impl Due {
+    /// Something may be due at `at`.
+    fn lower(&mut self, at: Millis) {
+        self.0 = self.0.min(at);
+    }
+}
+
+impl PartialEq for Due {
+    fn eq(&self, _: &Due) -> bool {
+        true
+    }
+}
+
+impl Eq for Due {}
 
 /// Rows served again outside the epochs' tasks, and their leases.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -180,6 +207,7 @@ impl Queue {
             makeup: Makeup::default(),
             checkpoint_of: BTreeMap::new(),
             epochs_over: false,
+            due: Due::default(),
         };
         queue.start_epoch(0, num_splits);
         queue.settle();
@@ -607,6 +635,7 @@ impl Queue {
         let attempt = AttemptId(self.next_attempt);
         self.next_attempt = self.next_attempt.saturating_add(1);
         let deadline = self.deadline(now);
+        self.due.lower(deadline);
         self.makeup.live.insert(attempt, (worker, piece, deadline));
         Lease {
             attempt,
@@ -631,6 +660,13 @@ impl Queue {
     fn touch(&mut self, worker: WorkerId, now: Millis) {
         if let Some(record) = self.workers.get_mut(&worker) {
             record.last_seen = record.last_seen.max(now);
+            if !record.unsaved.is_empty() {
+                // It may be counted gone a lease timeout from now.
+                let at = record
+                    .last_seen
+                    .saturating_add(self.config.lease_timeout_ms);
+                self.due.lower(at);
+            }
         }
     }
 
@@ -683,7 +719,7 @@ impl Queue {
     /// Workers silent past the lease timeout whose trainers held rows in no
     /// checkpoint: counted gone, and those rows (as far as they were
     /// committed: the rest is served again with its task) are served again.
-    fn count_gone(&mut self, now: Millis) {
+    fn count_gone(&mut self, now: Millis) -> Vec<WorkerId> {
         let timeout = self.config.lease_timeout_ms;
         let gone: Vec<WorkerId> = self
             .workers
@@ -693,7 +729,7 @@ impl Queue {
             })
             .map(|(w, _)| *w)
             .collect();
-        for worker in gone {
+        for &worker in &gone {
             let unsaved = match self.workers.get_mut(&worker) {
                 Some(record) => {
                     record.gone = true;
@@ -707,6 +743,7 @@ impl Queue {
                 }
             }
         }
+        gone
     }
 
     /// The part of `piece` whose rows are committed (not served again by
@@ -728,7 +765,45 @@ impl Queue {
     /// Expires every lease whose deadline is at or before `now`, as a failed attempt
     /// with reason `lease expired (worker N)`. Returns them in attempt order.
     pub fn tick(&mut self, now: Millis) -> Vec<Expired> {
-        self.count_gone(now);
+        self.tick_all(now).0
+    }
+
+    /// [`Queue::tick`], also returning the workers it counted gone: silent
+    /// past the lease timeout while their trainers held rows in no
+    /// checkpoint (those rows are served again).
+    pub fn tick_all(&mut self, now: Millis) -> (Vec<Expired>, Vec<WorkerId>) {
+        if now < self.due.0 {
+            return (Vec::new(), Vec::new());
+        }
+        let gone = self.count_gone(now);
+        let expired = self.expire(now);
+        self.due = Due(self.next_due());
+        (expired, gone)
+    }
+
+    /// The earliest time a tick may find something to do: a live lease's
+    /// deadline, or a silent worker with unsaved rows counted gone.
+    fn next_due(&self) -> Millis {
+        let timeout = self.config.lease_timeout_ms;
+        let leases = self
+            .live
+            .values()
+            .filter_map(|&split| self.deadline_of(split));
+        let makeup = self.makeup.live.values().map(|&(_, _, deadline)| deadline);
+        let gone = self
+            .workers
+            .values()
+            .filter(|r| !r.gone && !r.unsaved.is_empty())
+            .map(|r| r.last_seen.saturating_add(timeout));
+        leases
+            .chain(makeup)
+            .chain(gone)
+            .min()
+            .unwrap_or(Millis::MAX)
+    }
+
+    /// Expires the leases whose deadline is at or before `now`.
+    fn expire(&mut self, now: Millis) -> Vec<Expired> {
         let lapsed_makeup: Vec<AttemptId> = self
             .makeup
             .live
@@ -865,6 +940,7 @@ impl Queue {
         let attempt = AttemptId(self.next_attempt);
         self.next_attempt = self.next_attempt.saturating_add(1);
         let deadline = self.deadline(now);
+        self.due.lower(deadline);
         let mut offset = 0;
         if let Some(task) = self.tasks.get_mut(split as usize) {
             if let TaskState::Todo { offset: committed } = task.state {

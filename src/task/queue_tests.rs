@@ -805,3 +805,42 @@ fn the_job_is_not_over_while_rows_wait_to_be_served_again() {
         .expect("finish");
     assert!(q.is_over());
 }
+
+#[test]
+fn a_tick_finds_every_lapse_whatever_ticks_came_before() {
+    let mut q = queue(3, 1, 3);
+    let w = q.register(0);
+    assert!(q.tick(5_000).is_empty(), "nothing leased, nothing due");
+    // A lease granted on a clock behind the last tick still lapses at its deadline.
+    let lease = lease_one(&mut q, 0, w);
+    assert!(q.tick(TIMEOUT - 1).is_empty());
+    let expired = q.tick(TIMEOUT);
+    assert_eq!(
+        expired.iter().map(|e| e.attempt).collect::<Vec<_>>(),
+        [lease.attempt]
+    );
+    // A worker that reports unsaved rows is counted gone a lease timeout
+    // after it last spoke, though nothing was due when it spoke.
+    let other = q.register(0);
+    let held = lease_one(&mut q, 6_000, other);
+    q.finish(6_000, other, held.attempt, 10).expect("finish");
+    assert_eq!(q.tick_all(6_500), (Vec::new(), Vec::new()));
+    q.unsaved(6_500, other, vec![rows(0, held.split, 0, 10)])
+        .expect("unsaved");
+    assert_eq!(q.tick_all(6_500 + TIMEOUT - 1), (Vec::new(), Vec::new()));
+    assert_eq!(q.tick_all(6_500 + TIMEOUT), (Vec::new(), vec![other]));
+    // A queue read back from a snapshot knows nothing of what is due: its
+    // first tick looks.
+    let mut q = queue(1, 1, 3);
+    let w = q.register(0);
+    let lease = lease_one(&mut q, 0, w);
+    assert!(q.tick(1).is_empty());
+    let mut restored: Queue =
+        serde_json::from_str(&serde_json::to_string(&q).expect("save")).expect("load");
+    assert_eq!(restored, q);
+    let expired = restored.tick(TIMEOUT);
+    assert_eq!(
+        expired.iter().map(|e| e.attempt).collect::<Vec<_>>(),
+        [lease.attempt]
+    );
+}

@@ -522,7 +522,11 @@ impl Sim {
         }
         let tick = Command::Tick { now };
         let reply = self.queue.apply(&tick);
-        assert_eq!(reply, Reply::Tick(expected), "{}: tick at {now}", self.at());
+        let expected = Reply::Tick {
+            expired: expected,
+            gone: Vec::new(),
+        };
+        assert_eq!(reply, expected, "{}: tick at {now}", self.at());
         self.record(tick, reply);
     }
 

@@ -4,12 +4,28 @@
 //! `JobFile` the master itself writes after listing a dataset), starts the real
 //! `sluice master` binary on that state directory, and drives it over loopback with
 //! `--workers` concurrent workers: each registers, then leases, commits and finishes
-//! tasks until the job is over or `--seconds` have passed. It reports operations
-//! per second, latency percentiles per operation, the commit lag (from the moment a
-//! worker decides to commit, its trainers having acknowledged rows, to the master's
-//! reply saying the commit is durable), the master's peak RSS (`VmHWM`), and how
-//! long the master takes to answer again after `kill -9` with its state as the run
-//! left it (snapshot and journal).
+//! tasks, in two phases:
+//!
+//! - **open loop** (`--open-seconds`): the workers offer a fixed rate of `--rate`
+//!   lease + commit requests per second between them (finishes come on top, one per
+//!   task), each worker on its own schedule of evenly spaced send times. Latency runs
+//!   from a request's scheduled send time to its answer, so a master that falls
+//!   behind shows it (no coordinated omission): a worker whose previous answer came
+//!   late sends at once, and the wait counts;
+//! - **closed loop** (until the job is over or `--seconds` have passed): every worker
+//!   sends its next request as soon as the last is answered, for the peak rate. With
+//!   one request out per worker, mean latency there is workers / rate (Little's law):
+//!   it measures queueing, not the master's speed.
+//!
+//! It reports requests per second, latency percentiles per operation and phase, the
+//! CPU time the master and the load tool used per request, the `fdatasync` latency of
+//! the state directory's disk (what a durable answer waits for at least), the
+//! master's peak RSS (`VmHWM`), and how long the master takes to answer again after
+//! `kill -9` with its state as the run left it (snapshot and journal).
+//!
+//! The simulated workers speak HTTP/1.1 over one keep-alive connection each with a
+//! minimal client (requests written whole, answers parsed with `httparse`), so that
+//! the load tool costs the shared CPUs little beside the master.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -32,7 +48,9 @@ use sluice::protocol::api::{
 };
 use sluice::master::identity::Identity;
 use sluice::master::state::JobFile;
-use sluice::task::{LeaseReply, QueueConfig};
+use sluice::task::{AttemptId, LeaseReply, QueueConfig, WorkerId, WorkerSecret};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 /// Settings of a run.
 #[derive(Parser, Debug, Clone)]
@@ -47,7 +65,15 @@ struct Args {
     /// Tasks asked for in each lease request.
     #[arg(long, default_value_t = 1)]
     lease_batch: usize,
-    /// Longest the load phase runs, in seconds; it ends sooner when the job is over.
+    /// Lease + commit requests per second the workers offer together in the
+    /// open-loop phase (finishes come on top: one per task).
+    #[arg(long, default_value_t = 30_000.0)]
+    rate: f64,
+    /// Seconds of the open-loop phase (0 skips it).
+    #[arg(long, default_value_t = 20.0)]
+    open_seconds: f64,
+    /// Longest the closed-loop phase runs, in seconds; it ends sooner when the job
+    /// is over.
     #[arg(long, default_value_t = 120.0)]
     seconds: f64,
     /// Rows in each task (a commit reports half, the finish all).
@@ -109,6 +135,48 @@ struct StateFiles {
     journal_records: u64,
 }
 
+/// The figures of one phase.
+#[derive(Debug, Clone, Serialize)]
+struct PhaseResults {
+    /// `open` (a fixed offered rate) or `closed` (each worker as fast as answered).
+    kind: &'static str,
+    /// Lease + commit requests per second offered (open loop only).
+    offered_lease_commit_per_s: Option<f64>,
+    /// Seconds the phase ran.
+    seconds: f64,
+    tasks_finished: u64,
+    tasks_per_s: f64,
+    /// Requests (lease, commit, finish) answered per second.
+    requests_per_s: f64,
+    /// Lease and commit requests answered per second.
+    lease_commit_per_s: f64,
+    /// Lease answers that carried no task (`wait`).
+    waits: u64,
+    /// Open loop: from the scheduled send time to the answer. Closed loop: from
+    /// the send to the answer.
+    lease: Latency,
+    commit: Latency,
+    finish: Latency,
+    all: Latency,
+    /// From the send to the answer, whatever the schedule said (open loop: the
+    /// master's part of the latency above).
+    all_from_send: Latency,
+    /// CPU seconds the master used in the phase.
+    master_cpu_s: f64,
+    /// CPU seconds the load tool used in the phase.
+    load_cpu_s: f64,
+    /// The master's CPU per request answered, in microseconds.
+    master_cpu_us_per_request: f64,
+    /// The load tool's CPU per request, in microseconds.
+    load_cpu_us_per_request: f64,
+    /// CPU seconds other processes used on the machine meanwhile (they compete
+    /// for the same CPUs).
+    other_cpu_s: f64,
+    /// `fdatasync` after a small append in the state directory's file system,
+    /// probed every 20 ms during the phase: the least a durable answer waits.
+    fdatasync: Latency,
+}
+
 /// Everything one run measured.
 #[derive(Debug, Clone, Serialize)]
 struct Results {
@@ -117,31 +185,20 @@ struct Results {
     lease_batch: usize,
     machine: String,
     cpus: usize,
+    /// `fdatasync` after a small append in the state directory's file system,
+    /// before the master starts.
+    fdatasync: Latency,
     /// Seconds to write `job.json`.
     job_write_s: f64,
     /// Seconds from starting the master on the new job to its first answer.
     first_start_s: f64,
-    /// Seconds the load phase ran.
-    load_s: f64,
-    /// Whether every task was finished within the load phase.
+    open: Option<PhaseResults>,
+    closed: PhaseResults,
+    /// Whether every task was finished by the end of the closed-loop phase.
     job_over: bool,
     tasks_finished: u64,
-    tasks_per_s: f64,
-    /// Requests (register, lease, commit, finish) per second.
-    requests_per_s: f64,
-    /// Lease and commit requests per second.
-    lease_commit_per_s: f64,
-    /// Lease answers that carried no task (`wait`).
-    waits: u64,
     register: Latency,
-    lease: Latency,
-    commit: Latency,
-    finish: Latency,
-    all: Latency,
-    /// From a worker's decision to commit (a commit, or the finish that
-    /// commits the rest of the task) to the reply that says it is durable.
-    commit_lag: Latency,
-    /// The master's peak resident set (VmHWM) over the load phase, in MiB.
+    /// The master's peak resident set (VmHWM) over both phases, in MiB.
     master_peak_rss_mib: f64,
     /// What the master left on disk when it was killed.
     state: StateFiles,
@@ -153,23 +210,49 @@ struct Results {
     tasks_done_after_restart: u64,
 }
 
-/// Requests and their latencies, as one worker saw them.
+/// Requests and their latencies, as one worker saw them in one phase.
 #[derive(Default)]
-struct WorkerLog {
-    register: Vec<u32>,
+struct PhaseLog {
     lease: Vec<u32>,
     commit: Vec<u32>,
     finish: Vec<u32>,
-    /// Acknowledgement to durable reply, per commit and finish.
-    commit_lag: Vec<u32>,
+    from_send: Vec<u32>,
     waits: u64,
     tasks: u64,
+}
+
+impl PhaseLog {
+    fn absorb(&mut self, other: PhaseLog) {
+        self.lease.extend(other.lease);
+        self.commit.extend(other.commit);
+        self.finish.extend(other.finish);
+        self.from_send.extend(other.from_send);
+        self.waits += other.waits;
+        self.tasks += other.tasks;
+    }
+
+    fn requests(&self) -> usize {
+        self.lease.len() + self.commit.len() + self.finish.len()
+    }
+}
+
+/// What one worker saw.
+struct WorkerLog {
+    register: u32,
+    open: PhaseLog,
+    closed: PhaseLog,
 }
 
 /// A master under test: the child process and how to reach it.
 struct Master {
     child: Child,
-    base: String,
+    addr: String,
+}
+
+impl Master {
+    fn base(&self) -> String {
+        format!("http://{}", self.addr)
+    }
 }
 
 #[tokio::main]
@@ -177,6 +260,9 @@ async fn main() -> Result<()> {
     let args = Args::parse();
     if args.tasks == 0 || args.workers == 0 || args.lease_batch == 0 {
         bail!("--tasks, --workers and --lease-batch must be at least 1");
+    }
+    if args.open_seconds > 0.0 && !(args.rate > 0.0) {
+        bail!("--rate must be above 0 for an open-loop phase");
     }
     let sluice = args
         .sluice
@@ -194,6 +280,14 @@ async fn main() -> Result<()> {
         .map_or(0, |d| d.as_nanos());
     let token = format!("load-{:x}-{nanos:x}", std::process::id());
 
+    let fdatasync = probe_fdatasync(&state)?;
+    eprintln!(
+        "fdatasync in {}: p50 {} p99 {}",
+        state.display(),
+        ms(fdatasync.p50_us),
+        ms(fdatasync.p99_us)
+    );
+
     let started = Instant::now();
     write_job(&state, args.tasks, args.rows)?;
     let job_write_s = started.elapsed().as_secs_f64();
@@ -203,8 +297,6 @@ async fn main() -> Result<()> {
     );
 
     let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(args.workers + 8)
-        .tcp_nodelay(true)
         .timeout(Duration::from_secs(60))
         .build()?;
 
@@ -212,37 +304,39 @@ async fn main() -> Result<()> {
     let first_start_s = wait_ready(&client, &mut master, &token, &log).await?;
     eprintln!("master answered after {first_start_s:.2}s");
 
-    let outcome = drive(&args, &client, &master.base, &token).await;
-    let (load_s, logs) = match outcome {
+    let stop_probe = Arc::new(AtomicBool::new(false));
+    let probe = {
+        let (dir, stop) = (work_dir.clone(), stop_probe.clone());
+        std::thread::spawn(move || probe_fdatasync_while(dir, stop))
+    };
+    let outcome = drive(&args, &master, &token).await;
+    stop_probe.store(true, Ordering::Relaxed);
+    let syncs = match probe.join() {
+        Ok(samples) => samples?,
+        Err(_) => bail!("the fdatasync probe panicked"),
+    };
+    let driven = match outcome {
         Ok(done) => done,
         Err(e) => {
             let _ = master.child.kill();
             return Err(e);
         }
     };
-    let status: StatusReply = get(&client, &master.base, &token, "/v1/status").await?;
+    let status: StatusReply = get(&client, &master.base(), &token, "/v1/status").await?;
     let master_peak_rss_mib = peak_rss_mib(master.child.id())?;
 
-    let mut all = Vec::new();
-    let mut waits = 0;
-    let mut finished = 0;
-    let (mut register, mut lease, mut commit, mut finish, mut commit_lag) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for log in logs {
-        all.extend_from_slice(&log.register);
-        all.extend_from_slice(&log.lease);
-        all.extend_from_slice(&log.commit);
-        all.extend_from_slice(&log.finish);
-        register.extend(log.register);
-        lease.extend(log.lease);
-        commit.extend(log.commit);
-        finish.extend(log.finish);
-        commit_lag.extend(log.commit_lag);
-        waits += log.waits;
-        finished += log.tasks;
+    let mut register = Vec::new();
+    let (mut open, mut closed) = (PhaseLog::default(), PhaseLog::default());
+    for log in driven.logs {
+        register.push(log.register);
+        open.absorb(log.open);
+        closed.absorb(log.closed);
     }
-    let requests = all.len() as f64;
-    let lease_commit = (lease.len() + commit.len()) as f64;
+    let finished = open.tasks + closed.tasks;
+    let open = driven
+        .open
+        .map(|clock| phase_results("open", Some(args.rate), clock, open, &syncs));
+    let closed = phase_results("closed", None, driven.closed, closed, &syncs);
 
     // Kill the master as a crash would, then time its return.
     master
@@ -259,7 +353,7 @@ async fn main() -> Result<()> {
     );
     let mut restarted = spawn_master(&sluice, &state, &token, &log)?;
     let restart_s = wait_ready(&client, &mut restarted, &token, &log).await?;
-    let after: StatusReply = get(&client, &restarted.base, &token, "/v1/status").await?;
+    let after: StatusReply = get(&client, &restarted.base(), &token, "/v1/status").await?;
     let restart_peak_rss_mib = peak_rss_mib(restarted.child.id())?;
     let _ = restarted.child.kill();
     let _ = restarted.child.wait();
@@ -278,21 +372,14 @@ async fn main() -> Result<()> {
         lease_batch: args.lease_batch,
         machine: machine(),
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        fdatasync,
         job_write_s,
         first_start_s,
-        load_s,
+        open,
+        closed,
         job_over: status.queue.job_over,
         tasks_finished: finished,
-        tasks_per_s: finished as f64 / load_s,
-        requests_per_s: requests / load_s,
-        lease_commit_per_s: lease_commit / load_s,
-        waits,
         register: Latency::of(register),
-        lease: Latency::of(lease),
-        commit: Latency::of(commit),
-        finish: Latency::of(finish),
-        all: Latency::of(all),
-        commit_lag: Latency::of(commit_lag),
         master_peak_rss_mib,
         state: files,
         restart_s,
@@ -317,6 +404,93 @@ async fn main() -> Result<()> {
     Ok(())
 }
 
+/// The figures of one phase from what its workers logged.
+fn phase_results(
+    kind: &'static str,
+    offered: Option<f64>,
+    clock: PhaseClock,
+    log: PhaseLog,
+    syncs: &[(Instant, u32)],
+) -> PhaseResults {
+    let fdatasync = Latency::of(
+        syncs
+            .iter()
+            .filter(|(at, _)| *at >= clock.from && *at < clock.to)
+            .map(|(_, micros)| *micros)
+            .collect(),
+    );
+    let seconds = clock.seconds.max(f64::MIN_POSITIVE);
+    let requests = log.requests() as f64;
+    let per_request = |cpu: f64| {
+        if requests > 0.0 {
+            cpu * 1e6 / requests
+        } else {
+            0.0
+        }
+    };
+    let lease_commit = (log.lease.len() + log.commit.len()) as f64;
+    let mut all = Vec::with_capacity(log.requests());
+    all.extend_from_slice(&log.lease);
+    all.extend_from_slice(&log.commit);
+    all.extend_from_slice(&log.finish);
+    PhaseResults {
+        kind,
+        offered_lease_commit_per_s: offered,
+        seconds,
+        tasks_finished: log.tasks,
+        tasks_per_s: log.tasks as f64 / seconds,
+        requests_per_s: requests / seconds,
+        lease_commit_per_s: lease_commit / seconds,
+        waits: log.waits,
+        lease: Latency::of(log.lease),
+        commit: Latency::of(log.commit),
+        finish: Latency::of(log.finish),
+        all: Latency::of(all),
+        all_from_send: Latency::of(log.from_send),
+        master_cpu_s: clock.master_cpu_s,
+        load_cpu_s: clock.load_cpu_s,
+        master_cpu_us_per_request: per_request(clock.master_cpu_s),
+        load_cpu_us_per_request: per_request(clock.load_cpu_s),
+        other_cpu_s: (clock.busy_cpu_s - clock.master_cpu_s - clock.load_cpu_s).max(0.0),
+        fdatasync,
+    }
+}
+
+/// Times `fdatasync` every 20 ms in `dir` until `stop` is set: (when, microseconds).
+fn probe_fdatasync_while(dir: PathBuf, stop: Arc<AtomicBool>) -> Result<Vec<(Instant, u32)>> {
+    let path = dir.join(format!("sluice-load-{}-fdatasync-probe", std::process::id()));
+    let mut file = File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+    let line = [b'x'; 200];
+    let mut samples = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        file.write_all(&line)?;
+        let started = Instant::now();
+        file.sync_data()?;
+        samples.push((started, micros_since(started)));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(file);
+    std::fs::remove_file(&path)?;
+    Ok(samples)
+}
+
+/// Times `fdatasync` after small appends in `dir`: the least a durable answer waits.
+fn probe_fdatasync(dir: &Path) -> Result<Latency> {
+    let path = dir.join("fdatasync-probe");
+    let mut file = File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+    let line = [b'x'; 200];
+    let mut micros = Vec::with_capacity(200);
+    for _ in 0..200 {
+        file.write_all(&line)?;
+        let started = Instant::now();
+        file.sync_data()?;
+        micros.push(micros_since(started));
+    }
+    drop(file);
+    std::fs::remove_file(&path)?;
+    Ok(Latency::of(micros))
+}
+
 /// Writes `job.json`: `tasks` splits of `rows` rows each, one Parquet file apiece.
 fn write_job(state: &Path, tasks: usize, rows: u64) -> Result<()> {
     let splits = (0..tasks)
@@ -329,6 +503,7 @@ fn write_job(state: &Path, tasks: usize, rows: u64) -> Result<()> {
             partition_values: Vec::new(),
             range: SplitRange::Whole,
             rows: Some(rows),
+            deleted: Vec::new(),
         })
         .collect();
     let job = JobFile {
@@ -340,10 +515,13 @@ fn write_job(state: &Path, tasks: usize, rows: u64) -> Result<()> {
                 partition_fields: Vec::new(),
                 columns: Vec::new(),
                 options: FormatOptions::default(),
+                file_columns: Default::default(),
             },
             epochs: 1,
             seed: 0,
             lease_timeout_ms: None,
+            resume_checkpoint: None,
+            table: None,
         },
         queue: QueueConfig {
             epochs: 1,
@@ -385,10 +563,7 @@ fn spawn_master(sluice: &Path, state: &Path, token: &str, log: &Path) -> Result<
         .stderr(out)
         .spawn()
         .with_context(|| format!("starting {}", sluice.display()))?;
-    Ok(Master {
-        child,
-        base: format!("http://{addr}"),
-    })
+    Ok(Master { child, addr })
 }
 
 /// Polls the master's status until it answers; returns the seconds that took.
@@ -407,7 +582,7 @@ async fn wait_ready(
             bail!("the master exited with {code} before answering:\n{tail}");
         }
         let answer = client
-            .get(format!("{}/v1/status", master.base))
+            .get(format!("{}/v1/status", master.base()))
             .bearer_auth(token)
             .timeout(Duration::from_secs(5))
             .send()
@@ -424,169 +599,465 @@ async fn wait_ready(
     }
 }
 
-/// Runs the workers until the job is over or the time is up.
-async fn drive(
-    args: &Args,
-    client: &reqwest::Client,
-    base: &str,
-    token: &str,
-) -> Result<(f64, Vec<WorkerLog>)> {
-    let deadline = Instant::now() + Duration::from_secs_f64(args.seconds);
+/// How long a phase ran and the CPU it cost.
+#[derive(Debug, Clone, Copy)]
+struct PhaseClock {
+    from: Instant,
+    to: Instant,
+    seconds: f64,
+    master_cpu_s: f64,
+    load_cpu_s: f64,
+    /// CPU seconds every process on the machine used.
+    busy_cpu_s: f64,
+}
+
+/// CPU seconds a process used so far (user and system, all threads).
+fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    // The fields after the command name, which is in parentheses.
+    let Some(rest) = text.rfind(')').map(|i| &text[i + 1..]) else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line, 12 and 13 here.
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / clock_ticks()
+}
+
+/// CPU seconds the whole machine spent busy so far (`/proc/stat`: all but idle
+/// and iowait).
+fn busy_seconds() -> f64 {
+    let Ok(text) = std::fs::read_to_string("/proc/stat") else {
+        return 0.0;
+    };
+    let Some(line) = text.lines().find(|l| l.starts_with("cpu ")) else {
+        return 0.0;
+    };
+    let ticks: Vec<f64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|v| v.parse().unwrap_or(0.0))
+        .collect();
+    // user nice system idle iowait irq softirq (guest time is in user).
+    let busy: f64 = ticks
+        .iter()
+        .take(7)
+        .enumerate()
+        .filter(|(i, _)| *i != 3 && *i != 4)
+        .map(|(_, t)| t)
+        .sum();
+    busy / clock_ticks()
+}
+
+/// Clock ticks per second of `/proc/*/stat` (`getconf CLK_TCK`).
+fn clock_ticks() -> f64 {
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|out| String::from_utf8(out.stdout).ok())
+            .and_then(|text| text.trim().parse().ok())
+            .unwrap_or(100.0)
+    })
+}
+
+/// A reading of the clock and both processes' CPU time.
+struct Mark {
+    at: Instant,
+    master_cpu: f64,
+    load_cpu: f64,
+    busy_cpu: f64,
+}
+
+impl Mark {
+    fn now(master: u32) -> Mark {
+        Mark {
+            at: Instant::now(),
+            master_cpu: cpu_seconds(master),
+            load_cpu: cpu_seconds(std::process::id()),
+            busy_cpu: busy_seconds(),
+        }
+    }
+
+    fn until(&self, end: &Mark) -> PhaseClock {
+        PhaseClock {
+            from: self.at,
+            to: end.at,
+            seconds: end.at.duration_since(self.at).as_secs_f64(),
+            master_cpu_s: end.master_cpu - self.master_cpu,
+            load_cpu_s: end.load_cpu - self.load_cpu,
+            busy_cpu_s: end.busy_cpu - self.busy_cpu,
+        }
+    }
+}
+
+/// What the workers logged and how long each phase ran.
+struct Driven {
+    logs: Vec<WorkerLog>,
+    open: Option<PhaseClock>,
+    closed: PhaseClock,
+}
+
+/// Registers the workers, then runs the open-loop phase and the closed-loop one.
+async fn drive(args: &Args, master: &Master, token: &str) -> Result<Driven> {
+    let workers = args.workers;
+    let pid = master.child.id();
+    let mut conns = Vec::with_capacity(workers);
+    let mut registered = Vec::with_capacity(workers);
+    for index in 0..workers {
+        let mut conn = Conn::connect(&master.addr, token).await?;
+        let request = RegisterRequest {
+            name: Some(format!("load-{index}")),
+        };
+        let sent = Instant::now();
+        let reply: RegisterReply = conn.call("/v1/register", &request).await?;
+        registered.push((reply.worker, reply.secret, micros_since(sent)));
+        conns.push(conn);
+    }
     let over = Arc::new(AtomicBool::new(false));
+    let closing = Arc::new(AtomicBool::new(false));
     let finished = Arc::new(AtomicU64::new(0));
-    let started = Instant::now();
-    let mut handles = Vec::with_capacity(args.workers);
-    for index in 0..args.workers {
-        let worker = Worker {
-            name: format!("load-{index}"),
-            client: client.clone(),
-            base: base.to_string(),
-            token: token.to_string(),
+    let open_seconds = args.open_seconds.max(0.0);
+    let start = Instant::now() + Duration::from_millis(20);
+    let open_end = start + Duration::from_secs_f64(open_seconds);
+    let closed_for = Duration::from_secs_f64(args.seconds);
+    let switch = Arc::new(tokio::sync::Barrier::new(workers + 1));
+    // Requests per lease + commit in a round of one lease and its tasks.
+    let k = args.lease_batch as f64;
+    let per_lease_commit = (1.0 + 2.0 * k) / (1.0 + k);
+    // Each worker sends every `gap`; worker i starts i/workers of a gap in.
+    let gap = if open_seconds > 0.0 {
+        Duration::from_secs_f64(workers as f64 / (args.rate * per_lease_commit))
+    } else {
+        Duration::ZERO
+    };
+    let mut handles = Vec::with_capacity(workers);
+    for (index, (conn, (worker, secret, register))) in
+        conns.into_iter().zip(registered).enumerate()
+    {
+        let sim = Worker {
+            conn,
+            worker,
+            secret,
             batch: args.lease_batch,
             rows: args.rows,
-            deadline,
             over: over.clone(),
             finished: finished.clone(),
         };
-        handles.push(tokio::spawn(worker.run()));
+        let first = start + gap.mul_f64(index as f64 / workers as f64);
+        handles.push(tokio::spawn(sim.run(
+            register,
+            first,
+            gap,
+            open_end,
+            switch.clone(),
+            closed_for,
+        )));
     }
     let progress = {
         let finished = finished.clone();
         let over = over.clone();
+        let closing = closing.clone();
         let total = args.tasks;
         tokio::spawn(async move {
             let mut last = 0;
             loop {
                 tokio::time::sleep(Duration::from_secs(5)).await;
-                if over.load(Ordering::Relaxed) || Instant::now() >= deadline {
+                if over.load(Ordering::Relaxed) {
                     break;
                 }
                 let now = finished.load(Ordering::Relaxed);
+                let phase = if closing.load(Ordering::Relaxed) {
+                    "closed"
+                } else {
+                    "open"
+                };
                 eprintln!(
-                    "{:>6.0}s: {now} of {total} tasks finished ({:.0}/s)",
-                    started.elapsed().as_secs_f64(),
+                    "{:>6.0}s ({phase} loop): {now} of {total} tasks finished ({:.0}/s)",
+                    start.elapsed().as_secs_f64(),
                     (now - last) as f64 / 5.0
                 );
                 last = now;
             }
         })
     };
+    tokio::time::sleep_until(start.into()).await;
+    let at_start = Mark::now(pid);
+    // Every worker's open-loop requests answered.
+    switch.wait().await;
+    closing.store(true, Ordering::Relaxed);
+    let at_switch = (open_seconds > 0.0).then(|| Mark::now(pid));
     let mut logs = Vec::with_capacity(handles.len());
     for handle in handles {
         logs.push(handle.await.context("a worker panicked")??);
     }
-    let load_s = started.elapsed().as_secs_f64();
+    let at_end = Mark::now(pid);
     progress.abort();
-    Ok((load_s, logs))
+    let open = at_switch.as_ref().map(|switch| at_start.until(switch));
+    let closed = at_switch.as_ref().unwrap_or(&at_start).until(&at_end);
+    Ok(Driven { logs, open, closed })
 }
 
-/// One simulated worker: register, then lease → commit → finish until told to stop.
+/// One simulated worker: lease → commit → finish, on a schedule, then as fast as
+/// answered, until told to stop.
 struct Worker {
-    name: String,
-    client: reqwest::Client,
-    base: String,
-    token: String,
+    conn: Conn,
+    worker: WorkerId,
+    secret: WorkerSecret,
     batch: usize,
     rows: u64,
-    deadline: Instant,
     over: Arc<AtomicBool>,
     finished: Arc<AtomicU64>,
 }
 
+/// What a worker sends next.
+enum Step {
+    Lease,
+    Commit(AttemptId),
+    Finish(AttemptId),
+}
+
+/// The kind of a request, for its latency.
+#[derive(Clone, Copy)]
+enum Kind {
+    Lease,
+    Commit,
+    Finish,
+}
+
+/// Where a worker is in its tasks.
+struct Progress {
+    /// Attempts leased and not yet finished, oldest first.
+    leased: std::collections::VecDeque<AttemptId>,
+    /// What it sends next.
+    step: Step,
+}
+
 impl Worker {
-    async fn run(self) -> Result<WorkerLog> {
-        let mut log = WorkerLog::default();
-        let register = RegisterRequest {
-            name: Some(self.name.clone()),
+    /// Sends the open-loop requests scheduled before `open_end`, waits for the
+    /// other workers at `switch`, then sends as fast as answered for `closed_for`.
+    async fn run(
+        mut self,
+        register: u32,
+        first: Instant,
+        gap: Duration,
+        open_end: Instant,
+        switch: Arc<tokio::sync::Barrier>,
+        closed_for: Duration,
+    ) -> Result<WorkerLog> {
+        let mut open = PhaseLog::default();
+        let mut closed = PhaseLog::default();
+        let mut progress = Progress {
+            leased: Default::default(),
+            step: Step::Lease,
         };
-        let (reply, took): (RegisterReply, _) = self.post("/v1/register", &register).await?;
-        log.register.push(took);
-        let (worker, secret) = (reply.worker, reply.secret);
-        while Instant::now() < self.deadline && !self.over.load(Ordering::Relaxed) {
-            let request = LeaseRequest {
-                worker,
-                secret: secret.clone(),
-                max: self.batch,
-            };
-            let (answer, took) = self.post("/v1/lease", &request).await?;
-            log.lease.push(took);
-            match answer {
-                Answer::Ok(LeaseReply::Tasks(leases)) => {
-                    for lease in leases {
-                        // The trainers acknowledged half the task: commit it.
-                        let acknowledged = Instant::now();
-                        let commit = CommitRequest {
-                            worker,
-                            secret: secret.clone(),
-                            attempt: lease.attempt,
-                            offset: self.rows / 2,
-                        };
-                        let (answer, took): (Answer<()>, _) =
-                            self.post("/v1/commit", &commit).await?;
-                        log.commit.push(took);
-                        if let Answer::Refused(e) = answer {
-                            bail!("commit refused: {e}");
-                        }
-                        log.commit_lag.push(micros_since(acknowledged));
-                        // The rest acknowledged: the finish commits it.
-                        let acknowledged = Instant::now();
-                        let finish = FinishRequest {
-                            worker,
-                            secret: secret.clone(),
-                            attempt: lease.attempt,
-                            rows: self.rows,
-                        };
-                        let (answer, took): (Answer<()>, _) =
-                            self.post("/v1/finish", &finish).await?;
-                        log.finish.push(took);
-                        if let Answer::Refused(e) = answer {
-                            bail!("finish refused: {e}");
-                        }
-                        log.commit_lag.push(micros_since(acknowledged));
-                        log.tasks += 1;
-                        self.finished.fetch_add(1, Ordering::Relaxed);
-                    }
+        // Open loop: each request at its time on this worker's schedule; if
+        // the last answer came after that, it goes at once and the wait counts.
+        let mut slot = first;
+        let outcome = async {
+            while slot < open_end && !self.over.load(Ordering::Relaxed) {
+                let at = slot;
+                slot += gap;
+                if at > Instant::now() {
+                    tokio::time::sleep_until(at.into()).await;
                 }
-                Answer::Ok(LeaseReply::Wait) => {
-                    log.waits += 1;
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                Answer::Ok(LeaseReply::JobOver) => {
-                    self.over.store(true, Ordering::Relaxed);
-                }
-                Answer::Refused(e) => bail!("lease refused: {e}"),
+                self.send(&mut progress, &mut open, Some(at)).await?;
+            }
+            anyhow::Ok(())
+        }
+        .await;
+        // Reached even after an error, so the other workers go on.
+        switch.wait().await;
+        outcome?;
+        let deadline = Instant::now() + closed_for;
+        while Instant::now() < deadline && !self.over.load(Ordering::Relaxed) {
+            if self.send(&mut progress, &mut closed, None).await? {
+                // Nothing to lease until other workers finish: ask again soon.
+                tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }
-        Ok(log)
+        Ok(WorkerLog {
+            register,
+            open,
+            closed,
+        })
     }
 
-    /// Posts `body` and reads the whole answer; returns it with the microseconds taken.
-    async fn post<B: Serialize, T: DeserializeOwned>(
-        &self,
-        path: &str,
-        body: &B,
-    ) -> Result<(T, u32)> {
-        let started = Instant::now();
-        let response = self
-            .client
-            .post(format!("{}{path}", self.base))
-            .bearer_auth(&self.token)
-            .json(body)
-            .send()
+    /// Sends the next request and logs its latency: from `scheduled` when
+    /// given, else from the send. Returns whether the master said to wait.
+    async fn send(
+        &mut self,
+        progress: &mut Progress,
+        log: &mut PhaseLog,
+        scheduled: Option<Instant>,
+    ) -> Result<bool> {
+        let sent = Instant::now();
+        let mut waited = false;
+        let kind = match progress.step {
+            Step::Lease => Kind::Lease,
+            Step::Commit(_) => Kind::Commit,
+            Step::Finish(_) => Kind::Finish,
+        };
+        let leased = &mut progress.leased;
+        progress.step = match progress.step {
+            Step::Lease => {
+                let request = LeaseRequest {
+                    worker: self.worker,
+                    secret: self.secret.clone(),
+                    max: self.batch,
+                };
+                let answer: Answer<LeaseReply> = self.conn.call("/v1/lease", &request).await?;
+                match answer {
+                    Answer::Ok(LeaseReply::Tasks(leases)) => {
+                        leased.extend(leases.iter().map(|l| l.attempt));
+                    }
+                    Answer::Ok(LeaseReply::Wait) => {
+                        log.waits += 1;
+                        waited = true;
+                    }
+                    Answer::Ok(LeaseReply::JobOver) => self.over.store(true, Ordering::Relaxed),
+                    Answer::Refused(e) => bail!("lease refused: {e}"),
+                }
+                match leased.front() {
+                    Some(&attempt) => Step::Commit(attempt),
+                    None => Step::Lease,
+                }
+            }
+            Step::Commit(attempt) => {
+                // The trainers acknowledged half the task: commit it.
+                let request = CommitRequest {
+                    worker: self.worker,
+                    secret: self.secret.clone(),
+                    attempt,
+                    offset: self.rows / 2,
+                };
+                let answer: Answer<()> = self.conn.call("/v1/commit", &request).await?;
+                if let Answer::Refused(e) = answer {
+                    bail!("commit refused: {e}");
+                }
+                Step::Finish(attempt)
+            }
+            Step::Finish(attempt) => {
+                // The rest acknowledged: the finish commits it.
+                let request = FinishRequest {
+                    worker: self.worker,
+                    secret: self.secret.clone(),
+                    attempt,
+                    rows: self.rows,
+                };
+                let answer: Answer<()> = self.conn.call("/v1/finish", &request).await?;
+                if let Answer::Refused(e) = answer {
+                    bail!("finish refused: {e}");
+                }
+                log.tasks += 1;
+                self.finished.fetch_add(1, Ordering::Relaxed);
+                leased.pop_front();
+                match leased.front() {
+                    Some(&attempt) => Step::Commit(attempt),
+                    None => Step::Lease,
+                }
+            }
+        };
+        let took = micros_since(scheduled.unwrap_or(sent));
+        log.from_send.push(micros_since(sent));
+        match kind {
+            Kind::Lease => log.lease.push(took),
+            Kind::Commit => log.commit.push(took),
+            Kind::Finish => log.finish.push(took),
+        }
+        Ok(waited)
+    }
+}
+
+/// One keep-alive HTTP/1.1 connection to the master: a request is written
+/// whole, its answer read by `Content-Length`.
+struct Conn {
+    stream: TcpStream,
+    /// The headers every request carries.
+    head: String,
+    out: Vec<u8>,
+    input: Vec<u8>,
+}
+
+impl Conn {
+    async fn connect(addr: &str, token: &str) -> Result<Conn> {
+        let stream = TcpStream::connect(addr)
+            .await
+            .with_context(|| format!("connecting to {addr}"))?;
+        stream.set_nodelay(true)?;
+        Ok(Conn {
+            stream,
+            head: format!(
+                "Host: {addr}\r\nAuthorization: Bearer {token}\r\n\
+                 Content-Type: application/json\r\n"
+            ),
+            out: Vec::with_capacity(512),
+            input: Vec::with_capacity(4096),
+        })
+    }
+
+    /// Posts `body` as JSON and parses the answer (200 or 409).
+    async fn call<B: Serialize, T: DeserializeOwned>(&mut self, path: &str, body: &B) -> Result<T> {
+        let json = serde_json::to_vec(body)?;
+        self.out.clear();
+        write!(
+            self.out,
+            "POST {path} HTTP/1.1\r\n{}Content-Length: {}\r\n\r\n",
+            self.head,
+            json.len()
+        )?;
+        self.out.extend_from_slice(&json);
+        self.stream
+            .write_all(&self.out)
             .await
             .with_context(|| format!("POST {path}"))?;
-        let status = response.status();
-        let bytes = response.bytes().await?;
-        let took = micros_since(started);
-        if !status.is_success() && status != reqwest::StatusCode::CONFLICT {
+        let (status, body) = self.read_answer().await.with_context(|| format!("POST {path}"))?;
+        if status != 200 && status != 409 {
             bail!(
                 "POST {path} answered {status}: {}",
-                String::from_utf8_lossy(&bytes)
+                String::from_utf8_lossy(&body)
             );
         }
-        let answer = serde_json::from_slice(&bytes)
-            .with_context(|| format!("POST {path}: unexpected answer"))?;
-        Ok((answer, took))
+        serde_json::from_slice(&body).with_context(|| format!("POST {path}: unexpected answer"))
+    }
+
+    /// Reads one answer: its status and body.
+    async fn read_answer(&mut self) -> Result<(u16, Vec<u8>)> {
+        loop {
+            let mut headers = [httparse::EMPTY_HEADER; 16];
+            let mut response = httparse::Response::new(&mut headers);
+            if let httparse::Status::Complete(head) = response.parse(&self.input)? {
+                let status = response.code.unwrap_or(0);
+                let length = response
+                    .headers
+                    .iter()
+                    .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                    .and_then(|h| std::str::from_utf8(h.value).ok())
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+                    .context("an answer without Content-Length")?;
+                while self.input.len() < head + length {
+                    self.fill().await?;
+                }
+                let body = self.input[head..head + length].to_vec();
+                self.input.drain(..head + length);
+                return Ok((status, body));
+            }
+            self.fill().await?;
+        }
+    }
+
+    /// Reads more of the stream into the input buffer.
+    async fn fill(&mut self) -> Result<()> {
+        self.input.reserve(4096);
+        let read = self.stream.read_buf(&mut self.input).await?;
+        if read == 0 {
+            bail!("the master closed the connection");
+        }
+        Ok(())
     }
 }
 
@@ -679,78 +1150,119 @@ fn ms(us: u32) -> String {
     format!("{:.2} ms", f64::from(us) / 1000.0)
 }
 
-/// The figures as a Markdown table.
+/// The figures as Markdown tables.
 fn markdown(r: &Results) -> String {
-    let mut out = String::new();
-    let mut row = |what: &str, value: String| {
-        out.push_str(&format!("| {what} | {value} |\n"));
-    };
-    row("tasks in the job", thousands(r.tasks as f64));
-    row("concurrent workers (loopback)", r.workers.to_string());
-    row(
-        "load phase",
-        format!(
-            "{:.0} s, {} tasks finished{}",
-            r.load_s,
-            thousands(r.tasks_finished as f64),
-            if r.job_over { " (job over)" } else { "" }
-        ),
-    );
-    row(
-        "lease + commit requests per second",
-        thousands(r.lease_commit_per_s),
-    );
-    row(
-        "all requests per second (lease, commit, finish)",
-        thousands(r.requests_per_s),
-    );
-    row("tasks finished per second", thousands(r.tasks_per_s));
-    for (what, l) in [
-        ("lease", &r.lease),
-        ("commit", &r.commit),
-        ("finish", &r.finish),
-        ("all requests", &r.all),
-    ] {
-        row(
-            &format!("{what} latency p50 / p99"),
-            format!("{} / {}", ms(l.p50_us), ms(l.p99_us)),
-        );
-    }
-    row(
-        "commit lag p50 / p99 (acknowledgement to durable reply)",
-        format!("{} / {}", ms(r.commit_lag.p50_us), ms(r.commit_lag.p99_us)),
-    );
-    row(
-        "master peak RSS",
-        format!("{:.0} MiB", r.master_peak_rss_mib),
-    );
-    row(
-        "first start (`job.json` only)",
-        format!(
-            "{:.2} s ({} MB `job.json`)",
-            r.first_start_s,
-            r.state.job_bytes / 1_000_000
-        ),
-    );
-    row(
-        "restart after `kill -9`",
-        format!(
-            "{:.2} s ({} MB snapshot + {} journal records), peak RSS {:.0} MiB",
-            r.restart_s,
-            r.state.snapshot_bytes / 1_000_000,
-            thousands(r.state.journal_records as f64),
-            r.restart_peak_rss_mib
-        ),
-    );
     let mut text = format!(
-        "{} tasks, {} workers leasing {} task(s) per request, on {} ({} CPUs):\n\n\
-         | figure | value |\n|---|---|\n",
+        "{} tasks, {} workers leasing {} task(s) per request, on {} ({} CPUs shared by \
+         the master and the workers, over loopback); `fdatasync` of a small append in \
+         the state directory before the run: p50 {}, p99 {}.\n\n",
         thousands(r.tasks as f64),
         r.workers,
         r.lease_batch,
         r.machine,
-        r.cpus
+        r.cpus,
+        ms(r.fdatasync.p50_us),
+        ms(r.fdatasync.p99_us),
     );
-    text.push_str(&out);
+    let phases: Vec<&PhaseResults> = r.open.iter().chain(Some(&r.closed)).collect();
+    let mut header = String::from("| figure |");
+    let mut rule = String::from("|---|");
+    for p in &phases {
+        match p.offered_lease_commit_per_s {
+            Some(rate) => header.push_str(&format!(
+                " open loop: {} lease + commit/s offered |",
+                thousands(rate)
+            )),
+            None => header.push_str(" closed loop: each worker as fast as answered |"),
+        }
+        rule.push_str("---|");
+    }
+    text.push_str(&format!("{header}\n{rule}\n"));
+    let mut row = |what: &str, value: &dyn Fn(&PhaseResults) -> String| {
+        let cells: Vec<String> = phases.iter().map(|p| value(p)).collect();
+        text.push_str(&format!("| {what} | {} |\n", cells.join(" | ")));
+    };
+    row("phase", &|p| {
+        format!(
+            "{:.0} s, {} tasks finished",
+            p.seconds,
+            thousands(p.tasks_finished as f64)
+        )
+    });
+    row("lease + commit requests per second", &|p| {
+        thousands(p.lease_commit_per_s)
+    });
+    row("all requests per second (lease, commit, finish)", &|p| {
+        thousands(p.requests_per_s)
+    });
+    row("tasks finished per second", &|p| thousands(p.tasks_per_s));
+    for (what, pick) in [
+        ("lease", (|p: &PhaseResults| p.lease.clone()) as fn(&PhaseResults) -> Latency),
+        ("commit", |p: &PhaseResults| p.commit.clone()),
+        ("finish", |p: &PhaseResults| p.finish.clone()),
+        ("all requests", |p: &PhaseResults| p.all.clone()),
+    ] {
+        row(&format!("{what} latency p50 / p99 / p99.9"), &|p| {
+            let l = pick(p);
+            format!("{} / {} / {}", ms(l.p50_us), ms(l.p99_us), ms(l.p999_us))
+        });
+    }
+    row("all requests, send to answer, p50 / p99 / p99.9", &|p| {
+        let l = &p.all_from_send;
+        format!("{} / {} / {}", ms(l.p50_us), ms(l.p99_us), ms(l.p999_us))
+    });
+    row("master CPU per request", &|p| {
+        format!(
+            "{:.1} µs ({:.2} CPUs)",
+            p.master_cpu_us_per_request,
+            p.master_cpu_s / p.seconds
+        )
+    });
+    row("load tool CPU per request", &|p| {
+        format!(
+            "{:.1} µs ({:.2} CPUs)",
+            p.load_cpu_us_per_request,
+            p.load_cpu_s / p.seconds
+        )
+    });
+    row("other processes on the machine", &|p| {
+        format!("{:.2} CPUs", p.other_cpu_s / p.seconds)
+    });
+    row("`fdatasync` meanwhile (every 20 ms) p50 / p99", &|p| {
+        format!("{} / {}", ms(p.fdatasync.p50_us), ms(p.fdatasync.p99_us))
+    });
+    text.push_str(&format!(
+        "\nOpen-loop latency runs from each request's scheduled send time (a late \
+         answer delays the worker's next request, and that wait counts); closed-loop \
+         latency from the send, where {} workers with one request out each make its \
+         mean workers / rate (Little's law).\n\n| figure | value |\n|---|---|\n",
+        r.workers
+    ));
+    text.push_str(&format!(
+        "| job | {} tasks finished{} |\n",
+        thousands(r.tasks_finished as f64),
+        if r.job_over { " (job over)" } else { "" }
+    ));
+    text.push_str(&format!(
+        "| register latency p50 / p99 | {} / {} |\n",
+        ms(r.register.p50_us),
+        ms(r.register.p99_us)
+    ));
+    text.push_str(&format!(
+        "| master peak RSS | {:.0} MiB |\n",
+        r.master_peak_rss_mib
+    ));
+    text.push_str(&format!(
+        "| first start (`job.json` only) | {:.2} s ({} MB `job.json`) |\n",
+        r.first_start_s,
+        r.state.job_bytes / 1_000_000
+    ));
+    text.push_str(&format!(
+        "| restart after `kill -9` | {:.2} s ({} MB snapshot + {} journal records), peak RSS {:.0} MiB |\n",
+        r.restart_s,
+        r.state.snapshot_bytes / 1_000_000,
+        thousands(r.state.journal_records as f64),
+        r.restart_peak_rss_mib
+    ));
     text
 }
