@@ -1,16 +1,14 @@
 //! Facts about this machine and its processes: the host name, and whether a
 //! process recorded in a lock (by pid and start time) still runs.
 
-/// This machine's host name (`unknown` when it cannot be read).
+/// This machine's host name (`unknown` when it is empty).
 pub fn host_name() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is valid for its length; gethostname writes at most that much.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return "unknown".to_string();
+    let name = gethostname::gethostname().to_string_lossy().into_owned();
+    if name.is_empty() {
+        "unknown".to_string()
+    } else {
+        name
     }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
 /// The start time of process `pid` (field 22 of `/proc/PID/stat`), where readable.
@@ -59,5 +57,15 @@ mod tests {
         let pid = child.id();
         child.wait().expect("wait");
         assert!(!process_alive(pid, None));
+    }
+
+    #[test]
+    fn host_name_is_the_one_uname_prints() {
+        let out = std::process::Command::new("uname")
+            .arg("-n")
+            .output()
+            .expect("run uname -n");
+        let printed = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(host_name(), printed.trim());
     }
 }

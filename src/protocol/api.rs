@@ -26,28 +26,47 @@ pub const MAX_NAME_CHARS: usize = 64;
 pub trait Request: Serialize + Send + Sync {
     /// The path, e.g. `/v1/lease`.
     const PATH: &'static str;
+    /// Whether the master applying the request twice leaves things as once
+    /// would: only such requests are sent again after a failure that leaves
+    /// open whether the master got them (a timeout, a reset connection, a
+    /// 5xx). The others are sent again only when they never left (the
+    /// connection was refused) or the master said it did not apply them
+    /// (503).
+    const IDEMPOTENT: bool;
     /// The body of the master's reply.
     type Reply: serde::de::DeserializeOwned + Serialize + Send;
 }
 
 macro_rules! requests {
-    ($($request:ty => $path:literal, $reply:ty;)*) => {$(
+    ($($request:ty => $path:literal, $reply:ty, idempotent: $idempotent:literal;)*) => {$(
         impl Request for $request {
             const PATH: &'static str = $path;
+            const IDEMPOTENT: bool = $idempotent;
             type Reply = $reply;
         }
     )*};
 }
 
+// Why each is idempotent or not:
+// - register: each one makes a new worker, so it is not;
+// - lease: a second grant whose reply never arrived is taken back at the
+//   worker's next heartbeat, which lists the leases it holds;
+// - heartbeat: renews the same leases;
+// - commit: committed offsets only move forward; the same offset again is
+//   accepted and changes nothing;
+// - finish, fail, hand back: once applied the attempt is no longer live, and
+//   a repeat is refused as stale without changing anything;
+// - checkpoint: records the same id with the same pieces (a set), or the
+//   same unsaved pieces (replaced, not added).
 requests! {
-    RegisterRequest => "/v1/register", RegisterReply;
-    LeaseRequest => "/v1/lease", Answer<LeaseReply>;
-    HeartbeatRequest => "/v1/heartbeat", Answer<HeartbeatReply>;
-    CommitRequest => "/v1/commit", Answer<()>;
-    FinishRequest => "/v1/finish", Answer<()>;
-    FailRequest => "/v1/fail", Answer<FailOutcome>;
-    HandBackRequest => "/v1/hand_back", Answer<()>;
-    CheckpointRequest => "/v1/checkpoint", Answer<()>;
+    RegisterRequest => "/v1/register", RegisterReply, idempotent: false;
+    LeaseRequest => "/v1/lease", Answer<LeaseReply>, idempotent: true;
+    HeartbeatRequest => "/v1/heartbeat", Answer<HeartbeatReply>, idempotent: true;
+    CommitRequest => "/v1/commit", Answer<()>, idempotent: true;
+    FinishRequest => "/v1/finish", Answer<()>, idempotent: true;
+    FailRequest => "/v1/fail", Answer<FailOutcome>, idempotent: true;
+    HandBackRequest => "/v1/hand_back", Answer<()>, idempotent: true;
+    CheckpointRequest => "/v1/checkpoint", Answer<()>, idempotent: true;
 }
 
 /// `POST /v1/register`: the body is optional (older workers send `null`).

@@ -9,5 +9,5 @@ pub mod api;
 pub mod source;
 pub mod spec;
 
-pub use source::TaskSource;
+pub use source::{SourceError, TaskSource};
 pub use spec::JobSpec;

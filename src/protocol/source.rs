@@ -6,46 +6,102 @@ use crate::task::{
     AttemptId, CutPiece, FailOutcome, LeaseReply, QueueError, QueueStatus, WorkerId,
 };
 
+/// Why a [`TaskSource`] request did not succeed: the queue said no, or no
+/// answer came. The two are handled apart: a refusal concerns one request
+/// (a stale attempt's rows are served again elsewhere) and the worker goes
+/// on; without answers it cannot.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// The queue answered and refused the request (a lease that lapsed, an
+    /// offset behind the committed one, ...).
+    #[error(transparent)]
+    Refused(#[from] QueueError),
+    /// No answer: the master stayed unreachable past the worker's patience,
+    /// refused the job token, or answered outside the protocol; or the
+    /// embedded queue's journal could not be written.
+    #[error(transparent)]
+    Unavailable(Cause),
+}
+
+impl SourceError {
+    /// No answer, because of `cause`.
+    pub fn unavailable(cause: impl std::error::Error + Send + Sync + 'static) -> SourceError {
+        SourceError::Unavailable(Cause(Box::new(cause)))
+    }
+
+    /// The queue's refusal, when it refused.
+    pub fn refusal(&self) -> Option<&QueueError> {
+        match self {
+            SourceError::Refused(e) => Some(e),
+            SourceError::Unavailable(_) => None,
+        }
+    }
+}
+
+/// The error that kept an answer from coming (shown as itself; its sources
+/// follow it in an error's chain).
+#[derive(Debug)]
+pub struct Cause(Box<dyn std::error::Error + Send + Sync + 'static>);
+
+impl Cause {
+    /// The error itself, to inspect.
+    pub fn get(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        self.0.as_ref()
+    }
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for Cause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
 /// The operations a worker needs from a master.
 #[async_trait::async_trait]
 pub trait TaskSource: Send + Sync {
     /// Registers this worker.
-    async fn register(&self) -> Result<WorkerId, QueueError>;
+    async fn register(&self) -> Result<WorkerId, SourceError>;
     /// Leases up to `max` tasks.
-    async fn lease(&self, worker: WorkerId, max: usize) -> Result<LeaseReply, QueueError>;
+    async fn lease(&self, worker: WorkerId, max: usize) -> Result<LeaseReply, SourceError>;
     /// Renews the worker's leases; `held` lists the attempts it is working on
     /// (a lease whose reply never reached it is taken back). Returns attempts it lost.
     async fn heartbeat(
         &self,
         worker: WorkerId,
         held: &[AttemptId],
-    ) -> Result<Vec<AttemptId>, QueueError>;
+    ) -> Result<Vec<AttemptId>, SourceError>;
     /// Commits acknowledged rows of an attempt `worker` leased.
     async fn commit(
         &self,
         worker: WorkerId,
         attempt: AttemptId,
         offset: u64,
-    ) -> Result<(), QueueError>;
+    ) -> Result<(), SourceError>;
     /// Reports an attempt `worker` leased read and acknowledged to the end.
     async fn finish(
         &self,
         worker: WorkerId,
         attempt: AttemptId,
         rows: u64,
-    ) -> Result<(), QueueError>;
+    ) -> Result<(), SourceError>;
     /// Reports an attempt `worker` leased failed.
     async fn fail(
         &self,
         worker: WorkerId,
         attempt: AttemptId,
         reason: String,
-    ) -> Result<FailOutcome, QueueError>;
+    ) -> Result<FailOutcome, SourceError>;
     /// Gives an attempt back unfinished (the worker is stopping): the task is
     /// leased again at once, from its committed offset.
-    async fn hand_back(&self, worker: WorkerId, attempt: AttemptId) -> Result<(), QueueError>;
+    async fn hand_back(&self, worker: WorkerId, attempt: AttemptId) -> Result<(), SourceError>;
     /// Records that the job's trainers keep checkpoints.
-    async fn declare_checkpoints(&self, worker: WorkerId) -> Result<(), QueueError>;
+    async fn declare_checkpoints(&self, worker: WorkerId) -> Result<(), SourceError>;
     /// Records complete checkpoint `id`, holding `pieces` besides what the
     /// earlier ones held.
     async fn checkpoint(
@@ -53,7 +109,7 @@ pub trait TaskSource: Send + Sync {
         worker: WorkerId,
         id: String,
         pieces: Vec<CutPiece>,
-    ) -> Result<(), QueueError>;
+    ) -> Result<(), SourceError>;
     /// Whether the worker reports the rows its trainers hold outside any
     /// checkpoint ([`TaskSource::unsaved`]): a remote master serves them
     /// again if the worker goes silent. The embedded queue restores the
@@ -63,9 +119,9 @@ pub trait TaskSource: Send + Sync {
     }
     /// Reports the rows the worker's trainers acknowledged that are in none
     /// of its complete checkpoints (sent before the commits they cover).
-    async fn unsaved(&self, _worker: WorkerId, _pieces: Vec<CutPiece>) -> Result<(), QueueError> {
+    async fn unsaved(&self, _worker: WorkerId, _pieces: Vec<CutPiece>) -> Result<(), SourceError> {
         Ok(())
     }
     /// Counts for progress.
-    async fn status(&self) -> Result<QueueStatus, QueueError>;
+    async fn status(&self) -> Result<QueueStatus, SourceError>;
 }

@@ -8,6 +8,7 @@
 //! (acknowledged rows to committed offsets), joined in [`pipeline`]; under
 //! `--lockstep`, [`stepper`] (one batch per device per step).
 
+pub mod backoff;
 pub mod batcher;
 pub mod checkpoints;
 pub mod devices;

@@ -18,6 +18,7 @@ use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 use tracing::{debug, warn};
 
+use super::backoff::Backoff;
 use super::batcher::{self, Batcher, OutBatch};
 use super::checkpoints::{CheckpointAction, Checkpoints};
 use super::devices::{DeviceEvent, Devices, Queues};
@@ -25,15 +26,16 @@ use super::ledger::{Action, Ledger};
 use super::reader::{self, ReadEvent};
 use super::stepper::{Step, Stepper};
 use super::{LeaseClock, Piece};
+use crate::protocol::SourceError;
 use crate::protocol::TaskSource;
-use crate::task::{AttemptId, CutPiece, Lease, LeaseReply, QueueError, WorkerId};
+use crate::task::{AttemptId, CutPiece, Lease, LeaseReply, WorkerId};
 use crate::trainer::MarkKind;
 use crate::trainer::{TrainerError, TrainerFactory};
 
 /// How often leases are renewed.
 const HEARTBEAT: Duration = Duration::from_secs(1);
-/// How long to wait before asking again after a `Wait`.
-const WAIT_RETRY: Duration = Duration::from_millis(50);
+/// How often the coordinator looks again when nothing else wakes it.
+const IDLE_TICK: Duration = Duration::from_millis(50);
 
 /// Settings of one worker pipeline.
 #[derive(Debug, Clone)]
@@ -118,9 +120,9 @@ pub enum PipelineError {
     /// Device threads could not start.
     #[error("cannot start device threads: {0}")]
     Start(#[source] TrainerError),
-    /// The master refused something it should not have.
+    /// The master refused something it should not have, or gave no answer.
     #[error("task queue: {0}")]
-    Queue(#[from] crate::task::QueueError),
+    Queue(#[from] SourceError),
     /// Rows to serve again to a trainer that restarted from its checkpoint
     /// could not be read.
     #[error("cannot read again the rows after a trainer's checkpoint: {reason}")]
@@ -208,6 +210,7 @@ pub async fn run(
         reports: report_tx,
         clock: clock.clone(),
         next_lease: Instant::now(),
+        backoff: Backoff::new(backoff_seed(worker)),
         over: false,
         progress: Progress::default(),
         outcome: RunOutcome::default(),
@@ -268,6 +271,15 @@ pub async fn run(
         let _ = joined.await;
     }
     result.map(|_| outcome)
+}
+
+/// A seed for the worker's lease backoff: its id and this process's time, so
+/// that workers of one job wait apart.
+fn backoff_seed(worker: WorkerId) -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    worker.0.rotate_left(32) ^ u64::from(nanos) ^ u64::from(std::process::id())
 }
 
 /// Room in the device queue, or never when there is no queue any more.
@@ -464,9 +476,15 @@ async fn send_merged(
             }
         }
     };
-    if let Err(e) = result {
+    match result {
+        Ok(()) => {}
         // A stale attempt (lease lost meanwhile): its rows will be served again.
-        warn!(%attempt, error = %e, "master refused a report");
+        Err(SourceError::Refused(e)) => warn!(%attempt, error = %e, "master refused a report"),
+        // The master stayed away past the worker's patience: the lease
+        // lapses there and its uncommitted rows are served again.
+        Err(e @ SourceError::Unavailable(_)) => {
+            tracing::error!(%attempt, error = %e, "report not delivered to the master")
+        }
     }
 }
 
@@ -518,6 +536,8 @@ struct Coordinator {
     clock: LeaseClock,
     /// No lease request before this (after a reply with nothing to do).
     next_lease: Instant,
+    /// How long to wait after each reply with nothing to do.
+    backoff: Backoff,
     /// The master said the job is over.
     over: bool,
     progress: Progress,
@@ -529,7 +549,7 @@ struct Coordinator {
 }
 
 /// What the heartbeat task tells the coordinator.
-type Beat = Result<AttemptId, QueueError>;
+type Beat = Result<AttemptId, SourceError>;
 
 /// Heartbeats in a task of their own: leases are renewed on time even while
 /// the coordinator is busy.
@@ -683,7 +703,7 @@ impl Coordinator {
                     flushed = false;
                     self.on_read(event)?;
                 }
-                _ = tokio::time::sleep(WAIT_RETRY) => {}
+                _ = tokio::time::sleep(IDLE_TICK) => {}
             }
         }
     }
@@ -863,6 +883,7 @@ impl Coordinator {
             let sent = Instant::now();
             match self.source.lease(self.worker, want).await? {
                 LeaseReply::Tasks(leases) if !leases.is_empty() => {
+                    self.backoff.reset();
                     for lease in leases {
                         self.clock.granted(lease.attempt, sent);
                         let Some(split) = self.splits.get(lease.split as usize).cloned() else {
@@ -891,7 +912,7 @@ impl Coordinator {
                     }
                 }
                 LeaseReply::Tasks(_) | LeaseReply::Wait => {
-                    self.next_lease = Instant::now() + WAIT_RETRY;
+                    self.next_lease = Instant::now() + self.backoff.next_wait();
                     return Ok(());
                 }
                 LeaseReply::JobOver => {

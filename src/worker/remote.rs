@@ -10,7 +10,7 @@ use tracing::warn;
 
 use crate::protocol::api::*;
 use crate::protocol::spec::JobSpec;
-use crate::protocol::TaskSource;
+use crate::protocol::{SourceError, TaskSource};
 use crate::task::{
     AttemptId, FailOutcome, LeaseReply, QueueError, QueueStatus, WorkerId, WorkerSecret,
 };
@@ -135,14 +135,28 @@ impl RemoteSource {
         self.rows.clone()
     }
 
+    /// Sends a request and reads its reply, retrying while the master is
+    /// unreachable (up to the patience) when that is safe: any failure for an
+    /// `idempotent` request, only a refused connection or a 503 (the master
+    /// did not apply it) for the others.
     async fn call<B: Serialize, T: DeserializeOwned>(
         &self,
         path: &str,
         body: Option<&B>,
+        idempotent: bool,
     ) -> Result<T, RemoteError> {
         let url = format!("{}{}", self.base, path);
         let start = std::time::Instant::now();
-        let mut delay = Duration::from_millis(100);
+        // Waits of 100 ms doubling to 2 s, each drawn between half and all
+        // of that: workers that lost the master at once do not come back in
+        // step. The patience bounds the whole.
+        let mut waits = backon::BackoffBuilder::build(
+            backon::ExponentialBuilder::new()
+                .with_min_delay(Duration::from_millis(50))
+                .with_max_delay(Duration::from_secs(1))
+                .with_jitter()
+                .without_max_times(),
+        );
         loop {
             let request = match body {
                 Some(b) => self.client.post(&url).json(b),
@@ -163,7 +177,11 @@ impl RemoteSource {
                             body: e.to_string(),
                         })
                     }
-                    s if s.is_server_error() => format!("http {s}"),
+                    s if s.is_server_error()
+                        && (idempotent || s == StatusCode::SERVICE_UNAVAILABLE) =>
+                    {
+                        format!("http {s}")
+                    }
                     s => {
                         let body: String = resp
                             .text()
@@ -181,11 +199,20 @@ impl RemoteSource {
                 },
                 Err(e) => {
                     let chain = error_chain(&e);
-                    if is_certificate_error(&chain) {
+                    if is_certificate_error(&e) {
                         // Retrying cannot make an untrusted certificate trusted.
                         return Err(RemoteError::Certificate {
                             url: self.base.clone(),
                             reason: chain,
+                        });
+                    }
+                    if !idempotent && !e.is_connect() {
+                        // The master may have applied it: sending it again
+                        // could apply it twice.
+                        return Err(RemoteError::Unreachable {
+                            url: self.base.clone(),
+                            waited: start.elapsed(),
+                            last: format!("{chain} (not sent again: {path} is not idempotent)"),
                         });
                     }
                     chain
@@ -199,25 +226,24 @@ impl RemoteSource {
                 });
             }
             warn!(master = %self.base, error = %last, "master unreachable, retrying");
-            // Full jitter: many workers that lost the master at once do not
-            // come back in step.
-            tokio::time::sleep(jittered(delay)).await;
-            delay = (delay * 2).min(Duration::from_secs(2));
+            let wait = waits.next().unwrap_or(Duration::from_secs(2));
+            tokio::time::sleep(wait).await;
         }
     }
 
     /// Sends a queue request; the queue's refusal is its error.
-    async fn queue_call<R, T>(&self, request: &R) -> Result<T, QueueError>
+    async fn queue_call<R, T>(&self, request: &R) -> Result<T, SourceError>
     where
         R: Request<Reply = Answer<T>>,
         T: DeserializeOwned,
     {
-        match self.call::<R, R::Reply>(R::PATH, Some(request)).await {
+        match self
+            .call::<R, R::Reply>(R::PATH, Some(request), R::IDEMPOTENT)
+            .await
+        {
             Ok(Answer::Ok(v)) => Ok(v),
-            Ok(Answer::Refused(e)) => Err(e),
-            Err(e) => Err(QueueError::Transport {
-                reason: e.to_string(),
-            }),
+            Ok(Answer::Refused(e)) => Err(SourceError::Refused(e)),
+            Err(e) => Err(SourceError::unavailable(e)),
         }
     }
 
@@ -233,7 +259,7 @@ impl RemoteSource {
 
     /// Fetches the job spec.
     pub async fn job(&self) -> Result<JobSpec, RemoteError> {
-        self.call::<(), JobSpec>("/v1/job", None).await
+        self.call::<(), JobSpec>("/v1/job", None, true).await
     }
 
     /// Fetches the job spec for the worker named `name`: with the last
@@ -249,12 +275,12 @@ impl RemoteSource {
             })
             .collect();
         let path = format!("/v1/job?name={encoded}");
-        self.call::<(), JobSpec>(&path, None).await
+        self.call::<(), JobSpec>(&path, None, true).await
     }
 
     /// Fetches the status.
     pub async fn status_reply(&self) -> Result<StatusReply, RemoteError> {
-        self.call::<(), StatusReply>("/v1/status", None).await
+        self.call::<(), StatusReply>("/v1/status", None, true).await
     }
 }
 
@@ -273,45 +299,50 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     text.replace('\n', " ")
 }
 
-/// Whether a connection failed on the server's certificate.
-/// A delay drawn uniformly from `[delay / 2, delay]` (from the clock's
-/// nanoseconds and the thread: jitter, not cryptography).
-fn jittered(delay: Duration) -> Duration {
-    use std::hash::{BuildHasher, Hasher};
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or_default();
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u32(nanos);
-    let fraction = (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64;
-    let half = delay / 2;
-    half + half.mul_f64(fraction)
-}
-
-fn is_certificate_error(chain: &str) -> bool {
-    let lower = chain.to_ascii_lowercase();
-    lower.contains("certificate") || lower.contains("unknownissuer")
+/// Whether a request failed on the server's certificate: a TLS error about
+/// the certificate among its sources (rustls reports it inside an I/O error).
+fn is_certificate_error(e: &(dyn std::error::Error + 'static)) -> bool {
+    use tokio_rustls::rustls::Error as Tls;
+    let mut source = Some(e);
+    while let Some(e) = source {
+        let tls = e.downcast_ref::<Tls>().or_else(|| {
+            e.downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .and_then(|inner| inner.downcast_ref::<Tls>())
+        });
+        if let Some(tls) = tls {
+            return matches!(
+                tls,
+                Tls::InvalidCertificate(_)
+                    | Tls::NoCertificatesPresented
+                    | Tls::InvalidCertRevocationList(_)
+            );
+        }
+        source = e.source();
+    }
+    false
 }
 
 #[async_trait::async_trait]
 impl TaskSource for RemoteSource {
-    async fn register(&self) -> Result<WorkerId, QueueError> {
+    async fn register(&self) -> Result<WorkerId, SourceError> {
         let request = RegisterRequest {
             name: self.name.clone(),
         };
         let reply = self
-            .call::<_, RegisterReply>(RegisterRequest::PATH, Some(&request))
+            .call::<_, RegisterReply>(
+                RegisterRequest::PATH,
+                Some(&request),
+                RegisterRequest::IDEMPOTENT,
+            )
             .await
-            .map_err(|e| QueueError::Transport {
-                reason: e.to_string(),
-            })?;
+            .map_err(SourceError::unavailable)?;
         let mut secrets = self.secrets.lock().unwrap_or_else(|e| e.into_inner());
         secrets.insert(reply.worker, reply.secret);
         Ok(reply.worker)
     }
 
-    async fn lease(&self, worker: WorkerId, max: usize) -> Result<LeaseReply, QueueError> {
+    async fn lease(&self, worker: WorkerId, max: usize) -> Result<LeaseReply, SourceError> {
         let secret = self.secret(worker)?;
         self.queue_call(&LeaseRequest {
             worker,
@@ -325,7 +356,7 @@ impl TaskSource for RemoteSource {
         &self,
         worker: WorkerId,
         held: &[AttemptId],
-    ) -> Result<Vec<AttemptId>, QueueError> {
+    ) -> Result<Vec<AttemptId>, SourceError> {
         let rows = self.rows.load(std::sync::atomic::Ordering::Relaxed);
         let request = HeartbeatRequest {
             worker,
@@ -341,7 +372,7 @@ impl TaskSource for RemoteSource {
         worker: WorkerId,
         attempt: AttemptId,
         offset: u64,
-    ) -> Result<(), QueueError> {
+    ) -> Result<(), SourceError> {
         let request = CommitRequest {
             worker,
             secret: self.secret(worker)?,
@@ -356,7 +387,7 @@ impl TaskSource for RemoteSource {
         worker: WorkerId,
         attempt: AttemptId,
         rows: u64,
-    ) -> Result<(), QueueError> {
+    ) -> Result<(), SourceError> {
         let request = FinishRequest {
             worker,
             secret: self.secret(worker)?,
@@ -371,7 +402,7 @@ impl TaskSource for RemoteSource {
         worker: WorkerId,
         attempt: AttemptId,
         reason: String,
-    ) -> Result<FailOutcome, QueueError> {
+    ) -> Result<FailOutcome, SourceError> {
         let request = FailRequest {
             worker,
             secret: self.secret(worker)?,
@@ -381,7 +412,7 @@ impl TaskSource for RemoteSource {
         self.queue_call(&request).await
     }
 
-    async fn declare_checkpoints(&self, worker: WorkerId) -> Result<(), QueueError> {
+    async fn declare_checkpoints(&self, worker: WorkerId) -> Result<(), SourceError> {
         let request = CheckpointRequest {
             worker,
             secret: self.secret(worker)?,
@@ -397,7 +428,7 @@ impl TaskSource for RemoteSource {
         worker: WorkerId,
         id: String,
         pieces: Vec<crate::task::CutPiece>,
-    ) -> Result<(), QueueError> {
+    ) -> Result<(), SourceError> {
         let request = CheckpointRequest {
             worker,
             secret: self.secret(worker)?,
@@ -416,7 +447,7 @@ impl TaskSource for RemoteSource {
         &self,
         worker: WorkerId,
         pieces: Vec<crate::task::CutPiece>,
-    ) -> Result<(), QueueError> {
+    ) -> Result<(), SourceError> {
         let request = CheckpointRequest {
             worker,
             secret: self.secret(worker)?,
@@ -427,7 +458,7 @@ impl TaskSource for RemoteSource {
         self.queue_call(&request).await
     }
 
-    async fn hand_back(&self, worker: WorkerId, attempt: AttemptId) -> Result<(), QueueError> {
+    async fn hand_back(&self, worker: WorkerId, attempt: AttemptId) -> Result<(), SourceError> {
         let request = HandBackRequest {
             worker,
             secret: self.secret(worker)?,
@@ -436,12 +467,10 @@ impl TaskSource for RemoteSource {
         self.queue_call(&request).await
     }
 
-    async fn status(&self) -> Result<QueueStatus, QueueError> {
+    async fn status(&self) -> Result<QueueStatus, SourceError> {
         self.status_reply()
             .await
             .map(|s| s.queue)
-            .map_err(|e| QueueError::Transport {
-                reason: e.to_string(),
-            })
+            .map_err(SourceError::unavailable)
     }
 }
