@@ -89,16 +89,18 @@ fn batches_come_from_shared_memory_without_a_copy_and_memory_stays_bounded() {
     let reports = reports(&out);
     assert_eq!(reports.len(), 2, "one report per device: {run}");
     assert_exactly_once(&ids(&out), total_rows(dataset), "shared memory");
-    let mut batches = 0;
+    let (mut batches, mut shared_batches) = (0, 0);
     for report in &reports {
         assert_eq!(report["offered"], true, "{report}");
         let received = report["batches"].as_u64().expect("batches");
         let shared = report["shared"].as_u64().expect("shared");
         batches += received;
+        shared_batches += shared;
         // Batches written before sluice read the `shm` line come on stdin; the
-        // window is 4 batches.
+        // window is 4 batches. (How the batches split between the two devices
+        // is left to timing: one may get only a few.)
         assert!(
-            shared + 4 >= received && shared > 0,
+            shared + 4 >= received,
             "only {shared} of {received} batches were read from shared memory: {report}"
         );
         // Four slots of at least 1 MiB each, reused: never one region per batch.
@@ -109,6 +111,10 @@ fn batches_come_from_shared_memory_without_a_copy_and_memory_stays_bounded() {
         );
     }
     assert!(batches > 20, "too few batches to show reuse: {batches}");
+    assert!(
+        shared_batches + 8 >= batches,
+        "only {shared_batches} of {batches} batches came from shared memory"
+    );
 }
 
 #[test]
@@ -120,9 +126,11 @@ fn a_trainer_killed_while_reading_shared_memory_is_restarted_without_losing_a_ro
     let run = train(
         &fixture(dataset),
         &checker(&out, "--die-after 7"),
+        // One device: it gets every batch, so it reaches the 7th and dies
+        // whatever the timing.
         &[
             "--devices",
-            "2",
+            "1",
             "--batch-size",
             "50",
             "--summary-json",
