@@ -7,7 +7,11 @@ Each repetition runs CMD pinned to --cpus (taskset), samples the memory of its w
 process tree every 50 ms (the sum of PSS from /proc/PID/smaps_rollup over the process
 and all its descendants, so forked workers' shared pages are not counted twice; the
 sum of RSS beside it), and takes rows and seconds from the last JSON line CMD prints
-on stdout (or from --summary-json, sluice's run summary). Repetitions stop at --reps,
+on stdout (or from --summary-json, sluice's run summary). With --trainer-timing the
+seconds are instead those sluice's exec trainers report on stderr (`{"trainer_timing":
+{"device", "rows", "first", "last"}}`: from the first batch any of them received to
+the last one), so their interpreter start-up and imports are excluded, as they are
+for the Python peers; the run's whole time is kept as `job_seconds`. Repetitions stop at --reps,
 or earlier once --budget seconds have been spent on this reader (at least one run).
 Appends one JSON object per reader to --out: every repetition and the median one.
 Only the standard library: runs under any python3.
@@ -15,6 +19,7 @@ Only the standard library: runs under any python3.
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -97,7 +102,19 @@ def busy_seconds():
     return (sum(v[:8]) - v[3] - v[4]) / hz
 
 
-def run_once(cmd, env, cpus, summary_json):
+TIMING = re.compile(r'\{"trainer_timing": \{[^{}]*\}\}')
+
+
+def trainer_span(err_text):
+    """Seconds from the first batch any trainer received to the last one, and the
+    trainers that reported; None when none did."""
+    found = [json.loads(m)["trainer_timing"] for m in TIMING.findall(err_text)]
+    if not found:
+        return None
+    return max(t["last"] for t in found) - min(t["first"] for t in found), len(found)
+
+
+def run_once(cmd, env, cpus, summary_json, trainer_timing=False):
     if summary_json and os.path.exists(summary_json):
         os.remove(summary_json)
     full = (["taskset", "-c", cpus] if cpus else []) + cmd
@@ -151,6 +168,13 @@ def run_once(cmd, env, cpus, summary_json):
     except (OSError, IndexError, ValueError, KeyError) as e:
         rep["error"] = f"no result ({e}): " + "".join(err_lines[-10:]).strip()[-2000:]
         return rep
+    if trainer_timing:
+        span = trainer_span("".join(err_lines))
+        if span is None:
+            rep["error"] = "no trainer_timing line on stderr"
+            return rep
+        data["job_seconds"] = data["seconds"]
+        data["seconds"], data["trainers_timed"] = span
     rep.update(data)
     return rep
 
@@ -168,6 +192,8 @@ def main():
     ap.add_argument("--bytes", type=int, default=0, help="on-disk Parquet bytes of the dataset")
     ap.add_argument("--expect-rows", type=int, default=0)
     ap.add_argument("--env", action="append", default=[])
+    ap.add_argument("--trainer-timing", action="store_true",
+                    help="seconds from the exec trainers' own timing lines on stderr")
     ap.add_argument("cmd", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     cmd = a.cmd[1:] if a.cmd and a.cmd[0] == "--" else a.cmd
@@ -179,7 +205,7 @@ def main():
         load = float(f.read().split()[0])
     reps, spent = [], 0.0
     for i in range(a.reps):
-        r = run_once(cmd, env, a.cpus, a.summary_json)
+        r = run_once(cmd, env, a.cpus, a.summary_json, a.trainer_timing)
         reps.append(r)
         spent += r["wall_seconds"]
         msg = (f"{r['rows']} rows in {r['seconds']:.2f} s, peak {r['peak_pss_mb']:.0f} MB"
@@ -204,6 +230,8 @@ def main():
             "cpu_seconds": m["user_seconds"] + m["system_seconds"],
             "other_cores": max(r["other_cores"] for r in ok),
         })
+        if "job_seconds" in m:
+            res["job_seconds"] = m["job_seconds"]
         if a.expect_rows and m["rows"] != a.expect_rows:
             res["error"] = f"read {m['rows']} rows, the dataset has {a.expect_rows}"
     else:

@@ -123,7 +123,11 @@ def torch_section(res):
     named = {r["name"]: r for r in res["readers"]}
     if not any(n in named for _, names, _ in TORCH_TABLES for n in names[1:]):
         return []
-    lines = ["## Into PyTorch", ""]
+    lines = ["## Into PyTorch", "",
+             "The sluice → torch and sluice → numpy lines are timed by their trainers, from the "
+             "first batch one received to the last (`bench/measure.py --trainer-timing`): "
+             "their interpreters' start-up and imports are excluded, as the Python peers' are "
+             "(the whole run's time is in results.json as `job_seconds`).", ""]
     for title, names, base in TORCH_TABLES:
         present = [named[n] for n in names if n in named]
         if len(present) < 2:

@@ -146,7 +146,7 @@ done
 if want torch && [[ "$(status torch)" == ok* ]]; then
   TPY="$(peer_python torch)"
   measure torch_sluice "sluice → torch tensors (--hash-buckets, --fill-nulls, $NCPU processes)" torch \
-    --summary-json "$S" -- "$SLUICE" train "$DATA" --devices "$NCPU" --batch-size "$BATCH" \
+    --summary-json "$S" --trainer-timing -- "$SLUICE" train "$DATA" --devices "$NCPU" --batch-size "$BATCH" \
     --quiet --summary-json "$S" --hash-buckets 1048576 --fill-nulls 0 \
     --exec "$TPY $HERE/peers/sluice_torch.py"
   for peer in ray petastorm; do
@@ -183,10 +183,12 @@ if want numeric; then
   NPY="$MAIN_VENV/bin/python"
   measure sluice_numeric "sluice train --model none (all-numeric)" numeric --summary-json "$S" -- \
     $(sluice_train "$DATA_NUM" "$NCPU" "$S")
-  measure numpy_shm "sluice → numpy, shared memory ($NCPU processes)" numeric --summary-json "$S" -- \
+  measure numpy_shm "sluice → numpy, shared memory ($NCPU processes)" numeric --summary-json "$S" \
+    --trainer-timing -- \
     "$SLUICE" train "$DATA_NUM" --devices "$NCPU" --batch-size "$BATCH" --quiet --summary-json "$S" \
     --fill-nulls 0 --exec "$NPY $HERE/peers/sluice_numpy.py"
-  measure numpy_pipe "sluice → numpy, stdin pipe ($NCPU processes)" numeric --summary-json "$S" -- \
+  measure numpy_pipe "sluice → numpy, stdin pipe ($NCPU processes)" numeric --summary-json "$S" \
+    --trainer-timing -- \
     "$SLUICE" train "$DATA_NUM" --devices "$NCPU" --batch-size "$BATCH" --quiet --summary-json "$S" \
     --fill-nulls 0 --exec "$NPY $HERE/peers/sluice_numpy.py --pipe"
 fi

@@ -78,17 +78,20 @@ fi
 # torch beside Ray Data and Petastorm, for their PyTorch loaders (iter_torch_batches,
 # petastorm.pytorch.DataLoader): the tests' pin, through uv and its cache (the wheel is
 # large; the tests' installer fetched it already).
+# Ray's iter_torch_batches imports ray.train, which needs pydantic.
 for peer in ray petastorm; do
   venv="$BENCH/venv-$peer"
   [[ "$(cat "$BENCH/status/$peer" 2>/dev/null)" == ok* ]] || continue
-  if ! "$venv/bin/python" -c 'import torch' >/dev/null 2>&1; then
+  probe='import torch'; extra=()
+  [[ $peer == ray ]] && { probe='import torch, pydantic'; extra=(pydantic); }
+  if ! "$venv/bin/python" -c "$probe" >/dev/null 2>&1; then
     log "installing torch into $venv"
     [[ -x "$MAIN_VENV/bin/uv" ]] || "$MAIN_VENV/bin/pip" install --quiet uv >/dev/null 2>&1
     UV_CACHE_DIR="$CACHE/uv" "$MAIN_VENV/bin/uv" pip install --quiet --python "$venv/bin/python" \
-      -r "$ROOT/tests/requirements-torch.txt" \
+      -r "$ROOT/tests/requirements-torch.txt" "${extra[@]}" \
       >"$BENCH/status/${peer}_torch.log" 2>&1 || true
   fi
-  if "$venv/bin/python" -c 'import torch' >/dev/null 2>&1; then
+  if "$venv/bin/python" -c "$probe" >/dev/null 2>&1; then
     echo ok >"$BENCH/status/${peer}_torch"
   else
     echo "not installable: torch into $venv: $(tail -1 "$BENCH/status/${peer}_torch.log" | cut -c1-200)" \

@@ -9,13 +9,25 @@ so it is measured as the DataLoader peer is: batches of tensors reaching the tra
 loop, no model (examples/torch/train_ctr.py, measured beside it, adds a real step).
 """
 import argparse
+import json
 import os
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python", "sluice_trainer"))
 
 import sluice_trainer  # noqa: E402
+
+
+def report_timing(rows, first, last):
+    """One line on stderr for bench/measure.py --trainer-timing: this trainer's rows and
+    the wall-clock times of its first and last batch (one write, so the lines of
+    several trainers sharing stderr do not interleave)."""
+    line = json.dumps({"trainer_timing": {"device": sluice_trainer.device, "rows": rows,
+                                          "first": first, "last": last}})
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
 
 def main():
@@ -27,10 +39,14 @@ def main():
     torch.set_num_threads(1)
     rows = 0
     checksum = 0
+    first = None
     for tensors in sluice_trainer.torch_batches(hash_buckets=args.buckets, nulls="fill"):
+        if first is None:
+            first = time.time()
         for t in tensors.values():
             checksum += int(t.numel())
         rows += len(next(iter(tensors.values())))
+    report_timing(rows, first if first is not None else time.time(), time.time())
     print(f"sluice_torch device {sluice_trainer.device}: {rows} rows, {checksum} values",
           file=sys.stderr)
 
