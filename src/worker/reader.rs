@@ -2,8 +2,12 @@
 //! the row numbers they carry, within the worker's read-ahead budget: the
 //! fetched bytes hold their share of it until decoded, each batch sent until
 //! the coordinator takes it.
+//!
+//! Readers run on a runtime of their own ([`decode_pool`]): fetching and
+//! decoding take whole cores, and apart from them the coordinator, the
+//! heartbeats and the master client never wait behind a decode.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use arrow::record_batch::RecordBatch;
 use connectors::read_ahead::{Queued, Reservation};
@@ -65,7 +69,7 @@ pub fn spawn(
     ahead: ReadAhead,
     tx: mpsc::Sender<ReadEvent>,
 ) -> AbortHandle {
-    let task = tokio::spawn(async move {
+    let task = decode_pool().spawn(async move {
         let attempt = lease.attempt;
         let mut row = lease.offset;
         let queued = Queued::default();
@@ -125,6 +129,32 @@ pub fn spawn(
         let _ = tx.send(ReadEvent::Done { attempt, end: row }).await;
     });
     task.abort_handle()
+}
+
+/// The runtime readers run on: one thread per core, started with the first
+/// reader and kept for the life of the process. Where its threads cannot
+/// start, readers run on the caller's runtime.
+pub fn decode_pool() -> tokio::runtime::Handle {
+    static POOL: OnceLock<Option<tokio::runtime::Runtime>> = OnceLock::new();
+    let pool = POOL.get_or_init(|| {
+        let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let built = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .thread_name("sluice-decode")
+            .enable_all()
+            .build();
+        match built {
+            Ok(runtime) => Some(runtime),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot start the decoding threads; reading on the main runtime");
+                None
+            }
+        }
+    });
+    match pool {
+        Some(runtime) => runtime.handle().clone(),
+        None => tokio::runtime::Handle::current(),
+    }
 }
 
 /// The runs of rows `start..end` outside the `skip` ranges (sorted, disjoint).
