@@ -8,7 +8,6 @@ With --pipe the batches come on stdin (the plain Arrow stream); by default in sh
 memory.
 """
 import argparse
-import json
 import os
 import sys
 import time
@@ -17,16 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python", "sluice_trainer"))
 
 import sluice_trainer  # noqa: E402
-
-
-def report_timing(rows, first, last):
-    """One line on stderr for bench/measure.py --trainer-timing: this trainer's rows and
-    the wall-clock times of its first and last batch (one write, so the lines of
-    several trainers sharing stderr do not interleave)."""
-    line = json.dumps({"trainer_timing": {"device": sluice_trainer.device, "rows": rows,
-                                          "first": first, "last": last}})
-    sys.stderr.write(line + "\n")
-    sys.stderr.flush()
+from _timing import report_timing  # noqa: E402
 
 
 def main():
@@ -41,7 +31,8 @@ def main():
         for column in batch.columns:
             values += len(column.to_numpy(zero_copy_only=True))
         rows += batch.num_rows
-    report_timing(rows, first if first is not None else time.time(), time.time())
+    now = time.time()
+    report_timing(sluice_trainer.device, rows, first if first is not None else now, now)
     print(f"sluice_numpy device {sluice_trainer.device}: {rows} rows, {values} values",
           file=sys.stderr)
 

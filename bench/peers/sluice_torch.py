@@ -9,7 +9,6 @@ so it is measured as the DataLoader peer is: batches of tensors reaching the tra
 loop, no model (examples/torch/train_ctr.py, measured beside it, adds a real step).
 """
 import argparse
-import json
 import os
 import sys
 import time
@@ -18,16 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python", "sluice_trainer"))
 
 import sluice_trainer  # noqa: E402
-
-
-def report_timing(rows, first, last):
-    """One line on stderr for bench/measure.py --trainer-timing: this trainer's rows and
-    the wall-clock times of its first and last batch (one write, so the lines of
-    several trainers sharing stderr do not interleave)."""
-    line = json.dumps({"trainer_timing": {"device": sluice_trainer.device, "rows": rows,
-                                          "first": first, "last": last}})
-    sys.stderr.write(line + "\n")
-    sys.stderr.flush()
+from _timing import report_timing  # noqa: E402
 
 
 def main():
@@ -46,7 +36,8 @@ def main():
         for t in tensors.values():
             checksum += int(t.numel())
         rows += len(next(iter(tensors.values())))
-    report_timing(rows, first if first is not None else time.time(), time.time())
+    now = time.time()
+    report_timing(sluice_trainer.device, rows, first if first is not None else now, now)
     print(f"sluice_torch device {sluice_trainer.device}: {rows} rows, {checksum} values",
           file=sys.stderr)
 

@@ -28,27 +28,12 @@ impl SourceError {
     pub fn unavailable(cause: impl std::error::Error + Send + Sync + 'static) -> SourceError {
         SourceError::Unavailable(Cause(Box::new(cause)))
     }
-
-    /// The queue's refusal, when it refused.
-    pub fn refusal(&self) -> Option<&QueueError> {
-        match self {
-            SourceError::Refused(e) => Some(e),
-            SourceError::Unavailable(_) => None,
-        }
-    }
 }
 
 /// The error that kept an answer from coming (shown as itself; its sources
 /// follow it in an error's chain).
 #[derive(Debug)]
 pub struct Cause(Box<dyn std::error::Error + Send + Sync + 'static>);
-
-impl Cause {
-    /// The error itself, to inspect.
-    pub fn get(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
-        self.0.as_ref()
-    }
-}
 
 impl std::fmt::Display for Cause {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

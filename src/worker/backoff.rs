@@ -4,7 +4,8 @@
 //! [`LONGEST`], each wait drawn at random between half and all of it. Idle
 //! workers so neither ask in step nor often; the first lease that brings
 //! tasks starts the next wait short again. The waits are backon's
-//! exponential backoff with jitter.
+//! exponential backoff with jitter; [`Backoff::between`] gives other bounds
+//! (the retries of an unreachable master).
 
 use std::time::Duration;
 
@@ -15,37 +16,49 @@ pub const FIRST: Duration = Duration::from_millis(50);
 /// The longest wait.
 pub const LONGEST: Duration = Duration::from_secs(1);
 
-/// The waits between lease requests that found nothing to lease.
+/// Waits that double from a first bound to the longest, each drawn between
+/// half and all of its bound.
 #[derive(Debug)]
 pub struct Backoff {
     builder: ExponentialBuilder,
     waits: ExponentialBackoff,
+    longest: Duration,
 }
 
 impl Backoff {
-    /// Waits drawn from `seed` (give each worker its own).
+    /// The waits between lease requests that found nothing to lease, drawn
+    /// from `seed` (give each worker its own).
     pub fn new(seed: u64) -> Backoff {
+        Backoff::between(FIRST, LONGEST, Some(seed))
+    }
+
+    /// Waits from `first` doubling to `longest`, drawn from `seed`, or from
+    /// a random seed when `None`.
+    pub fn between(first: Duration, longest: Duration, seed: Option<u64>) -> Backoff {
         // backon's jitter adds up to the current delay to it: a delay of
         // half the bound gives a wait between half and all of the bound.
-        let builder = ExponentialBuilder::new()
-            .with_min_delay(FIRST / 2)
-            .with_max_delay(LONGEST / 2)
+        let mut builder = ExponentialBuilder::new()
+            .with_min_delay(first / 2)
+            .with_max_delay(longest / 2)
             .with_jitter()
-            .with_jitter_seed(seed)
             .without_max_times();
+        if let Some(seed) = seed {
+            builder = builder.with_jitter_seed(seed);
+        }
         Backoff {
             builder,
             waits: builder.build(),
+            longest,
         }
     }
 
-    /// The wait after one more answer with nothing to lease.
+    /// The next wait.
     pub fn next_wait(&mut self) -> Duration {
         // Never ends: no limit on the times nor on the total.
-        self.waits.next().unwrap_or(LONGEST)
+        self.waits.next().unwrap_or(self.longest)
     }
 
-    /// A lease brought tasks: the next wait starts at [`FIRST`] again.
+    /// Back to the first wait (a lease brought tasks).
     pub fn reset(&mut self) {
         self.waits = self.builder.build();
     }

@@ -150,12 +150,10 @@ impl RemoteSource {
         // Waits of 100 ms doubling to 2 s, each drawn between half and all
         // of that: workers that lost the master at once do not come back in
         // step. The patience bounds the whole.
-        let mut waits = backon::BackoffBuilder::build(
-            backon::ExponentialBuilder::new()
-                .with_min_delay(Duration::from_millis(50))
-                .with_max_delay(Duration::from_secs(1))
-                .with_jitter()
-                .without_max_times(),
+        let mut waits = super::backoff::Backoff::between(
+            Duration::from_millis(100),
+            Duration::from_secs(2),
+            None,
         );
         loop {
             let request = match body {
@@ -226,8 +224,7 @@ impl RemoteSource {
                 });
             }
             warn!(master = %self.base, error = %last, "master unreachable, retrying");
-            let wait = waits.next().unwrap_or(Duration::from_secs(2));
-            tokio::time::sleep(wait).await;
+            tokio::time::sleep(waits.next_wait()).await;
         }
     }
 
