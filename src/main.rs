@@ -29,7 +29,12 @@ fn main() -> ExitCode {
     };
     init_logging(cli.verbose);
     // A keytab login sets the process's Kerberos environment: before any thread.
-    let _login = match cli.command.kerberos().map(|k| k.login()).transpose() {
+    let _login = match cli
+        .command
+        .kerberos()
+        .map(|k| k.login().map_err(anyhow::Error::from))
+        .transpose()
+    {
         Ok(login) => login.flatten(),
         Err(e) => {
             eprintln!("sluice: {}", one_line(&e));
@@ -62,7 +67,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Train(args) => {
-            let grace = args.grace;
+            let grace = args.train.grace;
             let mut config = args.into_config()?;
             config.stop = Some(sluice::cli::dist::stop_on_signals(grace)?);
             let summary = match sluice::job::train::run(config).await? {

@@ -1,14 +1,14 @@
 //! `sluice master`, `sluice worker` and `sluice status`: the distributed job.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
 
-use super::train::WorkerOptions;
-use super::{parse_duration, usage, DatasetArgs};
-use crate::config::{check_columns, TrainerChoice};
+use super::usage;
+use crate::config::{
+    KerberosOptions, MasterOptions, PipelineOptions, ReadOptions, TrainerOptions, WorkerOptions,
+};
 use crate::exit;
 
 /// Where the job token comes from.
@@ -66,86 +66,38 @@ fn warn_if_shared(path: &std::path::Path) {
 pub struct MasterArgs {
     /// The output directory to train on.
     pub url: String,
-    /// Address to serve the API, status page and metrics on. With port 0 the system picks a free port; the master's first line on stderr, `sluice master listening on URL (state ...)`, says which.
-    #[arg(long, default_value = "127.0.0.1:7070")]
-    pub listen: SocketAddr,
-    /// Where the job's state (journal, snapshots) lives: a directory, or an s3://, gs://, az:// or hdfs:// prefix; a restarted master continues from it.
-    #[arg(long, value_name = "DIR|URL")]
-    pub state: String,
-    /// Passes over the data.
-    #[arg(long, default_value_t = 1)]
-    pub epochs: u32,
-    /// Seed of task order.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Attempts per task before it is failed.
-    #[arg(long, default_value_t = 3)]
-    pub max_attempts: u32,
-    /// A lease not renewed within this time goes back to the queue.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
-    pub lease_timeout: Duration,
-    /// Keep answering "job over" this long after the last task, then exit.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
-    pub linger: Duration,
-    /// Only these columns reach the trainers.
-    #[arg(long, value_delimiter = ',')]
-    pub columns: Option<Vec<String>>,
-    /// Train even if the output is visibly unfinished.
-    #[arg(long)]
-    pub allow_incomplete: bool,
-    /// Serve the rest when files are corrupt (a cut-off Parquet footer): each becomes a failed task, exit code 2. Without it a corrupt file stops the master before it serves.
-    #[arg(long)]
-    pub ignore_corrupt_files: bool,
-    /// Serve HTTPS with this PEM certificate (chain); needs --tls-key.
-    #[arg(long, value_name = "PEM", requires = "tls_key")]
-    pub tls_cert: Option<PathBuf>,
-    /// The PEM private key of --tls-cert.
-    #[arg(long, value_name = "PEM", requires = "tls_cert")]
-    pub tls_key: Option<PathBuf>,
+    /// Where it listens, its state, its queue.
+    #[command(flatten)]
+    pub master: MasterOptions,
     /// The job token.
     #[command(flatten)]
     pub token: TokenArgs,
     /// How to read the dataset.
     #[command(flatten)]
-    pub dataset: DatasetArgs,
+    pub read: ReadOptions,
     /// Kerberos login for HDFS (the data and --state).
     #[command(flatten)]
-    pub kerberos: super::kerberos::KerberosArgs,
+    pub kerberos: KerberosOptions,
 }
 
 /// Arguments of `sluice worker`.
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
-    /// The master's URL, e.g. http://sluice-master:7070.
-    #[arg(long)]
-    pub master: String,
-    /// Keep retrying an unreachable master this long before giving up.
-    #[arg(long, default_value = "5m", value_parser = parse_duration)]
-    pub patience: Duration,
-    /// Trust this PEM CA certificate for an https:// master (besides the system's roots).
-    #[arg(long, value_name = "PEM")]
-    pub ca_file: Option<PathBuf>,
-    /// On SIGTERM or SIGINT (pre-emption), how long the trainers may take to
-    /// finish the batches they hold before the worker hands its tasks back and
-    /// exits (keep it under the pod's terminationGracePeriodSeconds, 30 s by
-    /// default). A second signal exits at once.
-    #[arg(long, default_value = "20s", value_parser = parse_duration)]
-    pub grace: Duration,
-    /// The worker's name on the status page, in `sluice status` and in /metrics (default: host name and pid, e.g. node-7-4121).
-    #[arg(long)]
-    pub name: Option<String>,
-    /// Exit with this code instead of 0 when a signal stopped the worker before the job was over (e.g. 143 under a Kubernetes Job or as a Spark task, so that a pre-empted worker counts as failed and is started again).
-    #[arg(long, value_name = "CODE", default_value_t = 0)]
-    pub stopped_exit_code: u8,
-    /// Trainer and pipeline options.
+    /// The master, the worker's name, how it stops.
     #[command(flatten)]
     pub worker: WorkerOptions,
+    /// The device threads and their trainer.
+    #[command(flatten)]
+    pub trainer: TrainerOptions,
+    /// The pipeline between readers and trainers.
+    #[command(flatten)]
+    pub pipeline: PipelineOptions,
     /// The job token.
     #[command(flatten)]
     pub token: TokenArgs,
     /// Kerberos login for HDFS.
     #[command(flatten)]
-    pub kerberos: super::kerberos::KerberosArgs,
+    pub kerberos: KerberosOptions,
 }
 
 /// Arguments of `sluice status`.
@@ -167,27 +119,20 @@ pub struct StatusArgs {
 
 /// Runs `sluice master`; returns the process exit code.
 pub async fn master(args: MasterArgs) -> anyhow::Result<u8> {
-    if let Some(columns) = &args.columns {
-        check_columns(columns).map_err(|e| usage(e.to_string()))?;
-    }
-    let mut dataset = args.dataset.options()?;
-    dataset.ignore_corrupt_files = args.ignore_corrupt_files;
+    let options = args.master;
+    options.validate()?;
+    let dataset = args.read.dataset_options(options.ignore_corrupt_files)?;
     let config = crate::master::serve::MasterConfig {
         url: args.url,
         dataset,
-        columns: args.columns,
-        queue: crate::task::QueueConfig {
-            epochs: args.epochs,
-            max_attempts: args.max_attempts,
-            lease_timeout_ms: args.lease_timeout.as_millis() as u64,
-            seed: args.seed,
-        },
-        listen: args.listen,
-        state: crate::master::state::StateLocation::parse(&args.state),
+        queue: options.queue(),
+        columns: options.columns,
+        listen: options.listen,
+        state: crate::master::state::StateLocation::parse(&options.state),
         token: args.token.token()?,
-        linger: args.linger,
-        allow_incomplete: args.allow_incomplete,
-        tls: args.tls_cert.zip(args.tls_key),
+        linger: options.linger,
+        allow_incomplete: options.allow_incomplete,
+        tls: options.tls_cert.zip(options.tls_key),
     };
     let state = config.state.to_string();
     let outcome = crate::master::serve::run(config).await?;
@@ -220,35 +165,34 @@ pub async fn master(args: MasterArgs) -> anyhow::Result<u8> {
 
 /// Runs `sluice worker`.
 pub async fn worker(args: WorkerArgs) -> anyhow::Result<u8> {
-    let trainer: TrainerChoice = args.worker.trainer()?;
-    let stopped_exit_code = args.stopped_exit_code;
-    let config = crate::job::worker::WorkerConfig {
-        master: args.master,
-        token: args.token.token()?,
+    let WorkerArgs {
+        worker,
         trainer,
-        devices: args.worker.device_count(),
-        device_ids: args.worker.device_ids.clone(),
-        batch_size: args.worker.batch_size,
-        prefetch: args.worker.prefetch,
-        read_ahead: args.worker.read_ahead,
-        shuffle_buffer: args.worker.shuffle_buffer,
-        lockstep: args.worker.lockstep,
-        drop_last: args.worker.drop_last,
-        transform: args.worker.transform(),
-        patience: args.patience,
-        ca_file: args.ca_file,
-        stop: Some(stop_on_signals(args.grace)?),
-        name: args.name.unwrap_or_else(default_worker_name),
+        pipeline,
+        token,
+        ..
+    } = args;
+    worker.validate()?;
+    pipeline.validate()?;
+    let config = crate::job::worker::WorkerConfig {
+        master: worker.master,
+        token: token.token()?,
+        trainer: trainer.trainer()?,
+        devices: trainer.device_count(),
+        device_ids: trainer.device_ids.clone(),
+        batch_size: pipeline.batch_size,
+        prefetch: pipeline.prefetch,
+        read_ahead: pipeline.read_ahead,
+        shuffle_buffer: pipeline.shuffle_buffer,
+        lockstep: pipeline.lockstep,
+        drop_last: pipeline.drop_last,
+        transform: pipeline.transform(),
+        patience: worker.patience,
+        ca_file: worker.ca_file,
+        stop: Some(stop_on_signals(worker.grace)?),
+        name: worker.name.unwrap_or_else(default_worker_name),
     };
-    if config.devices == 0
-        || config.batch_size == 0
-        || config.prefetch == 0
-        || config.read_ahead == 0
-    {
-        return Err(usage(
-            "--devices, --batch-size, --prefetch and --read-ahead must be at least 1",
-        ));
-    }
+    let stopped_exit_code = worker.stopped_exit_code;
     let outcome = crate::job::worker::run(config).await?;
     if outcome.stopped {
         eprintln!(

@@ -7,7 +7,7 @@ use connectors::{read::count_rows, Dataset, ReadPlan};
 use futures::stream::{self, StreamExt, TryStreamExt};
 use serde_json::{json, Value};
 
-use super::DatasetArgs;
+use crate::config::{KerberosOptions, ReadOptions};
 
 /// Arguments of `sluice ls`.
 #[derive(Debug, Args)]
@@ -19,10 +19,10 @@ pub struct LsArgs {
     pub json: bool,
     /// How to read the dataset.
     #[command(flatten)]
-    pub dataset: DatasetArgs,
+    pub read: ReadOptions,
     /// Kerberos login for HDFS.
     #[command(flatten)]
-    pub kerberos: super::kerberos::KerberosArgs,
+    pub kerberos: KerberosOptions,
 }
 
 /// One partition directory's totals.
@@ -37,7 +37,7 @@ struct PartitionTotals {
 /// Runs `sluice ls`.
 pub async fn run(args: LsArgs) -> anyhow::Result<()> {
     let location = connectors::store::open(&args.url)?;
-    let dataset = Dataset::open(location, args.dataset.options()?).await?;
+    let dataset = Dataset::open(location, args.read.dataset_options(false)?).await?;
     let split_rows = rows_per_split(&dataset).await?;
     let mut partitions: BTreeMap<String, PartitionTotals> = BTreeMap::new();
     for file in &dataset.files {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::exit;
-use crate::schedule::{self, RunOptions};
+use crate::schedule::{self, Job, RunOptions};
 
 /// Arguments of `sluice run`.
 #[derive(Debug, Args)]
@@ -26,7 +26,7 @@ pub struct RunArgs {
 /// Runs the job once; returns the exit code (0 done or nothing new, 2 tasks failed;
 /// errors are left to the caller: 1, or 3 when another run holds the lock).
 pub async fn run(args: RunArgs) -> anyhow::Result<u8> {
-    let (job, kerberos) = super::jobfile::load(&args.job)?;
+    let (job, kerberos) = Job::load(&args.job)?;
     // Before the job's first request; the runtime's threads do not read the
     // environment meanwhile.
     let _login = kerberos.login()?;

@@ -1,43 +1,11 @@
-//! A scheduled job: its source, state, lock and the training it runs, as the
-//! job file (read by `sluice run`, see [`crate::cli::jobfile`]) describes it.
+//! A scheduled job: its source, state, lock and the training it runs, as its
+//! job file ([`crate::config::JobFile`], read by `sluice run`) describes it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::config::TrainConfig;
-
-/// How long a lock lives without being refreshed, unless the job file says otherwise.
-pub const DEFAULT_LOCK_TTL: Duration = Duration::from_secs(600);
-
-/// What `sluice run` does on a table when commits since the last run removed
-/// or rewrote rows it trained (overwrite, delete, merge, update). Compactions,
-/// which rewrite files without changing rows, are always skipped.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OnRewrite {
-    /// Report the rewrite and train only the rows appended since.
-    #[default]
-    Skip,
-    /// Train the table's whole current version again.
-    Retrain,
-    /// Stop without training or recording anything.
-    Fail,
-}
-
-impl std::str::FromStr for OnRewrite {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "skip" => Ok(OnRewrite::Skip),
-            "retrain" => Ok(OnRewrite::Retrain),
-            "fail" => Ok(OnRewrite::Fail),
-            other => Err(format!(
-                "is `{other}`; it must be \"skip\", \"retrain\" or \"fail\""
-            )),
-        }
-    }
-}
+pub use crate::config::job::{OnRewrite, DEFAULT_LOCK_TTL};
+use crate::config::{JobFile, JobFileError, KerberosOptions, TrainConfig};
 
 /// A parsed and validated job.
 #[derive(Debug, Clone)]
@@ -56,4 +24,32 @@ pub struct Job {
     pub on_rewrite: OnRewrite,
     /// The training options, validated as `sluice train` validates them.
     pub train: TrainConfig,
+}
+
+impl Job {
+    /// Reads the job file at `path`: the job, and the Kerberos login its
+    /// `keytab` and `principal` keys ask for.
+    pub fn load(path: &Path) -> Result<(Job, KerberosOptions), JobFileError> {
+        Job::from_file(JobFile::load(path)?)
+    }
+
+    /// The job a parsed job file describes.
+    pub fn from_file(file: JobFile) -> Result<(Job, KerberosOptions), JobFileError> {
+        let train = file
+            .train_config()
+            .map_err(|source| JobFileError::Invalid {
+                path: file.path.display().to_string(),
+                source,
+            })?;
+        let job = Job {
+            path: file.path,
+            source: file.job.source,
+            state: file.job.state,
+            lock_ttl: file.job.lock_ttl,
+            allow_empty: file.job.allow_empty,
+            on_rewrite: file.job.on_rewrite,
+            train,
+        };
+        Ok((job, file.kerberos))
+    }
 }

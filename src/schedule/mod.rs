@@ -2,8 +2,9 @@
 //! the complete partitions of a source that no earlier successful run trained on,
 //! and records them in the job's state only once that training succeeded.
 //!
-//! One file per piece: [`job`] is the job a job file describes (read by
-//! `crate::cli::jobfile` into the same validated configuration as `sluice train`);
+//! One file per piece: [`job`] is the job a job file describes (its keys
+//! deserialize into the same options as `sluice train`'s flags, see
+//! [`crate::config::JobFile`]);
 //! [`partitions`] expands the source's partition
 //! pattern and tells complete partitions from waiting ones; [`state`] keeps
 //! `trained.json`; [`lock`] keeps two runs of one job apart; [`checkpoint`] carries

@@ -4,12 +4,16 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use connectors::store::kerberos::{login_with_keytab, KeytabLogin};
+use connectors::store::kerberos::{login_with_keytab, KerberosError, KeytabLogin};
+use serde::Deserialize;
+
+use super::{rule, OptionError};
 
 /// How to log in to a Kerberized HDFS. Without these, the Kerberos ticket cache
 /// (`kinit`) or a delegation token file (`HADOOP_TOKEN_FILE_LOCATION`) is used.
-#[derive(Debug, Clone, Default, Args)]
-pub struct KerberosArgs {
+#[derive(Debug, Clone, Default, PartialEq, Args, Deserialize)]
+#[serde(default, rename_all = "kebab-case")]
+pub struct KerberosOptions {
     /// Log in to Kerberized HDFS from this keytab (needs --principal); sluice renews the ticket itself for as long as it runs.
     #[arg(long, value_name = "FILE", requires = "principal")]
     pub keytab: Option<PathBuf>,
@@ -18,11 +22,24 @@ pub struct KerberosArgs {
     pub principal: Option<String>,
 }
 
-impl KerberosArgs {
+impl KerberosOptions {
+    /// Checks that the keytab and the principal come together.
+    pub fn validate(&self) -> Result<(), OptionError> {
+        rule(
+            self.keytab.is_some() == self.principal.is_some(),
+            if self.keytab.is_some() {
+                "keytab"
+            } else {
+                "principal"
+            },
+            "--keytab and --principal go together: the login needs both",
+        )
+    }
+
     /// Logs in from the keytab, if one was given; the login lasts as long as the
     /// value returned. Sets the process's Kerberos environment: call it before
     /// the first HDFS request, best before other threads start.
-    pub fn login(&self) -> anyhow::Result<Option<KeytabLogin>> {
+    pub fn login(&self) -> Result<Option<KeytabLogin>, KerberosError> {
         let (Some(keytab), Some(principal)) = (&self.keytab, &self.principal) else {
             return Ok(None);
         };

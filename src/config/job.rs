@@ -1,0 +1,518 @@
+//! Job files (`sluice run JOB.toml`): a scheduled pipeline's `source`, `state`
+//! and lock, and any option of `sluice train` as a key of the same name
+//! (`batch-size = 256`, or `batch_size`). Each key deserializes into the
+//! options struct that owns it, the one clap fills from the same flag, so a
+//! job file and the command line cannot drift apart.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use connectors::error::one_line;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use super::value::{field_names, form};
+use super::{
+    KerberosOptions, OptionError, PipelineOptions, ReadOptions, TrainConfig, TrainOptions,
+    TrainerOptions,
+};
+
+/// How long a lock lives without being refreshed, unless the job file says otherwise.
+pub const DEFAULT_LOCK_TTL: Duration = Duration::from_secs(600);
+
+/// What `sluice run` does on a table when commits since the last run removed
+/// or rewrote rows it trained (overwrite, delete, merge, update). Compactions,
+/// which rewrite files without changing rows, are always skipped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnRewrite {
+    /// Report the rewrite and train only the rows appended since.
+    #[default]
+    Skip,
+    /// Train the table's whole current version again.
+    Retrain,
+    /// Stop without training or recording anything.
+    Fail,
+}
+
+/// The keys of the job itself; every other key is an option of `sluice train`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, rename_all = "kebab-case")]
+pub struct JobKeys {
+    /// The source URL, possibly with `*` in path segments.
+    pub source: String,
+    /// The state location (a directory or object store URL).
+    pub state: String,
+    /// Lifetime of the job's lock between refreshes.
+    #[serde(deserialize_with = "form::duration")]
+    pub lock_ttl: Duration,
+    /// A source that matches nothing is not an error.
+    pub allow_empty: bool,
+    /// What a run does when a table's commits rewrote data already trained.
+    pub on_rewrite: OnRewrite,
+}
+
+impl Default for JobKeys {
+    fn default() -> Self {
+        JobKeys {
+            source: String::new(),
+            state: String::new(),
+            lock_ttl: DEFAULT_LOCK_TTL,
+            allow_empty: false,
+            on_rewrite: OnRewrite::Skip,
+        }
+    }
+}
+
+/// A job file, read and validated.
+#[derive(Debug, Clone, Deserialize)]
+pub struct JobFile {
+    /// The job file's own path.
+    #[serde(skip)]
+    pub path: PathBuf,
+    /// Source, state and lock.
+    #[serde(flatten)]
+    pub job: JobKeys,
+    /// The training job and its queue.
+    #[serde(flatten)]
+    pub train: TrainOptions,
+    /// The device threads and their trainer.
+    #[serde(flatten)]
+    pub trainer: TrainerOptions,
+    /// The pipeline between readers and trainers.
+    #[serde(flatten)]
+    pub pipeline: PipelineOptions,
+    /// How the data is read.
+    #[serde(flatten)]
+    pub read: ReadOptions,
+    /// A keytab login for HDFS.
+    #[serde(flatten)]
+    pub kerberos: KerberosOptions,
+}
+
+/// Options of `sluice train` a job file cannot set, and why.
+const REFUSED: [(&str, &str); 6] = [
+    (
+        "version",
+        "a job on a table trains each new version as it comes; use `sluice train --version` to read an old one",
+    ),
+    (
+        "snapshot-id",
+        "a job on a table trains each new snapshot as it comes; use `sluice train --snapshot-id` to read an old one",
+    ),
+    (
+        "timestamp",
+        "a job on a table trains each new version as it comes; use `sluice train --timestamp` to read an old one",
+    ),
+    (
+        "wait-success",
+        "a job trains the partitions that are complete when it runs; use `sluice train --wait-success` for one output",
+    ),
+    (
+        "allow-incomplete",
+        "a job trains only complete partitions and lists the others as waiting",
+    ),
+    (
+        "checkpoint-every",
+        "a job's runs keep no queue state; each run continues from the model the last one saved",
+    ),
+];
+
+/// A job file that is unreadable or invalid; every message names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum JobFileError {
+    /// The file cannot be read.
+    #[error("cannot read job file {path}: {source}")]
+    Read {
+        /// The job file.
+        path: String,
+        /// The failure.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not TOML.
+    #[error("job file {path} is not valid TOML: {}", one_line(&.source.to_string()))]
+    Toml {
+        /// The job file.
+        path: String,
+        /// The parser's error.
+        #[source]
+        source: Box<toml::de::Error>,
+    },
+    /// A required key is absent.
+    #[error("job file {path} has no `{key}` key")]
+    Missing {
+        /// The job file.
+        path: String,
+        /// The key.
+        key: &'static str,
+    },
+    /// A key that is neither a job key nor a `sluice train` option.
+    #[error("job file {path}: unknown key `{key}` (keys are source, state, lock-ttl, allow-empty, on-rewrite and the long options of `sluice train`)")]
+    UnknownKey {
+        /// The job file.
+        path: String,
+        /// The key.
+        key: String,
+    },
+    /// A key that a job file cannot set.
+    #[error("job file {path}: key `{key}` cannot be set in a job file: {why}")]
+    Refused {
+        /// The job file.
+        path: String,
+        /// The key.
+        key: String,
+        /// Why not.
+        why: &'static str,
+    },
+    /// One option given twice, once with `_` and once with `-`.
+    #[error("job file {path}: key `{key}` is given twice (also as `{other}`)")]
+    Twice {
+        /// The job file.
+        path: String,
+        /// The key.
+        key: String,
+        /// Its other spelling.
+        other: String,
+    },
+    /// A key whose value does not fit its option.
+    #[error("job file {path}: key `{key}` (--{option}): {}", .source.message())]
+    BadKey {
+        /// The job file.
+        path: String,
+        /// The key as written.
+        key: String,
+        /// The option it sets.
+        option: String,
+        /// What the value does not fit.
+        #[source]
+        source: Box<toml::de::Error>,
+    },
+    /// The options together break a rule of `sluice train`.
+    #[error("job file {path}: {source}")]
+    Invalid {
+        /// The job file.
+        path: String,
+        /// The rule broken.
+        #[source]
+        source: OptionError,
+    },
+}
+
+/// The structs a job file's keys deserialize into: each one's keys, and a
+/// check that a one-key table deserializes into it.
+type Owner = (
+    fn() -> &'static [&'static str],
+    fn(toml::Table) -> Result<(), toml::de::Error>,
+);
+
+fn check<T: DeserializeOwned>(table: toml::Table) -> Result<(), toml::de::Error> {
+    table.try_into::<T>().map(drop)
+}
+
+const OWNERS: [Owner; 6] = [
+    (field_names::<JobKeys>, check::<JobKeys>),
+    (field_names::<TrainOptions>, check::<TrainOptions>),
+    (field_names::<TrainerOptions>, check::<TrainerOptions>),
+    (field_names::<PipelineOptions>, check::<PipelineOptions>),
+    (field_names::<ReadOptions>, check::<ReadOptions>),
+    (field_names::<KerberosOptions>, check::<KerberosOptions>),
+];
+
+impl JobFile {
+    /// Reads and validates a job file.
+    pub fn load(path: &Path) -> Result<JobFile, JobFileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| JobFileError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        JobFile::parse(path, &text)
+    }
+
+    /// Validates the text of a job file; `path` names it in messages and
+    /// anchors relative local paths of `source` and `state`.
+    pub fn parse(path: &Path, text: &str) -> Result<JobFile, JobFileError> {
+        let shown = path.display().to_string();
+        let raw: toml::Table = toml::from_str(text).map_err(|source| JobFileError::Toml {
+            path: shown.clone(),
+            source: Box::new(source),
+        })?;
+        let mut table = toml::Table::new();
+        let mut spelled = std::collections::HashMap::new();
+        for (key, value) in raw {
+            let option = key.replace('_', "-");
+            if let Some((_, why)) = REFUSED.iter().find(|(k, _)| *k == option) {
+                return Err(JobFileError::Refused {
+                    path: shown,
+                    key,
+                    why,
+                });
+            }
+            let Some((_, check)) = OWNERS
+                .iter()
+                .find(|(keys, _)| keys().contains(&option.as_str()))
+            else {
+                return Err(JobFileError::UnknownKey { path: shown, key });
+            };
+            // One key at a time, so that a value that does not fit is named.
+            let mut one = toml::Table::new();
+            one.insert(option.clone(), value.clone());
+            check(one).map_err(|source| JobFileError::BadKey {
+                path: shown.clone(),
+                key: key.clone(),
+                option: option.clone(),
+                source: Box::new(source),
+            })?;
+            if let Some(other) = spelled.insert(option.clone(), key.clone()) {
+                return Err(JobFileError::Twice {
+                    path: shown,
+                    key,
+                    other,
+                });
+            }
+            table.insert(option, value);
+        }
+        let mut file: JobFile = table.try_into().map_err(|source| JobFileError::Toml {
+            path: shown.clone(),
+            source: Box::new(source),
+        })?;
+        for (value, key) in [(&file.job.source, "source"), (&file.job.state, "state")] {
+            if value.is_empty() {
+                return Err(JobFileError::Missing { path: shown, key });
+            }
+        }
+        let anchor = path.parent().unwrap_or(Path::new("."));
+        file.job.source = anchored(anchor, &file.job.source);
+        file.job.state = anchored(anchor, &file.job.state);
+        file.path = path.to_path_buf();
+        let invalid = |source| JobFileError::Invalid {
+            path: shown.clone(),
+            source,
+        };
+        file.validate().map_err(invalid)?;
+        Ok(file)
+    }
+
+    /// Checks every rule of every option, naming the first option that breaks one.
+    pub fn validate(&self) -> Result<(), OptionError> {
+        crate::config::rule(
+            !self.job.lock_ttl.is_zero(),
+            "lock-ttl",
+            "must be more than 0",
+        )?;
+        self.kerberos.validate()?;
+        self.train_config().map(drop)
+    }
+
+    /// The training each run of the job does, on the job's whole source.
+    pub fn train_config(&self) -> Result<TrainConfig, OptionError> {
+        crate::config::train::TrainParts {
+            train: &self.train,
+            trainer: &self.trainer,
+            pipeline: &self.pipeline,
+            read: &self.read,
+        }
+        .config(self.job.source.clone(), None)
+    }
+}
+
+/// A relative local path taken from the job file's directory; URLs and absolute paths unchanged.
+fn anchored(dir: &Path, location: &str) -> String {
+    let local = location.strip_prefix("file://").unwrap_or(location);
+    if location.contains("://") && !location.starts_with("file://")
+        || Path::new(local).is_absolute()
+    {
+        return location.to_string();
+    }
+    dir.join(local).display().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::config::{ModelKind, TrainerChoice};
+
+    fn parse(text: &str) -> Result<JobFile, JobFileError> {
+        JobFile::parse(Path::new("/jobs/clicks.toml"), text)
+    }
+
+    const BASE: &str = "source = \"/a\"\nstate = \"/b\"\n";
+
+    #[test]
+    fn keys_deserialize_into_the_options_of_their_flags() {
+        let file = parse(
+            r#"
+            source = "hdfs://nn/warehouse/clicks/dt=*"
+            state = "s3://bucket/sluice/clicks"
+            model = "logistic"
+            label = "label"
+            features = ["f1", "f2"]
+            batch-size = 256
+            read_ahead = "16MiB"
+            epochs = 2
+            quiet = true
+            lock_ttl = "2m"
+            allow-empty = true
+            ignore-corrupt-files = true
+            on-rewrite = "retrain"
+            "#,
+        )
+        .expect("valid job");
+        assert_eq!(file.job.source, "hdfs://nn/warehouse/clicks/dt=*");
+        assert_eq!(file.job.state, "s3://bucket/sluice/clicks");
+        assert_eq!(file.job.lock_ttl, Duration::from_secs(120));
+        assert!(file.job.allow_empty);
+        assert_eq!(file.job.on_rewrite, OnRewrite::Retrain);
+        assert_eq!(file.trainer.model, ModelKind::Logistic);
+        assert_eq!(file.pipeline.batch_size, 256);
+        assert_eq!(file.pipeline.read_ahead, 16 * 1024 * 1024);
+        let train = file.train_config().expect("valid");
+        assert!(train.dataset.ignore_corrupt_files);
+        assert_eq!(train.batch_size, 256);
+        assert_eq!(train.epochs, 2);
+        assert!(!train.progress);
+        match &train.trainer {
+            TrainerChoice::Model(m) => {
+                assert!(m.logistic);
+                assert_eq!(m.features, vec!["f1", "f2"]);
+            }
+            other => panic!("unexpected trainer {other:?}"),
+        }
+    }
+
+    #[test]
+    fn lists_are_arrays_or_comma_separated_strings() {
+        let file = parse(&format!(
+            "{BASE}columns = \"id, x1\"\ndevice-ids = [0, 1]\nhash-buckets = 1000\n"
+        ))
+        .expect("valid");
+        assert_eq!(file.train.columns, Some(vec!["id".into(), "x1".into()]));
+        assert_eq!(file.trainer.device_ids, Some(vec!["0".into(), "1".into()]));
+        assert_eq!(file.trainer.device_count(), 2);
+        assert_eq!(
+            file.pipeline.hash_buckets,
+            Some(crate::trainer::HashBuckets::All(1000))
+        );
+    }
+
+    #[test]
+    fn keytab_and_principal_are_keys_that_go_together() {
+        let file = parse(&format!(
+            "{BASE}keytab = \"/etc/security/a.keytab\"\nprincipal = \"a@R\""
+        ))
+        .expect("valid job");
+        assert_eq!(
+            file.kerberos.keytab.as_deref(),
+            Some(Path::new("/etc/security/a.keytab"))
+        );
+        assert_eq!(file.kerberos.principal.as_deref(), Some("a@R"));
+        let alone = parse(&format!("{BASE}keytab = \"/k\"")).expect_err("needs a principal");
+        assert!(alone.to_string().contains("--principal"), "{alone}");
+    }
+
+    #[test]
+    fn trainer_timeout_is_a_key_with_a_default_and_off() {
+        let timeout = |extra: &str| {
+            let text = format!("{BASE}exec = \"x\"\n{extra}");
+            match parse(&text)
+                .expect("valid job")
+                .train_config()
+                .expect("valid")
+                .trainer
+            {
+                TrainerChoice::Exec { timeout, .. } => timeout,
+                other => panic!("unexpected trainer {other:?}"),
+            }
+        };
+        assert_eq!(timeout(""), Some(crate::trainer::DEFAULT_TRAINER_TIMEOUT));
+        assert_eq!(
+            timeout("trainer_timeout = \"30s\"\n"),
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(timeout("trainer_timeout = \"off\"\n"), None);
+        assert_eq!(timeout("trainer-timeout = 0\n"), None);
+        let bad = parse(&format!("{BASE}trainer_timeout = \"soon\"\n"));
+        let text = bad.expect_err("must fail").to_string();
+        assert!(
+            text.contains("`trainer_timeout`") && text.contains("--trainer-timeout"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_example_job_file_is_valid() {
+        let text = include_str!("../../jobs/clicks.toml");
+        let file = JobFile::parse(Path::new("jobs/clicks.toml"), text).expect("jobs/clicks.toml");
+        assert_eq!(
+            file.job.source,
+            "hdfs://namenode:8020/warehouse/clicks/dt=*"
+        );
+        assert_eq!(file.job.lock_ttl, DEFAULT_LOCK_TTL);
+        assert!(!file.job.allow_empty);
+        assert!(!file.train.ignore_corrupt_files);
+    }
+
+    #[test]
+    fn relative_local_paths_start_at_the_job_file() {
+        let file = parse("source = \"data/dt=*\"\nstate = \"/var/lib/x\"\n").expect("valid");
+        assert_eq!(file.job.source, "/jobs/data/dt=*");
+        assert_eq!(file.job.state, "/var/lib/x");
+    }
+
+    #[test]
+    fn bad_keys_are_named_with_the_file() {
+        let err = |extra: &str| {
+            parse(&format!("{BASE}{extra}"))
+                .expect_err(extra)
+                .to_string()
+        };
+        let unknown = err("batchsize = 3\n");
+        assert!(
+            unknown.contains("`batchsize`") && unknown.contains("/jobs/clicks.toml"),
+            "{unknown}"
+        );
+        let bad = err("batch-size = \"x\"\n");
+        assert!(
+            bad.contains("`batch-size`") && bad.contains("--batch-size"),
+            "{bad}"
+        );
+        let invalid = err("epochs = 0\n");
+        assert!(invalid.contains("--epochs"), "{invalid}");
+        let missing = parse("source = \"/a\"\n").unwrap_err().to_string();
+        assert!(missing.contains("`state`"), "{missing}");
+        let refused = err("wait-success = \"1h\"\n");
+        assert!(refused.contains("wait-success"), "{refused}");
+        let refused = err("checkpoint_every = 10\n");
+        assert!(refused.contains("no queue state"), "{refused}");
+        let twice = err("batch-size = 3\nbatch_size = 4\n");
+        assert!(twice.contains("twice"), "{twice}");
+        let ttl = err("lock-ttl = 0\n");
+        assert!(ttl.contains("--lock-ttl"), "{ttl}");
+        let rewrite = err("on-rewrite = \"sometimes\"\n");
+        assert!(rewrite.contains("`on-rewrite`"), "{rewrite}");
+        for message in [unknown, bad, invalid, twice, rewrite] {
+            assert!(!message.contains('\n'), "{message}");
+        }
+    }
+
+    #[test]
+    fn every_train_flag_is_a_job_file_key_or_refused() {
+        // The keys a job file takes are the long options of the structs clap
+        // fills for `sluice train`.
+        use clap::Args;
+        let mut command = clap::Command::new("train");
+        command = TrainOptions::augment_args(command);
+        command = TrainerOptions::augment_args(command);
+        command = PipelineOptions::augment_args(command);
+        command = ReadOptions::augment_args(command);
+        command = KerberosOptions::augment_args(command);
+        for arg in command.get_arguments() {
+            let Some(long) = arg.get_long() else { continue };
+            let refused = REFUSED.iter().any(|(k, _)| *k == long);
+            let owned = OWNERS.iter().any(|(keys, _)| keys().contains(&long));
+            assert!(refused || owned, "--{long} is no job file key");
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! `sluice master`: the options of a distributed job's master.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use serde::Deserialize;
+
+use super::value::{form, parse_duration};
+use super::{check_columns, rule, OptionError};
+
+/// The default of `--listen`.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7070";
+
+/// The master of one job: where it listens, where its state lives, its queue.
+#[derive(Debug, Clone, PartialEq, Args, Deserialize)]
+#[serde(default, rename_all = "kebab-case")]
+pub struct MasterOptions {
+    /// Address to serve the API, status page and metrics on. With port 0 the system picks a free port; the master's first line on stderr, `sluice master listening on URL (state ...)`, says which.
+    #[arg(long, default_value = DEFAULT_LISTEN)]
+    pub listen: SocketAddr,
+    /// Where the job's state (journal, snapshots) lives: a directory, or an s3://, gs://, az:// or hdfs:// prefix; a restarted master continues from it.
+    #[arg(long, value_name = "DIR|URL")]
+    pub state: String,
+    /// Passes over the data.
+    #[arg(long, default_value_t = 1)]
+    pub epochs: u32,
+    /// Seed of task order.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Attempts per task before it is failed.
+    #[arg(long, default_value_t = 3)]
+    pub max_attempts: u32,
+    /// A lease not renewed within this time goes back to the queue.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    #[serde(deserialize_with = "form::duration")]
+    pub lease_timeout: Duration,
+    /// Keep answering "job over" this long after the last task, then exit.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[serde(deserialize_with = "form::duration")]
+    pub linger: Duration,
+    /// Only these columns reach the trainers.
+    #[arg(long, value_delimiter = ',')]
+    #[serde(deserialize_with = "form::some_list")]
+    pub columns: Option<Vec<String>>,
+    /// Train even if the output is visibly unfinished.
+    #[arg(long)]
+    pub allow_incomplete: bool,
+    /// Serve the rest when files are corrupt (a cut-off Parquet footer): each becomes a failed task, exit code 2. Without it a corrupt file stops the master before it serves.
+    #[arg(long)]
+    pub ignore_corrupt_files: bool,
+    /// Serve HTTPS with this PEM certificate (chain); needs --tls-key.
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+}
+
+impl Default for MasterOptions {
+    fn default() -> Self {
+        MasterOptions {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7070)),
+            state: String::new(),
+            epochs: 1,
+            seed: 0,
+            max_attempts: 3,
+            lease_timeout: Duration::from_secs(30),
+            linger: Duration::from_secs(10),
+            columns: None,
+            allow_incomplete: false,
+            ignore_corrupt_files: false,
+            tls_cert: None,
+            tls_key: None,
+        }
+    }
+}
+
+impl MasterOptions {
+    /// Checks every rule, naming the first option that breaks one.
+    pub fn validate(&self) -> Result<(), OptionError> {
+        rule(
+            !self.state.trim().is_empty(),
+            "state",
+            "name the directory or store prefix that keeps the job's state",
+        )?;
+        rule(self.epochs >= 1, "epochs", "at least one epoch")?;
+        rule(
+            self.max_attempts >= 1,
+            "max-attempts",
+            "at least one attempt per task",
+        )?;
+        rule(
+            !self.lease_timeout.is_zero(),
+            "lease-timeout",
+            "must be more than 0",
+        )?;
+        rule(
+            self.tls_cert.is_some() == self.tls_key.is_some(),
+            "tls-cert",
+            "--tls-cert and --tls-key go together",
+        )?;
+        if let Some(columns) = &self.columns {
+            check_columns(columns)?;
+        }
+        Ok(())
+    }
+
+    /// The queue settings, once valid.
+    pub fn queue(&self) -> crate::task::QueueConfig {
+        crate::task::QueueConfig {
+            epochs: self.epochs,
+            max_attempts: self.max_attempts,
+            lease_timeout_ms: u64::try_from(self.lease_timeout.as_millis()).unwrap_or(u64::MAX),
+            seed: self.seed,
+        }
+    }
+}

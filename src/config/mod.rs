@@ -1,0 +1,105 @@
+//! The configuration of every command, as data.
+//!
+//! Each command's options are plain structs that clap fills from flags and
+//! serde fills from a job file's keys, with one set of defaults and one
+//! `validate` per struct:
+//!
+//! | struct | what it configures | used by |
+//! |---|---|---|
+//! | [`ReadOptions`] | how a dataset is read | `ls`, `train`, `master`, job files |
+//! | [`TrainerOptions`] | the device threads and their trainer | `train`, `worker`, job files |
+//! | [`PipelineOptions`] | a worker's pipeline: batches, read-ahead, transforms | `train`, `worker`, job files |
+//! | [`TrainOptions`] | the single-machine job and its queue | `train`, job files |
+//! | [`MasterOptions`] | the master of a distributed job | `master` |
+//! | [`WorkerOptions`] | a worker's link to its master | `worker` |
+//! | [`KerberosOptions`] | a keytab login for HDFS | every command that reads HDFS, job files |
+//! | [`JobFile`] | a scheduled pipeline (`sluice run JOB.toml`) | `run` |
+//!
+//! Validated options become the runtime settings the jobs take ([`TrainConfig`]
+//! and the master's and worker's own). A broken rule is an [`OptionError`]
+//! naming the option.
+
+pub mod job;
+pub mod kerberos;
+pub mod master;
+pub mod pipeline;
+pub mod read;
+pub mod train;
+pub mod trainer;
+pub mod value;
+pub mod worker;
+
+pub use job::{JobFile, JobFileError, JobKeys, OnRewrite, DEFAULT_LOCK_TTL};
+pub use kerberos::KerberosOptions;
+pub use master::MasterOptions;
+pub use pipeline::{PipelineOptions, DEFAULT_READ_AHEAD};
+pub use read::ReadOptions;
+pub use train::{TrainConfig, TrainOptions, TrainParts};
+pub use trainer::{ModelChoice, ModelKind, TrainerChoice, TrainerOptions};
+pub use worker::WorkerOptions;
+
+/// An option whose value breaks a rule; the message names the option as a flag
+/// (`--batch-size`), which is also its key in a job file (`batch-size`).
+#[derive(Debug, thiserror::Error)]
+#[error("invalid option --{option}{}: {reason}", shown(.value))]
+pub struct OptionError {
+    /// The option's long name.
+    pub option: &'static str,
+    /// The value refused, where the message shows it.
+    pub value: Option<String>,
+    /// The rule broken.
+    pub reason: String,
+}
+
+fn shown(value: &Option<String>) -> String {
+    value.as_ref().map(|v| format!(" {v}")).unwrap_or_default()
+}
+
+impl OptionError {
+    /// `option` breaks the rule `reason`.
+    pub fn new(option: &'static str, reason: impl Into<String>) -> Self {
+        OptionError {
+            option,
+            value: None,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// `Ok` when `ok`, else the rule `reason` of `option`, broken.
+pub(crate) fn rule(ok: bool, option: &'static str, reason: &str) -> Result<(), OptionError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(OptionError::new(option, reason))
+    }
+}
+
+/// Refuses a `--columns` list that names a column twice: the trainer would be
+/// handed two fields of one name.
+pub fn check_columns(columns: &[String]) -> Result<(), OptionError> {
+    let mut seen = std::collections::HashSet::new();
+    match columns.iter().find(|c| !seen.insert(c.as_str())) {
+        Some(twice) => Err(OptionError::new(
+            "columns",
+            format!("column `{twice}` is listed twice"),
+        )),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_column_listed_twice_is_named() {
+        let cols = |s: &str| s.split(',').map(str::to_string).collect::<Vec<_>>();
+        assert!(check_columns(&cols("id,x1,label")).is_ok());
+        let err = check_columns(&cols("id,x1,id")).expect_err("id twice");
+        assert_eq!(
+            err.to_string(),
+            "invalid option --columns: column `id` is listed twice"
+        );
+    }
+}

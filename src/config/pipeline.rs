@@ -1,0 +1,94 @@
+//! A worker's pipeline: how rows are batched, how far readers run ahead, and
+//! what happens to each batch before its trainer gets it.
+
+use clap::Args;
+use serde::Deserialize;
+
+use super::value::{form, parse_size};
+use super::{rule, OptionError};
+use crate::trainer::{HashBuckets, Transform};
+
+/// The default of `--read-ahead`: bytes the readers of a worker hold ahead of
+/// its trainers, all together.
+pub const DEFAULT_READ_AHEAD: &str = "64MiB";
+
+/// The pipeline between the readers and the trainers; shared by `train` and `worker`.
+#[derive(Debug, Clone, PartialEq, Args, Deserialize)]
+#[serde(default, rename_all = "kebab-case")]
+pub struct PipelineOptions {
+    /// Rows per batch handed to a trainer (only the last batch of an epoch may be short).
+    #[arg(long, default_value_t = 1024)]
+    pub batch_size: usize,
+    /// Tasks leased and read ahead of the trainers.
+    #[arg(long, default_value_t = 4)]
+    pub prefetch: usize,
+    /// Bytes the readers may hold ahead of the trainers, all together (e.g. 64MiB): row groups fetched and not yet decoded, decoded batches not yet batched. A row group larger than this is read alone.
+    #[arg(long, value_name = "SIZE", default_value = DEFAULT_READ_AHEAD, value_parser = parse_size)]
+    #[serde(deserialize_with = "form::size")]
+    pub read_ahead: u64,
+    /// Rows held in a shuffle buffer (0: rows keep their order within a task).
+    #[arg(long, default_value_t = 0)]
+    pub shuffle_buffer: usize,
+    /// Every step gives each device one batch, and every device the same number of steps per epoch (the epoch's last partial step split evenly); exec trainers get RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT for torch.distributed, and are not restarted (a device process that dies stops the run).
+    #[arg(long)]
+    pub lockstep: bool,
+    /// With --lockstep: drop the epoch's last partial step instead of splitting it; its rows count as consumed (committed) and the summary counts them.
+    #[arg(long, requires = "lockstep")]
+    pub drop_last: bool,
+    /// Hash categorical columns into int64 buckets before batches reach the trainer, with the hash of `sluice_trainer.bucket_of`: `N` hashes every string, binary and dictionary column into [0, N); `COL=N,COL=N` hashes exactly those columns (integer ones too). A Python trainer then wraps them as tensors without work per row.
+    #[arg(long, value_name = "N|COL=N,...", value_parser = super::value::parse_with::<HashBuckets>)]
+    #[serde(deserialize_with = "form::some_parsed")]
+    pub hash_buckets: Option<HashBuckets>,
+    /// Replace nulls of integer and floating point columns with this value before batches reach the trainer, so they wrap as numpy arrays or tensors without a copy.
+    #[arg(long, value_name = "V", allow_negative_numbers = true)]
+    pub fill_nulls: Option<f64>,
+}
+
+impl Default for PipelineOptions {
+    fn default() -> Self {
+        PipelineOptions {
+            batch_size: 1024,
+            prefetch: 4,
+            read_ahead: 64 * 1024 * 1024,
+            shuffle_buffer: 0,
+            lockstep: false,
+            drop_last: false,
+            hash_buckets: None,
+            fill_nulls: None,
+        }
+    }
+}
+
+impl PipelineOptions {
+    /// Checks every rule, naming the first option that breaks one.
+    pub fn validate(&self) -> Result<(), OptionError> {
+        rule(
+            self.batch_size >= 1,
+            "batch-size",
+            "a batch holds at least one row",
+        )?;
+        rule(
+            self.prefetch >= 1,
+            "prefetch",
+            "at least one task must be read at a time",
+        )?;
+        rule(
+            self.read_ahead >= 1,
+            "read-ahead",
+            "the readers need at least one byte",
+        )?;
+        rule(
+            self.lockstep || !self.drop_last,
+            "drop-last",
+            "applies to --lockstep (the epoch's last partial step)",
+        )
+    }
+
+    /// The transform these choose (`--hash-buckets`, `--fill-nulls`).
+    pub fn transform(&self) -> Transform {
+        Transform {
+            hash_buckets: self.hash_buckets.clone().unwrap_or_default(),
+            fill_nulls: self.fill_nulls,
+        }
+    }
+}

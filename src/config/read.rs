@@ -1,0 +1,116 @@
+//! How a dataset is read: format, partition values, split size, text options
+//! and the version of a table.
+
+use clap::Args;
+use connectors::table::TableVersion;
+use connectors::{DatasetOptions, Format, FormatOptions};
+use serde::Deserialize;
+
+use super::value::{form, parse_size, parse_timestamp, parse_with};
+use super::{rule, OptionError};
+
+/// The default of `--split-size`.
+pub const DEFAULT_SPLIT_SIZE: &str = "128MiB";
+
+/// How to read a dataset; shared by every command that reads one.
+#[derive(Debug, Clone, PartialEq, Args, Deserialize)]
+#[serde(default, rename_all = "kebab-case")]
+pub struct ReadOptions {
+    /// Read every file as this format instead of guessing from file names.
+    #[arg(long, value_parser = parse_with::<Format>)]
+    #[serde(deserialize_with = "form::some_parsed")]
+    pub format: Option<Format>,
+    /// Keep partition values as strings instead of inferring types as Spark does (`007` stays `007`).
+    #[arg(long)]
+    pub partition_strings: bool,
+    /// Target split size: a task covers about this many bytes (e.g. 128MiB, 4MB, 1000000).
+    #[arg(long, default_value = DEFAULT_SPLIT_SIZE, value_parser = parse_size)]
+    #[serde(deserialize_with = "form::size")]
+    pub split_size: u64,
+    /// CSV files have no header line.
+    #[arg(long)]
+    pub csv_no_header: bool,
+    /// CSV field delimiter (one character).
+    #[arg(long, default_value_t = ',')]
+    pub csv_delimiter: char,
+    /// Split text lines at the first tab into `key` and `value` (MapReduce TextOutputFormat).
+    #[arg(long)]
+    pub text_key_value: bool,
+    /// Read this version of a Delta table (time travel) instead of the latest.
+    #[arg(long = "version", value_name = "N", conflicts_with_all = ["snapshot_id", "timestamp"])]
+    #[serde(rename = "version")]
+    pub table_version: Option<u64>,
+    /// Read this snapshot of an Iceberg table instead of the current one.
+    #[arg(long, value_name = "ID", conflicts_with = "timestamp")]
+    pub snapshot_id: Option<i64>,
+    /// Read the version of a Delta or Iceberg table that was current at this time:
+    /// RFC 3339 (`2026-11-29T10:00:00Z`), `YYYY-MM-DD[ HH:MM:SS]` in UTC, or
+    /// milliseconds since the epoch.
+    #[arg(long, value_name = "T", value_parser = parse_timestamp)]
+    #[serde(deserialize_with = "form::some_timestamp")]
+    pub timestamp: Option<i64>,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            format: None,
+            partition_strings: false,
+            split_size: 128 * 1024 * 1024,
+            csv_no_header: false,
+            csv_delimiter: ',',
+            text_key_value: false,
+            table_version: None,
+            snapshot_id: None,
+            timestamp: None,
+        }
+    }
+}
+
+impl ReadOptions {
+    /// Checks every rule, naming the first option that breaks one.
+    pub fn validate(&self) -> Result<(), OptionError> {
+        rule(
+            self.csv_delimiter.is_ascii(),
+            "csv-delimiter",
+            "must be one ASCII character",
+        )?;
+        rule(self.split_size > 0, "split-size", "must be more than 0")?;
+        let versions = [
+            self.table_version.is_some(),
+            self.snapshot_id.is_some(),
+            self.timestamp.is_some(),
+        ];
+        rule(
+            versions.iter().filter(|v| **v).count() <= 1,
+            "version",
+            "--version, --snapshot-id and --timestamp each choose the version read: give one",
+        )
+    }
+
+    /// The connectors' options these describe, once valid.
+    pub fn dataset_options(
+        &self,
+        ignore_corrupt_files: bool,
+    ) -> Result<DatasetOptions, OptionError> {
+        self.validate()?;
+        Ok(DatasetOptions {
+            format: self.format,
+            infer_partition_types: !self.partition_strings,
+            split_size: self.split_size,
+            format_options: FormatOptions {
+                csv_header: !self.csv_no_header,
+                csv_delimiter: self.csv_delimiter as u8,
+                text_key_value: self.text_key_value,
+                ..FormatOptions::default()
+            },
+            ignore_corrupt_files,
+            table_version: match (self.table_version, self.snapshot_id, self.timestamp) {
+                (Some(v), _, _) => TableVersion::Version(v),
+                (_, Some(id), _) => TableVersion::SnapshotId(id),
+                (_, _, Some(ms)) => TableVersion::Timestamp(ms),
+                _ => TableVersion::Latest,
+            },
+        })
+    }
+}

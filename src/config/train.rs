@@ -1,0 +1,265 @@
+//! `sluice train`: the single-machine job's options, and the validated
+//! [`TrainConfig`] the job runs with.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use connectors::DatasetOptions;
+use serde::Deserialize;
+
+use super::value::{form, parse_duration};
+use super::{
+    check_columns, rule, OptionError, PipelineOptions, ReadOptions, TrainerChoice, TrainerOptions,
+};
+use crate::trainer::DEFAULT_CHECKPOINT_EVERY;
+
+/// The job and its queue; with [`TrainerOptions`], [`PipelineOptions`] and
+/// [`ReadOptions`] they make a `sluice train` command or a job file.
+#[derive(Debug, Clone, PartialEq, Args, Deserialize)]
+#[serde(default, rename_all = "kebab-case")]
+pub struct TrainOptions {
+    /// Passes over the data; task order is reshuffled each epoch.
+    #[arg(long, default_value_t = 1)]
+    pub epochs: u32,
+    /// Only these columns reach the trainer (comma-separated); default all.
+    #[arg(long, value_delimiter = ',')]
+    #[serde(deserialize_with = "form::some_list")]
+    pub columns: Option<Vec<String>>,
+    /// Seed of task order and shuffling.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Attempts per task before it is failed.
+    #[arg(long, default_value_t = 3)]
+    pub max_attempts: u32,
+    /// A lease not renewed within this time goes back to the queue (e.g. 60s).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    #[serde(deserialize_with = "form::duration")]
+    pub lease_timeout: Duration,
+    /// Wait for _SUCCESS before starting (spark-submit handoff); optional timeout, default 1h.
+    #[arg(long, value_name = "TIMEOUT", num_args = 0..=1, default_missing_value = "1h", value_parser = parse_duration, require_equals = true)]
+    #[serde(deserialize_with = "form::some_duration")]
+    pub wait_success: Option<Duration>,
+    /// With --wait-success: fail as soon as this process (the job writing the output, e.g. spark-submit) exits without _SUCCESS appearing.
+    #[arg(long, value_name = "PID", requires = "wait_success")]
+    pub writer_pid: Option<u32>,
+    /// Train even if the output is visibly unfinished (no _SUCCESS, _temporary present).
+    #[arg(long)]
+    pub allow_incomplete: bool,
+    /// Train the rest when files are corrupt (a cut-off Parquet footer): each becomes a failed task named in the summary, exit code 2. Without it a corrupt file stops the job before training.
+    #[arg(long)]
+    pub ignore_corrupt_files: bool,
+    /// Write a JSON summary of the run here.
+    #[arg(long)]
+    pub summary_json: Option<PathBuf>,
+    /// On SIGINT or SIGTERM, how long the trainers may take to finish the
+    /// batches they hold; what they acknowledged is committed and the run
+    /// exits 130 (resume with the same --state). A second signal exits at once.
+    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    #[serde(deserialize_with = "form::duration")]
+    pub grace: Duration,
+    /// With --state and a built-in model: save the model in the state every STEPS steps (and before each new epoch), so that a resumed run continues it from there; default 100, 0 = never (a resumed run then starts the model over).
+    #[arg(long, value_name = "STEPS")]
+    pub checkpoint_every: Option<u64>,
+}
+
+impl Default for TrainOptions {
+    fn default() -> Self {
+        TrainOptions {
+            epochs: 1,
+            columns: None,
+            seed: 0,
+            max_attempts: 3,
+            lease_timeout: Duration::from_secs(60),
+            wait_success: None,
+            writer_pid: None,
+            allow_incomplete: false,
+            ignore_corrupt_files: false,
+            summary_json: None,
+            grace: Duration::from_secs(20),
+            checkpoint_every: None,
+        }
+    }
+}
+
+/// What a `sluice train` job is made of: its options, the dataset's URL and the
+/// local state directory (`--state`) if any.
+#[derive(Debug, Clone, Copy)]
+pub struct TrainParts<'a> {
+    /// The job and its queue.
+    pub train: &'a TrainOptions,
+    /// The device threads and their trainer.
+    pub trainer: &'a TrainerOptions,
+    /// The pipeline between readers and trainers.
+    pub pipeline: &'a PipelineOptions,
+    /// How the dataset is read.
+    pub read: &'a ReadOptions,
+}
+
+impl TrainParts<'_> {
+    /// Checks every rule of every part, naming the first option that breaks
+    /// one, and builds the job's configuration.
+    pub fn config(self, url: String, state: Option<PathBuf>) -> Result<TrainConfig, OptionError> {
+        let TrainParts {
+            train,
+            trainer,
+            pipeline,
+            read,
+        } = self;
+        let dataset = read.dataset_options(train.ignore_corrupt_files)?;
+        let choice = trainer.trainer()?;
+        pipeline.validate()?;
+        train.validate()?;
+        let state = state.map(local_state).transpose()?;
+        let is_model = matches!(choice, TrainerChoice::Model(_));
+        let checkpoint_every = match train.checkpoint_every {
+            Some(steps) => {
+                if steps > 0 {
+                    rule(
+                        state.is_some(),
+                        "checkpoint-every",
+                        "needs --state: the checkpoints are kept in the job's state directory",
+                    )?;
+                    rule(
+                        is_model,
+                        "checkpoint-every",
+                        "applies to the built-in models (--model linear|logistic); an exec trainer writes its own checkpoints",
+                    )?;
+                }
+                steps
+            }
+            None if is_model && state.is_some() => DEFAULT_CHECKPOINT_EVERY,
+            None => 0,
+        };
+        Ok(TrainConfig {
+            url,
+            dataset,
+            devices: trainer.device_count(),
+            device_ids: trainer.device_ids.clone(),
+            batch_size: pipeline.batch_size,
+            epochs: train.epochs,
+            trainer: choice,
+            columns: train.columns.clone(),
+            prefetch: pipeline.prefetch,
+            read_ahead: pipeline.read_ahead,
+            shuffle_buffer: pipeline.shuffle_buffer,
+            lockstep: pipeline.lockstep,
+            drop_last: pipeline.drop_last,
+            transform: pipeline.transform(),
+            seed: train.seed,
+            max_attempts: train.max_attempts,
+            lease_timeout: train.lease_timeout,
+            wait_success: train.wait_success,
+            writer_pid: train.writer_pid,
+            allow_incomplete: train.allow_incomplete,
+            summary_json: train.summary_json.clone(),
+            state,
+            checkpoint_every,
+            progress: !trainer.quiet,
+            stop: None,
+        })
+    }
+}
+
+impl TrainOptions {
+    /// Checks every rule of these options alone, naming the first option that
+    /// breaks one.
+    pub fn validate(&self) -> Result<(), OptionError> {
+        rule(self.epochs >= 1, "epochs", "at least one epoch")?;
+        rule(
+            self.max_attempts >= 1,
+            "max-attempts",
+            "at least one attempt per task",
+        )?;
+        rule(
+            !self.lease_timeout.is_zero(),
+            "lease-timeout",
+            "must be more than 0",
+        )?;
+        rule(
+            self.writer_pid.is_none() || self.wait_success.is_some(),
+            "writer-pid",
+            "applies to --wait-success (the process writing the output)",
+        )?;
+        if let Some(columns) = &self.columns {
+            check_columns(columns)?;
+        }
+        Ok(())
+    }
+}
+
+/// The directory of `train --state`: a path, or the path of a `file://` URL.
+/// A store URL is refused (rather than taken for a directory named `s3:`):
+/// state on a store is the master's.
+fn local_state(state: PathBuf) -> Result<PathBuf, OptionError> {
+    let Some((scheme, rest)) = state.to_str().and_then(|s| s.split_once("://")) else {
+        return Ok(state);
+    };
+    if scheme.eq_ignore_ascii_case("file") {
+        return Ok(PathBuf::from(rest));
+    }
+    Err(OptionError {
+        option: "state",
+        value: Some(state.display().to_string()),
+        reason: format!(
+            "`sluice train` keeps its state in a local directory (a path or file:// URL); for state on an object store or HDFS run `sluice master DATA --state {}` and `sluice worker --master URL`",
+            state.display()
+        ),
+    })
+}
+
+/// A validated `sluice train` job.
+#[derive(Debug, Clone)]
+pub struct TrainConfig {
+    /// The dataset URL.
+    pub url: String,
+    /// How to read it.
+    pub dataset: DatasetOptions,
+    /// Device threads.
+    pub devices: usize,
+    /// Accelerator ids per device.
+    pub device_ids: Option<Vec<String>>,
+    /// Rows per batch.
+    pub batch_size: usize,
+    /// Epochs.
+    pub epochs: u32,
+    /// The trainer.
+    pub trainer: TrainerChoice,
+    /// Projected columns.
+    pub columns: Option<Vec<String>>,
+    /// Tasks read ahead.
+    pub prefetch: usize,
+    /// Bytes read ahead (see [`super::DEFAULT_READ_AHEAD`]).
+    pub read_ahead: u64,
+    /// Shuffle buffer rows.
+    pub shuffle_buffer: usize,
+    /// One batch per device per step, the same steps per epoch on every device.
+    pub lockstep: bool,
+    /// With `lockstep`: drop the epoch's last partial step.
+    pub drop_last: bool,
+    /// What happens to each batch before its trainer gets it.
+    pub transform: crate::trainer::Transform,
+    /// Seed.
+    pub seed: u64,
+    /// Attempts per task.
+    pub max_attempts: u32,
+    /// Lease timeout.
+    pub lease_timeout: Duration,
+    /// Wait for `_SUCCESS` up to this long.
+    pub wait_success: Option<Duration>,
+    /// While waiting, fail as soon as this process (the output's writer) has exited.
+    pub writer_pid: Option<u32>,
+    /// Train on visibly unfinished output.
+    pub allow_incomplete: bool,
+    /// Summary file.
+    pub summary_json: Option<PathBuf>,
+    /// Journal directory: a killed run resumes from it.
+    pub state: Option<PathBuf>,
+    /// Steps between checkpoints of a built-in model, kept in `state` (0: none).
+    pub checkpoint_every: u64,
+    /// Draw a progress bar.
+    pub progress: bool,
+    /// Stops the run early (SIGINT/SIGTERM): acknowledged rows are committed
+    /// and the tasks handed back, so `--state` resumes where it stopped.
+    pub stop: Option<crate::worker::pipeline::Stop>,
+}
