@@ -54,12 +54,22 @@ pub enum TrainError {
     #[error(transparent)]
     Pipeline(#[from] pipeline::PipelineError),
     /// The model to continue from (`--init-model`) cannot be read.
-    #[error("cannot read the model to continue from, {path}: {reason}")]
+    #[error("cannot read the model to continue from, {path}: {source}")]
     InitModel {
         /// The file.
         path: String,
-        /// Why.
-        reason: String,
+        /// The read's failure.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The model to continue from (`--init-model`) is not JSON.
+    #[error("the model to continue from, {path}, is not JSON: {source}")]
+    InitModelJson {
+        /// The file.
+        path: String,
+        /// What the JSON parser found.
+        #[source]
+        source: serde_json::Error,
     },
     /// The state's tasks are all done, but the run that did them stopped
     /// before it ended (before writing its outputs).
@@ -469,12 +479,15 @@ fn linear_factory(
 
 /// Reads a model written by `--output`.
 fn read_model(path: &std::path::Path) -> Result<serde_json::Value, TrainError> {
-    let error = |reason: String| TrainError::InitModel {
-        path: path.display().to_string(),
-        reason,
-    };
-    let text = std::fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
-    serde_json::from_str(&text).map_err(|e| error(format!("not JSON: {e}")))
+    let shown = || path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| TrainError::InitModel {
+        path: shown(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|source| TrainError::InitModelJson {
+        path: shown(),
+        source,
+    })
 }
 
 /// Writes pretty JSON to a file.

@@ -229,9 +229,9 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
         Some(make_job(&config).await?)
     };
     let (state, resumed) = MasterState::open(&config.state, identity, move || {
-        made.ok_or_else(|| StateError::BadJob {
+        made.ok_or_else(|| StateError::JobVanished {
             path: "job.json".to_string(),
-            reason: "disappeared while starting".to_string(),
+            what: "disappeared",
         })
     })
     .await?;

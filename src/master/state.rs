@@ -69,13 +69,23 @@ pub enum StateError {
         #[source]
         source: std::io::Error,
     },
-    /// `job.json` cannot be read.
-    #[error("state {path} is not a sluice job: {reason}")]
+    /// `job.json` is not the JSON of a sluice job (or the job cannot be written as JSON).
+    #[error("state {path} is not a sluice job: {source}")]
     BadJob {
         /// The file.
         path: String,
-        /// Why.
-        reason: String,
+        /// What the JSON parser found.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// `job.json` was there when the master started and is gone now: another
+    /// process changes the state.
+    #[error("state {path}: job.json {what} while the master was starting; is another master or a cleanup using this state?")]
+    JobVanished {
+        /// The file.
+        path: String,
+        /// What happened to it.
+        what: &'static str,
     },
     /// Another process holds the state directory.
     #[error(transparent)]
@@ -527,28 +537,29 @@ async fn open_store_job(
         return Ok((job, false));
     }
     // Another master created the job first: use its version.
-    let bytes = object_log::read(location, &path)
-        .await?
-        .ok_or_else(|| StateError::BadJob {
-            path: shown.clone(),
-            reason: "created and removed while starting".to_string(),
-        })?;
+    let bytes =
+        object_log::read(location, &path)
+            .await?
+            .ok_or_else(|| StateError::JobVanished {
+                path: shown.clone(),
+                what: "was created and removed",
+            })?;
     let job = parse_job(&shown, &bytes)?;
     check_identity(&state, &job, &identity)?;
     Ok((job, true))
 }
 
 fn parse_job(path: &str, bytes: &[u8]) -> Result<JobFile, StateError> {
-    serde_json::from_slice(bytes).map_err(|e| StateError::BadJob {
+    serde_json::from_slice(bytes).map_err(|source| StateError::BadJob {
         path: path.to_string(),
-        reason: e.to_string(),
+        source,
     })
 }
 
 fn job_bytes(job: &JobFile) -> Result<Vec<u8>, StateError> {
-    serde_json::to_vec(job).map_err(|e| StateError::BadJob {
+    serde_json::to_vec(job).map_err(|source| StateError::BadJob {
         path: "job.json".to_string(),
-        reason: e.to_string(),
+        source,
     })
 }
 

@@ -17,25 +17,38 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Errors setting TLS up.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
-    /// A PEM file cannot be read or holds nothing usable.
-    #[error("TLS {what} {path}: {reason}")]
-    Pem {
-        /// Certificate or key.
-        what: &'static str,
+    /// The certificate file cannot be read or is not PEM.
+    #[error("TLS certificate {path}: {source}")]
+    Certificate {
         /// The file.
         path: PathBuf,
-        /// Why.
-        reason: String,
+        /// What reading it found.
+        #[source]
+        source: tokio_rustls::rustls::pki_types::pem::Error,
+    },
+    /// The certificate file holds no certificate.
+    #[error("TLS certificate {path}: no certificate in the file")]
+    NoCertificate {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The key file cannot be read or holds no PEM private key. What the
+    /// parser said is left out: it could quote the key.
+    #[error("TLS key {path}: no readable PEM private key")]
+    Key {
+        /// The file.
+        path: PathBuf,
     },
     /// The certificate and key do not make a server configuration.
-    #[error("TLS certificate {cert} with key {key}: {reason}")]
+    #[error("TLS certificate {cert} with key {key}: {source}")]
     Config {
         /// The certificate file.
         cert: PathBuf,
         /// The key file.
         key: PathBuf,
-        /// Why.
-        reason: String,
+        /// What rustls found.
+        #[source]
+        source: tokio_rustls::rustls::Error,
     },
 }
 
@@ -43,32 +56,27 @@ pub enum TlsError {
 pub fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, TlsError> {
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
         .and_then(|certs| certs.collect::<Result<_, _>>())
-        .map_err(|e| TlsError::Pem {
-            what: "certificate",
+        .map_err(|source| TlsError::Certificate {
             path: cert.to_path_buf(),
-            reason: e.to_string(),
+            source,
         })?;
     if chain.is_empty() {
-        return Err(TlsError::Pem {
-            what: "certificate",
+        return Err(TlsError::NoCertificate {
             path: cert.to_path_buf(),
-            reason: "no certificate in the file".to_string(),
         });
     }
     // The key's contents never reach a message: only its path does.
-    let private = PrivateKeyDer::from_pem_file(key).map_err(|_| TlsError::Pem {
-        what: "key",
+    let private = PrivateKeyDer::from_pem_file(key).map_err(|_| TlsError::Key {
         path: key.to_path_buf(),
-        reason: "no readable PEM private key".to_string(),
     })?;
     let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
     let config = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .and_then(|b| b.with_no_client_auth().with_single_cert(chain, private))
-        .map_err(|e| TlsError::Config {
+        .map_err(|source| TlsError::Config {
             cert: cert.to_path_buf(),
             key: key.to_path_buf(),
-            reason: e.to_string(),
+            source,
         })?;
     Ok(TlsAcceptor::from(Arc::new(config)))
 }

@@ -40,12 +40,13 @@ pub enum StateError {
         source: object_store::Error,
     },
     /// `trained.json` is not what sluice writes.
-    #[error("state {path} is damaged: {reason}")]
+    #[error("state {path} is damaged: {source}")]
     Damaged {
         /// The object.
         path: String,
-        /// What is wrong.
-        reason: String,
+        /// What the JSON parser found.
+        #[source]
+        source: serde_json::Error,
     },
     /// Another writer changed `trained.json` since this run read it.
     #[error("state {path} was changed by another run while this one trained; nothing was recorded (its partitions are trained again next time)")]
@@ -182,7 +183,7 @@ impl StateStore {
         };
         let trained: Trained = serde_json::from_slice(&bytes).map_err(|e| StateError::Damaged {
             path: self.location.display(&path),
-            reason: e.to_string(),
+            source: e,
         })?;
         if trained.source != source {
             return Err(StateError::OtherSource {

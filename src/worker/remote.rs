@@ -45,20 +45,37 @@ pub enum RemoteError {
         body: String,
     },
     /// The master's TLS certificate is not trusted.
-    #[error("master {url}: its TLS certificate is not trusted ({reason}); pass --ca-file with the CA that signed it")]
+    #[error("master {url}: its TLS certificate is not trusted ({}); pass --ca-file with the CA that signed it", error_chain(.source))]
     Certificate {
         /// The master.
         url: String,
-        /// What TLS said.
-        reason: String,
+        /// The request's failure, with the TLS error among its sources.
+        #[source]
+        source: reqwest::Error,
     },
-    /// The CA certificate file cannot be used.
-    #[error("--ca-file {path}: {reason}")]
+    /// The CA certificate file cannot be read.
+    #[error("--ca-file {path}: {source}")]
+    CaFileUnreadable {
+        /// The file.
+        path: String,
+        /// The read's failure.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The CA certificate file is not a PEM bundle of certificates.
+    #[error("--ca-file {path}: {source}")]
     CaFile {
         /// The file.
         path: String,
-        /// Why.
-        reason: String,
+        /// What parsing it found.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The CA certificate file holds no certificate.
+    #[error("--ca-file {path}: no certificate in the file")]
+    CaFileEmpty {
+        /// The file.
+        path: String,
     },
     /// The queue refused the request.
     #[error(transparent)]
@@ -94,15 +111,19 @@ impl RemoteSource {
             .connect_timeout(Duration::from_secs(3))
             .timeout(Duration::from_secs(30));
         if let Some(path) = ca_file {
-            let bad = |reason: String| RemoteError::CaFile {
-                path: path.display().to_string(),
-                reason,
-            };
-            let pem = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
-            let certs =
-                reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| bad(e.to_string()))?;
+            let shown = || path.display().to_string();
+            let pem = std::fs::read(path).map_err(|source| RemoteError::CaFileUnreadable {
+                path: shown(),
+                source,
+            })?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|source| {
+                RemoteError::CaFile {
+                    path: shown(),
+                    source,
+                }
+            })?;
             if certs.is_empty() {
-                return Err(bad("no certificate in the file".to_string()));
+                return Err(RemoteError::CaFileEmpty { path: shown() });
             }
             for cert in certs {
                 builder = builder.add_root_certificate(cert);
@@ -201,7 +222,7 @@ impl RemoteSource {
                         // Retrying cannot make an untrusted certificate trusted.
                         return Err(RemoteError::Certificate {
                             url: self.base.clone(),
-                            reason: chain,
+                            source: e,
                         });
                     }
                     if !idempotent && !e.is_connect() {
