@@ -20,8 +20,8 @@ use serde::Deserialize;
 use subtle::ConstantTimeEq;
 
 use super::commit::GroupCommit;
-use super::page;
 use super::state::{wall_millis, MasterState};
+use super::{metrics, page};
 use crate::protocol::api::*;
 /// An HTTP request as axum hands it over (the API's own requests are [`Request`]s).
 type HttpRequest = axum::extract::Request;
@@ -566,6 +566,17 @@ async fn metrics(
         return unauthorized();
     }
     let master = state.master.lock().unwrap_or_else(|e| e.into_inner());
-    let body = page::metrics(&status_of(&master), master.requests, master.journaled);
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
+    let snapshot = metrics::Snapshot {
+        status: status_of(&master),
+        requests: master.requests,
+        journaled: master.journaled,
+    };
+    drop(master);
+    match snapshot.encode() {
+        Ok(body) => ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], body).into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot encode /metrics");
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    }
 }

@@ -9,6 +9,7 @@ pub mod identity;
 pub mod journal;
 pub mod listen;
 pub mod local;
+pub mod metrics;
 pub mod object_log;
 pub mod page;
 pub mod serve;

@@ -1,9 +1,9 @@
-//! What people and Prometheus see of a job: the status page and `/metrics`.
+//! What people see of a job: the status page.
 
 use std::collections::VecDeque;
 use std::fmt::Write;
 
-use crate::protocol::api::{StatusReply, WorkerStatus};
+use crate::protocol::api::StatusReply;
 
 /// Escapes text for HTML.
 fn esc(s: &str) -> String {
@@ -94,13 +94,6 @@ td,th{{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:right}}th{{back
     html
 }
 
-/// Escapes a Prometheus label value.
-fn label(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
 /// A small SVG line chart of rows/s samples.
 fn chart(history: &VecDeque<f64>) -> String {
     let (w, h) = (480.0, 100.0);
@@ -122,128 +115,6 @@ fn chart(history: &VecDeque<f64>) -> String {
         points.join(" "),
         max
     )
-}
-
-/// Prometheus text exposition.
-pub fn metrics(s: &StatusReply, requests: u64, journaled: u64) -> String {
-    let q = &s.queue;
-    let mut out = String::new();
-    let mut gauge = |name: &str, help: &str, kind: &str, lines: Vec<(String, String)>| {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-        for (labels, value) in lines {
-            let _ = writeln!(out, "{name}{labels} {value}");
-        }
-    };
-    gauge(
-        "sluice_epoch",
-        "Current epoch (1-based).",
-        "gauge",
-        vec![(String::new(), (q.epoch + 1).to_string())],
-    );
-    gauge(
-        "sluice_epochs",
-        "Epochs in the job.",
-        "gauge",
-        vec![(String::new(), q.epochs.to_string())],
-    );
-    gauge(
-        "sluice_tasks",
-        "Tasks of the current epoch by state.",
-        "gauge",
-        [
-            ("todo", q.todo),
-            ("leased", q.leased),
-            ("done", q.done),
-            ("failed", q.failed),
-        ]
-        .iter()
-        .map(|(k, v)| (format!("{{state=\"{k}\"}}"), v.to_string()))
-        .collect(),
-    );
-    gauge(
-        "sluice_tasks_done_total",
-        "Tasks done over all epochs.",
-        "counter",
-        vec![(String::new(), q.tasks_done.to_string())],
-    );
-    gauge(
-        "sluice_rows_committed_total",
-        "Rows acknowledged by trainers and durably committed, over all epochs.",
-        "counter",
-        vec![(String::new(), s.rows_committed.to_string())],
-    );
-    gauge(
-        "sluice_rows_done_total",
-        "Rows of tasks done, over all epochs.",
-        "counter",
-        vec![(String::new(), s.rows_done.to_string())],
-    );
-    if let Some(total) = s.rows_total {
-        gauge(
-            "sluice_job_rows",
-            "Rows the whole job serves: the splits' rows times the epochs.",
-            "gauge",
-            vec![(String::new(), total.to_string())],
-        );
-    }
-    gauge(
-        "sluice_workers",
-        "Live workers (heard from within the lease timeout).",
-        "gauge",
-        vec![(String::new(), s.workers.len().to_string())],
-    );
-    gauge(
-        "sluice_workers_departed",
-        "Workers registered that are no longer live.",
-        "gauge",
-        vec![(String::new(), s.workers_departed.to_string())],
-    );
-    let per_worker = |value: &dyn Fn(&WorkerStatus) -> String| -> Vec<(String, String)> {
-        s.workers
-            .iter()
-            .map(|w| {
-                let labels = format!("{{worker=\"{}\",name=\"{}\"}}", w.worker, label(&w.name));
-                (labels, value(w))
-            })
-            .collect()
-    };
-    gauge(
-        "sluice_worker_rows",
-        "Rows a live worker's trainers acknowledged, as its last heartbeat reported them.",
-        "gauge",
-        per_worker(&|w| w.rows.to_string()),
-    );
-    gauge(
-        "sluice_worker_rows_per_second",
-        "A live worker's rows per second, from its heartbeats.",
-        "gauge",
-        per_worker(&|w| format!("{:.1}", w.rows_per_second)),
-    );
-    gauge(
-        "sluice_worker_seconds_since_heartbeat",
-        "Seconds since a live worker's last heartbeat.",
-        "gauge",
-        per_worker(&|w| format!("{:.1}", w.seconds_since_heartbeat)),
-    );
-    gauge(
-        "sluice_requests_total",
-        "Queue requests served.",
-        "counter",
-        vec![(String::new(), requests.to_string())],
-    );
-    gauge(
-        "sluice_journal_records_total",
-        "Commands journaled.",
-        "counter",
-        vec![(String::new(), journaled.to_string())],
-    );
-    gauge(
-        "sluice_job_over",
-        "1 once every epoch is finished.",
-        "gauge",
-        vec![(String::new(), u8::from(q.job_over).to_string())],
-    );
-    out
 }
 
 #[cfg(test)]
@@ -272,24 +143,6 @@ mod tests {
             workers_departed: 2,
             failed: Vec::new(),
         }
-    }
-
-    #[test]
-    fn metrics_carry_the_queues_rows_and_escaped_worker_names() {
-        let text = metrics(&status(Some(4000), "node \"7\"\\a\nb"), 10, 5);
-        for line in [
-            "sluice_rows_committed_total 1500",
-            "sluice_rows_done_total 1000",
-            "sluice_job_rows 4000",
-            "sluice_workers 1",
-            "sluice_workers_departed 2",
-            r#"sluice_worker_rows{worker="3",name="node \"7\"\\a\nb"} 1200"#,
-            r#"sluice_worker_rows_per_second{worker="3",name="node \"7\"\\a\nb"} 250.0"#,
-        ] {
-            assert!(text.lines().any(|l| l == line), "no `{line}` in:\n{text}");
-        }
-        let unknown = metrics(&status(None, "w"), 0, 0);
-        assert!(!unknown.contains("sluice_job_rows "), "{unknown}");
     }
 
     #[test]

@@ -1,0 +1,267 @@
+//! `/metrics`: a job's figures in the OpenMetrics text format, encoded by
+//! `prometheus-client` from a snapshot of the master's status at each scrape.
+
+use std::fmt::Write;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeLabelValue, EncodeMetric, LabelValueEncoder,
+};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+
+use crate::protocol::api::{StatusReply, WorkerStatus};
+
+/// The content type of the exposition.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// What one scrape shows: the status, and the master's request and journal counts.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// The job's status, as the page and `sluice status` show it.
+    pub status: StatusReply,
+    /// Queue requests served.
+    pub requests: u64,
+    /// Commands journaled.
+    pub journaled: u64,
+}
+
+impl Snapshot {
+    /// The exposition text.
+    pub fn encode(self) -> Result<String, std::fmt::Error> {
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(self));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry)?;
+        Ok(text)
+    }
+}
+
+/// A label value with the escapes the text formats ask for (`\\`, `\"`,
+/// `\n`): prometheus-client writes label values as they are, and a worker's
+/// `--name` is the user's to choose.
+struct Escaped<'a>(&'a str);
+
+impl EncodeLabelValue for Escaped<'_> {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        for c in self.0.chars() {
+            match c {
+                '\\' => encoder.write_str("\\\\")?,
+                '"' => encoder.write_str("\\\"")?,
+                '\n' => encoder.write_str("\\n")?,
+                c => encoder.write_char(c)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+fn gauge<V>(e: &mut DescriptorEncoder, name: &str, help: &str, value: V) -> std::fmt::Result
+where
+    ConstGauge<V>: EncodeMetric,
+{
+    let metric = ConstGauge::new(value);
+    metric.encode(e.encode_descriptor(name, help, None, metric.metric_type())?)
+}
+
+/// A counter: the exposition names its sample `NAME_total`.
+fn counter(e: &mut DescriptorEncoder, name: &str, help: &str, value: u64) -> std::fmt::Result {
+    let metric = ConstCounter::new(value);
+    metric.encode(e.encode_descriptor(name, help, None, metric.metric_type())?)
+}
+
+/// A gauge per live worker, labelled with its id and name.
+fn per_worker<V>(
+    e: &mut DescriptorEncoder,
+    workers: &[WorkerStatus],
+    name: &str,
+    help: &str,
+    value: impl Fn(&WorkerStatus) -> V,
+) -> std::fmt::Result
+where
+    ConstGauge<V>: EncodeMetric,
+{
+    let mut family = e.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    for w in workers {
+        let id = w.worker.to_string();
+        let labels = [("worker", Escaped(&id)), ("name", Escaped(&w.name))];
+        ConstGauge::new(value(w)).encode(family.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+fn count(n: impl TryInto<i64>) -> i64 {
+    n.try_into().unwrap_or(i64::MAX)
+}
+
+impl Collector for Snapshot {
+    fn encode(&self, mut e: DescriptorEncoder) -> std::fmt::Result {
+        let s = &self.status;
+        let q = &s.queue;
+        gauge(
+            &mut e,
+            "sluice_epoch",
+            "Current epoch (1-based).",
+            count(q.epoch) + 1,
+        )?;
+        gauge(
+            &mut e,
+            "sluice_epochs",
+            "Epochs in the job.",
+            count(q.epochs),
+        )?;
+        let mut tasks = e.encode_descriptor(
+            "sluice_tasks",
+            "Tasks of the current epoch by state.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (state, n) in [
+            ("todo", q.todo),
+            ("leased", q.leased),
+            ("done", q.done),
+            ("failed", q.failed),
+        ] {
+            ConstGauge::new(count(n)).encode(tasks.encode_family(&[("state", state)])?)?;
+        }
+        counter(
+            &mut e,
+            "sluice_tasks_done",
+            "Tasks done over all epochs.",
+            q.tasks_done,
+        )?;
+        counter(
+            &mut e,
+            "sluice_rows_committed",
+            "Rows acknowledged by trainers and durably committed, over all epochs.",
+            s.rows_committed,
+        )?;
+        counter(
+            &mut e,
+            "sluice_rows_done",
+            "Rows of tasks done, over all epochs.",
+            s.rows_done,
+        )?;
+        if let Some(total) = s.rows_total {
+            gauge(
+                &mut e,
+                "sluice_job_rows",
+                "Rows the whole job serves: the splits' rows times the epochs.",
+                count(total),
+            )?;
+        }
+        gauge(
+            &mut e,
+            "sluice_workers",
+            "Live workers (heard from within the lease timeout).",
+            count(s.workers.len()),
+        )?;
+        gauge(
+            &mut e,
+            "sluice_workers_departed",
+            "Workers registered that are no longer live.",
+            count(s.workers_departed),
+        )?;
+        per_worker(
+            &mut e,
+            &s.workers,
+            "sluice_worker_rows",
+            "Rows a live worker's trainers acknowledged, as its last heartbeat reported them.",
+            |w| count(w.rows),
+        )?;
+        per_worker(
+            &mut e,
+            &s.workers,
+            "sluice_worker_rows_per_second",
+            "A live worker's rows per second, from its heartbeats.",
+            |w| w.rows_per_second,
+        )?;
+        per_worker(
+            &mut e,
+            &s.workers,
+            "sluice_worker_seconds_since_heartbeat",
+            "Seconds since a live worker's last heartbeat.",
+            |w| w.seconds_since_heartbeat,
+        )?;
+        counter(
+            &mut e,
+            "sluice_requests",
+            "Queue requests served.",
+            self.requests,
+        )?;
+        counter(
+            &mut e,
+            "sluice_journal_records",
+            "Commands journaled.",
+            self.journaled,
+        )?;
+        gauge(
+            &mut e,
+            "sluice_job_over",
+            "1 once every epoch is finished.",
+            i64::from(q.job_over),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task::{Queue, QueueConfig, WorkerId};
+
+    fn status(rows_total: Option<u64>, name: &str) -> StatusReply {
+        let queue = Queue::new(4, QueueConfig::default())
+            .expect("queue")
+            .status();
+        StatusReply {
+            url: "file:///data/<clicks>".into(),
+            queue,
+            rows_committed: 1500,
+            rows_done: 1000,
+            rows_total,
+            workers: vec![WorkerStatus {
+                worker: WorkerId(3),
+                name: name.into(),
+                rows: 1200,
+                rows_per_second: 250.0,
+                seconds_since_heartbeat: 0.4,
+            }],
+            workers_departed: 2,
+            failed: Vec::new(),
+        }
+    }
+
+    fn text(rows_total: Option<u64>, name: &str) -> String {
+        Snapshot {
+            status: status(rows_total, name),
+            requests: 10,
+            journaled: 5,
+        }
+        .encode()
+        .expect("encode")
+    }
+
+    #[test]
+    fn metrics_carry_the_queues_rows_and_escaped_worker_names() {
+        let text = text(Some(4000), "node \"7\"\\a\nb");
+        for line in [
+            "sluice_rows_committed_total 1500",
+            "sluice_rows_done_total 1000",
+            "sluice_job_rows 4000",
+            "sluice_workers 1",
+            "sluice_workers_departed 2",
+            "sluice_tasks{state=\"todo\"} 4",
+            "sluice_requests_total 10",
+            "sluice_journal_records_total 5",
+            r#"sluice_worker_rows{worker="3",name="node \"7\"\\a\nb"} 1200"#,
+            r#"sluice_worker_rows_per_second{worker="3",name="node \"7\"\\a\nb"} 250.0"#,
+            "# EOF",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no `{line}` in:\n{text}");
+        }
+        let unknown = super::tests::text(None, "w");
+        assert!(!unknown.contains("sluice_job_rows "), "{unknown}");
+    }
+}
