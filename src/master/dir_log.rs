@@ -26,7 +26,7 @@ use std::thread::JoinHandle;
 use serde::{Deserialize, Serialize};
 
 use super::dir_lock::DirLock;
-use super::journal::{sync_dir, FileJournal, Journal, JournalError, Loaded, Pending};
+use super::journal::{sync_dir, Damage, FileJournal, Journal, JournalError, Loaded, Pending};
 use crate::task::{Command, Queue};
 
 /// A snapshot: the whole queue after every record of the journals before `generation`.
@@ -67,9 +67,10 @@ impl DirLog {
                 return Err(JournalError::Corrupt {
                     path: path.display().to_string(),
                     line: 0,
-                    reason: format!(
-                        "missing: the snapshot is of generation {first} and journal {last} exists"
-                    ),
+                    damage: Damage::MissingGeneration {
+                        snapshot: first,
+                        newest: last,
+                    },
                 });
             }
             earlier.extend(FileJournal::open(&path)?.load()?.commands);
@@ -233,7 +234,7 @@ fn read_snapshot(dir: &Path) -> Result<Option<Snapshot>, JournalError> {
             .map_err(|e| JournalError::Corrupt {
                 path: path.display().to_string(),
                 line: 1,
-                reason: e.to_string(),
+                damage: Damage::Json(e),
             }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(io_err(&path, source)),

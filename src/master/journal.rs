@@ -20,15 +20,17 @@ pub enum JournalError {
         #[source]
         source: std::io::Error,
     },
-    /// A record in the middle of the journal cannot be read.
-    #[error("journal {path} line {line} is corrupt: {reason}")]
+    /// A record in the middle of the journal cannot be read, or a part of
+    /// the state is missing.
+    #[error("journal {path} line {line} is corrupt: {damage}")]
     Corrupt {
         /// The journal file.
         path: String,
-        /// 1-based line.
+        /// 1-based line (0: the whole file).
         line: usize,
         /// What is wrong.
-        reason: String,
+        #[source]
+        damage: Damage,
     },
     /// The object store holding the state failed.
     #[error("state {location}: {source}")]
@@ -178,10 +180,10 @@ impl FileJournal {
             .seek(SeekFrom::Start(0))
             .and_then(|_| (&*self.file).read_to_end(&mut bytes))
             .map_err(|e| io_err(&self.path, e))?;
-        let scan = scan(&bytes).map_err(|(line, reason)| JournalError::Corrupt {
+        let scan = scan(&bytes).map_err(|(line, damage)| JournalError::Corrupt {
             path: self.path.display().to_string(),
             line,
-            reason,
+            damage,
         })?;
         if scan.good_len < bytes.len() {
             tracing::warn!(
@@ -213,7 +215,29 @@ struct Scan {
 /// except a bad last line followed only by empty lines (a torn tail); the
 /// bytes after the last newline are never a record. Errors give the 1-based
 /// line and the reason.
-fn scan(bytes: &[u8]) -> Result<Scan, (usize, String)> {
+/// What is wrong with a damaged journal, snapshot or log object.
+#[derive(Debug, thiserror::Error)]
+pub enum Damage {
+    /// A record is not the JSON of a command.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    /// An empty line before more records.
+    #[error("an empty line")]
+    EmptyLine,
+    /// A journal between the snapshot's generation and the newest one is missing.
+    #[error("missing: the snapshot is of generation {snapshot} and journal {newest} exists")]
+    MissingGeneration {
+        /// The snapshot's generation.
+        snapshot: u64,
+        /// The newest journal's generation.
+        newest: u64,
+    },
+    /// An object of the log is missing.
+    #[error("log object missing (removed by hand?)")]
+    MissingObject,
+}
+
+fn scan(bytes: &[u8]) -> Result<Scan, (usize, Damage)> {
     let terminated = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
     let mut scan = Scan {
         commands: Vec::new(),
@@ -231,12 +255,12 @@ fn scan(bytes: &[u8]) -> Result<Scan, (usize, String)> {
             }
             Err(e) => {
                 if !is_blank(&bytes[scan.good_len + line.len()..]) {
-                    let reason = if is_blank(line) {
-                        "an empty line".to_string()
+                    let damage = if is_blank(line) {
+                        Damage::EmptyLine
                     } else {
-                        e.to_string()
+                        Damage::Json(e)
                     };
-                    return Err((i + 1, reason));
+                    return Err((i + 1, damage));
                 }
                 scan.cut = if is_blank(line) {
                     "empty lines"

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use tokio::runtime::Handle;
 use tracing::{info, warn};
 
-use super::journal::{Journal, JournalError, Loaded};
+use super::journal::{Damage, Journal, JournalError, Loaded};
 use crate::task::{Command, Queue};
 
 /// Log objects between snapshots: loading reads at most this many objects.
@@ -327,7 +327,7 @@ fn corrupt(location: &Location, path: &Path, e: serde_json::Error) -> JournalErr
     JournalError::Corrupt {
         path: location.display(path),
         line: 1,
-        reason: e.to_string(),
+        damage: Damage::Json(e),
     }
 }
 
@@ -335,7 +335,7 @@ fn missing(location: &Location, path: &Path) -> JournalError {
     JournalError::Corrupt {
         path: location.display(path),
         line: 0,
-        reason: "log object missing (removed by hand?)".to_string(),
+        damage: Damage::MissingObject,
     }
 }
 
