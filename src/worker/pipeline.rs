@@ -125,16 +125,17 @@ pub enum PipelineError {
     Queue(#[from] SourceError),
     /// Rows to serve again to a trainer that restarted from its checkpoint
     /// could not be read.
-    #[error("cannot read again the rows after a trainer's checkpoint: {reason}")]
+    #[error("cannot read again the rows after a trainer's checkpoint: {source}")]
     Replay {
-        /// Why.
-        reason: String,
+        /// The read's failure.
+        #[source]
+        source: Box<connectors::Error>,
     },
     /// The store refused this process's login: every read would fail alike.
-    #[error("{reason}")]
+    #[error(transparent)]
     LoginRefused {
-        /// Why, naming the file and what to do.
-        reason: String,
+        /// The read's failure, naming the file and what to do.
+        source: Box<connectors::Error>,
     },
     /// Re-batching failed.
     #[error("cannot assemble a batch: {0}")]
@@ -1010,14 +1011,18 @@ impl Coordinator {
                 drop(held);
                 self.ready(ready);
             }
-            ReadEvent::LoginRefused { reason } => {
-                return Err(PipelineError::LoginRefused { reason });
+            ReadEvent::LoginRefused { error } => {
+                return Err(PipelineError::LoginRefused {
+                    source: Box::new(error),
+                });
             }
             ReadEvent::Done { attempt, .. } if self.replaying.remove(&attempt).is_some() => {}
-            ReadEvent::Failed {
-                attempt, reason, ..
-            } if self.replaying.remove(&attempt).is_some() => {
-                return Err(PipelineError::Replay { reason });
+            ReadEvent::Failed { attempt, error, .. }
+                if self.replaying.remove(&attempt).is_some() =>
+            {
+                return Err(PipelineError::Replay {
+                    source: Box::new(error),
+                });
             }
             ReadEvent::Done { attempt, end } => {
                 self.starting.remove(&attempt);
@@ -1028,11 +1033,8 @@ impl Coordinator {
                     self.report(Report::Ledger(action));
                 }
             }
-            ReadEvent::Failed {
-                attempt,
-                at,
-                reason,
-            } => {
+            ReadEvent::Failed { attempt, at, error } => {
+                let reason = error.to_string();
                 self.starting.remove(&attempt);
                 if self.readers.remove(&attempt).is_none() {
                     return Ok(());

@@ -42,20 +42,20 @@ pub enum ReadEvent {
         end: u64,
     },
     /// Reading failed at row `at` of the split: every row before it was sent
-    /// in `Batch` events, none after; `reason` names the file.
+    /// in `Batch` events, none after; the error names the file.
     Failed {
         /// The attempt.
         attempt: AttemptId,
         /// The row the read failed at (rows before it were delivered).
         at: u64,
-        /// One-line reason.
-        reason: String,
+        /// The read's failure.
+        error: connectors::Error,
     },
     /// The store refused this process's login (see
     /// [`connectors::Error::is_login`]): no read can succeed until it is fixed.
     LoginRefused {
-        /// One-line reason.
-        reason: String,
+        /// The read's failure.
+        error: connectors::Error,
     },
 }
 
@@ -110,15 +110,14 @@ pub fn spawn(
                         break;
                     }
                 }
-                Err(e) => {
-                    let reason = e.to_string();
-                    let failed = if e.is_login() {
-                        ReadEvent::LoginRefused { reason }
+                Err(error) => {
+                    let failed = if error.is_login() {
+                        ReadEvent::LoginRefused { error }
                     } else {
                         ReadEvent::Failed {
                             attempt,
                             at: row,
-                            reason,
+                            error,
                         }
                     };
                     let _ = tx.send(failed).await;
