@@ -50,6 +50,22 @@ pub enum TrainerError {
         /// What does not fit.
         reason: String,
     },
+    /// The saved model's `state` is missing or is not a model's state.
+    #[error("cannot start from the saved model: its `state` is missing or damaged: {source}")]
+    InitModelState {
+        /// What the JSON decoder found.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A model checkpoint in the job's state is not what sluice wrote.
+    #[error("cannot start from the saved model: checkpoint {path} is damaged: {source}")]
+    CheckpointDamaged {
+        /// The checkpoint file.
+        path: String,
+        /// What the JSON decoder found.
+        #[source]
+        source: serde_json::Error,
+    },
     /// `make` was called before `validate` told the factory the dataset schema.
     #[error("trainer factory used before the dataset schema was validated")]
     NotValidated,

@@ -115,8 +115,9 @@ impl LinearFactory {
             ),
             source,
         })?;
-        let damaged = |e: serde_json::Error| TrainerError::InitModel {
-            reason: format!("checkpoint {} is damaged: {e}", path.display()),
+        let damaged = |source| TrainerError::CheckpointDamaged {
+            path: path.display().to_string(),
+            source,
         };
         let json: serde_json::Value = serde_json::from_str(&text).map_err(damaged)?;
         let info: CheckpointInfo =
@@ -145,10 +146,8 @@ impl LinearFactory {
         if init["features"] != serde_json::json!(layout.names) {
             return mismatch("features", &init["features"], layout.names.join(","));
         }
-        let state =
-            serde_json::from_value(init["state"].clone()).map_err(|e| TrainerError::InitModel {
-                reason: format!("its `state` is missing or damaged: {e}"),
-            })?;
+        let state = serde_json::from_value(init["state"].clone())
+            .map_err(|source| TrainerError::InitModelState { source })?;
         LinearModel::resume(self.kind, layout.width(), self.learning_rate, state)
     }
 
