@@ -7,7 +7,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use connectors::error::one_line;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -131,7 +130,7 @@ pub enum JobFileError {
         source: std::io::Error,
     },
     /// The file is not TOML.
-    #[error("job file {path} is not valid TOML: {}", one_line(&.source.to_string()))]
+    #[error("job file {path} is not valid TOML")]
     Toml {
         /// The job file.
         path: String,
@@ -176,7 +175,7 @@ pub enum JobFileError {
         other: String,
     },
     /// A key whose value does not fit its option.
-    #[error("job file {path}: key `{key}` (--{option}): {}", .source.message())]
+    #[error("job file {path}: key `{key}` (--{option})")]
     BadKey {
         /// The job file.
         path: String,
@@ -473,11 +472,18 @@ mod tests {
             unknown.contains("`batchsize`") && unknown.contains("/jobs/clicks.toml"),
             "{unknown}"
         );
-        let bad = err("batch-size = \"x\"\n");
-        assert!(
-            bad.contains("`batch-size`") && bad.contains("--batch-size"),
-            "{bad}"
+        let bad = parse(&format!("{BASE}batch-size = \"x\"\n")).expect_err("x");
+        let chain = format!(
+            "{bad}: {}",
+            std::error::Error::source(&bad).expect("source")
         );
+        assert!(
+            chain.contains("`batch-size`")
+                && chain.contains("--batch-size")
+                && chain.contains("invalid type: string \"x\""),
+            "{chain}"
+        );
+        let bad = bad.to_string();
         let invalid = err("epochs = 0\n");
         assert!(invalid.contains("--epochs"), "{invalid}");
         let missing = parse("source = \"/a\"\n").unwrap_err().to_string();
@@ -492,6 +498,8 @@ mod tests {
         assert!(ttl.contains("--lock-ttl"), "{ttl}");
         let rewrite = err("on-rewrite = \"sometimes\"\n");
         assert!(rewrite.contains("`on-rewrite`"), "{rewrite}");
+        let toml = parse("source = \"/a\"\nstate =\n").expect_err("not TOML");
+        assert!(std::error::Error::source(&toml).is_some(), "{toml}");
         for message in [unknown, bad, invalid, twice, rewrite] {
             assert!(!message.contains('\n'), "{message}");
         }
