@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
+use sluice::cli::dist::Ended;
 use sluice::cli::{Cli, Command};
 use sluice::exit;
 use sluice::job::train::Outcome;
@@ -52,7 +53,12 @@ fn main() -> ExitCode {
         }
     };
     match runtime.block_on(dispatch(cli.command)) {
-        Ok(code) => code,
+        Ok(Ended::Code(code)) => ExitCode::from(code),
+        Ok(Ended::Aborted) => {
+            // The abandoned run's threads are not waited for.
+            runtime.shutdown_background();
+            ExitCode::from(exit::INTERRUPTED)
+        }
         Err(e) => {
             eprintln!("sluice: {}", one_line(&e));
             ExitCode::from(sluice::cli::exit_code(&e))
@@ -60,21 +66,29 @@ fn main() -> ExitCode {
     }
 }
 
-async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
-    match command {
+async fn dispatch(command: Command) -> anyhow::Result<Ended> {
+    let code = match command {
         Command::Ls(args) => {
             sluice::cli::ls::run(args).await?;
-            Ok(ExitCode::SUCCESS)
+            exit::DONE
         }
         Command::Train(args) => {
             let grace = args.train.grace;
             let mut config = args.into_config()?;
-            config.stop = Some(sluice::cli::dist::stop_on_signals(grace)?);
-            let summary = match sluice::job::train::run(config).await? {
+            let (stop, abort) = sluice::cli::dist::stop_on_signals(grace)?;
+            config.stop = Some(stop);
+            let outcome = tokio::select! {
+                outcome = sluice::job::train::run(config) => outcome?,
+                name = abort.signalled() => {
+                    eprintln!("{name} again: exiting now");
+                    return Ok(Ended::Aborted);
+                }
+            };
+            let summary = match outcome {
                 Outcome::Trained(summary) => summary,
                 Outcome::AlreadyFinished(finished) => {
                     eprintln!("{}", finished.line());
-                    return Ok(ExitCode::SUCCESS);
+                    return Ok(Ended::Code(exit::DONE));
                 }
             };
             eprintln!("{}", summary.line());
@@ -84,17 +98,18 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                     failed.file, failed.epoch, failed.reason
                 );
             }
-            Ok(ExitCode::from(if summary.tasks_failed.is_empty() {
+            if summary.tasks_failed.is_empty() {
                 exit::DONE
             } else {
                 exit::TASKS_FAILED
-            }))
+            }
         }
-        Command::Master(args) => Ok(ExitCode::from(sluice::cli::dist::master(*args).await?)),
-        Command::Worker(args) => Ok(ExitCode::from(sluice::cli::dist::worker(*args).await?)),
-        Command::Status(args) => Ok(ExitCode::from(sluice::cli::dist::status(args).await?)),
-        Command::Run(args) => Ok(ExitCode::from(sluice::cli::run::run(args).await?)),
-    }
+        Command::Master(args) => sluice::cli::dist::master(*args).await?,
+        Command::Worker(args) => return sluice::cli::dist::worker(*args).await,
+        Command::Status(args) => sluice::cli::dist::status(args).await?,
+        Command::Run(args) => sluice::cli::run::run(args).await?,
+    };
+    Ok(Ended::Code(code))
 }
 
 /// An error and its causes on one line.

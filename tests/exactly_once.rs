@@ -476,3 +476,60 @@ fn train_stopped_by_sigint_commits_what_it_trained_and_resumes_with_nothing_twic
     // The trainers finished what they held and it was committed: nothing twice.
     common::assert_exactly_once(&all, 20_000, "SIGINT and resume");
 }
+
+#[test]
+fn a_second_sigint_abandons_the_run_at_once_and_a_resume_loses_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    let data = fixture(DATASET);
+    let log = dir.path().join("stderr");
+    let started = dir.path().join("started");
+    // A trainer that takes batches and never acknowledges one: after the
+    // first SIGINT the run would wait out --grace for it; the second ends it.
+    let mut child = Command::new(SLUICE)
+        .arg("train")
+        .arg(&data)
+        .args(["--quiet", "--batch-size", &BATCH.to_string()])
+        .arg("--state")
+        .arg(&state)
+        .args(["--grace", "10m"])
+        .args([
+            "--exec",
+            &format!("touch {}; exec sleep 600", started.display()),
+        ])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("stderr file"))
+        .spawn()
+        .expect("start sluice train");
+    let text = || std::fs::read_to_string(&log).unwrap_or_default();
+    wait_until("the trainer started", Duration::from_secs(60), || {
+        started.exists()
+    });
+    cluster::signal(&child, libc::SIGINT);
+    wait_until("the first SIGINT handled", Duration::from_secs(30), || {
+        text().contains("stop requested")
+    });
+    cluster::signal(&child, libc::SIGINT);
+    // Well inside the 10 minutes of grace the first signal gave.
+    wait_until(
+        "the second SIGINT ends the run",
+        Duration::from_secs(30),
+        || matches!(child.try_wait(), Ok(Some(_))),
+    );
+    let status = cluster::wait_exit(&mut child, "abandoned train");
+    assert_eq!(status.code(), Some(130), "{}", text());
+    assert!(text().contains("SIGINT again: exiting now"), "{}", text());
+    // Nothing was acknowledged: a resumed run trains every row once.
+    let out = fresh(dir.path(), "resumed");
+    let resumed = train_state(&data, &state, &out, 2, 0.0)
+        .output()
+        .expect("resume");
+    assert!(
+        resumed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    common::assert_exactly_once(&ids_in(&out, "ids-"), 20_000, "resumed after an abort");
+}

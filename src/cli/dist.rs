@@ -164,7 +164,7 @@ pub async fn master(args: MasterArgs) -> anyhow::Result<u8> {
 }
 
 /// Runs `sluice worker`.
-pub async fn worker(args: WorkerArgs) -> anyhow::Result<u8> {
+pub async fn worker(args: WorkerArgs) -> anyhow::Result<Ended> {
     let WorkerArgs {
         worker,
         trainer,
@@ -174,6 +174,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<u8> {
     } = args;
     worker.validate()?;
     pipeline.validate()?;
+    let (stop, abort) = stop_on_signals(worker.grace)?;
     let config = crate::job::worker::WorkerConfig {
         master: worker.master,
         token: token.token()?,
@@ -189,17 +190,23 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<u8> {
         transform: pipeline.transform(),
         patience: worker.patience,
         ca_file: worker.ca_file,
-        stop: Some(stop_on_signals(worker.grace)?),
+        stop: Some(stop),
         name: worker.name.unwrap_or_else(default_worker_name),
     };
     let stopped_exit_code = worker.stopped_exit_code;
-    let outcome = crate::job::worker::run(config).await?;
+    let outcome = tokio::select! {
+        outcome = crate::job::worker::run(config) => outcome?,
+        name = abort.signalled() => {
+            eprintln!("{name} again: exiting now");
+            return Ok(Ended::Aborted);
+        }
+    };
     if outcome.stopped {
         eprintln!(
             "worker stopped: {} rows in {} batches; its unfinished tasks were handed back",
             outcome.rows, outcome.batches
         );
-        return Ok(stopped_exit_code);
+        return Ok(Ended::Code(stopped_exit_code));
     } else {
         eprintln!(
             "worker done: {} rows in {} batches{}",
@@ -212,16 +219,42 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<u8> {
             }
         );
     }
-    Ok(exit::DONE)
+    Ok(Ended::Code(exit::DONE))
 }
 
-/// A stop request raised by the first SIGTERM or SIGINT; a second one exits
-/// at once (exit code 130).
-pub fn stop_on_signals(grace: Duration) -> anyhow::Result<crate::worker::pipeline::Stop> {
+/// How a command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// With this exit code.
+    Code(u8),
+    /// Abandoned at a second SIGTERM or SIGINT: the process exits
+    /// [`exit::INTERRUPTED`] at once, without waiting for the run's threads.
+    Aborted,
+}
+
+/// The second SIGTERM or SIGINT, after which a command abandons its run.
+#[derive(Debug)]
+pub struct Abort(tokio::sync::oneshot::Receiver<&'static str>);
+
+impl Abort {
+    /// Resolves with the signal's name once a second signal came; never otherwise.
+    pub async fn signalled(self) -> &'static str {
+        match self.0.await {
+            Ok(name) => name,
+            Err(_) => std::future::pending().await,
+        }
+    }
+}
+
+/// A stop request raised by the first SIGTERM or SIGINT, and the [`Abort`]
+/// a second one raises.
+pub fn stop_on_signals(grace: Duration) -> anyhow::Result<(crate::worker::pipeline::Stop, Abort)> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let (tx, rx) = tokio::sync::watch::channel(false);
+    let (abort_tx, abort_rx) = tokio::sync::oneshot::channel();
+    let mut abort_tx = Some(abort_tx);
     tokio::spawn(async move {
         loop {
             let name = tokio::select! {
@@ -229,14 +262,19 @@ pub fn stop_on_signals(grace: Duration) -> anyhow::Result<crate::worker::pipelin
                 _ = int.recv() => "SIGINT",
             };
             if *tx.borrow() {
-                eprintln!("{name} again: exiting now");
-                std::process::exit(130);
+                if let Some(abort) = abort_tx.take() {
+                    let _ = abort.send(name);
+                }
+                continue;
             }
             tracing::warn!(signal = name, "stop requested");
             let _ = tx.send(true);
         }
     });
-    Ok(crate::worker::pipeline::Stop { signal: rx, grace })
+    Ok((
+        crate::worker::pipeline::Stop { signal: rx, grace },
+        Abort(abort_rx),
+    ))
 }
 
 /// A worker's name when `--name` is not given: host name and pid.
