@@ -1,7 +1,7 @@
 //! What stops a scheduled run.
 
 use super::lock::LockError;
-use super::state::StateError;
+use super::state::StoreError;
 use crate::job::train::TrainError;
 
 /// Errors of `sluice run`.
@@ -12,7 +12,7 @@ pub enum RunError {
     Lock(#[from] LockError),
     /// The state location could not be read or written.
     #[error(transparent)]
-    State(#[from] StateError),
+    State(#[from] StoreError),
     /// The source pattern is not usable.
     #[error("invalid source {source_url}: {reason}")]
     Source {

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 use tracing::{debug, warn};
 
-use super::state::{now_text, StateError, StateStore};
+use super::state::{now_text, StateStore, StoreError};
 use crate::host::{host_name, process_alive, process_start};
 use crate::master::state::wall_millis;
 
@@ -43,7 +43,7 @@ pub enum LockError {
     },
     /// Reading or writing the lock failed.
     #[error(transparent)]
-    State(#[from] StateError),
+    State(#[from] StoreError),
 }
 
 /// The run holding a lock, as a refusal names it.
@@ -162,7 +162,7 @@ async fn create(state: &StateStore, path: &Path, info: &LockInfo) -> Result<bool
     let text = serde_json::to_string_pretty(info).unwrap_or_default();
     match state.put(path, text.into(), PutMode::Create).await {
         Ok(()) => Ok(true),
-        Err(StateError::Store {
+        Err(StoreError::Store {
             source: object_store::Error::AlreadyExists { .. },
             ..
         }) => Ok(false),
@@ -186,7 +186,7 @@ async fn take_over(state: &StateStore, path: &Path, info: &LockInfo) -> Result<(
             .put(path, text.clone().into(), PutMode::Update(version))
             .await
             .map_err(|e| match e {
-                StateError::Store {
+                StoreError::Store {
                     source: object_store::Error::Precondition { .. },
                     ..
                 } => LockError::Held {

@@ -18,9 +18,9 @@ use serde::{Deserialize, Serialize};
 /// The record's object name inside the state location.
 pub const TRAINED: &str = "trained.json";
 
-/// Errors reading or writing the state location.
+/// Errors of a scheduled job's state store (`trained.json`, the lock, the model checkpoints).
 #[derive(Debug, thiserror::Error)]
-pub enum StateError {
+pub enum StoreError {
     /// The location cannot be opened.
     #[error("state {url}: {source}")]
     Open {
@@ -141,8 +141,8 @@ pub struct StateStore {
 
 impl StateStore {
     /// Opens the state location at `url` (nothing needs to exist yet).
-    pub fn open(url: &str) -> Result<StateStore, StateError> {
-        let location = connectors::store::open(url).map_err(|source| StateError::Open {
+    pub fn open(url: &str) -> Result<StateStore, StoreError> {
+        let location = connectors::store::open(url).map_err(|source| StoreError::Open {
             url: url.to_string(),
             source: Box::new(source),
         })?;
@@ -161,15 +161,15 @@ impl StateStore {
         self.location.display(&self.path(name))
     }
 
-    fn store_error(&self, path: &Path, source: object_store::Error) -> StateError {
-        StateError::Store {
+    fn store_error(&self, path: &Path, source: object_store::Error) -> StoreError {
+        StoreError::Store {
             path: self.location.display(path),
             source,
         }
     }
 
     /// Reads `trained.json`; a new state reads as empty, for `source`.
-    pub async fn load(&self, source: &str) -> Result<Loaded, StateError> {
+    pub async fn load(&self, source: &str) -> Result<Loaded, StoreError> {
         let path = self.path(TRAINED);
         let Some((bytes, version)) = self.get(&path).await? else {
             return Ok(Loaded {
@@ -181,12 +181,12 @@ impl StateStore {
                 version: None,
             });
         };
-        let trained: Trained = serde_json::from_slice(&bytes).map_err(|e| StateError::Damaged {
+        let trained: Trained = serde_json::from_slice(&bytes).map_err(|e| StoreError::Damaged {
             path: self.location.display(&path),
             source: e,
         })?;
         if trained.source != source {
-            return Err(StateError::OtherSource {
+            return Err(StoreError::OtherSource {
                 state: self.location.url(),
                 recorded: trained.source,
                 source_url: source.to_string(),
@@ -199,7 +199,7 @@ impl StateStore {
     }
 
     /// Writes `trained.json` if nobody changed it since `loaded` was read.
-    pub async fn save(&self, loaded: &Loaded, trained: &Trained) -> Result<(), StateError> {
+    pub async fn save(&self, loaded: &Loaded, trained: &Trained) -> Result<(), StoreError> {
         let path = self.path(TRAINED);
         let text = serde_json::to_string_pretty(trained).unwrap_or_default() + "\n";
         let mode = match &loaded.version {
@@ -207,11 +207,11 @@ impl StateStore {
             Some(version) => PutMode::Update(version.clone()),
         };
         match self.put(&path, text.clone().into(), mode).await {
-            Err(StateError::Store {
+            Err(StoreError::Store {
                 source:
                     object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. },
                 ..
-            }) => Err(StateError::Conflict {
+            }) => Err(StoreError::Conflict {
                 path: self.location.display(&path),
             }),
             other => other,
@@ -219,7 +219,7 @@ impl StateStore {
     }
 
     /// Reads an object with its version, `None` when absent.
-    pub async fn get(&self, path: &Path) -> Result<Option<(Vec<u8>, UpdateVersion)>, StateError> {
+    pub async fn get(&self, path: &Path) -> Result<Option<(Vec<u8>, UpdateVersion)>, StoreError> {
         let result = match self.location.store.get(path).await {
             Ok(result) => result,
             Err(object_store::Error::NotFound { .. }) => return Ok(None),
@@ -243,7 +243,7 @@ impl StateStore {
         path: &Path,
         payload: PutPayload,
         mode: PutMode,
-    ) -> Result<(), StateError> {
+    ) -> Result<(), StoreError> {
         let store = &self.location.store;
         match store.put_opts(path, payload.clone(), mode.into()).await {
             Ok(_) => Ok(()),
@@ -258,7 +258,7 @@ impl StateStore {
     }
 
     /// Deletes an object; absence is no error.
-    pub async fn delete(&self, path: &Path) -> Result<(), StateError> {
+    pub async fn delete(&self, path: &Path) -> Result<(), StoreError> {
         match self.location.store.delete(path).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(self.store_error(path, e)),
@@ -266,7 +266,7 @@ impl StateStore {
     }
 
     /// Every object below `prefix` (a name inside the state).
-    pub async fn list(&self, prefix: &str) -> Result<Vec<Path>, StateError> {
+    pub async fn list(&self, prefix: &str) -> Result<Vec<Path>, StoreError> {
         let path = self.path(prefix);
         let listed: Result<Vec<_>, _> = self.location.store.list(Some(&path)).try_collect().await;
         match listed {
@@ -277,7 +277,7 @@ impl StateStore {
     }
 
     /// Deletes every object below `prefix`.
-    pub async fn delete_all(&self, prefix: &str) -> Result<(), StateError> {
+    pub async fn delete_all(&self, prefix: &str) -> Result<(), StoreError> {
         for path in self.list(prefix).await? {
             self.delete(&path).await?;
         }
