@@ -26,12 +26,14 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Instant;
 
 use tokio::sync::{oneshot, watch};
 use tracing::error;
 
 use super::journal::{Journal, JournalError, Pending};
 use super::state::{write, MasterState};
+use super::timing::Timings;
 use crate::task::{Command, Reply};
 
 /// Committer threads: batches whose syncs may be in flight at once.
@@ -68,6 +70,7 @@ pub struct GroupCommit {
     master: Arc<Mutex<MasterState>>,
     wake: mpsc::Sender<()>,
     durable: Arc<Durable>,
+    timings: Arc<Timings>,
 }
 
 /// How many changes are durable, and the handlers waiting for more.
@@ -163,6 +166,7 @@ struct Shared {
     durable: Arc<Durable>,
     /// A committer failed: the others take no more batches.
     halted: AtomicBool,
+    timings: Arc<Timings>,
 }
 
 /// The journal and the number of the next batch written to it.
@@ -186,6 +190,7 @@ impl GroupCommit {
         let journal = lock(&master).take_journal();
         let (wake, woken) = mpsc::channel();
         let durable = Arc::new(Durable::new());
+        let timings = Arc::new(Timings::default());
         let shared = Arc::new(Shared {
             master: master.clone(),
             woken: Mutex::new(woken),
@@ -196,6 +201,7 @@ impl GroupCommit {
             }),
             durable: durable.clone(),
             halted: AtomicBool::new(false),
+            timings: timings.clone(),
         });
         for i in 0..COMMITTERS {
             let shared = shared.clone();
@@ -214,6 +220,7 @@ impl GroupCommit {
             master,
             wake,
             durable,
+            timings,
         })
     }
 
@@ -221,9 +228,16 @@ impl GroupCommit {
     /// journal failure, the error instead (the command is not applied).
     pub async fn run(&self, command: Command) -> Result<Reply, CommitError> {
         self.durable.failure()?;
-        let (reply, needed) = lock(&self.master).apply(command);
+        let asked = Instant::now();
+        let (locked, (reply, needed)) = {
+            let mut master = lock(&self.master);
+            (Instant::now(), master.apply(command))
+        };
+        let applied = Instant::now();
         let _ = self.wake.send(());
         self.durable.wait(needed).await?;
+        self.timings.lock.record(locked - asked);
+        self.timings.durable.record(applied.elapsed());
         Ok(reply)
     }
 
@@ -250,6 +264,11 @@ impl GroupCommit {
         }
         let _ = self.wake.send(());
         self.durable.wait(needed).await
+    }
+
+    /// Where requests' time goes: the histograms `/metrics` shows.
+    pub fn timings(&self) -> &Timings {
+        &self.timings
     }
 
     /// The master state this committer serves.
@@ -279,6 +298,7 @@ fn committer(shared: &Shared) {
         }
         let (batch, upto, pending) = {
             let mut writer = lock(&shared.writer);
+            let started = Instant::now();
             let (commands, upto, snapshot) = lock(&shared.master).take_pending();
             let batch = writer.next;
             writer.next += 1;
@@ -286,9 +306,13 @@ fn committer(shared: &Shared) {
                 Some(journal) => write(journal.as_mut(), &commands, snapshot),
                 None => Ok(Pending::default()),
             };
+            shared.timings.write.record(started.elapsed());
             (batch, upto, pending)
         };
-        if let Err(e) = pending.and_then(Pending::wait) {
+        let syncing = Instant::now();
+        let synced = pending.and_then(Pending::wait);
+        shared.timings.sync.record(syncing.elapsed());
+        if let Err(e) = synced {
             // Answering without durability would break the guarantees: this
             // batch and every later one stay undeclared.
             shared.halted.store(true, Ordering::Release);

@@ -566,6 +566,8 @@ async fn metrics(
         return unauthorized();
     }
     let master = state.master.lock().unwrap_or_else(|e| e.into_inner());
-    let body = page::metrics(&status_of(&master), master.requests, master.journaled);
+    let mut body = page::metrics(&status_of(&master), master.requests, master.journaled);
+    drop(master);
+    state.commit.timings().write_metrics(&mut body);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }
