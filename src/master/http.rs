@@ -570,6 +570,7 @@ async fn metrics(
         status: status_of(&master),
         requests: master.requests,
         journaled: master.journaled,
+        timings: Some(state.commit.timings()),
     };
     drop(master);
     match snapshot.encode() {

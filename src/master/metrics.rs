@@ -2,6 +2,7 @@
 //! `prometheus-client` from a snapshot of the master's status at each scrape.
 
 use std::fmt::Write;
+use std::sync::Arc;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{
@@ -12,12 +13,14 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
+use super::timing::Timings;
 use crate::protocol::api::{StatusReply, WorkerStatus};
 
 /// The content type of the exposition.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// What one scrape shows: the status, and the master's request and journal counts.
+/// What one scrape shows: the status, the master's request and journal
+/// counts, and where its requests' time goes.
 #[derive(Debug, Clone)]
 pub struct Snapshot {
     /// The job's status, as the page and `sluice status` show it.
@@ -26,17 +29,24 @@ pub struct Snapshot {
     pub requests: u64,
     /// Commands journaled.
     pub journaled: u64,
+    /// The group commit's timing histograms (none for a queue without one).
+    pub timings: Option<Arc<Timings>>,
 }
 
 impl Snapshot {
     /// The exposition text.
     pub fn encode(self) -> Result<String, std::fmt::Error> {
-        let mut registry = Registry::default();
-        registry.register_collector(Box::new(self));
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry)?;
-        Ok(text)
+        encode_collector(self)
     }
+}
+
+/// The exposition text of one collector.
+pub fn encode_collector(collector: impl Collector) -> Result<String, std::fmt::Error> {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(collector));
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry)?;
+    Ok(text)
 }
 
 /// A label value with the escapes the text formats ask for (`\\`, `\"`,
@@ -202,7 +212,11 @@ impl Collector for Snapshot {
             "sluice_job_over",
             "1 once every epoch is finished.",
             i64::from(q.job_over),
-        )
+        )?;
+        match &self.timings {
+            Some(timings) => timings.encode(&mut e),
+            None => Ok(()),
+        }
     }
 }
 
@@ -238,6 +252,7 @@ mod tests {
             status: status(rows_total, name),
             requests: 10,
             journaled: 5,
+            timings: None,
         }
         .encode()
         .expect("encode")

@@ -14,6 +14,7 @@ pub mod object_log;
 pub mod page;
 pub mod serve;
 pub mod state;
+pub mod timing;
 pub mod tls;
 
 pub use local::LocalQueue;

@@ -42,12 +42,12 @@ use connectors::codec::Codec;
 use connectors::{Format, FormatOptions, ReadPlan, Split, SplitRange};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use sluice::protocol::spec::JobSpec;
+use sluice::master::identity::Identity;
+use sluice::master::state::JobFile;
 use sluice::protocol::api::{
     Answer, CommitRequest, FinishRequest, LeaseRequest, RegisterReply, RegisterRequest, StatusReply,
 };
-use sluice::master::identity::Identity;
-use sluice::master::state::JobFile;
+use sluice::protocol::spec::JobSpec;
 use sluice::task::{AttemptId, LeaseReply, QueueConfig, WorkerId, WorkerSecret};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -94,6 +94,11 @@ struct Args {
     /// Write a Markdown summary here.
     #[arg(long)]
     markdown: Option<PathBuf>,
+    /// Threads that run the simulated workers: 1 runs them all on one
+    /// thread (no wakeups across threads), more on a work-stealing runtime.
+    /// The load tool shares the CPUs with the master.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
 }
 
 /// Latency figures of one kind of request, in microseconds.
@@ -161,6 +166,16 @@ struct PhaseResults {
     /// From the send to the answer, whatever the schedule said (open loop: the
     /// master's part of the latency above).
     all_from_send: Latency,
+    /// Open loop: from the scheduled send time to the actual send, every
+    /// request (a late answer before it, or the load tool's own lag).
+    send_behind: Latency,
+    /// Open loop: from the scheduled send time to the actual send, for
+    /// requests whose worker sat idle until then: the load tool's timer and
+    /// scheduling lag alone.
+    wake_lag: Latency,
+    /// The master's own timing histograms over the phase (`/metrics`, where
+    /// it has them): p50 and p99 as bucket upper bounds.
+    master_timings: std::collections::BTreeMap<String, Bucketed>,
     /// CPU seconds the master used in the phase.
     master_cpu_s: f64,
     /// CPU seconds the load tool used in the phase.
@@ -183,6 +198,8 @@ struct Results {
     tasks: usize,
     workers: usize,
     lease_batch: usize,
+    /// Threads of the load tool's runtime.
+    threads: usize,
     machine: String,
     cpus: usize,
     /// `fdatasync` after a small append in the state directory's file system,
@@ -217,6 +234,11 @@ struct PhaseLog {
     commit: Vec<u32>,
     finish: Vec<u32>,
     from_send: Vec<u32>,
+    /// Open loop: from the scheduled send time to the send, every request.
+    behind: Vec<u32>,
+    /// Open loop: the same, only for requests whose worker was idle at the
+    /// scheduled time (its timer's lateness: the load tool's own lag).
+    wake_lag: Vec<u32>,
     waits: u64,
     tasks: u64,
 }
@@ -227,6 +249,8 @@ impl PhaseLog {
         self.commit.extend(other.commit);
         self.finish.extend(other.finish);
         self.from_send.extend(other.from_send);
+        self.behind.extend(other.behind);
+        self.wake_lag.extend(other.wake_lag);
         self.waits += other.waits;
         self.tasks += other.tasks;
     }
@@ -255,9 +279,23 @@ impl Master {
     }
 }
 
-#[tokio::main]
-async fn main() -> Result<()> {
+fn main() -> Result<()> {
     let args = Args::parse();
+    let runtime = if args.threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(args.threads)
+            .enable_all()
+            .build()?
+    };
+    runtime.block_on(run(args))
+}
+
+/// Runs the benchmark.
+async fn run(args: Args) -> Result<()> {
     if args.tasks == 0 || args.workers == 0 || args.lease_batch == 0 {
         bail!("--tasks, --workers and --lease-batch must be at least 1");
     }
@@ -370,6 +408,7 @@ async fn main() -> Result<()> {
         tasks: args.tasks,
         workers: args.workers,
         lease_batch: args.lease_batch,
+        threads: args.threads,
         machine: machine(),
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
         fdatasync,
@@ -447,6 +486,9 @@ fn phase_results(
         finish: Latency::of(log.finish),
         all: Latency::of(all),
         all_from_send: Latency::of(log.from_send),
+        master_timings: clock.timings.clone(),
+        send_behind: Latency::of(log.behind),
+        wake_lag: Latency::of(log.wake_lag),
         master_cpu_s: clock.master_cpu_s,
         load_cpu_s: clock.load_cpu_s,
         master_cpu_us_per_request: per_request(clock.master_cpu_s),
@@ -458,7 +500,10 @@ fn phase_results(
 
 /// Times `fdatasync` every 20 ms in `dir` until `stop` is set: (when, microseconds).
 fn probe_fdatasync_while(dir: PathBuf, stop: Arc<AtomicBool>) -> Result<Vec<(Instant, u32)>> {
-    let path = dir.join(format!("sluice-load-{}-fdatasync-probe", std::process::id()));
+    let path = dir.join(format!(
+        "sluice-load-{}-fdatasync-probe",
+        std::process::id()
+    ));
     let mut file = File::create(&path).with_context(|| format!("creating {}", path.display()))?;
     let line = [b'x'; 200];
     let mut samples = Vec::new();
@@ -599,8 +644,100 @@ async fn wait_ready(
     }
 }
 
+/// Percentiles of one of the master's histograms, as bucket upper bounds, in
+/// microseconds.
+#[derive(Debug, Clone, Serialize)]
+struct Bucketed {
+    count: u64,
+    mean_us: f64,
+    p50_us: f64,
+    p99_us: f64,
+    p999_us: f64,
+}
+
+/// The master's histograms at one time: name -> (sum in seconds, cumulative
+/// (upper bound, count) buckets).
+type Histograms = std::collections::BTreeMap<String, (f64, Vec<(f64, u64)>)>;
+
+/// Reads the master's timing histograms from `/metrics` (none from a master
+/// without them).
+async fn scrape(client: &reqwest::Client, base: &str, token: &str) -> Histograms {
+    let mut out = Histograms::new();
+    let Ok(response) = client
+        .get(format!("{base}/metrics"))
+        .bearer_auth(token)
+        .send()
+        .await
+    else {
+        return out;
+    };
+    let Ok(text) = response.text().await else {
+        return out;
+    };
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some((key, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        if let Some((name, le)) = key.split_once("_bucket{le=\"") {
+            let le = le.trim_end_matches("\"}");
+            let le = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().unwrap_or(f64::NAN)
+            };
+            let count = value.parse().unwrap_or(0);
+            out.entry(name.to_string()).or_default().1.push((le, count));
+        } else if let Some(name) = key.strip_suffix("_sum") {
+            if let Ok(sum) = value.parse() {
+                out.entry(name.to_string()).or_default().0 = sum;
+            }
+        }
+    }
+    out.retain(|_, (_, buckets)| !buckets.is_empty());
+    out
+}
+
+/// The percentiles of what each histogram counted between two scrapes.
+fn bucketed(
+    before: &Histograms,
+    after: &Histograms,
+) -> std::collections::BTreeMap<String, Bucketed> {
+    let mut out = std::collections::BTreeMap::new();
+    for (name, (sum, buckets)) in after {
+        let (sum0, buckets0) = before.get(name).cloned().unwrap_or_default();
+        let counts: Vec<(f64, u64)> = buckets
+            .iter()
+            .enumerate()
+            .map(|(i, (le, n))| (*le, n - buckets0.get(i).map_or(0, |b| b.1)))
+            .collect();
+        let count = counts.last().map_or(0, |b| b.1);
+        let at = |q: f64| -> f64 {
+            let want = (count as f64 * q).ceil() as u64;
+            counts
+                .iter()
+                .find(|(_, n)| *n >= want.max(1))
+                .map_or(f64::NAN, |(le, _)| le * 1e6)
+        };
+        out.insert(
+            name.trim_start_matches("sluice_").to_string(),
+            Bucketed {
+                count,
+                mean_us: if count > 0 {
+                    (sum - sum0) * 1e6 / count as f64
+                } else {
+                    0.0
+                },
+                p50_us: at(0.50),
+                p99_us: at(0.99),
+                p999_us: at(0.999),
+            },
+        );
+    }
+    out
+}
+
 /// How long a phase ran and the CPU it cost.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct PhaseClock {
     from: Instant,
     to: Instant,
@@ -609,6 +746,8 @@ struct PhaseClock {
     load_cpu_s: f64,
     /// CPU seconds every process on the machine used.
     busy_cpu_s: f64,
+    /// The master's timing histograms over the phase.
+    timings: std::collections::BTreeMap<String, Bucketed>,
 }
 
 /// CPU seconds a process used so far (user and system, all threads).
@@ -622,7 +761,12 @@ fn cpu_seconds(pid: u32) -> f64 {
     };
     let fields: Vec<&str> = rest.split_whitespace().collect();
     // utime and stime are fields 14 and 15 of the whole line, 12 and 13 here.
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
     (ticks(11) + ticks(12)) / clock_ticks()
 }
 
@@ -671,15 +815,18 @@ struct Mark {
     master_cpu: f64,
     load_cpu: f64,
     busy_cpu: f64,
+    timings: Histograms,
 }
 
 impl Mark {
-    fn now(master: u32) -> Mark {
+    async fn now(master: u32, client: &reqwest::Client, base: &str, token: &str) -> Mark {
+        let timings = scrape(client, base, token).await;
         Mark {
             at: Instant::now(),
             master_cpu: cpu_seconds(master),
             load_cpu: cpu_seconds(std::process::id()),
             busy_cpu: busy_seconds(),
+            timings,
         }
     }
 
@@ -691,6 +838,7 @@ impl Mark {
             master_cpu_s: end.master_cpu - self.master_cpu,
             load_cpu_s: end.load_cpu - self.load_cpu,
             busy_cpu_s: end.busy_cpu - self.busy_cpu,
+            timings: bucketed(&self.timings, &end.timings),
         }
     }
 }
@@ -736,8 +884,7 @@ async fn drive(args: &Args, master: &Master, token: &str) -> Result<Driven> {
         Duration::ZERO
     };
     let mut handles = Vec::with_capacity(workers);
-    for (index, (conn, (worker, secret, register))) in
-        conns.into_iter().zip(registered).enumerate()
+    for (index, (conn, (worker, secret, register))) in conns.into_iter().zip(registered).enumerate()
     {
         let sim = Worker {
             conn,
@@ -786,16 +933,22 @@ async fn drive(args: &Args, master: &Master, token: &str) -> Result<Driven> {
         })
     };
     tokio::time::sleep_until(start.into()).await;
-    let at_start = Mark::now(pid);
+    let client = reqwest::Client::new();
+    let base = master.base();
+    let at_start = Mark::now(pid, &client, &base, token).await;
     // Every worker's open-loop requests answered.
     switch.wait().await;
     closing.store(true, Ordering::Relaxed);
-    let at_switch = (open_seconds > 0.0).then(|| Mark::now(pid));
+    let at_switch = if open_seconds > 0.0 {
+        Some(Mark::now(pid, &client, &base, token).await)
+    } else {
+        None
+    };
     let mut logs = Vec::with_capacity(handles.len());
     for handle in handles {
         logs.push(handle.await.context("a worker panicked")??);
     }
-    let at_end = Mark::now(pid);
+    let at_end = Mark::now(pid, &client, &base, token).await;
     progress.abort();
     let open = at_switch.as_ref().map(|switch| at_start.until(switch));
     let closed = at_switch.as_ref().unwrap_or(&at_start).until(&at_end);
@@ -862,10 +1015,12 @@ impl Worker {
             while slot < open_end && !self.over.load(Ordering::Relaxed) {
                 let at = slot;
                 slot += gap;
-                if at > Instant::now() {
+                let idle = at > Instant::now();
+                if idle {
                     tokio::time::sleep_until(at.into()).await;
                 }
-                self.send(&mut progress, &mut open, Some(at)).await?;
+                self.send(&mut progress, &mut open, Some((at, idle)))
+                    .await?;
             }
             anyhow::Ok(())
         }
@@ -887,15 +1042,24 @@ impl Worker {
         })
     }
 
-    /// Sends the next request and logs its latency: from `scheduled` when
-    /// given, else from the send. Returns whether the master said to wait.
+    /// Sends the next request and logs its latency: from the scheduled time
+    /// when given (with whether the worker sat idle until it), else from the
+    /// send. Returns whether the master said to wait.
     async fn send(
         &mut self,
         progress: &mut Progress,
         log: &mut PhaseLog,
-        scheduled: Option<Instant>,
+        scheduled: Option<(Instant, bool)>,
     ) -> Result<bool> {
         let sent = Instant::now();
+        if let Some((at, idle)) = scheduled {
+            let behind = sent.saturating_duration_since(at).as_micros();
+            let behind = behind.min(u128::from(u32::MAX)) as u32;
+            log.behind.push(behind);
+            if idle {
+                log.wake_lag.push(behind);
+            }
+        }
         let mut waited = false;
         let kind = match progress.step {
             Step::Lease => Kind::Lease,
@@ -962,7 +1126,7 @@ impl Worker {
                 }
             }
         };
-        let took = micros_since(scheduled.unwrap_or(sent));
+        let took = micros_since(scheduled.map_or(sent, |(at, _)| at));
         log.from_send.push(micros_since(sent));
         match kind {
             Kind::Lease => log.lease.push(took),
@@ -1015,7 +1179,10 @@ impl Conn {
             .write_all(&self.out)
             .await
             .with_context(|| format!("POST {path}"))?;
-        let (status, body) = self.read_answer().await.with_context(|| format!("POST {path}"))?;
+        let (status, body) = self
+            .read_answer()
+            .await
+            .with_context(|| format!("POST {path}"))?;
         if status != 200 && status != 409 {
             bail!(
                 "POST {path} answered {status}: {}",
@@ -1154,13 +1321,15 @@ fn ms(us: u32) -> String {
 fn markdown(r: &Results) -> String {
     let mut text = format!(
         "{} tasks, {} workers leasing {} task(s) per request, on {} ({} CPUs shared by \
-         the master and the workers, over loopback); `fdatasync` of a small append in \
-         the state directory before the run: p50 {}, p99 {}.\n\n",
+         the master and the workers, over loopback; the workers on {} thread(s)); \
+         `fdatasync` of a small append in the state directory before the run: p50 {}, \
+         p99 {}.\n\n",
         thousands(r.tasks as f64),
         r.workers,
         r.lease_batch,
         r.machine,
         r.cpus,
+        r.threads,
         ms(r.fdatasync.p50_us),
         ms(r.fdatasync.p99_us),
     );
@@ -1197,7 +1366,10 @@ fn markdown(r: &Results) -> String {
     });
     row("tasks finished per second", &|p| thousands(p.tasks_per_s));
     for (what, pick) in [
-        ("lease", (|p: &PhaseResults| p.lease.clone()) as fn(&PhaseResults) -> Latency),
+        (
+            "lease",
+            (|p: &PhaseResults| p.lease.clone()) as fn(&PhaseResults) -> Latency,
+        ),
         ("commit", |p: &PhaseResults| p.commit.clone()),
         ("finish", |p: &PhaseResults| p.finish.clone()),
         ("all requests", |p: &PhaseResults| p.all.clone()),
@@ -1211,6 +1383,45 @@ fn markdown(r: &Results) -> String {
         let l = &p.all_from_send;
         format!("{} / {} / {}", ms(l.p50_us), ms(l.p99_us), ms(l.p999_us))
     });
+    row(
+        "open loop: scheduled time to send, p50 / p99 / p99.9 (all; idle workers only)",
+        &|p| {
+            let (b, w) = (&p.send_behind, &p.wake_lag);
+            format!(
+                "{} / {} / {}; {} / {} / {}",
+                ms(b.p50_us),
+                ms(b.p99_us),
+                ms(b.p999_us),
+                ms(w.p50_us),
+                ms(w.p99_us),
+                ms(w.p999_us)
+            )
+        },
+    );
+    let mut names: Vec<String> = Vec::new();
+    for p in &phases {
+        for name in p.master_timings.keys() {
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+    }
+    for name in &names {
+        row(
+            &format!("master `{name}` mean / p50 / p99 / p99.9 (bucket bounds)"),
+            &|p| match p.master_timings.get(name) {
+                Some(b) => format!(
+                    "{:.2} / {:.2} / {:.2} / {:.2} ms ({} counted)",
+                    b.mean_us / 1e3,
+                    b.p50_us / 1e3,
+                    b.p99_us / 1e3,
+                    b.p999_us / 1e3,
+                    thousands(b.count as f64)
+                ),
+                None => "-".to_string(),
+            },
+        );
+    }
     row("master CPU per request", &|p| {
         format!(
             "{:.1} µs ({:.2} CPUs)",
