@@ -8,7 +8,7 @@ use clap::Args;
 use serde::Deserialize;
 
 use super::value::{form, parse_duration};
-use super::{check_columns, rule, OptionError};
+use super::{check_columns, check_queue, rule, OptionError};
 
 /// The default of `--listen`.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7070";
@@ -85,17 +85,7 @@ impl MasterOptions {
             "state",
             "name the directory or store prefix that keeps the job's state",
         )?;
-        rule(self.epochs >= 1, "epochs", "at least one epoch")?;
-        rule(
-            self.max_attempts >= 1,
-            "max-attempts",
-            "at least one attempt per task",
-        )?;
-        rule(
-            !self.lease_timeout.is_zero(),
-            "lease-timeout",
-            "must be more than 0",
-        )?;
+        check_queue(self.epochs, self.max_attempts, self.lease_timeout)?;
         rule(
             self.tls_cert.is_some() == self.tls_key.is_some(),
             "tls-cert",

@@ -75,6 +75,25 @@ pub(crate) fn rule(ok: bool, option: &'static str, reason: &str) -> Result<(), O
     }
 }
 
+/// The queue's rules, alike for `sluice train` and `sluice master`.
+pub(crate) fn check_queue(
+    epochs: u32,
+    max_attempts: u32,
+    lease_timeout: std::time::Duration,
+) -> Result<(), OptionError> {
+    rule(epochs >= 1, "epochs", "at least one epoch")?;
+    rule(
+        max_attempts >= 1,
+        "max-attempts",
+        "at least one attempt per task",
+    )?;
+    rule(
+        !lease_timeout.is_zero(),
+        "lease-timeout",
+        "must be more than 0",
+    )
+}
+
 /// Refuses a `--columns` list that names a column twice: the trainer would be
 /// handed two fields of one name.
 pub fn check_columns(columns: &[String]) -> Result<(), OptionError> {

@@ -10,7 +10,8 @@ use serde::Deserialize;
 
 use super::value::{form, parse_duration};
 use super::{
-    check_columns, rule, OptionError, PipelineOptions, ReadOptions, TrainerChoice, TrainerOptions,
+    check_columns, check_queue, rule, OptionError, PipelineOptions, ReadOptions, TrainerChoice,
+    TrainerOptions,
 };
 use crate::trainer::DEFAULT_CHECKPOINT_EVERY;
 
@@ -165,17 +166,7 @@ impl TrainOptions {
     /// Checks every rule of these options alone, naming the first option that
     /// breaks one.
     pub fn validate(&self) -> Result<(), OptionError> {
-        rule(self.epochs >= 1, "epochs", "at least one epoch")?;
-        rule(
-            self.max_attempts >= 1,
-            "max-attempts",
-            "at least one attempt per task",
-        )?;
-        rule(
-            !self.lease_timeout.is_zero(),
-            "lease-timeout",
-            "must be more than 0",
-        )?;
+        check_queue(self.epochs, self.max_attempts, self.lease_timeout)?;
         rule(
             self.writer_pid.is_none() || self.wait_success.is_some(),
             "writer-pid",

@@ -223,29 +223,7 @@ impl Collector for Snapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::{Queue, QueueConfig, WorkerId};
-
-    fn status(rows_total: Option<u64>, name: &str) -> StatusReply {
-        let queue = Queue::new(4, QueueConfig::default())
-            .expect("queue")
-            .status();
-        StatusReply {
-            url: "file:///data/<clicks>".into(),
-            queue,
-            rows_committed: 1500,
-            rows_done: 1000,
-            rows_total,
-            workers: vec![WorkerStatus {
-                worker: WorkerId(3),
-                name: name.into(),
-                rows: 1200,
-                rows_per_second: 250.0,
-                seconds_since_heartbeat: 0.4,
-            }],
-            workers_departed: 2,
-            failed: Vec::new(),
-        }
-    }
+    use crate::master::page::tests::status;
 
     fn text(rows_total: Option<u64>, name: &str) -> String {
         Snapshot {

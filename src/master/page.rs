@@ -118,12 +118,14 @@ fn chart(history: &VecDeque<f64>) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::protocol::api::WorkerStatus;
     use crate::task::{Queue, QueueConfig, WorkerId};
 
-    fn status(rows_total: Option<u64>, name: &str) -> StatusReply {
+    /// A job's status with one worker named `name`, for the page's and
+    /// `/metrics`' tests.
+    pub(crate) fn status(rows_total: Option<u64>, name: &str) -> StatusReply {
         let queue = Queue::new(4, QueueConfig::default())
             .expect("queue")
             .status();
