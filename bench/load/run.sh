@@ -2,10 +2,13 @@
 # The master load benchmark: builds `sluice` and the load tool in release, starts
 # the real `sluice master` on a synthetic job and drives it with simulated workers
 # over loopback, then writes bench/results/load.json and bench/results/load.md.
-# Two phases: an open loop that offers a fixed rate (--rate lease + commit
-# requests/s over --open-seconds; latency from each request's scheduled send
-# time), then a closed loop (each worker as fast as answered) until the job is
-# over.
+# First an open loop at each of --rates (5,000, 10,000 and 20,000 lease +
+# commit requests/s here; latency from each request's scheduled send time),
+# then the two main phases: an open loop that offers --rate (30,000) over
+# --open-seconds, and a closed loop (each worker as fast as answered) until the
+# job is over. Then the floor: `sluice-load-floor`, a stand-in that answers
+# the same requests at once and does no work, driven open loop at the same
+# rates, for what the machine and the load tool cost by themselves.
 #
 #   bench/load/run.sh                                   # 1,000,000 tasks, 256 workers
 #   bench/load/run.sh --tasks 200000 --open-seconds 5   # a shorter run
@@ -28,5 +31,6 @@ load_target=${SLUICE_LOAD_TARGET_DIR:-$target}
 (cd "$here" && CARGO_TARGET_DIR="$load_target" cargo build --release)
 mkdir -p "$(dirname "$out")"
 "$load_target/release/sluice-load" --sluice "$target/release/sluice" \
+    --floor "$load_target/release/sluice-load-floor" --rates 5000,10000,20000 \
     --json "$out.json" --markdown "$out.md" "$@" >/dev/null
 echo "wrote $out.json and $out.md"

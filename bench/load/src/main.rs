@@ -99,6 +99,19 @@ struct Args {
     /// The load tool shares the CPUs with the master.
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    /// The no-op stand-in for the master (`sluice-load-floor`): when given
+    /// (and the open loop is not skipped), it is driven after the master,
+    /// open loop for `--open-seconds` at `--rate` and at each of
+    /// `--rates`, to measure what the machine and the load tool cost
+    /// without any master work.
+    #[arg(long)]
+    floor: Option<PathBuf>,
+    /// More offered rates (lease + commit requests per second), comma-separated:
+    /// the master is driven open loop at each for `--open-seconds` before the
+    /// main phases (the tasks those workers lease they finish before the next
+    /// phase), and so is the floor when given.
+    #[arg(long, value_delimiter = ',')]
+    rates: Vec<f64>,
 }
 
 /// Latency figures of one kind of request, in microseconds.
@@ -225,6 +238,10 @@ struct Results {
     restart_peak_rss_mib: f64,
     /// Tasks done as the restarted master reports them (equal to the count before).
     tasks_done_after_restart: u64,
+    /// The master's open-loop phases at `--rates`, before the main phases.
+    sweep: Vec<PhaseResults>,
+    /// The no-op stand-in's open-loop phases, by offered rate (empty without `--floor`).
+    floor: Vec<PhaseResults>,
 }
 
 /// Requests and their latencies, as one worker saw them in one phase.
@@ -299,8 +316,11 @@ async fn run(args: Args) -> Result<()> {
     if args.tasks == 0 || args.workers == 0 || args.lease_batch == 0 {
         bail!("--tasks, --workers and --lease-batch must be at least 1");
     }
-    if args.open_seconds > 0.0 && !(args.rate > 0.0) {
+    if args.open_seconds > 0.0 && (args.rate.is_nan() || args.rate <= 0.0) {
         bail!("--rate must be above 0 for an open-loop phase");
+    }
+    if args.rates.iter().any(|rate| rate.is_nan() || *rate <= 0.0) {
+        bail!("every --rates rate must be above 0");
     }
     let sluice = args
         .sluice
@@ -347,13 +367,29 @@ async fn run(args: Args) -> Result<()> {
         let (dir, stop) = (work_dir.clone(), stop_probe.clone());
         std::thread::spawn(move || probe_fdatasync_while(dir, stop))
     };
-    let outcome = drive(&args, &master, &token).await;
+    let outcome = async {
+        let mut swept = Vec::new();
+        if args.open_seconds > 0.0 {
+            for rate in args.rates.iter().copied().filter(|r| *r != args.rate) {
+                let phase = Args {
+                    rate,
+                    seconds: 0.0,
+                    ..args.clone()
+                };
+                eprintln!("master at {rate:.0} lease + commit/s, open loop");
+                swept.push((rate, drive(&phase, &master, &token, true).await?));
+            }
+        }
+        let main = drive(&args, &master, &token, false).await?;
+        anyhow::Ok((swept, main))
+    }
+    .await;
     stop_probe.store(true, Ordering::Relaxed);
     let syncs = match probe.join() {
         Ok(samples) => samples?,
         Err(_) => bail!("the fdatasync probe panicked"),
     };
-    let driven = match outcome {
+    let (swept, driven) = match outcome {
         Ok(done) => done,
         Err(e) => {
             let _ = master.child.kill();
@@ -370,11 +406,24 @@ async fn run(args: Args) -> Result<()> {
         open.absorb(log.open);
         closed.absorb(log.closed);
     }
-    let finished = open.tasks + closed.tasks;
+    // Every phase's tasks, the sweep's (and those its workers finished
+    // unlogged) included: the master's own count.
+    let finished = status.queue.tasks_done;
     let open = driven
         .open
         .map(|clock| phase_results("open", Some(args.rate), clock, open, &syncs));
     let closed = phase_results("closed", None, driven.closed, closed, &syncs);
+    let sweep: Vec<PhaseResults> = swept
+        .into_iter()
+        .filter_map(|(rate, driven)| {
+            let mut log = PhaseLog::default();
+            for worker in driven.logs {
+                log.absorb(worker.open);
+            }
+            let clock = driven.open?;
+            Some(phase_results("open", Some(rate), clock, log, &syncs))
+        })
+        .collect();
 
     // Kill the master as a crash would, then time its return.
     master
@@ -404,6 +453,15 @@ async fn run(args: Args) -> Result<()> {
         );
     }
 
+    let mut floor = Vec::new();
+    if let (Some(binary), true) = (&args.floor, args.open_seconds > 0.0) {
+        let mut rates = vec![args.rate];
+        rates.extend(args.rates.iter().copied().filter(|r| *r != args.rate));
+        for rate in rates {
+            floor.push(drive_floor(&args, binary, rate, &token, &log, &client).await?);
+        }
+    }
+
     let results = Results {
         tasks: args.tasks,
         workers: args.workers,
@@ -424,6 +482,8 @@ async fn run(args: Args) -> Result<()> {
         restart_s,
         restart_peak_rss_mib,
         tasks_done_after_restart: after.queue.tasks_done,
+        sweep,
+        floor,
     };
     let json = serde_json::to_string_pretty(&results)?;
     println!("{json}");
@@ -441,6 +501,55 @@ async fn run(args: Args) -> Result<()> {
         let _ = std::fs::remove_file(&log);
     }
     Ok(())
+}
+
+/// Drives the no-op stand-in at `rate` for `--open-seconds`, open loop, as
+/// the master was driven, and returns that phase's figures.
+async fn drive_floor(
+    args: &Args,
+    binary: &Path,
+    rate: f64,
+    token: &str,
+    log: &Path,
+    client: &reqwest::Client,
+) -> Result<PhaseResults> {
+    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let addr = format!("127.0.0.1:{port}");
+    let out = File::options()
+        .create(true)
+        .append(true)
+        .open(log)
+        .with_context(|| format!("opening {}", log.display()))?;
+    let child = Command::new(binary)
+        .args(["--listen", &addr])
+        .env("SLUICE_TOKEN", token)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .spawn()
+        .with_context(|| format!("starting {}", binary.display()))?;
+    let mut stand_in = Master { child, addr };
+    wait_ready(client, &mut stand_in, token, log).await?;
+    let phase = Args {
+        rate,
+        seconds: 0.0,
+        ..args.clone()
+    };
+    let driven = drive(&phase, &stand_in, token, false).await;
+    let _ = stand_in.child.kill();
+    let _ = stand_in.child.wait();
+    let driven = driven.context("driving the floor")?;
+    let mut log = PhaseLog::default();
+    for worker in driven.logs {
+        log.absorb(worker.open);
+    }
+    let clock = driven.open.context("the floor's phase has an open loop")?;
+    let results = phase_results("floor", Some(rate), clock, log, &[]);
+    eprintln!(
+        "floor at {rate:.0} lease + commit/s: p99 {} from the schedule",
+        ms(results.all.p99_us)
+    );
+    Ok(results)
 }
 
 /// The figures of one phase from what its workers logged.
@@ -850,8 +959,10 @@ struct Driven {
     closed: PhaseClock,
 }
 
-/// Registers the workers, then runs the open-loop phase and the closed-loop one.
-async fn drive(args: &Args, master: &Master, token: &str) -> Result<Driven> {
+/// Drives `master` with `--workers` new workers: the open loop, then the
+/// closed loop. With `drain`, each worker then finishes the tasks it still
+/// holds (unlogged), so that a later phase finds none leased.
+async fn drive(args: &Args, master: &Master, token: &str, drain: bool) -> Result<Driven> {
     let workers = args.workers;
     let pid = master.child.id();
     let mut conns = Vec::with_capacity(workers);
@@ -894,6 +1005,7 @@ async fn drive(args: &Args, master: &Master, token: &str) -> Result<Driven> {
             rows: args.rows,
             over: over.clone(),
             finished: finished.clone(),
+            drain,
         };
         let first = start + gap.mul_f64(index as f64 / workers as f64);
         handles.push(tokio::spawn(sim.run(
@@ -965,6 +1077,8 @@ struct Worker {
     rows: u64,
     over: Arc<AtomicBool>,
     finished: Arc<AtomicU64>,
+    /// After the phases, finish the tasks still held.
+    drain: bool,
 }
 
 /// What a worker sends next.
@@ -1033,6 +1147,12 @@ impl Worker {
             if self.send(&mut progress, &mut closed, None).await? {
                 // Nothing to lease until other workers finish: ask again soon.
                 tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        if self.drain {
+            let mut unlogged = PhaseLog::default();
+            while !progress.leased.is_empty() {
+                self.send(&mut progress, &mut unlogged, None).await?;
             }
         }
         Ok(WorkerLog {
@@ -1475,5 +1595,57 @@ fn markdown(r: &Results) -> String {
         thousands(r.state.journal_records as f64),
         r.restart_peak_rss_mib
     ));
+    if !r.floor.is_empty() {
+        text.push_str(&floor_markdown(r));
+    }
+    text
+}
+
+/// The comparison table: the master and the no-op stand-in (the floor) open
+/// loop at each offered rate, side by side, fastest rate first.
+fn floor_markdown(r: &Results) -> String {
+    let mut text = String::from(
+        "\nThe floor: `sluice-load-floor`, a stand-in that answers the same requests at \
+         once with fixed answers and does no work (no queue, no journal, no fsync), \
+         driven open loop by the same load tool on the same CPUs. No master can answer \
+         faster on this machine. Latency from the schedule; the ratio is the master's \
+         p99 over the floor's.\n\n\
+         | offered lease + commit/s | answered by | achieved requests/s | p50 / p99 / p99.9 from the schedule | p50 / p99 / p99.9 from the send | server CPU per request | load tool CPU per request | p99 ratio |\n\
+         |---|---|---|---|---|---|---|---|\n",
+    );
+    let rate = |p: &PhaseResults| p.offered_lease_commit_per_s.unwrap_or(0.0);
+    let mut rates: Vec<f64> = r.floor.iter().map(rate).collect();
+    rates.sort_by(|a, b| b.total_cmp(a));
+    let mut line = |who: &str, p: &PhaseResults, ratio: &str| {
+        let (a, s) = (&p.all, &p.all_from_send);
+        text.push_str(&format!(
+            "| {} | {who} | {} | {} / {} / {} | {} / {} / {} | {:.1} µs | {:.1} µs | {ratio} |\n",
+            thousands(rate(p)),
+            thousands(p.requests_per_s),
+            ms(a.p50_us),
+            ms(a.p99_us),
+            ms(a.p999_us),
+            ms(s.p50_us),
+            ms(s.p99_us),
+            ms(s.p999_us),
+            p.master_cpu_us_per_request,
+            p.load_cpu_us_per_request,
+        ));
+    };
+    for at in rates {
+        let master = r.open.iter().chain(&r.sweep).find(|p| rate(p) == at);
+        let Some(floor) = r.floor.iter().find(|p| rate(p) == at) else {
+            continue;
+        };
+        if let Some(master) = master {
+            let ratio = if floor.all.p99_us > 0 {
+                format!("{:.1}×", master.all.p99_us as f64 / floor.all.p99_us as f64)
+            } else {
+                "-".to_string()
+            };
+            line("`sluice master`", master, &ratio);
+        }
+        line("the floor", floor, "");
+    }
     text
 }
