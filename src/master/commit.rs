@@ -36,7 +36,7 @@ use tokio::sync::{oneshot, watch};
 use tracing::error;
 
 use super::journal::{Journal, JournalError, Pending};
-use super::state::{write, MasterState};
+use super::state::{snapshot_after, MasterState, Replica};
 use super::timing::Timings;
 use crate::task::{Command, Reply};
 
@@ -173,10 +173,12 @@ struct Shared {
     timings: Arc<Timings>,
 }
 
-/// The journal and the number of the next batch written to it.
+/// The journal, the number of the next batch written to it, and the copy of
+/// the queue that snapshots are taken from.
 struct Writer {
     journal: Option<Box<dyn Journal>>,
     next: u64,
+    replica: Replica,
 }
 
 /// Batches synced out of order: batch number → changes durable with it.
@@ -191,14 +193,21 @@ impl GroupCommit {
     /// A master without a journal (none taken) commits nothing but still
     /// answers in order.
     pub fn start(master: Arc<Mutex<MasterState>>) -> std::io::Result<GroupCommit> {
-        let journal = lock(&master).take_journal();
+        let (journal, replica) = {
+            let mut master = lock(&master);
+            (master.take_journal(), master.replica())
+        };
         let (wake, woken) = mpsc::channel();
         let durable = Arc::new(Durable::new());
         let timings = Arc::new(Timings::default());
         let shared = Arc::new(Shared {
             master: master.clone(),
             woken: Mutex::new(woken),
-            writer: Mutex::new(Writer { journal, next: 0 }),
+            writer: Mutex::new(Writer {
+                journal,
+                next: 0,
+                replica,
+            }),
             order: Mutex::new(Order {
                 next: 0,
                 synced: BTreeMap::new(),
@@ -303,11 +312,20 @@ fn committer(shared: &Shared) {
         let (batch, upto, pending) = {
             let mut writer = lock(&shared.writer);
             let started = Instant::now();
-            let (commands, upto, snapshot) = lock(&shared.master).take_pending();
+            let (commands, upto, due) = lock(&shared.master).take_pending();
             let batch = writer.next;
             writer.next += 1;
+            let writer = &mut *writer;
             let pending = match writer.journal.as_mut() {
-                Some(journal) => write(journal.as_mut(), &commands, snapshot),
+                Some(journal) => {
+                    let written = journal.write(&commands);
+                    writer.replica.apply(commands);
+                    let snapshot = if due { writer.replica.share() } else { None };
+                    if due && snapshot.is_none() {
+                        tracing::debug!("a snapshot is still being written; the next one waits");
+                    }
+                    written.and_then(|pending| snapshot_after(journal.as_mut(), pending, snapshot))
+                }
                 None => Ok(Pending::default()),
             };
             shared.timings.write.record(started.elapsed());
@@ -411,6 +429,56 @@ mod tests {
             replayed.apply(&command);
         }
         assert_eq!(replayed, lock(&master).queue);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn snapshots_taken_from_the_committers_copy_restore_the_same_queue() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let location = StateLocation::Dir(dir.path().to_path_buf());
+        let (mut state, _) = MasterState::open(&location, Identity::default(), || Ok(job(300)))
+            .await
+            .expect("open");
+        // Snapshots come every few batches, often while the last one is
+        // still being written.
+        state.set_snapshot_every(40);
+        let master = Arc::new(Mutex::new(state));
+        let commit = GroupCommit::start(master.clone()).expect("start");
+        let workers: Vec<_> = (0..48)
+            .map(|_| tokio::spawn(work(commit.clone())))
+            .collect();
+        let mut finished = 0;
+        for worker in workers {
+            finished += worker.await.expect("worker");
+        }
+        assert_eq!(finished, 600, "every task of both epochs, once");
+        let live = lock(&master).queue.clone();
+        // The committer thread closes the journal once every handle is gone,
+        // waiting for the snapshot being written; until then it holds the
+        // directory's lock.
+        drop(commit);
+        drop(master);
+        let deadline = Instant::now() + std::time::Duration::from_secs(30);
+        let (reopened, resumed) = loop {
+            match MasterState::open(&location, Identity::default(), || panic!("job.json exists"))
+                .await
+            {
+                Ok(opened) => break opened,
+                Err(e) if Instant::now() < deadline => {
+                    tracing::debug!(error = %e, "not closed yet");
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                Err(e) => panic!("the state never reopened: {e}"),
+            }
+        };
+        assert!(resumed);
+        assert!(
+            dir.path().join("snapshot.json").exists(),
+            "snapshots were written"
+        );
+        assert_eq!(
+            reopened.queue, live,
+            "the newest snapshot and the journals after it rebuild the queue"
+        );
     }
 
     /// A journal whose writes fail once `ok` writes went through.

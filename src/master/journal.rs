@@ -98,7 +98,7 @@ pub trait Journal: Send {
     /// older records can be dropped (a journal may finish this after it
     /// returns, as long as what it holds stays whole meanwhile). Journals
     /// without snapshots ignore it.
-    fn snapshot(&mut self, _queue: Queue) -> Result<(), JournalError> {
+    fn snapshot(&mut self, _queue: Arc<Queue>) -> Result<(), JournalError> {
         Ok(())
     }
     /// Whether this journal would like a snapshot soon regardless of the

@@ -16,7 +16,6 @@
 //! warning and plain writes: then one master per job is the operator's duty.
 
 use std::future::Future;
-#[cfg(test)]
 use std::sync::Arc;
 
 use connectors::store::Location;
@@ -197,7 +196,7 @@ impl Journal for ObjectLog {
         Ok(self.loaded.take().unwrap_or_default())
     }
 
-    fn snapshot(&mut self, queue: Queue) -> Result<(), JournalError> {
+    fn snapshot(&mut self, queue: Arc<Queue>) -> Result<(), JournalError> {
         self.block_on_self(|log| Box::pin(log.snapshot_async(&queue)))
     }
 
@@ -377,7 +376,7 @@ mod tests {
         for round in 0..3 {
             log.append(&commands(&mut queue, round)).expect("append");
         }
-        log.snapshot(queue.clone()).expect("snapshot");
+        log.snapshot(Arc::new(queue.clone())).expect("snapshot");
         log.append(&commands(&mut queue, 9))
             .expect("append after snapshot");
 

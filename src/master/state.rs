@@ -334,24 +334,36 @@ impl MasterState {
     }
 
     /// Hands the changes applied so far to a group committer: the commands,
-    /// the change count they bring durability to, and a copy of the queue
-    /// when a snapshot is due (taken at exactly that point).
-    pub fn take_pending(&mut self) -> (Vec<Command>, u64, Option<Queue>) {
+    /// the change count they bring durability to, and whether a snapshot is
+    /// due once they are written. The committer keeps its own copy of the
+    /// queue for snapshots ([`Replica`]), so none is made here, under the lock
+    /// every request takes.
+    pub fn take_pending(&mut self) -> (Vec<Command>, u64, bool) {
         let commands = std::mem::take(&mut self.pending);
-        let snapshot = if self.snapshot_due() {
+        let due = self.snapshot_due();
+        if due {
             self.since_snapshot = 0;
-            Some(self.queue.clone())
-        } else {
-            None
-        };
-        (commands, self.applied, snapshot)
+        }
+        (commands, self.applied, due)
+    }
+
+    /// A copy of the queue, for a group committer's [`Replica`]. Changes
+    /// applied and not yet taken are in the copy already: the replica skips
+    /// them when the committer hands them over.
+    pub fn replica(&self) -> Replica {
+        Replica {
+            queue: Arc::new(self.queue.clone()),
+            behind: VecDeque::new(),
+            skip: self.pending.len(),
+        }
     }
 
     /// Expires lapsed leases, then applies `command`; changes are durable
     /// before returning (the single-process path, without group commit).
     pub fn execute(&mut self, command: Command) -> Result<Reply, JournalError> {
         let (reply, _) = self.apply(command);
-        let (commands, _, snapshot) = self.take_pending();
+        let (commands, _, due) = self.take_pending();
+        let snapshot = due.then(|| Arc::new(self.queue.clone()));
         if let Some(journal) = self.journal.as_mut() {
             persist(journal.as_mut(), &commands, snapshot)?;
         }
@@ -441,7 +453,7 @@ impl MasterState {
 pub fn persist(
     journal: &mut dyn Journal,
     commands: &[Command],
-    snapshot: Option<Queue>,
+    snapshot: Option<Arc<Queue>>,
 ) -> Result<(), JournalError> {
     write(journal, commands, snapshot)?.wait()
 }
@@ -452,9 +464,21 @@ pub fn persist(
 pub fn write(
     journal: &mut dyn Journal,
     commands: &[Command],
-    snapshot: Option<Queue>,
+    snapshot: Option<Arc<Queue>>,
 ) -> Result<Pending, JournalError> {
     let pending = journal.write(commands)?;
+    snapshot_after(journal, pending, snapshot)
+}
+
+/// Writes `snapshot`, when given, of the queue that every command written
+/// so far leads to, then hands back `pending` (the wait for those commands).
+/// A failed snapshot is only a warning, unless another master took the job
+/// over.
+pub fn snapshot_after(
+    journal: &mut dyn Journal,
+    pending: Pending,
+    snapshot: Option<Arc<Queue>>,
+) -> Result<Pending, JournalError> {
     if let Some(queue) = snapshot {
         match journal.snapshot(queue) {
             Ok(()) => {}
@@ -463,6 +487,51 @@ pub fn write(
         }
     }
     Ok(pending)
+}
+
+/// The group committer's own copy of the queue, kept current by applying
+/// every batch after it is written, so that a snapshot is taken from it
+/// instead of copying the live queue under the lock every request takes
+/// (tens of milliseconds for a million tasks, during which nothing is
+/// answered). It costs a second queue in memory and one more apply of each
+/// change, on the committer's thread.
+///
+/// While a snapshot is being written it holds the copy: the committer then
+/// keeps the batches back and applies them once it has the copy again, at
+/// most [`Replica::CATCH_UP`] more per batch, so that catching up never
+/// holds one batch long.
+#[derive(Debug)]
+pub struct Replica {
+    queue: Arc<Queue>,
+    behind: VecDeque<Command>,
+    /// Commands still to come that the copy holds already.
+    skip: usize,
+}
+
+impl Replica {
+    /// Commands kept back that one batch applies besides its own.
+    pub const CATCH_UP: usize = 1024;
+
+    /// Applies `commands`, written after every command applied before.
+    pub fn apply(&mut self, commands: Vec<Command>) {
+        let skip = self.skip.min(commands.len());
+        self.skip -= skip;
+        let own = commands.len() - skip;
+        self.behind.extend(commands.into_iter().skip(skip));
+        let Some(queue) = Arc::get_mut(&mut self.queue) else {
+            return;
+        };
+        let n = self.behind.len().min(own.saturating_add(Self::CATCH_UP));
+        for command in self.behind.drain(..n) {
+            queue.apply(&command);
+        }
+    }
+
+    /// The queue after every command applied, to snapshot; `None` while an
+    /// earlier snapshot still holds it or commands are kept back.
+    pub fn share(&self) -> Option<Arc<Queue>> {
+        (self.behind.is_empty() && Arc::strong_count(&self.queue) == 1).then(|| self.queue.clone())
+    }
 }
 
 /// Creates the state directory when missing, durably: the directory that
@@ -569,6 +638,65 @@ pub(crate) mod tests {
     use crate::master::journal::MemoryJournal;
     use crate::task::LeaseReply;
     use connectors::{FormatOptions, ReadPlan};
+
+    fn register(now: u64) -> Command {
+        Command::Register {
+            now,
+            secret: None,
+            name: None,
+        }
+    }
+
+    #[test]
+    fn a_replica_held_by_a_snapshot_keeps_batches_back_and_catches_up() {
+        let state =
+            MasterState::with_journal(job(3), Box::new(MemoryJournal::default())).expect("state");
+        let mut replica = state.replica();
+        let mut live = state.queue.clone();
+        let mut feed = |replica: &mut Replica, from: u64, n: u64| {
+            let batch: Vec<Command> = (from..from + n).map(register).collect();
+            for command in &batch {
+                live.apply(command);
+            }
+            replica.apply(batch);
+            live.clone()
+        };
+        let held = replica.share().expect("a current replica is shared");
+        // A snapshot being written holds the copy: batches wait.
+        let after = feed(&mut replica, 1, 3000);
+        assert!(replica.share().is_none(), "behind while held");
+        assert_eq!(*held, state.queue, "the snapshot's copy does not move");
+        drop(held);
+        // Each batch catches up at most its own and CATCH_UP more.
+        let mut from = 3001;
+        let mut rounds = 0;
+        let now = loop {
+            let now = feed(&mut replica, from, 1);
+            from += 1;
+            rounds += 1;
+            if let Some(shared) = replica.share() {
+                break (shared, now);
+            }
+            assert!(rounds < 10, "catches up in a few batches");
+        };
+        assert!(rounds >= 2, "3000 kept back take more than one batch");
+        assert_eq!(*now.0, now.1, "caught up: the copy is the live queue");
+        assert_ne!(now.1, after);
+    }
+
+    #[test]
+    fn a_replica_skips_the_changes_its_copy_holds_already() {
+        let mut state =
+            MasterState::with_journal(job(3), Box::new(MemoryJournal::default())).expect("state");
+        state.apply(register(1));
+        let mut replica = state.replica();
+        let (pending, _, _) = state.take_pending();
+        replica.apply(pending);
+        state.apply(register(2));
+        let (pending, _, _) = state.take_pending();
+        replica.apply(pending);
+        assert_eq!(*replica.share().expect("current"), state.queue);
+    }
 
     /// A job of `splits` one-row splits over two epochs.
     pub(crate) fn job(splits: usize) -> JobFile {
