@@ -322,6 +322,18 @@ async fn run(args: Args) -> Result<()> {
     if args.rates.iter().any(|rate| rate.is_nan() || *rate <= 0.0) {
         bail!("every --rates rate must be above 0");
     }
+    // Tasks the open-loop phases finish: with K tasks per lease, K of every
+    // K + 1 lease + commit requests are commits, one per task.
+    let k = args.lease_batch as f64;
+    let offered: f64 = args.rates.iter().filter(|r| **r != args.rate).sum::<f64>() + args.rate;
+    let needed = offered * k / (k + 1.0) * args.open_seconds.max(0.0);
+    if needed * 1.05 > args.tasks as f64 {
+        bail!(
+            "the open-loop phases finish about {needed:.0} tasks, and --tasks {} leaves \
+             too few for them: raise --tasks, or lower --rates or --open-seconds",
+            args.tasks
+        );
+    }
     let sluice = args
         .sluice
         .canonicalize()
