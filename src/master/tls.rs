@@ -84,7 +84,7 @@ pub fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, TlsError> {
 /// A listener whose connections are TLS streams, for the master's server:
 /// tls-listener accepts TCP connections and runs their handshakes side by
 /// side (a slow or silent client never holds up the others), each bounded by
-/// [`HANDSHAKE_TIMEOUT`].
+/// `HANDSHAKE_TIMEOUT` (10 s).
 pub type TlsListener = tls_listener::TlsListener<TcpListener, TlsAcceptor>;
 
 /// Wraps a bound TCP listener.

@@ -8,7 +8,7 @@
 //! [`partitions`] expands the source's partition
 //! pattern and tells complete partitions from waiting ones; [`state`] keeps
 //! `trained.json`; [`lock`] keeps two runs of one job apart; [`checkpoint`] carries
-//! the model from one run to the next; [`run`] joins them.
+//! the model from one run to the next; [`run`](mod@run) joins them.
 
 pub mod checkpoint;
 pub mod error;

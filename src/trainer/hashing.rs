@@ -109,7 +109,7 @@ pub fn is_categorical(data_type: &DataType) -> bool {
 }
 
 /// The buckets (`0 <= b < buckets`) of every value of `array`, nulls included;
-/// `None` when the type cannot be hashed (see [`is_hashable`]).
+/// `None` when the type cannot be hashed (see `is_hashable`).
 pub fn hash_column(array: &dyn Array, buckets: u64) -> Option<ArrayRef> {
     let buckets = buckets.max(1);
     let hashes = hashes(array)?;

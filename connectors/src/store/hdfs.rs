@@ -138,7 +138,7 @@ impl HdfsStoreBuilder {
         }
     }
 
-    /// Bounds the first contact with the namenode (default [`DEFAULT_CONNECT_TIMEOUT`]).
+    /// Bounds the first contact with the namenode (default 20 s, `DEFAULT_CONNECT_TIMEOUT`).
     pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
