@@ -404,6 +404,19 @@ mod tests {
         }
     }
 
+    /// 48 workers leasing and finishing at once until the job is over;
+    /// returns the tasks they finished together.
+    async fn work_together(commit: &GroupCommit) -> u64 {
+        let workers: Vec<_> = (0..48)
+            .map(|_| tokio::spawn(work(commit.clone())))
+            .collect();
+        let mut finished = 0;
+        for worker in workers {
+            finished += worker.await.expect("worker");
+        }
+        finished
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn answers_wait_for_their_changes_and_the_journal_replays_them_in_order() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -414,14 +427,11 @@ mod tests {
         let mut replayed = state.queue.clone();
         let master = Arc::new(Mutex::new(state));
         let commit = GroupCommit::start(master.clone()).expect("start");
-        let workers: Vec<_> = (0..48)
-            .map(|_| tokio::spawn(work(commit.clone())))
-            .collect();
-        let mut finished = 0;
-        for worker in workers {
-            finished += worker.await.expect("worker");
-        }
-        assert_eq!(finished, 600, "every task of both epochs, once");
+        assert_eq!(
+            work_together(&commit).await,
+            600,
+            "every task of both epochs, once"
+        );
         // Every answer came back: the journal holds every change already.
         let bytes = std::fs::read(dir.path().join("journal.jsonl")).expect("journal");
         for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
@@ -443,14 +453,11 @@ mod tests {
         state.set_snapshot_every(40);
         let master = Arc::new(Mutex::new(state));
         let commit = GroupCommit::start(master.clone()).expect("start");
-        let workers: Vec<_> = (0..48)
-            .map(|_| tokio::spawn(work(commit.clone())))
-            .collect();
-        let mut finished = 0;
-        for worker in workers {
-            finished += worker.await.expect("worker");
-        }
-        assert_eq!(finished, 600, "every task of both epochs, once");
+        assert_eq!(
+            work_together(&commit).await,
+            600,
+            "every task of both epochs, once"
+        );
         let live = lock(&master).queue.clone();
         // The committer thread closes the journal once every handle is gone,
         // waiting for the snapshot being written; until then it holds the

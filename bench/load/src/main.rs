@@ -525,22 +525,7 @@ async fn drive_floor(
     log: &Path,
     client: &reqwest::Client,
 ) -> Result<PhaseResults> {
-    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let addr = format!("127.0.0.1:{port}");
-    let out = File::options()
-        .create(true)
-        .append(true)
-        .open(log)
-        .with_context(|| format!("opening {}", log.display()))?;
-    let child = Command::new(binary)
-        .args(["--listen", &addr])
-        .env("SLUICE_TOKEN", token)
-        .stdin(Stdio::null())
-        .stdout(out.try_clone()?)
-        .stderr(out)
-        .spawn()
-        .with_context(|| format!("starting {}", binary.display()))?;
-    let mut stand_in = Master { child, addr };
+    let mut stand_in = spawn(Command::new(binary), binary, token, log)?;
     wait_ready(client, &mut stand_in, token, log).await?;
     let phase = Args {
         rate,
@@ -709,6 +694,21 @@ fn write_job(state: &Path, tasks: usize, rows: u64) -> Result<()> {
 
 /// Starts `sluice master` on the state directory, listening on a free loopback port.
 fn spawn_master(sluice: &Path, state: &Path, token: &str, log: &Path) -> Result<Master> {
+    let mut command = Command::new(sluice);
+    command
+        .arg("master")
+        .arg("file:///warehouse/synthetic")
+        .args(["--linger", "3600s"])
+        .arg("--state")
+        .arg(state)
+        .env("RUST_LOG", "warn");
+    spawn(command, sluice, token, log)
+}
+
+/// Starts `command` (the master, or the floor standing in for it) with
+/// `--listen` on a free loopback port and the job token, its output
+/// appended to `log`.
+fn spawn(mut command: Command, binary: &Path, token: &str, log: &Path) -> Result<Master> {
     let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let addr = format!("127.0.0.1:{port}");
     let out = File::options()
@@ -716,19 +716,14 @@ fn spawn_master(sluice: &Path, state: &Path, token: &str, log: &Path) -> Result<
         .append(true)
         .open(log)
         .with_context(|| format!("opening {}", log.display()))?;
-    let child = Command::new(sluice)
-        .arg("master")
-        .arg("file:///warehouse/synthetic")
-        .args(["--listen", &addr, "--linger", "3600s"])
-        .arg("--state")
-        .arg(state)
+    let child = command
+        .args(["--listen", &addr])
         .env("SLUICE_TOKEN", token)
-        .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(out.try_clone()?)
         .stderr(out)
         .spawn()
-        .with_context(|| format!("starting {}", sluice.display()))?;
+        .with_context(|| format!("starting {}", binary.display()))?;
     Ok(Master { child, addr })
 }
 
