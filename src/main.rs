@@ -88,21 +88,11 @@ async fn dispatch(command: Command) -> anyhow::Result<Ended> {
                 Outcome::Trained(summary) => summary,
                 Outcome::AlreadyFinished(finished) => {
                     eprintln!("{}", finished.line());
-                    return Ok(Ended::Code(exit::DONE));
+                    return Ok(Ended::Code(failed_tasks(&finished.tasks_failed)));
                 }
             };
             eprintln!("{}", summary.line());
-            for failed in &summary.tasks_failed {
-                eprintln!(
-                    "failed task: {} (epoch {}): {}",
-                    failed.file, failed.epoch, failed.reason
-                );
-            }
-            if summary.tasks_failed.is_empty() {
-                exit::DONE
-            } else {
-                exit::TASKS_FAILED
-            }
+            failed_tasks(&summary.tasks_failed)
         }
         Command::Master(args) => sluice::cli::dist::master(*args).await?,
         Command::Worker(args) => return sluice::cli::dist::worker(*args).await,
@@ -110,6 +100,21 @@ async fn dispatch(command: Command) -> anyhow::Result<Ended> {
         Command::Run(args) => sluice::cli::run::run(args).await?,
     };
     Ok(Ended::Code(code))
+}
+
+/// Names each failed task on stderr; the exit code they make.
+fn failed_tasks(failed: &[sluice::job::summary::FailedTask]) -> u8 {
+    for task in failed {
+        eprintln!(
+            "failed task: {} (epoch {}): {}",
+            task.file, task.epoch, task.reason
+        );
+    }
+    if failed.is_empty() {
+        exit::DONE
+    } else {
+        exit::TASKS_FAILED
+    }
 }
 
 /// An error and its causes on one line.

@@ -133,6 +133,7 @@ pub async fn master(args: MasterArgs) -> anyhow::Result<u8> {
         linger: options.linger,
         allow_incomplete: options.allow_incomplete,
         tls: options.tls_cert.zip(options.tls_key),
+        retry_failed: options.retry_failed,
     };
     let state = config.state.to_string();
     let outcome = crate::master::serve::run(config).await?;

@@ -29,9 +29,12 @@ pub struct MasterOptions {
     /// Seed of task order.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Attempts per task before it is failed.
+    /// Failed reads per task before it is failed (after --read-retry of waiting for errors that may clear). Only the reader's own errors count: a crash, a stop or a lapsed lease hands the task back at its committed rows without using an attempt.
     #[arg(long, default_value_t = 3)]
     pub max_attempts: u32,
+    /// Resuming a job whose tasks failed: put the failed tasks back, each from the rows it had committed, and run them (job files: `retry-failed = true`). Without it a rerun of such a job exits 2 again, naming them.
+    #[arg(long)]
+    pub retry_failed: bool,
     /// A lease not renewed within this time goes back to the queue.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     #[serde(deserialize_with = "form::duration")]
@@ -66,6 +69,7 @@ impl Default for MasterOptions {
             epochs: 1,
             seed: 0,
             max_attempts: 3,
+            retry_failed: false,
             lease_timeout: Duration::from_secs(30),
             linger: Duration::from_secs(10),
             columns: None,

@@ -30,9 +30,12 @@ pub struct TrainOptions {
     /// Seed of task order and shuffling.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Attempts per task before it is failed.
+    /// Failed reads per task before it is failed (after --read-retry of waiting for errors that may clear). Only the reader's own errors count: a crash, a stop or a lapsed lease hands the task back at its committed rows without using an attempt.
     #[arg(long, default_value_t = 3)]
     pub max_attempts: u32,
+    /// Resuming a job whose tasks failed: put the failed tasks back, each from the rows it had committed, and run them (job files: `retry-failed = true`). Without it a rerun of such a job exits 2 again, naming them.
+    #[arg(long)]
+    pub retry_failed: bool,
     /// A lease not renewed within this time goes back to the queue (e.g. 60s).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     #[serde(deserialize_with = "form::duration")]
@@ -71,6 +74,7 @@ impl Default for TrainOptions {
             columns: None,
             seed: 0,
             max_attempts: 3,
+            retry_failed: false,
             lease_timeout: Duration::from_secs(60),
             wait_success: None,
             writer_pid: None,
@@ -149,6 +153,7 @@ impl TrainParts<'_> {
             transform: pipeline.transform(),
             seed: train.seed,
             max_attempts: train.max_attempts,
+            retry_failed: train.retry_failed,
             lease_timeout: train.lease_timeout,
             wait_success: train.wait_success,
             writer_pid: train.writer_pid,
@@ -232,8 +237,10 @@ pub struct TrainConfig {
     pub transform: crate::trainer::Transform,
     /// Seed.
     pub seed: u64,
-    /// Attempts per task.
+    /// Failed reads per task before it is failed.
     pub max_attempts: u32,
+    /// Put a resumed job's failed tasks back (`--retry-failed`).
+    pub retry_failed: bool,
     /// Lease timeout.
     pub lease_timeout: Duration,
     /// Wait for `_SUCCESS` up to this long.

@@ -71,13 +71,6 @@ pub enum TrainError {
         #[source]
         source: serde_json::Error,
     },
-    /// The state's tasks are all done, but the run that did them stopped
-    /// before it ended (before writing its outputs).
-    #[error("job in {state} did all its tasks, but the run that did them stopped before it ended, so its outputs (--output, --summary-json, the trainers' own) may be missing; nothing trained now; to train again, remove {state} or pass another --state")]
-    Unended {
-        /// The state directory.
-        state: String,
-    },
     /// A signal stopped the run before the job was over.
     #[error("stopped by a signal after {rows} rows: what the trainers acknowledged is committed{resume}")]
     Stopped {
@@ -133,18 +126,24 @@ pub struct Finished {
     pub state: PathBuf,
     /// Tasks done over all epochs.
     pub tasks_done: u64,
-    /// Tasks given up.
-    pub tasks_failed: usize,
+    /// Tasks given up: a rerun of such a job exits 2 again, naming them
+    /// (`--retry-failed` puts them back instead).
+    pub tasks_failed: Vec<FailedTask>,
 }
 
 impl Finished {
     /// One line for people.
     pub fn line(&self) -> String {
         format!(
-            "job in {} already finished ({} tasks done, {} failed); nothing to do (to train again, remove it or pass another --state)",
+            "job in {} already finished ({} tasks done, {} failed); nothing to do{}",
             self.state.display(),
             self.tasks_done,
-            self.tasks_failed
+            self.tasks_failed.len(),
+            if self.tasks_failed.is_empty() {
+                " (to train again, pass another --state)"
+            } else {
+                " (--retry-failed reads the failed tasks again)"
+            }
         )
     }
 }
@@ -205,19 +204,40 @@ pub async fn run_dataset(
             let identity = identity(&config, &dataset.location.url());
             let (mut state, resumed) =
                 MasterState::open(&location, identity, move || Ok(job)).await?;
+            let mut finishing = false;
+            if resumed && config.retry_failed && !state.queue.failures().is_empty() {
+                let reply = state
+                    .execute(Command::RetryFailed { now: wall_millis() })
+                    .map_err(StateError::from)?;
+                if let crate::task::Reply::RetryFailed { retried, kept } = reply {
+                    warn!(state = %dir.display(), retried, "failed tasks put back (--retry-failed)");
+                    if kept > 0 {
+                        warn!(
+                            kept,
+                            "failed tasks of earlier epochs cannot be put back; they stay failed"
+                        );
+                    }
+                }
+            }
             if resumed && state.queue.is_over() {
                 // States written before the identity was recorded have no
                 // FINISHED either: there a queue over is all one can tell.
-                if !dir.join(FINISHED).exists() && !state.identity.is_empty() {
-                    return Err(TrainError::Unended {
-                        state: dir.display().to_string(),
-                    });
+                if dir.join(FINISHED).exists() || state.identity.is_empty() {
+                    return Ok(Outcome::AlreadyFinished(Finished {
+                        state: dir.clone(),
+                        tasks_done: state.queue.status().tasks_done,
+                        tasks_failed: failed_tasks(
+                            &dataset,
+                            &dataset.splits,
+                            state.queue.failures(),
+                        ),
+                    }));
                 }
-                return Ok(Outcome::AlreadyFinished(Finished {
-                    state: dir.clone(),
-                    tasks_done: state.queue.status().tasks_done,
-                    tasks_failed: state.queue.failures().len(),
-                }));
+                // The last run did every task but stopped before it wrote its
+                // outputs: this run writes them (a checkpointed job first
+                // trains what its last checkpoint lacks).
+                warn!(state = %dir.display(), "the last run did every task but stopped before it ended; finishing it");
+                finishing = true;
             }
             if resumed && state.queue.cut().checkpointed {
                 // The trainers keep checkpoints: go back to the last complete
@@ -251,7 +271,9 @@ pub async fn run_dataset(
                 // The run that wrote this state is gone: take its leases back now
                 // instead of waiting for them to lapse.
                 let _ = state.execute(Command::Tick { now: u64::MAX / 2 });
-                warn!(state = %dir.display(), done = state.queue.status().tasks_done, "resuming from saved state");
+                if !finishing {
+                    warn!(state = %dir.display(), done = state.queue.status().tasks_done, "resuming from saved state");
+                }
             }
             if let TrainerChoice::Model(model) = &config.trainer {
                 // A built-in model keeps its checkpoints in the state, and a
@@ -333,19 +355,7 @@ pub async fn run_dataset(
         epochs: config.epochs,
         devices: config.devices,
         tasks_done,
-        tasks_failed: failures
-            .into_iter()
-            .map(|f| FailedTask {
-                file: splits
-                    .get(f.split as usize)
-                    .map(|s| dataset.location.display(&s.object_path()))
-                    .unwrap_or_default(),
-                epoch: f.epoch,
-                split: f.split,
-                attempts: f.attempts,
-                reason: f.reason,
-            })
-            .collect(),
+        tasks_failed: failed_tasks(&dataset, &splits, &failures),
         seconds,
         rows_per_second: outcome.rows as f64 / seconds.max(1e-9),
         loss: report.epochs.iter().map(|e| e.loss).collect(),
@@ -362,6 +372,27 @@ pub async fn run_dataset(
         write_durably(&dir.join(FINISHED), &value).map_err(StateError::from)?;
     }
     Ok(Outcome::Trained(summary))
+}
+
+/// The job's given-up tasks, each with the file it reads.
+fn failed_tasks(
+    dataset: &Dataset,
+    splits: &[connectors::Split],
+    failures: &[crate::task::TaskFailure],
+) -> Vec<FailedTask> {
+    failures
+        .iter()
+        .map(|f| FailedTask {
+            file: splits
+                .get(f.split as usize)
+                .map(|s| dataset.location.display(&s.object_path()))
+                .unwrap_or_default(),
+            epoch: f.epoch,
+            split: f.split,
+            attempts: f.attempts,
+            reason: f.reason.clone(),
+        })
+        .collect()
 }
 
 /// The options of `config` that decide what is trained (see [`Identity`]);

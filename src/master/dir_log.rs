@@ -298,11 +298,15 @@ fn io_err(path: &Path, source: std::io::Error) -> JournalError {
 /// Writes a file atomically: a synced temporary file renamed over the target.
 pub fn write_durably(path: &Path, bytes: &[u8]) -> Result<(), JournalError> {
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).map_err(|e| io_err(&tmp, e))?;
-    std::fs::File::open(&tmp)
-        .and_then(|f| f.sync_all())
-        .map_err(|e| io_err(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| io_err(path, e))?;
+    let written = std::fs::write(&tmp, bytes)
+        .and_then(|()| std::fs::File::open(&tmp).and_then(|f| f.sync_all()))
+        .map_err(|e| io_err(&tmp, e))
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| io_err(path, e)));
+    if let Err(e) = written {
+        // A full disk must not also keep a half-written copy.
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
     let dir = path.parent().unwrap_or(Path::new("."));
     sync_dir(dir).map_err(|e| io_err(dir, e))
 }

@@ -350,6 +350,7 @@ async fn commit(State(state): State<Arc<AppState>>, request: HttpRequest) -> Res
             worker: Some(req.worker),
             attempt: req.attempt,
             offset: req.offset,
+            ranges: req.ranges,
         },
     )
     .await

@@ -5,16 +5,20 @@
 use std::sync::{Arc, Mutex};
 
 use super::state::{wall_millis, MasterState};
-use crate::protocol::{SourceError, TaskSource};
+use crate::protocol::{Halt, SourceError, TaskSource};
 use crate::task::{
     AttemptId, Command, CutPiece, FailOutcome, LeaseReply, Queue, QueueStatus, Reply, WorkerId,
 };
 
 /// The queue held in this process; every change goes through the master
 /// state's journal (in memory, or on disk with `--state`).
+/// The first journal write that fails halts it: nothing more is applied
+/// or written (a later write that succeeded would leave a gap in the
+/// journal), and the pipeline hands no further batch to a trainer.
 #[derive(Clone)]
 pub struct LocalQueue {
     state: Arc<Mutex<MasterState>>,
+    halt: Halt,
 }
 
 impl LocalQueue {
@@ -22,12 +26,25 @@ impl LocalQueue {
     pub fn new(state: MasterState) -> Self {
         LocalQueue {
             state: Arc::new(Mutex::new(state)),
+            halt: Halt::default(),
         }
     }
 
     fn run(&self, command: Command) -> Result<Reply, SourceError> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.execute(command).map_err(SourceError::unavailable)
+        if let Some(why) = self.halt.reason() {
+            return Err(SourceError::unavailable(Halted(why.to_string())));
+        }
+        state.execute(command).map_err(|e| {
+            self.halt.set(e.to_string());
+            tracing::debug!(error = %e, "the journal cannot be written: no further batch is handed to a trainer");
+            SourceError::unavailable(e)
+        })
+    }
+
+    /// Why the queue halted, if it did: its first failed journal write.
+    pub fn halted(&self) -> Option<String> {
+        self.halt.reason().map(str::to_string)
     }
 
     /// Counts for progress, without waiting.
@@ -42,6 +59,11 @@ impl LocalQueue {
     }
 }
 
+/// A request after the journal failed: refused, nothing applied.
+#[derive(Debug, thiserror::Error)]
+#[error("nothing recorded since the journal failed: {0}")]
+struct Halted(String);
+
 /// A reply of the wrong kind: cannot happen, reported rather than panicking.
 #[derive(Debug, thiserror::Error)]
 #[error("the queue answered a different request")]
@@ -53,6 +75,10 @@ fn mismatch() -> SourceError {
 
 #[async_trait::async_trait]
 impl TaskSource for LocalQueue {
+    fn halt(&self) -> Option<Halt> {
+        Some(self.halt.clone())
+    }
+
     async fn register(&self) -> Result<WorkerId, SourceError> {
         let command = Command::Register {
             now: wall_millis(),
@@ -95,12 +121,14 @@ impl TaskSource for LocalQueue {
         worker: WorkerId,
         attempt: AttemptId,
         offset: u64,
+        ranges: Vec<(u64, u64)>,
     ) -> Result<(), SourceError> {
         match self.run(Command::Commit {
             now: wall_millis(),
             worker: Some(worker),
             attempt,
             offset,
+            ranges,
         })? {
             Reply::Commit(r) => Ok(r?),
             _ => Err(mismatch()),

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use connectors::{Dataset, DatasetOptions, ReadPlan};
-use tracing::info;
+use tracing::{info, warn};
 
 use super::commit::{CommitError, GroupCommit};
 use super::http::{router, status_of, AppState};
@@ -43,6 +43,8 @@ pub struct MasterConfig {
     pub allow_incomplete: bool,
     /// Serve HTTPS with this PEM certificate chain and key.
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    /// Resuming: put the failed tasks back and serve them (`--retry-failed`).
+    pub retry_failed: bool,
 }
 
 /// Errors of the master.
@@ -244,6 +246,22 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
                 now: super::state::wall_millis(),
             })
             .map_err(|e| MasterError::State(e.into()))?;
+        if config.retry_failed {
+            let reply = state
+                .execute(crate::task::Command::RetryFailed {
+                    now: super::state::wall_millis(),
+                })
+                .map_err(|e| MasterError::State(e.into()))?;
+            if let crate::task::Reply::RetryFailed { retried, kept } = reply {
+                info!(retried, kept, "failed tasks put back (--retry-failed)");
+                if kept > 0 {
+                    warn!(
+                        kept,
+                        "failed tasks of earlier epochs cannot be put back; they stay failed"
+                    );
+                }
+            }
+        }
     }
     info!(
         resumed,

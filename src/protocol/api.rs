@@ -146,6 +146,10 @@ pub struct CommitRequest {
     pub attempt: AttemptId,
     /// Rows of the split acknowledged.
     pub offset: u64,
+    /// Rows acknowledged past `offset`: sorted, disjoint `[start, end)`
+    /// ranges (absent from older workers: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranges: Vec<(u64, u64)>,
 }
 
 /// `POST /v1/finish`.

@@ -9,5 +9,5 @@ pub mod api;
 pub mod source;
 pub mod spec;
 
-pub use source::{SourceError, TaskSource};
+pub use source::{Halt, SourceError, TaskSource};
 pub use spec::JobSpec;

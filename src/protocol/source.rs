@@ -30,6 +30,25 @@ impl SourceError {
     }
 }
 
+/// Set, once, when a source can no longer record what it is told (the
+/// embedded queue's journal could not be written): from then on no batch
+/// may reach a trainer, since nothing its trainer acknowledges could be
+/// committed. Holds the first failure, for the run's error.
+#[derive(Debug, Clone, Default)]
+pub struct Halt(std::sync::Arc<std::sync::OnceLock<String>>);
+
+impl Halt {
+    /// Halts, for `why` (the first reason given stays).
+    pub fn set(&self, why: String) {
+        let _ = self.0.set(why);
+    }
+
+    /// Why the source halted, once it has.
+    pub fn reason(&self) -> Option<&str> {
+        self.0.get().map(String::as_str)
+    }
+}
+
 /// The error that kept an answer from coming (shown as itself; its sources
 /// follow it in an error's chain).
 #[derive(Debug)]
@@ -50,6 +69,12 @@ impl std::error::Error for Cause {
 /// The operations a worker needs from a master.
 #[async_trait::async_trait]
 pub trait TaskSource: Send + Sync {
+    /// The flag this source sets when it can no longer record anything
+    /// (see [`Halt`]); `None` for sources that never halt the feed (a
+    /// remote master's journal failing stops that master instead).
+    fn halt(&self) -> Option<Halt> {
+        None
+    }
     /// Registers this worker.
     async fn register(&self) -> Result<WorkerId, SourceError>;
     /// Leases up to `max` tasks.
@@ -61,12 +86,14 @@ pub trait TaskSource: Send + Sync {
         worker: WorkerId,
         held: &[AttemptId],
     ) -> Result<Vec<AttemptId>, SourceError>;
-    /// Commits acknowledged rows of an attempt `worker` leased.
+    /// Commits acknowledged rows of an attempt `worker` leased: the first
+    /// `offset` rows, and the sorted, disjoint `ranges` acknowledged past it.
     async fn commit(
         &self,
         worker: WorkerId,
         attempt: AttemptId,
         offset: u64,
+        ranges: Vec<(u64, u64)>,
     ) -> Result<(), SourceError>;
     /// Reports an attempt `worker` leased read and acknowledged to the end.
     async fn finish(

@@ -32,7 +32,7 @@ pub enum Command {
     },
     /// [`Queue::heartbeat`].
     Heartbeat { now: Millis, worker: WorkerId },
-    /// [`Queue::commit`].
+    /// [`Queue::commit_ranges`].
     Commit {
         now: Millis,
         /// The reporting worker. Absent in journals older than the check,
@@ -41,6 +41,9 @@ pub enum Command {
         worker: Option<WorkerId>,
         attempt: AttemptId,
         offset: u64,
+        /// Rows acknowledged past `offset` (absent: none, and in older journals).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        ranges: Vec<(u64, u64)>,
     },
     /// [`Queue::finish`].
     Finish {
@@ -91,6 +94,8 @@ pub enum Command {
     RenewAll { now: Millis },
     /// [`Queue::tick`].
     Tick { now: Millis },
+    /// [`Queue::retry_failed`] (`--retry-failed`).
+    RetryFailed { now: Millis },
 }
 
 impl Command {
@@ -109,7 +114,8 @@ impl Command {
             | Command::Unsaved { now, .. }
             | Command::Rewind { now }
             | Command::RenewAll { now }
-            | Command::Tick { now } => now,
+            | Command::Tick { now }
+            | Command::RetryFailed { now } => now,
         }
     }
 }
@@ -137,6 +143,14 @@ pub enum Reply {
     /// Answer to [`Command::DeclareCheckpoints`], [`Command::Checkpoint`]
     /// and [`Command::Rewind`].
     Recorded,
+    /// Answer to [`Command::RetryFailed`]: the tasks put back, and the
+    /// failures that could not be (see [`Queue::retry_failed`]).
+    RetryFailed {
+        /// Failed tasks put back to be read again.
+        retried: usize,
+        /// Failures left as they were.
+        kept: usize,
+    },
     /// Answer to [`Command::Tick`]: the leases that lapsed and the workers
     /// counted gone (silent past the lease timeout with unsaved rows).
     Tick {
@@ -164,6 +178,7 @@ impl Reply {
             Reply::Fail(reply) => reply.is_ok(),
             Reply::Recorded => true,
             Reply::Tick { expired, gone } => !expired.is_empty() || !gone.is_empty(),
+            Reply::RetryFailed { retried, .. } => *retried > 0,
         }
     }
 }
@@ -182,9 +197,10 @@ impl Queue {
                 worker,
                 attempt,
                 offset,
+                ranges,
             } => Reply::Commit(
                 self.reporter(*worker, *attempt)
-                    .and_then(|w| self.commit(*now, w, *attempt, *offset)),
+                    .and_then(|w| self.commit_ranges(*now, w, *attempt, *offset, ranges)),
             ),
             Command::Finish {
                 now,
@@ -236,6 +252,10 @@ impl Queue {
                 let (expired, gone) = self.tick_all(*now);
                 Reply::Tick { expired, gone }
             }
+            Command::RetryFailed { now } => {
+                let (retried, kept) = self.retry_failed(*now);
+                Reply::RetryFailed { retried, kept }
+            }
         }
     }
 
@@ -283,6 +303,7 @@ mod tests {
                 worker: Some(WorkerId(1)),
                 attempt: AttemptId(7),
                 offset: 100,
+                ranges: vec![(150, 200)],
             },
             Command::Finish {
                 now: 5,

@@ -17,7 +17,7 @@ mod sim;
 
 pub use command::{Command, Reply};
 pub use config::{ConfigError, QueueConfig};
-pub use cut::{Cut, CutPiece, Ranges};
+pub use cut::{insert as insert_range, Cut, CutPiece, Ranges};
 pub use error::QueueError;
 pub use order::epoch_order;
 pub use queue::Queue;

@@ -9,9 +9,11 @@
 //!   (failed or lapsed attempt) goes to the back of the line, so one bad split does
 //!   not hold up the others and a flaky worker does not take it again at once.
 //! - Epoch `e + 1` starts only when every task of epoch `e` is done or failed.
-//! - A lease lapses at `deadline` (a tick at `now >= deadline` expires it); a lapse
-//!   counts as an attempt. A commit that moves the offset forward resets the count:
-//!   only attempts without progress exhaust a task. Heartbeats renew all of a worker's leases at once; a
+//! - A lease lapses at `deadline` (a tick at `now >= deadline` expires it). A lapse
+//!   (the worker died, was stopped or cut off) is never an attempt: the task goes
+//!   back at its committed offset. Only a reported read failure counts towards
+//!   `max_attempts`, and a commit that moves the offset forward resets the count:
+//!   only failures without progress exhaust a task. Heartbeats renew all of a worker's leases at once; a
 //!   commit renews its own lease.
 //! - Renewals never shorten a deadline, so calls arriving out of time order are
 //!   harmless.
@@ -378,50 +380,68 @@ impl Queue {
     }
 
     /// Records that trainers acknowledged the first `offset` rows of the attempt's
-    /// split. `offset` is absolute within the split; repeating the committed offset is
-    /// fine, going below it or past the split's known rows is refused, and so is
-    /// an attempt `worker` does not hold. Progress proves the worker alive, so a
-    /// commit also renews this lease like a heartbeat does.
+    /// split, and the rows of `ranges` past it. `offset` is absolute within the
+    /// split; repeating the committed offset is fine, going below it or past
+    /// the split's known rows is refused (so is a range past them), and so is
+    /// an attempt `worker` does not hold. Progress proves the worker alive, so
+    /// a commit also renews this lease like a heartbeat does.
     fn commit_task(
         &mut self,
         now: Millis,
         worker: WorkerId,
         attempt: AttemptId,
         offset: u64,
+        ranges: &[(u64, u64)],
     ) -> Result<(), QueueError> {
         let renewed = self.deadline(now);
         let split = self.owned(worker, attempt)?;
         let rows = self.split_rows(split);
-        let (committed, deadline) = self.leased_mut(attempt)?;
-        if offset < *committed {
+        let committed = *self.leased_mut(attempt)?.0;
+        if offset < committed {
             return Err(QueueError::OffsetBackwards {
                 attempt,
-                committed: *committed,
+                committed,
                 offset,
             });
         }
-        if let Some(rows) = rows.filter(|&rows| offset > rows) {
+        let last = ranges.iter().map(|r| r.1).max().unwrap_or(0).max(offset);
+        if let Some(rows) = rows.filter(|&rows| last > rows) {
             return Err(QueueError::OffsetPastEnd {
                 attempt,
                 split,
-                offset,
+                offset: last,
                 rows,
             });
         }
-        let advance = offset - *committed;
-        *committed = offset;
-        *deadline = (*deadline).max(renewed);
+        let Some(task) = self.tasks.get_mut(split as usize) else {
+            return Err(QueueError::Stale { attempt });
+        };
+        let before = covered(committed, &task.skip);
+        for &(start, end) in ranges {
+            if end > start.max(offset) {
+                crate::task::cut::insert(&mut task.skip, (start.max(offset), end));
+            }
+        }
+        // Ranges the offset reached are in the prefix now.
+        task.skip.retain(|r| r.1 > offset);
+        if let Some(first) = task.skip.first_mut() {
+            first.0 = first.0.max(offset);
+        }
+        let advance = covered(offset, &task.skip).saturating_sub(before);
+        if let TaskState::Leased {
+            offset: held,
+            deadline,
+            ..
+        } = &mut task.state
+        {
+            *held = offset;
+            *deadline = (*deadline).max(renewed);
+        }
         self.rows_committed = self.rows_committed.saturating_add(advance);
         if advance > 0 {
             // Progress proves the task is not what kills its attempts: an
-            // attempt that moved the offset does not count towards `max_attempts`.
-            if let Some(task) = self
-                .live
-                .get(&attempt)
-                .and_then(|&split| self.tasks.get_mut(split as usize))
-            {
-                task.attempts = 0;
-            }
+            // attempt that committed rows does not count towards `max_attempts`.
+            task.attempts = 0;
         }
         Ok(())
     }
@@ -457,14 +477,17 @@ impl Queue {
             });
         }
         self.release(attempt)?;
+        let mut before = committed;
         if let Some(task) = self.tasks.get_mut(split as usize) {
+            before = covered(committed, &task.skip).min(rows);
             task.state = TaskState::Done { rows };
+            task.skip.clear();
         }
         self.learn_rows(split, rows);
         self.done = self.done.saturating_add(1);
         self.tasks_done = self.tasks_done.saturating_add(1);
         self.rows_done = self.rows_done.saturating_add(rows);
-        self.rows_committed = self.rows_committed.saturating_add(rows - committed);
+        self.rows_committed = self.rows_committed.saturating_add(rows - before);
         self.settle();
         Ok(())
     }
@@ -482,6 +505,9 @@ impl Queue {
     ) -> Result<FailOutcome, QueueError> {
         self.owned(worker, attempt)?;
         let (_, split) = self.release(attempt)?;
+        if let Some(task) = self.tasks.get_mut(split as usize) {
+            task.attempts = task.attempts.saturating_add(1);
+        }
         let outcome = self.end_attempt(split, reason);
         self.settle();
         Ok(outcome)
@@ -504,7 +530,6 @@ impl Queue {
                 TaskState::Leased { offset, .. } => offset,
                 _ => 0,
             };
-            task.attempts = task.attempts.saturating_sub(1);
             task.state = TaskState::Todo { offset };
             self.todo.push_front(split);
         }
@@ -519,6 +544,22 @@ impl Queue {
         worker: WorkerId,
         attempt: AttemptId,
         offset: u64,
+    ) -> Result<(), QueueError> {
+        self.commit_ranges(now, worker, attempt, offset, &[])
+    }
+
+    /// [`Queue::commit`], with the rows trainers acknowledged past `offset`:
+    /// sorted, disjoint `(start, end)` ranges, committed as they are, so that
+    /// a device holding an earlier batch holds back no other device's acks.
+    /// A later lease of the task skips them. Ranges of a makeup lease are
+    /// ignored (its rows are served again whole).
+    pub fn commit_ranges(
+        &mut self,
+        now: Millis,
+        worker: WorkerId,
+        attempt: AttemptId,
+        offset: u64,
+        ranges: &[(u64, u64)],
     ) -> Result<(), QueueError> {
         self.check_alive(worker)?;
         match self.makeup_of(worker, attempt)? {
@@ -536,7 +577,7 @@ impl Queue {
                     lease.2 = lease.2.max(renewed);
                 }
             }
-            None => self.commit_task(now, worker, attempt, offset)?,
+            None => self.commit_task(now, worker, attempt, offset, ranges)?,
         }
         self.touch(worker, now);
         Ok(())
@@ -738,7 +779,7 @@ impl Queue {
                 None => continue,
             };
             for piece in unsaved {
-                if let Some(committed) = self.committed_part(piece) {
+                for committed in self.committed_parts(piece) {
                     self.makeup.todo.push_back(committed);
                 }
             }
@@ -746,24 +787,38 @@ impl Queue {
         gone
     }
 
-    /// The part of `piece` whose rows are committed (not served again by
-    /// their task).
-    fn committed_part(&self, piece: CutPiece) -> Option<CutPiece> {
+    /// The parts of `piece` whose rows are committed (not served again by
+    /// their task): in its committed prefix or its committed ranges.
+    fn committed_parts(&self, piece: CutPiece) -> Vec<CutPiece> {
         if piece.epoch < self.epoch || self.epochs_over {
-            return Some(piece);
+            return vec![piece];
         }
-        if piece.epoch > self.epoch {
-            return None;
-        }
-        let end = match &self.tasks.get(piece.split as usize)?.state {
-            TaskState::Done { .. } | TaskState::Failed { .. } => piece.end,
-            TaskState::Leased { offset, .. } | TaskState::Todo { offset } => piece.end.min(*offset),
+        let Some(task) = self.tasks.get(piece.split as usize) else {
+            return Vec::new();
         };
-        (end > piece.start).then_some(CutPiece { end, ..piece })
+        if piece.epoch > self.epoch {
+            return Vec::new();
+        }
+        let offset = match &task.state {
+            TaskState::Done { .. } | TaskState::Failed { .. } => return vec![piece],
+            TaskState::Leased { offset, .. } | TaskState::Todo { offset } => *offset,
+        };
+        std::iter::once((0, offset))
+            .chain(task.skip.iter().copied())
+            .filter_map(|(start, end)| {
+                let (start, end) = (start.max(piece.start), end.min(piece.end));
+                (end > start).then_some(CutPiece {
+                    start,
+                    end,
+                    ..piece
+                })
+            })
+            .collect()
     }
 
-    /// Expires every lease whose deadline is at or before `now`, as a failed attempt
-    /// with reason `lease expired (worker N)`. Returns them in attempt order.
+    /// Expires every lease whose deadline is at or before `now`: each task goes
+    /// back to todo at its committed offset, without counting an attempt.
+    /// Returns them in attempt order.
     pub fn tick(&mut self, now: Millis) -> Vec<Expired> {
         self.tick_all(now).0
     }
@@ -833,7 +888,7 @@ impl Queue {
             if let Some(record) = self.workers.get_mut(&worker) {
                 record.lost.push(attempt);
             }
-            let outcome = self.end_attempt(split, format!("lease expired (worker {worker})"));
+            let outcome = self.lapse(split);
             expired.push(Expired {
                 attempt,
                 worker,
@@ -946,7 +1001,6 @@ impl Queue {
             if let TaskState::Todo { offset: committed } = task.state {
                 offset = committed;
             }
-            task.attempts = task.attempts.saturating_add(1);
             task.state = TaskState::Leased {
                 attempt,
                 worker,
@@ -1024,6 +1078,21 @@ impl Queue {
         Ok((worker, split))
     }
 
+    /// Moves a task whose lease just lapsed back to the end of the line at its
+    /// committed offset. Not an attempt: the worker died or was cut off, the
+    /// task itself did not fail.
+    fn lapse(&mut self, split: u32) -> FailOutcome {
+        if let Some(task) = self.tasks.get_mut(split as usize) {
+            let offset = match task.state {
+                TaskState::Leased { offset, .. } => offset,
+                _ => 0,
+            };
+            task.state = TaskState::Todo { offset };
+            self.todo.push_back(split);
+        }
+        FailOutcome::Retried
+    }
+
     /// Moves a just-released task back to todo at its committed offset, or to
     /// failed once it has used every attempt.
     fn end_attempt(&mut self, split: u32, reason: String) -> FailOutcome {
@@ -1045,9 +1114,34 @@ impl Queue {
             attempts: task.attempts,
             reason: reason.clone(),
         });
-        task.state = TaskState::Failed { reason };
+        task.state = TaskState::Failed { reason, offset };
         self.failed = self.failed.saturating_add(1);
         FailOutcome::Failed
+    }
+
+    /// Puts the current epoch's failed tasks back to be read again, each at
+    /// the offset it had committed, with its attempts counted afresh; a job
+    /// that was over goes on until they are done. Failures of earlier epochs
+    /// are kept (their epoch's tasks are gone); returns (put back, kept).
+    pub fn retry_failed(&mut self, _now: Millis) -> (usize, usize) {
+        let epoch = self.epoch;
+        let mut retried = 0;
+        for (split, task) in self.tasks.iter_mut().enumerate() {
+            if let TaskState::Failed { offset, .. } = task.state {
+                task.state = TaskState::Todo { offset };
+                task.attempts = 0;
+                self.todo.push_back(split as u32);
+                retried += 1;
+            }
+        }
+        if retried == 0 {
+            return (0, self.failures.len());
+        }
+        self.failures.retain(|f| f.epoch != epoch);
+        self.failed = self.failed.saturating_sub(retried);
+        self.over = false;
+        self.epochs_over = false;
+        (retried, self.failures.len())
     }
 
     /// Starts the next epoch, or ends the job, once every task is done or failed.
@@ -1179,6 +1273,13 @@ impl Queue {
         self.tasks_done = self.tasks_done.saturating_add(self.done as u64);
         self.settle();
     }
+}
+
+/// Rows committed: the prefix up to `offset` and the ranges of `skip` past it.
+fn covered(offset: u64, skip: &[(u64, u64)]) -> u64 {
+    skip.iter().fold(offset, |n, &(start, end)| {
+        n.saturating_add(end.saturating_sub(start.max(offset)))
+    })
 }
 
 /// `pieces` without the rows of `removed`.

@@ -3,6 +3,7 @@
 use std::collections::BTreeSet;
 
 use super::*;
+use crate::task::{Command, Reply};
 
 const TIMEOUT: Millis = 1_000;
 
@@ -278,7 +279,8 @@ fn max_attempts_fails_the_task_and_keeps_the_reason() {
     assert_eq!(
         state(&q, first.split),
         &TaskState::Failed {
-            reason: reason.clone()
+            reason: reason.clone(),
+            offset: 0,
         }
     );
     let failure = TaskFailure {
@@ -292,12 +294,14 @@ fn max_attempts_fails_the_task_and_keeps_the_reason() {
 }
 
 #[test]
-fn expiry_counts_as_an_attempt_and_names_the_worker() {
-    let mut q = queue(1, 1, 2);
+fn a_lapse_is_never_an_attempt() {
+    // max_attempts 1: a single counted attempt would fail the task.
+    let mut q = queue(1, 1, 1);
     let w = q.register(0);
     let first = lease_one(&mut q, 0, w);
+    q.commit(1, w, first.attempt, 40).expect("commit");
     assert_eq!(q.tick(TIMEOUT - 1), Vec::new(), "not yet due");
-    let expired = q.tick(TIMEOUT);
+    let expired = q.tick(TIMEOUT + 1);
     let expected = Expired {
         attempt: first.attempt,
         worker: w,
@@ -306,19 +310,91 @@ fn expiry_counts_as_an_attempt_and_names_the_worker() {
         outcome: FailOutcome::Retried,
     };
     assert_eq!(expired, vec![expected]);
-    let second = lease_one(&mut q, TIMEOUT, w);
-    let expired = q.tick(3 * TIMEOUT);
-    assert_eq!(expired[0].outcome, FailOutcome::Failed);
-    assert_eq!(expired[0].attempt, second.attempt);
-    let reason = format!("lease expired (worker {w})");
+    // Ten crashes in a row without progress (a run killed again and again
+    // before it reads anything): the task is never failed.
+    let mut now = TIMEOUT + 1;
+    for _ in 0..10 {
+        let lease = lease_one(&mut q, now, w);
+        assert_eq!(lease.offset, 40, "resumes at its committed rows");
+        now += 2 * TIMEOUT;
+        let expired = q.tick(now);
+        assert_eq!(expired[0].outcome, FailOutcome::Retried);
+        assert_eq!(state(&q, 0), &TaskState::Todo { offset: 40 });
+        assert_eq!(q.tasks()[0].attempts, 0);
+    }
+    assert!(q.failures().is_empty());
+    // A read failure is what counts.
+    let lease = lease_one(&mut q, now, w);
+    assert_eq!(
+        q.fail(now + 1, w, lease.attempt, "bad magic".into()),
+        Ok(FailOutcome::Failed)
+    );
     assert_eq!(
         state(&q, 0),
         &TaskState::Failed {
-            reason: reason.clone()
+            reason: "bad magic".into(),
+            offset: 40,
         }
     );
-    assert_eq!(q.failures()[0].reason, reason);
     assert!(q.is_over());
+}
+
+#[test]
+fn retry_failed_puts_failed_tasks_back_at_their_committed_rows() {
+    let mut q = queue(3, 1, 1);
+    let w = q.register(0);
+    let leases = tasks(q.lease(0, w, 3));
+    let (bad, good) = (&leases[0], &leases[1..]);
+    q.commit(1, w, bad.attempt, 25).expect("commit");
+    assert_eq!(
+        q.fail(2, w, bad.attempt, "unreadable".into()),
+        Ok(FailOutcome::Failed)
+    );
+    for lease in good {
+        q.finish(3, w, lease.attempt, 10).expect("finish");
+    }
+    assert!(q.is_over());
+    assert_eq!(q.failures().len(), 1);
+    // Nothing failed: nothing to do, nothing changes.
+    let mut clean = queue(1, 1, 1);
+    assert_eq!(clean.retry_failed(4), (0, 0));
+    // The failed task comes back at its committed rows, with fresh attempts.
+    let reply = q.apply(&Command::RetryFailed { now: 4 });
+    assert_eq!(
+        reply,
+        Reply::RetryFailed {
+            retried: 1,
+            kept: 0
+        }
+    );
+    assert!(reply.changed());
+    assert!(!q.is_over());
+    assert!(q.failures().is_empty());
+    assert_eq!(q.status().failed, 0);
+    let again = lease_one(&mut q, 5, w);
+    assert_eq!((again.split, again.offset), (bad.split, 25));
+    q.finish(6, w, again.attempt, 30).expect("finish");
+    assert!(q.is_over());
+    assert_eq!(q.status().tasks_done, 3);
+}
+
+#[test]
+fn retry_failed_keeps_failures_of_earlier_epochs() {
+    let mut q = queue(1, 2, 1);
+    let w = q.register(0);
+    let first = lease_one(&mut q, 0, w);
+    q.fail(1, w, first.attempt, "epoch 0".into()).expect("fail");
+    let second = lease_one(&mut q, 2, w);
+    assert_eq!(second.epoch, 1);
+    q.fail(3, w, second.attempt, "epoch 1".into())
+        .expect("fail");
+    assert!(q.is_over());
+    assert_eq!(q.retry_failed(4), (1, 1));
+    assert_eq!(q.failures()[0].reason, "epoch 0");
+    let again = lease_one(&mut q, 5, w);
+    q.finish(6, w, again.attempt, 3).expect("finish");
+    assert!(q.is_over());
+    assert_eq!(q.failures().len(), 1, "the earlier epoch's failure stays");
 }
 
 #[test]
@@ -518,13 +594,14 @@ fn error_messages_are_lowercase() {
 fn attempts_that_make_progress_never_exhaust_a_task() {
     let mut q = queue(1, 1, 2);
     let w = q.register(0);
-    // Five lapsed attempts, each committing more rows: the task goes on.
+    // Five failed attempts, each committing more rows: the task goes on.
     for round in 0..5u64 {
         let lease = lease_one(&mut q, round * 10_000, w);
         assert_eq!(lease.offset, round * 100);
         q.commit(round * 10_000 + 1, w, lease.attempt, (round + 1) * 100)
             .expect("commit");
-        q.tick(round * 10_000 + 5_000);
+        q.fail(round * 10_000 + 2, w, lease.attempt, "read".into())
+            .expect("fail");
         assert!(
             matches!(state(&q, 0), TaskState::Todo { .. }),
             "round {round}: {:?}",
@@ -532,10 +609,12 @@ fn attempts_that_make_progress_never_exhaust_a_task() {
         );
         assert_eq!(q.status().rows_committed, (round + 1) * 100);
     }
-    // Two attempts in a row without progress fail it (max_attempts = 2).
-    for round in 5..7u64 {
-        lease_one(&mut q, round * 10_000, w);
-        q.tick(round * 10_000 + 5_000);
+    // The last of them counts, and one more failure without progress
+    // since makes two: the task fails (max_attempts = 2).
+    for round in 5..6u64 {
+        let lease = lease_one(&mut q, round * 10_000, w);
+        q.fail(round * 10_000 + 2, w, lease.attempt, "read".into())
+            .expect("fail");
     }
     assert!(matches!(state(&q, 0), TaskState::Failed { .. }));
     assert_eq!(
@@ -843,4 +922,59 @@ fn a_tick_finds_every_lapse_whatever_ticks_came_before() {
         expired.iter().map(|e| e.attempt).collect::<Vec<_>>(),
         [lease.attempt]
     );
+}
+
+#[test]
+fn acknowledged_ranges_past_the_offset_are_committed_and_skipped_by_the_next_lease() {
+    let mut q = Queue::with_rows(vec![Some(1_000)], config(1, 3)).expect("queue");
+    let w = q.register(0);
+    let lease = lease_one(&mut q, 0, w);
+    // A slow device holds rows 0..100; the fast one acknowledged 100..600
+    // and 700..800.
+    q.commit_ranges(1, w, lease.attempt, 0, &[(100, 600), (700, 800)])
+        .expect("commit ranges");
+    assert_eq!(q.rows_committed(), 600);
+    // Repeating what is committed adds nothing; a range past the rows is refused.
+    q.commit_ranges(2, w, lease.attempt, 0, &[(100, 300)])
+        .expect("commit again");
+    assert_eq!(q.rows_committed(), 600);
+    assert!(matches!(
+        q.commit_ranges(2, w, lease.attempt, 0, &[(900, 1_001)]),
+        Err(QueueError::OffsetPastEnd { .. })
+    ));
+    // The run dies: the next lease reads only what was not acknowledged.
+    q.tick(TIMEOUT + 5);
+    let again = lease_one(&mut q, TIMEOUT + 5, w);
+    assert_eq!(again.offset, 0);
+    assert_eq!(again.skip, vec![(100, 600), (700, 800)]);
+    // The slow device's rows arrive: the offset passes the first range.
+    q.commit_ranges(TIMEOUT + 6, w, again.attempt, 600, &[(700, 800)])
+        .expect("commit");
+    assert_eq!(q.rows_committed(), 700);
+    assert_eq!(q.tasks()[0].skip, vec![(700, 800)]);
+    q.finish(TIMEOUT + 7, w, again.attempt, 1_000)
+        .expect("finish");
+    assert_eq!(q.rows_committed(), 1_000, "each row counted once");
+    assert!(q.is_over());
+}
+
+#[test]
+fn a_gone_workers_rows_in_committed_ranges_are_made_up() {
+    let mut q = Queue::with_rows(vec![Some(1_000)], config(1, 3)).expect("queue");
+    q.declare_checkpoints(0);
+    let w = q.register(0);
+    let lease = lease_one(&mut q, 0, w);
+    q.unsaved(1, w, vec![rows(0, 0, 0, 500)]).expect("unsaved");
+    q.commit_ranges(1, w, lease.attempt, 100, &[(200, 300)])
+        .expect("commit");
+    let (_, gone) = q.tick_all(TIMEOUT + 2);
+    assert_eq!(gone, vec![w]);
+    let other = q.register(TIMEOUT + 2);
+    let leases = tasks(q.lease(TIMEOUT + 2, other, 3));
+    let made_up: Vec<(u64, u64)> = leases
+        .iter()
+        .filter(|l| l.skip.last().is_some_and(|s| s.1 == u64::MAX))
+        .map(|l| (l.offset, l.skip[0].0))
+        .collect();
+    assert_eq!(made_up, vec![(0, 100), (200, 300)], "{leases:?}");
 }

@@ -517,7 +517,8 @@ impl Sim {
                 worker: live.worker,
                 epoch,
                 split: live.split,
-                outcome: self.model_end_attempt(live.split as usize),
+                // A lapse is not an attempt: back to todo, counted nowhere.
+                outcome: FailOutcome::Retried,
             });
         }
         let tick = Command::Tick { now };
@@ -598,7 +599,6 @@ impl Sim {
             !self.model.live.contains_key(&lease.attempt),
             "{at}: attempt reused"
         );
-        self.model.attempts[split] += 1;
         self.touched.push(lease.split);
         self.model.add_live(
             lease.attempt,
@@ -710,6 +710,7 @@ impl Sim {
                 worker,
                 attempt,
                 offset,
+                ranges: Vec::new(),
             },
             Report::Finish(rows) => Command::Finish {
                 now,
@@ -812,6 +813,7 @@ impl Sim {
             }
             Report::Fail | Report::TakeBack(_) => {
                 self.model.remove_live(attempt);
+                self.model.attempts[split] += 1;
                 Reply::Fail(Ok(self.model_end_attempt(split)))
             }
         }
@@ -1452,6 +1454,11 @@ fn random_command(rng: &mut ChaCha8Rng, now: Millis) -> Command {
             worker: (offset % 3 != 0).then_some(worker),
             attempt,
             offset,
+            ranges: if offset % 2 == 0 {
+                Vec::new()
+            } else {
+                vec![(offset + 1, offset + 3)]
+            },
         },
         5 => Command::Finish {
             now,

@@ -81,7 +81,13 @@ pub enum TaskState {
     /// Read to the end: `rows` rows of the split were acknowledged.
     Done { rows: u64 },
     /// Given up after `max_attempts` attempts; `reason` is the last attempt's failure.
-    Failed { reason: String },
+    /// `offset` is the rows committed before it was given up (absent in older
+    /// journals: 0), where `--retry-failed` resumes it.
+    Failed {
+        reason: String,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        offset: u64,
+    },
 }
 
 /// One split's entry in the current epoch.
@@ -89,10 +95,11 @@ pub enum TaskState {
 pub struct Task {
     /// Where the task stands.
     pub state: TaskState,
-    /// Leases granted for this task in the current epoch since its committed
-    /// offset last moved (`<= max_attempts`): attempts that made progress do
-    /// not count against the task, so a job killed and resumed many times
-    /// never fails a task that was advancing.
+    /// Failed reads of this task in the current epoch since its committed
+    /// offset last moved (`<= max_attempts`). Lapsed and handed-back leases
+    /// are not counted (a crash or a stop is not the task's failure), nor are
+    /// attempts that made progress, so a job killed and resumed many times
+    /// never fails a task.
     pub attempts: u32,
     /// Rows past the committed offset that are already in the job's
     /// checkpoint (after a resume): not to be served again.
@@ -165,7 +172,7 @@ pub struct TaskFailure {
     pub split: u32,
     /// Attempts made.
     pub attempts: u32,
-    /// Reason given by the last attempt (or `lease expired (worker N)`).
+    /// Reason given by the last attempt.
     pub reason: String,
 }
 
@@ -200,4 +207,8 @@ pub struct QueueStatus {
     pub failures: Vec<TaskFailure>,
     /// True once every epoch is finished.
     pub job_over: bool,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -332,11 +332,17 @@ impl Saver {
 /// new one: a temporary file, synced, renamed, and the directory synced.
 fn write_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension("tmp");
-    let mut file = File::create(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    drop(file);
-    std::fs::rename(&tmp, path)?;
+    let written = File::create(&tmp)
+        .and_then(|mut file| {
+            file.write_all(bytes)?;
+            file.sync_all()
+        })
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = written {
+        // A full disk must not also keep a half-written copy.
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
     File::open(path.parent().unwrap_or(Path::new(".")))?.sync_all()
 }
 

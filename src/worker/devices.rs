@@ -9,6 +9,7 @@ use tokio::sync::mpsc;
 
 use super::batcher::{self, OutBatch};
 use super::{LeaseClock, Provenance};
+use crate::protocol::Halt;
 use crate::trainer::{Batch, Mark, MarkKind, Trainer, TrainerError, TrainerFactory};
 
 /// What a device thread reports.
@@ -66,6 +67,7 @@ impl Devices {
         batches: Queues,
         events: mpsc::UnboundedSender<DeviceEvent>,
         lost: LeaseClock,
+        halt: Halt,
     ) -> Result<Devices, TrainerError> {
         let (queues, lockstep): (Vec<_>, bool) = match batches {
             Queues::Shared(rx) => (vec![Arc::new(Mutex::new(rx))], false),
@@ -85,9 +87,10 @@ impl Devices {
             };
             let tx = events.clone();
             let lost = (!lockstep).then(|| lost.clone());
+            let halt = halt.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("sluice-device-{device}"))
-                .spawn(move || device_loop(device, trainer, rx, tx, lost))
+                .spawn(move || device_loop(device, trainer, rx, tx, lost, halt))
                 .map_err(|source| TrainerError::Io {
                     action: format!("start the thread of device {device}"),
                     source,
@@ -155,13 +158,15 @@ impl InFlight {
 
 /// Feeds one device's trainer. `lost` drops the rows of lost leases from a
 /// batch before it is handed over; without it (`--lockstep`) every batch is
-/// fed whole, as the other devices are fed the rest of its step.
+/// fed whole, as the other devices are fed the rest of its step. Once `halt`
+/// is set no batch is handed over at all.
 fn device_loop(
     device: usize,
     mut trainer: Box<dyn Trainer>,
     rx: Arc<Mutex<mpsc::Receiver<OutBatch>>>,
     tx: mpsc::UnboundedSender<DeviceEvent>,
     lost: Option<LeaseClock>,
+    halt: Halt,
 ) {
     let mut inflight = InFlight {
         next_seq: 0,
@@ -206,6 +211,10 @@ fn device_loop(
             let Some(out) = next else {
                 break;
             };
+            if halt.reason().is_some() {
+                // Nothing acknowledged now could be committed.
+                continue;
+            }
             // Rows of a lease lost while the batch waited in the queue are
             // served again elsewhere: no trainer sees them here.
             let now = std::time::Instant::now();

@@ -1,6 +1,8 @@
-//! Acknowledged rows to committed offsets: per attempt, the contiguous prefix
-//! of acknowledged rows is what may be committed; a task is finished once its
-//! reader reached the end and every row it read is acknowledged.
+//! Acknowledged rows to commits: per attempt, the contiguous prefix of
+//! acknowledged rows (the offset) and the acknowledged ranges past it are
+//! committed as they come, so a device slow to acknowledge one batch holds
+//! back no other batch's commit; a task is finished once its reader reached
+//! the end and every row it read is acknowledged.
 //!
 //! A read that fails half way is not given up at once: the rows it delivered
 //! before the failure are already on their way to the devices, so the attempt
@@ -17,12 +19,15 @@ use crate::task::{AttemptId, Lease};
 /// What the ledger asks the master to record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    /// Rows up to `offset` of the attempt's split are acknowledged.
+    /// Rows up to `offset` of the attempt's split are acknowledged, and so
+    /// are the rows of `ranges` past it.
     Commit {
         /// The attempt.
         attempt: AttemptId,
         /// New committed offset.
         offset: u64,
+        /// Acknowledged rows past `offset`: sorted, disjoint `(start, end)`.
+        ranges: Vec<(u64, u64)>,
     },
     /// The attempt's split is read and acknowledged to its end.
     Finish {
@@ -143,17 +148,23 @@ impl Ledger {
     /// Rows of a piece were acknowledged by a trainer.
     pub fn ack(&mut self, piece: &Piece) -> Option<Action> {
         let entry = self.entries.get_mut(&piece.attempt)?;
+        let new = piece.start.max(entry.committed)..piece.start + piece.len;
+        let fresh = !new.is_empty()
+            && !entry
+                .acked
+                .iter()
+                .any(|r| r.start <= new.start && new.end <= r.end);
         insert(&mut entry.acked, piece.start..piece.start + piece.len);
-        let before = entry.committed;
         advance(entry);
         let settled = self.settle(piece.attempt);
         if settled.is_some() {
             return settled;
         }
         let entry = self.entries.get(&piece.attempt)?;
-        (entry.committed > before).then_some(Action::Commit {
+        fresh.then(|| Action::Commit {
             attempt: piece.attempt,
             offset: entry.committed,
+            ranges: entry.acked.iter().map(|r| (r.start, r.end)).collect(),
         })
     }
 
@@ -231,15 +242,25 @@ mod tests {
     }
 
     #[test]
-    fn commits_contiguous_prefix_only() {
+    fn commits_every_acknowledged_range_as_it_comes() {
         let mut l = Ledger::default();
         l.start(lease(1, 10));
-        assert_eq!(l.ack(&piece(1, 20, 5)), None);
+        assert_eq!(
+            l.ack(&piece(1, 20, 5)),
+            Some(Action::Commit {
+                attempt: AttemptId(1),
+                offset: 10,
+                ranges: vec![(20, 25)],
+            }),
+            "rows 10..20 are still on a slow device: 20..25 is committed all the same"
+        );
+        assert_eq!(l.ack(&piece(1, 20, 5)), None, "nothing new");
         assert_eq!(
             l.ack(&piece(1, 10, 10)),
             Some(Action::Commit {
                 attempt: AttemptId(1),
-                offset: 25
+                offset: 25,
+                ranges: Vec::new(),
             })
         );
         assert_eq!(l.read_done(AttemptId(1), 30), None);
@@ -274,8 +295,12 @@ mod tests {
         assert_eq!(l.read_failed(AttemptId(4), 30, "bad".into()), None);
         assert_eq!(
             l.ack(&piece(4, 20, 10)),
-            None,
-            "not contiguous: rows 10..20 are still on a device"
+            Some(Action::Commit {
+                attempt: AttemptId(4),
+                offset: 10,
+                ranges: vec![(20, 30)],
+            }),
+            "rows 10..20 are still on a device: not failed yet"
         );
         assert_eq!(
             l.ack(&piece(4, 10, 10)),

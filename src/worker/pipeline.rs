@@ -26,8 +26,8 @@ use super::ledger::{Action, Ledger};
 use super::reader::{self, ReadEvent};
 use super::stepper::{Step, Stepper};
 use super::{LeaseClock, Piece};
-use crate::protocol::SourceError;
 use crate::protocol::TaskSource;
+use crate::protocol::{Halt, SourceError};
 use crate::task::{AttemptId, CutPiece, Lease, LeaseReply, WorkerId};
 use crate::trainer::MarkKind;
 use crate::trainer::{TrainerError, TrainerFactory};
@@ -140,6 +140,10 @@ pub enum PipelineError {
     /// Re-batching failed.
     #[error("cannot assemble a batch: {0}")]
     Batch(#[from] arrow::error::ArrowError),
+    /// The queue can no longer record acknowledgements (its journal failed):
+    /// the feed stopped at once.
+    #[error("{0}; stopped handing batches to trainers (what they acknowledged since is not committed, and a resume serves it again)")]
+    Halted(String),
 }
 
 /// Runs one worker until the job is over.
@@ -164,8 +168,16 @@ pub async fn run(
     };
     let (event_tx, mut event_rx) = mpsc::unbounded_channel::<DeviceEvent>();
     let clock = LeaseClock::new(config.lease_timeout);
-    let devices = Devices::start(factory, devices_n, queues, event_tx, clock.clone())
-        .map_err(PipelineError::Start)?;
+    let halt = source.halt().unwrap_or_default();
+    let devices = Devices::start(
+        factory,
+        devices_n,
+        queues,
+        event_tx,
+        clock.clone(),
+        halt.clone(),
+    )
+    .map_err(PipelineError::Start)?;
     let worker = source.register().await?;
     let (report_tx, report_rx) = mpsc::unbounded_channel::<Report>();
     let committer = tokio::spawn(committer(source.clone(), worker, report_rx));
@@ -351,10 +363,11 @@ enum Report {
     },
 }
 
-/// Reports of one attempt, merged: the highest commit, then how it ended.
+/// Reports of one attempt, merged: the highest commit (offset, and the
+/// acknowledged ranges past it), then how it ended.
 #[derive(Debug, Default)]
 struct Merged {
-    commit: Option<u64>,
+    commit: Option<(u64, Vec<(u64, u64)>)>,
     end: Option<End>,
 }
 
@@ -368,18 +381,32 @@ enum End {
 impl Merged {
     fn add(&mut self, report: Report) {
         match report {
-            Report::Ledger(Action::Commit { offset, .. }) => {
-                self.commit = self.commit.max(Some(offset));
+            Report::Ledger(Action::Commit { offset, ranges, .. }) => {
+                self.commit_rows(offset, ranges);
             }
             Report::Ledger(Action::Finish { rows, .. }) => self.end = Some(End::Finish(rows)),
             Report::Ledger(Action::Fail { offset, reason, .. }) => {
-                self.commit = self.commit.max(Some(offset));
+                self.commit_rows(offset, Vec::new());
                 self.end = Some(End::Fail(reason));
             }
             Report::GiveUp { reason, .. } => self.end = Some(End::Fail(reason)),
             Report::HandBack { .. } => self.end = Some(End::HandBack),
             Report::Declare | Report::Checkpoint { .. } | Report::Unsaved(_) => {}
         }
+    }
+}
+
+impl Merged {
+    /// Adds a commit: acknowledged rows only grow, so the union of the
+    /// commits is the newest (whatever order they were merged in).
+    fn commit_rows(&mut self, offset: u64, ranges: Vec<(u64, u64)>) {
+        let (held, mut union) = self.commit.take().unwrap_or((offset, Vec::new()));
+        let offset = offset.max(held);
+        for range in ranges {
+            crate::task::insert_range(&mut union, range);
+        }
+        union.retain(|r| r.1 > offset);
+        self.commit = Some((offset, union));
     }
 }
 
@@ -456,7 +483,7 @@ async fn send_merged(
         Some(End::Finish(rows)) => source.finish(worker, attempt, rows).await,
         end => {
             let committed = match merged.commit {
-                Some(offset) => source.commit(worker, attempt, offset).await,
+                Some((offset, ranges)) => source.commit(worker, attempt, offset, ranges).await,
                 None => Ok(()),
             };
             match (committed, end) {
@@ -484,7 +511,12 @@ async fn send_merged(
         // The master stayed away past the worker's patience: the lease
         // lapses there and its uncommitted rows are served again.
         Err(e @ SourceError::Unavailable(_)) => {
-            tracing::error!(%attempt, error = %e, "report not delivered to the master")
+            if source.halt().is_some_and(|h| h.reason().is_some()) {
+                // The run's error says why, once.
+                tracing::debug!(%attempt, error = %e, "report not recorded");
+            } else {
+                tracing::error!(%attempt, error = %e, "report not delivered to the master")
+            }
         }
     }
 }
@@ -617,7 +649,16 @@ impl Coordinator {
     ) -> Result<(), PipelineError> {
         let mut flushed = false;
         let mut stop = self.config.stop.as_ref().map(|s| s.signal.clone());
+        let halt = self.source.halt();
         loop {
+            if let Some(why) = halt.as_ref().and_then(Halt::reason) {
+                // Nothing more can be committed: no queued row reaches a
+                // trainer, and no more is read.
+                self.clock.stop_all();
+                self.stop_readers();
+                self.outbox.clear();
+                return Err(PipelineError::Halted(why.to_string()));
+            }
             self.drop_lapsed().await;
             if let Some(deadline) = self.draining {
                 if self.devices_done || Instant::now() >= deadline {

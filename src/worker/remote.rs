@@ -390,12 +390,14 @@ impl TaskSource for RemoteSource {
         worker: WorkerId,
         attempt: AttemptId,
         offset: u64,
+        ranges: Vec<(u64, u64)>,
     ) -> Result<(), SourceError> {
         let request = CommitRequest {
             worker,
             secret: self.secret(worker)?,
             attempt,
             offset,
+            ranges,
         };
         self.queue_call(&request).await
     }

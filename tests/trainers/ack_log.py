@@ -14,6 +14,10 @@ Options:
     --out DIR       where to write (required)
     --column NAME   id column (default: id)
     --sleep S       sleep S seconds per batch before acknowledging
+    --slow-device D --slow-sleep S
+                    device D sleeps S seconds per batch instead (skewed devices)
+    --linger S      at the end of the stream, write OUT/eof-<device>-<pid> and
+                    sleep S seconds before exiting
 """
 
 import argparse
@@ -37,9 +41,13 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--column", default="id")
     ap.add_argument("--sleep", type=float, default=0.0)
+    ap.add_argument("--slow-device", default=None)
+    ap.add_argument("--slow-sleep", type=float, default=0.0)
+    ap.add_argument("--linger", type=float, default=0.0)
     args = ap.parse_args()
 
     device = os.environ["SLUICE_DEVICE"]
+    sleep = args.slow_sleep if device == args.slow_device else args.sleep
     ack = os.fdopen(int(os.environ["SLUICE_ACK_FD"]), "w", buffering=1)
     pid = os.getpid()
     ids_path = os.path.join(args.out, f"ids-{device}-{pid}.txt")
@@ -52,14 +60,17 @@ def main():
         append(ids_path, lines)
         first = ids[0] if ids else -1
         append(times_path, f"{time.time():.6f} {first} {len(ids)}\n")
-        if args.sleep:
-            time.sleep(args.sleep)
+        if sleep:
+            time.sleep(sleep)
         try:
             ack.write("ack\n")
             ack.flush()
         except (BrokenPipeError, OSError):
             return 0
         append(acked_path, lines)
+    if args.linger:
+        append(os.path.join(args.out, f"eof-{device}-{pid}"), "eof\n")
+        time.sleep(args.linger)
     return 0
 
 

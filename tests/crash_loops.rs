@@ -1,0 +1,432 @@
+//! Crash loops, as a supervisor (cron, systemd, Kubernetes) makes them: `train
+//! --state` killed again and again at random moments and rerun until it exits
+//! 0. A crash is never a failed attempt, a job with failed tasks never ends in
+//! exit 0, and a run killed after its last task is finished by the next.
+//!
+//! The trainer (tests/trainers/ack_log.py) logs durably every batch it was
+//! handed (`ids-*`) and every batch whose `ack` went through (`acked-*`).
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::{ack_log, count_lines, damaged_parquet_copy, fixture, parse_json, wait_until, SLUICE};
+
+/// Rows per batch in these tests.
+const BATCH: u64 = 100;
+/// The fixture: one Spark part file of 20,000 rows in 73 row groups, ids 0..20000.
+const DATASET: &str = "parquet_row_groups";
+const ROWS: u64 = 20_000;
+
+/// The seed of the kill moments: `SLUICE_KILL_SEED` to replay a failure, else
+/// the clock. Printed either way.
+fn seed() -> u64 {
+    let seed = std::env::var("SLUICE_KILL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(1)
+        });
+    eprintln!("kill moments from SLUICE_KILL_SEED={seed}");
+    seed
+}
+
+/// xorshift64*: enough randomness for kill moments, and replayable.
+struct Moments(u64);
+
+impl Moments {
+    fn next_ms(&mut self, low: u64, high: u64) -> u64 {
+        let mut x = self.0.max(1);
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        low + x.wrapping_mul(0x2545_F491_4F6C_DD1D) % (high - low)
+    }
+}
+
+fn fresh(dir: &Path, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::create_dir_all(&path).expect("mkdir");
+    path
+}
+
+/// `train --state` on two devices, device 1 fifty times slower than device 0.
+fn skewed_train(data: &Path, state: &Path, out: &Path, extra: &[&str]) -> Command {
+    let trainer = format!(
+        "{} --sleep 0.004 --slow-device 1 --slow-sleep 0.2",
+        ack_log(out, 0.0)
+    );
+    let mut cmd = Command::new(SLUICE);
+    cmd.arg("train")
+        .arg(data)
+        .args(["--quiet", "--batch-size", &BATCH.to_string()])
+        .args(["--devices", "2"])
+        .arg("--state")
+        .arg(state)
+        .args(["--exec", &trainer])
+        .args(extra)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// Every id handed to a trainer in any of `runs`, with counts.
+fn all_ids(runs: &[PathBuf]) -> HashMap<i64, u32> {
+    let mut all: HashMap<i64, u32> = HashMap::new();
+    for run in runs {
+        for (id, n) in common::recorded_ids(run, "ids-") {
+            *all.entry(id).or_insert(0) += n;
+        }
+    }
+    all
+}
+
+#[track_caller]
+fn assert_none_missing(all: &HashMap<i64, u32>, what: &str) {
+    let missing: Vec<i64> = (0..ROWS as i64)
+        .filter(|i| !all.contains_key(i))
+        .take(5)
+        .collect();
+    let count = (0..ROWS as i64).filter(|i| !all.contains_key(i)).count();
+    assert!(
+        missing.is_empty(),
+        "{what}: {count} ids never reached a trainer, e.g. {missing:?}"
+    );
+}
+
+#[test]
+fn a_train_killed_at_ten_random_moments_loses_no_row_and_fails_no_task() {
+    let mut moments = Moments(seed());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    let data = fixture(DATASET);
+    let mut runs: Vec<PathBuf> = Vec::new();
+    for k in 0..10 {
+        let out = fresh(dir.path(), &format!("run{k}"));
+        let mut child = skewed_train(&data, &state, &out, &[])
+            .spawn()
+            .expect("start sluice train");
+        // Anywhere from before the trainers start to well into the run:
+        // prefetched tasks with no progress are in flight at most kills.
+        let after = moments.next_ms(100, 2_500);
+        std::thread::sleep(Duration::from_millis(after));
+        let finished = child.try_wait().expect("poll").is_some();
+        let _ = child.kill();
+        let status = child.wait().expect("wait");
+        eprintln!(
+            "kill {k} after {after} ms: {} rows acknowledged{}",
+            count_lines(&out, "acked-"),
+            if finished { " (had ended)" } else { "" }
+        );
+        runs.push(out);
+        if finished {
+            let mut stderr = String::new();
+            if let Some(mut pipe) = child.stderr.take() {
+                use std::io::Read;
+                let _ = pipe.read_to_string(&mut stderr);
+            }
+            assert!(status.success(), "run {k} ended on its own: {stderr}");
+        }
+    }
+    // What a supervisor does next: run the same command until it exits 0.
+    let out = fresh(dir.path(), "last");
+    let last = skewed_train(&data, &state, &out, &[])
+        .output()
+        .expect("resume");
+    let stderr = String::from_utf8_lossy(&last.stderr);
+    assert!(
+        last.status.success(),
+        "the rerun after 10 kills exits 0: {stderr}"
+    );
+    assert!(
+        !stderr.contains("failed task"),
+        "no task fails for having been in flight at a kill: {stderr}"
+    );
+    runs.push(out);
+    assert_none_missing(&all_ids(&runs), "10 kills");
+    // And a finished job, run again, says so and still exits 0.
+    let again = skewed_train(&data, &state, &fresh(dir.path(), "again"), &[])
+        .output()
+        .expect("rerun");
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(again.status.success(), "{stderr}");
+    assert!(stderr.contains("already finished"), "{stderr}");
+}
+
+/// A local-trainer `train --state` whose summary goes to `summary`.
+fn recorded_train(data: &Path, state: &Path, out: &Path, summary: &Path) -> Command {
+    let mut cmd = Command::new(SLUICE);
+    cmd.arg("train")
+        .arg(data)
+        .args(["--quiet", "--batch-size", &BATCH.to_string()])
+        .arg("--state")
+        .arg(state)
+        .arg("--summary-json")
+        .arg(summary)
+        .args(["--exec", &ack_log(out, 0.0)])
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+#[test]
+fn a_job_with_failed_tasks_never_reruns_to_exit_0_and_retry_failed_reads_them_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (part, pristine, bad) = damaged_parquet_copy(DATASET, dir.path(), 5);
+    let data = dir.path().join("data");
+    let state = dir.path().join("state");
+    let summary = dir.path().join("summary.json");
+    let first = fresh(dir.path(), "first");
+    let run = recorded_train(&data, &state, &first, &summary)
+        .output()
+        .expect("train");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    common::assert_damaged_run(run.status, &stderr, &part, &first, &bad);
+    let name = part.file_name().and_then(|n| n.to_str()).expect("name");
+
+    // The same command again: nothing to do, but the failure stands.
+    let rerun = recorded_train(&data, &state, &fresh(dir.path(), "rerun"), &summary)
+        .output()
+        .expect("rerun");
+    let stderr = String::from_utf8_lossy(&rerun.stderr);
+    assert_eq!(
+        rerun.status.code(),
+        Some(2),
+        "a rerun of a job with failed tasks exits 2 again: {stderr}"
+    );
+    assert!(stderr.contains(name), "it names the file: {stderr}");
+    assert!(
+        stderr.contains("--retry-failed"),
+        "it says how on: {stderr}"
+    );
+
+    // The file is repaired; --retry-failed reads the failed task again,
+    // from the rows it had committed.
+    std::fs::write(&part, &pristine).expect("repair");
+    let retry = fresh(dir.path(), "retry");
+    let run = recorded_train(&data, &state, &retry, &summary)
+        .arg("--retry-failed")
+        .output()
+        .expect("retry");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "--retry-failed: {stderr}");
+    let summary = parse_json(
+        &std::fs::read_to_string(&summary).expect("summary"),
+        "summary",
+    );
+    assert_eq!(
+        summary["tasks_failed"].as_array().map(Vec::len),
+        Some(0),
+        "{summary}"
+    );
+    common::assert_exactly_once(
+        &all_ids(&[first, retry]),
+        ROWS,
+        "the first run and the retry",
+    );
+}
+
+#[test]
+fn a_run_killed_after_its_last_task_is_finished_by_the_same_command() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = fixture(DATASET);
+    let state = dir.path().join("state");
+    let summary = dir.path().join("summary.json");
+    let out = fresh(dir.path(), "run");
+    // The trainer lingers after the end of its stream: every task is done
+    // and committed, the run has not ended.
+    let trainer = format!("{} --linger 60", ack_log(&out, 0.0));
+    let mut child = Command::new(SLUICE)
+        .arg("train")
+        .arg(&data)
+        .args(["--quiet", "--batch-size", &BATCH.to_string()])
+        .arg("--state")
+        .arg(&state)
+        .arg("--summary-json")
+        .arg(&summary)
+        .args(["--exec", &trainer])
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("train");
+    wait_until("the end of the stream", Duration::from_secs(120), || {
+        count_lines(&out, "eof-") > 0
+    });
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+    assert!(!summary.exists(), "killed before it wrote its summary");
+    assert_eq!(count_lines(&out, "acked-"), ROWS, "every row acknowledged");
+
+    let again = fresh(dir.path(), "again");
+    let run = recorded_train(&data, &state, &again, &summary)
+        .output()
+        .expect("rerun");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        run.status.success(),
+        "the same command finishes the job: {stderr}"
+    );
+    assert!(
+        !stderr.contains("remove"),
+        "never: delete the state: {stderr}"
+    );
+    assert!(summary.exists(), "the summary is written: {stderr}");
+    assert_eq!(count_lines(&again, "ids-"), 0, "nothing is trained twice");
+    // From then on the job is finished.
+    let done = recorded_train(&data, &state, &again, &summary)
+        .output()
+        .expect("rerun");
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert!(done.status.success(), "{stderr}");
+    assert!(stderr.contains("already finished"), "{stderr}");
+}
+
+#[test]
+fn a_built_in_model_whose_run_stopped_after_its_last_task_gets_its_output() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = fixture(DATASET);
+    let state = dir.path().join("state");
+    let model = dir.path().join("model.json");
+    let train = |output: &Path| {
+        let mut cmd = Command::new(SLUICE);
+        cmd.arg("train")
+            .arg(&data)
+            .args(["--quiet", "--batch-size", &BATCH.to_string()])
+            .args([
+                "--model",
+                "logistic",
+                "--label",
+                "label",
+                "--features",
+                "x1",
+            ])
+            .args(["--checkpoint-every", "7"])
+            .arg("--state")
+            .arg(&state)
+            .arg("--output")
+            .arg(output)
+            .env_remove("RUST_LOG");
+        common::run(&mut cmd)
+    };
+    let whole = dir.path().join("whole.json");
+    train(&whole).success();
+    // What a kill between the last task and the end of the run leaves: the
+    // queue is over, the run's end (its summary in the state) never written,
+    // and no --output.
+    std::fs::remove_file(state.join("finished.json")).expect("the run's end marker");
+    let run = train(&model).success();
+    assert!(!run.stderr.contains("remove"), "{}", run.stderr);
+    let written = parse_json(
+        &std::fs::read_to_string(&model).expect("--output is written"),
+        "model",
+    );
+    let reference = parse_json(&std::fs::read_to_string(&whole).expect("model"), "model");
+    // One device: the steps of the whole job, each batch once.
+    let steps = |m: &serde_json::Value| m["state"]["adam_steps"].as_u64();
+    assert_eq!(steps(&reference), Some(ROWS / BATCH), "{reference}");
+    assert_eq!(
+        steps(&written),
+        steps(&reference),
+        "the model holds every batch once: {written}"
+    );
+}
+
+/// A tmpfs of `size` mounted at `dir` (the tests run as root, as CI does),
+/// unmounted when dropped.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &Path, size: &str) -> Tmpfs {
+        std::fs::create_dir_all(dir).expect("mkdir");
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .expect("run mount");
+        assert!(status.success(), "mount a tmpfs at {}", dir.display());
+        Tmpfs(dir.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_state_on_a_full_disk_stops_the_feed_at_once_and_a_moved_state_loses_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mount = dir.path().join("small");
+    let disk = Tmpfs::mount(&mount, "4m");
+    let state = mount.join("state");
+    let data = fixture(DATASET);
+    let first = fresh(dir.path(), "first");
+    let mut child = skewed_train(&data, &state, &first, &[])
+        .spawn()
+        .expect("train");
+    wait_until("acknowledged rows", Duration::from_secs(120), || {
+        count_lines(&first, "acked-") >= 2_000
+    });
+    // The disk fills up under the running job.
+    let filler = vec![0u8; 8 << 20];
+    let _ = std::fs::write(mount.join("filler"), &filler);
+    let status = common::cluster::wait_exit(&mut child, "train");
+    let stderr = common::cluster::stderr_of(&mut child);
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "a full disk fails the run: {stderr}"
+    );
+    assert!(
+        stderr.contains(&state.display().to_string()) && stderr.contains("No space left"),
+        "the error names the state and the OS error: {stderr}"
+    );
+    assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+    let tmp: Vec<_> = std::fs::read_dir(&state)
+        .expect("list the state")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "tmp"))
+        .collect();
+    assert!(tmp.is_empty(), "temporary files left behind: {tmp:?}");
+
+    // The state moves to a disk with room, and the job goes on from there.
+    let moved = dir.path().join("moved");
+    common::copy_dir(&state, &moved);
+    drop(disk);
+    let second = fresh(dir.path(), "second");
+    let run = skewed_train(&data, &moved, &second, &[])
+        .output()
+        .expect("resume");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "the moved state resumes: {stderr}");
+    assert_none_missing(&all_ids(&[first.clone(), second.clone()]), "a full disk");
+    // Served again: at most what was in flight (the exec window of 4
+    // batches per device, and commits on their way), not what trainers
+    // were handed after the journal failed.
+    let acked: std::collections::HashSet<i64> =
+        common::recorded_ids(&first, "acked-").into_keys().collect();
+    let again: u64 = common::recorded_ids(&second, "ids-")
+        .into_iter()
+        .filter(|(id, _)| acked.contains(id))
+        .map(|(_, n)| u64::from(n))
+        .sum();
+    let bound = 6 * 2 * BATCH;
+    assert!(
+        again <= bound,
+        "{again} acknowledged rows served again after the disk filled (bound {bound})"
+    );
+}
