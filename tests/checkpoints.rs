@@ -144,6 +144,50 @@ fn two_devices_killed_four_times_hold_every_row_once_per_epoch() {
 }
 
 #[test]
+fn trainers_learn_which_checkpoints_are_complete() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(&out).expect("mkdir");
+    let run = train(&dir.path().join("state"), &out, 2, 1, "--every 3")
+        .output()
+        .expect("train");
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let mut told = 0;
+    for entry in std::fs::read_dir(&out).expect("list").flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("complete-") {
+            continue;
+        }
+        let text = std::fs::read_to_string(entry.path()).expect("read");
+        let ids: Vec<u64> = text
+            .lines()
+            .map(|l| l.trim().parse().expect("a checkpoint ID"))
+            .collect();
+        assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "{name}: each newer than the last: {ids:?}"
+        );
+        for id in &ids {
+            // Complete: every device had saved it.
+            for device in 0..2 {
+                let file = out.join(format!("ckpt-{device}-{id}.json"));
+                assert!(
+                    file.exists(),
+                    "{name} told {id}, but {} is missing",
+                    file.display()
+                );
+            }
+        }
+        told += ids.len();
+    }
+    assert!(told > 0, "no trainer was told of a complete checkpoint");
+}
+
+#[test]
 fn a_trainer_that_dies_is_rolled_back_to_its_checkpoint() {
     let dir = tempfile::tempdir().expect("tempdir");
     let state = dir.path().join("state");

@@ -27,8 +27,10 @@ batches it had not finished are served to the process sluice starts in its place
 With --checkpoint-dir DIR each process keeps checkpoints: every --checkpoint-every
 steps, and once more at the end of the stream, it saves its model and optimizer
 state to DIR/device-<device>/<step>/state.pt (written in a temporary directory,
-fsynced, renamed into place) and reports checkpoint <step> to sluice; it keeps the
-last --keep-checkpoints of them. A process sluice starts with
+fsynced, renamed into place) and reports checkpoint <step> to sluice; it removes
+those older than the newest checkpoint sluice recorded complete (sluice never
+resumes from them again), and until sluice has told one, keeps the last
+--keep-checkpoints. A process sluice starts with
 SLUICE_RESUME_CHECKPOINT=<step> (a restart after a crash, or a resumed job) loads
 that checkpoint and is served only the rows it does not hold; checkpoints newer than
 the one it starts from (all of them when it starts from scratch) belong to a run
@@ -204,13 +206,18 @@ def load_checkpoint(root, checkpoint_id, model, optimizer, device):
     return state["step"]
 
 
-def prune_checkpoints(root, keep, start):
-    """Removes all but the last `keep` checkpoints, those newer than `start` (left by
-    a run sluice rolled back: this process goes on from `start`), and temporaries."""
+def prune_checkpoints(root, keep, start, completed=None):
+    """Removes the checkpoints sluice never resumes from again: those older than
+    `completed` (the newest checkpoint sluice recorded complete, once it told), else
+    all but the last `keep`; those newer than `start` (left by a run sluice rolled
+    back: this process goes on from `start`); and temporaries."""
     steps = saved_steps(root)
     doomed = [s for s in steps if s > start]
     steps = [s for s in steps if s <= start]
-    doomed += steps[:max(len(steps) - keep, 0)]
+    if completed is not None and completed.isdigit():
+        doomed += [s for s in steps if s < int(completed)]
+    else:
+        doomed += steps[:max(len(steps) - keep, 0)]
     for step in doomed:
         shutil.rmtree(os.path.join(root, str(step)), ignore_errors=True)
     for name in os.listdir(root):
@@ -332,7 +339,8 @@ def main():
                 # Acknowledges this batch (its step is in the checkpoint), then reports.
                 sluice_trainer.checkpoint(step)
                 saved = step
-                prune_checkpoints(root, args.keep_checkpoints, step)
+                prune_checkpoints(root, args.keep_checkpoints, step,
+                                  sluice_trainer.completed_checkpoint())
             if len(losses) % args.log_every == 0:
                 recent = mean(losses[-args.log_every:])
                 print(f"{who}: step {len(losses)} rows {rows} loss {recent:.4f}",
@@ -340,7 +348,8 @@ def main():
         if args.checkpoint_dir and step != saved:
             save_checkpoint(root, step, net, optimizer)  # the end of the stream
             sluice_trainer.checkpoint(step)
-            prune_checkpoints(root, args.keep_checkpoints, step)
+            prune_checkpoints(root, args.keep_checkpoints, step,
+                              sluice_trainer.completed_checkpoint())
         final_digest = digest(net)
     if dist is not None:
         dist.destroy_process_group()

@@ -10,8 +10,57 @@
 //! gives back the rows it acknowledged after it: they are served again.
 
 use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use arrow::record_batch::RecordBatch;
 
 use crate::task::CutPiece;
+
+/// The per-message IPC metadata key that tells a trainer the newest
+/// checkpoint ID that is complete (every device of its worker wrote it and
+/// the master recorded it): checkpoints older than it are never resumed
+/// from again, so the trainer may prune them. Carried on the first batch
+/// after the checkpoint became complete.
+pub const CHECKPOINT_COMPLETE_KEY: &str = "sluice.checkpoint_complete";
+
+/// The newest complete checkpoint of a worker's trainers, set once the
+/// master recorded it, read by the device threads.
+#[derive(Debug, Clone, Default)]
+pub struct Completed(Arc<Mutex<Option<String>>>);
+
+impl Completed {
+    /// Checkpoint `id` is complete and recorded.
+    pub fn set(&self, id: String) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(id);
+    }
+
+    /// The newest complete checkpoint, if any.
+    pub fn get(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// `batch` tagged with the newest complete checkpoint when it is not
+    /// `told` (which becomes it); untouched otherwise.
+    pub fn tag(&self, batch: RecordBatch, told: &mut Option<String>) -> RecordBatch {
+        let Some(id) = self.get() else {
+            return batch;
+        };
+        if told.as_ref() == Some(&id) {
+            return batch;
+        }
+        let schema = batch.schema();
+        let mut metadata = schema.metadata().clone();
+        metadata.insert(CHECKPOINT_COMPLETE_KEY.to_string(), id.clone());
+        let tagged = arrow::datatypes::Schema::new_with_metadata(schema.fields().clone(), metadata);
+        match batch.clone().with_schema(Arc::new(tagged)) {
+            Ok(tagged) => {
+                *told = Some(id);
+                tagged
+            }
+            Err(_) => batch,
+        }
+    }
+}
 
 /// What a checkpoint event asks the worker to do.
 #[derive(Debug, Clone, PartialEq, Eq)]

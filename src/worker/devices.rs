@@ -8,6 +8,7 @@ use std::thread::JoinHandle;
 use tokio::sync::mpsc;
 
 use super::batcher::{self, OutBatch};
+use super::checkpoints::Completed;
 use super::{LeaseClock, Provenance};
 use crate::protocol::Halt;
 use crate::trainer::{Batch, Mark, MarkKind, Trainer, TrainerError, TrainerFactory};
@@ -68,6 +69,7 @@ impl Devices {
         events: mpsc::UnboundedSender<DeviceEvent>,
         lost: LeaseClock,
         halt: Halt,
+        completed: Completed,
     ) -> Result<Devices, TrainerError> {
         let (queues, lockstep): (Vec<_>, bool) = match batches {
             Queues::Shared(rx) => (vec![Arc::new(Mutex::new(rx))], false),
@@ -88,9 +90,10 @@ impl Devices {
             let tx = events.clone();
             let lost = (!lockstep).then(|| lost.clone());
             let halt = halt.clone();
+            let completed = completed.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("sluice-device-{device}"))
-                .spawn(move || device_loop(device, trainer, rx, tx, lost, halt))
+                .spawn(move || device_loop(device, trainer, rx, tx, lost, halt, completed))
                 .map_err(|source| TrainerError::Io {
                     action: format!("start the thread of device {device}"),
                     source,
@@ -167,7 +170,9 @@ fn device_loop(
     tx: mpsc::UnboundedSender<DeviceEvent>,
     lost: Option<LeaseClock>,
     halt: Halt,
+    completed: Completed,
 ) {
+    let mut told = None;
     let mut inflight = InFlight {
         next_seq: 0,
         batches: HashMap::new(),
@@ -237,7 +242,7 @@ fn device_loop(
             let done = trainer.feed(Batch {
                 seq,
                 epoch: out.epoch,
-                data: out.data,
+                data: completed.tag(out.data, &mut told),
             })?;
             inflight.report(device, done, trainer.take_marks(), &tx);
         }

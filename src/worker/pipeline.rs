@@ -20,7 +20,7 @@ use tracing::{debug, warn};
 
 use super::backoff::Backoff;
 use super::batcher::{self, Batcher, OutBatch};
-use super::checkpoints::{CheckpointAction, Checkpoints};
+use super::checkpoints::{CheckpointAction, Checkpoints, Completed};
 use super::devices::{DeviceEvent, Devices, Queues};
 use super::ledger::{Action, Ledger};
 use super::reader::{self, ReadEvent};
@@ -169,6 +169,7 @@ pub async fn run(
     let (event_tx, mut event_rx) = mpsc::unbounded_channel::<DeviceEvent>();
     let clock = LeaseClock::new(config.lease_timeout);
     let halt = source.halt().unwrap_or_default();
+    let completed = Completed::default();
     let devices = Devices::start(
         factory,
         devices_n,
@@ -176,11 +177,12 @@ pub async fn run(
         event_tx,
         clock.clone(),
         halt.clone(),
+        completed.clone(),
     )
     .map_err(PipelineError::Start)?;
     let worker = source.register().await?;
     let (report_tx, report_rx) = mpsc::unbounded_channel::<Report>();
-    let committer = tokio::spawn(committer(source.clone(), worker, report_rx));
+    let committer = tokio::spawn(committer(source.clone(), worker, report_rx, completed));
     let (read_tx, mut read_rx) = mpsc::channel::<ReadEvent>(config.prefetch.max(1) * 2);
     let mut state = Coordinator {
         read_tx: read_tx.clone(),
@@ -431,6 +433,7 @@ async fn committer(
     source: Arc<dyn TaskSource>,
     worker: WorkerId,
     mut reports: mpsc::UnboundedReceiver<Report>,
+    completed: Completed,
 ) {
     while let Some(first) = reports.recv().await {
         let mut pending: BTreeMap<AttemptId, Merged> = BTreeMap::new();
@@ -453,7 +456,13 @@ async fn committer(
             .rposition(|r| matches!(r, Report::Unsaved(_)));
         for (at, record) in records.into_iter().enumerate() {
             let result = match record {
-                Report::Checkpoint { id, pieces } => source.checkpoint(worker, id, pieces).await,
+                Report::Checkpoint { id, pieces } => {
+                    let recorded = source.checkpoint(worker, id.clone(), pieces).await;
+                    if recorded.is_ok() {
+                        completed.set(id);
+                    }
+                    recorded
+                }
                 Report::Unsaved(pieces) if Some(at) == newest => {
                     source.unsaved(worker, pieces).await
                 }

@@ -33,6 +33,8 @@ Files in OUT (ids as text: str() of the id column's values):
     start-<device>-<pid>.json at start, once the checkpoint is loaded:
                               {"device": 0, "pid": 123, "resume": "2" or null,
                                "batches": <batches the loaded model holds>}
+    complete-<device>-<pid>.txt   each sluice.checkpoint_complete a batch carried, one
+                              per line, in the order received
     ids-<device>-<pid>.txt    the ids this process acknowledged, one per line, fsynced
                               before each `ack` (served again after a restart, an id
                               shows up in several such files).
@@ -198,7 +200,15 @@ def main():
         column = reader.schema.get_field_index(args.column)
         if column < 0:
             fail(f"no column {args.column!r} in {reader.schema}")
-        for batch in reader:
+        complete_path = os.path.join(args.out, f"complete-{device}-{pid}.txt")
+        while True:
+            try:
+                batch, metadata = reader.read_next_batch_with_custom_metadata()
+            except StopIteration:
+                break
+            complete = (metadata or {}).get(b"sluice.checkpoint_complete")
+            if complete is not None:
+                append_ids(complete_path, [complete.decode()])
             ids = batch.column(column).to_pylist()
             if (args.die_after is not None and acked >= args.die_after
                     and claim(os.path.join(args.out, f"died-{device}"))):

@@ -49,7 +49,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Connection", "NotUnderSluice", "SluiceError", "SluiceNotFound", "ack",
-    "acknowledging", "batches", "bucket_of", "checkpoint", "column_tensor", "connect",
+    "acknowledging", "batches", "bucket_of", "checkpoint", "column_tensor",
+    "completed_checkpoint", "connect",
     "declare_checkpoints", "find_sluice_bin",
     "hash64", "hash_array", "resume_checkpoint", "schema", "to_torch", "torch_batches",
     "torch_device",
@@ -86,6 +87,12 @@ def resume_checkpoint():
     """The ID of the checkpoint to load before training (SLUICE_RESUME_CHECKPOINT), or
     None to start from scratch. See `Connection.resume_checkpoint`."""
     return connect().resume_checkpoint()
+
+
+def completed_checkpoint():
+    """The newest checkpoint ID sluice recorded as complete, or None: older ones are
+    never resumed from again and may be pruned. See `Connection.completed_checkpoint`."""
+    return connect().completed_checkpoint()
 
 
 def checkpoint(checkpoint_id, ack=True):

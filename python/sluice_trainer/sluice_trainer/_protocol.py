@@ -96,6 +96,8 @@ class Connection:
         acked                 batches acknowledged so far
         checkpoints           whether this process declared checkpoints
         last_checkpoint       the last ID written with `checkpoint()`, or None
+        checkpoint_complete   the newest checkpoint ID sluice recorded complete
+                              (sluice.checkpoint_complete), or None
         lockstep              started under --lockstep (SLUICE_LOCKSTEP=1)
         rank, world_size      RANK and WORLD_SIZE under --lockstep (else device, devices)
         epoch, step           sluice.epoch and sluice.step of the last batch read (ints,
@@ -122,6 +124,7 @@ class Connection:
         self.epoch = None
         self.step = None
         self.epoch_end = False
+        self.checkpoint_complete = None
         self._resume = env.get(RESUME_ENV) or None
         if self._resume is not None and not _CHECKPOINT_ID.fullmatch(self._resume):
             raise SluiceError(
@@ -269,7 +272,20 @@ class Connection:
         self.epoch = number("sluice.epoch")
         self.step = number("sluice.step")
         self.epoch_end = "sluice.epoch_end" in tags
+        if tags.get("sluice.checkpoint_complete"):
+            self.checkpoint_complete = tags["sluice.checkpoint_complete"]
         return tags.get(SHM_KEY)
+
+    def completed_checkpoint(self):
+        """The newest checkpoint ID sluice recorded as complete (every device of this
+        worker wrote it, and the job's state holds it), or None yet.
+
+        sluice never resumes from a checkpoint older than it again: those may be
+        deleted. It is learnt with the first batch after the checkpoint became
+        complete (metadata sluice.checkpoint_complete); at the end of the stream
+        the job is over and only the last checkpoint matters.
+        """
+        return self.checkpoint_complete
 
     def ack(self, count=None):
         """Acknowledges the `count` oldest unacknowledged batches (default: all of them).
