@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod config;
 pub mod exit;
+pub mod harden;
 pub mod host;
 pub mod job;
 pub mod master;

@@ -29,6 +29,10 @@ fn main() -> ExitCode {
         }
     };
     init_logging(cli.verbose);
+    // Before any secret is read and any trainer started.
+    if let Err(e) = sluice::harden::keep_secrets_private() {
+        tracing::warn!("cannot make sluice non-dumpable (other processes of this user may read its memory): {e}");
+    }
     // A keytab login sets the process's Kerberos environment: before any thread.
     let _login = match cli
         .command

@@ -1,10 +1,12 @@
 //! Exec trainers under supervision: a trainer that holds batches without acknowledging
 //! them is killed after `--trainer-timeout` and restarted (or the job fails clearly once
-//! the restarts are spent), no trainer outlives a `SIGKILL`ed sluice, and trainers never
-//! see the job token.
+//! the restarts are spent), no trainer (nor anything it started, even in a session of
+//! its own) outlives a `SIGKILL`ed sluice, a trainer flooding its ack pipe fails at once,
+//! and trainers never see the job token, not even through `/proc`.
 
 mod common;
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -271,4 +273,136 @@ fn trainers_of_sluice_worker_never_see_the_job_token() {
         );
     }
     assert_eq!(dumps, 2, "one environment dump per device");
+}
+
+#[test]
+fn a_trainer_that_floods_its_ack_pipe_fails_at_once_with_a_short_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // 200 MB without a newline on fd 3.
+    let exec = "head -c 200000000 /dev/zero | tr '\\0' x >&3; cat > /dev/null";
+    let data = fixture("parquet_small_files");
+    let (status, stderr) = run_bounded(
+        &["train", data.to_str().expect("utf8 path"), "--exec", exec],
+        dir.path(),
+    );
+    assert!(!status.success(), "sluice train should fail:\n{stderr}");
+    assert!(
+        stderr.len() < 64 * 1024,
+        "{} bytes on stderr, starting:\n{}",
+        stderr.len(),
+        &stderr[..stderr.len().min(2000)]
+    );
+    let quoted = format!("starting \"{}\"", "x".repeat(100));
+    let named = stderr.lines().any(|line| {
+        line.contains("on device 0 wrote a line longer than 4 KiB on its ack pipe")
+            && line.contains(&quoted)
+    });
+    assert!(named, "no error quoting the line's start:\n{stderr}");
+    assert!(
+        !stderr.contains(&"x".repeat(101)),
+        "more than 100 bytes quoted"
+    );
+}
+
+#[test]
+fn nothing_a_trainer_started_in_its_own_session_outlives_a_killed_sluice() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pids = dir.path().join("pids");
+    // `setsid` leaves the trainer's process group and session.
+    let exec = format!(
+        "setsid sleep 300 & echo $! > {}; cat > /dev/null",
+        pids.display()
+    );
+    let data = fixture("parquet_small_files");
+    let mut sluice = sluice_command(["train", data.to_str().expect("utf8 path"), "--exec", &exec])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start sluice");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while read_pids(&pids).is_empty() {
+        if Instant::now() > deadline || matches!(sluice.try_wait(), Ok(Some(_))) {
+            let _ = sluice.kill();
+            let _ = sluice.wait();
+            panic!("the trainer did not start its sleep");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    signal(&sluice, libc::SIGKILL);
+    let status = wait_exit(&mut sluice, "sluice train");
+    assert_eq!(status.code(), None, "sluice should have been killed");
+    assert_all_gone(&read_pids(&pids));
+}
+
+/// Reports, for its parent (the watcher, a fork of sluice) and the parent's parent
+/// (sluice), the pid and what reading `/proc/PID/environ` and `/proc/PID/mem` gave;
+/// then acknowledges its one batch as it arrives.
+const SNOOP: &str = r#"watcher=$PPID
+sluice=$(cut -d' ' -f4 /proc/$watcher/stat)
+for pid in $watcher $sluice; do
+  echo "pid $pid"
+  tr '\0' '\n' < /proc/$pid/environ 2>&1
+  head -c 4096 /proc/$pid/mem 2>&1 | tr '\0' '.'
+done > REPORT 2>&1
+head -c 1 > /dev/null
+echo ack >&3
+cat > /dev/null"#;
+
+#[test]
+fn a_trainer_cannot_read_the_token_from_sluice_s_memory_or_environment() {
+    // Root reads any process's /proc files: sluice and its trainer run as nobody.
+    let setpriv = std::process::Command::new("setpriv")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status();
+    assert!(
+        setpriv.is_ok_and(|s| s.success()),
+        "this test needs `setpriv` (util-linux) to run sluice as an unprivileged user"
+    );
+    let dir = tempfile::Builder::new()
+        .prefix("sluice-snoop-")
+        .tempdir_in("/tmp")
+        .expect("temp dir");
+    let mode = |p: &Path, m: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).expect("chmod")
+    };
+    mode(dir.path(), 0o777);
+    // One file of three rows: one batch.
+    let data = dir.path().join("out");
+    std::fs::create_dir(&data).expect("mkdir");
+    std::fs::write(data.join("_SUCCESS"), "").expect("write _SUCCESS");
+    let rows = "{\"id\":1}\n{\"id\":2}\n{\"id\":3}\n";
+    std::fs::write(data.join("part-00000.json"), rows).expect("write the data");
+    mode(&data, 0o755);
+    let report = dir.path().join("report");
+    let exec = SNOOP.replace("REPORT", &report.display().to_string());
+    let mut sluice = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", SLUICE])
+        .args(["train", data.to_str().expect("utf8 path"), "--exec", &exec])
+        .args(["--batch-size", "100", "--quiet"])
+        .env("SLUICE_TOKEN", TOKEN)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start sluice as nobody");
+    let status = wait_exit(&mut sluice, "sluice train");
+    let stderr = common::cluster::Stderr::stderr_text(&mut sluice);
+    assert!(
+        status.success(),
+        "sluice train failed ({status}):\n{stderr}"
+    );
+    let report = std::fs::read_to_string(&report).expect("the trainer's report");
+    assert!(
+        report.contains(&format!("pid {}\n", sluice.id())),
+        "the trainer did not find sluice:\n{report}"
+    );
+    assert!(
+        !report.contains(TOKEN) && !report.contains("SLUICE_TOKEN"),
+        "a trainer read the job token from sluice:\n{report}"
+    );
+    let denied = report.matches("Permission denied").count();
+    assert_eq!(denied, 4, "environ and mem of two processes:\n{report}");
 }

@@ -1,14 +1,13 @@
 //! One exec trainer process: `sh -c CMD` fed an Arrow IPC stream on stdin, acknowledging
 //! batches on a pipe at file descriptor 3 that a reader thread turns into [`AckEvent`]s.
 //!
-//! Trainers die with sluice. Each trainer runs in a process group of its own, led by a
-//! [`Watcher`]: `sh -c 'read x; kill -s KILL 0'` reading a pipe only sluice holds open.
-//! However sluice ends — an error, a panic, `SIGKILL` — the kernel closes that pipe and
-//! the watcher kills the whole group, grandchildren of `sh -c CMD` included. Sluice
-//! itself kills the group whenever it lets a trainer go (a restart, the end of the job,
-//! an error). The trainer's `sh` also gets `PR_SET_PDEATHSIG` = `SIGKILL`; as that
-//! signal follows the death of the *thread* that forked, every trainer is forked by one
-//! thread that lives as long as the process (see [`spawn`]).
+//! Trainers die with sluice, and so does everything they start. Each trainer is forked
+//! by its own [`watcher`](super::watcher), a fork of sluice that is the trainer's parent
+//! and a child subreaper: it reads a pipe only sluice holds open (the lifeline), and once
+//! the trainer exits, sluice lets it go (closes the lifeline) or sluice ends in any way
+//! (an error, a panic, `SIGKILL`: the kernel closes the pipe), it kills the trainer's
+//! process group and every descendant it adopted, `setsid` ones included. The watcher's
+//! exit status is the trainer's.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, ErrorKind, Write};
@@ -17,7 +16,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child as Process, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -26,8 +25,10 @@ use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 
 use super::ipc::{self, TaggedStreamWriter};
+use super::line::{read_line, LineError, MAX_LINE};
 use super::lockstep::Group;
 use super::shm::{SharedBatches, SHM_FD, SHM_KEY};
+use super::watcher;
 use super::TrainerError;
 
 /// The child's file descriptor for acknowledgements (`SLUICE_ACK_FD`).
@@ -47,10 +48,6 @@ const WRITE_POLL: Duration = Duration::from_millis(100);
 /// Variables of sluice's own environment that no trainer may see (secrets).
 const SECRET_ENV: [&str; 1] = ["SLUICE_TOKEN"];
 
-/// The watcher of a trainer's process group: kills the group once its stdin, a pipe
-/// only sluice holds open, reaches end of file.
-const WATCHER: &str = "read x; kill -s KILL 0";
-
 /// What the reader thread saw on the ack pipe.
 #[derive(Debug)]
 pub(crate) enum AckEvent {
@@ -62,6 +59,8 @@ pub(crate) enum AckEvent {
     Checkpoint(String),
     /// A line other than `ack`.
     Line(String),
+    /// A line longer than [`MAX_LINE`]: its first 100 bytes (nothing more is read).
+    TooLong(String),
     /// Reading failed.
     Failed(io::Error),
     /// Every writer closed the pipe.
@@ -210,107 +209,6 @@ impl Write for Pipe {
     }
 }
 
-/// The first process of a trainer's process group, [`WATCHER`] reading `lifeline`:
-/// when sluice dies, the kernel closes the pipe and the watcher kills the group. While
-/// it is not reaped the group's id cannot be reused, so sluice may kill the group at
-/// any time, also after reaping the trainer.
-struct Watcher {
-    process: Process,
-    /// The write end of the watcher's stdin; nothing is ever written to it.
-    lifeline: Option<OwnedFd>,
-}
-
-impl Watcher {
-    fn spawn() -> io::Result<Watcher> {
-        let (read, lifeline) = cloexec_pipe()?;
-        let mut command = Command::new("/bin/sh");
-        command
-            .args(["-c", WATCHER])
-            .env_clear()
-            .stdin(Stdio::from(read))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0);
-        let process = spawn(command, false)?;
-        Ok(Watcher {
-            process,
-            lifeline: Some(lifeline),
-        })
-    }
-
-    /// The id of the group.
-    fn group(&self) -> Option<libc::pid_t> {
-        libc::pid_t::try_from(self.process.id()).ok()
-    }
-
-    /// Kills every process of the group, the watcher too.
-    fn kill_group(&self) {
-        if let Some(group) = self.group() {
-            // SAFETY: kill has no memory effects; the group is the trainer's own and its
-            // id stays reserved until the watcher is reaped (in drop).
-            unsafe { libc::kill(-group, libc::SIGKILL) };
-        }
-    }
-}
-
-impl Drop for Watcher {
-    fn drop(&mut self) {
-        self.kill_group();
-        self.lifeline = None;
-        let _ = self.process.wait();
-    }
-}
-
-/// A request to the spawner thread: a command and where to send its process.
-type SpawnRequest = (Command, Sender<io::Result<Process>>);
-
-/// Starts `command` from the spawner thread, with `PR_SET_PDEATHSIG` = `SIGKILL` if
-/// `die_with_sluice`.
-///
-/// The parent-death signal follows the death of the thread that forked the child, not of
-/// the process: every child is forked by one thread that lives as long as sluice, so that
-/// the signal comes when sluice exits and never while a job runs (the thread that builds
-/// the trainers and the device threads may be shorter-lived).
-fn spawn(mut command: Command, die_with_sluice: bool) -> io::Result<Process> {
-    static SPAWNER: OnceLock<Option<Sender<SpawnRequest>>> = OnceLock::new();
-    if die_with_sluice {
-        // SAFETY: the hook only calls the async-signal-safe prctl.
-        unsafe {
-            command.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
-                    return Err(io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-    }
-    let spawner = SPAWNER.get_or_init(|| {
-        let (requests, incoming) = mpsc::channel::<SpawnRequest>();
-        let started = thread::Builder::new()
-            .name("sluice-spawner".into())
-            .spawn(move || {
-                for (mut command, reply) in incoming {
-                    // The asker may have given up; then the process is dropped (and
-                    // its watcher or trainer killed by its owner's cleanup).
-                    let _ = reply.send(command.spawn());
-                }
-            });
-        started.ok().map(|_| requests)
-    });
-    let Some(spawner) = spawner else {
-        return Err(io::Error::other(
-            "the thread that starts trainers could not start",
-        ));
-    };
-    let (reply, answer) = mpsc::channel();
-    spawner
-        .send((command, reply))
-        .map_err(|_| io::Error::other("the thread that starts trainers is gone"))?;
-    answer
-        .recv()
-        .map_err(|_| io::Error::other("the thread that starts trainers is gone"))?
-}
-
 /// The stdin of the child: raw until the first batch fixes the stream's schema.
 enum Input {
     Raw(Pipe),
@@ -324,6 +222,7 @@ type Writer = Box<TaggedStreamWriter<BufWriter<Pipe>>>;
 
 /// A running (or exited) child process.
 pub(crate) struct Child {
+    /// The trainer's watcher, which exits as the trainer did once all is gone.
     process: Process,
     input: Input,
     events: Receiver<AckEvent>,
@@ -337,13 +236,14 @@ pub(crate) struct Child {
     shared: Option<SharedBatches>,
     /// The child asked for batches in shared memory (`shm` on its ack pipe).
     wants_shared: Arc<AtomicBool>,
-    /// Declared last: dropped (the group killed, the watcher reaped) after the trainer.
-    watcher: Watcher,
+    /// The write end of the watcher's lifeline: closing it ends the trainer and all it
+    /// started.
+    lifeline: Option<OwnedFd>,
 }
 
 impl Child {
-    /// Starts `sh -c CMD` with the protocol's environment and ack pipe, in a process
-    /// group of its own that dies with sluice.
+    /// Starts `sh -c CMD` with the protocol's environment and ack pipe, under a watcher
+    /// that ends it and all it starts with sluice.
     pub fn spawn(spec: &ChildSpec) -> Result<Child, TrainerError> {
         let io_error = |action: &str, source| TrainerError::Io {
             action: format!("{action} for exec trainer on device {}", spec.device),
@@ -371,12 +271,14 @@ impl Child {
                 None
             }
         };
-        let watcher = Watcher::spawn().map_err(start_error)?;
-        let group = watcher.group().unwrap_or(0);
+        let (lifeline_end, lifeline) = cloexec_pipe()
+            .and_then(|(read, write)| Ok((above_stdio(read)?, write)))
+            .map_err(|e| io_error("create the lifeline pipe", e))?;
         let shm_fd = shared.as_ref().map(SharedBatches::raw_fd);
-        let process = spawn(command(spec, write.as_raw_fd(), shm_fd, group), true);
-        // The child has its copy now: the pipe reaches end of file once the child is gone.
+        let process = command(spec, lifeline_end.as_raw_fd(), write.as_raw_fd(), shm_fd).spawn();
+        // The child has its copies now: the pipes reach end of file once it is gone.
         drop(write);
+        drop(lifeline_end);
         let mut process = process.map_err(start_error)?;
         let stdin = process.stdin.take();
         let mut child = Child {
@@ -389,7 +291,7 @@ impl Child {
             reaped: false,
             shared,
             wants_shared,
-            watcher,
+            lifeline: Some(lifeline),
         };
         let Some(stdin) = stdin else {
             let source = io::Error::other("stdin was not piped");
@@ -556,7 +458,7 @@ impl Child {
     }
 
     /// Closes stdin and waits for the process to exit, killing it if it is still running
-    /// after a grace period; then kills what is left of its process group.
+    /// after a grace period (what it started is gone once it exited).
     pub fn stop(&mut self) -> Result<ExitStatus, TrainerError> {
         self.input = Input::Closed;
         let deadline = Instant::now() + EXIT_GRACE;
@@ -578,23 +480,26 @@ impl Child {
         Ok(status)
     }
 
-    /// Kills the process's whole group (whatever the trainer started, and the watcher);
-    /// the process is left to be reaped.
+    /// Tells the watcher to kill the trainer and whatever it started; the watcher exits
+    /// once they are all gone, and is left to be reaped.
     pub fn kill(&mut self) {
-        self.watcher.kill_group();
+        self.lifeline = None;
     }
 
     fn wait_error(&self, source: io::Error) -> TrainerError {
         TrainerError::Io {
-            action: format!("wait for exec trainer process {}", self.process.id()),
+            action: format!(
+                "wait for the watcher {} of an exec trainer",
+                self.process.id()
+            ),
             source,
         }
     }
 }
 
 impl Drop for Child {
-    /// Kills the group first (a write to a child that stopped reading could block), then
-    /// reaps the process; the watcher is reaped last.
+    /// Kills the trainer first (a write to a child that stopped reading could block),
+    /// then reaps its watcher.
     fn drop(&mut self) {
         self.kill();
         self.input = Input::Closed;
@@ -605,9 +510,10 @@ impl Drop for Child {
 }
 
 /// The `sh -c CMD` command: protocol environment without sluice's secrets, piped stdin,
-/// ack pipe moved to fd 3, the memory file (if any) to fd 4, and the process group
-/// `group` (its watcher's) so that a restart kills everything it started.
-fn command(spec: &ChildSpec, ack: RawFd, shm: Option<RawFd>, group: libc::pid_t) -> Command {
+/// ack pipe moved to fd 3, the memory file (if any) to fd 4; forked by its watcher (in a
+/// process group of its own, so that signals for sluice's group miss it), which reads
+/// the lifeline.
+fn command(spec: &ChildSpec, lifeline: RawFd, ack: RawFd, shm: Option<RawFd>) -> Command {
     let mut command = Command::new("sh");
     command
         .arg("-c")
@@ -616,7 +522,7 @@ fn command(spec: &ChildSpec, ack: RawFd, shm: Option<RawFd>, group: libc::pid_t)
         .env("SLUICE_DEVICES", spec.devices.to_string())
         .env("SLUICE_ACK_FD", ACK_FD.to_string())
         .stdin(Stdio::piped())
-        .process_group(group);
+        .process_group(0);
     for secret in SECRET_ENV {
         command.env_remove(secret);
     }
@@ -630,8 +536,10 @@ fn command(spec: &ChildSpec, ack: RawFd, shm: Option<RawFd>, group: libc::pid_t)
         command.env("SLUICE_SHM_FD", SHM_FD.to_string());
     }
     command.envs(spec.env.iter().map(|(k, v)| (k, v)));
-    // SAFETY: the hook only calls the async-signal-safe dup2 and fcntl.
+    // SAFETY: the hooks only make async-signal-safe system calls; the first returns
+    // only in the trainer, so the second runs there alone.
     unsafe {
+        command.pre_exec(move || watcher::fork_watched(lifeline));
         command.pre_exec(move || move_fds(ack, shm));
     }
     command
@@ -664,6 +572,20 @@ fn move_fds(ack: RawFd, shm: Option<RawFd>) -> io::Result<()> {
     Ok(())
 }
 
+/// `fd`, or a close-on-exec copy of it above 2 (a child's stdio would replace it).
+fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    // SAFETY: fcntl on a descriptor this process owns.
+    let copy = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+    if copy == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the copy was just opened and is owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(copy) })
+}
+
 /// A close-on-exec pipe: (read end, write end).
 fn cloexec_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds: [libc::c_int; 2] = [-1; 2];
@@ -692,30 +614,37 @@ fn read_acks(
 }
 
 /// Sends one event per non-blank line until end of file, a bad line or a read error.
+/// Lines are at most [`MAX_LINE`] bytes: a longer one ends the reading at once.
 fn forward_acks(
-    reader: impl BufRead,
+    mut reader: impl BufRead,
     events: &Sender<AckEvent>,
     quiet: &Quiet,
     wants_shared: &AtomicBool,
 ) {
-    for line in reader.lines() {
-        let event = match line {
-            Ok(line) if line.trim() == "ack" => {
-                quiet.touch();
-                AckEvent::Ack
-            }
-            Ok(line) if line.trim().is_empty() => continue,
-            Ok(line) if line.trim() == "shm" => {
-                wants_shared.store(true, Ordering::Relaxed);
-                continue;
-            }
-            Ok(line) if line.trim() == "checkpoints" => AckEvent::Declared,
-            Ok(line) if checkpoint_id(line.trim()).is_some() => {
-                quiet.touch();
-                AckEvent::Checkpoint(checkpoint_id(line.trim()).unwrap_or_default().to_string())
-            }
-            Ok(line) => AckEvent::Line(line),
-            Err(error) => AckEvent::Failed(error),
+    loop {
+        let event = match read_line(&mut reader, MAX_LINE) {
+            Ok(None) => break,
+            Ok(Some(line)) => match line.trim() {
+                "ack" => {
+                    quiet.touch();
+                    AckEvent::Ack
+                }
+                "" => continue,
+                "shm" => {
+                    wants_shared.store(true, Ordering::Relaxed);
+                    continue;
+                }
+                "checkpoints" => AckEvent::Declared,
+                trimmed => match checkpoint_id(trimmed) {
+                    Some(id) => {
+                        quiet.touch();
+                        AckEvent::Checkpoint(id.to_string())
+                    }
+                    None => AckEvent::Line(line),
+                },
+            },
+            Err(LineError::TooLong { start, .. }) => AckEvent::TooLong(start),
+            Err(LineError::Io(error)) => AckEvent::Failed(error),
         };
         let last = !matches!(
             event,

@@ -204,6 +204,16 @@ pub enum TrainerError {
         /// The offending line.
         line: String,
     },
+    /// The exec trainer wrote a line longer than 4 KiB on its ack pipe.
+    #[error("exec trainer `{command}` on device {device} wrote a line longer than 4 KiB on its ack pipe, starting {start:?}; expected `ack`")]
+    LongAckLine {
+        /// The command.
+        command: String,
+        /// The device.
+        device: usize,
+        /// At most the line's first 100 bytes, lossily as UTF-8.
+        start: String,
+    },
     /// The exec trainer acknowledged more batches than it was sent.
     #[error("exec trainer `{command}` on device {device} acknowledged a batch it was not sent")]
     ExtraAck {

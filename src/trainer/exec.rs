@@ -330,6 +330,11 @@ impl ExecTrainer {
                 device: self.spec.device,
                 line,
             }),
+            AckEvent::TooLong(start) => Err(TrainerError::LongAckLine {
+                command: self.spec.command.clone(),
+                device: self.spec.device,
+                start,
+            }),
             AckEvent::Failed(source) => Err(TrainerError::Io {
                 action: format!("read acks of exec trainer on device {}", self.spec.device),
                 source,

@@ -430,6 +430,57 @@ fn dropping_the_trainer_kills_what_the_child_started() {
     assert_gone(&pids);
 }
 
+#[test]
+fn dropping_the_trainer_kills_what_the_child_started_in_a_session_of_its_own() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pids = dir.path().join("pids");
+    let command = format!(
+        "setsid sleep 1000 & echo $! >> {}; cat > /dev/null",
+        pids.display()
+    );
+    let pid_file = pids.clone();
+    within(move || {
+        let mut trainer = ExecFactory::new(command).start(0, 1).expect("start");
+        trainer.feed(batch(0)).expect("feed");
+        while !pid_file.exists() {
+            thread::sleep(Duration::from_millis(10));
+        }
+        drop(trainer);
+    });
+    assert_gone(&pids);
+}
+
+#[test]
+fn what_a_finished_child_left_running_in_its_own_session_is_killed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pids = dir.path().join("pids");
+    // The sleep's parent exits first: the watcher adopts it.
+    let command = format!(
+        "sh -c 'setsid sleep 1000 & echo $! >> {}'; cat > /dev/null; echo ack >&3",
+        pids.display()
+    );
+    let acked = within(move || {
+        let mut trainer = ExecFactory::new(command).start(0, 1).expect("start");
+        run(&mut trainer, 1).expect("run")
+    });
+    assert_eq!(acked, vec![0]);
+    assert_gone(&pids);
+}
+
+#[test]
+fn an_overlong_ack_line_fails_at_once_quoting_only_its_start() {
+    // 1 GB without a newline: the child blocks once the pipe is full and is killed.
+    let command = "head -c 1000000000 /dev/zero | tr '\\0' x >&3; cat > /dev/null";
+    let error = within(move || {
+        let mut trainer = ExecFactory::new(command).start(0, 1).expect("start");
+        run(&mut trainer, 1).expect_err("an overlong line")
+    });
+    let text = error.to_string();
+    assert!(text.contains("a line longer than 4 KiB"), "{text}");
+    assert!(text.contains(&format!("\"{}\"", "x".repeat(100))), "{text}");
+    assert!(!text.contains(&"x".repeat(101)), "{text}");
+}
+
 /// Declares checkpoints, logs `<SLUICE_RESUME_CHECKPOINT or none>` at start,
 /// acks each batch and writes `checkpoint <n>` after every second; the first
 /// run (no marker yet) dies without acking its fourth batch.

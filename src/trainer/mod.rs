@@ -16,6 +16,7 @@ mod exec;
 mod features;
 mod hashing;
 mod ipc;
+mod line;
 mod linear;
 mod lockstep;
 mod none;
@@ -25,6 +26,7 @@ mod shared_model;
 mod shm;
 mod stats;
 mod transform;
+mod watcher;
 
 pub use allreduce::{AllReduce, AllReduceError, Reduce};
 pub use error::TrainerError;
