@@ -119,7 +119,7 @@ fn assert_none_missing(all: &HashMap<i64, u32>, what: &str) {
 }
 
 #[test]
-fn a_train_killed_at_ten_random_moments_loses_no_row_and_fails_no_task() {
+fn a_train_killed_or_stopped_at_ten_random_moments_loses_no_row_and_fails_no_task() {
     let mut moments = Moments(seed());
     let dir = tempfile::tempdir().expect("tempdir");
     let state = dir.path().join("state");
@@ -127,7 +127,9 @@ fn a_train_killed_at_ten_random_moments_loses_no_row_and_fails_no_task() {
     let mut runs: Vec<PathBuf> = Vec::new();
     for k in 0..10 {
         let out = fresh(dir.path(), &format!("run{k}"));
-        let mut child = skewed_train(&data, &state, &out, &[])
+        // Every other stop is a SIGTERM that the slow device (2 s a batch)
+        // cannot honour within --grace: its trainers are stopped as well.
+        let mut child = skewed_train(&data, &state, &out, &["--grace", "500ms"])
             .spawn()
             .expect("start sluice train");
         // Anywhere from before the trainers start to well into the run:
@@ -135,13 +137,30 @@ fn a_train_killed_at_ten_random_moments_loses_no_row_and_fails_no_task() {
         let after = moments.next_ms(100, 2_500);
         std::thread::sleep(Duration::from_millis(after));
         let finished = child.try_wait().expect("poll").is_some();
+        let how = if k % 2 == 1 && !finished {
+            common::cluster::signal(&child, libc::SIGTERM);
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            while child.try_wait().expect("poll").is_none() && std::time::Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            "SIGTERM"
+        } else {
+            "SIGKILL"
+        };
         let _ = child.kill();
         let status = child.wait().expect("wait");
         eprintln!(
-            "kill {k} after {after} ms: {} rows acknowledged{}",
+            "{how} {k} after {after} ms: {} rows acknowledged{}",
             count_lines(&out, "acked-"),
             if finished { " (had ended)" } else { "" }
         );
+        if how == "SIGTERM" {
+            assert!(
+                matches!(status.code(), Some(130) | Some(0)),
+                "a SIGTERM past --grace exits 130: {status}"
+            );
+        }
         runs.push(out);
         if finished {
             let mut stderr = String::new();
@@ -451,4 +470,145 @@ fn a_state_on_a_full_disk_stops_the_feed_at_once_and_a_moved_state_loses_nothing
         again <= bound,
         "{again} acknowledged rows served again after the disk filled (bound {bound})"
     );
+}
+
+#[test]
+fn a_worker_killed_at_ten_random_moments_loses_no_row_and_fails_no_task() {
+    use common::cluster::{self, Job};
+    let mut moments = Moments(seed());
+    let job = Job::new(DATASET, 1);
+    let mut master = job.start_master(fixture(DATASET));
+    let trainer = |out: &Path| {
+        format!(
+            "{} --sleep 0.04 --slow-device 1 --slow-sleep 2",
+            ack_log(out, 0.0)
+        )
+    };
+    let worker = |out: &Path| {
+        let mut cmd = job.worker_command(&trainer(out));
+        cmd.args(["--devices", "2", "--batch-size", &BATCH.to_string(), "-q"]);
+        cmd
+    };
+    let mut runs: Vec<PathBuf> = Vec::new();
+    for k in 0..10 {
+        let out = fresh(&job.ids, &format!("w{k}"));
+        let mut child = worker(&out).spawn().expect("start worker");
+        let after = moments.next_ms(300, 3_000);
+        std::thread::sleep(Duration::from_millis(after));
+        let finished = child.try_wait().expect("poll").is_some();
+        let _ = child.kill();
+        let _ = child.wait();
+        eprintln!(
+            "kill {k} after {after} ms: {} rows acknowledged{}",
+            count_lines(&out, "acked-"),
+            if finished { " (had ended)" } else { "" }
+        );
+        runs.push(out);
+    }
+    let out = fresh(&job.ids, "last");
+    let mut last = worker(&out).spawn().expect("start worker");
+    let status = cluster::wait_exit(&mut last, "the last worker");
+    assert!(status.success(), "the last worker exits 0");
+    runs.push(out);
+    // The master ends with every task done: none failed for the kills.
+    cluster::clean_finish(&mut master);
+    assert_none_missing(&all_ids(&runs), "10 worker kills");
+    let bound = 4 * 2 * BATCH;
+    for k in 0..10 {
+        let again = acked_then_served_again(&runs[k], &runs[k + 1..]);
+        eprintln!("kill {k}: {again} acknowledged rows served again");
+        assert!(
+            again <= bound,
+            "kill {k}: {again} acknowledged rows served again (bound {bound})"
+        );
+    }
+}
+
+/// The union of the models in the final-* files `tests/trainers/checkpoint_ids.py`
+/// wrote in `out`: id -> times trained.
+fn final_model(out: &Path) -> HashMap<i64, u64> {
+    let mut model = HashMap::new();
+    for entry in std::fs::read_dir(out).expect("list").flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("final-") {
+            continue;
+        }
+        let text = std::fs::read_to_string(entry.path()).expect("read final");
+        let value = parse_json(&text, &name);
+        for (id, n) in value["model"].as_object().expect("model") {
+            *model.entry(id.parse::<i64>().expect("id")).or_insert(0) += n.as_u64().expect("count");
+        }
+    }
+    model
+}
+
+#[test]
+fn a_checkpointing_trainer_killed_at_ten_random_moments_holds_every_id_once_per_epoch() {
+    let mut moments = Moments(seed());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    let out = fresh(dir.path(), "model");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/trainers/checkpoint_ids.py");
+    let train = |extra: &str| {
+        let mut cmd = Command::new(SLUICE);
+        cmd.arg("train")
+            .arg(fixture(DATASET))
+            .args(["--quiet", "--batch-size", "100", "--split-size", "64KiB"])
+            .args(["--devices", "2", "--epochs", "2"])
+            .arg("--state")
+            .arg(&state)
+            .args([
+                "--exec",
+                &format!(
+                    "{} {} --out {} {extra}",
+                    common::python(),
+                    script.display(),
+                    out.display()
+                ),
+            ])
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        cmd
+    };
+    for k in 0..10 {
+        let mut child = train("--every 4 --sleep 0.05").spawn().expect("train");
+        let after = moments.next_ms(300, 2_500);
+        std::thread::sleep(Duration::from_millis(after));
+        if child.try_wait().expect("poll").is_some() {
+            eprintln!("run {k} ended before its kill");
+            break;
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        eprintln!(
+            "kill {k} after {after} ms: {} rows applied so far",
+            count_lines(&out, "ids-")
+        );
+        // Trainers of a killed run may still write final models as their
+        // stream ends: only the models of the run that ends count.
+        for entry in std::fs::read_dir(&out).expect("list").flatten() {
+            if entry.file_name().to_string_lossy().starts_with("final-") {
+                std::fs::remove_file(entry.path()).expect("remove");
+            }
+        }
+    }
+    let last = train("--every 4").output().expect("resume");
+    assert!(
+        last.status.success(),
+        "{}",
+        String::from_utf8_lossy(&last.stderr)
+    );
+    let model = final_model(&out);
+    let wrong: Vec<(i64, u64)> = (0..ROWS as i64)
+        .map(|id| (id, model.get(&id).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n != 2)
+        .take(8)
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "ids not in the final models exactly twice (id, times): {wrong:?}"
+    );
+    assert_eq!(model.len() as u64, ROWS, "ids from outside the dataset");
 }
