@@ -612,3 +612,43 @@ fn a_checkpointing_trainer_killed_at_ten_random_moments_holds_every_id_once_per_
     );
     assert_eq!(model.len() as u64, ROWS, "ids from outside the dataset");
 }
+
+#[test]
+fn a_master_down_for_twice_the_lease_timeout_costs_time_not_rows() {
+    use common::cluster::{self, Job};
+    // Lease timeout 2 s (the job's default here); the master stays down 4 s.
+    let job = Job::new(DATASET, 1);
+    let mut master = job.start_master(fixture(DATASET));
+    let out = fresh(&job.ids, "worker");
+    let mut worker = job
+        .worker_command(&format!(
+            "{} --sleep 0.01 --slow-device 1 --slow-sleep 0.5",
+            ack_log(&out, 0.0)
+        ))
+        .args(["--devices", "2", "--batch-size", &BATCH.to_string(), "-q"])
+        .spawn()
+        .expect("start worker");
+    wait_until("acknowledged rows", Duration::from_secs(60), || {
+        count_lines(&out, "acked-") >= 3_000
+    });
+    master.kill().expect("SIGKILL the master");
+    let _ = master.wait();
+    let down_at = count_lines(&out, "ids-");
+    std::thread::sleep(Duration::from_secs(4));
+    // Suspended: nothing reached a trainer after the leases lapsed by the
+    // worker's clock (2 s), beyond what the devices already held.
+    let while_down = count_lines(&out, "ids-") - down_at;
+    let mut master = job.start_master(fixture(DATASET));
+    let status = cluster::wait_exit(&mut worker, "worker");
+    assert!(
+        status.success(),
+        "the worker goes on once the master is back"
+    );
+    cluster::clean_finish(&mut master);
+    eprintln!("{while_down} rows reached trainers while the master was down");
+    common::assert_exactly_once(
+        &common::recorded_ids(&out, "ids-"),
+        ROWS,
+        "a master down past the lease timeout",
+    );
+}

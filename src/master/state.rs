@@ -307,15 +307,20 @@ impl MasterState {
         self.journal.take()
     }
 
-    /// Expires lapsed leases, then applies `command` without writing it:
+    /// Expires lapsed leases (except before [`Command::RenewAll`]), then
+    /// applies `command` without writing it:
     /// returns the reply and the count of changes that must be durable before
     /// the reply may be sent (see [`MasterState::take_pending`]).
     pub fn apply(&mut self, command: Command) -> (Reply, u64) {
         self.requests = self.requests.saturating_add(1);
         let before = self.pending.len();
-        let tick = Command::Tick { now: command.now() };
-        if self.queue.apply(&tick).changed() {
-            self.pending.push(tick);
+        // A restarted master renews every lease before anything can expire
+        // them: its own downtime is not the workers' silence.
+        if !matches!(command, Command::RenewAll { .. }) {
+            let tick = Command::Tick { now: command.now() };
+            if self.queue.apply(&tick).changed() {
+                self.pending.push(tick);
+            }
         }
         let reply = self.queue.apply(&command);
         if reply.changed() {

@@ -220,10 +220,31 @@ fn device_loop(
                 // Nothing acknowledged now could be committed.
                 continue;
             }
+            // Rows of a lease in doubt (lapsed by this worker's clock: the
+            // master is unreachable, or the process was paused) wait for the
+            // master's answer; meanwhile the trainer's acknowledgements of
+            // what it holds still come in.
+            if let Some(clock) = &lost {
+                let doubtful = |out: &OutBatch| {
+                    let now = std::time::Instant::now();
+                    out.provenance
+                        .iter()
+                        .any(|p| clock.in_doubt(p.attempt, now))
+                };
+                let mut pending = true;
+                while doubtful(&out) {
+                    if pending {
+                        let (done, all) = trainer.flush_some()?;
+                        inflight.report(device, done, trainer.take_marks(), &tx);
+                        pending = !all;
+                    } else {
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                    }
+                }
+            }
             // Rows of a lease lost while the batch waited in the queue are
             // served again elsewhere: no trainer sees them here.
-            let now = std::time::Instant::now();
-            let dead = |a| lost.as_ref().is_some_and(|l| l.is_dead(a, now));
+            let dead = |a| lost.as_ref().is_some_and(|l| l.is_dead(a));
             let out = match batcher::without(out, dead) {
                 Ok(Some(out)) => out,
                 Ok(None) => continue,

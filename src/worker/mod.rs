@@ -45,8 +45,12 @@ pub type Provenance = Vec<Piece>;
 /// lease lapses at the latest by this worker's own clock (the time the request
 /// that granted or renewed it was sent, plus the lease timeout; the master
 /// renews later than that, so its deadline is never earlier). Device threads
-/// drop the rows of dead attempts from batches not yet handed to a trainer, so
-/// a worker that was paused past its leases trains none of their rows.
+/// drop the rows of dead attempts (lost, or the worker is stopping) from
+/// batches not yet handed to a trainer, and hold back the rows of leases in
+/// doubt (lapsed by this clock, neither renewed nor lost yet: the master is
+/// unreachable, or this process was paused) until the master answers: a
+/// worker paused or cut off past its leases trains none of their rows, and a
+/// master down for longer than the lease timeout costs time, not rows.
 #[derive(Debug, Clone, Default)]
 pub struct LeaseClock {
     inner: Arc<Mutex<ClockInner>>,
@@ -113,11 +117,19 @@ impl LeaseClock {
     }
 
     /// Whether rows of `attempt` must not reach a trainer any more.
-    pub fn is_dead(&self, attempt: AttemptId, now: Instant) -> bool {
+    pub fn is_dead(&self, attempt: AttemptId) -> bool {
         let inner = self.lock();
-        inner.stopped
-            || inner.lost.contains(&attempt)
-            || inner.expires.get(&attempt).is_some_and(|at| *at <= now)
+        inner.stopped || inner.lost.contains(&attempt)
+    }
+
+    /// Whether the lease of `attempt` lapsed by this worker's clock at `now`
+    /// while the master has neither renewed it nor said it is lost: its rows
+    /// wait until one of the two happens.
+    pub fn in_doubt(&self, attempt: AttemptId, now: Instant) -> bool {
+        let inner = self.lock();
+        !inner.stopped
+            && !inner.lost.contains(&attempt)
+            && inner.expires.get(&attempt).is_some_and(|at| *at <= now)
     }
 
     /// Leases that lapsed by this worker's clock and are not yet counted lost.

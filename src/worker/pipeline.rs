@@ -224,6 +224,7 @@ pub async fn run(
         outbox_max: devices_n * if config.lockstep { 3 } else { 2 },
         reports: report_tx,
         clock: clock.clone(),
+        suspended: HashSet::new(),
         next_lease: Instant::now(),
         backoff: Backoff::new(backoff_seed(worker)),
         over: false,
@@ -576,6 +577,8 @@ struct Coordinator {
     /// To the committer.
     reports: mpsc::UnboundedSender<Report>,
     clock: LeaseClock,
+    /// Leases in doubt, already logged (see `drop_lapsed`).
+    suspended: HashSet<AttemptId>,
     /// No lease request before this (after a reply with nothing to do).
     next_lease: Instant,
     /// How long to wait after each reply with nothing to do.
@@ -1014,21 +1017,24 @@ impl Coordinator {
     }
 
     /// Leases that lapsed by this worker's clock (no heartbeat got through in
-    /// time, e.g. the process was paused): lost, and handed back to the master.
+    /// time: the master is unreachable, or the process was paused) are
+    /// suspended, not dropped: no row of theirs reaches a trainer until the
+    /// master renews them (a restarted master renews every lease) or says
+    /// they are lost (then their rows are dropped). Only attempts no longer
+    /// tracked are forgotten here; the first lapse of each is logged.
     async fn drop_lapsed(&mut self) {
         for attempt in self.clock.lapsed(Instant::now()) {
             if self.ledger.lease(attempt).is_none() {
                 self.clock.forget(attempt);
                 continue;
             }
-            warn!(%attempt, "lease lapsed before a heartbeat renewed it; its rows will be served again");
-            if self.lose(attempt).await.is_ok() {
-                self.report(Report::GiveUp {
-                    attempt,
-                    reason: format!("lease lapsed on worker {}", self.worker),
-                });
+            if self.suspended.insert(attempt) {
+                warn!(%attempt, "lease lapsed before a heartbeat renewed it: its rows wait for the master's answer");
             }
         }
+        let now = Instant::now();
+        self.suspended
+            .retain(|&attempt| self.clock.in_doubt(attempt, now));
     }
 
     fn stop_readers(&mut self) {
