@@ -524,6 +524,7 @@ fn a_delta_rewrite_follows_the_job_policy() {
 
     let (run, ids) = run_table_job(work.path(), &grow.dir, Some("fail"));
     let run = run.failure();
+    assert_eq!(run.status.code(), Some(2), "{run}");
     assert_one_line_error(
         &run,
         &[
@@ -536,6 +537,8 @@ fn a_delta_rewrite_follows_the_job_policy() {
 
     let (run, ids) = run_table_job(work.path(), &grow.dir, Some("skip"));
     let report = run.success().json();
+    // The delete only gave files deletion vectors: no row is new.
+    assert_eq!(report["skipped_rewritten_rows"], 0, "{report}");
     let kinds: Vec<&str> = report["table"]["commits"]
         .as_array()
         .expect("commits")
@@ -557,6 +560,113 @@ fn a_delta_rewrite_follows_the_job_policy() {
         &ids,
         &ids_between(table, None, 3),
         "retrain: all of version 3, no deleted row",
+    );
+}
+
+#[test]
+fn a_delta_overwrite_stops_the_job_by_default_and_skip_counts_what_it_leaves() {
+    // overwrite: version 0 writes 0..499, version 1 overwrites the table
+    // with 1000..1399 (a WRITE in overwrite mode).
+    let table = delta_table("overwrite");
+    let grow = GrowingTable::at(table, 0);
+    let work = tempfile::tempdir().expect("tempdir");
+    let (run, _) = run_table_job(work.path(), &grow.dir, None);
+    run.success();
+    grow.commit_up_to(1);
+
+    let (run, ids) = run_table_job(work.path(), &grow.dir, None);
+    assert_eq!(run.status.code(), Some(2), "the default is fail: {run}");
+    assert_one_line_error(
+        &run,
+        &[
+            "version 1 (WRITE)",
+            "on-rewrite = \"retrain\"",
+            "on-rewrite = \"skip\"",
+        ],
+    );
+    assert!(ids.is_empty(), "nothing trained: {run}");
+    let trained: Value = parse_json(
+        &std::fs::read_to_string(work.path().join("state/trained.json")).expect("trained.json"),
+        "trained.json",
+    );
+    assert_eq!(
+        trained["table"]["version"], 0,
+        "nothing recorded: {trained}"
+    );
+
+    let overwritten = ids_between(table, None, 1).len() as u64;
+    let (run, ids) = run_table_job(work.path(), &grow.dir, Some("skip"));
+    let run = run.success();
+    let report = run.json();
+    assert!(ids.is_empty(), "skip trains no rewritten row: {report}");
+    assert_eq!(
+        report["skipped_rewritten_rows"].as_u64(),
+        Some(overwritten),
+        "{report}"
+    );
+    assert!(
+        run.stderr.contains("WARN") && run.stderr.contains(&format!("rows={overwritten}")),
+        "a warning counts them: {run}"
+    );
+    let trained: Value = parse_json(
+        &std::fs::read_to_string(work.path().join("state/trained.json")).expect("trained.json"),
+        "trained.json",
+    );
+    assert_eq!(trained["table"]["version"], 1, "{trained}");
+    let last = trained["runs"].as_array().and_then(|r| r.last());
+    assert_eq!(
+        last.and_then(|r| r["skipped_rewritten_rows"].as_u64()),
+        Some(overwritten),
+        "{trained}"
+    );
+}
+
+/// Writes the next commit of the Delta table at `dir` (at `version` now): a
+/// delete of every file version 0 added, so the new version holds no row.
+fn delete_everything(dir: &Path, version: u64) {
+    let log = dir.join("_delta_log");
+    let first = std::fs::read_to_string(log.join(format!("{:020}.json", 0))).expect("commit 0");
+    let mut lines = vec![
+        r#"{"commitInfo":{"timestamp":1700000000000,"operation":"DELETE","operationParameters":{}}}"#
+            .to_string(),
+    ];
+    for line in first.lines() {
+        let action = parse_json(line, "commit 0");
+        if let Some(path) = action["add"]["path"].as_str() {
+            lines.push(
+                serde_json::json!({"remove": {"path": path, "deletionTimestamp": 1700000000000u64, "dataChange": true}})
+                    .to_string(),
+            );
+        }
+    }
+    assert!(lines.len() > 1, "commit 0 adds no file");
+    std::fs::write(
+        log.join(format!("{:020}.json", version + 1)),
+        lines.join("\n") + "\n",
+    )
+    .expect("write commit");
+}
+
+#[test]
+fn an_empty_table_version_is_empty_output() {
+    let table = delta_table("appends");
+    let grow = GrowingTable::at(table, 0);
+    delete_everything(&grow.dir, 0);
+    let dir = grow.dir.display().to_string();
+    let run = sluice(["train", dir.as_str(), "--quiet"]);
+    assert_eq!(run.status.code(), Some(1), "{run}");
+    assert_one_line_error(&run, &[dir.as_str(), "empty output", "--allow-empty"]);
+
+    let work = tempfile::tempdir().expect("tempdir");
+    let (run, ids) = run_table_job(work.path(), &grow.dir, None);
+    assert_eq!(run.status.code(), Some(1), "{run}");
+    assert_one_line_error(&run, &["version 1", "empty output", "allow-empty"]);
+    assert!(ids.is_empty());
+    let job = work.path().join("job.toml");
+    let allowed = sluice(["run", job.display().to_string().as_str(), "--allow-empty"]).success();
+    assert!(
+        allowed.stderr.contains("empty output"),
+        "a warning: {allowed}"
     );
 }
 
