@@ -189,7 +189,7 @@ fn every_delta_version_lists_and_trains_as_spark_reads_it() {
             let what = format!("{name} version {number} ({})", version["operation"]);
             let latest = i + 1 == all.len();
             let flag = number.to_string();
-            let extra: Vec<&str> = if latest {
+            let mut extra: Vec<&str> = if latest {
                 vec![]
             } else {
                 vec!["--version", &flag]
@@ -202,6 +202,15 @@ fn every_delta_version_lists_and_trains_as_spark_reads_it() {
                 version["count"].as_u64(),
                 "{what}: ls rows differ from Spark's count"
             );
+            if version["count"].as_u64() == Some(0) {
+                // A version with no row (CREATE TABLE) is empty output.
+                let mut args = vec!["train", dir.to_str().expect("utf8"), "--quiet"];
+                args.extend_from_slice(&extra);
+                let refused = sluice(&args);
+                assert_eq!(refused.status.code(), Some(1), "{what}: {refused}");
+                assert_one_line_error(&refused, &["empty output", "--allow-empty"]);
+                extra.push("--allow-empty");
+            }
             let trained = train(&dir, &extra, &partition_columns);
             assert_ids(&trained, version, &what);
             assert_values(&trained, version, &what);

@@ -176,7 +176,14 @@ pub async fn run_dataset(
     started: Instant,
 ) -> Result<Outcome, TrainError> {
     if dataset.known_empty() {
-        return nothing_to_train(&config, &dataset, started);
+        if !config.allow_empty {
+            return Err(TrainError::Empty {
+                url: dataset.location.url(),
+            });
+        }
+        if dataset.schema().fields().is_empty() {
+            return nothing_to_train(&config, &dataset, started);
+        }
     }
     let plan = ReadPlan::new(&dataset, config.columns.as_deref(), config.batch_size)?;
     let mut factory = make_factory(
@@ -459,18 +466,15 @@ fn check_finished(dataset: &Dataset, allow_incomplete: bool) -> Result<(), Train
     Ok(())
 }
 
-/// Output known from its listing to hold no data row: refused, or with
-/// `--allow-empty` a warning and the summary of a run that trained nothing,
-/// without starting a trainer (there is not even a schema to hand one).
+/// Output with no data file and so no schema, allowed by `--allow-empty`:
+/// a warning and the summary of a run that trained nothing, without starting
+/// a trainer (there is not even a schema to hand one).
 fn nothing_to_train(
     config: &TrainConfig,
     dataset: &Dataset,
     started: Instant,
 ) -> Result<Outcome, TrainError> {
     let url = dataset.location.url();
-    if !config.allow_empty {
-        return Err(TrainError::Empty { url });
-    }
     warn!(url = %url, "empty output: no data rows (allowed by --allow-empty)");
     let logistic = matches!(&config.trainer, TrainerChoice::Model(m) if m.logistic);
     let summary = Summary {
