@@ -809,6 +809,43 @@ fn iceberg_catch_up(dir: &Path, later: &Path) {
 }
 
 #[test]
+fn an_iceberg_overwrite_stops_the_job_by_default_and_skip_counts_what_it_leaves() {
+    // overwrite: a CTAS of 600 rows, then overwrites and deletes; the last
+    // overwrite replaces the whole table with 300 rows.
+    let table = tables("iceberg")
+        .into_iter()
+        .find(|(n, _)| *n == "iceberg/overwrite")
+        .map(|(_, t)| t)
+        .expect("iceberg/overwrite");
+    let all = versions(table);
+    let first = all[0]["snapshot_id"].as_i64().expect("id");
+    let (_tmp, dir, later) = iceberg_at(table, first);
+    let work = tempfile::tempdir().expect("tempdir");
+    let (run, _) = run_table_job(work.path(), &dir, None);
+    run.success();
+    iceberg_catch_up(&dir, &later);
+
+    let (run, ids) = run_table_job(work.path(), &dir, None);
+    assert_eq!(run.status.code(), Some(2), "the default is fail: {run}");
+    let second = all[1]["snapshot_id"].as_i64().expect("id");
+    assert_one_line_error(
+        &run,
+        &[&format!("snapshot {second} (overwrite)"), "on-rewrite"],
+    );
+    assert!(ids.is_empty(), "nothing trained: {run}");
+
+    let (run, ids) = run_table_job(work.path(), &dir, Some("skip"));
+    let report = run.success().json();
+    assert!(ids.is_empty(), "skip trains no rewritten row: {report}");
+    let last = all.last().expect("versions");
+    assert_eq!(
+        report["skipped_rewritten_rows"].as_u64(),
+        last["count"].as_u64(),
+        "the rows of the last overwrite: {report}"
+    );
+}
+
+#[test]
 fn a_scheduled_job_on_an_iceberg_table_trains_appends_and_skips_a_compaction() {
     let table = tables("iceberg")
         .into_iter()

@@ -36,15 +36,17 @@ pub enum RunError {
     },
     /// A table commit after the last trained version removed or rewrote data,
     /// and the job's `on-rewrite` policy is `fail` (the default).
-    #[error("the {kind} table {source_url} was rewritten after version {since}: {commits}; nothing was trained or recorded; set on-rewrite = \"retrain\" (train the whole table again) or on-rewrite = \"skip\" (train only the appends; the rows the rewrites added are never trained) in the job file")]
+    #[error("the {kind} table {source_url} was rewritten after {noun} {since}: {commits}; nothing was trained or recorded; set on-rewrite = \"retrain\" (train the whole table again) or on-rewrite = \"skip\" (train only the appends; the rows the rewrites added are never trained) in the job file")]
     Rewritten {
         /// `delta` or `iceberg`.
         kind: &'static str,
         /// The source.
         source_url: String,
+        /// What the table calls a version (`version`, `snapshot`).
+        noun: &'static str,
         /// The version trained last.
         since: i64,
-        /// The rewriting commits, as `version N (OPERATION)`.
+        /// The rewriting commits, as `version N (OPERATION)` (or `snapshot N`).
         commits: String,
     },
     /// Listing or reading the source failed.

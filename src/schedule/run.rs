@@ -111,10 +111,7 @@ impl RunReport {
     pub fn lines(&self) -> Vec<String> {
         let mut lines = Vec::new();
         if let Some(table) = &self.table {
-            let noun = match table.kind {
-                TableKind::Delta => "version",
-                TableKind::Iceberg => "snapshot",
-            };
+            let noun = noun(table.kind);
             for commit in &table.commits {
                 let what = match commit.kind {
                     CommitKind::Append => "appended rows".to_string(),
@@ -416,7 +413,7 @@ async fn run_table(
                 .commits
                 .iter()
                 .filter(|c| c.kind == CommitKind::Rewrite)
-                .map(|c| format!("version {} ({})", c.version, c.operation))
+                .map(|c| format!("{} {} ({})", noun(kind), c.version, c.operation))
                 .collect();
             let policy = if rewrites.is_empty() {
                 OnRewrite::Skip
@@ -428,6 +425,7 @@ async fn run_table(
                     return Err(RunError::Rewritten {
                         kind: kind.as_str(),
                         source_url: job.source.clone(),
+                        noun: noun(kind),
                         since,
                         commits: rewrites.join(", "),
                     })
@@ -476,10 +474,7 @@ async fn run_table(
     let dataset =
         Dataset::from_table(location.clone(), snapshot, files, job.train.dataset.clone()).await?;
     if !record_only && dataset.known_empty() && !cx.options.allow_empty {
-        let noun = match kind {
-            TableKind::Delta => "version",
-            TableKind::Iceberg => "snapshot",
-        };
+        let noun = noun(kind);
         let appends = appends_since
             .map(|from| format!(" (the rows appended after {noun} {from})"))
             .unwrap_or_default();
@@ -627,6 +622,14 @@ fn new_partitions(
             }
         })
         .collect()
+}
+
+/// What a table calls one of its versions: a Delta version, an Iceberg snapshot.
+fn noun(kind: TableKind) -> &'static str {
+    match kind {
+        TableKind::Delta => "version",
+        TableKind::Iceberg => "snapshot",
+    }
 }
 
 /// A run id: the UTC time it started and its pid.
