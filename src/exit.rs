@@ -6,6 +6,8 @@ pub const DONE: u8 = 0;
 /// An error stopped the command; stderr holds one line saying which.
 pub const ERROR: u8 = 1;
 /// The job ran to its end but tasks failed; the summary names their files.
+/// Also `sluice run` stopped by a table rewrite (`on-rewrite = "fail"`):
+/// data the job should train is left untrained.
 pub const TASKS_FAILED: u8 = 2;
 /// Another run or master holds the job's state or lock; nothing was changed.
 pub const HELD: u8 = 3;
@@ -22,7 +24,8 @@ pub const TABLE: &str = "\
 Exit codes:
   0   done (every task done, or nothing to do)
   1   error (one line on stderr says which)
-  2   tasks failed (the summary names their files)
+  2   tasks failed (the summary names their files), or sluice run stopped
+      by a table rewrite (on-rewrite = \"fail\", the default)
   3   another run or master holds the job's state or lock
   64  usage error (unknown flag, bad value, missing argument)
   130 stopped by SIGINT or SIGTERM before the job was over (sluice train;

@@ -338,6 +338,35 @@ fn a_source_that_matches_nothing_fails_unless_allowed() {
     assert!(!ids.exists(), "nothing was trained");
 }
 
+#[test]
+fn a_new_partition_with_no_rows_is_refused_unless_allowed() {
+    // A day Spark wrote from an empty DataFrame: only _SUCCESS.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let day = tmp.path().join("clicks/dt=2026-11-29");
+    std::fs::create_dir_all(&day).expect("mkdir");
+    std::fs::write(day.join("_SUCCESS"), b"").expect("write _SUCCESS");
+    let state = tmp.path().join("state");
+    let ids = tmp.path().join("ids");
+    let job = job_file(
+        tmp.path(),
+        &tmp.path().join("clicks/dt=*"),
+        &state,
+        &recorder(&ids, ""),
+    );
+    let refused = run_job(&job, &[]);
+    common::assert_one_line_error(&refused, &["dt=2026-11-29", "empty output", "allow-empty"]);
+    assert_eq!(refused.status.code(), Some(1), "{refused}");
+    assert!(!state.join("trained.json").exists(), "nothing recorded");
+
+    let allowed = run_job(&job, &["--allow-empty"]).success();
+    assert_eq!(allowed.json()["rows"], 0, "{allowed}");
+    assert!(
+        allowed.stderr.contains("empty output"),
+        "a warning: {allowed}"
+    );
+    assert_eq!(trained_names(&state), ["dt=2026-11-29"], "{allowed}");
+}
+
 fn handoff(root: &Path, day: &str, etl: &[&str], train: &[&str]) -> Run {
     let mut cmd = Command::new(repo().join("jobs/spark/submit_and_train.sh"));
     cmd.env("SLUICE", common::SLUICE)

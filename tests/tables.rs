@@ -189,7 +189,7 @@ fn every_delta_version_lists_and_trains_as_spark_reads_it() {
             let what = format!("{name} version {number} ({})", version["operation"]);
             let latest = i + 1 == all.len();
             let flag = number.to_string();
-            let extra: Vec<&str> = if latest {
+            let mut extra: Vec<&str> = if latest {
                 vec![]
             } else {
                 vec!["--version", &flag]
@@ -202,6 +202,15 @@ fn every_delta_version_lists_and_trains_as_spark_reads_it() {
                 version["count"].as_u64(),
                 "{what}: ls rows differ from Spark's count"
             );
+            if version["count"].as_u64() == Some(0) {
+                // A version with no row (CREATE TABLE) is empty output.
+                let mut args = vec!["train", dir.to_str().expect("utf8"), "--quiet"];
+                args.extend_from_slice(&extra);
+                let refused = sluice(&args);
+                assert_eq!(refused.status.code(), Some(1), "{what}: {refused}");
+                assert_one_line_error(&refused, &["empty output", "--allow-empty"]);
+                extra.push("--allow-empty");
+            }
             let trained = train(&dir, &extra, &partition_columns);
             assert_ids(&trained, version, &what);
             assert_values(&trained, version, &what);
@@ -524,6 +533,7 @@ fn a_delta_rewrite_follows_the_job_policy() {
 
     let (run, ids) = run_table_job(work.path(), &grow.dir, Some("fail"));
     let run = run.failure();
+    assert_eq!(run.status.code(), Some(2), "{run}");
     assert_one_line_error(
         &run,
         &[
@@ -536,6 +546,8 @@ fn a_delta_rewrite_follows_the_job_policy() {
 
     let (run, ids) = run_table_job(work.path(), &grow.dir, Some("skip"));
     let report = run.success().json();
+    // The delete only gave files deletion vectors: no row is new.
+    assert_eq!(report["skipped_rewritten_rows"], 0, "{report}");
     let kinds: Vec<&str> = report["table"]["commits"]
         .as_array()
         .expect("commits")
@@ -557,6 +569,113 @@ fn a_delta_rewrite_follows_the_job_policy() {
         &ids,
         &ids_between(table, None, 3),
         "retrain: all of version 3, no deleted row",
+    );
+}
+
+#[test]
+fn a_delta_overwrite_stops_the_job_by_default_and_skip_counts_what_it_leaves() {
+    // overwrite: version 0 writes 0..499, version 1 overwrites the table
+    // with 1000..1399 (a WRITE in overwrite mode).
+    let table = delta_table("overwrite");
+    let grow = GrowingTable::at(table, 0);
+    let work = tempfile::tempdir().expect("tempdir");
+    let (run, _) = run_table_job(work.path(), &grow.dir, None);
+    run.success();
+    grow.commit_up_to(1);
+
+    let (run, ids) = run_table_job(work.path(), &grow.dir, None);
+    assert_eq!(run.status.code(), Some(2), "the default is fail: {run}");
+    assert_one_line_error(
+        &run,
+        &[
+            "version 1 (WRITE)",
+            "on-rewrite = \"retrain\"",
+            "on-rewrite = \"skip\"",
+        ],
+    );
+    assert!(ids.is_empty(), "nothing trained: {run}");
+    let trained: Value = parse_json(
+        &std::fs::read_to_string(work.path().join("state/trained.json")).expect("trained.json"),
+        "trained.json",
+    );
+    assert_eq!(
+        trained["table"]["version"], 0,
+        "nothing recorded: {trained}"
+    );
+
+    let overwritten = ids_between(table, None, 1).len() as u64;
+    let (run, ids) = run_table_job(work.path(), &grow.dir, Some("skip"));
+    let run = run.success();
+    let report = run.json();
+    assert!(ids.is_empty(), "skip trains no rewritten row: {report}");
+    assert_eq!(
+        report["skipped_rewritten_rows"].as_u64(),
+        Some(overwritten),
+        "{report}"
+    );
+    assert!(
+        run.stderr.contains("WARN") && run.stderr.contains(&format!("rows={overwritten}")),
+        "a warning counts them: {run}"
+    );
+    let trained: Value = parse_json(
+        &std::fs::read_to_string(work.path().join("state/trained.json")).expect("trained.json"),
+        "trained.json",
+    );
+    assert_eq!(trained["table"]["version"], 1, "{trained}");
+    let last = trained["runs"].as_array().and_then(|r| r.last());
+    assert_eq!(
+        last.and_then(|r| r["skipped_rewritten_rows"].as_u64()),
+        Some(overwritten),
+        "{trained}"
+    );
+}
+
+/// Writes the next commit of the Delta table at `dir` (at `version` now): a
+/// delete of every file version 0 added, so the new version holds no row.
+fn delete_everything(dir: &Path, version: u64) {
+    let log = dir.join("_delta_log");
+    let first = std::fs::read_to_string(log.join(format!("{:020}.json", 0))).expect("commit 0");
+    let mut lines = vec![
+        r#"{"commitInfo":{"timestamp":1700000000000,"operation":"DELETE","operationParameters":{}}}"#
+            .to_string(),
+    ];
+    for line in first.lines() {
+        let action = parse_json(line, "commit 0");
+        if let Some(path) = action["add"]["path"].as_str() {
+            lines.push(
+                serde_json::json!({"remove": {"path": path, "deletionTimestamp": 1700000000000u64, "dataChange": true}})
+                    .to_string(),
+            );
+        }
+    }
+    assert!(lines.len() > 1, "commit 0 adds no file");
+    std::fs::write(
+        log.join(format!("{:020}.json", version + 1)),
+        lines.join("\n") + "\n",
+    )
+    .expect("write commit");
+}
+
+#[test]
+fn an_empty_table_version_is_empty_output() {
+    let table = delta_table("appends");
+    let grow = GrowingTable::at(table, 0);
+    delete_everything(&grow.dir, 0);
+    let dir = grow.dir.display().to_string();
+    let run = sluice(["train", dir.as_str(), "--quiet"]);
+    assert_eq!(run.status.code(), Some(1), "{run}");
+    assert_one_line_error(&run, &[dir.as_str(), "empty output", "--allow-empty"]);
+
+    let work = tempfile::tempdir().expect("tempdir");
+    let (run, ids) = run_table_job(work.path(), &grow.dir, None);
+    assert_eq!(run.status.code(), Some(1), "{run}");
+    assert_one_line_error(&run, &["version 1", "empty output", "allow-empty"]);
+    assert!(ids.is_empty());
+    let job = work.path().join("job.toml");
+    let allowed = sluice(["run", job.display().to_string().as_str(), "--allow-empty"]).success();
+    assert!(
+        allowed.stderr.contains("empty output"),
+        "a warning: {allowed}"
     );
 }
 
@@ -687,6 +806,43 @@ fn iceberg_catch_up(dir: &Path, later: &Path) {
         std::fs::rename(&path, meta.join(&name)).expect("put back");
     }
     std::fs::write(meta.join("version-hint.text"), last.to_string()).expect("version hint");
+}
+
+#[test]
+fn an_iceberg_overwrite_stops_the_job_by_default_and_skip_counts_what_it_leaves() {
+    // overwrite: a CTAS of 600 rows, then overwrites and deletes; the last
+    // overwrite replaces the whole table with 300 rows.
+    let table = tables("iceberg")
+        .into_iter()
+        .find(|(n, _)| *n == "iceberg/overwrite")
+        .map(|(_, t)| t)
+        .expect("iceberg/overwrite");
+    let all = versions(table);
+    let first = all[0]["snapshot_id"].as_i64().expect("id");
+    let (_tmp, dir, later) = iceberg_at(table, first);
+    let work = tempfile::tempdir().expect("tempdir");
+    let (run, _) = run_table_job(work.path(), &dir, None);
+    run.success();
+    iceberg_catch_up(&dir, &later);
+
+    let (run, ids) = run_table_job(work.path(), &dir, None);
+    assert_eq!(run.status.code(), Some(2), "the default is fail: {run}");
+    let second = all[1]["snapshot_id"].as_i64().expect("id");
+    assert_one_line_error(
+        &run,
+        &[&format!("snapshot {second} (overwrite)"), "on-rewrite"],
+    );
+    assert!(ids.is_empty(), "nothing trained: {run}");
+
+    let (run, ids) = run_table_job(work.path(), &dir, Some("skip"));
+    let report = run.success().json();
+    assert!(ids.is_empty(), "skip trains no rewritten row: {report}");
+    let last = all.last().expect("versions");
+    assert_eq!(
+        report["skipped_rewritten_rows"].as_u64(),
+        last["count"].as_u64(),
+        "the rows of the last overwrite: {report}"
+    );
 }
 
 #[test]

@@ -453,6 +453,85 @@ fn unfinished_output_is_refused_unless_allowed() {
 }
 
 #[test]
+fn empty_output_is_refused_unless_allowed() {
+    // What Spark leaves for an empty DataFrame written as CSV or JSON.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("out-empty");
+    std::fs::create_dir(&dir).expect("mkdir");
+    std::fs::write(dir.join("_SUCCESS"), b"").expect("write _SUCCESS");
+    let data = dir.to_str().expect("utf8");
+    let out = sluice(&["train", data, "--quiet"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let line = one_error_line(&out);
+    assert!(
+        line.contains(data) && line.contains("empty output") && line.contains("--allow-empty"),
+        "{line}"
+    );
+    // No trainer is started: there is nothing to hand it, not even a schema.
+    let out = sluice(&[
+        "train",
+        data,
+        "--quiet",
+        "--allow-empty",
+        "--exec",
+        "exit 3",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("empty output"),
+        "a warning: {}",
+        stderr(&out)
+    );
+
+    // A master refuses it before it listens, and with --allow-empty serves
+    // an empty job that is over at once.
+    let master = |extra: &[&str]| {
+        let state = tempfile::tempdir_in(tmp.path()).expect("tempdir");
+        let mut args = vec![
+            "master",
+            data,
+            "--listen",
+            "127.0.0.1:0",
+            "--linger",
+            "0s",
+            "--state",
+            state.path().to_str().expect("utf8"),
+        ];
+        args.extend_from_slice(extra);
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(&args)
+            .env("SLUICE_TOKEN", "a-token-long-enough-for-a-master")
+            .output()
+            .expect("run sluice master")
+    };
+    let out = master(&[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let line = one_error_line(&out);
+    assert!(
+        line.contains(data) && line.contains("empty output"),
+        "{line}"
+    );
+    let out = master(&["--allow-empty"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("empty output"),
+        "a warning: {}",
+        stderr(&out)
+    );
+
+    // Rows a listing cannot count: JSON files holding no record are found
+    // empty once read.
+    std::fs::write(dir.join("part-00000.json"), b"\n\n").expect("write part");
+    let out = sluice(&["train", data, "--quiet"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let line = one_error_line(&out);
+    assert!(
+        line.contains(data) && line.contains("empty output"),
+        "{line}"
+    );
+}
+
+#[test]
 fn wait_success_times_out_clearly_and_starts_when_success_appears() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("out");

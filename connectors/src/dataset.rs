@@ -412,6 +412,14 @@ impl Dataset {
         Arc::new(Schema::new(fields))
     }
 
+    /// Whether the listing shows that there is no data row to read: no data
+    /// file at all (none set apart as corrupt either), or only files known to
+    /// hold none (0 rows in their footers or the table's log, all rows
+    /// deleted, or 0 bytes). Text files of unknown rows are not known empty.
+    pub fn known_empty(&self) -> bool {
+        self.corrupt.is_empty() && self.files.iter().all(|f| f.rows == Some(0) || f.size == 0)
+    }
+
     /// Whether the output is visibly unfinished: no `_SUCCESS` and in-flight markers present.
     pub fn visibly_unfinished(&self) -> bool {
         !self.complete && !self.in_flight.is_empty()

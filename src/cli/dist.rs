@@ -132,6 +132,7 @@ pub async fn master(args: MasterArgs) -> anyhow::Result<u8> {
         token: args.token.token()?,
         linger: options.linger,
         allow_incomplete: options.allow_incomplete,
+        allow_empty: options.allow_empty,
         tls: options.tls_cert.zip(options.tls_key),
         retry_failed: options.retry_failed,
     };

@@ -96,6 +96,9 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
         if let Some(e) = cause.downcast_ref::<crate::master::serve::MasterError>() {
             return e.exit_code();
         }
+        if let Some(e) = cause.downcast_ref::<crate::schedule::RunError>() {
+            return e.exit_code();
+        }
     }
     exit::ERROR
 }

@@ -18,13 +18,14 @@ pub struct RunArgs {
     /// Print the run's report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
-    /// A source that matches nothing is a warning (exit 0), not an error (exit 1); also `allow-empty = true` in the job file.
+    /// A source that matches nothing, or new data with no rows, is a warning (exit 0), not an error (exit 1); also `allow-empty = true` in the job file.
     #[arg(long)]
     pub allow_empty: bool,
 }
 
 /// Runs the job once; returns the exit code (0 done or nothing new, 2 tasks failed;
-/// errors are left to the caller: 1, or 3 when another run holds the lock).
+/// errors are left to the caller: 1, 2 when a table rewrite stops the run
+/// (`on-rewrite = "fail"`), or 3 when another run holds the lock).
 pub async fn run(args: RunArgs) -> anyhow::Result<u8> {
     let (job, kerberos) = Job::load(&args.job)?;
     // Before the job's first request; the runtime's threads do not read the
@@ -34,7 +35,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<u8> {
         &job,
         RunOptions {
             dry_run: args.dry_run,
-            allow_empty: args.allow_empty || job.allow_empty,
+            allow_empty: args.allow_empty || job.train.allow_empty,
         },
     )
     .await?;

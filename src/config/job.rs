@@ -25,13 +25,16 @@ pub const DEFAULT_LOCK_TTL: Duration = Duration::from_secs(600);
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OnRewrite {
-    /// Report the rewrite and train only the rows appended since.
+    /// Stop without training or recording anything (exit 2), naming the
+    /// rewriting versions and the other choices: a rewrite is never left
+    /// untrained unless the job file says so.
     #[default]
-    Skip,
+    Fail,
     /// Train the table's whole current version again.
     Retrain,
-    /// Stop without training or recording anything.
-    Fail,
+    /// Train only the rows appended since; the rows of files the rewrites
+    /// added are not trained, and counted as `skipped_rewritten_rows`.
+    Skip,
 }
 
 /// The keys of the job itself; every other key is an option of `sluice train`.
@@ -45,8 +48,6 @@ pub struct JobKeys {
     /// Lifetime of the job's lock between refreshes.
     #[serde(deserialize_with = "form::duration")]
     pub lock_ttl: Duration,
-    /// A source that matches nothing is not an error.
-    pub allow_empty: bool,
     /// What a run does when a table's commits rewrote data already trained.
     pub on_rewrite: OnRewrite,
 }
@@ -57,8 +58,7 @@ impl Default for JobKeys {
             source: String::new(),
             state: String::new(),
             lock_ttl: DEFAULT_LOCK_TTL,
-            allow_empty: false,
-            on_rewrite: OnRewrite::Skip,
+            on_rewrite: OnRewrite::Fail,
         }
     }
 }
@@ -147,7 +147,7 @@ pub enum JobFileError {
         key: &'static str,
     },
     /// A key that is neither a job key nor a `sluice train` option.
-    #[error("job file {path}: unknown key `{key}` (keys are source, state, lock-ttl, allow-empty, on-rewrite and the long options of `sluice train`)")]
+    #[error("job file {path}: unknown key `{key}` (keys are source, state, lock-ttl, on-rewrite and the long options of `sluice train`)")]
     UnknownKey {
         /// The job file.
         path: String,
@@ -362,13 +362,14 @@ mod tests {
         assert_eq!(file.job.source, "hdfs://nn/warehouse/clicks/dt=*");
         assert_eq!(file.job.state, "s3://bucket/sluice/clicks");
         assert_eq!(file.job.lock_ttl, Duration::from_secs(120));
-        assert!(file.job.allow_empty);
+        assert!(file.train.allow_empty);
         assert_eq!(file.job.on_rewrite, OnRewrite::Retrain);
         assert_eq!(file.trainer.model, ModelKind::Logistic);
         assert_eq!(file.pipeline.batch_size, 256);
         assert_eq!(file.pipeline.read_ahead, 16 * 1024 * 1024);
         let train = file.train_config().expect("valid");
         assert!(train.dataset.ignore_corrupt_files);
+        assert!(train.allow_empty);
         assert_eq!(train.batch_size, 256);
         assert_eq!(train.epochs, 2);
         assert!(!train.progress);
@@ -449,7 +450,8 @@ mod tests {
             "hdfs://namenode:8020/warehouse/clicks/dt=*"
         );
         assert_eq!(file.job.lock_ttl, DEFAULT_LOCK_TTL);
-        assert!(!file.job.allow_empty);
+        assert!(!file.train.allow_empty);
+        assert_eq!(file.job.on_rewrite, OnRewrite::Fail);
         assert!(!file.train.ignore_corrupt_files);
     }
 

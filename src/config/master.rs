@@ -53,6 +53,9 @@ pub struct MasterOptions {
     /// Serve the rest when files are corrupt (a cut-off Parquet footer): each becomes a failed task, exit code 2. Without it a corrupt file stops the master before it serves.
     #[arg(long)]
     pub ignore_corrupt_files: bool,
+    /// Output with no data rows (a directory holding only _SUCCESS, a table version with no rows) is a warning (exit 0), not an error (exit 1, before listening).
+    #[arg(long)]
+    pub allow_empty: bool,
     /// Serve HTTPS with this PEM certificate (chain); needs --tls-key.
     #[arg(long, value_name = "PEM", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -75,6 +78,7 @@ impl Default for MasterOptions {
             columns: None,
             allow_incomplete: false,
             ignore_corrupt_files: false,
+            allow_empty: false,
             tls_cert: None,
             tls_key: None,
         }

@@ -53,6 +53,9 @@ pub struct TrainOptions {
     /// Train the rest when files are corrupt (a cut-off Parquet footer): each becomes a failed task named in the summary, exit code 2. Without it a corrupt file stops the job before training.
     #[arg(long)]
     pub ignore_corrupt_files: bool,
+    /// Output with no data rows (a directory holding only _SUCCESS, a table version with no rows) is a warning (exit 0), not an error (exit 1).
+    #[arg(long)]
+    pub allow_empty: bool,
     /// Write a JSON summary of the run here.
     #[arg(long)]
     pub summary_json: Option<PathBuf>,
@@ -80,6 +83,7 @@ impl Default for TrainOptions {
             writer_pid: None,
             allow_incomplete: false,
             ignore_corrupt_files: false,
+            allow_empty: false,
             summary_json: None,
             grace: Duration::from_secs(20),
             checkpoint_every: None,
@@ -158,6 +162,7 @@ impl TrainParts<'_> {
             wait_success: train.wait_success,
             writer_pid: train.writer_pid,
             allow_incomplete: train.allow_incomplete,
+            allow_empty: train.allow_empty,
             summary_json: train.summary_json.clone(),
             state,
             checkpoint_every,
@@ -249,6 +254,8 @@ pub struct TrainConfig {
     pub writer_pid: Option<u32>,
     /// Train on visibly unfinished output.
     pub allow_incomplete: bool,
+    /// Output with no data rows is a warning, not an error.
+    pub allow_empty: bool,
     /// Summary file.
     pub summary_json: Option<PathBuf>,
     /// Journal directory: a killed run resumes from it.

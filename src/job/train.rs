@@ -41,6 +41,12 @@ pub enum TrainError {
         /// In-flight names.
         markers: String,
     },
+    /// The output has no data rows, and `--allow-empty` was not given.
+    #[error("{url} is empty output: no data rows (pass --allow-empty if that is expected)")]
+    Empty {
+        /// The dataset.
+        url: String,
+    },
     /// The trainer refused the schema or could not be set up.
     #[error(transparent)]
     Trainer(#[from] crate::trainer::TrainerError),
@@ -169,6 +175,16 @@ pub async fn run_dataset(
     dataset: Dataset,
     started: Instant,
 ) -> Result<Outcome, TrainError> {
+    if dataset.known_empty() {
+        if !config.allow_empty {
+            return Err(TrainError::Empty {
+                url: dataset.location.url(),
+            });
+        }
+        if dataset.schema().fields().is_empty() {
+            return nothing_to_train(&config, &dataset, started);
+        }
+    }
     let plan = ReadPlan::new(&dataset, config.columns.as_deref(), config.batch_size)?;
     let mut factory = make_factory(
         &config.trainer,
@@ -223,9 +239,11 @@ pub async fn run_dataset(
                 // States written before the identity was recorded have no
                 // FINISHED either: there a queue over is all one can tell.
                 if dir.join(FINISHED).exists() || state.identity.is_empty() {
+                    let status = state.queue.status();
+                    check_rows(&config, &dataset, &status)?;
                     return Ok(Outcome::AlreadyFinished(Finished {
                         state: dir.clone(),
-                        tasks_done: state.queue.status().tasks_done,
+                        tasks_done: status.tasks_done,
                         tasks_failed: failed_tasks(
                             &dataset,
                             &dataset.splits,
@@ -371,6 +389,7 @@ pub async fn run_dataset(
         let value = serde_json::to_vec_pretty(&summary).unwrap_or_default();
         write_durably(&dir.join(FINISHED), &value).map_err(StateError::from)?;
     }
+    check_rows(&config, &dataset, &source.status_now())?;
     Ok(Outcome::Trained(summary))
 }
 
@@ -444,6 +463,61 @@ fn check_finished(dataset: &Dataset, allow_incomplete: bool) -> Result<(), Train
     for ignored in &dataset.ignored {
         warn!(path = %ignored.path, reason = %ignored.reason, "file not read");
     }
+    Ok(())
+}
+
+/// Output with no data file and so no schema, allowed by `--allow-empty`:
+/// a warning and the summary of a run that trained nothing, without starting
+/// a trainer (there is not even a schema to hand one).
+fn nothing_to_train(
+    config: &TrainConfig,
+    dataset: &Dataset,
+    started: Instant,
+) -> Result<Outcome, TrainError> {
+    let url = dataset.location.url();
+    warn!(url = %url, "empty output: no data rows (allowed by --allow-empty)");
+    let logistic = matches!(&config.trainer, TrainerChoice::Model(m) if m.logistic);
+    let summary = Summary {
+        table: dataset.table.clone(),
+        url,
+        rows: 0,
+        batches: 0,
+        dropped_rows: 0,
+        epochs: config.epochs,
+        devices: config.devices,
+        tasks_done: 0,
+        tasks_failed: Vec::new(),
+        seconds: started.elapsed().as_secs_f64(),
+        rows_per_second: 0.0,
+        loss: Vec::new(),
+        accuracy: logistic.then(Vec::new),
+        resumed: None,
+        trainer: Default::default(),
+    };
+    if let Some(path) = &config.summary_json {
+        let value = serde_json::to_value(&summary).unwrap_or_default();
+        write_json(path, &value)?;
+    }
+    Ok(Outcome::Trained(summary))
+}
+
+/// After a job is over: output whose rows could not be known before reading
+/// (text formats) and that turned out to hold none is refused as empty, as
+/// output known empty from its listing is before training; with
+/// `--allow-empty`, a warning. A job with failed tasks is not judged here.
+fn check_rows(
+    config: &TrainConfig,
+    dataset: &Dataset,
+    status: &crate::task::QueueStatus,
+) -> Result<(), TrainError> {
+    if status.rows_done > 0 || !status.failures.is_empty() {
+        return Ok(());
+    }
+    let url = dataset.location.url();
+    if !config.allow_empty {
+        return Err(TrainError::Empty { url });
+    }
+    warn!(url = %url, "empty output: no data rows (allowed by --allow-empty)");
     Ok(())
 }
 

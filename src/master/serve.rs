@@ -41,6 +41,8 @@ pub struct MasterConfig {
     pub linger: Duration,
     /// Train on visibly unfinished output.
     pub allow_incomplete: bool,
+    /// Output with no data rows is a warning, not an error.
+    pub allow_empty: bool,
     /// Serve HTTPS with this PEM certificate chain and key.
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
     /// Resuming: put the failed tasks back and serve them (`--retry-failed`).
@@ -94,6 +96,12 @@ pub enum MasterError {
         url: String,
         /// In-flight names.
         markers: String,
+    },
+    /// The output has no data rows, and `--allow-empty` was not given.
+    #[error("{url} is empty output: no data rows (pass --allow-empty if that is expected)")]
+    Empty {
+        /// The dataset.
+        url: String,
     },
 }
 
@@ -185,6 +193,11 @@ async fn make_job(config: &MasterConfig) -> Result<JobFile, MasterError> {
         return Err(MasterError::Unfinished {
             url: dataset.location.url(),
             markers: dataset.in_flight.join(", "),
+        });
+    }
+    if dataset.known_empty() && !config.allow_empty {
+        return Err(MasterError::Empty {
+            url: dataset.location.url(),
         });
     }
     let plan = ReadPlan::new(&dataset, config.columns.as_deref(), 8192)?;
@@ -351,6 +364,16 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
     let stopped_by = *stopped_by.lock().unwrap_or_else(|e| e.into_inner());
     let m = master.lock().unwrap_or_else(|e| e.into_inner());
     let status = status_of(&m);
+    let queue = &status.queue;
+    if queue.job_over && queue.rows_done == 0 && status.failed.is_empty() {
+        // Rows a listing cannot tell (text formats) turned out to be none.
+        if !config.allow_empty {
+            return Err(MasterError::Empty {
+                url: m.spec.url.clone(),
+            });
+        }
+        tracing::warn!(url = %m.spec.url, "empty output: no data rows (allowed by --allow-empty)");
+    }
     Ok(MasterOutcome {
         failed: status
             .failed

@@ -28,17 +28,25 @@ pub enum RunError {
         /// The source as written in the job file.
         source_url: String,
     },
+    /// What a run would train holds no data rows, and the job does not allow that.
+    #[error("{what} is empty output: no data rows (pass --allow-empty, or set `allow-empty = true` in the job file, if that is expected)")]
+    Empty {
+        /// The partitions or the table version, named.
+        what: String,
+    },
     /// A table commit after the last trained version removed or rewrote data,
-    /// and the job's `on-rewrite` policy is `fail`.
-    #[error("the {kind} table {source_url} was rewritten after version {since}: {commits}; set on-rewrite = \"skip\" (train only the appends) or \"retrain\" (train the whole table again) in the job file")]
+    /// and the job's `on-rewrite` policy is `fail` (the default).
+    #[error("the {kind} table {source_url} was rewritten after {noun} {since}: {commits}; nothing was trained or recorded; set on-rewrite = \"retrain\" (train the whole table again) or on-rewrite = \"skip\" (train only the appends; the rows the rewrites added are never trained) in the job file")]
     Rewritten {
         /// `delta` or `iceberg`.
         kind: &'static str,
         /// The source.
         source_url: String,
+        /// What the table calls a version (`version`, `snapshot`).
+        noun: &'static str,
         /// The version trained last.
         since: i64,
-        /// The rewriting commits, as `version N (OPERATION)`.
+        /// The rewriting commits, as `version N (OPERATION)` (or `snapshot N`).
         commits: String,
     },
     /// Listing or reading the source failed.
@@ -56,6 +64,19 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl RunError {
+    /// The exit code of a run stopped by this error: 2 when a table rewrite
+    /// stopped it (`on-rewrite = "fail"`), as when tasks fail: data the job
+    /// should train is left untrained.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            RunError::Rewritten { .. } => crate::exit::TASKS_FAILED,
+            RunError::Train(e) => e.exit_code(),
+            _ => crate::exit::ERROR,
+        }
+    }
 }
 
 impl From<connectors::Error> for RunError {

@@ -18,8 +18,6 @@ pub struct Job {
     pub state: String,
     /// Lifetime of the job's lock between refreshes.
     pub lock_ttl: Duration,
-    /// A source that matches nothing is not an error (`allow-empty = true`).
-    pub allow_empty: bool,
     /// What a run does when a table's commits rewrote data already trained.
     pub on_rewrite: OnRewrite,
     /// The training options, validated as `sluice train` validates them.
@@ -46,7 +44,6 @@ impl Job {
             source: file.job.source,
             state: file.job.state,
             lock_ttl: file.job.lock_ttl,
-            allow_empty: file.job.allow_empty,
             on_rewrite: file.job.on_rewrite,
             train,
         };

@@ -26,7 +26,8 @@ use crate::job::train::Outcome;
 pub struct RunOptions {
     /// Only say what would be trained: no lock, no training, nothing written.
     pub dry_run: bool,
-    /// A source that matches no directory is a warning, not an error.
+    /// A source that matches no directory, or new data with no rows, is a
+    /// warning, not an error.
     pub allow_empty: bool,
 }
 
@@ -77,6 +78,9 @@ pub struct RunReport {
     pub rows: u64,
     /// Whether the new partitions are now recorded as trained.
     pub recorded: bool,
+    /// On a table with `on-rewrite = "skip"`: rows in the files that commits
+    /// removing or rewriting rows added, which this run did not train.
+    pub skipped_rewritten_rows: u64,
     /// The training summary, when training ran.
     pub summary: Option<Summary>,
     /// When the source is a Delta or Iceberg table: the versions this run covers.
@@ -107,10 +111,7 @@ impl RunReport {
     pub fn lines(&self) -> Vec<String> {
         let mut lines = Vec::new();
         if let Some(table) = &self.table {
-            let noun = match table.kind {
-                TableKind::Delta => "version",
-                TableKind::Iceberg => "snapshot",
-            };
+            let noun = noun(table.kind);
             for commit in &table.commits {
                 let what = match commit.kind {
                     CommitKind::Append => "appended rows".to_string(),
@@ -181,6 +182,12 @@ impl RunReport {
             }
         };
         lines.push(last);
+        if self.skipped_rewritten_rows > 0 {
+            lines.push(format!(
+                "skipped_rewritten_rows: {} rows in files the rewrites added were not trained (on-rewrite = \"skip\")",
+                self.skipped_rewritten_rows
+            ));
+        }
         lines
     }
 }
@@ -259,6 +266,7 @@ async fn run_locked(pattern: &Pattern, cx: Context<'_>) -> Result<RunReport, Run
         waiting: Vec::new(),
         rows: 0,
         recorded: false,
+        skipped_rewritten_rows: 0,
         summary: None,
         table: None,
     };
@@ -284,6 +292,14 @@ async fn run_locked(pattern: &Pattern, cx: Context<'_>) -> Result<RunReport, Run
     let dataset =
         Dataset::open_roots(expansion.base.clone(), &paths, job.train.dataset.clone()).await?;
     report.new = new_partitions(&expansion, &roots, &dataset);
+    if dataset.known_empty() && !options.allow_empty {
+        let urls: Vec<&str> = report.new.iter().map(|p| p.url.as_str()).collect();
+        let what = match urls.as_slice() {
+            [one] => one.to_string(),
+            many => format!("{} new partitions ({})", many.len(), many.join(", ")),
+        };
+        return Err(RunError::Empty { what });
+    }
     if options.dry_run {
         return Ok(report);
     }
@@ -304,6 +320,7 @@ async fn train_and_record(
 ) -> Result<RunReport, RunError> {
     let state = cx.state;
     let run_id = cx.run_id;
+    config.allow_empty = cx.options.allow_empty;
     for ignored in &dataset.ignored {
         warn!(path = %ignored.path, reason = %ignored.reason, "file not read");
     }
@@ -381,6 +398,7 @@ async fn run_table(
         waiting: Vec::new(),
         rows: 0,
         recorded: false,
+        skipped_rewritten_rows: 0,
         summary: None,
         table: None,
     };
@@ -395,7 +413,7 @@ async fn run_table(
                 .commits
                 .iter()
                 .filter(|c| c.kind == CommitKind::Rewrite)
-                .map(|c| format!("version {} ({})", c.version, c.operation))
+                .map(|c| format!("{} {} ({})", noun(kind), c.version, c.operation))
                 .collect();
             let policy = if rewrites.is_empty() {
                 OnRewrite::Skip
@@ -407,12 +425,22 @@ async fn run_table(
                     return Err(RunError::Rewritten {
                         kind: kind.as_str(),
                         source_url: job.source.clone(),
+                        noun: noun(kind),
                         since,
                         commits: rewrites.join(", "),
                     })
                 }
                 OnRewrite::Retrain => (changes.snapshot, None, changes.commits, "all"),
                 OnRewrite::Skip => {
+                    if !rewrites.is_empty() {
+                        let rows = rewritten_rows(&location, &changes, job).await?;
+                        warn!(
+                            rows,
+                            commits = %rewrites.join(", "),
+                            "rows in files the rewrites added are not trained (on-rewrite = \"skip\")"
+                        );
+                        report.skipped_rewritten_rows = rows;
+                    }
                     let trains = if changes.appended.is_empty() {
                         "nothing"
                     } else {
@@ -442,8 +470,21 @@ async fn run_table(
         return Ok(report);
     }
     let record_only = trains == "nothing";
+    let appends_since = since.filter(|_| files.is_some());
     let dataset =
         Dataset::from_table(location.clone(), snapshot, files, job.train.dataset.clone()).await?;
+    if !record_only && dataset.known_empty() && !cx.options.allow_empty {
+        let noun = noun(kind);
+        let appends = appends_since
+            .map(|from| format!(" (the rows appended after {noun} {from})"))
+            .unwrap_or_default();
+        return Err(RunError::Empty {
+            what: format!(
+                "the {kind} table {} at {noun} {to}{appends}",
+                location.url()
+            ),
+        });
+    }
     if !record_only {
         report.new.push(NewPartition {
             path: format!("{kind} {to}"),
@@ -486,6 +527,32 @@ async fn run_table(
     train_and_record(cx, loaded, config, dataset, report, Some(table)).await
 }
 
+/// Rows in the files of the table's new version that rewriting commits added,
+/// less their deleted rows: from the log, or from the files' footers where the
+/// log does not count them.
+async fn rewritten_rows(
+    location: &Location,
+    changes: &table::TableChanges,
+    job: &Job,
+) -> Result<u64, RunError> {
+    let files = &changes.rewritten;
+    let from_log: Option<u64> = files
+        .iter()
+        .map(|f| f.rows.map(|r| r.saturating_sub(f.deleted.len() as u64)))
+        .sum();
+    if let Some(rows) = from_log {
+        return Ok(rows);
+    }
+    let dataset = Dataset::from_table(
+        location.clone(),
+        changes.snapshot.clone(),
+        Some(files.clone()),
+        job.train.dataset.clone(),
+    )
+    .await?;
+    Ok(dataset.files.iter().filter_map(|f| f.rows).sum())
+}
+
 /// The record with this run's partitions added.
 fn record(
     before: &Trained,
@@ -516,6 +583,7 @@ fn record(
         finished_at,
         partitions: report.new.iter().map(|p| p.path.clone()).collect(),
         rows: report.rows,
+        skipped_rewritten_rows: report.skipped_rewritten_rows,
     });
     if checkpoint.is_some() {
         trained.checkpoint = checkpoint;
@@ -554,6 +622,14 @@ fn new_partitions(
             }
         })
         .collect()
+}
+
+/// What a table calls one of its versions: a Delta version, an Iceberg snapshot.
+fn noun(kind: TableKind) -> &'static str {
+    match kind {
+        TableKind::Delta => "version",
+        TableKind::Iceberg => "snapshot",
+    }
 }
 
 /// A run id: the UTC time it started and its pid.

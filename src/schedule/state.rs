@@ -90,6 +90,14 @@ pub struct RunRecord {
     pub partitions: Vec<String>,
     /// Rows its trainers acknowledged, over all epochs.
     pub rows: u64,
+    /// On a table with `on-rewrite = "skip"`: rows in the files that commits
+    /// removing or rewriting rows added, which this run did not train.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub skipped_rewritten_rows: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The content of `trained.json`.

@@ -67,11 +67,24 @@ pub async fn changes(location: &Location, since: i64, at: TableVersion) -> Resul
     }
     let mut commits = Vec::new();
     let mut appended_paths: HashSet<Path> = HashSet::new();
+    let mut rewritten_paths: HashSet<Path> = HashSet::new();
     for version in (since + 1)..=snapshot.version {
         let commit = read_commit(location, version).await?;
         let kind = commit.kind();
         if kind == CommitKind::Append {
             appended_paths.extend(commit.added.iter().cloned());
+        }
+        if kind == CommitKind::Rewrite {
+            // A file removed and added again by one commit only got new
+            // deletion vectors: its rows are no new rows.
+            let removed: HashSet<&Path> = commit.removed.iter().collect();
+            rewritten_paths.extend(
+                commit
+                    .added
+                    .iter()
+                    .filter(|p| !removed.contains(p))
+                    .cloned(),
+            );
         }
         commits.push(TableCommit {
             version,
@@ -85,10 +98,17 @@ pub async fn changes(location: &Location, since: i64, at: TableVersion) -> Resul
         .filter(|f| appended_paths.contains(&f.path))
         .cloned()
         .collect();
+    let rewritten = snapshot
+        .files
+        .iter()
+        .filter(|f| rewritten_paths.contains(&f.path))
+        .cloned()
+        .collect();
     Ok(TableChanges {
         snapshot,
         commits,
         appended,
+        rewritten,
     })
 }
 
@@ -337,6 +357,7 @@ impl Layout {
 struct Commit {
     operation: String,
     added: Vec<Path>,
+    removed: Vec<Path>,
     adds_with_change: usize,
     adds_without_change: usize,
     removes_with_change: usize,
@@ -374,6 +395,7 @@ struct AddAction {
 
 #[derive(Deserialize)]
 struct RemoveAction {
+    path: String,
     #[serde(rename = "dataChange", default = "yes")]
     data_change: bool,
 }
@@ -429,6 +451,9 @@ async fn read_commit(location: &Location, version: i64) -> Result<Commit> {
             } else {
                 commit.removes_without_change += 1;
             }
+            commit
+                .removed
+                .push(data_path(location, &url, &remove.path)?);
         }
     }
     Ok(commit)

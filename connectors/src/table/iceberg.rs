@@ -113,17 +113,27 @@ pub async fn changes(location: &Location, since: i64, at: TableVersion) -> Resul
         .filter(|c| c.kind == CommitKind::Append)
         .map(|c| c.version)
         .collect();
-    let snapshot = table.read(Some(target)).await?;
-    let appended = snapshot
-        .files
+    let rewrites: HashSet<i64> = commits
         .iter()
-        .filter(|f| f.added_in.is_some_and(|id| appends.contains(&id)))
-        .cloned()
+        .filter(|c| c.kind == CommitKind::Rewrite)
+        .map(|c| c.version)
         .collect();
+    let snapshot = table.read(Some(target)).await?;
+    let added_by = |ids: &HashSet<i64>| -> Vec<TableFile> {
+        snapshot
+            .files
+            .iter()
+            .filter(|f| f.added_in.is_some_and(|id| ids.contains(&id)))
+            .cloned()
+            .collect()
+    };
+    let appended = added_by(&appends);
+    let rewritten = added_by(&rewrites);
     Ok(TableChanges {
         snapshot,
         commits,
         appended,
+        rewritten,
     })
 }
 

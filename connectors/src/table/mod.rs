@@ -198,6 +198,11 @@ pub struct TableChanges {
     /// The files of the later version added by appends after the earlier
     /// version (with their deletes as of the later version).
     pub appended: Vec<TableFile>,
+    /// The files of the later version added by commits that removed or
+    /// rewrote rows (overwrite, delete, merge, update) after the earlier
+    /// version; files such a commit only re-added with new deletes are not
+    /// among them.
+    pub rewritten: Vec<TableFile>,
 }
 
 /// Whether the directory at `location` is a table, and which kind. A root
