@@ -29,6 +29,11 @@ fn main() -> ExitCode {
         }
     };
     init_logging(cli.verbose);
+    // Object store timeouts hold for every store the command opens.
+    if let Some(Err(e)) = cli.command.store().map(|s| s.apply()) {
+        eprintln!("sluice: {e}");
+        return ExitCode::from(exit::USAGE);
+    }
     // A keytab login sets the process's Kerberos environment: before any thread.
     let _login = match cli
         .command

@@ -323,6 +323,51 @@ fn a_refused_connection_fails_fast_naming_the_url() {
     }
 }
 
+/// A port on 127.0.0.1 where a server accepts connections and never answers;
+/// it holds what it accepted until the returned guard is dropped.
+fn silent_port() -> (u16, std::thread::JoinHandle<()>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    let port = listener.local_addr().expect("local addr").port();
+    let holder = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            match stream {
+                Ok(stream) => held.push(stream),
+                Err(_) => return,
+            }
+        }
+    });
+    (port, holder)
+}
+
+#[test]
+fn a_store_that_never_answers_fails_within_the_request_timeout() {
+    // Each try gives up after --request-timeout; tries start within 10 s of
+    // the first: the README's bound is 12 s plus the request timeout.
+    let (port, _holder) = silent_port();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let url = "s3://bucket/out/dt=2024-01-01";
+    let start = Instant::now();
+    let out = run(&mut sluice_with(
+        &[
+            "train",
+            url,
+            "--model",
+            "none",
+            "--quiet",
+            "--request-timeout",
+            "1s",
+            "--read-retry",
+            "0",
+        ],
+        &Kind::S3.env(&endpoint),
+    ));
+    let took = start.elapsed();
+    assert_eq!(out.status.code(), Some(1), "{out}");
+    assert_one_line_error(&out, &[url, &endpoint]);
+    assert!(took < FAIL_FAST, "took {took:?}: {out}");
+}
+
 #[test]
 fn wrong_s3_credentials_are_permission_denied() {
     // A moto instance of its own: enforcing signatures is server-wide.

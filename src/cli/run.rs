@@ -26,7 +26,8 @@ pub struct RunArgs {
 /// Runs the job once; returns the exit code (0 done or nothing new, 2 tasks failed;
 /// errors are left to the caller: 1, or 3 when another run holds the lock).
 pub async fn run(args: RunArgs) -> anyhow::Result<u8> {
-    let (job, kerberos) = Job::load(&args.job)?;
+    let (job, kerberos, store) = Job::load_with_store(&args.job)?;
+    store.apply()?;
     // Before the job's first request; the runtime's threads do not read the
     // environment meanwhile.
     let _login = kerberos.login()?;
