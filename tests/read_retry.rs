@@ -2,7 +2,8 @@
 //! count (`--read-retry`): part files moved away while the last task is read
 //! are waited for and every row is trained once; with `--read-retry 0` the
 //! same outage fails the task at once; corrupt data fails at once, whatever
-//! the retry allows.
+//! the retry allows; a SIGTERM while a read waits stops the run at once, and
+//! the same command trains the rest.
 
 mod common;
 
@@ -31,9 +32,10 @@ struct Train {
 
 impl Train {
     /// Starts `sluice train DATA` over one device, one task read at a time,
-    /// with a slow id-recording trainer writing into `ids`, and `extra` flags.
-    fn start(dir: &Path, data: &Path, ids: &Path, extra: &[&str]) -> Train {
-        let stderr = dir.join("stderr.log");
+    /// with a slow id-recording trainer writing into `ids`, and `extra` flags;
+    /// its stderr goes to `dir`/`log`.
+    fn start(dir: &Path, log: &str, data: &Path, ids: &Path, extra: &[&str]) -> Train {
+        let stderr = dir.join(log);
         let log = File::create(&stderr).expect("stderr file");
         let trainer = recorder(ids, "--sleep 0.02");
         let child = Command::new(SLUICE)
@@ -139,7 +141,13 @@ fn part_files_away_for_seconds_while_the_last_task_is_read_are_waited_for() {
     let (data, ids) = setup(dir.path());
     let parts = part_files(&data);
     let away = dir.path().join("away");
-    let mut train = Train::start(dir.path(), &data, &ids, &["--read-retry", "60s"]);
+    let mut train = Train::start(
+        dir.path(),
+        "stderr.log",
+        &data,
+        &ids,
+        &["--read-retry", "60s"],
+    );
     wait_for_first_rows(&mut train, &ids);
     move_away(&parts, &away);
     // The outage is seen: a read failed and waits to be tried again.
@@ -171,7 +179,13 @@ fn with_no_read_retry_part_files_away_fail_their_task_at_once() {
     let (data, ids) = setup(dir.path());
     let parts = part_files(&data);
     let away = dir.path().join("away");
-    let mut train = Train::start(dir.path(), &data, &ids, &["--read-retry", "0"]);
+    let mut train = Train::start(
+        dir.path(),
+        "stderr.log",
+        &data,
+        &ids,
+        &["--read-retry", "0"],
+    );
     wait_for_first_rows(&mut train, &ids);
     move_away(&parts, &away);
     // Away until the run ends: its later tasks are read while they are away.
@@ -212,7 +226,7 @@ fn train_with_long_retry(
 ) -> (ExitStatus, String) {
     let mut args = vec!["--read-retry", "1h"];
     args.extend_from_slice(extra);
-    Train::start(dir, data, ids, &args).wait()
+    Train::start(dir, "stderr.log", data, ids, &args).wait()
 }
 
 #[test]
@@ -251,4 +265,35 @@ fn a_garbage_part_file_fails_at_once_whatever_the_read_retry() {
     // Every row of the good files is trained.
     let rows = expected_dataset(DATASET)["rows"].as_u64().expect("rows");
     assert_exactly_once(&recorded_ids(&ids, "ids-"), rows, "the good files");
+}
+
+#[test]
+fn a_stop_while_a_read_waits_stops_at_once_and_the_rerun_trains_the_rest() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (data, ids) = setup(dir.path());
+    let parts = part_files(&data);
+    let away = dir.path().join("away");
+    let state = dir.path().join("state");
+    let state_arg = state.to_str().expect("utf8");
+    // A retry far longer than the test: only a prompt stop ends the run.
+    let extra = ["--read-retry", "1h", "--state", state_arg];
+    let mut train = Train::start(dir.path(), "first.log", &data, &ids, &extra);
+    wait_for_first_rows(&mut train, &ids);
+    move_away(&parts, &away);
+    wait_until("a read waiting to be tried again", LIMIT, || {
+        assert!(!train.exited(), "sluice ended early: {}", train.stderr());
+        train.stderr().contains(WAITING)
+    });
+    common::cluster::signal(&train.child, libc::SIGTERM);
+    let (status, stderr) = train.wait();
+    assert_eq!(status.code(), Some(130), "stopped by SIGTERM: {stderr}");
+    put_back(&parts, &away);
+    let (status, stderr) = Train::start(dir.path(), "second.log", &data, &ids, &extra).wait();
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "the rerun trains the rest: {stderr}"
+    );
+    let rows = expected_dataset(DATASET)["rows"].as_u64().expect("rows");
+    assert_exactly_once(&recorded_ids(&ids, "ids-"), rows, "stopped, then resumed");
 }

@@ -528,4 +528,24 @@ mod tests {
             assert!(refused || owned, "--{long} is no job file key");
         }
     }
+
+    #[test]
+    fn read_retry_and_store_timeouts_are_keys() {
+        let file = parse(&format!(
+            "{BASE}read-retry = \"30s\"\nrequest-timeout = \"5s\"\nconnect_timeout = \"2s\"\n"
+        ))
+        .expect("valid job");
+        assert_eq!(file.pipeline.read_retry, Duration::from_secs(30));
+        assert_eq!(file.store.request_timeout, Duration::from_secs(5));
+        assert_eq!(file.store.connect_timeout, Duration::from_secs(2));
+        let train = file.train_config().expect("valid");
+        assert_eq!(train.read_retry, Duration::from_secs(30));
+        let defaults = parse(BASE).expect("valid job");
+        assert_eq!(defaults.pipeline.read_retry, Duration::from_secs(120));
+        let zero = parse(&format!("{BASE}request-timeout = \"0s\"\n"));
+        assert!(
+            zero.is_err_and(|e| e.to_string().contains("--request-timeout")),
+            "a zero timeout is refused"
+        );
+    }
 }
