@@ -304,14 +304,59 @@ impl Error {
 /// HTTP 4xx answers and requests the store cannot serve at all stay errors.
 fn store_is_transient(err: &object_store::Error) -> bool {
     match err {
-        object_store::Error::Generic { .. } => match http_status(err) {
-            Some(status) => status >= 500 || status == 429 || status == 408,
-            None => true,
+        object_store::Error::Generic { .. } => match (http_status(err), hdfs_error(err)) {
+            (Some(status), _) => status >= 500 || status == 429 || status == 408,
+            (None, Some(hdfs)) => hdfs_is_transient(hdfs),
+            (None, None) => true,
         },
         object_store::Error::NotFound { .. }
         | object_store::Error::PermissionDenied { .. }
         | object_store::Error::Unauthenticated { .. } => true,
         _ => false,
+    }
+}
+
+/// The HDFS client's error underneath a store error, if any.
+fn hdfs_error(err: &object_store::Error) -> Option<&hdfs_native::HdfsError> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = source {
+        if let Some(hdfs) = e.downcast_ref::<hdfs_native::HdfsError>() {
+            return Some(hdfs);
+        }
+        source = e.source();
+    }
+    None
+}
+
+/// Whether an HDFS failure may pass: I/O and block transfer errors, blocks
+/// no datanode serves for now, the namenode's exceptions. A block whose
+/// checksum does not match (corrupt data), a bad path or argument, a feature
+/// the client lacks and a refused login do not.
+fn hdfs_is_transient(err: &hdfs_native::HdfsError) -> bool {
+    use hdfs_native::HdfsError as H;
+    match err {
+        H::IOError(_)
+        | H::DataTransferError(_)
+        | H::FileNotFound(_)
+        | H::BlocksNotFound(_)
+        | H::OperationFailed(_)
+        | H::InternalError(_)
+        | H::RPCError(..)
+        | H::FatalRPCError(..) => true,
+        H::ChecksumError
+        | H::InvalidPath(_)
+        | H::InvalidArgument(_)
+        | H::UrlParseError(_)
+        | H::AlreadyExists(_)
+        | H::IsADirectoryError(_)
+        | H::UnsupportedErasureCodingPolicy(_)
+        | H::ErasureCodingError(_)
+        | H::UnsupportedFeature(_)
+        | H::InvalidRPCResponse(_)
+        | H::SASLError(_)
+        | H::GSSAPIError(..)
+        | H::NoSASLMechanism
+        | H::XmlParseError(_) => false,
     }
 }
 
@@ -481,6 +526,40 @@ mod tests {
             }),
         };
         assert!(!Error::from_store("hdfs://nn:8020/x", expired).is_transient());
+    }
+
+    #[test]
+    fn hdfs_failures_are_transient_unless_the_data_or_the_request_is_bad() {
+        let hdfs = |e: hdfs_native::HdfsError| {
+            Error::from_store(
+                "hdfs://nn:8020/d/part-0.parquet",
+                object_store::Error::Generic {
+                    store: "HDFS",
+                    source: Box::new(e),
+                },
+            )
+        };
+        let blocks = hdfs_native::HdfsError::BlocksNotFound("no datanode".into());
+        assert!(hdfs(blocks).is_transient());
+        let transfer = hdfs_native::HdfsError::DataTransferError("connection reset".into());
+        assert!(hdfs(transfer).is_transient());
+        assert!(!hdfs(hdfs_native::HdfsError::ChecksumError).is_transient());
+        let unsupported = hdfs_native::HdfsError::UnsupportedFeature("x".into());
+        assert!(!hdfs(unsupported).is_transient());
+    }
+
+    #[test]
+    fn a_store_error_under_a_decoder_error_is_found() {
+        let missing = Error::NotFound {
+            path: "file:///d/part-0.orc".into(),
+        };
+        let io = std::io::Error::other(missing);
+        let decoder = arrow::error::ArrowError::ExternalError(Box::new(io));
+        let found = store_error_within(&decoder).expect("the store error");
+        assert_eq!(found.kind(), ErrorKind::NotFound);
+        assert!(found.is_transient());
+        let bad = arrow::error::ArrowError::ParseError("bad magic".into());
+        assert!(store_error_within(&bad).is_none());
     }
 
     #[test]
