@@ -33,6 +33,11 @@ fn main() -> ExitCode {
     if let Err(e) = sluice::harden::keep_secrets_private() {
         tracing::warn!("cannot make sluice non-dumpable (other processes of this user may read its memory): {e}");
     }
+    // Object store timeouts hold for every store the command opens.
+    if let Some(Err(e)) = cli.command.store().map(|s| s.apply()) {
+        eprintln!("sluice: {e}");
+        return ExitCode::from(exit::USAGE);
+    }
     // A keytab login sets the process's Kerberos environment: before any thread.
     let _login = match cli
         .command

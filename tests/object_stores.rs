@@ -5,7 +5,10 @@
 //! Errors: a refused connection fails fast naming the URL, a missing bucket is
 //! named, wrong credentials are "permission denied" (S3 on a moto instance that
 //! enforces signatures, Azure with a wrong key; fake-gcs-server checks no
-//! credentials, so GCS has no such case). A missing emulator fails the tests.
+//! credentials, so GCS has no such case); an endpoint that accepts connections
+//! and never answers fails within the request timeout's bound; S3 part files
+//! deleted while the last task is read are waited for (`--read-retry`). A
+//! missing emulator fails the tests.
 
 #[path = "object_stores/cloud.rs"]
 mod cloud;
@@ -321,6 +324,130 @@ fn a_refused_connection_fails_fast_naming_the_url() {
         assert_one_line_error(&out, &[&url]);
         assert!(start.elapsed() < FAIL_FAST, "{kind:?} train: {out}");
     }
+}
+
+/// A port on 127.0.0.1 where a server accepts connections and never answers;
+/// it holds what it accepted until the returned guard is dropped.
+fn silent_port() -> (u16, std::thread::JoinHandle<()>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    let port = listener.local_addr().expect("local addr").port();
+    let holder = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            match stream {
+                Ok(stream) => held.push(stream),
+                Err(_) => return,
+            }
+        }
+    });
+    (port, holder)
+}
+
+#[test]
+fn a_store_that_never_answers_fails_within_the_request_timeout() {
+    // Each try gives up after --request-timeout; tries start within 10 s of
+    // the first: the README's bound is 12 s plus the request timeout.
+    let (port, _holder) = silent_port();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let url = "s3://bucket/out/dt=2024-01-01";
+    let start = Instant::now();
+    let out = run(&mut sluice_with(
+        &[
+            "train",
+            url,
+            "--model",
+            "none",
+            "--quiet",
+            "--request-timeout",
+            "1s",
+            "--read-retry",
+            "0",
+        ],
+        &Kind::S3.env(&endpoint),
+    ));
+    let took = start.elapsed();
+    assert_eq!(out.status.code(), Some(1), "{out}");
+    assert_one_line_error(&out, &[url, &endpoint]);
+    assert!(took < FAIL_FAST, "took {took:?}: {out}");
+}
+
+#[test]
+fn s3_part_files_away_while_the_last_task_is_read_are_waited_for() {
+    // Three part files, one task read at a time by a slow trainer: once it
+    // has its first rows the part objects are deleted, so the later tasks'
+    // reads find nothing (404) until they are uploaded again.
+    let s3 = Cloud::start(Kind::S3);
+    let bucket = s3.new_bucket("outage");
+    let dataset = "separable";
+    s3.upload(&bucket, &fixture(dataset), dataset);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ids = dir.path().join("ids");
+    std::fs::create_dir(&ids).expect("ids dir");
+    let log = dir.path().join("stderr.log");
+    let trainer = recorder(&ids, "--sleep 0.02");
+    let url = s3.url(&bucket, dataset);
+    let mut child = sluice_with(
+        &[
+            "train",
+            &url,
+            "--quiet",
+            "--devices",
+            "1",
+            "--prefetch",
+            "1",
+            "--batch-size",
+            "20",
+            "--exec",
+            &trainer,
+            "--read-retry",
+            "60s",
+        ],
+        &s3.env(),
+    )
+    .stdin(std::process::Stdio::null())
+    .stdout(std::process::Stdio::null())
+    .stderr(std::fs::File::create(&log).expect("stderr file"))
+    .spawn()
+    .expect("start sluice train");
+    let stderr = || std::fs::read_to_string(&log).unwrap_or_default();
+    common::wait_until("the trainer's first rows", FAIL_FAST * 3, || {
+        common::count_lines(&ids, "ids-") > 0
+    });
+    let parts: Vec<KeyPath> = std::fs::read_dir(fixture(dataset))
+        .expect("list fixture")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".parquet"))
+        .map(|name| KeyPath::parse(format!("{dataset}/{name}")).expect("key"))
+        .collect();
+    assert!(parts.len() >= 3, "{parts:?}");
+    let store = s3.store(&bucket);
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(async {
+            for part in &parts {
+                store
+                    .delete(part)
+                    .await
+                    .unwrap_or_else(|e| panic!("cannot delete {part}: {e}"));
+            }
+        });
+    common::wait_until("a read waiting to be tried again", FAIL_FAST * 3, || {
+        assert!(
+            child.try_wait().expect("try_wait").is_none(),
+            "sluice ended while the files were away: {}",
+            stderr()
+        );
+        stderr().contains("reading again after a wait")
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    s3.upload(&bucket, &fixture(dataset), dataset);
+    let status = wait_exit(&mut child, "train");
+    assert!(status.success(), "{}", stderr());
+    let rows = expected_dataset(dataset)["rows"].as_u64().expect("rows");
+    assert_exactly_once(&recorded_ids(&ids, "ids-"), rows, "S3, after the outage");
 }
 
 #[test]

@@ -6,7 +6,7 @@ use std::sync::Arc;
 ///
 /// Every variant carries the URL or path of the thing that failed so that a
 /// one-line message is enough for a user to act on it.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
     /// The URL could not be understood or names a store that is not supported.
     #[error("invalid url {url}: {reason}")]
@@ -211,6 +211,36 @@ impl Error {
         false
     }
 
+    /// Whether reading again later may succeed where this read failed: the
+    /// file is missing or refused for now (moved away, permissions being
+    /// fixed, a listing that is ahead of the store), the connection failed or
+    /// timed out, or the store answered 5xx, 429 or 408. Decoding errors
+    /// (corrupt data, bad magic, a schema that does not match), bad requests
+    /// and a refused login ([`Error::is_login`]) are not: waiting does not
+    /// change them.
+    pub fn is_transient(&self) -> bool {
+        if self.is_login() {
+            return false;
+        }
+        match self {
+            Error::NotFound { .. } | Error::PermissionDenied { .. } => true,
+            Error::Store { source, .. } => store_is_transient(source),
+            Error::InvalidUrl { .. }
+            | Error::EmptyDir { .. }
+            | Error::DanglingLink { .. }
+            | Error::NoSuchBucket { .. }
+            | Error::StoreConfig { .. }
+            | Error::Corrupt { .. }
+            | Error::Layout { .. }
+            | Error::SchemaClash { .. }
+            | Error::Format { .. }
+            | Error::UnknownColumn { .. }
+            | Error::Table { .. }
+            | Error::NoSuchVersion { .. }
+            | Error::InvalidOption { .. } => false,
+        }
+    }
+
     /// Maps an object store error on `path` to the right variant.
     pub fn from_store(path: impl Into<String>, source: object_store::Error) -> Self {
         let path = path.into();
@@ -269,6 +299,67 @@ impl Error {
     }
 }
 
+/// Whether a store error other than not found or permission denied may pass:
+/// connection and I/O errors, timeouts, and HTTP 5xx, 429 and 408. Other
+/// HTTP 4xx answers and requests the store cannot serve at all stay errors.
+fn store_is_transient(err: &object_store::Error) -> bool {
+    match err {
+        object_store::Error::Generic { .. } => match (http_status(err), hdfs_error(err)) {
+            (Some(status), _) => status >= 500 || status == 429 || status == 408,
+            (None, Some(hdfs)) => hdfs_is_transient(hdfs),
+            (None, None) => true,
+        },
+        object_store::Error::NotFound { .. }
+        | object_store::Error::PermissionDenied { .. }
+        | object_store::Error::Unauthenticated { .. } => true,
+        _ => false,
+    }
+}
+
+/// The HDFS client's error underneath a store error, if any.
+fn hdfs_error(err: &object_store::Error) -> Option<&hdfs_native::HdfsError> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = source {
+        if let Some(hdfs) = e.downcast_ref::<hdfs_native::HdfsError>() {
+            return Some(hdfs);
+        }
+        source = e.source();
+    }
+    None
+}
+
+/// Whether an HDFS failure may pass: I/O and block transfer errors, blocks
+/// no datanode serves for now, the namenode's exceptions. A block whose
+/// checksum does not match (corrupt data), a bad path or argument, a feature
+/// the client lacks and a refused login do not.
+fn hdfs_is_transient(err: &hdfs_native::HdfsError) -> bool {
+    use hdfs_native::HdfsError as H;
+    match err {
+        H::IOError(_)
+        | H::DataTransferError(_)
+        | H::FileNotFound(_)
+        | H::BlocksNotFound(_)
+        | H::OperationFailed(_)
+        | H::InternalError(_)
+        | H::RPCError(..)
+        | H::FatalRPCError(..) => true,
+        H::ChecksumError
+        | H::InvalidPath(_)
+        | H::InvalidArgument(_)
+        | H::UrlParseError(_)
+        | H::AlreadyExists(_)
+        | H::IsADirectoryError(_)
+        | H::UnsupportedErasureCodingPolicy(_)
+        | H::ErasureCodingError(_)
+        | H::UnsupportedFeature(_)
+        | H::InvalidRPCResponse(_)
+        | H::SASLError(_)
+        | H::GSSAPIError(..)
+        | H::NoSASLMechanism
+        | H::XmlParseError(_) => false,
+    }
+}
+
 /// Whether an object store error is, underneath, an I/O permission error
 /// (the local store reports those as generic errors).
 fn is_permission_io(err: &object_store::Error) -> bool {
@@ -293,6 +384,27 @@ fn http_status(err: &object_store::Error) -> Option<u16> {
         if let Some(at) = text.find(MARK) {
             let digits: String = text[at + MARK.len()..].chars().take(3).collect();
             return digits.parse().ok();
+        }
+        source = e.source();
+    }
+    None
+}
+
+/// The error of a store read that failed underneath a decoder's error (the
+/// decoder's reader wraps it in an I/O error), so that a decoder reading
+/// through the store does not report a store failure as corrupt data.
+pub(crate) fn store_error_within(err: &(dyn std::error::Error + 'static)) -> Option<Error> {
+    let mut source = Some(err);
+    while let Some(e) = source {
+        if let Some(found) = e.downcast_ref::<Error>() {
+            return Some(found.clone());
+        }
+        let wrapped = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .and_then(|inner| inner.downcast_ref::<Error>());
+        if let Some(found) = wrapped {
+            return Some(found.clone());
         }
         source = e.source();
     }
@@ -345,6 +457,109 @@ mod tests {
         assert!(Error::from_store("hdfs://nn:8020/x", expired).is_login());
         assert!(!Error::from_store("s3://b/x", generic("403 Forbidden")).is_login());
         assert!(!Error::from_store("s3://b/x", generic("503 Service Unavailable")).is_login());
+    }
+
+    #[test]
+    fn missing_refused_unreachable_and_overloaded_reads_are_transient() {
+        let transient = |e: Error| e.is_transient();
+        assert!(transient(Error::NotFound {
+            path: "file:///d/part-0.parquet".into()
+        }));
+        assert!(transient(Error::from_store(
+            "s3://b/x",
+            generic("403 Forbidden")
+        )));
+        assert!(transient(Error::from_store(
+            "s3://b/x",
+            generic("404 Not Found")
+        )));
+        for status in [
+            "500 Internal Server Error",
+            "503 Service Unavailable",
+            "429 Too Many Requests",
+            "408 Request Timeout",
+        ] {
+            assert!(
+                transient(Error::from_store("s3://b/x", generic(status))),
+                "{status}"
+            );
+        }
+        // A connection refused, reset or timed out: I/O underneath, no status.
+        let reset = object_store::Error::Generic {
+            store: "S3",
+            source: Box::new(std::io::Error::new(
+                std::io::ErrorKind::ConnectionReset,
+                "connection reset by peer",
+            )),
+        };
+        assert!(transient(Error::from_store("s3://b/x", reset)));
+        let timeout: Box<dyn std::error::Error + Send + Sync> =
+            "Error performing GET http://127.0.0.1:1/b/x in 2s - HTTP error: operation timed out"
+                .into();
+        let timeout = object_store::Error::Generic {
+            store: "S3",
+            source: timeout,
+        };
+        assert!(transient(Error::from_store("s3://b/x", timeout)));
+    }
+
+    #[test]
+    fn corrupt_data_bad_requests_and_refused_logins_are_not_transient() {
+        assert!(!Error::corrupt("file:///d/part-0.parquet", "parquet", "bad magic").is_transient());
+        assert!(!Error::from_store("s3://b/x", generic("400 Bad Request")).is_transient());
+        let unsupported = object_store::Error::NotSupported {
+            source: "ranges".into(),
+        };
+        assert!(!Error::from_store("s3://b/x", unsupported).is_transient());
+        let clash = Error::SchemaClash {
+            column: "id".into(),
+            left: "a".into(),
+            left_type: "Int64".into(),
+            right: "b".into(),
+            right_type: "Utf8".into(),
+        };
+        assert!(!clash.is_transient());
+        let expired = object_store::Error::Generic {
+            store: "HDFS",
+            source: Box::new(crate::store::kerberos::KerberosError::Expired {
+                url: "hdfs://nn:8020".to_string(),
+            }),
+        };
+        assert!(!Error::from_store("hdfs://nn:8020/x", expired).is_transient());
+    }
+
+    #[test]
+    fn hdfs_failures_are_transient_unless_the_data_or_the_request_is_bad() {
+        let hdfs = |e: hdfs_native::HdfsError| {
+            Error::from_store(
+                "hdfs://nn:8020/d/part-0.parquet",
+                object_store::Error::Generic {
+                    store: "HDFS",
+                    source: Box::new(e),
+                },
+            )
+        };
+        let blocks = hdfs_native::HdfsError::BlocksNotFound("no datanode".into());
+        assert!(hdfs(blocks).is_transient());
+        let transfer = hdfs_native::HdfsError::DataTransferError("connection reset".into());
+        assert!(hdfs(transfer).is_transient());
+        assert!(!hdfs(hdfs_native::HdfsError::ChecksumError).is_transient());
+        let unsupported = hdfs_native::HdfsError::UnsupportedFeature("x".into());
+        assert!(!hdfs(unsupported).is_transient());
+    }
+
+    #[test]
+    fn a_store_error_under_a_decoder_error_is_found() {
+        let missing = Error::NotFound {
+            path: "file:///d/part-0.orc".into(),
+        };
+        let io = std::io::Error::other(missing);
+        let decoder = arrow::error::ArrowError::ExternalError(Box::new(io));
+        let found = store_error_within(&decoder).expect("the store error");
+        assert_eq!(found.kind(), ErrorKind::NotFound);
+        assert!(found.is_transient());
+        let bad = arrow::error::ArrowError::ParseError("bad magic".into());
+        assert!(store_error_within(&bad).is_none());
     }
 
     #[test]

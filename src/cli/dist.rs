@@ -7,7 +7,8 @@ use clap::Args;
 
 use super::usage;
 use crate::config::{
-    KerberosOptions, MasterOptions, PipelineOptions, ReadOptions, TrainerOptions, WorkerOptions,
+    KerberosOptions, MasterOptions, PipelineOptions, ReadOptions, StoreOptions, TrainerOptions,
+    WorkerOptions,
 };
 use crate::exit;
 
@@ -78,6 +79,9 @@ pub struct MasterArgs {
     /// Kerberos login for HDFS (the data and --state).
     #[command(flatten)]
     pub kerberos: KerberosOptions,
+    /// Object store timeouts (the data and --state).
+    #[command(flatten)]
+    pub store: StoreOptions,
 }
 
 /// Arguments of `sluice worker`.
@@ -98,6 +102,9 @@ pub struct WorkerArgs {
     /// Kerberos login for HDFS.
     #[command(flatten)]
     pub kerberos: KerberosOptions,
+    /// Object store timeouts.
+    #[command(flatten)]
+    pub store: StoreOptions,
 }
 
 /// Arguments of `sluice status`.
@@ -186,6 +193,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Ended> {
         batch_size: pipeline.batch_size,
         prefetch: pipeline.prefetch,
         read_ahead: pipeline.read_ahead,
+        read_retry: pipeline.read_retry,
         shuffle_buffer: pipeline.shuffle_buffer,
         lockstep: pipeline.lockstep,
         drop_last: pipeline.drop_last,

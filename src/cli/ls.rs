@@ -7,7 +7,7 @@ use connectors::{read::count_rows, Dataset, ReadPlan};
 use futures::stream::{self, StreamExt, TryStreamExt};
 use serde_json::{json, Value};
 
-use crate::config::{KerberosOptions, ReadOptions};
+use crate::config::{KerberosOptions, ReadOptions, StoreOptions};
 
 /// Arguments of `sluice ls`.
 #[derive(Debug, Args)]
@@ -23,6 +23,9 @@ pub struct LsArgs {
     /// Kerberos login for HDFS.
     #[command(flatten)]
     pub kerberos: KerberosOptions,
+    /// Object store timeouts.
+    #[command(flatten)]
+    pub store: StoreOptions,
 }
 
 /// One partition directory's totals.

@@ -54,6 +54,18 @@ impl Command {
             Command::Status(_) | Command::Run(_) => None,
         }
     }
+
+    /// The object store timeouts of the command, where it has them (a job
+    /// file carries its own).
+    pub fn store(&self) -> Option<&crate::config::StoreOptions> {
+        match self {
+            Command::Ls(a) => Some(&a.store),
+            Command::Train(a) => Some(&a.store),
+            Command::Master(a) => Some(&a.store),
+            Command::Worker(a) => Some(&a.store),
+            Command::Status(_) | Command::Run(_) => None,
+        }
+    }
 }
 
 /// A command line that asks for something impossible, found once it was parsed

@@ -27,7 +27,8 @@ pub struct RunArgs {
 /// errors are left to the caller: 1, 2 when a table rewrite stops the run
 /// (`on-rewrite = "fail"`), or 3 when another run holds the lock).
 pub async fn run(args: RunArgs) -> anyhow::Result<u8> {
-    let (job, kerberos) = Job::load(&args.job)?;
+    let (job, kerberos, store) = Job::load_with_store(&args.job)?;
+    store.apply()?;
     // Before the job's first request; the runtime's threads do not read the
     // environment meanwhile.
     let _login = kerberos.login()?;

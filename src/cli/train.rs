@@ -7,8 +7,8 @@ use clap::Args;
 
 use crate::config::train::TrainParts;
 use crate::config::{
-    KerberosOptions, OptionError, PipelineOptions, ReadOptions, TrainConfig, TrainOptions,
-    TrainerOptions,
+    KerberosOptions, OptionError, PipelineOptions, ReadOptions, StoreOptions, TrainConfig,
+    TrainOptions, TrainerOptions,
 };
 
 /// Arguments of `sluice train`.
@@ -34,6 +34,9 @@ pub struct TrainArgs {
     /// Kerberos login for HDFS.
     #[command(flatten)]
     pub kerberos: KerberosOptions,
+    /// Object store timeouts.
+    #[command(flatten)]
+    pub store: StoreOptions,
 }
 
 impl TrainArgs {

@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use super::value::{field_names, form};
 use super::{
-    KerberosOptions, OptionError, PipelineOptions, ReadOptions, TrainConfig, TrainOptions,
-    TrainerOptions,
+    KerberosOptions, OptionError, PipelineOptions, ReadOptions, StoreOptions, TrainConfig,
+    TrainOptions, TrainerOptions,
 };
 
 /// How long a lock lives without being refreshed, unless the job file says otherwise.
@@ -87,6 +87,9 @@ pub struct JobFile {
     /// A keytab login for HDFS.
     #[serde(flatten)]
     pub kerberos: KerberosOptions,
+    /// Object store timeouts.
+    #[serde(flatten)]
+    pub store: StoreOptions,
 }
 
 /// Options of `sluice train` a job file cannot set, and why.
@@ -209,13 +212,14 @@ fn check<T: DeserializeOwned>(table: toml::Table) -> Result<(), toml::de::Error>
     table.try_into::<T>().map(drop)
 }
 
-const OWNERS: [Owner; 6] = [
+const OWNERS: [Owner; 7] = [
     (field_names::<JobKeys>, check::<JobKeys>),
     (field_names::<TrainOptions>, check::<TrainOptions>),
     (field_names::<TrainerOptions>, check::<TrainerOptions>),
     (field_names::<PipelineOptions>, check::<PipelineOptions>),
     (field_names::<ReadOptions>, check::<ReadOptions>),
     (field_names::<KerberosOptions>, check::<KerberosOptions>),
+    (field_names::<StoreOptions>, check::<StoreOptions>),
 ];
 
 impl JobFile {
@@ -300,6 +304,7 @@ impl JobFile {
             "must be more than 0",
         )?;
         self.kerberos.validate()?;
+        self.store.validate()?;
         self.train_config().map(drop)
     }
 
@@ -524,5 +529,25 @@ mod tests {
             let owned = OWNERS.iter().any(|(keys, _)| keys().contains(&long));
             assert!(refused || owned, "--{long} is no job file key");
         }
+    }
+
+    #[test]
+    fn read_retry_and_store_timeouts_are_keys() {
+        let file = parse(&format!(
+            "{BASE}read-retry = \"30s\"\nrequest-timeout = \"5s\"\nconnect_timeout = \"2s\"\n"
+        ))
+        .expect("valid job");
+        assert_eq!(file.pipeline.read_retry, Duration::from_secs(30));
+        assert_eq!(file.store.request_timeout, Duration::from_secs(5));
+        assert_eq!(file.store.connect_timeout, Duration::from_secs(2));
+        let train = file.train_config().expect("valid");
+        assert_eq!(train.read_retry, Duration::from_secs(30));
+        let defaults = parse(BASE).expect("valid job");
+        assert_eq!(defaults.pipeline.read_retry, Duration::from_secs(120));
+        let zero = parse(&format!("{BASE}request-timeout = \"0s\"\n"));
+        assert!(
+            zero.is_err_and(|e| e.to_string().contains("--request-timeout")),
+            "a zero timeout is refused"
+        );
     }
 }

@@ -13,6 +13,7 @@
 //! | [`MasterOptions`] | the master of a distributed job | `master` |
 //! | [`WorkerOptions`] | a worker's link to its master | `worker` |
 //! | [`KerberosOptions`] | a keytab login for HDFS | every command that reads HDFS, job files |
+//! | [`StoreOptions`] | object store timeouts | every command that reads a store, job files |
 //! | [`JobFile`] | a scheduled pipeline (`sluice run JOB.toml`) | `run` |
 //!
 //! Validated options become the runtime settings the jobs take ([`TrainConfig`]
@@ -24,6 +25,7 @@ pub mod kerberos;
 pub mod master;
 pub mod pipeline;
 pub mod read;
+pub mod store;
 pub mod train;
 pub mod trainer;
 pub mod value;
@@ -32,8 +34,9 @@ pub mod worker;
 pub use job::{JobFile, JobFileError, JobKeys, OnRewrite, DEFAULT_LOCK_TTL};
 pub use kerberos::KerberosOptions;
 pub use master::MasterOptions;
-pub use pipeline::{PipelineOptions, DEFAULT_READ_AHEAD};
+pub use pipeline::{PipelineOptions, DEFAULT_READ_AHEAD, DEFAULT_READ_RETRY};
 pub use read::ReadOptions;
+pub use store::StoreOptions;
 pub use train::{TrainConfig, TrainOptions, TrainParts};
 pub use trainer::{ModelChoice, ModelKind, TrainerChoice, TrainerOptions};
 pub use worker::WorkerOptions;

@@ -1,16 +1,21 @@
 //! A worker's pipeline: how rows are batched, how far readers run ahead, and
 //! what happens to each batch before its trainer gets it.
 
+use std::time::Duration;
+
 use clap::Args;
 use serde::Deserialize;
 
-use super::value::{form, parse_size};
+use super::value::{form, parse_duration, parse_size};
 use super::{rule, OptionError};
 use crate::trainer::{HashBuckets, Transform};
 
 /// The default of `--read-ahead`: bytes the readers of a worker hold ahead of
 /// its trainers, all together.
 pub const DEFAULT_READ_AHEAD: &str = "64MiB";
+
+/// The default of `--read-retry`.
+pub const DEFAULT_READ_RETRY: Duration = Duration::from_secs(120);
 
 /// The pipeline between the readers and the trainers; shared by `train` and `worker`.
 #[derive(Debug, Clone, PartialEq, Args, Deserialize)]
@@ -26,6 +31,10 @@ pub struct PipelineOptions {
     #[arg(long, value_name = "SIZE", default_value = DEFAULT_READ_AHEAD, value_parser = parse_size)]
     #[serde(deserialize_with = "form::size")]
     pub read_ahead: u64,
+    /// How long a read that fails for a reason that may pass (the file not found or refused, a connection error or timeout, HTTP 5xx or 429 from the store) is tried again, from the row it failed at, after jittered waits (0.5 s doubling up to 30 s), before it counts as a failed attempt of its task; `0` counts it at once. Corrupt data fails at once.
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_duration)]
+    #[serde(deserialize_with = "form::duration")]
+    pub read_retry: Duration,
     /// Rows held in a shuffle buffer (0: rows keep their order within a task).
     #[arg(long, default_value_t = 0)]
     pub shuffle_buffer: usize,
@@ -50,6 +59,7 @@ impl Default for PipelineOptions {
             batch_size: 1024,
             prefetch: 4,
             read_ahead: 64 * 1024 * 1024,
+            read_retry: DEFAULT_READ_RETRY,
             shuffle_buffer: 0,
             lockstep: false,
             drop_last: false,

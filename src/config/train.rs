@@ -151,6 +151,7 @@ impl TrainParts<'_> {
             columns: train.columns.clone(),
             prefetch: pipeline.prefetch,
             read_ahead: pipeline.read_ahead,
+            read_retry: pipeline.read_retry,
             shuffle_buffer: pipeline.shuffle_buffer,
             lockstep: pipeline.lockstep,
             drop_last: pipeline.drop_last,
@@ -232,6 +233,10 @@ pub struct TrainConfig {
     pub prefetch: usize,
     /// Bytes read ahead (see [`super::DEFAULT_READ_AHEAD`]).
     pub read_ahead: u64,
+    /// How long a read that fails for a reason that may pass is tried again
+    /// before it counts as a failed attempt (see
+    /// [`crate::worker::read_retry`]).
+    pub read_retry: Duration,
     /// Shuffle buffer rows.
     pub shuffle_buffer: usize,
     /// One batch per device per step, the same steps per epoch on every device.

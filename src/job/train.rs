@@ -324,6 +324,7 @@ pub async fn run_dataset(
         devices: config.devices,
         prefetch: config.prefetch,
         read_ahead: config.read_ahead,
+        read_retry: config.read_retry,
         shuffle_buffer: config.shuffle_buffer,
         seed: config.seed,
         lease_timeout: Some(config.lease_timeout),

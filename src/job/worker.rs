@@ -31,6 +31,8 @@ pub struct WorkerConfig {
     pub prefetch: usize,
     /// Bytes read ahead.
     pub read_ahead: u64,
+    /// How long a read that fails for a reason that may pass is tried again.
+    pub read_retry: Duration,
     /// Shuffle buffer rows.
     pub shuffle_buffer: usize,
     /// One batch per device per step, the same steps per epoch on every device.
@@ -110,6 +112,7 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerOutcome, WorkerError> {
         devices: config.devices,
         prefetch: config.prefetch,
         read_ahead: config.read_ahead,
+        read_retry: config.read_retry,
         shuffle_buffer: config.shuffle_buffer,
         seed: spec.seed,
         lease_timeout: spec.lease_timeout_ms.map(Duration::from_millis),

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use crate::config::job::{OnRewrite, DEFAULT_LOCK_TTL};
-use crate::config::{JobFile, JobFileError, KerberosOptions, TrainConfig};
+use crate::config::{JobFile, JobFileError, KerberosOptions, StoreOptions, TrainConfig};
 
 /// A parsed and validated job.
 #[derive(Debug, Clone)]
@@ -29,6 +29,17 @@ impl Job {
     /// `keytab` and `principal` keys ask for.
     pub fn load(path: &Path) -> Result<(Job, KerberosOptions), JobFileError> {
         Job::from_file(JobFile::load(path)?)
+    }
+
+    /// Reads the job file at `path`: the job, the Kerberos login and the
+    /// object store timeouts its keys ask for (process-wide settings).
+    pub fn load_with_store(
+        path: &Path,
+    ) -> Result<(Job, KerberosOptions, StoreOptions), JobFileError> {
+        let file = JobFile::load(path)?;
+        let store = file.store.clone();
+        let (job, kerberos) = Job::from_file(file)?;
+        Ok((job, kerberos, store))
     }
 
     /// The job a parsed job file describes.

@@ -5,7 +5,7 @@
 //! workers so neither ask in step nor often; the first lease that brings
 //! tasks starts the next wait short again. The waits are backon's
 //! exponential backoff with jitter; [`Backoff::between`] gives other bounds
-//! (the retries of an unreachable master).
+//! (the retries of an unreachable master, and of reads: [`super::read_retry`]).
 
 use std::time::Duration;
 

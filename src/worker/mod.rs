@@ -6,7 +6,8 @@
 //! (split to batches), [`batcher`] (exact batch sizes, optional shuffle),
 //! [`devices`] (one thread per device owning a trainer), [`ledger`]
 //! (acknowledged rows to committed offsets), joined in [`pipeline`]; under
-//! `--lockstep`, [`stepper`] (one batch per device per step).
+//! `--lockstep`, [`stepper`] (one batch per device per step). A reader tries
+//! again reads that fail for a reason that may pass ([`read_retry`]).
 
 pub mod backoff;
 pub mod batcher;
@@ -14,6 +15,7 @@ pub mod checkpoints;
 pub mod devices;
 pub mod ledger;
 pub mod pipeline;
+pub mod read_retry;
 pub mod reader;
 pub mod remote;
 pub mod stepper;

@@ -49,6 +49,9 @@ pub struct PipelineConfig {
     /// Bytes read ahead by all readers together: fetched row groups until
     /// decoded, decoded batches until the coordinator takes them.
     pub read_ahead: u64,
+    /// How long a read that fails for a reason that may pass is tried again
+    /// before it counts as a failed attempt (see [`super::read_retry`]).
+    pub read_retry: Duration,
     /// Rows of the shuffle buffer (0: no shuffle).
     pub shuffle_buffer: usize,
     /// Seed of the shuffle buffer.
@@ -909,6 +912,7 @@ impl Coordinator {
             self.plan.clone(),
             lease,
             self.ahead.clone(),
+            self.config.read_retry,
             self.read_tx.clone(),
         );
         self.replaying.insert(attempt, handle);
@@ -959,6 +963,7 @@ impl Coordinator {
                             self.plan.clone(),
                             lease,
                             self.ahead.clone(),
+                            self.config.read_retry,
                             read_tx.clone(),
                         );
                         self.readers.insert(attempt, handle);
@@ -1066,6 +1071,11 @@ impl Coordinator {
                 // Taken: the batch's bytes leave the read-ahead budget.
                 drop(held);
                 self.ready(ready);
+            }
+            ReadEvent::Waiting { attempt } => {
+                // Not starting any more: other tasks may be leased and read
+                // meanwhile (within `--prefetch`).
+                self.starting.remove(&attempt);
             }
             ReadEvent::LoginRefused { error } => {
                 return Err(PipelineError::LoginRefused {

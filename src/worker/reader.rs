@@ -8,6 +8,7 @@
 //! heartbeats and the master client never wait behind a decode.
 
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use arrow::record_batch::RecordBatch;
 use connectors::read_ahead::{Queued, Reservation};
@@ -15,7 +16,9 @@ use connectors::{read_split_within, Location, ReadAhead, ReadPlan, Split};
 use futures::StreamExt;
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
+use tracing::warn;
 
+use super::read_retry::ReadRetry;
 use crate::task::{AttemptId, Lease};
 
 /// What a reader reports.
@@ -42,7 +45,8 @@ pub enum ReadEvent {
         end: u64,
     },
     /// Reading failed at row `at` of the split: every row before it was sent
-    /// in `Batch` events, none after; the error names the file.
+    /// in `Batch` events, none after; the error names the file. A failure
+    /// that may pass comes only once `--read-retry` is spent.
     Failed {
         /// The attempt.
         attempt: AttemptId,
@@ -50,6 +54,12 @@ pub enum ReadEvent {
         at: u64,
         /// The read's failure.
         error: connectors::Error,
+    },
+    /// A read failed for a reason that may pass; the reader tries again
+    /// after a wait (see [`super::read_retry`]), holding its lease.
+    Waiting {
+        /// The attempt.
+        attempt: AttemptId,
     },
     /// The store refused this process's login (see
     /// [`connectors::Error::is_login`]): no read can succeed until it is fixed.
@@ -60,74 +70,118 @@ pub enum ReadEvent {
 }
 
 /// Reads the split of `lease` from its committed offset on a task of its own,
-/// within the budget `ahead`; the handle stops the read (a lost lease).
+/// within the budget `ahead`, trying again for up to `read_retry` a read that
+/// fails for a reason that may pass ([`super::read_retry`]); the handle stops
+/// the read (a lost lease, a stop), a wait to read again included.
 pub fn spawn(
     location: Location,
     split: Split,
     plan: Arc<ReadPlan>,
     lease: Lease,
     ahead: ReadAhead,
+    read_retry: Duration,
     tx: mpsc::Sender<ReadEvent>,
 ) -> AbortHandle {
     let task = decode_pool().spawn(async move {
         let attempt = lease.attempt;
         let mut row = lease.offset;
         let queued = Queued::default();
-        let mut stream = read_split_within(&location, &split, &plan, lease.offset, &ahead);
-        while let Some(item) = stream.next().await {
-            match item {
-                Ok(batch) if batch.num_rows() == 0 => {}
-                Ok(batch) => {
-                    let start = row;
-                    row += batch.num_rows() as u64;
-                    let bytes = batch.get_array_memory_size() as u64;
-                    for (from, to) in unskipped(start, row, &lease.skip) {
-                        let rows = if (from, to) == (start, row) {
-                            batch.clone()
-                        } else {
-                            batch.slice((from - start) as usize, (to - from) as usize)
+        let mut retry = ReadRetry::new(read_retry);
+        'read: loop {
+            // From the first row not yet sent: the lease's offset, or where
+            // a failed read stopped.
+            let mut stream = read_split_within(&location, &split, &plan, row, &ahead);
+            while let Some(item) = stream.next().await {
+                let batch = match item {
+                    Ok(batch) => batch,
+                    Err(error) if error.is_login() => {
+                        let _ = tx.send(ReadEvent::LoginRefused { error }).await;
+                        return;
+                    }
+                    Err(error) => {
+                        let Some(wait) = retry.wait_after(&error, Instant::now()) else {
+                            let failed = ReadEvent::Failed {
+                                attempt,
+                                at: row,
+                                error,
+                            };
+                            let _ = tx.send(failed).await;
+                            return;
                         };
-                        // Slices share the batch's buffers: each holds its rows' part.
-                        let share = bytes * (to - from) / (row - start);
-                        let held = ahead.reserve_queued(share, &queued).await;
-                        let event = ReadEvent::Batch {
-                            attempt,
-                            epoch: lease.epoch,
-                            start: from,
-                            batch: rows,
-                            held,
-                        };
-                        if tx.send(event).await.is_err() {
+                        warn!(%attempt, row, %error, wait_secs = wait.as_secs_f64(), "read failed; reading again after a wait (--read-retry)");
+                        drop(stream);
+                        if tx.send(ReadEvent::Waiting { attempt }).await.is_err() {
                             return;
                         }
+                        tokio::time::sleep(wait).await;
+                        continue 'read;
                     }
-                    // Nothing wanted past a final skip to the end (a replay).
-                    if lease
-                        .skip
-                        .last()
-                        .is_some_and(|&(s, e)| e == u64::MAX && row >= s)
-                    {
-                        break;
-                    }
+                };
+                if batch.num_rows() == 0 {
+                    continue;
                 }
-                Err(error) => {
-                    let failed = if error.is_login() {
-                        ReadEvent::LoginRefused { error }
-                    } else {
-                        ReadEvent::Failed {
-                            attempt,
-                            at: row,
-                            error,
-                        }
-                    };
-                    let _ = tx.send(failed).await;
+                retry.read_rows();
+                let start = row;
+                row += batch.num_rows() as u64;
+                let sent = Sent {
+                    lease: &lease,
+                    ahead: &ahead,
+                    queued: &queued,
+                    tx: &tx,
+                };
+                if sent.rows(start, row, batch).await.is_err() {
                     return;
                 }
+                // Nothing wanted past a final skip to the end (a replay).
+                if lease
+                    .skip
+                    .last()
+                    .is_some_and(|&(s, e)| e == u64::MAX && row >= s)
+                {
+                    break 'read;
+                }
             }
+            break;
         }
         let _ = tx.send(ReadEvent::Done { attempt, end: row }).await;
     });
     task.abort_handle()
+}
+
+/// Where a reader sends the rows it read.
+struct Sent<'a> {
+    lease: &'a Lease,
+    ahead: &'a ReadAhead,
+    queued: &'a Queued,
+    tx: &'a mpsc::Sender<ReadEvent>,
+}
+
+impl Sent<'_> {
+    /// Sends rows `start..end` of the split (`batch`), less the lease's
+    /// skipped rows, each run holding its share of the read-ahead budget;
+    /// `Err` when nobody listens any more.
+    async fn rows(&self, start: u64, end: u64, batch: RecordBatch) -> Result<(), ()> {
+        let bytes = batch.get_array_memory_size() as u64;
+        for (from, to) in unskipped(start, end, &self.lease.skip) {
+            let rows = if (from, to) == (start, end) {
+                batch.clone()
+            } else {
+                batch.slice((from - start) as usize, (to - from) as usize)
+            };
+            // Slices share the batch's buffers: each holds its rows' part.
+            let share = bytes * (to - from) / (end - start);
+            let held = self.ahead.reserve_queued(share, self.queued).await;
+            let event = ReadEvent::Batch {
+                attempt: self.lease.attempt,
+                epoch: self.lease.epoch,
+                start: from,
+                batch: rows,
+                held,
+            };
+            self.tx.send(event).await.map_err(drop)?;
+        }
+        Ok(())
+    }
 }
 
 /// The runtime readers run on: one thread per core, started with the first

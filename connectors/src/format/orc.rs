@@ -13,7 +13,7 @@ use orc_rust::reader::AsyncChunkReader;
 use orc_rust::ArrowReaderBuilder;
 
 use super::{FileInfo, FileRef, ReadRequest, Unit};
-use crate::error::{Error, Result};
+use crate::error::{store_error_within, Error, Result};
 use crate::split::{Split, SplitRange};
 use crate::store::Location;
 
@@ -22,6 +22,8 @@ struct StoreChunks {
     store: Arc<dyn ObjectStore>,
     path: Path,
     size: u64,
+    /// The file as users see it, for store errors.
+    display: String,
 }
 
 impl AsyncChunkReader for StoreChunks {
@@ -33,11 +35,12 @@ impl AsyncChunkReader for StoreChunks {
     fn get_bytes(&mut self, offset: u64, length: u64) -> BoxFuture<'_, std::io::Result<Bytes>> {
         let store = self.store.clone();
         let path = self.path.clone();
+        let display = self.display.clone();
         async move {
             store
                 .get_range(&path, offset..offset + length)
                 .await
-                .map_err(std::io::Error::other)
+                .map_err(|e| std::io::Error::other(Error::from_store(display, e)))
         }
         .boxed()
     }
@@ -48,14 +51,21 @@ fn chunks(loc: &Location, path: &Path, size: u64) -> StoreChunks {
         store: loc.store.clone(),
         path: path.clone(),
         size,
+        display: loc.display(path),
     }
+}
+
+/// A decoding error of `display`: the store's error where a read of the file
+/// failed underneath, else corrupt data.
+fn orc_error(display: &str, e: impl std::error::Error + 'static) -> Error {
+    store_error_within(&e).unwrap_or_else(|| Error::corrupt(display, "orc", e))
 }
 
 /// Reads the footer: schema, rows and stripes (anchored at their start).
 pub(super) async fn inspect(loc: &Location, file: &FileRef) -> Result<FileInfo> {
     let builder = ArrowReaderBuilder::try_new_async(chunks(loc, &file.path, file.size))
         .await
-        .map_err(|e| Error::corrupt(loc.display(&file.path), "orc", e))?;
+        .map_err(|e| orc_error(&loc.display(&file.path), e))?;
     let meta = builder.file_metadata();
     let units = meta
         .stripe_metadatas()
@@ -89,17 +99,13 @@ pub(super) fn read(
     let open = async move {
         let mut builder = ArrowReaderBuilder::try_new_async(reader)
             .await
-            .map_err(|e| Error::corrupt(&display, "orc", e))?
+            .map_err(|e| orc_error(&display, e))?
             .with_batch_size(batch_size);
         if let SplitRange::Stripes { start, end } = range {
             builder = builder.with_file_byte_range(start as usize..end as usize);
         }
         let d2 = display.clone();
-        Ok::<_, Error>(
-            builder
-                .build_async()
-                .map_err(move |e| Error::corrupt(&d2, "orc", e)),
-        )
+        Ok::<_, Error>(builder.build_async().map_err(move |e| orc_error(&d2, e)))
     };
     super::skip_rows(futures::stream::once(open).try_flatten().boxed(), skip)
 }

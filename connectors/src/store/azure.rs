@@ -88,10 +88,13 @@ impl<'a> Target<'a> {
 }
 
 /// Applies sluice's rules on top of what the environment configured: the retry
-/// budget, HTTP for an explicit `http://` endpoint, and unsigned requests when
+/// budget and timeouts, HTTP for an explicit `http://` endpoint, and unsigned requests when
 /// no credentials are configured outside the emulator.
 fn configure(builder: MicrosoftAzureBuilder) -> MicrosoftAzureBuilder {
     let mut builder = builder.with_retry(cloud::retry_config());
+    for (key, value) in cloud::timeouts().client_config() {
+        builder = builder.with_config(AzureConfigKey::Client(key), value);
+    }
     if cloud::is_http(
         builder
             .get_config_value(&AzureConfigKey::Endpoint)

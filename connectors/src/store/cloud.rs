@@ -1,11 +1,11 @@
 //! What the object stores (S3, GCS, Azure) share: reading `scheme://bucket/path`
 //! URLs, the retry and timeout budget, and the error for a store that cannot be built.
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use object_store::path::Path;
-use object_store::{BackoffConfig, RetryConfig};
+use object_store::{BackoffConfig, ClientConfigKey, RetryConfig};
 
 use crate::error::{Error, Result};
 
@@ -54,18 +54,91 @@ pub(super) fn parse(url: &str) -> Result<BucketUrl<'_>> {
     })
 }
 
+/// How long one try of an object store request may take: to connect, and
+/// in all (connecting, sending, and the whole answer). Process-wide: the
+/// command sets them once, before its first request ([`set_timeouts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Connecting to the store (default 5 s).
+    pub connect: Duration,
+    /// One try of a request, answer included (default 30 s).
+    pub request: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: DEFAULT_CONNECT_TIMEOUT,
+            request: DEFAULT_REQUEST_TIMEOUT,
+        }
+    }
+}
+
+/// The default connect timeout of object store requests.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The default timeout of one try of an object store request.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Tries of a request start within this time of the first (see [`retry_config`]).
+pub const RETRY_WINDOW: Duration = Duration::from_secs(10);
+/// The longest wait between two tries of a request.
+pub const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+static TIMEOUTS: RwLock<Timeouts> = RwLock::new(Timeouts {
+    connect: DEFAULT_CONNECT_TIMEOUT,
+    request: DEFAULT_REQUEST_TIMEOUT,
+});
+
+/// Sets the timeouts of the object stores opened from now on (S3, GCS,
+/// Azure).
+pub fn set_timeouts(timeouts: Timeouts) {
+    match TIMEOUTS.write() {
+        Ok(mut t) => *t = timeouts,
+        Err(poisoned) => *poisoned.into_inner() = timeouts,
+    }
+}
+
+/// The timeouts stores are opened with.
+pub fn timeouts() -> Timeouts {
+    match TIMEOUTS.read() {
+        Ok(t) => *t,
+        Err(poisoned) => *poisoned.into_inner(),
+    }
+}
+
+impl Timeouts {
+    /// The longest a request that gets no answer takes to fail: tries start
+    /// within [`RETRY_WINDOW`] of the first, at most [`RETRY_BACKOFF_MAX`]
+    /// apart, and each gives up after the request timeout.
+    pub fn worst_request(&self) -> Duration {
+        RETRY_WINDOW + RETRY_BACKOFF_MAX + self.request
+    }
+
+    /// The client settings (object_store's `ClientConfigKey`s) for these
+    /// timeouts, as the builders' string values.
+    pub(super) fn client_config(&self) -> [(ClientConfigKey, String); 2] {
+        let ms = |d: Duration| format!("{}ms", d.as_millis().max(1));
+        [
+            (ClientConfigKey::ConnectTimeout, ms(self.connect)),
+            (ClientConfigKey::Timeout, ms(self.request)),
+        ]
+    }
+}
+
 /// The retry budget of every object store request: a few quick retries, so a
-/// refused connection or unknown host fails in seconds, not minutes. With the
-/// default 5 s connect timeout an unreachable host fails in about 10 s.
+/// refused connection or unknown host fails in seconds, not minutes: tries
+/// start within [`RETRY_WINDOW`] of the first (at most 4), each bounded by
+/// the [`Timeouts`]. With the default 5 s connect timeout an unreachable host
+/// fails in about 10 s; a store that accepts connections and never answers
+/// fails a request within [`Timeouts::worst_request`].
 pub(super) fn retry_config() -> RetryConfig {
     RetryConfig {
         backoff: BackoffConfig {
             init_backoff: Duration::from_millis(100),
-            max_backoff: Duration::from_secs(2),
+            max_backoff: RETRY_BACKOFF_MAX,
             base: 2.0,
         },
         max_retries: 3,
-        retry_timeout: Duration::from_secs(10),
+        retry_timeout: RETRY_WINDOW,
     }
 }
 
@@ -152,6 +225,21 @@ mod tests {
         );
         let err = parse("s3://k:secret@b/x?y").expect_err("query refused");
         assert!(!err.to_string().contains("secret"), "{err}");
+    }
+
+    #[test]
+    fn timeouts_become_client_settings_object_store_parses() {
+        let timeouts = Timeouts {
+            connect: Duration::from_millis(1500),
+            request: Duration::from_secs(2),
+        };
+        let config = timeouts.client_config();
+        assert_eq!(
+            config[0],
+            (ClientConfigKey::ConnectTimeout, "1500ms".into())
+        );
+        assert_eq!(config[1], (ClientConfigKey::Timeout, "2000ms".into()));
+        assert_eq!(timeouts.worst_request(), Duration::from_secs(14));
     }
 
     #[test]

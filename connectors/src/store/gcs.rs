@@ -44,13 +44,16 @@ pub(super) fn open(url: &str) -> Result<Location> {
 }
 
 /// Applies sluice's rules on top of what the environment configured: the
-/// emulator endpoint, the retry budget, HTTP for an explicit `http://`
+/// emulator endpoint, the retry budget and timeouts, HTTP for an explicit `http://`
 /// endpoint, and unsigned requests when no credentials are configured.
 fn configure(
     builder: GoogleCloudStorageBuilder,
     emulator: Option<&str>,
 ) -> GoogleCloudStorageBuilder {
     let mut builder = builder.with_retry(cloud::retry_config());
+    for (key, value) in cloud::timeouts().client_config() {
+        builder = builder.with_config(GoogleConfigKey::Client(key), value);
+    }
     let mut anonymous = !has_credentials(&builder);
     if builder
         .get_config_value(&GoogleConfigKey::BaseUrl)

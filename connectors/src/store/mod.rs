@@ -11,6 +11,9 @@ pub mod kerberos;
 mod local;
 mod s3;
 
+pub use cloud::{
+    set_timeouts, timeouts, Timeouts, DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT,
+};
 pub use hdfs::HdfsStoreBuilder;
 pub(crate) use local::Oddity;
 

@@ -33,7 +33,7 @@ pub(super) fn open(url: &str) -> Result<Location> {
 }
 
 /// Applies sluice's rules on top of what the environment configured: the retry
-/// budget, HTTP for an explicit `http://` endpoint, and unsigned requests when
+/// budget and timeouts, HTTP for an explicit `http://` endpoint, and unsigned requests when
 /// no credentials are configured.
 fn configure(builder: AmazonS3Builder) -> AmazonS3Builder {
     let endpoint = builder
@@ -41,6 +41,9 @@ fn configure(builder: AmazonS3Builder) -> AmazonS3Builder {
         .or_else(|| builder.get_config_value(&AmazonS3ConfigKey::Endpoint));
     let anonymous = !has_credentials(&builder);
     let mut builder = builder.with_retry(cloud::retry_config());
+    for (key, value) in cloud::timeouts().client_config() {
+        builder = builder.with_config(AmazonS3ConfigKey::Client(key), value);
+    }
     if cloud::is_http(endpoint.as_deref()) {
         builder = builder.with_allow_http(true);
     }

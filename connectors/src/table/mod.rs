@@ -15,7 +15,7 @@ use arrow::datatypes::{Field, SchemaRef};
 use object_store::path::Path;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::format::Format;
 use crate::store::Location;
 
@@ -212,13 +212,23 @@ pub async fn detect(location: &Location) -> Result<Option<TableKind>> {
         return Ok(Some(TableKind::Iceberg));
     }
     // One listing of the root answers both questions; a root that cannot be
-    // listed is no table here: the listing that follows names the failure.
-    let Ok(root) = location
+    // listed is no table here: the listing that follows names the failure,
+    // unless the object store cannot be reached at all, which fails once,
+    // here, rather than again on each request that follows (a store that
+    // never answers costs one request's timeouts, not several).
+    let root = match location
         .store
         .list_with_delimiter(Some(&location.root))
         .await
-    else {
-        return Ok(None);
+    {
+        Ok(root) => root,
+        Err(e) => {
+            let err = Error::from_store(location.url(), e);
+            if location.bucket().is_some() && err.kind() == ErrorKind::Store {
+                return Err(err);
+            }
+            return Ok(None);
+        }
     };
     let holds = |name: &str| {
         root.common_prefixes
