@@ -11,12 +11,12 @@
 //! so that the watcher's exit status is the trainer's.
 //!
 //! Once it forked the trainer, the watcher runs the `sluice` binary again as
-//! `sluice --sluice-trainer-watcher LIFELINE_FD TRAINER_PID` (see [`run_watchers_as`]), so that
-//! it holds no copy of sluice's memory; where that cannot be (a test binary), it stays a
-//! fork of sluice.
+//! `sluice --sluice-trainer-watcher LIFELINE_FD TRAINER_PID` (see
+//! [`run_watchers_as`]), so that it holds no copy of sluice's memory; where that cannot
+//! be (a test binary), it stays a fork of sluice.
 //!
-//! Until then everything here runs in a process forked from a multi-threaded one: only
-//! async-signal-safe system calls, no allocation, no lock, no panic.
+//! Until it runs that program, the watcher is a process forked from a multi-threaded
+//! one: only async-signal-safe system calls, no allocation, no lock, no panic.
 
 use std::ffi::{CString, OsString};
 use std::io;
