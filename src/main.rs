@@ -16,6 +16,12 @@ use tracing_subscriber::EnvFilter;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    // A trainer's watcher is this binary run again: it watches and exits.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    sluice::trainer::watch_if_asked(&args);
+    if let Ok(program) = std::env::current_exe() {
+        sluice::trainer::run_watchers_as(&program);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -2,7 +2,7 @@
 //! batches on a pipe at file descriptor 3 that a reader thread turns into [`AckEvent`]s.
 //!
 //! Trainers die with sluice, and so does everything they start. Each trainer is forked
-//! by its own [`watcher`](super::watcher), a fork of sluice that is the trainer's parent
+//! by its own [`watcher`](super::watcher), a process of sluice's that is the trainer's parent
 //! and a child subreaper: it reads a pipe only sluice holds open (the lifeline), and once
 //! the trainer exits, sluice lets it go (closes the lifeline) or sluice ends in any way
 //! (an error, a panic, `SIGKILL`: the kernel closes the pipe), it kills the trainer's

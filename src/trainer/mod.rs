@@ -42,6 +42,7 @@ pub use none::{NoneFactory, NoneTrainer};
 pub use parallel::{LinearFactory, LinearTrainer};
 pub use shared_model::{checkpoint_path, ModelCheckpoints, DEFAULT_CHECKPOINT_EVERY};
 pub use transform::{HashBuckets, Transform, TransformFactory, HASH_BUCKETS_KEY};
+pub use watcher::{run_watchers_as, watch_if_asked, WATCHER_ARG};
 
 use arrow::datatypes::Schema;
 use arrow::record_batch::RecordBatch;

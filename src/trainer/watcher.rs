@@ -1,4 +1,4 @@
-//! The watcher of one exec trainer: a fork of sluice between sluice and the trainer's
+//! The watcher of one exec trainer: a process between sluice and the trainer's
 //! `sh -c CMD`, so that nothing the trainer starts outlives it.
 //!
 //! The watcher forks the trainer and waits. As the trainer's parent and a child
@@ -10,12 +10,65 @@
 //! process it has adopted, until it has no child left. Then it exits as the trainer did,
 //! so that the watcher's exit status is the trainer's.
 //!
-//! Everything here runs in a process forked from a multi-threaded one: only
-//! async-signal-safe system calls, no allocation, no lock, no panic.
+//! Once it forked the trainer, the watcher runs the `sluice` binary again as
+//! `sluice --sluice-trainer-watcher LIFELINE_FD TRAINER_PID` (see
+//! [`run_watchers_as`]), so that it holds no copy of sluice's memory; where that cannot
+//! be (a test binary), it stays a fork of sluice.
+//!
+//! Until it runs that program, the watcher is a process forked from a multi-threaded
+//! one: only async-signal-safe system calls, no allocation, no lock, no panic.
 
+use std::ffi::{CString, OsString};
 use std::io;
 use std::os::fd::RawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 use std::ptr;
+use std::sync::OnceLock;
+
+/// The first argument that makes the `sluice` binary a trainer's watcher.
+pub const WATCHER_ARG: &str = "--sluice-trainer-watcher";
+
+/// [`WATCHER_ARG`] as a C string.
+const WATCHER_ARG_C: &[u8] = b"--sluice-trainer-watcher\0";
+
+/// The program watchers run (the `sluice` binary), once [`run_watchers_as`] named it.
+static PROGRAM: OnceLock<CString> = OnceLock::new();
+
+/// Has every watcher run `program` (the `sluice` binary, which calls [`watch_if_asked`]
+/// first thing) once it forked its trainer.
+pub fn run_watchers_as(program: &Path) {
+    if let Ok(program) = CString::new(program.as_os_str().as_bytes()) {
+        let _ = PROGRAM.set(program);
+    }
+}
+
+/// Watches a trainer and exits, if this process was started as a watcher
+/// (`WATCHER_ARG LIFELINE_FD TRAINER_PID`); returns at once otherwise.
+pub fn watch_if_asked(args: &[OsString]) {
+    let [_, flag, lifeline, trainer] = args else {
+        return;
+    };
+    if flag.as_bytes() != WATCHER_ARG.as_bytes() {
+        return;
+    }
+    let number = |arg: &OsString| arg.to_str().and_then(|s| s.parse::<libc::c_int>().ok());
+    let (Some(lifeline), Some(trainer)) = (number(lifeline), number(trainer)) else {
+        std::process::exit(2);
+    };
+    // SAFETY: this process is the trainer's watcher, single-threaded and the trainer's
+    // parent: the calls below only wait for, signal and reap its own children.
+    unsafe {
+        let signals = signal_set(libc::SIGCHLD);
+        libc::sigprocmask(libc::SIG_BLOCK, &signals, ptr::null_mut());
+        let events = libc::signalfd(-1, &signals, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
+        if events != -1 {
+            wait_for_an_end(trainer, lifeline, events);
+        }
+        let status = end_all(trainer);
+        exit_as(status)
+    }
+}
 
 /// Signals that end the trainer, besides its own end and the lifeline's.
 const STOP_SIGNALS: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
@@ -64,9 +117,53 @@ pub(crate) unsafe fn fork_watched(lifeline: RawFd) -> io::Result<()> {
         return Ok(());
     }
     close_all_but(lifeline, events);
+    if let Some(program) = PROGRAM.get() {
+        run_program(program, lifeline, trainer);
+    }
     wait_for_an_end(trainer, lifeline, events);
     let status = end_all(trainer);
     exit_as(status)
+}
+
+/// Runs `program WATCHER_ARG LIFELINE TRAINER` with an empty environment; returns only
+/// if that fails. The blocked signals, the subreaper and the children stay.
+unsafe fn run_program(program: &CString, lifeline: RawFd, trainer: libc::pid_t) {
+    // The lifeline stays open across exec; the signalfd is made again there.
+    if libc::fcntl(lifeline, libc::F_SETFD, 0) == -1 {
+        return;
+    }
+    let mut fd_text = [0u8; 24];
+    let mut pid_text = [0u8; 24];
+    let argv = [
+        program.as_ptr(),
+        WATCHER_ARG_C.as_ptr().cast(),
+        decimal(lifeline, &mut fd_text),
+        decimal(trainer, &mut pid_text),
+        ptr::null(),
+    ];
+    let envp = [ptr::null()];
+    libc::execve(program.as_ptr(), argv.as_ptr(), envp.as_ptr());
+    libc::fcntl(lifeline, libc::F_SETFD, libc::FD_CLOEXEC);
+}
+
+/// `n` (not negative) in decimal, NUL-terminated, in `buf`.
+fn decimal(n: libc::c_int, buf: &mut [u8; 24]) -> *const libc::c_char {
+    let mut digits = [0u8; 12];
+    let mut len = 0;
+    let mut rest = n.unsigned_abs();
+    loop {
+        digits[len] = b'0' + (rest % 10) as u8;
+        len += 1;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    for (i, digit) in digits[..len].iter().rev().enumerate() {
+        buf[i] = *digit;
+    }
+    buf[len] = 0;
+    buf.as_ptr().cast()
 }
 
 /// The set of [`STOP_SIGNALS`] and `more`.
@@ -247,5 +344,26 @@ fn check(result: libc::c_int) -> io::Result<libc::c_int> {
         Err(io::Error::last_os_error())
     } else {
         Ok(result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_watcher_argument_is_the_same_in_both_spellings() {
+        assert_eq!(WATCHER_ARG_C, format!("{WATCHER_ARG}\0").as_bytes());
+    }
+
+    #[test]
+    fn numbers_are_written_in_decimal() {
+        for n in [0, 7, 42, 1_000_000, libc::c_int::MAX] {
+            let mut buf = [0u8; 24];
+            let text = decimal(n, &mut buf);
+            // SAFETY: decimal wrote a NUL-terminated string into buf.
+            let text = unsafe { std::ffi::CStr::from_ptr(text) };
+            assert_eq!(text.to_str(), Ok(n.to_string().as_str()));
+        }
     }
 }
