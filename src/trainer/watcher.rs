@@ -206,7 +206,8 @@ unsafe fn close_all_but(a: RawFd, b: RawFd) {
 /// Waits until the trainer exits (without reaping it), the lifeline closes or a stop
 /// signal comes; reaps adopted processes that end meanwhile.
 unsafe fn wait_for_an_end(trainer: libc::pid_t, lifeline: RawFd, events: RawFd) {
-    loop {
+    // Checked before each wait: the trainer may have exited before the signalfd.
+    while !trainer_exited(trainer) {
         let mut fds = [
             libc::pollfd {
                 fd: lifeline,
@@ -228,18 +229,22 @@ unsafe fn wait_for_an_end(trainer: libc::pid_t, lifeline: RawFd, events: RawFd) 
         if fds[0].revents != 0 || stop_signalled(events) {
             return;
         }
-        loop {
-            let mut info: libc::siginfo_t = std::mem::zeroed();
-            let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
-            if libc::waitid(libc::P_ALL, 0, &mut info, flags) == -1 {
-                return;
-            }
-            match info.si_pid() {
-                0 => break,
-                pid if pid == trainer => return,
-                adopted => {
-                    libc::waitpid(adopted, ptr::null_mut(), 0);
-                }
+    }
+}
+
+/// Whether the trainer exited (it is left unreaped); reaps adopted processes that ended.
+unsafe fn trainer_exited(trainer: libc::pid_t) -> bool {
+    loop {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+        if libc::waitid(libc::P_ALL, 0, &mut info, flags) == -1 {
+            return true;
+        }
+        match info.si_pid() {
+            0 => return false,
+            pid if pid == trainer => return true,
+            adopted => {
+                libc::waitpid(adopted, ptr::null_mut(), 0);
             }
         }
     }
