@@ -44,26 +44,6 @@ fn train(state: &Path, out: &Path, devices: u32, epochs: u32, extra: &str) -> Co
     cmd
 }
 
-/// The union of the models in the trainers' final-* files.
-fn final_model(out: &Path) -> HashMap<i64, u64> {
-    let mut model = HashMap::new();
-    let mut files = 0;
-    for entry in std::fs::read_dir(out).expect("list").flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !name.starts_with("final-") {
-            continue;
-        }
-        files += 1;
-        let text = std::fs::read_to_string(entry.path()).expect("read final");
-        let value = parse_json(&text, &name);
-        for (id, n) in value["model"].as_object().expect("model") {
-            *model.entry(id.parse::<i64>().expect("id")).or_insert(0) += n.as_u64().expect("count");
-        }
-    }
-    assert!(files > 0, "no trainer wrote its final model");
-    model
-}
-
 #[track_caller]
 fn assert_once_per_epoch(model: &HashMap<i64, u64>, epochs: u64) {
     let wrong: Vec<(i64, u64)> = (0..ROWS as i64)
@@ -111,7 +91,7 @@ fn killed_and_resumed(devices: u32) {
         "{}",
         String::from_utf8_lossy(&last.stderr)
     );
-    assert_once_per_epoch(&final_model(&out), u64::from(epochs));
+    assert_once_per_epoch(&common::final_model(&out), u64::from(epochs));
     let resumed = std::fs::read_dir(&out)
         .expect("list")
         .flatten()
@@ -210,7 +190,7 @@ fn a_trainer_that_dies_is_rolled_back_to_its_checkpoint() {
         Path::new(&out).join("died-0").exists() && Path::new(&out).join("died-ckpt-1").exists(),
         "both trainers died once"
     );
-    assert_once_per_epoch(&final_model(&out), 1);
+    assert_once_per_epoch(&common::final_model(&out), 1);
 }
 
 #[test]
@@ -330,8 +310,8 @@ fn distributed_models_keep_every_row_once_across_a_killed_worker_and_master() {
             .any(|s| !parse_json(s, "start")["resume"].is_null()),
         "the restarted w1 did not resume from w1's checkpoint: {started:?}"
     );
-    let mut model = final_model(&first);
-    for (id, n) in final_model(&second) {
+    let mut model = common::final_model(&first);
+    for (id, n) in common::final_model(&second) {
         *model.entry(id).or_insert(0) += n;
     }
     assert_once_per_epoch(&model, u64::from(epochs));

@@ -13,7 +13,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::{ack_log, count_lines, damaged_parquet_copy, fixture, parse_json, wait_until, SLUICE};
+use common::{
+    ack_log, acked_then_served_again, count_lines, damaged_parquet_copy, fixture, parse_json,
+    wait_until, SLUICE,
+};
 
 /// Rows per batch in these tests.
 const BATCH: u64 = 100;
@@ -79,19 +82,23 @@ fn skewed_train(data: &Path, state: &Path, out: &Path, extra: &[&str]) -> Comman
     cmd
 }
 
-/// Rows acknowledged in run `before` that a later run was handed again.
-fn acked_then_served_again(before: &Path, later: &[PathBuf]) -> u64 {
-    let acked: std::collections::HashSet<i64> =
-        common::recorded_ids(before, "acked-").into_keys().collect();
-    let mut again = 0;
-    for dir in later {
-        for (id, n) in common::recorded_ids(dir, "ids-") {
-            if acked.contains(&id) {
-                again += u64::from(n);
-            }
-        }
+/// Over `runs` (one per kill, then the run that finished): no id is
+/// missing, and each kill served again at most what the two devices held
+/// unacknowledged (the exec window, 4 batches each), whatever the skew: an
+/// acknowledged batch is committed when it arrives, not once the slow
+/// device's earlier batch is.
+#[track_caller]
+fn assert_each_kill_within_the_windows(runs: &[PathBuf], what: &str) {
+    assert_none_missing(&all_ids(runs), what);
+    let bound = 4 * 2 * BATCH;
+    for k in 0..runs.len() - 1 {
+        let again = acked_then_served_again(&runs[k], &runs[k + 1..]);
+        eprintln!("kill {k}: {again} acknowledged rows served again");
+        assert!(
+            again <= bound,
+            "{what}, kill {k}: {again} acknowledged rows served again (bound {bound}: the window of each device)"
+        );
     }
-    again
 }
 
 /// Every id handed to a trainer in any of `runs`, with counts.
@@ -186,20 +193,7 @@ fn a_train_killed_or_stopped_at_ten_random_moments_loses_no_row_and_fails_no_tas
         "no task fails for having been in flight at a kill: {stderr}"
     );
     runs.push(out);
-    assert_none_missing(&all_ids(&runs), "10 kills");
-    // Each kill serves again at most what the devices held unacknowledged
-    // (the exec window, 4 batches per device), whatever the skew: an
-    // acknowledged batch is committed when it arrives, not once the slow
-    // device's earlier batch is.
-    let bound = 4 * 2 * BATCH;
-    for k in 0..10 {
-        let again = acked_then_served_again(&runs[k], &runs[k + 1..]);
-        eprintln!("kill {k}: {again} acknowledged rows served again");
-        assert!(
-            again <= bound,
-            "kill {k}: {again} acknowledged rows served again (bound {bound}: the window of each device)"
-        );
-    }
+    assert_each_kill_within_the_windows(&runs, "10 kills");
     // And a finished job, run again, says so and still exits 0.
     let again = skewed_train(&data, &state, &fresh(dir.path(), "again"), &[])
         .output()
@@ -512,34 +506,7 @@ fn a_worker_killed_at_ten_random_moments_loses_no_row_and_fails_no_task() {
     runs.push(out);
     // The master ends with every task done: none failed for the kills.
     cluster::clean_finish(&mut master);
-    assert_none_missing(&all_ids(&runs), "10 worker kills");
-    let bound = 4 * 2 * BATCH;
-    for k in 0..10 {
-        let again = acked_then_served_again(&runs[k], &runs[k + 1..]);
-        eprintln!("kill {k}: {again} acknowledged rows served again");
-        assert!(
-            again <= bound,
-            "kill {k}: {again} acknowledged rows served again (bound {bound})"
-        );
-    }
-}
-
-/// The union of the models in the final-* files `tests/trainers/checkpoint_ids.py`
-/// wrote in `out`: id -> times trained.
-fn final_model(out: &Path) -> HashMap<i64, u64> {
-    let mut model = HashMap::new();
-    for entry in std::fs::read_dir(out).expect("list").flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !name.starts_with("final-") {
-            continue;
-        }
-        let text = std::fs::read_to_string(entry.path()).expect("read final");
-        let value = parse_json(&text, &name);
-        for (id, n) in value["model"].as_object().expect("model") {
-            *model.entry(id.parse::<i64>().expect("id")).or_insert(0) += n.as_u64().expect("count");
-        }
-    }
-    model
+    assert_each_kill_within_the_windows(&runs, "10 worker kills");
 }
 
 #[test]
@@ -600,7 +567,7 @@ fn a_checkpointing_trainer_killed_at_ten_random_moments_holds_every_id_once_per_
         "{}",
         String::from_utf8_lossy(&last.stderr)
     );
-    let model = final_model(&out);
+    let model = common::final_model(&out);
     let wrong: Vec<(i64, u64)> = (0..ROWS as i64)
         .map(|id| (id, model.get(&id).copied().unwrap_or(0)))
         .filter(|(_, n)| *n != 2)

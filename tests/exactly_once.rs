@@ -14,7 +14,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::cluster::{self, Job};
-use common::{ack_log, count_lines, damaged_parquet_copy, fixture, parse_json, wait_until, SLUICE};
+use common::{
+    ack_log, acked_then_served_again, count_lines, damaged_parquet_copy, fixture, parse_json,
+    wait_until, SLUICE,
+};
 
 /// Rows per batch in these tests.
 const BATCH: u64 = 100;
@@ -46,20 +49,6 @@ fn train_state(data: &Path, state: &Path, out: &Path, devices: u32, sleep: f64) 
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     cmd
-}
-
-/// Rows acknowledged in run `before` that a later run was handed again.
-fn acked_then_served_again(before: &Path, later: &[PathBuf]) -> u64 {
-    let acked: HashSet<i64> = ids_in(before, "acked-").into_keys().collect();
-    let mut again = 0;
-    for dir in later {
-        for (id, n) in ids_in(dir, "ids-") {
-            if acked.contains(&id) {
-                again += u64::from(n);
-            }
-        }
-    }
-    again
 }
 
 #[test]

@@ -525,12 +525,7 @@ impl Queue {
     ) -> Result<(), QueueError> {
         self.owned(worker, attempt)?;
         let (_, split) = self.release(attempt)?;
-        if let Some(task) = self.tasks.get_mut(split as usize) {
-            let offset = match task.state {
-                TaskState::Leased { offset, .. } => offset,
-                _ => 0,
-            };
-            task.state = TaskState::Todo { offset };
+        if self.back_to_todo(split) {
             self.todo.push_front(split);
         }
         Ok(())
@@ -1082,15 +1077,24 @@ impl Queue {
     /// committed offset. Not an attempt: the worker died or was cut off, the
     /// task itself did not fail.
     fn lapse(&mut self, split: u32) -> FailOutcome {
-        if let Some(task) = self.tasks.get_mut(split as usize) {
-            let offset = match task.state {
-                TaskState::Leased { offset, .. } => offset,
-                _ => 0,
-            };
-            task.state = TaskState::Todo { offset };
+        if self.back_to_todo(split) {
             self.todo.push_back(split);
         }
         FailOutcome::Retried
+    }
+
+    /// Sets a just-released task to todo at its committed offset, without
+    /// counting an attempt; false for an unknown split. The caller queues it.
+    fn back_to_todo(&mut self, split: u32) -> bool {
+        let Some(task) = self.tasks.get_mut(split as usize) else {
+            return false;
+        };
+        let offset = match task.state {
+            TaskState::Leased { offset, .. } => offset,
+            _ => 0,
+        };
+        task.state = TaskState::Todo { offset };
+        true
     }
 
     /// Moves a just-released task back to todo at its committed offset, or to

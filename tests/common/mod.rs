@@ -452,3 +452,41 @@ pub fn table_ids(version: &Value) -> std::collections::HashMap<i64, u32> {
         .map(|v| (v.as_i64().expect("an integer id"), 1))
         .collect()
 }
+
+/// The union of the models in the final-* files that
+/// `tests/trainers/checkpoint_ids.py` wrote in `out`: id -> times trained.
+/// Panics when there is none.
+pub fn final_model(out: &Path) -> std::collections::HashMap<i64, u64> {
+    let mut model = std::collections::HashMap::new();
+    let mut files = 0;
+    for entry in std::fs::read_dir(out).expect("list").flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("final-") {
+            continue;
+        }
+        files += 1;
+        let text = std::fs::read_to_string(entry.path()).expect("read final");
+        let value = parse_json(&text, &name);
+        for (id, n) in value["model"].as_object().expect("model") {
+            *model.entry(id.parse::<i64>().expect("id")).or_insert(0) += n.as_u64().expect("count");
+        }
+    }
+    assert!(files > 0, "no trainer wrote its final model");
+    model
+}
+
+/// Rows the trainers of `before` acknowledged (its `acked-*` files, see
+/// tests/trainers/ack_log.py) that the trainers of `later` were handed again.
+pub fn acked_then_served_again(before: &Path, later: &[PathBuf]) -> u64 {
+    let acked: std::collections::HashSet<i64> =
+        recorded_ids(before, "acked-").into_keys().collect();
+    let mut again = 0;
+    for dir in later {
+        for (id, n) in recorded_ids(dir, "ids-") {
+            if acked.contains(&id) {
+                again += u64::from(n);
+            }
+        }
+    }
+    again
+}
