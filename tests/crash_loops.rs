@@ -619,3 +619,46 @@ fn a_master_down_for_twice_the_lease_timeout_costs_time_not_rows() {
         "a master down past the lease timeout",
     );
 }
+
+#[test]
+fn a_master_restarted_with_retry_failed_serves_its_failed_tasks_again() {
+    use common::cluster::{self, Job};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (part, pristine, bad) = damaged_parquet_copy(DATASET, dir.path(), 5);
+    let data = dir.path().join("data");
+    let mut job = Job::new(DATASET, 1);
+    let worker = |job: &Job, out: &Path| {
+        let mut cmd = job.worker_command(&ack_log(out, 0.0));
+        cmd.args(["--batch-size", &BATCH.to_string(), "-q"]);
+        cmd.spawn().expect("start worker")
+    };
+    let first = fresh(&job.ids, "first");
+    let mut master = job.start_master(&data);
+    let mut w = worker(&job, &first);
+    let status = cluster::wait_exit(&mut master, "master");
+    let _ = cluster::wait_exit(&mut w, "worker");
+    let stderr = cluster::stderr_of(&mut master);
+    let name = part.file_name().and_then(|n| n.to_str()).expect("name");
+    assert_eq!(status.code(), Some(2), "a failed task: {stderr}");
+    assert!(stderr.contains(name), "named: {stderr}");
+    let ids = common::recorded_ids(&first, "ids-");
+    assert!(
+        bad.clone().all(|i| !ids.contains_key(&i)),
+        "damaged rows arrived"
+    );
+
+    // Repaired; the master comes back with --retry-failed and a new worker.
+    std::fs::write(&part, &pristine).expect("repair");
+    job.master_args.push("--retry-failed".to_string());
+    let second = fresh(&job.ids, "second");
+    let mut master = job.start_master(&data);
+    let mut w = worker(&job, &second);
+    let status = cluster::wait_exit(&mut w, "worker");
+    assert!(status.success(), "the worker of the retry");
+    cluster::clean_finish(&mut master);
+    let mut all = common::recorded_ids(&first, "ids-");
+    for (id, n) in common::recorded_ids(&second, "ids-") {
+        *all.entry(id).or_insert(0) += n;
+    }
+    common::assert_exactly_once(&all, ROWS, "a failed task retried by its master");
+}
