@@ -28,7 +28,7 @@ echo "== Delta and Iceberg tables (real Spark 4.0) -> $SLUICE_FIXTURES/tables"
 echo "== cargo fmt / clippy"
 cargo fmt --all -- --check
 cargo fmt --manifest-path fuzz/Cargo.toml -- --check
-cargo clippy --all-targets --quiet -- -D warnings
+cargo clippy --workspace --all-targets --quiet -- -D warnings
 
 FUZZ_SECONDS="${SLUICE_FUZZ_SECONDS:-20}"
 echo "== fuzz targets (cargo-fuzz, nightly): ${FUZZ_SECONDS} s each"

@@ -222,18 +222,7 @@ pub async fn run_dataset(
                 MasterState::open(&location, identity, move || Ok(job)).await?;
             let mut finishing = false;
             if resumed && config.retry_failed && !state.queue.failures().is_empty() {
-                let reply = state
-                    .execute(Command::RetryFailed { now: wall_millis() })
-                    .map_err(StateError::from)?;
-                if let crate::task::Reply::RetryFailed { retried, kept } = reply {
-                    warn!(state = %dir.display(), retried, "failed tasks put back (--retry-failed)");
-                    if kept > 0 {
-                        warn!(
-                            kept,
-                            "failed tasks of earlier epochs cannot be put back; they stay failed"
-                        );
-                    }
-                }
+                state.retry_failed().map_err(StateError::from)?;
             }
             if resumed && state.queue.is_over() {
                 // States written before the identity was recorded have no

@@ -42,11 +42,6 @@ impl LocalQueue {
         })
     }
 
-    /// Why the queue halted, if it did: its first failed journal write.
-    pub fn halted(&self) -> Option<String> {
-        self.halt.reason().map(str::to_string)
-    }
-
     /// Counts for progress, without waiting.
     pub fn status_now(&self) -> QueueStatus {
         self.snapshot(|q| q.status())

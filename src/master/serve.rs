@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use connectors::{Dataset, DatasetOptions, ReadPlan};
-use tracing::{info, warn};
+use tracing::info;
 
 use super::commit::{CommitError, GroupCommit};
 use super::http::{router, status_of, AppState};
@@ -260,20 +260,9 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
             })
             .map_err(|e| MasterError::State(e.into()))?;
         if config.retry_failed {
-            let reply = state
-                .execute(crate::task::Command::RetryFailed {
-                    now: super::state::wall_millis(),
-                })
+            state
+                .retry_failed()
                 .map_err(|e| MasterError::State(e.into()))?;
-            if let crate::task::Reply::RetryFailed { retried, kept } = reply {
-                info!(retried, kept, "failed tasks put back (--retry-failed)");
-                if kept > 0 {
-                    warn!(
-                        kept,
-                        "failed tasks of earlier epochs cannot be put back; they stay failed"
-                    );
-                }
-            }
         }
     }
     info!(

@@ -363,6 +363,22 @@ impl MasterState {
         }
     }
 
+    /// Puts the failed tasks back (`--retry-failed`, see
+    /// [`Queue::retry_failed`]), durably, and says how many on the log.
+    pub fn retry_failed(&mut self) -> Result<(), JournalError> {
+        let reply = self.execute(Command::RetryFailed { now: wall_millis() })?;
+        if let Reply::RetryFailed { retried, kept } = reply {
+            tracing::warn!(retried, "failed tasks put back (--retry-failed)");
+            if kept > 0 {
+                tracing::warn!(
+                    kept,
+                    "failed tasks of earlier epochs cannot be put back; they stay failed"
+                );
+            }
+        }
+        Ok(())
+    }
+
     /// Expires lapsed leases, then applies `command`; changes are durable
     /// before returning (the single-process path, without group commit).
     pub fn execute(&mut self, command: Command) -> Result<Reply, JournalError> {

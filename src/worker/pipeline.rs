@@ -400,9 +400,7 @@ impl Merged {
             Report::Declare | Report::Checkpoint { .. } | Report::Unsaved(_) => {}
         }
     }
-}
 
-impl Merged {
     /// Adds a commit: acknowledged rows only grow, so the union of the
     /// commits is the newest (whatever order they were merged in).
     fn commit_rows(&mut self, offset: u64, ranges: Vec<(u64, u64)>) {

@@ -251,6 +251,12 @@ where
     .boxed()
 }
 
+/// The decompressed bytes of a file from its start (for schema inference).
+pub(crate) fn open_head(loc: &Location, path: &Path) -> BufReader<Box<dyn Read + Send>> {
+    let raw: Box<dyn Read + Send> = Box::new(fetch(loc, path, 0));
+    BufReader::new(codec::decoder(Codec::from_path(path.as_ref()), raw))
+}
+
 #[cfg(test)]
 mod tests {
     use std::io::Write;
@@ -331,10 +337,4 @@ mod tests {
             plain.len()
         );
     }
-}
-
-/// The decompressed bytes of a file from its start (for schema inference).
-pub(crate) fn open_head(loc: &Location, path: &Path) -> BufReader<Box<dyn Read + Send>> {
-    let raw: Box<dyn Read + Send> = Box::new(fetch(loc, path, 0));
-    BufReader::new(codec::decoder(Codec::from_path(path.as_ref()), raw))
 }
