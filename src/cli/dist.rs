@@ -7,8 +7,8 @@ use clap::Args;
 
 use super::usage;
 use crate::config::{
-    KerberosOptions, MasterOptions, PipelineOptions, ReadOptions, StoreOptions, TrainerOptions,
-    WorkerOptions,
+    FollowOptions, KerberosOptions, MasterOptions, PipelineOptions, ReadOptions, StoreOptions,
+    TrainerOptions, WorkerOptions,
 };
 use crate::exit;
 
@@ -76,6 +76,9 @@ pub struct MasterArgs {
     /// How to read the dataset.
     #[command(flatten)]
     pub read: ReadOptions,
+    /// Following the source as it grows.
+    #[command(flatten)]
+    pub follow: FollowOptions,
     /// Kerberos login for HDFS (the data and --state).
     #[command(flatten)]
     pub kerberos: KerberosOptions,
@@ -129,10 +132,12 @@ pub async fn master(args: MasterArgs) -> anyhow::Result<u8> {
     let options = args.master;
     options.validate()?;
     let dataset = args.read.dataset_options(options.ignore_corrupt_files)?;
+    let follow = args.follow.config(options.epochs)?;
     let config = crate::master::serve::MasterConfig {
         url: args.url,
         dataset,
-        queue: options.queue(),
+        queue: options.queue(follow.is_some()),
+        follow,
         columns: options.columns,
         listen: options.listen,
         state: crate::master::state::StateLocation::parse(&options.state),
@@ -301,14 +306,15 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<u8> {
         args.ca_file.as_deref(),
     )?;
     let s = source.status_reply().await?;
-    let text = if args.json {
-        serde_json::to_string_pretty(&s)? + "\n"
-    } else {
-        let q = &s.queue;
-        let total = s
-            .rows_total
-            .map_or_else(String::new, |t| format!(" of {t}"));
-        let mut t = format!(
+    let text =
+        if args.json {
+            serde_json::to_string_pretty(&s)? + "\n"
+        } else {
+            let q = &s.queue;
+            let total = s
+                .rows_total
+                .map_or_else(String::new, |t| format!(" of {t}"));
+            let mut t = format!(
             "{}\n{}: epoch {}/{}, tasks todo {} leased {} done {} failed {}, {} tasks done in all, \
              {}{total} rows committed ({} in tasks done), {} workers live, {} departed\n",
             s.url,
@@ -325,22 +331,33 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<u8> {
             s.workers.len(),
             s.workers_departed
         );
-        for w in &s.workers {
-            t.push_str(&format!(
-                "worker {} {}: {} rows acknowledged, {:.0} rows/s, last heartbeat {:.1}s ago\n",
-                w.worker, w.name, w.rows, w.rows_per_second, w.seconds_since_heartbeat
+            if let Some(f) = &s.follow {
+                t.push_str(&format!(
+                "following: newest taken {}, newest trained {}, lag {} rows / {:.1}s, {} steps{}\n",
+                f.seen,
+                f.trained.as_deref().unwrap_or("-"),
+                f.lag_rows,
+                f.lag_seconds,
+                f.steps,
+                if f.open { "" } else { " (closed: training what was taken)" }
             ));
-        }
-        for f in &s.failed {
-            t.push_str(&format!(
-                "failed: {} (epoch {}): {}\n",
-                f.file,
-                f.epoch + 1,
-                f.reason
-            ));
-        }
-        t
-    };
+            }
+            for w in &s.workers {
+                t.push_str(&format!(
+                    "worker {} {}: {} rows acknowledged, {:.0} rows/s, last heartbeat {:.1}s ago\n",
+                    w.worker, w.name, w.rows, w.rows_per_second, w.seconds_since_heartbeat
+                ));
+            }
+            for f in &s.failed {
+                t.push_str(&format!(
+                    "failed: {} (epoch {}): {}\n",
+                    f.file,
+                    f.epoch + 1,
+                    f.reason
+                ));
+            }
+            t
+        };
     super::ls::write_stdout(&text)?;
     Ok(exit::DONE)
 }

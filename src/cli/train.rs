@@ -7,8 +7,8 @@ use clap::Args;
 
 use crate::config::train::TrainParts;
 use crate::config::{
-    KerberosOptions, OptionError, PipelineOptions, ReadOptions, StoreOptions, TrainConfig,
-    TrainOptions, TrainerOptions,
+    FollowOptions, KerberosOptions, OptionError, PipelineOptions, ReadOptions, StoreOptions,
+    TrainConfig, TrainOptions, TrainerOptions,
 };
 
 /// Arguments of `sluice train`.
@@ -31,6 +31,9 @@ pub struct TrainArgs {
     /// How to read the dataset.
     #[command(flatten)]
     pub read: ReadOptions,
+    /// Following the source as it grows.
+    #[command(flatten)]
+    pub follow: FollowOptions,
     /// Kerberos login for HDFS.
     #[command(flatten)]
     pub kerberos: KerberosOptions,
@@ -47,6 +50,7 @@ impl TrainArgs {
             trainer: &self.trainer,
             pipeline: &self.pipeline,
             read: &self.read,
+            follow: &self.follow,
         }
         .config(self.url, self.state)
     }

@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use super::value::{field_names, form};
 use super::{
-    KerberosOptions, OptionError, PipelineOptions, ReadOptions, StoreOptions, TrainConfig,
-    TrainOptions, TrainerOptions,
+    FollowOptions, KerberosOptions, OptionError, PipelineOptions, ReadOptions, StoreOptions,
+    TrainConfig, TrainOptions, TrainerOptions,
 };
 
 /// How long a lock lives without being refreshed, unless the job file says otherwise.
@@ -84,6 +84,9 @@ pub struct JobFile {
     /// How the data is read.
     #[serde(flatten)]
     pub read: ReadOptions,
+    /// Following the source as it grows (`follow = true`).
+    #[serde(flatten)]
+    pub follow: FollowOptions,
     /// A keytab login for HDFS.
     #[serde(flatten)]
     pub kerberos: KerberosOptions,
@@ -212,7 +215,8 @@ fn check<T: DeserializeOwned>(table: toml::Table) -> Result<(), toml::de::Error>
     table.try_into::<T>().map(drop)
 }
 
-const OWNERS: [Owner; 7] = [
+const OWNERS: [Owner; 8] = [
+    (field_names::<FollowOptions>, check::<FollowOptions>),
     (field_names::<JobKeys>, check::<JobKeys>),
     (field_names::<TrainOptions>, check::<TrainOptions>),
     (field_names::<TrainerOptions>, check::<TrainerOptions>),
@@ -315,6 +319,7 @@ impl JobFile {
             trainer: &self.trainer,
             pipeline: &self.pipeline,
             read: &self.read,
+            follow: &self.follow,
         }
         .config(self.job.source.clone(), None)
     }
@@ -523,6 +528,7 @@ mod tests {
         command = PipelineOptions::augment_args(command);
         command = ReadOptions::augment_args(command);
         command = KerberosOptions::augment_args(command);
+        command = FollowOptions::augment_args(command);
         for arg in command.get_arguments() {
             let Some(long) = arg.get_long() else { continue };
             let refused = REFUSED.iter().any(|(k, _)| *k == long);

@@ -105,13 +105,14 @@ impl MasterOptions {
         Ok(())
     }
 
-    /// The queue settings, once valid.
-    pub fn queue(&self) -> crate::task::QueueConfig {
+    /// The queue settings, once valid; `follow` is whether the job follows its source.
+    pub fn queue(&self, follow: bool) -> crate::task::QueueConfig {
         crate::task::QueueConfig {
             epochs: self.epochs,
             max_attempts: self.max_attempts,
             lease_timeout_ms: u64::try_from(self.lease_timeout.as_millis()).unwrap_or(u64::MAX),
             seed: self.seed,
+            follow,
         }
     }
 }

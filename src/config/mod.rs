@@ -10,6 +10,7 @@
 //! | [`TrainerOptions`] | the device threads and their trainer | `train`, `worker`, job files |
 //! | [`PipelineOptions`] | a worker's pipeline: batches, read-ahead, transforms | `train`, `worker`, job files |
 //! | [`TrainOptions`] | the single-machine job and its queue | `train`, job files |
+//! | [`FollowOptions`] | following a source as it grows (`--follow`) | `train`, `master`, job files |
 //! | [`MasterOptions`] | the master of a distributed job | `master` |
 //! | [`WorkerOptions`] | a worker's link to its master | `worker` |
 //! | [`KerberosOptions`] | a keytab login for HDFS | every command that reads HDFS, job files |
@@ -20,6 +21,7 @@
 //! and the master's and worker's own). A broken rule is an [`OptionError`]
 //! naming the option.
 
+pub mod follow;
 pub mod job;
 pub mod kerberos;
 pub mod master;
@@ -31,6 +33,7 @@ pub mod trainer;
 pub mod value;
 pub mod worker;
 
+pub use follow::{FollowConfig, FollowOptions, FollowUntil};
 pub use job::{JobFile, JobFileError, JobKeys, OnRewrite, DEFAULT_LOCK_TTL};
 pub use kerberos::KerberosOptions;
 pub use master::MasterOptions;

@@ -10,8 +10,8 @@ use serde::Deserialize;
 
 use super::value::{form, parse_duration};
 use super::{
-    check_columns, check_queue, rule, OptionError, PipelineOptions, ReadOptions, TrainerChoice,
-    TrainerOptions,
+    check_columns, check_queue, rule, FollowOptions, OptionError, PipelineOptions, ReadOptions,
+    TrainerChoice, TrainerOptions,
 };
 use crate::trainer::DEFAULT_CHECKPOINT_EVERY;
 
@@ -103,6 +103,8 @@ pub struct TrainParts<'a> {
     pub pipeline: &'a PipelineOptions,
     /// How the dataset is read.
     pub read: &'a ReadOptions,
+    /// Following the source as it grows.
+    pub follow: &'a FollowOptions,
 }
 
 impl TrainParts<'_> {
@@ -114,11 +116,20 @@ impl TrainParts<'_> {
             trainer,
             pipeline,
             read,
+            follow,
         } = self;
         let dataset = read.dataset_options(train.ignore_corrupt_files)?;
         let choice = trainer.trainer()?;
         pipeline.validate()?;
         train.validate()?;
+        let follow = follow.config(train.epochs)?;
+        if follow.is_some() {
+            rule(
+                train.wait_success.is_none(),
+                "wait-success",
+                "--follow takes each partition once it is committed; it does not wait for one _SUCCESS",
+            )?;
+        }
         let state = state.map(local_state).transpose()?;
         let is_model = matches!(choice, TrainerChoice::Model(_));
         let checkpoint_every = match train.checkpoint_every {
@@ -169,6 +180,7 @@ impl TrainParts<'_> {
             checkpoint_every,
             progress: !trainer.quiet,
             stop: None,
+            follow,
         })
     }
 }
@@ -272,4 +284,6 @@ pub struct TrainConfig {
     /// Stops the run early (SIGINT/SIGTERM): acknowledged rows are committed
     /// and the tasks handed back, so `--state` resumes where it stopped.
     pub stop: Option<crate::worker::pipeline::Stop>,
+    /// Follow the source as it grows (`--follow`).
+    pub follow: Option<super::FollowConfig>,
 }

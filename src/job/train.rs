@@ -12,10 +12,12 @@ use super::summary::{FailedTask, Resumed, Summary};
 use super::wait;
 use crate::config::{ModelChoice, TrainConfig, TrainerChoice};
 use crate::master::dir_log::write_durably;
+use crate::master::follow::{Ends, FollowError, Follower};
 use crate::master::identity::{Identity, DATASET};
 use crate::master::journal::MemoryJournal;
 use crate::master::state::{wall_millis, JobFile, MasterState, StateError, StateLocation};
 use crate::master::LocalQueue;
+use crate::protocol::follow::FollowPosition;
 use crate::protocol::spec::JobSpec;
 use crate::task::{Command, QueueConfig};
 use crate::trainer::{
@@ -85,6 +87,10 @@ pub enum TrainError {
         /// How to go on.
         resume: String,
     },
+    /// Following the source failed (`--follow`): what was taken before is
+    /// trained and committed.
+    #[error(transparent)]
+    Follow(#[from] crate::master::follow::FollowError),
     /// Writing an output file failed.
     #[error("cannot write {path}: {source}")]
     Write {
@@ -158,6 +164,14 @@ impl Finished {
 pub async fn run(config: TrainConfig) -> Result<Outcome, TrainError> {
     let started = Instant::now();
     let location = connectors::store::open(&config.url)?;
+    if let Some(follow) = &config.follow {
+        let (dataset, position) =
+            crate::master::follow::first_dataset(&location, &config.dataset, follow).await?;
+        for ignored in &dataset.ignored {
+            warn!(path = %ignored.path, reason = %ignored.reason, "file not read");
+        }
+        return run_job(config, dataset, Some(position), started).await;
+    }
     let dataset = match config.wait_success {
         Some(timeout) => {
             wait::until_success(&location, &config.dataset, timeout, config.writer_pid).await?
@@ -175,7 +189,18 @@ pub async fn run_dataset(
     dataset: Dataset,
     started: Instant,
 ) -> Result<Outcome, TrainError> {
-    if dataset.known_empty() {
+    run_job(config, dataset, None, started).await
+}
+
+/// Trains on `dataset`; a followed job (`follow`: where the dataset stands
+/// in its source) then grows with what the source commits.
+async fn run_job(
+    config: TrainConfig,
+    dataset: Dataset,
+    follow: Option<FollowPosition>,
+    started: Instant,
+) -> Result<Outcome, TrainError> {
+    if dataset.known_empty() && follow.is_none() {
         if !config.allow_empty {
             return Err(TrainError::Empty {
                 url: dataset.location.url(),
@@ -204,12 +229,14 @@ pub async fn run_dataset(
             lease_timeout_ms: None,
             resume_checkpoint: None,
             table: dataset.table.clone(),
+            follow: follow.clone(),
         },
         queue: QueueConfig {
             epochs: config.epochs,
             max_attempts: config.max_attempts,
             lease_timeout_ms: config.lease_timeout.as_millis() as u64,
             seed: config.seed,
+            follow: follow.is_some(),
         },
         identity: Identity::default(),
     };
@@ -305,7 +332,27 @@ pub async fn run_dataset(
         None => MasterState::with_journal(job, Box::new(MemoryJournal::default()))?,
     };
     let spec = state.spec.clone();
+    let following = match (&config.follow, &spec.follow) {
+        (Some(follow), Some(_)) if state.queue.is_open() => {
+            Some(follower(&state, &dataset, &config.dataset, *follow, started).await?)
+        }
+        _ => None,
+    };
     let source = LocalQueue::new(state);
+    // The follower runs beside the pipeline in this task; it is dropped
+    // (not closed: a resume follows on) when the pipeline stops first.
+    let followed: std::cell::RefCell<Option<Result<(), FollowError>>> = Default::default();
+    let follow_fut = {
+        let grow = source.clone();
+        let followed = &followed;
+        async move {
+            if let Some((follower, next, ends)) = following {
+                let result = crate::master::follow::run(follower, &grow, next, ends).await;
+                *followed.borrow_mut() = Some(result);
+            }
+            std::future::pending::<std::convert::Infallible>().await
+        }
+    };
     let total_tasks = spec.splits.len() as u64 * config.epochs as u64;
     let bar = progress_bar(config.progress, total_tasks);
     let pipeline_config = PipelineConfig {
@@ -320,10 +367,11 @@ pub async fn run_dataset(
         stop: config.stop.clone(),
         lockstep: config.lockstep,
         drop_last: config.drop_last,
+        follow: spec.follow.is_some(),
     };
     let splits = Arc::new(spec.splits.clone());
     let drawer = Drawer::new(bar.clone(), source.clone(), factory.clone(), config.epochs);
-    let outcome = pipeline::run(
+    let pipeline_fut = pipeline::run(
         Arc::new(source.clone()),
         dataset.location.clone(),
         splits.clone(),
@@ -331,10 +379,16 @@ pub async fn run_dataset(
         factory.clone(),
         pipeline_config,
         move |p| drawer.draw(p),
-    )
-    .await;
+    );
+    let outcome = tokio::select! {
+        outcome = pipeline_fut => outcome,
+        never = follow_fut => match never {},
+    };
     bar.finish_and_clear();
     let outcome = outcome?;
+    if let Some(Err(e)) = followed.into_inner() {
+        return Err(TrainError::Follow(e));
+    }
     if outcome.stopped {
         return Err(TrainError::Stopped {
             rows: outcome.rows,
@@ -351,6 +405,7 @@ pub async fn run_dataset(
         }
     }
     let failures = source.snapshot(|q| q.failures().to_vec());
+    let splits = Arc::new(source.splits_now());
     let tasks_done = source.status_now().tasks_done;
     let seconds = started.elapsed().as_secs_f64();
     let logistic = matches!(&config.trainer, TrainerChoice::Model(m) if m.logistic);
@@ -429,6 +484,7 @@ fn identity(config: &TrainConfig, dataset: &str) -> Identity {
         .with("batch-size", config.batch_size)
         .with("shuffle-buffer", config.shuffle_buffer)
         .with_opt("columns", config.columns.as_ref().map(|c| c.join(",")))
+        .with_opt("follow", config.follow.map(|_| "true"))
         .with_opt("learning-rate", model.and_then(|m| m.learning_rate))
         .with_opt(
             "init-model",
@@ -509,6 +565,33 @@ fn check_rows(
     }
     warn!(url = %url, "empty output: no data rows (allowed by --allow-empty)");
     Ok(())
+}
+
+/// The follower of a followed job, where its state left it: the split it
+/// grows from, and when it ends.
+async fn follower(
+    state: &MasterState,
+    dataset: &Dataset,
+    options: &connectors::DatasetOptions,
+    follow: crate::config::FollowConfig,
+    started: Instant,
+) -> Result<(Follower, u32, Ends), TrainError> {
+    let (position, taken) = crate::protocol::follow::position_of(&state.spec, state.queue.grown());
+    let follower = Follower::new(
+        dataset.location.clone(),
+        options.clone(),
+        state.spec.plan.clone(),
+        follow,
+        &position,
+        taken,
+    )
+    .await?;
+    let started_at = std::time::SystemTime::now() - started.elapsed();
+    let ends = Ends {
+        until: follow.until.map(|u| u.deadline(started_at)),
+        idle_exit: follow.idle_exit,
+    };
+    Ok((follower, state.spec.splits.len() as u32, ends))
 }
 
 /// Builds the trainers' factory for a trainer choice; `lockstep` makes exec

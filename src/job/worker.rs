@@ -119,6 +119,7 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerOutcome, WorkerError> {
         stop: config.stop.clone(),
         lockstep: config.lockstep,
         drop_last: config.drop_last,
+        follow: spec.follow.is_some(),
     };
     let outcome = pipeline::run(
         Arc::new(source),

@@ -359,6 +359,13 @@ fn committer(shared: &Shared) {
     }
 }
 
+#[async_trait::async_trait]
+impl super::follow::Grow for GroupCommit {
+    async fn apply(&self, command: Command) -> Result<Reply, String> {
+        self.run(command).await.map_err(|e| e.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -47,6 +47,7 @@ pub fn router(state: AppState) -> Router {
         .route("/", get(status_page))
         .route("/metrics", get(metrics))
         .route("/v1/job", get(job))
+        .route("/v1/splits", get(splits))
         .route("/v1/status", get(status))
         .route(RegisterRequest::PATH, post(register))
         .route(LeaseRequest::PATH, post(lease))
@@ -475,6 +476,26 @@ async fn job(
     Json(spec).into_response()
 }
 
+/// `GET /v1/splits?from=N`: the splits from index N on (a followed job
+/// adds splits while it runs; a worker asks for those it lacks).
+#[derive(Deserialize)]
+struct SplitsQuery {
+    from: usize,
+}
+
+async fn splits(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Query(query): Query<SplitsQuery>,
+) -> Response {
+    guard!(state, &headers);
+    let splits = {
+        let master = state.master.lock().unwrap_or_else(|e| e.into_inner());
+        master.splits_from(query.from)
+    };
+    Json(splits).into_response()
+}
+
 /// The status as JSON (also used by the page and `sluice status`).
 pub fn status_of(master: &MasterState) -> StatusReply {
     let queue = master.queue.status();
@@ -518,6 +539,7 @@ pub fn status_of(master: &MasterState) -> StatusReply {
         queue,
         workers,
         failed,
+        follow: master.follow_status(),
     }
 }
 

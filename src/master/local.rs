@@ -47,6 +47,12 @@ impl LocalQueue {
         self.snapshot(|q| q.status())
     }
 
+    /// The job's splits now (a followed job's grow while it runs).
+    pub fn splits_now(&self) -> Vec<connectors::Split> {
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.spec.splits.clone()
+    }
+
     /// A look at the queue's state (for summaries).
     pub fn snapshot<T>(&self, f: impl FnOnce(&Queue) -> T) -> T {
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -197,5 +203,17 @@ impl TaskSource for LocalQueue {
 
     async fn status(&self) -> Result<QueueStatus, SourceError> {
         Ok(self.status_now())
+    }
+
+    async fn splits_from(&self, from: usize) -> Result<Vec<connectors::Split>, SourceError> {
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(state.splits_from(from))
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::master::follow::Grow for LocalQueue {
+    async fn apply(&self, command: Command) -> Result<Reply, String> {
+        self.run(command).map_err(|e| e.to_string())
     }
 }

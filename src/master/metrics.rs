@@ -213,6 +213,32 @@ impl Collector for Snapshot {
             "1 once every epoch is finished.",
             i64::from(q.job_over),
         )?;
+        if let Some(f) = &s.follow {
+            gauge(
+                &mut e,
+                "sluice_follow_lag_seconds",
+                "A followed job: seconds since the oldest step taken from the source and not yet wholly trained was seen (0 when all is trained).",
+                f.lag_seconds,
+            )?;
+            gauge(
+                &mut e,
+                "sluice_follow_lag_rows",
+                "A followed job: rows taken from the source and not yet trained.",
+                count(f.lag_rows),
+            )?;
+            counter(
+                &mut e,
+                "sluice_follow_steps",
+                "A followed job: steps taken from the source (sink batches, table versions, partition sets).",
+                f.steps as u64,
+            )?;
+            gauge(
+                &mut e,
+                "sluice_follow_open",
+                "A followed job: 1 while it takes what its source commits.",
+                i64::from(f.open),
+            )?;
+        }
         match &self.timings {
             Some(timings) => timings.encode(&mut e),
             None => Ok(()),

@@ -4,8 +4,10 @@
 pub mod commit;
 pub mod dir_lock;
 pub mod dir_log;
+pub mod follow;
 pub mod http;
 pub mod identity;
+pub mod inotify;
 pub mod journal;
 pub mod listen;
 pub mod local;

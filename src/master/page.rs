@@ -54,6 +54,19 @@ td,th{{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:right}}th{{back
             _ => "-".to_string(),
         },
     );
+    if let Some(f) = &s.follow {
+        let _ = write!(
+            html,
+            "<h2>following the source</h2><table><tr><th>newest taken</th><th>newest trained</th><th>lag (rows)</th><th>lag (seconds)</th><th>steps</th><th>state</th></tr>\
+<tr><td id=\"follow-seen\">{}</td><td id=\"follow-trained\">{}</td><td id=\"follow-lag-rows\">{}</td><td id=\"follow-lag-seconds\">{:.1}</td><td id=\"follow-steps\">{}</td><td id=\"follow-state\">{}</td></tr></table>",
+            esc(&f.seen),
+            esc(f.trained.as_deref().unwrap_or("-")),
+            f.lag_rows,
+            f.lag_seconds,
+            f.steps,
+            if f.open { "following" } else { "closed: training what was taken" }
+        );
+    }
     html.push_str("<h2>committed rows/s</h2>");
     html.push_str(&chart(history));
     let _ = write!(
@@ -130,6 +143,7 @@ pub(crate) mod tests {
             .expect("queue")
             .status();
         StatusReply {
+            follow: None,
             url: "file:///data/<clicks>".into(),
             queue,
             rows_committed: 1500,

@@ -47,6 +47,8 @@ pub struct MasterConfig {
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
     /// Resuming: put the failed tasks back and serve them (`--retry-failed`).
     pub retry_failed: bool,
+    /// Follow the source as it grows (`--follow`).
+    pub follow: Option<crate::config::FollowConfig>,
 }
 
 /// Errors of the master.
@@ -103,6 +105,9 @@ pub enum MasterError {
         /// The dataset.
         url: String,
     },
+    /// Following the source failed (`--follow`); what was taken before was served.
+    #[error(transparent)]
+    Follow(#[from] super::follow::FollowError),
 }
 
 impl MasterError {
@@ -188,14 +193,21 @@ impl StopSignals {
 /// Lists the dataset and builds the job (first start only).
 async fn make_job(config: &MasterConfig) -> Result<JobFile, MasterError> {
     let location = connectors::store::open(&config.url)?;
-    let dataset = Dataset::open(location, config.dataset.clone()).await?;
-    if dataset.visibly_unfinished() && !config.allow_incomplete {
+    let (dataset, position) = match &config.follow {
+        Some(follow) => {
+            let (dataset, position) =
+                super::follow::first_dataset(&location, &config.dataset, follow).await?;
+            (dataset, Some(position))
+        }
+        None => (Dataset::open(location, config.dataset.clone()).await?, None),
+    };
+    if position.is_none() && dataset.visibly_unfinished() && !config.allow_incomplete {
         return Err(MasterError::Unfinished {
             url: dataset.location.url(),
             markers: dataset.in_flight.join(", "),
         });
     }
-    if dataset.known_empty() && !config.allow_empty {
+    if position.is_none() && dataset.known_empty() && !config.allow_empty {
         return Err(MasterError::Empty {
             url: dataset.location.url(),
         });
@@ -211,6 +223,7 @@ async fn make_job(config: &MasterConfig) -> Result<JobFile, MasterError> {
             lease_timeout_ms: None,
             resume_checkpoint: None,
             table: dataset.table.clone(),
+            follow: position,
         },
         queue: config.queue.clone(),
         identity: Identity::default(),
@@ -225,7 +238,34 @@ fn identity(config: &MasterConfig) -> Result<Identity, MasterError> {
         .with("epochs", config.queue.epochs)
         .with("seed", config.queue.seed)
         .with_opt("columns", config.columns.as_ref().map(|c| c.join(",")))
+        .with_opt("follow", config.follow.map(|_| "true"))
         .with_dataset(&config.dataset))
+}
+
+/// The follower of a followed job, where its state left it.
+async fn follower(
+    state: &MasterState,
+    config: &MasterConfig,
+    follow: crate::config::FollowConfig,
+) -> Result<(super::follow::Follower, u32, super::follow::Ends), MasterError> {
+    let (position, taken) = crate::protocol::follow::position_of(&state.spec, state.queue.grown());
+    let location = connectors::store::open(&config.url)?;
+    let follower = super::follow::Follower::new(
+        location,
+        config.dataset.clone(),
+        state.spec.plan.clone(),
+        follow,
+        &position,
+        taken,
+    )
+    .await?;
+    let ends = super::follow::Ends {
+        until: follow
+            .until
+            .map(|u| u.deadline(std::time::SystemTime::now())),
+        idle_exit: follow.idle_exit,
+    };
+    Ok((follower, state.spec.splits.len() as u32, ends))
 }
 
 /// Runs the master until the job is over and the linger period passed.
@@ -270,11 +310,35 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
         splits = state.spec.splits.len(),
         "master state ready"
     );
+    let following = match (&config.follow, &state.spec.follow) {
+        (Some(follow), Some(_)) if state.queue.is_open() => {
+            Some(follower(&state, &config, *follow).await?)
+        }
+        _ => None,
+    };
     let master = Arc::new(Mutex::new(state));
     let commit = GroupCommit::start(master.clone()).map_err(|source| MasterError::Listen {
         addr: config.listen,
         source,
     })?;
+    // The follower runs beside the server in this task; it is dropped (not
+    // closed: a restarted master follows on) when serving stops first.
+    let followed: std::cell::RefCell<Option<Result<(), super::follow::FollowError>>> =
+        Default::default();
+    let follow_fut = {
+        let grow = commit.clone();
+        let followed = &followed;
+        async move {
+            if let Some((follower, next, ends)) = following {
+                let result = super::follow::run(follower, &grow, next, ends).await;
+                if let Err(e) = &result {
+                    tracing::error!(error = %e, "following stopped; the master serves what it took, then ends");
+                }
+                *followed.borrow_mut() = Some(result);
+            }
+            std::future::pending::<std::convert::Infallible>().await
+        }
+    };
     let app = AppState {
         master: master.clone(),
         commit: commit.clone(),
@@ -325,12 +389,18 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
         }
     };
     let serving = async {
-        match acceptor {
-            Some(acceptor) => {
-                let tls = super::tls::listener(listener, acceptor);
-                super::listen::serve(tls, router(app), shutdown).await;
+        let serve = async {
+            match acceptor {
+                Some(acceptor) => {
+                    let tls = super::tls::listener(listener, acceptor);
+                    super::listen::serve(tls, router(app), shutdown).await;
+                }
+                None => super::listen::serve(listener, router(app), shutdown).await,
             }
-            None => super::listen::serve(listener, router(app), shutdown).await,
+        };
+        tokio::select! {
+            () = serve => {}
+            never = follow_fut => match never {},
         }
     };
     let stop_now = async {
@@ -349,6 +419,9 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
         error = commit.failed() => return Err(MasterError::Journal(error)),
         // What was answered is durable; the rest a restart redoes.
         _ = stop_now => {}
+    }
+    if let Some(Err(e)) = followed.take() {
+        return Err(MasterError::Follow(e));
     }
     let stopped_by = *stopped_by.lock().unwrap_or_else(|e| e.into_inner());
     let m = master.lock().unwrap_or_else(|e| e.into_inner());

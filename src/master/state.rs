@@ -51,6 +51,16 @@ impl JobFile {
     }
 }
 
+/// The splits a growth of a followed job added, from its record.
+fn grown_splits(growth: &crate::task::Growth) -> Result<Vec<connectors::Split>, StateError> {
+    serde_json::from_value::<crate::protocol::follow::FollowStep>(growth.record.clone())
+        .map(|step| step.splits)
+        .map_err(|source| StateError::BadGrowth {
+            first: growth.first,
+            source,
+        })
+}
+
 /// Exit code of a process refused because another holds its state directory.
 pub const STATE_LOCKED: u8 = 3;
 
@@ -108,6 +118,17 @@ pub enum StateError {
     /// The state URL cannot be opened.
     #[error(transparent)]
     Location(#[from] connectors::Error),
+    /// The journal holds splits a followed job took that cannot be read.
+    #[error(
+        "the splits the job took from split {first} on cannot be read from its journal: {source}"
+    )]
+    BadGrowth {
+        /// The first split of the growth.
+        first: u32,
+        /// What the JSON parser found.
+        #[source]
+        source: serde_json::Error,
+    },
 }
 
 impl StateError {
@@ -282,6 +303,10 @@ impl MasterState {
             queue.apply(command);
         }
         let snapshot_every = SNAPSHOT_EVERY.max(job.spec.splits.len() as u64);
+        let mut spec = job.spec;
+        for growth in queue.grown() {
+            spec.splits.extend(grown_splits(growth)?);
+        }
         Ok(MasterState {
             since_snapshot: loaded.commands.len() as u64,
             snapshot_every,
@@ -289,7 +314,7 @@ impl MasterState {
             journal: Some(journal),
             pending: Vec::new(),
             applied: 0,
-            spec: Arc::new(job.spec),
+            spec: Arc::new(spec),
             identity: job.identity,
             workers: HashMap::new(),
             history: VecDeque::new(),
@@ -323,6 +348,9 @@ impl MasterState {
             }
         }
         let reply = self.queue.apply(&command);
+        if let (Command::Grow { .. }, Reply::Grow(Ok(()))) = (&command, &reply) {
+            self.took_growth();
+        }
         if reply.changed() {
             self.pending.push(command);
         }
@@ -331,6 +359,88 @@ impl MasterState {
         self.journaled = self.journaled.saturating_add(new);
         self.since_snapshot = self.since_snapshot.saturating_add(new);
         (reply, self.applied)
+    }
+
+    /// Adds the splits of the growth the queue just took to the spec that
+    /// workers are served (a record the queue took was made by this
+    /// version, so it reads; one that does not is logged and its splits'
+    /// tasks fail when leased, naming the split).
+    fn took_growth(&mut self) {
+        let Some(growth) = self.queue.grown().last() else {
+            return;
+        };
+        match grown_splits(growth) {
+            Ok(splits) => Arc::make_mut(&mut self.spec).splits.extend(splits),
+            Err(e) => tracing::error!(error = %e, "a growth of the job cannot be read"),
+        }
+        self.rows_total = std::cell::OnceCell::new();
+    }
+
+    /// The splits from index `from` on (a worker of a followed job asks for
+    /// the splits added since it fetched the spec).
+    pub fn splits_from(&self, from: usize) -> Vec<connectors::Split> {
+        self.spec.splits.get(from..).unwrap_or_default().to_vec()
+    }
+
+    /// A followed job's position and lag (`None` for a job that does not follow).
+    pub fn follow_status(&self) -> Option<crate::protocol::follow::FollowStatus> {
+        use crate::protocol::follow::{FollowStatus, FollowStep};
+        use crate::task::TaskState;
+        let start = self.spec.follow.as_ref()?;
+        let tasks = self.queue.tasks();
+        let over = |split: usize| {
+            tasks.get(split).is_none_or(|t| {
+                matches!(t.state, TaskState::Done { .. } | TaskState::Failed { .. })
+            })
+        };
+        let first_grown = self
+            .queue
+            .grown()
+            .first()
+            .map_or(tasks.len(), |g| g.first as usize);
+        let mut trained = (0..first_grown).all(over).then(|| start.describe());
+        let mut seen = start.describe();
+        let mut lag_since: Option<u64> = None;
+        let mut prefix = trained.is_some();
+        for growth in self.queue.grown() {
+            let Some(step) = FollowStep::of(growth) else {
+                continue;
+            };
+            seen = step.position.describe();
+            let first = growth.first as usize;
+            let done = (first..first + growth.rows.len()).all(over);
+            if done && prefix {
+                trained = Some(seen.clone());
+            } else {
+                prefix = false;
+            }
+            if !done && lag_since.is_none() {
+                lag_since = Some(step.seen_ms);
+            }
+        }
+        let lag_rows = (0..tasks.len())
+            .filter(|&s| !over(s))
+            .map(|s| {
+                let rows = self.queue.split_rows(s as u32).unwrap_or(0);
+                let committed = match tasks[s].state {
+                    TaskState::Todo { offset } => offset,
+                    TaskState::Leased { offset, .. } => offset,
+                    _ => 0,
+                };
+                rows.saturating_sub(committed)
+            })
+            .sum();
+        let lag_seconds = lag_since
+            .map(|ms| wall_millis().saturating_sub(ms) as f64 / 1000.0)
+            .unwrap_or(0.0);
+        Some(FollowStatus {
+            open: self.queue.is_open(),
+            seen,
+            trained,
+            lag_rows,
+            lag_seconds,
+            steps: self.queue.grown().len(),
+        })
     }
 
     /// Changes applied since the start (see [`MasterState::apply`]).
@@ -748,6 +858,7 @@ pub(crate) mod tests {
                 lease_timeout_ms: None,
                 resume_checkpoint: None,
                 table: None,
+                follow: None,
             },
             queue: QueueConfig {
                 epochs: 2,

@@ -244,6 +244,9 @@ pub struct StatusReply {
     pub workers_departed: usize,
     /// Failed tasks with their files.
     pub failed: Vec<FailedTaskStatus>,
+    /// A followed job's position and lag (`--follow`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub follow: Option<crate::protocol::follow::FollowStatus>,
 }
 
 /// One live worker on the status page.

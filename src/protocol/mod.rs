@@ -6,6 +6,7 @@
 //! only, so that the master and the worker depend on it and not on each other.
 
 pub mod api;
+pub mod follow;
 pub mod source;
 pub mod spec;
 

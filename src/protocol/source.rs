@@ -136,4 +136,9 @@ pub trait TaskSource: Send + Sync {
     }
     /// Counts for progress.
     async fn status(&self) -> Result<QueueStatus, SourceError>;
+    /// The job's splits from index `from` on: a followed job adds splits
+    /// while it runs, and a lease may name one the worker has not seen.
+    async fn splits_from(&self, _from: usize) -> Result<Vec<connectors::Split>, SourceError> {
+        Ok(Vec::new())
+    }
 }

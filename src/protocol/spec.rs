@@ -31,4 +31,8 @@ pub struct JobSpec {
     /// reports (and reads) the version it started on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub table: Option<connectors::TableInfo>,
+    /// A followed job (`--follow`): where it was in its source when it
+    /// started (the splits above are what it found there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub follow: Option<super::follow::FollowPosition>,
 }

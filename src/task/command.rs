@@ -96,6 +96,15 @@ pub enum Command {
     Tick { now: Millis },
     /// [`Queue::retry_failed`] (`--retry-failed`).
     RetryFailed { now: Millis },
+    /// [`Queue::grow`]: splits a followed job found committed in its source.
+    Grow {
+        now: Millis,
+        first: u32,
+        rows: Vec<Option<u64>>,
+        record: serde_json::Value,
+    },
+    /// [`Queue::close`]: a followed job takes no more splits.
+    Close { now: Millis },
 }
 
 impl Command {
@@ -115,7 +124,9 @@ impl Command {
             | Command::Rewind { now }
             | Command::RenewAll { now }
             | Command::Tick { now }
-            | Command::RetryFailed { now } => now,
+            | Command::RetryFailed { now }
+            | Command::Grow { now, .. }
+            | Command::Close { now } => now,
         }
     }
 }
@@ -140,6 +151,8 @@ pub enum Reply {
     HandBack(Result<(), QueueError>),
     /// Answer to [`Command::Unsaved`].
     Unsaved(Result<(), QueueError>),
+    /// Answer to [`Command::Grow`].
+    Grow(Result<(), QueueError>),
     /// Answer to [`Command::DeclareCheckpoints`], [`Command::Checkpoint`]
     /// and [`Command::Rewind`].
     Recorded,
@@ -174,7 +187,8 @@ impl Reply {
             Reply::Commit(reply)
             | Reply::Finish(reply)
             | Reply::HandBack(reply)
-            | Reply::Unsaved(reply) => reply.is_ok(),
+            | Reply::Unsaved(reply)
+            | Reply::Grow(reply) => reply.is_ok(),
             Reply::Fail(reply) => reply.is_ok(),
             Reply::Recorded => true,
             Reply::Tick { expired, gone } => !expired.is_empty() || !gone.is_empty(),
@@ -255,6 +269,16 @@ impl Queue {
             Command::RetryFailed { now } => {
                 let (retried, kept) = self.retry_failed(*now);
                 Reply::RetryFailed { retried, kept }
+            }
+            Command::Grow {
+                now,
+                first,
+                rows,
+                record,
+            } => Reply::Grow(self.grow(*now, *first, rows.clone(), record.clone())),
+            Command::Close { now } => {
+                self.close(*now);
+                Reply::Recorded
             }
         }
     }
@@ -440,6 +464,7 @@ mod journal_tests {
             max_attempts: 3,
             lease_timeout_ms: 1_000,
             seed: 5,
+            follow: false,
         };
         let mut queue = Queue::new(2, config).expect("queue");
         let fresh = queue.clone();

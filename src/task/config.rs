@@ -16,6 +16,11 @@ pub struct QueueConfig {
     pub lease_timeout_ms: u64,
     /// Seeds the order in which each epoch hands out its tasks.
     pub seed: u64,
+    /// The job follows its source (`--follow`): tasks are added while it
+    /// runs ([`crate::task::Queue::grow`]) and it is not over until it is
+    /// closed ([`crate::task::Queue::close`]). Only one epoch.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub follow: bool,
 }
 
 impl Default for QueueConfig {
@@ -25,6 +30,7 @@ impl Default for QueueConfig {
             max_attempts: 3,
             lease_timeout_ms: 30_000,
             seed: 0,
+            follow: false,
         }
     }
 }
@@ -40,6 +46,11 @@ impl QueueConfig {
         }
         if self.lease_timeout_ms == 0 {
             return Err(ConfigError::NoLeaseTimeout);
+        }
+        if self.follow && self.epochs != 1 {
+            return Err(ConfigError::FollowEpochs {
+                epochs: self.epochs,
+            });
         }
         Ok(())
     }
@@ -57,6 +68,15 @@ pub enum ConfigError {
     /// `lease_timeout_ms` is 0.
     #[error("lease_timeout_ms must be at least 1, or every lease would lapse when granted")]
     NoLeaseTimeout,
+    /// `follow` with more than one epoch: a followed source has no end to
+    /// start a second pass at.
+    #[error(
+        "--follow trains each row once as it is committed; --epochs {epochs} cannot go with it"
+    )]
+    FollowEpochs {
+        /// The epochs asked for.
+        epochs: u32,
+    },
     /// More splits than split indices (`u32`) can name.
     #[error("a job of {splits} splits is more than the {max} splits a queue can hold")]
     TooManySplits { splits: usize, max: u64 },

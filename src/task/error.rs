@@ -56,4 +56,13 @@ pub enum QueueError {
     /// may not go on.
     #[error("worker {worker} was counted gone after a silence longer than the lease timeout; the rows its trainers had not checkpointed were served again")]
     Gone { worker: WorkerId },
+    /// Tasks were offered to a job that is closed (or never followed its source).
+    #[error("the job takes no more tasks: it does not follow its source, or was closed")]
+    Closed,
+    /// Splits offered to a followed job do not come right after its last one.
+    #[error("the splits offered start at {first}, but the job's next split is {next}")]
+    NotNext { first: u32, next: u32 },
+    /// A job cannot hold more splits than split indices (`u32`) can name.
+    #[error("the job holds as many splits as a queue can name")]
+    Full,
 }

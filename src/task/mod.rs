@@ -20,7 +20,7 @@ pub use config::{ConfigError, QueueConfig};
 pub use cut::{insert as insert_range, Cut, CutPiece, Ranges};
 pub use error::QueueError;
 pub use order::epoch_order;
-pub use queue::Queue;
+pub use queue::{Growth, Queue};
 pub use types::{
     AttemptId, Expired, FailOutcome, Lease, LeaseReply, Millis, QueueStatus, Task, TaskFailure,
     TaskState, WorkerId, WorkerSecret,

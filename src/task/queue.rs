@@ -125,6 +125,14 @@ pub struct Queue {
     /// makeup rows are served too).
     #[serde(default)]
     epochs_over: bool,
+    /// The job follows its source and has not been closed: more tasks may
+    /// come ([`Queue::grow`]), so finishing every task ends nothing.
+    #[serde(default)]
+    open: bool,
+    /// What each [`Queue::grow`] brought, oldest first: the caller's record
+    /// of the splits it added (the queue keeps it, so that snapshots hold it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    grown: Vec<Growth>,
     /// No tick before this time finds anything to do (see [`Due`]).
     #[serde(skip)]
     due: Due,
@@ -153,6 +161,18 @@ impl PartialEq for Due {
 }
 
 impl Eq for Due {}
+
+/// The splits one [`Queue::grow`] added to a followed job.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Growth {
+    /// The first split added.
+    pub first: u32,
+    /// Their row counts, where known.
+    pub rows: Vec<Option<u64>>,
+    /// The caller's account of them (the splits themselves, and where in
+    /// its source they came from).
+    pub record: serde_json::Value,
+}
 
 /// Rows served again outside the epochs' tasks, and their leases.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -188,6 +208,7 @@ impl Queue {
                 max: u64::from(u32::MAX),
             });
         }
+        let open = config.follow;
         let mut queue = Queue {
             config,
             epoch: 0,
@@ -209,6 +230,8 @@ impl Queue {
             makeup: Makeup::default(),
             checkpoint_of: BTreeMap::new(),
             epochs_over: false,
+            open,
+            grown: Vec::new(),
             due: Due::default(),
         };
         queue.start_epoch(0, num_splits);
@@ -1148,9 +1171,75 @@ impl Queue {
         (retried, self.failures.len())
     }
 
+    /// Adds tasks for splits `first..first + rows.len()` (their row counts,
+    /// where known) to the current epoch of a followed job, after every task
+    /// queued so far; `record` is the caller's account of them, kept in
+    /// [`Queue::grown`]. Refused once the job is closed or over, and when the
+    /// splits would not follow the last one.
+    pub fn grow(
+        &mut self,
+        _now: Millis,
+        first: u32,
+        rows: Vec<Option<u64>>,
+        record: serde_json::Value,
+    ) -> Result<(), QueueError> {
+        if !self.open || self.over {
+            return Err(QueueError::Closed);
+        }
+        let splits = self.tasks.len();
+        if first as usize != splits {
+            return Err(QueueError::NotNext {
+                first,
+                next: splits as u32,
+            });
+        }
+        let added = rows.len();
+        if u32::try_from(splits.saturating_add(added)).is_err() {
+            return Err(QueueError::Full);
+        }
+        if self.split_rows.len() < splits {
+            self.split_rows.resize(splits, None);
+        }
+        self.split_rows.extend(rows.iter().copied());
+        self.tasks.extend(std::iter::repeat_n(
+            Task {
+                state: TaskState::Todo { offset: 0 },
+                attempts: 0,
+                skip: Vec::new(),
+            },
+            added,
+        ));
+        self.todo.extend(splits as u32..(splits + added) as u32);
+        self.grown.push(Growth {
+            first,
+            rows,
+            record,
+        });
+        Ok(())
+    }
+
+    /// Ends a followed job's growth: once every task is done or failed the
+    /// job is over. Nothing happens to a job that does not follow.
+    pub fn close(&mut self, _now: Millis) {
+        if self.open {
+            self.open = false;
+            self.settle();
+        }
+    }
+
+    /// Whether the job follows its source and has not been closed.
+    pub fn is_open(&self) -> bool {
+        self.open
+    }
+
+    /// What each [`Queue::grow`] brought, oldest first.
+    pub fn grown(&self) -> &[Growth] {
+        &self.grown
+    }
+
     /// Starts the next epoch, or ends the job, once every task is done or failed.
     fn settle(&mut self) {
-        if self.over || self.done + self.failed < self.tasks.len() {
+        if self.over || self.open || self.done + self.failed < self.tasks.len() {
             return;
         }
         match self.epoch.checked_add(1) {
@@ -1238,6 +1327,8 @@ impl Queue {
         }
         let splits = self.tasks.len();
         let rows: Vec<Option<u64>> = (0..splits as u32).map(|s| self.split_rows(s)).collect();
+        // A followed job's epoch is never whole while splits may still come.
+        let splits = if self.open { 0 } else { splits };
         self.cut.add(id, pieces, splits, |s| {
             rows.get(s as usize).copied().flatten()
         });
@@ -1269,7 +1360,7 @@ impl Queue {
         self.tasks_done = u64::from(epoch).saturating_mul(splits as u64);
         self.rows_committed = self.cut.rows;
         self.rows_done = self.cut.rows;
-        if epoch >= self.config.epochs || splits == 0 {
+        if !self.open && (epoch >= self.config.epochs || splits == 0) {
             self.over = true;
             return;
         }

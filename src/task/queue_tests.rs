@@ -13,6 +13,7 @@ fn config(epochs: u32, max_attempts: u32) -> QueueConfig {
         max_attempts,
         lease_timeout_ms: TIMEOUT,
         seed: 5,
+        follow: false,
     }
 }
 
@@ -977,4 +978,125 @@ fn a_gone_workers_rows_in_committed_ranges_are_made_up() {
         .map(|l| (l.offset, l.skip[0].0))
         .collect();
     assert_eq!(made_up, vec![(0, 100), (200, 300)], "{leases:?}");
+}
+
+fn follow_queue(splits: usize) -> Queue {
+    let config = QueueConfig {
+        follow: true,
+        ..config(1, 3)
+    };
+    Queue::new(splits, config).expect("valid config")
+}
+
+#[test]
+fn a_followed_job_is_not_over_when_its_tasks_are_done_until_closed() {
+    let mut q = follow_queue(0);
+    assert!(!q.is_over(), "an empty followed job waits for splits");
+    let w = q.register(0);
+    assert_eq!(q.lease(1, w, 1), Ok(LeaseReply::Wait));
+    q.grow(2, 0, vec![Some(10)], serde_json::json!({"batch": 0}))
+        .expect("grows");
+    let lease = lease_one(&mut q, 3, w);
+    assert_eq!(lease.split, 0);
+    q.finish(4, w, lease.attempt, 10).expect("finishes");
+    assert!(!q.is_over());
+    assert_eq!(q.lease(5, w, 1), Ok(LeaseReply::Wait));
+    // Splits must come in order, after the last one.
+    assert_eq!(
+        q.grow(6, 3, vec![None], serde_json::Value::Null),
+        Err(QueueError::NotNext { first: 3, next: 1 })
+    );
+    q.grow(6, 1, vec![None, Some(5)], serde_json::json!({"batch": 1}))
+        .expect("grows");
+    let a = lease_one(&mut q, 7, w);
+    let b = lease_one(&mut q, 7, w);
+    assert_eq!(
+        (a.split, b.split),
+        (1, 2),
+        "added splits are leased in order"
+    );
+    q.close(8);
+    assert!(!q.is_over(), "closed, with tasks still leased");
+    assert_eq!(
+        q.grow(8, 3, vec![None], serde_json::Value::Null),
+        Err(QueueError::Closed)
+    );
+    q.finish(9, w, a.attempt, 7).expect("finishes");
+    q.finish(9, w, b.attempt, 5).expect("finishes");
+    assert!(q.is_over());
+    assert_eq!(q.status().rows_done, 22);
+    assert_eq!(q.grown().len(), 2);
+    check_invariants(&q).expect("invariants");
+}
+
+#[test]
+fn a_followed_job_replays_its_growth_and_refuses_epochs() {
+    let commands = [
+        Command::Register {
+            now: 0,
+            secret: None,
+            name: None,
+        },
+        Command::Grow {
+            now: 1,
+            first: 1,
+            rows: vec![Some(3)],
+            record: serde_json::json!({"batch": 4}),
+        },
+        Command::Lease {
+            now: 2,
+            worker: WorkerId(1),
+            max: 2,
+        },
+    ];
+    let mut a = follow_queue(1);
+    for c in &commands {
+        assert!(a.apply(c).changed(), "{c:?}");
+    }
+    let mut b = follow_queue(1);
+    for c in &commands {
+        b.apply(c);
+    }
+    assert_eq!(a, b);
+    let json = serde_json::to_string(&a).expect("serializes");
+    let back: Queue = serde_json::from_str(&json).expect("loads");
+    assert_eq!(back, a);
+    assert_eq!(back.grown()[0].record["batch"], 4);
+    let two_epochs = QueueConfig {
+        follow: true,
+        ..config(2, 3)
+    };
+    assert!(matches!(
+        Queue::new(1, two_epochs),
+        Err(ConfigError::FollowEpochs { epochs: 2 })
+    ));
+}
+
+#[test]
+fn a_checkpoint_of_a_followed_job_never_makes_its_epoch_whole() {
+    let mut q = follow_queue(1);
+    q.know_rows(&[Some(4)]);
+    q.declare_checkpoints(0);
+    let w = q.register(0);
+    let lease = lease_one(&mut q, 1, w);
+    q.finish(2, w, lease.attempt, 4).expect("finishes");
+    q.checkpoint(
+        3,
+        "c1",
+        &[CutPiece {
+            epoch: 0,
+            split: 0,
+            start: 0,
+            end: 4,
+        }],
+    );
+    q.grow(4, 1, vec![Some(2)], serde_json::Value::Null)
+        .expect("grows");
+    q.rewind(5);
+    assert!(!q.is_over());
+    let lease = lease_one(&mut q, 6, w);
+    assert_eq!(
+        lease.split, 1,
+        "the checkpointed split stays done, the new one is served"
+    );
 }

@@ -337,6 +337,7 @@ impl Sim {
             max_attempts: 1 + (rng.next_u64() % 4) as u32,
             lease_timeout_ms: timeout,
             seed,
+            follow: false,
         };
         let rows: Vec<u64> = (0..splits).map(|_| rng.next_u64() % 200).collect();
         let plan_rows: Vec<Option<u64>> = if seed % 2 == 0 {
@@ -1412,6 +1413,7 @@ fn a_random_command_log_replays_to_the_same_queue() {
             max_attempts: 2,
             lease_timeout_ms: 50,
             seed,
+            follow: false,
         };
         let mut queue = Queue::new(12, config.clone()).expect("valid config");
         let mut log = Vec::new();

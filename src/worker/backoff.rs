@@ -15,6 +15,9 @@ use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 pub const FIRST: Duration = Duration::from_millis(50);
 /// The longest wait.
 pub const LONGEST: Duration = Duration::from_secs(1);
+/// The longest wait in a job that follows its source: new tasks come at
+/// any time, and should reach a trainer soon.
+pub const FOLLOW_LONGEST: Duration = Duration::from_millis(100);
 
 /// Waits that double from a first bound to the longest, each drawn between
 /// half and all of its bound.

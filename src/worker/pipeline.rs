@@ -67,6 +67,10 @@ pub struct PipelineConfig {
     /// With `lockstep`, the epoch's last partial step is dropped: its rows
     /// are consumed (committed) without reaching a trainer.
     pub drop_last: bool,
+    /// The job follows its source (`--follow`): with nothing to lease, ask
+    /// again within [`super::backoff::FOLLOW_LONGEST`], so that what the
+    /// source commits reaches a trainer soon.
+    pub follow: bool,
 }
 
 /// A request to stop early, as Kubernetes makes one before pre-empting a pod
@@ -229,7 +233,15 @@ pub async fn run(
         clock: clock.clone(),
         suspended: HashSet::new(),
         next_lease: Instant::now(),
-        backoff: Backoff::new(backoff_seed(worker)),
+        backoff: if config.follow {
+            Backoff::between(
+                super::backoff::FIRST,
+                super::backoff::FOLLOW_LONGEST,
+                Some(backoff_seed(worker)),
+            )
+        } else {
+            Backoff::new(backoff_seed(worker))
+        },
         over: false,
         progress: Progress::default(),
         outcome: RunOutcome::default(),
@@ -942,6 +954,14 @@ impl Coordinator {
                     self.backoff.reset();
                     for lease in leases {
                         self.clock.granted(lease.attempt, sent);
+                        if lease.split as usize >= self.splits.len() && !self.learn_splits().await {
+                            // Leased again, once the master answers.
+                            self.clock.forget(lease.attempt);
+                            self.report(Report::HandBack {
+                                attempt: lease.attempt,
+                            });
+                            continue;
+                        }
                         let Some(split) = self.splits.get(lease.split as usize).cloned() else {
                             let reason = format!("split {} is not in this job", lease.split);
                             self.clock.forget(lease.attempt);
@@ -979,6 +999,25 @@ impl Coordinator {
             }
         }
         Ok(())
+    }
+
+    /// Fetches the splits a followed job added since this worker last
+    /// looked (a lease named one it lacks); false when the master could
+    /// not be asked (the lease is then handed back, to be leased again).
+    async fn learn_splits(&mut self) -> bool {
+        match self.source.splits_from(self.splits.len()).await {
+            Ok(more) => {
+                if !more.is_empty() {
+                    debug!(added = more.len(), "the job grew: new splits");
+                    Arc::make_mut(&mut self.splits).extend(more);
+                }
+                true
+            }
+            Err(e) => {
+                warn!(error = %e, "cannot fetch the job's new splits");
+                false
+            }
+        }
     }
 
     fn report(&mut self, report: Report) {

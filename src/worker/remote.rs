@@ -493,4 +493,11 @@ impl TaskSource for RemoteSource {
             .map(|s| s.queue)
             .map_err(SourceError::unavailable)
     }
+
+    async fn splits_from(&self, from: usize) -> Result<Vec<connectors::Split>, SourceError> {
+        let path = format!("/v1/splits?from={from}");
+        self.call::<(), Vec<connectors::Split>>(&path, None, true)
+            .await
+            .map_err(SourceError::unavailable)
+    }
 }

@@ -63,6 +63,12 @@ impl Location {
         }
     }
 
+    /// The filesystem path of the root when this is the local store (a
+    /// watcher of local directories needs it).
+    pub fn local_dir(&self) -> Option<std::path::PathBuf> {
+        self.local_path(&self.root)
+    }
+
     /// What the directory `dir` of the local store holds that an object listing
     /// hides or misreports (dangling links, FIFOs); nothing for other stores.
     pub(crate) async fn oddities(&self, dir: &Path) -> Result<Vec<Oddity>> {

@@ -33,7 +33,7 @@ use crate::format::Format;
 use crate::store::Location;
 
 /// The log directory's name.
-pub(crate) const LOG_DIR: &str = "_delta_log";
+pub const LOG_DIR: &str = "_delta_log";
 
 /// Reads version `at` of the Delta table at `location`.
 pub async fn snapshot(location: &Location, at: TableVersion) -> Result<TableSnapshot> {
