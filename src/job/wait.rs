@@ -1,9 +1,13 @@
-//! Waiting for `_SUCCESS`: the spark-submit handoff.
+//! Waiting for `_SUCCESS`: the spark-submit handoff. A local directory is
+//! watched with inotify, so the marker is seen as soon as it is written; other
+//! stores are listed every second.
 
 use std::time::{Duration, Instant};
 
 use connectors::{Dataset, DatasetOptions, ErrorKind, Location};
 use tracing::info;
+
+use crate::master::inotify::LocalWatch;
 
 /// How often the output is listed while waiting.
 const POLL: Duration = Duration::from_secs(1);
@@ -52,9 +56,23 @@ pub async fn until_success(
 ) -> Result<Dataset, WaitError> {
     let start = Instant::now();
     let mut announced = false;
+    let mut watch = LocalWatch::new(location);
+    let marker = location.local_dir().map(|dir| dir.join("_SUCCESS"));
+    let mut listed: Option<Instant> = None;
     loop {
         // Checked before listing: a writer that exited had written `_SUCCESS` by then.
         let writer_gone = writer.filter(|&pid| !crate::host::process_alive(pid, None));
+        // Between listings a watched local directory is only checked for
+        // its marker: a write of many files wakes the watch many times.
+        let due = listed.is_none_or(|t| t.elapsed() >= POLL)
+            || writer_gone.is_some()
+            || start.elapsed() >= timeout
+            || marker.as_ref().is_some_and(|m| m.exists());
+        if !due {
+            wait(&mut watch, start, timeout).await;
+            continue;
+        }
+        listed = Some(Instant::now());
         let detail = match Dataset::open(location.clone(), options.clone()).await {
             Ok(ds) if ds.complete => return Ok(ds),
             Ok(ds) if !ds.in_flight.is_empty() => {
@@ -86,10 +104,18 @@ pub async fn until_success(
             info!(url = %location.url(), "waiting for _SUCCESS");
             announced = true;
         }
-        tokio::time::sleep(
-            POLL.min(timeout.saturating_sub(start.elapsed()))
-                .max(Duration::from_millis(10)),
-        )
-        .await;
+        wait(&mut watch, start, timeout).await;
+    }
+}
+
+/// Waits for the next look: a change of a watched local directory, or the
+/// next listing of another store (never past the timeout).
+async fn wait(watch: &mut Option<LocalWatch>, start: Instant, timeout: Duration) {
+    let pause = POLL
+        .min(timeout.saturating_sub(start.elapsed()))
+        .max(Duration::from_millis(10));
+    match watch {
+        Some(watch) => watch.changed(pause).await,
+        None => tokio::time::sleep(pause).await,
     }
 }
