@@ -161,20 +161,21 @@ fn partitions_are_taken_once_each_as_their_marker_appears() {
     let (status, err) = finish(child, "sluice train --follow");
     assert!(status.success(), "exit {status}: {err}");
     assert_once(&recorded_ids(&out, "ids-"), &want, "followed partitions");
-    // The job is over: the same command has nothing to do.
+    // Closed at --idle-exit: the same command follows on from there, and
+    // trains nothing twice.
     let again = common::run(
         Command::new(SLUICE)
             .arg("train")
             .arg(&root)
-            .args(["--follow", "--state"])
+            .args(["--follow", "--idle-exit", "1s", "--state"])
             .arg(&state)
             .args(["--exec", &recorder(&out), "--batch-size", "50", "-q"]),
     );
     assert!(again.status.success(), "rerun: {}", again.stderr);
-    assert!(
-        again.stderr.contains("already finished"),
-        "{}",
-        again.stderr
+    assert_once(
+        &recorded_ids(&out, "ids-"),
+        &want,
+        "followed partitions, rerun",
     );
 }
 
@@ -496,4 +497,55 @@ fn a_delta_streaming_sink_is_followed_every_id_once() {
     let want = stream.spark_ids();
     assert!(want.len() >= 60, "the query wrote {} rows", want.len());
     assert_once(&recorded_ids(&out, "ids-"), &want, "a followed Delta sink");
+}
+
+/// A job file with `follow = true`: `sluice run` follows the directory, and
+/// a second run after the first was stopped goes on where it was.
+#[test]
+fn a_job_file_with_follow_runs_a_followed_job_that_resumes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("clicks");
+    let state = dir.path().join("state");
+    let out = dir.path().join("ids");
+    std::fs::create_dir_all(&out).expect("mkdir");
+    let countries = countries();
+    let mut want = Vec::new();
+    for country in &countries[..2] {
+        land(&root, country);
+        std::fs::write(root.join(country).join("_SUCCESS"), b"").expect("marker");
+        want.extend(ids_of(country));
+    }
+    let job = dir.path().join("job.toml");
+    std::fs::write(
+        &job,
+        format!(
+            "source = {:?}\nstate = {:?}\nexec = {:?}\nbatch-size = 50\nquiet = true\nfollow = true\npoll = \"200ms\"\nidle-exit = \"3s\"\n",
+            root.display().to_string(),
+            state.display().to_string(),
+            recorder(&out)
+        ),
+    )
+    .expect("write job file");
+    let first = common::sluice(["run", job.to_str().expect("utf-8")]);
+    assert!(first.status.success(), "first run: {}", first.stderr);
+    land(&root, &countries[2]);
+    std::fs::write(root.join(&countries[2]).join("_SUCCESS"), b"").expect("marker");
+    want.extend(ids_of(&countries[2]));
+    // The first run closed its job at --idle-exit: the next one follows on
+    // from where it stopped.
+    let second = common::sluice(["run", job.to_str().expect("utf-8")]);
+    assert!(second.status.success(), "second run: {}", second.stderr);
+    assert_once(&recorded_ids(&out, "ids-"), &want, "a followed job file");
+    let refused = dir.path().join("pattern.toml");
+    std::fs::write(
+        &refused,
+        format!(
+            "source = \"{}/country=*\"\nstate = {:?}\nmodel = \"none\"\nfollow = true\n",
+            root.display(),
+            state.display().to_string()
+        ),
+    )
+    .expect("write job file");
+    let run = common::sluice(["run", refused.to_str().expect("utf-8")]);
+    common::assert_one_line_error(&run, &["follow = true", "without `*`"]);
 }

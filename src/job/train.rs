@@ -251,6 +251,13 @@ async fn run_job(
             if resumed && config.retry_failed && !state.queue.failures().is_empty() {
                 state.retry_failed().map_err(StateError::from)?;
             }
+            if resumed && config.follow.is_some() && !state.queue.is_open() {
+                // A followed job closed by --idle-exit or --follow-until:
+                // this run follows on from where it stopped.
+                state
+                    .execute(Command::Reopen { now: wall_millis() })
+                    .map_err(StateError::from)?;
+            }
             if resumed && state.queue.is_over() {
                 // States written before the identity was recorded have no
                 // FINISHED either: there a queue over is all one can tell.

@@ -299,6 +299,14 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
                 now: super::state::wall_millis(),
             })
             .map_err(|e| MasterError::State(e.into()))?;
+        if config.follow.is_some() && !state.queue.is_open() {
+            // Closed by --idle-exit or --follow-until: follow on.
+            state
+                .execute(crate::task::Command::Reopen {
+                    now: super::state::wall_millis(),
+                })
+                .map_err(|e| MasterError::State(e.into()))?;
+        }
         if config.retry_failed {
             state
                 .retry_failed()

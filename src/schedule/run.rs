@@ -238,6 +238,9 @@ async fn run_locked(pattern: &Pattern, cx: Context<'_>) -> Result<RunReport, Run
         options,
         ..
     } = cx;
+    if job.train.follow.is_some() {
+        return run_followed(&cx).await;
+    }
     let loaded = state.load(&job.source).await?;
     if !job.source.contains('*') {
         let location = connectors::store::open(&job.source)?;
@@ -306,6 +309,64 @@ async fn run_locked(pattern: &Pattern, cx: Context<'_>) -> Result<RunReport, Run
     let mut config = job.train.clone();
     config.url = expansion.base.url();
     train_and_record(&cx, loaded, config, dataset, report, None).await
+}
+
+/// A job file with `follow = true`: one long run that trains what the
+/// source commits as it is committed (`sluice train --follow`), its journal
+/// in the job's state directory (`follow/`), so that a run started again
+/// after a crash, a reboot or a stop resumes where the last one was.
+async fn run_followed(cx: &Context<'_>) -> Result<RunReport, RunError> {
+    let job = cx.job;
+    if job.source.contains('*') {
+        return Err(RunError::Source {
+            source_url: job.source.clone(),
+            reason: "follow = true follows one directory, table or streaming sink: name the directory above the partitions, without `*`; each partition is taken once it is committed".to_string(),
+        });
+    }
+    let Some(dir) = cx.state.location.local_dir() else {
+        return Err(RunError::Source {
+            source_url: job.source.clone(),
+            reason: format!(
+                "follow = true keeps the follower's journal in a local state directory; {} is not one (run `sluice master --follow --state {}` and workers for state on a store)",
+                cx.state.location.url(),
+                cx.state.location.url()
+            ),
+        });
+    };
+    let mut report = RunReport {
+        job: job.path.display().to_string(),
+        source: job.source.clone(),
+        state: cx.state.location.url(),
+        run: cx.run_id.to_string(),
+        dry_run: cx.options.dry_run,
+        matched: 1,
+        trained_before: 0,
+        new: Vec::new(),
+        waiting: Vec::new(),
+        rows: 0,
+        recorded: false,
+        skipped_rewritten_rows: 0,
+        summary: None,
+        table: None,
+    };
+    if cx.options.dry_run {
+        return Ok(report);
+    }
+    let mut config = job.train.clone();
+    config.allow_empty = cx.options.allow_empty;
+    config.state = Some(dir.join("follow"));
+    match crate::job::train::run(config).await? {
+        Outcome::Trained(summary) => {
+            report.rows = summary.rows;
+            report.recorded = summary.tasks_failed.is_empty();
+            report.summary = Some(summary);
+        }
+        Outcome::AlreadyFinished(finished) => {
+            info!("{}", finished.line());
+            report.recorded = finished.tasks_failed.is_empty();
+        }
+    }
+    Ok(report)
 }
 
 /// Trains `dataset` (continuing the last run's model) and records the run:

@@ -105,6 +105,8 @@ pub enum Command {
     },
     /// [`Queue::close`]: a followed job takes no more splits.
     Close { now: Millis },
+    /// [`Queue::reopen`]: a closed followed job takes splits again.
+    Reopen { now: Millis },
 }
 
 impl Command {
@@ -126,7 +128,8 @@ impl Command {
             | Command::Tick { now }
             | Command::RetryFailed { now }
             | Command::Grow { now, .. }
-            | Command::Close { now } => now,
+            | Command::Close { now }
+            | Command::Reopen { now } => now,
         }
     }
 }
@@ -278,6 +281,10 @@ impl Queue {
             } => Reply::Grow(self.grow(*now, *first, rows.clone(), record.clone())),
             Command::Close { now } => {
                 self.close(*now);
+                Reply::Recorded
+            }
+            Command::Reopen { now } => {
+                self.reopen(*now);
                 Reply::Recorded
             }
         }

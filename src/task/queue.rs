@@ -1227,6 +1227,18 @@ impl Queue {
         }
     }
 
+    /// Opens a followed job that was closed again (a later run follows on
+    /// from where the closed one stopped): more tasks may come, and it is
+    /// not over until closed again. Nothing happens to a job that does not
+    /// follow.
+    pub fn reopen(&mut self, _now: Millis) {
+        if self.config.follow && !self.open {
+            self.open = true;
+            self.over = false;
+            self.epochs_over = false;
+        }
+    }
+
     /// Whether the job follows its source and has not been closed.
     pub fn is_open(&self) -> bool {
         self.open
