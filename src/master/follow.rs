@@ -824,3 +824,86 @@ pub async fn run(
     }
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use connectors::listing::{ListedFile, Listing};
+    use object_store::ObjectMeta;
+
+    use super::*;
+
+    fn file(path: &str, ms: i64) -> ListedFile {
+        let location = Path::from(path);
+        let name = location.filename().unwrap_or_default().to_string();
+        let parts: Vec<String> = location.parts().map(|p| p.as_ref().to_string()).collect();
+        ListedFile {
+            meta: ObjectMeta {
+                location,
+                last_modified: chrono::DateTime::from_timestamp_millis(ms).expect("time"),
+                size: 10,
+                e_tag: None,
+                version: None,
+            },
+            dirs: parts[1..parts.len() - 1].to_vec(),
+            class: connectors::layout::names::classify_file(&name),
+        }
+    }
+
+    fn listing(files: Vec<ListedFile>, in_flight: &[&str]) -> Listing {
+        Listing {
+            files,
+            in_flight: in_flight.iter().map(|s| s.to_string()).collect(),
+            ..Listing::default()
+        }
+    }
+
+    fn committed(units: &Units) -> Vec<&str> {
+        units
+            .list
+            .iter()
+            .filter(|u| units.committed(u))
+            .map(|u| u.name.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn a_partition_is_committed_by_its_own_marker_or_one_above_it() {
+        let units = units(&listing(
+            vec![
+                file("t/dt=1/hour=0/part-0.parquet", 10),
+                file("t/dt=1/_SUCCESS", 20),
+                file("t/dt=2/part-0.parquet", 10),
+                file("t/dt=3/part-0.parquet", 10),
+                file("t/dt=3/_SUCCESS", 20),
+            ],
+            &["dt=3/_temporary"],
+        ));
+        assert_eq!(committed(&units), ["dt=1/hour=0"]);
+        assert!(!units.no_markers);
+    }
+
+    #[test]
+    fn the_root_marker_commits_only_partitions_written_before_it() {
+        let files = vec![
+            file("t/dt=1/part-0.parquet", 10),
+            file("t/dt=2/part-0.parquet", 30),
+            file("t/_SUCCESS", 20),
+        ];
+        let units = units(&listing(files.clone(), &[]));
+        assert_eq!(committed(&units), ["dt=1"]);
+        // A write of the whole directory under way commits nothing by the root's marker.
+        let units_in_flight = super::units(&listing(files, &["_temporary"]));
+        assert!(committed(&units_in_flight).is_empty());
+    }
+
+    #[test]
+    fn without_any_marker_partitions_wait_for_the_settle_time() {
+        let units = units(&listing(vec![file("t/dt=1/part-0.parquet", 10)], &[]));
+        assert!(units.no_markers);
+        assert!(committed(&units).is_empty());
+        assert!(settled_by_mtime(&units.list[0], Duration::from_secs(30)));
+        let now = wall_millis() as i64;
+        let fresh = super::units(&listing(vec![file("t/dt=1/part-0.parquet", now)], &[]));
+        assert!(!settled_by_mtime(&fresh.list[0], Duration::from_secs(30)));
+    }
+}

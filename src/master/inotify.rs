@@ -4,6 +4,8 @@
 //! the next poll. Every directory under the root is watched (new ones as
 //! they appear), up to [`MAX_WATCHES`]; where inotify is unavailable or the
 //! limit is reached, the poll still sees everything, only later.
+//! `SLUICE_INOTIFY=off` turns the watch off (polling only): for a directory
+//! that other machines write over NFS, whose changes inotify never sees.
 
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -47,6 +49,9 @@ impl LocalWatch {
 
     /// A watch of the local directory `root` (see [`LocalWatch::new`]).
     pub fn of(root: &Path) -> Option<LocalWatch> {
+        if std::env::var("SLUICE_INOTIFY").is_ok_and(|v| v.eq_ignore_ascii_case("off")) {
+            return None;
+        }
         // SAFETY: inotify_init1 takes flags only and returns a new descriptor or -1.
         let raw = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
         if raw < 0 {
