@@ -732,6 +732,9 @@ impl Drawer {
         }
         *last = Instant::now();
         let status = self.source.status_now();
+        // A followed job's tasks grow as its source commits.
+        self.bar
+            .set_length(status.splits as u64 * u64::from(self.epochs));
         self.bar.set_position(status.tasks_done);
         let rate = p.rows as f64 / self.started.elapsed().as_secs_f64().max(1e-9);
         let mut msg = format!(
