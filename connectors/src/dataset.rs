@@ -18,6 +18,7 @@ use crate::layout::partition::{infer_type, parse_value, unescape, widen};
 use crate::layout::success::SuccessMarker;
 use crate::listing::{self, ListedFile};
 use crate::schema::SchemaMerger;
+use crate::sink::{self, Committed, SinkInfo};
 use crate::split::{split_file, FileToSplit, Split, SplitRange};
 use crate::store::Location;
 use crate::table::{self, ColumnMapping, TableKind, TableSnapshot, TableVersion};
@@ -132,39 +133,127 @@ pub struct Dataset {
     pub table: Option<TableInfo>,
     /// How the data files' columns map to the dataset's (tables with renamed columns).
     pub columns: ColumnMapping,
+    /// The Structured Streaming file sink this dataset was read from, and up
+    /// to which batch.
+    pub sink: Option<SinkInfo>,
+}
+
+/// What a listing found besides the files to read.
+struct Found {
+    complete: bool,
+    success: Option<SuccessMarker>,
+    in_flight: Vec<String>,
+    ignored: Vec<Ignored>,
+    sink: Option<SinkInfo>,
+}
+
+/// Refuses `--version`, `--snapshot-id` and `--timestamp` for what is no table.
+fn no_version(location: &Location, options: &DatasetOptions) -> Result<()> {
+    if options.table_version.is_latest() {
+        return Ok(());
+    }
+    Err(Error::InvalidOption {
+        option: "--version/--snapshot-id/--timestamp".to_string(),
+        reason: format!(
+            "{} is neither a Delta nor an Iceberg table, so it has no versions",
+            location.url()
+        ),
+    })
 }
 
 impl Dataset {
     /// Lists and inspects the dataset at `location`. A Delta or Iceberg table
-    /// is read from its log, never from a listing of its directory.
+    /// is read from its log, never from a listing of its directory; so is a
+    /// Structured Streaming file sink (a directory holding `_spark_metadata`):
+    /// the files its newest batch holds, see [`Dataset::open_sink_batches`].
     pub async fn open(location: Location, options: DatasetOptions) -> Result<Dataset> {
         if let Some(kind) = table::detect(&location).await? {
             let snapshot = table::snapshot(&location, kind, options.table_version).await?;
             return Dataset::from_table(location, snapshot, None, options).await;
         }
-        if !options.table_version.is_latest() {
-            return Err(Error::InvalidOption {
-                option: "--version/--snapshot-id/--timestamp".to_string(),
-                reason: format!(
-                    "{} is neither a Delta nor an Iceberg table, so it has no versions",
-                    location.url()
-                ),
-            });
+        no_version(&location, &options)?;
+        if sink::is_sink(&location).await? {
+            return match sink::newest_batch(&location).await? {
+                Some(newest) => Dataset::open_sink_batches(location, None, newest, options).await,
+                None => Dataset::open_sink(location, Committed::default(), None, options).await,
+            };
         }
         let listing = listing::list(&location).await?;
         let mut ignored = listing.ignored;
         let success = read_success(&location, &listing.files).await?;
         let candidates = live_files(&location, &listing.files, &mut ignored).await?;
-        let (files, partition_names) = assign_partitions(&location, candidates, &mut ignored)?;
+        let found = Found {
+            complete: success.is_some(),
+            success,
+            in_flight: listing.in_flight,
+            ignored,
+            sink: None,
+        };
+        Dataset::from_listed(location, candidates, found, options).await
+    }
+
+    /// The dataset of the files a Structured Streaming file sink committed in
+    /// batches `(after, upto]` (every batch up to `upto` when `after` is
+    /// `None`), minus those its log deleted up to `upto`, read from its
+    /// `_spark_metadata` log; `sink.batch` is `upto`. Files of the directory
+    /// that no batch up to `upto` committed are never read and are listed in
+    /// [`Dataset::ignored`]; files committed up to `after` are left out
+    /// quietly (a follow mode read them before).
+    ///
+    /// Fails naming the batch file (and line) when the log misses a batch
+    /// that is needed, holds a line Spark does not write, or names a file
+    /// outside the directory; batch `after` must still be readable (the query
+    /// deletes old batches of its log, keeping the newest compaction).
+    pub async fn open_sink_batches(
+        location: Location,
+        after: Option<u64>,
+        upto: u64,
+        options: DatasetOptions,
+    ) -> Result<Dataset> {
+        no_version(&location, &options)?;
+        let committed = sink::committed(&location, after, upto).await?;
+        Dataset::open_sink(location, committed, Some(upto), options).await
+    }
+
+    /// Plans the files of a sink's directory that `committed` holds.
+    async fn open_sink(
+        location: Location,
+        committed: Committed,
+        batch: Option<u64>,
+        options: DatasetOptions,
+    ) -> Result<Dataset> {
+        let listing = listing::list(&location).await?;
+        let mut ignored = listing.ignored;
+        let files = sink::committed_listing(&location, committed, listing.files, &mut ignored)?;
+        let found = Found {
+            complete: true,
+            success: None,
+            in_flight: listing.in_flight,
+            ignored,
+            sink: Some(SinkInfo { batch }),
+        };
+        Dataset::from_listed(location, files, found, options).await
+    }
+
+    /// Plans the live files of a listing: partitions, format, footers, schema
+    /// and splits.
+    async fn from_listed(
+        location: Location,
+        files: Vec<ListedFile>,
+        found: Found,
+        options: DatasetOptions,
+    ) -> Result<Dataset> {
+        let mut ignored = found.ignored;
+        let (files, partition_names) = assign_partitions(&location, files, &mut ignored)?;
         let format = decide_format(&location, &files, options.format)?;
         let partition_fields =
             partition_fields(&partition_names, &files, options.infer_partition_types);
         let inspected = inspect_all(&location, files, format, &options).await?;
         let data_schema = merge_schemas(&location, &inspected.files, &inspected.infos)?;
         let mut dataset = Dataset {
-            complete: success.is_some(),
-            success,
-            in_flight: listing.in_flight,
+            complete: found.complete,
+            success: found.success,
+            in_flight: found.in_flight,
             format,
             partition_fields,
             data_schema,
@@ -176,6 +265,7 @@ impl Dataset {
             options,
             table: None,
             columns: ColumnMapping::default(),
+            sink: found.sink,
         };
         dataset.finish(inspected);
         Ok(dataset)
@@ -268,6 +358,7 @@ impl Dataset {
                 format_version: snapshot.format_version,
             }),
             columns: snapshot.columns,
+            sink: None,
         };
         dataset.finish(inspected);
         Ok(dataset)
@@ -315,30 +406,14 @@ impl Dataset {
         all.files.retain(|f| f.class != FileClass::Success);
         let mut ignored = all.ignored;
         let candidates = live_files(&base, &all.files, &mut ignored).await?;
-        let (files, partition_names) = assign_partitions(&base, candidates, &mut ignored)?;
-        let format = decide_format(&base, &files, options.format)?;
-        let partition_fields =
-            partition_fields(&partition_names, &files, options.infer_partition_types);
-        let inspected = inspect_all(&base, files, format, &options).await?;
-        let data_schema = merge_schemas(&base, &inspected.files, &inspected.infos)?;
-        let mut dataset = Dataset {
+        let found = Found {
             complete,
             success: None,
             in_flight: all.in_flight,
-            format,
-            partition_fields,
-            data_schema,
-            files: Vec::new(),
-            splits: Vec::new(),
             ignored,
-            corrupt: Vec::new(),
-            location: base,
-            options,
-            table: None,
-            columns: ColumnMapping::default(),
+            sink: None,
         };
-        dataset.finish(inspected);
-        Ok(dataset)
+        Dataset::from_listed(base, candidates, found, options).await
     }
 
     fn finish(&mut self, inspected: Inspected) {

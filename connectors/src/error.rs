@@ -147,6 +147,18 @@ pub enum Error {
         /// What was asked and what there is.
         reason: String,
     },
+    /// A Structured Streaming file sink whose `_spark_metadata` log cannot be
+    /// read: a batch file missing, a line that is not what Spark writes, a
+    /// file in another store.
+    #[error("bad streaming sink log {path}{}: {reason}", at_line(.line))]
+    SinkLog {
+        /// The batch file (or the log directory).
+        path: String,
+        /// The 1-based line, when one line is at fault.
+        line: Option<usize>,
+        /// What is wrong.
+        reason: String,
+    },
     /// A caller-supplied option is invalid.
     #[error("invalid option {option}: {reason}")]
     InvalidOption {
@@ -191,7 +203,8 @@ impl Error {
             | Error::DanglingLink { .. }
             | Error::SchemaClash { .. }
             | Error::Format { .. }
-            | Error::Table { .. } => ErrorKind::Dataset,
+            | Error::Table { .. }
+            | Error::SinkLog { .. } => ErrorKind::Dataset,
             Error::NoSuchVersion { .. } => ErrorKind::NotFound,
             Error::Store { .. } => ErrorKind::Store,
         }
@@ -237,6 +250,7 @@ impl Error {
             | Error::UnknownColumn { .. }
             | Error::Table { .. }
             | Error::NoSuchVersion { .. }
+            | Error::SinkLog { .. }
             | Error::InvalidOption { .. } => false,
         }
     }
@@ -409,6 +423,11 @@ pub(crate) fn store_error_within(err: &(dyn std::error::Error + 'static)) -> Opt
         source = e.source();
     }
     None
+}
+
+/// ` line N` for an error that names a line, else nothing.
+fn at_line(line: &Option<usize>) -> String {
+    line.map(|n| format!(", line {n}")).unwrap_or_default()
 }
 
 /// Collapses a multi-line message into one line.

@@ -2,7 +2,9 @@
 //!
 //! [`store::open`] turns a URL into a store and a root; [`Dataset::open`]
 //! lists the output under the layout rules of Spark, Hive and MapReduce,
-//! reads footers, merges schemas and cuts [`Split`]s; [`read::read_split`]
+//! reads footers, merges schemas and cuts [`Split`]s (a Delta or Iceberg
+//! table, or a Structured Streaming file sink, from its log instead:
+//! [`table`], [`sink`]); [`read::read_split`]
 //! decodes one split into record batches with partition columns appended.
 
 pub mod codec;
@@ -14,6 +16,7 @@ pub mod listing;
 pub mod read;
 pub mod read_ahead;
 pub mod schema;
+pub mod sink;
 pub mod split;
 pub mod store;
 pub mod table;
@@ -23,5 +26,6 @@ pub use error::{Error, ErrorKind, Result};
 pub use format::{Format, FormatOptions};
 pub use read::{read_split, read_split_within, ReadPlan};
 pub use read_ahead::ReadAhead;
+pub use sink::SinkInfo;
 pub use split::{Split, SplitRange};
 pub use store::Location;

@@ -129,6 +129,7 @@ fn to_json(dataset: &Dataset, partitions: &BTreeMap<String, PartitionTotals>) ->
         "in_flight": dataset.in_flight,
         "ignored": dataset.ignored,
         "table": dataset.table,
+        "sink": dataset.sink,
     })
 }
 
@@ -152,6 +153,11 @@ fn table(dataset: &Dataset, partitions: &BTreeMap<String, PartitionTotals>) -> S
                 "iceberg table, snapshot {}{when} ({})",
                 table.version, table.format_version
             ),
+        }
+    } else if let Some(sink) = &dataset.sink {
+        match sink.batch {
+            Some(batch) => format!("streaming file sink, batch {batch}"),
+            None => "streaming file sink, no batch committed yet".to_string(),
         }
     } else if dataset.complete {
         "complete (_SUCCESS)".to_string()

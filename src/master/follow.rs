@@ -21,6 +21,7 @@ use connectors::layout::names::{classify_dir, DirClass, FileClass};
 use connectors::table::{self, CommitKind, TableKind, TableVersion};
 use connectors::{Dataset, DatasetOptions, ErrorKind, Location, ReadPlan, Split};
 use object_store::path::Path;
+use object_store::ObjectStoreExt;
 use tracing::{info, warn};
 
 use super::inotify::LocalWatch;
@@ -28,36 +29,6 @@ use super::state::wall_millis;
 use crate::config::FollowConfig;
 use crate::protocol::follow::{FollowPosition, FollowStep};
 use crate::task::{Command, Reply};
-
-/// The streaming file sink's log, as the connectors read it.
-mod sink {
-    use connectors::{Location, Result};
-
-    /// Whether `location` is a streaming file sink (holds `_spark_metadata/`).
-    pub async fn is_sink(_location: &Location) -> Result<bool> {
-        Ok(false)
-    }
-
-    /// The newest batch its log committed.
-    pub async fn newest_batch(_location: &Location) -> Result<Option<u64>> {
-        Ok(None)
-    }
-
-    /// The files the batches in (after, upto] committed.
-    pub async fn open_sink_batches(
-        location: Location,
-        _after: Option<u64>,
-        _upto: u64,
-        options: connectors::DatasetOptions,
-    ) -> Result<connectors::Dataset> {
-        connectors::Dataset::open(location, options).await
-    }
-
-    /// When the log file of `batch` was written (ms since the epoch).
-    pub async fn batch_time_ms(_location: &Location, _batch: u64) -> Result<Option<i64>> {
-        Ok(None)
-    }
-}
 
 /// Why following stopped the job.
 #[derive(Debug, thiserror::Error)]
@@ -146,7 +117,7 @@ pub struct Follower {
 
 /// The kind of source at `location`, for a followed job.
 async fn watch_of(location: &Location) -> Result<Watch, connectors::Error> {
-    if sink::is_sink(location).await? {
+    if connectors::sink::is_sink(location).await? {
         return Ok(Watch::Sink { batch: None });
     }
     if let Some(kind) = table::detect(location).await? {
@@ -204,11 +175,11 @@ async fn try_first(
 ) -> Result<Option<(Dataset, FollowPosition)>, connectors::Error> {
     match watch_of(location).await? {
         Watch::Sink { .. } => {
-            let Some(batch) = sink::newest_batch(location).await? else {
+            let Some(batch) = connectors::sink::newest_batch(location).await? else {
                 return Ok(None);
             };
             let dataset =
-                sink::open_sink_batches(location.clone(), None, batch, options.clone()).await?;
+                Dataset::open_sink_batches(location.clone(), None, batch, options.clone()).await?;
             Ok(has_schema(dataset).map(|d| (d, FollowPosition::Sink { batch: Some(batch) })))
         }
         Watch::Table { kind, .. } => {
@@ -353,13 +324,13 @@ impl Follower {
     pub async fn poll(&mut self) -> Result<Option<Found>, FollowError> {
         let found = match &mut self.watch {
             Watch::Sink { batch } => {
-                let Some(newest) = sink::newest_batch(&self.location).await? else {
+                let Some(newest) = connectors::sink::newest_batch(&self.location).await? else {
                     return Ok(None);
                 };
                 if batch.is_some_and(|b| newest <= b) {
                     return Ok(None);
                 }
-                let dataset = sink::open_sink_batches(
+                let dataset = Dataset::open_sink_batches(
                     self.location.clone(),
                     *batch,
                     newest,
@@ -573,9 +544,16 @@ fn noun(kind: TableKind) -> &'static str {
     }
 }
 
-/// When the sink's log file of `batch` was written, if it can be told.
+/// When the sink's log file of `batch` was written (`_spark_metadata/N`,
+/// or `N.compact`), if it can be told.
 async fn sink_commit_ms(location: &Location, batch: u64) -> Option<i64> {
-    sink::batch_time_ms(location, batch).await.ok().flatten()
+    let dir = location.root.clone().join("_spark_metadata");
+    for name in [batch.to_string(), format!("{batch}.compact")] {
+        if let Ok(meta) = location.store.head(&dir.clone().join(name)).await {
+            return Some(meta.last_modified.timestamp_millis());
+        }
+    }
+    None
 }
 
 /// A partition directory holding data files: what a directory source's

@@ -50,6 +50,12 @@ impl Location {
         format!("{}/{}", self.base, path)
     }
 
+    /// The URL every path of this store starts with (`file://`, `s3://bucket`,
+    /// `hdfs://nn:8020`): which filesystem or bucket this is.
+    pub(crate) fn base(&self) -> &str {
+        &self.base
+    }
+
     /// The user-facing URL of the dataset root.
     pub fn url(&self) -> String {
         self.display(&self.root)
