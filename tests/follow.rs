@@ -124,9 +124,11 @@ fn partitions_are_taken_once_each_as_their_marker_appears() {
     std::fs::write(root.join(&countries[0]).join("_SUCCESS"), b"").expect("marker");
     let mut want = ids_of(&countries[0]);
     let child = follow_train(&root, &state, &out, &["--idle-exit", "6s"]);
-    wait_until("the first country trained", Duration::from_secs(60), || {
-        count_lines(&out, "ids-") >= want.len() as u64
-    });
+    wait_until(
+        "the first country trained",
+        Duration::from_secs(120),
+        || count_lines(&out, "ids-") >= want.len() as u64,
+    );
     // Files without a marker are not taken, however long they sit there.
     land(&root, &countries[1]);
     std::thread::sleep(Duration::from_millis(1500));
@@ -143,7 +145,7 @@ fn partitions_are_taken_once_each_as_their_marker_appears() {
     land(&root, &countries[2]);
     std::fs::write(root.join("_SUCCESS"), b"").expect("root marker");
     want.extend(ids_of(&countries[2]));
-    wait_until("three countries trained", Duration::from_secs(60), || {
+    wait_until("three countries trained", Duration::from_secs(120), || {
         count_lines(&out, "ids-") >= want.len() as u64
     });
     // A later append: its files are newer than the root marker until it is
@@ -218,7 +220,7 @@ fn a_killed_follower_resumes_where_it_was_nothing_skipped_nothing_twice() {
     };
     let mut child = start(&[]);
     for (i, country) in countries[1..4].iter().enumerate() {
-        wait_until("rows trained", Duration::from_secs(60), || {
+        wait_until("rows trained", Duration::from_secs(120), || {
             count_lines(&out, "ids-") >= 40 * (i as u64 + 1)
         });
         take(country, &mut want);
@@ -311,7 +313,7 @@ fn a_following_master_serves_new_partitions_to_its_workers_exactly_once() {
         std::fs::write(root.join(country).join("_SUCCESS"), b"").expect("marker");
         want.extend(ids_of(country));
     }
-    wait_until("w1 trains", Duration::from_secs(60), || {
+    wait_until("w1 trains", Duration::from_secs(120), || {
         count_lines(&job.ids.join("w1"), "ids-") >= 200
     });
     w1.kill().expect("SIGKILL w1");
@@ -345,6 +347,10 @@ fn a_following_master_serves_new_partitions_to_its_workers_exactly_once() {
         model.into_iter().map(|(id, n)| (id, n as u32)).collect();
     assert_once(&counts, &want, "the models of a followed distributed job");
 }
+
+/// One Spark streaming query at a time: two JVMs beside the followers
+/// would starve a 2-core machine.
+static SPARK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Where the streaming tests keep a sink, its query's checkpoint and the ids
 /// Spark's reader returned.
@@ -402,6 +408,7 @@ fn wait_stream(mut writer: Child) {
 
 #[test]
 fn a_streaming_file_sink_is_followed_across_two_kills_every_id_once_into_the_model() {
+    let _spark = SPARK.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().expect("tempdir");
     let stream = Stream::new(dir.path());
     let state = dir.path().join("state");
@@ -470,6 +477,7 @@ fn a_streaming_file_sink_is_followed_across_two_kills_every_id_once_into_the_mod
 
 #[test]
 fn a_delta_streaming_sink_is_followed_every_id_once() {
+    let _spark = SPARK.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().expect("tempdir");
     let stream = Stream::new(dir.path());
     let state = dir.path().join("state");
