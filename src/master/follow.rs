@@ -240,6 +240,21 @@ async fn delta_has_version(location: &Location) -> Result<bool, connectors::Erro
     }))
 }
 
+/// Whether version `version` of the Delta table at `location` is committed
+/// (its log file exists).
+async fn delta_has(location: &Location, version: i64) -> Result<bool, connectors::Error> {
+    let path = location
+        .root
+        .clone()
+        .join(table::delta::LOG_DIR)
+        .join(format!("{version:020}.json"));
+    match location.store.head(&path).await {
+        Ok(_) => Ok(true),
+        Err(object_store::Error::NotFound { .. }) => Ok(false),
+        Err(e) => Err(connectors::Error::from_store(location.display(&path), e)),
+    }
+}
+
 /// The dataset, when it has a schema to plan from (data files, or a
 /// table's own schema).
 fn has_schema(dataset: Dataset) -> Option<Dataset> {
@@ -355,10 +370,15 @@ impl Follower {
             }
             Watch::Table { kind, version } => {
                 let kind = *kind;
+                // A Delta table's next version is one file: look for it
+                // before reading the log.
+                if let (TableKind::Delta, Some(v)) = (kind, *version) {
+                    if !delta_has(&self.location, v.saturating_add(1)).await? {
+                        return Ok(None);
+                    }
+                }
                 let latest = table::snapshot(&self.location, kind, TableVersion::Latest).await?;
-                if version.is_some_and(|v| v == latest.version)
-                    || latest.files.is_empty() && version.is_none() && latest.version < 0
-                {
+                if *version == Some(latest.version) {
                     return Ok(None);
                 }
                 let (files, snapshot, new_version) = match *version {
