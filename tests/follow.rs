@@ -487,20 +487,28 @@ fn a_delta_streaming_sink_is_followed_every_id_once() {
         .map(|v| format!("{v}/bin/python"))
         .unwrap_or_else(|_| format!("{}/.cache/sluice/venv-tables/bin/python", env!("HOME")));
     let writer = stream.start(&tables_python, "delta", 6);
-    let follower = Command::new(SLUICE)
-        .arg("train")
-        .arg(&stream.sink)
-        .args(["--follow", "--state"])
-        .arg(&state)
-        .args(["--exec", &recorder(&out), "--batch-size", "25", "-q"])
-        .args(["--idle-exit", "10s"])
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start");
+    let start = |extra: &[&str]| {
+        Command::new(SLUICE)
+            .arg("train")
+            .arg(&stream.sink)
+            .args(["--follow", "--state"])
+            .arg(&state)
+            .args(["--exec", &recorder(&out), "--batch-size", "25", "-q"])
+            .args(extra)
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start")
+    };
+    let follower = start(&[]);
     wait_stream(writer);
-    let (status, err) = finish(follower, "sluice train --follow on Delta");
+    // Stopped by SIGTERM (drained: what the trainer acknowledged is
+    // committed), then resumed until the table stays still.
+    common::cluster::signal(&follower, libc::SIGTERM);
+    let (status, err) = finish(follower, "sluice train --follow on Delta, stopped");
+    assert_eq!(status.code(), Some(130), "{err}");
+    let (status, err) = finish(start(&["--idle-exit", "2s"]), "the resumed follower");
     assert!(status.success(), "exit {status}: {err}");
     let want = stream.spark_ids();
     assert!(want.len() >= 60, "the query wrote {} rows", want.len());
