@@ -153,9 +153,11 @@ impl TrainerOptions {
                 &format!("--model {model} needs the label column: --label COL"),
             )?;
             rule(
-                self.features.as_ref().is_some_and(|f| !f.is_empty()),
+                self.features
+                    .as_ref()
+                    .is_some_and(|f| !f.is_empty() && f.iter().all(|c| !c.trim().is_empty())),
                 "features",
-                "name the feature columns, e.g. --features f1,f2",
+                "name the feature columns, e.g. --features f1,f2 (no empty name)",
             )?;
             if let Some(lr) = self.learning_rate {
                 rule(

@@ -156,25 +156,32 @@ impl Finished {
 
 /// Runs a training job and returns how it ended.
 pub async fn run(config: TrainConfig) -> Result<Outcome, TrainError> {
-    let started = Instant::now();
     let location = connectors::store::open(&config.url)?;
-    let dataset = match config.wait_success {
+    let (dataset, waited) = match config.wait_success {
         Some(timeout) => {
-            wait::until_success(&location, &config.dataset, timeout, config.writer_pid).await?
+            let waiting = Instant::now();
+            let dataset =
+                wait::until_success(&location, &config.dataset, timeout, config.writer_pid).await?;
+            (dataset, waiting.elapsed())
         }
-        None => Dataset::open(location.clone(), config.dataset.clone()).await?,
+        None => (
+            Dataset::open(location.clone(), config.dataset.clone()).await?,
+            Duration::ZERO,
+        ),
     };
     check_finished(&dataset, config.allow_incomplete)?;
-    run_dataset(config, dataset, started).await
+    run_dataset(config, dataset, waited).await
 }
 
 /// Trains on a dataset already opened and checked (`sluice run` opens the union of
-/// several partitions); `started` is when the job began, for the summary's timing.
+/// several partitions); `waited` is how long the job waited for `_SUCCESS`
+/// before, for the summary (its rows per second count training only).
 pub async fn run_dataset(
     config: TrainConfig,
     dataset: Dataset,
-    started: Instant,
+    waited: Duration,
 ) -> Result<Outcome, TrainError> {
+    let started = Instant::now();
     if dataset.known_empty() {
         if !config.allow_empty {
             return Err(TrainError::Empty {
@@ -182,7 +189,7 @@ pub async fn run_dataset(
             });
         }
         if dataset.schema().fields().is_empty() {
-            return nothing_to_train(&config, &dataset, started);
+            return nothing_to_train(&config, &dataset, started, waited);
         }
     }
     let plan = ReadPlan::new(&dataset, config.columns.as_deref(), config.batch_size)?;
@@ -323,6 +330,16 @@ pub async fn run_dataset(
     };
     let splits = Arc::new(spec.splits.clone());
     let drawer = Drawer::new(bar.clone(), source.clone(), factory.clone(), config.epochs);
+    let rows_total = spec
+        .splits
+        .iter()
+        .map(|s| s.rows)
+        .try_fold(0u64, |sum, rows| rows.map(|r| sum.saturating_add(r)))
+        .map(|per_epoch| per_epoch.saturating_mul(u64::from(config.epochs)));
+    let progress_lines =
+        (config.progress && crate::logging::settings().progress_lines()).then(|| {
+            ProgressLines::spawn(source.clone(), drawer.rows.clone(), total_tasks, rows_total)
+        });
     let outcome = pipeline::run(
         Arc::new(source.clone()),
         dataset.location.clone(),
@@ -333,6 +350,7 @@ pub async fn run_dataset(
         move |p| drawer.draw(p),
     )
     .await;
+    drop(progress_lines);
     bar.finish_and_clear();
     let outcome = outcome?;
     if outcome.stopped {
@@ -366,6 +384,7 @@ pub async fn run_dataset(
         tasks_failed: failed_tasks(&dataset, &splits, &failures),
         seconds,
         rows_per_second: outcome.rows as f64 / seconds.max(1e-9),
+        waited_seconds: waited.as_secs_f64(),
         loss: report.epochs.iter().map(|e| e.loss).collect(),
         accuracy: logistic.then(|| report.epochs.iter().map(|e| e.accuracy).collect()),
         resumed: resumed_from,
@@ -437,6 +456,24 @@ fn identity(config: &TrainConfig, dataset: &str) -> Identity {
         .with_dataset(&config.dataset)
 }
 
+/// Checks what the job asks of the dataset's schema without training: its
+/// `--columns`, and the trainer's label, features and transforms. A dry run
+/// so fails where the run would, naming the column.
+pub fn check_schema(config: &TrainConfig, dataset: &Dataset) -> Result<(), TrainError> {
+    if dataset.schema().fields().is_empty() {
+        return Ok(());
+    }
+    let plan = ReadPlan::new(dataset, config.columns.as_deref(), config.batch_size)?;
+    let mut trainer = config.trainer.clone();
+    if let TrainerChoice::Model(model) = &mut trainer {
+        // The model a run continues from is no part of the schema.
+        model.init = None;
+    }
+    let factory = make_factory(&trainer, None, false, &config.transform)?;
+    factory.validate(&plan.output_schema())?;
+    Ok(())
+}
+
 /// Refuses visibly unfinished output; warns when completeness cannot be told.
 fn check_finished(dataset: &Dataset, allow_incomplete: bool) -> Result<(), TrainError> {
     if dataset.visibly_unfinished() {
@@ -463,6 +500,7 @@ fn nothing_to_train(
     config: &TrainConfig,
     dataset: &Dataset,
     started: Instant,
+    waited: Duration,
 ) -> Result<Outcome, TrainError> {
     let url = dataset.location.url();
     warn!(url = %url, "empty output: no data rows (allowed by --allow-empty)");
@@ -479,6 +517,7 @@ fn nothing_to_train(
         tasks_failed: Vec::new(),
         seconds: started.elapsed().as_secs_f64(),
         rows_per_second: 0.0,
+        waited_seconds: waited.as_secs_f64(),
         loss: Vec::new(),
         accuracy: logistic.then(Vec::new),
         resumed: None,
@@ -610,6 +649,8 @@ fn progress_bar(enabled: bool, total: u64) -> ProgressBar {
 
 /// Draws progress at most every 100 ms.
 struct Drawer {
+    /// Rows the trainers acknowledged so far (for progress lines).
+    rows: Arc<std::sync::atomic::AtomicU64>,
     bar: ProgressBar,
     source: LocalQueue,
     factory: Arc<dyn TrainerFactory>,
@@ -626,6 +667,7 @@ impl Drawer {
         epochs: u32,
     ) -> Self {
         Drawer {
+            rows: Arc::default(),
             bar,
             source,
             factory,
@@ -636,6 +678,8 @@ impl Drawer {
     }
 
     fn draw(&self, p: &Progress) {
+        self.rows
+            .store(p.rows, std::sync::atomic::Ordering::Relaxed);
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
         if last.elapsed() < Duration::from_millis(100) {
             return;
@@ -655,5 +699,70 @@ impl Drawer {
             msg.push_str(&format!(" loss {loss:.4}"));
         }
         self.bar.set_message(msg);
+    }
+}
+
+/// Progress lines where stderr is not a terminal (in place of the bar): one
+/// at least every `--log-every`, and one at the end of each epoch but the
+/// last (the summary says how that one ended). Stops when dropped.
+struct ProgressLines(tokio::task::JoinHandle<()>);
+
+impl ProgressLines {
+    fn spawn(
+        source: LocalQueue,
+        rows: Arc<std::sync::atomic::AtomicU64>,
+        tasks: u64,
+        rows_total: Option<u64>,
+    ) -> ProgressLines {
+        let every = crate::logging::settings().every;
+        ProgressLines(tokio::spawn(async move {
+            let started = Instant::now();
+            let first = source.status_now();
+            let mut epoch = first.epoch;
+            let mut due = crate::logging::Every::new(every);
+            let mut ticks = tokio::time::interval(Duration::from_millis(250).min(every));
+            loop {
+                ticks.tick().await;
+                let status = source.status_now();
+                let epoch_done = status.epoch > epoch && !status.job_over;
+                if !epoch_done && !due.due() {
+                    continue;
+                }
+                due.reset();
+                let elapsed = started.elapsed();
+                let eta = match rows_total {
+                    Some(total) => crate::logging::eta(
+                        status.rows_committed.saturating_sub(first.rows_committed),
+                        total.saturating_sub(first.rows_committed),
+                        elapsed,
+                    ),
+                    None => crate::logging::eta(
+                        status.tasks_done.saturating_sub(first.tasks_done),
+                        tasks.saturating_sub(first.tasks_done),
+                        elapsed,
+                    ),
+                };
+                crate::logging::ProgressLine {
+                    epoch: if epoch_done { epoch } else { status.epoch },
+                    epochs: status.epochs,
+                    epoch_done,
+                    rows: rows.load(std::sync::atomic::Ordering::Relaxed),
+                    seconds: elapsed.as_secs_f64(),
+                    tasks_done: status.tasks_done,
+                    tasks,
+                    eta,
+                    workers: None,
+                    leases: None,
+                }
+                .log();
+                epoch = status.epoch;
+            }
+        }))
+    }
+}
+
+impl Drop for ProgressLines {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

@@ -1,9 +1,9 @@
-//! Waiting for `_SUCCESS`: the spark-submit handoff.
+//! Waiting for `_SUCCESS`: the spark-submit handoff. The wait says what it
+//! waits for when it starts and every minute after.
 
 use std::time::{Duration, Instant};
 
 use connectors::{Dataset, DatasetOptions, ErrorKind, Location};
-use tracing::info;
 
 /// How often the output is listed while waiting.
 const POLL: Duration = Duration::from_secs(1);
@@ -51,7 +51,7 @@ pub async fn until_success(
     writer: Option<u32>,
 ) -> Result<Dataset, WaitError> {
     let start = Instant::now();
-    let mut announced = false;
+    let mut wait = crate::logging::Wait::new(format!("_SUCCESS in {}", location.url()));
     loop {
         // Checked before listing: a writer that exited had written `_SUCCESS` by then.
         let writer_gone = writer.filter(|&pid| !crate::host::process_alive(pid, None));
@@ -82,10 +82,8 @@ pub async fn until_success(
                 detail,
             });
         }
-        if !announced {
-            info!(url = %location.url(), "waiting for _SUCCESS");
-            announced = true;
-        }
+        // What it waits for, at once and then every minute.
+        wait.say(detail.trim_start_matches("; "), Some(timeout));
         tokio::time::sleep(
             POLL.min(timeout.saturating_sub(start.elapsed()))
                 .max(Duration::from_millis(10)),
