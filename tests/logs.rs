@@ -293,3 +293,33 @@ fn a_worker_whose_master_went_away_stops_on_sigterm_within_its_grace() {
         "{text}"
     );
 }
+
+#[test]
+fn a_master_logs_its_progress_with_workers_and_leases() {
+    let mut job = Job::new("parquet_small_files", 2);
+    job.master_args = vec!["--log-every".to_string(), "1s".to_string()];
+    job.linger = "1s".to_string();
+    let mut master = job.start_master(fixture("parquet_small_files"));
+    // 50 batches of 40 rows per epoch, 0.05 s each: about 5 s of training.
+    let mut worker = job.start_worker("--sleep 0.05");
+    let status = wait_exit(&mut worker, "worker");
+    assert!(status.success(), "worker failed");
+    common::cluster::clean_finish(&mut master);
+    let log = master.log();
+    for line in log.lines() {
+        stamp(line);
+    }
+    let progress: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("progress: epoch"))
+        .collect();
+    assert!(progress.len() >= 2, "progress every second: {log}");
+    assert!(
+        progress
+            .iter()
+            .any(|l| l.contains("1 workers") && l.contains(" leases") && l.contains("rows/s")),
+        "{log}"
+    );
+    assert!(log.contains("epoch 1/2 done:"), "{log}");
+    assert!(log.contains("job over: 80 tasks done, 0 failed"), "{log}");
+}

@@ -314,7 +314,9 @@ pub async fn run_dataset(
     let spec = state.spec.clone();
     let source = LocalQueue::new(state);
     let total_tasks = spec.splits.len() as u64 * config.epochs as u64;
-    let bar = progress_bar(config.progress, total_tasks);
+    // Where progress is written as lines (no terminal, or JSON), no bar.
+    let lines = crate::logging::settings().progress_lines();
+    let bar = progress_bar(config.progress && !lines, total_tasks);
     let pipeline_config = PipelineConfig {
         batch_size: config.batch_size,
         devices: config.devices,
@@ -336,10 +338,9 @@ pub async fn run_dataset(
         .map(|s| s.rows)
         .try_fold(0u64, |sum, rows| rows.map(|r| sum.saturating_add(r)))
         .map(|per_epoch| per_epoch.saturating_mul(u64::from(config.epochs)));
-    let progress_lines =
-        (config.progress && crate::logging::settings().progress_lines()).then(|| {
-            ProgressLines::spawn(source.clone(), drawer.rows.clone(), total_tasks, rows_total)
-        });
+    let progress_lines = (config.progress && lines).then(|| {
+        ProgressLines::spawn(source.clone(), drawer.rows.clone(), total_tasks, rows_total)
+    });
     let outcome = pipeline::run(
         Arc::new(source.clone()),
         dataset.location.clone(),

@@ -106,6 +106,8 @@ pub struct RemoteSource {
     stop: Option<StopDeadline>,
     /// Set when a request was given up so.
     gave_up: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// The master not answering, as said in the log (shared by the clones).
+    wait: std::sync::Arc<std::sync::Mutex<Option<crate::logging::Wait>>>,
 }
 
 /// A stop request and when it came.
@@ -172,6 +174,7 @@ impl RemoteSource {
             name: None,
             stop: None,
             gave_up: Default::default(),
+            wait: Default::default(),
         })
     }
 
@@ -257,7 +260,6 @@ impl RemoteSource {
             Duration::from_secs(2),
             None,
         );
-        let mut wait: Option<crate::logging::Wait> = None;
         loop {
             let attempt = self.attempt::<B, T>(&url, path, body, idempotent, start);
             let tried = match self.stop_deadline() {
@@ -268,10 +270,8 @@ impl RemoteSource {
             };
             let last = match tried {
                 Attempt::Done(result) => {
-                    if let (Some(wait), Ok(_)) = (&wait, &result) {
-                        if wait.said() {
-                            tracing::info!(target: crate::logging::PROGRESS, master = %self.base, "master {} answered again after {}", self.base, crate::logging::short_duration(wait.waited()));
-                        }
+                    if result.is_ok() {
+                        self.answered();
                     }
                     return result;
                 }
@@ -292,11 +292,7 @@ impl RemoteSource {
                     last,
                 });
             }
-            wait.get_or_insert_with(|| crate::logging::Wait::new(format!("master {}", self.base)))
-                .say(
-                    &format!("unreachable ({last}); retrying"),
-                    Some(self.patience),
-                );
+            self.waiting(&last);
             let mut pause = waits.next_wait();
             if let Some(deadline) = self.stop_deadline() {
                 pause = pause.min(deadline.saturating_duration_since(Instant::now()));
@@ -306,6 +302,26 @@ impl RemoteSource {
                 // The grace starts: the next try is bounded by it.
                 () = self.stop_requested(), if self.stop_deadline().is_none() => {}
             }
+        }
+    }
+
+    /// Says that the master does not answer: when it first does not, then
+    /// once a minute, for all the requests waiting on it together.
+    fn waiting(&self, last: &str) {
+        let mut wait = self.wait.lock().unwrap_or_else(|e| e.into_inner());
+        wait.get_or_insert_with(|| crate::logging::Wait::new(format!("master {}", self.base)))
+            .say(
+                &format!("unreachable ({last}); retrying"),
+                Some(self.patience),
+            );
+    }
+
+    /// The master answered: a wait that was announced is over.
+    fn answered(&self) {
+        let mut wait = self.wait.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(over) = wait.take().filter(crate::logging::Wait::said) {
+            let after = crate::logging::short_duration(over.waited());
+            tracing::info!(target: crate::logging::PROGRESS, master = %self.base, "master {} answered again after {after}", self.base);
         }
     }
 
