@@ -369,11 +369,12 @@ impl ProgressLine {
             self.tasks_done,
             self.tasks
         ));
+        let plural = |n: usize| if n == 1 { "" } else { "s" };
         if let Some(workers) = self.workers {
-            text.push_str(&format!(", {workers} workers"));
+            text.push_str(&format!(", {workers} worker{}", plural(workers)));
         }
         if let Some(leases) = self.leases {
-            text.push_str(&format!(", {leases} leases"));
+            text.push_str(&format!(", {leases} lease{}", plural(leases)));
         }
         match self.eta {
             Some(eta) => text.push_str(&format!(", ETA {}", short_duration(eta))),

@@ -317,7 +317,7 @@ fn a_master_logs_its_progress_with_workers_and_leases() {
     assert!(
         progress
             .iter()
-            .any(|l| l.contains("1 workers") && l.contains(" leases") && l.contains("rows/s")),
+            .any(|l| l.contains(", 1 worker, ") && l.contains(" lease") && l.contains("rows/s")),
         "{log}"
     );
     assert!(log.contains("epoch 1/2 done:"), "{log}");

@@ -203,6 +203,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Ended> {
         ca_file: worker.ca_file,
         stop: Some(stop),
         name: worker.name.unwrap_or_else(default_worker_name),
+        progress: !trainer.quiet,
     };
     let stopped_exit_code = worker.stopped_exit_code;
     let outcome = tokio::select! {

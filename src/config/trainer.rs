@@ -101,7 +101,7 @@ pub struct TrainerOptions {
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_timeout)]
     #[serde(deserialize_with = "form::timeout")]
     pub trainer_timeout: Duration,
-    /// No progress bar.
+    /// No progress bar, nor the progress lines that take its place where stderr is not a terminal.
     #[arg(long, short)]
     pub quiet: bool,
 }

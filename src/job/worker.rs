@@ -49,6 +49,8 @@ pub struct WorkerConfig {
     pub stop: Option<crate::worker::pipeline::Stop>,
     /// The name it registers with, for people (status page, metrics).
     pub name: String,
+    /// Progress lines where stderr is not a terminal (`--quiet` drops them).
+    pub progress: bool,
 }
 
 /// Errors of a worker.
@@ -128,7 +130,7 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerOutcome, WorkerError> {
     let rows = source.rows_counter();
     let acknowledged = rows.clone();
     let gave_up = source.clone();
-    let progress = WorkerProgress::spawn(rows.clone());
+    let progress = WorkerProgress::spawn(rows.clone(), config.progress);
     let pipeline_config = PipelineConfig {
         batch_size: config.batch_size,
         devices: config.devices,
@@ -207,10 +209,10 @@ struct WorkerProgress {
 }
 
 impl WorkerProgress {
-    fn spawn(rows: Arc<std::sync::atomic::AtomicU64>) -> WorkerProgress {
+    fn spawn(rows: Arc<std::sync::atomic::AtomicU64>, enabled: bool) -> WorkerProgress {
         let epoch = Arc::new(std::sync::atomic::AtomicU32::new(0));
         let settings = crate::logging::settings();
-        let task = settings.progress_lines().then(|| {
+        let task = (enabled && settings.progress_lines()).then(|| {
             let epoch = epoch.clone();
             tokio::spawn(async move {
                 let started = std::time::Instant::now();
