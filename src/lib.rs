@@ -10,6 +10,7 @@ pub mod exit;
 pub mod harden;
 pub mod host;
 pub mod job;
+pub mod logging;
 pub mod master;
 pub mod protocol;
 pub mod schedule;

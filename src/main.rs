@@ -8,7 +8,7 @@ use sluice::cli::dist::Ended;
 use sluice::cli::{Cli, Command};
 use sluice::exit;
 use sluice::job::train::Outcome;
-use tracing_subscriber::EnvFilter;
+use sluice::logging;
 
 /// Decoded column buffers come and go at a high rate: mimalloc keeps them in
 /// its pages instead of handing memory back to the kernel between batches.
@@ -24,24 +24,20 @@ fn main() -> ExitCode {
     }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => {
-            // Help and version go to stdout and are no error; the rest is a wrong command line.
-            let _ = e.print();
-            return ExitCode::from(if e.use_stderr() {
-                exit::USAGE
-            } else {
-                exit::DONE
-            });
-        }
+        Err(e) => return clap_error(&e, &args),
     };
-    init_logging(cli.verbose);
+    if let Err(e) = cli.log.validate() {
+        eprintln!("sluice: {e}");
+        return ExitCode::from(exit::USAGE);
+    }
+    sluice::logging::init(cli.verbose, &cli.log);
     // Before any secret is read and any trainer started.
     if let Err(e) = sluice::harden::keep_secrets_private() {
         tracing::warn!("cannot make sluice non-dumpable (other processes of this user may read its memory): {e}");
     }
     // Object store timeouts hold for every store the command opens.
     if let Some(Err(e)) = cli.command.store().map(|s| s.apply()) {
-        eprintln!("sluice: {e}");
+        logging::fatal(&e.to_string(), exit::USAGE);
         return ExitCode::from(exit::USAGE);
     }
     // A keytab login sets the process's Kerberos environment: before any thread.
@@ -52,10 +48,7 @@ fn main() -> ExitCode {
         .transpose()
     {
         Ok(login) => login.flatten(),
-        Err(e) => {
-            eprintln!("sluice: {}", one_line(&e));
-            return ExitCode::from(sluice::cli::exit_code(&e));
-        }
+        Err(e) => return failed(&e),
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -63,7 +56,7 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("sluice: cannot start the async runtime: {e}");
+            logging::fatal(&format!("cannot start the async runtime: {e}"), exit::ERROR);
             return ExitCode::from(exit::ERROR);
         }
     };
@@ -74,11 +67,37 @@ fn main() -> ExitCode {
             runtime.shutdown_background();
             ExitCode::from(exit::INTERRUPTED)
         }
-        Err(e) => {
-            eprintln!("sluice: {}", one_line(&e));
-            ExitCode::from(sluice::cli::exit_code(&e))
+        Err(e) => failed(&e),
+    }
+}
+
+/// The one line of an error that ended the command, and its exit code.
+fn failed(e: &anyhow::Error) -> ExitCode {
+    let code = sluice::cli::exit_code(e);
+    logging::fatal(&one_line(e), code);
+    ExitCode::from(code)
+}
+
+/// A command line clap refused: clap's message (help and version go to
+/// stdout and are no error), or one line with a hint where a flag whose
+/// value must follow `=` was given it after a space (`--wait-success 10m`).
+fn clap_error(e: &clap::Error, args: &[std::ffi::OsString]) -> ExitCode {
+    if !e.use_stderr() {
+        let _ = e.print();
+        return ExitCode::from(exit::DONE);
+    }
+    match sluice::cli::equals_hint(args) {
+        Some(hint) => {
+            let rendered = e.render().to_string();
+            let first = rendered.lines().next().unwrap_or_default();
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            eprintln!("sluice: {first}; {hint}");
+        }
+        None => {
+            let _ = e.print();
         }
     }
+    ExitCode::from(exit::USAGE)
 }
 
 async fn dispatch(command: Command) -> anyhow::Result<Ended> {
@@ -95,18 +114,18 @@ async fn dispatch(command: Command) -> anyhow::Result<Ended> {
             let outcome = tokio::select! {
                 outcome = sluice::job::train::run(config) => outcome?,
                 name = abort.signalled() => {
-                    eprintln!("{name} again: exiting now");
+                    logging::result_warning(format!("{name} again: exiting now"));
                     return Ok(Ended::Aborted);
                 }
             };
             let summary = match outcome {
                 Outcome::Trained(summary) => summary,
                 Outcome::AlreadyFinished(finished) => {
-                    eprintln!("{}", finished.line());
+                    logging::result(finished.line());
                     return Ok(Ended::Code(failed_tasks(&finished.tasks_failed)));
                 }
             };
-            eprintln!("{}", summary.line());
+            summary.log();
             failed_tasks(&summary.tasks_failed)
         }
         Command::Master(args) => sluice::cli::dist::master(*args).await?,
@@ -120,10 +139,10 @@ async fn dispatch(command: Command) -> anyhow::Result<Ended> {
 /// Names each failed task on stderr; the exit code they make.
 fn failed_tasks(failed: &[sluice::job::summary::FailedTask]) -> u8 {
     for task in failed {
-        eprintln!(
+        logging::result_warning(format!(
             "failed task: {} (epoch {}): {}",
             task.file, task.epoch, task.reason
-        );
+        ));
     }
     if failed.is_empty() {
         exit::DONE
@@ -146,23 +165,4 @@ fn one_line(e: &anyhow::Error) -> String {
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-fn init_logging(verbose: u8) {
-    let default = match verbose {
-        // hdfs-native warns about each namenode it fails over from; the error
-        // that matters reaches the user as the one-line message.
-        0 => "warn,hdfs_native=error",
-        1 => "debug",
-        _ => "trace",
-    };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        // Colours only on a terminal: logs sent to a file or a pipe stay plain text.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        .compact()
-        .init();
 }

@@ -11,6 +11,7 @@ use crate::config::{
     TrainerOptions, WorkerOptions,
 };
 use crate::exit;
+use crate::logging;
 
 /// Where the job token comes from.
 #[derive(Debug, Clone, Args)]
@@ -151,7 +152,7 @@ pub async fn master(args: MasterArgs) -> anyhow::Result<u8> {
     let state = config.state.to_string();
     let outcome = crate::master::serve::run(config).await?;
     if let (Some(signal), false) = (outcome.stopped_by, outcome.job_over) {
-        eprintln!(
+        logging::result_warning(format!(
             "sluice master: stopped by {} before the job was over ({} of {} tasks done); \
              everything acknowledged is in {state}: start the master again with the same \
              --state to continue (exit code {})",
@@ -159,16 +160,16 @@ pub async fn master(args: MasterArgs) -> anyhow::Result<u8> {
             outcome.tasks_done,
             outcome.tasks,
             signal.exit_code()
-        );
+        ));
         return Ok(signal.exit_code());
     }
-    eprintln!(
+    logging::result(format!(
         "job over: {} tasks done, {} failed",
         outcome.tasks_done,
         outcome.failed.len()
-    );
+    ));
     for f in &outcome.failed {
-        eprintln!("failed task: {f}");
+        logging::result_warning(format!("failed task: {f}"));
     }
     Ok(if outcome.failed.is_empty() {
         exit::DONE
@@ -207,23 +208,38 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Ended> {
         ca_file: worker.ca_file,
         stop: Some(stop),
         name: worker.name.unwrap_or_else(default_worker_name),
+        progress: !trainer.quiet,
     };
     let stopped_exit_code = worker.stopped_exit_code;
     let outcome = tokio::select! {
         outcome = crate::job::worker::run(config) => outcome?,
         name = abort.signalled() => {
-            eprintln!("{name} again: exiting now");
+            logging::result_warning(format!("{name} again: exiting now"));
             return Ok(Ended::Aborted);
         }
     };
+    if let (Some(master), false) = (&outcome.master_lost, outcome.joined) {
+        logging::result_warning(format!(
+            "worker stopped before the master at {master} answered: it trained and held nothing"
+        ));
+        return Ok(Ended::Code(stopped_exit_code));
+    }
+    if let Some(master) = &outcome.master_lost {
+        logging::result_warning(format!(
+            "worker stopped: {} rows acknowledged; the master at {master} did not answer within \
+             the --grace period, so the tasks this worker held lapse there and are served again",
+            outcome.rows
+        ));
+        return Ok(Ended::Code(stopped_exit_code));
+    }
     if outcome.stopped {
-        eprintln!(
+        logging::result_warning(format!(
             "worker stopped: {} rows in {} batches; its unfinished tasks were handed back",
             outcome.rows, outcome.batches
-        );
+        ));
         return Ok(Ended::Code(stopped_exit_code));
     } else {
-        eprintln!(
+        logging::result(format!(
             "worker done: {} rows in {} batches{}",
             outcome.rows,
             outcome.batches,
@@ -232,7 +248,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Ended> {
             } else {
                 String::new()
             }
-        );
+        ));
     }
     Ok(Ended::Code(exit::DONE))
 }
@@ -299,6 +315,7 @@ fn default_worker_name() -> String {
 
 /// Runs `sluice status`.
 pub async fn status(args: StatusArgs) -> anyhow::Result<u8> {
+    crate::config::worker::check_master_url(&args.master)?;
     let source = crate::worker::remote::RemoteSource::new(
         &args.master,
         args.token.token()?,

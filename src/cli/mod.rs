@@ -23,6 +23,9 @@ pub struct Cli {
     /// Log more (-v: debug, -vv: trace). `RUST_LOG` overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
+    /// How it logs where stderr is not a terminal.
+    #[command(flatten)]
+    pub log: crate::config::LogOptions,
 }
 
 /// The subcommands.
@@ -68,6 +71,27 @@ impl Command {
     }
 }
 
+/// The hint for a command line clap refused where a flag whose value must
+/// follow `=` (`--wait-success=10m`: its value is optional) was given a
+/// value after a space: `--wait-success takes its value after `=`: write
+/// --wait-success=10m`.
+pub fn equals_hint(args: &[std::ffi::OsString]) -> Option<String> {
+    let command = <Cli as clap::CommandFactory>::command();
+    let flags: Vec<String> = command
+        .get_subcommands()
+        .flat_map(|c| c.get_arguments())
+        .chain(command.get_arguments())
+        .filter(|a| a.is_require_equals_set())
+        .filter_map(|a| a.get_long().map(|long| format!("--{long}")))
+        .collect();
+    args.windows(2).find_map(|pair| {
+        let (flag, value) = (pair[0].to_str()?, pair[1].to_str()?);
+        let fits = crate::config::value::parse_duration(value).is_ok();
+        (fits && flags.iter().any(|f| f == flag))
+            .then(|| format!("{flag} takes its value after `=`: write {flag}={value}"))
+    })
+}
+
 /// A command line that asks for something impossible, found once it was parsed
 /// (a bad value, a missing companion flag, a column named twice): the command
 /// exits with [`exit::USAGE`] instead of [`exit::ERROR`].
@@ -86,15 +110,10 @@ pub fn usage(message: impl Into<String>) -> anyhow::Error {
 }
 
 /// The exit code of a command that failed with `e`: [`exit::USAGE`] for a
-/// wrong command line, [`exit::HELD`] when another run or master holds the
+/// wrong command line or job file, [`exit::HELD`] when another run or master holds the
 /// job's state or lock, else [`exit::ERROR`].
 pub fn exit_code(e: &anyhow::Error) -> u8 {
-    // A job file's broken rule is the file's error, not the command line's.
-    let job_file = e.chain().any(|c| c.is::<crate::config::JobFileError>());
-    if !job_file
-        && e.chain()
-            .any(|cause| cause.is::<UsageError>() || cause.is::<crate::config::OptionError>())
-    {
+    if e.chain().any(is_usage) {
         return exit::USAGE;
     }
     if e.chain().any(held_by_another) {
@@ -113,6 +132,73 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
         }
     }
     exit::ERROR
+}
+
+/// Whether an error is the command line's or the job file's: a flag or key
+/// whose value breaks a rule, an unknown key, a URL that cannot be read as
+/// one (no or an unknown scheme), a column or feature the dataset does not
+/// have. Those exit [`exit::USAGE`] at once; running again as is cannot help.
+fn is_usage(cause: &(dyn std::error::Error + 'static)) -> bool {
+    use crate::config::{JobFileError, OptionError};
+    use crate::job::train::TrainError;
+    use crate::job::worker::WorkerError;
+    use crate::master::serve::MasterError;
+    use crate::schedule::RunError;
+    use crate::trainer::TrainerError;
+    let connector = |e: &connectors::Error| {
+        matches!(
+            e,
+            connectors::Error::InvalidUrl { .. }
+                | connectors::Error::UnknownColumn { .. }
+                | connectors::Error::InvalidOption { .. }
+        )
+    };
+    let trainer = |e: &TrainerError| {
+        matches!(
+            e,
+            TrainerError::UnknownColumn { .. } | TrainerError::NotNumeric { .. }
+        )
+    };
+    // Errors wrapped transparently hide the wrapped error from `chain()`.
+    let train = |e: &TrainError| match e {
+        TrainError::Connector(c) => connector(c),
+        TrainError::Trainer(t) => trainer(t),
+        _ => false,
+    };
+    if cause.is::<UsageError>() || cause.is::<OptionError>() {
+        return true;
+    }
+    if let Some(e) = cause.downcast_ref::<JobFileError>() {
+        return !matches!(e, JobFileError::Read { .. });
+    }
+    if let Some(e) = cause.downcast_ref::<connectors::Error>() {
+        return connector(e);
+    }
+    if let Some(e) = cause.downcast_ref::<TrainerError>() {
+        return trainer(e);
+    }
+    if let Some(e) = cause.downcast_ref::<TrainError>() {
+        return train(e);
+    }
+    if let Some(e) = cause.downcast_ref::<RunError>() {
+        return match e {
+            RunError::Source { .. } => true,
+            RunError::Connector(c) => connector(c),
+            RunError::Train(t) => train(t),
+            _ => false,
+        };
+    }
+    if let Some(e) = cause.downcast_ref::<MasterError>() {
+        return matches!(e, MasterError::Connector(c) if connector(c));
+    }
+    if let Some(e) = cause.downcast_ref::<WorkerError>() {
+        return match e {
+            WorkerError::Connector(c) => connector(c),
+            WorkerError::Train(t) => train(t),
+            _ => false,
+        };
+    }
+    false
 }
 
 /// Whether an error says another run or master holds the job's state or lock.

@@ -44,7 +44,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<u8> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         for line in report.lines() {
-            eprintln!("{line}");
+            crate::logging::result(line);
         }
     }
     let failed = report
@@ -53,10 +53,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<u8> {
         .is_some_and(|s| !s.tasks_failed.is_empty());
     if let Some(summary) = report.summary.as_ref() {
         for failed in &summary.tasks_failed {
-            eprintln!(
+            crate::logging::result_warning(format!(
                 "failed task: {} (epoch {}): {}",
                 failed.file, failed.epoch, failed.reason
-            );
+            ));
         }
     }
     Ok(if failed {

@@ -14,6 +14,7 @@
 //! | [`MasterOptions`] | the master of a distributed job | `master` |
 //! | [`WorkerOptions`] | a worker's link to its master | `worker` |
 //! | [`KerberosOptions`] | a keytab login for HDFS | every command that reads HDFS, job files |
+//! | [`LogOptions`] | log lines without a terminal: progress, timestamps, JSON | every command |
 //! | [`StoreOptions`] | object store timeouts | every command that reads a store, job files |
 //! | [`JobFile`] | a scheduled pipeline (`sluice run JOB.toml`) | `run` |
 //!
@@ -24,6 +25,7 @@
 pub mod follow;
 pub mod job;
 pub mod kerberos;
+pub mod log;
 pub mod master;
 pub mod pipeline;
 pub mod read;
@@ -36,6 +38,7 @@ pub mod worker;
 pub use follow::{FollowConfig, FollowOptions, FollowUntil};
 pub use job::{JobFile, JobFileError, JobKeys, OnRewrite, DEFAULT_LOCK_TTL};
 pub use kerberos::KerberosOptions;
+pub use log::{LogFormat, LogOptions};
 pub use master::MasterOptions;
 pub use pipeline::{PipelineOptions, DEFAULT_READ_AHEAD, DEFAULT_READ_RETRY};
 pub use read::ReadOptions;
@@ -100,9 +103,17 @@ pub(crate) fn check_queue(
     )
 }
 
-/// Refuses a `--columns` list that names a column twice: the trainer would be
-/// handed two fields of one name.
+/// Refuses a `--columns` list that names no column, an empty one
+/// (`--columns ''`, `a,,b`), or a column twice: the trainer would be handed
+/// nothing, or two fields of one name.
 pub fn check_columns(columns: &[String]) -> Result<(), OptionError> {
+    if columns.is_empty() || columns.iter().any(|c| c.trim().is_empty()) {
+        return Err(OptionError {
+            option: "columns",
+            value: Some(format!("'{}'", columns.join(","))),
+            reason: "an empty column name: name the columns, e.g. --columns id,x1,label, or leave the flag out for all".to_string(),
+        });
+    }
     let mut seen = std::collections::HashSet::new();
     match columns.iter().find(|c| !seen.insert(c.as_str())) {
         Some(twice) => Err(OptionError::new(
@@ -126,5 +137,13 @@ mod tests {
             err.to_string(),
             "invalid option --columns: column `id` is listed twice"
         );
+    }
+
+    #[test]
+    fn an_empty_column_name_is_refused() {
+        for columns in [vec![], vec![String::new()], vec!["id".into(), " ".into()]] {
+            let err = check_columns(&columns).expect_err("empty");
+            assert!(err.to_string().contains("empty column name"), "{err}");
+        }
     }
 }

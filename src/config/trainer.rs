@@ -101,7 +101,7 @@ pub struct TrainerOptions {
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_timeout)]
     #[serde(deserialize_with = "form::timeout")]
     pub trainer_timeout: Duration,
-    /// No progress bar.
+    /// No progress bar, nor the progress lines that take its place where stderr is not a terminal.
     #[arg(long, short)]
     pub quiet: bool,
 }
@@ -153,9 +153,11 @@ impl TrainerOptions {
                 &format!("--model {model} needs the label column: --label COL"),
             )?;
             rule(
-                self.features.as_ref().is_some_and(|f| !f.is_empty()),
+                self.features
+                    .as_ref()
+                    .is_some_and(|f| !f.is_empty() && f.iter().all(|c| !c.trim().is_empty())),
                 "features",
-                "name the feature columns, e.g. --features f1,f2",
+                "name the feature columns, e.g. --features f1,f2 (no empty name)",
             )?;
             if let Some(lr) = self.learning_rate {
                 rule(

@@ -61,6 +61,7 @@ impl WorkerOptions {
             "master",
             "name the master's URL, e.g. http://sluice-master:7070",
         )?;
+        check_master_url(&self.master)?;
         if let Some(name) = &self.name {
             rule(
                 !name.trim().is_empty() && !name.chars().any(char::is_control),
@@ -69,5 +70,58 @@ impl WorkerOptions {
             )?;
         }
         Ok(())
+    }
+}
+
+/// Refuses a master URL that is not `http://` or `https://` with a host:
+/// `127.0.0.1:7071` would otherwise be retried as an unreachable master for
+/// the whole `--patience`.
+pub fn check_master_url(url: &str) -> Result<(), OptionError> {
+    let url = url.trim();
+    let refused = |reason: String| OptionError {
+        option: "master",
+        value: Some(url.to_string()),
+        reason,
+    };
+    let Some((scheme, _)) = url.split_once("://") else {
+        return Err(refused(format!(
+            "no scheme: write http://{url} (https://{url} for a master with --tls-cert)"
+        )));
+    };
+    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+        return Err(refused(format!(
+            "unknown scheme `{scheme}`: a master is http://HOST:PORT or https://HOST:PORT"
+        )));
+    }
+    match reqwest::Url::parse(url) {
+        Ok(parsed) if parsed.host_str().is_some_and(|h| !h.is_empty()) => Ok(()),
+        Ok(_) => Err(refused("no host: write http://HOST:PORT".to_string())),
+        Err(e) => Err(refused(format!("not a URL ({e})"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_master_url_needs_its_scheme_and_host() {
+        assert!(check_master_url("http://127.0.0.1:7071").is_ok());
+        assert!(check_master_url("HTTPS://sluice-master:7070/").is_ok());
+        let err = check_master_url("127.0.0.1:7071").expect_err("no scheme");
+        assert_eq!(
+            err.to_string(),
+            "invalid option --master 127.0.0.1:7071: no scheme: write http://127.0.0.1:7071 (https://127.0.0.1:7071 for a master with --tls-cert)"
+        );
+        // Read as a URL of scheme `localhost` by URL parsers.
+        let err = check_master_url("localhost:7071").expect_err("no scheme");
+        assert!(
+            err.to_string().contains("write http://localhost:7071"),
+            "{err}"
+        );
+        let err = check_master_url("ftp://host:7071").expect_err("ftp");
+        assert!(err.to_string().contains("unknown scheme `ftp`"), "{err}");
+        let err = check_master_url("http://").expect_err("no host");
+        assert!(err.to_string().contains("--master http://"), "{err}");
     }
 }

@@ -40,10 +40,13 @@ pub struct Summary {
     pub tasks_done: u64,
     /// Tasks given up.
     pub tasks_failed: Vec<FailedTask>,
-    /// Wall-clock seconds.
+    /// Wall-clock seconds of training (a wait for `_SUCCESS` before it not counted).
     pub seconds: f64,
-    /// Rows per second.
+    /// Rows per second of training.
     pub rows_per_second: f64,
+    /// Seconds waited for `_SUCCESS` before training (`--wait-success`).
+    #[serde(skip_serializing_if = "is_zero_f64")]
+    pub waited_seconds: f64,
     /// Mean training loss per epoch (built-in models).
     pub loss: Vec<Option<f64>>,
     /// Accuracy per epoch (logistic model).
@@ -66,6 +69,10 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+fn is_zero_f64(n: &f64) -> bool {
+    *n == 0.0
+}
+
 /// The checkpoint a resumed run started from.
 #[derive(Debug, Clone, Serialize)]
 pub struct Resumed {
@@ -79,13 +86,18 @@ impl Summary {
     /// One line for people.
     pub fn line(&self) -> String {
         let mut s = format!(
-            "trained {} rows in {} batches over {} epoch(s) on {} device(s) in {:.1}s ({:.0} rows/s); {} tasks done, {} failed",
+            "trained {} rows in {} batches over {} epoch(s) on {} device(s) in {:.1}s ({:.0} rows/s){}; {} tasks done, {} failed",
             self.rows,
             self.batches,
             self.epochs,
             self.devices,
             self.seconds,
             self.rows_per_second,
+            if self.waited_seconds > 0.0 {
+                format!(" after waiting {:.1}s for _SUCCESS", self.waited_seconds)
+            } else {
+                String::new()
+            },
             self.tasks_done,
             self.tasks_failed.len()
         );
@@ -115,5 +127,27 @@ impl Summary {
             ));
         }
         s
+    }
+
+    /// Writes [`Summary::line`] to stderr: plain on a terminal, a log line
+    /// elsewhere (with the figures as fields in JSON).
+    pub fn log(&self) {
+        if crate::logging::settings().plain_results() {
+            eprintln!("{}", self.line());
+            return;
+        }
+        tracing::info!(
+            target: crate::logging::RESULT,
+            rows = self.rows,
+            batches = self.batches,
+            epochs = self.epochs,
+            seconds = self.seconds,
+            rows_per_second = self.rows_per_second,
+            waited_seconds = self.waited_seconds,
+            tasks_done = self.tasks_done,
+            tasks_failed = self.tasks_failed.len() as u64,
+            "{}",
+            self.line()
+        );
     }
 }

@@ -162,44 +162,53 @@ impl Finished {
 
 /// Runs a training job and returns how it ended.
 pub async fn run(config: TrainConfig) -> Result<Outcome, TrainError> {
-    let started = Instant::now();
     let location = connectors::store::open(&config.url)?;
     if let Some(follow) = &config.follow {
+        let waiting = Instant::now();
         let (dataset, position) =
             crate::master::follow::first_dataset(&location, &config.dataset, follow).await?;
         for ignored in &dataset.ignored {
             warn!(path = %ignored.path, reason = %ignored.reason, "file not read");
         }
-        return run_job(config, dataset, Some(position), started).await;
+        return run_job(config, dataset, Some(position), waiting.elapsed()).await;
     }
-    let dataset = match config.wait_success {
+    let (dataset, waited) = match config.wait_success {
         Some(timeout) => {
-            wait::until_success(&location, &config.dataset, timeout, config.writer_pid).await?
+            let waiting = Instant::now();
+            let dataset =
+                wait::until_success(&location, &config.dataset, timeout, config.writer_pid).await?;
+            (dataset, waiting.elapsed())
         }
-        None => Dataset::open(location.clone(), config.dataset.clone()).await?,
+        None => (
+            Dataset::open(location.clone(), config.dataset.clone()).await?,
+            Duration::ZERO,
+        ),
     };
     check_finished(&dataset, config.allow_incomplete)?;
-    run_dataset(config, dataset, started).await
+    run_dataset(config, dataset, waited).await
 }
 
 /// Trains on a dataset already opened and checked (`sluice run` opens the union of
-/// several partitions); `started` is when the job began, for the summary's timing.
+/// several partitions); `waited` is how long the job waited for `_SUCCESS`
+/// before, for the summary (its rows per second count training only).
 pub async fn run_dataset(
     config: TrainConfig,
     dataset: Dataset,
-    started: Instant,
+    waited: Duration,
 ) -> Result<Outcome, TrainError> {
-    run_job(config, dataset, None, started).await
+    run_job(config, dataset, None, waited).await
 }
 
 /// Trains on `dataset`; a followed job (`follow`: where the dataset stands
-/// in its source) then grows with what the source commits.
+/// in its source) then grows with what the source commits. `waited` is how
+/// long the job waited for its data before (for the summary).
 async fn run_job(
     config: TrainConfig,
     dataset: Dataset,
     follow: Option<FollowPosition>,
-    started: Instant,
+    waited: Duration,
 ) -> Result<Outcome, TrainError> {
+    let started = Instant::now();
     if dataset.known_empty() && follow.is_none() {
         if !config.allow_empty {
             return Err(TrainError::Empty {
@@ -207,7 +216,7 @@ async fn run_job(
             });
         }
         if dataset.schema().fields().is_empty() {
-            return nothing_to_train(&config, &dataset, started);
+            return nothing_to_train(&config, &dataset, started, waited);
         }
     }
     let plan = ReadPlan::new(&dataset, config.columns.as_deref(), config.batch_size)?;
@@ -361,7 +370,9 @@ async fn run_job(
         }
     };
     let total_tasks = spec.splits.len() as u64 * config.epochs as u64;
-    let bar = progress_bar(config.progress, total_tasks);
+    // Where progress is written as lines (no terminal, or JSON), no bar.
+    let lines = crate::logging::settings().progress_lines();
+    let bar = progress_bar(config.progress && !lines, total_tasks);
     let pipeline_config = PipelineConfig {
         batch_size: config.batch_size,
         devices: config.devices,
@@ -378,6 +389,17 @@ async fn run_job(
     };
     let splits = Arc::new(spec.splits.clone());
     let drawer = Drawer::new(bar.clone(), source.clone(), factory.clone(), config.epochs);
+    // A followed job's rows grow as its source commits: no total to show.
+    let rows_total = spec
+        .splits
+        .iter()
+        .map(|s| s.rows)
+        .try_fold(0u64, |sum, rows| rows.map(|r| sum.saturating_add(r)))
+        .map(|per_epoch| per_epoch.saturating_mul(u64::from(config.epochs)))
+        .filter(|_| spec.follow.is_none());
+    let progress_lines = (config.progress && lines).then(|| {
+        ProgressLines::spawn(source.clone(), drawer.rows.clone(), total_tasks, rows_total)
+    });
     let pipeline_fut = pipeline::run(
         Arc::new(source.clone()),
         dataset.location.clone(),
@@ -391,6 +413,7 @@ async fn run_job(
         outcome = pipeline_fut => outcome,
         never = follow_fut => match never {},
     };
+    drop(progress_lines);
     bar.finish_and_clear();
     let outcome = outcome?;
     if let Some(Err(e)) = followed.into_inner() {
@@ -428,6 +451,7 @@ async fn run_job(
         tasks_failed: failed_tasks(&dataset, &splits, &failures),
         seconds,
         rows_per_second: outcome.rows as f64 / seconds.max(1e-9),
+        waited_seconds: waited.as_secs_f64(),
         loss: report.epochs.iter().map(|e| e.loss).collect(),
         accuracy: logistic.then(|| report.epochs.iter().map(|e| e.accuracy).collect()),
         resumed: resumed_from,
@@ -500,6 +524,24 @@ fn identity(config: &TrainConfig, dataset: &str) -> Identity {
         .with_dataset(&config.dataset)
 }
 
+/// Checks what the job asks of the dataset's schema without training: its
+/// `--columns`, and the trainer's label, features and transforms. A dry run
+/// so fails where the run would, naming the column.
+pub fn check_schema(config: &TrainConfig, dataset: &Dataset) -> Result<(), TrainError> {
+    if dataset.schema().fields().is_empty() {
+        return Ok(());
+    }
+    let plan = ReadPlan::new(dataset, config.columns.as_deref(), config.batch_size)?;
+    let mut trainer = config.trainer.clone();
+    if let TrainerChoice::Model(model) = &mut trainer {
+        // The model a run continues from is no part of the schema.
+        model.init = None;
+    }
+    let factory = make_factory(&trainer, None, false, &config.transform)?;
+    factory.validate(&plan.output_schema())?;
+    Ok(())
+}
+
 /// Refuses visibly unfinished output; warns when completeness cannot be told.
 fn check_finished(dataset: &Dataset, allow_incomplete: bool) -> Result<(), TrainError> {
     if dataset.visibly_unfinished() {
@@ -526,6 +568,7 @@ fn nothing_to_train(
     config: &TrainConfig,
     dataset: &Dataset,
     started: Instant,
+    waited: Duration,
 ) -> Result<Outcome, TrainError> {
     let url = dataset.location.url();
     warn!(url = %url, "empty output: no data rows (allowed by --allow-empty)");
@@ -542,6 +585,7 @@ fn nothing_to_train(
         tasks_failed: Vec::new(),
         seconds: started.elapsed().as_secs_f64(),
         rows_per_second: 0.0,
+        waited_seconds: waited.as_secs_f64(),
         loss: Vec::new(),
         accuracy: logistic.then(Vec::new),
         resumed: None,
@@ -700,6 +744,8 @@ fn progress_bar(enabled: bool, total: u64) -> ProgressBar {
 
 /// Draws progress at most every 100 ms.
 struct Drawer {
+    /// Rows the trainers acknowledged so far (for progress lines).
+    rows: Arc<std::sync::atomic::AtomicU64>,
     bar: ProgressBar,
     source: LocalQueue,
     factory: Arc<dyn TrainerFactory>,
@@ -716,6 +762,7 @@ impl Drawer {
         epochs: u32,
     ) -> Self {
         Drawer {
+            rows: Arc::default(),
             bar,
             source,
             factory,
@@ -726,6 +773,8 @@ impl Drawer {
     }
 
     fn draw(&self, p: &Progress) {
+        self.rows
+            .store(p.rows, std::sync::atomic::Ordering::Relaxed);
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
         if last.elapsed() < Duration::from_millis(100) {
             return;
@@ -748,5 +797,70 @@ impl Drawer {
             msg.push_str(&format!(" loss {loss:.4}"));
         }
         self.bar.set_message(msg);
+    }
+}
+
+/// Progress lines where stderr is not a terminal (in place of the bar): one
+/// at least every `--log-every`, and one at the end of each epoch but the
+/// last (the summary says how that one ended). Stops when dropped.
+struct ProgressLines(tokio::task::JoinHandle<()>);
+
+impl ProgressLines {
+    fn spawn(
+        source: LocalQueue,
+        rows: Arc<std::sync::atomic::AtomicU64>,
+        tasks: u64,
+        rows_total: Option<u64>,
+    ) -> ProgressLines {
+        let every = crate::logging::settings().every;
+        ProgressLines(tokio::spawn(async move {
+            let started = Instant::now();
+            let first = source.status_now();
+            let mut epoch = first.epoch;
+            let mut due = crate::logging::Every::new(every);
+            let mut ticks = tokio::time::interval(Duration::from_millis(250).min(every));
+            loop {
+                ticks.tick().await;
+                let status = source.status_now();
+                let epoch_done = status.epoch > epoch && !status.job_over;
+                if !epoch_done && !due.due() {
+                    continue;
+                }
+                due.reset();
+                let elapsed = started.elapsed();
+                let eta = match rows_total {
+                    Some(total) => crate::logging::eta(
+                        status.rows_committed.saturating_sub(first.rows_committed),
+                        total.saturating_sub(first.rows_committed),
+                        elapsed,
+                    ),
+                    None => crate::logging::eta(
+                        status.tasks_done.saturating_sub(first.tasks_done),
+                        tasks.saturating_sub(first.tasks_done),
+                        elapsed,
+                    ),
+                };
+                crate::logging::ProgressLine {
+                    epoch: if epoch_done { epoch } else { status.epoch },
+                    epochs: status.epochs,
+                    epoch_done,
+                    rows: rows.load(std::sync::atomic::Ordering::Relaxed),
+                    seconds: elapsed.as_secs_f64(),
+                    tasks_done: status.tasks_done,
+                    tasks,
+                    eta,
+                    workers: None,
+                    leases: None,
+                }
+                .log();
+                epoch = status.epoch;
+            }
+        }))
+    }
+}
+
+impl Drop for ProgressLines {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

@@ -1,11 +1,11 @@
 //! Waiting for `_SUCCESS`: the spark-submit handoff. A local directory is
 //! watched with inotify, so the marker is seen as soon as it is written; other
-//! stores are listed every second.
+//! stores are listed every second. The wait says what it waits for when it
+//! starts and every minute after.
 
 use std::time::{Duration, Instant};
 
 use connectors::{Dataset, DatasetOptions, ErrorKind, Location};
-use tracing::info;
 
 use crate::master::inotify::LocalWatch;
 
@@ -55,7 +55,7 @@ pub async fn until_success(
     writer: Option<u32>,
 ) -> Result<Dataset, WaitError> {
     let start = Instant::now();
-    let mut announced = false;
+    let mut said = crate::logging::Wait::new(format!("_SUCCESS in {}", location.url()));
     let mut watch = LocalWatch::new(location);
     let marker = location.local_dir().map(|dir| dir.join("_SUCCESS"));
     let mut listed: Option<Instant> = None;
@@ -100,10 +100,8 @@ pub async fn until_success(
                 detail,
             });
         }
-        if !announced {
-            info!(url = %location.url(), "waiting for _SUCCESS");
-            announced = true;
-        }
+        // What it waits for, at once and then every minute.
+        said.say(detail.trim_start_matches("; "), Some(timeout));
         wait(&mut watch, start, timeout).await;
     }
 }

@@ -49,6 +49,8 @@ pub struct WorkerConfig {
     pub stop: Option<crate::worker::pipeline::Stop>,
     /// The name it registers with, for people (status page, metrics).
     pub name: String,
+    /// Progress lines where stderr is not a terminal (`--quiet` drops them).
+    pub progress: bool,
 }
 
 /// Errors of a worker.
@@ -66,7 +68,7 @@ pub enum WorkerError {
 }
 
 /// What a worker did.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct WorkerOutcome {
     /// Rows its trainers acknowledged.
     pub rows: u64,
@@ -76,18 +78,37 @@ pub struct WorkerOutcome {
     pub stopped: bool,
     /// Rows dropped by `--drop-last`.
     pub dropped: u64,
+    /// Whether it joined the job (its master answered once).
+    pub joined: bool,
+    /// Stopped, the master (this URL) did not answer within the grace: the
+    /// leases it held lapse there and are served again.
+    pub master_lost: Option<String>,
 }
 
 /// Runs a worker until the master says the job is over.
 pub async fn run(config: WorkerConfig) -> Result<WorkerOutcome, WorkerError> {
-    let source = RemoteSource::new(
+    let mut source = RemoteSource::new(
         &config.master,
         config.token.clone(),
         config.patience,
         config.ca_file.as_deref(),
     )?
     .with_name(config.name.clone());
-    let spec = source.job_for(&config.name).await?;
+    if let Some(stop) = &config.stop {
+        source = source.with_stop(stop);
+    }
+    // Stopped before it joined: nothing is held, nothing to hand back.
+    let spec = tokio::select! {
+        spec = source.job_for(&config.name) => spec?,
+        () = stopped(config.stop.as_ref()) => {
+            return Ok(WorkerOutcome {
+                stopped: true,
+                joined: false,
+                master_lost: Some(config.master.clone()),
+                ..WorkerOutcome::default()
+            });
+        }
+    };
     info!(url = %spec.url, splits = spec.splits.len(), name = %config.name, "joined job");
     let location = connectors::store::open(&spec.url)?;
     let mut trainer = config.trainer.clone();
@@ -107,6 +128,9 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerOutcome, WorkerError> {
         .validate(&spec.plan.output_schema())
         .map_err(TrainError::from)?;
     let rows = source.rows_counter();
+    let acknowledged = rows.clone();
+    let gave_up = source.clone();
+    let progress = WorkerProgress::spawn(rows.clone(), config.progress);
     let pipeline_config = PipelineConfig {
         batch_size: config.batch_size,
         devices: config.devices,
@@ -128,10 +152,28 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerOutcome, WorkerError> {
         Arc::new(spec.plan),
         factory.clone(),
         pipeline_config,
-        move |p| rows.store(p.rows, Ordering::Relaxed),
+        move |p| {
+            rows.store(p.rows, Ordering::Relaxed);
+            progress.epoch.store(p.epoch, Ordering::Relaxed);
+        },
     )
-    .await
-    .map_err(TrainError::from)?;
+    .await;
+    let outcome = match outcome {
+        Ok(outcome) => outcome,
+        // Stopped, and the master did not answer within the grace: the
+        // worker stops anyway; its leases lapse at the master.
+        Err(e) if gave_up.gave_up_stopping() => {
+            tracing::warn!(error = %e, "the master did not answer after the stop");
+            return Ok(WorkerOutcome {
+                rows: acknowledged.load(Ordering::Relaxed),
+                stopped: true,
+                joined: true,
+                master_lost: Some(config.master.clone()),
+                ..WorkerOutcome::default()
+            });
+        }
+        Err(e) => return Err(TrainError::from(e).into()),
+    };
     if let (TrainerChoice::Model(m), Some(model)) = (&config.trainer, factory.report().model) {
         if let Some(path) = &m.output {
             write_json(path, &model)?;
@@ -142,5 +184,65 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerOutcome, WorkerError> {
         batches: outcome.batches,
         stopped: outcome.stopped,
         dropped: outcome.dropped,
+        joined: true,
+        // Its hand-backs did not reach the master.
+        master_lost: (outcome.stopped && gave_up.gave_up_stopping()).then(|| config.master.clone()),
     })
+}
+
+/// Resolves once `stop` is requested (never without one).
+async fn stopped(stop: Option<&crate::worker::pipeline::Stop>) {
+    let Some(stop) = stop else {
+        return std::future::pending().await;
+    };
+    let mut signal = stop.signal.clone();
+    if signal.wait_for(|stop| *stop).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// A worker's progress lines where stderr is not a terminal: rows, rows/s
+/// and epoch every `--log-every` (the job's tasks are the master's; `sluice
+/// status` shows them).
+struct WorkerProgress {
+    epoch: Arc<std::sync::atomic::AtomicU32>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl WorkerProgress {
+    fn spawn(rows: Arc<std::sync::atomic::AtomicU64>, enabled: bool) -> WorkerProgress {
+        let epoch = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let settings = crate::logging::settings();
+        let task = (enabled && settings.progress_lines()).then(|| {
+            let epoch = epoch.clone();
+            tokio::spawn(async move {
+                let started = std::time::Instant::now();
+                let mut ticks = tokio::time::interval(settings.every);
+                ticks.tick().await;
+                loop {
+                    ticks.tick().await;
+                    let rows = rows.load(Ordering::Relaxed);
+                    let seconds = started.elapsed().as_secs_f64();
+                    let rate = rows as f64 / seconds.max(1e-9);
+                    let epoch = epoch.load(Ordering::Relaxed) + 1;
+                    tracing::info!(
+                        target: crate::logging::PROGRESS,
+                        rows,
+                        rows_per_second = rate,
+                        epoch,
+                        "progress: epoch {epoch}, {rows} rows ({rate:.0} rows/s) trained by this worker"
+                    );
+                }
+            })
+        });
+        WorkerProgress { epoch, task }
+    }
+}
+
+impl Drop for WorkerProgress {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
 }

@@ -366,10 +366,10 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
         })?;
     let addr = listener.local_addr().unwrap_or(config.listen);
     let scheme = if acceptor.is_some() { "https" } else { "http" };
-    eprintln!(
+    crate::logging::result(format!(
         "sluice master listening on {scheme}://{addr} (state {})",
         config.state
-    );
+    ));
     let stopped_by = Arc::new(Mutex::new(None));
     // A second signal while the requests in flight are answered.
     let (now_tx, now_rx) = tokio::sync::oneshot::channel::<StopSignal>();
@@ -380,16 +380,16 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
             tokio::select! {
                 () = over => {}
                 signal = signals.next() => {
-                    eprintln!(
+                    crate::logging::result_warning(format!(
                         "sluice master: {}: stopping; answering the requests in flight",
                         signal.name()
-                    );
+                    ));
                     *stopped_by.lock().unwrap_or_else(|e| e.into_inner()) = Some(signal);
                     // A second signal while those finish stops at once: what
                     // was answered is durable, the rest a restart redoes.
                     tokio::spawn(async move {
                         let again = signals.next().await;
-                        eprintln!("sluice master: {}: stopping now", again.name());
+                        crate::logging::result_warning(format!("sluice master: {}: stopping now", again.name()));
                         let _ = now_tx.send(again);
                     });
                 }
@@ -458,18 +458,89 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
 }
 
 /// Resolves once the job has been over for `linger`; samples the master's
-/// figures (and forgets departed workers) twice a second meanwhile.
+/// figures (and forgets departed workers) twice a second meanwhile, and
+/// writes its progress lines.
 async fn job_over(master: Arc<Mutex<MasterState>>, linger: Duration) {
     let mut ticker = tokio::time::interval(Duration::from_millis(500));
+    let mut progress: Option<MasterProgress> = None;
     loop {
         ticker.tick().await;
         let mut m = master.lock().unwrap_or_else(|e| e.into_inner());
         m.sample();
+        progress
+            .get_or_insert_with(|| MasterProgress::new(&m))
+            .tick(&m);
         if m.queue.is_over() {
             let since = *m.over_since.get_or_insert_with(std::time::Instant::now);
             if since.elapsed() >= linger {
                 return;
             }
         }
+    }
+}
+
+/// A master's progress lines: at least every `--log-every` while the job
+/// runs, and at the end of each epoch (the last one's is `job over`).
+/// Written whether or not stderr is a terminal: a master draws no bar.
+struct MasterProgress {
+    started: std::time::Instant,
+    /// Rows committed and tasks done when this master started.
+    rows_before: u64,
+    tasks_before: u64,
+    epoch: u32,
+    due: crate::logging::Every,
+}
+
+impl MasterProgress {
+    fn new(m: &MasterState) -> MasterProgress {
+        let status = m.queue.status();
+        MasterProgress {
+            started: std::time::Instant::now(),
+            rows_before: status.rows_committed,
+            tasks_before: status.tasks_done,
+            epoch: status.epoch,
+            due: crate::logging::Every::new(crate::logging::settings().every),
+        }
+    }
+
+    fn tick(&mut self, m: &MasterState) {
+        if m.queue.is_over() {
+            return;
+        }
+        let epoch_done = m.queue.epoch() > self.epoch;
+        if !epoch_done && !self.due.due() {
+            return;
+        }
+        self.due.reset();
+        let status = status_of(m);
+        let queue = &status.queue;
+        let tasks = (queue.splits as u64).saturating_mul(u64::from(queue.epochs));
+        let elapsed = self.started.elapsed();
+        let eta = match status.rows_total {
+            Some(total) => crate::logging::eta(
+                status.rows_committed.saturating_sub(self.rows_before),
+                total.saturating_sub(self.rows_before),
+                elapsed,
+            ),
+            None => crate::logging::eta(
+                queue.tasks_done.saturating_sub(self.tasks_before),
+                tasks.saturating_sub(self.tasks_before),
+                elapsed,
+            ),
+        };
+        crate::logging::ProgressLine {
+            epoch: if epoch_done { self.epoch } else { queue.epoch },
+            epochs: queue.epochs,
+            epoch_done,
+            rows: status.rows_committed.saturating_sub(self.rows_before),
+            seconds: elapsed.as_secs_f64(),
+            tasks_done: queue.tasks_done,
+            tasks,
+            eta,
+            workers: Some(status.workers.len()),
+            leases: Some(queue.leased),
+        }
+        .log();
+        self.epoch = queue.epoch;
     }
 }

@@ -3,7 +3,6 @@
 //! record them and the new checkpoint in `trained.json`.
 
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 use connectors::table::{self, CommitKind, TableCommit, TableKind, TableVersion};
 use connectors::{Dataset, Location};
@@ -194,7 +193,6 @@ impl RunReport {
 
 /// Runs `job` once.
 pub async fn run(job: &Job, options: RunOptions) -> Result<RunReport, RunError> {
-    let started = Instant::now();
     let started_at = now_text();
     let run_id = run_id();
     let pattern = Pattern::parse(&job.source)?;
@@ -209,7 +207,6 @@ pub async fn run(job: &Job, options: RunOptions) -> Result<RunReport, RunError> 
         lock: lock.as_ref(),
         run_id: &run_id,
         options,
-        started,
         started_at,
     };
     let result = run_locked(&pattern, context).await;
@@ -226,7 +223,6 @@ struct Context<'a> {
     lock: Option<&'a Lock>,
     run_id: &'a str,
     options: RunOptions,
-    started: Instant,
     started_at: String,
 }
 
@@ -304,6 +300,7 @@ async fn run_locked(pattern: &Pattern, cx: Context<'_>) -> Result<RunReport, Run
         return Err(RunError::Empty { what });
     }
     if options.dry_run {
+        crate::job::train::check_schema(&job.train, &dataset)?;
         return Ok(report);
     }
     let mut config = job.train.clone();
@@ -394,11 +391,12 @@ async fn train_and_record(
     )
     .await?;
     let trainer = config.trainer.clone();
-    let summary = match crate::job::train::run_dataset(config, dataset, cx.started).await? {
-        Outcome::Trained(summary) => summary,
-        // A job file's runs keep no queue state: nothing is ever found finished.
-        Outcome::AlreadyFinished(_) => return Ok(report),
-    };
+    let summary =
+        match crate::job::train::run_dataset(config, dataset, std::time::Duration::ZERO).await? {
+            Outcome::Trained(summary) => summary,
+            // A job file's runs keep no queue state: nothing is ever found finished.
+            Outcome::AlreadyFinished(_) => return Ok(report),
+        };
     report.rows = summary.rows;
     let failed = !summary.tasks_failed.is_empty();
     let model = summary.trainer.model.clone();
@@ -559,6 +557,9 @@ async fn run_table(
         });
     }
     if cx.options.dry_run {
+        if !record_only {
+            crate::job::train::check_schema(&job.train, &dataset)?;
+        }
         return Ok(report);
     }
     let table = TrainedTable {

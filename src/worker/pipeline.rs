@@ -269,9 +269,15 @@ pub async fn run(
     drop(state.batch_tx.take());
     state.lanes.clear();
     let mut result = result;
-    let joined = if state.outcome.stopped {
-        // Stopped, leases handed back: trainers still busy past the grace
-        // period end with the process (their process groups are killed).
+    let stop_requested = state
+        .config
+        .stop
+        .as_ref()
+        .is_some_and(|s| *s.signal.borrow());
+    let joined = if state.outcome.stopped || stop_requested {
+        // Stopped, leases handed back (or a stop was asked for and the run
+        // failed meanwhile): trainers still busy past the grace period end
+        // with the process (their process groups are killed).
         None
     } else {
         // The trainers end their streams: their last acknowledgements and

@@ -1,12 +1,11 @@
 //! A remote master as a task source: the `/v1` API over HTTP, retried with
 //! backoff while the master is unreachable (it may be restarting).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use tracing::warn;
 
 use crate::protocol::api::*;
 use crate::protocol::spec::JobSpec;
@@ -31,6 +30,14 @@ pub enum RemoteError {
         url: String,
         /// How long we tried.
         waited: Duration,
+        /// The last error.
+        last: String,
+    },
+    /// A stop was requested and the master did not answer within its grace.
+    #[error("master {url} did not answer within the --grace period after the stop: {last}")]
+    Stopped {
+        /// The master.
+        url: String,
         /// The last error.
         last: String,
     },
@@ -95,6 +102,29 @@ pub struct RemoteSource {
     secrets: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<WorkerId, WorkerSecret>>>,
     /// The name workers register with.
     name: Option<String>,
+    /// After a stop, requests are given up when its grace has passed.
+    stop: Option<StopDeadline>,
+    /// Set when a request was given up so.
+    gave_up: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// The master not answering, as said in the log (shared by the clones).
+    wait: std::sync::Arc<std::sync::Mutex<Option<crate::logging::Wait>>>,
+}
+
+/// A stop request and when it came.
+#[derive(Clone)]
+struct StopDeadline {
+    signal: tokio::sync::watch::Receiver<bool>,
+    /// When the stop was requested.
+    since: std::sync::Arc<std::sync::OnceLock<Instant>>,
+    grace: Duration,
+}
+
+/// The outcome of one try of a request.
+enum Attempt<T> {
+    /// A reply, or an error that trying again cannot change.
+    Done(Result<T, RemoteError>),
+    /// No answer (or a 5xx) for this reason: try again.
+    Retry(String),
 }
 
 impl RemoteSource {
@@ -142,6 +172,9 @@ impl RemoteSource {
             rows: Default::default(),
             secrets: Default::default(),
             name: None,
+            stop: None,
+            gave_up: Default::default(),
+            wait: Default::default(),
         })
     }
 
@@ -156,10 +189,61 @@ impl RemoteSource {
         self.rows.clone()
     }
 
+    /// Gives up on the master once a stop was requested (SIGTERM, SIGINT)
+    /// and its grace has passed: a worker whose master is unreachable still
+    /// stops within `--grace`. Call from within the async runtime.
+    pub fn with_stop(mut self, stop: &crate::worker::pipeline::Stop) -> Self {
+        let since = std::sync::Arc::new(std::sync::OnceLock::new());
+        let mut signal = stop.signal.clone();
+        let recorded = since.clone();
+        tokio::spawn(async move {
+            if signal.wait_for(|stop| *stop).await.is_ok() {
+                let _ = recorded.set(Instant::now());
+            }
+        });
+        self.stop = Some(StopDeadline {
+            signal: stop.signal.clone(),
+            since,
+            grace: stop.grace,
+        });
+        self
+    }
+
+    /// Whether a request was given up because the grace after a stop had
+    /// passed (the master did not answer in time).
+    pub fn gave_up_stopping(&self) -> bool {
+        self.gave_up.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// When requests are given up: the stop's time plus its grace, once a
+    /// stop was requested.
+    fn stop_deadline(&self) -> Option<Instant> {
+        let stop = self.stop.as_ref()?;
+        if !*stop.signal.borrow() {
+            return None;
+        }
+        let since = stop.since.get().copied().unwrap_or_else(Instant::now);
+        Some(since + stop.grace)
+    }
+
+    /// Resolves once a stop is requested (never without one).
+    async fn stop_requested(&self) {
+        match &self.stop {
+            Some(stop) => {
+                let mut signal = stop.signal.clone();
+                if signal.wait_for(|stop| *stop).await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+            None => std::future::pending().await,
+        }
+    }
+
     /// Sends a request and reads its reply, retrying while the master is
     /// unreachable (up to the patience) when that is safe: any failure for an
     /// `idempotent` request, only a refused connection or a 503 (the master
-    /// did not apply it) for the others.
+    /// did not apply it) for the others. While it waits it says so, once a
+    /// minute; after a stop it gives up when the grace has passed.
     async fn call<B: Serialize, T: DeserializeOwned>(
         &self,
         path: &str,
@@ -167,7 +251,7 @@ impl RemoteSource {
         idempotent: bool,
     ) -> Result<T, RemoteError> {
         let url = format!("{}{}", self.base, path);
-        let start = std::time::Instant::now();
+        let start = Instant::now();
         // Waits of 100 ms doubling to 2 s, each drawn between half and all
         // of that: workers that lost the master at once do not come back in
         // step. The patience bounds the whole.
@@ -177,66 +261,30 @@ impl RemoteSource {
             None,
         );
         loop {
-            let request = match body {
-                Some(b) => self.client.post(&url).json(b),
-                None => self.client.get(&url),
-            }
-            .bearer_auth(&self.token);
-            let last = match request.send().await {
-                Ok(resp) => match resp.status() {
-                    StatusCode::UNAUTHORIZED => {
-                        return Err(RemoteError::Unauthorized {
-                            url: self.base.clone(),
-                        })
-                    }
-                    s if s.is_success() || s == StatusCode::CONFLICT => {
-                        return resp.json::<T>().await.map_err(|e| RemoteError::Protocol {
-                            url: self.base.clone(),
-                            status: s.as_u16(),
-                            body: e.to_string(),
-                        })
-                    }
-                    s if s.is_server_error()
-                        && (idempotent || s == StatusCode::SERVICE_UNAVAILABLE) =>
-                    {
-                        format!("http {s}")
-                    }
-                    s => {
-                        let body: String = resp
-                            .text()
-                            .await
-                            .unwrap_or_default()
-                            .chars()
-                            .take(300)
-                            .collect();
-                        return Err(RemoteError::Protocol {
-                            url: self.base.clone(),
-                            status: s.as_u16(),
-                            body,
-                        });
-                    }
-                },
-                Err(e) => {
-                    let chain = error_chain(&e);
-                    if is_certificate_error(&e) {
-                        // Retrying cannot make an untrusted certificate trusted.
-                        return Err(RemoteError::Certificate {
-                            url: self.base.clone(),
-                            source: e,
-                        });
-                    }
-                    if !idempotent && !e.is_connect() {
-                        // The master may have applied it: sending it again
-                        // could apply it twice.
-                        return Err(RemoteError::Unreachable {
-                            url: self.base.clone(),
-                            waited: start.elapsed(),
-                            last: format!("{chain} (not sent again: {path} is not idempotent)"),
-                        });
-                    }
-                    chain
-                }
+            let attempt = self.attempt::<B, T>(&url, path, body, idempotent, start);
+            let tried = match self.stop_deadline() {
+                Some(deadline) => tokio::time::timeout_at(deadline.into(), attempt)
+                    .await
+                    .unwrap_or_else(|_| Attempt::Retry("no answer".to_string())),
+                None => attempt.await,
             };
+            let last = match tried {
+                Attempt::Done(result) => {
+                    if result.is_ok() {
+                        self.answered();
+                    }
+                    return result;
+                }
+                Attempt::Retry(last) => last,
+            };
+            if self.stop_deadline().is_some_and(|d| Instant::now() >= d) {
+                self.gave_up
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                return Err(RemoteError::Stopped {
+                    url: self.base.clone(),
+                    last,
+                });
+            }
             if start.elapsed() >= self.patience {
                 return Err(RemoteError::Unreachable {
                     url: self.base.clone(),
@@ -244,8 +292,105 @@ impl RemoteSource {
                     last,
                 });
             }
-            warn!(master = %self.base, error = %last, "master unreachable, retrying");
-            tokio::time::sleep(waits.next_wait()).await;
+            self.waiting(&last);
+            let mut pause = waits.next_wait();
+            if let Some(deadline) = self.stop_deadline() {
+                pause = pause.min(deadline.saturating_duration_since(Instant::now()));
+            }
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                // The grace starts: the next try is bounded by it.
+                () = self.stop_requested(), if self.stop_deadline().is_none() => {}
+            }
+        }
+    }
+
+    /// Says that the master does not answer: when it first does not, then
+    /// once a minute, for all the requests waiting on it together.
+    fn waiting(&self, last: &str) {
+        let mut wait = self.wait.lock().unwrap_or_else(|e| e.into_inner());
+        wait.get_or_insert_with(|| crate::logging::Wait::new(format!("master {}", self.base)))
+            .say(
+                &format!("unreachable ({last}); retrying"),
+                Some(self.patience),
+            );
+    }
+
+    /// The master answered: a wait that was announced is over.
+    fn answered(&self) {
+        let mut wait = self.wait.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(over) = wait.take().filter(crate::logging::Wait::said) {
+            let after = crate::logging::short_duration(over.waited());
+            tracing::info!(target: crate::logging::PROGRESS, master = %self.base, "master {} answered again after {after}", self.base);
+        }
+    }
+
+    /// One try of a request: its reply or error, or why to try again.
+    async fn attempt<B: Serialize, T: DeserializeOwned>(
+        &self,
+        url: &str,
+        path: &str,
+        body: Option<&B>,
+        idempotent: bool,
+        start: Instant,
+    ) -> Attempt<T> {
+        let request = match body {
+            Some(b) => self.client.post(url).json(b),
+            None => self.client.get(url),
+        }
+        .bearer_auth(&self.token);
+        match request.send().await {
+            Ok(resp) => match resp.status() {
+                StatusCode::UNAUTHORIZED => Attempt::Done(Err(RemoteError::Unauthorized {
+                    url: self.base.clone(),
+                })),
+                s if s.is_success() || s == StatusCode::CONFLICT => {
+                    Attempt::Done(resp.json::<T>().await.map_err(|e| RemoteError::Protocol {
+                        url: self.base.clone(),
+                        status: s.as_u16(),
+                        body: e.to_string(),
+                    }))
+                }
+                s if s.is_server_error()
+                    && (idempotent || s == StatusCode::SERVICE_UNAVAILABLE) =>
+                {
+                    Attempt::Retry(format!("http {s}"))
+                }
+                s => {
+                    let body: String = resp
+                        .text()
+                        .await
+                        .unwrap_or_default()
+                        .chars()
+                        .take(300)
+                        .collect();
+                    Attempt::Done(Err(RemoteError::Protocol {
+                        url: self.base.clone(),
+                        status: s.as_u16(),
+                        body,
+                    }))
+                }
+            },
+            Err(e) => {
+                let chain = error_chain(&e);
+                if is_certificate_error(&e) {
+                    // Retrying cannot make an untrusted certificate trusted.
+                    return Attempt::Done(Err(RemoteError::Certificate {
+                        url: self.base.clone(),
+                        source: e,
+                    }));
+                }
+                if !idempotent && !e.is_connect() {
+                    // The master may have applied it: sending it again
+                    // could apply it twice.
+                    return Attempt::Done(Err(RemoteError::Unreachable {
+                        url: self.base.clone(),
+                        waited: start.elapsed(),
+                        last: format!("{chain} (not sent again: {path} is not idempotent)"),
+                    }));
+                }
+                Attempt::Retry(chain)
+            }
         }
     }
 

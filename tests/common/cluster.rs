@@ -100,9 +100,12 @@ impl Master {
     }
 }
 
-/// The port in a master's "listening on" line of `log`.
+/// The port in a master's "listening on" line of `log` (after its time and
+/// level where stderr is not a terminal).
 fn listening_port(log: &str) -> Option<u16> {
-    let line = log.lines().find_map(|l| l.strip_prefix(LISTENING))?;
+    let line = log
+        .lines()
+        .find_map(|l| l.split_once(LISTENING).map(|(_, rest)| rest))?;
     let url = line.split_whitespace().next()?;
     let addr = url.rsplit("//").next()?;
     let port = addr.rsplit(':').next()?;

@@ -113,6 +113,28 @@ impl HdfsUrl {
     }
 }
 
+/// The namenode's RPC port when an `hdfs://` URL names none, as in Hadoop
+/// (`fs.defaultFS = hdfs://namenode` means port 8020).
+pub const DEFAULT_NAMENODE_PORT: u16 = 8020;
+
+impl HdfsUrl {
+    /// `hdfs://HOST/PATH` as Hadoop reads it: `hdfs://HOST:8020/PATH`, unless
+    /// HOST is a nameservice of the configuration (an HA pair) or the URL is
+    /// `viewfs://` (a mount table).
+    fn with_default_port(mut self, settings: &HadoopSettings) -> HdfsUrl {
+        let Some(authority) = self.base.strip_prefix("hdfs://") else {
+            return self;
+        };
+        // The port follows the last `:` outside an IPv6 literal's brackets.
+        let host_end = authority.rfind(']').map_or(0, |i| i + 1);
+        if authority[host_end..].contains(':') || settings.is_nameservice(authority) {
+            return self;
+        }
+        self.base = format!("hdfs://{authority}:{DEFAULT_NAMENODE_PORT}");
+        self
+    }
+}
+
 /// Opens an `hdfs://` or `viewfs://` URL: a store for its authority, rooted at its path.
 pub(super) fn open(url: &str) -> Result<Location> {
     HdfsStoreBuilder::new(url).build()
@@ -160,7 +182,8 @@ impl HdfsStoreBuilder {
     /// reading the Hadoop configuration files; the namenode is first contacted by
     /// the first request.
     pub fn build(self) -> Result<Location> {
-        let parsed = HdfsUrl::parse(&self.url)?;
+        let settings = HadoopSettings::read(self.config_dir.as_deref(), &self.config);
+        let parsed = HdfsUrl::parse(&self.url)?.with_default_port(&settings);
         let root = Path::parse(&parsed.path).map_err(|e| Error::InvalidUrl {
             url: self.url.clone(),
             reason: e.to_string(),
@@ -171,7 +194,7 @@ impl HdfsStoreBuilder {
         if let Some(dir) = self.config_dir.clone() {
             client = client.with_config_dir(dir);
         }
-        let security = Security::of(self.config_dir.as_deref(), &self.config);
+        let security = Security::of(&settings);
         let client = client.build().map_err(|e| Error::InvalidUrl {
             url: self.url.clone(),
             reason: crate::error::one_line(&e.to_string()),
@@ -216,10 +239,15 @@ struct Security {
     data_protection: bool,
 }
 
-impl Security {
+/// The Hadoop client configuration as far as sluice reads it itself: the
+/// settings of `core-site.xml` and `hdfs-site.xml`, then the overrides.
+#[derive(Debug, Clone, Default)]
+struct HadoopSettings(Vec<(String, String)>);
+
+impl HadoopSettings {
     /// Reads `core-site.xml` and `hdfs-site.xml` where the client does
     /// (`dir`, else `HADOOP_CONF_DIR`, else `HADOOP_HOME/etc/hadoop`), then `overrides`.
-    fn of(dir: Option<&str>, overrides: &[(String, String)]) -> Security {
+    fn read(dir: Option<&str>, overrides: &[(String, String)]) -> HadoopSettings {
         let dir = dir
             .map(std::path::PathBuf::from)
             .or_else(|| std::env::var_os("HADOOP_CONF_DIR").map(Into::into))
@@ -252,17 +280,38 @@ impl Security {
             }
         }
         settings.extend(overrides.iter().cloned());
-        let get = |key: &str| {
-            settings
-                .iter()
-                .rev()
-                .find(|(k, _)| k == key)
-                .map(|(_, v)| v.as_str())
-        };
+        HadoopSettings(settings)
+    }
+
+    /// The value of `key`: the last one set.
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Whether `name` is a nameservice of the configuration (an HA pair of
+    /// namenodes), not a host.
+    fn is_nameservice(&self, name: &str) -> bool {
+        self.get(&format!("dfs.ha.namenodes.{name}")).is_some()
+            || self
+                .get("dfs.nameservices")
+                .is_some_and(|all| all.split(',').any(|n| n.trim() == name))
+    }
+}
+
+impl Security {
+    /// What `settings` say about security.
+    fn of(settings: &HadoopSettings) -> Security {
         Security {
-            kerberos: get("hadoop.security.authentication")
+            kerberos: settings
+                .get("hadoop.security.authentication")
                 .is_some_and(|v| v.eq_ignore_ascii_case("kerberos")),
-            data_protection: get("dfs.data.transfer.protection").is_some_and(|v| !v.is_empty()),
+            data_protection: settings
+                .get("dfs.data.transfer.protection")
+                .is_some_and(|v| !v.is_empty()),
         }
     }
 }
@@ -541,6 +590,45 @@ mod tests {
         let u = HdfsUrl::parse("viewfs://cluster").expect("valid");
         assert_eq!(u.base, "viewfs://cluster");
         assert_eq!(u.path, "/");
+    }
+
+    #[test]
+    fn a_host_without_a_port_is_port_8020_as_in_hadoop() {
+        let none = HadoopSettings::default();
+        let base = |url: &str, settings: &HadoopSettings| {
+            HdfsUrl::parse(url)
+                .expect(url)
+                .with_default_port(settings)
+                .base
+        };
+        assert_eq!(
+            base("hdfs://namenode/warehouse/clicks", &none),
+            "hdfs://namenode:8020"
+        );
+        assert_eq!(base("HDFS://namenode", &none), "hdfs://namenode:8020");
+        assert_eq!(base("hdfs://[::1]/x", &none), "hdfs://[::1]:8020");
+        for kept in [
+            "hdfs://nn:9000/x",
+            "hdfs://[::1]:9000/x",
+            "viewfs://cluster/x",
+        ] {
+            assert_eq!(base(kept, &none), HdfsUrl::parse(kept).expect(kept).base);
+        }
+        // A nameservice (an HA pair of namenodes) is a name, not a host.
+        let ha = HadoopSettings(vec![
+            ("dfs.nameservices".to_string(), "prod, test".to_string()),
+            ("dfs.ha.namenodes.backup".to_string(), "nn1,nn2".to_string()),
+        ]);
+        assert_eq!(base("hdfs://prod/x", &ha), "hdfs://prod");
+        assert_eq!(base("hdfs://test/x", &ha), "hdfs://test");
+        assert_eq!(base("hdfs://backup/x", &ha), "hdfs://backup");
+        assert_eq!(base("hdfs://namenode/x", &ha), "hdfs://namenode:8020");
+        // What the location shows and reads: the path is kept.
+        let loc = HdfsStoreBuilder::new("hdfs://127.0.0.1/warehouse/x")
+            .with_config_dir("/nonexistent")
+            .build()
+            .expect("opens without I/O");
+        assert_eq!(loc.url(), "hdfs://127.0.0.1:8020/warehouse/x");
     }
 
     #[test]
