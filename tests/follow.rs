@@ -565,3 +565,76 @@ fn a_job_file_with_follow_runs_a_followed_job_that_resumes() {
     let run = common::sluice(["run", refused.to_str().expect("utf-8")]);
     common::assert_one_line_error(&run, &["follow = true", "without `*`"]);
 }
+
+/// An Iceberg table (Hadoop catalog, real Spark commits) whose metadata
+/// versions appear one at a time, as its writer commits them: each
+/// snapshot's appended files are taken once, a compaction adds nothing.
+fn follow_iceberg_versions(name: &str) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let table = dir.path().join("table");
+    copy_dir(
+        &common::table_dir(&common::tables_expected()["tables"][name]),
+        &table,
+    );
+    let metadata = table.join("metadata");
+    let hold = dir.path().join("hold");
+    std::fs::create_dir_all(&hold).expect("mkdir");
+    let versions = common::tables_expected()["tables"][name]["versions"]
+        .as_array()
+        .expect("versions")
+        .len();
+    for v in 2..=versions {
+        let file = format!("v{v}.metadata.json");
+        std::fs::rename(metadata.join(&file), hold.join(&file)).expect("hold back");
+    }
+    std::fs::write(metadata.join("version-hint.text"), "1").expect("hint");
+    let state = dir.path().join("state");
+    let out = dir.path().join("ids");
+    std::fs::create_dir_all(&out).expect("mkdir");
+    let follower = Command::new(SLUICE)
+        .arg("train")
+        .arg(&table)
+        .args([
+            "--follow",
+            "--poll",
+            "200ms",
+            "--idle-exit",
+            "3s",
+            "--state",
+        ])
+        .arg(&state)
+        .args(["--exec", &recorder(&out), "--batch-size", "50", "-q"])
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start");
+    for v in 2..=versions {
+        let seen = common::table_ids(common::table_version(name, v as isize - 2)).len() as u64;
+        wait_until(
+            "the last version's rows trained",
+            Duration::from_secs(120),
+            || count_lines(&out, "ids-") >= seen,
+        );
+        let file = format!("v{v}.metadata.json");
+        std::fs::rename(hold.join(&file), metadata.join(&file)).expect("commit");
+        std::fs::write(metadata.join("version-hint.text"), v.to_string()).expect("hint");
+        std::thread::sleep(Duration::from_millis(400));
+    }
+    let (status, err) = finish(follower, "sluice train --follow on Iceberg");
+    assert!(status.success(), "exit {status}: {err}");
+    let want: Vec<i64> = common::table_ids(common::table_version(name, -1))
+        .into_keys()
+        .collect();
+    assert_once(&recorded_ids(&out, "ids-"), &want, name);
+}
+
+#[test]
+fn an_iceberg_table_is_followed_snapshot_by_snapshot() {
+    follow_iceberg_versions("iceberg/appends");
+}
+
+#[test]
+fn a_compaction_of_a_followed_iceberg_table_trains_nothing_again() {
+    follow_iceberg_versions("iceberg/compaction");
+}
