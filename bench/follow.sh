@@ -27,10 +27,11 @@ done
 SLUICE="${CARGO_TARGET_DIR:-$ROOT/target}/release/sluice"
 mkdir -p "$HERE/results"
 for format in parquet delta; do
-  py="$VENV/bin/python"
-  [[ $format == delta ]] && py="$TABLES_VENV/bin/python"
+  writer="$VENV/bin/python"
+  [[ $format == delta ]] && writer="$TABLES_VENV/bin/python"
   for inotify in off on; do
-    "$py" "$HERE/follow_latency.py" --sluice "$SLUICE" --format "$format" \
+    "$VENV/bin/python" "$HERE/follow_latency.py" --sluice "$SLUICE" --format "$format" \
+      --writer-python "$writer" \
       --batches "$BATCHES" --inotify "$inotify" \
       --out "$HERE/results/follow-$format-inotify-$inotify.json"
   done

@@ -4,8 +4,8 @@ trainer under `sluice train --follow`.
 
 A Structured Streaming query (rate source, `--rows-per-second`, a micro-batch every
 `--trigger`) writes into a Parquet file sink (`--format parquet`) or a Delta table
-(`--format delta`: run this with the Python that has delta-spark) in a local
-directory, while `sluice train SINK --follow` feeds a Python exec trainer that notes
+(`--format delta`: `--writer-python` names the Python that has delta-spark) in a
+local directory (the tests' tests/fixtures/stream_writer.py), while `sluice train SINK --follow` feeds a Python exec trainer that notes
 when each batch reaches it. After `--batches` micro-batches with rows the query
 stops, sluice ends at `--idle-exit`, and for every committed micro-batch the
 latency is measured from Spark's commit (the time of the log file that commits it:
@@ -29,9 +29,6 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "tests", "fixtures"))
-
-import stream_writer  # noqa: E402  (the tests' streaming query, its Spark session)
 
 TRAINER = r'''
 import os, sys, time
@@ -117,6 +114,8 @@ def main():
     p.add_argument("--inotify", default="on", choices=["on", "off"])
     p.add_argument("--idle-exit", default="10s")
     p.add_argument("--out", required=True)
+    p.add_argument("--writer-python", default=sys.executable,
+                   help="the Python that runs the streaming query (with delta-spark for --format delta)")
     a = p.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="sluice-follow-bench-") as tmp:
@@ -135,26 +134,15 @@ def main():
              "--state", os.path.join(tmp, "state"), "--batch-size", "100000", "-q",
              "--exec", f"{sys.executable} {trainer} {arrivals}"],
             env=env, stderr=subprocess.PIPE, text=True)
-        spark_tmp = os.path.join(tmp, "spark")
-        os.makedirs(spark_tmp)
-        spark = stream_writer.spark_session(a.format, spark_tmp)
-        from pyspark.sql import functions as F
-        rows = (spark.readStream.format("rate")
-                .option("rowsPerSecond", a.rows_per_second)
-                .option("numPartitions", 2).load()
-                .select(F.col("value").alias("id"), (F.col("value") % 7).cast("double").alias("x")))
-        query = (rows.writeStream.format(a.format)
-                 .option("checkpointLocation", checkpoint)
-                 .trigger(processingTime=a.trigger).start(sink))
-        seen, with_rows = set(), 0
-        while with_rows < a.batches:
-            for progress in query.recentProgress:
-                if progress["batchId"] not in seen:
-                    seen.add(progress["batchId"])
-                    with_rows += progress["numInputRows"] > 0
-            time.sleep(0.2)
-        query.stop()
-        spark.stop()
+        writer = subprocess.run(
+            [a.writer_python, os.path.join(ROOT, "tests", "fixtures", "stream_writer.py"),
+             sink, checkpoint, "--format", a.format, "--batches", str(a.batches),
+             "--rows-per-second", str(a.rows_per_second), "--trigger", a.trigger,
+             "--ids-out", os.path.join(tmp, "spark-ids.json")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if writer.returncode != 0:
+            print(f"the streaming query failed: {writer.stderr[-2000:]}", file=sys.stderr)
+            return 1
         _, err = follower.communicate(timeout=600)
         if follower.returncode != 0:
             print(f"sluice failed ({follower.returncode}): {err}", file=sys.stderr)
