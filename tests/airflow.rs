@@ -283,11 +283,85 @@ fn the_daily_dag_waits_for_success_then_trains_every_row_once() {
         &log,
         &format!("report: {DAY}: trained 2000 rows, 40 tasks done, 0 failed"),
     );
+    position(
+        &log,
+        "Marking success for <Task(SparkSubmitOperator): spark_etl>",
+    );
     let rows = expected_dataset("parquet_small_files")["rows"]
         .as_u64()
         .expect("rows");
     assert_eq!(rows, 2000);
     assert_exactly_once(&recorded_ids(&ids, "ids-"), rows, "the daily DAG");
+}
+
+/// The same DAG with its Spark step run for real: SparkSubmitOperator submits
+/// jobs/spark/etl.py to a local Spark (the `spark_default` connection, the
+/// venv's spark-submit), the sensor finds the day's `_SUCCESS` at once, and
+/// every id the ETL wrote is trained once.
+#[test]
+fn the_daily_dag_runs_its_spark_etl_then_trains_its_output() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("clicks");
+    let ids = dir.path().join("ids");
+    std::fs::create_dir(&ids).expect("mkdir");
+    let rows = 1000;
+    let conf = serde_json::json!({
+        "root": root,
+        "rows": rows,
+        "exec": common::recorder(&ids, ""),
+        "state_root": dir.path().join("state"),
+    })
+    .to_string();
+    // spark-submit from the venv's pyspark, found on the PATH as the
+    // operator wants it.
+    let venv_bin = Path::new(&python())
+        .parent()
+        .expect("the venv's bin")
+        .to_path_buf();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).expect("mkdir");
+    std::os::unix::fs::symlink(venv_bin.join("spark-submit"), bin.join("spark-submit"))
+        .expect("symlink spark-submit");
+    let spark_home = Command::new(python())
+        .args([
+            "-c",
+            "import os, pyspark; print(os.path.dirname(pyspark.__file__))",
+        ])
+        .output()
+        .expect("python");
+    assert!(spark_home.status.success(), "pyspark in {}", python());
+    let spark_home = String::from_utf8_lossy(&spark_home.stdout)
+        .trim()
+        .to_string();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+
+    let mut airflow = Airflow::new(dir.path(), &repo().join("jobs/airflow"));
+    airflow
+        .env("PATH", &path)
+        .env("SPARK_HOME", &spark_home)
+        .env("PYSPARK_PYTHON", python())
+        .env("PYSPARK_DRIVER_PYTHON", python())
+        .env(
+            "AIRFLOW_CONN_SPARK_DEFAULT",
+            r#"{"conn_type": "spark", "host": "local[2]"}"#,
+        );
+    let (status, log) = airflow
+        .dags_test("sluice_clicks_daily", &["-c", &conf])
+        .wait();
+    assert!(status.success(), "the DAG run failed:\n{}", tail(&log, 80));
+    let submitted = position(&log, "etl: wrote 1000 rows");
+    let trained = position(&log, "sluice train done: 1000 rows trained");
+    assert!(submitted < trained, "{}", tail(&log, 80));
+    assert!(
+        !log.contains("deferred to the triggerer"),
+        "the output was complete when the sensor looked"
+    );
+    position(&log, &format!("report: {DAY}: trained 1000 rows"));
+    assert_exactly_once(&recorded_ids(&ids, "ids-"), rows, "the ETL's day");
 }
 
 /// A part file whose footer is cut (Spark's own corrupt output fixture) among
