@@ -599,3 +599,30 @@ fn openlineage_events_name_the_table_version_and_the_model() {
     assert_eq!(facet["rows"].as_u64(), Some(rows), "{event}");
     assert_eq!(facet["tasksFailed"], serde_json::json!([]), "{event}");
 }
+
+/// tests/airflow/operator_units.py: the operator, sensor and trigger called
+/// directly on fixtures, for what the DAGs above do not reach (Delta and
+/// Iceberg versions, a job file's new partitions, a missing or empty path, a
+/// retry after the job finished, a held state, a usage error, the lineage of
+/// `sluice train` with `--output`).
+#[test]
+fn operator_sensor_and_trigger_called_directly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let done = common::run(
+        Command::new(airflow_venv().join("bin/python"))
+            .arg(repo().join("tests/airflow/operator_units.py"))
+            .env("AIRFLOW_HOME", dir.path())
+            .env("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+            .env("PYTHONPATH", repo().join("python/sluice_trainer"))
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .env("SLUICE_BINARY", SLUICE)
+            .env("SLUICE_FIXTURES", common::fixtures_dir())
+            .env("SLUICE_PYTHON", python())
+            .env_remove("RUST_LOG"),
+    );
+    assert!(done.status.success(), "{done}");
+    assert!(
+        done.stderr.contains("\nOK"),
+        "the tests did not all run and pass: {done}"
+    );
+}

@@ -63,7 +63,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from datetime import timedelta
 from urllib.parse import urlparse
 
@@ -214,10 +213,15 @@ def _local_path(location):
 
 
 def _first_error(lines):
-    """sluice's one-line error (`sluice: ...`) among its stderr lines, else the last line."""
+    """sluice's one-line error (`sluice: ...`) among its stderr lines, else the
+    command line parser's (`error: ...`, followed by the usage), else the last line."""
     for line in reversed(lines):
         if line.startswith("sluice: "):
             return line[len("sluice: "):]
+    for line in lines:
+        if line.startswith("error: "):
+            return line[len("error: "):]
+    lines = [line for line in lines if line.strip()]
     return lines[-1] if lines else ""
 
 
@@ -282,6 +286,7 @@ class SluiceTrainOperator(BaseOperator):
         self._kill_timer = None
         self._summary = None
         self._report = None
+        self._exit_code = None
 
     # -- the command ---------------------------------------------------------
 
@@ -322,6 +327,7 @@ class SluiceTrainOperator(BaseOperator):
             code, stdout, tail = self._run(cmd)
             summary = self._read_summary(summary_path, stdout, code)
         self._summary = summary
+        self._exit_code = code
         return self._outcome(code, summary, tail)
 
     def _run(self, cmd):
@@ -814,7 +820,7 @@ def _operator_lineage(op):
               for t in summary.get("tasks_failed") or []]
     run_facets = {"sluice": c["SluiceRunFacet"](
         rows=int(summary.get("rows") or 0), tasksDone=int(summary.get("tasks_done") or 0),
-        tasksFailed=failed, exitCode=None,
+        tasksFailed=failed, exitCode=op._exit_code,
         alreadyFinished=bool(summary.get("already_finished")))}
     return OperatorLineage(inputs=inputs, outputs=outputs, run_facets=run_facets)
 
