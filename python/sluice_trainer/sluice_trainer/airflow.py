@@ -638,7 +638,9 @@ class SluiceOutputSensor(BaseSensorOperator):
     deferrable      wait in the triggerer (default, unless mode="reschedule"); else
                     poke every `poke_interval` (mode "poke" or "reschedule")
     sluice_binary   the binary (default: `$SLUICE_BINARY`, else the wheel's, else PATH)
-    env             variables added to sluice's environment
+    env             variables added to sluice's environment; they travel to the
+                    triggerer with the trigger, stored in Airflow's database: give
+                    secrets through the environment of the workers and triggerer
 
     Returns (XCom `return_value`) what was found: for a source `url`, `rows`,
     `files`, `bytes`, `format`, `table` (`{kind, version, timestamp_ms}`); for a job
