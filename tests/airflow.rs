@@ -64,15 +64,26 @@ fn airflow(home: &Path, dags: &Path) -> Command {
     cmd
 }
 
-/// A migrated metadata database, made once per run of this file.
+/// A migrated metadata database, made once per run of this file (in the
+/// target's temporary directory, named by this process; those of processes
+/// gone are removed).
 fn template_db() -> &'static Path {
     static DB: OnceLock<PathBuf> = OnceLock::new();
     DB.get_or_init(|| {
-        let home = tempfile::Builder::new()
-            .prefix("sluice-airflow-db-")
-            .tempdir()
-            .expect("tempdir")
-            .keep();
+        let parent = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        if let Ok(entries) = std::fs::read_dir(parent) {
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if let Some(pid) = name.strip_prefix("airflow-db-") {
+                    if !Path::new("/proc").join(pid).exists() {
+                        let _ = std::fs::remove_dir_all(entry.path());
+                    }
+                }
+            }
+        }
+        let home = parent.join(format!("airflow-db-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&home);
+        std::fs::create_dir_all(&home).expect("mkdir the template's home");
         let started = Instant::now();
         let out = airflow(&home, &home)
             .args(["db", "migrate"])
@@ -253,9 +264,8 @@ fn the_daily_dag_waits_for_success_then_trains_every_row_once() {
         "sluice_clicks_daily",
         &["-c", &conf, "--mark-success-pattern", "spark_etl"],
     );
-    run.wait_for("[DAG TEST] running trigger in line", DAG_LIMIT);
-    // The trigger is polling: nothing was trained.
-    std::thread::sleep(Duration::from_millis(500));
+    // The trigger's first look: the day is not there yet, nothing was trained.
+    run.wait_for("[sluice_trainer.airflow.SluiceOutputTrigger]", DAG_LIMIT);
     assert_eq!(
         common::count_lines(&ids, "ids-"),
         0,
@@ -558,7 +568,9 @@ fn openlineage_events_name_the_table_version_and_the_model() {
     airflow
         .env("AIRFLOW__OPENLINEAGE__DISABLED", "false")
         .env("AIRFLOW__OPENLINEAGE__TRANSPORT", &transport)
-        .env("AIRFLOW__OPENLINEAGE__NAMESPACE", "sluice-test");
+        .env("AIRFLOW__OPENLINEAGE__NAMESPACE", "sluice-test")
+        // Events are sent from a forked process, given this long (a loaded machine).
+        .env("AIRFLOW__OPENLINEAGE__EXECUTION_TIMEOUT", "120");
     let (status, log) = airflow
         .dags_test("sluice_clicks_delta", &["-c", &conf])
         .wait();
