@@ -17,6 +17,11 @@ if ! "$TABLES_PY" -c 'import pyspark, delta' 2>/dev/null; then
   echo "tests/run.sh: no venv with pyspark 4.0 and delta-spark at $TABLES_PY; run .ci/run (it installs one)" >&2
   exit 1
 fi
+AIRFLOW_PY="${SLUICE_AIRFLOW_VENV:-$HOME/.cache/sluice/venv-airflow}/bin/python"
+if ! "$AIRFLOW_PY" -c 'import airflow' 2>/dev/null; then
+  echo "tests/run.sh: no venv with Apache Airflow at $AIRFLOW_PY; run .ci/run (it installs one)" >&2
+  exit 1
+fi
 export SLUICE_FIXTURES="${SLUICE_FIXTURES:-$PWD/tests/data/generated}"
 
 echo "== fixtures (real Spark) -> $SLUICE_FIXTURES"
