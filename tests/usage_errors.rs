@@ -197,3 +197,30 @@ fn a_broken_json_lines_record_is_named_by_its_line() {
     assert_one_line_error(&out, &["part-00000.json", "line 301 column"]);
     assert!(!out.stderr.contains("line 1 column"), "{out}");
 }
+
+#[test]
+fn a_model_file_for_an_exec_trainer_is_refused_not_ignored() {
+    let clicks = clicks();
+    refused(
+        &[
+            "train",
+            &clicks,
+            "--exec",
+            "true",
+            "--output",
+            "/tmp/m.json",
+        ],
+        &["--output", "--exec"],
+    );
+    refused(
+        &[
+            "train",
+            &clicks,
+            "--model",
+            "none",
+            "--init-model",
+            "/tmp/m.json",
+        ],
+        &["--init-model", "built-in model"],
+    );
+}

@@ -142,6 +142,17 @@ impl TrainerOptions {
                 "list one id per device, e.g. 0,1",
             )?;
         }
+        let builtin = self.exec.is_none() && self.model != ModelKind::None;
+        rule(
+            builtin || self.output.is_none(),
+            "output",
+            "writes the built-in model (--model linear|logistic); an --exec trainer writes its own model",
+        )?;
+        rule(
+            builtin || self.init_model.is_none(),
+            "init-model",
+            "continues the built-in model (--model linear|logistic); an --exec trainer loads its own model",
+        )?;
         if self.exec.is_none() && self.model != ModelKind::None {
             let model = match self.model {
                 ModelKind::Logistic => "logistic",

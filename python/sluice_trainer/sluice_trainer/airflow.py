@@ -7,10 +7,10 @@ waits for output, and OpenLineage facets (`pip install 'sluice[airflow]'`).
     train = SluiceTrainOperator(
         task_id="train",
         source="/data/clicks/dt={{ ds }}",
-        exec="python train.py",
         devices=2,
         state="/var/lib/sluice/clicks/{{ ds }}",
-        extra_args=["--epochs", "3", "--output", "/models/clicks-{{ ds }}.json"],
+        extra_args=["--model", "logistic", "--label", "label", "--features", "f1,f2",
+                    "--epochs", "3", "--output", "/models/clicks-{{ ds }}.json"],
     )
     wait >> train
 
