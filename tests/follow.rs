@@ -566,34 +566,73 @@ fn a_job_file_with_follow_runs_a_followed_job_that_resumes() {
     common::assert_one_line_error(&run, &["follow = true", "without `*`"]);
 }
 
-/// An Iceberg table (Hadoop catalog, real Spark commits) whose metadata
-/// versions appear one at a time, as its writer commits them: each
-/// snapshot's appended files are taken once, a compaction adds nothing.
-fn follow_iceberg_versions(name: &str) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let table = dir.path().join("table");
-    copy_dir(
-        &common::table_dir(&common::tables_expected()["tables"][name]),
-        &table,
-    );
-    let metadata = table.join("metadata");
-    let hold = dir.path().join("hold");
-    std::fs::create_dir_all(&hold).expect("mkdir");
-    let versions = common::tables_expected()["tables"][name]["versions"]
-        .as_array()
-        .expect("versions")
-        .len();
-    for v in 2..=versions {
-        let file = format!("v{v}.metadata.json");
-        std::fs::rename(metadata.join(&file), hold.join(&file)).expect("hold back");
+/// A copy of Iceberg table `name` (Hadoop catalog, real Spark commits) that
+/// holds its first metadata version only; [`Iceberg::commit`] puts the
+/// next one in place, as its writer would commit it.
+struct Iceberg {
+    dir: tempfile::TempDir,
+    metadata: PathBuf,
+    hold: PathBuf,
+    versions: usize,
+    name: &'static str,
+}
+
+impl Iceberg {
+    fn new(name: &'static str) -> Iceberg {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let table = dir.path().join("table");
+        copy_dir(
+            &common::table_dir(&common::tables_expected()["tables"][name]),
+            &table,
+        );
+        let metadata = table.join("metadata");
+        let hold = dir.path().join("hold");
+        std::fs::create_dir_all(&hold).expect("mkdir");
+        let versions = common::tables_expected()["tables"][name]["versions"]
+            .as_array()
+            .expect("versions")
+            .len();
+        for v in 2..=versions {
+            let file = format!("v{v}.metadata.json");
+            std::fs::rename(metadata.join(&file), hold.join(&file)).expect("hold back");
+        }
+        std::fs::write(metadata.join("version-hint.text"), "1").expect("hint");
+        Iceberg {
+            dir,
+            metadata,
+            hold,
+            versions,
+            name,
+        }
     }
-    std::fs::write(metadata.join("version-hint.text"), "1").expect("hint");
-    let state = dir.path().join("state");
-    let out = dir.path().join("ids");
+
+    fn table(&self) -> PathBuf {
+        self.dir.path().join("table")
+    }
+
+    fn commit(&self, v: usize) {
+        let file = format!("v{v}.metadata.json");
+        std::fs::rename(self.hold.join(&file), self.metadata.join(&file)).expect("commit");
+        std::fs::write(self.metadata.join("version-hint.text"), v.to_string()).expect("hint");
+    }
+
+    fn ids(&self, index: isize) -> Vec<i64> {
+        common::table_ids(common::table_version(self.name, index))
+            .into_keys()
+            .collect()
+    }
+}
+
+/// Follows `name` while its versions are committed one at a time: each
+/// snapshot's appended files are taken once, a compaction adds nothing.
+fn follow_iceberg_versions(name: &'static str) {
+    let table = Iceberg::new(name);
+    let state = table.dir.path().join("state");
+    let out = table.dir.path().join("ids");
     std::fs::create_dir_all(&out).expect("mkdir");
     let follower = Command::new(SLUICE)
         .arg("train")
-        .arg(&table)
+        .arg(table.table())
         .args([
             "--follow",
             "--poll",
@@ -609,24 +648,95 @@ fn follow_iceberg_versions(name: &str) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start");
-    for v in 2..=versions {
-        let seen = common::table_ids(common::table_version(name, v as isize - 2)).len() as u64;
+    for v in 2..=table.versions {
+        let seen = table.ids(v as isize - 2).len() as u64;
         wait_until(
             "the last version's rows trained",
             Duration::from_secs(120),
             || count_lines(&out, "ids-") >= seen,
         );
-        let file = format!("v{v}.metadata.json");
-        std::fs::rename(hold.join(&file), metadata.join(&file)).expect("commit");
-        std::fs::write(metadata.join("version-hint.text"), v.to_string()).expect("hint");
+        table.commit(v);
         std::thread::sleep(Duration::from_millis(400));
     }
     let (status, err) = finish(follower, "sluice train --follow on Iceberg");
     assert!(status.success(), "exit {status}: {err}");
-    let want: Vec<i64> = common::table_ids(common::table_version(name, -1))
-        .into_keys()
-        .collect();
-    assert_once(&recorded_ids(&out, "ids-"), &want, name);
+    assert_once(&recorded_ids(&out, "ids-"), &table.ids(-1), name);
+}
+
+/// A commit that overwrote rows stops a followed job, naming the snapshot;
+/// a job file's `on-rewrite = "skip"` trains the appends only and goes on.
+#[test]
+fn a_rewrite_of_a_followed_table_stops_the_job_unless_the_job_file_says_skip() {
+    let table = Iceberg::new("iceberg/overwrite");
+    let out = table.dir.path().join("ids");
+    std::fs::create_dir_all(&out).expect("mkdir");
+    let follower = Command::new(SLUICE)
+        .arg("train")
+        .arg(table.table())
+        .args(["--follow", "--poll", "200ms", "--state"])
+        .arg(table.dir.path().join("state"))
+        .args(["--exec", &recorder(&out), "--batch-size", "50", "-q"])
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start");
+    let first = table.ids(0);
+    wait_until(
+        "the first snapshot trained",
+        Duration::from_secs(120),
+        || count_lines(&out, "ids-") >= first.len() as u64,
+    );
+    table.commit(2);
+    let (status, err) = finish(follower, "sluice train --follow on a rewritten table");
+    assert_eq!(status.code(), Some(1), "{err}");
+    let line = err.lines().last().unwrap_or_default();
+    assert!(
+        line.contains("overwrite") && line.contains("rewrote data") && line.contains("on-rewrite"),
+        "{err}"
+    );
+    assert_once(
+        &recorded_ids(&out, "ids-"),
+        &first,
+        "the snapshot before the rewrite",
+    );
+
+    // The same table from a job file with on-rewrite = "skip".
+    let table = Iceberg::new("iceberg/overwrite");
+    let out = table.dir.path().join("ids");
+    std::fs::create_dir_all(&out).expect("mkdir");
+    let job = table.dir.path().join("job.toml");
+    std::fs::write(
+        &job,
+        format!(
+            "source = {:?}\nstate = {:?}\nexec = {:?}\nbatch-size = 50\nquiet = true\nfollow = true\npoll = \"200ms\"\nidle-exit = \"3s\"\non-rewrite = \"skip\"\n",
+            table.table().display().to_string(),
+            table.dir.path().join("state").display().to_string(),
+            recorder(&out)
+        ),
+    )
+    .expect("job file");
+    let run = Command::new(SLUICE)
+        .args(["run"])
+        .arg(&job)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sluice run");
+    wait_until(
+        "the first snapshot trained",
+        Duration::from_secs(120),
+        || count_lines(&out, "ids-") >= first.len() as u64,
+    );
+    for v in 2..=table.versions {
+        table.commit(v);
+        std::thread::sleep(Duration::from_millis(400));
+    }
+    let (status, err) = finish(run, "sluice run, follow = true, on-rewrite = skip");
+    assert!(status.success(), "exit {status}: {err}");
+    // The later snapshots only overwrote and deleted: nothing was appended.
+    assert_once(&recorded_ids(&out, "ids-"), &first, "appends only");
 }
 
 #[test]

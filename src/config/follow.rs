@@ -117,6 +117,7 @@ impl FollowOptions {
             settle: self.settle,
             until: self.follow_until,
             idle_exit: self.idle_exit,
+            on_rewrite: super::OnRewrite::Fail,
         }))
     }
 }
@@ -132,6 +133,10 @@ pub struct FollowConfig {
     pub until: Option<FollowUntil>,
     /// Stop once the source has not changed for this long.
     pub idle_exit: Option<Duration>,
+    /// What a table commit that deleted or rewrote rows does: stop the job
+    /// (the default), or, from a job file's `on-rewrite`, take only the
+    /// appends (`skip`) or the whole new version (`retrain`).
+    pub on_rewrite: super::OnRewrite,
 }
 
 #[cfg(test)]

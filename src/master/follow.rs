@@ -26,7 +26,7 @@ use tracing::{info, warn};
 
 use super::inotify::LocalWatch;
 use super::state::wall_millis;
-use crate::config::FollowConfig;
+use crate::config::{FollowConfig, OnRewrite};
 use crate::protocol::follow::{FollowPosition, FollowStep};
 use crate::task::{Command, Reply};
 
@@ -47,7 +47,7 @@ pub enum FollowError {
         reason: String,
     },
     /// A table commit removed or rewrote rows the job may have trained.
-    #[error("{url}: {noun} {version} ({operation}) rewrote data: a followed job trains appends only; start a new job (another --state) on the table's new version")]
+    #[error("{url}: {noun} {version} ({operation}) rewrote data: a followed job trains appends only; start a new job (another --state) on the table's new version, or in a job file set on-rewrite = \"skip\" (appends only) or \"retrain\" (the whole new version)")]
     Rewrite {
         /// The table.
         url: String,
@@ -392,19 +392,32 @@ impl Follower {
                             TableKind::Iceberg => TableVersion::SnapshotId(latest.version),
                         };
                         let changes = table_changes(self.location.clone(), kind, since, at).await?;
-                        if let Some(bad) = changes
+                        let rewrite = changes
                             .commits
                             .iter()
-                            .find(|c| c.kind == CommitKind::Rewrite)
-                        {
-                            return Err(FollowError::Rewrite {
-                                url: self.location.url(),
-                                noun: noun(kind),
-                                version: bad.version,
-                                operation: bad.operation.clone(),
-                            });
+                            .find(|c| c.kind == CommitKind::Rewrite);
+                        match (rewrite, self.config.on_rewrite) {
+                            (None, _) => (changes.appended, changes.snapshot, Some(since)),
+                            (Some(bad), OnRewrite::Fail) => {
+                                return Err(FollowError::Rewrite {
+                                    url: self.location.url(),
+                                    noun: noun(kind),
+                                    version: bad.version,
+                                    operation: bad.operation.clone(),
+                                })
+                            }
+                            (Some(bad), OnRewrite::Skip) => {
+                                let skipped: u64 =
+                                    changes.rewritten.iter().filter_map(|f| f.rows).sum();
+                                warn!(version = bad.version, operation = %bad.operation, skipped_rows = skipped, "following: a commit rewrote rows; only the appends are trained (on-rewrite = \"skip\")");
+                                (changes.appended, changes.snapshot, Some(since))
+                            }
+                            (Some(bad), OnRewrite::Retrain) => {
+                                warn!(version = bad.version, operation = %bad.operation, "following: a commit rewrote rows; the whole new version is trained again (on-rewrite = \"retrain\")");
+                                let files = changes.snapshot.files.clone();
+                                (files, changes.snapshot, Some(since))
+                            }
                         }
-                        (changes.appended, changes.snapshot, Some(since))
                     }
                 };
                 let to = snapshot.version;

@@ -352,6 +352,9 @@ async fn run_followed(cx: &Context<'_>) -> Result<RunReport, RunError> {
     let mut config = job.train.clone();
     config.allow_empty = cx.options.allow_empty;
     config.state = Some(dir.join("follow"));
+    if let Some(follow) = &mut config.follow {
+        follow.on_rewrite = job.on_rewrite;
+    }
     match crate::job::train::run(config).await? {
         Outcome::Trained(summary) => {
             report.rows = summary.rows;
