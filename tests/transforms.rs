@@ -304,13 +304,13 @@ fn job_files_take_hash_buckets_and_fill_nulls() {
 fn transforms_that_do_not_fit_fail_in_one_line_naming_the_column() {
     let data = fixture("parquet_partitioned");
     let exec = "true";
-    // Values that are not what the flag takes: usage errors (64). Columns the
-    // data lacks or cannot hash: errors naming the column (1).
+    // Values that are not what the flag takes, and columns the data lacks:
+    // usage errors (64). Columns it cannot hash: errors naming the column (1).
     for (flag, value, mentions, code) in [
         ("--hash-buckets", "0", vec!["--hash-buckets", "bucket"], 64),
         ("--hash-buckets", "city=", vec!["--hash-buckets"], 64),
         ("--fill-nulls", "zero", vec!["--fill-nulls"], 64),
-        ("--hash-buckets", "nope=3", vec!["nope"], 1),
+        ("--hash-buckets", "nope=3", vec!["nope"], 64),
         ("--hash-buckets", "x1=3", vec!["x1", "Float64"], 1),
     ] {
         let run = train(&data, exec, &[flag, value]);
