@@ -12,7 +12,7 @@ use super::summary::{FailedTask, Resumed, Summary};
 use super::wait;
 use crate::config::{ModelChoice, TrainConfig, TrainerChoice};
 use crate::master::dir_log::write_durably;
-use crate::master::follow::{Ends, FollowError, Follower};
+use crate::master::follow::{FollowError, Follower};
 use crate::master::identity::{Identity, DATASET};
 use crate::master::journal::MemoryJournal;
 use crate::master::state::{wall_millis, JobFile, MasterState, StateError, StateLocation};
@@ -350,7 +350,17 @@ async fn run_job(
     let spec = state.spec.clone();
     let following = match (&config.follow, &spec.follow) {
         (Some(follow), Some(_)) if state.queue.is_open() => {
-            Some(follower(&state, &dataset, &config.dataset, *follow, started).await?)
+            let started_at = std::time::SystemTime::now() - started.elapsed();
+            Some(
+                Follower::resume(
+                    &state,
+                    dataset.location.clone(),
+                    config.dataset.clone(),
+                    *follow,
+                    started_at,
+                )
+                .await?,
+            )
         }
         _ => None,
     };
@@ -616,33 +626,6 @@ fn check_rows(
     }
     warn!(url = %url, "empty output: no data rows (allowed by --allow-empty)");
     Ok(())
-}
-
-/// The follower of a followed job, where its state left it: the split it
-/// grows from, and when it ends.
-async fn follower(
-    state: &MasterState,
-    dataset: &Dataset,
-    options: &connectors::DatasetOptions,
-    follow: crate::config::FollowConfig,
-    started: Instant,
-) -> Result<(Follower, u32, Ends), TrainError> {
-    let (position, taken) = crate::protocol::follow::position_of(&state.spec, state.queue.grown());
-    let follower = Follower::new(
-        dataset.location.clone(),
-        options.clone(),
-        state.spec.plan.clone(),
-        follow,
-        &position,
-        taken,
-    )
-    .await?;
-    let started_at = std::time::SystemTime::now() - started.elapsed();
-    let ends = Ends {
-        until: follow.until.map(|u| u.deadline(started_at)),
-        idle_exit: follow.idle_exit,
-    };
-    Ok((follower, state.spec.splits.len() as u32, ends))
 }
 
 /// Builds the trainers' factory for a trainer choice; `lockstep` makes exec

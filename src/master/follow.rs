@@ -335,6 +335,35 @@ impl Follower {
         })
     }
 
+    /// The follower of a followed job where its state left it (its start
+    /// and every growth so far), with the split it grows from and when it
+    /// ends; `started` is when this run started (`--follow-until` durations
+    /// count from it).
+    pub async fn resume(
+        state: &super::state::MasterState,
+        location: Location,
+        options: DatasetOptions,
+        config: FollowConfig,
+        started: SystemTime,
+    ) -> Result<(Follower, u32, Ends), connectors::Error> {
+        let (position, taken) =
+            crate::protocol::follow::position_of(&state.spec, state.queue.grown());
+        let follower = Follower::new(
+            location,
+            options,
+            state.spec.plan.clone(),
+            config,
+            &position,
+            taken,
+        )
+        .await?;
+        let ends = Ends {
+            until: config.until.map(|u| u.deadline(started)),
+            idle_exit: config.idle_exit,
+        };
+        Ok((follower, state.spec.splits.len() as u32, ends))
+    }
+
     /// Looks at the source once: what was committed since the position.
     pub async fn poll(&mut self) -> Result<Option<Found>, FollowError> {
         let found = match &mut self.watch {

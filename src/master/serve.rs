@@ -242,32 +242,6 @@ fn identity(config: &MasterConfig) -> Result<Identity, MasterError> {
         .with_dataset(&config.dataset))
 }
 
-/// The follower of a followed job, where its state left it.
-async fn follower(
-    state: &MasterState,
-    config: &MasterConfig,
-    follow: crate::config::FollowConfig,
-) -> Result<(super::follow::Follower, u32, super::follow::Ends), MasterError> {
-    let (position, taken) = crate::protocol::follow::position_of(&state.spec, state.queue.grown());
-    let location = connectors::store::open(&config.url)?;
-    let follower = super::follow::Follower::new(
-        location,
-        config.dataset.clone(),
-        state.spec.plan.clone(),
-        follow,
-        &position,
-        taken,
-    )
-    .await?;
-    let ends = super::follow::Ends {
-        until: follow
-            .until
-            .map(|u| u.deadline(std::time::SystemTime::now())),
-        idle_exit: follow.idle_exit,
-    };
-    Ok((follower, state.spec.splits.len() as u32, ends))
-}
-
 /// Runs the master until the job is over and the linger period passed.
 pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
     if config.token.len() < MIN_TOKEN_BYTES {
@@ -320,7 +294,17 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
     );
     let following = match (&config.follow, &state.spec.follow) {
         (Some(follow), Some(_)) if state.queue.is_open() => {
-            Some(follower(&state, &config, *follow).await?)
+            let location = connectors::store::open(&config.url)?;
+            Some(
+                super::follow::Follower::resume(
+                    &state,
+                    location,
+                    config.dataset.clone(),
+                    *follow,
+                    std::time::SystemTime::now(),
+                )
+                .await?,
+            )
         }
         _ => None,
     };

@@ -106,6 +106,27 @@ pub struct TableRun {
 }
 
 impl RunReport {
+    /// The report of a run of `cx`'s job that found `matched` partitions
+    /// (1 for a table or a followed source), before it trained anything.
+    fn start(cx: &Context<'_>, matched: usize) -> RunReport {
+        RunReport {
+            job: cx.job.path.display().to_string(),
+            source: cx.job.source.clone(),
+            state: cx.state.location.url(),
+            run: cx.run_id.to_string(),
+            dry_run: cx.options.dry_run,
+            matched,
+            trained_before: 0,
+            new: Vec::new(),
+            waiting: Vec::new(),
+            rows: 0,
+            recorded: false,
+            skipped_rewritten_rows: 0,
+            summary: None,
+            table: None,
+        }
+    }
+
     /// Lines for people.
     pub fn lines(&self) -> Vec<String> {
         let mut lines = Vec::new();
@@ -230,7 +251,6 @@ async fn run_locked(pattern: &Pattern, cx: Context<'_>) -> Result<RunReport, Run
     let Context {
         job,
         state,
-        run_id,
         options,
         ..
     } = cx;
@@ -253,22 +273,7 @@ async fn run_locked(pattern: &Pattern, cx: Context<'_>) -> Result<RunReport, Run
         }
         warn!(source = %job.source, "the source matches nothing (allowed by allow-empty)");
     }
-    let mut report = RunReport {
-        job: job.path.display().to_string(),
-        source: job.source.clone(),
-        state: state.location.url(),
-        run: run_id.to_string(),
-        dry_run: options.dry_run,
-        matched: expansion.partitions.len(),
-        trained_before: 0,
-        new: Vec::new(),
-        waiting: Vec::new(),
-        rows: 0,
-        recorded: false,
-        skipped_rewritten_rows: 0,
-        summary: None,
-        table: None,
-    };
+    let mut report = RunReport::start(&cx, expansion.partitions.len());
     let mut roots = Vec::new();
     for p in &expansion.partitions {
         if loaded.trained.partitions.contains_key(&p.name) {
@@ -330,22 +335,7 @@ async fn run_followed(cx: &Context<'_>) -> Result<RunReport, RunError> {
             ),
         });
     };
-    let mut report = RunReport {
-        job: job.path.display().to_string(),
-        source: job.source.clone(),
-        state: cx.state.location.url(),
-        run: cx.run_id.to_string(),
-        dry_run: cx.options.dry_run,
-        matched: 1,
-        trained_before: 0,
-        new: Vec::new(),
-        waiting: Vec::new(),
-        rows: 0,
-        recorded: false,
-        skipped_rewritten_rows: 0,
-        summary: None,
-        table: None,
-    };
+    let mut report = RunReport::start(cx, 1);
     if cx.options.dry_run {
         return Ok(report);
     }
@@ -448,22 +438,8 @@ async fn run_table(
         .as_ref()
         .filter(|t| t.kind == kind)
         .map(|t| t.version);
-    let mut report = RunReport {
-        job: job.path.display().to_string(),
-        source: job.source.clone(),
-        state: cx.state.location.url(),
-        run: cx.run_id.to_string(),
-        dry_run: cx.options.dry_run,
-        matched: 1,
-        trained_before: usize::from(since.is_some()),
-        new: Vec::new(),
-        waiting: Vec::new(),
-        rows: 0,
-        recorded: false,
-        skipped_rewritten_rows: 0,
-        summary: None,
-        table: None,
-    };
+    let mut report = RunReport::start(cx, 1);
+    report.trained_before = usize::from(since.is_some());
     let (snapshot, files, commits, trains) = match since {
         None => {
             let snapshot = table::snapshot(&location, kind, TableVersion::Latest).await?;
