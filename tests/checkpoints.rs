@@ -240,7 +240,17 @@ fn a_job_without_checkpoint_lines_keeps_acknowledged_rows() {
 
 /// A worker of `job` named `name` whose trainer keeps checkpoints in `out`.
 fn checkpointing_worker(job: &common::cluster::Job, name: &str, out: &Path) -> std::process::Child {
-    job.worker_command(&checkpointer(out, "--every 4 --sleep 0.02"))
+    checkpointing_worker_with(job, name, out, "--every 4 --sleep 0.02")
+}
+
+/// [`checkpointing_worker`] with trainer flags `trainer`.
+fn checkpointing_worker_with(
+    job: &common::cluster::Job,
+    name: &str,
+    out: &Path,
+    trainer: &str,
+) -> std::process::Child {
+    job.worker_command(&checkpointer(out, trainer))
         .args([
             "--name",
             name,
@@ -315,4 +325,151 @@ fn distributed_models_keep_every_row_once_across_a_killed_worker_and_master() {
         *model.entry(id).or_insert(0) += n;
     }
     assert_once_per_epoch(&model, u64::from(epochs));
+}
+
+/// The union of the final models of the trainers that wrote into `dirs`.
+fn union_of_models(dirs: &[&Path]) -> HashMap<i64, u64> {
+    let mut model = HashMap::new();
+    for dir in dirs {
+        for (id, n) in common::final_model(dir) {
+            *model.entry(id).or_insert(0) += n;
+        }
+    }
+    model
+}
+
+/// Waits for both workers to exit 0; returns what they wrote to stderr.
+fn both_exit(w1: &mut std::process::Child, w2: &mut std::process::Child) -> String {
+    use common::cluster;
+    let mut logs = String::new();
+    for (w, what) in [(w1, "w1"), (w2, "w2")] {
+        let status = cluster::wait_exit(w, what);
+        let log = cluster::stderr_of(w);
+        assert!(status.success(), "{what} failed: {log}");
+        logs += &format!("--- {what}:\n{log}");
+    }
+    logs
+}
+
+/// The union of the trainers' final models in `dirs` holds every id once
+/// per epoch; the workers' `logs` are shown when it does not.
+fn assert_models(dirs: &[&Path], epochs: u32, logs: &str) {
+    let model = union_of_models(dirs);
+    let wrong = (0..ROWS as i64)
+        .filter(|id| model.get(id).copied().unwrap_or(0) != u64::from(epochs))
+        .count();
+    if wrong > 0 {
+        eprintln!("worker logs:\n{logs}");
+    }
+    assert_once_per_epoch(&model, u64::from(epochs));
+}
+
+/// Whether a trainer in `out` saw the end of its stream.
+fn stream_ended(out: &Path) -> bool {
+    std::fs::read_dir(out).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with("ended-"))
+    })
+}
+
+#[test]
+fn a_worker_killed_after_the_last_task_has_its_rows_made_up() {
+    use common::cluster;
+    let epochs = 2;
+    let mut job = cluster::Job::new(DATASET, epochs);
+    job.master_args = vec!["--split-size".to_string(), "64KiB".to_string()];
+    job.lease_timeout = "3s".to_string();
+    let mut master = job.start_master(fixture(DATASET));
+    let first = job.ids.join("w1");
+    let second = job.ids.join("w2");
+    std::fs::create_dir_all(&first).expect("mkdir");
+    std::fs::create_dir_all(&second).expect("mkdir");
+    // w1's trainer checkpoints only at the end of its stream, and is slow
+    // to: every row it trained is in no checkpoint when it is killed.
+    let mut w1 =
+        checkpointing_worker_with(&job, "w1", &first, "--every 0 --sleep 0.01 --linger 600");
+    let mut w2 = checkpointing_worker_with(&job, "w2", &second, "--every 4 --sleep 0.01");
+    wait_until(
+        "w1's trainer to reach the end of its stream",
+        cluster::DEADLINE,
+        || stream_ended(&first),
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(
+        master.try_wait().expect("master").is_none(),
+        "the master ended the job before w1's trainer saved what it trained: {}",
+        master.log()
+    );
+    assert!(
+        w2.try_wait().expect("w2").is_none(),
+        "w2 left before the job was over"
+    );
+    w1.kill().expect("SIGKILL w1");
+    let _ = w1.wait();
+    // w2 waits for the job to be over: once w1 is counted gone, it trains
+    // what w1's trainer held in no checkpoint.
+    let status = cluster::wait_exit(&mut w2, "w2");
+    let logs = cluster::stderr_of(&mut w2);
+    assert!(status.success(), "w2 failed: {logs}");
+    cluster::clean_finish(&mut master);
+    // The killed w1 left no final model: w2's holds every row.
+    assert_models(&[&second], epochs, &logs);
+}
+
+#[test]
+fn a_paused_worker_whose_lease_went_elsewhere_rolls_its_trainer_back() {
+    use common::cluster;
+    let epochs = 2;
+    let mut job = cluster::Job::new(DATASET, epochs);
+    job.master_args = vec!["--split-size".to_string(), "64KiB".to_string()];
+    job.lease_timeout = "3s".to_string();
+    let mut master = job.start_master(fixture(DATASET));
+    let first = job.ids.join("w1");
+    let second = job.ids.join("w2");
+    std::fs::create_dir_all(&first).expect("mkdir");
+    std::fs::create_dir_all(&second).expect("mkdir");
+    let mut w1 = checkpointing_worker_with(&job, "w1", &first, "--every 4 --sleep 0.02");
+    let mut w2 = checkpointing_worker_with(&job, "w2", &second, "--every 4 --sleep 0.02");
+    wait_until("w1's applied rows", cluster::DEADLINE, || {
+        count_lines(&first, "ids-") >= 3_000
+    });
+    // Paused past its lease timeout: its leases go to w2, and the rows its
+    // trainer held in no checkpoint are served again there.
+    cluster::signal(&w1, libc::SIGSTOP);
+    std::thread::sleep(Duration::from_secs(8));
+    cluster::signal(&w1, libc::SIGCONT);
+    let logs = both_exit(&mut w1, &mut w2);
+    assert!(
+        logs.contains("joining the job again"),
+        "w1 did not roll back after its pause: {logs}"
+    );
+    cluster::clean_finish(&mut master);
+    assert_models(&[&first, &second], epochs, &logs);
+}
+
+#[test]
+fn a_master_down_past_twice_the_lease_timeout_costs_no_row_of_a_model() {
+    use common::cluster;
+    let epochs = 2;
+    let mut job = cluster::Job::new(DATASET, epochs);
+    job.master_args = vec!["--split-size".to_string(), "64KiB".to_string()];
+    job.lease_timeout = "3s".to_string();
+    let mut master = job.start_master(fixture(DATASET));
+    let first = job.ids.join("w1");
+    let second = job.ids.join("w2");
+    std::fs::create_dir_all(&first).expect("mkdir");
+    std::fs::create_dir_all(&second).expect("mkdir");
+    let mut w1 = checkpointing_worker_with(&job, "w1", &first, "--every 4 --sleep 0.02");
+    let mut w2 = checkpointing_worker_with(&job, "w2", &second, "--every 4 --sleep 0.02");
+    wait_until("rows applied", cluster::DEADLINE, || {
+        count_lines(&first, "ids-") + count_lines(&second, "ids-") >= 6_000
+    });
+    master.kill().expect("SIGKILL master");
+    let _ = master.wait();
+    std::thread::sleep(Duration::from_secs(7));
+    let mut master = job.start_master(fixture(DATASET));
+    let logs = both_exit(&mut w1, &mut w2);
+    cluster::clean_finish(&mut master);
+    assert_models(&[&first, &second], epochs, &logs);
 }

@@ -83,6 +83,12 @@ pub struct WorkerOutcome {
     /// Stopped, the master (this URL) did not answer within the grace: the
     /// leases it held lapse there and are served again.
     pub master_lost: Option<String>,
+    /// Times its trainers were rolled back to their last complete
+    /// checkpoint (a lease of theirs went to another worker) and it joined
+    /// the job again.
+    pub rolled_back: u32,
+    /// Its trainers keep checkpoints.
+    pub checkpointed: bool,
 }
 
 /// Runs a worker until the master says the job is over.
@@ -97,16 +103,77 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerOutcome, WorkerError> {
     if let Some(stop) = &config.stop {
         source = source.with_stop(stop);
     }
+    let source = Arc::new(source);
+    let mut rolled_back = 0u32;
+    let mut rejoined = 0u32;
+    loop {
+        let before = source.rows_counter().load(Ordering::Relaxed);
+        match run_once(&config, &source, rolled_back + rejoined, before).await? {
+            Ran::Ended(mut outcome) => {
+                if outcome.checkpointed && !outcome.stopped && !job_over(&source).await {
+                    // Another worker's trainers still hold rows in no
+                    // checkpoint: if it is lost, they are served again, here
+                    // too. Join again, trainers from their final checkpoint.
+                    info!(
+                        name = %config.name,
+                        "the job is not over until every worker's trainers saved what they \
+                         trained; joining again to serve what a lost worker held"
+                    );
+                    rejoined += 1;
+                    continue;
+                }
+                outcome.rolled_back = rolled_back;
+                return Ok(outcome);
+            }
+            Ran::RolledBack(why) => {
+                rolled_back += 1;
+                tracing::warn!(
+                    name = %config.name,
+                    "{why}; joining the job again under the same name"
+                );
+            }
+        }
+    }
+}
+
+/// Whether the master says the job is over (taken as over when it cannot
+/// say: the worker's own part is done).
+async fn job_over(source: &RemoteSource) -> bool {
+    use crate::protocol::TaskSource;
+    match source.status().await {
+        Ok(status) => status.job_over,
+        Err(e) => {
+            tracing::debug!(error = %e, "no job status");
+            true
+        }
+    }
+}
+
+/// How one membership of the job ended.
+enum Ran {
+    Ended(WorkerOutcome),
+    /// Its trainers were rolled back (see [`pipeline::PipelineError::RolledBack`]):
+    /// join again, from the name's last complete checkpoint.
+    RolledBack(String),
+}
+
+/// Joins the job (again) and trains until the job is over for this worker.
+async fn run_once(
+    config: &WorkerConfig,
+    source: &Arc<RemoteSource>,
+    joins: u32,
+    before: u64,
+) -> Result<Ran, WorkerError> {
     // Stopped before it joined: nothing is held, nothing to hand back.
     let spec = tokio::select! {
         spec = source.job_for(&config.name) => spec?,
         () = stopped(config.stop.as_ref()) => {
-            return Ok(WorkerOutcome {
+            return Ok(Ran::Ended(WorkerOutcome {
                 stopped: true,
-                joined: false,
+                joined: joins > 0,
                 master_lost: Some(config.master.clone()),
                 ..WorkerOutcome::default()
-            });
+            }));
         }
     };
     info!(url = %spec.url, splits = spec.splits.len(), name = %config.name, "joined job");
@@ -146,14 +213,14 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerOutcome, WorkerError> {
         follow: spec.follow.is_some(),
     };
     let outcome = pipeline::run(
-        Arc::new(source),
+        source.clone(),
         location,
         Arc::new(spec.splits),
         Arc::new(spec.plan),
         factory.clone(),
         pipeline_config,
         move |p| {
-            rows.store(p.rows, Ordering::Relaxed);
+            rows.store(before + p.rows, Ordering::Relaxed);
             progress.epoch.store(p.epoch, Ordering::Relaxed);
         },
     )
@@ -164,14 +231,15 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerOutcome, WorkerError> {
         // worker stops anyway; its leases lapse at the master.
         Err(e) if gave_up.gave_up_stopping() => {
             tracing::warn!(error = %e, "the master did not answer after the stop");
-            return Ok(WorkerOutcome {
+            return Ok(Ran::Ended(WorkerOutcome {
                 rows: acknowledged.load(Ordering::Relaxed),
                 stopped: true,
                 joined: true,
                 master_lost: Some(config.master.clone()),
                 ..WorkerOutcome::default()
-            });
+            }));
         }
+        Err(pipeline::PipelineError::RolledBack(why)) => return Ok(Ran::RolledBack(why)),
         Err(e) => return Err(TrainError::from(e).into()),
     };
     if let (TrainerChoice::Model(m), Some(model)) = (&config.trainer, factory.report().model) {
@@ -179,15 +247,17 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerOutcome, WorkerError> {
             write_json(path, &model)?;
         }
     }
-    Ok(WorkerOutcome {
-        rows: outcome.rows,
+    Ok(Ran::Ended(WorkerOutcome {
+        rows: before + outcome.rows,
         batches: outcome.batches,
         stopped: outcome.stopped,
         dropped: outcome.dropped,
         joined: true,
         // Its hand-backs did not reach the master.
         master_lost: (outcome.stopped && gave_up.gave_up_stopping()).then(|| config.master.clone()),
-    })
+        rolled_back: 0,
+        checkpointed: outcome.checkpointed,
+    }))
 }
 
 /// Resolves once `stop` is requested (never without one).

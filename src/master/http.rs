@@ -438,7 +438,7 @@ async fn checkpoint(State(state): State<Arc<AppState>>, request: HttpRequest) ->
     };
     match run(&state, command).await {
         Ok(Reply::Recorded) => answer::<()>(Ok(())),
-        Ok(Reply::Unsaved(r)) => answer(r),
+        Ok(Reply::Unsaved(r) | Reply::Checkpoint(r)) => answer(r),
         Ok(_) => unexpected(),
         Err(unavailable) => unavailable,
     }

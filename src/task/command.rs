@@ -154,10 +154,11 @@ pub enum Reply {
     HandBack(Result<(), QueueError>),
     /// Answer to [`Command::Unsaved`].
     Unsaved(Result<(), QueueError>),
+    /// Answer to [`Command::Checkpoint`].
+    Checkpoint(Result<(), QueueError>),
     /// Answer to [`Command::Grow`].
     Grow(Result<(), QueueError>),
-    /// Answer to [`Command::DeclareCheckpoints`], [`Command::Checkpoint`]
-    /// and [`Command::Rewind`].
+    /// Answer to [`Command::DeclareCheckpoints`] and [`Command::Rewind`].
     Recorded,
     /// Answer to [`Command::RetryFailed`]: the tasks put back, and the
     /// failures that could not be (see [`Queue::retry_failed`]).
@@ -193,7 +194,8 @@ impl Reply {
             | Reply::Unsaved(reply)
             | Reply::Grow(reply) => reply.is_ok(),
             Reply::Fail(reply) => reply.is_ok(),
-            Reply::Recorded => true,
+            // A refused checkpoint may have counted its worker gone.
+            Reply::Recorded | Reply::Checkpoint(_) => true,
             Reply::Tick { expired, gone } => !expired.is_empty() || !gone.is_empty(),
             Reply::RetryFailed { retried, .. } => *retried > 0,
         }
@@ -248,10 +250,7 @@ impl Queue {
             }
             Command::Checkpoint {
                 id, pieces, worker, ..
-            } => {
-                self.checkpoint_by(*worker, id, pieces);
-                Reply::Recorded
-            }
+            } => Reply::Checkpoint(self.checkpoint_by(*worker, id, pieces)),
             Command::Unsaved {
                 now,
                 worker,

@@ -341,6 +341,20 @@ impl Queue {
         if self.over {
             return Ok(LeaseReply::JobOver);
         }
+        if self.nothing_planned() {
+            // A worker whose trainers hold rows in no checkpoint ends their
+            // streams (their final checkpoints save them); the others wait,
+            // to serve again what a worker that dies before that held.
+            let holds = self
+                .workers
+                .get(&worker)
+                .is_some_and(|r| !r.unsaved.is_empty());
+            return Ok(if holds {
+                LeaseReply::JobOver
+            } else {
+                LeaseReply::Wait
+            });
+        }
         let mut leases = Vec::new();
         while leases.len() < max {
             let Some(piece) = self.makeup.todo.pop_front() else {
@@ -729,11 +743,24 @@ impl Queue {
         }
     }
 
-    /// The job is over once every epoch is and the makeup rows are served.
+    /// The job is over once every epoch is, the makeup rows are served, and
+    /// no live worker's trainers hold rows in no checkpoint: a worker that
+    /// dies before its trainers' final checkpoint has those rows made up.
     fn settle_makeup(&mut self) {
-        if self.epochs_over && self.makeup.todo.is_empty() && self.makeup.live.is_empty() {
+        if self.nothing_planned()
+            && !self
+                .workers
+                .values()
+                .any(|r| !r.gone && !r.unsaved.is_empty())
+        {
             self.over = true;
         }
+    }
+
+    /// Every epoch is over and no makeup rows wait or are leased: the job is
+    /// over once the live workers' trainers saved what they hold.
+    fn nothing_planned(&self) -> bool {
+        self.epochs_over && self.makeup.todo.is_empty() && self.makeup.live.is_empty()
     }
 
     /// What `worker`'s trainers acknowledged that is in none of its complete
@@ -749,6 +776,7 @@ impl Queue {
             record.unsaved = pieces;
         }
         self.touch(worker, now);
+        self.settle_makeup();
         Ok(())
     }
 
@@ -789,20 +817,54 @@ impl Queue {
             .map(|(w, _)| *w)
             .collect();
         for &worker in &gone {
-            let unsaved = match self.workers.get_mut(&worker) {
-                Some(record) => {
-                    record.gone = true;
-                    std::mem::take(&mut record.unsaved)
-                }
-                None => continue,
-            };
-            for piece in unsaved {
-                for committed in self.committed_parts(piece) {
-                    self.makeup.todo.push_back(committed);
-                }
-            }
+            self.make_gone(worker);
+        }
+        if !gone.is_empty() {
+            self.settle_makeup();
         }
         gone
+    }
+
+    /// Counts `worker` gone: its requests are refused from now on, and the
+    /// committed rows its trainers held in no checkpoint are served again.
+    fn make_gone(&mut self, worker: WorkerId) {
+        let unsaved = match self.workers.get_mut(&worker) {
+            Some(record) => {
+                record.gone = true;
+                std::mem::take(&mut record.unsaved)
+            }
+            None => return,
+        };
+        for piece in unsaved {
+            for committed in self.committed_parts(piece) {
+                self.makeup.todo.push_back(committed);
+            }
+        }
+    }
+
+    /// Whether the rows of `piece` are committed, or held by `worker` under
+    /// a live lease (of their task, or of rows served again).
+    fn held_or_committed(&self, worker: WorkerId, piece: &CutPiece) -> bool {
+        let committed: u64 = self
+            .committed_parts(*piece)
+            .iter()
+            .map(|p| p.end - p.start)
+            .sum();
+        if committed >= piece.end - piece.start {
+            return true;
+        }
+        let leased = piece.epoch == self.epoch
+            && self.tasks.get(piece.split as usize).is_some_and(
+                |t| matches!(t.state, TaskState::Leased { worker: w, .. } if w == worker),
+            );
+        leased
+            || self.makeup.live.values().any(|(w, held, _)| {
+                *w == worker
+                    && held.epoch == piece.epoch
+                    && held.split == piece.split
+                    && held.start <= piece.start
+                    && piece.end <= held.end
+            })
     }
 
     /// The parts of `piece` whose rows are committed (not served again by
@@ -1320,12 +1382,34 @@ impl Queue {
     /// Records the complete checkpoint `id`, holding `pieces` besides what
     /// earlier checkpoints held.
     pub fn checkpoint(&mut self, _now: Millis, id: &str, pieces: &[CutPiece]) {
-        self.checkpoint_by(None, id, pieces);
+        // Without a worker nothing is refused.
+        let _ = self.checkpoint_by(None, id, pieces);
     }
 
     /// [`Queue::checkpoint`] reported by `worker`, whose name then resumes
     /// from `id` (see [`Queue::checkpoint_of`]).
-    pub fn checkpoint_by(&mut self, worker: Option<WorkerId>, id: &str, pieces: &[CutPiece]) {
+    ///
+    /// A worker's checkpoint may hold only rows that are committed, or that
+    /// it holds a live lease of (their commits follow): a checkpoint with
+    /// rows that are served again elsewhere (a lease that lapsed while the
+    /// worker was paused or cut off) is refused, and the worker is counted
+    /// gone at once, so its trainers go back to its last checkpoint recorded
+    /// here and what it held in none is served again.
+    pub fn checkpoint_by(
+        &mut self,
+        worker: Option<WorkerId>,
+        id: &str,
+        pieces: &[CutPiece],
+    ) -> Result<(), QueueError> {
+        if let Some(worker) = worker {
+            self.check_alive(worker)?;
+            if pieces.iter().any(|p| !self.held_or_committed(worker, p)) {
+                self.make_gone(worker);
+                self.due = Due(self.next_due());
+                self.settle_makeup();
+                return Err(QueueError::Gone { worker });
+            }
+        }
         let name = worker
             .and_then(|w| self.workers.get(&w))
             .and_then(|r| r.name.clone());
@@ -1336,6 +1420,7 @@ impl Queue {
         // next report of its unsaved rows arrives.
         if let Some(record) = worker.and_then(|w| self.workers.get_mut(&w)) {
             record.unsaved = subtract(std::mem::take(&mut record.unsaved), pieces);
+            self.settle_makeup();
         }
         let splits = self.tasks.len();
         let rows: Vec<Option<u64>> = (0..splits as u32).map(|s| self.split_rows(s)).collect();
@@ -1344,6 +1429,7 @@ impl Queue {
         self.cut.add(id, pieces, splits, |s| {
             rows.get(s as usize).copied().flatten()
         });
+        Ok(())
     }
 
     /// The rows of the last complete checkpoint.

@@ -834,7 +834,8 @@ fn a_silent_worker_with_unsaved_rows_is_gone_and_they_are_served_again() {
     // acknowledged but never committed.
     q.unsaved(11, w, vec![rows(0, lease.split, 0, 80)])
         .expect("unsaved");
-    q.checkpoint_by(Some(w), "7", &[rows(0, lease.split, 0, 40)]);
+    q.checkpoint_by(Some(w), "7", &[rows(0, lease.split, 0, 40)])
+        .expect("checkpoint");
     assert_eq!(q.checkpoint_of("w1"), Some("7"));
     // Silent past the lease timeout: gone; its task resumes at 60 and rows
     // 40..60 are served again on their own.
@@ -1099,4 +1100,89 @@ fn a_checkpoint_of_a_followed_job_never_makes_its_epoch_whole() {
         lease.split, 1,
         "the checkpointed split stays done, the new one is served"
     );
+}
+
+#[test]
+fn the_job_waits_for_the_final_checkpoints_of_live_workers() {
+    let mut q = queue(1, 1, 3);
+    let w = q.register_as(0, None, Some("w1".to_string()));
+    let lease = lease_one(&mut q, 0, w);
+    q.unsaved(1, w, vec![rows(0, lease.split, 0, 10)])
+        .expect("unsaved");
+    q.finish(2, w, lease.attempt, 10).expect("finish");
+    assert!(
+        !q.is_over(),
+        "w1's trainers hold rows in no checkpoint: {:?}",
+        q.status()
+    );
+    // Nothing more for w1 to read: it ends its trainers' streams...
+    assert_eq!(q.lease(3, w, 1), Ok(LeaseReply::JobOver));
+    // ... and their final checkpoint covers the rows.
+    q.checkpoint_by(Some(w), "2", &[rows(0, lease.split, 0, 10)])
+        .expect("checkpoint");
+    assert!(q.is_over(), "{:?}", q.status());
+}
+
+#[test]
+fn a_worker_that_dies_before_its_final_checkpoint_has_its_rows_made_up() {
+    let mut q = queue(1, 1, 3);
+    let w = q.register_as(0, None, Some("w1".to_string()));
+    let other = q.register(0);
+    let lease = lease_one(&mut q, 0, w);
+    q.checkpoint_by(Some(w), "1", &[rows(0, lease.split, 0, 4)])
+        .expect("checkpoint");
+    q.unsaved(1, w, vec![rows(0, lease.split, 4, 10)])
+        .expect("unsaved");
+    q.finish(2, w, lease.attempt, 10).expect("finish");
+    assert_eq!(q.lease(3, w, 1), Ok(LeaseReply::JobOver));
+    // The other worker holds nothing unsaved: it waits, in case w1 dies.
+    assert_eq!(q.lease(3, other, 1), Ok(LeaseReply::Wait));
+    // Killed before its final checkpoint: silent past the lease timeout.
+    q.heartbeat(TIMEOUT, other).expect("heartbeat");
+    q.tick(3 + TIMEOUT);
+    assert!(!q.is_over(), "rows 4..10 are in no model yet");
+    // The waiting worker is served exactly the rows after checkpoint 1.
+    assert_eq!(q.checkpoint_of("w1"), Some("1"));
+    let again = other;
+    let makeup = tasks(q.lease(4_001, again, 3));
+    assert_eq!(makeup.len(), 1, "{makeup:?}");
+    assert_eq!(
+        (makeup[0].offset, makeup[0].skip.clone()),
+        (4, vec![(10, u64::MAX)])
+    );
+    q.finish(4_002, again, makeup[0].attempt, 10)
+        .expect("finish");
+    assert!(q.is_over(), "{:?}", q.status());
+}
+
+#[test]
+fn a_checkpoint_with_rows_that_went_elsewhere_is_refused_and_its_worker_gone() {
+    let mut q = queue(1, 1, 3);
+    let w = q.register_as(0, None, Some("w1".to_string()));
+    let other = q.register(0);
+    let lease = lease_one(&mut q, 0, w);
+    q.unsaved(1, w, vec![rows(0, lease.split, 0, 4)])
+        .expect("unsaved");
+    q.commit(1, w, lease.attempt, 4).expect("commit");
+    q.checkpoint_by(Some(w), "1", &[rows(0, lease.split, 0, 4)])
+        .expect("committed rows of a live lease");
+    // w1 is paused past its lease (it holds no unsaved rows, so it is not
+    // counted gone); the task goes to another worker at row 4.
+    q.heartbeat(TIMEOUT, other).expect("heartbeat");
+    q.tick(1 + TIMEOUT);
+    let again = lease_one(&mut q, 1 + TIMEOUT, other);
+    assert_eq!(again.offset, 4);
+    // Back, w1's trainer saved rows 4..6, which are the other worker's now.
+    assert_eq!(
+        q.checkpoint_by(Some(w), "2", &[rows(0, lease.split, 4, 6)]),
+        Err(QueueError::Gone { worker: w })
+    );
+    assert_eq!(
+        q.checkpoint_of("w1"),
+        Some("1"),
+        "w1 resumes from checkpoint 1"
+    );
+    assert_eq!(q.heartbeat(2_000, w), Err(QueueError::Gone { worker: w }));
+    q.finish(2_001, other, again.attempt, 10).expect("finish");
+    assert!(q.is_over(), "{:?}", q.status());
 }

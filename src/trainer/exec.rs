@@ -656,6 +656,10 @@ impl ExecTrainer {
             Some(status) => status,
             None => self.wait_exit()?,
         };
+        // Lines after the last ack (the final `checkpoint ID`) count too.
+        for event in self.child.remaining_events() {
+            self.handle(event)?;
+        }
         if !status.success() {
             self.check_runnable(status)?;
             return Err(TrainerError::ExecFailed {

@@ -52,6 +52,18 @@ pub enum Queues {
     PerDevice(Vec<mpsc::Receiver<OutBatch>>),
 }
 
+/// What stops the device threads short of the end of their queue.
+#[derive(Debug, Clone, Default)]
+pub struct Brakes {
+    /// Once set, no batch is handed to a trainer (nothing acknowledged could
+    /// be committed).
+    pub halt: Halt,
+    /// Once set, every trainer is dropped (its process group killed) without
+    /// the end of its stream: the worker rolls them back to their last
+    /// complete checkpoint.
+    pub abandon: Halt,
+}
+
 /// The running device threads.
 pub struct Devices {
     handles: Vec<JoinHandle<()>>,
@@ -68,7 +80,7 @@ impl Devices {
         batches: Queues,
         events: mpsc::UnboundedSender<DeviceEvent>,
         lost: LeaseClock,
-        halt: Halt,
+        brakes: Brakes,
         completed: Completed,
     ) -> Result<Devices, TrainerError> {
         let (queues, lockstep): (Vec<_>, bool) = match batches {
@@ -89,11 +101,14 @@ impl Devices {
             };
             let tx = events.clone();
             let lost = (!lockstep).then(|| lost.clone());
-            let halt = halt.clone();
+            let halt = brakes.halt.clone();
+            let abandon = brakes.abandon.clone();
             let completed = completed.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("sluice-device-{device}"))
-                .spawn(move || device_loop(device, trainer, rx, tx, lost, halt, completed))
+                .spawn(move || {
+                    device_loop(device, trainer, rx, tx, lost, [halt, abandon], completed)
+                })
                 .map_err(|source| TrainerError::Io {
                     action: format!("start the thread of device {device}"),
                     source,
@@ -162,16 +177,20 @@ impl InFlight {
 /// Feeds one device's trainer. `lost` drops the rows of lost leases from a
 /// batch before it is handed over; without it (`--lockstep`) every batch is
 /// fed whole, as the other devices are fed the rest of its step. Once `halt`
-/// is set no batch is handed over at all.
+/// is set no batch is handed over at all. Once `abandon` is set the trainer
+/// is dropped (its process group killed) without the end of its stream, so
+/// it writes no checkpoint after it: the worker rolls its trainers back to
+/// their last complete checkpoint.
 fn device_loop(
     device: usize,
     mut trainer: Box<dyn Trainer>,
     rx: Arc<Mutex<mpsc::Receiver<OutBatch>>>,
     tx: mpsc::UnboundedSender<DeviceEvent>,
     lost: Option<LeaseClock>,
-    halt: Halt,
+    [halt, abandon]: [Halt; 2],
     completed: Completed,
 ) {
+    let abandoned = || abandon.reason().is_some();
     let mut told = None;
     let mut inflight = InFlight {
         next_seq: 0,
@@ -216,6 +235,9 @@ fn device_loop(
             let Some(out) = next else {
                 break;
             };
+            if abandoned() {
+                return Ok(());
+            }
             if halt.reason().is_some() {
                 // Nothing acknowledged now could be committed.
                 continue;
@@ -233,6 +255,9 @@ fn device_loop(
                 };
                 let mut pending = true;
                 while doubtful(&out) {
+                    if abandoned() {
+                        return Ok(());
+                    }
                     if pending {
                         let (done, all) = trainer.flush_some()?;
                         inflight.report(device, done, trainer.take_marks(), &tx);
@@ -266,6 +291,9 @@ fn device_loop(
                 data: completed.tag(out.data, &mut told),
             })?;
             inflight.report(device, done, trainer.take_marks(), &tx);
+        }
+        if abandoned() {
+            return Ok(());
         }
         let done = trainer.finish()?;
         inflight.report(device, done, trainer.take_marks(), &tx);

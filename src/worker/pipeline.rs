@@ -21,7 +21,7 @@ use tracing::{debug, warn};
 use super::backoff::Backoff;
 use super::batcher::{self, Batcher, OutBatch};
 use super::checkpoints::{CheckpointAction, Checkpoints, Completed};
-use super::devices::{DeviceEvent, Devices, Queues};
+use super::devices::{Brakes, DeviceEvent, Devices, Queues};
 use super::ledger::{Action, Ledger};
 use super::reader::{self, ReadEvent};
 use super::stepper::{Step, Stepper};
@@ -110,6 +110,8 @@ pub struct RunOutcome {
     pub stopped: bool,
     /// Rows dropped by `--drop-last` (committed as consumed, trained by no one).
     pub dropped: u64,
+    /// The trainers declared that they keep checkpoints.
+    pub checkpointed: bool,
 }
 
 /// Errors that stop a worker.
@@ -151,6 +153,24 @@ pub enum PipelineError {
     /// the feed stopped at once.
     #[error("{0}; stopped handing batches to trainers (what they acknowledged since is not committed, and a resume serves it again)")]
     Halted(String),
+    /// The master gave a lease of this worker to another one (or counted the
+    /// worker gone) while its trainers, which keep checkpoints, may hold rows
+    /// of it: the trainers were stopped without a further checkpoint, to
+    /// start again from their last complete one (the master serves every
+    /// row after it again).
+    #[error("{0}: trainers stopped, to start again from their last complete checkpoint")]
+    RolledBack(String),
+}
+
+impl PipelineError {
+    /// Whether the master refused this worker as gone (silent past the
+    /// lease timeout while its trainers held rows in no checkpoint).
+    fn is_gone(&self) -> bool {
+        matches!(
+            self,
+            PipelineError::Queue(SourceError::Refused(crate::task::QueueError::Gone { .. }))
+        )
+    }
 }
 
 /// Runs one worker until the job is over.
@@ -176,6 +196,7 @@ pub async fn run(
     let (event_tx, mut event_rx) = mpsc::unbounded_channel::<DeviceEvent>();
     let clock = LeaseClock::new(config.lease_timeout);
     let halt = source.halt().unwrap_or_default();
+    let abandon = Halt::default();
     let completed = Completed::default();
     let devices = Devices::start(
         factory,
@@ -183,7 +204,10 @@ pub async fn run(
         queues,
         event_tx,
         clock.clone(),
-        halt.clone(),
+        Brakes {
+            halt: halt.clone(),
+            abandon: abandon.clone(),
+        },
         completed.clone(),
     )
     .map_err(PipelineError::Start)?;
@@ -265,16 +289,34 @@ pub async fn run(
         )
         .await;
     drop(beats);
+    let mut result = match result {
+        Err(e) if e.is_gone() && state.rolls_back() => Err(PipelineError::RolledBack(
+            "the master counted this worker gone (silent past the lease timeout)".to_string(),
+        )),
+        result => result,
+    };
+    let rolled_back = matches!(result, Err(PipelineError::RolledBack(_)));
+    if rolled_back {
+        // Before the device queues close: no trainer ends its stream (and
+        // writes a checkpoint after it).
+        abandon.set("rolled back".to_string());
+        state.clock.stop_all();
+        state.outbox.clear();
+    }
     state.stop_readers();
     drop(state.batch_tx.take());
     state.lanes.clear();
-    let mut result = result;
     let stop_requested = state
         .config
         .stop
         .as_ref()
         .is_some_and(|s| *s.signal.borrow());
-    let joined = if state.outcome.stopped || stop_requested {
+    let joined = if rolled_back {
+        // The trainers are killed; nothing they still say counts.
+        let joined = tokio::task::spawn_blocking(move || devices.join());
+        while event_rx.recv().await.is_some() {}
+        Some(joined)
+    } else if state.outcome.stopped || stop_requested {
         // Stopped, leases handed back (or a stop was asked for and the run
         // failed meanwhile): trainers still busy past the grace period end
         // with the process (their process groups are killed).
@@ -298,6 +340,23 @@ pub async fn run(
         }
         Some(joined)
     };
+    if result.is_ok() && state.rolls_back() && !state.outcome.stopped {
+        let unsaved: u64 = state
+            .checkpoints
+            .unsaved()
+            .iter()
+            .map(|p| p.end - p.start)
+            .sum();
+        if unsaved > 0 {
+            warn!(
+                rows = unsaved,
+                "the trainers ended without a checkpoint after their last batch: {unsaved} rows \
+                 they acknowledged are in none, and the master serves them again to the next \
+                 worker that joins"
+            );
+        }
+    }
+    state.outcome.checkpointed = state.checkpoints.declared();
     // Every report made so far reaches the master before the worker goes on.
     let Coordinator {
         reports, outcome, ..
@@ -743,6 +802,10 @@ impl Coordinator {
                 },
                 Some(beat) = beats.recv() => {
                     let lost = beat?;
+                    if self.rolls_back() {
+                        warn!(attempt = %lost, "lease lost while trainers may hold its rows; rolling them back to their last complete checkpoint");
+                        return Err(PipelineError::RolledBack(format!("lease {lost} was lost")));
+                    }
                     warn!(attempt = %lost, "lease lost; its rows will be served again elsewhere");
                     self.lose(lost).await?;
                 }
@@ -1024,6 +1087,13 @@ impl Coordinator {
                 false
             }
         }
+    }
+
+    /// Whether a lost lease rolls the trainers back: they keep checkpoints,
+    /// and the master serves again what this worker held in none (a
+    /// distributed job).
+    fn rolls_back(&self) -> bool {
+        self.checkpoints.declared() && self.source.keeps_unsaved()
     }
 
     fn report(&mut self, report: Report) {

@@ -453,25 +453,34 @@ pub fn table_ids(version: &Value) -> std::collections::HashMap<i64, u32> {
         .collect()
 }
 
-/// The union of the models in the final-* files that
+/// The union over devices of the newest model in the final-* files that
 /// `tests/trainers/checkpoint_ids.py` wrote in `out`: id -> times trained.
 /// Panics when there is none.
 pub fn final_model(out: &Path) -> std::collections::HashMap<i64, u64> {
-    let mut model = std::collections::HashMap::new();
-    let mut files = 0;
+    // Per device, the final model holding the most batches: a trainer that
+    // resumed from an earlier one's checkpoint supersedes it.
+    let mut newest: std::collections::HashMap<u64, (u64, serde_json::Value)> =
+        std::collections::HashMap::new();
     for entry in std::fs::read_dir(out).expect("list").flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         if !name.starts_with("final-") {
             continue;
         }
-        files += 1;
         let text = std::fs::read_to_string(entry.path()).expect("read final");
         let value = parse_json(&text, &name);
+        let device = value["device"].as_u64().expect("device");
+        let batches = value["batches"].as_u64().expect("batches");
+        if newest.get(&device).is_none_or(|(b, _)| batches > *b) {
+            newest.insert(device, (batches, value));
+        }
+    }
+    assert!(!newest.is_empty(), "no trainer wrote its final model");
+    let mut model = std::collections::HashMap::new();
+    for (_, value) in newest.values() {
         for (id, n) in value["model"].as_object().expect("model") {
             *model.entry(id.parse::<i64>().expect("id")).or_insert(0) += n.as_u64().expect("count");
         }
     }
-    assert!(files > 0, "no trainer wrote its final model");
     model
 }
 

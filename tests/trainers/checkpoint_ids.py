@@ -40,6 +40,8 @@ Files in OUT (ids as text: str() of the id column's values):
                               shows up in several such files).
     died-<device>, unacked-<device>-<pid>.txt   see --die-after.
     died-ckpt-<device>        see --die-in-checkpoint.
+    ended-<device>-<pid>      created when the stream ended (before --linger and the
+                              final checkpoint)
 
 Options:
     --out DIR                where to write (required)
@@ -58,6 +60,8 @@ Options:
                              and before `checkpoint ID` is written: if
                              OUT/died-ckpt-<device> does not exist yet, create it and
                              exit with status 9 (a checkpoint saved, never reported).
+    --linger S               at the end of the stream, wait S seconds before the final
+                             checkpoint (a trainer slow to save its model)
 """
 
 import argparse
@@ -174,6 +178,9 @@ def main():
     ap.add_argument("--die-in-checkpoint", type=int, default=None, metavar="N",
                     help="die (once per device) between saving and reporting the Nth "
                          "checkpoint of this process")
+    ap.add_argument("--linger", type=float, default=0.0, metavar="S",
+                    help="seconds to wait at the end of the stream before the final "
+                         "checkpoint")
     args = ap.parse_args()
 
     if "SLUICE_ACK_FD" not in os.environ:
@@ -224,6 +231,9 @@ def main():
             if args.every and acked % args.every == 0:
                 trainer.checkpoint()
 
+    append_ids(os.path.join(args.out, f"ended-{device}-{pid}"), [])
+    if args.linger:
+        time.sleep(args.linger)
     final = trainer.checkpoint()
     write_json_atomically(args.out, f"final-{device}-{pid}.json", {
         "device": device, "pid": pid, "resumed_from": resume, "checkpoint": final,
