@@ -110,8 +110,21 @@ def main(argv):
     args = ap.parse_args(words)
     _stderr_apart_from_stdout()
 
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
+    # Too few task slots for the workers fails here, before the SparkContext
+    # (and the executors) start; train() checks again once they have.
+    SparkContext._ensure_initialized()
+    try:
+        sluice_spark.check_slots(SparkConf(), args.workers)
+    except sluice_spark.SluiceSparkError as e:
+        print(f"train_on_spark.py: {e}", file=sys.stderr, flush=True)
+        summary = {"error": str(e), "exit_code": None, "spark_tasks": []}
+        if args.summary_json:
+            sluice_spark.write_summary(args.summary_json, summary)
+        print(json.dumps(summary), flush=True)
+        return 1
     spark = SparkSession.builder.appName(f"sluice {args.url}").getOrCreate()
     try:
         summary = sluice_spark.train(

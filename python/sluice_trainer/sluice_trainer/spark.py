@@ -49,7 +49,7 @@ import time
 
 from ._binary import find_sluice_bin
 
-__all__ = ["SluiceSparkError", "train"]
+__all__ = ["SluiceSparkError", "check_slots", "train", "write_summary"]
 
 # Flags the launcher sets itself (`listen` is train()'s own parameter).
 _RESERVED = {"state", "token-file", "master", "name", "exec", "help", "version"}
@@ -136,7 +136,7 @@ def train(path, num_workers, exec, *, spark=None, state=None, sluice=None, port=
         _check_slots(sc, num_workers, slots_timeout)
     except SluiceSparkError as e:
         e.summary = {"error": str(e), "exit_code": None, "spark_tasks": []}
-        _write_summary(summary_json, e.summary)
+        write_summary(summary_json, e.summary)
         raise
 
     token = secrets.token_hex(24)
@@ -172,17 +172,10 @@ def train(path, num_workers, exec, *, spark=None, state=None, sluice=None, port=
         watcher = threading.Thread(target=_watch_master, args=(master, sc, group, stop),
                                    daemon=True)
         watcher.start()
-        sc.setJobGroup(group, f"sluice: {num_workers} workers on {path}",
-                       interruptOnCancel=True)
         stage_over = False
         try:
-            rdd = sc.parallelize(range(num_workers), num_workers)
-            # Spark never runs a failed barrier *result* stage again (it may have
-            # committed output), but it does run a failed barrier shuffle map stage
-            # again (spark.stage.maxConsecutiveAttempts): the shuffle behind the
-            # workers' stage makes it one.
-            workers = rdd.barrier().mapPartitions(lambda it: _worker_task(conf, it))
-            tasks = workers.repartition(1).collect()
+            tasks = _run_stage(sc, group, f"sluice: {num_workers} workers on {path}",
+                               num_workers, conf)
             stage_over = True
         except Exception as e:
             stage_over = True
@@ -213,7 +206,6 @@ def train(path, num_workers, exec, *, spark=None, state=None, sluice=None, port=
             if not stage_over:
                 # Interrupted (SIGTERM, Ctrl-C): the workers stop with their tasks.
                 _quietly(sc.cancelJobGroup, group)
-            _quietly(sc.setLocalProperty, "spark.jobGroup.id", None)
         status = _status(binary, local, port, env)
         summary.update(status or {})
         summary["exit_code"] = _stop(master)
@@ -240,7 +232,39 @@ def train(path, num_workers, exec, *, spark=None, state=None, sluice=None, port=
         if own_state:
             shutil.rmtree(state, ignore_errors=True)
         restore()
-        _write_summary(summary_json, summary)
+        write_summary(summary_json, summary)
+
+
+def _run_stage(sc, group, description, num_workers, conf):
+    """Runs the barrier stage of the workers in job group `group`; the task
+    dicts. The Spark job runs in a thread of its own while this (the caller's)
+    thread waits in short steps, so that a SIGTERM or Ctrl-C of the driver is
+    acted on at once rather than when the job ends."""
+    done = threading.Event()
+    outcome = {}
+
+    def run():
+        try:
+            sc.setJobGroup(group, description, interruptOnCancel=True)
+            rdd = sc.parallelize(range(num_workers), num_workers)
+            # Spark never runs a failed barrier *result* stage again (it may have
+            # committed output), but it does run a failed barrier shuffle map stage
+            # again (spark.stage.maxConsecutiveAttempts): the shuffle behind the
+            # workers' stage makes it one.
+            workers = rdd.barrier().mapPartitions(lambda it: _worker_task(conf, it))
+            outcome["tasks"] = workers.repartition(1).collect()
+        except BaseException as e:
+            outcome["error"] = e
+        finally:
+            _quietly(sc.setLocalProperty, "spark.jobGroup.id", None)
+            done.set()
+
+    threading.Thread(target=run, name="sluice-stage", daemon=True).start()
+    while not done.wait(0.2):
+        pass
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["tasks"]
 
 
 def _stop(master):
@@ -262,8 +286,9 @@ def _quietly(call, *args):
         pass
 
 
-def _write_summary(path, summary):
-    """Writes the summary to `path` (whole or not at all), when given."""
+def write_summary(path, summary):
+    """Writes `summary` as JSON to the file `path` (whole or not at all: through a
+    temporary file renamed into place); nothing when `path` is empty."""
     if not path:
         return
     path = os.fspath(path)
@@ -345,17 +370,30 @@ def _local_host(bind_host):
     return bind_host
 
 
-def _check_slots(sc, num_workers, timeout):
-    """Raises SluiceSparkError, naming both numbers, when the application has
-    fewer task slots than `num_workers` (a barrier stage needs them all at
-    once; Spark would otherwise wait for them silently), or when executors
-    with that many have not registered within `timeout` seconds."""
-    expected, how = _expected_slots(sc)
+def check_slots(conf, num_workers):
+    """Raises SluiceSparkError, naming both numbers, when the Spark
+    configuration `conf` (a SparkConf, before or after the SparkContext
+    starts) gives fewer task slots than `num_workers`: `local[N]`,
+    `local-cluster[N,C,M]`, or `spark.executor.instances` x
+    `spark.executor.cores`, each divided by `spark.task.cpus`. Says nothing
+    where the configuration does not tell (train() then also waits for the
+    executors to register)."""
+    expected, how = _expected_slots(conf, conf.get("spark.master", ""))
     if expected is not None and expected < num_workers:
         raise SluiceSparkError(
             f"num_workers={num_workers} needs {num_workers} Spark task slots at once "
             f"(one barrier stage), but the application has {expected} ({how}): "
             f"ask for more executors or cores, or pass num_workers={expected} or fewer")
+
+
+def _check_slots(sc, num_workers, timeout):
+    """Raises SluiceSparkError, naming both numbers, when the application has
+    fewer task slots than `num_workers` (a barrier stage needs them all at
+    once; Spark would otherwise wait for them silently), or when executors
+    with that many have not registered within `timeout` seconds."""
+    conf = sc.getConf()
+    conf.set("spark.master", sc.master or "")
+    check_slots(conf, num_workers)
     deadline = time.monotonic() + timeout
     while True:
         now = _registered_slots(sc)
@@ -381,11 +419,9 @@ def _registered_slots(sc):
         return None
 
 
-def _expected_slots(sc):
+def _expected_slots(conf, master):
     """(task slots the application's configuration gives, how), or (None, None)
     where it does not say (executors still to be granted by the cluster)."""
-    conf = sc.getConf()
-    master = sc.master or ""
     task_cpus = _int(conf.get("spark.task.cpus"), 1)
     per = f"spark.task.cpus={task_cpus}"
     m = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?", master)
@@ -396,7 +432,7 @@ def _expected_slots(sc):
     if m:
         executors, cores = int(m.group(1)), int(m.group(2))
         return (executors * (cores // task_cpus),
-                f"{master}: {executors} executors of {cores} cores, {per}")
+                f"{master}: {executors} executors of {cores} core{'s' if cores != 1 else ''}, {per}")
     if conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true":
         return None, None
     instances = _int(conf.get("spark.executor.instances"), None)
