@@ -140,6 +140,14 @@ def main(argv):
     except (TypeError, ValueError) as e:
         print(f"train_on_spark.py: {e}", file=sys.stderr, flush=True)
         return 64
+    except KeyboardInterrupt:
+        print("train_on_spark.py: interrupted; the stage was cancelled and the master stopped",
+              file=sys.stderr, flush=True)
+        return 130
+    except SystemExit as e:
+        print("train_on_spark.py: stopped by SIGTERM; the stage was cancelled and the master "
+              "stopped", file=sys.stderr, flush=True)
+        return e.code
     finally:
         spark.stop()
     print(json.dumps(summary), flush=True)
