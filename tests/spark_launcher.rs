@@ -656,7 +656,15 @@ fn a_trainer_that_keeps_failing_stops_the_job_at_once_with_its_cause_first() {
         "the first line should be the trainer's failure: {first}\n{}",
         submit.stderr_tail()
     );
+    // It comes before what stopping the master logs.
     let stderr = submit.stderr();
+    let at = |text: &str| stderr.lines().position(|l| l.contains(text));
+    let cause_at = at("train_on_spark.py: sluice worker spark-");
+    let master_stop_at = at("sluice master: SIGTERM: stopping");
+    assert!(
+        cause_at.is_some() && master_stop_at.is_some() && cause_at < master_stop_at,
+        "the cause (line {cause_at:?}) should come before the master's stop (line {master_stop_at:?}):\n{stderr}"
+    );
     for java in ["Py4JJavaError", "collectAndServe", "Traceback"] {
         assert!(!stderr.contains(java), "stderr shows `{java}`:\n{stderr}");
     }

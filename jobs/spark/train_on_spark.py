@@ -24,6 +24,7 @@ executors, e.g. in the cluster's Python environment or the executor image.
 
 import argparse
 import json
+import logging
 import os
 import stat
 import sys
@@ -109,6 +110,14 @@ def main(argv):
                     help="how long to wait for executors with --workers task slots")
     args = ap.parse_args(words)
     _stderr_apart_from_stdout()
+    # The launcher logs why the job failed as soon as it knows, before it
+    # stops the master: that line is the first of the failure on stderr.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("train_on_spark.py: %(message)s"))
+    log = logging.getLogger("sluice_trainer")
+    log.addHandler(handler)
+    log.setLevel(logging.WARNING)
+    log.propagate = False
 
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
@@ -133,7 +142,7 @@ def main(argv):
             summary_json=args.summary_json, slots_timeout=args.slots_timeout,
             **sluice_options(rest))
     except sluice_spark.SluiceSparkError as e:
-        print(f"train_on_spark.py: {e}", file=sys.stderr, flush=True)
+        # train() logged the message already.
         if e.summary is not None:
             print(json.dumps(e.summary), flush=True)
         return 1
@@ -141,12 +150,9 @@ def main(argv):
         print(f"train_on_spark.py: {e}", file=sys.stderr, flush=True)
         return 64
     except KeyboardInterrupt:
-        print("train_on_spark.py: interrupted; the stage was cancelled and the master stopped",
-              file=sys.stderr, flush=True)
         return 130
     except SystemExit as e:
-        print("train_on_spark.py: stopped by SIGTERM; the stage was cancelled and the master "
-              "stopped", file=sys.stderr, flush=True)
+        # SIGTERM (train() turns it into SystemExit(143) to clean up).
         return e.code
     finally:
         spark.stop()

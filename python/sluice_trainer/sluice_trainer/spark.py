@@ -23,6 +23,14 @@ at its committed row offset, so no acknowledged row is trained on twice. A
 `sluice worker` dies with the Python task that started it (`PR_SET_PDEATHSIG`),
 so a task Spark kills leaves nothing training behind it.
 
+It fails fast and says why: fewer task slots than workers is an error naming
+both numbers before anything starts; a worker that fails by its own error (its
+trainer kept failing, a usage error) has the driver cancel the stage rather
+than Spark run it again, and that error is the first line of the failure
+(logged as soon as it is known, then raised). Worker output reaches the
+executor's log line by line. The master's temporary state is removed however
+train() ends (SIGTERM of the driver included).
+
 Needs: the `sluice` wheel installed on the driver and the executors (or
 `sluice=` naming a binary present on all of them), at least `num_workers` task
 slots at once, and dynamic allocation off (Spark's rule for barrier stages).
@@ -35,6 +43,7 @@ import ctypes
 import ctypes.util
 import hmac
 import json
+import logging
 import os
 import re
 import secrets
@@ -50,6 +59,10 @@ import time
 from ._binary import find_sluice_bin
 
 __all__ = ["SluiceSparkError", "check_slots", "train", "write_summary"]
+
+# Why the job failed is logged here (ERROR) as soon as it is known, before the
+# master is stopped (whose own lines would otherwise come first), then raised.
+_log = logging.getLogger(__name__)
 
 # Flags the launcher sets itself (`listen` is train()'s own parameter).
 _RESERVED = {"state", "token-file", "master", "name", "exec", "help", "version"}
@@ -136,6 +149,7 @@ def train(path, num_workers, exec, *, spark=None, state=None, sluice=None, port=
         _check_slots(sc, num_workers, slots_timeout)
     except SluiceSparkError as e:
         e.summary = {"error": str(e), "exit_code": None, "spark_tasks": []}
+        _log.error("%s", e)
         write_summary(summary_json, e.summary)
         raise
 
@@ -219,9 +233,13 @@ def train(path, num_workers, exec, *, spark=None, state=None, sluice=None, port=
         return summary
     except SluiceSparkError as e:
         e.summary = summary
+        _log.error("%s", e)
         raise
-    except (KeyboardInterrupt, SystemExit):
-        summary.setdefault("error", "the driver was stopped before the job was over")
+    except (KeyboardInterrupt, SystemExit) as e:
+        how = "SIGTERM" if isinstance(e, SystemExit) else "Ctrl-C"
+        summary.setdefault("error", f"stopped by {how} before the job was over")
+        _log.error("stopped by %s before the job was over: the stage is cancelled and the "
+                   "master stopped", how)
         raise
     finally:
         if master is not None:
