@@ -603,6 +603,50 @@ fn fewer_task_slots_than_workers_fail_within_seconds_naming_both_numbers() {
         assert_no_sluice_left(dir.path(), Duration::from_secs(1));
         assert_eq!(count_lines(&out, "ids-"), 0, "{master}: nothing trained");
     }
+
+    // train() itself, called from a PySpark program whose SparkContext runs.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = format!(
+        r#"
+import json, sluice_trainer.spark as s
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+try:
+    s.train({data:?}, 3, "true", spark=spark, sluice={SLUICE:?})
+except s.SluiceSparkError as e:
+    print("refused:", e)
+    print(json.dumps(e.summary))
+spark.stop()
+"#,
+        data = fixture(DATASET).display().to_string()
+    );
+    let started = Instant::now();
+    let run = common::run(
+        Command::new(python())
+            .args(["-c", &script])
+            .env("PYTHONPATH", repo("python/sluice_trainer"))
+            .env("TMPDIR", dir.path()),
+    )
+    .success();
+    // At once, not after slots_timeout (60 s): the configuration says 2.
+    assert!(started.elapsed() < Duration::from_secs(45), "{run}");
+    let refused = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("refused: "))
+        .unwrap_or_default();
+    assert!(
+        refused.contains("num_workers=3 needs 3 Spark task slots")
+            && refused.contains("the application has 2 (local[2]"),
+        "{run}"
+    );
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("list tmp")
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().starts_with("sluice-state-"))
+        .collect();
+    assert!(left.is_empty(), "temporary state left: {left:?}");
 }
 
 #[test]
