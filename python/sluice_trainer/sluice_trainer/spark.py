@@ -163,7 +163,7 @@ def train(path, num_workers, exec, *, spark=None, state=None, sluice=None, port=
     if own_state:
         state = tempfile.mkdtemp(prefix="sluice-state-")
     group = f"sluice-{port}-{secrets.token_hex(4)}"
-    summary = {"spark_tasks": []}
+    summary = {}
     master = None
     reports = None
     restore = _stop_on_sigterm()
@@ -245,6 +245,7 @@ def train(path, num_workers, exec, *, spark=None, state=None, sluice=None, port=
         if master is not None:
             code = _stop(master)
             summary.setdefault("exit_code", code)
+        summary.setdefault("spark_tasks", [])
         if reports is not None:
             reports.close()
         if own_state:
