@@ -14,8 +14,9 @@
 mod common;
 
 use std::collections::{HashMap, HashSet};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -48,20 +49,64 @@ struct Submit {
     child: Child,
     stdout: PathBuf,
     stderr: PathBuf,
+    /// The TMPDIR of the driver (where the master's temporary state goes).
+    tmp: PathBuf,
+}
+
+/// What a spark-submit of `jobs/spark/train_on_spark.py` runs.
+struct Launch<'a> {
+    /// `--master` of spark-submit.
+    master: &'a str,
+    /// `--workers`.
+    workers: u32,
+    /// `--exec`.
+    exec: String,
+    /// Further options of train_on_spark.py.
+    launcher: Vec<OsString>,
+    /// Flags of `sluice master` / `sluice worker` (after `--`).
+    sluice: Vec<String>,
+}
+
+impl Launch<'_> {
+    /// Two workers on `local-cluster[2,1,1024]`, trainers logging into `out`,
+    /// sleeping `sleep` seconds per batch.
+    fn cluster(out: &Path, sleep: f64) -> Launch<'static> {
+        Launch {
+            master: SPARK_MASTER,
+            workers: 2,
+            exec: ack_log(out, sleep),
+            launcher: Vec::new(),
+            sluice: ["--batch-size", &BATCH.to_string()]
+                .into_iter()
+                .chain(["--devices", "1", "--lease-timeout", "3s", "--quiet"])
+                .map(String::from)
+                .collect(),
+        }
+    }
 }
 
 impl Submit {
     /// `spark-submit jobs/spark/train_on_spark.py` on `DATASET` with two workers
-    /// whose trainers log into `out`, sleeping `sleep` seconds per batch.
+    /// whose trainers log into `out`, sleeping `sleep` seconds per batch, with
+    /// the master's state in `dir/state`.
     fn start(dir: &Path, out: &Path, sleep: f64) -> Submit {
+        let mut launch = Launch::cluster(out, sleep);
+        launch.launcher = vec!["--state".into(), dir.join("state").into()];
+        Submit::launch(dir, launch)
+    }
+
+    /// spark-submit of `launch`, its stdout and stderr in files of `dir`.
+    fn launch(dir: &Path, launch: Launch) -> Submit {
         let venv_bin = Path::new(&python())
             .parent()
             .expect("the venv's bin directory")
             .to_path_buf();
         let stdout = dir.join("spark-submit.out");
         let stderr = dir.join("spark-submit.err");
+        let tmp = dir.join("tmp");
+        std::fs::create_dir_all(&tmp).expect("tmp dir");
         let mut cmd = Command::new(venv_bin.join("spark-submit"));
-        cmd.args(["--master", SPARK_MASTER])
+        cmd.args(["--master", launch.master])
             .args(["--conf", "spark.ui.enabled=false"])
             .args(["--conf", "spark.ui.showConsoleProgress=false"])
             // Less JIT and GC work for three short-lived JVMs on a small machine.
@@ -78,28 +123,38 @@ impl Submit {
             .args(["--conf", "spark.stage.maxConsecutiveAttempts=4"])
             .arg(repo("jobs/spark/train_on_spark.py"))
             .arg(fixture(DATASET))
-            .args(["--workers", "2", "--exec", &ack_log(out, sleep)])
+            .args(["--workers", &launch.workers.to_string()])
+            .args(["--exec", &launch.exec])
             .arg("--sluice")
             .arg(SLUICE)
-            .arg("--state")
-            .arg(dir.join("state"))
-            .args(["--", "--batch-size", &BATCH.to_string()])
-            .args(["--devices", "1", "--lease-timeout", "3s", "--quiet"])
+            .args(&launch.launcher)
+            .arg("--")
+            .args(&launch.sluice)
             .env("PYSPARK_PYTHON", python())
             .env("PYSPARK_DRIVER_PYTHON", python())
             // The driver and the executors' Python workers import sluice_trainer
             // from the source tree (a cluster would have the wheel installed).
             .env("PYTHONPATH", repo("python/sluice_trainer"))
+            .env("TMPDIR", &tmp)
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(&stdout).expect("stdout file"))
-            .stderr(std::fs::File::create(&stderr).expect("stderr file"));
+            // Opened for appending, as a shell's `2>>` does: the launcher then
+            // writes its log lines there rather than into stdout.
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&stderr)
+                    .expect("stderr file"),
+            );
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         let child = cmd.spawn().expect("start spark-submit");
         Submit {
             child,
             stdout,
             stderr,
+            tmp,
         }
     }
 
@@ -108,28 +163,58 @@ impl Submit {
         self.child.try_wait().expect("try_wait").is_none()
     }
 
-    /// Waits for spark-submit; returns the job summary it printed.
-    fn summary(&mut self) -> Value {
+    /// Waits up to `deadline` for spark-submit to exit; its status and stdout.
+    fn wait(&mut self, deadline: Duration) -> (ExitStatus, String) {
         let start = Instant::now();
         let status = loop {
             if let Some(status) = self.child.try_wait().expect("try_wait") {
                 break status;
             }
             assert!(
-                start.elapsed() < SPARK_DEADLINE,
-                "spark-submit did not finish within {SPARK_DEADLINE:?}\n{}",
+                start.elapsed() < deadline,
+                "spark-submit did not finish within {deadline:?}\n{}",
                 self.stderr_tail()
             );
-            std::thread::sleep(Duration::from_millis(200));
+            std::thread::sleep(Duration::from_millis(100));
         };
         let stdout = std::fs::read_to_string(&self.stdout).expect("spark-submit stdout");
+        (status, stdout)
+    }
+
+    /// Waits for spark-submit; returns the job summary it printed: its whole
+    /// stdout is that one JSON object, with no log line around it.
+    fn summary(&mut self) -> Value {
+        let (status, stdout) = self.wait(SPARK_DEADLINE);
         assert!(
             status.success(),
             "spark-submit exited with {status}\nstdout: {stdout}\n{}",
             self.stderr_tail()
         );
-        let last = stdout.lines().last().unwrap_or_default();
-        common::parse_json(last, "the summary train_on_spark.py printed")
+        common::parse_json(&stdout, "the stdout of train_on_spark.py")
+    }
+
+    /// spark-submit's stderr so far.
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// The master's temporary state directories left in the driver's TMPDIR.
+    fn temporary_state(&self) -> Vec<String> {
+        std::fs::read_dir(&self.tmp)
+            .expect("list tmp")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("sluice-state-"))
+            .collect()
+    }
+
+    /// The lines train_on_spark.py wrote on stderr, in order.
+    fn launcher_lines(&self) -> Vec<String> {
+        self.stderr()
+            .lines()
+            .skip_while(|l| !l.starts_with("train_on_spark.py: "))
+            .map(String::from)
+            .collect()
     }
 
     /// The end of spark-submit's stderr without the JVM's stack frames.
@@ -424,4 +509,326 @@ except TypeError as e:
         ),
         "{out}"
     );
+}
+
+/// Live `sluice` processes (master or worker) whose command line names a path
+/// under `dir`: the master's `--state`, the workers' `--exec`.
+fn sluice_processes(dir: &Path) -> Vec<u32> {
+    let dir = dir.display().to_string();
+    pids()
+        .into_iter()
+        .filter(|&pid| {
+            let args = cmdline(pid);
+            args.first().is_some_and(|a| a == SLUICE)
+                && args.iter().any(|a| a.contains(&dir))
+                && alive(pid)
+        })
+        .collect()
+}
+
+/// Waits up to `limit` for no `sluice` process of `dir` to be left.
+#[track_caller]
+fn assert_no_sluice_left(dir: &Path, limit: Duration) {
+    let start = Instant::now();
+    while !sluice_processes(dir).is_empty() && start.elapsed() < limit {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left = sluice_processes(dir);
+    assert!(left.is_empty(), "sluice processes left behind: {left:?}");
+}
+
+/// The `--exec` of a trainer that says on stderr that it waits, waits (at
+/// most 60 s) for the file `go`, then records ids into `out` as `ack_log` does.
+fn waiting_trainer(go: &Path, out: &Path) -> String {
+    format!(
+        "echo \"trainer waiting on device $SLUICE_DEVICE\" >&2; i=0; \
+         while [ ! -e {go} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; exec {ack}",
+        go = go.display(),
+        ack = ack_log(out, 0.0)
+    )
+}
+
+/// Waits until spark-submit's stderr holds `text`; panics when it ends first
+/// or `limit` passes.
+#[track_caller]
+fn wait_for_stderr(submit: &mut Submit, text: &str, limit: Duration) {
+    let start = Instant::now();
+    while !submit.stderr().contains(text) {
+        assert!(
+            submit.running(),
+            "spark-submit ended before its stderr showed `{text}`\n{}",
+            submit.stderr_tail()
+        );
+        assert!(
+            start.elapsed() < limit,
+            "spark-submit's stderr did not show `{text}` within {limit:?}\n{}",
+            submit.stderr_tail()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn fewer_task_slots_than_workers_fail_within_seconds_naming_both_numbers() {
+    let _one = SPARK.lock().unwrap_or_else(|e| e.into_inner());
+    for (master, slots) in [("local[2]", 2), (SPARK_MASTER, 2)] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = dir.path().join("ids");
+        std::fs::create_dir(&out).expect("ids dir");
+        let mut launch = Launch::cluster(&out, 0.0);
+        launch.master = master;
+        launch.workers = 3;
+        let started = Instant::now();
+        let mut submit = Submit::launch(dir.path(), launch);
+        let (status, stdout) = submit.wait(Duration::from_secs(30));
+        eprintln!("{master}: failed in {:?}", started.elapsed());
+        assert!(
+            !status.success(),
+            "{master}: 3 workers on {slots} slots should fail: {stdout}"
+        );
+        let lines = submit.launcher_lines();
+        let first = lines.first().map(String::as_str).unwrap_or_default();
+        assert!(
+            first.contains("num_workers=3 needs 3 Spark task slots")
+                && first.contains(&format!("the application has {slots} ")),
+            "{master}: the first line should name both numbers: {first}\n{}",
+            submit.stderr_tail()
+        );
+        let summary = common::parse_json(&stdout, "the stdout of train_on_spark.py");
+        assert_eq!(
+            summary["error"].as_str(),
+            Some(&first["train_on_spark.py: ".len()..])
+        );
+        assert_eq!(submit.temporary_state(), Vec::<String>::new(), "{master}");
+        assert_no_sluice_left(dir.path(), Duration::from_secs(1));
+        assert_eq!(count_lines(&out, "ids-"), 0, "{master}: nothing trained");
+    }
+
+    // train() itself, called from a PySpark program whose SparkContext runs.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = format!(
+        r#"
+import json, sluice_trainer.spark as s
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+try:
+    s.train({data:?}, 3, "true", spark=spark, sluice={SLUICE:?})
+except s.SluiceSparkError as e:
+    print("refused:", e)
+    print(json.dumps(e.summary))
+spark.stop()
+"#,
+        data = fixture(DATASET).display().to_string()
+    );
+    let started = Instant::now();
+    let run = common::run(
+        Command::new(python())
+            .args(["-c", &script])
+            .env("PYTHONPATH", repo("python/sluice_trainer"))
+            .env("TMPDIR", dir.path()),
+    )
+    .success();
+    // At once, not after slots_timeout (60 s): the configuration says 2.
+    assert!(started.elapsed() < Duration::from_secs(45), "{run}");
+    let refused = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("refused: "))
+        .unwrap_or_default();
+    assert!(
+        refused.contains("num_workers=3 needs 3 Spark task slots")
+            && refused.contains("the application has 2 (local[2]"),
+        "{run}"
+    );
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("list tmp")
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().starts_with("sluice-state-"))
+        .collect();
+    assert!(left.is_empty(), "temporary state left: {left:?}");
+}
+
+#[test]
+fn a_trainer_that_keeps_failing_stops_the_job_at_once_with_its_cause_first() {
+    let _one = SPARK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let marker = dir.path().join("trainers-started");
+    let mut launch = Launch::cluster(dir.path(), 0.0);
+    // Each trainer process appends a line and exits 3; no restarts, so each
+    // worker starts one: more lines than workers means Spark ran the stage
+    // again (the stage may run 4 times here, spark.stage.maxConsecutiveAttempts).
+    launch.exec = format!("echo started >> {}; exit 3", marker.display());
+    launch
+        .sluice
+        .extend(["--exec-restarts", "0"].map(String::from));
+    launch.launcher = vec![
+        "--summary-json".into(),
+        dir.path().join("summary.json").into(),
+    ];
+    let mut submit = Submit::launch(dir.path(), launch);
+    let start = Instant::now();
+    while !marker.exists() {
+        assert!(
+            submit.running(),
+            "spark-submit ended before a trainer started\n{}",
+            submit.stderr_tail()
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no trainer started\n{}",
+            submit.stderr_tail()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let first_trainer = Instant::now();
+    let (status, stdout) = submit.wait(Duration::from_secs(60));
+    let took = first_trainer.elapsed();
+    eprintln!("spark-submit ended {took:?} after the first trainer started");
+    assert!(!status.success(), "should fail: {stdout}");
+    assert!(
+        took < Duration::from_secs(30),
+        "the job took {took:?} to stop after its trainer failed"
+    );
+
+    let lines = submit.launcher_lines();
+    let first = lines.first().map(String::as_str).unwrap_or_default();
+    assert!(
+        first.starts_with("train_on_spark.py: sluice worker spark-")
+            && first.contains("exec trainer `echo started")
+            && first.ends_with("exit status: 3"),
+        "the first line should be the trainer's failure: {first}\n{}",
+        submit.stderr_tail()
+    );
+    // It comes before what stopping the master logs.
+    let stderr = submit.stderr();
+    let at = |text: &str| stderr.lines().position(|l| l.contains(text));
+    let cause_at = at("train_on_spark.py: sluice worker spark-");
+    let master_stop_at = at("sluice master: SIGTERM: stopping");
+    assert!(
+        cause_at.is_some() && master_stop_at.is_some() && cause_at < master_stop_at,
+        "the cause (line {cause_at:?}) should come before the master's stop (line {master_stop_at:?}):\n{stderr}"
+    );
+    for java in ["Py4JJavaError", "collectAndServe", "Traceback"] {
+        assert!(!stderr.contains(java), "stderr shows `{java}`:\n{stderr}");
+    }
+    let started = std::fs::read_to_string(&marker).expect("marker");
+    assert!(
+        started.lines().count() <= 2,
+        "trainers started {} times for 2 workers: the stage ran again",
+        started.lines().count()
+    );
+
+    let summary = common::parse_json(&stdout, "the stdout of train_on_spark.py");
+    let error = summary["error"].as_str().expect("the summary has `error`");
+    assert!(error.ends_with("exit status: 3"), "{summary}");
+    assert!(!stdout.contains("lease expired"), "{summary}");
+    let file = std::fs::read_to_string(dir.path().join("summary.json")).expect("summary.json");
+    assert_eq!(common::parse_json(&file, "summary.json"), summary);
+    assert_eq!(submit.temporary_state(), Vec::<String>::new());
+    assert_no_sluice_left(dir.path(), Duration::from_secs(5));
+}
+
+#[test]
+fn worker_output_is_streamed_the_master_listens_where_told_and_the_summary_is_json() {
+    let _one = SPARK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("ids");
+    std::fs::create_dir(&out).expect("ids dir");
+    let go = dir.path().join("go");
+    let rows = expected_dataset(DATASET)["rows"].as_u64().expect("rows");
+    // A port free on 127.0.0.2, an address of the loopback interface that
+    // 0.0.0.0 would cover as well as 127.0.0.1.
+    let port = std::net::TcpListener::bind("127.0.0.2:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port on 127.0.0.2")
+        .port();
+    let summary_file = dir.path().join("summary.json");
+    let mut launch = Launch::cluster(&out, 0.0);
+    launch.master = "local[2]";
+    launch.exec = waiting_trainer(&go, &out);
+    launch.launcher = vec![
+        "--listen".into(),
+        format!("127.0.0.2:{port}").into(),
+        "--summary-json".into(),
+        summary_file.clone().into(),
+    ];
+    let mut submit = Submit::launch(dir.path(), launch);
+
+    // The trainers' first line reaches the log while they still wait: nothing
+    // has been trained, no worker has ended.
+    wait_for_stderr(
+        &mut submit,
+        "trainer waiting on device 0",
+        Duration::from_secs(90),
+    );
+    assert_eq!(count_lines(&out, "ids-"), 0, "trained before `go`");
+    // The master serves on 127.0.0.2 only.
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.2", port)).is_ok(),
+        "the master does not answer on 127.0.0.2:{port}\n{}",
+        submit.stderr_tail()
+    );
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "the master answers on 127.0.0.1:{port}: it listens beyond --listen"
+    );
+    std::fs::write(&go, "").expect("go");
+
+    let summary = submit.summary();
+    assert_summary(&summary, rows);
+    common::assert_exactly_once(&recorded_ids(&out, "ids-"), rows, "trainers");
+    let file = std::fs::read_to_string(&summary_file).expect("summary.json");
+    assert_eq!(common::parse_json(&file, "summary.json"), summary);
+    assert!(
+        submit.stderr().contains(&format!(
+            "sluice master listening on http://127.0.0.2:{port}"
+        )),
+        "{}",
+        submit.stderr_tail()
+    );
+    assert_eq!(submit.temporary_state(), Vec::<String>::new());
+    assert_no_sluice_left(dir.path(), Duration::from_secs(5));
+}
+
+#[test]
+fn sigterm_to_the_driver_stops_the_job_and_removes_the_masters_state() {
+    let _one = SPARK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("ids");
+    std::fs::create_dir(&out).expect("ids dir");
+    let summary_file = dir.path().join("summary.json");
+    let mut launch = Launch::cluster(&out, 0.0);
+    launch.master = "local[2]";
+    // `go` never comes: the trainers wait until the driver is stopped.
+    launch.exec = waiting_trainer(&dir.path().join("go"), &out);
+    launch.launcher = vec!["--summary-json".into(), summary_file.clone().into()];
+    let mut submit = Submit::launch(dir.path(), launch);
+    wait_for_stderr(
+        &mut submit,
+        "trainer waiting on device 0",
+        Duration::from_secs(90),
+    );
+    assert_eq!(submit.temporary_state().len(), 1, "the master's state");
+    let script = repo("jobs/spark/train_on_spark.py").display().to_string();
+    let driver = pids()
+        .into_iter()
+        .find(|&pid| {
+            let args = cmdline(pid);
+            args.first().is_some_and(|a| a.contains("python"))
+                && args.iter().any(|a| a == &script)
+                && args.iter().any(|a| a.contains(&out.display().to_string()))
+        })
+        .expect("the Python driver of train_on_spark.py");
+    // SAFETY: kill(2) on the driver process of the spark-submit this test started.
+    unsafe {
+        libc::kill(driver as i32, libc::SIGTERM);
+    }
+    let (status, stdout) = submit.wait(Duration::from_secs(60));
+    assert!(!status.success(), "stopped, yet exit 0: {stdout}");
+    assert_eq!(submit.temporary_state(), Vec::<String>::new());
+    assert_no_sluice_left(dir.path(), Duration::from_secs(10));
+    let file = std::fs::read_to_string(&summary_file).expect("summary.json");
+    let summary = common::parse_json(&file, "summary.json");
+    assert!(summary["error"].as_str().is_some(), "{summary}");
 }
