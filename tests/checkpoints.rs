@@ -83,13 +83,30 @@ fn killed_and_resumed(devices: u32) {
         let _ = child.wait();
     }
     remove_finals(&out);
+    let summary = dir.path().join("summary.json");
     let last = train(&state, &out, devices, epochs, "--every 4")
+        .arg("--summary-json")
+        .arg(&summary)
         .output()
         .expect("resume");
     assert!(
         last.status.success(),
         "{}",
         String::from_utf8_lossy(&last.stderr)
+    );
+    let summary = parse_json(
+        &std::fs::read_to_string(&summary).expect("summary"),
+        "summary",
+    );
+    let again = &summary["served_again"];
+    assert_eq!(again["after_stop"], true, "{summary}");
+    assert_eq!(
+        again["rows"].as_u64(),
+        Some(
+            again["trainer_restarts"].as_u64().unwrap_or(0)
+                + again["checkpoint_rewind"].as_u64().unwrap_or(0)
+        ),
+        "{summary}"
     );
     assert_once_per_epoch(&common::final_model(&out), u64::from(epochs));
     let resumed = std::fs::read_dir(&out)
@@ -175,6 +192,7 @@ fn a_trainer_that_dies_is_rolled_back_to_its_checkpoint() {
     std::fs::create_dir(&out).expect("mkdir");
     // Device 0 dies after 10 batches (2 after its checkpoint 2), device 1
     // after saving its 3rd checkpoint but before reporting it.
+    let summary = dir.path().join("summary.json");
     let run = train(
         &state,
         &out,
@@ -182,10 +200,26 @@ fn a_trainer_that_dies_is_rolled_back_to_its_checkpoint() {
         1,
         "--every 4 --die-after 10 --die-in-checkpoint 3",
     )
+    .arg("--summary-json")
+    .arg(&summary)
     .output()
     .expect("train");
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "{stderr}");
+    // The summary counts the rows acknowledged twice: after the checkpoint
+    // each restarted trainer loaded.
+    let summary = parse_json(
+        &std::fs::read_to_string(&summary).expect("summary"),
+        "summary",
+    );
+    let twice = count_lines(&out, "ids-") - ROWS;
+    assert!(twice > 0, "no row was acknowledged twice");
+    assert_eq!(
+        summary["served_again"]["trainer_restarts"].as_u64(),
+        Some(twice),
+        "{summary}"
+    );
+    assert_eq!(summary["served_again"]["rows"].as_u64(), Some(twice));
     assert!(
         Path::new(&out).join("died-0").exists() && Path::new(&out).join("died-ckpt-1").exists(),
         "both trainers died once"

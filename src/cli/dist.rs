@@ -164,9 +164,15 @@ pub async fn master(args: MasterArgs) -> anyhow::Result<u8> {
         return Ok(signal.exit_code());
     }
     logging::result(format!(
-        "job over: {} tasks done, {} failed",
+        "job over: {} tasks done, {} failed; {} rows served again{}",
         outcome.tasks_done,
-        outcome.failed.len()
+        outcome.failed.len(),
+        outcome.rows_made_up,
+        if outcome.rows_made_up > 0 {
+            " (acknowledged by workers lost before their trainers saved them in a checkpoint)"
+        } else {
+            ""
+        }
     ));
     for f in &outcome.failed {
         logging::result_warning(format!("failed task: {f}"));
@@ -240,11 +246,27 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Ended> {
         return Ok(Ended::Code(stopped_exit_code));
     } else {
         logging::result(format!(
-            "worker done: {} rows in {} batches{}",
+            "worker done: {} rows in {} batches{}; {} rows served again{}{}",
             outcome.rows,
             outcome.batches,
             if outcome.dropped > 0 {
                 format!("; {} rows dropped (--drop-last)", outcome.dropped)
+            } else {
+                String::new()
+            },
+            outcome.replayed,
+            if outcome.replayed > 0 {
+                " (acknowledged after the checkpoint a restarted trainer loaded)"
+            } else {
+                ""
+            },
+            if outcome.rolled_back > 0 {
+                format!(
+                    "; its trainers were rolled back to their last complete checkpoint {} time(s), \
+                     a lease of theirs having gone to another worker (the master serves again \
+                     what they held in none)",
+                    outcome.rolled_back
+                )
             } else {
                 String::new()
             }

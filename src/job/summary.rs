@@ -61,8 +61,66 @@ pub struct Summary {
     /// The Delta or Iceberg table version trained, when the dataset is a table.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub table: Option<connectors::TableInfo>,
+    /// Rows handed to a trainer a second time in this run, and why.
+    pub served_again: ServedAgain,
     /// Per-epoch statistics of the trainers.
     pub trainer: TrainerReport,
+}
+
+/// Rows a run handed to a trainer a second time, by cause (see the README's
+/// "Exactly once"). `rows` is their sum.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ServedAgain {
+    /// All of them.
+    pub rows: u64,
+    /// Acknowledged after the checkpoint a trainer that died restarted from.
+    pub trainer_restarts: u64,
+    /// Acknowledged by the stopped run after the job's last complete
+    /// checkpoint, which this run resumed from.
+    pub checkpoint_rewind: u64,
+    /// The run resumed a stopped one: besides the rows above, the batches
+    /// that run's trainers held unacknowledged (at most the exec window, 4
+    /// per device) were served again; no record says which.
+    pub after_stop: bool,
+}
+
+impl ServedAgain {
+    /// What a run served again, from its parts.
+    pub fn new(trainer_restarts: u64, checkpoint_rewind: u64, after_stop: bool) -> ServedAgain {
+        ServedAgain {
+            rows: trainer_restarts.saturating_add(checkpoint_rewind),
+            trainer_restarts,
+            checkpoint_rewind,
+            after_stop,
+        }
+    }
+
+    /// "N rows served again (why)", for the summary line.
+    pub fn text(&self) -> String {
+        let mut why = Vec::new();
+        if self.trainer_restarts > 0 {
+            why.push(format!(
+                "{} acknowledged after the checkpoint a restarted trainer loaded",
+                self.trainer_restarts
+            ));
+        }
+        if self.checkpoint_rewind > 0 {
+            why.push(format!(
+                "{} acknowledged after the last complete checkpoint",
+                self.checkpoint_rewind
+            ));
+        }
+        let mut s = format!("{} rows served again", self.rows);
+        if !why.is_empty() {
+            s.push_str(&format!(" ({})", why.join(", ")));
+        }
+        if self.after_stop {
+            s.push_str(
+                ", besides the batches the stopped run's trainers held unacknowledged (at most 4 per device)",
+            );
+        }
+        s
+    }
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -126,6 +184,8 @@ impl Summary {
                 r.checkpoint, r.rows
             ));
         }
+        s.push_str("; ");
+        s.push_str(&self.served_again.text());
         s
     }
 

@@ -8,7 +8,7 @@ use connectors::{Dataset, ReadPlan};
 use indicatif::{ProgressBar, ProgressStyle};
 use tracing::warn;
 
-use super::summary::{FailedTask, Resumed, Summary};
+use super::summary::{FailedTask, Resumed, ServedAgain, Summary};
 use super::wait;
 use crate::config::{ModelChoice, TrainConfig, TrainerChoice};
 use crate::master::dir_log::write_durably;
@@ -250,6 +250,10 @@ async fn run_job(
         identity: Identity::default(),
     };
     let mut resumed_from = None;
+    // Rows acknowledged after the last complete checkpoint, served again.
+    let mut rewound = 0;
+    // Whether this run resumes one that stopped before its end.
+    let mut after_stop = false;
     let state = match &config.state {
         Some(dir) => {
             let location = StateLocation::Dir(dir.clone());
@@ -257,6 +261,7 @@ async fn run_job(
             let (mut state, resumed) =
                 MasterState::open(&location, identity, move || Ok(job)).await?;
             let mut finishing = false;
+            after_stop = resumed && !state.queue.is_over();
             if resumed && config.retry_failed && !state.queue.failures().is_empty() {
                 state.retry_failed().map_err(StateError::from)?;
             }
@@ -292,8 +297,10 @@ async fn run_job(
             if resumed && state.queue.cut().checkpointed {
                 // The trainers keep checkpoints: go back to the last complete
                 // one, and have every trainer load it.
+                let committed = state.queue.rows_committed();
                 let _ = state.execute(Command::Rewind { now: wall_millis() });
                 let cut = state.queue.cut();
+                rewound = committed.saturating_sub(cut.rows);
                 warn!(
                     state = %dir.display(),
                     checkpoint = cut.id.as_deref().unwrap_or("none"),
@@ -465,6 +472,7 @@ async fn run_job(
         loss: report.epochs.iter().map(|e| e.loss).collect(),
         accuracy: logistic.then(|| report.epochs.iter().map(|e| e.accuracy).collect()),
         resumed: resumed_from,
+        served_again: ServedAgain::new(outcome.replayed, rewound, after_stop),
         trainer: report,
     };
     if let Some(path) = &config.summary_json {
@@ -598,6 +606,7 @@ fn nothing_to_train(
         waited_seconds: waited.as_secs_f64(),
         loss: Vec::new(),
         accuracy: logistic.then(Vec::new),
+        served_again: ServedAgain::default(),
         resumed: None,
         trainer: Default::default(),
     };

@@ -89,6 +89,9 @@ pub struct WorkerOutcome {
     pub rolled_back: u32,
     /// Its trainers keep checkpoints.
     pub checkpointed: bool,
+    /// Rows served again to its trainers that restarted from their last
+    /// checkpoint (what they acknowledged after it).
+    pub replayed: u64,
 }
 
 /// Runs a worker until the master says the job is over.
@@ -106,6 +109,7 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerOutcome, WorkerError> {
     let source = Arc::new(source);
     let mut rolled_back = 0u32;
     let mut rejoined = 0u32;
+    let mut replayed = 0u64;
     loop {
         let before = source.rows_counter().load(Ordering::Relaxed);
         match run_once(&config, &source, rolled_back + rejoined, before).await? {
@@ -120,9 +124,11 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerOutcome, WorkerError> {
                          trained; joining again to serve what a lost worker held"
                     );
                     rejoined += 1;
+                    replayed += outcome.replayed;
                     continue;
                 }
                 outcome.rolled_back = rolled_back;
+                outcome.replayed += replayed;
                 return Ok(outcome);
             }
             Ran::RolledBack(why) => {
@@ -257,6 +263,7 @@ async fn run_once(
         master_lost: (outcome.stopped && gave_up.gave_up_stopping()).then(|| config.master.clone()),
         rolled_back: 0,
         checkpointed: outcome.checkpointed,
+        replayed: outcome.replayed,
     }))
 }
 

@@ -134,6 +134,9 @@ pub struct MasterOutcome {
     pub job_over: bool,
     /// The signal that stopped the master, if one did.
     pub stopped_by: Option<StopSignal>,
+    /// Rows served again because their worker was lost before its trainers
+    /// saved them in a checkpoint.
+    pub rows_made_up: u64,
 }
 
 /// A signal that stops a master gracefully: it stops accepting, answers the
@@ -438,6 +441,7 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
         tasks: (status.queue.splits as u64).saturating_mul(u64::from(status.queue.epochs)),
         job_over: status.queue.job_over,
         stopped_by,
+        rows_made_up: m.queue.rows_made_up(),
     })
 }
 

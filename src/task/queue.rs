@@ -121,6 +121,10 @@ pub struct Queue {
     /// started again under that name resumes.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     checkpoint_of: BTreeMap<String, String>,
+    /// Rows served again because their worker was lost before its trainers
+    /// saved them (counted gone, or its checkpoint refused); only grows.
+    #[serde(default)]
+    rows_made_up: u64,
     /// Every epoch's tasks are done or failed (the job is over once the
     /// makeup rows are served too).
     #[serde(default)]
@@ -229,6 +233,7 @@ impl Queue {
             cut: Cut::default(),
             makeup: Makeup::default(),
             checkpoint_of: BTreeMap::new(),
+            rows_made_up: 0,
             epochs_over: false,
             open,
             grown: Vec::new(),
@@ -837,9 +842,18 @@ impl Queue {
         };
         for piece in unsaved {
             for committed in self.committed_parts(piece) {
+                self.rows_made_up = self
+                    .rows_made_up
+                    .saturating_add(committed.end - committed.start);
                 self.makeup.todo.push_back(committed);
             }
         }
+    }
+
+    /// Rows served again because their worker was lost before its trainers
+    /// saved them (see [`Queue::checkpoint_of`]).
+    pub fn rows_made_up(&self) -> u64 {
+        self.rows_made_up
     }
 
     /// Whether the rows of `piece` are committed, or held by `worker` under

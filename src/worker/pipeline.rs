@@ -112,6 +112,9 @@ pub struct RunOutcome {
     pub dropped: u64,
     /// The trainers declared that they keep checkpoints.
     pub checkpointed: bool,
+    /// Rows served again to the devices whose trainer died and restarted
+    /// from its last checkpoint (what it acknowledged after it).
+    pub replayed: u64,
 }
 
 /// Errors that stop a worker.
@@ -944,6 +947,7 @@ impl Coordinator {
                 let again = self.checkpoints.on_restarted(device);
                 if !again.is_empty() {
                     let rows: u64 = again.iter().map(|p| p.end - p.start).sum();
+                    self.outcome.replayed += rows;
                     warn!(device, rows, "trainer restarted from its last checkpoint; the rows it acknowledged after it are served again");
                 }
                 if self.tail && !again.is_empty() {
