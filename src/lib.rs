@@ -16,4 +16,5 @@ pub mod protocol;
 pub mod schedule;
 pub mod task;
 pub mod trainer;
+pub mod wall;
 pub mod worker;

@@ -50,6 +50,14 @@ fn main() -> ExitCode {
         Ok(login) => login.flatten(),
         Err(e) => return failed(&e),
     };
+    // A job file's settings, its login included, likewise.
+    let (job, _job_login) = match &cli.command {
+        Command::Run(args) => match sluice::cli::run::prepare(args) {
+            Ok((job, login)) => (Some(job), login),
+            Err(e) => return failed(&e),
+        },
+        _ => (None, None),
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -60,7 +68,7 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::ERROR);
         }
     };
-    match runtime.block_on(dispatch(cli.command)) {
+    match runtime.block_on(dispatch(cli.command, job)) {
         Ok(Ended::Code(code)) => ExitCode::from(code),
         Ok(Ended::Aborted) => {
             // The abandoned run's threads are not waited for.
@@ -100,7 +108,7 @@ fn clap_error(e: &clap::Error, args: &[std::ffi::OsString]) -> ExitCode {
     ExitCode::from(exit::USAGE)
 }
 
-async fn dispatch(command: Command) -> anyhow::Result<Ended> {
+async fn dispatch(command: Command, job: Option<sluice::schedule::Job>) -> anyhow::Result<Ended> {
     let code = match command {
         Command::Ls(args) => {
             sluice::cli::ls::run(args).await?;
@@ -131,7 +139,13 @@ async fn dispatch(command: Command) -> anyhow::Result<Ended> {
         Command::Master(args) => sluice::cli::dist::master(*args).await?,
         Command::Worker(args) => return sluice::cli::dist::worker(*args).await,
         Command::Status(args) => sluice::cli::dist::status(args).await?,
-        Command::Run(args) => sluice::cli::run::run(args).await?,
+        Command::Run(args) => {
+            // `main` loaded it before the runtime started.
+            let Some(job) = job else {
+                anyhow::bail!("the job file was not loaded before the runtime started");
+            };
+            sluice::cli::run::run(args, job).await?
+        }
     };
     Ok(Ended::Code(code))
 }
@@ -139,10 +153,7 @@ async fn dispatch(command: Command) -> anyhow::Result<Ended> {
 /// Names each failed task on stderr; the exit code they make.
 fn failed_tasks(failed: &[sluice::job::summary::FailedTask]) -> u8 {
     for task in failed {
-        logging::result_warning(format!(
-            "failed task: {} (epoch {}): {}",
-            task.file, task.epoch, task.reason
-        ));
+        logging::result_warning(format!("failed task: {task}"));
     }
     if failed.is_empty() {
         exit::DONE

@@ -23,15 +23,26 @@ pub struct RunArgs {
     pub allow_empty: bool,
 }
 
+/// Loads the job file of `sluice run` and applies its process-wide settings
+/// (object store timeouts, the Kerberos login that sets the process's
+/// environment): to be called before any other thread starts. Keep the
+/// login for as long as the job runs.
+pub fn prepare(
+    args: &RunArgs,
+) -> anyhow::Result<(Job, Option<connectors::store::kerberos::KeytabLogin>)> {
+    let (job, kerberos, store) = Job::load_with_store(&args.job)?;
+    store.apply()?;
+    let login = kerberos.login()?;
+    Ok((job, login))
+}
+
 /// Runs the job once; returns the exit code (0 done or nothing new, 2 tasks failed;
 /// errors are left to the caller: 1, 2 when a table rewrite stops the run
 /// (`on-rewrite = "fail"`), or 3 when another run holds the lock).
-pub async fn run(args: RunArgs) -> anyhow::Result<u8> {
-    let (job, kerberos, store) = Job::load_with_store(&args.job)?;
-    store.apply()?;
-    // Before the job's first request; the runtime's threads do not read the
-    // environment meanwhile.
-    let _login = kerberos.login()?;
+/// `job` is the job file `args.job`, loaded (and its process-wide settings,
+/// object store timeouts and Kerberos login, applied) by [`prepare`] before
+/// the runtime started.
+pub async fn run(args: RunArgs, job: Job) -> anyhow::Result<u8> {
     let report = schedule::run(
         &job,
         RunOptions {
@@ -53,10 +64,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<u8> {
         .is_some_and(|s| !s.tasks_failed.is_empty());
     if let Some(summary) = report.summary.as_ref() {
         for failed in &summary.tasks_failed {
-            crate::logging::result_warning(format!(
-                "failed task: {} (epoch {}): {}",
-                failed.file, failed.epoch, failed.reason
-            ));
+            crate::logging::result_warning(format!("failed task: {failed}"));
         }
     }
     Ok(if failed {

@@ -327,13 +327,10 @@ impl JobFile {
 
 /// A relative local path taken from the job file's directory; URLs and absolute paths unchanged.
 fn anchored(dir: &Path, location: &str) -> String {
-    let local = location.strip_prefix("file://").unwrap_or(location);
-    if location.contains("://") && !location.starts_with("file://")
-        || Path::new(local).is_absolute()
-    {
-        return location.to_string();
+    match connectors::store::local_path_of(location) {
+        Some(local) if !Path::new(local).is_absolute() => dir.join(local).display().to_string(),
+        _ => location.to_string(),
     }
-    dir.join(local).display().to_string()
 }
 
 #[cfg(test)]

@@ -206,11 +206,11 @@ impl TrainOptions {
 /// A store URL is refused (rather than taken for a directory named `s3:`):
 /// state on a store is the master's.
 fn local_state(state: PathBuf) -> Result<PathBuf, OptionError> {
-    let Some((scheme, rest)) = state.to_str().and_then(|s| s.split_once("://")) else {
+    let Some(text) = state.to_str() else {
         return Ok(state);
     };
-    if scheme.eq_ignore_ascii_case("file") {
-        return Ok(PathBuf::from(rest));
+    if let Some(path) = connectors::store::local_path_of(text) {
+        return Ok(PathBuf::from(path));
     }
     Err(OptionError {
         option: "state",

@@ -19,6 +19,20 @@ pub struct FailedTask {
     pub reason: String,
 }
 
+impl std::fmt::Display for FailedTask {
+    /// `FILE (epoch N): REASON`, with epochs counted from 1 as in every
+    /// message (the JSON's `epoch` counts from 0).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} (epoch {}): {}",
+            self.file,
+            self.epoch + 1,
+            self.reason
+        )
+    }
+}
+
 /// The summary of a training run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {

@@ -118,16 +118,7 @@ impl DirLock {
     }
 }
 
-/// The time now, RFC 3339 in UTC to the second.
-fn now_text() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or_default();
-    chrono::DateTime::from_timestamp(secs, 0)
-        .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
-        .unwrap_or_default()
-}
+use crate::wall::now_text;
 
 /// flock(LOCK_EX | LOCK_NB): whether the lock was taken.
 fn try_flock(file: &File) -> std::io::Result<bool> {

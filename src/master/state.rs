@@ -5,7 +5,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use connectors::store::Location;
 use serde::{Deserialize, Serialize};
@@ -16,7 +16,7 @@ use super::identity::{Identity, DATASET};
 use super::journal::{sync_dir, Journal, JournalError, Pending};
 use super::object_log::{self, ObjectLog};
 use crate::protocol::spec::JobSpec;
-use crate::task::{Command, ConfigError, Millis, Queue, QueueConfig, Reply, WorkerId};
+use crate::task::{Command, ConfigError, Queue, QueueConfig, Reply, WorkerId};
 
 /// Samples kept for the rows/s chart.
 const HISTORY: usize = 120;
@@ -154,12 +154,9 @@ pub enum StateLocation {
 impl StateLocation {
     /// Reads a `--state` value.
     pub fn parse(value: &str) -> StateLocation {
-        match value.split_once("://") {
-            Some((scheme, rest)) if scheme.eq_ignore_ascii_case("file") => {
-                StateLocation::Dir(PathBuf::from(rest))
-            }
-            Some(_) => StateLocation::Store(value.to_string()),
-            None => StateLocation::Dir(PathBuf::from(value)),
+        match connectors::store::local_path_of(value) {
+            Some(path) => StateLocation::Dir(PathBuf::from(path)),
+            None => StateLocation::Store(value.to_string()),
         }
     }
 }
@@ -173,13 +170,7 @@ impl std::fmt::Display for StateLocation {
     }
 }
 
-/// Milliseconds on the wall clock, so deadlines survive a master restart.
-pub fn wall_millis() -> Millis {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as Millis)
-        .unwrap_or(0)
-}
+pub use crate::wall::wall_millis;
 
 /// What the master knows of a live worker beyond the queue: its own figures,
 /// from its heartbeats. A worker silent for longer than the lease timeout has

@@ -293,13 +293,4 @@ impl StateStore {
     }
 }
 
-/// Now as RFC 3339 text in UTC, to the second.
-pub fn now_text() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or_default();
-    chrono::DateTime::from_timestamp(secs, 0)
-        .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
-        .unwrap_or_default()
-}
+pub use crate::wall::now_text;

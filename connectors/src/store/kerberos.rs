@@ -175,6 +175,8 @@ pub fn login_with_keytab(keytab: &Path, principal: &str) -> Result<KeytabLogin, 
     let client_keytab = dir.path().join("client.keytab");
     write_private(&client_keytab, &filtered).map_err(private)?;
     let ccache: PathBuf = dir.path().join("ccache");
+    // The caller runs this before any other thread starts (see above):
+    // nothing reads the environment meanwhile.
     std::env::set_var(
         "KRB5_CLIENT_KTNAME",
         format!("FILE:{}", client_keytab.display()),

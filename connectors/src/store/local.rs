@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 
 /// Opens a `file://` URL or a bare (absolute or relative) path.
 pub(super) fn open(url: &str) -> Result<Location> {
-    let raw = url.strip_prefix("file://").unwrap_or(url);
+    let raw = super::local_path_of(url).unwrap_or(url);
     if raw.is_empty() {
         return Err(Error::InvalidUrl {
             url: url.to_string(),

@@ -106,6 +106,17 @@ impl Location {
     }
 }
 
+/// The filesystem path a location names when it is local: a bare path as
+/// it is, a `file://` URL (the scheme in any case, as everywhere) without
+/// its scheme; `None` for any other scheme. The one `file://` rule.
+pub fn local_path_of(location: &str) -> Option<&str> {
+    match location.split_once("://") {
+        None => Some(location),
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("file") => Some(rest),
+        Some(_) => None,
+    }
+}
+
 /// The URL schemes sluice understands, and whether each is available yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scheme {
