@@ -13,6 +13,22 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 
+/// One request counted as waiting while this lives.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn count(counter: &'a AtomicUsize) -> Waiting<'a> {
+        counter.fetch_add(1, Ordering::SeqCst);
+        Waiting(counter)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// A budget of bytes for what is read ahead of the consumer, and a pool of
 /// fetch buffers. Cheap to clone: clones share the budget.
 #[derive(Clone)]
@@ -26,6 +42,8 @@ struct Inner {
     state: Mutex<State>,
     /// Wakes the waiters when bytes are given back.
     released: Notify,
+    /// Requests waiting for bytes to fit.
+    waiting: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -72,6 +90,7 @@ impl ReadAhead {
                 limit,
                 state: Mutex::new(State::default()),
                 released: Notify::new(),
+                waiting: AtomicUsize::new(0),
             }),
         }
     }
@@ -102,6 +121,10 @@ impl ReadAhead {
     }
 
     async fn reserve_where(&self, bytes: u64, queued: Option<&Queued>) -> Reservation {
+        if let Some(reservation) = self.try_reserve(bytes, queued) {
+            return reservation;
+        }
+        let _waiting = Waiting::count(&self.inner.waiting);
         loop {
             let released = self.inner.released.notified();
             tokio::pin!(released);
@@ -111,6 +134,11 @@ impl ReadAhead {
             }
             released.await;
         }
+    }
+
+    /// Requests waiting for their bytes to fit.
+    pub fn waiting(&self) -> usize {
+        self.inner.waiting.load(Ordering::SeqCst)
     }
 
     fn try_reserve(&self, bytes: u64, queued: Option<&Queued>) -> Option<Reservation> {
@@ -279,6 +307,18 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    /// Until `n` requests wait for bytes (bounded: a test that never gets
+    /// there fails).
+    async fn waiting_for(ahead: &ReadAhead, n: usize) {
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while ahead.waiting() != n {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the request waits");
+    }
+
     #[tokio::test]
     async fn a_request_waits_until_the_bytes_fit() {
         let ahead = ReadAhead::new(100);
@@ -290,7 +330,7 @@ mod tests {
             let ahead = ahead.clone();
             async move { ahead.reserve(60).await.bytes() }
         });
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        waiting_for(&ahead, 1).await;
         drop(first);
         assert_eq!(waiting.await.ok(), Some(60));
         assert_eq!(ahead.used(), 0, "every reservation was dropped");
@@ -304,7 +344,7 @@ mod tests {
             let ahead = ahead.clone();
             async move { ahead.reserve(500).await.bytes() }
         });
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        waiting_for(&ahead, 1).await;
         assert!(!big.is_finished(), "it waits while anything else is held");
         drop(small);
         assert_eq!(big.await.ok(), Some(500));
@@ -325,7 +365,7 @@ mod tests {
             let queued = queued.clone();
             async move { ahead.reserve_queued(30, &queued).await }
         });
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        waiting_for(&ahead, 1).await;
         assert!(!next.is_finished());
         drop(batch);
         let next = next.await.ok();

@@ -155,6 +155,12 @@ impl<R: Reduce> AllReduce<R> {
         self.leave_as(member, Member::Finished);
     }
 
+    /// Reads the whole state (tests).
+    #[cfg(test)]
+    fn read_state<T>(&self, read: impl FnOnce(&State<R>) -> T) -> T {
+        read(&self.lock())
+    }
+
     /// Reads the reducer's state.
     pub fn read<T>(&self, read: impl FnOnce(&R) -> T) -> T {
         read(&self.lock().reducer)
@@ -272,8 +278,18 @@ mod tests {
         let other = Arc::clone(&reduce);
         let (tx, rx) = mpsc::channel();
         thread::spawn(move || tx.send(other.step(0, 3).expect("step 0")));
-        thread::sleep(Duration::from_millis(20));
+        // Member 0 waits in its step...
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while reduce.read_state(|s| s.members[0] != Member::Waiting) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "member 0 never stepped"
+            );
+            thread::yield_now();
+        }
+        // ... which member 1, active, holds open.
         assert!(rx.try_recv().is_err(), "step waits for the active member");
+        assert_eq!(reduce.read_state(|s| s.generation), 0);
         reduce.set_idle(1, true);
         let generation = rx.recv_timeout(Duration::from_secs(5)).expect("step done");
         assert_eq!(generation, 1);
