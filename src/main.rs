@@ -106,7 +106,8 @@ async fn dispatch(command: Command) -> anyhow::Result<Ended> {
             sluice::cli::ls::run(args).await?;
             exit::DONE
         }
-        Command::Train(args) => {
+        Command::Train(mut args) => {
+            args.resolve_catalog().await?;
             let grace = args.train.grace;
             let mut config = args.into_config()?;
             let (stop, abort) = sluice::cli::dist::stop_on_signals(grace)?;

@@ -168,6 +168,9 @@ fn is_usage(cause: &(dyn std::error::Error + 'static)) -> bool {
     if cause.is::<UsageError>() || cause.is::<OptionError>() {
         return true;
     }
+    if let Some(e) = cause.downcast_ref::<crate::catalog::CatalogError>() {
+        return e.is_usage();
+    }
     if let Some(e) = cause.downcast_ref::<JobFileError>() {
         return !matches!(e, JobFileError::Read { .. });
     }
