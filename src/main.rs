@@ -103,7 +103,7 @@ fn clap_error(e: &clap::Error, args: &[std::ffi::OsString]) -> ExitCode {
 async fn dispatch(command: Command) -> anyhow::Result<Ended> {
     let code = match command {
         Command::Ls(args) => {
-            sluice::cli::ls::run(args).await?;
+            sluice::cli::ls::run(*args).await?;
             exit::DONE
         }
         Command::Train(mut args) => {

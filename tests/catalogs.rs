@@ -244,3 +244,48 @@ fn an_expired_token_is_a_one_line_error() {
     );
     assert!(!run.stderr.contains("expired-token-value"), "{run}");
 }
+
+#[test]
+fn where_keeps_the_directory_partitions_that_match() {
+    let dataset = common::expected_dataset("parquet_partitioned");
+    let rows = dataset["partitions"].as_object().expect("partitions");
+    let values = dataset["partition_values"]
+        .as_object()
+        .expect("partition_values");
+    let want: u64 = rows
+        .iter()
+        .filter(|(dir, _)| {
+            let v = &values[dir.as_str()];
+            v["country"] == "BR" && !v["city"].is_null()
+        })
+        .map(|(_, n)| n.as_u64().expect("rows"))
+        .sum();
+    assert!(want > 0);
+    let dir = common::fixture("parquet_partitioned").display().to_string();
+    let listed = sluice([
+        "ls",
+        dir.as_str(),
+        "--json",
+        "--where",
+        "country = 'BR' AND NOT (city IS NULL)",
+    ])
+    .success()
+    .json();
+    assert_eq!(listed["rows"].as_u64(), Some(want), "{listed}");
+    let run = sluice(["ls", dir.as_str(), "--where", "label = 1"]);
+    assert_one_line_error(
+        &run,
+        &["`label` is not a partition column", "country, city"],
+    );
+    assert_eq!(run.status.code(), Some(64), "{run}");
+}
+
+#[test]
+fn where_on_an_iceberg_table_is_refused_not_ignored() {
+    let run = ls(
+        "ads.clicks",
+        rest_catalog(),
+        &["--where", "dt = '2026-11-01'"],
+    );
+    assert_one_line_error(&run, &["--where", "Iceberg"]);
+}

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::codec::Codec;
 use crate::error::{Error, Result};
+use crate::filter::PartitionFilter;
 use crate::format::{self, FileInfo, FileRef, Format, FormatOptions};
 use crate::layout::names::{classify_dir, dbio_txn, DirClass, FileClass};
 use crate::layout::partition::{infer_type, parse_value, unescape, widen};
@@ -47,6 +48,10 @@ pub struct DatasetOptions {
     /// `--version`, `--snapshot-id` or `--timestamp` says otherwise).
     #[serde(default, skip_serializing_if = "TableVersion::is_latest")]
     pub table_version: TableVersion,
+    /// Keep only the partitions whose values match (`--where`), decided on
+    /// the partition values before any file is inspected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_filter: Option<PartitionFilter>,
 }
 
 impl Default for DatasetOptions {
@@ -58,6 +63,7 @@ impl Default for DatasetOptions {
             format_options: FormatOptions::default(),
             ignore_corrupt_files: false,
             table_version: TableVersion::Latest,
+            partition_filter: None,
         }
     }
 }
@@ -248,6 +254,7 @@ impl Dataset {
         let format = decide_format(&location, &files, options.format)?;
         let partition_fields =
             partition_fields(&partition_names, &files, options.infer_partition_types);
+        let files = keep_partitions(files, &partition_fields, &options)?;
         let inspected = inspect_all(&location, files, format, &options).await?;
         let data_schema = merge_schemas(&location, &inspected.files, &inspected.infos)?;
         let mut dataset = Dataset {
@@ -337,6 +344,16 @@ impl Dataset {
                 deleted: file.deleted,
             })
             .collect();
+        if snapshot.kind == TableKind::Iceberg && options.partition_filter.is_some() {
+            return Err(Error::InvalidOption {
+                option: "--where".to_string(),
+                reason: format!(
+                    "{} is an Iceberg table, whose partitions --where cannot filter yet",
+                    location.url()
+                ),
+            });
+        }
+        let candidates = keep_partitions(candidates, &snapshot.partition_fields, &options)?;
         let inspected = inspect_all(&location, candidates, format, &options).await?;
         let mut dataset = Dataset {
             complete: true,
@@ -521,6 +538,31 @@ struct Candidate {
     values: Vec<Option<String>>,
     /// Positions of rows deleted from the file (tables only), sorted.
     deleted: Vec<u64>,
+}
+
+/// The files of the partitions `--where` keeps (all without a filter);
+/// a filter naming a column that is no partition column is refused.
+fn keep_partitions(
+    files: Vec<Candidate>,
+    fields: &[Field],
+    options: &DatasetOptions,
+) -> Result<Vec<Candidate>> {
+    let Some(filter) = &options.partition_filter else {
+        return Ok(files);
+    };
+    filter.check(fields)?;
+    let before = files.len();
+    let kept: Vec<Candidate> = files
+        .into_iter()
+        .filter(|f| filter.matches(fields, &f.values))
+        .collect();
+    tracing::debug!(
+        filter = filter.as_str(),
+        before,
+        kept = kept.len(),
+        "partition filter"
+    );
+    Ok(kept)
 }
 
 /// Gives each split of one file the deleted rows that fall in it, as ranges
