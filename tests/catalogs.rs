@@ -289,3 +289,33 @@ fn where_on_an_iceberg_table_is_refused_not_ignored() {
     );
     assert_one_line_error(&run, &["--where", "Iceberg"]);
 }
+
+#[test]
+fn run_by_name_trains_the_table_once_and_records_catalog_and_table() {
+    let catalog = rest_catalog();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ids = dir.path().join("ids");
+    std::fs::create_dir(&ids).expect("mkdir");
+    let job = dir.path().join("job.toml");
+    std::fs::write(
+        &job,
+        format!(
+            "source = \"ads.clicks\"\ncatalog = \"{catalog}\"\nstate = \"state\"\nexec = \"{}\"\n",
+            recorder(&ids, "")
+        ),
+    )
+    .expect("write job");
+    let job = job.display().to_string();
+    let first = sluice(["run", job.as_str(), "--json"]).success().json();
+    assert_eq!(first["rows"], rest_table("ads.clicks")["count"], "{first}");
+    let counts = recorded_ids(&ids, "ids-");
+    let mut got: Vec<i64> = counts.keys().copied().collect();
+    got.sort();
+    assert_eq!(got, ids_of(&rest_table("ads.clicks")["ids"]));
+    assert!(counts.values().all(|&n| n == 1), "an id trained twice");
+    let second = sluice(["run", job.as_str(), "--json"]).success().json();
+    assert_eq!(second["rows"], 0, "{second}");
+    let trained = std::fs::read_to_string(dir.path().join("state/trained.json")).expect("state");
+    let trained = parse_json(&trained, "trained.json");
+    assert_eq!(trained["source"], format!("{catalog}#ads.clicks"));
+}

@@ -27,11 +27,12 @@ pub struct RunArgs {
 /// errors are left to the caller: 1, 2 when a table rewrite stops the run
 /// (`on-rewrite = "fail"`), or 3 when another run holds the lock).
 pub async fn run(args: RunArgs) -> anyhow::Result<u8> {
-    let (job, kerberos, store) = Job::load_with_store(&args.job)?;
+    let (mut job, kerberos, store) = Job::load_with_store(&args.job)?;
     store.apply()?;
     // Before the job's first request; the runtime's threads do not read the
     // environment meanwhile.
     let _login = kerberos.login()?;
+    job.lookup().await?;
     let report = schedule::run(
         &job,
         RunOptions {
@@ -41,7 +42,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<u8> {
     )
     .await?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        crate::cli::ls::write_stdout(&(serde_json::to_string_pretty(&report)? + "\n"))?;
     } else {
         for line in report.lines() {
             crate::logging::result(line);

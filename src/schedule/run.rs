@@ -216,7 +216,10 @@ impl RunReport {
 pub async fn run(job: &Job, options: RunOptions) -> Result<RunReport, RunError> {
     let started_at = now_text();
     let run_id = run_id();
-    let pattern = Pattern::parse(&job.source)?;
+    let pattern = match &job.table {
+        Some(_) => None,
+        None => Some(Pattern::parse(&job.source)?),
+    };
     let state = StateStore::open(&job.state)?;
     let lock = match options.dry_run {
         true => None,
@@ -230,7 +233,7 @@ pub async fn run(job: &Job, options: RunOptions) -> Result<RunReport, RunError> 
         options,
         started_at,
     };
-    let result = run_locked(&pattern, context).await;
+    let result = run_locked(pattern.as_ref(), context).await;
     if let Some(lock) = lock {
         lock.release().await;
     }
@@ -247,7 +250,7 @@ struct Context<'a> {
     started_at: String,
 }
 
-async fn run_locked(pattern: &Pattern, cx: Context<'_>) -> Result<RunReport, RunError> {
+async fn run_locked(pattern: Option<&Pattern>, cx: Context<'_>) -> Result<RunReport, RunError> {
     let Context {
         job,
         state,
@@ -257,7 +260,26 @@ async fn run_locked(pattern: &Pattern, cx: Context<'_>) -> Result<RunReport, Run
     if job.train.follow.is_some() {
         return run_followed(&cx).await;
     }
-    let loaded = state.load(&job.source).await?;
+    let loaded = state.load(&job.identity()).await?;
+    if let Some(table) = &job.table {
+        let location = connectors::store::open(&table.read_url)?;
+        let Some(kind) = table::detect(&location).await? else {
+            return Err(RunError::Source {
+                source_url: table.identity(),
+                reason: format!(
+                    "the catalog's {} table at {} is neither Delta nor Iceberg, which `sluice run` follows by name",
+                    table.format, table.location
+                ),
+            });
+        };
+        return run_table(&cx, loaded, location, kind).await;
+    }
+    let Some(pattern) = pattern else {
+        return Err(RunError::Source {
+            source_url: job.source.clone(),
+            reason: "no pattern".to_string(),
+        });
+    };
     if !job.source.contains('*') {
         let location = connectors::store::open(&job.source)?;
         if let Some(kind) = table::detect(&location).await? {
