@@ -107,9 +107,12 @@ async fn dispatch(command: Command) -> anyhow::Result<Ended> {
             exit::DONE
         }
         Command::Train(mut args) => {
-            args.resolve_catalog().await?;
+            let table = args.resolve_catalog().await?;
             let grace = args.train.grace;
             let mut config = args.into_config()?;
+            if let Some(table) = &table {
+                table.apply(&mut config.dataset);
+            }
             let (stop, abort) = sluice::cli::dist::stop_on_signals(grace)?;
             config.stop = Some(stop);
             let outcome = tokio::select! {

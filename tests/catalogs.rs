@@ -1,6 +1,7 @@
 //! Tables by name (`--catalog`): an Iceberg REST catalog (the reference
-//! server, tests/services/iceberg-rest.sh) serving tables Spark wrote through
-//! it (tests/fixtures/make_catalogs.py). `ls` counts what Spark counts, `train`
+//! server, tests/services/iceberg-rest.sh) and a Hive Metastore 4.0.1
+//! (tests/services/hive-metastore.sh) serving tables Spark wrote through
+//! them (tests/fixtures/make_catalogs.py). `ls` counts what Spark counts, `train`
 //! delivers Spark's ids, the table's current snapshot is the catalog's (not a
 //! stray newer metadata file), and a wrong name, a wrong or dead catalog and
 //! a refused token are one-line errors.
@@ -19,6 +20,8 @@ use serde_json::Value;
 
 /// The port of the tests' REST catalog (the fixture script uses another).
 const REST_PORT: &str = "18181";
+/// The port of the tests' metastore (the fixture script uses another).
+const HMS_PORT: &str = "19083";
 
 /// `catalogs/expected.json`, written by tests/fixtures/make_catalogs.py.
 fn expected() -> &'static Value {
@@ -64,6 +67,41 @@ fn rest_catalog() -> &'static str {
             .expect("iceberg-rest.sh printed its URL")
             .to_string()
     })
+}
+
+/// The metastore over the fixtures' state, started once for this test
+/// binary (it stops when the binary exits); its URI.
+fn hive_metastore() -> &'static str {
+    static URI: OnceLock<String> = OnceLock::new();
+    URI.get_or_init(|| {
+        let dir = expected()["hive"]["dir"].as_str().expect("hive.dir");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/services/hive-metastore.sh");
+        let out = Command::new(script)
+            .arg("start")
+            .env("SLUICE_HIVE_METASTORE_DIR", dir)
+            .env("SLUICE_HIVE_METASTORE_PORT", HMS_PORT)
+            .env(
+                "SLUICE_HIVE_METASTORE_EXIT_WITH",
+                std::process::id().to_string(),
+            )
+            .output()
+            .expect("run tests/services/hive-metastore.sh");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "hive-metastore.sh start failed: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("SLUICE_HIVE_METASTORE_URI="))
+            .expect("hive-metastore.sh printed its URI")
+            .to_string()
+    })
+}
+
+fn hive_table(name: &str) -> &'static Value {
+    &expected()["hive"]["tables"][name]
 }
 
 fn rest_table(name: &str) -> &'static Value {
@@ -318,4 +356,84 @@ fn run_by_name_trains_the_table_once_and_records_catalog_and_table() {
     let trained = std::fs::read_to_string(dir.path().join("state/trained.json")).expect("state");
     let trained = parse_json(&trained, "trained.json");
     assert_eq!(trained["source"], format!("{catalog}#ads.clicks"));
+}
+
+#[test]
+fn hive_ls_counts_the_partitions_the_metastore_lists() {
+    let hms = hive_metastore();
+    for name in ["web.clicks", "web.views"] {
+        let listed = ls(name, hms, &[]).success().json();
+        let want = hive_table(name)["count"].as_u64().expect("count");
+        assert_eq!(listed["rows"].as_u64(), Some(want), "{name}: {listed}");
+        assert_eq!(listed["catalog"]["table"], name);
+    }
+    let clicks = hive_table("web.clicks");
+    let listed = ls("web.clicks", hms, &[]).success().json();
+    assert_eq!(listed["format"], "parquet");
+    let outside = clicks["outside"].as_str().expect("outside");
+    let marked: Vec<&str> = listed["catalog"]["outside_root"]
+        .as_array()
+        .expect("outside_root")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(marked.len(), 1, "{listed}");
+    assert!(marked[0].ends_with(outside), "{marked:?}");
+    let text = sluice(["ls", "web.clicks", "--catalog", hms])
+        .success()
+        .stdout;
+    assert!(text.contains("outside the table root"), "{text}");
+    // The dropped partition's directory is still there; the metastore does
+    // not list it, so it is not read.
+    let dropped = clicks["dropped_dir"].as_str().expect("dropped_dir");
+    assert!(Path::new(dropped).is_dir(), "{dropped} should still exist");
+    let views = ls("web.views", hms, &[]).success().json();
+    assert_eq!(views["format"], "orc");
+}
+
+#[test]
+fn hive_train_delivers_exactly_sparks_ids() {
+    let hms = hive_metastore();
+    for name in ["web.clicks", "web.views"] {
+        let (ids, twice) = train_ids(name, hms, &[]);
+        assert_eq!(twice, 0, "{name}: ids delivered twice");
+        assert_eq!(ids, ids_of(&hive_table(name)["ids"]), "{name}");
+    }
+}
+
+#[test]
+fn hive_where_keeps_what_sparks_where_keeps() {
+    let hms = hive_metastore();
+    for name in ["web.clicks", "web.views"] {
+        let cases = hive_table(name)["where"].as_object().expect("where");
+        for (filter, want) in cases {
+            let listed = ls(name, hms, &["--where", filter]).success().json();
+            let want = ids_of(want);
+            assert_eq!(
+                listed["rows"].as_u64(),
+                Some(want.len() as u64),
+                "{name} --where {filter}: {listed}"
+            );
+        }
+    }
+    let (filter, want) = hive_table("web.clicks")["where"]
+        .as_object()
+        .expect("where")
+        .iter()
+        .next()
+        .expect("a filter");
+    let (ids, _) = train_ids("web.clicks", hms, &["--where", filter]);
+    assert_eq!(ids, ids_of(want), "train --where {filter}");
+    let run = ls("web.clicks", hms, &["--where", "n = 3"]);
+    assert_one_line_error(&run, &["`n` is not a partition column", "dt"]);
+}
+
+#[test]
+fn hive_wrong_names_are_one_line_errors_naming_close_matches() {
+    let hms = hive_metastore();
+    let run = ls("web.clickz", hms, &[]);
+    assert_one_line_error(&run, &[hms, "web.clickz", "web.clicks"]);
+    assert_eq!(run.status.code(), Some(64), "{run}");
+    let run = ls("wbe.clicks", hms, &[]);
+    assert_one_line_error(&run, &[hms, "namespace `wbe`", "web"]);
 }

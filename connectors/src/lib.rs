@@ -22,7 +22,9 @@ pub mod split;
 pub mod store;
 pub mod table;
 
-pub use dataset::{DataFile, Dataset, DatasetOptions, Ignored, TableInfo};
+pub use dataset::{
+    CatalogPartition, CatalogPartitions, DataFile, Dataset, DatasetOptions, Ignored, TableInfo,
+};
 pub use error::{Error, ErrorKind, Result};
 pub use filter::{FilterError, PartitionFilter};
 pub use format::{Format, FormatOptions};

@@ -4,7 +4,9 @@
 //! Hive) which partitions it has. What the catalog answers becomes the URL
 //! the rest of sluice reads, and the storage credentials it vends.
 
+pub mod hive;
 pub mod rest;
+pub mod thrift;
 
 use std::fmt;
 
@@ -93,9 +95,90 @@ pub struct CatalogTable {
     /// The storage options the catalog vended (`s3.access-key-id`...): used
     /// to open the store, never shown.
     pub storage: Vec<(String, String)>,
+    /// A Hive table's partition columns: (name, Hive type).
+    pub partition_keys: Vec<(String, String)>,
+    /// A Hive table's partitions as the metastore lists them (`None`: the
+    /// table is not partitioned).
+    pub partitions: Option<Vec<HivePartition>>,
+    /// A text table's field delimiter (`field.delim`, `separatorChar`).
+    pub delimiter: Option<String>,
+}
+
+/// The value Hive stores for a null partition value.
+const HIVE_NULL: &str = "__HIVE_DEFAULT_PARTITION__";
+
+/// The Arrow type of a Hive column type (partition columns are primitive).
+fn hive_type(ty: &str) -> arrow::datatypes::DataType {
+    use arrow::datatypes::DataType;
+    let base = ty
+        .split('(')
+        .next()
+        .unwrap_or(ty)
+        .trim()
+        .to_ascii_lowercase();
+    match base.as_str() {
+        "tinyint" => DataType::Int8,
+        "smallint" => DataType::Int16,
+        "int" | "integer" => DataType::Int32,
+        "bigint" => DataType::Int64,
+        "float" => DataType::Float32,
+        "double" | "decimal" => DataType::Float64,
+        "boolean" => DataType::Boolean,
+        "date" => DataType::Date32,
+        _ => DataType::Utf8,
+    }
+}
+
+/// One partition of a Hive table, as the metastore lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HivePartition {
+    /// Its values, aligned with the table's partition columns.
+    pub values: Vec<String>,
+    /// Its location (anywhere: not necessarily under the table's).
+    pub location: String,
 }
 
 impl CatalogTable {
+    /// Makes `options` read the table as its catalog describes it: the
+    /// metastore's partitions (not a listing of the root) and its format.
+    pub fn apply(&self, options: &mut connectors::DatasetOptions) {
+        if options.format.is_none() && !matches!(self.format.as_str(), "iceberg" | "delta") {
+            options.format = self.format.parse().ok();
+        }
+        let Some(partitions) = &self.partitions else {
+            return;
+        };
+        let fields = self
+            .partition_keys
+            .iter()
+            .map(|(name, ty)| arrow::datatypes::Field::new(name, hive_type(ty), true))
+            .collect();
+        options.catalog_partitions = Some(connectors::CatalogPartitions {
+            fields,
+            partitions: partitions
+                .iter()
+                .map(|p| connectors::CatalogPartition {
+                    url: p.location.clone(),
+                    values: p
+                        .values
+                        .iter()
+                        .map(|v| (v != HIVE_NULL).then(|| v.clone()))
+                        .collect(),
+                })
+                .collect(),
+        });
+    }
+
+    /// The partitions whose location is not under the table's.
+    pub fn outside_root(&self) -> Vec<&HivePartition> {
+        let root = format!("{}/", self.location.trim_end_matches('/'));
+        self.partitions
+            .iter()
+            .flatten()
+            .filter(|p| !p.location.starts_with(&root))
+            .collect()
+    }
+
     /// The identity of the source in job state: the catalog and the table,
     /// not where the table's files happen to be now.
     pub fn identity(&self) -> String {
@@ -212,12 +295,7 @@ pub async fn resolve(options: &CatalogOptions, name: &str) -> Result<CatalogTabl
                 .load(&parsed)
                 .await?
         }
-        CatalogKind::Hive => {
-            return Err(CatalogError::InvalidUri {
-                uri: uri.to_string(),
-                reason: "Hive Metastore catalogs are not supported yet".to_string(),
-            })
-        }
+        CatalogKind::Hive => hive::load(uri, &parsed).await?,
     };
     tracing::info!(
         catalog = %table.catalog,

@@ -212,6 +212,9 @@ impl RestCatalog {
             location,
             read_url: store_url(&metadata_location),
             storage: storage.into_iter().collect(),
+            partition_keys: Vec::new(),
+            partitions: None,
+            delimiter: None,
         })
     }
 

@@ -133,12 +133,16 @@ pub struct StatusArgs {
 
 /// Runs `sluice master`; returns the process exit code.
 pub async fn master(mut args: MasterArgs) -> anyhow::Result<u8> {
-    if let Some(table) = crate::catalog::lookup(&args.catalog, &args.url).await? {
-        args.url = table.read_url;
+    let table = crate::catalog::lookup(&args.catalog, &args.url).await?;
+    if let Some(table) = &table {
+        args.url = table.read_url.clone();
     }
     let options = args.master;
     options.validate()?;
-    let dataset = args.read.dataset_options(options.ignore_corrupt_files)?;
+    let mut dataset = args.read.dataset_options(options.ignore_corrupt_files)?;
+    if let Some(table) = &table {
+        table.apply(&mut dataset);
+    }
     let follow = args.follow.config(options.epochs)?;
     let config = crate::master::serve::MasterConfig {
         url: args.url,

@@ -48,7 +48,11 @@ pub async fn run(args: LsArgs) -> anyhow::Result<()> {
         .as_ref()
         .map_or(args.url.as_str(), |t| t.read_url.as_str());
     let location = connectors::store::open(url)?;
-    let dataset = Dataset::open(location, args.read.dataset_options(false)?).await?;
+    let mut options = args.read.dataset_options(false)?;
+    if let Some(table) = &found {
+        table.apply(&mut options);
+    }
+    let dataset = Dataset::open(location, options).await?;
     let split_rows = rows_per_split(&dataset).await?;
     let mut partitions: BTreeMap<String, PartitionTotals> = BTreeMap::new();
     for file in &dataset.files {
@@ -111,15 +115,29 @@ async fn rows_per_split(dataset: &Dataset) -> anyhow::Result<Vec<u64>> {
 
 /// What the catalog said of a table, for `--json`.
 fn catalog_json(t: &CatalogTable) -> Value {
-    json!({"uri": t.catalog, "table": t.name, "format": t.format, "location": t.location, "read": t.read_url})
+    let outside: Vec<&str> = t
+        .outside_root()
+        .iter()
+        .map(|p| p.location.as_str())
+        .collect();
+    json!({"uri": t.catalog, "table": t.name, "format": t.format, "location": t.location, "read": t.read_url,
+        "partitions": t.partitions.as_ref().map(|p| p.len()), "outside_root": outside})
 }
 
 /// What the catalog said of a table, as the first line of `ls`.
 fn catalog_line(t: &CatalogTable) -> String {
-    format!(
+    let mut line = format!(
         "table {} in catalog {}: {} at {}\n",
         t.name, t.catalog, t.format, t.location
-    )
+    );
+    for p in t.outside_root() {
+        line.push_str(&format!(
+            "partition {} is outside the table root: {}\n",
+            p.values.join("/"),
+            p.location
+        ));
+    }
+    line
 }
 
 fn to_json(dataset: &Dataset, partitions: &BTreeMap<String, PartitionTotals>) -> Value {

@@ -47,11 +47,14 @@ pub struct TrainArgs {
 
 impl TrainArgs {
     /// With --catalog, looks the table up and reads what the catalog names.
-    pub async fn resolve_catalog(&mut self) -> Result<(), crate::catalog::CatalogError> {
-        if let Some(table) = crate::catalog::lookup(&self.catalog, &self.url).await? {
-            self.url = table.read_url;
+    pub async fn resolve_catalog(
+        &mut self,
+    ) -> Result<Option<crate::catalog::CatalogTable>, crate::catalog::CatalogError> {
+        let table = crate::catalog::lookup(&self.catalog, &self.url).await?;
+        if let Some(table) = &table {
+            self.url = table.read_url.clone();
         }
-        Ok(())
+        Ok(table)
     }
 
     /// Validates the options into the job's configuration.

@@ -122,6 +122,7 @@ impl ReadOptions {
                 _ => TableVersion::Latest,
             },
             partition_filter: self.partition_filter.clone(),
+            catalog_partitions: None,
         })
     }
 }
