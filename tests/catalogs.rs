@@ -438,6 +438,19 @@ fn hive_ls_counts_the_partitions_the_metastore_lists() {
 }
 
 #[test]
+fn an_iceberg_table_in_the_metastore_reads_its_metadata_location() {
+    let hms = hive_metastore();
+    let listed = ls("web.events", hms, &[]).success().json();
+    assert_eq!(listed["catalog"]["format"], "iceberg", "{listed}");
+    assert_eq!(listed["table"]["kind"], "iceberg", "{listed}");
+    let events = hive_table("web.events");
+    // Not the stray newer metadata file in the same directory.
+    assert_eq!(listed["rows"], events["count"], "{listed}");
+    let (ids, _) = train_ids("web.events", hms, &[]);
+    assert_eq!(ids, ids_of(&events["ids"]));
+}
+
+#[test]
 fn hive_train_delivers_exactly_sparks_ids() {
     let hms = hive_metastore();
     for name in ["web.clicks", "web.views"] {
