@@ -258,6 +258,12 @@ async fn run_locked(pattern: Option<&Pattern>, cx: Context<'_>) -> Result<RunRep
         ..
     } = cx;
     if job.train.follow.is_some() {
+        if job.table.is_some() {
+            return Err(RunError::Source {
+                source_url: job.identity(),
+                reason: "follow = true follows a path; a table by name is trained incrementally by each `sluice run` (from cron) instead".to_string(),
+            });
+        }
         return run_followed(&cx).await;
     }
     let loaded = state.load(&job.identity()).await?;
