@@ -4,6 +4,7 @@
 //! crate) to [`worker`]s, which feed Arrow record batches to [`trainer`]s on
 //! device threads; [`job`] runs the whole thing on one machine.
 
+pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod exit;

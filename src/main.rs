@@ -111,12 +111,16 @@ fn clap_error(e: &clap::Error, args: &[std::ffi::OsString]) -> ExitCode {
 async fn dispatch(command: Command, job: Option<sluice::schedule::Job>) -> anyhow::Result<Ended> {
     let code = match command {
         Command::Ls(args) => {
-            sluice::cli::ls::run(args).await?;
+            sluice::cli::ls::run(*args).await?;
             exit::DONE
         }
-        Command::Train(args) => {
+        Command::Train(mut args) => {
+            let table = args.resolve_catalog().await?;
             let grace = args.train.grace;
             let mut config = args.into_config()?;
+            if let Some(table) = &table {
+                table.apply(&mut config.dataset);
+            }
             let (stop, abort) = sluice::cli::dist::stop_on_signals(grace)?;
             config.stop = Some(stop);
             let outcome = tokio::select! {

@@ -30,6 +30,9 @@ echo "== fixtures (real Spark) -> $SLUICE_FIXTURES"
 echo "== Delta and Iceberg tables (real Spark 4.0) -> $SLUICE_FIXTURES/tables"
 "$TABLES_PY" tests/fixtures/make_tables.py "$SLUICE_FIXTURES"
 
+echo "== tables in catalogs (real Spark 4.0, the Iceberg REST catalog) -> $SLUICE_FIXTURES/catalogs"
+"$TABLES_PY" tests/fixtures/make_catalogs.py "$SLUICE_FIXTURES"
+
 echo "== cargo fmt / clippy"
 cargo fmt --all -- --check
 cargo fmt --manifest-path fuzz/Cargo.toml -- --check

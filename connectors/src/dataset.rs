@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::codec::Codec;
 use crate::error::{Error, Result};
+use crate::filter::PartitionFilter;
 use crate::format::{self, FileInfo, FileRef, Format, FormatOptions};
 use crate::layout::names::{classify_dir, dbio_txn, DirClass, FileClass};
 use crate::layout::partition::{infer_type, parse_value, unescape, widen};
@@ -47,6 +48,33 @@ pub struct DatasetOptions {
     /// `--version`, `--snapshot-id` or `--timestamp` says otherwise).
     #[serde(default, skip_serializing_if = "TableVersion::is_latest")]
     pub table_version: TableVersion,
+    /// Keep only the partitions whose values match (`--where`), decided on
+    /// the partition values before any file is inspected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_filter: Option<PartitionFilter>,
+    /// The partitions a catalog (a Hive Metastore) lists for the table: read
+    /// instead of a listing of the root, each from its own location with the
+    /// catalog's values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catalog_partitions: Option<CatalogPartitions>,
+}
+
+/// A table's partitions as its catalog lists them.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CatalogPartitions {
+    /// The partition columns, typed as the catalog types them.
+    pub fields: Vec<Field>,
+    /// Each partition: its location and values (`None` for null).
+    pub partitions: Vec<CatalogPartition>,
+}
+
+/// One partition of a catalog's table.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CatalogPartition {
+    /// Its location (a URL of the table's store, anywhere in it).
+    pub url: String,
+    /// Its values, aligned with [`CatalogPartitions::fields`].
+    pub values: Vec<Option<String>>,
 }
 
 impl Default for DatasetOptions {
@@ -58,6 +86,8 @@ impl Default for DatasetOptions {
             format_options: FormatOptions::default(),
             ignore_corrupt_files: false,
             table_version: TableVersion::Latest,
+            partition_filter: None,
+            catalog_partitions: None,
         }
     }
 }
@@ -167,6 +197,9 @@ impl Dataset {
     /// Structured Streaming file sink (a directory holding `_spark_metadata`):
     /// the files its newest batch holds, see [`Dataset::open_sink_batches`].
     pub async fn open(location: Location, options: DatasetOptions) -> Result<Dataset> {
+        if let Some(partitions) = options.catalog_partitions.clone() {
+            return Dataset::open_partitions(location, partitions, options).await;
+        }
         if let Some(kind) = table::detect(&location).await? {
             let snapshot = table::snapshot(&location, kind, options.table_version).await?;
             return Dataset::from_table(location, snapshot, None, options).await;
@@ -248,6 +281,7 @@ impl Dataset {
         let format = decide_format(&location, &files, options.format)?;
         let partition_fields =
             partition_fields(&partition_names, &files, options.infer_partition_types);
+        let files = keep_partitions(files, &partition_fields, &options)?;
         let inspected = inspect_all(&location, files, format, &options).await?;
         let data_schema = merge_schemas(&location, &inspected.files, &inspected.infos)?;
         let mut dataset = Dataset {
@@ -337,6 +371,16 @@ impl Dataset {
                 deleted: file.deleted,
             })
             .collect();
+        if snapshot.kind == TableKind::Iceberg && options.partition_filter.is_some() {
+            return Err(Error::InvalidOption {
+                option: "--where".to_string(),
+                reason: format!(
+                    "{} is an Iceberg table, whose partitions --where cannot filter yet",
+                    location.url()
+                ),
+            });
+        }
+        let candidates = keep_partitions(candidates, &snapshot.partition_fields, &options)?;
         let inspected = inspect_all(&location, candidates, format, &options).await?;
         let mut dataset = Dataset {
             complete: true,
@@ -414,6 +458,101 @@ impl Dataset {
             sink: None,
         };
         Dataset::from_listed(base, candidates, found, options).await
+    }
+
+    /// The partitions a catalog lists for the table at `location`, each
+    /// listed at its own location (under the table's root or anywhere else
+    /// in the same store) and given the catalog's values; nothing else under
+    /// the root is read. `--where` is decided on those values first.
+    pub async fn open_partitions(
+        location: Location,
+        catalog: CatalogPartitions,
+        options: DatasetOptions,
+    ) -> Result<Dataset> {
+        let fields = catalog.fields;
+        let names: Vec<String> = fields.iter().map(|f| f.name().clone()).collect();
+        let mut kept = Vec::new();
+        for p in catalog.partitions {
+            if let Some(filter) = &options.partition_filter {
+                filter.check(&fields)?;
+                if !filter.matches(&fields, &p.values) {
+                    continue;
+                }
+            }
+            let at = crate::store::open(&p.url)?;
+            if at.base() != location.base() {
+                return Err(Error::Layout {
+                    path: location.url(),
+                    reason: format!("partition {} is in another store than the table", p.url),
+                });
+            }
+            kept.push((at.root, p.values));
+        }
+        if let Some(filter) = &options.partition_filter {
+            filter.check(&fields)?;
+        }
+        let listings = stream::iter(kept.iter().map(|(root, _)| {
+            let mut at = location.clone();
+            at.root = root.clone();
+            async move {
+                match listing::list(&at).await {
+                    // A partition the metastore lists whose directory is gone
+                    // (or was never written) holds no rows, as for Spark.
+                    Err(Error::NotFound { .. }) => Ok(listing::Listing::default()),
+                    other => other,
+                }
+            }
+        }))
+        .buffered(INSPECT_CONCURRENCY)
+        .try_collect::<Vec<_>>()
+        .await?;
+        let mut ignored = Vec::new();
+        let mut candidates = Vec::new();
+        for ((_, values), listing) in kept.iter().zip(listings) {
+            ignored.extend(listing.ignored);
+            let files: Vec<ListedFile> = listing
+                .files
+                .into_iter()
+                .filter(|f| f.class != FileClass::Success)
+                .collect();
+            let partition_dir = names
+                .iter()
+                .zip(values)
+                .map(|(n, v)| format!("{n}={}", v.as_deref().unwrap_or("null")))
+                .collect::<Vec<_>>()
+                .join("/");
+            for file in live_files(&location, &files, &mut ignored).await? {
+                candidates.push(Candidate {
+                    meta: file.meta,
+                    partition_dir: partition_dir.clone(),
+                    columns: names.clone(),
+                    values: values.clone(),
+                    deleted: Vec::new(),
+                });
+            }
+        }
+        let format = decide_format(&location, &candidates, options.format)?;
+        let inspected = inspect_all(&location, candidates, format, &options).await?;
+        let data_schema = merge_schemas(&location, &inspected.files, &inspected.infos)?;
+        let mut dataset = Dataset {
+            complete: true,
+            success: None,
+            in_flight: Vec::new(),
+            format,
+            partition_fields: fields,
+            data_schema,
+            files: Vec::new(),
+            splits: Vec::new(),
+            ignored,
+            corrupt: Vec::new(),
+            location,
+            options,
+            table: None,
+            columns: ColumnMapping::default(),
+            sink: None,
+        };
+        dataset.finish(inspected);
+        Ok(dataset)
     }
 
     fn finish(&mut self, inspected: Inspected) {
@@ -521,6 +660,31 @@ struct Candidate {
     values: Vec<Option<String>>,
     /// Positions of rows deleted from the file (tables only), sorted.
     deleted: Vec<u64>,
+}
+
+/// The files of the partitions `--where` keeps (all without a filter);
+/// a filter naming a column that is no partition column is refused.
+fn keep_partitions(
+    files: Vec<Candidate>,
+    fields: &[Field],
+    options: &DatasetOptions,
+) -> Result<Vec<Candidate>> {
+    let Some(filter) = &options.partition_filter else {
+        return Ok(files);
+    };
+    filter.check(fields)?;
+    let before = files.len();
+    let kept: Vec<Candidate> = files
+        .into_iter()
+        .filter(|f| filter.matches(fields, &f.values))
+        .collect();
+    tracing::debug!(
+        filter = filter.as_str(),
+        before,
+        kept = kept.len(),
+        "partition filter"
+    );
+    Ok(kept)
 }
 
 /// Gives each split of one file the deleted rows that fall in it, as ranges

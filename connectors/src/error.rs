@@ -167,6 +167,9 @@ pub enum Error {
         /// Why it is invalid.
         reason: String,
     },
+    /// A `--where` partition filter that cannot be used on this dataset.
+    #[error(transparent)]
+    Filter(#[from] crate::filter::FilterError),
 }
 
 /// The broad kind of an [`Error`], for callers that decide by kind.
@@ -198,6 +201,7 @@ impl Error {
             Error::InvalidUrl { .. }
             | Error::UnknownColumn { .. }
             | Error::InvalidOption { .. }
+            | Error::Filter(_)
             | Error::StoreConfig { .. } => ErrorKind::Invalid,
             Error::Layout { .. }
             | Error::DanglingLink { .. }
@@ -251,6 +255,7 @@ impl Error {
             | Error::Table { .. }
             | Error::NoSuchVersion { .. }
             | Error::SinkLog { .. }
+            | Error::Filter(_)
             | Error::InvalidOption { .. } => false,
         }
     }

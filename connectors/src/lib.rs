@@ -10,6 +10,7 @@
 pub mod codec;
 pub mod dataset;
 pub mod error;
+pub mod filter;
 pub mod format;
 pub mod layout;
 pub mod listing;
@@ -21,8 +22,11 @@ pub mod split;
 pub mod store;
 pub mod table;
 
-pub use dataset::{DataFile, Dataset, DatasetOptions, Ignored, TableInfo};
+pub use dataset::{
+    CatalogPartition, CatalogPartitions, DataFile, Dataset, DatasetOptions, Ignored, TableInfo,
+};
 pub use error::{Error, ErrorKind, Result};
+pub use filter::{FilterError, PartitionFilter};
 pub use format::{Format, FormatOptions};
 pub use read::{read_split, read_split_within, ReadPlan};
 pub use read_ahead::ReadAhead;

@@ -86,6 +86,9 @@ pub struct MasterArgs {
     /// Object store timeouts (the data and --state).
     #[command(flatten)]
     pub store: StoreOptions,
+    /// The catalog a table name is looked up in.
+    #[command(flatten)]
+    pub catalog: crate::config::CatalogOptions,
 }
 
 /// Arguments of `sluice worker`.
@@ -129,10 +132,17 @@ pub struct StatusArgs {
 }
 
 /// Runs `sluice master`; returns the process exit code.
-pub async fn master(args: MasterArgs) -> anyhow::Result<u8> {
+pub async fn master(mut args: MasterArgs) -> anyhow::Result<u8> {
+    let table = crate::catalog::lookup(&args.catalog, &args.url).await?;
+    if let Some(table) = &table {
+        args.url = table.read_url.clone();
+    }
     let options = args.master;
     options.validate()?;
-    let dataset = args.read.dataset_options(options.ignore_corrupt_files)?;
+    let mut dataset = args.read.dataset_options(options.ignore_corrupt_files)?;
+    if let Some(table) = &table {
+        table.apply(&mut dataset);
+    }
     let follow = args.follow.config(options.epochs)?;
     let config = crate::master::serve::MasterConfig {
         url: args.url,

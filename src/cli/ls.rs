@@ -7,12 +7,13 @@ use connectors::{read::count_rows, Dataset, ReadPlan};
 use futures::stream::{self, StreamExt, TryStreamExt};
 use serde_json::{json, Value};
 
-use crate::config::{KerberosOptions, ReadOptions, StoreOptions};
+use crate::catalog::CatalogTable;
+use crate::config::{CatalogOptions, KerberosOptions, ReadOptions, StoreOptions};
 
 /// Arguments of `sluice ls`.
 #[derive(Debug, Args)]
 pub struct LsArgs {
-    /// The output directory: a path, file://, hdfs://, s3://, gs:// or az:// URL.
+    /// The output directory: a path, file://, hdfs://, s3://, gs:// or az:// URL; with --catalog, a table name (db.table).
     pub url: String,
     /// Print JSON for scripts instead of a table.
     #[arg(long)]
@@ -26,6 +27,9 @@ pub struct LsArgs {
     /// Object store timeouts.
     #[command(flatten)]
     pub store: StoreOptions,
+    /// The catalog a table name is looked up in.
+    #[command(flatten)]
+    pub catalog: CatalogOptions,
 }
 
 /// One partition directory's totals.
@@ -39,8 +43,16 @@ struct PartitionTotals {
 
 /// Runs `sluice ls`.
 pub async fn run(args: LsArgs) -> anyhow::Result<()> {
-    let location = connectors::store::open(&args.url)?;
-    let dataset = Dataset::open(location, args.read.dataset_options(false)?).await?;
+    let found = crate::catalog::lookup(&args.catalog, &args.url).await?;
+    let url = found
+        .as_ref()
+        .map_or(args.url.as_str(), |t| t.read_url.as_str());
+    let location = connectors::store::open(url)?;
+    let mut options = args.read.dataset_options(false)?;
+    if let Some(table) = &found {
+        table.apply(&mut options);
+    }
+    let dataset = Dataset::open(location, options).await?;
     let split_rows = rows_per_split(&dataset).await?;
     let mut partitions: BTreeMap<String, PartitionTotals> = BTreeMap::new();
     for file in &dataset.files {
@@ -56,9 +68,17 @@ pub async fn run(args: LsArgs) -> anyhow::Result<()> {
             .rows += rows;
     }
     let text = if args.json {
-        serde_json::to_string_pretty(&to_json(&dataset, &partitions))? + "\n"
+        let mut json = to_json(&dataset, &partitions);
+        if let Some(t) = &found {
+            json["catalog"] = catalog_json(t);
+        }
+        serde_json::to_string_pretty(&json)? + "\n"
     } else {
-        table(&dataset, &partitions)
+        let mut text = String::new();
+        if let Some(t) = &found {
+            text.push_str(&catalog_line(t));
+        }
+        text + &table(&dataset, &partitions)
     };
     write_stdout(&text)
 }
@@ -91,6 +111,33 @@ async fn rows_per_split(dataset: &Dataset) -> anyhow::Result<Vec<u64>> {
     .try_collect()
     .await?;
     Ok(counts)
+}
+
+/// What the catalog said of a table, for `--json`.
+fn catalog_json(t: &CatalogTable) -> Value {
+    let outside: Vec<&str> = t
+        .outside_root()
+        .iter()
+        .map(|p| p.location.as_str())
+        .collect();
+    json!({"uri": t.catalog, "table": t.name, "format": t.format, "location": t.location, "read": t.read_url,
+        "partitions": t.partitions.as_ref().map(|p| p.len()), "outside_root": outside})
+}
+
+/// What the catalog said of a table, as the first line of `ls`.
+fn catalog_line(t: &CatalogTable) -> String {
+    let mut line = format!(
+        "table {} in catalog {}: {} at {}\n",
+        t.name, t.catalog, t.format, t.location
+    );
+    for p in t.outside_root() {
+        line.push_str(&format!(
+            "partition {} is outside the table root: {}\n",
+            p.values.join("/"),
+            p.location
+        ));
+    }
+    line
 }
 
 fn to_json(dataset: &Dataset, partitions: &BTreeMap<String, PartitionTotals>) -> Value {

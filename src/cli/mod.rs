@@ -32,7 +32,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Show the partitions, files, rows, bytes and tasks of an output directory.
-    Ls(ls::LsArgs),
+    Ls(Box<ls::LsArgs>),
     /// Train on an output directory on this machine, with the master embedded.
     Train(Box<train::TrainArgs>),
     /// Serve one job's tasks to workers over HTTP (with a journal, status page and metrics).
@@ -151,6 +151,7 @@ fn is_usage(cause: &(dyn std::error::Error + 'static)) -> bool {
             connectors::Error::InvalidUrl { .. }
                 | connectors::Error::UnknownColumn { .. }
                 | connectors::Error::InvalidOption { .. }
+                | connectors::Error::Filter(_)
         )
     };
     let trainer = |e: &TrainerError| {
@@ -167,6 +168,9 @@ fn is_usage(cause: &(dyn std::error::Error + 'static)) -> bool {
     };
     if cause.is::<UsageError>() || cause.is::<OptionError>() {
         return true;
+    }
+    if let Some(e) = cause.downcast_ref::<crate::catalog::CatalogError>() {
+        return e.is_usage();
     }
     if let Some(e) = cause.downcast_ref::<JobFileError>() {
         return !matches!(e, JobFileError::Read { .. });

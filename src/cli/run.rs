@@ -42,7 +42,8 @@ pub fn prepare(
 /// `job` is the job file `args.job`, loaded (and its process-wide settings,
 /// object store timeouts and Kerberos login, applied) by [`prepare`] before
 /// the runtime started.
-pub async fn run(args: RunArgs, job: Job) -> anyhow::Result<u8> {
+pub async fn run(args: RunArgs, mut job: Job) -> anyhow::Result<u8> {
+    job.lookup().await?;
     let report = schedule::run(
         &job,
         RunOptions {
@@ -52,7 +53,7 @@ pub async fn run(args: RunArgs, job: Job) -> anyhow::Result<u8> {
     )
     .await?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        crate::cli::ls::write_stdout(&(serde_json::to_string_pretty(&report)? + "\n"))?;
     } else {
         for line in report.lines() {
             crate::logging::result(line);

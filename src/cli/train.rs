@@ -7,14 +7,14 @@ use clap::Args;
 
 use crate::config::train::TrainParts;
 use crate::config::{
-    FollowOptions, KerberosOptions, OptionError, PipelineOptions, ReadOptions, StoreOptions,
-    TrainConfig, TrainOptions, TrainerOptions,
+    CatalogOptions, FollowOptions, KerberosOptions, OptionError, PipelineOptions, ReadOptions,
+    StoreOptions, TrainConfig, TrainOptions, TrainerOptions,
 };
 
 /// Arguments of `sluice train`.
 #[derive(Debug, Args)]
 pub struct TrainArgs {
-    /// The output directory: a path, file://, hdfs://, s3://, gs:// or az:// URL.
+    /// The output directory: a path, file://, hdfs://, s3://, gs:// or az:// URL; with --catalog, a table name (db.table).
     pub url: String,
     /// Keep the job's journal in this local directory (a path or file:// URL); run the same command again after a crash to resume. For state on an object store or HDFS, use `sluice master --state URL`.
     #[arg(long)]
@@ -40,9 +40,23 @@ pub struct TrainArgs {
     /// Object store timeouts.
     #[command(flatten)]
     pub store: StoreOptions,
+    /// The catalog a table name is looked up in.
+    #[command(flatten)]
+    pub catalog: CatalogOptions,
 }
 
 impl TrainArgs {
+    /// With --catalog, looks the table up and reads what the catalog names.
+    pub async fn resolve_catalog(
+        &mut self,
+    ) -> Result<Option<crate::catalog::CatalogTable>, crate::catalog::CatalogError> {
+        let table = crate::catalog::lookup(&self.catalog, &self.url).await?;
+        if let Some(table) = &table {
+            self.url = table.read_url.clone();
+        }
+        Ok(table)
+    }
+
     /// Validates the options into the job's configuration.
     pub fn into_config(self) -> Result<TrainConfig, OptionError> {
         TrainParts {

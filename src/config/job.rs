@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use super::value::{field_names, form};
 use super::{
-    FollowOptions, KerberosOptions, OptionError, PipelineOptions, ReadOptions, StoreOptions,
-    TrainConfig, TrainOptions, TrainerOptions,
+    CatalogOptions, FollowOptions, KerberosOptions, OptionError, PipelineOptions, ReadOptions,
+    StoreOptions, TrainConfig, TrainOptions, TrainerOptions,
 };
 
 /// How long a lock lives without being refreshed, unless the job file says otherwise.
@@ -93,6 +93,9 @@ pub struct JobFile {
     /// Object store timeouts.
     #[serde(flatten)]
     pub store: StoreOptions,
+    /// The catalog a table-name `source` is looked up in (`catalog = "thrift://..."`).
+    #[serde(flatten)]
+    pub catalog: CatalogOptions,
 }
 
 /// Options of `sluice train` a job file cannot set, and why.
@@ -215,7 +218,7 @@ fn check<T: DeserializeOwned>(table: toml::Table) -> Result<(), toml::de::Error>
     table.try_into::<T>().map(drop)
 }
 
-const OWNERS: [Owner; 8] = [
+const OWNERS: [Owner; 9] = [
     (field_names::<FollowOptions>, check::<FollowOptions>),
     (field_names::<JobKeys>, check::<JobKeys>),
     (field_names::<TrainOptions>, check::<TrainOptions>),
@@ -224,6 +227,7 @@ const OWNERS: [Owner; 8] = [
     (field_names::<ReadOptions>, check::<ReadOptions>),
     (field_names::<KerberosOptions>, check::<KerberosOptions>),
     (field_names::<StoreOptions>, check::<StoreOptions>),
+    (field_names::<CatalogOptions>, check::<CatalogOptions>),
 ];
 
 impl JobFile {
@@ -289,7 +293,9 @@ impl JobFile {
             }
         }
         let anchor = path.parent().unwrap_or(Path::new("."));
-        file.job.source = anchored(anchor, &file.job.source);
+        if !file.catalog.is_set() {
+            file.job.source = anchored(anchor, &file.job.source);
+        }
         file.job.state = anchored(anchor, &file.job.state);
         file.path = path.to_path_buf();
         let invalid = |source| JobFileError::Invalid {
@@ -526,12 +532,27 @@ mod tests {
         command = ReadOptions::augment_args(command);
         command = KerberosOptions::augment_args(command);
         command = FollowOptions::augment_args(command);
+        command = CatalogOptions::augment_args(command);
         for arg in command.get_arguments() {
             let Some(long) = arg.get_long() else { continue };
             let refused = REFUSED.iter().any(|(k, _)| *k == long);
             let owned = OWNERS.iter().any(|(keys, _)| keys().contains(&long));
             assert!(refused || owned, "--{long} is no job file key");
         }
+    }
+
+    #[test]
+    fn a_table_name_in_a_catalog_with_a_partition_filter() {
+        let text = "source = \"ads.clicks\"\nstate = \"state\"\ncatalog = \"thrift://hms:9083\"\nwhere = \"dt >= '2026-11-01'\"\n";
+        let file = JobFile::parse(Path::new("/jobs/job.toml"), text).expect("valid job");
+        // A table name is no path to anchor at the job file.
+        assert_eq!(file.job.source, "ads.clicks");
+        assert_eq!(file.catalog.catalog.as_deref(), Some("thrift://hms:9083"));
+        let filter = file.read.partition_filter.as_ref().expect("where");
+        assert_eq!(filter.as_str(), "dt >= '2026-11-01'");
+        let bad = "source = \"/d\"\nstate = \"s\"\nwhere = \"dt >\"\n";
+        let err = JobFile::parse(Path::new("/jobs/job.toml"), bad).expect_err("bad filter");
+        assert!(err.to_string().contains("where"), "{err}");
     }
 
     #[test]

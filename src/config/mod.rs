@@ -22,6 +22,7 @@
 //! and the master's and worker's own). A broken rule is an [`OptionError`]
 //! naming the option.
 
+pub mod catalog;
 pub mod follow;
 pub mod job;
 pub mod kerberos;
@@ -35,6 +36,7 @@ pub mod trainer;
 pub mod value;
 pub mod worker;
 
+pub use catalog::CatalogOptions;
 pub use follow::{FollowConfig, FollowOptions, FollowUntil};
 pub use job::{JobFile, JobFileError, JobKeys, OnRewrite, DEFAULT_LOCK_TTL};
 pub use kerberos::KerberosOptions;

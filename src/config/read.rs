@@ -3,7 +3,7 @@
 
 use clap::Args;
 use connectors::table::TableVersion;
-use connectors::{DatasetOptions, Format, FormatOptions};
+use connectors::{DatasetOptions, Format, FormatOptions, PartitionFilter};
 use serde::Deserialize;
 
 use super::value::{form, parse_size, parse_timestamp, parse_with};
@@ -49,6 +49,15 @@ pub struct ReadOptions {
     #[arg(long, value_name = "T", value_parser = parse_timestamp)]
     #[serde(deserialize_with = "form::some_timestamp")]
     pub timestamp: Option<i64>,
+    /// Read only the partitions whose values match this filter on partition columns, e.g. "dt >= '2026-11-01' AND country IN ('DE', 'FR')": =, !=, <, <=, >, >=, IN (...), IS [NOT] NULL, AND, OR, NOT, parentheses; literals typed by their column.
+    #[arg(long = "where", value_name = "EXPR", value_parser = parse_filter)]
+    #[serde(rename = "where")]
+    pub partition_filter: Option<PartitionFilter>,
+}
+
+/// Parses `--where`.
+fn parse_filter(text: &str) -> Result<PartitionFilter, String> {
+    PartitionFilter::parse(text).map_err(|e| e.to_string())
 }
 
 impl Default for ReadOptions {
@@ -63,6 +72,7 @@ impl Default for ReadOptions {
             table_version: None,
             snapshot_id: None,
             timestamp: None,
+            partition_filter: None,
         }
     }
 }
@@ -111,6 +121,8 @@ impl ReadOptions {
                 (_, _, Some(ms)) => TableVersion::Timestamp(ms),
                 _ => TableVersion::Latest,
             },
+            partition_filter: self.partition_filter.clone(),
+            catalog_partitions: None,
         })
     }
 }

@@ -4,8 +4,11 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::catalog::{CatalogError, CatalogTable};
 pub use crate::config::job::{OnRewrite, DEFAULT_LOCK_TTL};
-use crate::config::{JobFile, JobFileError, KerberosOptions, StoreOptions, TrainConfig};
+use crate::config::{
+    CatalogOptions, JobFile, JobFileError, KerberosOptions, StoreOptions, TrainConfig,
+};
 
 /// A parsed and validated job.
 #[derive(Debug, Clone)]
@@ -22,6 +25,10 @@ pub struct Job {
     pub on_rewrite: OnRewrite,
     /// The training options, validated as `sluice train` validates them.
     pub train: TrainConfig,
+    /// The catalog `source` is a table name in, when it is one.
+    pub catalog: CatalogOptions,
+    /// The table the catalog named, once looked up ([`Job::lookup`]).
+    pub table: Option<CatalogTable>,
 }
 
 impl Job {
@@ -42,6 +49,22 @@ impl Job {
         Ok((job, kerberos, store))
     }
 
+    /// Looks a table-name source up in the job's catalog (nothing to do for
+    /// a path or URL): the run reads what the catalog names now.
+    pub async fn lookup(&mut self) -> Result<(), CatalogError> {
+        self.table = crate::catalog::lookup(&self.catalog, &self.source).await?;
+        Ok(())
+    }
+
+    /// What the job's state records as its source: the catalog and table
+    /// for a table name (where its files are may change), else the source.
+    pub fn identity(&self) -> String {
+        match &self.table {
+            Some(table) => table.identity(),
+            None => self.source.clone(),
+        }
+    }
+
     /// The job a parsed job file describes.
     pub fn from_file(file: JobFile) -> Result<(Job, KerberosOptions), JobFileError> {
         let train = file
@@ -57,6 +80,8 @@ impl Job {
             lock_ttl: file.job.lock_ttl,
             on_rewrite: file.job.on_rewrite,
             train,
+            catalog: file.catalog,
+            table: None,
         };
         Ok((job, file.kerberos))
     }

@@ -216,7 +216,10 @@ impl RunReport {
 pub async fn run(job: &Job, options: RunOptions) -> Result<RunReport, RunError> {
     let started_at = now_text();
     let run_id = run_id();
-    let pattern = Pattern::parse(&job.source)?;
+    let pattern = match &job.table {
+        Some(_) => None,
+        None => Some(Pattern::parse(&job.source)?),
+    };
     let state = StateStore::open(&job.state)?;
     let lock = match options.dry_run {
         true => None,
@@ -230,7 +233,7 @@ pub async fn run(job: &Job, options: RunOptions) -> Result<RunReport, RunError> 
         options,
         started_at,
     };
-    let result = run_locked(&pattern, context).await;
+    let result = run_locked(pattern.as_ref(), context).await;
     if let Some(lock) = lock {
         lock.release().await;
     }
@@ -247,7 +250,7 @@ struct Context<'a> {
     started_at: String,
 }
 
-async fn run_locked(pattern: &Pattern, cx: Context<'_>) -> Result<RunReport, RunError> {
+async fn run_locked(pattern: Option<&Pattern>, cx: Context<'_>) -> Result<RunReport, RunError> {
     let Context {
         job,
         state,
@@ -255,9 +258,37 @@ async fn run_locked(pattern: &Pattern, cx: Context<'_>) -> Result<RunReport, Run
         ..
     } = cx;
     if job.train.follow.is_some() {
+        if job.table.is_some() {
+            return Err(RunError::Source {
+                source_url: job.identity(),
+                reason: "follow = true follows a path; a table by name is trained incrementally by each `sluice run` (from cron) instead".to_string(),
+            });
+        }
         return run_followed(&cx).await;
     }
-    let loaded = state.load(&job.source).await?;
+    let loaded = state.load(&job.identity()).await?;
+    if let Some(table) = &job.table {
+        let location = connectors::store::open(&table.read_url)?;
+        if table.partitions.is_some() {
+            return run_hive(&cx, loaded, table, location).await;
+        }
+        let Some(kind) = table::detect(&location).await? else {
+            return Err(RunError::Source {
+                source_url: table.identity(),
+                reason: format!(
+                    "the catalog's {} table at {} is neither partitioned nor a Delta or Iceberg table: `sluice run` trains what is new in partitions or table versions",
+                    table.format, table.location
+                ),
+            });
+        };
+        return run_table(&cx, loaded, location, kind).await;
+    }
+    let Some(pattern) = pattern else {
+        return Err(RunError::Source {
+            source_url: job.source.clone(),
+            reason: "no pattern".to_string(),
+        });
+    };
     if !job.source.contains('*') {
         let location = connectors::store::open(&job.source)?;
         if let Some(kind) = table::detect(&location).await? {
@@ -311,6 +342,87 @@ async fn run_locked(pattern: &Pattern, cx: Context<'_>) -> Result<RunReport, Run
     let mut config = job.train.clone();
     config.url = expansion.base.url();
     train_and_record(&cx, loaded, config, dataset, report, None).await
+}
+
+/// A run over a partitioned Hive table by name: the partitions the
+/// metastore lists that no earlier run trained (and that `where` keeps),
+/// each read from the location the metastore gives.
+async fn run_hive(
+    cx: &Context<'_>,
+    loaded: Loaded,
+    table: &crate::catalog::CatalogTable,
+    location: Location,
+) -> Result<RunReport, RunError> {
+    let job = cx.job;
+    let mut options = job.train.dataset.clone();
+    table.apply(&mut options);
+    let Some(mut catalog) = options.catalog_partitions.take() else {
+        return Ok(RunReport::start(cx, 0));
+    };
+    let names: Vec<String> = catalog.fields.iter().map(|f| f.name().clone()).collect();
+    let name_of = |p: &connectors::CatalogPartition| {
+        names
+            .iter()
+            .zip(&p.values)
+            .map(|(n, v)| format!("{n}={}", v.as_deref().unwrap_or("null")))
+            .collect::<Vec<_>>()
+            .join("/")
+    };
+    if let Some(filter) = &options.partition_filter {
+        filter
+            .check(&catalog.fields)
+            .map_err(connectors::Error::from)?;
+        catalog
+            .partitions
+            .retain(|p| filter.matches(&catalog.fields, &p.values));
+    }
+    let mut report = RunReport::start(cx, catalog.partitions.len());
+    let mut new = Vec::new();
+    for p in std::mem::take(&mut catalog.partitions) {
+        if loaded.trained.partitions.contains_key(&name_of(&p)) {
+            report.trained_before += 1;
+        } else {
+            new.push(p);
+        }
+    }
+    if new.is_empty() {
+        info!(source = %table.identity(), "nothing new to train");
+        return Ok(report);
+    }
+    catalog.partitions = new.clone();
+    options.catalog_partitions = Some(catalog);
+    let dataset = Dataset::open(location, options).await?;
+    report.new = new
+        .iter()
+        .map(|p| {
+            let name = name_of(p);
+            let files: Vec<_> = dataset
+                .files
+                .iter()
+                .filter(|f| f.partition_dir == name)
+                .collect();
+            NewPartition {
+                path: name,
+                url: p.url.clone(),
+                rows: files.iter().try_fold(0, |sum, f| f.rows.map(|r| sum + r)),
+                files: files.len(),
+            }
+        })
+        .collect();
+    if dataset.known_empty() && !cx.options.allow_empty {
+        let urls: Vec<&str> = report.new.iter().map(|p| p.url.as_str()).collect();
+        return Err(RunError::Empty {
+            what: format!("{} new partitions ({})", urls.len(), urls.join(", ")),
+        });
+    }
+    if cx.options.dry_run {
+        crate::job::train::check_schema(&job.train, &dataset)?;
+        return Ok(report);
+    }
+    let mut config = job.train.clone();
+    config.url = table.read_url.clone();
+    config.dataset = dataset.options.clone();
+    train_and_record(cx, loaded, config, dataset, report, None).await
 }
 
 /// A job file with `follow = true`: one long run that trains what the

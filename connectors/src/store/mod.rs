@@ -12,7 +12,7 @@ mod local;
 mod s3;
 
 pub use cloud::{
-    set_timeouts, timeouts, Timeouts, DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT,
+    set_timeouts, set_vended, timeouts, Timeouts, DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT,
 };
 pub use hdfs::HdfsStoreBuilder;
 pub(crate) use local::Oddity;

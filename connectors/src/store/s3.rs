@@ -23,13 +23,37 @@ pub(super) fn open(url: &str) -> Result<Location> {
             "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY instead",
         ));
     }
-    let builder = configure(AmazonS3Builder::from_env().with_bucket_name(parsed.authority));
+    let builder = vended(AmazonS3Builder::from_env().with_bucket_name(parsed.authority));
+    let builder = configure(builder);
     let store = builder.build().map_err(|e| cloud::config_error(url, e))?;
     Ok(Location::new(
         Arc::new(store),
         parsed.root.clone(),
         parsed.base(),
     ))
+}
+
+/// Applies the storage options a catalog vended for the table (Iceberg's
+/// `s3.*` keys) over what the environment configured.
+fn vended(mut builder: AmazonS3Builder) -> AmazonS3Builder {
+    for (key, value) in cloud::vended() {
+        let config = match key.as_str() {
+            "s3.access-key-id" => AmazonS3ConfigKey::AccessKeyId,
+            "s3.secret-access-key" => AmazonS3ConfigKey::SecretAccessKey,
+            "s3.session-token" => AmazonS3ConfigKey::Token,
+            "s3.endpoint" => AmazonS3ConfigKey::Endpoint,
+            "s3.region" | "client.region" => AmazonS3ConfigKey::Region,
+            "s3.path-style-access" => {
+                let virtual_hosted = if value == "true" { "false" } else { "true" };
+                builder = builder
+                    .with_config(AmazonS3ConfigKey::VirtualHostedStyleRequest, virtual_hosted);
+                continue;
+            }
+            _ => continue,
+        };
+        builder = builder.with_config(config, value);
+    }
+    builder
 }
 
 /// Applies sluice's rules on top of what the environment configured: the retry

@@ -1,0 +1,302 @@
+//! A Hive Metastore client over Thrift (`thrift://HOST:PORT`): the table
+//! (`get_table_req`), its partitions (`get_partitions`), and the databases
+//! and tables that name close matches (`get_all_databases`,
+//! `get_all_tables`). The table's storage descriptor says where it is and
+//! in which format; its parameters say when it is really an Iceberg or a
+//! Delta table, or a Spark datasource table (whose location is the serde's
+//! `path`).
+
+use std::time::Duration;
+
+use super::thrift::{Arg, Connection, ThriftError, Value};
+use super::{close_matches, store_url, CatalogError, CatalogTable, HivePartition, TableName};
+
+/// How long connecting, and each read and write, may take.
+const TIMEOUT: Duration = Duration::from_secs(10);
+/// The database a bare table name is in.
+const DEFAULT_DATABASE: &str = "default";
+
+/// Looks `name` up in the metastore at `uri` (`thrift://HOST:PORT`).
+pub async fn load(uri: &str, name: &TableName) -> Result<CatalogTable, CatalogError> {
+    let uri = uri.to_string();
+    let name = name.clone();
+    tokio::task::spawn_blocking(move || load_blocking(&uri, &name))
+        .await
+        .map_err(|e| CatalogError::Protocol {
+            catalog: String::new(),
+            reason: e.to_string(),
+        })?
+}
+
+fn load_blocking(uri: &str, name: &TableName) -> Result<CatalogTable, CatalogError> {
+    let (host, port) = host_port(uri)?;
+    let database = match name.namespace.as_slice() {
+        [] => DEFAULT_DATABASE.to_string(),
+        [db] => db.clone(),
+        _ => {
+            return Err(CatalogError::InvalidName {
+                name: name.to_string(),
+                reason: "a Hive Metastore names tables `table` or `database.table`".to_string(),
+            })
+        }
+    };
+    let failed = |e: ThriftError| match e {
+        ThriftError::Io(io) => CatalogError::Unreachable {
+            catalog: uri.to_string(),
+            reason: io.to_string(),
+        },
+        other => CatalogError::Protocol {
+            catalog: uri.to_string(),
+            reason: other.to_string(),
+        },
+    };
+    let mut conn = Connection::connect(&host, port, TIMEOUT).map_err(failed)?;
+    let request = vec![
+        Arg::Str(1, database.clone()),
+        Arg::Str(2, name.table.clone()),
+    ];
+    let reply = conn
+        .call("get_table_req", &[Arg::Struct(1, request)])
+        .map_err(failed)?;
+    let Some(table) = reply.field(0).and_then(|r| r.field(1)) else {
+        // o1 MetaException, o2 NoSuchObjectException.
+        return Err(not_found(&mut conn, uri, &database, name).map_err(failed)?);
+    };
+    let partition_keys = fields_of(table.list(8));
+    let partitions = if partition_keys.is_empty() {
+        None
+    } else {
+        let reply = conn
+            .call(
+                "get_partitions",
+                &[
+                    Arg::Str(1, database.clone()),
+                    Arg::Str(2, name.table.clone()),
+                    Arg::I16(3, -1),
+                ],
+            )
+            .map_err(failed)?;
+        let list = match reply.field(0) {
+            Some(Value::List(items)) => items.clone(),
+            _ => {
+                return Err(CatalogError::Protocol {
+                    catalog: uri.to_string(),
+                    reason: format!(
+                        "get_partitions of {database}.{}: {}",
+                        name.table,
+                        exception_message(&reply)
+                    ),
+                })
+            }
+        };
+        Some(
+            list.iter()
+                .map(|p| HivePartition {
+                    values: p.list(1).iter().filter_map(Value::as_string).collect(),
+                    location: p
+                        .field(6)
+                        .and_then(|sd| sd.str(2))
+                        .map(|l| store_url(&l))
+                        .unwrap_or_default(),
+                })
+                .collect(),
+        )
+    };
+    Ok(describe(
+        uri,
+        &format!("{database}.{}", name.table),
+        table,
+        partition_keys,
+        partitions,
+    ))
+}
+
+/// What the metastore's table says: its format, location, and what to read.
+fn describe(
+    uri: &str,
+    full_name: &str,
+    table: &Value,
+    partition_keys: Vec<(String, String)>,
+    partitions: Option<Vec<HivePartition>>,
+) -> CatalogTable {
+    let params = table.string_map(9);
+    let param = |key: &str| {
+        params
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(key))
+            .map(|(_, v)| v.clone())
+    };
+    let sd = table.field(7);
+    let serde = sd.and_then(|sd| sd.field(7));
+    let serde_params = serde.map(|s| s.string_map(3)).unwrap_or_default();
+    let sd_location = sd.and_then(|sd| sd.str(2)).unwrap_or_default();
+    // Spark's datasource tables keep the real location in the serde's `path`.
+    let location = serde_params
+        .iter()
+        .find(|(k, _)| k == "path")
+        .map(|(_, v)| v.clone())
+        .unwrap_or(sd_location);
+    let location = store_url(&location);
+    let provider = param("spark.sql.sources.provider").map(|p| p.to_ascii_lowercase());
+    let input_format = sd.and_then(|sd| sd.str(3)).unwrap_or_default();
+    let serde_lib = serde.and_then(|s| s.str(2)).unwrap_or_default();
+    let (format, read_url) =
+        if param("table_type").is_some_and(|t| t.eq_ignore_ascii_case("ICEBERG")) {
+            let metadata = param("metadata_location").map(|m| store_url(&m));
+            (
+                "iceberg".to_string(),
+                metadata.unwrap_or_else(|| location.clone()),
+            )
+        } else if provider.as_deref() == Some("delta") {
+            ("delta".to_string(), location.clone())
+        } else {
+            (
+                hive_format(provider.as_deref(), &input_format, &serde_lib),
+                location.clone(),
+            )
+        };
+    let delimiter = serde_params
+        .iter()
+        .find(|(k, _)| k == "field.delim" || k == "separatorChar")
+        .map(|(_, v)| v.clone());
+    CatalogTable {
+        catalog: uri.to_string(),
+        name: full_name.to_string(),
+        format,
+        location,
+        read_url,
+        storage: Vec::new(),
+        partition_keys,
+        partitions,
+        delimiter,
+    }
+}
+
+/// The format of a Hive or Spark datasource table.
+fn hive_format(provider: Option<&str>, input_format: &str, serde_lib: &str) -> String {
+    if let Some(p) = provider.filter(|p| *p != "hive") {
+        return p.to_string();
+    }
+    let lower = |s: &str| s.to_ascii_lowercase();
+    let (input, serde) = (lower(input_format), lower(serde_lib));
+    if input.contains("parquet") || serde.contains("parquet") {
+        "parquet".to_string()
+    } else if input.contains("orc") || serde.contains("orc") {
+        "orc".to_string()
+    } else if serde.contains("opencsvserde") {
+        "csv".to_string()
+    } else if serde.contains("json") {
+        "json".to_string()
+    } else if input.contains("avro") || serde.contains("avro") {
+        "avro".to_string()
+    } else {
+        "text".to_string()
+    }
+}
+
+/// (name, Hive type) of each FieldSchema.
+fn fields_of(list: &[Value]) -> Vec<(String, String)> {
+    list.iter()
+        .filter_map(|f| Some((f.str(1)?, f.str(2).unwrap_or_default())))
+        .collect()
+}
+
+/// The message of the exception a result struct carries.
+fn exception_message(result: &Value) -> String {
+    match result {
+        Value::Struct(fields) => fields
+            .iter()
+            .filter(|(id, _)| *id != 0)
+            .find_map(|(_, e)| e.str(1))
+            .unwrap_or_else(|| "no result".to_string()),
+        _ => "no result".to_string(),
+    }
+}
+
+/// The error for a table the metastore does not have: the database is
+/// missing (close databases named) or the table is (close tables named).
+fn not_found(
+    conn: &mut Connection,
+    uri: &str,
+    database: &str,
+    name: &TableName,
+) -> Result<CatalogError, ThriftError> {
+    let strings = |v: Value| -> Vec<String> {
+        match v.field(0) {
+            Some(Value::List(items)) => items.iter().filter_map(Value::as_string).collect(),
+            _ => Vec::new(),
+        }
+    };
+    let databases = strings(conn.call("get_all_databases", &[])?);
+    if !databases.iter().any(|d| d.eq_ignore_ascii_case(database)) {
+        return Ok(CatalogError::NoSuchNamespace {
+            catalog: uri.to_string(),
+            namespace: database.to_string(),
+            close: close_matches(database, &databases),
+        });
+    }
+    let tables: Vec<String> =
+        strings(conn.call("get_all_tables", &[Arg::Str(1, database.to_string())])?)
+            .into_iter()
+            .map(|t| format!("{database}.{t}"))
+            .collect();
+    Ok(CatalogError::NoSuchTable {
+        catalog: uri.to_string(),
+        name: format!("{database}.{}", name.table),
+        close: close_matches(&format!("{database}.{}", name.table), &tables),
+    })
+}
+
+fn host_port(uri: &str) -> Result<(String, u16), CatalogError> {
+    let invalid = |reason: &str| CatalogError::InvalidUri {
+        uri: uri.to_string(),
+        reason: reason.to_string(),
+    };
+    let rest = uri.split_once("://").map(|(_, r)| r).unwrap_or(uri);
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let (host, port) = authority
+        .rsplit_once(':')
+        .ok_or_else(|| invalid("a Hive Metastore URI is thrift://HOST:PORT"))?;
+    let port = port
+        .parse()
+        .map_err(|_| invalid("the port must be a number"))?;
+    Ok((host.trim_matches(['[', ']']).to_string(), port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_come_from_the_provider_or_the_storage_descriptor() {
+        assert_eq!(hive_format(Some("orc"), "", ""), "orc");
+        let parquet = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat";
+        assert_eq!(hive_format(Some("hive"), parquet, ""), "parquet");
+        let text = "org.apache.hadoop.mapred.TextInputFormat";
+        assert_eq!(
+            hive_format(None, text, "org.apache.hadoop.hive.serde2.OpenCSVSerde"),
+            "csv"
+        );
+        assert_eq!(
+            hive_format(None, text, "org.apache.hive.hcatalog.data.JsonSerDe"),
+            "json"
+        );
+        assert_eq!(
+            hive_format(
+                None,
+                text,
+                "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe"
+            ),
+            "text"
+        );
+    }
+
+    #[test]
+    fn uris_give_host_and_port() {
+        assert_eq!(
+            host_port("thrift://hms:9083").ok(),
+            Some(("hms".to_string(), 9083))
+        );
+        assert!(host_port("thrift://hms").is_err());
+    }
+}

@@ -1,0 +1,408 @@
+//! Tables by name: a source given as `db.table` is looked up in a catalog
+//! (`--catalog`): a Hive Metastore (`thrift://`) or an Iceberg REST catalog
+//! (`http(s)://`), which says where the table is, in which format, and (for
+//! Hive) which partitions it has. What the catalog answers becomes the URL
+//! the rest of sluice reads, and the storage credentials it vends.
+
+pub mod hive;
+pub mod rest;
+pub mod thrift;
+
+use std::fmt;
+
+use crate::config::CatalogOptions;
+
+/// The kind of catalog a `--catalog` URI names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CatalogKind {
+    /// `thrift://HOST:PORT`: a Hive Metastore.
+    Hive,
+    /// `http(s)://HOST:PORT[/PATH]`: an Iceberg REST catalog.
+    IcebergRest,
+}
+
+impl CatalogKind {
+    /// The kind of catalog `uri` names.
+    pub fn of(uri: &str) -> Result<CatalogKind, CatalogError> {
+        let scheme = uri.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+        match scheme.as_deref() {
+            Some("thrift") => Ok(CatalogKind::Hive),
+            Some("http" | "https") => Ok(CatalogKind::IcebergRest),
+            _ => Err(CatalogError::InvalidUri {
+                uri: uri.to_string(),
+                reason: "use thrift://HOST:PORT for a Hive Metastore or http(s)://HOST:PORT for an Iceberg REST catalog".to_string(),
+            }),
+        }
+    }
+}
+
+/// A table name split into its namespace and its own name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableName {
+    /// The namespace levels (the database, for Hive); may be empty.
+    pub namespace: Vec<String>,
+    /// The table's own name.
+    pub table: String,
+}
+
+impl TableName {
+    /// Parses `table`, `db.table` or `ns1.ns2.table`.
+    pub fn parse(name: &str) -> Result<TableName, CatalogError> {
+        let invalid = |reason: &str| CatalogError::InvalidName {
+            name: name.to_string(),
+            reason: reason.to_string(),
+        };
+        if name.contains("://") || name.contains('/') {
+            return Err(invalid(
+                "with --catalog the source is a table name (db.table), not a path or URL",
+            ));
+        }
+        let parts: Vec<&str> = name.split('.').collect();
+        if parts.iter().any(|p| p.trim().is_empty()) {
+            return Err(invalid("every part of a table name must be non-empty"));
+        }
+        let (table, namespace) = parts.split_last().ok_or_else(|| invalid("empty name"))?;
+        Ok(TableName {
+            namespace: namespace.iter().map(|s| s.to_string()).collect(),
+            table: table.to_string(),
+        })
+    }
+}
+
+impl fmt::Display for TableName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for level in &self.namespace {
+            write!(f, "{level}.")?;
+        }
+        f.write_str(&self.table)
+    }
+}
+
+/// A table as its catalog describes it.
+#[derive(Debug, Clone)]
+pub struct CatalogTable {
+    /// The catalog's URI as given (never with credentials).
+    pub catalog: String,
+    /// The table's full name.
+    pub name: String,
+    /// The table's format as `ls` shows it (`iceberg`, `delta`, `parquet`...).
+    pub format: String,
+    /// The table's location (its root directory).
+    pub location: String,
+    /// What sluice reads: the current metadata file of an Iceberg table, else
+    /// the table's location.
+    pub read_url: String,
+    /// The storage options the catalog vended (`s3.access-key-id`...): used
+    /// to open the store, never shown.
+    pub storage: Vec<(String, String)>,
+    /// A Hive table's partition columns: (name, Hive type).
+    pub partition_keys: Vec<(String, String)>,
+    /// A Hive table's partitions as the metastore lists them (`None`: the
+    /// table is not partitioned).
+    pub partitions: Option<Vec<HivePartition>>,
+    /// A text table's field delimiter (`field.delim`, `separatorChar`).
+    pub delimiter: Option<String>,
+}
+
+/// The value Hive stores for a null partition value.
+const HIVE_NULL: &str = "__HIVE_DEFAULT_PARTITION__";
+
+/// The Arrow type of a Hive column type (partition columns are primitive).
+fn hive_type(ty: &str) -> arrow::datatypes::DataType {
+    use arrow::datatypes::DataType;
+    let base = ty
+        .split('(')
+        .next()
+        .unwrap_or(ty)
+        .trim()
+        .to_ascii_lowercase();
+    match base.as_str() {
+        "tinyint" => DataType::Int8,
+        "smallint" => DataType::Int16,
+        "int" | "integer" => DataType::Int32,
+        "bigint" => DataType::Int64,
+        "float" => DataType::Float32,
+        "double" | "decimal" => DataType::Float64,
+        "boolean" => DataType::Boolean,
+        "date" => DataType::Date32,
+        _ => DataType::Utf8,
+    }
+}
+
+/// One partition of a Hive table, as the metastore lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HivePartition {
+    /// Its values, aligned with the table's partition columns.
+    pub values: Vec<String>,
+    /// Its location (anywhere: not necessarily under the table's).
+    pub location: String,
+}
+
+impl CatalogTable {
+    /// Makes `options` read the table as its catalog describes it: the
+    /// metastore's partitions (not a listing of the root) and its format.
+    pub fn apply(&self, options: &mut connectors::DatasetOptions) {
+        if options.format.is_none() && !matches!(self.format.as_str(), "iceberg" | "delta") {
+            options.format = self.format.parse().ok();
+        }
+        let Some(partitions) = &self.partitions else {
+            return;
+        };
+        let fields = self
+            .partition_keys
+            .iter()
+            .map(|(name, ty)| arrow::datatypes::Field::new(name, hive_type(ty), true))
+            .collect();
+        options.catalog_partitions = Some(connectors::CatalogPartitions {
+            fields,
+            partitions: partitions
+                .iter()
+                .map(|p| connectors::CatalogPartition {
+                    url: p.location.clone(),
+                    values: p
+                        .values
+                        .iter()
+                        .map(|v| (v != HIVE_NULL).then(|| v.clone()))
+                        .collect(),
+                })
+                .collect(),
+        });
+    }
+
+    /// The partitions whose location is not under the table's.
+    pub fn outside_root(&self) -> Vec<&HivePartition> {
+        let root = format!("{}/", self.location.trim_end_matches('/'));
+        self.partitions
+            .iter()
+            .flatten()
+            .filter(|p| !p.location.starts_with(&root))
+            .collect()
+    }
+
+    /// The identity of the source in job state: the catalog and the table,
+    /// not where the table's files happen to be now.
+    pub fn identity(&self) -> String {
+        format!("{}#{}", self.catalog, self.name)
+    }
+}
+
+/// A catalog that could not answer, or a name it does not know.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    /// The `--catalog` value is no catalog URI.
+    #[error("invalid --catalog {uri}: {reason}")]
+    InvalidUri {
+        /// The URI as given.
+        uri: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// The source is no table name.
+    #[error("invalid table name `{name}`: {reason}")]
+    InvalidName {
+        /// The name as given.
+        name: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// A credential file that cannot be used.
+    #[error("cannot use {option} {path}: {reason}")]
+    Credentials {
+        /// `--catalog-token-file` or `--catalog-credential-file`.
+        option: &'static str,
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The catalog did not answer.
+    #[error("catalog {catalog} cannot be reached: {reason}")]
+    Unreachable {
+        /// The catalog.
+        catalog: String,
+        /// What failed.
+        reason: String,
+    },
+    /// The catalog refused the credentials.
+    #[error("catalog {catalog} refused the credentials (HTTP {status}): {reason}; check --catalog-token-file or --catalog-credential-file (an expired token must be renewed)")]
+    Unauthorized {
+        /// The catalog.
+        catalog: String,
+        /// 401 or 403.
+        status: u16,
+        /// The catalog's message.
+        reason: String,
+    },
+    /// No such namespace (database).
+    #[error("catalog {catalog} has no namespace `{namespace}`{}", close_list(.close))]
+    NoSuchNamespace {
+        /// The catalog.
+        catalog: String,
+        /// The namespace asked for.
+        namespace: String,
+        /// Names close to it.
+        close: Vec<String>,
+    },
+    /// No such table.
+    #[error("catalog {catalog} has no table `{name}`{}", close_list(.close))]
+    NoSuchTable {
+        /// The catalog.
+        catalog: String,
+        /// The table asked for.
+        name: String,
+        /// Names close to it.
+        close: Vec<String>,
+    },
+    /// An answer sluice cannot use.
+    #[error("catalog {catalog}: {reason}")]
+    Protocol {
+        /// The catalog.
+        catalog: String,
+        /// What was wrong.
+        reason: String,
+    },
+}
+
+impl CatalogError {
+    /// Whether running again as is cannot help: a wrong name or URI.
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            CatalogError::InvalidUri { .. }
+                | CatalogError::InvalidName { .. }
+                | CatalogError::NoSuchNamespace { .. }
+                | CatalogError::NoSuchTable { .. }
+        )
+    }
+}
+
+fn close_list(close: &[String]) -> String {
+    if close.is_empty() {
+        String::new()
+    } else {
+        format!(" (did you mean {}?)", close.join(", "))
+    }
+}
+
+/// Looks `name` up in the catalog `options` name.
+pub async fn resolve(options: &CatalogOptions, name: &str) -> Result<CatalogTable, CatalogError> {
+    let uri = options.catalog.as_deref().unwrap_or_default().trim();
+    let parsed = TableName::parse(name)?;
+    let table = match CatalogKind::of(uri)? {
+        CatalogKind::IcebergRest => {
+            rest::RestCatalog::connect(uri, options)
+                .await?
+                .load(&parsed)
+                .await?
+        }
+        CatalogKind::Hive => hive::load(uri, &parsed).await?,
+    };
+    tracing::info!(
+        catalog = %table.catalog,
+        table = %table.name,
+        format = %table.format,
+        location = %table.location,
+        "table found in the catalog"
+    );
+    Ok(table)
+}
+
+/// The table `source` names when `options` give a catalog (`None` when
+/// they do not: the source is a path or URL). The storage options the
+/// catalog vended are set for every store opened from now on.
+pub async fn lookup(
+    options: &CatalogOptions,
+    source: &str,
+) -> Result<Option<CatalogTable>, CatalogError> {
+    if !options.is_set() {
+        return Ok(None);
+    }
+    let table = resolve(options, source).await?;
+    connectors::store::set_vended(table.storage.clone());
+    Ok(Some(table))
+}
+
+/// The names among `candidates` close to `wanted` (an edit or two apart, or
+/// one holding the other), closest first, at most five.
+pub fn close_matches(wanted: &str, candidates: &[String]) -> Vec<String> {
+    let wanted_lower = wanted.to_lowercase();
+    let limit = (wanted.chars().count() / 3).max(2);
+    let mut scored: Vec<(usize, &String)> = candidates
+        .iter()
+        .filter_map(|c| {
+            let lower = c.to_lowercase();
+            let d = edit_distance(&wanted_lower, &lower);
+            let related = lower.contains(&wanted_lower) || wanted_lower.contains(&lower);
+            (d <= limit || related).then_some((d, c))
+        })
+        .collect();
+    scored.sort();
+    scored.into_iter().take(5).map(|(_, c)| c.clone()).collect()
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+/// A URI a catalog gave for a file or directory, as sluice's stores take it:
+/// Hadoop's `file:/path` becomes `file:///path`.
+pub fn store_url(uri: &str) -> String {
+    match uri.strip_prefix("file:") {
+        Some(rest) if !rest.starts_with("//") => format!("file://{rest}"),
+        _ => uri.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_split_into_namespace_and_table() {
+        let n = TableName::parse("ns1.ns2.t").expect("valid");
+        assert_eq!(n.namespace, ["ns1", "ns2"]);
+        assert_eq!(n.table, "t");
+        assert_eq!(n.to_string(), "ns1.ns2.t");
+        assert!(TableName::parse("t").expect("valid").namespace.is_empty());
+        assert!(TableName::parse("db..t").is_err());
+        assert!(TableName::parse("/data/t").is_err());
+    }
+
+    #[test]
+    fn close_matches_are_a_typo_away() {
+        let names = ["clicks", "views", "click_stats"].map(String::from);
+        assert_eq!(close_matches("clickz", &names), ["clicks"]);
+        assert!(close_matches("orders", &names).is_empty());
+    }
+
+    #[test]
+    fn hadoop_file_uris_gain_their_slashes() {
+        assert_eq!(store_url("file:/tmp/t"), "file:///tmp/t");
+        assert_eq!(store_url("file:///tmp/t"), "file:///tmp/t");
+        assert_eq!(store_url("s3://b/t"), "s3://b/t");
+    }
+
+    #[test]
+    fn schemes_choose_the_catalog() {
+        assert_eq!(
+            CatalogKind::of("thrift://h:9083").ok(),
+            Some(CatalogKind::Hive)
+        );
+        assert_eq!(
+            CatalogKind::of("https://h/api").ok(),
+            Some(CatalogKind::IcebergRest)
+        );
+        assert!(CatalogKind::of("h:9083").is_err());
+    }
+}

@@ -1,0 +1,32 @@
+//! `--catalog`, `--catalog-token-file`, `--catalog-credential-file`: the
+//! catalog a source given as a table name (`db.table`) is looked up in,
+//! shared by `ls`, `train`, `master` and job files (as keys).
+
+use std::path::PathBuf;
+
+use clap::Args;
+use serde::Deserialize;
+
+/// Where table names are looked up, and how to log in there.
+#[derive(Debug, Clone, Default, PartialEq, Args, Deserialize)]
+#[serde(default, rename_all = "kebab-case")]
+pub struct CatalogOptions {
+    /// Read the source as a table name (`table`, `db.table`, `ns1.ns2.table`) in this catalog: `thrift://HOST:PORT` (a Hive Metastore) or `http(s)://HOST:PORT[/PREFIX]` (an Iceberg REST catalog).
+    #[arg(long, value_name = "URI", env = "SLUICE_CATALOG")]
+    pub catalog: Option<String>,
+    /// Iceberg REST catalog: a file holding the bearer token every request carries.
+    #[arg(long, value_name = "FILE", conflicts_with = "catalog_credential_file")]
+    pub catalog_token_file: Option<PathBuf>,
+    /// Iceberg REST catalog: a file holding `client_id:client_secret`, exchanged for a token at the catalog's OAuth2 token endpoint.
+    #[arg(long, value_name = "FILE")]
+    pub catalog_credential_file: Option<PathBuf>,
+}
+
+impl CatalogOptions {
+    /// Whether the source is a table name.
+    pub fn is_set(&self) -> bool {
+        self.catalog
+            .as_deref()
+            .is_some_and(|c| !c.trim().is_empty())
+    }
+}

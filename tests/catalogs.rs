@@ -1,0 +1,496 @@
+//! Tables by name (`--catalog`): an Iceberg REST catalog (the reference
+//! server, tests/services/iceberg-rest.sh) and a Hive Metastore 4.0.1
+//! (tests/services/hive-metastore.sh) serving tables Spark wrote through
+//! them (tests/fixtures/make_catalogs.py). `ls` counts what Spark counts, `train`
+//! delivers Spark's ids, the table's current snapshot is the catalog's (not a
+//! stray newer metadata file), and a wrong name, a wrong or dead catalog and
+//! a refused token are one-line errors.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use common::{assert_one_line_error, fixtures_dir, parse_json, recorded_ids, recorder, sluice};
+use serde_json::Value;
+
+/// The port of the tests' REST catalog (the fixture script uses another).
+const REST_PORT: &str = "18181";
+/// The port of the tests' metastore (the fixture script uses another).
+const HMS_PORT: &str = "19083";
+
+/// `catalogs/expected.json`, written by tests/fixtures/make_catalogs.py.
+fn expected() -> &'static Value {
+    static EXPECTED: OnceLock<Value> = OnceLock::new();
+    EXPECTED.get_or_init(|| {
+        let path = fixtures_dir().join("catalogs/expected.json");
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+            panic!(
+                "cannot read {}: {e}; tests/run.sh writes it with tests/fixtures/make_catalogs.py",
+                path.display()
+            )
+        });
+        parse_json(&text, &path.display().to_string())
+    })
+}
+
+/// The REST catalog over the fixtures' state, started once for this test
+/// binary (it stops when the binary exits); its URI.
+fn rest_catalog() -> &'static str {
+    static URI: OnceLock<String> = OnceLock::new();
+    URI.get_or_init(|| {
+        let dir = expected()["rest"]["dir"].as_str().expect("rest.dir");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/services/iceberg-rest.sh");
+        let out = Command::new(script)
+            .arg("start")
+            .env("SLUICE_ICEBERG_REST_DIR", dir)
+            .env("SLUICE_ICEBERG_REST_PORT", REST_PORT)
+            .env(
+                "SLUICE_ICEBERG_REST_EXIT_WITH",
+                std::process::id().to_string(),
+            )
+            .output()
+            .expect("run tests/services/iceberg-rest.sh");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "iceberg-rest.sh start failed: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("SLUICE_ICEBERG_REST_URL="))
+            .expect("iceberg-rest.sh printed its URL")
+            .to_string()
+    })
+}
+
+/// The metastore over the fixtures' state, started once for this test
+/// binary (it stops when the binary exits); its URI.
+fn hive_metastore() -> &'static str {
+    static URI: OnceLock<String> = OnceLock::new();
+    URI.get_or_init(|| {
+        let dir = expected()["hive"]["dir"].as_str().expect("hive.dir");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/services/hive-metastore.sh");
+        let out = Command::new(script)
+            .arg("start")
+            .env("SLUICE_HIVE_METASTORE_DIR", dir)
+            .env("SLUICE_HIVE_METASTORE_PORT", HMS_PORT)
+            .env(
+                "SLUICE_HIVE_METASTORE_EXIT_WITH",
+                std::process::id().to_string(),
+            )
+            .output()
+            .expect("run tests/services/hive-metastore.sh");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "hive-metastore.sh start failed: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("SLUICE_HIVE_METASTORE_URI="))
+            .expect("hive-metastore.sh printed its URI")
+            .to_string()
+    })
+}
+
+fn hive_table(name: &str) -> &'static Value {
+    &expected()["hive"]["tables"][name]
+}
+
+fn rest_table(name: &str) -> &'static Value {
+    &expected()["rest"]["tables"][name]
+}
+
+fn ids_of(value: &Value) -> Vec<i64> {
+    let mut ids: Vec<i64> = value
+        .as_array()
+        .expect("an id list")
+        .iter()
+        .map(|v| v.as_i64().expect("an integer id"))
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// `sluice ls NAME --catalog URI --json` and extra arguments.
+fn ls(name: &str, catalog: &str, extra: &[&str]) -> common::Run {
+    let mut args = vec!["ls", name, "--catalog", catalog, "--json"];
+    args.extend_from_slice(extra);
+    sluice(&args)
+}
+
+/// Trains on `name` with a recording trainer; the ids delivered, sorted, and
+/// how many were delivered more than once.
+fn train_ids(name: &str, catalog: &str, extra: &[&str]) -> (Vec<i64>, usize) {
+    let out = tempfile::tempdir().expect("tempdir");
+    let exec = recorder(out.path(), "");
+    let mut args = vec![
+        "train",
+        name,
+        "--catalog",
+        catalog,
+        "--exec",
+        &exec,
+        "--devices",
+        "2",
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    sluice(&args).success();
+    let counts = recorded_ids(out.path(), "ids-");
+    let twice = counts.values().filter(|&&n| n > 1).count();
+    let mut ids: Vec<i64> = counts.into_keys().collect();
+    ids.sort();
+    (ids, twice)
+}
+
+#[test]
+fn rest_ls_counts_what_spark_counts_from_the_current_snapshot() {
+    let catalog = rest_catalog();
+    for name in ["ads.clicks", "ads.events"] {
+        let listed = ls(name, catalog, &[]).success().json();
+        let want = rest_table(name)["count"].as_u64().expect("count");
+        assert_eq!(listed["rows"].as_u64(), Some(want), "{name}: {listed}");
+        assert_eq!(listed["catalog"]["table"], name);
+        assert_eq!(listed["catalog"]["format"], "iceberg");
+        assert_eq!(listed["table"]["kind"], "iceberg");
+    }
+    // The stray metadata file numbered above the current one is what a
+    // listing of the directory reads; the catalog's pointer is not.
+    let events = rest_table("ads.events");
+    let stray = events["stray_count"].as_u64().expect("stray_count");
+    assert_ne!(stray, events["count"].as_u64().expect("count"));
+    let location = ls("ads.events", catalog, &[]).success().json()["catalog"]["location"]
+        .as_str()
+        .expect("location")
+        .to_string();
+    let by_dir = sluice(["ls", location.as_str(), "--json"]).success().json();
+    assert_eq!(
+        by_dir["rows"].as_u64(),
+        Some(stray),
+        "the directory reads the stray file"
+    );
+}
+
+#[test]
+fn rest_train_delivers_exactly_sparks_ids() {
+    let catalog = rest_catalog();
+    for name in ["ads.clicks", "ads.events"] {
+        let (ids, twice) = train_ids(name, catalog, &[]);
+        assert_eq!(twice, 0, "{name}: ids delivered twice");
+        assert_eq!(ids, ids_of(&rest_table(name)["ids"]), "{name}");
+    }
+}
+
+#[test]
+fn rest_catalog_from_the_environment_and_with_client_credentials() {
+    let catalog = rest_catalog();
+    let run = common::run(
+        common::sluice_command(["ls", "ads.clicks", "--json"]).env("SLUICE_CATALOG", catalog),
+    )
+    .success();
+    assert_eq!(run.json()["rows"], rest_table("ads.clicks")["count"]);
+    // The reference server's token endpoint grants any client a token.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let credential = dir.path().join("credential");
+    std::fs::write(&credential, "trainer:s3cret\n").expect("write credential");
+    let credential = credential.display().to_string();
+    let run = ls(
+        "ads.clicks",
+        catalog,
+        &["--catalog-credential-file", &credential],
+    )
+    .success();
+    assert_eq!(run.json()["rows"], rest_table("ads.clicks")["count"]);
+    assert!(!run.stderr.contains("s3cret"), "{run}");
+}
+
+#[test]
+fn rest_wrong_names_are_one_line_errors_naming_close_matches() {
+    let catalog = rest_catalog();
+    let run = ls("ads.clickz", catalog, &[]);
+    assert_one_line_error(&run, &[catalog, "ads.clickz", "ads.clicks"]);
+    assert_eq!(run.status.code(), Some(64), "{run}");
+    let run = ls("adz.clicks", catalog, &[]);
+    assert_one_line_error(&run, &[catalog, "namespace `adz`", "ads"]);
+    let run = ls("clicks", catalog, &[]);
+    assert_one_line_error(&run, &["clicks", "namespace.table"]);
+    let run = ls("ads.clicks", "ftp://127.0.0.1:1", &[]);
+    assert_one_line_error(&run, &["--catalog ftp://127.0.0.1:1", "thrift://"]);
+}
+
+#[test]
+fn a_catalog_that_is_down_fails_at_once() {
+    // A port nothing listens on: taken, then let go.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let uri = format!("http://127.0.0.1:{port}");
+    let started = Instant::now();
+    let run = ls("ads.clicks", &uri, &[]);
+    assert_one_line_error(&run, &[&uri, "cannot be reached"]);
+    assert_eq!(run.status.code(), Some(1), "{run}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+/// A catalog that refuses every token, as a real one does once a token has
+/// expired (the reference server checks none): answers 401 with an Iceberg
+/// error body to each request, for a bounded number of requests.
+fn refusing_catalog() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let uri = format!("http://{}", listener.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(8) {
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let body = r#"{"error":{"message":"Token expired","type":"NotAuthorizedException","code":401}}"#;
+            let _ = write!(
+                stream,
+                "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    uri
+}
+
+#[test]
+fn an_expired_token_is_a_one_line_error() {
+    let uri = refusing_catalog();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token = dir.path().join("token");
+    std::fs::write(&token, "expired-token-value\n").expect("write token");
+    let token = token.display().to_string();
+    let run = ls("ads.clicks", &uri, &["--catalog-token-file", &token]);
+    assert_one_line_error(
+        &run,
+        &[&uri, "refused the credentials", "401", "Token expired"],
+    );
+    assert!(!run.stderr.contains("expired-token-value"), "{run}");
+}
+
+#[test]
+fn where_keeps_the_directory_partitions_that_match() {
+    let dataset = common::expected_dataset("parquet_partitioned");
+    let rows = dataset["partitions"].as_object().expect("partitions");
+    let values = dataset["partition_values"]
+        .as_object()
+        .expect("partition_values");
+    let want: u64 = rows
+        .iter()
+        .filter(|(dir, _)| {
+            let v = &values[dir.as_str()];
+            v["country"] == "BR" && !v["city"].is_null()
+        })
+        .map(|(_, n)| n.as_u64().expect("rows"))
+        .sum();
+    assert!(want > 0);
+    let dir = common::fixture("parquet_partitioned").display().to_string();
+    let listed = sluice([
+        "ls",
+        dir.as_str(),
+        "--json",
+        "--where",
+        "country = 'BR' AND NOT (city IS NULL)",
+    ])
+    .success()
+    .json();
+    assert_eq!(listed["rows"].as_u64(), Some(want), "{listed}");
+    let run = sluice(["ls", dir.as_str(), "--where", "label = 1"]);
+    assert_one_line_error(
+        &run,
+        &["`label` is not a partition column", "country, city"],
+    );
+    assert_eq!(run.status.code(), Some(64), "{run}");
+}
+
+#[test]
+fn where_on_an_iceberg_table_is_refused_not_ignored() {
+    let run = ls(
+        "ads.clicks",
+        rest_catalog(),
+        &["--where", "dt = '2026-11-01'"],
+    );
+    assert_one_line_error(&run, &["--where", "Iceberg"]);
+}
+
+/// Runs the job file on `name` in `catalog` (with `extra` keys) twice: the
+/// first run's report and ids, the second run's report, and the recorded source.
+fn run_twice(name: &str, catalog: &str, extra: &str) -> (Value, Vec<i64>, usize, Value, Value) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ids = dir.path().join("ids");
+    std::fs::create_dir(&ids).expect("mkdir");
+    let job = dir.path().join("job.toml");
+    std::fs::write(
+        &job,
+        format!(
+            "source = \"{name}\"\ncatalog = \"{catalog}\"\nstate = \"state\"\nexec = \"{}\"\n{extra}",
+            recorder(&ids, "")
+        ),
+    )
+    .expect("write job");
+    let job = job.display().to_string();
+    let first = sluice(["run", job.as_str(), "--json"]).success().json();
+    let counts = recorded_ids(&ids, "ids-");
+    let twice = counts.values().filter(|&&n| n > 1).count();
+    let mut got: Vec<i64> = counts.into_keys().collect();
+    got.sort();
+    let second = sluice(["run", job.as_str(), "--json"]).success().json();
+    let trained = std::fs::read_to_string(dir.path().join("state/trained.json")).expect("state");
+    let trained = parse_json(&trained, "trained.json");
+    (first, got, twice, second, trained["source"].clone())
+}
+
+#[test]
+fn run_by_name_trains_each_hive_partition_once() {
+    let hms = hive_metastore();
+    let (first, ids, twice, second, source) = run_twice("web.clicks", hms, "");
+    assert_eq!(first["rows"], hive_table("web.clicks")["count"], "{first}");
+    assert_eq!(ids, ids_of(&hive_table("web.clicks")["ids"]));
+    assert_eq!(twice, 0);
+    assert_eq!(second["rows"], 0, "{second}");
+    assert_eq!(second["trained_before"], 3, "{second}");
+    assert_eq!(source, format!("{hms}#web.clicks"));
+    // `where` in the job file: only the partitions it keeps.
+    // Partition dt=2026-11-04 lies outside the table's root.
+    let filter = "dt >= '2026-11-02'";
+    let want = &hive_table("web.clicks")["where"][filter];
+    assert!(!ids_of(want).is_empty());
+    let (_, ids, _, _, _) = run_twice("web.clicks", hms, &format!("where = \"{filter}\"\n"));
+    assert_eq!(ids, ids_of(want), "where = {filter}");
+}
+
+#[test]
+fn run_by_name_trains_the_table_once_and_records_catalog_and_table() {
+    let catalog = rest_catalog();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ids = dir.path().join("ids");
+    std::fs::create_dir(&ids).expect("mkdir");
+    let job = dir.path().join("job.toml");
+    std::fs::write(
+        &job,
+        format!(
+            "source = \"ads.clicks\"\ncatalog = \"{catalog}\"\nstate = \"state\"\nexec = \"{}\"\n",
+            recorder(&ids, "")
+        ),
+    )
+    .expect("write job");
+    let job = job.display().to_string();
+    let first = sluice(["run", job.as_str(), "--json"]).success().json();
+    assert_eq!(first["rows"], rest_table("ads.clicks")["count"], "{first}");
+    let counts = recorded_ids(&ids, "ids-");
+    let mut got: Vec<i64> = counts.keys().copied().collect();
+    got.sort();
+    assert_eq!(got, ids_of(&rest_table("ads.clicks")["ids"]));
+    assert!(counts.values().all(|&n| n == 1), "an id trained twice");
+    let second = sluice(["run", job.as_str(), "--json"]).success().json();
+    assert_eq!(second["rows"], 0, "{second}");
+    let trained = std::fs::read_to_string(dir.path().join("state/trained.json")).expect("state");
+    let trained = parse_json(&trained, "trained.json");
+    assert_eq!(trained["source"], format!("{catalog}#ads.clicks"));
+}
+
+#[test]
+fn hive_ls_counts_the_partitions_the_metastore_lists() {
+    let hms = hive_metastore();
+    for name in ["web.clicks", "web.views"] {
+        let listed = ls(name, hms, &[]).success().json();
+        let want = hive_table(name)["count"].as_u64().expect("count");
+        assert_eq!(listed["rows"].as_u64(), Some(want), "{name}: {listed}");
+        assert_eq!(listed["catalog"]["table"], name);
+    }
+    let clicks = hive_table("web.clicks");
+    let listed = ls("web.clicks", hms, &[]).success().json();
+    assert_eq!(listed["format"], "parquet");
+    let outside = clicks["outside"].as_str().expect("outside");
+    let marked: Vec<&str> = listed["catalog"]["outside_root"]
+        .as_array()
+        .expect("outside_root")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(marked.len(), 1, "{listed}");
+    assert!(marked[0].ends_with(outside), "{marked:?}");
+    let text = sluice(["ls", "web.clicks", "--catalog", hms])
+        .success()
+        .stdout;
+    assert!(text.contains("outside the table root"), "{text}");
+    // The dropped partition's directory is still there; the metastore does
+    // not list it, so it is not read.
+    let dropped = clicks["dropped_dir"].as_str().expect("dropped_dir");
+    assert!(Path::new(dropped).is_dir(), "{dropped} should still exist");
+    let views = ls("web.views", hms, &[]).success().json();
+    assert_eq!(views["format"], "orc");
+}
+
+#[test]
+fn an_iceberg_table_in_the_metastore_reads_its_metadata_location() {
+    let hms = hive_metastore();
+    let listed = ls("web.events", hms, &[]).success().json();
+    assert_eq!(listed["catalog"]["format"], "iceberg", "{listed}");
+    assert_eq!(listed["table"]["kind"], "iceberg", "{listed}");
+    let events = hive_table("web.events");
+    // Not the stray newer metadata file in the same directory.
+    assert_eq!(listed["rows"], events["count"], "{listed}");
+    let (ids, _) = train_ids("web.events", hms, &[]);
+    assert_eq!(ids, ids_of(&events["ids"]));
+}
+
+#[test]
+fn hive_train_delivers_exactly_sparks_ids() {
+    let hms = hive_metastore();
+    for name in ["web.clicks", "web.views"] {
+        let (ids, twice) = train_ids(name, hms, &[]);
+        assert_eq!(twice, 0, "{name}: ids delivered twice");
+        assert_eq!(ids, ids_of(&hive_table(name)["ids"]), "{name}");
+    }
+}
+
+#[test]
+fn hive_where_keeps_what_sparks_where_keeps() {
+    let hms = hive_metastore();
+    for name in ["web.clicks", "web.views"] {
+        let cases = hive_table(name)["where"].as_object().expect("where");
+        for (filter, want) in cases {
+            let listed = ls(name, hms, &["--where", filter]).success().json();
+            let want = ids_of(want);
+            assert_eq!(
+                listed["rows"].as_u64(),
+                Some(want.len() as u64),
+                "{name} --where {filter}: {listed}"
+            );
+        }
+    }
+    // Partition dt=2026-11-04 lies outside the table's root.
+    let filter = "dt >= '2026-11-02'";
+    let want = &hive_table("web.clicks")["where"][filter];
+    assert!(!ids_of(want).is_empty());
+    let (ids, _) = train_ids("web.clicks", hms, &["--where", filter]);
+    assert_eq!(ids, ids_of(want), "train --where {filter}");
+    let run = ls("web.clicks", hms, &["--where", "n = 3"]);
+    assert_one_line_error(&run, &["`n` is not a partition column", "dt"]);
+}
+
+#[test]
+fn hive_wrong_names_are_one_line_errors_naming_close_matches() {
+    let hms = hive_metastore();
+    let run = ls("web.clickz", hms, &[]);
+    assert_one_line_error(&run, &[hms, "web.clickz", "web.clicks"]);
+    assert_eq!(run.status.code(), Some(64), "{run}");
+    let run = ls("wbe.clicks", hms, &[]);
+    assert_one_line_error(&run, &[hms, "namespace `wbe`", "web"]);
+}
