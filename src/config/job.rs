@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use super::value::{field_names, form};
 use super::{
-    FollowOptions, KerberosOptions, OptionError, PipelineOptions, ReadOptions, StoreOptions,
-    TrainConfig, TrainOptions, TrainerOptions,
+    FollowOptions, KerberosOptions, OptionError, PipelineOptions, ReadOptions, SelectOptions,
+    StoreOptions, TrainConfig, TrainOptions, TrainerOptions,
 };
 
 /// How long a lock lives without being refreshed, unless the job file says otherwise.
@@ -87,6 +87,9 @@ pub struct JobFile {
     /// Following the source as it grows (`follow = true`).
     #[serde(flatten)]
     pub follow: FollowOptions,
+    /// The rows trained (`split`, `split-key`, `take`, `sample`, `limit`).
+    #[serde(flatten)]
+    pub select: SelectOptions,
     /// A keytab login for HDFS.
     #[serde(flatten)]
     pub kerberos: KerberosOptions,
@@ -96,7 +99,11 @@ pub struct JobFile {
 }
 
 /// Options of `sluice train` a job file cannot set, and why.
-const REFUSED: [(&str, &str); 6] = [
+const REFUSED: [(&str, &str); 7] = [
+    (
+        "attach",
+        "sluice_trainer.Dataset passes it to the sluice it starts as its child",
+    ),
     (
         "version",
         "a job on a table trains each new version as it comes; use `sluice train --version` to read an old one",
@@ -215,7 +222,8 @@ fn check<T: DeserializeOwned>(table: toml::Table) -> Result<(), toml::de::Error>
     table.try_into::<T>().map(drop)
 }
 
-const OWNERS: [Owner; 8] = [
+const OWNERS: [Owner; 9] = [
+    (field_names::<SelectOptions>, check::<SelectOptions>),
     (field_names::<FollowOptions>, check::<FollowOptions>),
     (field_names::<JobKeys>, check::<JobKeys>),
     (field_names::<TrainOptions>, check::<TrainOptions>),
@@ -320,6 +328,7 @@ impl JobFile {
             pipeline: &self.pipeline,
             read: &self.read,
             follow: &self.follow,
+            select: &self.select,
         }
         .config(self.job.source.clone(), None)
     }
@@ -529,6 +538,7 @@ mod tests {
         command = ReadOptions::augment_args(command);
         command = KerberosOptions::augment_args(command);
         command = FollowOptions::augment_args(command);
+        command = SelectOptions::augment_args(command);
         for arg in command.get_arguments() {
             let Some(long) = arg.get_long() else { continue };
             let refused = REFUSED.iter().any(|(k, _)| *k == long);

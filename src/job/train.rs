@@ -18,6 +18,7 @@ use crate::master::journal::MemoryJournal;
 use crate::master::state::{wall_millis, JobFile, MasterState, StateError, StateLocation};
 use crate::master::LocalQueue;
 use crate::protocol::follow::FollowPosition;
+use crate::protocol::select;
 use crate::protocol::spec::JobSpec;
 use crate::task::{Command, QueueConfig};
 use crate::trainer::{
@@ -32,6 +33,12 @@ pub enum TrainError {
     /// Reading the dataset failed.
     #[error(transparent)]
     Connector(#[from] connectors::Error),
+    /// An option breaks a rule.
+    #[error(transparent)]
+    Options(#[from] crate::config::OptionError),
+    /// The rows to train cannot be chosen by the key asked for (`--split-key`).
+    #[error(transparent)]
+    Select(#[from] select::SelectError),
     /// `_SUCCESS` never came.
     #[error(transparent)]
     Wait(#[from] wait::WaitError),
@@ -228,10 +235,17 @@ async fn run_job(
     )?;
     factory.validate(&plan.output_schema())?;
     let schema = plan.output_schema();
+    let mut splits = dataset.splits.clone();
+    let selection = select::plan(
+        config.select.selection()?,
+        config.select.limit,
+        &schema,
+        &mut splits,
+    )?;
     let job = JobFile {
         spec: JobSpec {
             url: dataset.location.url(),
-            splits: dataset.splits.clone(),
+            splits,
             plan,
             epochs: config.epochs,
             seed: config.seed,
@@ -239,6 +253,7 @@ async fn run_job(
             resume_checkpoint: None,
             table: dataset.table.clone(),
             follow: follow.clone(),
+            select: selection,
         },
         queue: QueueConfig {
             epochs: config.epochs,
@@ -396,6 +411,7 @@ async fn run_job(
         lockstep: config.lockstep,
         drop_last: config.drop_last,
         follow: spec.follow.is_some(),
+        select: Arc::new(spec.select.clone()),
     };
     let splits = Arc::new(spec.splits.clone());
     let drawer = Drawer::new(bar.clone(), source.clone(), factory.clone(), config.epochs);
@@ -531,6 +547,7 @@ fn identity(config: &TrainConfig, dataset: &str) -> Identity {
             "init-model",
             model.and_then(|m| m.init.as_ref()).map(|p| p.display()),
         )
+        .with_select(&config.select)
         .with_dataset(&config.dataset)
 }
 
@@ -644,10 +661,14 @@ pub fn make_factory(
             restarts,
             timeout,
             env,
+            attach,
         } => {
             let mut f = ExecFactory::new(command.clone())
                 .with_max_restarts(*restarts)
                 .with_timeout(*timeout);
+            if let Some(attach) = attach {
+                f = f.with_attach(*attach);
+            }
             for (key, value) in env {
                 f = f.with_env(key, value);
             }

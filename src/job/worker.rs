@@ -144,6 +144,7 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerOutcome, WorkerError> {
         lockstep: config.lockstep,
         drop_last: config.drop_last,
         follow: spec.follow.is_some(),
+        select: Arc::new(spec.select.clone()),
     };
     let outcome = pipeline::run(
         Arc::new(source),

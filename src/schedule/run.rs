@@ -257,7 +257,8 @@ async fn run_locked(pattern: &Pattern, cx: Context<'_>) -> Result<RunReport, Run
     if job.train.follow.is_some() {
         return run_followed(&cx).await;
     }
-    let loaded = state.load(&job.source).await?;
+    let rows = job.train.select.describe();
+    let loaded = state.load(&job.source, rows.as_deref()).await?;
     if !job.source.contains('*') {
         let location = connectors::store::open(&job.source)?;
         if let Some(kind) = table::detect(&location).await? {
