@@ -228,3 +228,56 @@ fn two_python_processes_are_the_workers_of_one_job() {
         "each id once per epoch, across the two processes"
     );
 }
+
+#[test]
+fn torchrun_ranks_train_ddp_from_one_job_with_equal_steps_and_equal_parameters() {
+    let name = "parquet_row_groups";
+    let job = Job::new(name, 2);
+    let mut master = job.start_master(fixture(name));
+    let out = tempfile::tempdir().expect("tempdir");
+    let mut torchrun = Command::new(python());
+    torchrun
+        .args([
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+        ])
+        .arg(repo("tests/trainers/dataset_loop.py"))
+        .args(["worker", &job.url()])
+        .arg(out.path())
+        .args(["--batch-size", "700"])
+        .env("PYTHONPATH", repo("python/sluice_trainer"))
+        .env("SLUICE_BINARY", SLUICE)
+        .env("SLUICE_TOKEN", TOKEN)
+        .env("OMP_NUM_THREADS", "1")
+        .env_remove("RUST_LOG");
+    let mut child = torchrun.spawn().expect("torchrun");
+    let status = wait_exit(&mut child, "torchrun");
+    assert!(status.success(), "torchrun failed");
+    clean_finish(&mut master);
+    let ranks: Vec<serde_json::Value> = (0..2)
+        .map(|r| {
+            let path = out.path().join(format!("rank-{r}.json"));
+            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+            serde_json::from_str(&text).expect("json")
+        })
+        .collect();
+    assert_eq!(
+        ranks[0]["steps"], ranks[1]["steps"],
+        "equal steps on both ranks"
+    );
+    assert_eq!(
+        ranks[0]["params"], ranks[1]["params"],
+        "DDP kept the replicas equal"
+    );
+    let ids = counts(
+        ranks
+            .iter()
+            .flat_map(|r| r["ids"].as_array().expect("ids").clone())
+            .map(|v| v.as_i64().expect("an id")),
+    );
+    common::cluster::undelivered(&ids, rows(name), 2);
+    assert!(ids.values().all(|&c| c == 2), "every id once per epoch");
+}

@@ -17,6 +17,7 @@ and its errors are raised here as `SluiceError` with sluice's one-line message.
 
 import os
 import queue
+import select
 import signal
 import subprocess
 import sys
@@ -27,6 +28,13 @@ from ._protocol import Connection, SluiceError, _import_torch
 from ._tensors import to_torch
 
 __all__ = ["Dataset"]
+
+# Under lockstep: how long a rank waits for a batch of its own before the step
+# goes on with the batches of the other ranks.
+_LOCKSTEP_WAIT = 0.2
+
+# How long sluice may take to exit once its stream broke.
+_EXIT_WAIT = 60.0
 
 # How long sluice may take to exit once told to stop, before it is killed.
 _STOP_GRACE = 5.0
@@ -110,6 +118,36 @@ def _binary(binary):
     return find_sluice_bin()
 
 
+def _process_group():
+    """`torch.distributed` when a process group of more than one rank is
+    initialised (and torch imports), else None."""
+    if "torch" not in sys.modules:
+        return None
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return None
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        return dist
+    return None
+
+
+def _ipc(batch):
+    """A batch as the bytes of an Arrow IPC stream (a copy, to send to other ranks)."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return sink.getvalue().to_pybytes()
+
+
+def _batches_of(data):
+    import pyarrow as pa
+
+    return list(pa.ipc.open_stream(pa.py_buffer(data)))
+
+
 class Dataset:
     """The batches of a sluice job, for a loop this process runs.
 
@@ -120,7 +158,12 @@ class Dataset:
     split_key="id", take="valid"`, `limit=1000`, `shuffle_buffer=8192`...).
 
     `Dataset(master="http://...", token_file=..., name=...)` is one worker of a
-    distributed job (`sluice worker`), e.g. one `torchrun` rank.
+    distributed job (`sluice worker`), e.g. one `torchrun` rank. Under an
+    initialised `torch.distributed` group, `lockstep=True` (the default there)
+    gives every rank one batch per step and the same number of steps: when one
+    rank's data ends first, the batches the others still get are split evenly
+    over all ranks, so DistributedDataParallel never waits for a rank that is done
+    and every row is trained once. `lockstep=False` turns it off.
 
     Iterating yields `pyarrow.RecordBatch`es, every epoch in turn (`epochs`); a
     `Dataset` is iterated once. With `ack=True` (the default) a batch is
@@ -140,12 +183,16 @@ class Dataset:
     def __init__(self, source=None, *, batch_size=1024, columns=None, epochs=None,
                  seed=None, hash_buckets=None, fill_nulls=None, state=None,
                  master=None, token_file=None, name=None, ack=True, checkpoints=False,
-                 shared_memory=True, binary=None, log=True, **options):
+                 shared_memory=True, lockstep=None, binary=None, log=True, **options):
         if (source is None) == (master is None):
             raise SluiceError(
                 "Dataset needs a source (Dataset('s3://bucket/out/')) or a master "
                 "(Dataset(master='http://host:7070', token_file=...)), not both")
         self._auto_ack = ack
+        self._lockstep = _process_group() if lockstep in (None, True) else None
+        if lockstep is True and self._lockstep is None:
+            raise SluiceError("lockstep=True needs an initialised torch.distributed "
+                              "process group (torch.distributed.init_process_group())")
         self._log = log
         self._lines = []
         self._proc = None
@@ -200,7 +247,8 @@ class Dataset:
         env = {"SLUICE_ACK_FD": str(ack_w), "SLUICE_DEVICE": "0", "SLUICE_DEVICES": "1"}
         if memory is not None:
             env["SLUICE_SHM_FD"] = str(memory)
-        self._data = os.fdopen(data_r, "rb", buffering=1 << 16)
+        # Unbuffered: under lockstep, select() on it tells whether a message waits.
+        self._data = os.fdopen(data_r, "rb", buffering=0)
         self._ack_fd = ack_w
         self._memory = memory
         self._conn = Connection(env=env, stdin=self._data)
@@ -242,7 +290,58 @@ class Dataset:
                 "a Dataset is iterated once (its epochs come one after the other in "
                 "one loop); make a new Dataset to train again")
         self._iterated = True
+        if self._lockstep is not None:
+            return self._lockstep_batches(self._lockstep)
         return self._batches()
+
+    def _lockstep_batches(self, dist):
+        """One batch per rank per step, the same number of steps on every rank.
+        While every rank has a batch ready, each trains its own. When some rank has
+        none ready (its worker waits for a task, or its data ended), the batches the
+        others have are pooled and split evenly over all ranks, so that no rank holds
+        back the acknowledgements the job needs to go on, and every row is trained
+        once. A rank acknowledges its own batch once the step that used it is over;
+        the loop ends when every rank's stream ended."""
+        import pyarrow as pa
+
+        world, rank = dist.get_world_size(), dist.get_rank()
+        ended = False
+        try:
+            while True:
+                if self._auto_ack and not ended:
+                    self._guard(self._conn.ack)
+                batch = None
+                if not ended and self._ready(_LOCKSTEP_WAIT):
+                    batch = self._guard(self._conn.read_batch)
+                    if batch is None:
+                        ended = True
+                        self._finish()
+                state = "ended" if ended else ("batch" if batch is not None else "wait")
+                states = [None] * world
+                dist.all_gather_object(states, state)
+                if all(s == "batch" for s in states):
+                    yield batch
+                    continue
+                if all(s == "ended" for s in states):
+                    return
+                if "batch" not in states:
+                    continue
+                pool = [None] * world
+                dist.all_gather_object(pool, None if batch is None else _ipc(batch))
+                parts = [b for part in pool if part is not None for b in _batches_of(part)]
+                table = pa.Table.from_batches(parts)
+                rows = table.num_rows
+                first, last = rows * rank // world, rows * (rank + 1) // world
+                mine = table.slice(first, last - first).combine_chunks().to_batches()
+                yield mine[0] if mine else pa.RecordBatch.from_pylist([], schema=table.schema)
+        finally:
+            if not self._done:
+                self.close()
+
+    def _ready(self, timeout):
+        """Whether the stream has bytes to read within `timeout` seconds."""
+        readable, _, _ = select.select([self._data], [], [], timeout)
+        return bool(readable)
 
     def _batches(self):
         try:
@@ -270,11 +369,12 @@ class Dataset:
     def _raise_exit(self, fallback=None):
         """Raises sluice's error once it exited with a failure (waiting a little)."""
         try:
-            code = self._proc.wait(timeout=_STOP_GRACE)
+            # The stream broke: sluice is ending (it closes the stream only so).
+            code = self._proc.wait(timeout=_EXIT_WAIT)
         except subprocess.TimeoutExpired:
             return
         if code != 0:
-            self._stderr.join(timeout=_STOP_GRACE)
+            self._stderr.join(timeout=_EXIT_WAIT)
             self._close_fds()
             self._done = True
             raise SluiceError(self._message(code)) from fallback
