@@ -4,7 +4,9 @@
 //! loop stops sluice; a SIGKILL of the Python process takes sluice with it, and a
 //! rerun with `state=` and checkpoints leaves every id in the model exactly once;
 //! sluice's errors arrive as `SluiceError` with its one-line message; two Python
-//! processes are the workers of one distributed job.
+//! processes are the workers of one distributed job; `torchrun` ranks train DDP in
+//! lockstep (equal steps, equal parameters), and so do the processes of a
+//! `TorchDistributor` on a Spark `local-cluster[2,1,1024]`.
 //!
 //! The scenarios are `tests/trainers/dataset_loop.py`, run with the package from
 //! `python/sluice_trainer` and `SLUICE_BINARY` naming the binary under test.
@@ -280,4 +282,60 @@ fn torchrun_ranks_train_ddp_from_one_job_with_equal_steps_and_equal_parameters()
     );
     common::cluster::undelivered(&ids, rows(name), 2);
     assert!(ids.values().all(|&c| c == 2), "every id once per epoch");
+}
+
+#[test]
+fn a_torch_distributor_function_trains_every_id_once_from_dataset_workers() {
+    let name = "parquet_row_groups";
+    let job = Job::new(name, 1);
+    let mut master = job.start_master(fixture(name));
+    let token = job.ids.join("token");
+    std::fs::write(&token, TOKEN).expect("token file");
+    let mut permissions = std::fs::metadata(&token).expect("token").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o600);
+    std::fs::set_permissions(&token, permissions).expect("chmod");
+    let out = tempfile::tempdir().expect("tempdir");
+    let mut driver = Command::new(python());
+    driver
+        .arg(repo("tests/trainers/distributor_ids.py"))
+        .arg(job.url())
+        .arg(&token)
+        .arg(out.path())
+        .env("PYSPARK_PYTHON", python())
+        .env("PYSPARK_DRIVER_PYTHON", python())
+        .env("PYTHONPATH", repo("python/sluice_trainer"))
+        .env("SLUICE_BINARY", SLUICE)
+        .env("OMP_NUM_THREADS", "1")
+        .env_remove("SLUICE_TOKEN")
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    std::os::unix::process::CommandExt::process_group(&mut driver, 0);
+    let mut child = driver.spawn().expect("the TorchDistributor driver");
+    // A local-cluster's JVMs take most of this on a small machine.
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if start.elapsed() > std::time::Duration::from_secs(300) {
+            // SAFETY: kill(2) of the process group this test started.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            panic!("the TorchDistributor driver did not finish within 300 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert!(status.success(), "the TorchDistributor driver failed");
+    clean_finish(&mut master);
+    let mut steps = Vec::new();
+    let mut all = Vec::new();
+    for rank in 0..2 {
+        let path = out.path().join(format!("rank-{rank}.json"));
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+        let value: serde_json::Value = serde_json::from_str(&text).expect("json");
+        steps.push(value["steps"].as_u64().expect("steps"));
+        all.extend(json_ids(&path));
+    }
+    assert_eq!(steps[0], steps[1], "equal steps in lockstep");
+    common::assert_exactly_once(&counts(all), rows(name), "TorchDistributor's ranks");
 }
