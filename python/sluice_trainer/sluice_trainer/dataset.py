@@ -358,19 +358,22 @@ class Dataset:
                 self.close()
 
     def _guard(self, call):
-        """Runs `call`; a failure of the exchange raises sluice's own message when
-        sluice has ended."""
+        """Runs `call`; a failure of the exchange with sluice (the stream or the ack
+        pipe broke) raises sluice's own message once sluice has ended."""
         try:
             return call()
         except SluiceError as e:
-            self._raise_exit(fallback=e)
+            text = str(e)
+            if "Arrow stream" in text or "acknowledgement pipe" in text:
+                # sluice closes them only as it ends: wait for its word.
+                self._raise_exit(fallback=e, wait=_EXIT_WAIT)
             raise
 
-    def _raise_exit(self, fallback=None):
-        """Raises sluice's error once it exited with a failure (waiting a little)."""
+    def _raise_exit(self, fallback=None, wait=_EXIT_WAIT):
+        """Raises sluice's error once it exited with a failure (waiting up to
+        `wait` seconds for it to exit)."""
         try:
-            # The stream broke: sluice is ending (it closes the stream only so).
-            code = self._proc.wait(timeout=_EXIT_WAIT)
+            code = self._proc.wait(timeout=wait)
         except subprocess.TimeoutExpired:
             return
         if code != 0:
