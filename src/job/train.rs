@@ -398,17 +398,21 @@ async fn run_job(
     // Where progress is written as lines (no terminal, or JSON), no bar.
     let lines = crate::logging::settings().progress_lines();
     let bar = progress_bar(config.progress && !lines, total_tasks);
+    // A built-in model is the same from run to run with the same --seed: its
+    // tasks are read one at a time, in the order they are leased, and its
+    // devices step in lockstep (one batch each per step, summed in device order).
+    let builtin = matches!(config.trainer, TrainerChoice::Model(_));
     let pipeline_config = PipelineConfig {
         batch_size: config.batch_size,
         devices: config.devices,
-        prefetch: config.prefetch,
+        prefetch: if builtin { 1 } else { config.prefetch },
         read_ahead: config.read_ahead,
         read_retry: config.read_retry,
         shuffle_buffer: config.shuffle_buffer,
         seed: config.seed,
         lease_timeout: Some(config.lease_timeout),
         stop: config.stop.clone(),
-        lockstep: config.lockstep,
+        lockstep: config.lockstep || builtin,
         drop_last: config.drop_last,
         follow: spec.follow.is_some(),
         select: Arc::new(spec.select.clone()),
