@@ -548,6 +548,27 @@ mod tests {
     }
 
     #[test]
+    fn the_rows_trained_are_keys() {
+        let file = parse(&format!(
+            "{BASE}split = \"train=0.9,valid=0.1\"\nsplit-key = \"id\"\ntake = \"valid\"\nlimit = 10\n"
+        ))
+        .expect("valid job");
+        let train = file.train_config().expect("valid");
+        assert_eq!(train.select.limit, Some(10));
+        assert_eq!(train.select.take.as_deref(), Some("valid"));
+        assert!(train
+            .select
+            .describe()
+            .is_some_and(|d| d.contains("split=train=0.9,valid=0.1")));
+        let unknown = parse(&format!(
+            "{BASE}split = \"train=0.9,valid=0.1\"\nsplit-key = \"id\"\ntake = \"test\"\n"
+        ));
+        assert!(unknown.is_err_and(|e| e.to_string().contains("--take")));
+        let attach = parse(&format!("{BASE}attach = \"5,6\"\n"));
+        assert!(attach.is_err_and(|e| e.to_string().contains("Dataset")));
+    }
+
+    #[test]
     fn read_retry_and_store_timeouts_are_keys() {
         let file = parse(&format!(
             "{BASE}read-retry = \"30s\"\nrequest-timeout = \"5s\"\nconnect_timeout = \"2s\"\n"
