@@ -149,6 +149,15 @@ if want torch && [[ "$(status torch)" == ok* ]]; then
     --summary-json "$S" --trainer-timing -- "$SLUICE" train "$DATA" --devices "$NCPU" --batch-size "$BATCH" \
     --quiet --summary-json "$S" --hash-buckets 1048576 --fill-nulls 0 \
     --exec "$TPY $HERE/peers/sluice_torch.py"
+  # The same, one trainer each: an exec trainer, and a Dataset that owns its loop with
+  # sluice as its child (--attach).
+  measure torch_sluice_1 "sluice → torch tensors, exec trainer (1 process)" torch \
+    --summary-json "$S" --trainer-timing -- "$SLUICE" train "$DATA" --devices 1 --batch-size "$BATCH" \
+    --quiet --summary-json "$S" --hash-buckets 1048576 --fill-nulls 0 \
+    --exec "$TPY $HERE/peers/sluice_torch.py"
+  measure torch_dataset "sluice_trainer.Dataset → torch tensors (1 process, sluice its child)" torch \
+    --summary-json "$S" --trainer-timing --env "SLUICE_BINARY=$SLUICE" -- \
+    "$TPY" "$HERE/peers/sluice_dataset_torch.py" "$DATA" --batch-size "$BATCH" --summary-json "$S"
   for peer in ray petastorm; do
     case $peer in
       ray) label="Ray Data iter_torch_batches" flag=--cpus ;;

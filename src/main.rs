@@ -31,6 +31,18 @@ fn main() -> ExitCode {
         return ExitCode::from(exit::USAGE);
     }
     sluice::logging::init(cli.verbose, &cli.log);
+    // The child of its trainer (`--attach`) ends with it, however it ends.
+    let attached = match &cli.command {
+        Command::Train(a) => a.trainer.attach.is_some(),
+        Command::Worker(a) => a.trainer.attach.is_some(),
+        _ => false,
+    };
+    if attached {
+        if let Err(e) = sluice::trainer::die_with_parent() {
+            logging::fatal(&format!("--attach: {e}"), exit::ERROR);
+            return ExitCode::from(exit::ERROR);
+        }
+    }
     // Before any secret is read and any trainer started.
     if let Err(e) = sluice::harden::keep_secrets_private() {
         tracing::warn!("cannot make sluice non-dumpable (other processes of this user may read its memory): {e}");

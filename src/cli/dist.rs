@@ -7,8 +7,8 @@ use clap::Args;
 
 use super::usage;
 use crate::config::{
-    FollowOptions, KerberosOptions, MasterOptions, PipelineOptions, ReadOptions, StoreOptions,
-    TrainerOptions, WorkerOptions,
+    FollowOptions, KerberosOptions, MasterOptions, PipelineOptions, ReadOptions, SelectOptions,
+    StoreOptions, TrainerOptions, WorkerOptions,
 };
 use crate::exit;
 use crate::logging;
@@ -77,6 +77,9 @@ pub struct MasterArgs {
     /// How to read the dataset.
     #[command(flatten)]
     pub read: ReadOptions,
+    /// The rows trained.
+    #[command(flatten)]
+    pub select: SelectOptions,
     /// Following the source as it grows.
     #[command(flatten)]
     pub follow: FollowOptions,
@@ -144,12 +147,19 @@ pub async fn master(mut args: MasterArgs) -> anyhow::Result<u8> {
         table.apply(&mut dataset);
     }
     let follow = args.follow.config(options.epochs)?;
+    args.select.validate()?;
+    if args.select.limit.is_some() && follow.is_some() {
+        return Err(usage(
+            "--limit takes the first rows of one dataset; a followed job (--follow) trains what its source commits",
+        ));
+    }
     let config = crate::master::serve::MasterConfig {
         url: args.url,
         dataset,
         queue: options.queue(follow.is_some()),
         follow,
         columns: options.columns,
+        select: args.select,
         listen: options.listen,
         state: crate::master::state::StateLocation::parse(&options.state),
         token: args.token.token()?,

@@ -164,6 +164,7 @@ fn is_usage(cause: &(dyn std::error::Error + 'static)) -> bool {
     let train = |e: &TrainError| match e {
         TrainError::Connector(c) => connector(c),
         TrainError::Trainer(t) => trainer(t),
+        TrainError::Options(_) | TrainError::Select(_) => true,
         _ => false,
     };
     if cause.is::<UsageError>() || cause.is::<OptionError>() {
@@ -193,7 +194,11 @@ fn is_usage(cause: &(dyn std::error::Error + 'static)) -> bool {
         };
     }
     if let Some(e) = cause.downcast_ref::<MasterError>() {
-        return matches!(e, MasterError::Connector(c) if connector(c));
+        return match e {
+            MasterError::Connector(c) => connector(c),
+            MasterError::Options(_) | MasterError::Select(_) => true,
+            _ => false,
+        };
     }
     if let Some(e) = cause.downcast_ref::<WorkerError>() {
         return match e {

@@ -8,7 +8,7 @@ use clap::Args;
 use crate::config::train::TrainParts;
 use crate::config::{
     CatalogOptions, FollowOptions, KerberosOptions, OptionError, PipelineOptions, ReadOptions,
-    StoreOptions, TrainConfig, TrainOptions, TrainerOptions,
+    SelectOptions, StoreOptions, TrainConfig, TrainOptions, TrainerOptions,
 };
 
 /// Arguments of `sluice train`.
@@ -31,6 +31,9 @@ pub struct TrainArgs {
     /// How to read the dataset.
     #[command(flatten)]
     pub read: ReadOptions,
+    /// The rows trained.
+    #[command(flatten)]
+    pub select: SelectOptions,
     /// Following the source as it grows.
     #[command(flatten)]
     pub follow: FollowOptions,
@@ -65,6 +68,7 @@ impl TrainArgs {
             pipeline: &self.pipeline,
             read: &self.read,
             follow: &self.follow,
+            select: &self.select,
         }
         .config(self.url, self.state)
     }
@@ -90,6 +94,7 @@ mod tests {
         assert_eq!(parsed.trainer, TrainerOptions::default());
         assert_eq!(parsed.pipeline, PipelineOptions::default());
         assert_eq!(parsed.read, ReadOptions::default());
+        assert_eq!(parsed.select, SelectOptions::default());
         assert_eq!(parsed.kerberos, KerberosOptions::default());
     }
 }

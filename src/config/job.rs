@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::value::{field_names, form};
 use super::{
     CatalogOptions, FollowOptions, KerberosOptions, OptionError, PipelineOptions, ReadOptions,
-    StoreOptions, TrainConfig, TrainOptions, TrainerOptions,
+    SelectOptions, StoreOptions, TrainConfig, TrainOptions, TrainerOptions,
 };
 
 /// How long a lock lives without being refreshed, unless the job file says otherwise.
@@ -87,6 +87,9 @@ pub struct JobFile {
     /// Following the source as it grows (`follow = true`).
     #[serde(flatten)]
     pub follow: FollowOptions,
+    /// The rows trained (`split`, `split-key`, `take`, `sample`, `limit`).
+    #[serde(flatten)]
+    pub select: SelectOptions,
     /// A keytab login for HDFS.
     #[serde(flatten)]
     pub kerberos: KerberosOptions,
@@ -99,7 +102,11 @@ pub struct JobFile {
 }
 
 /// Options of `sluice train` a job file cannot set, and why.
-const REFUSED: [(&str, &str); 6] = [
+const REFUSED: [(&str, &str); 7] = [
+    (
+        "attach",
+        "sluice_trainer.Dataset passes it to the sluice it starts as its child",
+    ),
     (
         "version",
         "a job on a table trains each new version as it comes; use `sluice train --version` to read an old one",
@@ -218,7 +225,8 @@ fn check<T: DeserializeOwned>(table: toml::Table) -> Result<(), toml::de::Error>
     table.try_into::<T>().map(drop)
 }
 
-const OWNERS: [Owner; 9] = [
+const OWNERS: [Owner; 10] = [
+    (field_names::<SelectOptions>, check::<SelectOptions>),
     (field_names::<FollowOptions>, check::<FollowOptions>),
     (field_names::<JobKeys>, check::<JobKeys>),
     (field_names::<TrainOptions>, check::<TrainOptions>),
@@ -326,6 +334,7 @@ impl JobFile {
             pipeline: &self.pipeline,
             read: &self.read,
             follow: &self.follow,
+            select: &self.select,
         }
         .config(self.job.source.clone(), None)
     }
@@ -533,6 +542,7 @@ mod tests {
         command = KerberosOptions::augment_args(command);
         command = FollowOptions::augment_args(command);
         command = CatalogOptions::augment_args(command);
+        command = SelectOptions::augment_args(command);
         for arg in command.get_arguments() {
             let Some(long) = arg.get_long() else { continue };
             let refused = REFUSED.iter().any(|(k, _)| *k == long);
@@ -553,6 +563,27 @@ mod tests {
         let bad = "source = \"/d\"\nstate = \"s\"\nwhere = \"dt >\"\n";
         let err = JobFile::parse(Path::new("/jobs/job.toml"), bad).expect_err("bad filter");
         assert!(err.to_string().contains("where"), "{err}");
+    }
+
+    #[test]
+    fn the_rows_trained_are_keys() {
+        let file = parse(&format!(
+            "{BASE}split = \"train=0.9,valid=0.1\"\nsplit-key = \"id\"\ntake = \"valid\"\nlimit = 10\n"
+        ))
+        .expect("valid job");
+        let train = file.train_config().expect("valid");
+        assert_eq!(train.select.limit, Some(10));
+        assert_eq!(train.select.take.as_deref(), Some("valid"));
+        assert!(train
+            .select
+            .describe()
+            .is_some_and(|d| d.contains("split=train=0.9,valid=0.1")));
+        let unknown = parse(&format!(
+            "{BASE}split = \"train=0.9,valid=0.1\"\nsplit-key = \"id\"\ntake = \"test\"\n"
+        ));
+        assert!(unknown.is_err_and(|e| e.to_string().contains("--take")));
+        let attach = parse(&format!("{BASE}attach = \"5,6\"\n"));
+        assert!(attach.is_err_and(|e| e.to_string().contains("Dataset")));
     }
 
     #[test]

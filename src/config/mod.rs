@@ -10,6 +10,7 @@
 //! | [`TrainerOptions`] | the device threads and their trainer | `train`, `worker`, job files |
 //! | [`PipelineOptions`] | a worker's pipeline: batches, read-ahead, transforms | `train`, `worker`, job files |
 //! | [`TrainOptions`] | the single-machine job and its queue | `train`, job files |
+//! | [`SelectOptions`] | the rows trained: splits, samples, limits | `train`, `master`, job files |
 //! | [`FollowOptions`] | following a source as it grows (`--follow`) | `train`, `master`, job files |
 //! | [`MasterOptions`] | the master of a distributed job | `master` |
 //! | [`WorkerOptions`] | a worker's link to its master | `worker` |
@@ -30,6 +31,7 @@ pub mod log;
 pub mod master;
 pub mod pipeline;
 pub mod read;
+pub mod select;
 pub mod store;
 pub mod train;
 pub mod trainer;
@@ -44,6 +46,7 @@ pub use log::{LogFormat, LogOptions};
 pub use master::MasterOptions;
 pub use pipeline::{PipelineOptions, DEFAULT_READ_AHEAD, DEFAULT_READ_RETRY};
 pub use read::ReadOptions;
+pub use select::SelectOptions;
 pub use store::StoreOptions;
 pub use train::{TrainConfig, TrainOptions, TrainParts};
 pub use trainer::{ModelChoice, ModelKind, TrainerChoice, TrainerOptions};

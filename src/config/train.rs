@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::value::{form, parse_duration};
 use super::{
     check_columns, check_queue, rule, FollowOptions, OptionError, PipelineOptions, ReadOptions,
-    TrainerChoice, TrainerOptions,
+    SelectOptions, TrainerChoice, TrainerOptions,
 };
 use crate::trainer::DEFAULT_CHECKPOINT_EVERY;
 
@@ -105,6 +105,8 @@ pub struct TrainParts<'a> {
     pub read: &'a ReadOptions,
     /// Following the source as it grows.
     pub follow: &'a FollowOptions,
+    /// The rows trained.
+    pub select: &'a SelectOptions,
 }
 
 impl TrainParts<'_> {
@@ -117,12 +119,19 @@ impl TrainParts<'_> {
             pipeline,
             read,
             follow,
+            select,
         } = self;
         let dataset = read.dataset_options(train.ignore_corrupt_files)?;
         let choice = trainer.trainer()?;
         pipeline.validate()?;
         train.validate()?;
         let follow = follow.config(train.epochs)?;
+        select.validate()?;
+        rule(
+            select.limit.is_none() || follow.is_none(),
+            "limit",
+            "a followed job trains what its source commits, as it comes; --limit takes the first rows of one dataset",
+        )?;
         if follow.is_some() {
             rule(
                 train.wait_success.is_none(),
@@ -181,6 +190,7 @@ impl TrainParts<'_> {
             progress: !trainer.quiet,
             stop: None,
             follow,
+            select: select.clone(),
         })
     }
 }
@@ -286,4 +296,6 @@ pub struct TrainConfig {
     pub stop: Option<crate::worker::pipeline::Stop>,
     /// Follow the source as it grows (`--follow`).
     pub follow: Option<super::FollowConfig>,
+    /// The rows trained (`--split`, `--sample`, `--limit`).
+    pub select: SelectOptions,
 }

@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::value::{form, parse_timeout};
 use super::{rule, OptionError};
-use crate::trainer::{DEFAULT_MAX_RESTARTS, DEFAULT_TRAINER_TIMEOUT};
+use crate::trainer::{Attach, DEFAULT_MAX_RESTARTS, DEFAULT_TRAINER_TIMEOUT};
 
 /// The built-in models.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum, Deserialize)]
@@ -41,6 +41,8 @@ pub enum TrainerChoice {
         timeout: Option<Duration>,
         /// More environment variables for the program (`SLUICE_CHECKPOINT_DIR`).
         env: Vec<(String, String)>,
+        /// `--attach`: the program is the process that started sluice.
+        attach: Option<Attach>,
     },
 }
 
@@ -94,6 +96,10 @@ pub struct TrainerOptions {
     /// Train with an external program: `sh -c CMD` per device, fed an Arrow IPC stream on stdin, acknowledging each applied batch with a line `ack` on fd $SLUICE_ACK_FD.
     #[arg(long, value_name = "CMD")]
     pub exec: Option<String>,
+    /// Be the child of the trainer (what `sluice_trainer.Dataset` starts): write the Arrow stream of the one device to descriptor DATA_FD, read its ack lines from ACK_FD, and put batches in the memory file SHM_FD when it asks; sluice dies with the process that started it.
+    #[arg(long, value_name = "DATA_FD,ACK_FD[,SHM_FD]", value_parser = super::value::parse_with::<Attach>, conflicts_with = "exec")]
+    #[serde(skip)]
+    pub attach: Option<Attach>,
     /// Restarts allowed per device when the exec trainer dies.
     #[arg(long, default_value_t = DEFAULT_MAX_RESTARTS)]
     pub exec_restarts: u32,
@@ -118,6 +124,7 @@ impl Default for TrainerOptions {
             output: None,
             init_model: None,
             exec: None,
+            attach: None,
             exec_restarts: DEFAULT_MAX_RESTARTS,
             trainer_timeout: DEFAULT_TRAINER_TIMEOUT,
             quiet: false,
@@ -140,6 +147,18 @@ impl TrainerOptions {
                 !ids.is_empty() && ids.iter().all(|i| !i.is_empty()),
                 "device-ids",
                 "list one id per device, e.g. 0,1",
+            )?;
+        }
+        if self.attach.is_some() {
+            rule(
+                devices == 1,
+                "attach",
+                "the process that started sluice is the trainer of one device",
+            )?;
+            rule(
+                self.model == ModelKind::None,
+                "attach",
+                "the process that started sluice is the trainer; --model does not apply",
             )?;
         }
         let builtin = self.exec.is_none() && self.model != ModelKind::None;
@@ -184,12 +203,23 @@ impl TrainerOptions {
     /// The trainer these choose, once valid.
     pub fn trainer(&self) -> Result<TrainerChoice, OptionError> {
         self.validate()?;
+        let timeout = (!self.trainer_timeout.is_zero()).then_some(self.trainer_timeout);
+        if let Some(attach) = self.attach {
+            return Ok(TrainerChoice::Exec {
+                command: "the process that started sluice (--attach)".to_string(),
+                restarts: 0,
+                timeout,
+                env: Vec::new(),
+                attach: Some(attach),
+            });
+        }
         Ok(match (&self.exec, self.model) {
             (Some(cmd), _) => TrainerChoice::Exec {
                 command: cmd.clone(),
                 restarts: self.exec_restarts,
-                timeout: (!self.trainer_timeout.is_zero()).then_some(self.trainer_timeout),
+                timeout,
                 env: Vec::new(),
+                attach: None,
             },
             (None, ModelKind::None) => TrainerChoice::None,
             (None, kind) => TrainerChoice::Model(ModelChoice {

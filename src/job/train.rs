@@ -18,6 +18,7 @@ use crate::master::journal::MemoryJournal;
 use crate::master::state::{wall_millis, JobFile, MasterState, StateError, StateLocation};
 use crate::master::LocalQueue;
 use crate::protocol::follow::FollowPosition;
+use crate::protocol::select;
 use crate::protocol::spec::JobSpec;
 use crate::task::{Command, QueueConfig};
 use crate::trainer::{
@@ -32,6 +33,12 @@ pub enum TrainError {
     /// Reading the dataset failed.
     #[error(transparent)]
     Connector(#[from] connectors::Error),
+    /// An option breaks a rule.
+    #[error(transparent)]
+    Options(#[from] crate::config::OptionError),
+    /// The rows to train cannot be chosen by the key asked for (`--split-key`).
+    #[error(transparent)]
+    Select(#[from] select::SelectError),
     /// `_SUCCESS` never came.
     #[error(transparent)]
     Wait(#[from] wait::WaitError),
@@ -228,10 +235,17 @@ async fn run_job(
     )?;
     factory.validate(&plan.output_schema())?;
     let schema = plan.output_schema();
+    let mut splits = dataset.splits.clone();
+    let selection = select::plan(
+        config.select.selection()?,
+        config.select.limit,
+        &schema,
+        &mut splits,
+    )?;
     let job = JobFile {
         spec: JobSpec {
             url: dataset.location.url(),
-            splits: dataset.splits.clone(),
+            splits,
             plan,
             epochs: config.epochs,
             seed: config.seed,
@@ -239,6 +253,7 @@ async fn run_job(
             resume_checkpoint: None,
             table: dataset.table.clone(),
             follow: follow.clone(),
+            select: selection,
         },
         queue: QueueConfig {
             epochs: config.epochs,
@@ -390,19 +405,24 @@ async fn run_job(
     // Where progress is written as lines (no terminal, or JSON), no bar.
     let lines = crate::logging::settings().progress_lines();
     let bar = progress_bar(config.progress && !lines, total_tasks);
+    // A built-in model is the same from run to run with the same --seed: its
+    // tasks are read one at a time, in the order they are leased, and its
+    // devices step in lockstep (one batch each per step, summed in device order).
+    let builtin = matches!(config.trainer, TrainerChoice::Model(_));
     let pipeline_config = PipelineConfig {
         batch_size: config.batch_size,
         devices: config.devices,
-        prefetch: config.prefetch,
+        prefetch: if builtin { 1 } else { config.prefetch },
         read_ahead: config.read_ahead,
         read_retry: config.read_retry,
         shuffle_buffer: config.shuffle_buffer,
         seed: config.seed,
         lease_timeout: Some(config.lease_timeout),
         stop: config.stop.clone(),
-        lockstep: config.lockstep,
+        lockstep: config.lockstep || builtin,
         drop_last: config.drop_last,
         follow: spec.follow.is_some(),
+        select: Arc::new(spec.select.clone()),
     };
     let splits = Arc::new(spec.splits.clone());
     let drawer = Drawer::new(bar.clone(), source.clone(), factory.clone(), config.epochs);
@@ -539,6 +559,7 @@ fn identity(config: &TrainConfig, dataset: &str) -> Identity {
             "init-model",
             model.and_then(|m| m.init.as_ref()).map(|p| p.display()),
         )
+        .with_select(&config.select)
         .with_dataset(&config.dataset)
 }
 
@@ -653,10 +674,14 @@ pub fn make_factory(
             restarts,
             timeout,
             env,
+            attach,
         } => {
             let mut f = ExecFactory::new(command.clone())
                 .with_max_restarts(*restarts)
                 .with_timeout(*timeout);
+            if let Some(attach) = attach {
+                f = f.with_attach(*attach);
+            }
             for (key, value) in env {
                 f = f.with_env(key, value);
             }

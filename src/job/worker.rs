@@ -214,9 +214,11 @@ async fn run_once(
         seed: spec.seed,
         lease_timeout: spec.lease_timeout_ms.map(Duration::from_millis),
         stop: config.stop.clone(),
-        lockstep: config.lockstep,
+        // A built-in model's devices step in lockstep (see `job::train`).
+        lockstep: config.lockstep || matches!(config.trainer, TrainerChoice::Model(_)),
         drop_last: config.drop_last,
         follow: spec.follow.is_some(),
+        select: Arc::new(spec.select.clone()),
     };
     let outcome = pipeline::run(
         source.clone(),

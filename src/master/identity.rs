@@ -71,6 +71,16 @@ impl Identity {
             )
     }
 
+    /// Adds the options that choose the rows trained (`--split`, `--split-key`,
+    /// `--take`, `--sample`, `--limit`).
+    pub fn with_select(self, select: &crate::config::SelectOptions) -> Identity {
+        self.with_opt("split", select.split.as_ref())
+            .with_opt("split-key", select.split_key.as_ref())
+            .with_opt("take", select.take.as_ref())
+            .with_opt("sample", select.sample)
+            .with_opt("limit", select.limit)
+    }
+
     /// Adds `option` from `value` unless it is recorded already (to fill in
     /// what older states hold elsewhere).
     pub fn or_with(self, option: &str, value: impl Display) -> Identity {

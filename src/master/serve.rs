@@ -29,6 +29,8 @@ pub struct MasterConfig {
     pub dataset: DatasetOptions,
     /// Columns workers read (all when `None`).
     pub columns: Option<Vec<String>>,
+    /// The rows trained (`--split`, `--sample`, `--limit`).
+    pub select: crate::config::SelectOptions,
     /// Queue settings.
     pub queue: QueueConfig,
     /// Where to listen.
@@ -57,6 +59,12 @@ pub enum MasterError {
     /// The dataset could not be read.
     #[error(transparent)]
     Connector(#[from] connectors::Error),
+    /// An option breaks a rule.
+    #[error(transparent)]
+    Options(#[from] crate::config::OptionError),
+    /// The rows to train cannot be chosen by the key asked for (`--split-key`).
+    #[error(transparent)]
+    Select(#[from] crate::protocol::select::SelectError),
     /// The state could not be opened.
     #[error(transparent)]
     State(#[from] StateError),
@@ -216,10 +224,17 @@ async fn make_job(config: &MasterConfig) -> Result<JobFile, MasterError> {
         });
     }
     let plan = ReadPlan::new(&dataset, config.columns.as_deref(), 8192)?;
+    let mut splits = dataset.splits.clone();
+    let select = crate::protocol::select::plan(
+        config.select.selection()?,
+        config.select.limit,
+        &plan.output_schema(),
+        &mut splits,
+    )?;
     Ok(JobFile {
         spec: JobSpec {
             url: dataset.location.url(),
-            splits: dataset.splits.clone(),
+            splits,
             plan,
             epochs: config.queue.epochs,
             seed: config.queue.seed,
@@ -227,6 +242,7 @@ async fn make_job(config: &MasterConfig) -> Result<JobFile, MasterError> {
             resume_checkpoint: None,
             table: dataset.table.clone(),
             follow: position,
+            select,
         },
         queue: config.queue.clone(),
         identity: Identity::default(),
@@ -242,6 +258,7 @@ fn identity(config: &MasterConfig) -> Result<Identity, MasterError> {
         .with("seed", config.queue.seed)
         .with_opt("columns", config.columns.as_ref().map(|c| c.join(",")))
         .with_opt("follow", config.follow.map(|_| "true"))
+        .with_select(&config.select)
         .with_dataset(&config.dataset))
 }
 

@@ -850,6 +850,7 @@ pub(crate) mod tests {
                 resume_checkpoint: None,
                 table: None,
                 follow: None,
+                select: Default::default(),
             },
             queue: QueueConfig {
                 epochs: 2,

@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod follow;
+pub mod select;
 pub mod source;
 pub mod spec;
 

@@ -35,4 +35,7 @@ pub struct JobSpec {
     /// started (the splits above are what it found there).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub follow: Option<super::follow::FollowPosition>,
+    /// The rows trained (`--split`, `--sample`, `--limit`); all when absent.
+    #[serde(default, skip_serializing_if = "super::select::Selection::keeps_all")]
+    pub select: super::select::Selection,
 }

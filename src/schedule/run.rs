@@ -266,7 +266,8 @@ async fn run_locked(pattern: Option<&Pattern>, cx: Context<'_>) -> Result<RunRep
         }
         return run_followed(&cx).await;
     }
-    let loaded = state.load(&job.identity()).await?;
+    let rows = job.train.select.describe();
+    let loaded = state.load(&job.identity(), rows.as_deref()).await?;
     if let Some(table) = &job.table {
         let location = connectors::store::open(&table.read_url)?;
         if table.partitions.is_some() {

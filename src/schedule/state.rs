@@ -54,6 +54,16 @@ pub enum StoreError {
         /// The object.
         path: String,
     },
+    /// The state records the partitions of a job that trains other rows.
+    #[error("state {state} records partitions trained with {recorded}, not with {given}; give this job a state of its own")]
+    OtherRows {
+        /// The state URL.
+        state: String,
+        /// The rows it records.
+        recorded: String,
+        /// This job's rows.
+        given: String,
+    },
     /// The state belongs to a job with another source.
     #[error("state {state} records partitions of {recorded}, not of {source_url}; give this job a state of its own")]
     OtherSource {
@@ -118,6 +128,10 @@ pub struct Trained {
     /// trained up to. The next run trains what was added after it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub table: Option<TrainedTable>,
+    /// The rows the job trains when not all (`split`, `take`, `sample`,
+    /// `limit`, as [`crate::config::SelectOptions::describe`] writes them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<String>,
 }
 
 /// The table version a job has trained up to.
@@ -177,7 +191,22 @@ impl StateStore {
     }
 
     /// Reads `trained.json`; a new state reads as empty, for `source`.
-    pub async fn load(&self, source: &str) -> Result<Loaded, StoreError> {
+    pub async fn load(&self, source: &str, rows: Option<&str>) -> Result<Loaded, StoreError> {
+        let mut loaded = self.load_source(source).await?;
+        let recorded = loaded.trained.rows.as_deref();
+        if loaded.version.is_some() && recorded != rows {
+            let shown = |rows: Option<&str>| rows.unwrap_or("every row").to_string();
+            return Err(StoreError::OtherRows {
+                state: self.location.url(),
+                recorded: shown(recorded),
+                given: shown(rows),
+            });
+        }
+        loaded.trained.rows = rows.map(str::to_string);
+        Ok(loaded)
+    }
+
+    async fn load_source(&self, source: &str) -> Result<Loaded, StoreError> {
         let path = self.path(TRAINED);
         let Some((bytes, version)) = self.get(&path).await? else {
             return Ok(Loaded {

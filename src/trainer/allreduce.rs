@@ -9,8 +9,19 @@
 //! finishing — applies the step and wakes the waiters. So threads with unequal amounts
 //! of data never deadlock, as long as each marks itself idle before it blocks on
 //! anything other than the all-reduce.
+//!
+//! An *ordered* all-reduce ([`AllReduce::ordered`]) makes each step the same from run
+//! to run when every member gets one part per step (the `--lockstep` stepper deals
+//! them so): a step waits for idle members too (for at most [`ORDERED_WAIT`], so a
+//! member that gets no more data cannot hold the others forever), and its parts are
+//! added in member order rather than in the order they came, so the floating point
+//! sums are the same.
 
 use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// How long an ordered step waits for idle members before it is applied without them.
+pub const ORDERED_WAIT: Duration = Duration::from_secs(2);
 
 /// What an [`AllReduce`] combines: parts are added during a step, applied at its end.
 pub trait Reduce: Send {
@@ -49,30 +60,44 @@ enum Member {
     Finished,
 }
 
-struct State<R> {
+struct State<R: Reduce> {
     reducer: R,
     members: Vec<Member>,
     /// Number of completed steps.
     generation: u64,
     /// Parts added to the current step.
     parts: usize,
+    /// Ordered: the current step's parts by member, added at its end in member order.
+    pending: Option<Vec<Option<R::Part>>>,
 }
 
 impl<R: Reduce> State<R> {
     /// Applies the step if it has parts and no member is still working on one.
     fn complete_if_ready(&mut self) -> bool {
-        let ready = self.parts > 0 && !self.members.contains(&Member::Active);
+        let waits_for_idle = self.pending.is_some();
+        let busy = |m: &Member| *m == Member::Active || (waits_for_idle && *m == Member::Idle);
+        let ready = self.parts > 0 && !self.members.iter().any(busy);
         if ready {
-            self.reducer.apply();
-            self.parts = 0;
-            self.generation += 1;
-            for member in &mut self.members {
-                if *member == Member::Waiting {
-                    *member = Member::Active;
-                }
-            }
+            self.apply();
         }
         ready
+    }
+
+    /// Applies the step with the parts in: in member order when ordered.
+    fn apply(&mut self) {
+        if let Some(pending) = &mut self.pending {
+            for part in pending.iter_mut().filter_map(Option::take) {
+                self.reducer.add(part);
+            }
+        }
+        self.reducer.apply();
+        self.parts = 0;
+        self.generation += 1;
+        for member in &mut self.members {
+            if *member == Member::Waiting {
+                *member = Member::Active;
+            }
+        }
     }
 
     fn check(&self, member: usize) -> Result<Member, AllReduceError> {
@@ -86,7 +111,7 @@ impl<R: Reduce> State<R> {
 }
 
 /// Steps shared by a fixed set of threads, numbered `0..members`. Every member starts idle.
-pub struct AllReduce<R> {
+pub struct AllReduce<R: Reduce> {
     state: Mutex<State<R>>,
     stepped: Condvar,
 }
@@ -99,11 +124,20 @@ impl<R: Reduce> AllReduce<R> {
             members: vec![Member::Idle; members],
             generation: 0,
             parts: 0,
+            pending: None,
         };
         AllReduce {
             state: Mutex::new(state),
             stepped: Condvar::new(),
         }
+    }
+
+    /// An ordered all-reduce (see the module's documentation): the same steps from
+    /// run to run when every member gets one part per step.
+    pub fn ordered(members: usize, reducer: R) -> Self {
+        let all = AllReduce::new(members, reducer);
+        all.lock().pending = Some((0..members).map(|_| None).collect());
+        all
     }
 
     /// Number of member threads.
@@ -125,7 +159,10 @@ impl<R: Reduce> AllReduce<R> {
     pub fn step(&self, member: usize, part: R::Part) -> Result<u64, AllReduceError> {
         let mut state = self.lock();
         state.check(member)?;
-        state.reducer.add(part);
+        match &mut state.pending {
+            Some(pending) => pending[member] = Some(part),
+            None => state.reducer.add(part),
+        }
         state.parts += 1;
         state.members[member] = Member::Waiting;
         let generation = state.generation;
@@ -133,11 +170,30 @@ impl<R: Reduce> AllReduce<R> {
             self.stepped.notify_all();
             return Ok(state.generation);
         }
+        let deadline = Instant::now() + ORDERED_WAIT;
         while state.generation == generation {
+            if state.pending.is_none() {
+                state = self
+                    .stepped
+                    .wait(state)
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                continue;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                // An idle member got no part in time: the step goes on without it.
+                if !state.members.contains(&Member::Active) {
+                    state.apply();
+                    self.stepped.notify_all();
+                    break;
+                }
+            }
+            let wait = if left.is_zero() { ORDERED_WAIT } else { left };
             state = self
                 .stepped
-                .wait(state)
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+                .wait_timeout(state, wait)
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .0;
         }
         Ok(state.generation)
     }
@@ -308,5 +364,50 @@ mod tests {
             reduce.activate(3),
             Err(AllReduceError::OutOfRange { member: 3, .. })
         ));
+    }
+
+    /// Records the order parts were added in.
+    #[derive(Default)]
+    struct Order {
+        current: Vec<usize>,
+        steps: Vec<Vec<usize>>,
+    }
+
+    impl Reduce for Order {
+        type Part = usize;
+        fn add(&mut self, part: usize) {
+            self.current.push(part);
+        }
+        fn apply(&mut self) {
+            self.steps.push(std::mem::take(&mut self.current));
+        }
+    }
+
+    #[test]
+    fn an_ordered_step_waits_for_idle_members_and_adds_parts_in_member_order() {
+        let reduce = Arc::new(AllReduce::ordered(2, Order::default()));
+        let late = Arc::clone(&reduce);
+        // Member 1 steps first; member 0 is idle a while, then steps.
+        let first = thread::spawn(move || {
+            late.activate(1).expect("activate");
+            late.step(1, 1).expect("step")
+        });
+        thread::sleep(Duration::from_millis(100));
+        assert!(
+            reduce.read(|o| o.steps.is_empty()),
+            "no step without member 0"
+        );
+        reduce.activate(0).expect("activate");
+        reduce.step(0, 0).expect("step");
+        first.join().expect("member 1");
+        assert_eq!(reduce.read(|o| o.steps.clone()), vec![vec![0, 1]]);
+    }
+
+    #[test]
+    fn an_ordered_step_goes_on_without_a_member_idle_too_long() {
+        let reduce = AllReduce::ordered(2, Order::default());
+        reduce.activate(1).expect("activate");
+        reduce.step(1, 1).expect("step");
+        assert_eq!(reduce.read(|o| o.steps.clone()), vec![vec![1]]);
     }
 }

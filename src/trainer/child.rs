@@ -12,8 +12,8 @@
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, ErrorKind, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
-use std::process::{Child as Process, ChildStdin, Command, ExitStatus, Stdio};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child as Process, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::Arc;
@@ -30,6 +30,9 @@ use super::lockstep::Group;
 use super::shm::{SharedBatches, SHM_FD, SHM_KEY};
 use super::watcher;
 use super::TrainerError;
+
+/// Schema metadata of an attached trainer's stream: the checkpoint to load.
+pub(crate) const RESUME_KEY: &str = "sluice.resume_checkpoint";
 
 /// The child's file descriptor for acknowledgements (`SLUICE_ACK_FD`).
 pub(crate) const ACK_FD: RawFd = 3;
@@ -99,6 +102,93 @@ pub(crate) struct ChildSpec {
     pub group: Option<Arc<Group>>,
     /// Batches in flight at most: the slots of its shared memory.
     pub window: usize,
+    /// The trainer is the process that started sluice (`--attach`): its
+    /// descriptors, in place of a process to start.
+    pub attach: Option<Attach>,
+}
+
+/// The descriptors of `--attach DATA_FD,ACK_FD[,SHM_FD]`: sluice is the child
+/// of its trainer (`sluice_trainer.Dataset`), writes the Arrow stream to
+/// `DATA_FD`, reads the ack lines from `ACK_FD`, and writes batches into the
+/// memory file `SHM_FD` once the trainer asks (`shm`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attach {
+    /// The write end of the stream's pipe.
+    pub data: RawFd,
+    /// The read end of the ack pipe.
+    pub ack: RawFd,
+    /// A memory file the trainer maps.
+    pub shm: Option<RawFd>,
+}
+
+impl std::str::FromStr for Attach {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let fds: Vec<RawFd> = s
+            .split(',')
+            .map(|part| part.trim().parse::<RawFd>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| format!("`{s}` is not DATA_FD,ACK_FD[,SHM_FD] (descriptor numbers)"))?;
+        match fds[..] {
+            [data, ack] if data > 2 && ack > 2 => Ok(Attach {
+                data,
+                ack,
+                shm: None,
+            }),
+            [data, ack, shm] if data > 2 && ack > 2 && shm > 2 => Ok(Attach {
+                data,
+                ack,
+                shm: Some(shm),
+            }),
+            _ => Err(format!(
+                "`{s}` is not DATA_FD,ACK_FD[,SHM_FD] (two or three descriptors above 2)"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Attach {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{},{}", self.data, self.ack)?;
+        if let Some(shm) = self.shm {
+            write!(f, ",{shm}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Under `--attach`: sluice ends (SIGKILL) when the process that started it
+/// does, however it ends. Called once, early, by the thread that stays.
+pub fn die_with_parent() -> io::Result<()> {
+    // SAFETY: prctl with PR_SET_PDEATHSIG takes a signal number and nothing else.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    // The parent may have gone before the call: then sluice was adopted.
+    // SAFETY: getppid cannot fail.
+    if unsafe { libc::getppid() } == 1 {
+        return Err(io::Error::other("the process that started sluice is gone"));
+    }
+    Ok(())
+}
+
+/// Takes ownership of a descriptor named on the command line, checking that
+/// it is open; made close-on-exec.
+fn adopt(fd: RawFd, what: &str) -> io::Result<OwnedFd> {
+    // SAFETY: fcntl on a descriptor number; a closed one fails with EBADF.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    if flags == -1 {
+        let error = io::Error::last_os_error();
+        return Err(io::Error::new(
+            error.kind(),
+            format!("--attach {what} descriptor {fd}: {error}"),
+        ));
+    }
+    // SAFETY: as above, on an open descriptor.
+    unsafe { libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC) };
+    // SAFETY: the descriptor was handed to this process for this use alone.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// When the child last showed life: its last ack, or the moment it was handed a batch
@@ -133,7 +223,7 @@ impl Quiet {
 /// The child's stdin, non-blocking: a write that must wait for the child to read gives
 /// up with [`ErrorKind::TimedOut`] once the child has been quiet for the timeout.
 struct Pipe {
-    stdin: ChildStdin,
+    stdin: File,
     quiet: Arc<Quiet>,
     timeout: Option<Duration>,
     group: Option<Arc<Group>>,
@@ -141,7 +231,7 @@ struct Pipe {
 
 impl Pipe {
     fn new(
-        stdin: ChildStdin,
+        stdin: File,
         quiet: Arc<Quiet>,
         timeout: Option<Duration>,
         group: Option<Arc<Group>>,
@@ -222,8 +312,15 @@ type Writer = Box<TaggedStreamWriter<BufWriter<Pipe>>>;
 
 /// A running (or exited) child process.
 pub(crate) struct Child {
-    /// The trainer's watcher, which exits as the trainer did once all is gone.
-    process: Process,
+    /// The trainer's watcher, which exits as the trainer did once all is gone;
+    /// `None` when the trainer is the process that started sluice (`--attach`).
+    process: Option<Process>,
+    /// Under `--attach`: what the trainer wrote after its stream ended.
+    late: Vec<AckEvent>,
+    /// Under `--attach`: the checkpoint the trainer resumes from, told in the
+    /// stream's schema metadata (`sluice.resume_checkpoint`), since no
+    /// environment reaches a parent.
+    resume: Option<String>,
     input: Input,
     events: Receiver<AckEvent>,
     quiet: Arc<Quiet>,
@@ -282,7 +379,9 @@ impl Child {
         let mut process = process.map_err(start_error)?;
         let stdin = process.stdin.take();
         let mut child = Child {
-            process,
+            process: Some(process),
+            late: Vec::new(),
+            resume: None,
             input: Input::Closed,
             events,
             quiet: Arc::clone(&quiet),
@@ -297,10 +396,73 @@ impl Child {
             let source = io::Error::other("stdin was not piped");
             return Err(io_error("open the stdin", source));
         };
+        let stdin = File::from(OwnedFd::from(stdin));
         let pipe = Pipe::new(stdin, quiet, spec.timeout, spec.group.clone())
             .map_err(|e| io_error("make the stdin non-blocking", e))?;
         child.input = Input::Raw(pipe);
         Ok(child)
+    }
+
+    /// Takes the trainer that started sluice (`--attach`) as this device's
+    /// child: its descriptors instead of a process.
+    pub fn attach(spec: &ChildSpec, attach: Attach) -> Result<Child, TrainerError> {
+        let io_error = |action: &str, source| TrainerError::Io {
+            action: format!("{action} (--attach {attach})"),
+            source,
+        };
+        let data = adopt(attach.data, "data").map_err(|e| io_error("take the stream's pipe", e))?;
+        let ack = adopt(attach.ack, "ack").map_err(|e| io_error("take the ack pipe", e))?;
+        let shared = match attach.shm {
+            Some(fd) => {
+                let fd = adopt(fd, "memory").map_err(|e| io_error("take the memory file", e))?;
+                Some(
+                    SharedBatches::from_fd(fd, spec.window)
+                        .map_err(|e| io_error("size the memory file", e))?,
+                )
+            }
+            None => None,
+        };
+        let quiet = Arc::new(Quiet::new());
+        let wants_shared = Arc::new(AtomicBool::new(false));
+        let events = read_acks(
+            ack,
+            spec.device,
+            Arc::clone(&quiet),
+            Arc::clone(&wants_shared),
+        )
+        .map_err(|e| io_error("start the ack reader", e))?;
+        let pipe = Pipe::new(
+            File::from(data),
+            Arc::clone(&quiet),
+            spec.timeout,
+            spec.group.clone(),
+        )
+        .map_err(|e| io_error("make the stream's pipe non-blocking", e))?;
+        Ok(Child {
+            process: None,
+            late: Vec::new(),
+            resume: spec
+                .env
+                .iter()
+                .rev()
+                .find(|(key, _)| key == super::exec::RESUME_CHECKPOINT_ENV)
+                .map(|(_, id)| id.clone()),
+            input: Input::Raw(pipe),
+            events,
+            quiet,
+            acks: 0,
+            ack_closed: false,
+            reaped: true,
+            shared,
+            wants_shared,
+            lifeline: None,
+        })
+    }
+
+    /// Under `--attach`: what the trainer wrote between the end of its stream
+    /// and closing its ack pipe (a last checkpoint).
+    pub fn take_late(&mut self) -> Vec<AckEvent> {
+        std::mem::take(&mut self.late)
     }
 
     /// The child is about to be handed a batch while holding none: its quiet time
@@ -387,7 +549,12 @@ impl Child {
         };
         let start = |e| send_error(e, "start the stream to the exec trainer");
         let schema = ipc::untagged(schema);
-        let writer = TaggedStreamWriter::try_new(BufWriter::new(stdin), &schema);
+        let stream: Vec<(String, String)> = self
+            .resume
+            .iter()
+            .map(|id| (RESUME_KEY.to_string(), id.clone()))
+            .collect();
+        let writer = TaggedStreamWriter::try_new_with(BufWriter::new(stdin), &schema, &stream);
         let writer = Box::new(writer.map_err(start)?);
         self.input = Input::Stream { writer, schema };
         Ok(())
@@ -452,7 +619,11 @@ impl Child {
 
     /// The exit status, if the process exited (without waiting).
     pub fn try_exit(&mut self) -> Result<Option<ExitStatus>, TrainerError> {
-        let status = self.process.try_wait().map_err(|e| self.wait_error(e))?;
+        let Some(process) = &mut self.process else {
+            // An attached trainer is done with sluice once it closed its ack pipe.
+            return Ok(self.ack_closed.then(|| ExitStatus::from_raw(0)));
+        };
+        let status = process.try_wait().map_err(|e| self.wait_error(e))?;
         self.reaped |= status.is_some();
         Ok(status)
     }
@@ -475,7 +646,18 @@ impl Child {
 
     /// Waits for the process to exit.
     pub fn wait(&mut self) -> Result<ExitStatus, TrainerError> {
-        let status = self.process.wait().map_err(|e| self.wait_error(e))?;
+        let Some(process) = &mut self.process else {
+            self.input = Input::Closed;
+            while !self.ack_closed {
+                if let Some(event) = self.next_event(Duration::from_millis(100)) {
+                    if !matches!(event, AckEvent::Eof) {
+                        self.late.push(event);
+                    }
+                }
+            }
+            return Ok(ExitStatus::from_raw(0));
+        };
+        let status = process.wait().map_err(|e| self.wait_error(e))?;
         self.reaped = true;
         Ok(status)
     }
@@ -490,7 +672,7 @@ impl Child {
         TrainerError::Io {
             action: format!(
                 "wait for the watcher {} of an exec trainer",
-                self.process.id()
+                self.process.as_ref().map_or(0, Process::id)
             ),
             source,
         }
@@ -503,8 +685,8 @@ impl Drop for Child {
     fn drop(&mut self) {
         self.kill();
         self.input = Input::Closed;
-        if !self.reaped {
-            let _ = self.process.wait();
+        if let (false, Some(process)) = (self.reaped, &mut self.process) {
+            let _ = process.wait();
         }
     }
 }

@@ -163,6 +163,13 @@ pub enum TrainerError {
         /// The first failure in the group.
         reason: String,
     },
+    /// The process that started sluice (`--attach`) closed its pipes before
+    /// its stream ended.
+    #[error("the trainer that started sluice (--attach) stopped reading with {unacknowledged} batches unacknowledged; they are served again when the job resumes")]
+    AttachedGone {
+        /// Batches it held without acknowledging them.
+        unacknowledged: usize,
+    },
     /// The exec trainer kept dying.
     #[error("exec trainer `{command}` on device {device} died {deaths} times ({restarts} restarts allowed); last {status}")]
     RestartsExhausted {

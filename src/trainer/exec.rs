@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use arrow::datatypes::{Schema, SchemaRef};
 
-use super::child::{AckEvent, Child, ChildSpec, SendError};
+use super::child::{AckEvent, Attach, Child, ChildSpec, SendError};
 use super::lockstep::Group;
 use super::stats::{self, EpochLog, SharedLog};
 use super::{Batch, Mark, MarkKind, Trainer, TrainerError, TrainerFactory, TrainerReport};
@@ -56,6 +56,8 @@ pub struct ExecFactory {
     pub timeout: Option<Duration>,
     /// Under `--lockstep`: the group the children form.
     group: Option<Arc<Group>>,
+    /// `--attach`: the trainer is the process that started sluice.
+    attach: Option<Attach>,
     schema: Mutex<Option<SchemaRef>>,
     log: SharedLog,
 }
@@ -72,6 +74,7 @@ impl ExecFactory {
             env: Vec::new(),
             timeout: Some(DEFAULT_TRAINER_TIMEOUT),
             group: None,
+            attach: None,
             schema: Mutex::new(None),
             log: Arc::new(Mutex::new(EpochLog::rows_only())),
         }
@@ -115,6 +118,14 @@ impl ExecFactory {
         Ok(self)
     }
 
+    /// Makes the process that started sluice the trainer (`--attach`): it is
+    /// fed through these descriptors, and never restarted.
+    pub fn with_attach(mut self, attach: Attach) -> Self {
+        self.attach = Some(attach);
+        self.max_restarts = 0;
+        self
+    }
+
     /// Sets the number of batches in flight per child.
     pub fn with_window(mut self, window: usize) -> Self {
         self.window = window;
@@ -138,8 +149,12 @@ impl ExecFactory {
             timeout: self.timeout,
             group: self.group.clone(),
             window: self.window,
+            attach: self.attach,
         };
-        let child = Child::spawn(&spec)?;
+        let child = match self.attach {
+            Some(attach) => Child::attach(&spec, attach)?,
+            None => Child::spawn(&spec)?,
+        };
         Ok(ExecTrainer {
             spec,
             max_restarts: self.max_restarts,
@@ -460,6 +475,11 @@ impl ExecTrainer {
     fn restart(&mut self, status: ExitStatus, death: Death) -> Result<(), TrainerError> {
         self.check_runnable(status)?;
         self.deaths += 1;
+        if self.spec.attach.is_some() {
+            return Err(TrainerError::AttachedGone {
+                unacknowledged: self.in_flight.len(),
+            });
+        }
         if self.spec.group.is_some() {
             // A torch.distributed group cannot take a new process in the
             // place of one that died: the run stops (resume it with --state).
@@ -656,6 +676,9 @@ impl ExecTrainer {
             Some(status) => status,
             None => self.wait_exit()?,
         };
+        for event in self.child.take_late() {
+            self.handle(event)?;
+        }
         // Lines after the last ack (the final `checkpoint ID`) count too.
         for event in self.child.remaining_events() {
             self.handle(event)?;

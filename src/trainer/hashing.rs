@@ -117,8 +117,9 @@ pub fn hash_column(array: &dyn Array, buckets: u64) -> Option<ArrayRef> {
     Some(Arc::new(Int64Array::from(values)))
 }
 
-/// The 64-bit hash of every value of `array`.
-fn hashes(array: &dyn Array) -> Option<Vec<u64>> {
+/// The 64-bit hash of every value of `array` (nulls included); `None` when
+/// the type cannot be hashed (see `is_hashable`).
+pub fn hashes(array: &dyn Array) -> Option<Vec<u64>> {
     let out = match array.data_type() {
         DataType::Utf8 => bytes(array.as_string::<i32>()),
         DataType::LargeUtf8 => bytes(array.as_string::<i64>()),

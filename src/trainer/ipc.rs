@@ -35,11 +35,22 @@ pub struct TaggedStreamWriter<W: Write> {
 
 impl<W: Write> TaggedStreamWriter<W> {
     /// Starts a stream of `schema` (without its `sluice.*` keys).
-    pub fn try_new(mut writer: W, schema: &Schema) -> Result<Self, ArrowError> {
+    /// The schema carries `stream` metadata besides its own (untagged) keys:
+    /// what holds for the whole stream.
+    pub fn try_new_with(
+        mut writer: W,
+        schema: &Schema,
+        stream: &[(String, String)],
+    ) -> Result<Self, ArrowError> {
         let generator = IpcDataGenerator::default();
         let mut tracker = DictionaryTracker::new(false);
         let options = IpcWriteOptions::default();
-        let schema = untagged(schema);
+        let mut schema = untagged(schema);
+        if !stream.is_empty() {
+            let mut metadata = schema.metadata().clone();
+            metadata.extend(stream.iter().cloned());
+            schema = Arc::new(Schema::new_with_metadata(schema.fields().clone(), metadata));
+        }
         let message =
             generator.schema_to_bytes_with_dictionary_tracker(&schema, &mut tracker, &options);
         write_message(&mut writer, message, &options)?;

@@ -14,7 +14,7 @@ mod child;
 mod error;
 mod exec;
 mod features;
-mod hashing;
+pub(crate) mod hashing;
 mod ipc;
 mod line;
 mod linear;
@@ -29,6 +29,7 @@ mod transform;
 mod watcher;
 
 pub use allreduce::{AllReduce, AllReduceError, Reduce};
+pub use child::{die_with_parent, Attach};
 pub use error::TrainerError;
 pub use exec::{
     ExecFactory, ExecTrainer, DEFAULT_MAX_RESTARTS, DEFAULT_TRAINER_TIMEOUT, DEFAULT_WINDOW,

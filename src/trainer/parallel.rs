@@ -192,7 +192,9 @@ impl LinearFactory {
             _ => None,
         };
         let shared_model = SharedModel::new(model, Arc::clone(layout), devices, steps, saver);
-        let group = Arc::new(AllReduce::new(devices, shared_model));
+        // The same steps from run to run: the pipeline deals built-in models one
+        // batch per device per step, in the order the tasks were leased.
+        let group = Arc::new(AllReduce::ordered(devices, shared_model));
         shared.group = Some(Arc::clone(&group));
         Ok(group)
     }

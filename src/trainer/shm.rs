@@ -98,6 +98,27 @@ impl SharedBatches {
         })
     }
 
+    /// The memory file `fd` a trainer made and handed over (`--attach`),
+    /// cut into `slots` slots as [`SharedBatches::new`] does.
+    pub fn from_fd(fd: OwnedFd, slots: usize) -> io::Result<SharedBatches> {
+        // SAFETY: ftruncate on a descriptor this process owns.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), 0) } == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut shared = SharedBatches::new(1)?;
+        shared.fd = fd;
+        let slots = slots.max(1);
+        shared.slots = vec![
+            Slot {
+                offset: 0,
+                capacity: 0
+            };
+            slots
+        ];
+        shared.free = (0..slots).rev().collect();
+        Ok(shared)
+    }
+
     /// The descriptor the child gets at [`SHM_FD`].
     pub fn raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()

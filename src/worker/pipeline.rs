@@ -71,6 +71,9 @@ pub struct PipelineConfig {
     /// again within [`super::backoff::FOLLOW_LONGEST`], so that what the
     /// source commits reaches a trainer soon.
     pub follow: bool,
+    /// The rows the job trains (`--split`, `--sample`, `--limit`): the
+    /// readers cut the others.
+    pub select: Arc<crate::protocol::select::Selection>,
 }
 
 /// A request to stop early, as Kubernetes makes one before pre-empting a pod
@@ -115,6 +118,9 @@ pub struct RunOutcome {
     /// Rows served again to the devices whose trainer died and restarted
     /// from its last checkpoint (what it acknowledged after it).
     pub replayed: u64,
+    /// Rows read and left out by `--split` or `--sample` (committed as
+    /// consumed, shipped to no one).
+    pub cut: u64,
 }
 
 /// Errors that stop a worker.
@@ -993,6 +999,7 @@ impl Coordinator {
             self.location.clone(),
             split,
             self.plan.clone(),
+            self.config.select.clone(),
             lease,
             self.ahead.clone(),
             self.config.read_retry,
@@ -1052,6 +1059,7 @@ impl Coordinator {
                             self.location.clone(),
                             split,
                             self.plan.clone(),
+                            self.config.select.clone(),
                             lease,
                             self.ahead.clone(),
                             self.config.read_retry,
@@ -1188,6 +1196,25 @@ impl Coordinator {
                 // Taken: the batch's bytes leave the read-ahead budget.
                 drop(held);
                 self.ready(ready);
+            }
+            ReadEvent::Cut {
+                attempt,
+                start,
+                len,
+            } => {
+                if self.ledger.lease(attempt).is_none() || self.replaying.contains_key(&attempt) {
+                    return Ok(()); // lost meanwhile, or consumed before
+                }
+                self.outcome.cut += len;
+                // Consumed as rows dropped are: committed, in device 0's next checkpoint.
+                self.consume(
+                    0,
+                    &[Piece {
+                        attempt,
+                        start,
+                        len,
+                    }],
+                );
             }
             ReadEvent::Waiting { attempt } => {
                 // Not starting any more: other tasks may be leased and read

@@ -19,7 +19,9 @@ use tokio::task::AbortHandle;
 use tracing::warn;
 
 use super::read_retry::ReadRetry;
+use crate::protocol::select::Selection;
 use crate::task::{AttemptId, Lease};
+use crate::trainer::hashing;
 
 /// What a reader reports.
 #[derive(Debug)]
@@ -55,6 +57,16 @@ pub enum ReadEvent {
         /// The read's failure.
         error: connectors::Error,
     },
+    /// Rows `start..start + len` of the attempt's split, read and cut by the
+    /// job's selection (`--split`, `--sample`): consumed, never shipped.
+    Cut {
+        /// The attempt.
+        attempt: AttemptId,
+        /// First row cut.
+        start: u64,
+        /// Rows cut.
+        len: u64,
+    },
     /// A read failed for a reason that may pass; the reader tries again
     /// after a wait (see [`super::read_retry`]), holding its lease.
     Waiting {
@@ -72,17 +84,27 @@ pub enum ReadEvent {
 /// Reads the split of `lease` from its committed offset on a task of its own,
 /// within the budget `ahead`, trying again for up to `read_retry` a read that
 /// fails for a reason that may pass ([`super::read_retry`]); the handle stops
-/// the read (a lost lease, a stop), a wait to read again included.
+/// the read (a lost lease, a stop), a wait to read again included. Rows the
+/// job's `select`ion cuts are reported as cut, and a split is read no further
+/// than its `--limit`.
+#[allow(clippy::too_many_arguments)]
 pub fn spawn(
     location: Location,
     split: Split,
     plan: Arc<ReadPlan>,
+    select: Arc<Selection>,
     lease: Lease,
     ahead: ReadAhead,
     read_retry: Duration,
     tx: mpsc::Sender<ReadEvent>,
 ) -> AbortHandle {
     let task = decode_pool().spawn(async move {
+        let cap = select.cap(lease.split);
+        let key = select
+            .key
+            .as_ref()
+            .filter(|_| select.by_key())
+            .and_then(|k| plan.output_schema().index_of(k).ok());
         let attempt = lease.attempt;
         let mut row = lease.offset;
         let queued = Queued::default();
@@ -121,6 +143,13 @@ pub fn spawn(
                     continue;
                 }
                 retry.read_rows();
+                let batch = match cap {
+                    Some(cap) if row >= cap => break 'read,
+                    Some(cap) if row + batch.num_rows() as u64 > cap => {
+                        batch.slice(0, (cap - row) as usize)
+                    }
+                    _ => batch,
+                };
                 let start = row;
                 row += batch.num_rows() as u64;
                 let sent = Sent {
@@ -129,8 +158,15 @@ pub fn spawn(
                     queued: &queued,
                     tx: &tx,
                 };
-                if sent.rows(start, row, batch).await.is_err() {
+                let shipped = match key {
+                    Some(column) => sent.selected(start, batch, column, &select).await,
+                    None => sent.rows(start, row, batch).await,
+                };
+                if shipped.is_err() {
                     return;
+                }
+                if cap.is_some_and(|cap| row >= cap) {
+                    break 'read;
                 }
                 // Nothing wanted past a final skip to the end (a replay).
                 if lease
@@ -157,6 +193,45 @@ struct Sent<'a> {
 }
 
 impl Sent<'_> {
+    /// Sends the rows of `batch` (from row `start`) that `select` keeps by
+    /// the hash of their `key` column, and reports the others cut.
+    async fn selected(
+        &self,
+        start: u64,
+        batch: RecordBatch,
+        key: usize,
+        select: &Selection,
+    ) -> Result<(), ()> {
+        let Some(hashes) = hashing::hashes(batch.column(key).as_ref()) else {
+            // A key the plan checked: hashable. Ship everything rather than guess.
+            let end = start + batch.num_rows() as u64;
+            return self.rows(start, end, batch).await;
+        };
+        let mut run = 0;
+        while run < hashes.len() {
+            let kept = select.keeps(hashes[run]);
+            let mut end = run + 1;
+            while end < hashes.len() && select.keeps(hashes[end]) == kept {
+                end += 1;
+            }
+            let (from, to) = (start + run as u64, start + end as u64);
+            if kept {
+                self.rows(from, to, batch.slice(run, end - run)).await?;
+            } else {
+                for (s, e) in unskipped(from, to, &self.lease.skip) {
+                    let cut = ReadEvent::Cut {
+                        attempt: self.lease.attempt,
+                        start: s,
+                        len: e - s,
+                    };
+                    self.tx.send(cut).await.map_err(drop)?;
+                }
+            }
+            run = end;
+        }
+        Ok(())
+    }
+
     /// Sends rows `start..end` of the split (`batch`), less the lease's
     /// skipped rows, each run holding its share of the read-ahead budget;
     /// `Err` when nobody listens any more.

@@ -44,11 +44,12 @@ from ._binary import SluiceNotFound, find_sluice_bin
 from ._hashing import bucket_of, hash64, hash_array
 from ._protocol import Connection, NotUnderSluice, SluiceError
 from ._tensors import column_tensor, to_torch
+from .dataset import Dataset
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Connection", "NotUnderSluice", "SluiceError", "SluiceNotFound", "ack",
+    "Connection", "Dataset", "NotUnderSluice", "SluiceError", "SluiceNotFound", "ack",
     "acknowledging", "batches", "bucket_of", "checkpoint", "column_tensor",
     "completed_checkpoint", "connect",
     "declare_checkpoints", "find_sluice_bin",

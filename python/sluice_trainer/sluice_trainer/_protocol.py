@@ -53,6 +53,7 @@ RESUME_ENV = "SLUICE_RESUME_CHECKPOINT"
 LOCKSTEP_ENV = "SLUICE_LOCKSTEP"
 SHM_FD_ENV = "SLUICE_SHM_FD"
 SHM_KEY = "sluice.shm"
+RESUME_KEY = "sluice.resume_checkpoint"
 
 _CHECKPOINT_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
 
@@ -228,6 +229,11 @@ class Connection:
             self._reader = pa.ipc.open_stream(stdin)
         except (pa.ArrowInvalid, OSError) as e:
             raise SluiceError(f"cannot read the Arrow stream on stdin: {e}") from None
+        # A trainer that started sluice (Dataset) learns its checkpoint here.
+        metadata = self._reader.schema.metadata or {}
+        resume = metadata.get(RESUME_KEY.encode())
+        if self._resume is None and resume:
+            self._resume = resume.decode()
         return self._reader
 
     def read_batch(self):

@@ -1,0 +1,503 @@
+"""`Dataset`: sluice inside any training loop, with the `sluice` binary as a child.
+
+A process that owns its loop (a notebook, a `torchrun` rank, a TorchDistributor
+function, a Lightning `DataModule`) creates a `Dataset` and iterates it::
+
+    ds = sluice_trainer.Dataset("s3://bucket/clicks/", batch_size=4096, epochs=2)
+    for batch in ds:                 # pyarrow.RecordBatch, acknowledged at the next
+        train_step(batch)
+
+The object starts `sluice train SOURCE --attach DATA,ACK,SHM` (or `sluice worker
+--master URL --attach ...` for one worker of a distributed job) as its child and is
+that sluice's one trainer: the exec protocol, on pipes this process owns, with the
+batches in shared memory, so it is as fast as an `--exec` trainer. sluice dies with
+this process however it ends (it asks the kernel for SIGKILL when its parent dies),
+and its errors are raised here as `SluiceError` with sluice's one-line message.
+"""
+
+import os
+import queue
+import select
+import signal
+import subprocess
+import sys
+import threading
+
+from ._binary import SluiceNotFound, find_sluice_bin
+from ._protocol import Connection, SluiceError, _import_torch
+from ._tensors import to_torch
+
+__all__ = ["Dataset"]
+
+# Under lockstep: how long a rank waits for a batch of its own before the step
+# goes on with the batches of the other ranks.
+_LOCKSTEP_WAIT = 0.2
+
+# How long sluice may take to exit once its stream broke.
+_EXIT_WAIT = 60.0
+
+# How long sluice may take to exit once told to stop, before it is killed.
+_STOP_GRACE = 5.0
+
+
+class _Launcher:
+    """Starts every sluice child from one thread that lives as long as this process:
+    the kernel sends a child its parent-death signal when the *thread* that forked it
+    ends, so a `Dataset` made in a short-lived thread must not fork from there."""
+
+    def __init__(self):
+        self._requests = queue.Queue()
+        self._thread = threading.Thread(target=self._serve, name="sluice-launcher",
+                                        daemon=True)
+        self._thread.start()
+
+    def _serve(self):
+        while True:
+            argv, pass_fds, done, result = self._requests.get()
+            try:
+                result.append(subprocess.Popen(
+                    argv, pass_fds=pass_fds, stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                    start_new_session=True))
+            except BaseException as e:  # handed to the caller
+                result.append(e)
+            finally:
+                done.set()
+
+    def start(self, argv, pass_fds):
+        done, result = threading.Event(), []
+        self._requests.put((argv, pass_fds, done, result))
+        done.wait()
+        if isinstance(result[0], BaseException):
+            raise result[0]
+        return result[0]
+
+
+_launcher = None
+_launcher_lock = threading.Lock()
+
+
+def _launch(argv, pass_fds):
+    global _launcher
+    with _launcher_lock:
+        if _launcher is None:
+            _launcher = _Launcher()
+    return _launcher.start(argv, pass_fds)
+
+
+def _flag(name):
+    return "--" + name.replace("_", "-")
+
+
+def _option_args(options):
+    """`--name value` for each option; True is a bare flag, False and None nothing,
+    lists and tuples are comma-separated, dicts `K=V,...` (`hash_buckets`)."""
+    argv = []
+    for name, value in options.items():
+        if value is None or value is False:
+            continue
+        if value is True:
+            argv.append(_flag(name))
+            continue
+        if isinstance(value, dict):
+            value = ",".join(f"{k}={v}" for k, v in value.items())
+        elif isinstance(value, (list, tuple)):
+            value = ",".join(str(v) for v in value)
+        argv.extend([_flag(name), str(value)])
+    return argv
+
+
+def _binary(binary):
+    if binary:
+        return binary
+    explicit = os.environ.get("SLUICE_BINARY")
+    if explicit:
+        if os.path.isfile(explicit) and os.access(explicit, os.X_OK):
+            return explicit
+        raise SluiceNotFound(f"SLUICE_BINARY={explicit} is not an executable file")
+    return find_sluice_bin()
+
+
+def _process_group():
+    """`torch.distributed` when a process group of more than one rank is
+    initialised (and torch imports), else None."""
+    if "torch" not in sys.modules:
+        return None
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return None
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        return dist
+    return None
+
+
+def _ipc(batch):
+    """A batch as the bytes of an Arrow IPC stream (a copy, to send to other ranks)."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return sink.getvalue().to_pybytes()
+
+
+def _batches_of(data):
+    import pyarrow as pa
+
+    return list(pa.ipc.open_stream(pa.py_buffer(data)))
+
+
+class Dataset:
+    """The batches of a sluice job, for a loop this process runs.
+
+    `Dataset(source, batch_size=..., columns=..., epochs=..., seed=...,
+    hash_buckets=..., fill_nulls=..., state=..., **options)` runs the job on this
+    machine, as `sluice train SOURCE` does (its master embedded); every other
+    option of `sluice train` is a keyword (`split="train=0.9,valid=0.1",
+    split_key="id", take="valid"`, `limit=1000`, `shuffle_buffer=8192`...).
+
+    `Dataset(master="http://...", token_file=..., name=...)` is one worker of a
+    distributed job (`sluice worker`), e.g. one `torchrun` rank. Under an
+    initialised `torch.distributed` group, `lockstep=True` (the default there)
+    gives every rank one batch per step and the same number of steps: when one
+    rank's data ends first, the batches the others still get are split evenly
+    over all ranks, so DistributedDataParallel never waits for a rank that is done
+    and every row is trained once. `lockstep=False` turns it off.
+
+    Iterating yields `pyarrow.RecordBatch`es, every epoch in turn (`epochs`); a
+    `Dataset` is iterated once. With `ack=True` (the default) a batch is
+    acknowledged when the next one is asked for: the loop body is one training
+    step. With `ack=False`, call `ack()` after each optimizer step. Leaving the loop
+    early (`break`, an exception) stops sluice; the batch in hand is not
+    acknowledged, and with `state=` a new `Dataset` continues from what was.
+
+    Checkpoints give exactly once into the model: call `resume_checkpoint()`
+    before the loop (it declares checkpoints and names the checkpoint to load, or
+    None), and `checkpoint(ID)` each time the model is saved.
+
+    The buffers of a batch live in memory sluice reuses once it is acknowledged:
+    copy what must outlive the step (`.to(device)` and `.float()` copy).
+    """
+
+    def __init__(self, source=None, *, batch_size=1024, columns=None, epochs=None,
+                 seed=None, hash_buckets=None, fill_nulls=None, state=None,
+                 master=None, token_file=None, name=None, ack=True, checkpoints=False,
+                 shared_memory=True, lockstep=None, binary=None, log=True, **options):
+        if (source is None) == (master is None):
+            raise SluiceError(
+                "Dataset needs a source (Dataset('s3://bucket/out/')) or a master "
+                "(Dataset(master='http://host:7070', token_file=...)), not both")
+        self._auto_ack = ack
+        self._lockstep = _process_group() if lockstep in (None, True) else None
+        if lockstep is True and self._lockstep is None:
+            raise SluiceError("lockstep=True needs an initialised torch.distributed "
+                              "process group (torch.distributed.init_process_group())")
+        self._log = log
+        self._lines = []
+        self._proc = None
+        self._conn = None
+        self._done = False
+        self._iterated = False
+        self._closed = False
+        common = {"batch_size": batch_size, "hash_buckets": hash_buckets,
+                  "fill_nulls": fill_nulls}
+        if master is not None:
+            given = [k for k, v in (("columns", columns), ("epochs", epochs),
+                                    ("seed", seed), ("state", state)) if v is not None]
+            if given:
+                raise SluiceError(
+                    f"{', '.join(given)}: the master of a distributed job decides "
+                    "these (sluice master ... --epochs ...); a worker takes none")
+            head = ["worker", "--master", master]
+            common.update(token_file=token_file, name=name)
+        else:
+            head = ["train", str(source)]
+            common.update(columns=columns, epochs=epochs, seed=seed, state=state)
+        common.update(options)
+        argv = [_binary(binary)] + head + _option_args(common) + ["--quiet"]
+        self._start(argv, shared_memory)
+        if checkpoints:
+            self._conn.declare_checkpoints()
+
+    def _start(self, argv, shared_memory):
+        data_r, data_w = os.pipe()
+        ack_r, ack_w = os.pipe()
+        memory = None
+        if shared_memory and hasattr(os, "memfd_create"):
+            try:
+                memory = os.memfd_create("sluice-batches")
+            except OSError:
+                memory = None
+        fds = [data_w, ack_r] + ([memory] if memory is not None else [])
+        argv = argv + ["--attach", ",".join(str(fd) for fd in fds)]
+        try:
+            self._proc = _launch(argv, tuple(fds))
+        except BaseException:
+            for fd in (data_r, data_w, ack_r, ack_w, memory):
+                if fd is not None:
+                    os.close(fd)
+            raise
+        # sluice holds its ends now: ours close, so that its death ends our reads.
+        os.close(data_w)
+        os.close(ack_r)
+        self._stderr = threading.Thread(target=self._read_stderr, name="sluice-stderr",
+                                        daemon=True)
+        self._stderr.start()
+        env = {"SLUICE_ACK_FD": str(ack_w), "SLUICE_DEVICE": "0", "SLUICE_DEVICES": "1"}
+        if memory is not None:
+            env["SLUICE_SHM_FD"] = str(memory)
+        # Unbuffered: under lockstep, select() on it tells whether a message waits.
+        self._data = os.fdopen(data_r, "rb", buffering=0)
+        self._ack_fd = ack_w
+        self._memory = memory
+        self._conn = Connection(env=env, stdin=self._data)
+        if memory is not None:
+            self._conn.use_shared_memory()
+
+    def _read_stderr(self):
+        for raw in self._proc.stderr:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            self._lines.append(line)
+            del self._lines[:-50]
+            if self._log and not line.startswith(("sluice: ", "error: ")):
+                sys.stderr.write(line + "\n")
+
+    @property
+    def pid(self):
+        """The process id of the sluice child."""
+        return self._proc.pid
+
+    @property
+    def received(self):
+        """Batches received so far."""
+        return self._conn.received
+
+    @property
+    def acked(self):
+        """Batches acknowledged so far."""
+        return self._conn.acked
+
+    @property
+    def schema(self):
+        """The `pyarrow.Schema` of the batches (waits for sluice to start the stream);
+        None when there is no data."""
+        return self._guard(lambda: self._conn.schema)
+
+    def __iter__(self):
+        if self._iterated:
+            raise SluiceError(
+                "a Dataset is iterated once (its epochs come one after the other in "
+                "one loop); make a new Dataset to train again")
+        self._iterated = True
+        if self._lockstep is not None:
+            return self._lockstep_batches(self._lockstep)
+        return self._batches()
+
+    def _lockstep_batches(self, dist):
+        """One batch per rank per step, the same number of steps on every rank.
+        While every rank has a batch ready, each trains its own. When some rank has
+        none ready (its worker waits for a task, or its data ended), the batches the
+        others have are pooled and split evenly over all ranks, so that no rank holds
+        back the acknowledgements the job needs to go on, and every row is trained
+        once. A rank acknowledges its own batch once the step that used it is over;
+        the loop ends when every rank's stream ended."""
+        import pyarrow as pa
+
+        world, rank = dist.get_world_size(), dist.get_rank()
+        ended = False
+        try:
+            while True:
+                if self._auto_ack and not ended:
+                    self._guard(self._conn.ack)
+                batch = None
+                if not ended and self._ready(_LOCKSTEP_WAIT):
+                    batch = self._guard(self._conn.read_batch)
+                    if batch is None:
+                        ended = True
+                        self._finish()
+                state = "ended" if ended else ("batch" if batch is not None else "wait")
+                states = [None] * world
+                dist.all_gather_object(states, state)
+                if all(s == "batch" for s in states):
+                    yield batch
+                    continue
+                if all(s == "ended" for s in states):
+                    return
+                if "batch" not in states:
+                    continue
+                pool = [None] * world
+                dist.all_gather_object(pool, None if batch is None else _ipc(batch))
+                parts = [b for part in pool if part is not None for b in _batches_of(part)]
+                table = pa.Table.from_batches(parts)
+                rows = table.num_rows
+                first, last = rows * rank // world, rows * (rank + 1) // world
+                mine = table.slice(first, last - first).combine_chunks().to_batches()
+                yield mine[0] if mine else pa.RecordBatch.from_pylist([], schema=table.schema)
+        finally:
+            if not self._done:
+                self.close()
+
+    def _ready(self, timeout):
+        """Whether the stream has bytes to read within `timeout` seconds."""
+        readable, _, _ = select.select([self._data], [], [], timeout)
+        return bool(readable)
+
+    def _batches(self):
+        try:
+            while True:
+                if self._auto_ack:
+                    self._guard(self._conn.ack)
+                batch = self._guard(self._conn.read_batch)
+                if batch is None:
+                    self._finish()
+                    return
+                yield batch
+        finally:
+            if not self._done:
+                self.close()
+
+    def _guard(self, call):
+        """Runs `call`; a failure of the exchange with sluice (the stream or the ack
+        pipe broke) raises sluice's own message once sluice has ended."""
+        try:
+            return call()
+        except SluiceError as e:
+            text = str(e)
+            if "Arrow stream" in text or "acknowledgement pipe" in text:
+                # sluice closes them only as it ends: wait for its word.
+                self._raise_exit(fallback=e, wait=_EXIT_WAIT)
+            raise
+
+    def _raise_exit(self, fallback=None, wait=_EXIT_WAIT):
+        """Raises sluice's error once it exited with a failure (waiting up to
+        `wait` seconds for it to exit)."""
+        try:
+            code = self._proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            return
+        if code != 0:
+            self._stderr.join(timeout=_EXIT_WAIT)
+            self._close_fds()
+            self._done = True
+            raise SluiceError(self._message(code)) from fallback
+
+    def _message(self, code):
+        for prefix in ("sluice: ", "error: "):  # sluice's error line, else clap's
+            for line in reversed(self._lines):
+                if line.startswith(prefix):
+                    return line[len(prefix):]
+        tail = "; ".join(self._lines[-3:])
+        return f"sluice exited with status {code}" + (f": {tail}" if tail else "")
+
+    def _finish(self):
+        """The stream ended: acknowledge the last batch, let sluice commit and exit."""
+        if self._auto_ack:
+            self._conn.ack()
+        self._close_fds()
+        code = self._proc.wait()
+        self._stderr.join(timeout=_STOP_GRACE)
+        self._done = True
+        if code != 0:
+            raise SluiceError(self._message(code))
+
+    def _close_fds(self):
+        for fd in (self._ack_fd, self._memory):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._ack_fd = self._memory = None
+        try:
+            self._data.close()
+        except OSError:
+            pass
+
+    def close(self):
+        """Stops sluice (what was acknowledged is committed; with `state=` a new
+        Dataset resumes there) and waits for it to exit. Called when the loop is left
+        early; does nothing once the stream ended."""
+        if self._closed or self._proc is None:
+            return
+        self._closed = True
+        if self._done:
+            return
+        self._done = True
+        self._close_fds()
+        if self._proc.poll() is None:
+            try:
+                self._proc.send_signal(signal.SIGTERM)
+                self._proc.wait(timeout=_STOP_GRACE)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+            except ProcessLookupError:
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def ack(self, count=None):
+        """Acknowledges the `count` oldest unacknowledged batches (default: all
+        received): call it once they are applied (for `ack=False`)."""
+        self._guard(lambda: self._conn.ack(count))
+
+    def resume_checkpoint(self):
+        """Declares checkpoints and returns the ID of the checkpoint to load before
+        training (the job resumes after it), or None to start from scratch. Call it
+        before the loop; it waits for sluice to start the stream."""
+        self._guard(self._conn.declare_checkpoints)
+        self._guard(self._conn._open)
+        return self._conn.resume_checkpoint()
+
+    def checkpoint(self, checkpoint_id, ack=True):
+        """Reports the state saved as `checkpoint_id` durable: acknowledges the
+        batches received so far (unless `ack=False`), then records the checkpoint.
+        Declares checkpoints first if `resume_checkpoint()` or `checkpoints=True`
+        did not (that must come before the first acknowledgement)."""
+        self._guard(self._conn.declare_checkpoints)
+        self._guard(lambda: self._conn.checkpoint(checkpoint_id, ack=ack))
+
+    def completed_checkpoint(self):
+        """The newest checkpoint ID sluice recorded complete, or None."""
+        return self._conn.completed_checkpoint()
+
+    def torch(self, columns=None, hash_buckets=None, nulls="raise", fill_value=0):
+        """Yields each batch as a dict of column name -> `torch.Tensor` (see
+        `sluice_trainer.to_torch`), views of the batch's memory."""
+        _import_torch("Dataset.torch()")
+        for batch in self:
+            yield to_torch(batch, columns=columns, hash_buckets=hash_buckets, nulls=nulls,
+                           fill_value=fill_value)
+
+    def numpy(self, columns=None):
+        """Yields each batch as a dict of column name -> `numpy.ndarray` (without a
+        copy where the column has no nulls)."""
+        for batch in self:
+            names = columns or batch.schema.names
+            yield {name: batch.column(name).to_numpy(zero_copy_only=False)
+                   for name in names}
+
+    def torch_iterable(self, **torch_options):
+        """A `torch.utils.data.IterableDataset` over `torch()`, for code that wants
+        `DataLoader(ds.torch_iterable(), batch_size=None)` (sluice batches already;
+        use no DataLoader workers: this process is the trainer)."""
+        torch = _import_torch("Dataset.torch_iterable()")
+        outer = self
+
+        class _Iterable(torch.utils.data.IterableDataset):
+            def __iter__(self):
+                return outer.torch(**torch_options)
+
+        return _Iterable()

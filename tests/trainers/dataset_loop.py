@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Test script for `sluice_trainer.Dataset`: a training loop that owns its process.
+
+Usage:
+    python tests/trainers/dataset_loop.py MODE DATA OUT [options]
+
+MODE:
+    plain       iterate pyarrow batches; write OUT/ids.txt (one id per line, every epoch)
+    torch       the same through ds.torch() (tensors), then ds.numpy() is not used
+    numpy       the same through ds.numpy()
+    raise       raise inside the loop after 3 batches, catch it outside; write
+                OUT/pid.txt (sluice's pid) and OUT/alive.txt ("yes"/"no": is sluice
+                still running once the exception left the loop)
+    model       a model that holds every id it trained on, saved under checkpoint ids
+                in OUT/model-<ID>.json; resumes from ds.resume_checkpoint(); with
+                --kill-after N the process SIGKILLs itself after N batches unless
+                OUT/killed exists (created first); writes OUT/final.json at the end
+    worker      one worker of a distributed job: DATA is the master's URL; with
+                torch.distributed initialised (torchrun), trains a DDP linear model and
+                writes OUT/rank-<R>.json: ids, steps, final parameters
+
+Options: --epochs N, --batch-size B, --state DIR, --every N (checkpoint every N
+batches), --token-file F, and any --key=value passed to Dataset as key=value.
+"""
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+
+import sluice_trainer
+
+
+def write_json(path, value):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(value, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode")
+    ap.add_argument("data")
+    ap.add_argument("out")
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--batch-size", type=int, default=100)
+    ap.add_argument("--state")
+    ap.add_argument("--every", type=int, default=5)
+    ap.add_argument("--kill-after", type=int)
+    ap.add_argument("--token-file")
+    ap.add_argument("--option", action="append", default=[])
+    args = ap.parse_args()
+    extra = dict(o.split("=", 1) for o in args.option)
+    out = args.out
+
+    if args.mode == "worker":
+        return worker(args, extra)
+
+    ds = sluice_trainer.Dataset(args.data, batch_size=args.batch_size, epochs=args.epochs,
+                                state=args.state, **extra)
+    if args.mode in ("plain", "torch", "numpy"):
+        ids = []
+        if args.mode == "plain":
+            for batch in ds:
+                ids.extend(batch.column("id").to_pylist())
+        elif args.mode == "torch":
+            for tensors in ds.torch(columns=["id"]):
+                ids.extend(tensors["id"].tolist())
+        else:
+            for arrays in ds.numpy(columns=["id"]):
+                ids.extend(arrays["id"].tolist())
+        with open(os.path.join(out, "ids.txt"), "w") as f:
+            f.write("".join(f"{i}\n" for i in ids))
+        return 0
+
+    if args.mode == "raise":
+        pid = ds.pid
+        with open(os.path.join(out, "pid.txt"), "w") as f:
+            f.write(str(pid))
+        try:
+            for n, _ in enumerate(ds):
+                if n == 3:
+                    raise ValueError("a bug in the training loop")
+        except ValueError:
+            pass
+        deadline = time.time() + 5
+        while alive(pid) and time.time() < deadline:
+            time.sleep(0.05)
+        with open(os.path.join(out, "alive.txt"), "w") as f:
+            f.write("yes" if alive(pid) else "no")
+        return 0
+
+    if args.mode == "model":
+        resume = ds.resume_checkpoint()
+        model = []
+        if resume is not None:
+            with open(os.path.join(out, f"model-{resume}.json")) as f:
+                model = json.load(f)["ids"]
+        step = 0 if resume is None else int(resume)
+        killed = os.path.join(out, "killed")
+        for batch in ds:
+            model.extend(batch.column("id").to_pylist())
+            step += 1
+            if step % args.every == 0:
+                write_json(os.path.join(out, f"model-{step}.json"), {"ids": model})
+                ds.checkpoint(step)
+            if args.kill_after and step >= args.kill_after and not os.path.exists(killed):
+                open(killed, "w").close()
+                os.kill(os.getpid(), signal.SIGKILL)
+        write_json(os.path.join(out, "final.json"), {"ids": model})
+        return 0
+    raise SystemExit(f"unknown mode {args.mode}")
+
+
+def worker(args, extra):
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(2, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    ds = sluice_trainer.Dataset(master=args.data, token_file=args.token_file,
+                                name=f"rank-{rank}", batch_size=args.batch_size, **extra)
+    ids, steps = [], 0
+    for t in ds.torch(columns=["id", "x1", "x2", "label"]):
+        ids.extend(t["id"].tolist())
+        x = torch.stack([t["x1"].float(), t["x2"].float()], dim=1)
+        loss = torch.nn.functional.mse_loss(model(x).squeeze(1), t["label"].float())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        steps += 1
+    params = [p.detach().flatten().tolist() for p in model.parameters()]
+    write_json(os.path.join(args.out, f"rank-{rank}.json"),
+               {"ids": ids, "steps": steps, "params": params})
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
