@@ -1,5 +1,33 @@
 //! The process exit codes of `sluice`: one meaning each, so scripts and
 //! schedulers can tell a failed run from a refused or mistyped one.
+//!
+//! Every code is decided here. An error says through [`ExitCode`] only what
+//! it decides itself; [`decided`] asks each error of a cause chain in turn,
+//! outermost first, and the first that decides gives the code ([`of_chain`]);
+//! a chain where none decides exits [`ERROR`]. Wrappers leave the decision to
+//! the error they wrap, which their `source()` hands on.
+//!
+//! This module sits above the modules whose errors it reads (`job`,
+//! `master`, `schedule`, `config`, `catalog`, `trainer`, `protocol`): only
+//! `cli` and `main` import it.
+
+use std::error::Error;
+
+use crate::catalog::CatalogError;
+use crate::config::{JobFileError, OptionError};
+use crate::job::train::TrainError;
+use crate::job::wait::WaitError;
+use crate::job::worker::WorkerError;
+use crate::master::commit::CommitError;
+use crate::master::dir_lock::DirLockError;
+use crate::master::follow::FollowError;
+use crate::master::journal::JournalError;
+use crate::master::serve::{MasterError, StopSignal};
+use crate::master::state::StateError;
+use crate::protocol::select::SelectError;
+use crate::schedule::lock::LockError;
+use crate::schedule::RunError;
+use crate::trainer::TrainerError;
 
 /// Done: every task was done (or there was nothing to do).
 pub const DONE: u8 = 0;
@@ -17,9 +45,11 @@ pub const HELD: u8 = 3;
 /// unknown key in a job file (`EX_USAGE` of sysexits.h).
 pub const USAGE: u8 = 64;
 /// Stopped by SIGINT before the job was over, after committing what was
-/// acknowledged (128 + SIGINT, as shells report it; SIGTERM gives 143 for a
-/// master, and the same 130 for `sluice train`).
+/// acknowledged (128 + SIGINT, as shells report it; SIGTERM gives
+/// [`TERMINATED`] for a master, and the same 130 for `sluice train`).
 pub const INTERRUPTED: u8 = 130;
+/// A master stopped by SIGTERM before the job was over (128 + SIGTERM).
+pub const TERMINATED: u8 = 143;
 
 /// The table of exit codes, as `sluice --help` ends.
 pub const TABLE: &str = "\
@@ -35,3 +65,409 @@ Exit codes:
   130 stopped by SIGINT or SIGTERM before the job was over (sluice train;
       143 for a master stopped by SIGTERM; a stopped worker exits 0, or
       its --stopped-exit-code)";
+
+/// The exit code an error decides by itself.
+pub trait ExitCode {
+    /// `Some(code)` where this error decides the exit code of the command
+    /// it stopped; `None` where the error it wraps (its `source()`) decides,
+    /// or, with nothing further, [`ERROR`].
+    fn exit_code(&self) -> Option<u8>;
+}
+
+/// A command line that asks for something impossible, found once it was parsed
+/// (a bad value, a missing companion flag, a column named twice): the command
+/// exits with [`USAGE`] instead of [`ERROR`].
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct UsageError {
+    /// What is wrong, on one line.
+    pub message: String,
+}
+
+/// The exit code of a command stopped by an error whose causes, outermost
+/// first, are `chain`: the first that decides, else [`ERROR`].
+pub fn of_chain<'a>(chain: impl IntoIterator<Item = &'a (dyn Error + 'static)>) -> u8 {
+    chain.into_iter().find_map(decided).unwrap_or(ERROR)
+}
+
+/// The exit code of a command stopped by `error`, walking its `source()`s.
+pub fn of_error(error: &(dyn Error + 'static)) -> u8 {
+    of_chain(std::iter::successors(Some(error), |&e| e.source()))
+}
+
+/// The exit code one error of a chain decides by itself ([`ExitCode`]), if
+/// it is of a type that decides any.
+pub fn decided(cause: &(dyn Error + 'static)) -> Option<u8> {
+    macro_rules! ask {
+        ($($t:ty),* $(,)?) => {
+            $(
+                if let Some(e) = cause.downcast_ref::<$t>() {
+                    return e.exit_code();
+                }
+            )*
+        };
+    }
+    ask!(
+        UsageError,
+        OptionError,
+        JobFileError,
+        CatalogError,
+        connectors::Error,
+        TrainerError,
+        SelectError,
+        TrainError,
+        RunError,
+        MasterError,
+        WorkerError,
+        StateError,
+        CommitError,
+        JournalError,
+        DirLockError,
+        LockError,
+        WaitError,
+        FollowError,
+    );
+    None
+}
+
+/// The exit code of a master that `signal` stopped before the job was over:
+/// 128 plus the signal's number, as a shell reports a process the signal
+/// killed ([`TERMINATED`] for SIGTERM, [`INTERRUPTED`] for SIGINT).
+pub fn stopped_by(signal: StopSignal) -> u8 {
+    match signal {
+        StopSignal::Term => TERMINATED,
+        StopSignal::Int => INTERRUPTED,
+    }
+}
+
+/// `code` where `decides`, else `None`.
+fn when(decides: bool, code: u8) -> Option<u8> {
+    decides.then_some(code)
+}
+
+impl ExitCode for UsageError {
+    fn exit_code(&self) -> Option<u8> {
+        Some(USAGE)
+    }
+}
+
+impl ExitCode for OptionError {
+    fn exit_code(&self) -> Option<u8> {
+        Some(USAGE)
+    }
+}
+
+/// A job file that cannot be read is an error; one that says something
+/// wrong is the user's.
+impl ExitCode for JobFileError {
+    fn exit_code(&self) -> Option<u8> {
+        when(!matches!(self, JobFileError::Read { .. }), USAGE)
+    }
+}
+
+/// A wrong name or catalog URI is the user's; a catalog that cannot answer
+/// leaves it to its cause.
+impl ExitCode for CatalogError {
+    fn exit_code(&self) -> Option<u8> {
+        when(self.is_usage(), USAGE)
+    }
+}
+
+/// A URL that cannot be read as one, a column the dataset does not have, a
+/// bad reading option or filter: running again as is cannot help.
+impl ExitCode for connectors::Error {
+    fn exit_code(&self) -> Option<u8> {
+        use connectors::Error as E;
+        when(
+            matches!(
+                self,
+                E::InvalidUrl { .. }
+                    | E::UnknownColumn { .. }
+                    | E::InvalidOption { .. }
+                    | E::Filter(_)
+            ),
+            USAGE,
+        )
+    }
+}
+
+/// A label or feature the dataset does not have, or cannot read as numbers.
+impl ExitCode for TrainerError {
+    fn exit_code(&self) -> Option<u8> {
+        when(
+            matches!(
+                self,
+                TrainerError::UnknownColumn { .. } | TrainerError::NotNumeric { .. }
+            ),
+            USAGE,
+        )
+    }
+}
+
+/// A `--split-key` the data read cannot place rows by.
+impl ExitCode for SelectError {
+    fn exit_code(&self) -> Option<u8> {
+        Some(USAGE)
+    }
+}
+
+/// A signal stopped the run ([`INTERRUPTED`]); everything else is its cause's.
+impl ExitCode for TrainError {
+    fn exit_code(&self) -> Option<u8> {
+        when(matches!(self, TrainError::Stopped { .. }), INTERRUPTED)
+    }
+}
+
+/// `sluice run`: a source pattern that cannot be used is the user's; a table
+/// rewrite under `on-rewrite = "fail"` leaves data untrained, as failed
+/// tasks do. The boxed errors are asked here: a box hides their type from
+/// the chain (their own causes follow in it).
+impl ExitCode for RunError {
+    fn exit_code(&self) -> Option<u8> {
+        match self {
+            RunError::Source { .. } => Some(USAGE),
+            RunError::Rewritten { .. } => Some(TASKS_FAILED),
+            RunError::Connector(e) => e.exit_code(),
+            RunError::Train(e) => e.exit_code(),
+            _ => None,
+        }
+    }
+}
+
+/// The master's errors are their causes'.
+impl ExitCode for MasterError {
+    fn exit_code(&self) -> Option<u8> {
+        None
+    }
+}
+
+/// A worker's errors are their causes'.
+impl ExitCode for WorkerError {
+    fn exit_code(&self) -> Option<u8> {
+        None
+    }
+}
+
+/// A state that another process holds ([`HELD`]), or whose journal another
+/// master wrote; any other state that cannot be used is an [`ERROR`],
+/// whatever the cause (a state URL that cannot be opened included).
+impl ExitCode for StateError {
+    fn exit_code(&self) -> Option<u8> {
+        match self {
+            StateError::Locked(e) => e.exit_code(),
+            StateError::Journal(e) => e.exit_code(),
+            _ => None,
+        }
+        .or(Some(ERROR))
+    }
+}
+
+/// The journal's own error is asked here: the `Arc` hides its type from the
+/// chain.
+impl ExitCode for CommitError {
+    fn exit_code(&self) -> Option<u8> {
+        match self {
+            CommitError::Journal(e) => e.exit_code(),
+            CommitError::Panicked => None,
+        }
+    }
+}
+
+/// Another master wrote the record this one meant to write.
+impl ExitCode for JournalError {
+    fn exit_code(&self) -> Option<u8> {
+        when(matches!(self, JournalError::Taken { .. }), HELD)
+    }
+}
+
+/// Another live process holds the state directory.
+impl ExitCode for DirLockError {
+    fn exit_code(&self) -> Option<u8> {
+        when(matches!(self, DirLockError::Held { .. }), HELD)
+    }
+}
+
+/// Another run of the job holds its lock, or took it over.
+impl ExitCode for LockError {
+    fn exit_code(&self) -> Option<u8> {
+        when(
+            matches!(self, LockError::Held { .. } | LockError::Lost { .. }),
+            HELD,
+        )
+    }
+}
+
+/// Waiting for `_SUCCESS` decides nothing itself.
+impl ExitCode for WaitError {
+    fn exit_code(&self) -> Option<u8> {
+        None
+    }
+}
+
+/// Following a source decides nothing itself.
+impl ExitCode for FollowError {
+    fn exit_code(&self) -> Option<u8> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn held_dir() -> StateError {
+        StateError::Locked(DirLockError::Held {
+            dir: "/state".into(),
+            holder: "pid 7 on host".into(),
+        })
+    }
+
+    fn invalid_url() -> connectors::Error {
+        connectors::Error::InvalidUrl {
+            url: "foo://x".into(),
+            reason: "unknown scheme `foo`".into(),
+        }
+    }
+
+    fn stopped() -> TrainError {
+        TrainError::Stopped {
+            rows: 3,
+            resume: String::new(),
+        }
+    }
+
+    fn taken() -> JournalError {
+        JournalError::Taken {
+            location: "s3://b/state/journal-1".into(),
+        }
+    }
+
+    #[test]
+    fn a_lock_held_inside_a_state_error_is_held_however_deep() {
+        assert_eq!(of_error(&held_dir()), HELD);
+        assert_eq!(of_error(&TrainError::State(held_dir())), HELD);
+        assert_eq!(of_error(&MasterError::State(held_dir())), HELD);
+        let run = RunError::from(TrainError::State(held_dir()));
+        assert_eq!(of_error(&run), HELD);
+        let worker = WorkerError::Train(TrainError::State(held_dir()));
+        assert_eq!(of_error(&worker), HELD);
+    }
+
+    #[test]
+    fn a_journal_another_master_wrote_is_held() {
+        assert_eq!(of_error(&StateError::Journal(taken())), HELD);
+        let commit = CommitError::Journal(Arc::new(taken()));
+        assert_eq!(of_error(&MasterError::Journal(commit)), HELD);
+        let failed = CommitError::Journal(Arc::new(JournalError::Io {
+            path: "/state/journal".into(),
+            source: std::io::Error::other("no space left on device"),
+        }));
+        assert_eq!(of_error(&MasterError::Journal(failed)), ERROR);
+        assert_eq!(of_error(&CommitError::Panicked), ERROR);
+    }
+
+    #[test]
+    fn a_train_error_inside_a_run_error_decides() {
+        assert_eq!(of_error(&stopped()), INTERRUPTED);
+        assert_eq!(of_error(&RunError::from(stopped())), INTERRUPTED);
+        let column = TrainError::Trainer(TrainerError::UnknownColumn {
+            column: "labl".into(),
+            available: "label".into(),
+        });
+        assert_eq!(of_error(&RunError::from(column)), USAGE);
+        let url = TrainError::Connector(invalid_url());
+        assert_eq!(of_error(&RunError::from(url)), USAGE);
+        let missing = TrainError::Connector(connectors::Error::NotFound {
+            path: "/data".into(),
+        });
+        assert_eq!(of_error(&RunError::from(missing)), ERROR);
+    }
+
+    #[test]
+    fn a_scheduled_run_decides_its_own_codes() {
+        let rewritten = RunError::Rewritten {
+            kind: "delta",
+            source_url: "/t".into(),
+            noun: "version",
+            since: 3,
+            commits: "version 4 (DELETE)".into(),
+        };
+        assert_eq!(of_error(&rewritten), TASKS_FAILED);
+        let source = RunError::Source {
+            source_url: "/x/*/*".into(),
+            reason: "two stars".into(),
+        };
+        assert_eq!(of_error(&source), USAGE);
+        assert_eq!(of_error(&RunError::from(invalid_url())), USAGE);
+        let held = LockError::Held {
+            path: "/state/lock.json".into(),
+            holder: Box::new(crate::schedule::lock::Holder {
+                run: "r1".into(),
+                pid: 7,
+                host: "h".into(),
+                acquired_at: "2026-01-01T00:00:00Z".into(),
+                expires_in: 60,
+            }),
+        };
+        assert_eq!(of_error(&RunError::Lock(held)), HELD);
+        let lost = LockError::Lost {
+            path: "/state/lock.json".into(),
+            run: "r2".into(),
+        };
+        assert_eq!(of_error(&RunError::Lock(lost)), HELD);
+    }
+
+    #[test]
+    fn usage_errors_are_found_through_every_wrapper() {
+        let option = || crate::config::OptionError::new("epochs", "must be at least 1");
+        assert_eq!(of_error(&TrainError::Options(option())), USAGE);
+        assert_eq!(of_error(&MasterError::Options(option())), USAGE);
+        assert_eq!(of_error(&MasterError::Connector(invalid_url())), USAGE);
+        let worker = WorkerError::Train(TrainError::Connector(invalid_url()));
+        assert_eq!(of_error(&worker), USAGE);
+        let select = SelectError::UnknownKey {
+            column: "user".into(),
+            available: "a, b".into(),
+        };
+        assert_eq!(of_error(&TrainError::Select(select)), USAGE);
+        let waited = TrainError::Wait(WaitError::Connector(invalid_url()));
+        assert_eq!(of_error(&waited), USAGE);
+        let missing = JobFileError::Missing {
+            path: "job.toml".into(),
+            key: "source",
+        };
+        assert_eq!(of_error(&missing), USAGE);
+        let unread = JobFileError::Read {
+            path: "job.toml".into(),
+            source: std::io::Error::other("permission denied"),
+        };
+        assert_eq!(of_error(&unread), ERROR);
+    }
+
+    #[test]
+    fn a_state_that_cannot_be_used_is_an_error_whatever_the_cause() {
+        let url = StateError::Location(invalid_url());
+        assert_eq!(of_error(&url), ERROR);
+        assert_eq!(of_error(&MasterError::State(url)), ERROR);
+    }
+
+    #[test]
+    fn context_added_at_the_command_line_keeps_the_code() {
+        let e = anyhow::Error::new(RunError::from(stopped())).context("sluice run job.toml");
+        assert_eq!(of_chain(e.chain()), INTERRUPTED);
+        let usage = anyhow::Error::new(UsageError {
+            message: "--grace needs --state".into(),
+        });
+        assert_eq!(of_chain(usage.chain()), USAGE);
+        let plain = anyhow::anyhow!("the job file was not loaded");
+        assert_eq!(of_chain(plain.chain()), ERROR);
+    }
+
+    #[test]
+    fn a_stopped_master_exits_with_its_signal() {
+        assert_eq!(stopped_by(StopSignal::Term), 143);
+        assert_eq!(stopped_by(StopSignal::Int), 130);
+    }
+}

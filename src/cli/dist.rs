@@ -179,9 +179,9 @@ pub async fn master(mut args: MasterArgs) -> anyhow::Result<u8> {
             signal.name(),
             outcome.tasks_done,
             outcome.tasks,
-            signal.exit_code()
+            exit::stopped_by(signal)
         ));
-        return Ok(signal.exit_code());
+        return Ok(exit::stopped_by(signal));
     }
     logging::result(format!(
         "job over: {} tasks done, {} failed; {} rows served again{}",

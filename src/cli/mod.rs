@@ -9,6 +9,10 @@ use clap::{Parser, Subcommand};
 
 use crate::exit;
 
+/// A command line that asks for something impossible, found once it was
+/// parsed; exits [`exit::USAGE`].
+pub use crate::exit::UsageError;
+
 /// Hands Spark, Hive and MapReduce output to training.
 ///
 /// sluice lists an output directory (local, HDFS or object storage), cuts it
@@ -92,16 +96,6 @@ pub fn equals_hint(args: &[std::ffi::OsString]) -> Option<String> {
     })
 }
 
-/// A command line that asks for something impossible, found once it was parsed
-/// (a bad value, a missing companion flag, a column named twice): the command
-/// exits with [`exit::USAGE`] instead of [`exit::ERROR`].
-#[derive(Debug, thiserror::Error)]
-#[error("{message}")]
-pub struct UsageError {
-    /// What is wrong, on one line.
-    pub message: String,
-}
-
 /// A [`UsageError`] saying `message`.
 pub fn usage(message: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(UsageError {
@@ -109,128 +103,8 @@ pub fn usage(message: impl Into<String>) -> anyhow::Error {
     })
 }
 
-/// The exit code of a command that failed with `e`: [`exit::USAGE`] for a
-/// wrong command line or job file, [`exit::HELD`] when another run or master holds the
-/// job's state or lock, else [`exit::ERROR`].
+/// The exit code of a command that failed with `e`: the first error of its
+/// cause chain that decides one (see [`exit::ExitCode`]), else [`exit::ERROR`].
 pub fn exit_code(e: &anyhow::Error) -> u8 {
-    if e.chain().any(is_usage) {
-        return exit::USAGE;
-    }
-    if e.chain().any(held_by_another) {
-        return exit::HELD;
-    }
-    // The lock of a local state directory, held by another process.
-    for cause in e.chain() {
-        if let Some(e) = cause.downcast_ref::<crate::job::train::TrainError>() {
-            return e.exit_code();
-        }
-        if let Some(e) = cause.downcast_ref::<crate::master::serve::MasterError>() {
-            return e.exit_code();
-        }
-        if let Some(e) = cause.downcast_ref::<crate::schedule::RunError>() {
-            return e.exit_code();
-        }
-    }
-    exit::ERROR
-}
-
-/// Whether an error is the command line's or the job file's: a flag or key
-/// whose value breaks a rule, an unknown key, a URL that cannot be read as
-/// one (no or an unknown scheme), a column or feature the dataset does not
-/// have. Those exit [`exit::USAGE`] at once; running again as is cannot help.
-fn is_usage(cause: &(dyn std::error::Error + 'static)) -> bool {
-    use crate::config::{JobFileError, OptionError};
-    use crate::job::train::TrainError;
-    use crate::job::worker::WorkerError;
-    use crate::master::serve::MasterError;
-    use crate::schedule::RunError;
-    use crate::trainer::TrainerError;
-    let connector = |e: &connectors::Error| {
-        matches!(
-            e,
-            connectors::Error::InvalidUrl { .. }
-                | connectors::Error::UnknownColumn { .. }
-                | connectors::Error::InvalidOption { .. }
-                | connectors::Error::Filter(_)
-        )
-    };
-    let trainer = |e: &TrainerError| {
-        matches!(
-            e,
-            TrainerError::UnknownColumn { .. } | TrainerError::NotNumeric { .. }
-        )
-    };
-    // Errors wrapped transparently hide the wrapped error from `chain()`.
-    let train = |e: &TrainError| match e {
-        TrainError::Connector(c) => connector(c),
-        TrainError::Trainer(t) => trainer(t),
-        TrainError::Options(_) | TrainError::Select(_) => true,
-        _ => false,
-    };
-    if cause.is::<UsageError>() || cause.is::<OptionError>() {
-        return true;
-    }
-    if let Some(e) = cause.downcast_ref::<crate::catalog::CatalogError>() {
-        return e.is_usage();
-    }
-    if let Some(e) = cause.downcast_ref::<JobFileError>() {
-        return !matches!(e, JobFileError::Read { .. });
-    }
-    if let Some(e) = cause.downcast_ref::<connectors::Error>() {
-        return connector(e);
-    }
-    if let Some(e) = cause.downcast_ref::<TrainerError>() {
-        return trainer(e);
-    }
-    if let Some(e) = cause.downcast_ref::<TrainError>() {
-        return train(e);
-    }
-    if let Some(e) = cause.downcast_ref::<RunError>() {
-        return match e {
-            RunError::Source { .. } => true,
-            RunError::Connector(c) => connector(c),
-            RunError::Train(t) => train(t),
-            _ => false,
-        };
-    }
-    if let Some(e) = cause.downcast_ref::<MasterError>() {
-        return match e {
-            MasterError::Connector(c) => connector(c),
-            MasterError::Options(_) | MasterError::Select(_) => true,
-            _ => false,
-        };
-    }
-    if let Some(e) = cause.downcast_ref::<WorkerError>() {
-        return match e {
-            WorkerError::Connector(c) => connector(c),
-            WorkerError::Train(t) => train(t),
-            _ => false,
-        };
-    }
-    false
-}
-
-/// Whether an error says another run or master holds the job's state or lock.
-fn held_by_another(cause: &(dyn std::error::Error + 'static)) -> bool {
-    use crate::job::train::TrainError;
-    use crate::master::journal::JournalError;
-    use crate::master::serve::MasterError;
-    use crate::master::state::StateError;
-    use crate::schedule::lock::LockError;
-    use crate::schedule::RunError;
-    let lock = |e: &LockError| matches!(e, LockError::Held { .. } | LockError::Lost { .. });
-    let journal = |e: &JournalError| matches!(e, JournalError::Taken { .. });
-    let state = |e: &StateError| matches!(e, StateError::Journal(j) if journal(j));
-    if let Some(e) = cause.downcast_ref::<RunError>() {
-        return matches!(e, RunError::Lock(l) if lock(l));
-    }
-    if let Some(e) = cause.downcast_ref::<MasterError>() {
-        return matches!(e, MasterError::State(s) if state(s));
-    }
-    if let Some(e) = cause.downcast_ref::<TrainError>() {
-        return matches!(e, TrainError::State(s) if state(s));
-    }
-    cause.downcast_ref::<LockError>().is_some_and(lock)
-        || cause.downcast_ref::<StateError>().is_some_and(state)
-        || cause.downcast_ref::<JournalError>().is_some_and(journal)
+    exit::of_chain(e.chain())
 }

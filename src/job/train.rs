@@ -31,16 +31,16 @@ use crate::worker::pipeline::{self, PipelineConfig, Progress};
 #[derive(Debug, thiserror::Error)]
 pub enum TrainError {
     /// Reading the dataset failed.
-    #[error(transparent)]
+    #[error("{0}")]
     Connector(#[from] connectors::Error),
     /// An option breaks a rule.
-    #[error(transparent)]
+    #[error("{0}")]
     Options(#[from] crate::config::OptionError),
     /// The rows to train cannot be chosen by the key asked for (`--split-key`).
-    #[error(transparent)]
+    #[error("{0}")]
     Select(#[from] select::SelectError),
     /// `_SUCCESS` never came.
-    #[error(transparent)]
+    #[error("{0}")]
     Wait(#[from] wait::WaitError),
     /// The output is visibly unfinished.
     #[error("{url} is not finished: no _SUCCESS and in-flight output present ({markers}); wait for the job with --wait-success, or pass --allow-incomplete")]
@@ -57,16 +57,16 @@ pub enum TrainError {
         url: String,
     },
     /// The trainer refused the schema or could not be set up.
-    #[error(transparent)]
+    #[error("{0}")]
     Trainer(#[from] crate::trainer::TrainerError),
     /// The queue configuration is invalid.
-    #[error(transparent)]
+    #[error("{0}")]
     Queue(#[from] crate::task::ConfigError),
     /// The state directory is unusable.
-    #[error(transparent)]
+    #[error("{0}")]
     State(#[from] StateError),
     /// The pipeline stopped.
-    #[error(transparent)]
+    #[error("{0}")]
     Pipeline(#[from] pipeline::PipelineError),
     /// The model to continue from (`--init-model`) cannot be read.
     #[error("cannot read the model to continue from, {path}: {source}")]
@@ -96,7 +96,7 @@ pub enum TrainError {
     },
     /// Following the source failed (`--follow`): what was taken before is
     /// trained and committed.
-    #[error(transparent)]
+    #[error("{0}")]
     Follow(#[from] crate::master::follow::FollowError),
     /// Writing an output file failed.
     #[error("cannot write {path}: {source}")]
@@ -107,17 +107,6 @@ pub enum TrainError {
         #[source]
         source: std::io::Error,
     },
-}
-
-impl TrainError {
-    /// The exit code of a job stopped by this error.
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            TrainError::State(e) => e.exit_code(),
-            TrainError::Stopped { .. } => crate::exit::INTERRUPTED,
-            _ => 1,
-        }
-    }
 }
 
 /// The file in the state directory written when a run has ended, after its

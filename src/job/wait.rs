@@ -36,7 +36,7 @@ pub enum WaitError {
         detail: String,
     },
     /// Listing failed for a reason other than absence.
-    #[error(transparent)]
+    #[error("{0}")]
     Connector(#[from] connectors::Error),
 }
 

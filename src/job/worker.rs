@@ -57,13 +57,13 @@ pub struct WorkerConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
     /// Talking to the master failed.
-    #[error(transparent)]
+    #[error("{0}")]
     Remote(#[from] RemoteError),
     /// Setting up or running training failed.
-    #[error(transparent)]
+    #[error("{0}")]
     Train(#[from] TrainError),
     /// The dataset could not be opened.
-    #[error(transparent)]
+    #[error("{0}")]
     Connector(#[from] connectors::Error),
 }
 

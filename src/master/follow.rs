@@ -34,7 +34,7 @@ use crate::task::{Command, Reply};
 #[derive(Debug, thiserror::Error)]
 pub enum FollowError {
     /// The source could not be read.
-    #[error(transparent)]
+    #[error("{0}")]
     Connector(#[from] connectors::Error),
     /// New data has columns the job's trainers were not set up for.
     #[error("{what} of {url} does not fit the job: {reason}; a followed job keeps the schema it started with (start a new job, with another --state, to take the new schema)")]

@@ -57,16 +57,16 @@ pub struct MasterConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum MasterError {
     /// The dataset could not be read.
-    #[error(transparent)]
+    #[error("{0}")]
     Connector(#[from] connectors::Error),
     /// An option breaks a rule.
-    #[error(transparent)]
+    #[error("{0}")]
     Options(#[from] crate::config::OptionError),
     /// The rows to train cannot be chosen by the key asked for (`--split-key`).
-    #[error(transparent)]
+    #[error("{0}")]
     Select(#[from] crate::protocol::select::SelectError),
     /// The state could not be opened.
-    #[error(transparent)]
+    #[error("{0}")]
     State(#[from] StateError),
     /// The address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
@@ -85,7 +85,7 @@ pub enum MasterError {
         source: std::io::Error,
     },
     /// TLS could not be set up.
-    #[error(transparent)]
+    #[error("{0}")]
     Tls(#[from] super::tls::TlsError),
     /// The journal could not be written: nothing after the last durable
     /// change was answered, and a restart on the same state continues.
@@ -114,19 +114,8 @@ pub enum MasterError {
         url: String,
     },
     /// Following the source failed (`--follow`); what was taken before was served.
-    #[error(transparent)]
+    #[error("{0}")]
     Follow(#[from] super::follow::FollowError),
-}
-
-impl MasterError {
-    /// The exit code of a master stopped by this error.
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            MasterError::State(e) => e.exit_code(),
-            MasterError::Journal(e) => e.exit_code(),
-            _ => 1,
-        }
-    }
 }
 
 /// How the job ended.
@@ -164,16 +153,6 @@ impl StopSignal {
         match self {
             StopSignal::Term => "SIGTERM",
             StopSignal::Int => "SIGINT",
-        }
-    }
-
-    /// The exit code of a master it stopped before the job was over: 128 plus
-    /// the signal's number, as a shell reports a process the signal killed
-    /// (143 for SIGTERM, 130 for SIGINT).
-    pub fn exit_code(self) -> u8 {
-        match self {
-            StopSignal::Term => 143,
-            StopSignal::Int => 130,
         }
     }
 }

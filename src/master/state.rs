@@ -61,14 +61,11 @@ fn grown_splits(growth: &crate::task::Growth) -> Result<Vec<connectors::Split>, 
         })
 }
 
-/// Exit code of a process refused because another holds its state directory.
-pub const STATE_LOCKED: u8 = 3;
-
 /// Errors opening or running the master's state.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
     /// The journal failed.
-    #[error(transparent)]
+    #[error("{0}")]
     Journal(#[from] JournalError),
     /// The state directory is unusable.
     #[error("state {path}: {source}")]
@@ -98,7 +95,7 @@ pub enum StateError {
         what: &'static str,
     },
     /// Another process holds the state directory.
-    #[error(transparent)]
+    #[error("{0}")]
     Locked(#[from] DirLockError),
     /// The state belongs to a job with other options.
     #[error("state {state} belongs to another job: {option} was {recorded} there, {given} now; to start afresh, remove {state} or pass another --state")]
@@ -113,10 +110,10 @@ pub enum StateError {
         given: String,
     },
     /// The queue refused its settings.
-    #[error(transparent)]
+    #[error("{0}")]
     Config(#[from] ConfigError),
     /// The state URL cannot be opened.
-    #[error(transparent)]
+    #[error("{0}")]
     Location(#[from] connectors::Error),
     /// The journal holds splits a followed job took that cannot be read.
     #[error(
@@ -129,16 +126,6 @@ pub enum StateError {
         #[source]
         source: serde_json::Error,
     },
-}
-
-impl StateError {
-    /// The exit code of a process stopped by this error.
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            StateError::Locked(DirLockError::Held { .. }) => STATE_LOCKED,
-            _ => 1,
-        }
-    }
 }
 
 /// Where a job's state lives: a local directory, or a prefix on an object
@@ -1006,14 +993,17 @@ pub(crate) mod tests {
             .await
             .err()
             .expect("held by the first");
-        assert_eq!(held.exit_code(), STATE_LOCKED, "{held}");
+        assert!(
+            matches!(held, StateError::Locked(DirLockError::Held { .. })),
+            "{held}"
+        );
         drop(state);
         let other = identity().with("features", "f1,f2");
         let err = MasterState::open(&location, other, || panic!("job.json exists"))
             .await
             .err()
             .expect("another job");
-        assert_eq!(err.exit_code(), 1);
+        assert!(matches!(err, StateError::Changed { .. }), "{err}");
         let text = err.to_string();
         assert!(
             text.contains("--features was f1 there, f1,f2 now"),

@@ -8,10 +8,10 @@ use crate::job::train::TrainError;
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     /// Another run of the job holds the lock, or the lock could not be handled.
-    #[error(transparent)]
+    #[error("{0}")]
     Lock(#[from] LockError),
     /// The state location could not be read or written.
-    #[error(transparent)]
+    #[error("{0}")]
     State(#[from] StoreError),
     /// The source pattern is not usable.
     #[error("invalid source {source_url}: {reason}")]
@@ -50,11 +50,11 @@ pub enum RunError {
         commits: String,
     },
     /// Listing or reading the source failed.
-    #[error(transparent)]
-    Connector(Box<connectors::Error>),
+    #[error("{0}")]
+    Connector(#[source] Box<connectors::Error>),
     /// Training failed before it finished.
-    #[error(transparent)]
-    Train(Box<TrainError>),
+    #[error("{0}")]
+    Train(#[source] Box<TrainError>),
     /// A local working file could not be written or read.
     #[error("cannot use {path}: {source}")]
     Local {
@@ -64,19 +64,6 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
-}
-
-impl RunError {
-    /// The exit code of a run stopped by this error: 2 when a table rewrite
-    /// stopped it (`on-rewrite = "fail"`), as when tasks fail: data the job
-    /// should train is left untrained.
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            RunError::Rewritten { .. } => crate::exit::TASKS_FAILED,
-            RunError::Train(e) => e.exit_code(),
-            _ => crate::exit::ERROR,
-        }
-    }
 }
 
 impl From<connectors::Error> for RunError {

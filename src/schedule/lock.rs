@@ -42,7 +42,7 @@ pub enum LockError {
         run: String,
     },
     /// Reading or writing the lock failed.
-    #[error(transparent)]
+    #[error("{0}")]
     State(#[from] StoreError),
 }
 
