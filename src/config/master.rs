@@ -107,12 +107,12 @@ impl MasterOptions {
 
     /// The queue settings, once valid; `follow` is whether the job follows its source.
     pub fn queue(&self, follow: bool) -> crate::task::QueueConfig {
-        crate::task::QueueConfig {
-            epochs: self.epochs,
-            max_attempts: self.max_attempts,
-            lease_timeout_ms: u64::try_from(self.lease_timeout.as_millis()).unwrap_or(u64::MAX),
-            seed: self.seed,
+        crate::task::QueueConfig::new(
+            self.epochs,
+            self.max_attempts,
+            self.lease_timeout,
+            self.seed,
             follow,
-        }
+        )
     }
 }

@@ -19,7 +19,6 @@ use crate::master::state::{wall_millis, JobFile, MasterState, StateError, StateL
 use crate::master::LocalQueue;
 use crate::protocol::follow::FollowPosition;
 use crate::protocol::select;
-use crate::protocol::spec::JobSpec;
 use crate::task::{Command, QueueConfig};
 use crate::trainer::{
     ExecFactory, LinearFactory, ModelCheckpoints, ModelKind, NoneFactory, TrainerFactory,
@@ -224,35 +223,14 @@ async fn run_job(
     )?;
     factory.validate(&plan.output_schema())?;
     let schema = plan.output_schema();
-    let mut splits = dataset.splits.clone();
-    let selection = select::plan(
-        config.select.selection()?,
-        config.select.limit,
-        &schema,
-        &mut splits,
-    )?;
-    let job = JobFile {
-        spec: JobSpec {
-            url: dataset.location.url(),
-            splits,
-            plan,
-            epochs: config.epochs,
-            seed: config.seed,
-            lease_timeout_ms: None,
-            resume_checkpoint: None,
-            table: dataset.table.clone(),
-            follow: follow.clone(),
-            select: selection,
-        },
-        queue: QueueConfig {
-            epochs: config.epochs,
-            max_attempts: config.max_attempts,
-            lease_timeout_ms: config.lease_timeout.as_millis() as u64,
-            seed: config.seed,
-            follow: follow.is_some(),
-        },
-        identity: Identity::default(),
-    };
+    let queue = QueueConfig::new(
+        config.epochs,
+        config.max_attempts,
+        config.lease_timeout,
+        config.seed,
+        follow.is_some(),
+    );
+    let job = JobFile::build::<TrainError>(&dataset, plan, &config.select, follow, queue)?;
     let mut resumed_from = None;
     // Rows acknowledged after the last complete checkpoint, served again.
     let mut rewound = 0;

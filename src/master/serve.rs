@@ -14,8 +14,12 @@ use super::commit::{CommitError, GroupCommit};
 use super::http::{router, status_of, AppState};
 use super::identity::{Identity, DATASET};
 use super::state::{JobFile, MasterState, StateError, StateLocation};
-use crate::protocol::spec::JobSpec;
 use crate::task::QueueConfig;
+
+/// Rows per decoded batch in the read plan a master serves (recorded in its
+/// `job.json`): each worker cuts the rows into batches of its own
+/// `--batch-size`, which the master does not know.
+pub const DECODE_BATCH_ROWS: usize = 8192;
 
 /// The shortest job token a master accepts, in bytes.
 pub const MIN_TOKEN_BYTES: usize = 16;
@@ -202,30 +206,14 @@ async fn make_job(config: &MasterConfig) -> Result<JobFile, MasterError> {
             url: dataset.location.url(),
         });
     }
-    let plan = ReadPlan::new(&dataset, config.columns.as_deref(), 8192)?;
-    let mut splits = dataset.splits.clone();
-    let select = crate::protocol::select::plan(
-        config.select.selection()?,
-        config.select.limit,
-        &plan.output_schema(),
-        &mut splits,
-    )?;
-    Ok(JobFile {
-        spec: JobSpec {
-            url: dataset.location.url(),
-            splits,
-            plan,
-            epochs: config.queue.epochs,
-            seed: config.queue.seed,
-            lease_timeout_ms: None,
-            resume_checkpoint: None,
-            table: dataset.table.clone(),
-            follow: position,
-            select,
-        },
-        queue: config.queue.clone(),
-        identity: Identity::default(),
-    })
+    let plan = ReadPlan::new(&dataset, config.columns.as_deref(), DECODE_BATCH_ROWS)?;
+    JobFile::build(
+        &dataset,
+        plan,
+        &config.select,
+        position,
+        config.queue.clone(),
+    )
 }
 
 /// The options of `config` that decide what is trained (see [`Identity`]).

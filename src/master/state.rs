@@ -40,6 +40,46 @@ pub struct JobFile {
 }
 
 impl JobFile {
+    /// The job of `dataset` read by `plan`: its splits, cut to the rows
+    /// `select` chooses, leased as `queue` says, and, for a followed job,
+    /// where it stands in its source (`follow`). `sluice train` and
+    /// `sluice master` both build their job here, so that the spec's epochs
+    /// and seed are always the queue's.
+    pub fn build<E>(
+        dataset: &connectors::Dataset,
+        plan: connectors::ReadPlan,
+        select: &crate::config::SelectOptions,
+        follow: Option<crate::protocol::follow::FollowPosition>,
+        queue: QueueConfig,
+    ) -> Result<JobFile, E>
+    where
+        E: From<crate::config::OptionError> + From<crate::protocol::select::SelectError>,
+    {
+        let mut splits = dataset.splits.clone();
+        let select = crate::protocol::select::plan(
+            select.selection()?,
+            select.limit,
+            &plan.output_schema(),
+            &mut splits,
+        )?;
+        Ok(JobFile {
+            spec: JobSpec {
+                url: dataset.location.url(),
+                splits,
+                plan,
+                epochs: queue.epochs,
+                seed: queue.seed,
+                lease_timeout_ms: None,
+                resume_checkpoint: None,
+                table: dataset.table.clone(),
+                follow,
+                select,
+            },
+            queue,
+            identity: Identity::default(),
+        })
+    }
+
     /// The recorded identity, completed from the spec where older states
     /// recorded the dataset, epochs and seed only there.
     pub fn recorded_identity(&self) -> Identity {

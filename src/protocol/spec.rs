@@ -14,9 +14,11 @@ pub struct JobSpec {
     pub splits: Vec<Split>,
     /// How to read every split.
     pub plan: ReadPlan,
-    /// Epochs of the job.
+    /// Epochs of the job: the queue's, as workers see them (the spec is
+    /// built with its queue, `master::state::JobFile::build`).
     pub epochs: u32,
-    /// Seed of task order (workers seed their shuffle buffers from it).
+    /// Seed of task order, the queue's (workers seed their shuffle buffers
+    /// from it).
     pub seed: u64,
     /// The master's lease timeout, as served to workers (not recorded in the
     /// state: the queue's settings hold it there).

@@ -36,6 +36,26 @@ impl Default for QueueConfig {
 }
 
 impl QueueConfig {
+    /// The settings of a job of `epochs` passes, `max_attempts` failed reads
+    /// per task, leases lapsing after `lease_timeout` (in whole milliseconds,
+    /// at most `u64::MAX`), task order seeded by `seed`, following its
+    /// source when `follow`. Not yet validated.
+    pub fn new(
+        epochs: u32,
+        max_attempts: u32,
+        lease_timeout: std::time::Duration,
+        seed: u64,
+        follow: bool,
+    ) -> QueueConfig {
+        QueueConfig {
+            epochs,
+            max_attempts,
+            lease_timeout_ms: u64::try_from(lease_timeout.as_millis()).unwrap_or(u64::MAX),
+            seed,
+            follow,
+        }
+    }
+
     /// Checks every rule; the error names the first one broken.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.epochs == 0 {
