@@ -134,9 +134,8 @@ async fn dispatch(command: Command, job: Option<sluice::schedule::Job>) -> anyho
                 table.apply(&mut config.dataset);
             }
             let (stop, abort) = sluice::cli::dist::stop_on_signals(grace)?;
-            config.stop = Some(stop);
             let outcome = tokio::select! {
-                outcome = sluice::job::train::run(config) => outcome?,
+                outcome = sluice::job::train::run(config, Some(stop)) => outcome?,
                 name = abort.signalled() => {
                     logging::result_warning(format!("{name} again: exiting now"));
                     return Ok(Ended::Aborted);

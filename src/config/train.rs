@@ -188,7 +188,6 @@ impl TrainParts<'_> {
             state,
             checkpoint_every,
             progress: !trainer.quiet,
-            stop: None,
             follow,
             select: select.clone(),
         })
@@ -256,8 +255,7 @@ pub struct TrainConfig {
     /// Bytes read ahead (see [`super::DEFAULT_READ_AHEAD`]).
     pub read_ahead: u64,
     /// How long a read that fails for a reason that may pass is tried again
-    /// before it counts as a failed attempt (see
-    /// [`crate::worker::read_retry`]).
+    /// before it counts as a failed attempt (see `worker/read_retry.rs`).
     pub read_retry: Duration,
     /// Shuffle buffer rows.
     pub shuffle_buffer: usize,
@@ -291,9 +289,6 @@ pub struct TrainConfig {
     pub checkpoint_every: u64,
     /// Draw a progress bar.
     pub progress: bool,
-    /// Stops the run early (SIGINT/SIGTERM): acknowledged rows are committed
-    /// and the tasks handed back, so `--state` resumes where it stopped.
-    pub stop: Option<crate::worker::pipeline::Stop>,
     /// Follow the source as it grows (`--follow`).
     pub follow: Option<super::FollowConfig>,
     /// The rows trained (`--split`, `--sample`, `--limit`).

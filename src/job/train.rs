@@ -24,7 +24,7 @@ use crate::trainer::{
     ExecFactory, LinearFactory, ModelCheckpoints, ModelKind, NoneFactory, TrainerFactory,
     Transform, TransformFactory, RESUME_CHECKPOINT_ENV,
 };
-use crate::worker::pipeline::{self, PipelineConfig, Progress};
+use crate::worker::pipeline::{self, PipelineConfig, Progress, Stop};
 
 /// Errors that stop a training job before or while it runs.
 #[derive(Debug, thiserror::Error)]
@@ -155,8 +155,10 @@ impl Finished {
     }
 }
 
-/// Runs a training job and returns how it ended.
-pub async fn run(config: TrainConfig) -> Result<Outcome, TrainError> {
+/// Runs a training job and returns how it ended; `stop`, when given, stops
+/// it early (SIGINT/SIGTERM): acknowledged rows are committed and the tasks
+/// handed back, so `--state` resumes where it stopped.
+pub async fn run(config: TrainConfig, stop: Option<Stop>) -> Result<Outcome, TrainError> {
     let location = connectors::store::open(&config.url)?;
     if let Some(follow) = &config.follow {
         let waiting = Instant::now();
@@ -165,7 +167,7 @@ pub async fn run(config: TrainConfig) -> Result<Outcome, TrainError> {
         for ignored in &dataset.ignored {
             warn!(path = %ignored.path, reason = %ignored.reason, "file not read");
         }
-        return run_job(config, dataset, Some(position), waiting.elapsed()).await;
+        return run_job(config, stop, dataset, Some(position), waiting.elapsed()).await;
     }
     let (dataset, waited) = match config.wait_success {
         Some(timeout) => {
@@ -180,7 +182,7 @@ pub async fn run(config: TrainConfig) -> Result<Outcome, TrainError> {
         ),
     };
     check_finished(&dataset, config.allow_incomplete)?;
-    run_dataset(config, dataset, waited).await
+    run_dataset(config, stop, dataset, waited).await
 }
 
 /// Trains on a dataset already opened and checked (`sluice run` opens the union of
@@ -188,10 +190,11 @@ pub async fn run(config: TrainConfig) -> Result<Outcome, TrainError> {
 /// before, for the summary (its rows per second count training only).
 pub async fn run_dataset(
     config: TrainConfig,
+    stop: Option<Stop>,
     dataset: Dataset,
     waited: Duration,
 ) -> Result<Outcome, TrainError> {
-    run_job(config, dataset, None, waited).await
+    run_job(config, stop, dataset, None, waited).await
 }
 
 /// Trains on `dataset`; a followed job (`follow`: where the dataset stands
@@ -199,6 +202,7 @@ pub async fn run_dataset(
 /// long the job waited for its data before (for the summary).
 async fn run_job(
     config: TrainConfig,
+    stop: Option<Stop>,
     dataset: Dataset,
     follow: Option<FollowPosition>,
     waited: Duration,
@@ -385,7 +389,7 @@ async fn run_job(
         shuffle_buffer: config.shuffle_buffer,
         seed: config.seed,
         lease_timeout: Some(config.lease_timeout),
-        stop: config.stop.clone(),
+        stop,
         lockstep: config.lockstep || builtin,
         drop_last: config.drop_last,
         follow: spec.follow.is_some(),

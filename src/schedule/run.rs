@@ -458,7 +458,7 @@ async fn run_followed(cx: &Context<'_>) -> Result<RunReport, RunError> {
     if let Some(follow) = &mut config.follow {
         follow.on_rewrite = job.on_rewrite;
     }
-    match crate::job::train::run(config).await? {
+    match crate::job::train::run(config, None).await? {
         Outcome::Trained(summary) => {
             report.rows = summary.rows;
             report.recorded = summary.tasks_failed.is_empty();
@@ -498,7 +498,9 @@ async fn train_and_record(
     .await?;
     let trainer = config.trainer.clone();
     let summary =
-        match crate::job::train::run_dataset(config, dataset, std::time::Duration::ZERO).await? {
+        match crate::job::train::run_dataset(config, None, dataset, std::time::Duration::ZERO)
+            .await?
+        {
             Outcome::Trained(summary) => summary,
             // A job file's runs keep no queue state: nothing is ever found finished.
             Outcome::AlreadyFinished(_) => return Ok(report),
