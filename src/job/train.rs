@@ -284,7 +284,9 @@ async fn run_job(
                 // The trainers keep checkpoints: go back to the last complete
                 // one, and have every trainer load it.
                 let committed = state.queue.rows_committed();
-                let _ = state.execute(Command::Rewind { now: wall_millis() });
+                state
+                    .execute(Command::Rewind { now: wall_millis() })
+                    .map_err(StateError::from)?;
                 let cut = state.queue.cut();
                 rewound = committed.saturating_sub(cut.rows);
                 warn!(
@@ -313,7 +315,9 @@ async fn run_job(
             } else if resumed {
                 // The run that wrote this state is gone: take its leases back now
                 // instead of waiting for them to lapse.
-                let _ = state.execute(Command::Tick { now: u64::MAX / 2 });
+                state
+                    .execute(Command::Tick { now: u64::MAX / 2 })
+                    .map_err(StateError::from)?;
                 if !finishing {
                     warn!(state = %dir.display(), done = state.queue.status().tasks_done, "resuming from saved state");
                 }
