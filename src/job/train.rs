@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use arrow::datatypes::SchemaRef;
 use connectors::{Dataset, ReadPlan};
 use indicatif::{ProgressBar, ProgressStyle};
 use tracing::warn;
@@ -19,6 +20,7 @@ use crate::master::state::{wall_millis, JobFile, MasterState, StateError, StateL
 use crate::master::LocalQueue;
 use crate::protocol::follow::FollowPosition;
 use crate::protocol::select;
+use crate::protocol::spec::JobSpec;
 use crate::task::{Command, QueueConfig};
 use crate::trainer::{
     ExecFactory, LinearFactory, ModelCheckpoints, ModelKind, NoneFactory, TrainerFactory,
@@ -218,15 +220,40 @@ async fn run_job(
             return nothing_to_train(&config, &dataset, started, waited);
         }
     }
-    let plan = ReadPlan::new(&dataset, config.columns.as_deref(), config.batch_size)?;
-    let mut factory = make_factory(
+    let (job, factory, schema) = plan_job(&config, &dataset, follow)?;
+    let ready = match &config.state {
+        Some(dir) => match open_state(&config, &dataset, dir, job, factory, &schema).await? {
+            Opened::Ready(ready) => ready,
+            Opened::Finished(finished) => return Ok(Outcome::AlreadyFinished(finished)),
+        },
+        None => Ready {
+            state: MasterState::with_journal(job, Box::new(MemoryJournal::default()))?,
+            factory,
+            resumed_from: None,
+            rewound: 0,
+            after_stop: false,
+        },
+    };
+    let trained = train(&config, stop, &dataset, started, ready).await?;
+    finish(&config, &dataset, started, waited, trained)
+}
+
+/// Plans the job: how to read `dataset`, the trainers' factory (checked
+/// against the columns read, `schema`), and the job of its splits.
+fn plan_job(
+    config: &TrainConfig,
+    dataset: &Dataset,
+    follow: Option<FollowPosition>,
+) -> Result<(JobFile, Arc<dyn TrainerFactory>, SchemaRef), TrainError> {
+    let plan = ReadPlan::new(dataset, config.columns.as_deref(), config.batch_size)?;
+    let schema = plan.output_schema();
+    let factory = make_factory(
         &config.trainer,
         config.device_ids.as_ref(),
         config.lockstep,
         &config.transform,
     )?;
-    factory.validate(&plan.output_schema())?;
-    let schema = plan.output_schema();
+    factory.validate(&schema)?;
     let queue = QueueConfig::new(
         config.epochs,
         config.max_attempts,
@@ -234,116 +261,188 @@ async fn run_job(
         config.seed,
         follow.is_some(),
     );
-    let job = JobFile::build::<TrainError>(&dataset, plan, &config.select, follow, queue)?;
-    let mut resumed_from = None;
-    // Rows acknowledged after the last complete checkpoint, served again.
-    let mut rewound = 0;
-    // Whether this run resumes one that stopped before its end.
-    let mut after_stop = false;
-    let state = match &config.state {
-        Some(dir) => {
-            let location = StateLocation::Dir(dir.clone());
-            let identity = identity(&config, &dataset.location.url());
-            let (mut state, resumed) =
-                MasterState::open(&location, identity, move || Ok(job)).await?;
-            let mut finishing = false;
-            after_stop = resumed && !state.queue.is_over();
-            if resumed && config.retry_failed && !state.queue.failures().is_empty() {
-                state.retry_failed().map_err(StateError::from)?;
-            }
-            if resumed && config.follow.is_some() && !state.queue.is_open() {
-                // A followed job closed by --idle-exit or --follow-until:
-                // this run follows on from where it stopped.
-                state
-                    .execute(Command::Reopen { now: wall_millis() })
-                    .map_err(StateError::from)?;
-            }
-            if resumed && state.queue.is_over() {
-                // States written before the identity was recorded have no
-                // FINISHED either: there a queue over is all one can tell.
-                if dir.join(FINISHED).exists() || state.identity.is_empty() {
-                    let status = state.queue.status();
-                    check_rows(&config, &dataset, &status)?;
-                    return Ok(Outcome::AlreadyFinished(Finished {
-                        state: dir.clone(),
-                        tasks_done: status.tasks_done,
-                        tasks_failed: failed_tasks(
-                            &dataset,
-                            &dataset.splits,
-                            state.queue.failures(),
-                        ),
-                    }));
-                }
-                // The last run did every task but stopped before it wrote its
-                // outputs: this run writes them (a checkpointed job first
-                // trains what its last checkpoint lacks).
-                warn!(state = %dir.display(), "the last run did every task but stopped before it ended; finishing it");
-                finishing = true;
-            }
-            if resumed && state.queue.cut().checkpointed {
-                // The trainers keep checkpoints: go back to the last complete
-                // one, and have every trainer load it.
-                let committed = state.queue.rows_committed();
-                state
-                    .execute(Command::Rewind { now: wall_millis() })
-                    .map_err(StateError::from)?;
-                let cut = state.queue.cut();
-                rewound = committed.saturating_sub(cut.rows);
-                warn!(
-                    state = %dir.display(),
-                    checkpoint = cut.id.as_deref().unwrap_or("none"),
-                    rows = cut.rows,
-                    "resuming from the trainers' last complete checkpoint"
-                );
-                resumed_from = cut.id.clone().map(|checkpoint| Resumed {
-                    checkpoint,
-                    rows: cut.rows,
-                });
-                if let (Some(id), TrainerChoice::Exec { .. }) = (&cut.id, &config.trainer) {
-                    let mut trainer = config.trainer.clone();
-                    if let TrainerChoice::Exec { env, .. } = &mut trainer {
-                        env.push((RESUME_CHECKPOINT_ENV.to_string(), id.clone()));
-                    }
-                    factory = make_factory(
-                        &trainer,
-                        config.device_ids.as_ref(),
-                        config.lockstep,
-                        &config.transform,
-                    )?;
-                    factory.validate(&schema)?;
-                }
-            } else if resumed {
-                // The run that wrote this state is gone: take its leases back now
-                // instead of waiting for them to lapse.
-                state
-                    .execute(Command::Tick { now: u64::MAX / 2 })
-                    .map_err(StateError::from)?;
-                if !finishing {
-                    warn!(state = %dir.display(), done = state.queue.status().tasks_done, "resuming from saved state");
-                }
-            }
-            if let TrainerChoice::Model(model) = &config.trainer {
-                // A built-in model keeps its checkpoints in the state, and a
-                // resume continues the last complete one.
-                let checkpoints = ModelCheckpoints {
-                    dir: dir.join(CHECKPOINTS),
-                    every: config.checkpoint_every,
-                    resume: resumed_from.as_ref().map(|r| r.checkpoint.clone()),
-                };
-                let path = checkpoints.resume.as_ref().map(|id| checkpoints.path(id));
-                factory = TransformFactory::wrap(
-                    Arc::new(linear_factory(model, Some(checkpoints))?),
-                    &config.transform,
-                );
-                factory.validate(&schema)?;
-                if let Some(path) = path {
-                    warn!(path = %path.display(), "the model continues from its checkpoint");
-                }
-            }
-            state
-        }
-        None => MasterState::with_journal(job, Box::new(MemoryJournal::default()))?,
+    let job = JobFile::build::<TrainError>(dataset, plan, &config.select, follow, queue)?;
+    Ok((job, factory, schema))
+}
+
+/// A job's queue ready to train, with its trainers' factory, and what
+/// resuming it changed.
+struct Ready {
+    state: MasterState,
+    factory: Arc<dyn TrainerFactory>,
+    /// The trainers' checkpoint the run continues from.
+    resumed_from: Option<Resumed>,
+    /// Rows acknowledged after the last complete checkpoint, served again.
+    rewound: u64,
+    /// Whether this run resumes one that stopped before its end.
+    after_stop: bool,
+}
+
+/// What a job's `--state` holds.
+#[allow(clippy::large_enum_variant)] // one per run
+enum Opened {
+    /// A job to train (new, or resumed).
+    Ready(Ready),
+    /// This very job, finished by an earlier run.
+    Finished(Finished),
+}
+
+/// Opens (or creates) the job's state in `dir` and resumes it: failed tasks
+/// put back (`--retry-failed`), a followed job reopened, the trainers taken
+/// back to their last complete checkpoint, a gone run's leases taken back.
+/// The trainers' factory, made again for a checkpoint, is checked against
+/// `schema`, the columns read.
+async fn open_state(
+    config: &TrainConfig,
+    dataset: &Dataset,
+    dir: &std::path::Path,
+    job: JobFile,
+    factory: Arc<dyn TrainerFactory>,
+    schema: &SchemaRef,
+) -> Result<Opened, TrainError> {
+    let location = StateLocation::Dir(dir.to_path_buf());
+    let identity = identity(config, &dataset.location.url());
+    let (state, resumed) = MasterState::open(&location, identity, move || Ok(job)).await?;
+    let mut ready = Ready {
+        after_stop: resumed && !state.queue.is_over(),
+        state,
+        factory,
+        resumed_from: None,
+        rewound: 0,
     };
+    let state = &mut ready.state;
+    if resumed && config.retry_failed && !state.queue.failures().is_empty() {
+        state.retry_failed().map_err(StateError::from)?;
+    }
+    if resumed && config.follow.is_some() && !state.queue.is_open() {
+        // A followed job closed by --idle-exit or --follow-until:
+        // this run follows on from where it stopped.
+        state
+            .execute(Command::Reopen { now: wall_millis() })
+            .map_err(StateError::from)?;
+    }
+    let mut finishing = false;
+    if resumed && state.queue.is_over() {
+        // States written before the identity was recorded have no
+        // FINISHED either: there a queue over is all one can tell.
+        if dir.join(FINISHED).exists() || state.identity.is_empty() {
+            let status = state.queue.status();
+            check_rows(config, dataset, &status)?;
+            return Ok(Opened::Finished(Finished {
+                state: dir.to_path_buf(),
+                tasks_done: status.tasks_done,
+                tasks_failed: failed_tasks(dataset, &dataset.splits, state.queue.failures()),
+            }));
+        }
+        // The last run did every task but stopped before it wrote its
+        // outputs: this run writes them (a checkpointed job first
+        // trains what its last checkpoint lacks).
+        warn!(state = %dir.display(), "the last run did every task but stopped before it ended; finishing it");
+        finishing = true;
+    }
+    if resumed && state.queue.cut().checkpointed {
+        rewind_to_checkpoint(config, dir, schema, &mut ready)?;
+    } else if resumed {
+        // The run that wrote this state is gone: take its leases back now
+        // instead of waiting for them to lapse.
+        state
+            .execute(Command::Tick { now: u64::MAX / 2 })
+            .map_err(StateError::from)?;
+        if !finishing {
+            warn!(state = %dir.display(), done = state.queue.status().tasks_done, "resuming from saved state");
+        }
+    }
+    if let TrainerChoice::Model(model) = &config.trainer {
+        // A built-in model keeps its checkpoints in the state, and a
+        // resume continues the last complete one.
+        let checkpoints = ModelCheckpoints {
+            dir: dir.join(CHECKPOINTS),
+            every: config.checkpoint_every,
+            resume: ready.resumed_from.as_ref().map(|r| r.checkpoint.clone()),
+        };
+        let path = checkpoints.resume.as_ref().map(|id| checkpoints.path(id));
+        ready.factory = TransformFactory::wrap(
+            Arc::new(linear_factory(model, Some(checkpoints))?),
+            &config.transform,
+        );
+        ready.factory.validate(schema)?;
+        if let Some(path) = path {
+            warn!(path = %path.display(), "the model continues from its checkpoint");
+        }
+    }
+    Ok(Opened::Ready(ready))
+}
+
+/// A resumed job whose trainers keep checkpoints goes back to the last
+/// complete one: the rows after it are served again, and every trainer
+/// loads it.
+fn rewind_to_checkpoint(
+    config: &TrainConfig,
+    dir: &std::path::Path,
+    schema: &SchemaRef,
+    ready: &mut Ready,
+) -> Result<(), TrainError> {
+    let state = &mut ready.state;
+    let committed = state.queue.rows_committed();
+    state
+        .execute(Command::Rewind { now: wall_millis() })
+        .map_err(StateError::from)?;
+    let cut = state.queue.cut();
+    ready.rewound = committed.saturating_sub(cut.rows);
+    warn!(
+        state = %dir.display(),
+        checkpoint = cut.id.as_deref().unwrap_or("none"),
+        rows = cut.rows,
+        "resuming from the trainers' last complete checkpoint"
+    );
+    ready.resumed_from = cut.id.clone().map(|checkpoint| Resumed {
+        checkpoint,
+        rows: cut.rows,
+    });
+    if let (Some(id), TrainerChoice::Exec { .. }) = (&cut.id, &config.trainer) {
+        let mut trainer = config.trainer.clone();
+        if let TrainerChoice::Exec { env, .. } = &mut trainer {
+            env.push((RESUME_CHECKPOINT_ENV.to_string(), id.clone()));
+        }
+        ready.factory = make_factory(
+            &trainer,
+            config.device_ids.as_ref(),
+            config.lockstep,
+            &config.transform,
+        )?;
+        ready.factory.validate(schema)?;
+    }
+    Ok(())
+}
+
+/// What the pipeline did, and what the summary reads after it.
+struct Trained {
+    outcome: pipeline::RunOutcome,
+    source: LocalQueue,
+    spec: Arc<JobSpec>,
+    factory: Arc<dyn TrainerFactory>,
+    resumed_from: Option<Resumed>,
+    rewound: u64,
+    after_stop: bool,
+}
+
+/// Runs the pipeline on the job's queue until the job is over or `stop`
+/// stops it, following the source beside it for a followed job, with a
+/// progress bar or progress lines.
+async fn train(
+    config: &TrainConfig,
+    stop: Option<Stop>,
+    dataset: &Dataset,
+    started: Instant,
+    ready: Ready,
+) -> Result<Trained, TrainError> {
+    let Ready {
+        state,
+        factory,
+        resumed_from,
+        rewound,
+        after_stop,
+    } = ready;
     let spec = state.spec.clone();
     let following = match (&config.follow, &spec.follow) {
         (Some(follow), Some(_)) if state.queue.is_open() => {
@@ -415,7 +514,7 @@ async fn run_job(
     let pipeline_fut = pipeline::run(
         Arc::new(source.clone()),
         dataset.location.clone(),
-        splits.clone(),
+        splits,
         Arc::new(spec.plan.clone()),
         factory.clone(),
         pipeline_config,
@@ -440,6 +539,36 @@ async fn run_job(
             },
         });
     }
+    Ok(Trained {
+        outcome,
+        source,
+        spec,
+        factory,
+        resumed_from,
+        rewound,
+        after_stop,
+    })
+}
+
+/// Ends a job that trained to its end: writes the model (`--output`) and
+/// the summary (`--summary-json`, and `finished.json` in the state), then
+/// refuses output that turned out to hold no rows.
+fn finish(
+    config: &TrainConfig,
+    dataset: &Dataset,
+    started: Instant,
+    waited: Duration,
+    trained: Trained,
+) -> Result<Outcome, TrainError> {
+    let Trained {
+        outcome,
+        source,
+        spec,
+        factory,
+        resumed_from,
+        rewound,
+        after_stop,
+    } = trained;
     let report = factory.report();
     if let (TrainerChoice::Model(m), Some(model)) = (&config.trainer, &report.model) {
         if let Some(path) = &m.output {
@@ -460,7 +589,7 @@ async fn run_job(
         epochs: config.epochs,
         devices: config.devices,
         tasks_done,
-        tasks_failed: failed_tasks(&dataset, &splits, &failures),
+        tasks_failed: failed_tasks(dataset, &splits, &failures),
         seconds,
         rows_per_second: outcome.rows as f64 / seconds.max(1e-9),
         waited_seconds: waited.as_secs_f64(),
@@ -478,7 +607,7 @@ async fn run_job(
         let value = serde_json::to_vec_pretty(&summary).unwrap_or_default();
         write_durably(&dir.join(FINISHED), &value).map_err(StateError::from)?;
     }
-    check_rows(&config, &dataset, &source.status_now())?;
+    check_rows(config, dataset, &source.status_now())?;
     Ok(Outcome::Trained(summary))
 }
 
