@@ -8,6 +8,12 @@
 #                                    (into bench/results/quick, not committed)
 #   bench/run.sh --rows N [--reps R] [--only sluice,decode,pyarrow,petastorm,torch,ray,numeric]
 #                [--no-s3] [--no-profile] [--cpus 0,1] [--results DIR]
+#   bench/run.sh --compare REV [--pairs 7] [--rows N]
+#                                    the reader benchmark (`train --model none`) of the
+#                                    working tree and of REV (a commit, branch or tag,
+#                                    built beside it), in alternated pairs: prints the
+#                                    ratio of rows/s with its spread. Run it before
+#                                    merging a change to the read path.
 #
 # Writes (unless --results DIR) bench/results/results.json (every run's raw numbers), report.md (the table,
 # the targets, the profile's findings, master load figures when bench/results/load.json
@@ -24,7 +30,7 @@ MAIN_VENV="${SLUICE_VENV:-$CACHE/venv}"
 RESULTS=""
 
 ROWS=4000000 REPS=3 FILES=24 CPUS=0,1 BATCH=8192 BUDGET=150
-ONLY="" S3=1 PROFILE=1 QUICK=0
+ONLY="" S3=1 PROFILE=1 QUICK=0 COMPARE="" PAIRS=7
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rows) ROWS="$2"; shift 2 ;;
@@ -37,7 +43,9 @@ while [[ $# -gt 0 ]]; do
     --no-profile) PROFILE=0; shift ;;
     --quick) QUICK=1; ROWS=200000; REPS=1; FILES=8; shift ;;
     --results) RESULTS="$2"; shift 2 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    --compare) COMPARE="$2"; shift 2 ;;
+    --pairs) PAIRS="$2"; shift 2 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "bench/run.sh: unknown option $1" >&2; exit 1 ;;
   esac
 done
@@ -47,8 +55,8 @@ NCPU=$(awk -F, '{print NF}' <<<"$CPUS")
 log() { echo "bench: $*" >&2; }
 want() { [[ -z "$ONLY" || ",$ONLY," == *",$1,"* ]]; }
 
-# 1. Virtualenvs (idempotent).
-"$HERE/setup.sh"
+# 1. Virtualenvs (idempotent); a comparison needs none of the peers.
+[[ -n "$COMPARE" ]] || "$HERE/setup.sh"
 status() { cat "$BENCH/status/$1" 2>/dev/null || echo "not installable: setup did not run"; }
 
 # 2. Release builds: sluice, and the bare decode (its own workspace and target dir).
@@ -58,9 +66,26 @@ log "building sluice (release)"
 BUILT="$(git -C "$ROOT" rev-parse --short HEAD)"
 [[ -z "$(git -C "$ROOT" status --porcelain -- src connectors Cargo.toml Cargo.lock)" ]] || BUILT="$BUILT+uncommitted changes"
 SLUICE="${CARGO_TARGET_DIR:-$ROOT/target}/release/sluice"
-log "building bench/decode (release)"
-(cd "$HERE/decode" && CARGO_TARGET_DIR="$BENCH/target" cargo build --release --quiet)
-DECODE="$BENCH/target/release/sluice-bench-decode"
+if [[ -n "$COMPARE" ]]; then
+  # REV, checked out beside the working tree and built with a target dir of its own
+  # (kept between comparisons: a later one rebuilds only what changed).
+  BASE_REV="$(git -C "$ROOT" rev-parse --verify --quiet "$COMPARE^{commit}")" ||
+    { echo "bench/run.sh: --compare $COMPARE: no such commit, branch or tag" >&2; exit 1; }
+  BASE_TREE="$BENCH/compare/tree"
+  if [[ ! -e "$BASE_TREE/.git" ]]; then
+    mkdir -p "$BENCH/compare"
+    git -C "$ROOT" worktree add --quiet --detach "$BASE_TREE" "$BASE_REV"
+  else
+    git -C "$BASE_TREE" checkout --quiet --detach "$BASE_REV"
+  fi
+  log "building $COMPARE ($(git -C "$ROOT" rev-parse --short "$BASE_REV"), release)"
+  (cd "$BASE_TREE" && CARGO_TARGET_DIR="$BENCH/compare/target" cargo build --release --quiet --bin sluice)
+  BASE_BIN="$BENCH/compare/target/release/sluice"
+else
+  log "building bench/decode (release)"
+  (cd "$HERE/decode" && CARGO_TARGET_DIR="$BENCH/target" cargo build --release --quiet)
+  DECODE="$BENCH/target/release/sluice-bench-decode"
+fi
 
 # 3. The dataset, written by Spark once per size.
 DATA="$BENCH/data/criteo-$ROWS-$FILES"
@@ -76,6 +101,13 @@ BYTES=$("$MAIN_VENV/bin/python" -c 'import json,sys; print(json.load(open(sys.ar
 log "dataset: $(cat "$META")"
 # Every local reader reads from the page cache.
 cat "$DATA"/*.parquet >/dev/null
+
+if [[ -n "$COMPARE" ]]; then
+  mkdir -p "$RESULTS"
+  exec "$MAIN_VENV/bin/python" "$HERE/compare.py" --base "$BASE_BIN" --head "$SLUICE" \
+    --base-label "$COMPARE" --head-label "$BUILT" --data "$DATA" --pairs "$PAIRS" \
+    --cpus "$CPUS" --devices "$NCPU" --batch-size "$BATCH" --out "$RESULTS/compare.json"
+fi
 
 mkdir -p "$RESULTS"
 RAW="$RESULTS/runs.jsonl"

@@ -243,6 +243,25 @@ fn outside_sluice_the_package_says_so_in_one_line() {
     );
 }
 
+#[test]
+fn a_cuda_device_without_cuda_is_one_line() {
+    require_torch();
+    let script =
+        "import sluice_trainer\nfor t in sluice_trainer.torch_batches(device='cuda'):\n    pass\n";
+    let done = run(Command::new(python())
+        .args(["-c", script])
+        .env("PYTHONPATH", package_dir())
+        .env("CUDA_VISIBLE_DEVICES", ""));
+    assert!(!done.status.success(), "should have failed: {done}");
+    let lines: Vec<&str> = done.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "stderr should be one line: {done}");
+    assert!(
+        lines[0].starts_with("sluice_trainer: device='cuda'")
+            && lines[0].contains("torch.cuda.is_available() is False"),
+        "unclear message: {done}"
+    );
+}
+
 /// Buckets (of 1000) that `bucket_of` gave these strings when the hash was defined:
 /// a change would send the values of models trained before to other embeddings.
 const PINNED_BUCKETS: [(&str, u64); 4] = [("", 535), ("a", 186), ("Zürich", 356), ("row-1-x", 845)];
@@ -296,6 +315,31 @@ fn torch_tensors_share_memory_with_the_arrow_buffers() {
         }
     }
     assert_exactly_once(&ids, rows(dataset), "ids seen through torch tensors");
+}
+
+#[test]
+fn strings_reach_trainers_as_views_only_when_asked_for() {
+    require_torch();
+    let dataset = "parquet_row_groups";
+    for (options, want) in [(&[][..], "string"), (&["--string-view"][..], "string_view")] {
+        let out = tempfile::tempdir().expect("tempdir");
+        let exec = exec_command(
+            "tests/trainers/torch_tensors.py",
+            &format!("--out {} --buckets 1000", out.path().display()),
+        );
+        let mut args = vec!["--devices", "1", "--batch-size", "500"];
+        args.extend_from_slice(options);
+        let done = train(&fixture(dataset), &exec, &args);
+        assert!(done.status.success(), "{options:?}: {done}");
+        let reports = json_files(out.path(), "tensors-");
+        assert_eq!(reports.len(), 1, "{options:?}: {done}");
+        let report = &reports[0];
+        assert_eq!(report["arrow_types"]["s"], want, "{options:?}: {report}");
+        assert_eq!(report["rows"].as_u64(), Some(rows(dataset)), "{report}");
+        // Hashed in Python from the views: the same buckets as from plain strings.
+        assert_eq!(report["hash_mismatches"], 0, "{options:?}: {report}");
+        assert_eq!(report["value_mismatches"], 0, "{options:?}: {report}");
+    }
 }
 
 /// Mean of the `window` first and last losses over all devices' summaries.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use arrow::array::{new_null_array, ArrayRef, StringArray};
 use arrow::compute::cast;
-use arrow::datatypes::{Field, Schema, SchemaRef};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use futures::stream::{BoxStream, StreamExt};
 use serde::{Deserialize, Serialize};
@@ -32,6 +32,34 @@ pub struct ReadPlan {
     /// How the files' columns map to the data columns (tables with renamed columns).
     #[serde(default, skip_serializing_if = "ColumnMapping::is_identity")]
     pub file_columns: ColumnMapping,
+    /// String and binary data columns come out as views (`Utf8View`,
+    /// `BinaryView`): Parquet decodes them so without copying each value
+    /// into one contiguous buffer; other formats' columns are wrapped.
+    /// Partition columns keep their types.
+    #[serde(default = "views_by_default")]
+    pub string_view: bool,
+}
+
+fn views_by_default() -> bool {
+    true
+}
+
+/// The view type a string or binary type is read as (`None`: the type stays).
+pub fn view_type(data_type: &DataType) -> Option<DataType> {
+    match data_type {
+        DataType::Utf8 | DataType::LargeUtf8 => Some(DataType::Utf8View),
+        DataType::Binary | DataType::LargeBinary => Some(DataType::BinaryView),
+        _ => None,
+    }
+}
+
+/// The plain type a view type is handed on as (`None`: not a view).
+pub fn plain_type(data_type: &DataType) -> Option<DataType> {
+    match data_type {
+        DataType::Utf8View => Some(DataType::Utf8),
+        DataType::BinaryView => Some(DataType::Binary),
+        _ => None,
+    }
 }
 
 impl ReadPlan {
@@ -66,6 +94,7 @@ impl ReadPlan {
             columns,
             options,
             file_columns: dataset.columns.clone(),
+            string_view: true,
         })
     }
 
@@ -81,10 +110,13 @@ impl ReadPlan {
             .find(|f| f.name() == name)
             .cloned()
             .or_else(|| {
-                self.data_schema
-                    .field_with_name(name)
-                    .ok()
-                    .map(|f| f.clone().with_nullable(true))
+                self.data_schema.field_with_name(name).ok().map(|f| {
+                    let f = f.clone().with_nullable(true);
+                    match view_type(f.data_type()).filter(|_| self.string_view) {
+                        Some(view) => f.with_data_type(view),
+                        None => f,
+                    }
+                })
             })
     }
 
@@ -124,6 +156,7 @@ pub fn read_split_within(
         options: plan.options.clone(),
         file_columns: plan.file_columns.clone(),
         read_ahead: ahead.clone(),
+        string_view: plan.string_view,
     };
     let raw = format::read_raw(loc, split, &request, skip);
     let conform = Conformer {

@@ -11,6 +11,9 @@ use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use arrow::array::{Array, AsArray, GenericByteViewArray};
+use arrow::datatypes::{ByteViewType, DataType};
+use arrow::record_batch::RecordBatch;
 use tokio::sync::Notify;
 
 /// One request counted as waiting while this lives.
@@ -302,6 +305,35 @@ impl Drop for Fetched {
     }
 }
 
+/// The bytes a decoded batch holds for the budget. View columns share the
+/// decompressed pages their values point into with the batches before and
+/// after them, so they count their views and the values they point to
+/// rather than every page they reference (which would count a page once
+/// per batch that touches it).
+pub fn batch_bytes(batch: &RecordBatch) -> u64 {
+    batch
+        .columns()
+        .iter()
+        .map(|column| match column.data_type() {
+            DataType::Utf8View => view_bytes(column.as_string_view()),
+            DataType::BinaryView => view_bytes(column.as_binary_view()),
+            _ => column.get_array_memory_size() as u64,
+        })
+        .sum()
+}
+
+fn view_bytes<T: ByteViewType + ?Sized>(array: &GenericByteViewArray<T>) -> u64 {
+    let out_of_line: u64 = array
+        .views()
+        .iter()
+        .map(|&view| view as u32)
+        .filter(|&len| len > 12)
+        .map(u64::from)
+        .sum();
+    let nulls = array.nulls().map_or(0, |n| n.buffer().len() as u64);
+    (array.views().len() * std::mem::size_of::<u128>()) as u64 + out_of_line + nulls
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -317,6 +349,30 @@ mod tests {
         })
         .await
         .expect("the request waits");
+    }
+
+    #[test]
+    fn view_columns_count_their_values_not_every_page_they_share() {
+        use arrow::array::{ArrayRef, Int64Array, StringViewArray};
+        use arrow::datatypes::{Field, Schema};
+        let long = "x".repeat(100);
+        let values: Vec<Option<&str>> = vec![Some("short"), None, Some(long.as_str())];
+        let views: ArrayRef = Arc::new(StringViewArray::from(values));
+        let ints: ArrayRef = Arc::new(Int64Array::from(vec![1, 2, 3]));
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("s", DataType::Utf8View, true),
+            Field::new("n", DataType::Int64, false),
+        ]));
+        let batch = RecordBatch::try_new(schema, vec![views.clone(), ints.clone()]).expect("batch");
+        let nulls = views.nulls().map_or(0, |n| n.buffer().len() as u64);
+        // Three 16-byte views, the one value longer than 12 bytes, the validity bits.
+        let want = 3 * 16 + 100 + nulls + ints.get_array_memory_size() as u64;
+        assert_eq!(batch_bytes(&batch), want);
+        // A one-row slice shares the buffers but counts only its own value.
+        assert_eq!(
+            batch_bytes(&batch.slice(0, 1)),
+            16 + nulls + ints.slice(0, 1).get_array_memory_size() as u64
+        );
     }
 
     #[tokio::test]

@@ -308,9 +308,11 @@ def main():
         model = net if dist is None else nn.parallel.DistributedDataParallel(net)
         print(f"{who}: {len(numeric)} numeric, {len(categorical)} categorical columns "
               f"on {device}", file=sys.stderr, flush=True)
+        # On a GPU the batches arrive there through pinned buffers and a copy stream
+        # of their own: each copy overlaps the step the GPU is still running.
         batches = sluice_trainer.torch_batches(
             columns=[args.label] + numeric + categorical + list(skip),
-            hash_buckets=args.buckets, nulls="fill", fill_value=0)
+            hash_buckets=args.buckets, nulls="fill", fill_value=0, device=device)
         # Each loop is one step: sluice_trainer acknowledges the batch when the loop
         # asks for the next one, i.e. once optimizer.step() has applied it.
         for tensors in batches:

@@ -51,6 +51,9 @@ pub struct PipelineOptions {
     /// Replace nulls of integer and floating point columns with this value before batches reach the trainer, so they wrap as numpy arrays or tensors without a copy.
     #[arg(long, value_name = "V", allow_negative_numbers = true)]
     pub fill_nulls: Option<f64>,
+    /// Hand string and binary columns to exec trainers as Arrow views (`Utf8View`, `BinaryView`), the form they are read in, instead of `Utf8` and `Binary`: no copy of every value per batch. For trainers whose Arrow reads views (pyarrow 16 or later); `sluice_trainer.Dataset` asks for them itself when its pyarrow can. Built-in models take views always.
+    #[arg(long)]
+    pub string_view: bool,
 }
 
 impl Default for PipelineOptions {
@@ -65,6 +68,7 @@ impl Default for PipelineOptions {
             drop_last: false,
             hash_buckets: None,
             fill_nulls: None,
+            string_view: false,
         }
     }
 }
@@ -99,6 +103,7 @@ impl PipelineOptions {
         Transform {
             hash_buckets: self.hash_buckets.clone().unwrap_or_default(),
             fill_nulls: self.fill_nulls,
+            string_view: self.string_view,
         }
     }
 }

@@ -799,7 +799,14 @@ pub fn make_factory(
         }
         TrainerChoice::Model(m) => Arc::new(linear_factory(m, None)?),
     };
-    Ok(TransformFactory::wrap(factory, transform))
+    // Built-in models read views as they are; only exec trainers may need
+    // plain strings (see `--string-view`).
+    let builtin = !matches!(trainer, TrainerChoice::Exec { .. });
+    let transform = Transform {
+        string_view: transform.string_view || builtin,
+        ..transform.clone()
+    };
+    Ok(TransformFactory::wrap(factory, &transform))
 }
 
 /// Builds the factory of a built-in model, keeping `checkpoints` if given (a

@@ -870,6 +870,7 @@ pub(crate) mod tests {
                     columns: Vec::new(),
                     options: FormatOptions::default(),
                     file_columns: Default::default(),
+                    string_view: true,
                 },
                 epochs: 2,
                 seed: 1,

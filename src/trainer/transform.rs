@@ -13,11 +13,13 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, PrimitiveArray};
+use arrow::compute::cast;
 use arrow::datatypes::{
     ArrowPrimitiveType, DataType, Field, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type,
     Int8Type, Schema, SchemaRef, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
 };
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use connectors::read::plain_type;
 
 use super::hashing::{hash_column, is_categorical, is_hashable};
 use super::{Batch, Mark, Trainer, TrainerError, TrainerFactory, TrainerReport};
@@ -92,14 +94,20 @@ pub struct Transform {
     pub hash_buckets: HashBuckets,
     /// `--fill-nulls V`: nulls of integer and floating point columns become `V`.
     pub fill_nulls: Option<f64>,
+    /// `--string-view`: the trainer takes string and binary columns as the
+    /// views they are read as (`Utf8View`, `BinaryView`); otherwise they are
+    /// handed on as `Utf8` and `Binary`.
+    pub string_view: bool,
 }
 
 /// What one column becomes.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 enum Step {
     Keep,
     Hash(u64),
     Fill(f64),
+    /// A view column handed on as its plain type.
+    Plain(DataType),
 }
 
 /// A [`Transform`] resolved against one schema: a step per column.
@@ -107,12 +115,14 @@ enum Step {
 struct Plan {
     steps: Vec<Step>,
     output: SchemaRef,
+    /// Every step keeps its column: batches pass as they are.
+    identity: bool,
 }
 
 impl Transform {
-    /// Whether it changes nothing.
+    /// Whether it changes nothing, whatever the schema.
     pub fn is_identity(&self) -> bool {
-        self.hash_buckets == HashBuckets::Off && self.fill_nulls.is_none()
+        self.hash_buckets == HashBuckets::Off && self.fill_nulls.is_none() && self.string_view
     }
 
     /// The steps for `schema`, or why the transform does not fit it.
@@ -166,9 +176,12 @@ impl Transform {
                     }
                     Step::Fill(v)
                 }
-                _ => Step::Keep,
+                _ => match plain_type(kind).filter(|_| !self.string_view) {
+                    Some(plain) => Step::Plain(plain),
+                    None => Step::Keep,
+                },
             };
-            fields.push(match step {
+            fields.push(match &step {
                 Step::Keep => field.as_ref().clone(),
                 Step::Hash(n) => {
                     let mut metadata = field.metadata().clone();
@@ -176,11 +189,17 @@ impl Transform {
                     Field::new(field.name(), DataType::Int64, false).with_metadata(metadata)
                 }
                 Step::Fill(_) => field.as_ref().clone().with_nullable(false),
+                Step::Plain(plain) => field.as_ref().clone().with_data_type(plain.clone()),
             });
             steps.push(step);
         }
         let output = Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()));
-        Ok(Plan { steps, output })
+        let identity = steps.iter().all(|s| *s == Step::Keep);
+        Ok(Plan {
+            steps,
+            output,
+            identity,
+        })
     }
 }
 
@@ -206,6 +225,9 @@ impl Plan {
                 ),
             });
         }
+        if self.identity {
+            return Ok(batch.clone());
+        }
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.steps.len());
         for (step, column) in self.steps.iter().zip(batch.columns()) {
             columns.push(match step {
@@ -216,6 +238,9 @@ impl Plan {
                     })?
                 }
                 Step::Fill(v) => fill(column, *v),
+                Step::Plain(plain) => cast(column, plain).map_err(|e| TrainerError::Transform {
+                    reason: format!("cannot hand on {} as {plain}: {e}", column.data_type()),
+                })?,
             });
         }
         let schema = Arc::new(Schema::new_with_metadata(
@@ -420,6 +445,7 @@ mod tests {
         let transform = Transform {
             hash_buckets: HashBuckets::All(100),
             fill_nulls: Some(-1.0),
+            string_view: false,
         };
         let input = batch();
         let plan = transform.plan(&input.schema()).expect("fits");
@@ -440,11 +466,90 @@ mod tests {
     }
 
     #[test]
+    fn views_reach_trainers_as_plain_strings_unless_asked_for() {
+        use arrow::array::{BinaryViewArray, StringViewArray};
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("s", DataType::Utf8View, true),
+            Field::new("b", DataType::BinaryView, true),
+            Field::new("n", DataType::Int32, true),
+        ]));
+        let input = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(StringViewArray::from(vec![
+                    Some("short"),
+                    None,
+                    Some("a string longer than twelve bytes"),
+                ])),
+                Arc::new(BinaryViewArray::from(vec![
+                    Some(b"x".as_slice()),
+                    Some(b"".as_slice()),
+                    None,
+                ])),
+                Arc::new(Int32Array::from(vec![1, 2, 3])),
+            ],
+        )
+        .expect("batch");
+        let plain = Transform::default().plan(&schema).expect("fits");
+        let out = plain.apply(&input).expect("applies");
+        assert_eq!(out.schema().field(0).data_type(), &DataType::Utf8);
+        assert_eq!(out.schema().field(1).data_type(), &DataType::Binary);
+        assert_eq!(out.schema().field(2).data_type(), &DataType::Int32);
+        let s = out.column(0).as_string::<i32>();
+        assert_eq!(
+            s.iter().collect::<Vec<_>>(),
+            vec![
+                Some("short"),
+                None,
+                Some("a string longer than twelve bytes")
+            ]
+        );
+        let b = out.column(1).as_binary::<i32>();
+        assert_eq!(
+            b.iter().collect::<Vec<_>>(),
+            vec![Some(b"x".as_slice()), Some(b"".as_slice()), None]
+        );
+        let asked = Transform {
+            string_view: true,
+            ..Transform::default()
+        };
+        assert!(asked.is_identity());
+        let kept = asked.plan(&schema).expect("fits");
+        assert_eq!(kept.apply(&input).expect("applies").schema(), schema);
+        // Hashing reads the views themselves: the same buckets as from plain strings.
+        let hashed = Transform {
+            hash_buckets: "s=1000".parse().expect("parses"),
+            ..Transform::default()
+        }
+        .plan(&schema)
+        .expect("fits")
+        .apply(&input)
+        .expect("applies");
+        let plain_schema = Arc::new(Schema::new(vec![Field::new("s", DataType::Utf8, true)]));
+        let from_plain = Transform {
+            hash_buckets: "s=1000".parse().expect("parses"),
+            ..Transform::default()
+        }
+        .plan(&plain_schema)
+        .expect("fits")
+        .apply(
+            &RecordBatch::try_new(plain_schema.clone(), vec![out.column(0).clone()])
+                .expect("batch"),
+        )
+        .expect("applies");
+        assert_eq!(
+            hashed.column(0).as_primitive::<Int64Type>().values(),
+            from_plain.column(0).as_primitive::<Int64Type>().values()
+        );
+    }
+
+    #[test]
     fn refuses_what_does_not_fit() {
         let schema = batch().schema();
         let unknown = Transform {
             hash_buckets: "nope=3".parse().expect("parses"),
             fill_nulls: None,
+            string_view: false,
         };
         assert!(unknown
             .plan(&schema)
@@ -454,6 +559,7 @@ mod tests {
         let floats = Transform {
             hash_buckets: "x=3".parse().expect("parses"),
             fill_nulls: None,
+            string_view: false,
         };
         assert!(floats
             .plan(&schema)
@@ -463,6 +569,7 @@ mod tests {
         let fraction = Transform {
             hash_buckets: HashBuckets::Off,
             fill_nulls: Some(0.5),
+            string_view: false,
         };
         assert!(fraction
             .plan(&schema)

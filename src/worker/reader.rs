@@ -236,7 +236,7 @@ impl Sent<'_> {
     /// skipped rows, each run holding its share of the read-ahead budget;
     /// `Err` when nobody listens any more.
     async fn rows(&self, start: u64, end: u64, batch: RecordBatch) -> Result<(), ()> {
-        let bytes = batch.get_array_memory_size() as u64;
+        let bytes = connectors::read_ahead::batch_bytes(&batch);
         for (from, to) in unskipped(start, end, &self.lease.skip) {
             let rows = if (from, to) == (start, end) {
                 batch.clone()

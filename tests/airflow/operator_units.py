@@ -124,7 +124,10 @@ class Sensor(unittest.TestCase):
         async def first_event():
             async def write_later():
                 await asyncio.sleep(0.5)
-                shutil.copytree(fixture("parquet_small_files"), path)
+                # As Spark commits: every part file first, `_SUCCESS` last.
+                shutil.copytree(fixture("parquet_small_files"), path,
+                                ignore=shutil.ignore_patterns("_SUCCESS"))
+                shutil.copy(os.path.join(fixture("parquet_small_files"), "_SUCCESS"), path)
             writer = asyncio.ensure_future(write_later())
             async for event in trigger.run():
                 await writer

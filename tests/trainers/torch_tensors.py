@@ -11,7 +11,7 @@ It writes OUT/tensors-<device>-<pid>.json:
     {"batches": B, "rows": R, "shared": {column: batches whose tensor shared memory},
      "copied": {column: batches whose tensor did not}, "hash_mismatches": N,
      "value_mismatches": N, "dtypes": {column: torch dtype}, "ids": [...],
-     "probe": {value: bucket} for a few fixed strings}
+     "probe": {value: bucket} for a few fixed strings, "arrow_types": {column: type}}
 and exits 1 at the end if any check failed (after writing the file).
 """
 
@@ -50,7 +50,9 @@ def main():
         for name, array in zip(batch.schema.names, batch.columns):
             tensor = tensors[name]
             report["dtypes"][name] = str(tensor.dtype)
-            if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
+            report.setdefault("arrow_types", {})[name] = str(array.type)
+            if (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)
+                    or pa.types.is_string_view(array.type)):
                 want = [sluice_trainer.bucket_of(v, args.buckets) for v in array.to_pylist()]
                 if tensor.dtype != torch.int64 or tensor.tolist() != want:
                     report["hash_mismatches"] += 1

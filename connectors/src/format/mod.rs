@@ -198,6 +198,9 @@ pub struct ReadRequest {
     pub file_columns: crate::table::ColumnMapping,
     /// The budget of bytes read ahead (Parquet row groups are fetched within it).
     pub read_ahead: crate::read_ahead::ReadAhead,
+    /// Decode string and binary columns as views where the format can
+    /// (Parquet); the conforming step wraps the others.
+    pub string_view: bool,
 }
 
 /// Decodes one split into batches of the file's own columns, starting `skip`

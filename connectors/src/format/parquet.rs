@@ -5,6 +5,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
+use arrow::datatypes::{FieldRef, Schema};
 use arrow::record_batch::RecordBatch;
 use bytes::Bytes;
 use futures::future::BoxFuture;
@@ -22,6 +23,7 @@ use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 
 use super::{FileInfo, FileRef, ReadRequest, Unit};
 use crate::error::{Error, Result};
+use crate::read::view_type;
 use crate::read_ahead::{Fetched, ReadAhead};
 use crate::split::{Split, SplitRange};
 use crate::store::Location;
@@ -283,15 +285,23 @@ pub(super) fn read(
     let mapping = request.file_columns.clone();
     let batch_size = request.options.batch_size;
     let ahead = request.read_ahead.clone();
+    let string_view = request.string_view;
     let open =
         async move {
             let mut reader = StoreReader::new(loc.store.clone(), path.clone(), size);
             reader.ahead = ahead;
-            let builder = ParquetRecordBatchStreamBuilder::new(reader.clone())
+            let meta = ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new())
                 .await
                 .map_err(|e| map_err(&loc, &path, e))?;
-            reader.metadata = Some(builder.metadata().clone());
-            let schema = builder.schema().clone();
+            // The file's own schema names its columns; views change types only.
+            let schema = meta.schema().clone();
+            let meta = if string_view {
+                as_views(meta).map_err(|e| map_err(&loc, &path, e))?
+            } else {
+                meta
+            };
+            reader.metadata = Some(meta.metadata().clone());
+            let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader.clone(), meta);
             // The file's columns under the names the dataset gives them.
             let names: Vec<String> = schema
                 .fields()
@@ -349,6 +359,33 @@ pub(super) fn read(
             ))
         };
     futures::stream::once(open).try_flatten().boxed()
+}
+
+/// The reader's metadata with top-level string and binary columns decoded as
+/// views: the values stay in the decompressed pages instead of being copied
+/// into one buffer per batch.
+fn as_views(meta: ArrowReaderMetadata) -> parquet::errors::Result<ArrowReaderMetadata> {
+    let schema = meta.schema();
+    if !schema
+        .fields()
+        .iter()
+        .any(|f| view_type(f.data_type()).is_some())
+    {
+        return Ok(meta);
+    }
+    let fields: Vec<FieldRef> = schema
+        .fields()
+        .iter()
+        .map(|f| match view_type(f.data_type()) {
+            Some(view) => Arc::new(f.as_ref().clone().with_data_type(view)),
+            None => f.clone(),
+        })
+        .collect();
+    let viewed = Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()));
+    ArrowReaderMetadata::try_new(
+        meta.metadata().clone(),
+        ArrowReaderOptions::new().with_schema(viewed),
+    )
 }
 
 /// The rows of a split to decode: all but the `deleted` ranges (positions

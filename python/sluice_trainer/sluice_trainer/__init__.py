@@ -41,6 +41,7 @@ import os
 import sys
 
 from ._binary import SluiceNotFound, find_sluice_bin
+from ._device import DeviceFeeder
 from ._hashing import bucket_of, hash64, hash_array
 from ._protocol import Connection, NotUnderSluice, SluiceError
 from ._tensors import column_tensor, to_torch
@@ -52,7 +53,7 @@ __all__ = [
     "Connection", "Dataset", "NotUnderSluice", "SluiceError", "SluiceNotFound", "ack",
     "acknowledging", "batches", "bucket_of", "checkpoint", "column_tensor",
     "completed_checkpoint", "connect",
-    "declare_checkpoints", "find_sluice_bin",
+    "declare_checkpoints", "DeviceFeeder", "find_sluice_bin",
     "hash64", "hash_array", "resume_checkpoint", "schema", "to_torch", "torch_batches",
     "torch_device",
 ]
@@ -115,7 +116,7 @@ def batches(auto_ack=True, shared_memory=False):
 
 
 def torch_batches(columns=None, hash_buckets=None, nulls="raise", fill_value=0,
-                  auto_ack=True, shared_memory=True):
+                  auto_ack=True, shared_memory=True, device=None):
     """Yields each batch as a dict of column name -> `torch.Tensor` (see `to_torch`),
     acknowledged like `batches()`.
 
@@ -123,12 +124,21 @@ def torch_batches(columns=None, hash_buckets=None, nulls="raise", fill_value=0,
     the batch into, valid until the batch is acknowledged (when the next one is asked
     for): `.to(device)`, `.float()` and the like make copies; clone a tensor to keep
     it longer. With `sluice train --hash-buckets` and `--fill-nulls` every column
-    arrives ready, and each tensor only wraps a buffer."""
-    connection = connect(shared_memory=shared_memory)
+    arrives ready, and each tensor only wraps a buffer.
+
+    With `device` (`"cuda"`, `"cuda:1"`, a `torch.device`; e.g.
+    `sluice_trainer.torch_device()`) the tensors arrive on that device. For CUDA they
+    go through pinned host buffers and a copy stream of their own, so a batch's copy
+    overlaps the step the GPU is still running; the training stream waits for it only
+    where it uses the tensors. The batch is acknowledged as without `device`: when
+    the loop asks for the next one."""
     _check_torch()
+    feed = DeviceFeeder(device) if device is not None else None
+    connection = connect(shared_memory=shared_memory)
     for batch in connection.batches(auto_ack=auto_ack):
-        yield to_torch(batch, columns=columns, hash_buckets=hash_buckets, nulls=nulls,
-                       fill_value=fill_value)
+        tensors = to_torch(batch, columns=columns, hash_buckets=hash_buckets, nulls=nulls,
+                           fill_value=fill_value)
+        yield feed(tensors) if feed is not None else tensors
 
 
 def ack(count=None):

@@ -24,6 +24,7 @@ import sys
 import threading
 
 from ._binary import SluiceNotFound, find_sluice_bin
+from ._device import DeviceFeeder
 from ._protocol import Connection, SluiceError, _import_torch
 from ._tensors import to_torch
 
@@ -105,6 +106,15 @@ def _option_args(options):
             value = ",".join(str(v) for v in value)
         argv.extend([_flag(name), str(value)])
     return argv
+
+
+def _reads_views():
+    """Whether this pyarrow reads `Utf8View`/`BinaryView` columns (16 and later)."""
+    try:
+        import pyarrow as pa
+        return int(pa.__version__.split(".")[0]) >= 16 and hasattr(pa, "string_view")
+    except (ImportError, ValueError):
+        return False
 
 
 def _binary(binary):
@@ -215,6 +225,9 @@ class Dataset:
             head = ["train", str(source)]
             common.update(columns=columns, epochs=epochs, seed=seed, state=state)
         common.update(options)
+        # Strings as the views sluice reads them in, without a copy per batch,
+        # where this pyarrow reads views (16 and later).
+        common.setdefault("string_view", _reads_views())
         argv = [_binary(binary)] + head + _option_args(common) + ["--quiet"]
         self._start(argv, shared_memory)
         if checkpoints:
@@ -473,13 +486,18 @@ class Dataset:
         """The newest checkpoint ID sluice recorded complete, or None."""
         return self._conn.completed_checkpoint()
 
-    def torch(self, columns=None, hash_buckets=None, nulls="raise", fill_value=0):
+    def torch(self, columns=None, hash_buckets=None, nulls="raise", fill_value=0,
+              device=None):
         """Yields each batch as a dict of column name -> `torch.Tensor` (see
-        `sluice_trainer.to_torch`), views of the batch's memory."""
+        `sluice_trainer.to_torch`), views of the batch's memory; with `device`, on that
+        device (for CUDA through pinned buffers and a copy stream, as
+        `sluice_trainer.torch_batches(device=...)`)."""
         _import_torch("Dataset.torch()")
+        feed = DeviceFeeder(device) if device is not None else None
         for batch in self:
-            yield to_torch(batch, columns=columns, hash_buckets=hash_buckets, nulls=nulls,
-                           fill_value=fill_value)
+            tensors = to_torch(batch, columns=columns, hash_buckets=hash_buckets,
+                               nulls=nulls, fill_value=fill_value)
+            yield feed(tensors) if feed is not None else tensors
 
     def numpy(self, columns=None):
         """Yields each batch as a dict of column name -> `numpy.ndarray` (without a
