@@ -9,11 +9,7 @@ use std::io;
 /// still can). Trainers are unaffected: a process that runs a program (`execve`) is
 /// dumpable again. No core file is written if sluice crashes.
 pub fn keep_secrets_private() -> io::Result<()> {
-    // SAFETY: prctl with PR_SET_DUMPABLE reads no memory of this process.
-    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } == -1 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    crate::sys::process::set_not_dumpable()
 }
 
 #[cfg(test)]
@@ -23,19 +19,17 @@ mod tests {
     #[test]
     fn the_process_is_no_longer_dumpable() {
         // A forked child runs the check so the test process stays as it was.
-        // SAFETY: the child only calls prctl and _exit (async-signal-safe).
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0, "fork failed");
+        use crate::sys::post_fork;
+        // SAFETY: the child only makes system calls (prctl) and exits at once.
+        let pid = unsafe { post_fork::fork() }.expect("fork");
         if pid == 0 {
             let ok = keep_secrets_private().is_ok()
-                // SAFETY: as above.
-                && unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) } == 0;
-            // SAFETY: ends the forked child without running the test harness's code.
-            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+                && crate::sys::process::is_dumpable().is_ok_and(|dumpable| !dumpable);
+            post_fork::exit_now(if ok { 0 } else { 1 });
         }
-        let mut status = 0;
-        // SAFETY: waits for the child forked above.
-        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+        let (_, status) = post_fork::reap(pid, true)
+            .expect("wait")
+            .expect("the child ended");
+        assert_eq!(status, 0, "the child was not made non-dumpable");
     }
 }

@@ -37,9 +37,7 @@ pub fn process_alive(pid: u32, start: Option<u64>) -> bool {
     if std::path::Path::new("/proc/self/stat").exists() {
         return false;
     }
-    // SAFETY: signal 0 only checks for the process; it sends nothing.
-    let rc = unsafe { libc::kill(pid as libc::pid_t, 0) };
-    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    crate::sys::process::process_exists(pid)
 }
 
 #[cfg(test)]

@@ -4,6 +4,10 @@
 //! crate) to [`worker`]s, which feed Arrow record batches to [`trainer`]s on
 //! device threads; [`job`] runs the whole thing on one machine.
 
+// Library code says why each `unsafe` block is sound and never unwraps (tests may).
+#![warn(clippy::undocumented_unsafe_blocks, clippy::unwrap_used)]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
 pub mod catalog;
 pub mod cli;
 pub mod config;
@@ -15,6 +19,7 @@ pub mod logging;
 pub mod master;
 pub mod protocol;
 pub mod schedule;
+pub mod sys;
 pub mod task;
 pub mod trainer;
 pub mod wall;

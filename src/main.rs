@@ -1,6 +1,10 @@
 //! The `sluice` command: parses flags and dispatches; errors become one line and
 //! an exit code from [`sluice::exit`] (`sluice --help` lists them).
 
+// Library code says why each `unsafe` block is sound and never unwraps (tests may).
+#![warn(clippy::undocumented_unsafe_blocks, clippy::unwrap_used)]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
 use std::process::ExitCode;
 
 use clap::Parser;

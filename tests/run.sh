@@ -61,7 +61,11 @@ done
 
 echo "== wheel (maturin around the dev build; tests/wheel.rs installs it)"
 # The same pyproject.toml builds the release wheel with the small `dist` binary
-# (plain `maturin build`); here it packs the debug binary cargo test uses anyway.
+# (`maturin build --zig --compatibility manylinux2014`, for glibc 2.17); here it
+# packs the debug binary cargo test uses anyway, tagged for this machine's glibc:
+# `--zig` would build every crate again for an explicit target (a second full
+# build), so tests/wheel.rs checks here only that the tag and the binary's glibc
+# symbols agree, and SLUICE_WHEEL_GLIBC=2.17 checks a release wheel.
 if ! "$VENV/bin/maturin" --version >/dev/null 2>&1; then
   echo "tests/run.sh: no maturin in $VENV; run .ci/run (it installs it)" >&2
   exit 1

@@ -7,6 +7,10 @@
 //! [`table`], [`sink`]); [`read::read_split`]
 //! decodes one split into record batches with partition columns appended.
 
+// Library code says why each `unsafe` block is sound and never unwraps (tests may).
+#![warn(clippy::undocumented_unsafe_blocks, clippy::unwrap_used)]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
 pub mod codec;
 pub mod dataset;
 pub mod error;

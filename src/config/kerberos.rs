@@ -38,7 +38,7 @@ impl KerberosOptions {
 
     /// Logs in from the keytab, if one was given; the login lasts as long as the
     /// value returned. Sets the process's Kerberos environment: call it before
-    /// the first HDFS request, best before other threads start.
+    /// other threads start (it is refused otherwise).
     pub fn login(&self) -> Result<Option<KeytabLogin>, KerberosError> {
         let (Some(keytab), Some(principal)) = (&self.keytab, &self.principal) else {
             return Ok(None);

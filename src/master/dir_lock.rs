@@ -5,7 +5,6 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -122,19 +121,7 @@ use crate::wall::now_text;
 
 /// flock(LOCK_EX | LOCK_NB): whether the lock was taken.
 fn try_flock(file: &File) -> std::io::Result<bool> {
-    loop {
-        // SAFETY: flock on a file descriptor this `File` owns and keeps open.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if rc == 0 {
-            return Ok(true);
-        }
-        let err = std::io::Error::last_os_error();
-        match err.raw_os_error() {
-            Some(libc::EWOULDBLOCK) => return Ok(false),
-            Some(libc::EINTR) => continue,
-            _ => return Err(err),
-        }
-    }
+    crate::sys::fd::try_lock_exclusive(file)
 }
 
 /// The holder named in a lock file; a holder that took the lock an instant

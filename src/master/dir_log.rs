@@ -181,14 +181,7 @@ const SNAPSHOT_NICE: i32 = 10;
 fn yield_cpu() {
     #[cfg(target_os = "linux")]
     {
-        // SAFETY: plain system calls on the calling thread, no memory passed.
-        // On Linux the nice value is a thread's own, and gettid names it.
-        let done = unsafe {
-            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-            libc::setpriority(libc::PRIO_PROCESS, tid, SNAPSHOT_NICE)
-        };
-        if done != 0 {
-            let error = std::io::Error::last_os_error();
+        if let Err(error) = crate::sys::process::set_thread_nice(SNAPSHOT_NICE) {
             tracing::debug!(%error, "cannot lower the snapshot writer's priority");
         }
     }

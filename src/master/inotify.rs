@@ -8,25 +8,17 @@
 //! that other machines write over NFS, whose changes inotify never sees.
 
 use std::collections::HashMap;
-use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use connectors::Location;
 use tokio::io::unix::AsyncFd;
 
+use crate::sys::inotify;
+
 /// The most directories one watch follows.
 pub const MAX_WATCHES: usize = 4096;
-
-/// What a change is, for inotify.
-const EVENTS: u32 = libc::IN_CREATE
-    | libc::IN_MOVED_TO
-    | libc::IN_CLOSE_WRITE
-    | libc::IN_DELETE
-    | libc::IN_MOVED_FROM
-    | libc::IN_ATTRIB;
 
 /// An inotify watch of a local directory tree.
 pub struct LocalWatch {
@@ -52,14 +44,13 @@ impl LocalWatch {
         if std::env::var("SLUICE_INOTIFY").is_ok_and(|v| v.eq_ignore_ascii_case("off")) {
             return None;
         }
-        // SAFETY: inotify_init1 takes flags only and returns a new descriptor or -1.
-        let raw = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
-        if raw < 0 {
-            tracing::debug!(error = %std::io::Error::last_os_error(), "no inotify: polling only");
-            return None;
-        }
-        // SAFETY: `raw` is a descriptor just returned to us and owned by nobody else.
-        let owned = unsafe { OwnedFd::from_raw_fd(raw) };
+        let owned = match inotify::new_instance() {
+            Ok(owned) => owned,
+            Err(error) => {
+                tracing::debug!(%error, "no inotify: polling only");
+                return None;
+            }
+        };
         // SAFETY: `owned` is an open descriptor that the AsyncFd owns and
         // keeps open for as long as it lives; its `as_raw_fd` is that descriptor.
         let fd = unsafe { AsyncFd::register(owned) }.ok()?;
@@ -115,14 +106,7 @@ impl LocalWatch {
         if self.dirs.values().any(|d| d == dir) {
             return;
         }
-        let Ok(path) = CString::new(dir.as_os_str().as_bytes()) else {
-            return;
-        };
-        // SAFETY: the descriptor is ours and open; `path` is a NUL-terminated string.
-        let wd = unsafe {
-            libc::inotify_add_watch(self.fd.get_ref().as_raw_fd(), path.as_ptr(), EVENTS)
-        };
-        if wd >= 0 {
+        if let Ok(wd) = inotify::watch_dir(self.fd.get_ref(), dir) {
             self.dirs.insert(wd, dir.to_path_buf());
         }
     }
@@ -139,17 +123,7 @@ impl LocalWatch {
                 return std::future::pending().await;
             };
             let mut buf = [0u8; 8192];
-            let read = guard.try_io(|fd| {
-                // SAFETY: reads at most `buf.len()` bytes into `buf`, which we own.
-                let n = unsafe {
-                    libc::read(fd.get_ref().as_raw_fd(), buf.as_mut_ptr().cast(), buf.len())
-                };
-                if n < 0 {
-                    Err(std::io::Error::last_os_error())
-                } else {
-                    Ok(n as usize)
-                }
-            });
+            let read = guard.try_io(|fd| inotify::read_events(fd.get_ref(), &mut buf));
             let n = match read {
                 Ok(Ok(n)) => n,
                 Ok(Err(_)) | Err(_) => continue,
@@ -169,29 +143,11 @@ impl LocalWatch {
     }
 
     /// The directories created or moved in that the events name.
-    fn parse(&self, mut buf: &[u8]) -> Vec<PathBuf> {
-        const HEADER: usize = std::mem::size_of::<libc::inotify_event>();
-        let mut dirs = Vec::new();
-        while buf.len() >= HEADER {
-            // SAFETY: the kernel writes whole events; the header is copied
-            // out unaligned, and its `len` bytes of name follow it.
-            let event: libc::inotify_event =
-                unsafe { std::ptr::read_unaligned(buf.as_ptr().cast()) };
-            let len = event.len as usize;
-            let Some(name) = buf.get(HEADER..HEADER + len) else {
-                break;
-            };
-            let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(len)];
-            let is_dir = event.mask & libc::IN_ISDIR != 0;
-            let made = event.mask & (libc::IN_CREATE | libc::IN_MOVED_TO) != 0;
-            if is_dir && made {
-                if let Some(parent) = self.dirs.get(&event.wd) {
-                    dirs.push(parent.join(std::ffi::OsStr::from_bytes(name)));
-                }
-            }
-            buf = &buf[HEADER + len..];
-        }
-        dirs
+    fn parse(&self, buf: &[u8]) -> Vec<PathBuf> {
+        inotify::events(buf)
+            .filter(|event| event.dir_made)
+            .filter_map(|event| Some(self.dirs.get(&event.watch)?.join(event.name)))
+            .collect()
     }
 }
 

@@ -11,7 +11,7 @@
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, ErrorKind, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child as Process, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,6 +30,7 @@ use super::lockstep::Group;
 use super::shm::{SharedBatches, SHM_FD, SHM_KEY};
 use super::watcher;
 use super::TrainerError;
+use crate::sys;
 
 /// Schema metadata of an attached trainer's stream: the checkpoint to load.
 pub(crate) const RESUME_KEY: &str = "sluice.resume_checkpoint";
@@ -161,13 +162,9 @@ impl std::fmt::Display for Attach {
 /// Under `--attach`: sluice ends (SIGKILL) when the process that started it
 /// does, however it ends. Called once, early, by the thread that stays.
 pub fn die_with_parent() -> io::Result<()> {
-    // SAFETY: prctl with PR_SET_PDEATHSIG takes a signal number and nothing else.
-    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) } == -1 {
-        return Err(io::Error::last_os_error());
-    }
+    sys::process::die_with_parent()?;
     // The parent may have gone before the call: then sluice was adopted.
-    // SAFETY: getppid cannot fail.
-    if unsafe { libc::getppid() } == 1 {
+    if sys::process::adopted_by_init() {
         return Err(io::Error::other("the process that started sluice is gone"));
     }
     Ok(())
@@ -176,19 +173,12 @@ pub fn die_with_parent() -> io::Result<()> {
 /// Takes ownership of a descriptor named on the command line, checking that
 /// it is open; made close-on-exec.
 fn adopt(fd: RawFd, what: &str) -> io::Result<OwnedFd> {
-    // SAFETY: fcntl on a descriptor number; a closed one fails with EBADF.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
-    if flags == -1 {
-        let error = io::Error::last_os_error();
-        return Err(io::Error::new(
+    sys::fd::adopt(fd).map_err(|error| {
+        io::Error::new(
             error.kind(),
             format!("--attach {what} descriptor {fd}: {error}"),
-        ));
-    }
-    // SAFETY: as above, on an open descriptor.
-    unsafe { libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC) };
-    // SAFETY: the descriptor was handed to this process for this use alone.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+        )
+    })
 }
 
 /// When the child last showed life: its last ack, or the moment it was handed a batch
@@ -236,14 +226,7 @@ impl Pipe {
         timeout: Option<Duration>,
         group: Option<Arc<Group>>,
     ) -> io::Result<Pipe> {
-        let fd = stdin.as_raw_fd();
-        // SAFETY: fcntl on a descriptor this process owns.
-        let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-        // SAFETY: as above.
-        if flags == -1 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } == -1
-        {
-            return Err(io::Error::last_os_error());
-        }
+        sys::fd::set_nonblocking(&stdin)?;
         Ok(Pipe {
             stdin,
             quiet,
@@ -266,20 +249,7 @@ impl Pipe {
                 "the exec trainer stopped reading and acknowledging",
             ));
         }
-        let mut poll = libc::pollfd {
-            fd: self.stdin.as_raw_fd(),
-            events: libc::POLLOUT,
-            revents: 0,
-        };
-        let millis = libc::c_int::try_from(WRITE_POLL.as_millis()).unwrap_or(100);
-        // SAFETY: poll reads and writes the one pollfd it is given.
-        if unsafe { libc::poll(&mut poll, 1, millis) } == -1 {
-            let error = io::Error::last_os_error();
-            if error.kind() != ErrorKind::Interrupted {
-                return Err(error);
-            }
-        }
-        Ok(())
+        sys::fd::wait_writable(&self.stdin, WRITE_POLL)
     }
 }
 
@@ -730,26 +700,20 @@ fn command(spec: &ChildSpec, lifeline: RawFd, ack: RawFd, shm: Option<RawFd>) ->
 /// In the forked child: makes `ack` available as fd 3 and `shm` (if any) as fd 4
 /// across exec (both are close-on-exec here).
 fn move_fds(ack: RawFd, shm: Option<RawFd>) -> io::Result<()> {
-    let check = |result: libc::c_int| {
-        if result == -1 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(result)
-        }
-    };
+    use crate::sys::post_fork;
     // First out of the way of 3 and 4 (one might sit on the other's target), then
     // onto them: dup2 onto another number leaves the copy open across exec.
-    // SAFETY: plain descriptor calls on descriptors this process owns.
-    unsafe {
-        let ack = check(libc::fcntl(ack, libc::F_DUPFD_CLOEXEC, 16))?;
-        let shm = match shm {
-            Some(fd) => Some(check(libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 16))?),
-            None => None,
-        };
-        check(libc::dup2(ack, ACK_FD))?;
-        if let Some(shm) = shm {
-            check(libc::dup2(shm, SHM_FD))?;
-        }
+    let ack = post_fork::copy_above(ack, 16)?;
+    let shm = match shm {
+        Some(fd) => Some(post_fork::copy_above(fd, 16)?),
+        None => None,
+    };
+    // SAFETY: 3 and 4 are the trainer's to be: whatever this fork holds there is
+    // close-on-exec and unused from here on.
+    unsafe { post_fork::copy_onto(ack, ACK_FD) }?;
+    if let Some(shm) = shm {
+        // SAFETY: as above.
+        unsafe { post_fork::copy_onto(shm, SHM_FD) }?;
     }
     Ok(())
 }
@@ -759,24 +723,12 @@ fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
     if fd.as_raw_fd() > 2 {
         return Ok(fd);
     }
-    // SAFETY: fcntl on a descriptor this process owns.
-    let copy = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
-    if copy == -1 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the copy was just opened and is owned by nothing else.
-    Ok(unsafe { OwnedFd::from_raw_fd(copy) })
+    sys::fd::copy_above(&fd, 3)
 }
 
 /// A close-on-exec pipe: (read end, write end).
 fn cloexec_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds: [libc::c_int; 2] = [-1; 2];
-    // SAFETY: pipe2 writes two descriptors into the array it is given.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } == -1 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both descriptors were just opened and are owned by nothing else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    sys::fd::cloexec_pipe()
 }
 
 /// Starts the thread that turns ack pipe lines into events (and notes when acks

@@ -302,8 +302,8 @@ fn assert_gone(pid_file: &Path) -> Vec<i32> {
     }
     let left: Vec<i32> = pids.iter().copied().filter(|&pid| running(pid)).collect();
     for &pid in &left {
-        // SAFETY: kill has no memory effects; cleans up after a failed test.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
+        // Cleans up after a failed test.
+        crate::sys::post_fork::kill(pid, crate::sys::post_fork::SIGKILL);
     }
     assert!(left.is_empty(), "trainer processes survived: {left:?}");
     pids

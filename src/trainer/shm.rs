@@ -16,11 +16,12 @@
 
 use std::collections::VecDeque;
 use std::io::{self, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::ptr::NonNull;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 
 use arrow::ipc::writer::StreamWriter;
 use arrow::record_batch::RecordBatch;
+
+use crate::sys::memory::{self, SharedMapping};
 
 /// The trainer's file descriptor for the memory file (`SLUICE_SHM_FD`).
 pub(crate) const SHM_FD: RawFd = 4;
@@ -44,7 +45,8 @@ struct Slot {
 /// The memory file of one trainer process and the slots its batches use.
 pub(crate) struct SharedBatches {
     fd: OwnedFd,
-    map: Option<Mapping>,
+    /// The whole file, mapped shared and writable (the trainer writes it too).
+    map: Option<SharedMapping>,
     /// File size.
     len: usize,
     slots: Vec<Slot>,
@@ -54,33 +56,10 @@ pub(crate) struct SharedBatches {
     sent: VecDeque<Option<usize>>,
 }
 
-/// A shared, writable mapping of the whole memory file.
-struct Mapping {
-    ptr: NonNull<u8>,
-    len: usize,
-}
-
-// SAFETY: the mapping is plain memory owned by this value; it is only accessed
-// through `&mut SharedBatches`.
-unsafe impl Send for Mapping {}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: ptr/len describe a mapping made by mmap and not unmapped yet.
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
-    }
-}
-
 impl SharedBatches {
     /// A new, empty memory file with `slots` slots (the batches in flight).
     pub fn new(slots: usize) -> io::Result<SharedBatches> {
-        // SAFETY: the name is a NUL-terminated string; the flags are valid.
-        let fd = unsafe { libc::memfd_create(c"sluice-batches".as_ptr(), libc::MFD_CLOEXEC) };
-        if fd == -1 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: memfd_create returned a new descriptor owned by nothing else.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let fd = memory::memory_file(c"sluice-batches")?;
         let slots = slots.max(1);
         Ok(SharedBatches {
             fd,
@@ -101,10 +80,7 @@ impl SharedBatches {
     /// The memory file `fd` a trainer made and handed over (`--attach`),
     /// cut into `slots` slots as [`SharedBatches::new`] does.
     pub fn from_fd(fd: OwnedFd, slots: usize) -> io::Result<SharedBatches> {
-        // SAFETY: ftruncate on a descriptor this process owns.
-        if unsafe { libc::ftruncate(fd.as_raw_fd(), 0) } == -1 {
-            return Err(io::Error::last_os_error());
-        }
+        memory::set_len(&fd, 0)?;
         let mut shared = SharedBatches::new(1)?;
         shared.fd = fd;
         let slots = slots.max(1);
@@ -178,13 +154,9 @@ impl SharedBatches {
 
     fn encode(&mut self, slot: Slot, batch: &RecordBatch) -> Result<usize, Overflow> {
         let map = self.map.as_ref().ok_or(Overflow::Full)?;
-        // SAFETY: the slot lies inside the mapping (grow_slot keeps it so), and no
-        // other slice of it is alive: slots do not overlap.
-        let memory = unsafe {
-            std::slice::from_raw_parts_mut(map.ptr.as_ptr().add(slot.offset), slot.capacity)
-        };
-        let mut cursor = SliceWriter {
-            memory,
+        let mut cursor = SlotWriter {
+            map,
+            slot,
             written: 0,
             full: false,
         };
@@ -207,30 +179,9 @@ impl SharedBatches {
         let capacity = capacity.next_multiple_of(ALIGN);
         let offset = self.len;
         let len = offset + capacity;
-        let size =
-            libc::off_t::try_from(len).map_err(|_| io::Error::other("memory file too large"))?;
-        // SAFETY: ftruncate on a descriptor this value owns.
-        if unsafe { libc::ftruncate(self.fd.as_raw_fd(), size) } == -1 {
-            return Err(io::Error::last_os_error());
-        }
+        memory::set_len(&self.fd, len)?;
         self.map = None;
-        // SAFETY: maps the whole file, shared and writable; the result is checked.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                self.fd.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let ptr =
-            NonNull::new(ptr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap gave null"))?;
-        self.map = Some(Mapping { ptr, len });
+        self.map = Some(SharedMapping::new(self.fd.as_fd(), len)?);
         self.len = len;
         self.slots[index] = Slot { offset, capacity };
         Ok(())
@@ -242,21 +193,23 @@ enum Overflow {
     Io(io::Error),
 }
 
-/// Writes into a fixed slice; fails once it is full.
-struct SliceWriter<'a> {
-    memory: &'a mut [u8],
+/// Writes into a slot of the mapping (through [`SharedMapping::write_at`], never a
+/// slice of it); fails once the slot is full.
+struct SlotWriter<'a> {
+    map: &'a SharedMapping,
+    slot: Slot,
     written: usize,
     full: bool,
 }
 
-impl Write for SliceWriter<'_> {
+impl Write for SlotWriter<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let end = self.written + buf.len();
-        if end > self.memory.len() {
+        if end > self.slot.capacity {
             self.full = true;
             return Err(io::Error::new(io::ErrorKind::WriteZero, "slot full"));
         }
-        self.memory[self.written..end].copy_from_slice(buf);
+        self.map.write_at(self.slot.offset + self.written, buf)?;
         self.written = end;
         Ok(buf.len())
     }
@@ -293,9 +246,8 @@ mod tests {
 
     fn read_back(shared: &SharedBatches, offset: usize, length: usize) -> RecordBatch {
         let map = shared.map.as_ref().expect("mapped");
-        // SAFETY: the region was just written and lies inside the mapping.
-        let bytes = unsafe { std::slice::from_raw_parts(map.ptr.as_ptr().add(offset), length) };
-        let mut reader = StreamReader::try_new(bytes, None).expect("a stream");
+        let bytes = map.read_at(offset, length).expect("inside the mapping");
+        let mut reader = StreamReader::try_new(bytes.as_slice(), None).expect("a stream");
         reader.next().expect("one batch").expect("readable")
     }
 

@@ -19,9 +19,9 @@
 //! the keytab's secrets in memory. The login is checked at once (one initial
 //! ticket), so a wrong realm or an unreachable KDC fails before any work starts.
 //!
-//! The environment is process-wide state: log in before any thread reads it
-//! (the CLI does so before it starts its runtime, or, for a job file, before
-//! its first request).
+//! The environment is process-wide state, which only a process with a single
+//! thread may change: the login is refused once other threads run (the CLI logs
+//! in before it starts its runtime, for a job file too).
 
 use std::ffi::{c_int, c_void};
 use std::path::{Path, PathBuf};
@@ -106,6 +106,12 @@ pub enum KerberosError {
         /// The principals it holds, comma-separated.
         holds: String,
     },
+    /// Other threads run: the login would change the environment under them.
+    #[error("the keytab login sets KRB5CCNAME and KRB5_CLIENT_KTNAME, which is only safe before other threads start ({threads} run)")]
+    ThreadsRunning {
+        /// The threads of the process.
+        threads: usize,
+    },
     /// The private directory of the login cannot be written.
     #[error("cannot prepare the keytab login in {path}: {source}")]
     Private {
@@ -128,7 +134,8 @@ pub struct KeytabLogin {
 
 /// Logs in as `principal` with the keys `keytab` holds for it (see the module
 /// documentation for how tickets are renewed). Sets `KRB5_CLIENT_KTNAME` and
-/// `KRB5CCNAME` for this process; call it before other threads start.
+/// `KRB5CCNAME` for this process: call it before other threads start (it fails
+/// with [`KerberosError::ThreadsRunning`] otherwise, changing nothing).
 pub fn login_with_keytab(keytab: &Path, principal: &str) -> Result<KeytabLogin, KerberosError> {
     let shown = keytab.display().to_string();
     let bytes = std::fs::read(keytab).map_err(|source| KerberosError::KeytabUnreadable {
@@ -175,8 +182,10 @@ pub fn login_with_keytab(keytab: &Path, principal: &str) -> Result<KeytabLogin, 
     let client_keytab = dir.path().join("client.keytab");
     write_private(&client_keytab, &filtered).map_err(private)?;
     let ccache: PathBuf = dir.path().join("ccache");
-    // The caller runs this before any other thread starts (see above):
-    // nothing reads the environment meanwhile.
+    // Changing the environment is only sound while no other thread may read it.
+    if let Some(threads) = threads().filter(|&n| n > 1) {
+        return Err(KerberosError::ThreadsRunning { threads });
+    }
     std::env::set_var(
         "KRB5_CLIENT_KTNAME",
         format!("FILE:{}", client_keytab.display()),
@@ -192,6 +201,12 @@ pub fn login_with_keytab(keytab: &Path, principal: &str) -> Result<KeytabLogin, 
         }),
         Err(status) => Err(status.into_error(gss::Asked::Login(principal))),
     }
+}
+
+/// The threads of this process (Linux: the entries of `/proc/self/task`), where
+/// they can be counted.
+fn threads() -> Option<usize> {
+    Some(std::fs::read_dir("/proc/self/task").ok()?.count())
 }
 
 /// Why the HDFS client's Kerberos authentication to `url` failed, asked of
@@ -615,5 +630,22 @@ mod tests {
                 && text.contains("etl@EXAMPLE.COM"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn no_login_changes_the_environment_while_other_threads_run() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("sluice.keytab");
+        std::fs::write(&path, keytab(&[(&["sluice"], "EXAMPLE.COM")])).expect("write");
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || stopped.recv());
+        let err = login_with_keytab(&path, "sluice@EXAMPLE.COM").expect_err("refused");
+        drop(stop);
+        let _ = other.join();
+        assert!(
+            matches!(err, KerberosError::ThreadsRunning { threads } if threads > 1),
+            "{err}"
+        );
+        assert!(std::env::var_os("KRB5_CLIENT_KTNAME").is_none());
     }
 }
