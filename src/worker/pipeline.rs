@@ -854,14 +854,18 @@ impl Coordinator {
     }
 
     /// Whether to lease more: no reader is running, or the stages after the
-    /// readers are waiting for rows (nothing decoded waits for them). A worker
-    /// whose trainers are the bottleneck so holds one task at a time (more
-    /// only up to `prefetch` while reading lags), and a worker joining later
-    /// finds the other tasks still in the queue.
+    /// readers are waiting for rows (nothing decoded waits for them) and the
+    /// read-ahead budget has room (no reader waits for bytes to fit: a task
+    /// leased then would only wait, held from other workers). Readers so
+    /// multiply while reading is the bottleneck, up to `prefetch`, as far as
+    /// the bytes they hold allow; a worker whose trainers are the bottleneck
+    /// holds one task at a time, and a worker joining later finds the other
+    /// tasks still in the queue.
     fn hungry(&self, read_rx: &mpsc::Receiver<ReadEvent>) -> bool {
         self.readers.is_empty()
             || (self.starting.is_empty()
                 && self.readers.len() < self.config.prefetch.max(1)
+                && self.ahead.waiting() == 0
                 && read_rx.is_empty()
                 && !self.backed_up()
                 && self.batcher.buffered() < self.config.batch_size)

@@ -1,12 +1,15 @@
-//! Parquet: footers read with one suffix request, row groups fetched with
-//! concurrent range requests through our own `AsyncFileReader` over the store,
-//! into pooled buffers, within the reader's [`ReadAhead`] budget.
+//! Parquet: footers read with one suffix request; local files decoded page by
+//! page with positioned reads, other stores' row groups fetched with
+//! concurrent range requests through our own `AsyncFileReader`, into pooled
+//! buffers, within the reader's [`ReadAhead`] budget.
 
 use std::ops::Range;
 use std::sync::Arc;
 
+use arrow::datatypes::SchemaRef;
 use arrow::datatypes::{FieldRef, Schema};
-use arrow::record_batch::RecordBatch;
+use arrow::record_batch::RecordBatchOptions;
+use arrow::record_batch::{RecordBatch, RecordBatchReader};
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::stream::{BoxStream, StreamExt, TryStreamExt};
@@ -14,12 +17,14 @@ use futures::FutureExt;
 use object_store::path::Path;
 use object_store::{GetOptions, GetResultPayload, ObjectStore, ObjectStoreExt};
 use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, RowSelection, RowSelector,
+    ArrowReaderBuilder, ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+    RowSelection, RowSelector,
 };
 use parquet::arrow::async_reader::AsyncFileReader;
 use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
 use parquet::errors::ParquetError;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use parquet::file::reader::{ChunkReader, Length};
 
 use super::{FileInfo, FileRef, ReadRequest, Unit};
 use crate::error::{Error, Result};
@@ -270,6 +275,12 @@ fn map_err(loc: &Location, path: &Path, e: ParquetError) -> Error {
 }
 
 /// Streams the row groups of a split, skipping `skip` rows, projecting the requested columns.
+///
+/// A file of the local filesystem is decoded page by page as the decoder
+/// asks (see [`LocalChunks`]): nothing but the pages in use is held, so
+/// readers of large row groups decode side by side within the read-ahead
+/// budget. Other stores fetch each row group's column chunks whole, with
+/// concurrent range requests, once their bytes fit in the budget.
 pub(super) fn read(
     loc: &Location,
     split: &Split,
@@ -279,86 +290,215 @@ pub(super) fn read(
     let loc = loc.clone();
     let path = split.object_path();
     let size = split.size;
-    let range = split.range.clone();
-    let deleted = split.deleted.clone();
-    let columns = request.columns.clone();
-    let mapping = request.file_columns.clone();
-    let batch_size = request.options.batch_size;
+    let shape = Shape {
+        range: split.range.clone(),
+        deleted: split.deleted.clone(),
+        columns: request.columns.clone(),
+        mapping: request.file_columns.clone(),
+        batch_size: request.options.batch_size,
+        skip,
+    };
     let ahead = request.read_ahead.clone();
     let string_view = request.string_view;
-    let open =
-        async move {
-            let mut reader = StoreReader::new(loc.store.clone(), path.clone(), size);
-            reader.ahead = ahead;
-            let meta = ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new())
-                .await
-                .map_err(|e| map_err(&loc, &path, e))?;
-            // The file's own schema names its columns; views change types only.
-            let schema = meta.schema().clone();
-            let meta = if string_view {
-                as_views(meta).map_err(|e| map_err(&loc, &path, e))?
-            } else {
-                meta
+    let open = async move {
+        let mut reader = StoreReader::new(loc.store.clone(), path.clone(), size);
+        reader.ahead = ahead;
+        let meta = ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new())
+            .await
+            .map_err(|e| map_err(&loc, &path, e))?;
+        // The file's own schema names its columns; views change types only.
+        let schema = meta.schema().clone();
+        let meta = if string_view {
+            as_views(meta).map_err(|e| map_err(&loc, &path, e))?
+        } else {
+            meta
+        };
+        let names: Vec<String> = schema
+            .fields()
+            .iter()
+            .map(|f| shape.mapping.logical_name(f).to_string())
+            .collect();
+        let (batches, out_schema): (BoxStream<'static, Result<RecordBatch>>, SchemaRef) =
+            match loc.local_path(&path) {
+                Some(file) => {
+                    let chunks = LocalChunks::open(&file)
+                        .map_err(|e| Error::from_store(loc.display(&path), e))?;
+                    let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(chunks, meta);
+                    let decoder = shape
+                        .apply(builder, &names)
+                        .build()
+                        .map_err(|e| map_err(&loc, &path, e))?;
+                    let out_schema = decoder.schema();
+                    let (loc, path) = (loc.clone(), path.clone());
+                    let batches = futures::stream::iter(decoder)
+                        .map(move |item| item.map_err(|e| corrupt(&loc, &path, e)))
+                        .boxed();
+                    (batches, out_schema)
+                }
+                None => {
+                    reader.metadata = Some(meta.metadata().clone());
+                    let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, meta);
+                    let stream = shape
+                        .apply(builder, &names)
+                        .build()
+                        .map_err(|e| map_err(&loc, &path, e))?;
+                    let out_schema = stream.schema().clone();
+                    let (loc, path) = (loc.clone(), path.clone());
+                    let batches = stream.map_err(move |e| map_err(&loc, &path, e)).boxed();
+                    (batches, out_schema)
+                }
             };
-            reader.metadata = Some(meta.metadata().clone());
-            let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader.clone(), meta);
-            // The file's columns under the names the dataset gives them.
-            let names: Vec<String> = schema
+        // The file's columns under the names the dataset gives them.
+        let renamed = (!shape.mapping.is_identity()).then(|| {
+            let fields: Vec<FieldRef> = out_schema
                 .fields()
                 .iter()
-                .map(|f| mapping.logical_name(f).to_string())
+                .map(|f| Arc::new(f.as_ref().clone().with_name(shape.mapping.logical_name(f))))
                 .collect();
-            let roots: Vec<usize> = columns
-                .iter()
-                .filter_map(|c| names.iter().position(|n| n == c))
-                .collect();
-            let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
-            let groups = match range {
-                SplitRange::RowGroups(g) => g,
-                _ => (0..builder.metadata().num_row_groups()).collect(),
+            Arc::new(Schema::new(fields))
+        });
+        Ok::<_, Error>(batches.and_then(move |batch| {
+            let out = match &renamed {
+                Some(schema) => RecordBatch::try_new_with_options(
+                    schema.clone(),
+                    batch.columns().to_vec(),
+                    &RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
+                )
+                .map_err(|e| corrupt(&loc, &path, e)),
+                None => Ok(batch),
             };
-            let total: u64 = groups
-                .iter()
-                .filter_map(|&g| builder.metadata().row_groups().get(g))
-                .map(|rg| rg.num_rows().max(0) as u64)
-                .sum();
-            let mut builder = builder
-                .with_projection(mask)
-                .with_row_groups(groups)
-                .with_batch_size(batch_size);
-            if let Some(selection) = selection(total, &deleted, skip) {
-                builder = builder.with_row_selection(selection);
-            }
-            let stream = builder.build().map_err(|e| map_err(&loc, &path, e))?;
-            let renamed = (!mapping.is_identity()).then(|| {
-                let fields: Vec<arrow::datatypes::FieldRef> = stream
-                    .schema()
-                    .fields()
-                    .iter()
-                    .map(|f| Arc::new(f.as_ref().clone().with_name(mapping.logical_name(f))))
-                    .collect();
-                Arc::new(arrow::datatypes::Schema::new(fields))
-            });
-            let loc2 = loc.clone();
-            let loc3 = loc.clone();
-            let path2 = path.clone();
-            Ok::<_, Error>(stream.map_err(move |e| map_err(&loc2, &path, e)).and_then(
-                move |batch| {
-                    let out = match &renamed {
-                        Some(schema) => RecordBatch::try_new_with_options(
-                            schema.clone(),
-                            batch.columns().to_vec(),
-                            &arrow::record_batch::RecordBatchOptions::new()
-                                .with_row_count(Some(batch.num_rows())),
-                        )
-                        .map_err(|e| corrupt(&loc3, &path2, e)),
-                        None => Ok(batch),
-                    };
-                    futures::future::ready(out)
-                },
-            ))
-        };
+            futures::future::ready(out)
+        }))
+    };
     futures::stream::once(open).try_flatten().boxed()
+}
+
+/// What of a file a split decodes: which row groups and columns, which rows,
+/// in batches of which size. The same for the local and the store decoder.
+struct Shape {
+    range: SplitRange,
+    deleted: Vec<(u64, u64)>,
+    columns: Vec<String>,
+    mapping: crate::table::ColumnMapping,
+    batch_size: usize,
+    skip: u64,
+}
+
+impl Shape {
+    /// Configures a decoder of the file whose columns the dataset names `names`.
+    fn apply<T>(&self, builder: ArrowReaderBuilder<T>, names: &[String]) -> ArrowReaderBuilder<T> {
+        let roots: Vec<usize> = self
+            .columns
+            .iter()
+            .filter_map(|c| names.iter().position(|n| n == c))
+            .collect();
+        let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+        let groups = match &self.range {
+            SplitRange::RowGroups(g) => g.clone(),
+            _ => (0..builder.metadata().num_row_groups()).collect(),
+        };
+        let total: u64 = groups
+            .iter()
+            .filter_map(|&g| builder.metadata().row_groups().get(g))
+            .map(|rg| rg.num_rows().max(0) as u64)
+            .sum();
+        let builder = builder
+            .with_projection(mask)
+            .with_row_groups(groups)
+            .with_batch_size(self.batch_size);
+        match selection(total, &self.deleted, self.skip) {
+            Some(selection) => builder.with_row_selection(selection),
+            None => builder,
+        }
+    }
+}
+
+/// A local Parquet file read where the decoder asks, with positioned reads
+/// (`pread`) on one shared descriptor: a page header through a small
+/// buffer, then the page itself. The decoder so holds the pages it is
+/// decoding, never a whole column chunk, and nothing is copied through the
+/// object store's buffers.
+struct LocalChunks {
+    file: Arc<std::fs::File>,
+    len: u64,
+    display: std::path::PathBuf,
+}
+
+/// Bytes read ahead for a page header (headers are tens of bytes; the rest
+/// of the buffer is the page's first bytes, read again with the page).
+const HEADER_READ: usize = 16 * 1024;
+
+impl LocalChunks {
+    fn open(path: &std::path::Path) -> object_store::Result<Self> {
+        let io = |e: std::io::Error| local_err(path, e);
+        let file = std::fs::File::open(path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len();
+        Ok(LocalChunks {
+            file: Arc::new(file),
+            len,
+            display: path.to_path_buf(),
+        })
+    }
+}
+
+/// An I/O error on a local file as the store would report it (a missing
+/// file is `NotFound`, so it reads as one whichever way it was opened).
+fn local_err(path: &std::path::Path, e: std::io::Error) -> object_store::Error {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        return object_store::Error::NotFound {
+            path: path.display().to_string(),
+            source: Box::new(e),
+        };
+    }
+    object_store::Error::Generic {
+        store: "LocalFileSystem",
+        source: format!("cannot read {}: {e}", path.display()).into(),
+    }
+}
+
+impl Length for LocalChunks {
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+impl ChunkReader for LocalChunks {
+    type T = std::io::BufReader<Positioned>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        Ok(std::io::BufReader::with_capacity(
+            HEADER_READ,
+            Positioned {
+                file: self.file.clone(),
+                at: start,
+            },
+        ))
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0u8; length];
+        self.file
+            .read_exact_at(&mut buf, start)
+            .map_err(|e| store_err(local_err(&self.display, e)))?;
+        Ok(Bytes::from(buf))
+    }
+}
+
+/// A reader of a local file from an offset on, by positioned reads: readers
+/// of one descriptor never move each other's position.
+struct Positioned {
+    file: Arc<std::fs::File>,
+    at: u64,
+}
+
+impl std::io::Read for Positioned {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let n = self.file.read_at(buf, self.at)?;
+        self.at += n as u64;
+        Ok(n)
+    }
 }
 
 /// The reader's metadata with top-level string and binary columns decoded as
