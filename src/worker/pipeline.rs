@@ -1219,8 +1219,11 @@ impl Coordinator {
             }
         }
         loop {
+            // Under lockstep, batches that wait for more (to make a step,
+            // or the epoch's end: a window's short last batch) never stop
+            // the next ones.
             let room = match &self.stepper {
-                Some(stepper) => stepper.held() < self.outbox_max,
+                Some(stepper) => !stepper.ready() || stepper.held() < self.outbox_max,
                 None => self.dealt.len() < self.outbox_max,
             };
             if !room {
