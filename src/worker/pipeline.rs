@@ -232,7 +232,14 @@ pub async fn run(
     .map_err(PipelineError::Start)?;
     let worker = source.register().await?;
     let (report_tx, report_rx) = mpsc::unbounded_channel::<Report>();
-    let committer = tokio::spawn(committer(source.clone(), worker, report_rx, completed));
+    let ending = Ending::default();
+    let committer = tokio::spawn(committer(
+        source.clone(),
+        worker,
+        report_rx,
+        completed,
+        ending.clone(),
+    ));
     let (read_tx, mut read_rx) = mpsc::channel::<ReadEvent>(config.prefetch.max(1) * 2);
     let mut state = Coordinator {
         read_tx: read_tx.clone(),
@@ -295,12 +302,14 @@ pub async fn run(
         progress: Progress::default(),
         outcome: RunOutcome::default(),
         held: Arc::new(tokio::sync::Mutex::new(Vec::new())),
+        ending: ending.clone(),
     };
     let (beat_tx, mut beat_rx) = mpsc::unbounded_channel();
     let beats = Heartbeats::spawn(
         state.source.clone(),
         state.worker,
         state.held.clone(),
+        ending,
         clock,
         beat_tx,
     );
@@ -508,6 +517,12 @@ impl Merged {
     /// commits is the newest (whatever order they were merged in).
     fn commit_rows(&mut self, offset: u64, ranges: Vec<(u64, u64)>) {
         let (held, mut union) = self.commit.take().unwrap_or((offset, Vec::new()));
+        if offset >= held && !ranges.is_empty() {
+            // Reports of an attempt come in order, each holding every row
+            // acknowledged before it: the newest is the union.
+            self.commit = Some((offset, ranges));
+            return;
+        }
         let offset = offset.max(held);
         for range in ranges {
             crate::task::insert_range(&mut union, range);
@@ -539,6 +554,7 @@ async fn committer(
     worker: WorkerId,
     mut reports: mpsc::UnboundedReceiver<Report>,
     completed: Completed,
+    ending: Ending,
 ) {
     while let Some(first) = reports.recv().await {
         let mut pending: BTreeMap<AttemptId, Merged> = BTreeMap::new();
@@ -578,11 +594,17 @@ async fn committer(
                 warn!(error = %e, "master refused a checkpoint record");
             }
         }
+        let ended: Vec<AttemptId> = pending
+            .iter()
+            .filter(|(_, merged)| merged.end.is_some())
+            .map(|(attempt, _)| *attempt)
+            .collect();
         let sends = pending.into_iter().map(|(attempt, merged)| {
             let source = source.clone();
             async move { send_merged(source.as_ref(), worker, attempt, merged).await }
         });
         futures::future::join_all(sends).await;
+        ending.sent(&ended);
     }
 }
 
@@ -705,6 +727,39 @@ struct Coordinator {
     /// and the update of this list happen under its lock, so a heartbeat
     /// never reports a list that misses a lease already granted.
     held: Arc<tokio::sync::Mutex<Vec<AttemptId>>>,
+    /// Attempts whose end is on its way to the master (see [`Ending`]).
+    ending: Ending,
+}
+
+/// Attempts whose end (finish, failure, hand-back) is on its way to the
+/// master: the heartbeats still list them as held until it is sent, or the
+/// master, seeing a lease it granted missing, would take it back as one
+/// whose reply never reached the worker (and serve its rows again).
+#[derive(Debug, Clone, Default)]
+struct Ending(Arc<std::sync::Mutex<HashSet<AttemptId>>>);
+
+impl Ending {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<AttemptId>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn add(&self, attempt: AttemptId) {
+        self.lock().insert(attempt);
+    }
+
+    fn sent(&self, attempts: &[AttemptId]) {
+        let mut ending = self.lock();
+        for attempt in attempts {
+            ending.remove(attempt);
+        }
+    }
+
+    /// `held` and the attempts whose end is not sent yet.
+    fn with(&self, held: &[AttemptId]) -> Vec<AttemptId> {
+        let mut listed = held.to_vec();
+        listed.extend(self.lock().iter().filter(|a| !held.contains(a)));
+        listed
+    }
 }
 
 /// What the heartbeat task tells the coordinator.
@@ -719,6 +774,7 @@ impl Heartbeats {
         source: Arc<dyn TaskSource>,
         worker: WorkerId,
         held: Arc<tokio::sync::Mutex<Vec<AttemptId>>>,
+        ending: Ending,
         clock: LeaseClock,
         to_coordinator: mpsc::UnboundedSender<Beat>,
     ) -> Heartbeats {
@@ -731,7 +787,8 @@ impl Heartbeats {
                 let sent = Instant::now();
                 let (result, renewed) = {
                     let held = held.lock().await;
-                    (source.heartbeat(worker, &held).await, held.clone())
+                    let listed = ending.with(&held);
+                    (source.heartbeat(worker, &listed).await, held.clone())
                 };
                 let beats: Vec<Beat> = match result {
                     Ok(lost) => {
@@ -1378,6 +1435,12 @@ impl Coordinator {
         {
             self.clock.forget(*attempt);
         }
+        if let Report::Ledger(Action::Finish { attempt, .. } | Action::Fail { attempt, .. })
+        | Report::HandBack { attempt }
+        | Report::GiveUp { attempt, .. } = &report
+        {
+            self.ending.add(*attempt);
+        }
         // The committer ends only after the coordinator: the send cannot fail
         // while it runs.
         let _ = self.reports.send(report);
@@ -1608,10 +1671,8 @@ impl Coordinator {
                 self.report(Report::Unsaved(self.checkpoints.unsaved()));
             }
         }
-        for piece in provenance {
-            if let Some(action) = self.ledger.ack(piece) {
-                self.report(Report::Ledger(action));
-            }
+        for action in self.ledger.ack_all(provenance) {
+            self.report(Report::Ledger(action));
         }
     }
 }
