@@ -149,3 +149,35 @@ impl PipelineOptions {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_global_shuffle_takes_no_buffer_and_a_window_of_rows() {
+        let global = PipelineOptions {
+            shuffle: ShuffleMode::Global,
+            ..PipelineOptions::default()
+        };
+        assert!(global.validate().is_ok());
+        assert_eq!(global.global_window(), Some(DEFAULT_SHUFFLE_WINDOW));
+        assert_eq!(PipelineOptions::default().global_window(), None);
+        let buffered = PipelineOptions {
+            shuffle_buffer: 100,
+            ..global.clone()
+        };
+        assert_eq!(
+            buffered.validate().map_err(|e| e.option),
+            Err("shuffle-buffer")
+        );
+        let empty = PipelineOptions {
+            shuffle_window: 0,
+            ..global
+        };
+        assert_eq!(
+            empty.validate().map_err(|e| e.option),
+            Err("shuffle-window")
+        );
+    }
+}
