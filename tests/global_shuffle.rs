@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::cluster::{clean_finish, wait_exit, Job};
 use common::{count_lines, fixture, parse_json, python, wait_until, SLUICE};
 
 /// One Spark part file of 20,000 rows (ids 0..20000), cut into 9 tasks.
@@ -221,4 +222,31 @@ fn a_killed_run_resumed_goes_on_with_the_same_batches() {
         count_lines(&out, "seen-") > (ROWS as u64 / 100) * u64::from(epochs),
         "no batch was dealt twice: the kills proved nothing"
     );
+}
+
+#[test]
+fn the_workers_of_a_master_each_shuffle_what_they_lease_every_id_once() {
+    let mut job = Job::new(DATASET, 2);
+    job.master_args
+        .extend(["--split-size".to_string(), "64KiB".to_string()]);
+    let mut master = job.start_master(fixture(DATASET));
+    let global = ["--shuffle", "global", "--shuffle-window", "5000"];
+    let mut workers: Vec<_> = (0..2)
+        .map(|_| job.start_worker_with("--sleep 0.005", &global))
+        .collect();
+    for worker in &mut workers {
+        assert!(wait_exit(worker, "worker").success(), "a worker failed");
+    }
+    clean_finish(&mut master);
+    let ids = job.recorded_ids();
+    let wrong: Vec<(i64, u32)> = (0..ROWS)
+        .map(|id| (id, ids.get(&id).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n != 2)
+        .take(8)
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "ids not once per epoch (id, times): {wrong:?}"
+    );
+    assert_eq!(ids.len() as i64, ROWS, "ids from outside the dataset");
 }
