@@ -98,6 +98,50 @@ fn a_plain_loop_gets_every_id_once_per_epoch_as_batches_tensors_and_arrays() {
     }
 }
 
+/// The ids a plain loop got, in order, with `shuffle="global"` and `seed`.
+fn globally_shuffled(seed: &str) -> Vec<i64> {
+    let out = tempfile::tempdir().expect("tempdir");
+    run_loop(&[
+        "plain",
+        fixture("parquet_row_groups").to_str().expect("utf-8"),
+        out.path().to_str().expect("utf-8"),
+        "--batch-size",
+        "512",
+        "--option",
+        "shuffle=global",
+        "--option",
+        "shuffle_window=5000",
+        "--option",
+        &format!("seed={seed}"),
+        "--option",
+        "split_size=64KiB",
+    ])
+    .success();
+    let text = std::fs::read_to_string(out.path().join("ids.txt")).expect("ids.txt");
+    text.lines()
+        .map(|l| l.parse::<i64>().expect("an id"))
+        .collect()
+}
+
+#[test]
+fn shuffle_global_gives_a_loop_the_same_order_for_the_same_seed() {
+    let first = globally_shuffled("3");
+    let rows = rows("parquet_row_groups");
+    assert_eq!(counts(first.iter().copied()).len() as u64, rows, "every id");
+    assert_eq!(first.len() as u64, rows, "each id once");
+    assert!(first.windows(2).any(|w| w[0] > w[1]), "ids in order");
+    assert_eq!(
+        globally_shuffled("3"),
+        first,
+        "the same seed, another order"
+    );
+    assert_ne!(
+        globally_shuffled("4"),
+        first,
+        "another seed, the same order"
+    );
+}
+
 #[test]
 fn an_exception_in_the_loop_stops_sluice() {
     let out = tempfile::tempdir().expect("tempdir");

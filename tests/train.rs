@@ -1102,6 +1102,12 @@ fn a_state_refuses_other_options_naming_both_values() {
             "100",
         ),
         (
+            logistic_args(dir.path(), &state, &[("--shuffle", "global")]),
+            "--shuffle",
+            "not given",
+            "global",
+        ),
+        (
             logistic_args(dir.path(), &state, &[("--columns", "label,f1,f2")]),
             "--columns",
             "not given",

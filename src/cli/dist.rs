@@ -227,6 +227,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Ended> {
         read_ahead: pipeline.read_ahead,
         read_retry: pipeline.read_retry,
         shuffle_buffer: pipeline.shuffle_buffer,
+        shuffle_window: pipeline.global_window(),
         lockstep: pipeline.lockstep,
         drop_last: pipeline.drop_last,
         transform: pipeline.transform(),

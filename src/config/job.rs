@@ -587,6 +587,24 @@ mod tests {
     }
 
     #[test]
+    fn shuffle_and_its_window_are_keys() {
+        let file = parse(&format!(
+            "{BASE}shuffle = \"global\"\nshuffle-window = 5000\n"
+        ))
+        .expect("valid job");
+        assert_eq!(file.pipeline.shuffle, super::super::ShuffleMode::Global);
+        let train = file.train_config().expect("valid");
+        assert_eq!(train.shuffle_window, Some(5000));
+        let defaults = parse(BASE)
+            .expect("valid job")
+            .train_config()
+            .expect("valid");
+        assert_eq!(defaults.shuffle_window, None);
+        let bad = parse(&format!("{BASE}shuffle = \"rows\"\n"));
+        assert!(bad.is_err_and(|e| e.to_string().contains("shuffle")));
+    }
+
+    #[test]
     fn read_retry_and_store_timeouts_are_keys() {
         let file = parse(&format!(
             "{BASE}read-retry = \"30s\"\nrequest-timeout = \"5s\"\nconnect_timeout = \"2s\"\n"

@@ -44,7 +44,9 @@ pub use job::{JobFile, JobFileError, JobKeys, OnRewrite, DEFAULT_LOCK_TTL};
 pub use kerberos::KerberosOptions;
 pub use log::{LogFormat, LogOptions};
 pub use master::MasterOptions;
-pub use pipeline::{PipelineOptions, DEFAULT_READ_AHEAD, DEFAULT_READ_RETRY};
+pub use pipeline::{
+    PipelineOptions, ShuffleMode, DEFAULT_READ_AHEAD, DEFAULT_READ_RETRY, DEFAULT_SHUFFLE_WINDOW,
+};
 pub use read::ReadOptions;
 pub use select::SelectOptions;
 pub use store::StoreOptions;

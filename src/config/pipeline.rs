@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 use serde::Deserialize;
 
 use super::value::{form, parse_duration, parse_size};
@@ -13,6 +13,25 @@ use crate::trainer::{HashBuckets, Transform};
 /// The default of `--read-ahead`: bytes the readers of a worker hold ahead of
 /// its trainers, all together.
 pub const DEFAULT_READ_AHEAD: &str = "64MiB";
+
+/// The default of `--shuffle-window`: rows of one window of `--shuffle global`.
+pub const DEFAULT_SHUFFLE_WINDOW: u64 = 262_144;
+
+/// The order rows reach the trainers in (`--shuffle`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ShuffleMode {
+    /// Tasks in a seeded order per epoch, rows in their order within a task
+    /// (or through `--shuffle-buffer`); the order across devices depends on
+    /// timing.
+    #[default]
+    Tasks,
+    /// Rows permuted across tasks within windows of `--shuffle-window` rows,
+    /// seeded by `--seed`: the same batches in the same order on each device
+    /// for the same seed, data and devices, and a resumed run goes on with
+    /// the same sequence.
+    Global,
+}
 
 /// The default of `--read-retry`.
 pub const DEFAULT_READ_RETRY: Duration = Duration::from_secs(120);
@@ -38,6 +57,12 @@ pub struct PipelineOptions {
     /// Rows held in a shuffle buffer (0: rows keep their order within a task).
     #[arg(long, default_value_t = 0)]
     pub shuffle_buffer: usize,
+    /// `tasks`: tasks in a seeded order per epoch, rows in order within each (or through --shuffle-buffer). `global`: with --seed, a deterministic, resumable order: the epoch's tasks, in the seeded order, are taken in windows of whole tasks (--shuffle-window), each window's rows permuted by (seed, epoch, window) and cut into batches, the i-th batch of window w going to device (w + i) mod --devices; the same seed, data and devices give every device the same batches in the same order, and a run resumed from --state goes on with the same sequence (each window's last batch may be short). A window is read whole before its first batch goes out: its rows are held in memory. Deterministic for one worker (`sluice train`); the workers of a `sluice master` each permute the windows of the tasks they lease.
+    #[arg(long, value_enum, default_value_t = ShuffleMode::Tasks)]
+    pub shuffle: ShuffleMode,
+    /// With --shuffle global: rows of one window (at least one whole task; a task whose row count its files do not record is a window of its own). The shuffle's memory bound: the rows of up to two windows are held, the one whose batches go out and the next, read meanwhile.
+    #[arg(long, value_name = "ROWS", default_value_t = DEFAULT_SHUFFLE_WINDOW)]
+    pub shuffle_window: u64,
     /// Every step gives each device one batch, and every device the same number of steps per epoch (the epoch's last partial step split evenly); exec trainers get RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT for torch.distributed, and are not restarted (a device process that dies stops the run).
     #[arg(long)]
     pub lockstep: bool,
@@ -64,6 +89,8 @@ impl Default for PipelineOptions {
             read_ahead: 64 * 1024 * 1024,
             read_retry: DEFAULT_READ_RETRY,
             shuffle_buffer: 0,
+            shuffle: ShuffleMode::Tasks,
+            shuffle_window: DEFAULT_SHUFFLE_WINDOW,
             lockstep: false,
             drop_last: false,
             hash_buckets: None,
@@ -92,10 +119,25 @@ impl PipelineOptions {
             "the readers need at least one byte",
         )?;
         rule(
+            self.shuffle_window >= 1,
+            "shuffle-window",
+            "a window holds at least one row",
+        )?;
+        rule(
+            self.shuffle != ShuffleMode::Global || self.shuffle_buffer == 0,
+            "shuffle-buffer",
+            "--shuffle global permutes whole windows; a shuffle buffer applies to --shuffle tasks",
+        )?;
+        rule(
             self.lockstep || !self.drop_last,
             "drop-last",
             "applies to --lockstep (the epoch's last partial step)",
         )
+    }
+
+    /// The rows of a window of `--shuffle global`, `None` for `--shuffle tasks`.
+    pub fn global_window(&self) -> Option<u64> {
+        (self.shuffle == ShuffleMode::Global).then_some(self.shuffle_window)
     }
 
     /// The transform these choose (`--hash-buckets`, `--fill-nulls`).
@@ -105,5 +147,37 @@ impl PipelineOptions {
             fill_nulls: self.fill_nulls,
             string_view: self.string_view,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_global_shuffle_takes_no_buffer_and_a_window_of_rows() {
+        let global = PipelineOptions {
+            shuffle: ShuffleMode::Global,
+            ..PipelineOptions::default()
+        };
+        assert!(global.validate().is_ok());
+        assert_eq!(global.global_window(), Some(DEFAULT_SHUFFLE_WINDOW));
+        assert_eq!(PipelineOptions::default().global_window(), None);
+        let buffered = PipelineOptions {
+            shuffle_buffer: 100,
+            ..global.clone()
+        };
+        assert_eq!(
+            buffered.validate().map_err(|e| e.option),
+            Err("shuffle-buffer")
+        );
+        let empty = PipelineOptions {
+            shuffle_window: 0,
+            ..global
+        };
+        assert_eq!(
+            empty.validate().map_err(|e| e.option),
+            Err("shuffle-window")
+        );
     }
 }

@@ -132,6 +132,11 @@ impl TrainParts<'_> {
             "limit",
             "a followed job trains what its source commits, as it comes; --limit takes the first rows of one dataset",
         )?;
+        rule(
+            pipeline.global_window().is_none() || follow.is_none(),
+            "shuffle",
+            "--shuffle global permutes the tasks of an epoch known in advance; a followed job's tasks come as its source commits them",
+        )?;
         if follow.is_some() {
             rule(
                 train.wait_success.is_none(),
@@ -173,6 +178,7 @@ impl TrainParts<'_> {
             read_ahead: pipeline.read_ahead,
             read_retry: pipeline.read_retry,
             shuffle_buffer: pipeline.shuffle_buffer,
+            shuffle_window: pipeline.global_window(),
             lockstep: pipeline.lockstep,
             drop_last: pipeline.drop_last,
             transform: pipeline.transform(),
@@ -259,6 +265,8 @@ pub struct TrainConfig {
     pub read_retry: Duration,
     /// Shuffle buffer rows.
     pub shuffle_buffer: usize,
+    /// `--shuffle global`: the rows of a window (`None`: `--shuffle tasks`).
+    pub shuffle_window: Option<u64>,
     /// One batch per device per step, the same steps per epoch on every device.
     pub lockstep: bool,
     /// With `lockstep`: drop the epoch's last partial step.

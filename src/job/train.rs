@@ -490,6 +490,7 @@ async fn train(
         read_ahead: config.read_ahead,
         read_retry: config.read_retry,
         shuffle_buffer: config.shuffle_buffer,
+        shuffle_window: config.shuffle_window,
         seed: config.seed,
         lease_timeout: Some(config.lease_timeout),
         stop,
@@ -656,6 +657,8 @@ fn identity(config: &TrainConfig, dataset: &str) -> Identity {
         .with("seed", config.seed)
         .with("batch-size", config.batch_size)
         .with("shuffle-buffer", config.shuffle_buffer)
+        .with_opt("shuffle", config.shuffle_window.map(|_| "global"))
+        .with_opt("shuffle-window", config.shuffle_window)
         .with_opt("columns", config.columns.as_ref().map(|c| c.join(",")))
         .with_opt("follow", config.follow.map(|_| "true"))
         .with_opt("learning-rate", model.and_then(|m| m.learning_rate))

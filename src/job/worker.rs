@@ -35,6 +35,8 @@ pub struct WorkerConfig {
     pub read_retry: Duration,
     /// Shuffle buffer rows.
     pub shuffle_buffer: usize,
+    /// `--shuffle global`: the rows of a window (`None`: `--shuffle tasks`).
+    pub shuffle_window: Option<u64>,
     /// One batch per device per step, the same steps per epoch on every device.
     pub lockstep: bool,
     /// With `lockstep`: drop the epoch's last partial step.
@@ -211,6 +213,7 @@ async fn run_once(
         read_ahead: config.read_ahead,
         read_retry: config.read_retry,
         shuffle_buffer: config.shuffle_buffer,
+        shuffle_window: config.shuffle_window,
         seed: spec.seed,
         lease_timeout: spec.lease_timeout_ms.map(Duration::from_millis),
         stop: config.stop.clone(),

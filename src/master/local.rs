@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 use super::state::{wall_millis, MasterState};
 use crate::protocol::{Halt, SourceError, TaskSource};
 use crate::task::{
-    AttemptId, Command, CutPiece, FailOutcome, LeaseReply, Queue, QueueStatus, Reply, WorkerId,
+    AttemptId, Command, CutPiece, EpochView, FailOutcome, LeaseReply, Queue, QueueStatus, Reply,
+    WorkerId,
 };
 
 /// The queue held in this process; every change goes through the master
@@ -208,6 +209,10 @@ impl TaskSource for LocalQueue {
     async fn splits_from(&self, from: usize) -> Result<Vec<connectors::Split>, SourceError> {
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         Ok(state.splits_from(from))
+    }
+
+    async fn epoch_view(&self, epoch: u32) -> Result<Option<EpochView>, SourceError> {
+        Ok(self.snapshot(|q| q.epoch_view(epoch)))
     }
 }
 

@@ -3,7 +3,7 @@
 //! ([`crate::worker::remote::RemoteSource`]).
 
 use crate::task::{
-    AttemptId, CutPiece, FailOutcome, LeaseReply, QueueError, QueueStatus, WorkerId,
+    AttemptId, CutPiece, EpochView, FailOutcome, LeaseReply, QueueError, QueueStatus, WorkerId,
 };
 
 /// Why a [`TaskSource`] request did not succeed: the queue said no, or no
@@ -140,5 +140,13 @@ pub trait TaskSource: Send + Sync {
     /// while it runs, and a lease may name one the worker has not seen.
     async fn splits_from(&self, _from: usize) -> Result<Vec<connectors::Split>, SourceError> {
         Ok(Vec::new())
+    }
+    /// How epoch `epoch` hands out its splits, where the asking worker is
+    /// the job's only one (the embedded queue of `sluice train`): its
+    /// windows of `--shuffle global` then follow the epoch's order whatever
+    /// order the leases come in, and a resumed run reads again the splits
+    /// done before it. `None` where workers share the epoch (a master's).
+    async fn epoch_view(&self, _epoch: u32) -> Result<Option<EpochView>, SourceError> {
+        Ok(None)
     }
 }

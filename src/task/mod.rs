@@ -19,9 +19,9 @@ pub use command::{Command, Reply};
 pub use config::{ConfigError, QueueConfig};
 pub use cut::{insert as insert_range, Cut, CutPiece, Ranges};
 pub use error::QueueError;
-pub use order::epoch_order;
+pub use order::{epoch_order, window_order};
 pub use queue::{Growth, Queue};
 pub use types::{
-    AttemptId, Expired, FailOutcome, Lease, LeaseReply, Millis, QueueStatus, Task, TaskFailure,
-    TaskState, WorkerId, WorkerSecret,
+    AttemptId, EpochView, Expired, FailOutcome, Lease, LeaseReply, Millis, QueueStatus, Task,
+    TaskFailure, TaskState, WorkerId, WorkerSecret,
 };

@@ -25,6 +25,26 @@ pub fn epoch_order(seed: u64, epoch: u32, splits: usize) -> Vec<u32> {
     order
 }
 
+/// Salt of the stream [`window_order`] draws from, apart from the epochs' orders.
+const WINDOW_SALT: u64 = 0x676c_6f62_616c_5f77;
+
+/// Positions `0..rows` in the order `--shuffle global` deals the rows of
+/// window `window` (counted from 0 within the epoch) of epoch `epoch` of a job
+/// seeded with `seed`: a Fisher-Yates shuffle on a ChaCha8 stream of its own
+/// per (epoch, window), pinned like [`epoch_order`] so that a run resumed by a
+/// later build deals the same batches. Windows beyond `u32::MAX` share streams.
+pub fn window_order(seed: u64, epoch: u32, window: u64, rows: usize) -> Vec<u32> {
+    let rows = u32::try_from(rows).unwrap_or(u32::MAX);
+    let mut order: Vec<u32> = (0..rows).collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ WINDOW_SALT);
+    rng.set_stream((u64::from(epoch) << 32) | (window & 0xffff_ffff));
+    for i in (1..order.len()).rev() {
+        let j = below(&mut rng, i as u64 + 1);
+        order.swap(i, j as usize);
+    }
+    order
+}
+
 /// A uniform draw from `0..bound` (`bound >= 1`), by multiply-shift with rejection.
 fn below(rng: &mut ChaCha8Rng, bound: u64) -> u64 {
     let threshold = bound.wrapping_neg() % bound;
@@ -72,6 +92,27 @@ mod tests {
     }
 
     const PINNED: [u32; 8] = [5, 6, 2, 4, 1, 7, 0, 3];
+    const WINDOW_PINNED: [u32; 8] = [1, 4, 2, 7, 0, 6, 3, 5];
+
+    #[test]
+    fn window_orders_are_seeded_permutations_of_their_own() {
+        let first = window_order(7, 0, 0, 1000);
+        assert!(is_permutation(&first));
+        assert_eq!(first, window_order(7, 0, 0, 1000), "the same seed");
+        assert_ne!(first, window_order(8, 0, 0, 1000), "another seed");
+        assert_ne!(first, window_order(7, 1, 0, 1000), "another epoch");
+        assert_ne!(first, window_order(7, 0, 1, 1000), "another window");
+        let moved = first
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| *i as u32 != **p)
+            .count();
+        assert!(moved > 900, "hardly shuffled: {moved} of 1000 moved");
+        assert!(window_order(7, 0, 0, 0).is_empty());
+        assert_eq!(window_order(7, 0, 0, 1), vec![0]);
+        // A resumed run of a later build deals the same batches.
+        assert_eq!(window_order(1, 0, 0, 8), WINDOW_PINNED);
+    }
 
     #[test]
     fn draws_cover_the_range() {

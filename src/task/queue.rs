@@ -33,8 +33,8 @@ use super::cut::{Cut, CutPiece};
 use super::error::QueueError;
 use super::order::epoch_order;
 use super::types::{
-    AttemptId, Expired, FailOutcome, Lease, LeaseReply, Millis, QueueStatus, Task, TaskFailure,
-    TaskState, WorkerId, WorkerSecret,
+    AttemptId, EpochView, Expired, FailOutcome, Lease, LeaseReply, Millis, QueueStatus, Task,
+    TaskFailure, TaskState, WorkerId, WorkerSecret,
 };
 
 /// What the queue remembers of a worker.
@@ -993,6 +993,41 @@ impl Queue {
         }
         self.settle();
         expired
+    }
+
+    /// How epoch `epoch` hands out its splits (see [`EpochView`]): every
+    /// split of an epoch before the current one is done or failed, none of
+    /// a later one. `None` for a job that follows its source, whose epoch
+    /// grows in the order its source commits.
+    pub fn epoch_view(&self, epoch: u32) -> Option<EpochView> {
+        if self.config.follow {
+            return None;
+        }
+        let splits = self.tasks.len();
+        let mut view = EpochView {
+            epoch,
+            order: epoch_order(self.config.seed, epoch, splits),
+            ..EpochView::default()
+        };
+        if epoch < self.epoch || (epoch == self.epoch && self.over) {
+            let failed: Vec<u32> = self
+                .failures
+                .iter()
+                .filter(|f| f.epoch == epoch)
+                .map(|f| f.split)
+                .collect();
+            view.done = (0..splits as u32).filter(|s| !failed.contains(s)).collect();
+            view.failed = failed;
+        } else if epoch == self.epoch {
+            for (split, task) in self.tasks.iter().enumerate() {
+                match task.state {
+                    TaskState::Done { .. } => view.done.push(split as u32),
+                    TaskState::Failed { .. } => view.failed.push(split as u32),
+                    TaskState::Todo { .. } | TaskState::Leased { .. } => {}
+                }
+            }
+        }
+        Some(view)
     }
 
     /// Counts of the current epoch and totals of the job.

@@ -125,6 +125,21 @@ pub struct Lease {
     pub skip: Vec<(u64, u64)>,
 }
 
+/// How an epoch hands out its splits, as its one worker orders its windows
+/// by it (`--shuffle global`): the epoch's lease order, and the splits no
+/// lease of the epoch names again.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EpochView {
+    /// The epoch.
+    pub epoch: u32,
+    /// Its splits in [`super::epoch_order`].
+    pub order: Vec<u32>,
+    /// Splits read and acknowledged to their end.
+    pub done: Vec<u32>,
+    /// Splits given up.
+    pub failed: Vec<u32>,
+}
+
 /// Answer to a lease request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -50,6 +50,10 @@ pub enum Queues {
     Shared(mpsc::Receiver<OutBatch>),
     /// One queue per device, in device order (`--lockstep`).
     PerDevice(Vec<mpsc::Receiver<OutBatch>>),
+    /// One queue per device, in device order, each batch dealt to one
+    /// device (`--shuffle global`); rows of lost leases are dropped as from
+    /// the shared queue.
+    Dealt(Vec<mpsc::Receiver<OutBatch>>),
 }
 
 /// What stops the device threads short of the end of their queue.
@@ -85,6 +89,10 @@ impl Devices {
     ) -> Result<Devices, TrainerError> {
         let (queues, lockstep): (Vec<_>, bool) = match batches {
             Queues::Shared(rx) => (vec![Arc::new(Mutex::new(rx))], false),
+            Queues::Dealt(rxs) => (
+                rxs.into_iter().map(|rx| Arc::new(Mutex::new(rx))).collect(),
+                false,
+            ),
             Queues::PerDevice(rxs) => (
                 rxs.into_iter().map(|rx| Arc::new(Mutex::new(rx))).collect(),
                 true,

@@ -147,22 +147,54 @@ impl Ledger {
 
     /// Rows of a piece were acknowledged by a trainer.
     pub fn ack(&mut self, piece: &Piece) -> Option<Action> {
+        let fresh = self.take_ack(piece)?;
+        self.action_after_ack(piece.attempt, fresh)
+    }
+
+    /// The rows of a batch were acknowledged: one action per attempt whose
+    /// rows it holds, in the order the attempts first appear (a batch
+    /// shuffled across tasks holds many pieces of each).
+    pub fn ack_all(&mut self, pieces: &[Piece]) -> Vec<Action> {
+        let mut touched: Vec<(AttemptId, bool)> = Vec::new();
+        for piece in pieces {
+            let Some(fresh) = self.take_ack(piece) else {
+                continue;
+            };
+            match touched.iter_mut().find(|(a, _)| *a == piece.attempt) {
+                Some((_, any)) => *any |= fresh,
+                None => touched.push((piece.attempt, fresh)),
+            }
+        }
+        touched
+            .into_iter()
+            .filter_map(|(attempt, fresh)| self.action_after_ack(attempt, fresh))
+            .collect()
+    }
+
+    /// Records the rows of `piece` as acknowledged; whether any was not
+    /// before (`None`: the attempt is not tracked).
+    fn take_ack(&mut self, piece: &Piece) -> Option<bool> {
         let entry = self.entries.get_mut(&piece.attempt)?;
         let new = piece.start.max(entry.committed)..piece.start + piece.len;
-        let fresh = !new.is_empty()
-            && !entry
-                .acked
-                .iter()
-                .any(|r| r.start <= new.start && new.end <= r.end);
+        // The acknowledged range that starts at or before the new rows.
+        let at = entry.acked.partition_point(|r| r.start <= new.start);
+        let covered = at > 0 && entry.acked.get(at - 1).is_some_and(|r| new.end <= r.end);
+        let fresh = !new.is_empty() && !covered;
         insert(&mut entry.acked, piece.start..piece.start + piece.len);
         advance(entry);
-        let settled = self.settle(piece.attempt);
+        Some(fresh)
+    }
+
+    /// What acknowledged rows of `attempt` lead to: its end, or a commit
+    /// when any was new.
+    fn action_after_ack(&mut self, attempt: AttemptId, fresh: bool) -> Option<Action> {
+        let settled = self.settle(attempt);
         if settled.is_some() {
             return settled;
         }
-        let entry = self.entries.get(&piece.attempt)?;
+        let entry = self.entries.get(&attempt)?;
         fresh.then(|| Action::Commit {
-            attempt: piece.attempt,
+            attempt,
             offset: entry.committed,
             ranges: entry.acked.iter().map(|r| (r.start, r.end)).collect(),
         })
@@ -195,27 +227,39 @@ impl Ledger {
 
 /// Moves the committed offset over the acknowledged ranges that touch it.
 fn advance(entry: &mut Entry) {
-    while let Some(first) = entry.acked.first() {
-        if first.start > entry.committed {
-            break;
-        }
-        entry.committed = entry.committed.max(first.end);
-        entry.acked.remove(0);
-    }
+    let reached = entry
+        .acked
+        .iter()
+        .take_while(|r| {
+            let touches = r.start <= entry.committed;
+            if touches {
+                entry.committed = entry.committed.max(r.end);
+            }
+            touches
+        })
+        .count();
+    entry.acked.drain(..reached);
 }
 
-/// Inserts a range into a sorted list of disjoint ranges, merging neighbours.
+/// Inserts a range into a sorted list of disjoint ranges, merging the
+/// neighbours it touches.
 fn insert(ranges: &mut Vec<Range<u64>>, new: Range<u64>) {
-    let pos = ranges.partition_point(|r| r.start < new.start);
-    ranges.insert(pos, new);
-    let mut merged: Vec<Range<u64>> = Vec::with_capacity(ranges.len());
-    for r in ranges.drain(..) {
-        match merged.last_mut() {
-            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
-            _ => merged.push(r),
-        }
+    if new.is_empty() {
+        return;
     }
-    *ranges = merged;
+    // The first range that ends at or after the new one's start.
+    let from = ranges.partition_point(|r| r.end < new.start);
+    let mut merged = new;
+    let mut to = from;
+    while let Some(r) = ranges.get(to) {
+        if r.start > merged.end {
+            break;
+        }
+        merged.start = merged.start.min(r.start);
+        merged.end = merged.end.max(r.end);
+        to += 1;
+    }
+    ranges.splice(from..to, [merged]);
 }
 
 #[cfg(test)]

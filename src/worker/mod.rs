@@ -18,6 +18,7 @@ pub mod pipeline;
 pub mod read_retry;
 pub mod reader;
 pub mod remote;
+pub mod shuffle;
 pub mod stepper;
 
 pub use pipeline::{run, PipelineConfig, RunOutcome};

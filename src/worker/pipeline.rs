@@ -24,6 +24,7 @@ use super::checkpoints::{CheckpointAction, Checkpoints, Completed};
 use super::devices::{Brakes, DeviceEvent, Devices, Queues};
 use super::ledger::{Action, Ledger};
 use super::reader::{self, ReadEvent};
+use super::shuffle::GlobalShuffle;
 use super::stepper::{Step, Stepper};
 use super::{LeaseClock, Piece};
 use crate::protocol::TaskSource;
@@ -54,7 +55,10 @@ pub struct PipelineConfig {
     pub read_retry: Duration,
     /// Rows of the shuffle buffer (0: no shuffle).
     pub shuffle_buffer: usize,
-    /// Seed of the shuffle buffer.
+    /// `--shuffle global`: the rows of a window (`None`: tasks in the
+    /// order they are leased, see [`super::shuffle`]).
+    pub shuffle_window: Option<u64>,
+    /// Seed of the shuffle buffer and of the global shuffle.
     pub seed: u64,
     /// The master's lease timeout, when known: a lease not renewed for that
     /// long is dead on this worker too, even before the master says so.
@@ -196,9 +200,15 @@ pub async fn run(
     let (batch_tx, batch_rx) = mpsc::channel::<OutBatch>(devices_n * 2);
     // Under lockstep each device has a queue of one batch: a step is sent
     // whole once every device has room for its batch.
+    // Under `--shuffle global` (without lockstep) each device has a queue
+    // of its own too: each batch goes to the device its number deals it to.
+    let dealt = config.shuffle_window.is_some() && !config.lockstep;
     let (lanes, queues) = if config.lockstep {
         let (txs, rxs) = (0..devices_n).map(|_| mpsc::channel::<OutBatch>(1)).unzip();
         (txs, Queues::PerDevice(rxs))
+    } else if dealt {
+        let (txs, rxs) = (0..devices_n).map(|_| mpsc::channel::<OutBatch>(2)).unzip();
+        (txs, Queues::Dealt(rxs))
     } else {
         (Vec::new(), Queues::Shared(batch_rx))
     };
@@ -222,7 +232,14 @@ pub async fn run(
     .map_err(PipelineError::Start)?;
     let worker = source.register().await?;
     let (report_tx, report_rx) = mpsc::unbounded_channel::<Report>();
-    let committer = tokio::spawn(committer(source.clone(), worker, report_rx, completed));
+    let ending = Ending::default();
+    let committer = tokio::spawn(committer(
+        source.clone(),
+        worker,
+        report_rx,
+        completed,
+        ending.clone(),
+    ));
     let (read_tx, mut read_rx) = mpsc::channel::<ReadEvent>(config.prefetch.max(1) * 2);
     let mut state = Coordinator {
         read_tx: read_tx.clone(),
@@ -255,7 +272,13 @@ pub async fn run(
                 config.drop_last,
             )
         }),
-        batch_tx: (!config.lockstep).then_some(batch_tx),
+        batch_tx: (!config.lockstep && !dealt).then_some(batch_tx),
+        global: config
+            .shuffle_window
+            .map(|rows| GlobalShuffle::new(config.seed, rows, config.batch_size, devices_n)),
+        dealt: VecDeque::new(),
+        context: HashMap::new(),
+        replay_device: HashMap::new(),
         lanes,
         draining: None,
         devices_done: false,
@@ -279,12 +302,14 @@ pub async fn run(
         progress: Progress::default(),
         outcome: RunOutcome::default(),
         held: Arc::new(tokio::sync::Mutex::new(Vec::new())),
+        ending: ending.clone(),
     };
     let (beat_tx, mut beat_rx) = mpsc::unbounded_channel();
     let beats = Heartbeats::spawn(
         state.source.clone(),
         state.worker,
         state.held.clone(),
+        ending,
         clock,
         beat_tx,
     );
@@ -311,6 +336,7 @@ pub async fn run(
         abandon.set("rolled back".to_string());
         state.clock.stop_all();
         state.outbox.clear();
+        state.dealt.clear();
     }
     state.stop_readers();
     drop(state.batch_tx.take());
@@ -491,6 +517,12 @@ impl Merged {
     /// commits is the newest (whatever order they were merged in).
     fn commit_rows(&mut self, offset: u64, ranges: Vec<(u64, u64)>) {
         let (held, mut union) = self.commit.take().unwrap_or((offset, Vec::new()));
+        if offset >= held && !ranges.is_empty() {
+            // Reports of an attempt come in order, each holding every row
+            // acknowledged before it: the newest is the union.
+            self.commit = Some((offset, ranges));
+            return;
+        }
         let offset = offset.max(held);
         for range in ranges {
             crate::task::insert_range(&mut union, range);
@@ -522,6 +554,7 @@ async fn committer(
     worker: WorkerId,
     mut reports: mpsc::UnboundedReceiver<Report>,
     completed: Completed,
+    ending: Ending,
 ) {
     while let Some(first) = reports.recv().await {
         let mut pending: BTreeMap<AttemptId, Merged> = BTreeMap::new();
@@ -561,11 +594,17 @@ async fn committer(
                 warn!(error = %e, "master refused a checkpoint record");
             }
         }
+        let ended: Vec<AttemptId> = pending
+            .iter()
+            .filter(|(_, merged)| merged.end.is_some())
+            .map(|(attempt, _)| *attempt)
+            .collect();
         let sends = pending.into_iter().map(|(attempt, merged)| {
             let source = source.clone();
             async move { send_merged(source.as_ref(), worker, attempt, merged).await }
         });
         futures::future::join_all(sends).await;
+        ending.sent(&ended);
     }
 }
 
@@ -648,6 +687,16 @@ struct Coordinator {
     next_replay: u64,
     /// To the device threads; dropped to end them.
     batch_tx: Option<mpsc::Sender<OutBatch>>,
+    /// `--shuffle global`: windows read, permuted and cut into batches.
+    global: Option<GlobalShuffle>,
+    /// `--shuffle global` without lockstep: batches for the devices, each
+    /// with its device, sent in order as its device's queue has room.
+    dealt: VecDeque<(usize, OutBatch)>,
+    /// `--shuffle global`: reads outside any lease of tasks done before this
+    /// run (their rows keep a window's permutation whole), by made-up attempt.
+    context: HashMap<AttemptId, AbortHandle>,
+    /// `--shuffle global`: the device a replayed read's rows go back to.
+    replay_device: HashMap<AttemptId, usize>,
     /// Under lockstep: steps in the making, sent whole to `lanes`.
     stepper: Option<Stepper>,
     /// Under lockstep: one queue per device, in device order (else empty);
@@ -678,6 +727,39 @@ struct Coordinator {
     /// and the update of this list happen under its lock, so a heartbeat
     /// never reports a list that misses a lease already granted.
     held: Arc<tokio::sync::Mutex<Vec<AttemptId>>>,
+    /// Attempts whose end is on its way to the master (see [`Ending`]).
+    ending: Ending,
+}
+
+/// Attempts whose end (finish, failure, hand-back) is on its way to the
+/// master: the heartbeats still list them as held until it is sent, or the
+/// master, seeing a lease it granted missing, would take it back as one
+/// whose reply never reached the worker (and serve its rows again).
+#[derive(Debug, Clone, Default)]
+struct Ending(Arc<std::sync::Mutex<HashSet<AttemptId>>>);
+
+impl Ending {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<AttemptId>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn add(&self, attempt: AttemptId) {
+        self.lock().insert(attempt);
+    }
+
+    fn sent(&self, attempts: &[AttemptId]) {
+        let mut ending = self.lock();
+        for attempt in attempts {
+            ending.remove(attempt);
+        }
+    }
+
+    /// `held` and the attempts whose end is not sent yet.
+    fn with(&self, held: &[AttemptId]) -> Vec<AttemptId> {
+        let mut listed = held.to_vec();
+        listed.extend(self.lock().iter().filter(|a| !held.contains(a)));
+        listed
+    }
 }
 
 /// What the heartbeat task tells the coordinator.
@@ -692,6 +774,7 @@ impl Heartbeats {
         source: Arc<dyn TaskSource>,
         worker: WorkerId,
         held: Arc<tokio::sync::Mutex<Vec<AttemptId>>>,
+        ending: Ending,
         clock: LeaseClock,
         to_coordinator: mpsc::UnboundedSender<Beat>,
     ) -> Heartbeats {
@@ -704,7 +787,8 @@ impl Heartbeats {
                 let sent = Instant::now();
                 let (result, renewed) = {
                     let held = held.lock().await;
-                    (source.heartbeat(worker, &held).await, held.clone())
+                    let listed = ending.with(&held);
+                    (source.heartbeat(worker, &listed).await, held.clone())
                 };
                 let beats: Vec<Beat> = match result {
                     Ok(lost) => {
@@ -756,6 +840,7 @@ impl Coordinator {
                 self.clock.stop_all();
                 self.stop_readers();
                 self.outbox.clear();
+                self.dealt.clear();
                 return Err(PipelineError::Halted(why.to_string()));
             }
             self.drop_lapsed().await;
@@ -768,8 +853,12 @@ impl Coordinator {
                 self.top_up(read_tx).await?;
             }
             self.consume_dropped();
+            self.pump_global()?;
             if self.over
                 && self.readers.is_empty()
+                && self.context.is_empty()
+                && self.dealt.is_empty()
+                && self.global.as_ref().is_none_or(GlobalShuffle::is_empty)
                 && self.replaying.is_empty()
                 && self.ledger.is_empty()
                 && self.outbox.is_empty()
@@ -780,6 +869,8 @@ impl Coordinator {
             let open_step = self.stepper.as_ref().is_some_and(Stepper::open);
             if self.readers.is_empty()
                 && self.replaying.is_empty()
+                && self.context.is_empty()
+                && self.global.as_ref().is_none_or(|g| !g.holds_rows())
                 && (self.batcher.buffered() > 0 || open_step)
                 && !flushed
             {
@@ -796,6 +887,10 @@ impl Coordinator {
             let batch_tx = self.batch_tx.clone();
             let lanes = self.lanes.clone();
             let step_ready = self.stepper.as_ref().is_some_and(Stepper::ready);
+            let dealt_lane = self
+                .dealt
+                .front()
+                .and_then(|(device, _)| self.lanes.get(*device).cloned());
             tokio::select! {
                 biased;
                 event = events.recv(), if !self.devices_done => match event {
@@ -826,6 +921,15 @@ impl Coordinator {
                     }
                     // The device threads are gone; their events say why.
                     Err(_) => self.outbox.clear(),
+                },
+                permit = reserve(dealt_lane.as_ref()), if dealt_lane.is_some() => match permit {
+                    Ok(permit) => {
+                        if let Some((_, out)) = self.dealt.pop_front() {
+                            permit.send(out);
+                        }
+                    }
+                    // The device threads are gone; their events say why.
+                    Err(_) => self.dealt.clear(),
                 },
                 permits = reserve_all(&lanes), if step_ready => match permits {
                     Ok(permits) => {
@@ -862,6 +966,9 @@ impl Coordinator {
     /// holds one task at a time, and a worker joining later finds the other
     /// tasks still in the queue.
     fn hungry(&self, read_rx: &mpsc::Receiver<ReadEvent>) -> bool {
+        if let Some(global) = &self.global {
+            return global.wants_lease();
+        }
         self.readers.is_empty()
             || (self.starting.is_empty()
                 && self.readers.len() < self.config.prefetch.max(1)
@@ -875,6 +982,10 @@ impl Coordinator {
     /// Under lockstep only while a step can go: rows that wait for more rows
     /// (to make a step) never stop the reading.
     fn backed_up(&self) -> bool {
+        if self.global.is_some() && self.stepper.is_none() {
+            // Reads fill the window, whose rows are bounded by its size.
+            return false;
+        }
         match &self.stepper {
             Some(stepper) => stepper.ready() && stepper.held() >= self.outbox_max,
             None => self.outbox.len() >= self.outbox_max,
@@ -924,6 +1035,10 @@ impl Coordinator {
         self.outcome.stopped = true;
         self.stop_readers();
         self.outbox.clear();
+        self.dealt.clear();
+        if let Some(global) = &mut self.global {
+            global.clear();
+        }
         if let Some(stepper) = &mut self.stepper {
             stepper.clear();
         }
@@ -964,7 +1079,7 @@ impl Coordinator {
                     warn!(device, "trainer restarted after the last batch: the rows it acknowledged after its checkpoint are not in its model");
                 }
                 for piece in again {
-                    self.replay(piece);
+                    self.replay(piece, device);
                 }
                 None
             }
@@ -984,7 +1099,7 @@ impl Coordinator {
 
     /// Reads rows of `piece` again (for a trainer that restarted from its
     /// checkpoint), outside any lease: the rows were committed already.
-    fn replay(&mut self, piece: CutPiece) {
+    fn replay(&mut self, piece: CutPiece, device: usize) {
         let Some(split) = self.splits.get(piece.split as usize).cloned() else {
             return;
         };
@@ -1010,6 +1125,9 @@ impl Coordinator {
             self.read_tx.clone(),
         );
         self.replaying.insert(attempt, handle);
+        if self.global.is_some() && self.stepper.is_none() {
+            self.replay_device.insert(attempt, device);
+        }
     }
 
     /// Leases tasks until `prefetch` are being read.
@@ -1030,7 +1148,7 @@ impl Coordinator {
         let prefetch = self.config.prefetch.max(1);
         // One task at a time: the next only once this one delivers rows and
         // the pipeline still waits for more (see `hungry`).
-        if self.readers.len() < prefetch {
+        if self.global.is_some() || self.readers.len() < prefetch {
             let want = 1;
             let sent = Instant::now();
             match self.source.lease(self.worker, want).await? {
@@ -1059,6 +1177,11 @@ impl Coordinator {
                         self.ledger.start(lease.clone());
                         let attempt = lease.attempt;
                         self.origins.insert(attempt, (lease.epoch, lease.split));
+                        if self.global.is_some() {
+                            // Read once its window is (see `pump_global`).
+                            self.offer_global(lease).await?;
+                            continue;
+                        }
                         let handle = reader::spawn(
                             self.location.clone(),
                             split,
@@ -1075,15 +1198,213 @@ impl Coordinator {
                 }
                 LeaseReply::Tasks(_) | LeaseReply::Wait => {
                     self.next_lease = Instant::now() + self.backoff.next_wait();
+                    self.global_waits().await?;
                     return Ok(());
                 }
                 LeaseReply::JobOver => {
                     self.over = true;
+                    self.global_waits().await?;
                     return Ok(());
                 }
             }
         }
         Ok(())
+    }
+
+    /// Places a lease in the global shuffle, with the view of its epoch
+    /// first where the source tells one.
+    async fn offer_global(&mut self, lease: Lease) -> Result<(), PipelineError> {
+        if self
+            .global
+            .as_ref()
+            .is_some_and(|g| g.needs_view(lease.epoch))
+        {
+            let view = self.source.epoch_view(lease.epoch).await?;
+            if let Some(global) = &mut self.global {
+                global.set_view(view, &self.splits);
+            }
+        }
+        if let Some(global) = &mut self.global {
+            global.offer(lease, &self.splits);
+        }
+        Ok(())
+    }
+
+    /// The source has nothing to lease now: a window of the leases as they
+    /// came takes no more, and a planned window waiting for tasks looks
+    /// again at which of them are done.
+    async fn global_waits(&mut self) -> Result<(), PipelineError> {
+        let Some(global) = &mut self.global else {
+            return Ok(());
+        };
+        global.nothing_to_lease();
+        if let Some(epoch) = global.pending_epoch() {
+            let view = self.source.epoch_view(epoch).await?;
+            if let Some(global) = &mut self.global {
+                global.set_view(view, &self.splits);
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves the global shuffle on: starts the reads of the window being
+    /// read (up to `--prefetch` at a time), and takes its dealt batches to
+    /// the devices' queues (under lockstep, to the stepper).
+    fn pump_global(&mut self) -> Result<(), PipelineError> {
+        let Some(global) = &mut self.global else {
+            return Ok(());
+        };
+        let room = self.config.prefetch.max(1).saturating_sub(global.reading());
+        let orders = global.pump(&self.splits, room, &mut self.next_replay);
+        for order in orders {
+            let lease = order.lease;
+            let Some(split) = self.splits.get(lease.split as usize).cloned() else {
+                continue;
+            };
+            let attempt = lease.attempt;
+            self.origins.insert(attempt, (lease.epoch, lease.split));
+            let handle = reader::spawn(
+                self.location.clone(),
+                split,
+                self.plan.clone(),
+                self.config.select.clone(),
+                lease,
+                self.ahead.clone(),
+                self.config.read_retry,
+                self.read_tx.clone(),
+            );
+            if order.context {
+                self.context.insert(attempt, handle);
+            } else {
+                self.readers.insert(attempt, handle);
+            }
+        }
+        loop {
+            // Under lockstep, batches that wait for more (to make a step,
+            // or the epoch's end: a window's short last batch) never stop
+            // the next ones.
+            let room = match &self.stepper {
+                Some(stepper) => !stepper.ready() || stepper.held() < self.outbox_max,
+                None => self.dealt.len() < self.outbox_max,
+            };
+            if !room {
+                return Ok(());
+            }
+            let Some(global) = &mut self.global else {
+                return Ok(());
+            };
+            let Some((device, out)) = global.next_batch()? else {
+                return Ok(());
+            };
+            match &mut self.stepper {
+                Some(stepper) => stepper.push(out),
+                None => self.dealt.push_back((device, out)),
+            }
+        }
+    }
+
+    /// A read for the global shuffle's window: its rows join the window;
+    /// rows it cuts that were not committed before are consumed.
+    fn on_global_read(&mut self, event: ReadEvent) -> Result<(), PipelineError> {
+        let Some(global) = &mut self.global else {
+            return Ok(());
+        };
+        match event {
+            ReadEvent::Batch {
+                attempt,
+                start,
+                batch,
+                held,
+                ..
+            } => {
+                global.add(attempt, start, batch);
+                // The window holds the rows now: out of the read-ahead budget.
+                drop(held);
+            }
+            ReadEvent::Cut {
+                attempt,
+                start,
+                len,
+            } => {
+                let runs = global.uncommitted(attempt, start, len);
+                for (start, end) in runs {
+                    self.outcome.cut += end - start;
+                    self.consume(
+                        0,
+                        &[Piece {
+                            attempt,
+                            start,
+                            len: end - start,
+                        }],
+                    );
+                }
+            }
+            ReadEvent::Waiting { .. } => {}
+            ReadEvent::LoginRefused { error } => {
+                return Err(PipelineError::LoginRefused {
+                    source: Box::new(error),
+                });
+            }
+            ReadEvent::Done { attempt, end } => {
+                global.read_ended(attempt);
+                if self.context.remove(&attempt).is_none() {
+                    self.readers.remove(&attempt);
+                    if let Some(action) = self.ledger.read_done(attempt, end) {
+                        self.report(Report::Ledger(action));
+                    }
+                }
+            }
+            ReadEvent::Failed { attempt, at, error } => {
+                global.read_ended(attempt);
+                if self.context.remove(&attempt).is_some() {
+                    return Err(PipelineError::Replay {
+                        source: Box::new(error),
+                    });
+                }
+                self.readers.remove(&attempt);
+                let reason = error.to_string();
+                self.outcome.read_failures += 1;
+                warn!(%attempt, row = at, %reason, "read failed; the window goes on without the rows after it, which are read again later");
+                if let Some(action) = self.ledger.read_failed(attempt, at, reason) {
+                    self.report(Report::Ledger(action));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Under `--shuffle global` without lockstep, rows read again for a
+    /// trainer that restarted from its checkpoint go back to its device, in
+    /// batches of their own. Returns whether `event` was such rows.
+    fn dealt_replay(&mut self, event: &ReadEvent) -> bool {
+        let ReadEvent::Batch {
+            attempt,
+            epoch,
+            start,
+            batch,
+            ..
+        } = event
+        else {
+            return false;
+        };
+        let Some(&device) = self.replay_device.get(attempt) else {
+            return false;
+        };
+        let size = self.config.batch_size.max(1);
+        for at in (0..batch.num_rows()).step_by(size) {
+            let len = size.min(batch.num_rows() - at);
+            let out = OutBatch {
+                data: batch.slice(at, len),
+                epoch: *epoch,
+                provenance: vec![Piece {
+                    attempt: *attempt,
+                    start: start + at as u64,
+                    len: len as u64,
+                }],
+            };
+            self.dealt.push_back((device, out));
+        }
+        true
     }
 
     /// Fetches the splits a followed job added since this worker last
@@ -1118,6 +1439,12 @@ impl Coordinator {
         {
             self.clock.forget(*attempt);
         }
+        if let Report::Ledger(Action::Finish { attempt, .. } | Action::Fail { attempt, .. })
+        | Report::HandBack { attempt }
+        | Report::GiveUp { attempt, .. } = &report
+        {
+            self.ending.add(*attempt);
+        }
         // The committer ends only after the coordinator: the send cannot fail
         // while it runs.
         let _ = self.reports.send(report);
@@ -1141,6 +1468,16 @@ impl Coordinator {
             }
         }
         self.outbox = kept;
+        if let Some(global) = &mut self.global {
+            global.drop_attempt(attempt);
+        }
+        let mut kept = VecDeque::with_capacity(self.dealt.len());
+        for (device, out) in self.dealt.drain(..) {
+            if let Some(out) = batcher::without(out, |a| a == attempt)? {
+                kept.push_back((device, out));
+            }
+        }
+        self.dealt = kept;
         let dropped = match &mut self.stepper {
             Some(stepper) => dropped + stepper.drop_attempt(attempt)?,
             None => dropped,
@@ -1176,9 +1513,34 @@ impl Coordinator {
         for (_, reader) in self.readers.drain() {
             reader.abort();
         }
+        for (_, reader) in self.context.drain() {
+            reader.abort();
+        }
     }
 
     fn on_read(&mut self, event: ReadEvent) -> Result<(), PipelineError> {
+        let attempt = match &event {
+            ReadEvent::Batch { attempt, .. }
+            | ReadEvent::Cut { attempt, .. }
+            | ReadEvent::Waiting { attempt }
+            | ReadEvent::Done { attempt, .. }
+            | ReadEvent::Failed { attempt, .. } => Some(*attempt),
+            ReadEvent::LoginRefused { .. } => None,
+        };
+        if let (Some(global), Some(attempt)) = (&self.global, attempt) {
+            if global.owns(attempt) {
+                return self.on_global_read(event);
+            }
+            if self.dealt_replay(&event) {
+                return Ok(());
+            }
+            if let ReadEvent::Done { .. } | ReadEvent::Failed { .. } = &event {
+                // A read outside any lease for a window forgotten meanwhile.
+                if self.context.remove(&attempt).is_some() {
+                    return Ok(());
+                }
+            }
+        }
         match event {
             ReadEvent::Batch {
                 attempt,
@@ -1230,7 +1592,9 @@ impl Coordinator {
                     source: Box::new(error),
                 });
             }
-            ReadEvent::Done { attempt, .. } if self.replaying.remove(&attempt).is_some() => {}
+            ReadEvent::Done { attempt, .. } if self.replaying.remove(&attempt).is_some() => {
+                self.replay_device.remove(&attempt);
+            }
             ReadEvent::Failed { attempt, error, .. }
                 if self.replaying.remove(&attempt).is_some() =>
             {
@@ -1311,10 +1675,8 @@ impl Coordinator {
                 self.report(Report::Unsaved(self.checkpoints.unsaved()));
             }
         }
-        for piece in provenance {
-            if let Some(action) = self.ledger.ack(piece) {
-                self.report(Report::Ledger(action));
-            }
+        for action in self.ledger.ack_all(provenance) {
+            self.report(Report::Ledger(action));
         }
     }
 }

@@ -166,6 +166,9 @@ class Dataset:
     machine, as `sluice train SOURCE` does (its master embedded); every other
     option of `sluice train` is a keyword (`split="train=0.9,valid=0.1",
     split_key="id", take="valid"`, `limit=1000`, `shuffle_buffer=8192`...).
+    `shuffle="global"` (with `seed=`, and `shuffle_window=ROWS`) gives the same
+    batches in the same order for the same seed and data, and a `Dataset` with
+    `state=` that resumes goes on with the sequence an uninterrupted run gives.
 
     `Dataset(master="http://...", token_file=..., name=...)` is one worker of a
     distributed job (`sluice worker`), e.g. one `torchrun` rank. Under an
