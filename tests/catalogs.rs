@@ -318,14 +318,62 @@ fn where_keeps_the_directory_partitions_that_match() {
     assert_eq!(run.status.code(), Some(64), "{run}");
 }
 
+/// `--where` on Iceberg tables by name keeps what Spark's `WHERE` keeps,
+/// pruned on the manifests' partition tuples: `ls` rows and `train` ids.
+fn iceberg_where_matches_spark(name: &str, catalog: &str, expected: &Value) {
+    let cases = expected["where"].as_object().expect("where");
+    assert!(!cases.is_empty(), "{name}: no where cases");
+    for (filter, want) in cases {
+        let want = ids_of(want);
+        let listed = ls(name, catalog, &["--where", filter]).success().json();
+        assert_eq!(
+            listed["rows"].as_u64(),
+            Some(want.len() as u64),
+            "{name} --where {filter}: {listed}"
+        );
+    }
+    let (filter, want) = cases.iter().next().expect("a case");
+    let (ids, twice) = train_ids(name, catalog, &["--where", filter]);
+    assert_eq!(twice, 0, "{name} --where {filter}: ids delivered twice");
+    assert_eq!(ids, ids_of(want), "{name}: train --where {filter}");
+}
+
 #[test]
-fn where_on_an_iceberg_table_is_refused_not_ignored() {
+fn rest_where_keeps_what_sparks_where_keeps() {
+    let catalog = rest_catalog();
+    for name in ["ads.clicks", "ads.logs"] {
+        iceberg_where_matches_spark(name, catalog, rest_table(name));
+    }
+}
+
+#[test]
+fn where_on_an_iceberg_table_in_the_metastore_keeps_what_sparks_where_keeps() {
+    let hms = hive_metastore();
+    let name = "web.clicks_iceberg";
+    let listed = ls(name, hms, &[]).success().json();
+    assert_eq!(listed["catalog"]["format"], "iceberg", "{listed}");
+    assert_eq!(listed["rows"], hive_table(name)["count"], "{listed}");
+    iceberg_where_matches_spark(name, hms, hive_table(name));
+}
+
+#[test]
+fn where_on_an_iceberg_transform_or_data_column_is_refused_by_name() {
+    let catalog = rest_catalog();
+    // ads.logs is partitioned by country, days(ts) and bucket(4, id).
+    let run = ls("ads.logs", catalog, &["--where", "ts >= '2026-11-02'"]);
+    assert_one_line_error(&run, &["--where", "`ts`", "day(ts)", "country"]);
+    assert_eq!(run.status.code(), Some(64), "{run}");
     let run = ls(
-        "ads.clicks",
-        rest_catalog(),
-        &["--where", "dt = '2026-11-01'"],
+        "ads.logs",
+        catalog,
+        &["--where", "country = 'BR' AND id = 3"],
     );
-    assert_one_line_error(&run, &["--where", "Iceberg"]);
+    assert_one_line_error(&run, &["`id`", "bucket[4](id)"]);
+    let run = ls("ads.logs", catalog, &["--where", "n = 3"]);
+    assert_one_line_error(&run, &["`n` is not a partition column", "country"]);
+    assert_eq!(run.status.code(), Some(64), "{run}");
+    let run = ls("ads.events", catalog, &["--where", "n = 3"]);
+    assert_one_line_error(&run, &["`n` is not a partition column"]);
 }
 
 /// Runs the job file on `name` in `catalog` (with `extra` keys) twice: the
@@ -372,6 +420,21 @@ fn run_by_name_trains_each_hive_partition_once() {
     assert!(!ids_of(want).is_empty());
     let (_, ids, _, _, _) = run_twice("web.clicks", hms, &format!("where = \"{filter}\"\n"));
     assert_eq!(ids, ids_of(want), "where = {filter}");
+}
+
+#[test]
+fn run_by_name_with_where_on_an_iceberg_table() {
+    let catalog = rest_catalog();
+    let filter = "dt IN ('2026-11-01', '2026-11-03')";
+    let want = ids_of(&rest_table("ads.clicks")["where"][filter]);
+    assert!(!want.is_empty());
+    let (first, ids, twice, second, source) =
+        run_twice("ads.clicks", catalog, &format!("where = \"{filter}\"\n"));
+    assert_eq!(first["rows"], want.len(), "{first}");
+    assert_eq!(ids, want, "where = {filter}");
+    assert_eq!(twice, 0);
+    assert_eq!(second["rows"], 0, "{second}");
+    assert_eq!(source, format!("{catalog}#ads.clicks"));
 }
 
 #[test]
