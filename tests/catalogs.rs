@@ -548,6 +548,68 @@ fn hive_where_keeps_what_sparks_where_keeps() {
     assert_one_line_error(&run, &["`n` is not a partition column", "dt"]);
 }
 
+/// The values of column `n` a recording trainer was handed for `name`:
+/// how many were null, and the sum of the others.
+fn column_n(name: &str, catalog: &str) -> (u64, i64) {
+    let out = tempfile::tempdir().expect("tempdir");
+    let exec = recorder(out.path(), "--column n");
+    sluice([
+        "train",
+        name,
+        "--catalog",
+        catalog,
+        "--exec",
+        &exec,
+        "--quiet",
+    ])
+    .success();
+    let (mut nulls, mut sum) = (0, 0);
+    for entry in std::fs::read_dir(out.path()).expect("list") {
+        let path = entry.expect("entry").path();
+        if !path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("ids-"))
+        {
+            continue;
+        }
+        for line in std::fs::read_to_string(&path).expect("read").lines() {
+            match line.trim() {
+                "None" => nulls += 1,
+                v => sum += v.parse::<i64>().expect("an integer n"),
+            }
+        }
+    }
+    (nulls, sum)
+}
+
+#[test]
+fn hive_text_tables_are_split_at_their_delimiters() {
+    let hms = hive_metastore();
+    // FIELDS TERMINATED BY ',' (partitioned), and Hive's default ^A.
+    for name in ["web.lines", "web.lines_default"] {
+        let table = hive_table(name);
+        let listed = ls(name, hms, &[]).success().json();
+        assert_eq!(listed["format"], "text", "{name}: {listed}");
+        assert_eq!(listed["rows"], table["count"], "{name}: {listed}");
+        let (ids, twice) = train_ids(name, hms, &[]);
+        assert_eq!(twice, 0, "{name}: ids delivered twice");
+        assert_eq!(ids, ids_of(&table["ids"]), "{name}");
+        // `\N` is null; the other fields parse as the column's type.
+        let (nulls, sum) = column_n(name, hms);
+        assert_eq!(Some(nulls), table["null_n"].as_u64(), "{name}: nulls in n");
+        assert_eq!(Some(sum), table["sum_n"].as_i64(), "{name}: sum of n");
+    }
+    let cases = hive_table("web.lines")["where"].as_object().expect("where");
+    for (filter, want) in cases {
+        let listed = ls("web.lines", hms, &["--where", filter]).success().json();
+        assert_eq!(
+            listed["rows"].as_u64(),
+            Some(ids_of(want).len() as u64),
+            "web.lines --where {filter}: {listed}"
+        );
+    }
+}
+
 #[test]
 fn hive_wrong_names_are_one_line_errors_naming_close_matches() {
     let hms = hive_metastore();

@@ -155,10 +155,10 @@ fn describe(
                 location.clone(),
             )
         };
-    let delimiter = serde_params
-        .iter()
-        .find(|(k, _)| k == "field.delim" || k == "separatorChar")
-        .map(|(_, v)| v.clone());
+    let text = (format == "text").then(|| {
+        let columns = fields_of(sd.map(|sd| sd.list(1)).unwrap_or_default());
+        delimited_text(&serde_params, &columns)
+    });
     CatalogTable {
         catalog: uri.to_string(),
         name: full_name.to_string(),
@@ -168,7 +168,56 @@ fn describe(
         storage: Vec::new(),
         partition_keys,
         partitions,
+        text,
+    }
+}
+
+/// Hive's default field delimiter (`^A`).
+const DEFAULT_FIELD_DELIMITER: u8 = 1;
+/// Hive's default null text.
+const DEFAULT_NULL_FORMAT: &str = "\\N";
+
+/// How a text table's lines split into its columns, from its SerDe's
+/// parameters as `LazySimpleSerDe` reads them: `field.delim`, else
+/// `serialization.format`, else `^A`; `escape.delim`;
+/// `serialization.null.format`, else `\N`.
+fn delimited_text(
+    serde_params: &[(String, String)],
+    columns: &[(String, String)],
+) -> connectors::format::DelimitedText {
+    let param = |key: &str| {
+        serde_params
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    };
+    let delimiter = param("field.delim")
+        .or(param("serialization.format"))
+        .and_then(serde_byte)
+        .unwrap_or(DEFAULT_FIELD_DELIMITER);
+    connectors::format::DelimitedText {
         delimiter,
+        escape: param("escape.delim").and_then(serde_byte),
+        null: param("serialization.null.format")
+            .unwrap_or(DEFAULT_NULL_FORMAT)
+            .to_string(),
+        columns: columns
+            .iter()
+            .map(|(name, ty)| arrow::datatypes::Field::new(name, super::hive_column_type(ty), true))
+            .collect(),
+    }
+}
+
+/// A delimiter parameter as Hive reads it (`LazyUtils.getByte`): a number
+/// is the byte of that value (`1` is `^A`, `9` a tab), anything else its
+/// first byte; empty is none.
+fn serde_byte(value: &str) -> Option<u8> {
+    if value.is_empty() {
+        return None;
+    }
+    match value.parse::<i8>() {
+        Ok(n) => Some(n as u8),
+        Err(_) => value.bytes().next(),
     }
 }
 
@@ -288,6 +337,57 @@ mod tests {
                 "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe"
             ),
             "text"
+        );
+    }
+
+    #[test]
+    fn text_delimiters_are_read_as_lazy_simple_serde_reads_them() {
+        let params = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let columns = vec![
+            ("id".to_string(), "bigint".to_string()),
+            ("price".to_string(), "decimal(10,2)".to_string()),
+            ("tags".to_string(), "array<string>".to_string()),
+        ];
+        // ROW FORMAT DELIMITED FIELDS TERMINATED BY ','
+        let text = delimited_text(
+            &params(&[("field.delim", ","), ("serialization.format", ",")]),
+            &columns,
+        );
+        assert_eq!(text.delimiter, b',');
+        assert_eq!(text.null, "\\N");
+        assert_eq!(text.escape, None);
+        assert_eq!(
+            text.columns[1].data_type(),
+            &arrow::datatypes::DataType::Decimal128(10, 2)
+        );
+        assert_eq!(
+            text.columns[2].data_type(),
+            &arrow::datatypes::DataType::Utf8
+        );
+        // Hive's default: serialization.format=1 is byte 1 (^A).
+        let text = delimited_text(&params(&[("serialization.format", "1")]), &columns);
+        assert_eq!(text.delimiter, 1);
+        assert_eq!(delimited_text(&[], &columns).delimiter, 1);
+        // A number is a byte value, a tab given as itself is a tab.
+        let text = delimited_text(
+            &params(&[
+                ("field.delim", "9"),
+                ("escape.delim", "\\"),
+                ("serialization.null.format", ""),
+            ]),
+            &columns,
+        );
+        assert_eq!(text.delimiter, b'\t');
+        assert_eq!(text.escape, Some(b'\\'));
+        assert_eq!(text.null, "");
+        assert_eq!(
+            delimited_text(&params(&[("field.delim", "\t")]), &columns).delimiter,
+            b'\t'
         );
     }
 

@@ -100,8 +100,9 @@ pub struct CatalogTable {
     /// A Hive table's partitions as the metastore lists them (`None`: the
     /// table is not partitioned).
     pub partitions: Option<Vec<HivePartition>>,
-    /// A text table's field delimiter (`field.delim`, `separatorChar`).
-    pub delimiter: Option<String>,
+    /// A Hive text table's row format (its SerDe's delimiter, escape and
+    /// null text, and the table's columns): how its lines are split.
+    pub text: Option<connectors::format::DelimitedText>,
 }
 
 /// The value Hive stores for a null partition value.
@@ -129,6 +130,31 @@ fn hive_type(ty: &str) -> arrow::datatypes::DataType {
     }
 }
 
+/// The Arrow type a Hive text table's column is read as: its primitive
+/// types parsed from the text, anything else (structs, arrays, maps) kept
+/// as the text itself.
+pub(crate) fn hive_column_type(ty: &str) -> arrow::datatypes::DataType {
+    use arrow::datatypes::{DataType, TimeUnit};
+    let lower = ty.trim().to_ascii_lowercase();
+    let base = lower.split('(').next().unwrap_or(&lower).trim();
+    match base {
+        "decimal" | "numeric" => {
+            let args = lower
+                .split_once('(')
+                .and_then(|(_, rest)| rest.strip_suffix(')'));
+            let (precision, scale) = match args.and_then(|a| a.split_once(',')) {
+                Some((p, s)) => (p.trim().parse().ok(), s.trim().parse().ok()),
+                None => (args.and_then(|p| p.trim().parse().ok()), Some(0)),
+            };
+            // Hive's bare `decimal` is decimal(10,0).
+            DataType::Decimal128(precision.unwrap_or(10), scale.unwrap_or(0))
+        }
+        "timestamp" => DataType::Timestamp(TimeUnit::Microsecond, None),
+        "string" | "varchar" | "char" | "binary" => DataType::Utf8,
+        _ => hive_type(base),
+    }
+}
+
 /// One partition of a Hive table, as the metastore lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HivePartition {
@@ -144,6 +170,9 @@ impl CatalogTable {
     pub fn apply(&self, options: &mut connectors::DatasetOptions) {
         if options.format.is_none() && !matches!(self.format.as_str(), "iceberg" | "delta") {
             options.format = self.format.parse().ok();
+            if options.format == Some(connectors::Format::Text) {
+                options.format_options.delimited = self.text.clone();
+            }
         }
         let Some(partitions) = &self.partitions else {
             return;
