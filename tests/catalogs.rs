@@ -283,6 +283,163 @@ fn an_expired_token_is_a_one_line_error() {
     assert!(!run.stderr.contains("expired-token-value"), "{run}");
 }
 
+/// A REST catalog that vends storage credentials with every table it
+/// loads: `metadata_location` as the table's current metadata, the secrets
+/// below, and an expiry `expires_in_ms` from each answer. Counts the loads.
+fn vending_catalog(
+    metadata_location: String,
+    extra: serde_json::Map<String, Value>,
+    expires_in_ms: i64,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let uri = format!("http://{}", listener.local_addr().expect("addr"));
+    let loads = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = loads.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(64) {
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+            let mut buf = [0u8; 8192];
+            let n = stream.read(&mut buf).unwrap_or(0);
+            let request = String::from_utf8_lossy(&buf[..n]).to_string();
+            let path = request.split_whitespace().nth(1).unwrap_or("").to_string();
+            let body = if path == "/v1/config" {
+                r#"{"defaults":{},"overrides":{}}"#.to_string()
+            } else {
+                counted.fetch_add(1, Ordering::SeqCst);
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .expect("clock")
+                    .as_millis() as i64;
+                let mut config = serde_json::Map::new();
+                for (k, v) in [
+                    ("s3.access-key-id", "AKIAVENDEDKEYID"),
+                    ("s3.secret-access-key", "vended-s3-secret-value"),
+                    ("s3.session-token", "vended-s3-session-token"),
+                    (
+                        "adls.sas-token.acct.dfs.core.windows.net",
+                        "sv=1&sig=vended-sas-sig",
+                    ),
+                    ("gcs.oauth2.token", "vended-gcs-oauth-token"),
+                ] {
+                    config.insert(k.to_string(), Value::from(v));
+                }
+                config.insert(
+                    "s3.session-token-expires-at-ms".to_string(),
+                    Value::from((now + expires_in_ms).to_string()),
+                );
+                config.extend(extra.clone());
+                serde_json::json!({
+                    "metadata-location": metadata_location,
+                    "metadata": {"location": "s3://vended/ads/clicks"},
+                    "config": config,
+                })
+                .to_string()
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (uri, loads)
+}
+
+/// Whether `text` shows any of the vending catalog's secrets.
+fn shows_a_secret(text: &str) -> bool {
+    [
+        "AKIAVENDEDKEYID",
+        "vended-s3-secret-value",
+        "vended-s3-session-token",
+        "vended-sas-sig",
+        "vended-gcs-oauth-token",
+    ]
+    .iter()
+    .any(|s| text.contains(s))
+}
+
+#[test]
+fn vended_credentials_are_refreshed_before_they_expire_and_never_shown() {
+    use std::sync::atomic::Ordering;
+    let clicks = rest_table("ads.clicks");
+    let metadata = clicks["metadata_location"]
+        .as_str()
+        .expect("metadata_location")
+        .to_string();
+    // Each answer's credentials expire three seconds later: loaded again
+    // about every 1.5 s while the job runs.
+    let (uri, loads) = vending_catalog(metadata, Default::default(), 3_000);
+    let run = common::run(
+        common::sluice_command(["ls", "ads.clicks", "--catalog", &uri, "--json"])
+            .env("RUST_LOG", "debug"),
+    )
+    .success();
+    assert_eq!(run.json()["rows"], clicks["count"], "{run}");
+    assert!(!shows_a_secret(&run.stdout), "{}", run.stdout);
+    assert!(!shows_a_secret(&run.stderr), "{}", run.stderr);
+    let before = loads.load(Ordering::SeqCst);
+    let out = tempfile::tempdir().expect("tempdir");
+    let exec = recorder(out.path(), "--sleep 4");
+    let run = common::run(
+        common::sluice_command([
+            "train",
+            "ads.clicks",
+            "--catalog",
+            &uri,
+            "--exec",
+            &exec,
+            "--devices",
+            "1",
+            "--batch-size",
+            "30",
+        ])
+        .env("RUST_LOG", "sluice=debug"),
+    )
+    .success();
+    assert!(!shows_a_secret(&run.stdout), "{}", run.stdout);
+    assert!(!shows_a_secret(&run.stderr), "{}", run.stderr);
+    assert!(
+        loads.load(Ordering::SeqCst) - before >= 2,
+        "the table was not loaded again before its credentials expired: {run}"
+    );
+    assert!(
+        run.stderr.contains("vended storage credentials refreshed"),
+        "{run}"
+    );
+}
+
+#[test]
+fn a_store_refusing_vended_credentials_never_shows_them() {
+    // Nothing listens at the vended endpoint.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let mut extra = serde_json::Map::new();
+    extra.insert(
+        "s3.endpoint".to_string(),
+        Value::from(format!("http://127.0.0.1:{port}")),
+    );
+    extra.insert("client.region".to_string(), Value::from("us-east-1"));
+    let (uri, _) = vending_catalog(
+        "s3://vended/ads/clicks/metadata/00001-x.metadata.json".to_string(),
+        extra,
+        3_600_000,
+    );
+    let run = common::run(
+        common::sluice_command(["ls", "ads.clicks", "--catalog", &uri, "--json"])
+            .env("RUST_LOG", "debug"),
+    );
+    assert!(!run.status.success(), "{run}");
+    assert!(run.stdout.trim().is_empty(), "{run}");
+    assert!(!shows_a_secret(&run.stderr), "{}", run.stderr);
+    let last = run.stderr.lines().last().unwrap_or_default();
+    assert!(last.starts_with("sluice: "), "{run}");
+    assert!(last.contains("s3://vended/ads/clicks"), "{run}");
+}
+
 #[test]
 fn where_keeps_the_directory_partitions_that_match() {
     let dataset = common::expected_dataset("parquet_partitioned");
