@@ -768,6 +768,25 @@ fn hive_text_tables_are_split_at_their_delimiters() {
 }
 
 #[test]
+fn a_metastore_that_requires_sasl_is_a_one_line_error_saying_so() {
+    // A SASL (or framed) metastore reads a plain Thrift call as a bad
+    // handshake and hangs up.
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let uri = format!("thrift://{}", listener.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(4) {
+            let Ok(mut stream) = stream else { continue };
+            let mut buf = [0u8; 5];
+            let _ = stream.read_exact(&mut buf);
+        }
+    });
+    let started = Instant::now();
+    let run = ls("web.clicks", &uri, &[]);
+    assert_one_line_error(&run, &[&uri, "SASL", "closed the connection"]);
+    assert!(started.elapsed() < Duration::from_secs(10), "{run}");
+}
+
+#[test]
 fn hive_wrong_names_are_one_line_errors_naming_close_matches() {
     let hms = hive_metastore();
     let run = ls("web.clickz", hms, &[]);

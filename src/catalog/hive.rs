@@ -16,6 +16,32 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 /// The database a bare table name is in.
 const DEFAULT_DATABASE: &str = "default";
 
+/// What a metastore that hangs up on a plain Thrift call most likely wants.
+const NO_SASL: &str = "the metastore closed the connection without answering: it likely \
+    requires SASL (Kerberos, hive.metastore.sasl.enabled=true) or a framed transport \
+    (hive.metastore.thrift.framed.transport.enabled), which sluice does not speak \
+    (Thrift's unframed binary protocol without SASL only)";
+
+/// Whether the peer hung up on a call it had accepted (what a SASL or
+/// framed server does with a plain Thrift message).
+fn closed_without_answer(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind;
+    matches!(
+        e.kind(),
+        ErrorKind::UnexpectedEof
+            | ErrorKind::ConnectionReset
+            | ErrorKind::ConnectionAborted
+            | ErrorKind::BrokenPipe
+    )
+}
+
+fn timed_out(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
+}
+
 /// Looks `name` up in the metastore at `uri` (`thrift://HOST:PORT`).
 pub async fn load(uri: &str, name: &TableName) -> Result<CatalogTable, CatalogError> {
     let uri = uri.to_string();
@@ -41,6 +67,14 @@ fn load_blocking(uri: &str, name: &TableName) -> Result<CatalogTable, CatalogErr
         }
     };
     let failed = |e: ThriftError| match e {
+        ThriftError::Io(io) if closed_without_answer(&io) => CatalogError::Protocol {
+            catalog: uri.to_string(),
+            reason: NO_SASL.to_string(),
+        },
+        ThriftError::Io(io) if timed_out(&io) => CatalogError::Unreachable {
+            catalog: uri.to_string(),
+            reason: format!("no answer within {}s", TIMEOUT.as_secs()),
+        },
         ThriftError::Io(io) => CatalogError::Unreachable {
             catalog: uri.to_string(),
             reason: io.to_string(),
