@@ -12,7 +12,7 @@ use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use common::{assert_one_line_error, fixtures_dir, parse_json, recorded_ids, recorder, sluice};
@@ -287,17 +287,17 @@ fn an_expired_token_is_a_one_line_error() {
 /// loads: `metadata_location` as the table's current metadata, the secrets
 /// below, and an expiry `expires_in_ms` from each answer. Counts the loads.
 fn vending_catalog(
-    metadata_location: String,
+    metadata_location: Arc<Mutex<String>>,
     extra: serde_json::Map<String, Value>,
     expires_in_ms: i64,
-) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let uri = format!("http://{}", listener.local_addr().expect("addr"));
     let loads = std::sync::Arc::new(AtomicUsize::new(0));
     let counted = loads.clone();
     std::thread::spawn(move || {
-        for stream in listener.incoming().take(64) {
+        for stream in listener.incoming().take(2000) {
             let Ok(mut stream) = stream else { continue };
             let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
             let mut buf = [0u8; 8192];
@@ -330,6 +330,10 @@ fn vending_catalog(
                     Value::from((now + expires_in_ms).to_string()),
                 );
                 config.extend(extra.clone());
+                let metadata_location = metadata_location
+                    .lock()
+                    .map(|m| m.clone())
+                    .unwrap_or_default();
                 serde_json::json!({
                     "metadata-location": metadata_location,
                     "metadata": {"location": "s3://vended/ads/clicks"},
@@ -370,7 +374,7 @@ fn vended_credentials_are_refreshed_before_they_expire_and_never_shown() {
         .to_string();
     // Each answer's credentials expire three seconds later: loaded again
     // about every 1.5 s while the job runs.
-    let (uri, loads) = vending_catalog(metadata, Default::default(), 3_000);
+    let (uri, loads) = vending_catalog(Arc::new(Mutex::new(metadata)), Default::default(), 3_000);
     let run = common::run(
         common::sluice_command(["ls", "ads.clicks", "--catalog", &uri, "--json"])
             .env("RUST_LOG", "debug"),
@@ -424,7 +428,9 @@ fn a_store_refusing_vended_credentials_never_shows_them() {
     );
     extra.insert("client.region".to_string(), Value::from("us-east-1"));
     let (uri, _) = vending_catalog(
-        "s3://vended/ads/clicks/metadata/00001-x.metadata.json".to_string(),
+        Arc::new(Mutex::new(
+            "s3://vended/ads/clicks/metadata/00001-x.metadata.json".to_string(),
+        )),
         extra,
         3_600_000,
     );
@@ -794,4 +800,250 @@ fn hive_wrong_names_are_one_line_errors_naming_close_matches() {
     assert_eq!(run.status.code(), Some(64), "{run}");
     let run = ls("wbe.clicks", hms, &[]);
     assert_one_line_error(&run, &[hms, "namespace `wbe`", "web"]);
+}
+
+/// A `sluice train --follow` of `name` in `catalog` with a recording
+/// trainer, running in the background; its stderr goes to `dir/stderr`.
+fn follow(name: &str, catalog: &str, dir: &Path) -> std::process::Child {
+    let ids = dir.join("ids");
+    std::fs::create_dir_all(&ids).expect("mkdir");
+    let exec = recorder(&ids, "");
+    let stderr = std::fs::File::create(dir.join("stderr")).expect("stderr file");
+    common::sluice_command([
+        "train",
+        name,
+        "--catalog",
+        catalog,
+        "--follow",
+        "--poll",
+        "1s",
+        "--exec",
+        &exec,
+        "--devices",
+        "1",
+        "--quiet",
+    ])
+    .stdin(std::process::Stdio::null())
+    .stdout(std::process::Stdio::null())
+    .stderr(stderr)
+    .spawn()
+    .expect("start sluice train --follow")
+}
+
+/// Waits (at most a minute) until the ids recorded in `dir/ids` are `want`;
+/// fails naming what was recorded, and the follower's stderr.
+fn wait_for_ids(dir: &Path, want: &[i64], child: &mut std::process::Child) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let counts = recorded_ids(&dir.join("ids"), "ids-");
+        let mut got: Vec<i64> = counts.keys().copied().collect();
+        got.sort();
+        assert!(
+            counts.values().all(|&n| n == 1),
+            "an id trained twice: {counts:?}"
+        );
+        if got == want {
+            return;
+        }
+        let exited = child.try_wait().expect("try_wait");
+        if exited.is_some() || Instant::now() > deadline {
+            let _ = child.kill();
+            let stderr = std::fs::read_to_string(dir.join("stderr")).unwrap_or_default();
+            panic!(
+                "want ids {want:?}, got {got:?} (follower exited: {exited:?}); stderr:\n{stderr}"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Stops a follower as a scheduler does (SIGTERM), killing it if it lingers.
+fn stop(child: &mut std::process::Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().ok().flatten().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn follow_by_name_trains_each_snapshot_the_catalog_points_to() {
+    let clicks = rest_table("ads.clicks");
+    let metadata_dir = Path::new(clicks["location"].as_str().expect("location")).join("metadata");
+    // Spark's first append (ids 0..18), then the table as it is now.
+    let first = std::fs::read_dir(&metadata_dir)
+        .expect("list metadata")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("00001-"))
+        })
+        .expect("the first append's metadata file");
+    let pointer = Arc::new(Mutex::new(format!("file://{}", first.display())));
+    let (uri, _) = vending_catalog(pointer.clone(), Default::default(), 3_600_000);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut child = follow("ads.clicks", &uri, dir.path());
+    let first_ids: Vec<i64> = (0..18).collect();
+    wait_for_ids(dir.path(), &first_ids, &mut child);
+    // Newer metadata files in the directory are not the catalog's pointer.
+    std::thread::sleep(Duration::from_secs(3));
+    wait_for_ids(dir.path(), &first_ids, &mut child);
+    *pointer.lock().expect("pointer") = clicks["metadata_location"]
+        .as_str()
+        .expect("metadata_location")
+        .to_string();
+    wait_for_ids(dir.path(), &ids_of(&clicks["ids"]), &mut child);
+    stop(&mut child);
+}
+
+/// Calls `method` of the metastore at `uri` on `web.follow`'s partition `dt`.
+fn on_follow_partition(uri: &str, method: &str, dt: &str) {
+    use sluice::catalog::thrift::{Arg, Connection};
+    let port: u16 = uri
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("a port");
+    let mut conn =
+        Connection::connect("127.0.0.1", port, Duration::from_secs(10)).expect("connect");
+    let mut args = vec![
+        Arg::Str(1, "web".into()),
+        Arg::Str(2, "follow".into()),
+        Arg::Strings(3, vec![dt.to_string()]),
+    ];
+    if method == "drop_partition" {
+        args.push(Arg::Bool(4, false));
+    }
+    conn.call(method, &args).expect(method);
+}
+
+#[test]
+fn follow_by_name_takes_the_partitions_the_metastore_adds() {
+    let hms = hive_metastore();
+    let table = hive_table("web.follow");
+    let root = Path::new(table["location"].as_str().expect("location"));
+    let added = "2026-11-02";
+    let added_dir = root.join(format!("dt={added}"));
+    // What an earlier run may have left.
+    on_follow_partition(hms, "drop_partition", added);
+    let _ = std::fs::remove_dir_all(&added_dir);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut child = follow("web.follow", hms, dir.path());
+    let mut want = ids_of(&table["ids"]);
+    wait_for_ids(dir.path(), &want, &mut child);
+    // A new partition, written as Hive writes one: its files, then the
+    // metastore's record (web.clicks's dt=2026-11-03 holds ids 125..133).
+    let source = Path::new(
+        hive_table("web.clicks")["location"]
+            .as_str()
+            .expect("location"),
+    )
+    .join("dt=2026-11-03");
+    std::fs::create_dir_all(&added_dir).expect("mkdir");
+    for entry in std::fs::read_dir(&source).expect("list") {
+        let path = entry.expect("entry").path();
+        let name = path
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .to_string();
+        if !name.starts_with('.') && !name.starts_with('_') {
+            std::fs::copy(&path, added_dir.join(&name)).expect("copy");
+        }
+    }
+    on_follow_partition(hms, "append_partition", added);
+    want.extend(125..133);
+    want.sort();
+    wait_for_ids(dir.path(), &want, &mut child);
+    stop(&mut child);
+    on_follow_partition(hms, "drop_partition", added);
+    let _ = std::fs::remove_dir_all(&added_dir);
+}
+
+/// The identity and spec URL recorded in `state/job.json`.
+fn recorded_job(state: &Path) -> (Value, String) {
+    let text = std::fs::read_to_string(state.join("job.json")).expect("job.json");
+    let job = parse_json(&text, "job.json");
+    let url = job["spec"]["url"].as_str().expect("spec.url").to_string();
+    (job["identity"].clone(), url)
+}
+
+#[test]
+fn state_by_name_records_catalog_and_table_and_the_url_read() {
+    let catalog = rest_catalog();
+    let clicks = rest_table("ads.clicks");
+    let current = clicks["metadata_location"]
+        .as_str()
+        .expect("metadata_location");
+    let current = current.trim_start_matches("file:").trim_start_matches("//");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("train");
+    let state_arg = state.display().to_string();
+    let filter = "dt = '2026-11-02'";
+    let train = |filter: &str| {
+        sluice([
+            "train",
+            "ads.clicks",
+            "--catalog",
+            catalog,
+            "--state",
+            &state_arg,
+            "--model",
+            "none",
+            "--quiet",
+            "--where",
+            filter,
+        ])
+    };
+    train(filter).success();
+    let (identity, url) = recorded_job(&state);
+    assert_eq!(identity["dataset"], format!("{catalog}#ads.clicks"));
+    assert_eq!(identity["where"], filter);
+    assert!(url.ends_with(current), "{url} is not {current}");
+    // Another filter is another job.
+    let run = train("dt = '2026-11-03'");
+    assert_one_line_error(&run, &["--where", "another --state"]);
+
+    // The master records the same, and serves until stopped.
+    let state = dir.path().join("master");
+    let token = dir.path().join("token");
+    std::fs::write(&token, "a-job-token-of-enough-bytes-0123456789").expect("token");
+    let mut master = common::sluice_command([
+        "master",
+        "ads.clicks",
+        "--catalog",
+        catalog,
+        "--state",
+        &state.display().to_string(),
+        "--token-file",
+        &token.display().to_string(),
+        "--listen",
+        "127.0.0.1:0",
+    ])
+    .stdin(std::process::Stdio::null())
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .expect("start sluice master");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !state.join("job.json").exists() {
+        assert!(Instant::now() < deadline, "no job.json from the master");
+        assert!(
+            master.try_wait().expect("try_wait").is_none(),
+            "the master exited"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    stop(&mut master);
+    let (identity, url) = recorded_job(&state);
+    assert_eq!(identity["dataset"], format!("{catalog}#ads.clicks"));
+    assert!(url.ends_with(current), "{url} is not {current}");
 }

@@ -231,6 +231,16 @@ impl CatalogTable {
     pub fn identity(&self) -> String {
         format!("{}#{}", self.catalog, self.name)
     }
+
+    /// The table as a job refers to it: looked up again in the catalog
+    /// `options` name, identified by [`Self::identity`].
+    pub fn table_ref(&self, options: &CatalogOptions) -> crate::config::TableRef {
+        crate::config::TableRef {
+            catalog: options.clone(),
+            name: self.name.clone(),
+            identity: self.identity(),
+        }
+    }
 }
 
 /// A catalog that could not answer, or a name it does not know.

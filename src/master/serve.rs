@@ -55,6 +55,9 @@ pub struct MasterConfig {
     pub retry_failed: bool,
     /// Follow the source as it grows (`--follow`).
     pub follow: Option<crate::config::FollowConfig>,
+    /// The table the URL was resolved from, when the source was a table
+    /// name: the job's identity, and what a followed job asks about.
+    pub table: Option<crate::config::TableRef>,
 }
 
 /// Errors of the master.
@@ -218,7 +221,10 @@ async fn make_job(config: &MasterConfig) -> Result<JobFile, MasterError> {
 
 /// The options of `config` that decide what is trained (see [`Identity`]).
 fn identity(config: &MasterConfig) -> Result<Identity, MasterError> {
-    let dataset = connectors::store::open(&config.url)?.url();
+    let dataset = match &config.table {
+        Some(table) => table.identity.clone(),
+        None => connectors::store::open(&config.url)?.url(),
+    };
     Ok(Identity::default()
         .with(DATASET, dataset)
         .with("epochs", config.queue.epochs)
@@ -289,6 +295,7 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
                     config.dataset.clone(),
                     *follow,
                     std::time::SystemTime::now(),
+                    config.table.clone(),
                 )
                 .await?,
             )
