@@ -934,8 +934,14 @@ fn follow_by_name_takes_the_partitions_the_metastore_adds() {
     // What an earlier run may have left.
     on_follow_partition(hms, "drop_partition", added);
     let _ = std::fs::remove_dir_all(&added_dir);
+    // The table starts with no partition in the metastore (its one
+    // partition's files stay): the follower waits for the first.
+    on_follow_partition(hms, "drop_partition", "2026-11-01");
     let dir = tempfile::tempdir().expect("tempdir");
     let mut child = follow("web.follow", hms, dir.path());
+    std::thread::sleep(Duration::from_secs(2));
+    wait_for_ids(dir.path(), &[], &mut child);
+    on_follow_partition(hms, "append_partition", "2026-11-01");
     let mut want = ids_of(&table["ids"]);
     wait_for_ids(dir.path(), &want, &mut child);
     // A new partition, written as Hive writes one: its files, then the

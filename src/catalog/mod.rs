@@ -361,7 +361,7 @@ async fn resolve_keeping(
         }
         CatalogKind::Hive => (hive::load(uri, &parsed).await?, None),
     };
-    tracing::info!(
+    tracing::debug!(
         catalog = %table.catalog,
         table = %table.name,
         format = %table.format,
@@ -383,6 +383,13 @@ pub async fn lookup(
         return Ok(None);
     }
     let (table, catalog) = resolve_keeping(options, source).await?;
+    tracing::info!(
+        catalog = %table.catalog,
+        table = %table.name,
+        format = %table.format,
+        location = %table.location,
+        "table found in the catalog"
+    );
     connectors::store::set_vended(table.storage.clone());
     if let Some((catalog, name)) = catalog {
         keep_fresh(catalog, name, &table.storage);

@@ -164,8 +164,13 @@ pub async fn run(config: TrainConfig, stop: Option<Stop>) -> Result<Outcome, Tra
     let location = connectors::store::open(&config.url)?;
     if let Some(follow) = &config.follow {
         let waiting = Instant::now();
-        let (dataset, position) =
-            crate::master::follow::first_dataset(&location, &config.dataset, follow).await?;
+        let (dataset, position) = crate::master::follow::first_dataset(
+            &location,
+            &config.dataset,
+            follow,
+            config.table.as_ref(),
+        )
+        .await?;
         for ignored in &dataset.ignored {
             warn!(path = %ignored.path, reason = %ignored.reason, "file not read");
         }

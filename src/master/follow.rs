@@ -166,18 +166,40 @@ fn nothing_yet(e: &connectors::Error) -> bool {
 
 /// Opens what the source holds committed at the start of a followed job,
 /// waiting (and saying so every minute) until it holds something: a
-/// streaming query or ETL that has not written yet is normal. Returns the
-/// dataset and the position it stands for.
+/// streaming query or ETL that has not written yet is normal. A table by
+/// name (`table`) is asked about again at each look. Returns the dataset
+/// and the position it stands for.
 pub async fn first_dataset(
     location: &Location,
     options: &DatasetOptions,
     config: &FollowConfig,
+    table: Option<&crate::config::TableRef>,
 ) -> Result<(Dataset, FollowPosition), connectors::Error> {
     let started = Instant::now();
     let mut said = Instant::now();
     let mut local = LocalWatch::new(location);
+    let mut location = location.clone();
+    let mut options = options.clone();
+    let mut first = true;
     loop {
-        match try_first(location, options, config).await {
+        if let (Some(table), false) = (table, first) {
+            match crate::catalog::resolve(&table.catalog, &table.name).await {
+                Ok(found) => {
+                    let mut fresh = options.clone();
+                    found.apply(&mut fresh);
+                    if fresh.catalog_partitions.is_some() {
+                        options.catalog_partitions = fresh.catalog_partitions;
+                    } else if found.read_url != location.url() {
+                        location = connectors::store::open(&found.read_url)?;
+                    }
+                }
+                Err(e) => {
+                    warn!(error = %e, "following: the catalog did not answer; asking again at the next poll");
+                }
+            }
+        }
+        first = false;
+        match try_first(&location, &options, config).await {
             Ok(Some(found)) => return Ok(found),
             Ok(None) => {}
             Err(e) if nothing_yet(&e) || e.is_transient() => {
@@ -202,6 +224,11 @@ async fn try_first(
         // A Hive table by name: the partitions its metastore lists that
         // hold files now; the others are taken once they do.
         let dataset = Dataset::open(location.clone(), options.clone()).await?;
+        if dataset.files.is_empty() {
+            // Its schema is the metastore's partition columns only: wait
+            // for a partition that holds files.
+            return Ok(None);
+        }
         let taken: BTreeSet<String> = dataset
             .files
             .iter()

@@ -192,8 +192,13 @@ async fn make_job(config: &MasterConfig) -> Result<JobFile, MasterError> {
     let location = connectors::store::open(&config.url)?;
     let (dataset, position) = match &config.follow {
         Some(follow) => {
-            let (dataset, position) =
-                super::follow::first_dataset(&location, &config.dataset, follow).await?;
+            let (dataset, position) = super::follow::first_dataset(
+                &location,
+                &config.dataset,
+                follow,
+                config.table.as_ref(),
+            )
+            .await?;
             (dataset, Some(position))
         }
         None => (Dataset::open(location, config.dataset.clone()).await?, None),
