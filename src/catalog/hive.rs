@@ -136,13 +136,23 @@ fn load_blocking(uri: &str, name: &TableName) -> Result<CatalogTable, CatalogErr
                 .collect(),
         )
     };
-    Ok(describe(
+    let described = describe(
         uri,
         &format!("{database}.{}", name.table),
         table,
         partition_keys,
         partitions,
-    ))
+    );
+    if UNREAD_FORMATS.contains(&described.format.as_str()) {
+        return Err(CatalogError::Protocol {
+            catalog: uri.to_string(),
+            reason: format!(
+                "table {} is stored as {}, which sluice does not read (Parquet, ORC, Avro, text, the CSV and JSON SerDes, Iceberg and Delta are read)",
+                described.name, described.format
+            ),
+        });
+    }
+    Ok(described)
 }
 
 /// What the metastore's table says: its format, location, and what to read.
@@ -272,10 +282,17 @@ fn hive_format(provider: Option<&str>, input_format: &str, serde_lib: &str) -> S
         "json".to_string()
     } else if input.contains("avro") || serde.contains("avro") {
         "avro".to_string()
+    } else if input.contains("sequencefile") {
+        "sequencefile".to_string()
+    } else if input.contains("rcfile") || serde.contains("columnar") {
+        "rcfile".to_string()
     } else {
         "text".to_string()
     }
 }
+
+/// Formats a Hive table may be stored as that sluice does not read.
+const UNREAD_FORMATS: [&str; 2] = ["sequencefile", "rcfile"];
 
 /// (name, Hive type) of each FieldSchema.
 fn fields_of(list: &[Value]) -> Vec<(String, String)> {
@@ -371,6 +388,22 @@ mod tests {
                 "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe"
             ),
             "text"
+        );
+        assert_eq!(
+            hive_format(
+                None,
+                "org.apache.hadoop.mapred.SequenceFileInputFormat",
+                "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe"
+            ),
+            "sequencefile"
+        );
+        assert_eq!(
+            hive_format(
+                None,
+                "org.apache.hadoop.hive.ql.io.RCFileInputFormat",
+                "org.apache.hadoop.hive.serde2.columnar.LazyBinaryColumnarSerDe"
+            ),
+            "rcfile"
         );
     }
 
