@@ -774,6 +774,50 @@ fn hive_text_tables_are_split_at_their_delimiters() {
 }
 
 #[test]
+fn a_csv_serde_table_keeps_quoted_separators_in_their_fields() {
+    let hms = hive_metastore();
+    let table = hive_table("web.csv_lines");
+    let listed = ls("web.csv_lines", hms, &[]).success().json();
+    assert_eq!(listed["catalog"]["format"], "csv", "{listed}");
+    assert_eq!(listed["rows"], table["count"], "{listed}");
+    let (ids, twice) = train_ids("web.csv_lines", hms, &[]);
+    assert_eq!(twice, 0);
+    assert_eq!(ids, ids_of(&table["ids"]));
+    // `s` comes first and holds the separator and quotes.
+    let out = tempfile::tempdir().expect("tempdir");
+    let exec = recorder(out.path(), "--column s");
+    sluice([
+        "train",
+        "web.csv_lines",
+        "--catalog",
+        hms,
+        "--exec",
+        &exec,
+        "--quiet",
+    ])
+    .success();
+    let mut got: Vec<String> = Vec::new();
+    for entry in std::fs::read_dir(out.path()).expect("list") {
+        let path = entry.expect("entry").path();
+        if path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("ids-"))
+        {
+            let text = std::fs::read_to_string(&path).expect("read");
+            got.extend(text.lines().map(str::to_string));
+        }
+    }
+    got.sort();
+    let want: Vec<String> = table["s"]
+        .as_array()
+        .expect("s")
+        .iter()
+        .map(|v| v.as_str().expect("a string").to_string())
+        .collect();
+    assert_eq!(got, want);
+}
+
+#[test]
 fn a_metastore_that_requires_sasl_is_a_one_line_error_saying_so() {
     // A SASL (or framed) metastore reads a plain Thrift call as a bad
     // handshake and hangs up.

@@ -199,10 +199,12 @@ fn describe(
                 location.clone(),
             )
         };
-    let text = (format == "text").then(|| {
-        let columns = fields_of(sd.map(|sd| sd.list(1)).unwrap_or_default());
-        delimited_text(&serde_params, &columns)
-    });
+    let columns = || fields_of(sd.map(|sd| sd.list(1)).unwrap_or_default());
+    let text = match format.as_str() {
+        "text" => Some(delimited_text(&serde_params, &columns())),
+        "csv" => Some(open_csv(&serde_params, &columns())),
+        _ => None,
+    };
     CatalogTable {
         catalog: uri.to_string(),
         name: full_name.to_string(),
@@ -242,9 +244,38 @@ fn delimited_text(
     connectors::format::DelimitedText {
         delimiter,
         escape: param("escape.delim").and_then(serde_byte),
-        null: param("serialization.null.format")
-            .unwrap_or(DEFAULT_NULL_FORMAT)
-            .to_string(),
+        quote: None,
+        null: Some(
+            param("serialization.null.format")
+                .unwrap_or(DEFAULT_NULL_FORMAT)
+                .to_string(),
+        ),
+        columns: columns
+            .iter()
+            .map(|(name, ty)| arrow::datatypes::Field::new(name, super::hive_column_type(ty), true))
+            .collect(),
+    }
+}
+
+/// How a CSV table's lines split into its columns, as `OpenCSVSerde` reads
+/// them: `separatorChar` (default `,`), `quoteChar` (default `"`),
+/// `escapeChar` (default `\`), no null text.
+fn open_csv(
+    serde_params: &[(String, String)],
+    columns: &[(String, String)],
+) -> connectors::format::DelimitedText {
+    let char_param = |key: &str, default: u8| {
+        serde_params
+            .iter()
+            .find(|(k, _)| k == key)
+            .and_then(|(_, v)| v.bytes().next())
+            .unwrap_or(default)
+    };
+    connectors::format::DelimitedText {
+        delimiter: char_param("separatorChar", b','),
+        escape: Some(char_param("escapeChar", b'\\')),
+        quote: Some(char_param("quoteChar", b'"')),
+        null: None,
         columns: columns
             .iter()
             .map(|(name, ty)| arrow::datatypes::Field::new(name, super::hive_column_type(ty), true))
@@ -426,7 +457,7 @@ mod tests {
             &columns,
         );
         assert_eq!(text.delimiter, b',');
-        assert_eq!(text.null, "\\N");
+        assert_eq!(text.null.as_deref(), Some("\\N"));
         assert_eq!(text.escape, None);
         assert_eq!(
             text.columns[1].data_type(),
@@ -451,7 +482,7 @@ mod tests {
         );
         assert_eq!(text.delimiter, b'\t');
         assert_eq!(text.escape, Some(b'\\'));
-        assert_eq!(text.null, "");
+        assert_eq!(text.null.as_deref(), Some(""));
         assert_eq!(
             delimited_text(&params(&[("field.delim", "\t")]), &columns).delimiter,
             b'\t'

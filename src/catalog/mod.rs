@@ -101,8 +101,9 @@ pub struct CatalogTable {
     /// A Hive table's partitions as the metastore lists them (`None`: the
     /// table is not partitioned).
     pub partitions: Option<Vec<HivePartition>>,
-    /// A Hive text table's row format (its SerDe's delimiter, escape and
-    /// null text, and the table's columns): how its lines are split.
+    /// A Hive text or CSV SerDe table's row format (its SerDe's delimiter,
+    /// escape, quote and null text, and the table's columns): how its lines
+    /// are split.
     pub text: Option<connectors::format::DelimitedText>,
 }
 
@@ -188,8 +189,10 @@ impl CatalogTable {
     pub fn apply(&self, options: &mut connectors::DatasetOptions) {
         if options.format.is_none() && !matches!(self.format.as_str(), "iceberg" | "delta") {
             options.format = self.format.parse().ok();
-            if options.format == Some(connectors::Format::Text) {
-                options.format_options.delimited = self.text.clone();
+            // Text and CSV SerDe tables: lines split as their SerDe splits them.
+            if let Some(text) = &self.text {
+                options.format = Some(connectors::Format::Text);
+                options.format_options.delimited = Some(text.clone());
             }
         }
         let Some(partitions) = &self.partitions else {

@@ -129,7 +129,7 @@ pub struct FormatOptions {
 }
 
 /// The row format of a Hive text table (`LazySimpleSerDe`, `ROW FORMAT
-/// DELIMITED`): each line a row, its fields split at one byte, fields past
+/// DELIMITED`, or `OpenCSVSerde` with its quotes): each line a row, its fields split at one byte, fields past
 /// the columns ignored and missing ones null, the null text (`\N`) null, and
 /// each field parsed as its column's type (a field that does not parse is
 /// null, as Hive reads it).
@@ -141,8 +141,14 @@ pub struct DelimitedText {
     /// byte after it literal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub escape: Option<u8>,
-    /// The text that stands for null (`serialization.null.format`).
-    pub null: String,
+    /// The quote byte (OpenCSVSerde's `quoteChar`), when fields may be
+    /// quoted: a delimiter inside quotes is part of the field, and a doubled
+    /// quote inside quotes a quote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quote: Option<u8>,
+    /// The text that stands for null (`serialization.null.format`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub null: Option<String>,
     /// The columns, in the order of the fields of a line.
     pub columns: Vec<arrow::datatypes::Field>,
 }

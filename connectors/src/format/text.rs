@@ -136,15 +136,26 @@ impl<'a> DelimitedBatcher<'a> {
         let mut at = 0;
         while column < self.columns.len() && at <= line.len() {
             self.field.clear();
-            while at < line.len() && line[at] != self.format.delimiter {
-                if Some(line[at]) == self.format.escape && at + 1 < line.len() {
+            let mut quoted = false;
+            while at < line.len() && (quoted || line[at] != self.format.delimiter) {
+                let byte = line[at];
+                if Some(byte) == self.format.escape && at + 1 < line.len() {
                     at += 1;
+                } else if Some(byte) == self.format.quote {
+                    // A doubled quote inside quotes is a quote.
+                    if quoted && line.get(at + 1) == Some(&byte) {
+                        at += 1;
+                    } else {
+                        quoted = !quoted;
+                        at += 1;
+                        continue;
+                    }
                 }
                 self.field.push(line[at]);
                 at += 1;
             }
             let text = String::from_utf8_lossy(&self.field);
-            if *text == *self.format.null {
+            if self.format.null.as_deref() == Some(&*text) {
                 self.columns[column].append_null();
             } else {
                 self.columns[column].append_value(&text);
@@ -247,7 +258,8 @@ mod tests {
         let format = DelimitedText {
             delimiter: b',',
             escape: Some(b'\\'),
-            null: "\\N".to_string(),
+            quote: None,
+            null: Some("\\N".to_string()),
             columns: vec![
                 Field::new("id", DataType::Int64, true),
                 Field::new("n", DataType::Int32, true),
@@ -273,5 +285,30 @@ mod tests {
         );
         let s: Vec<Option<&str>> = batch.column(2).as_string::<i32>().iter().collect();
         assert_eq!(s, [Some("a"), Some("b,c"), None, None, None]);
+    }
+
+    #[test]
+    fn quoted_fields_keep_their_delimiters() {
+        // OpenCSVSerde: every field quoted, no null text.
+        let format = DelimitedText {
+            delimiter: b';',
+            escape: Some(b'\\'),
+            quote: Some(b'"'),
+            null: None,
+            columns: vec![
+                Field::new("id", DataType::Int64, true),
+                Field::new("s", DataType::Utf8, true),
+            ],
+        };
+        let schema = Arc::new(Schema::new(format.columns.clone()));
+        let mut rows = DelimitedBatcher::new(&format, 8);
+        for line in ["\"1\";\"a;b \"\"q\"\"\"\n", "\"2\";\"\\N\"\n", "3;\n"] {
+            rows.push(line.as_bytes());
+        }
+        let batch = rows.finish(&schema, "t").expect("a batch");
+        let ids: Vec<Option<i64>> = batch.column(0).as_primitive::<Int64Type>().iter().collect();
+        assert_eq!(ids, [Some(1), Some(2), Some(3)]);
+        let s: Vec<Option<&str>> = batch.column(1).as_string::<i32>().iter().collect();
+        assert_eq!(s, [Some("a;b \"q\""), Some("N"), Some("")]);
     }
 }
