@@ -133,9 +133,11 @@ async fn dispatch(command: Command, job: Option<sluice::schedule::Job>) -> anyho
         Command::Train(mut args) => {
             let table = args.resolve_catalog().await?;
             let grace = args.train.grace;
+            let catalog = args.catalog.clone();
             let mut config = args.into_config()?;
             if let Some(table) = &table {
                 table.apply(&mut config.dataset);
+                config.table = Some(table.table_ref(&catalog));
             }
             let (stop, abort) = sluice::cli::dist::stop_on_signals(grace)?;
             let outcome = tokio::select! {

@@ -12,7 +12,7 @@ use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use common::{assert_one_line_error, fixtures_dir, parse_json, recorded_ids, recorder, sluice};
@@ -283,6 +283,169 @@ fn an_expired_token_is_a_one_line_error() {
     assert!(!run.stderr.contains("expired-token-value"), "{run}");
 }
 
+/// A REST catalog that vends storage credentials with every table it
+/// loads: `metadata_location` as the table's current metadata, the secrets
+/// below, and an expiry `expires_in_ms` from each answer. Counts the loads.
+fn vending_catalog(
+    metadata_location: Arc<Mutex<String>>,
+    extra: serde_json::Map<String, Value>,
+    expires_in_ms: i64,
+) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let uri = format!("http://{}", listener.local_addr().expect("addr"));
+    let loads = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = loads.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(2000) {
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+            let mut buf = [0u8; 8192];
+            let n = stream.read(&mut buf).unwrap_or(0);
+            let request = String::from_utf8_lossy(&buf[..n]).to_string();
+            let path = request.split_whitespace().nth(1).unwrap_or("").to_string();
+            let body = if path == "/v1/config" {
+                r#"{"defaults":{},"overrides":{}}"#.to_string()
+            } else {
+                counted.fetch_add(1, Ordering::SeqCst);
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .expect("clock")
+                    .as_millis() as i64;
+                let mut config = serde_json::Map::new();
+                for (k, v) in [
+                    ("s3.access-key-id", "AKIAVENDEDKEYID"),
+                    ("s3.secret-access-key", "vended-s3-secret-value"),
+                    ("s3.session-token", "vended-s3-session-token"),
+                    (
+                        "adls.sas-token.acct.dfs.core.windows.net",
+                        "sv=1&sig=vended-sas-sig",
+                    ),
+                    ("gcs.oauth2.token", "vended-gcs-oauth-token"),
+                ] {
+                    config.insert(k.to_string(), Value::from(v));
+                }
+                config.insert(
+                    "s3.session-token-expires-at-ms".to_string(),
+                    Value::from((now + expires_in_ms).to_string()),
+                );
+                config.extend(extra.clone());
+                let metadata_location = metadata_location
+                    .lock()
+                    .map(|m| m.clone())
+                    .unwrap_or_default();
+                serde_json::json!({
+                    "metadata-location": metadata_location,
+                    "metadata": {"location": "s3://vended/ads/clicks"},
+                    "config": config,
+                })
+                .to_string()
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (uri, loads)
+}
+
+/// Whether `text` shows any of the vending catalog's secrets.
+fn shows_a_secret(text: &str) -> bool {
+    [
+        "AKIAVENDEDKEYID",
+        "vended-s3-secret-value",
+        "vended-s3-session-token",
+        "vended-sas-sig",
+        "vended-gcs-oauth-token",
+    ]
+    .iter()
+    .any(|s| text.contains(s))
+}
+
+#[test]
+fn vended_credentials_are_refreshed_before_they_expire_and_never_shown() {
+    use std::sync::atomic::Ordering;
+    let clicks = rest_table("ads.clicks");
+    let metadata = clicks["metadata_location"]
+        .as_str()
+        .expect("metadata_location")
+        .to_string();
+    // Each answer's credentials expire three seconds later: loaded again
+    // about every 1.5 s while the job runs.
+    let (uri, loads) = vending_catalog(Arc::new(Mutex::new(metadata)), Default::default(), 3_000);
+    let run = common::run(
+        common::sluice_command(["ls", "ads.clicks", "--catalog", &uri, "--json"])
+            .env("RUST_LOG", "debug"),
+    )
+    .success();
+    assert_eq!(run.json()["rows"], clicks["count"], "{run}");
+    assert!(!shows_a_secret(&run.stdout), "{}", run.stdout);
+    assert!(!shows_a_secret(&run.stderr), "{}", run.stderr);
+    let before = loads.load(Ordering::SeqCst);
+    let out = tempfile::tempdir().expect("tempdir");
+    let exec = recorder(out.path(), "--sleep 4");
+    let run = common::run(
+        common::sluice_command([
+            "train",
+            "ads.clicks",
+            "--catalog",
+            &uri,
+            "--exec",
+            &exec,
+            "--devices",
+            "1",
+            "--batch-size",
+            "30",
+        ])
+        .env("RUST_LOG", "sluice=debug"),
+    )
+    .success();
+    assert!(!shows_a_secret(&run.stdout), "{}", run.stdout);
+    assert!(!shows_a_secret(&run.stderr), "{}", run.stderr);
+    assert!(
+        loads.load(Ordering::SeqCst) - before >= 2,
+        "the table was not loaded again before its credentials expired: {run}"
+    );
+    assert!(
+        run.stderr.contains("vended storage credentials refreshed"),
+        "{run}"
+    );
+}
+
+#[test]
+fn a_store_refusing_vended_credentials_never_shows_them() {
+    // Nothing listens at the vended endpoint.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let mut extra = serde_json::Map::new();
+    extra.insert(
+        "s3.endpoint".to_string(),
+        Value::from(format!("http://127.0.0.1:{port}")),
+    );
+    extra.insert("client.region".to_string(), Value::from("us-east-1"));
+    let (uri, _) = vending_catalog(
+        Arc::new(Mutex::new(
+            "s3://vended/ads/clicks/metadata/00001-x.metadata.json".to_string(),
+        )),
+        extra,
+        3_600_000,
+    );
+    let run = common::run(
+        common::sluice_command(["ls", "ads.clicks", "--catalog", &uri, "--json"])
+            .env("RUST_LOG", "debug"),
+    );
+    assert!(!run.status.success(), "{run}");
+    assert!(run.stdout.trim().is_empty(), "{run}");
+    assert!(!shows_a_secret(&run.stderr), "{}", run.stderr);
+    let last = run.stderr.lines().last().unwrap_or_default();
+    assert!(last.starts_with("sluice: "), "{run}");
+    assert!(last.contains("s3://vended/ads/clicks"), "{run}");
+}
+
 #[test]
 fn where_keeps_the_directory_partitions_that_match() {
     let dataset = common::expected_dataset("parquet_partitioned");
@@ -318,14 +481,62 @@ fn where_keeps_the_directory_partitions_that_match() {
     assert_eq!(run.status.code(), Some(64), "{run}");
 }
 
+/// `--where` on Iceberg tables by name keeps what Spark's `WHERE` keeps,
+/// pruned on the manifests' partition tuples: `ls` rows and `train` ids.
+fn iceberg_where_matches_spark(name: &str, catalog: &str, expected: &Value) {
+    let cases = expected["where"].as_object().expect("where");
+    assert!(!cases.is_empty(), "{name}: no where cases");
+    for (filter, want) in cases {
+        let want = ids_of(want);
+        let listed = ls(name, catalog, &["--where", filter]).success().json();
+        assert_eq!(
+            listed["rows"].as_u64(),
+            Some(want.len() as u64),
+            "{name} --where {filter}: {listed}"
+        );
+    }
+    let (filter, want) = cases.iter().next().expect("a case");
+    let (ids, twice) = train_ids(name, catalog, &["--where", filter]);
+    assert_eq!(twice, 0, "{name} --where {filter}: ids delivered twice");
+    assert_eq!(ids, ids_of(want), "{name}: train --where {filter}");
+}
+
 #[test]
-fn where_on_an_iceberg_table_is_refused_not_ignored() {
+fn rest_where_keeps_what_sparks_where_keeps() {
+    let catalog = rest_catalog();
+    for name in ["ads.clicks", "ads.logs"] {
+        iceberg_where_matches_spark(name, catalog, rest_table(name));
+    }
+}
+
+#[test]
+fn where_on_an_iceberg_table_in_the_metastore_keeps_what_sparks_where_keeps() {
+    let hms = hive_metastore();
+    let name = "web.clicks_iceberg";
+    let listed = ls(name, hms, &[]).success().json();
+    assert_eq!(listed["catalog"]["format"], "iceberg", "{listed}");
+    assert_eq!(listed["rows"], hive_table(name)["count"], "{listed}");
+    iceberg_where_matches_spark(name, hms, hive_table(name));
+}
+
+#[test]
+fn where_on_an_iceberg_transform_or_data_column_is_refused_by_name() {
+    let catalog = rest_catalog();
+    // ads.logs is partitioned by country, days(ts) and bucket(4, id).
+    let run = ls("ads.logs", catalog, &["--where", "ts >= '2026-11-02'"]);
+    assert_one_line_error(&run, &["--where", "`ts`", "day(ts)", "country"]);
+    assert_eq!(run.status.code(), Some(64), "{run}");
     let run = ls(
-        "ads.clicks",
-        rest_catalog(),
-        &["--where", "dt = '2026-11-01'"],
+        "ads.logs",
+        catalog,
+        &["--where", "country = 'BR' AND id = 3"],
     );
-    assert_one_line_error(&run, &["--where", "Iceberg"]);
+    assert_one_line_error(&run, &["`id`", "bucket[4](id)"]);
+    let run = ls("ads.logs", catalog, &["--where", "n = 3"]);
+    assert_one_line_error(&run, &["`n` is not a partition column", "country"]);
+    assert_eq!(run.status.code(), Some(64), "{run}");
+    let run = ls("ads.events", catalog, &["--where", "n = 3"]);
+    assert_one_line_error(&run, &["`n` is not a partition column"]);
 }
 
 /// Runs the job file on `name` in `catalog` (with `extra` keys) twice: the
@@ -372,6 +583,21 @@ fn run_by_name_trains_each_hive_partition_once() {
     assert!(!ids_of(want).is_empty());
     let (_, ids, _, _, _) = run_twice("web.clicks", hms, &format!("where = \"{filter}\"\n"));
     assert_eq!(ids, ids_of(want), "where = {filter}");
+}
+
+#[test]
+fn run_by_name_with_where_on_an_iceberg_table() {
+    let catalog = rest_catalog();
+    let filter = "dt IN ('2026-11-01', '2026-11-03')";
+    let want = ids_of(&rest_table("ads.clicks")["where"][filter]);
+    assert!(!want.is_empty());
+    let (first, ids, twice, second, source) =
+        run_twice("ads.clicks", catalog, &format!("where = \"{filter}\"\n"));
+    assert_eq!(first["rows"], want.len(), "{first}");
+    assert_eq!(ids, want, "where = {filter}");
+    assert_eq!(twice, 0);
+    assert_eq!(second["rows"], 0, "{second}");
+    assert_eq!(source, format!("{catalog}#ads.clicks"));
 }
 
 #[test]
@@ -485,6 +711,132 @@ fn hive_where_keeps_what_sparks_where_keeps() {
     assert_one_line_error(&run, &["`n` is not a partition column", "dt"]);
 }
 
+/// The values of column `n` a recording trainer was handed for `name`:
+/// how many were null, and the sum of the others.
+fn column_n(name: &str, catalog: &str) -> (u64, i64) {
+    let out = tempfile::tempdir().expect("tempdir");
+    let exec = recorder(out.path(), "--column n");
+    sluice([
+        "train",
+        name,
+        "--catalog",
+        catalog,
+        "--exec",
+        &exec,
+        "--quiet",
+    ])
+    .success();
+    let (mut nulls, mut sum) = (0, 0);
+    for entry in std::fs::read_dir(out.path()).expect("list") {
+        let path = entry.expect("entry").path();
+        if !path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("ids-"))
+        {
+            continue;
+        }
+        for line in std::fs::read_to_string(&path).expect("read").lines() {
+            match line.trim() {
+                "None" => nulls += 1,
+                v => sum += v.parse::<i64>().expect("an integer n"),
+            }
+        }
+    }
+    (nulls, sum)
+}
+
+#[test]
+fn hive_text_tables_are_split_at_their_delimiters() {
+    let hms = hive_metastore();
+    // FIELDS TERMINATED BY ',' (partitioned), Hive's default ^A, and one
+    // whose skip.header.line.count Spark does not apply (nor does sluice).
+    for name in ["web.lines", "web.lines_default", "web.lines_header"] {
+        let table = hive_table(name);
+        let listed = ls(name, hms, &[]).success().json();
+        assert_eq!(listed["format"], "text", "{name}: {listed}");
+        assert_eq!(listed["rows"], table["count"], "{name}: {listed}");
+        let (ids, twice) = train_ids(name, hms, &[]);
+        assert_eq!(twice, 0, "{name}: ids delivered twice");
+        assert_eq!(ids, ids_of(&table["ids"]), "{name}");
+        // `\N` is null; the other fields parse as the column's type.
+        let (nulls, sum) = column_n(name, hms);
+        assert_eq!(Some(nulls), table["null_n"].as_u64(), "{name}: nulls in n");
+        assert_eq!(Some(sum), table["sum_n"].as_i64(), "{name}: sum of n");
+    }
+    let cases = hive_table("web.lines")["where"].as_object().expect("where");
+    for (filter, want) in cases {
+        let listed = ls("web.lines", hms, &["--where", filter]).success().json();
+        assert_eq!(
+            listed["rows"].as_u64(),
+            Some(ids_of(want).len() as u64),
+            "web.lines --where {filter}: {listed}"
+        );
+    }
+}
+
+#[test]
+fn a_csv_serde_table_keeps_quoted_separators_in_their_fields() {
+    let hms = hive_metastore();
+    let table = hive_table("web.csv_lines");
+    let listed = ls("web.csv_lines", hms, &[]).success().json();
+    assert_eq!(listed["catalog"]["format"], "csv", "{listed}");
+    assert_eq!(listed["rows"], table["count"], "{listed}");
+    let (ids, twice) = train_ids("web.csv_lines", hms, &[]);
+    assert_eq!(twice, 0);
+    assert_eq!(ids, ids_of(&table["ids"]));
+    // `s` comes first and holds the separator and quotes.
+    let out = tempfile::tempdir().expect("tempdir");
+    let exec = recorder(out.path(), "--column s");
+    sluice([
+        "train",
+        "web.csv_lines",
+        "--catalog",
+        hms,
+        "--exec",
+        &exec,
+        "--quiet",
+    ])
+    .success();
+    let mut got: Vec<String> = Vec::new();
+    for entry in std::fs::read_dir(out.path()).expect("list") {
+        let path = entry.expect("entry").path();
+        if path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("ids-"))
+        {
+            let text = std::fs::read_to_string(&path).expect("read");
+            got.extend(text.lines().map(str::to_string));
+        }
+    }
+    got.sort();
+    let want: Vec<String> = table["s"]
+        .as_array()
+        .expect("s")
+        .iter()
+        .map(|v| v.as_str().expect("a string").to_string())
+        .collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn a_metastore_that_requires_sasl_is_a_one_line_error_saying_so() {
+    // A SASL (or framed) metastore reads a plain Thrift call as a bad
+    // handshake and hangs up.
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let uri = format!("thrift://{}", listener.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(4) {
+            let Ok(mut stream) = stream else { continue };
+            let mut buf = [0u8; 5];
+            let _ = stream.read_exact(&mut buf);
+        }
+    });
+    let started = Instant::now();
+    let run = ls("web.clicks", &uri, &[]);
+    assert_one_line_error(&run, &[&uri, "SASL", "closed the connection"]);
+    assert!(started.elapsed() < Duration::from_secs(10), "{run}");
+}
+
 #[test]
 fn hive_wrong_names_are_one_line_errors_naming_close_matches() {
     let hms = hive_metastore();
@@ -493,4 +845,256 @@ fn hive_wrong_names_are_one_line_errors_naming_close_matches() {
     assert_eq!(run.status.code(), Some(64), "{run}");
     let run = ls("wbe.clicks", hms, &[]);
     assert_one_line_error(&run, &[hms, "namespace `wbe`", "web"]);
+}
+
+/// A `sluice train --follow` of `name` in `catalog` with a recording
+/// trainer, running in the background; its stderr goes to `dir/stderr`.
+fn follow(name: &str, catalog: &str, dir: &Path) -> std::process::Child {
+    let ids = dir.join("ids");
+    std::fs::create_dir_all(&ids).expect("mkdir");
+    let exec = recorder(&ids, "");
+    let stderr = std::fs::File::create(dir.join("stderr")).expect("stderr file");
+    common::sluice_command([
+        "train",
+        name,
+        "--catalog",
+        catalog,
+        "--follow",
+        "--poll",
+        "1s",
+        "--exec",
+        &exec,
+        "--devices",
+        "1",
+        "--quiet",
+    ])
+    .stdin(std::process::Stdio::null())
+    .stdout(std::process::Stdio::null())
+    .stderr(stderr)
+    .spawn()
+    .expect("start sluice train --follow")
+}
+
+/// Waits (at most a minute) until the ids recorded in `dir/ids` are `want`;
+/// fails naming what was recorded, and the follower's stderr.
+fn wait_for_ids(dir: &Path, want: &[i64], child: &mut std::process::Child) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let counts = recorded_ids(&dir.join("ids"), "ids-");
+        let mut got: Vec<i64> = counts.keys().copied().collect();
+        got.sort();
+        assert!(
+            counts.values().all(|&n| n == 1),
+            "an id trained twice: {counts:?}"
+        );
+        if got == want {
+            return;
+        }
+        let exited = child.try_wait().expect("try_wait");
+        if exited.is_some() || Instant::now() > deadline {
+            let _ = child.kill();
+            let stderr = std::fs::read_to_string(dir.join("stderr")).unwrap_or_default();
+            panic!(
+                "want ids {want:?}, got {got:?} (follower exited: {exited:?}); stderr:\n{stderr}"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Stops a follower as a scheduler does (SIGTERM), killing it if it lingers.
+fn stop(child: &mut std::process::Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().ok().flatten().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn follow_by_name_trains_each_snapshot_the_catalog_points_to() {
+    let clicks = rest_table("ads.clicks");
+    let metadata_dir = Path::new(clicks["location"].as_str().expect("location")).join("metadata");
+    // Spark's first append (ids 0..18), then the table as it is now.
+    let first = std::fs::read_dir(&metadata_dir)
+        .expect("list metadata")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("00001-"))
+        })
+        .expect("the first append's metadata file");
+    let pointer = Arc::new(Mutex::new(format!("file://{}", first.display())));
+    let (uri, _) = vending_catalog(pointer.clone(), Default::default(), 3_600_000);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut child = follow("ads.clicks", &uri, dir.path());
+    let first_ids: Vec<i64> = (0..18).collect();
+    wait_for_ids(dir.path(), &first_ids, &mut child);
+    // Newer metadata files in the directory are not the catalog's pointer.
+    std::thread::sleep(Duration::from_secs(3));
+    wait_for_ids(dir.path(), &first_ids, &mut child);
+    *pointer.lock().expect("pointer") = clicks["metadata_location"]
+        .as_str()
+        .expect("metadata_location")
+        .to_string();
+    wait_for_ids(dir.path(), &ids_of(&clicks["ids"]), &mut child);
+    stop(&mut child);
+}
+
+/// Calls `method` of the metastore at `uri` on `web.follow`'s partition `dt`.
+fn on_follow_partition(uri: &str, method: &str, dt: &str) {
+    use sluice::catalog::thrift::{Arg, Connection};
+    let port: u16 = uri
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("a port");
+    let mut conn =
+        Connection::connect("127.0.0.1", port, Duration::from_secs(10)).expect("connect");
+    let mut args = vec![
+        Arg::Str(1, "web".into()),
+        Arg::Str(2, "follow".into()),
+        Arg::Strings(3, vec![dt.to_string()]),
+    ];
+    if method == "drop_partition" {
+        args.push(Arg::Bool(4, false));
+    }
+    conn.call(method, &args).expect(method);
+}
+
+#[test]
+fn follow_by_name_takes_the_partitions_the_metastore_adds() {
+    let hms = hive_metastore();
+    let table = hive_table("web.follow");
+    let root = Path::new(table["location"].as_str().expect("location"));
+    let added = "2026-11-02";
+    let added_dir = root.join(format!("dt={added}"));
+    // What an earlier run may have left.
+    on_follow_partition(hms, "drop_partition", added);
+    let _ = std::fs::remove_dir_all(&added_dir);
+    // The table starts with no partition in the metastore (its one
+    // partition's files stay): the follower waits for the first.
+    on_follow_partition(hms, "drop_partition", "2026-11-01");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut child = follow("web.follow", hms, dir.path());
+    std::thread::sleep(Duration::from_secs(2));
+    wait_for_ids(dir.path(), &[], &mut child);
+    on_follow_partition(hms, "append_partition", "2026-11-01");
+    let mut want = ids_of(&table["ids"]);
+    wait_for_ids(dir.path(), &want, &mut child);
+    // A new partition, written as Hive writes one: its files, then the
+    // metastore's record (web.clicks's dt=2026-11-03 holds ids 125..133).
+    let source = Path::new(
+        hive_table("web.clicks")["location"]
+            .as_str()
+            .expect("location"),
+    )
+    .join("dt=2026-11-03");
+    std::fs::create_dir_all(&added_dir).expect("mkdir");
+    for entry in std::fs::read_dir(&source).expect("list") {
+        let path = entry.expect("entry").path();
+        let name = path
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .to_string();
+        if !name.starts_with('.') && !name.starts_with('_') {
+            std::fs::copy(&path, added_dir.join(&name)).expect("copy");
+        }
+    }
+    on_follow_partition(hms, "append_partition", added);
+    want.extend(125..133);
+    want.sort();
+    wait_for_ids(dir.path(), &want, &mut child);
+    stop(&mut child);
+    on_follow_partition(hms, "drop_partition", added);
+    let _ = std::fs::remove_dir_all(&added_dir);
+}
+
+/// The identity and spec URL recorded in `state/job.json`.
+fn recorded_job(state: &Path) -> (Value, String) {
+    let text = std::fs::read_to_string(state.join("job.json")).expect("job.json");
+    let job = parse_json(&text, "job.json");
+    let url = job["spec"]["url"].as_str().expect("spec.url").to_string();
+    (job["identity"].clone(), url)
+}
+
+#[test]
+fn state_by_name_records_catalog_and_table_and_the_url_read() {
+    let catalog = rest_catalog();
+    let clicks = rest_table("ads.clicks");
+    let current = clicks["metadata_location"]
+        .as_str()
+        .expect("metadata_location");
+    let current = current.trim_start_matches("file:").trim_start_matches("//");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("train");
+    let state_arg = state.display().to_string();
+    let filter = "dt = '2026-11-02'";
+    let train = |filter: &str| {
+        sluice([
+            "train",
+            "ads.clicks",
+            "--catalog",
+            catalog,
+            "--state",
+            &state_arg,
+            "--model",
+            "none",
+            "--quiet",
+            "--where",
+            filter,
+        ])
+    };
+    train(filter).success();
+    let (identity, url) = recorded_job(&state);
+    assert_eq!(identity["dataset"], format!("{catalog}#ads.clicks"));
+    assert_eq!(identity["where"], filter);
+    assert!(url.ends_with(current), "{url} is not {current}");
+    // Another filter is another job.
+    let run = train("dt = '2026-11-03'");
+    assert_one_line_error(&run, &["--where", "another --state"]);
+
+    // The master records the same, and serves until stopped.
+    let state = dir.path().join("master");
+    let token = dir.path().join("token");
+    std::fs::write(&token, "a-job-token-of-enough-bytes-0123456789").expect("token");
+    let mut master = common::sluice_command([
+        "master",
+        "ads.clicks",
+        "--catalog",
+        catalog,
+        "--state",
+        &state.display().to_string(),
+        "--token-file",
+        &token.display().to_string(),
+        "--listen",
+        "127.0.0.1:0",
+    ])
+    .stdin(std::process::Stdio::null())
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .expect("start sluice master");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !state.join("job.json").exists() {
+        assert!(Instant::now() < deadline, "no job.json from the master");
+        assert!(
+            master.try_wait().expect("try_wait").is_none(),
+            "the master exited"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    stop(&mut master);
+    let (identity, url) = recorded_job(&state);
+    assert_eq!(identity["dataset"], format!("{catalog}#ads.clicks"));
+    assert!(url.ends_with(current), "{url} is not {current}");
 }

@@ -315,7 +315,10 @@ impl Dataset {
         options: DatasetOptions,
     ) -> Result<Dataset> {
         let kind = snapshot.kind.as_str();
-        let files = files.unwrap_or(snapshot.files);
+        let mut files = files.unwrap_or(snapshot.files);
+        if let (TableKind::Iceberg, Some(filter)) = (snapshot.kind, &options.partition_filter) {
+            files = prune_table_files(&location, files, &snapshot.pruning, filter)?;
+        }
         let mut format = None;
         for file in &files {
             match format {
@@ -371,16 +374,12 @@ impl Dataset {
                 deleted: file.deleted,
             })
             .collect();
-        if snapshot.kind == TableKind::Iceberg && options.partition_filter.is_some() {
-            return Err(Error::InvalidOption {
-                option: "--where".to_string(),
-                reason: format!(
-                    "{} is an Iceberg table, whose partitions --where cannot filter yet",
-                    location.url()
-                ),
-            });
-        }
-        let candidates = keep_partitions(candidates, &snapshot.partition_fields, &options)?;
+        // An Iceberg table's files were pruned on their partition tuples above.
+        let candidates = if snapshot.kind == TableKind::Iceberg {
+            candidates
+        } else {
+            keep_partitions(candidates, &snapshot.partition_fields, &options)?
+        };
         let inspected = inspect_all(&location, candidates, format, &options).await?;
         let mut dataset = Dataset {
             complete: true,
@@ -683,6 +682,86 @@ fn keep_partitions(
         before,
         kept = kept.len(),
         "partition filter"
+    );
+    Ok(kept)
+}
+
+/// The files of an Iceberg table whose identity partition values `filter`
+/// keeps, decided on their manifest entries' partition tuples before any
+/// file is read. A column partitioned only through another transform (a
+/// day, a bucket) is refused: its partitions hold rows of many values, so
+/// keeping or dropping them would not be what a row filter keeps. So is a
+/// file whose partition spec does not partition by a column the filter names.
+fn prune_table_files(
+    location: &Location,
+    files: Vec<table::TableFile>,
+    pruning: &table::Pruning,
+    filter: &PartitionFilter,
+) -> Result<Vec<table::TableFile>> {
+    let fields = &pruning.identity;
+    let named = filter.columns();
+    let is_identity = |column: &str| fields.iter().any(|f| f.name().eq_ignore_ascii_case(column));
+    let identity_list = || {
+        if fields.is_empty() {
+            "the table has no identity partition columns".to_string()
+        } else {
+            let names: Vec<&str> = fields.iter().map(|f| f.name().as_str()).collect();
+            format!("identity partition columns: {}", names.join(", "))
+        }
+    };
+    for column in named.iter().filter(|c| !is_identity(c)) {
+        let transforms: Vec<String> = pruning
+            .transformed
+            .iter()
+            .filter(|(name, _)| name.eq_ignore_ascii_case(column))
+            .map(|(name, transform)| format!("{transform}({name})"))
+            .collect();
+        if !transforms.is_empty() {
+            return Err(Error::InvalidOption {
+                option: "--where".to_string(),
+                reason: format!(
+                    "the Iceberg table {} partitions `{column}` only by {}, whose partitions hold \
+                     rows of many `{column}` values, so --where cannot prune on it ({}); \
+                     row filters are not partition pruning",
+                    location.url(),
+                    transforms.join(", "),
+                    identity_list()
+                ),
+            });
+        }
+    }
+    filter.check(fields)?;
+    let before = files.len();
+    let mut kept = Vec::with_capacity(files.len());
+    for file in files {
+        let mut values = Vec::with_capacity(fields.len());
+        for field in fields {
+            match file.identity_values.iter().find(|(n, _)| n == field.name()) {
+                Some((_, value)) => values.push(value.clone()),
+                None if named.iter().any(|c| c.eq_ignore_ascii_case(field.name())) => {
+                    return Err(Error::InvalidOption {
+                        option: "--where".to_string(),
+                        reason: format!(
+                            "data file {} of the Iceberg table was written with a partition spec \
+                             that does not partition by `{}`, so --where cannot prune it",
+                            location.display(&file.path),
+                            field.name()
+                        ),
+                    });
+                }
+                // Not named by the filter: its value does not matter.
+                None => values.push(None),
+            }
+        }
+        if filter.matches(fields, &values) {
+            kept.push(file);
+        }
+    }
+    tracing::debug!(
+        filter = filter.as_str(),
+        before,
+        kept = kept.len(),
+        "iceberg partition filter"
     );
     Ok(kept)
 }

@@ -142,6 +142,27 @@ impl PartitionFilter {
         check(&self.expr, fields)
     }
 
+    /// The columns the expression names, each once, in order of appearance.
+    pub fn columns(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let mut stack = vec![&self.expr];
+        while let Some(expr) = stack.pop() {
+            match expr {
+                Expr::And(a, b) | Expr::Or(a, b) => {
+                    stack.push(b);
+                    stack.push(a);
+                }
+                Expr::Not(a) => stack.push(a),
+                Expr::Compare(name, _, _) | Expr::In(name, _, _) | Expr::IsNull(name, _) => {
+                    if !out.iter().any(|n| n.eq_ignore_ascii_case(name)) {
+                        out.push(name.clone());
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// Whether a partition with these values (aligned with `fields`, `None`
     /// for null) is kept. Call [`PartitionFilter::check`] first.
     pub fn matches(&self, fields: &[Field], values: &[Option<String>]) -> bool {
@@ -632,6 +653,13 @@ mod tests {
         let filter = PartitionFilter::parse("hour = 'noon'").expect("parses");
         let err = filter.check(&fields()).expect_err("noon is no int");
         assert!(err.to_string().contains("`hour`"), "{err}");
+    }
+
+    #[test]
+    fn columns_are_named_once_in_order() {
+        let filter = PartitionFilter::parse("(b = 1 OR a IN (2)) AND NOT b IS NULL AND c < 3")
+            .expect("parses");
+        assert_eq!(filter.columns(), ["b", "a", "c"]);
     }
 
     #[test]

@@ -16,6 +16,32 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 /// The database a bare table name is in.
 const DEFAULT_DATABASE: &str = "default";
 
+/// What a metastore that hangs up on a plain Thrift call most likely wants.
+const NO_SASL: &str = "the metastore closed the connection without answering: it likely \
+    requires SASL (Kerberos, hive.metastore.sasl.enabled=true) or a framed transport \
+    (hive.metastore.thrift.framed.transport.enabled), which sluice does not speak \
+    (Thrift's unframed binary protocol without SASL only)";
+
+/// Whether the peer hung up on a call it had accepted (what a SASL or
+/// framed server does with a plain Thrift message).
+fn closed_without_answer(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind;
+    matches!(
+        e.kind(),
+        ErrorKind::UnexpectedEof
+            | ErrorKind::ConnectionReset
+            | ErrorKind::ConnectionAborted
+            | ErrorKind::BrokenPipe
+    )
+}
+
+fn timed_out(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
+}
+
 /// Looks `name` up in the metastore at `uri` (`thrift://HOST:PORT`).
 pub async fn load(uri: &str, name: &TableName) -> Result<CatalogTable, CatalogError> {
     let uri = uri.to_string();
@@ -41,6 +67,14 @@ fn load_blocking(uri: &str, name: &TableName) -> Result<CatalogTable, CatalogErr
         }
     };
     let failed = |e: ThriftError| match e {
+        ThriftError::Io(io) if closed_without_answer(&io) => CatalogError::Protocol {
+            catalog: uri.to_string(),
+            reason: NO_SASL.to_string(),
+        },
+        ThriftError::Io(io) if timed_out(&io) => CatalogError::Unreachable {
+            catalog: uri.to_string(),
+            reason: format!("no answer within {}s", TIMEOUT.as_secs()),
+        },
         ThriftError::Io(io) => CatalogError::Unreachable {
             catalog: uri.to_string(),
             reason: io.to_string(),
@@ -102,13 +136,23 @@ fn load_blocking(uri: &str, name: &TableName) -> Result<CatalogTable, CatalogErr
                 .collect(),
         )
     };
-    Ok(describe(
+    let described = describe(
         uri,
         &format!("{database}.{}", name.table),
         table,
         partition_keys,
         partitions,
-    ))
+    );
+    if UNREAD_FORMATS.contains(&described.format.as_str()) {
+        return Err(CatalogError::Protocol {
+            catalog: uri.to_string(),
+            reason: format!(
+                "table {} is stored as {}, which sluice does not read (Parquet, ORC, Avro, text, the CSV and JSON SerDes, Iceberg and Delta are read)",
+                described.name, described.format
+            ),
+        });
+    }
+    Ok(described)
 }
 
 /// What the metastore's table says: its format, location, and what to read.
@@ -155,10 +199,12 @@ fn describe(
                 location.clone(),
             )
         };
-    let delimiter = serde_params
-        .iter()
-        .find(|(k, _)| k == "field.delim" || k == "separatorChar")
-        .map(|(_, v)| v.clone());
+    let columns = || fields_of(sd.map(|sd| sd.list(1)).unwrap_or_default());
+    let text = match format.as_str() {
+        "text" => Some(delimited_text(&serde_params, &columns())),
+        "csv" => Some(open_csv(&serde_params, &columns())),
+        _ => None,
+    };
     CatalogTable {
         catalog: uri.to_string(),
         name: full_name.to_string(),
@@ -168,7 +214,85 @@ fn describe(
         storage: Vec::new(),
         partition_keys,
         partitions,
+        text,
+    }
+}
+
+/// Hive's default field delimiter (`^A`).
+const DEFAULT_FIELD_DELIMITER: u8 = 1;
+/// Hive's default null text.
+const DEFAULT_NULL_FORMAT: &str = "\\N";
+
+/// How a text table's lines split into its columns, from its SerDe's
+/// parameters as `LazySimpleSerDe` reads them: `field.delim`, else
+/// `serialization.format`, else `^A`; `escape.delim`;
+/// `serialization.null.format`, else `\N`.
+fn delimited_text(
+    serde_params: &[(String, String)],
+    columns: &[(String, String)],
+) -> connectors::format::DelimitedText {
+    let param = |key: &str| {
+        serde_params
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    };
+    let delimiter = param("field.delim")
+        .or(param("serialization.format"))
+        .and_then(serde_byte)
+        .unwrap_or(DEFAULT_FIELD_DELIMITER);
+    connectors::format::DelimitedText {
         delimiter,
+        escape: param("escape.delim").and_then(serde_byte),
+        quote: None,
+        null: Some(
+            param("serialization.null.format")
+                .unwrap_or(DEFAULT_NULL_FORMAT)
+                .to_string(),
+        ),
+        columns: columns
+            .iter()
+            .map(|(name, ty)| arrow::datatypes::Field::new(name, super::hive_column_type(ty), true))
+            .collect(),
+    }
+}
+
+/// How a CSV table's lines split into its columns, as `OpenCSVSerde` reads
+/// them: `separatorChar` (default `,`), `quoteChar` (default `"`),
+/// `escapeChar` (default `\`), no null text.
+fn open_csv(
+    serde_params: &[(String, String)],
+    columns: &[(String, String)],
+) -> connectors::format::DelimitedText {
+    let char_param = |key: &str, default: u8| {
+        serde_params
+            .iter()
+            .find(|(k, _)| k == key)
+            .and_then(|(_, v)| v.bytes().next())
+            .unwrap_or(default)
+    };
+    connectors::format::DelimitedText {
+        delimiter: char_param("separatorChar", b','),
+        escape: Some(char_param("escapeChar", b'\\')),
+        quote: Some(char_param("quoteChar", b'"')),
+        null: None,
+        columns: columns
+            .iter()
+            .map(|(name, ty)| arrow::datatypes::Field::new(name, super::hive_column_type(ty), true))
+            .collect(),
+    }
+}
+
+/// A delimiter parameter as Hive reads it (`LazyUtils.getByte`): a number
+/// is the byte of that value (`1` is `^A`, `9` a tab), anything else its
+/// first byte; empty is none.
+fn serde_byte(value: &str) -> Option<u8> {
+    if value.is_empty() {
+        return None;
+    }
+    match value.parse::<i8>() {
+        Ok(n) => Some(n as u8),
+        Err(_) => value.bytes().next(),
     }
 }
 
@@ -189,10 +313,17 @@ fn hive_format(provider: Option<&str>, input_format: &str, serde_lib: &str) -> S
         "json".to_string()
     } else if input.contains("avro") || serde.contains("avro") {
         "avro".to_string()
+    } else if input.contains("sequencefile") {
+        "sequencefile".to_string()
+    } else if input.contains("rcfile") || serde.contains("columnar") {
+        "rcfile".to_string()
     } else {
         "text".to_string()
     }
 }
+
+/// Formats a Hive table may be stored as that sluice does not read.
+const UNREAD_FORMATS: [&str; 2] = ["sequencefile", "rcfile"];
 
 /// (name, Hive type) of each FieldSchema.
 fn fields_of(list: &[Value]) -> Vec<(String, String)> {
@@ -288,6 +419,73 @@ mod tests {
                 "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe"
             ),
             "text"
+        );
+        assert_eq!(
+            hive_format(
+                None,
+                "org.apache.hadoop.mapred.SequenceFileInputFormat",
+                "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe"
+            ),
+            "sequencefile"
+        );
+        assert_eq!(
+            hive_format(
+                None,
+                "org.apache.hadoop.hive.ql.io.RCFileInputFormat",
+                "org.apache.hadoop.hive.serde2.columnar.LazyBinaryColumnarSerDe"
+            ),
+            "rcfile"
+        );
+    }
+
+    #[test]
+    fn text_delimiters_are_read_as_lazy_simple_serde_reads_them() {
+        let params = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let columns = vec![
+            ("id".to_string(), "bigint".to_string()),
+            ("price".to_string(), "decimal(10,2)".to_string()),
+            ("tags".to_string(), "array<string>".to_string()),
+        ];
+        // ROW FORMAT DELIMITED FIELDS TERMINATED BY ','
+        let text = delimited_text(
+            &params(&[("field.delim", ","), ("serialization.format", ",")]),
+            &columns,
+        );
+        assert_eq!(text.delimiter, b',');
+        assert_eq!(text.null.as_deref(), Some("\\N"));
+        assert_eq!(text.escape, None);
+        assert_eq!(
+            text.columns[1].data_type(),
+            &arrow::datatypes::DataType::Decimal128(10, 2)
+        );
+        assert_eq!(
+            text.columns[2].data_type(),
+            &arrow::datatypes::DataType::Utf8
+        );
+        // Hive's default: serialization.format=1 is byte 1 (^A).
+        let text = delimited_text(&params(&[("serialization.format", "1")]), &columns);
+        assert_eq!(text.delimiter, 1);
+        assert_eq!(delimited_text(&[], &columns).delimiter, 1);
+        // A number is a byte value, a tab given as itself is a tab.
+        let text = delimited_text(
+            &params(&[
+                ("field.delim", "9"),
+                ("escape.delim", "\\"),
+                ("serialization.null.format", ""),
+            ]),
+            &columns,
+        );
+        assert_eq!(text.delimiter, b'\t');
+        assert_eq!(text.escape, Some(b'\\'));
+        assert_eq!(text.null.as_deref(), Some(""));
+        assert_eq!(
+            delimited_text(&params(&[("field.delim", "\t")]), &columns).delimiter,
+            b'\t'
         );
     }
 

@@ -78,8 +78,9 @@ impl fmt::Display for TableName {
     }
 }
 
-/// A table as its catalog describes it.
-#[derive(Debug, Clone)]
+/// A table as its catalog describes it. Its `Debug` names the vended
+/// storage options' keys, never their values.
+#[derive(Clone)]
 pub struct CatalogTable {
     /// The catalog's URI as given (never with credentials).
     pub catalog: String,
@@ -100,8 +101,27 @@ pub struct CatalogTable {
     /// A Hive table's partitions as the metastore lists them (`None`: the
     /// table is not partitioned).
     pub partitions: Option<Vec<HivePartition>>,
-    /// A text table's field delimiter (`field.delim`, `separatorChar`).
-    pub delimiter: Option<String>,
+    /// A Hive text or CSV SerDe table's row format (its SerDe's delimiter,
+    /// escape, quote and null text, and the table's columns): how its lines
+    /// are split.
+    pub text: Option<connectors::format::DelimitedText>,
+}
+
+impl fmt::Debug for CatalogTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let storage: Vec<&str> = self.storage.iter().map(|(k, _)| k.as_str()).collect();
+        f.debug_struct("CatalogTable")
+            .field("catalog", &self.catalog)
+            .field("name", &self.name)
+            .field("format", &self.format)
+            .field("location", &self.location)
+            .field("read_url", &self.read_url)
+            .field("storage_keys", &storage)
+            .field("partition_keys", &self.partition_keys)
+            .field("partitions", &self.partitions.as_ref().map(Vec::len))
+            .field("text", &self.text)
+            .finish()
+    }
 }
 
 /// The value Hive stores for a null partition value.
@@ -129,6 +149,31 @@ fn hive_type(ty: &str) -> arrow::datatypes::DataType {
     }
 }
 
+/// The Arrow type a Hive text table's column is read as: its primitive
+/// types parsed from the text, anything else (structs, arrays, maps) kept
+/// as the text itself.
+pub(crate) fn hive_column_type(ty: &str) -> arrow::datatypes::DataType {
+    use arrow::datatypes::{DataType, TimeUnit};
+    let lower = ty.trim().to_ascii_lowercase();
+    let base = lower.split('(').next().unwrap_or(&lower).trim();
+    match base {
+        "decimal" | "numeric" => {
+            let args = lower
+                .split_once('(')
+                .and_then(|(_, rest)| rest.strip_suffix(')'));
+            let (precision, scale) = match args.and_then(|a| a.split_once(',')) {
+                Some((p, s)) => (p.trim().parse().ok(), s.trim().parse().ok()),
+                None => (args.and_then(|p| p.trim().parse().ok()), Some(0)),
+            };
+            // Hive's bare `decimal` is decimal(10,0).
+            DataType::Decimal128(precision.unwrap_or(10), scale.unwrap_or(0))
+        }
+        "timestamp" => DataType::Timestamp(TimeUnit::Microsecond, None),
+        "string" | "varchar" | "char" | "binary" => DataType::Utf8,
+        _ => hive_type(base),
+    }
+}
+
 /// One partition of a Hive table, as the metastore lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HivePartition {
@@ -144,6 +189,11 @@ impl CatalogTable {
     pub fn apply(&self, options: &mut connectors::DatasetOptions) {
         if options.format.is_none() && !matches!(self.format.as_str(), "iceberg" | "delta") {
             options.format = self.format.parse().ok();
+            // Text and CSV SerDe tables: lines split as their SerDe splits them.
+            if let Some(text) = &self.text {
+                options.format = Some(connectors::Format::Text);
+                options.format_options.delimited = Some(text.clone());
+            }
         }
         let Some(partitions) = &self.partitions else {
             return;
@@ -183,6 +233,16 @@ impl CatalogTable {
     /// not where the table's files happen to be now.
     pub fn identity(&self) -> String {
         format!("{}#{}", self.catalog, self.name)
+    }
+
+    /// The table as a job refers to it: looked up again in the catalog
+    /// `options` name, identified by [`Self::identity`].
+    pub fn table_ref(&self, options: &CatalogOptions) -> crate::config::TableRef {
+        crate::config::TableRef {
+            catalog: options.clone(),
+            name: self.name.clone(),
+            identity: self.identity(),
+        }
     }
 }
 
@@ -286,30 +346,38 @@ fn close_list(close: &[String]) -> String {
 
 /// Looks `name` up in the catalog `options` name.
 pub async fn resolve(options: &CatalogOptions, name: &str) -> Result<CatalogTable, CatalogError> {
+    resolve_keeping(options, name).await.map(|(table, _)| table)
+}
+
+/// Looks `name` up; the REST catalog it came from too, to load it again.
+async fn resolve_keeping(
+    options: &CatalogOptions,
+    name: &str,
+) -> Result<(CatalogTable, Option<(rest::RestCatalog, TableName)>), CatalogError> {
     let uri = options.catalog.as_deref().unwrap_or_default().trim();
     let parsed = TableName::parse(name)?;
-    let table = match CatalogKind::of(uri)? {
+    let (table, catalog) = match CatalogKind::of(uri)? {
         CatalogKind::IcebergRest => {
-            rest::RestCatalog::connect(uri, options)
-                .await?
-                .load(&parsed)
-                .await?
+            let catalog = rest::RestCatalog::connect(uri, options).await?;
+            let table = catalog.load(&parsed).await?;
+            (table, Some((catalog, parsed)))
         }
-        CatalogKind::Hive => hive::load(uri, &parsed).await?,
+        CatalogKind::Hive => (hive::load(uri, &parsed).await?, None),
     };
-    tracing::info!(
+    tracing::debug!(
         catalog = %table.catalog,
         table = %table.name,
         format = %table.format,
         location = %table.location,
         "table found in the catalog"
     );
-    Ok(table)
+    Ok((table, catalog))
 }
 
 /// The table `source` names when `options` give a catalog (`None` when
 /// they do not: the source is a path or URL). The storage options the
-/// catalog vended are set for every store opened from now on.
+/// catalog vended are set for every store opened from now on, and loaded
+/// again before they expire.
 pub async fn lookup(
     options: &CatalogOptions,
     source: &str,
@@ -317,9 +385,69 @@ pub async fn lookup(
     if !options.is_set() {
         return Ok(None);
     }
-    let table = resolve(options, source).await?;
+    let (table, catalog) = resolve_keeping(options, source).await?;
+    tracing::info!(
+        catalog = %table.catalog,
+        table = %table.name,
+        format = %table.format,
+        location = %table.location,
+        "table found in the catalog"
+    );
     connectors::store::set_vended(table.storage.clone());
+    if let Some((catalog, name)) = catalog {
+        keep_fresh(catalog, name, &table.storage);
+    }
     Ok(Some(table))
+}
+
+/// Milliseconds since the epoch, now.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Loads the table again before its vended credentials expire, for as long
+/// as the process runs, and sets what the catalog vends then (stores
+/// already open read their credentials again on each request). A failed
+/// load is logged (without a secret) and tried again shortly.
+fn keep_fresh(catalog: rest::RestCatalog, name: TableName, storage: &[(String, String)]) {
+    let Some(mut expiry) = connectors::store::vended_expiry_ms(storage) else {
+        return;
+    };
+    tokio::spawn(async move {
+        let mut failures = 0u32;
+        loop {
+            let wait = connectors::store::refresh_delay(expiry, now_ms(), failures);
+            tokio::time::sleep(wait).await;
+            match catalog.load(&name).await {
+                Ok(table) => {
+                    failures = 0;
+                    connectors::store::set_vended(table.storage.clone());
+                    let next = connectors::store::vended_expiry_ms(&table.storage);
+                    tracing::info!(
+                        table = %table.name,
+                        keys = table.storage.len(),
+                        expires_in_s = next.map(|e| (e - now_ms()) / 1000),
+                        "vended storage credentials refreshed"
+                    );
+                    match next {
+                        Some(next) => expiry = next,
+                        None => return,
+                    }
+                }
+                Err(e) => {
+                    failures += 1;
+                    tracing::warn!(
+                        table = %name,
+                        error = %e,
+                        expires_in_s = (expiry - now_ms()) / 1000,
+                        "cannot refresh the vended storage credentials; trying again"
+                    );
+                }
+            }
+        }
+    });
 }
 
 /// The names among `candidates` close to `wanted` (an edit or two apart, or
@@ -391,6 +519,28 @@ mod tests {
         assert_eq!(store_url("file:/tmp/t"), "file:///tmp/t");
         assert_eq!(store_url("file:///tmp/t"), "file:///tmp/t");
         assert_eq!(store_url("s3://b/t"), "s3://b/t");
+    }
+
+    #[test]
+    fn a_table_never_shows_its_vended_secrets() {
+        let table = CatalogTable {
+            catalog: "http://rest".to_string(),
+            name: "ads.clicks".to_string(),
+            format: "iceberg".to_string(),
+            location: "s3://b/t".to_string(),
+            read_url: "s3://b/t/metadata/1.metadata.json".to_string(),
+            storage: vec![
+                ("s3.secret-access-key".to_string(), "SECRET-S3".to_string()),
+                ("adls.sas-token.a".to_string(), "sig=SECRET-SAS".to_string()),
+                ("gcs.oauth2.token".to_string(), "SECRET-GCS".to_string()),
+            ],
+            partition_keys: Vec::new(),
+            partitions: None,
+            text: None,
+        };
+        let shown = format!("{table:?}");
+        assert!(shown.contains("s3.secret-access-key"), "{shown}");
+        assert!(!shown.contains("SECRET"), "{shown}");
     }
 
     #[test]

@@ -214,7 +214,7 @@ impl RestCatalog {
             storage: storage.into_iter().collect(),
             partition_keys: Vec::new(),
             partitions: None,
-            delimiter: None,
+            text: None,
         })
     }
 

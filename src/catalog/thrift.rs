@@ -107,6 +107,10 @@ pub enum Arg {
     I16(i16, i16),
     /// A struct field of string fields.
     Struct(i16, Vec<Arg>),
+    /// A list<string> field.
+    Strings(i16, Vec<String>),
+    /// A bool field.
+    Bool(i16, bool),
 }
 
 /// Why a call failed.
@@ -214,6 +218,20 @@ fn write_fields(out: &mut Vec<u8>, args: &[Arg]) {
                 out.extend_from_slice(&id.to_be_bytes());
                 write_fields(out, fields);
             }
+            Arg::Strings(id, items) => {
+                out.push(T_LIST);
+                out.extend_from_slice(&id.to_be_bytes());
+                out.push(T_STRING);
+                out.extend_from_slice(&(items.len() as i32).to_be_bytes());
+                for item in items {
+                    write_str(out, item.as_bytes());
+                }
+            }
+            Arg::Bool(id, v) => {
+                out.push(T_BOOL);
+                out.extend_from_slice(&id.to_be_bytes());
+                out.push(u8::from(*v));
+            }
         }
     }
     out.push(T_STOP);
@@ -308,9 +326,14 @@ mod tests {
                 Arg::Str(1, "ads".into()),
                 Arg::I16(3, -1),
                 Arg::Struct(2, vec![Arg::Str(1, "x".into())]),
+                Arg::Strings(4, vec!["a".into(), "b".into()]),
+                Arg::Bool(5, true),
             ],
         );
         let value = read_value(&mut out.as_slice(), T_STRUCT, 0).expect("decodes");
+        let strings: Vec<String> = value.list(4).iter().filter_map(Value::as_string).collect();
+        assert_eq!(strings, ["a", "b"]);
+        assert_eq!(value.field(5), Some(&Value::Bool(true)));
         assert_eq!(value.str(1).as_deref(), Some("ads"));
         assert_eq!(value.field(3), Some(&Value::Int(-1)));
         assert_eq!(value.field(2).and_then(|s| s.str(1)).as_deref(), Some("x"));

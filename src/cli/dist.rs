@@ -168,6 +168,7 @@ pub async fn master(mut args: MasterArgs) -> anyhow::Result<u8> {
         allow_empty: options.allow_empty,
         tls: options.tls_cert.zip(options.tls_key),
         retry_failed: options.retry_failed,
+        table: table.as_ref().map(|t| t.table_ref(&args.catalog)),
     };
     let state = config.state.to_string();
     let outcome = crate::master::serve::run(config).await?;

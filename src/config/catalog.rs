@@ -30,3 +30,18 @@ impl CatalogOptions {
             .is_some_and(|c| !c.trim().is_empty())
     }
 }
+
+/// A source given as a table name, once its catalog answered: where to look
+/// it up again (a followed job asks the catalog on each poll, as the table's
+/// current snapshot and partitions are the catalog's to say) and what
+/// identifies it in a job's state (the catalog and the table, not where its
+/// files are now).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableRef {
+    /// The catalog and how to log in there.
+    pub catalog: CatalogOptions,
+    /// The table's full name as the catalog resolved it (`web.clicks`).
+    pub name: String,
+    /// `CATALOG#TABLE`.
+    pub identity: String,
+}

@@ -196,6 +196,7 @@ impl TrainParts<'_> {
             progress: !trainer.quiet,
             follow,
             select: select.clone(),
+            table: None,
         })
     }
 }
@@ -301,4 +302,7 @@ pub struct TrainConfig {
     pub follow: Option<super::FollowConfig>,
     /// The rows trained (`--split`, `--sample`, `--limit`).
     pub select: SelectOptions,
+    /// The table the URL was resolved from, when the source was a table
+    /// name: the job's identity, and what a followed job asks about.
+    pub table: Option<super::TableRef>,
 }

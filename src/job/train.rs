@@ -164,8 +164,13 @@ pub async fn run(config: TrainConfig, stop: Option<Stop>) -> Result<Outcome, Tra
     let location = connectors::store::open(&config.url)?;
     if let Some(follow) = &config.follow {
         let waiting = Instant::now();
-        let (dataset, position) =
-            crate::master::follow::first_dataset(&location, &config.dataset, follow).await?;
+        let (dataset, position) = crate::master::follow::first_dataset(
+            &location,
+            &config.dataset,
+            follow,
+            config.table.as_ref(),
+        )
+        .await?;
         for ignored in &dataset.ignored {
             warn!(path = %ignored.path, reason = %ignored.reason, "file not read");
         }
@@ -301,7 +306,11 @@ async fn open_state(
     schema: &SchemaRef,
 ) -> Result<Opened, TrainError> {
     let location = StateLocation::Dir(dir.to_path_buf());
-    let identity = identity(config, &dataset.location.url());
+    let source = match &config.table {
+        Some(table) => table.identity.clone(),
+        None => dataset.location.url(),
+    };
+    let identity = identity(config, &source);
     let (state, resumed) = MasterState::open(&location, identity, move || Ok(job)).await?;
     let mut ready = Ready {
         after_stop: resumed && !state.queue.is_over(),
@@ -454,6 +463,7 @@ async fn train(
                     config.dataset.clone(),
                     *follow,
                     started_at,
+                    config.table.clone(),
                 )
                 .await?,
             )
@@ -634,7 +644,8 @@ fn failed_tasks(
 }
 
 /// The options of `config` that decide what is trained (see [`Identity`]);
-/// `dataset` is the dataset's URL as opened. Not among them: the `--exec`
+/// `dataset` is the dataset's URL as opened, or `CATALOG#TABLE` for a table
+/// by name. Not among them: the `--exec`
 /// command line (it often carries paths that differ between runs), devices,
 /// prefetch and the output files.
 fn identity(config: &TrainConfig, dataset: &str) -> Identity {

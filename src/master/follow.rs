@@ -12,7 +12,11 @@
 //!   made it is committed: its own `_SUCCESS` (or one of a partition
 //!   directory above it), or a root `_SUCCESS` written after the
 //!   partition's files, or where the writer leaves no marker at all, once it
-//!   has not changed for `--settle`.
+//!   has not changed for `--settle`;
+//! - a table by name (`--catalog`): an Iceberg table's snapshots after the
+//!   one its catalog points to now, the catalog asked again on each poll; a
+//!   partitioned Hive table's new partitions, as the metastore lists them,
+//!   each once it holds files.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant, SystemTime};
@@ -58,6 +62,9 @@ pub enum FollowError {
         /// What the log calls the operation.
         operation: String,
     },
+    /// The catalog of a table followed by name could not answer.
+    #[error("{0}")]
+    Catalog(String),
     /// The queue refused the new splits, or its journal failed.
     #[error("the job could not take new splits: {0}")]
     Grow(String),
@@ -83,6 +90,11 @@ enum Watch {
     Table {
         kind: TableKind,
         version: Option<i64>,
+    },
+    /// A Hive table's partitions, as its metastore lists them.
+    Catalog {
+        /// Partitions taken (`dt=2026-11-01`, as [`partition_name`] names them).
+        taken: BTreeSet<String>,
     },
     Partitions {
         /// Partition directories taken (relative, as on disk).
@@ -113,6 +125,19 @@ pub struct Follower {
     local: Option<LocalWatch>,
     /// Columns found in new data that the job's schema lacks (warned once each).
     unknown_columns: BTreeSet<String>,
+    /// The table the source was resolved from, asked again on each poll.
+    table: Option<crate::config::TableRef>,
+}
+
+/// How a followed job names a catalog partition: `col=value/col2=value2`,
+/// as the dataset names its partition directory.
+fn partition_name(fields: &[arrow::datatypes::Field], values: &[Option<String>]) -> String {
+    fields
+        .iter()
+        .zip(values)
+        .map(|(f, v)| format!("{}={}", f.name(), v.as_deref().unwrap_or("null")))
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// The kind of source at `location`, for a followed job.
@@ -141,18 +166,40 @@ fn nothing_yet(e: &connectors::Error) -> bool {
 
 /// Opens what the source holds committed at the start of a followed job,
 /// waiting (and saying so every minute) until it holds something: a
-/// streaming query or ETL that has not written yet is normal. Returns the
-/// dataset and the position it stands for.
+/// streaming query or ETL that has not written yet is normal. A table by
+/// name (`table`) is asked about again at each look. Returns the dataset
+/// and the position it stands for.
 pub async fn first_dataset(
     location: &Location,
     options: &DatasetOptions,
     config: &FollowConfig,
+    table: Option<&crate::config::TableRef>,
 ) -> Result<(Dataset, FollowPosition), connectors::Error> {
     let started = Instant::now();
     let mut said = Instant::now();
     let mut local = LocalWatch::new(location);
+    let mut location = location.clone();
+    let mut options = options.clone();
+    let mut first = true;
     loop {
-        match try_first(location, options, config).await {
+        if let (Some(table), false) = (table, first) {
+            match crate::catalog::resolve(&table.catalog, &table.name).await {
+                Ok(found) => {
+                    let mut fresh = options.clone();
+                    found.apply(&mut fresh);
+                    if fresh.catalog_partitions.is_some() {
+                        options.catalog_partitions = fresh.catalog_partitions;
+                    } else if found.read_url != location.url() {
+                        location = connectors::store::open(&found.read_url)?;
+                    }
+                }
+                Err(e) => {
+                    warn!(error = %e, "following: the catalog did not answer; asking again at the next poll");
+                }
+            }
+        }
+        first = false;
+        match try_first(&location, &options, config).await {
             Ok(Some(found)) => return Ok(found),
             Ok(None) => {}
             Err(e) if nothing_yet(&e) || e.is_transient() => {
@@ -173,6 +220,29 @@ async fn try_first(
     options: &DatasetOptions,
     config: &FollowConfig,
 ) -> Result<Option<(Dataset, FollowPosition)>, connectors::Error> {
+    if options.catalog_partitions.is_some() {
+        // A Hive table by name: the partitions its metastore lists that
+        // hold files now; the others are taken once they do.
+        let dataset = Dataset::open(location.clone(), options.clone()).await?;
+        if dataset.files.is_empty() {
+            // Its schema is the metastore's partition columns only: wait
+            // for a partition that holds files.
+            return Ok(None);
+        }
+        let taken: BTreeSet<String> = dataset
+            .files
+            .iter()
+            .map(|f| f.partition_dir.clone())
+            .collect();
+        return Ok(has_schema(dataset).map(|d| {
+            (
+                d,
+                FollowPosition::Partitions {
+                    taken: taken.into_iter().collect(),
+                },
+            )
+        }));
+    }
     match watch_of(location).await? {
         Watch::Sink { .. } => {
             let Some(batch) = connectors::sink::newest_batch(location).await? else {
@@ -182,6 +252,8 @@ async fn try_first(
                 Dataset::open_sink_batches(location.clone(), None, batch, options.clone()).await?;
             Ok(has_schema(dataset).map(|d| (d, FollowPosition::Sink { batch: Some(batch) })))
         }
+        // Taken above (the catalog's partitions are in the options).
+        Watch::Catalog { .. } => Ok(None),
         Watch::Table { kind, .. } => {
             if kind == TableKind::Delta && !delta_has_version(location).await? {
                 return Ok(None);
@@ -317,6 +389,9 @@ impl Follower {
                     version: *version,
                 }
             }
+            FollowPosition::Partitions { .. } if options.catalog_partitions.is_some() => {
+                Watch::Catalog { taken }
+            }
             FollowPosition::Partitions { .. } => Watch::Partitions {
                 taken,
                 pending: BTreeMap::new(),
@@ -332,7 +407,34 @@ impl Follower {
             watch,
             local,
             unknown_columns: BTreeSet::new(),
+            table: None,
         })
+    }
+
+    /// Asks the catalog about the followed table again: an Iceberg table's
+    /// current metadata file becomes the location read, a Hive table's
+    /// partition list the one new partitions are found in.
+    async fn ask_catalog(&mut self) -> Result<(), FollowError> {
+        let Some(table) = &self.table else {
+            return Ok(());
+        };
+        let found = match crate::catalog::resolve(&table.catalog, &table.name).await {
+            Ok(found) => found,
+            // Down for a while: asked again at the next poll.
+            Err(e @ crate::catalog::CatalogError::Unreachable { .. }) => {
+                warn!(error = %e, "following: the catalog did not answer; asking again at the next poll");
+                return Ok(());
+            }
+            Err(e) => return Err(FollowError::Catalog(e.to_string())),
+        };
+        let mut options = self.options.clone();
+        found.apply(&mut options);
+        if options.catalog_partitions.is_some() {
+            self.options.catalog_partitions = options.catalog_partitions;
+        } else if found.read_url != self.location.url() {
+            self.location = connectors::store::open(&found.read_url)?;
+        }
+        Ok(())
     }
 
     /// The follower of a followed job where its state left it (its start
@@ -345,6 +447,7 @@ impl Follower {
         options: DatasetOptions,
         config: FollowConfig,
         started: SystemTime,
+        table: Option<crate::config::TableRef>,
     ) -> Result<(Follower, u32, Ends), connectors::Error> {
         let (position, taken) =
             crate::protocol::follow::position_of(&state.spec, state.queue.grown());
@@ -357,6 +460,7 @@ impl Follower {
             taken,
         )
         .await?;
+        let follower = Follower { table, ..follower };
         let ends = Ends {
             until: config.until.map(|u| u.deadline(started)),
             idle_exit: config.idle_exit,
@@ -366,7 +470,50 @@ impl Follower {
 
     /// Looks at the source once: what was committed since the position.
     pub async fn poll(&mut self) -> Result<Option<Found>, FollowError> {
+        self.ask_catalog().await?;
         let found = match &mut self.watch {
+            Watch::Catalog { taken } => {
+                let Some(catalog) = self.options.catalog_partitions.clone() else {
+                    return Ok(None);
+                };
+                let mut fresh = catalog.clone();
+                fresh
+                    .partitions
+                    .retain(|p| !taken.contains(&partition_name(&catalog.fields, &p.values)));
+                if let Some(filter) = &self.options.partition_filter {
+                    fresh
+                        .partitions
+                        .retain(|p| filter.matches(&catalog.fields, &p.values));
+                }
+                if fresh.partitions.is_empty() {
+                    return Ok(None);
+                }
+                let mut options = self.options.clone();
+                options.catalog_partitions = None;
+                let dataset =
+                    Dataset::open_partitions(self.location.clone(), fresh, options).await?;
+                let names: BTreeSet<String> = dataset
+                    .files
+                    .iter()
+                    .map(|f| f.partition_dir.clone())
+                    .collect();
+                if names.is_empty() {
+                    return Ok(None);
+                }
+                taken.extend(names.iter().cloned());
+                let names: Vec<String> = names.into_iter().collect();
+                let what = match names.as_slice() {
+                    [one] => one.clone(),
+                    many => format!("{} partitions", many.len()),
+                };
+                info!(partitions = %names.join(", "), files = dataset.files.len(), "following: new partitions in the metastore");
+                Some((
+                    dataset,
+                    FollowPosition::Partitions { taken: names },
+                    None,
+                    what,
+                ))
+            }
             Watch::Sink { batch } => {
                 let Some(newest) = connectors::sink::newest_batch(&self.location).await? else {
                     return Ok(None);

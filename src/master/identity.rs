@@ -65,6 +65,10 @@ impl Identity {
             .with("csv-delimiter", char::from(format.csv_delimiter))
             .with("text-key-value", format.text_key_value)
             .with_opt(
+                "where",
+                options.partition_filter.as_ref().map(|f| f.as_str()),
+            )
+            .with_opt(
                 "table-version",
                 (!options.table_version.is_latest())
                     .then(|| format!("{:?}", options.table_version)),

@@ -55,6 +55,9 @@ pub struct MasterConfig {
     pub retry_failed: bool,
     /// Follow the source as it grows (`--follow`).
     pub follow: Option<crate::config::FollowConfig>,
+    /// The table the URL was resolved from, when the source was a table
+    /// name: the job's identity, and what a followed job asks about.
+    pub table: Option<crate::config::TableRef>,
 }
 
 /// Errors of the master.
@@ -189,8 +192,13 @@ async fn make_job(config: &MasterConfig) -> Result<JobFile, MasterError> {
     let location = connectors::store::open(&config.url)?;
     let (dataset, position) = match &config.follow {
         Some(follow) => {
-            let (dataset, position) =
-                super::follow::first_dataset(&location, &config.dataset, follow).await?;
+            let (dataset, position) = super::follow::first_dataset(
+                &location,
+                &config.dataset,
+                follow,
+                config.table.as_ref(),
+            )
+            .await?;
             (dataset, Some(position))
         }
         None => (Dataset::open(location, config.dataset.clone()).await?, None),
@@ -218,7 +226,10 @@ async fn make_job(config: &MasterConfig) -> Result<JobFile, MasterError> {
 
 /// The options of `config` that decide what is trained (see [`Identity`]).
 fn identity(config: &MasterConfig) -> Result<Identity, MasterError> {
-    let dataset = connectors::store::open(&config.url)?.url();
+    let dataset = match &config.table {
+        Some(table) => table.identity.clone(),
+        None => connectors::store::open(&config.url)?.url(),
+    };
     Ok(Identity::default()
         .with(DATASET, dataset)
         .with("epochs", config.queue.epochs)
@@ -289,6 +300,7 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
                     config.dataset.clone(),
                     *follow,
                     std::time::SystemTime::now(),
+                    config.table.clone(),
                 )
                 .await?,
             )

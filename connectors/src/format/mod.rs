@@ -122,6 +122,35 @@ pub struct FormatOptions {
     pub batch_size: usize,
     /// Records read per file to infer a CSV/JSON schema.
     pub infer_records: usize,
+    /// Text lines are rows of delimited fields with these columns (a Hive
+    /// text table's row format), not one `value` column.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delimited: Option<DelimitedText>,
+}
+
+/// The row format of a Hive text table (`LazySimpleSerDe`, `ROW FORMAT
+/// DELIMITED`, or `OpenCSVSerde` with its quotes): each line a row, its fields split at one byte, fields past
+/// the columns ignored and missing ones null, the null text (`\N`) null, and
+/// each field parsed as its column's type (a field that does not parse is
+/// null, as Hive reads it).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DelimitedText {
+    /// The field delimiter (`field.delim`; Hive's default `\x01`).
+    pub delimiter: u8,
+    /// The escape byte (`escape.delim`), when the table has one: it makes the
+    /// byte after it literal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escape: Option<u8>,
+    /// The quote byte (OpenCSVSerde's `quoteChar`), when fields may be
+    /// quoted: a delimiter inside quotes is part of the field, and a doubled
+    /// quote inside quotes a quote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quote: Option<u8>,
+    /// The text that stands for null (`serialization.null.format`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub null: Option<String>,
+    /// The columns, in the order of the fields of a line.
+    pub columns: Vec<arrow::datatypes::Field>,
 }
 
 impl Default for FormatOptions {
@@ -132,6 +161,7 @@ impl Default for FormatOptions {
             text_key_value: false,
             batch_size: 8192,
             infer_records: 1000,
+            delimited: None,
         }
     }
 }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
 use object_store::ClientConfigKey;
 
-use super::{cloud, Location};
+use super::{cloud, vended, Location};
 use crate::error::{Error, Result};
 
 /// Opens an `az://`, `abfs://` or `abfss://` URL.
@@ -35,14 +35,56 @@ pub(super) fn open(url: &str) -> Result<Location> {
             builder = builder.with_endpoint(endpoint);
         }
     }
-    let store = configure(builder)
-        .build()
-        .map_err(|e| cloud::config_error(url, e))?;
+    let (_, vended_options) = vended::vended();
+    builder = vended_settings(builder, &vended_options);
+    let account = builder.get_config_value(&AzureConfigKey::AccountName);
+    let mut builder = configure(builder);
+    if let Some(first) = vended::azure_credential(&vended_options, account.as_deref()) {
+        let provider = vended::Vended::new("Azure", account, vended::azure_credential, first);
+        builder = builder
+            .with_credentials(Arc::new(provider))
+            .with_skip_signature(false);
+    }
+    let store = builder.build().map_err(|e| cloud::config_error(url, e))?;
     Ok(Location::new(
         Arc::new(store),
         parsed.root.clone(),
         parsed.base(),
     ))
+}
+
+/// Applies the settings a catalog vended (Iceberg's `adls.*` keys): a shared
+/// key for its account, and the account of the only SAS token vended when
+/// the URL and the environment name none.
+fn vended_settings(
+    mut builder: MicrosoftAzureBuilder,
+    options: &[(String, String)],
+) -> MicrosoftAzureBuilder {
+    let get = |key: &str| {
+        options
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+            .filter(|v| !v.is_empty())
+    };
+    let account = builder.get_config_value(&AzureConfigKey::AccountName);
+    if let (Some(name), Some(key)) = (
+        get("adls.auth.shared-key.account.name"),
+        get("adls.auth.shared-key.account.key"),
+    ) {
+        if account
+            .as_deref()
+            .is_none_or(|a| a.eq_ignore_ascii_case(&name))
+        {
+            return builder.with_account(name).with_access_key(key);
+        }
+    }
+    if account.is_none() {
+        if let [only] = vended::adls_sas_accounts(options).as_slice() {
+            builder = builder.with_account(only);
+        }
+    }
+    builder
 }
 
 /// The container and, for Hadoop-style URLs, the account and its endpoint.

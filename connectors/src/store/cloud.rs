@@ -195,28 +195,6 @@ pub(super) fn config_error(url: &str, source: object_store::Error) -> Error {
     }
 }
 
-/// Storage options a catalog vended for the table being read (Iceberg's
-/// `s3.access-key-id`, `s3.secret-access-key`, `s3.session-token`,
-/// `s3.endpoint`, `client.region`...): applied over the environment to every
-/// S3 store opened from now on. They are secrets: never logged or shown.
-static VENDED: RwLock<Vec<(String, String)>> = RwLock::new(Vec::new());
-
-/// Sets the storage options a catalog vended (see [`VENDED`]).
-pub fn set_vended(options: Vec<(String, String)>) {
-    match VENDED.write() {
-        Ok(mut v) => *v = options,
-        Err(poisoned) => *poisoned.into_inner() = options,
-    }
-}
-
-/// The vended storage options in force.
-pub(super) fn vended() -> Vec<(String, String)> {
-    match VENDED.read() {
-        Ok(v) => v.clone(),
-        Err(poisoned) => poisoned.into_inner().clone(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use object_store::gcp::{GcpCredential, GoogleCloudStorageBuilder, GoogleConfigKey};
 use object_store::{ClientConfigKey, StaticCredentialProvider};
 
-use super::{cloud, Location};
+use super::{cloud, vended, Location};
 use crate::error::Result;
 
 /// The variable Google's client libraries read to reach a storage emulator.
@@ -32,10 +32,23 @@ pub(super) fn open(url: &str) -> Result<Location> {
         ));
     }
     let emulator = std::env::var(EMULATOR_HOST).ok().filter(|h| !h.is_empty());
-    let builder = GoogleCloudStorageBuilder::from_env().with_bucket_name(parsed.authority);
-    let store = configure(builder, emulator.as_deref())
-        .build()
-        .map_err(|e| cloud::config_error(url, e))?;
+    let (_, vended_options) = vended::vended();
+    let mut builder = GoogleCloudStorageBuilder::from_env().with_bucket_name(parsed.authority);
+    // The endpoint a catalog vended (Iceberg's `gcs.service.host`).
+    if let Some((_, host)) = vended_options
+        .iter()
+        .find(|(k, v)| k == "gcs.service.host" && !v.is_empty())
+    {
+        builder = builder.with_base_url(host.trim_end_matches('/'));
+    }
+    let mut builder = configure(builder, emulator.as_deref());
+    if let Some(first) = vended::gcs_credential(&vended_options) {
+        let provider = vended::Vended::new("GCS", None, |o, _| vended::gcs_credential(o), first);
+        builder = builder
+            .with_credentials(Arc::new(provider))
+            .with_skip_signature(false);
+    }
+    let store = builder.build().map_err(|e| cloud::config_error(url, e))?;
     Ok(Location::new(
         Arc::new(store),
         parsed.root.clone(),

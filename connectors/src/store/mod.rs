@@ -10,12 +10,14 @@ mod hdfs;
 pub mod kerberos;
 mod local;
 mod s3;
+mod vended;
 
 pub use cloud::{
-    set_timeouts, set_vended, timeouts, Timeouts, DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT,
+    set_timeouts, timeouts, Timeouts, DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT,
 };
 pub use hdfs::HdfsStoreBuilder;
 pub(crate) use local::Oddity;
+pub use vended::{refresh_delay, set_vended, vended_expiry_ms};
 
 use std::sync::Arc;
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 
-use super::{cloud, Location};
+use super::{cloud, vended, Location};
 use crate::error::Result;
 
 /// Opens an `s3://` or `s3a://` URL.
@@ -23,8 +23,18 @@ pub(super) fn open(url: &str) -> Result<Location> {
             "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY instead",
         ));
     }
-    let builder = vended(AmazonS3Builder::from_env().with_bucket_name(parsed.authority));
-    let builder = configure(builder);
+    let (_, vended_options) = vended::vended();
+    let builder = vended_settings(
+        AmazonS3Builder::from_env().with_bucket_name(parsed.authority),
+        &vended_options,
+    );
+    let mut builder = configure(builder);
+    if let Some(first) = vended::s3_credential(&vended_options) {
+        let provider = vended::Vended::new("S3", None, |o, _| vended::s3_credential(o), first);
+        builder = builder
+            .with_credentials(Arc::new(provider))
+            .with_skip_signature(false);
+    }
     let store = builder.build().map_err(|e| cloud::config_error(url, e))?;
     Ok(Location::new(
         Arc::new(store),
@@ -33,14 +43,12 @@ pub(super) fn open(url: &str) -> Result<Location> {
     ))
 }
 
-/// Applies the storage options a catalog vended for the table (Iceberg's
-/// `s3.*` keys) over what the environment configured.
-fn vended(mut builder: AmazonS3Builder) -> AmazonS3Builder {
-    for (key, value) in cloud::vended() {
+/// Applies the storage settings a catalog vended for the table (Iceberg's
+/// `s3.*` keys) over what the environment configured; its credentials are
+/// a provider of their own, read again on each request.
+fn vended_settings(mut builder: AmazonS3Builder, options: &[(String, String)]) -> AmazonS3Builder {
+    for (key, value) in options {
         let config = match key.as_str() {
-            "s3.access-key-id" => AmazonS3ConfigKey::AccessKeyId,
-            "s3.secret-access-key" => AmazonS3ConfigKey::SecretAccessKey,
-            "s3.session-token" => AmazonS3ConfigKey::Token,
             "s3.endpoint" => AmazonS3ConfigKey::Endpoint,
             "s3.region" | "client.region" => AmazonS3ConfigKey::Region,
             "s3.path-style-access" => {

@@ -249,6 +249,7 @@ impl Kernel {
                 partition_values,
                 deleted,
                 added_in: None,
+                identity_values: Vec::new(),
             });
         }
         files.sort_by(|a, b| a.path.cmp(&b.path));
@@ -270,6 +271,7 @@ impl Kernel {
             partition_fields: layout.partition_fields,
             columns: layout.columns,
             files,
+            pruning: Default::default(),
         })
     }
 }

@@ -11,7 +11,9 @@
 //!
 //! Iceberg data files hold every column of the table, identity partition
 //! sources included, so a snapshot has no partition fields; renamed columns
-//! are found in old files by their Parquet field ids.
+//! are found in old files by their Parquet field ids. Each file carries its
+//! identity partition values from its manifest entry instead, which
+//! `--where` prunes on ([`super::Pruning`]).
 
 mod manifest;
 mod metadata;
@@ -35,7 +37,7 @@ use self::manifest::{
 };
 use self::metadata::{Snapshot, TableMetadata};
 use super::{
-    show_ms, ColumnMapping, CommitKind, TableChanges, TableCommit, TableFile, TableKind,
+    show_ms, ColumnMapping, CommitKind, Pruning, TableChanges, TableCommit, TableFile, TableKind,
     TableSnapshot, TableVersion,
 };
 use crate::error::{Error, Result};
@@ -293,6 +295,7 @@ impl Table {
             ))
         })?;
         let (schema, by_field_id) = schema.to_arrow().map_err(|e| self.error(e))?;
+        let pruning = self.pruning(&schema, &by_field_id);
         let format_version = self.metadata.format_version;
         let columns = ColumnMapping {
             by_field_id,
@@ -309,9 +312,10 @@ impl Table {
                 partition_fields: Vec::new(),
                 columns,
                 files: Vec::new(),
+                pruning,
             });
         };
-        let files = self.live_files(snapshot).await?;
+        let files = self.live_files(snapshot, &columns.by_field_id).await?;
         Ok(TableSnapshot {
             kind: TableKind::Iceberg,
             version: snapshot.snapshot_id,
@@ -324,7 +328,79 @@ impl Table {
             partition_fields: Vec::new(),
             columns,
             files,
+            pruning,
         })
+    }
+
+    /// The columns the table's partition specs partition by identity (what
+    /// `--where` prunes on) and those only other transforms partition.
+    fn pruning(&self, schema: &arrow::datatypes::Schema, names: &[(i32, String)]) -> Pruning {
+        let mut specs: Vec<i32> = self
+            .metadata
+            .partition_specs
+            .iter()
+            .map(|s| s.spec_id)
+            .collect();
+        if specs.is_empty() && self.metadata.partition_spec.is_some() {
+            specs.push(0);
+        }
+        let mut pruning = Pruning::default();
+        let mut other: Vec<(String, String)> = Vec::new();
+        for field in specs
+            .into_iter()
+            .filter_map(|id| self.metadata.spec_fields(id))
+            .flatten()
+        {
+            let Some((_, name)) = names.iter().find(|(id, _)| *id == field.source_id) else {
+                continue;
+            };
+            if field.transform == "identity" {
+                if !pruning.identity.iter().any(|f| f.name() == name) {
+                    if let Ok(column) = schema.field_with_name(name) {
+                        pruning.identity.push(column.clone());
+                    }
+                }
+            } else if field.transform != "void"
+                && !other
+                    .iter()
+                    .any(|(n, t)| n == name && *t == field.transform)
+            {
+                other.push((name.clone(), field.transform.clone()));
+            }
+        }
+        other.retain(|(name, _)| !pruning.identity.iter().any(|f| f.name() == name));
+        pruning.transformed = other;
+        pruning
+    }
+
+    /// A manifest entry's identity partition values, by source column.
+    fn identity_values(
+        &self,
+        names: &[(i32, String)],
+        entry: &Entry,
+    ) -> Vec<(String, Option<String>)> {
+        let Some(fields) = self.metadata.spec_fields(entry.spec_id) else {
+            return Vec::new();
+        };
+        let by_position = fields.len() == entry.partition.len();
+        fields
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.transform == "identity")
+            .filter_map(|(i, f)| {
+                let column = names.iter().find(|(id, _)| *id == f.source_id)?.1.clone();
+                let value = if by_position {
+                    entry.partition.get(i).map(|(_, v)| v.clone())
+                } else {
+                    entry
+                        .partition
+                        .iter()
+                        .find(|(n, _)| *n == f.name)
+                        .map(|(_, v)| v.clone())
+                }?;
+                Some((column, value))
+            })
+            .collect()
     }
 
     /// The manifests of a snapshot.
@@ -372,7 +448,11 @@ impl Table {
 
     /// The live data files of a snapshot, with the rows its position deletes
     /// remove from each.
-    async fn live_files(&self, snapshot: &Snapshot) -> Result<Vec<TableFile>> {
+    async fn live_files(
+        &self,
+        snapshot: &Snapshot,
+        names: &[(i32, String)],
+    ) -> Result<Vec<TableFile>> {
         let id = snapshot.snapshot_id;
         let mut data: Vec<DataFile> = Vec::new();
         let mut by_path: HashMap<Path, usize> = HashMap::new();
@@ -473,6 +553,7 @@ impl Table {
                 partition_values: Vec::new(),
                 deleted: file.deleted,
                 added_in: file.entry.snapshot_id,
+                identity_values: self.identity_values(names, &file.entry),
             });
         }
         files.sort_by(|a, b| a.path.cmp(&b.path));

@@ -136,6 +136,12 @@ pub struct TableFile {
     pub deleted: Vec<u64>,
     /// The version (Delta) or snapshot id (Iceberg) that added the file, when known.
     pub added_in: Option<i64>,
+    /// The values of the file's identity partition fields by source column
+    /// (Iceberg: from its manifest entry's partition tuple; `None` for
+    /// null), which `--where` prunes on. Columns the file's partition spec
+    /// does not partition by identity are absent. Empty for Delta, whose
+    /// partition values are [`Self::partition_values`].
+    pub identity_values: Vec<(String, Option<String>)>,
 }
 
 /// One version of a table, as its log describes it.
@@ -160,6 +166,22 @@ pub struct TableSnapshot {
     pub columns: ColumnMapping,
     /// The live data files.
     pub files: Vec<TableFile>,
+    /// What `--where` may prune an Iceberg table's files on (empty for Delta).
+    pub pruning: Pruning,
+}
+
+/// The columns of an Iceberg table that partition it: those `--where`
+/// prunes on (identity partitions, whose values each file's manifest entry
+/// holds) and those it cannot (other transforms: a day, a bucket, a
+/// truncation of a column is not the column's value).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Pruning {
+    /// The source columns of identity partition fields, typed as the table
+    /// types them.
+    pub identity: Vec<Field>,
+    /// (source column, transform) of the other partition fields whose
+    /// column no identity field partitions.
+    pub transformed: Vec<(String, String)>,
 }
 
 /// What one commit between two versions did, as far as incremental runs care.

@@ -2,7 +2,7 @@
 //! arrow-avro and read back by field name, so that the fields each format
 //! version adds or drops are simply absent or present.
 
-use arrow::array::{ArrayRef, AsArray, RecordBatch, StructArray};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StructArray};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Int64Type};
 use arrow_avro::reader::{read_header_info, ReaderBuilder};
@@ -56,6 +56,10 @@ pub(crate) struct Entry {
     pub referenced_data_file: Option<String>,
     /// The partition spec it was written with.
     pub spec_id: i32,
+    /// Its partition tuple: each field's name and value as a string (`None`
+    /// for null), in the spec's order; a field whose type has no string
+    /// form is left out.
+    pub partition: Vec<(String, Option<String>)>,
 }
 
 /// The batches of an Avro file and the key/value metadata of its header.
@@ -207,6 +211,7 @@ pub(crate) fn read_manifest(bytes: &[u8], manifest: &ManifestFile) -> Result<Vec
         let records = file.ints("record_count")?;
         let sizes = file.ints("file_size_in_bytes")?;
         let referenced = file.strings("referenced_data_file")?;
+        let partitions = partition_tuples(file.get("partition"), n);
         for row in 0..n {
             let status = at(&statuses, row).ok_or("an entry without a status")? as i32;
             let file_path = paths
@@ -229,10 +234,32 @@ pub(crate) fn read_manifest(bytes: &[u8], manifest: &ManifestFile) -> Result<Vec
                 file_size: at(&sizes, row).unwrap_or(0),
                 referenced_data_file: referenced.get(row).cloned().flatten(),
                 spec_id,
+                partition: partitions.get(row).cloned().unwrap_or_default(),
             });
         }
     }
     Ok(out)
+}
+
+/// The partition tuple of each of `rows` entries, from the `partition`
+/// struct column (absent for an unpartitioned table).
+fn partition_tuples(column: Option<&ArrayRef>, rows: usize) -> Vec<Vec<(String, Option<String>)>> {
+    let mut out = vec![Vec::new(); rows];
+    let Some(partition) = column.and_then(|c| c.as_struct_opt()) else {
+        return out;
+    };
+    for (field, values) in partition.fields().iter().zip(partition.columns()) {
+        let Ok(strings) = cast(values, &DataType::Utf8) else {
+            continue;
+        };
+        let strings = strings.as_string::<i32>();
+        for (row, tuple) in out.iter_mut().enumerate() {
+            let value = (!strings.is_null(row) && !partition.is_null(row))
+                .then(|| strings.value(row).to_string());
+            tuple.push((field.name().clone(), value));
+        }
+    }
+    out
 }
 
 /// The value of an optional column at `row`.

@@ -84,9 +84,16 @@ pub(crate) struct PartitionSpec {
 
 /// One field of a partition spec.
 #[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub(crate) struct PartitionField {
     /// `identity`, `bucket[N]`, `day`, `void`...
     pub transform: String,
+    /// The field's name (the partition tuple's field name).
+    #[serde(default)]
+    pub name: String,
+    /// The schema field it is computed from.
+    #[serde(default)]
+    pub source_id: i32,
 }
 
 /// One snapshot of the table.
@@ -170,6 +177,23 @@ impl TableMetadata {
         by_id
             .or(self.schema.as_ref())
             .or_else(|| self.schemas.last())
+    }
+
+    /// The fields of partition spec `spec_id` (the v1 `partition-spec` for
+    /// spec 0 when the table lists no specs); `None` when it is unknown.
+    pub fn spec_fields(&self, spec_id: i32) -> Option<Vec<PartitionField>> {
+        if let Some(spec) = self.partition_specs.iter().find(|s| s.spec_id == spec_id) {
+            return Some(spec.fields.clone());
+        }
+        if spec_id == 0 {
+            if let Some(fields) = &self.partition_spec {
+                return fields
+                    .iter()
+                    .map(|f| serde_json::from_value(f.clone()).ok())
+                    .collect();
+            }
+        }
+        None
     }
 
     /// Whether the partition spec `spec_id` partitions nothing (no fields, or
