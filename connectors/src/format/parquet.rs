@@ -323,14 +323,43 @@ pub(super) fn read(
                 Some(file) => {
                     let chunks = LocalChunks::open(&file)
                         .map_err(|e| Error::from_store(loc.display(&path), e))?;
-                    let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(chunks, meta);
-                    let decoder = shape
-                        .apply(builder, &names)
+                    // One decoder per row group, one after the other: a batch
+                    // never spans two row groups, so a damaged row group fails
+                    // at its own first row and every row before it is sent.
+                    let err = |e| map_err(&loc, &path, e);
+                    let decoder = |groups: Vec<usize>, part: Option<RowSelection>| {
+                        let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(
+                            chunks.clone(),
+                            meta.clone(),
+                        );
+                        let builder = shape
+                            .project(builder, &names)
+                            .with_row_groups(groups)
+                            .with_batch_size(shape.batch_size);
+                        match part {
+                            Some(part) => builder.with_row_selection(part),
+                            None => builder,
+                        }
                         .build()
-                        .map_err(|e| map_err(&loc, &path, e))?;
-                    let out_schema = decoder.schema();
+                    };
+                    let out_schema = decoder(Vec::new(), None).map_err(err)?.schema();
+                    let groups = shape.groups(meta.metadata());
+                    let mut rest = shape.selection(meta.metadata(), &groups);
+                    let mut decoders = Vec::with_capacity(groups.len());
+                    for g in groups {
+                        let rows = meta
+                            .metadata()
+                            .row_groups()
+                            .get(g)
+                            .map_or(0, |rg| rg.num_rows().max(0) as usize);
+                        let part = rest.as_mut().map(|s| s.split_off(rows));
+                        if part.as_ref().is_some_and(|p| !p.selects_any()) {
+                            continue;
+                        }
+                        decoders.push(decoder(vec![g], part).map_err(err)?);
+                    }
                     let (loc, path) = (loc.clone(), path.clone());
-                    let batches = futures::stream::iter(decoder)
+                    let batches = futures::stream::iter(decoders.into_iter().flatten())
                         .map(move |item| item.map_err(|e| corrupt(&loc, &path, e)))
                         .boxed();
                     (batches, out_schema)
@@ -385,28 +414,49 @@ struct Shape {
 }
 
 impl Shape {
-    /// Configures a decoder of the file whose columns the dataset names `names`.
-    fn apply<T>(&self, builder: ArrowReaderBuilder<T>, names: &[String]) -> ArrowReaderBuilder<T> {
+    /// The row groups the split decodes.
+    fn groups(&self, metadata: &ParquetMetaData) -> Vec<usize> {
+        match &self.range {
+            SplitRange::RowGroups(g) => g.clone(),
+            _ => (0..metadata.num_row_groups()).collect(),
+        }
+    }
+
+    /// The rows of `groups` to decode (`None`: all of them).
+    fn selection(&self, metadata: &ParquetMetaData, groups: &[usize]) -> Option<RowSelection> {
+        let total: u64 = groups
+            .iter()
+            .filter_map(|&g| metadata.row_groups().get(g))
+            .map(|rg| rg.num_rows().max(0) as u64)
+            .sum();
+        selection(total, &self.deleted, self.skip)
+    }
+
+    /// Projects a decoder onto the requested columns of the file whose
+    /// columns the dataset names `names`.
+    fn project<T>(
+        &self,
+        builder: ArrowReaderBuilder<T>,
+        names: &[String],
+    ) -> ArrowReaderBuilder<T> {
         let roots: Vec<usize> = self
             .columns
             .iter()
             .filter_map(|c| names.iter().position(|n| n == c))
             .collect();
         let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
-        let groups = match &self.range {
-            SplitRange::RowGroups(g) => g.clone(),
-            _ => (0..builder.metadata().num_row_groups()).collect(),
-        };
-        let total: u64 = groups
-            .iter()
-            .filter_map(|&g| builder.metadata().row_groups().get(g))
-            .map(|rg| rg.num_rows().max(0) as u64)
-            .sum();
-        let builder = builder
-            .with_projection(mask)
+        builder.with_projection(mask)
+    }
+
+    /// Configures a decoder of the whole split.
+    fn apply<T>(&self, builder: ArrowReaderBuilder<T>, names: &[String]) -> ArrowReaderBuilder<T> {
+        let groups = self.groups(builder.metadata());
+        let selection = self.selection(builder.metadata(), &groups);
+        let builder = self
+            .project(builder, names)
             .with_row_groups(groups)
             .with_batch_size(self.batch_size);
-        match selection(total, &self.deleted, self.skip) {
+        match selection {
             Some(selection) => builder.with_row_selection(selection),
             None => builder,
         }
@@ -418,6 +468,7 @@ impl Shape {
 /// buffer, then the page itself. The decoder so holds the pages it is
 /// decoding, never a whole column chunk, and nothing is copied through the
 /// object store's buffers.
+#[derive(Clone)]
 struct LocalChunks {
     file: Arc<std::fs::File>,
     len: u64,
