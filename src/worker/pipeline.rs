@@ -1114,7 +1114,16 @@ impl Coordinator {
             deadline: 0,
             skip: vec![(piece.end, u64::MAX)],
         };
-        let handle = reader::spawn(
+        let handle = self.spawn_reader(split, lease, self.read_tx.clone());
+        self.replaying.insert(attempt, handle);
+        if self.global.is_some() && self.stepper.is_none() {
+            self.replay_device.insert(attempt, device);
+        }
+    }
+
+    /// Starts reading `split` from where `lease` says, sending to `tx`.
+    fn spawn_reader(&self, split: Split, lease: Lease, tx: mpsc::Sender<ReadEvent>) -> AbortHandle {
+        reader::spawn(
             self.location.clone(),
             split,
             self.plan.clone(),
@@ -1122,12 +1131,8 @@ impl Coordinator {
             lease,
             self.ahead.clone(),
             self.config.read_retry,
-            self.read_tx.clone(),
-        );
-        self.replaying.insert(attempt, handle);
-        if self.global.is_some() && self.stepper.is_none() {
-            self.replay_device.insert(attempt, device);
-        }
+            tx,
+        )
     }
 
     /// Leases tasks until `prefetch` are being read.
@@ -1182,16 +1187,7 @@ impl Coordinator {
                             self.offer_global(lease).await?;
                             continue;
                         }
-                        let handle = reader::spawn(
-                            self.location.clone(),
-                            split,
-                            self.plan.clone(),
-                            self.config.select.clone(),
-                            lease,
-                            self.ahead.clone(),
-                            self.config.read_retry,
-                            read_tx.clone(),
-                        );
+                        let handle = self.spawn_reader(split, lease, read_tx.clone());
                         self.readers.insert(attempt, handle);
                         self.starting.insert(attempt);
                     }
@@ -1263,16 +1259,7 @@ impl Coordinator {
             };
             let attempt = lease.attempt;
             self.origins.insert(attempt, (lease.epoch, lease.split));
-            let handle = reader::spawn(
-                self.location.clone(),
-                split,
-                self.plan.clone(),
-                self.config.select.clone(),
-                lease,
-                self.ahead.clone(),
-                self.config.read_retry,
-                self.read_tx.clone(),
-            );
+            let handle = self.spawn_reader(split, lease, self.read_tx.clone());
             if order.context {
                 self.context.insert(attempt, handle);
             } else {

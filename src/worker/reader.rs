@@ -286,7 +286,7 @@ pub fn decode_pool() -> tokio::runtime::Handle {
 }
 
 /// The runs of rows `start..end` outside the `skip` ranges (sorted, disjoint).
-fn unskipped(start: u64, end: u64, skip: &[(u64, u64)]) -> Vec<(u64, u64)> {
+pub(super) fn unskipped(start: u64, end: u64, skip: &[(u64, u64)]) -> Vec<(u64, u64)> {
     let mut runs = Vec::new();
     let mut at = start;
     for &(s, e) in skip {

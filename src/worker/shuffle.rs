@@ -589,22 +589,7 @@ impl GlobalShuffle {
         if part.context {
             return Vec::new();
         }
-        let mut runs = Vec::new();
-        let mut at = start;
-        let end = start + len;
-        for &(s, e) in &part.committed {
-            if e <= at || s >= end {
-                continue;
-            }
-            if s > at {
-                runs.push((at, s));
-            }
-            at = at.max(e);
-        }
-        if at < end {
-            runs.push((at, end));
-        }
-        runs
+        super::reader::unskipped(start, start + len, &part.committed)
     }
 
     fn part_mut(&mut self, attempt: AttemptId) -> Option<&mut Part> {
