@@ -451,9 +451,15 @@ fn a_worker_killed_after_the_last_task_has_its_rows_made_up() {
     assert_models(&[&second], epochs, &logs);
 }
 
+/// Paused past its lease timeout (SIGSTOP: its trainer runs on and may
+/// acknowledge and checkpoint the rows it was handed), a worker's leases go
+/// to the other worker, and so do the rows its trainer held in no checkpoint
+/// the master recorded: it rolls its trainer back and joins again. Three
+/// pauses at random moments, each model checked at the end.
 #[test]
-fn a_paused_worker_whose_lease_went_elsewhere_rolls_its_trainer_back() {
-    use common::cluster;
+fn a_worker_paused_at_random_moments_rolls_its_trainer_back_and_no_row_is_trained_twice() {
+    use common::{cluster, seed, Moments};
+    let mut moments = Moments(seed());
     let epochs = 2;
     let mut job = cluster::Job::new(DATASET, epochs);
     job.master_args = vec!["--split-size".to_string(), "64KiB".to_string()];
@@ -463,16 +469,28 @@ fn a_paused_worker_whose_lease_went_elsewhere_rolls_its_trainer_back() {
     let second = job.ids.join("w2");
     std::fs::create_dir_all(&first).expect("mkdir");
     std::fs::create_dir_all(&second).expect("mkdir");
-    let mut w1 = checkpointing_worker_with(&job, "w1", &first, "--every 4 --sleep 0.02");
-    let mut w2 = checkpointing_worker_with(&job, "w2", &second, "--every 4 --sleep 0.02");
-    wait_until("w1's applied rows", cluster::DEADLINE, || {
-        count_lines(&first, "ids-") >= 3_000
-    });
-    // Paused past its lease timeout: its leases go to w2, and the rows its
-    // trainer held in no checkpoint are served again there.
-    cluster::signal(&w1, libc::SIGSTOP);
-    std::thread::sleep(Duration::from_secs(8));
-    cluster::signal(&w1, libc::SIGCONT);
+    let mut w1 = checkpointing_worker_with(&job, "w1", &first, "--every 3 --sleep 0.05");
+    let mut w2 = checkpointing_worker_with(&job, "w2", &second, "--every 4 --sleep 0.05");
+    let mut pauses = 0;
+    let mut at = 0;
+    while pauses < 3 {
+        at += moments.next_ms(500, 3_000);
+        let mut over = false;
+        wait_until("w1's applied rows", cluster::DEADLINE, || {
+            over = w1.try_wait().ok().flatten().is_some();
+            over || count_lines(&first, "ids-") >= at
+        });
+        if over {
+            break;
+        }
+        // Past the lease timeout: its leases go to w2, its trainer
+        // acknowledges (and may checkpoint) what it was handed meanwhile.
+        cluster::signal(&w1, libc::SIGSTOP);
+        std::thread::sleep(Duration::from_millis(moments.next_ms(4_500, 6_000)));
+        cluster::signal(&w1, libc::SIGCONT);
+        pauses += 1;
+    }
+    eprintln!("w1 paused {pauses} times");
     let logs = both_exit(&mut w1, &mut w2);
     assert!(
         logs.contains("joining the job again"),

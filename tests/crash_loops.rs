@@ -11,11 +11,11 @@ mod common;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use common::{
-    ack_log, acked_then_served_again, count_lines, damaged_parquet_copy, fixture, parse_json,
-    wait_until, SLUICE,
+    ack_log, acked_then_served_again, count_lines, damaged_parquet_copy, fixture, parse_json, seed,
+    wait_until, Moments, SLUICE,
 };
 
 /// Rows per batch in these tests.
@@ -23,36 +23,6 @@ const BATCH: u64 = 100;
 /// The fixture: one Spark part file of 20,000 rows in 73 row groups, ids 0..20000.
 const DATASET: &str = "parquet_row_groups";
 const ROWS: u64 = 20_000;
-
-/// The seed of the kill moments: `SLUICE_KILL_SEED` to replay a failure, else
-/// the clock. Printed either way.
-fn seed() -> u64 {
-    let seed = std::env::var("SLUICE_KILL_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(1)
-        });
-    eprintln!("kill moments from SLUICE_KILL_SEED={seed}");
-    seed
-}
-
-/// xorshift64*: enough randomness for kill moments, and replayable.
-struct Moments(u64);
-
-impl Moments {
-    fn next_ms(&mut self, low: u64, high: u64) -> u64 {
-        let mut x = self.0.max(1);
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        low + x.wrapping_mul(0x2545_F491_4F6C_DD1D) % (high - low)
-    }
-}
 
 fn fresh(dir: &Path, name: &str) -> PathBuf {
     let path = dir.join(name);

@@ -64,6 +64,12 @@ struct WorkerRecord {
     /// were served again. Its requests are refused.
     #[serde(default)]
     gone: bool,
+    /// Rows of its leases that lapsed, past what it committed: served again
+    /// elsewhere, so never its to checkpoint or to have made up (rows its
+    /// trainers acknowledged while it was paused or cut off are another
+    /// worker's). Rows it is leased again leave this.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    forfeit: Vec<CutPiece>,
 }
 
 /// Leases the tasks (split × epoch) of one job to workers. See the module docs.
@@ -715,6 +721,11 @@ impl Queue {
         let deadline = self.deadline(now);
         self.due.lower(deadline);
         self.makeup.live.insert(attempt, (worker, piece, deadline));
+        if let Some(record) = self.workers.get_mut(&worker) {
+            if !record.forfeit.is_empty() {
+                record.forfeit = subtract(std::mem::take(&mut record.forfeit), &[piece]);
+            }
+        }
         Lease {
             attempt,
             epoch: piece.epoch,
@@ -836,7 +847,8 @@ impl Queue {
         let unsaved = match self.workers.get_mut(&worker) {
             Some(record) => {
                 record.gone = true;
-                std::mem::take(&mut record.unsaved)
+                let unsaved = std::mem::take(&mut record.unsaved);
+                subtract(unsaved, &record.forfeit)
             }
             None => return,
         };
@@ -854,6 +866,19 @@ impl Queue {
     /// saved them (see [`Queue::checkpoint_of`]).
     pub fn rows_made_up(&self) -> u64 {
         self.rows_made_up
+    }
+
+    /// Whether any row of `piece` is in `worker`'s forfeit rows (a lease of
+    /// theirs lapsed before it committed them: they were served again).
+    fn forfeited(&self, worker: WorkerId, piece: &CutPiece) -> bool {
+        self.workers.get(&worker).is_some_and(|record| {
+            record.forfeit.iter().any(|f| {
+                f.epoch == piece.epoch
+                    && f.split == piece.split
+                    && f.start < piece.end
+                    && piece.start < f.end
+            })
+        })
     }
 
     /// Whether the rows of `piece` are committed, or held by `worker` under
@@ -965,6 +990,7 @@ impl Queue {
                 self.makeup.todo.push_back(piece);
                 if let Some(record) = self.workers.get_mut(&worker) {
                     record.lost.push(attempt);
+                    record.forfeit.push(piece);
                 }
             }
         }
@@ -979,8 +1005,10 @@ impl Queue {
             let Ok((worker, split)) = self.release(attempt) else {
                 continue;
             };
+            let forfeit = self.uncommitted(split);
             if let Some(record) = self.workers.get_mut(&worker) {
                 record.lost.push(attempt);
+                record.forfeit.extend(forfeit);
             }
             let outcome = self.lapse(split);
             expired.push(Expired {
@@ -1138,8 +1166,18 @@ impl Queue {
             };
         }
         self.live.insert(attempt, split);
+        let epoch = self.epoch;
         if let Some(record) = self.workers.get_mut(&worker) {
             record.leases.insert(attempt, split);
+            if !record.forfeit.is_empty() {
+                let taken = CutPiece {
+                    epoch,
+                    split,
+                    start: offset,
+                    end: u64::MAX,
+                };
+                record.forfeit = subtract(std::mem::take(&mut record.forfeit), &[taken]);
+            }
         }
         // Rows already in some trainer's checkpoint are not served again:
         // those of a rewind, and those a gone worker checkpointed but never
@@ -1205,6 +1243,29 @@ impl Queue {
             record.leases.remove(&attempt);
         }
         Ok((worker, split))
+    }
+
+    /// The rows of the task of `split` (leased, in this epoch) not committed:
+    /// past its committed offset, outside its committed ranges.
+    fn uncommitted(&self, split: u32) -> Vec<CutPiece> {
+        let Some(task) = self.tasks.get(split as usize) else {
+            return Vec::new();
+        };
+        let TaskState::Leased { offset, .. } = task.state else {
+            return Vec::new();
+        };
+        let rest = CutPiece {
+            epoch: self.epoch,
+            split,
+            start: offset,
+            end: u64::MAX,
+        };
+        let committed: Vec<CutPiece> = task
+            .skip
+            .iter()
+            .map(|&(start, end)| CutPiece { start, end, ..rest })
+            .collect();
+        subtract(vec![rest], &committed)
     }
 
     /// Moves a task whose lease just lapsed back to the end of the line at its
@@ -1452,7 +1513,10 @@ impl Queue {
     ) -> Result<(), QueueError> {
         if let Some(worker) = worker {
             self.check_alive(worker)?;
-            if pieces.iter().any(|p| !self.held_or_committed(worker, p)) {
+            if pieces
+                .iter()
+                .any(|p| self.forfeited(worker, p) || !self.held_or_committed(worker, p))
+            {
                 self.make_gone(worker);
                 self.due = Due(self.next_due());
                 self.settle_makeup();
@@ -1498,6 +1562,7 @@ impl Queue {
         for record in self.workers.values_mut() {
             record.leases.clear();
             record.lost.clear();
+            record.forfeit.clear();
         }
         let splits = self.tasks.len();
         let epoch = self.cut.full_epochs;

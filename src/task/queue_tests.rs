@@ -1156,6 +1156,105 @@ fn a_worker_that_dies_before_its_final_checkpoint_has_its_rows_made_up() {
 }
 
 #[test]
+fn a_checkpoint_with_rows_another_worker_finished_is_refused() {
+    // Two splits, so the job is not over when the first is finished.
+    let mut q = queue(2, 1, 3);
+    let w = q.register_as(0, None, Some("w1".to_string()));
+    let other = q.register(0);
+    let lease = lease_one(&mut q, 0, w);
+    q.commit(1, w, lease.attempt, 4).expect("commit");
+    q.checkpoint_by(Some(w), "1", &[rows(0, lease.split, 0, 4)])
+        .expect("committed rows of a live lease");
+    // w1 is paused past its lease; the other worker takes the task at row
+    // 4 and finishes it: rows 4..10 are committed, by the other worker.
+    q.heartbeat(TIMEOUT, other).expect("heartbeat");
+    q.tick(1 + TIMEOUT);
+    let mut again = lease_one(&mut q, 1 + TIMEOUT, other);
+    if again.split != lease.split {
+        again = lease_one(&mut q, 1 + TIMEOUT, other);
+    }
+    assert_eq!((again.split, again.offset), (lease.split, 4));
+    q.finish(2 + TIMEOUT, other, again.attempt, 10)
+        .expect("finish");
+    // Back, w1's trainer saved rows 4..6 it trained during the pause: the
+    // other worker's trainer holds them too.
+    assert_eq!(
+        q.checkpoint_by(Some(w), "2", &[rows(0, lease.split, 4, 6)]),
+        Err(QueueError::Gone { worker: w })
+    );
+    assert_eq!(q.checkpoint_of("w1"), Some("1"));
+}
+
+#[test]
+fn rows_leased_again_to_the_same_worker_may_be_checkpointed() {
+    let mut q = queue(1, 1, 3);
+    let w = q.register(0);
+    let lease = lease_one(&mut q, 0, w);
+    q.commit(1, w, lease.attempt, 4).expect("commit");
+    q.tick(1 + TIMEOUT);
+    let again = lease_one(&mut q, 2 + TIMEOUT, w);
+    assert_eq!(again.offset, 4);
+    q.commit(3 + TIMEOUT, w, again.attempt, 8).expect("commit");
+    q.checkpoint_by(Some(w), "1", &[rows(0, 0, 0, 8)])
+        .expect("every row was committed by this worker");
+}
+
+#[test]
+fn a_gone_worker_has_only_rows_it_committed_made_up() {
+    let mut q = queue(2, 1, 3);
+    let w = q.register(0);
+    let other = q.register(0);
+    let lease = lease_one(&mut q, 0, w);
+    q.commit(0, w, lease.attempt, 4).expect("commit");
+    // Its trainers acknowledged rows 0..6; 4..6 were never committed.
+    q.unsaved(1, w, vec![rows(0, lease.split, 0, 6)])
+        .expect("unsaved");
+    q.heartbeat(TIMEOUT, other).expect("heartbeat");
+    // The lease lapses (the worker is not counted gone yet: it spoke later
+    // than it leased), and the other worker reads the task from row 4.
+    q.tick(TIMEOUT);
+    let mut served: Vec<(u64, u64)> = Vec::new();
+    let take = |q: &mut Queue, now: Millis, served: &mut Vec<(u64, u64)>| {
+        let Ok(LeaseReply::Tasks(leases)) = q.lease(now, other, 1) else {
+            return false;
+        };
+        for l in leases {
+            let end = l
+                .skip
+                .iter()
+                .find(|(_, e)| *e == u64::MAX)
+                .map_or(10, |(s, _)| *s);
+            if l.split == lease.split {
+                served.push((l.offset, end));
+            }
+            q.finish(now, other, l.attempt, end).expect("finish");
+        }
+        true
+    };
+    while !served.iter().any(|&(s, _)| s == 4) {
+        assert!(
+            take(&mut q, TIMEOUT, &mut served),
+            "the task is served again"
+        );
+    }
+    // Now the worker is counted gone: of its unsaved rows only those it
+    // committed are served again (4..6 were the other worker's).
+    q.heartbeat(1 + TIMEOUT, other).expect("heartbeat");
+    q.tick(1 + TIMEOUT);
+    while take(&mut q, 2 + TIMEOUT, &mut served) {
+        if q.is_over() {
+            break;
+        }
+    }
+    served.sort_unstable();
+    assert_eq!(
+        served,
+        vec![(0, 4), (4, 10)],
+        "rows 0..4 made up, the task from 4"
+    );
+}
+
+#[test]
 fn a_checkpoint_with_rows_that_went_elsewhere_is_refused_and_its_worker_gone() {
     let mut q = queue(1, 1, 3);
     let w = q.register_as(0, None, Some("w1".to_string()));

@@ -499,3 +499,34 @@ pub fn acked_then_served_again(before: &Path, later: &[PathBuf]) -> u64 {
     }
     again
 }
+
+/// The seed of the kill moments: `SLUICE_KILL_SEED` to replay a failure, else
+/// the clock. Printed either way.
+pub fn seed() -> u64 {
+    let seed = std::env::var("SLUICE_KILL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(1)
+        });
+    eprintln!("kill moments from SLUICE_KILL_SEED={seed}");
+    seed
+}
+
+/// xorshift64*: enough randomness for kill moments, and replayable.
+pub struct Moments(pub u64);
+
+impl Moments {
+    /// A number in `low..high`.
+    pub fn next_ms(&mut self, low: u64, high: u64) -> u64 {
+        let mut x = self.0.max(1);
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        low + x.wrapping_mul(0x2545_F491_4F6C_DD1D) % (high - low)
+    }
+}
