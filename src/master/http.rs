@@ -23,9 +23,11 @@ use super::commit::GroupCommit;
 use super::state::{wall_millis, MasterState};
 use super::{metrics, page};
 use crate::protocol::api::*;
+use crate::protocol::ops::{self, Operation, WorkerOperation};
+use crate::task::{Command, QueueError, Reply, WorkerSecret};
+
 /// An HTTP request as axum hands it over (the API's own requests are [`Request`]s).
 type HttpRequest = axum::extract::Request;
-use crate::task::{Command, QueueError, Reply, WorkerId, WorkerSecret};
 
 /// How long an authorized client may take to send a request body.
 const BODY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -50,13 +52,13 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/splits", get(splits))
         .route("/v1/status", get(status))
         .route(RegisterRequest::PATH, post(register))
-        .route(LeaseRequest::PATH, post(lease))
-        .route(HeartbeatRequest::PATH, post(heartbeat))
-        .route(CommitRequest::PATH, post(commit))
-        .route(FinishRequest::PATH, post(finish))
-        .route(FailRequest::PATH, post(fail))
-        .route(HandBackRequest::PATH, post(hand_back))
-        .route(CheckpointRequest::PATH, post(checkpoint))
+        .route(ops::Lease::PATH, post(operate::<ops::Lease>))
+        .route(ops::Heartbeat::PATH, post(heartbeat))
+        .route(ops::Commit::PATH, post(operate::<ops::Commit>))
+        .route(ops::Finish::PATH, post(operate::<ops::Finish>))
+        .route(ops::Fail::PATH, post(operate::<ops::Fail>))
+        .route(ops::HandBack::PATH, post(operate::<ops::HandBack>))
+        .route(ops::Checkpoint::PATH, post(operate::<ops::Checkpoint>))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         // One reference count per request, not one per field.
         .with_state(Arc::new(state))
@@ -109,46 +111,46 @@ macro_rules! guard {
 }
 
 /// The token check, then the body read and parsed, then the worker it names
-/// checked against its secret; returns the request or answers for the handler.
-macro_rules! request {
-    ($state:expr, $request:expr) => {{
-        guard!($state, $request.headers());
-        let request = match parse($request.into_body()).await {
-            Ok(request) => request,
-            Err(response) => return response,
-        };
-        if let Err(error) = vouch(&$state, &request) {
-            return refused(error);
-        }
-        request
-    }};
+/// checked against its secret: the operation, or the answer for the handler.
+async fn accept<O: WorkerOperation>(state: &AppState, request: HttpRequest) -> Result<O, Response> {
+    if !authorized(state, request.headers(), None) {
+        return Err(unauthorized());
+    }
+    let signed: Signed<O> = parse(request.into_body()).await?;
+    let master = state.master.lock().unwrap_or_else(|e| e.into_inner());
+    match master
+        .queue
+        .authenticate(signed.op.worker(), &signed.secret)
+    {
+        Ok(()) => Ok(signed.op),
+        Err(error) => Err(refused(error)),
+    }
 }
 
-/// A request that names its worker and carries the worker's secret.
-trait FromWorker {
-    /// The worker named and the secret sent.
-    fn credentials(&self) -> (WorkerId, &WorkerSecret);
+/// Applies `op` to the queue, made now; its answer comes back once the
+/// change is durable (see [`run`]).
+async fn apply<O: Operation>(
+    state: &AppState,
+    op: O,
+) -> Result<Result<O::Output, QueueError>, Response> {
+    let reply = run(state, op.command(wall_millis())).await?;
+    O::output(reply).ok_or_else(unexpected)
 }
 
-macro_rules! from_worker {
-    ($($request:ty),*) => {$(
-        impl FromWorker for $request {
-            fn credentials(&self) -> (WorkerId, &WorkerSecret) {
-                (self.worker, &self.secret)
-            }
-        }
-    )*};
+/// The handler of a worker's operation that needs nothing besides the queue.
+async fn operate<O: WorkerOperation>(
+    State(state): State<Arc<AppState>>,
+    request: HttpRequest,
+) -> Response {
+    let op: O = match accept(&state, request).await {
+        Ok(op) => op,
+        Err(response) => return response,
+    };
+    match apply(&state, op).await {
+        Ok(result) => answer(result),
+        Err(response) => response,
+    }
 }
-
-from_worker!(
-    LeaseRequest,
-    HeartbeatRequest,
-    CommitRequest,
-    FinishRequest,
-    FailRequest,
-    HandBackRequest,
-    CheckpointRequest
-);
 
 /// Reads a request body (bounded in size and time) and parses it.
 async fn parse<T: DeserializeOwned>(body: Body) -> Result<T, Response> {
@@ -183,13 +185,6 @@ fn bad_body(error: serde_json::Error) -> Response {
 /// A plain-text answer of one line.
 fn plain(status: StatusCode, reason: &str) -> Response {
     (status, format!("{}\n", reason.replace('\n', " "))).into_response()
-}
-
-/// Checks that the request's secret is the named worker's.
-fn vouch(state: &AppState, request: &impl FromWorker) -> Result<(), QueueError> {
-    let (worker, secret) = request.credentials();
-    let master = state.master.lock().unwrap_or_else(|e| e.into_inner());
-    master.queue.authenticate(worker, secret)
 }
 
 /// A queue refusal as the API answers it: 409 with the reason.
@@ -241,13 +236,12 @@ async fn register(State(state): State<Arc<AppState>>, request: HttpRequest) -> R
         return plain(StatusCode::INTERNAL_SERVER_ERROR, reason);
     };
     let name = request.name.as_deref().and_then(worker_name);
-    let command = Command::Register {
-        now: wall_millis(),
+    let register = ops::Register {
         secret: Some(secret.clone()),
         name: name.clone(),
     };
-    match run(&state, command).await {
-        Ok(Reply::Register(worker)) => {
+    match apply(&state, register).await {
+        Ok(Ok(worker)) => {
             tracing::info!(%worker, name = name.as_deref().unwrap_or(""), "worker registered");
             state
                 .master
@@ -256,57 +250,34 @@ async fn register(State(state): State<Arc<AppState>>, request: HttpRequest) -> R
                 .saw_worker(worker, 0);
             Json(RegisterReply { worker, secret }).into_response()
         }
-        Ok(_) => unexpected(),
-        Err(unavailable) => unavailable,
+        Ok(Err(refusal)) => refused(refusal),
+        Err(response) => response,
     }
 }
 
-async fn lease(State(state): State<Arc<AppState>>, request: HttpRequest) -> Response {
-    let req: LeaseRequest = request!(state, request);
-    let max = req.max.clamp(1, 1024);
-    match run(
-        &state,
-        Command::Lease {
-            now: wall_millis(),
-            worker: req.worker,
-            max,
-        },
-    )
-    .await
-    {
-        Ok(Reply::Lease(r)) => answer(r),
-        Ok(_) => unexpected(),
-        Err(unavailable) => unavailable,
-    }
-}
-
+/// A heartbeat: besides renewing the worker's leases, the rows it reports
+/// go to the status page, and leases it does not hold are taken back.
 async fn heartbeat(State(state): State<Arc<AppState>>, request: HttpRequest) -> Response {
-    let req: HeartbeatRequest = request!(state, request);
-    match run(
-        &state,
-        Command::Heartbeat {
-            now: wall_millis(),
-            worker: req.worker,
-        },
-    )
-    .await
-    {
-        Ok(Reply::Heartbeat(r)) => {
-            if r.is_ok() {
-                state
-                    .master
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .saw_worker(req.worker, req.rows);
-                if let Some(held) = &req.held {
-                    take_back_unheld(&state, req.worker, held).await;
-                }
-            }
-            answer(r.map(|lost| HeartbeatReply { lost }))
+    let beat: ops::Heartbeat = match accept(&state, request).await {
+        Ok(beat) => beat,
+        Err(response) => return response,
+    };
+    let (worker, rows, held) = (beat.worker, beat.rows, beat.held.clone());
+    let result = match apply(&state, beat).await {
+        Ok(result) => result,
+        Err(response) => return response,
+    };
+    if result.is_ok() {
+        state
+            .master
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .saw_worker(worker, rows);
+        if let Some(held) = &held {
+            take_back_unheld(&state, worker, held).await;
         }
-        Ok(_) => unexpected(),
-        Err(unavailable) => unavailable,
     }
+    answer(result)
 }
 
 /// Leases the queue granted `worker` that it does not hold: their replies
@@ -328,119 +299,12 @@ async fn take_back_unheld(
     for attempt in zombies {
         tracing::warn!(%attempt, %worker, "lease never reached its worker; back to the queue");
         let reason = format!("lease reply never reached worker {worker}");
-        run(
-            state,
-            Command::Fail {
-                now: wall_millis(),
-                worker: Some(worker),
-                attempt,
-                reason,
-            },
-        )
-        .await
-        .ok();
-    }
-}
-
-async fn commit(State(state): State<Arc<AppState>>, request: HttpRequest) -> Response {
-    let req: CommitRequest = request!(state, request);
-    match run(
-        &state,
-        Command::Commit {
-            now: wall_millis(),
-            worker: Some(req.worker),
-            attempt: req.attempt,
-            offset: req.offset,
-            ranges: req.ranges,
-        },
-    )
-    .await
-    {
-        Ok(Reply::Commit(r)) => answer(r),
-        Ok(_) => unexpected(),
-        Err(unavailable) => unavailable,
-    }
-}
-
-async fn finish(State(state): State<Arc<AppState>>, request: HttpRequest) -> Response {
-    let req: FinishRequest = request!(state, request);
-    match run(
-        &state,
-        Command::Finish {
-            now: wall_millis(),
-            worker: Some(req.worker),
-            attempt: req.attempt,
-            rows: req.rows,
-        },
-    )
-    .await
-    {
-        Ok(Reply::Finish(r)) => answer(r),
-        Ok(_) => unexpected(),
-        Err(unavailable) => unavailable,
-    }
-}
-
-async fn fail(State(state): State<Arc<AppState>>, request: HttpRequest) -> Response {
-    let req: FailRequest = request!(state, request);
-    let reason: String = req.reason.chars().take(2000).collect();
-    match run(
-        &state,
-        Command::Fail {
-            now: wall_millis(),
-            worker: Some(req.worker),
-            attempt: req.attempt,
+        let fail = ops::Fail {
+            worker,
+            attempt,
             reason,
-        },
-    )
-    .await
-    {
-        Ok(Reply::Fail(r)) => answer(r),
-        Ok(_) => unexpected(),
-        Err(unavailable) => unavailable,
-    }
-}
-
-async fn hand_back(State(state): State<Arc<AppState>>, request: HttpRequest) -> Response {
-    let req: HandBackRequest = request!(state, request);
-    match run(
-        &state,
-        Command::HandBack {
-            now: wall_millis(),
-            worker: req.worker,
-            attempt: req.attempt,
-        },
-    )
-    .await
-    {
-        Ok(Reply::HandBack(r)) => answer(r),
-        Ok(_) => unexpected(),
-        Err(unavailable) => unavailable,
-    }
-}
-
-async fn checkpoint(State(state): State<Arc<AppState>>, request: HttpRequest) -> Response {
-    let req: CheckpointRequest = request!(state, request);
-    let now = wall_millis();
-    let command = match (req.unsaved, req.id) {
-        (Some(pieces), _) => Command::Unsaved {
-            now,
-            worker: req.worker,
-            pieces,
-        },
-        (None, Some(id)) => Command::Checkpoint {
-            now,
-            id,
-            pieces: req.pieces,
-            worker: Some(req.worker),
-        },
-        (None, None) => Command::DeclareCheckpoints { now },
-    };
-    match run(&state, command).await {
-        Ok(Reply::Recorded) => answer::<()>(Ok(())),
-        Ok(Reply::Unsaved(r) | Reply::Checkpoint(r)) => answer(r),
-        Ok(_) => unexpected(),
-        Err(unavailable) => unavailable,
+        };
+        apply(state, fail).await.ok();
     }
 }
 

@@ -5,6 +5,7 @@
 use std::sync::{Arc, Mutex};
 
 use super::state::{wall_millis, MasterState};
+use crate::protocol::ops::{self, Operation};
 use crate::protocol::{Halt, SourceError, TaskSource};
 use crate::task::{
     AttemptId, Command, CutPiece, EpochView, FailOutcome, LeaseReply, Queue, QueueStatus, Reply,
@@ -71,8 +72,15 @@ struct Halted(String);
 #[error("the queue answered a different request")]
 struct Mismatch;
 
-fn mismatch() -> SourceError {
-    SourceError::unavailable(Mismatch)
+impl LocalQueue {
+    /// Applies `op`, made now.
+    fn apply<O: Operation>(&self, op: O) -> Result<O::Output, SourceError> {
+        let reply = self.run(op.command(wall_millis()))?;
+        match O::output(reply) {
+            Some(result) => Ok(result?),
+            None => Err(SourceError::unavailable(Mismatch)),
+        }
+    }
 }
 
 #[async_trait::async_trait]
@@ -82,26 +90,11 @@ impl TaskSource for LocalQueue {
     }
 
     async fn register(&self) -> Result<WorkerId, SourceError> {
-        let command = Command::Register {
-            now: wall_millis(),
-            secret: None,
-            name: None,
-        };
-        match self.run(command)? {
-            Reply::Register(w) => Ok(w),
-            _ => Err(mismatch()),
-        }
+        self.apply(ops::Register::default())
     }
 
     async fn lease(&self, worker: WorkerId, max: usize) -> Result<LeaseReply, SourceError> {
-        match self.run(Command::Lease {
-            now: wall_millis(),
-            worker,
-            max,
-        })? {
-            Reply::Lease(r) => Ok(r?),
-            _ => Err(mismatch()),
-        }
+        self.apply(ops::Lease { worker, max })
     }
 
     async fn heartbeat(
@@ -109,13 +102,12 @@ impl TaskSource for LocalQueue {
         worker: WorkerId,
         _held: &[AttemptId],
     ) -> Result<Vec<AttemptId>, SourceError> {
-        match self.run(Command::Heartbeat {
-            now: wall_millis(),
+        let beat = ops::Heartbeat {
             worker,
-        })? {
-            Reply::Heartbeat(r) => Ok(r?),
-            _ => Err(mismatch()),
-        }
+            rows: 0,
+            held: None,
+        };
+        self.apply(beat).map(|r| r.lost)
     }
 
     async fn commit(
@@ -125,16 +117,12 @@ impl TaskSource for LocalQueue {
         offset: u64,
         ranges: Vec<(u64, u64)>,
     ) -> Result<(), SourceError> {
-        match self.run(Command::Commit {
-            now: wall_millis(),
-            worker: Some(worker),
+        self.apply(ops::Commit {
+            worker,
             attempt,
             offset,
             ranges,
-        })? {
-            Reply::Commit(r) => Ok(r?),
-            _ => Err(mismatch()),
-        }
+        })
     }
 
     async fn finish(
@@ -143,15 +131,11 @@ impl TaskSource for LocalQueue {
         attempt: AttemptId,
         rows: u64,
     ) -> Result<(), SourceError> {
-        match self.run(Command::Finish {
-            now: wall_millis(),
-            worker: Some(worker),
+        self.apply(ops::Finish {
+            worker,
             attempt,
             rows,
-        })? {
-            Reply::Finish(r) => Ok(r?),
-            _ => Err(mismatch()),
-        }
+        })
     }
 
     async fn fail(
@@ -160,31 +144,22 @@ impl TaskSource for LocalQueue {
         attempt: AttemptId,
         reason: String,
     ) -> Result<FailOutcome, SourceError> {
-        match self.run(Command::Fail {
-            now: wall_millis(),
-            worker: Some(worker),
+        self.apply(ops::Fail {
+            worker,
             attempt,
             reason,
-        })? {
-            Reply::Fail(r) => Ok(r?),
-            _ => Err(mismatch()),
-        }
+        })
     }
 
     async fn hand_back(&self, worker: WorkerId, attempt: AttemptId) -> Result<(), SourceError> {
-        match self.run(Command::HandBack {
-            now: wall_millis(),
-            worker,
-            attempt,
-        })? {
-            Reply::HandBack(r) => Ok(r?),
-            _ => Err(mismatch()),
-        }
+        self.apply(ops::HandBack { worker, attempt })
     }
 
     async fn declare_checkpoints(&self, _worker: WorkerId) -> Result<(), SourceError> {
-        self.run(Command::DeclareCheckpoints { now: wall_millis() })
-            .map(|_| ())
+        self.apply(ops::JobCheckpoint {
+            id: None,
+            pieces: Vec::new(),
+        })
     }
 
     async fn checkpoint(
@@ -193,13 +168,10 @@ impl TaskSource for LocalQueue {
         id: String,
         pieces: Vec<CutPiece>,
     ) -> Result<(), SourceError> {
-        self.run(Command::Checkpoint {
-            now: wall_millis(),
-            id,
+        self.apply(ops::JobCheckpoint {
+            id: Some(id),
             pieces,
-            worker: None,
         })
-        .map(|_| ())
     }
 
     async fn status(&self) -> Result<QueueStatus, SourceError> {

@@ -7,10 +7,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::protocol::ops::{self, WorkerOperation};
 use crate::protocol::spec::JobSpec;
-use crate::task::{
-    AttemptId, FailOutcome, LeaseReply, QueueError, QueueStatus, WorkerId, WorkerSecret,
-};
+use crate::task::{FailOutcome, LeaseReply, QueueError, QueueStatus, WorkerId, WorkerSecret};
 
 /// The path prefix of every API call.
 pub const PREFIX: &str = "/v1";
@@ -37,37 +36,45 @@ pub trait Request: Serialize + Send + Sync {
     type Reply: serde::de::DeserializeOwned + Serialize + Send;
 }
 
-macro_rules! requests {
-    ($($request:ty => $path:literal, $reply:ty, idempotent: $idempotent:literal;)*) => {$(
-        impl Request for $request {
-            const PATH: &'static str = $path;
-            const IDEMPOTENT: bool = $idempotent;
-            type Reply = $reply;
-        }
-    )*};
+impl Request for RegisterRequest {
+    const PATH: &'static str = "/v1/register";
+    // Each one makes a new worker.
+    const IDEMPOTENT: bool = false;
+    type Reply = RegisterReply;
 }
 
-// Why each is idempotent or not:
-// - register: each one makes a new worker, so it is not;
-// - lease: a second grant whose reply never arrived is taken back at the
-//   worker's next heartbeat, which lists the leases it holds;
-// - heartbeat: renews the same leases;
-// - commit: committed offsets only move forward; the same offset again is
-//   accepted and changes nothing;
-// - finish, fail, hand back: once applied the attempt is no longer live, and
-//   a repeat is refused as stale without changing anything;
-// - checkpoint: records the same id with the same pieces (a set), or the
-//   same unsaved pieces (replaced, not added).
-requests! {
-    RegisterRequest => "/v1/register", RegisterReply, idempotent: false;
-    LeaseRequest => "/v1/lease", Answer<LeaseReply>, idempotent: true;
-    HeartbeatRequest => "/v1/heartbeat", Answer<HeartbeatReply>, idempotent: true;
-    CommitRequest => "/v1/commit", Answer<()>, idempotent: true;
-    FinishRequest => "/v1/finish", Answer<()>, idempotent: true;
-    FailRequest => "/v1/fail", Answer<FailOutcome>, idempotent: true;
-    HandBackRequest => "/v1/hand_back", Answer<()>, idempotent: true;
-    CheckpointRequest => "/v1/checkpoint", Answer<()>, idempotent: true;
+/// A worker's operation as it travels: the operation's fields and the
+/// worker's secret, side by side in one JSON object.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Signed<O> {
+    /// The secret `register` handed the worker the operation names.
+    pub secret: WorkerSecret,
+    /// The operation.
+    #[serde(flatten)]
+    pub op: O,
 }
+
+impl<O: WorkerOperation> Request for Signed<O> {
+    const PATH: &'static str = O::PATH;
+    const IDEMPOTENT: bool = O::IDEMPOTENT;
+    type Reply = Answer<O::Output>;
+}
+
+/// `POST /v1/lease`.
+pub type LeaseRequest = Signed<ops::Lease>;
+/// `POST /v1/heartbeat`.
+pub type HeartbeatRequest = Signed<ops::Heartbeat>;
+/// `POST /v1/commit`.
+pub type CommitRequest = Signed<ops::Commit>;
+/// `POST /v1/finish`.
+pub type FinishRequest = Signed<ops::Finish>;
+/// `POST /v1/fail`.
+pub type FailRequest = Signed<ops::Fail>;
+/// `POST /v1/hand_back`.
+pub type HandBackRequest = Signed<ops::HandBack>;
+/// `POST /v1/checkpoint`.
+pub type CheckpointRequest = Signed<ops::Checkpoint>;
+pub use crate::protocol::ops::HeartbeatReply;
 
 /// `POST /v1/register`: the body is optional (older workers send `null`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -98,115 +105,6 @@ pub struct RegisterReply {
     pub worker: WorkerId,
     /// What the worker sends with each request to prove it is `worker`.
     pub secret: WorkerSecret,
-}
-
-/// `POST /v1/lease`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct LeaseRequest {
-    /// The asking worker.
-    pub worker: WorkerId,
-    /// Its secret.
-    pub secret: WorkerSecret,
-    /// Most tasks wanted.
-    pub max: usize,
-}
-
-/// `POST /v1/heartbeat`: renews every lease of the worker.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct HeartbeatRequest {
-    /// The worker.
-    pub worker: WorkerId,
-    /// Its secret.
-    pub secret: WorkerSecret,
-    /// Rows its trainers acknowledged so far (for the status page).
-    #[serde(default)]
-    pub rows: u64,
-    /// Attempts the worker is working on; leases the master granted it but
-    /// missing here never reached it (the master died before answering) and
-    /// are taken back.
-    #[serde(default)]
-    pub held: Option<Vec<crate::task::AttemptId>>,
-}
-
-/// Answer to a heartbeat: attempts the worker lost.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct HeartbeatReply {
-    /// Attempts no longer the worker's.
-    pub lost: Vec<AttemptId>,
-}
-
-/// `POST /v1/commit`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct CommitRequest {
-    /// The reporting worker: the one that leased the attempt.
-    pub worker: WorkerId,
-    /// Its secret.
-    pub secret: WorkerSecret,
-    /// The attempt.
-    pub attempt: AttemptId,
-    /// Rows of the split acknowledged.
-    pub offset: u64,
-    /// Rows acknowledged past `offset`: sorted, disjoint `[start, end)`
-    /// ranges (absent from older workers: none).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ranges: Vec<(u64, u64)>,
-}
-
-/// `POST /v1/finish`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct FinishRequest {
-    /// The reporting worker: the one that leased the attempt.
-    pub worker: WorkerId,
-    /// Its secret.
-    pub secret: WorkerSecret,
-    /// The attempt.
-    pub attempt: AttemptId,
-    /// Rows of the split.
-    pub rows: u64,
-}
-
-/// `POST /v1/hand_back`: the worker gives an attempt back unfinished.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct HandBackRequest {
-    /// The worker that leased the attempt.
-    pub worker: WorkerId,
-    /// Its secret.
-    pub secret: WorkerSecret,
-    /// The attempt.
-    pub attempt: AttemptId,
-}
-
-/// `POST /v1/checkpoint`: the worker's trainers keep checkpoints (no `id`),
-/// or completed checkpoint `id` holding `pieces`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct CheckpointRequest {
-    /// The reporting worker.
-    pub worker: WorkerId,
-    /// Its secret.
-    pub secret: WorkerSecret,
-    /// The checkpoint's ID; absent for the declaration.
-    #[serde(default)]
-    pub id: Option<String>,
-    /// Rows the checkpoint adds to the cut.
-    #[serde(default)]
-    pub pieces: Vec<crate::task::CutPiece>,
-    /// Instead of a checkpoint: the rows the worker's trainers acknowledged
-    /// that are in none of its complete checkpoints.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unsaved: Option<Vec<crate::task::CutPiece>>,
-}
-
-/// `POST /v1/fail`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct FailRequest {
-    /// The reporting worker: the one that leased the attempt.
-    pub worker: WorkerId,
-    /// Its secret.
-    pub secret: WorkerSecret,
-    /// The attempt.
-    pub attempt: AttemptId,
-    /// Why, naming the file.
-    pub reason: String,
 }
 
 /// Every answer: the queue's result, or its refusal.

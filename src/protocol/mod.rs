@@ -1,5 +1,6 @@
 //! What the master, its workers and the embedded queue of `sluice train` share:
-//! the job's description ([`spec`]), the HTTP API's requests and replies ([`api`]),
+//! the job's description ([`spec`]), the queue operations a worker asks for
+//! ([`ops`]), the HTTP API's requests and replies ([`api`]),
 //! and the operations a worker needs from a master ([`source`]).
 //!
 //! It depends on the queue's types ([`crate::task`]) and the connectors' plan
@@ -7,6 +8,7 @@
 
 pub mod api;
 pub mod follow;
+pub mod ops;
 pub mod select;
 pub mod source;
 pub mod spec;

@@ -8,6 +8,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::protocol::api::*;
+use crate::protocol::ops::{self, WorkerOperation};
 use crate::protocol::spec::JobSpec;
 use crate::protocol::{SourceError, TaskSource};
 use crate::task::{
@@ -394,14 +395,14 @@ impl RemoteSource {
         }
     }
 
-    /// Sends a queue request; the queue's refusal is its error.
-    async fn queue_call<R, T>(&self, request: &R) -> Result<T, SourceError>
-    where
-        R: Request<Reply = Answer<T>>,
-        T: DeserializeOwned,
-    {
+    /// Sends a worker's operation, signed; the queue's refusal is its error.
+    async fn apply<O: WorkerOperation>(&self, op: O) -> Result<O::Output, SourceError> {
+        let signed = Signed {
+            secret: self.secret(op.worker())?,
+            op,
+        };
         match self
-            .call::<R, R::Reply>(R::PATH, Some(request), R::IDEMPOTENT)
+            .call::<_, Answer<O::Output>>(O::PATH, Some(&signed), O::IDEMPOTENT)
             .await
         {
             Ok(Answer::Ok(v)) => Ok(v),
@@ -506,13 +507,7 @@ impl TaskSource for RemoteSource {
     }
 
     async fn lease(&self, worker: WorkerId, max: usize) -> Result<LeaseReply, SourceError> {
-        let secret = self.secret(worker)?;
-        self.queue_call(&LeaseRequest {
-            worker,
-            secret,
-            max,
-        })
-        .await
+        self.apply(ops::Lease { worker, max }).await
     }
 
     async fn heartbeat(
@@ -521,13 +516,12 @@ impl TaskSource for RemoteSource {
         held: &[AttemptId],
     ) -> Result<Vec<AttemptId>, SourceError> {
         let rows = self.rows.load(std::sync::atomic::Ordering::Relaxed);
-        let request = HeartbeatRequest {
+        let beat = ops::Heartbeat {
             worker,
-            secret: self.secret(worker)?,
             rows,
             held: Some(held.to_vec()),
         };
-        self.queue_call(&request).await.map(|r| r.lost)
+        self.apply(beat).await.map(|r| r.lost)
     }
 
     async fn commit(
@@ -537,14 +531,13 @@ impl TaskSource for RemoteSource {
         offset: u64,
         ranges: Vec<(u64, u64)>,
     ) -> Result<(), SourceError> {
-        let request = CommitRequest {
+        let commit = ops::Commit {
             worker,
-            secret: self.secret(worker)?,
             attempt,
             offset,
             ranges,
         };
-        self.queue_call(&request).await
+        self.apply(commit).await
     }
 
     async fn finish(
@@ -553,13 +546,12 @@ impl TaskSource for RemoteSource {
         attempt: AttemptId,
         rows: u64,
     ) -> Result<(), SourceError> {
-        let request = FinishRequest {
+        let finish = ops::Finish {
             worker,
-            secret: self.secret(worker)?,
             attempt,
             rows,
         };
-        self.queue_call(&request).await
+        self.apply(finish).await
     }
 
     async fn fail(
@@ -568,24 +560,22 @@ impl TaskSource for RemoteSource {
         attempt: AttemptId,
         reason: String,
     ) -> Result<FailOutcome, SourceError> {
-        let request = FailRequest {
+        let fail = ops::Fail {
             worker,
-            secret: self.secret(worker)?,
             attempt,
             reason,
         };
-        self.queue_call(&request).await
+        self.apply(fail).await
     }
 
     async fn declare_checkpoints(&self, worker: WorkerId) -> Result<(), SourceError> {
-        let request = CheckpointRequest {
+        self.apply(ops::Checkpoint {
             worker,
-            secret: self.secret(worker)?,
             id: None,
             pieces: Vec::new(),
             unsaved: None,
-        };
-        self.queue_call(&request).await
+        })
+        .await
     }
 
     async fn checkpoint(
@@ -594,14 +584,13 @@ impl TaskSource for RemoteSource {
         id: String,
         pieces: Vec<crate::task::CutPiece>,
     ) -> Result<(), SourceError> {
-        let request = CheckpointRequest {
+        self.apply(ops::Checkpoint {
             worker,
-            secret: self.secret(worker)?,
             id: Some(id),
             pieces,
             unsaved: None,
-        };
-        self.queue_call(&request).await
+        })
+        .await
     }
 
     fn keeps_unsaved(&self) -> bool {
@@ -613,23 +602,17 @@ impl TaskSource for RemoteSource {
         worker: WorkerId,
         pieces: Vec<crate::task::CutPiece>,
     ) -> Result<(), SourceError> {
-        let request = CheckpointRequest {
+        self.apply(ops::Checkpoint {
             worker,
-            secret: self.secret(worker)?,
             id: None,
             pieces: Vec::new(),
             unsaved: Some(pieces),
-        };
-        self.queue_call(&request).await
+        })
+        .await
     }
 
     async fn hand_back(&self, worker: WorkerId, attempt: AttemptId) -> Result<(), SourceError> {
-        let request = HandBackRequest {
-            worker,
-            secret: self.secret(worker)?,
-            attempt,
-        };
-        self.queue_call(&request).await
+        self.apply(ops::HandBack { worker, attempt }).await
     }
 
     async fn status(&self) -> Result<QueueStatus, SourceError> {

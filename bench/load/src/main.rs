@@ -47,6 +47,7 @@ use sluice::master::state::JobFile;
 use sluice::protocol::api::{
     Answer, CommitRequest, FinishRequest, LeaseRequest, RegisterReply, RegisterRequest, StatusReply,
 };
+use sluice::protocol::ops;
 use sluice::protocol::spec::JobSpec;
 use sluice::task::{AttemptId, LeaseReply, QueueConfig, WorkerId, WorkerSecret};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -1197,9 +1198,11 @@ impl Worker {
         progress.step = match progress.step {
             Step::Lease => {
                 let request = LeaseRequest {
-                    worker: self.worker,
                     secret: self.secret.clone(),
-                    max: self.batch,
+                    op: ops::Lease {
+                        worker: self.worker,
+                        max: self.batch,
+                    },
                 };
                 let answer: Answer<LeaseReply> = self.conn.call("/v1/lease", &request).await?;
                 match answer {
@@ -1221,10 +1224,13 @@ impl Worker {
             Step::Commit(attempt) => {
                 // The trainers acknowledged half the task: commit it.
                 let request = CommitRequest {
-                    worker: self.worker,
                     secret: self.secret.clone(),
-                    attempt,
-                    offset: self.rows / 2,
+                    op: ops::Commit {
+                        worker: self.worker,
+                        attempt,
+                        offset: self.rows / 2,
+                        ranges: Vec::new(),
+                    },
                 };
                 let answer: Answer<()> = self.conn.call("/v1/commit", &request).await?;
                 if let Answer::Refused(e) = answer {
@@ -1235,10 +1241,12 @@ impl Worker {
             Step::Finish(attempt) => {
                 // The rest acknowledged: the finish commits it.
                 let request = FinishRequest {
-                    worker: self.worker,
                     secret: self.secret.clone(),
-                    attempt,
-                    rows: self.rows,
+                    op: ops::Finish {
+                        worker: self.worker,
+                        attempt,
+                        rows: self.rows,
+                    },
                 };
                 let answer: Answer<()> = self.conn.call("/v1/finish", &request).await?;
                 if let Answer::Refused(e) = answer {

@@ -1,0 +1,421 @@
+//! The queue operations a worker asks of a master, typed: each is one
+//! struct that says how it is recorded (the journal's [`Command`], made at a
+//! time the caller gives) and what its answer is (taken out of the queue's
+//! [`Reply`]). The master's HTTP handler, the worker's HTTP client and the
+//! embedded queue of `sluice train` all go through these, so an operation's
+//! rules (the bound on `max`, the length of a failure's reason, which
+//! command a checkpoint report is) live in one place.
+//!
+//! The operations a worker sends over the API ([`WorkerOperation`]) travel
+//! signed with its secret, as [`crate::protocol::api::Signed`].
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::task::{
+    AttemptId, Command, CutPiece, FailOutcome, LeaseReply, Millis, QueueError, Reply, WorkerId,
+    WorkerSecret,
+};
+
+/// Most tasks one lease request may ask for.
+pub const MAX_LEASE: usize = 1024;
+/// Longest failure reason kept, in characters (longer ones are cut).
+pub const MAX_REASON_CHARS: usize = 2000;
+
+/// An operation on the queue.
+pub trait Operation: Send + Sync + 'static {
+    /// The answer when the queue accepts it.
+    type Output: Serialize + DeserializeOwned + Send;
+    /// The command that records it, made at `now`.
+    fn command(self, now: Millis) -> Command;
+    /// Its answer out of `reply`, the queue's reply to its command; `None`
+    /// for a reply to another command (a bug, reported rather than a panic).
+    fn output(reply: Reply) -> Option<Result<Self::Output, QueueError>>;
+}
+
+/// An operation a worker sends to a master over the API.
+pub trait WorkerOperation: Operation + Serialize + DeserializeOwned {
+    /// The path it is posted to, e.g. `/v1/lease`.
+    const PATH: &'static str;
+    /// Whether the master applying it twice leaves things as once would:
+    /// only such operations are sent again after a failure that leaves open
+    /// whether the master got them (see [`crate::protocol::api::Request`]).
+    const IDEMPOTENT: bool;
+    /// The worker that sends it.
+    fn worker(&self) -> WorkerId;
+}
+
+/// A new worker, with its secret (workers of a master) and name.
+#[derive(Debug, Clone, Default)]
+pub struct Register {
+    /// What the worker proves itself with; `None` in the embedded queue.
+    pub secret: Option<WorkerSecret>,
+    /// The name it gave itself.
+    pub name: Option<String>,
+}
+
+impl Operation for Register {
+    type Output = WorkerId;
+    fn command(self, now: Millis) -> Command {
+        Command::Register {
+            now,
+            secret: self.secret,
+            name: self.name,
+        }
+    }
+    fn output(reply: Reply) -> Option<Result<WorkerId, QueueError>> {
+        match reply {
+            Reply::Register(worker) => Some(Ok(worker)),
+            _ => None,
+        }
+    }
+}
+
+/// `POST /v1/lease`: up to `max` tasks (at most [`MAX_LEASE`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Lease {
+    /// The asking worker.
+    pub worker: WorkerId,
+    /// Most tasks wanted.
+    pub max: usize,
+}
+
+impl Operation for Lease {
+    type Output = LeaseReply;
+    fn command(self, now: Millis) -> Command {
+        Command::Lease {
+            now,
+            worker: self.worker,
+            max: self.max.clamp(1, MAX_LEASE),
+        }
+    }
+    fn output(reply: Reply) -> Option<Result<LeaseReply, QueueError>> {
+        match reply {
+            Reply::Lease(result) => Some(result),
+            _ => None,
+        }
+    }
+}
+
+/// `POST /v1/heartbeat`: renews every lease of the worker.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Heartbeat {
+    /// The worker.
+    pub worker: WorkerId,
+    /// Rows its trainers acknowledged so far (for the status page).
+    #[serde(default)]
+    pub rows: u64,
+    /// Attempts the worker is working on; leases the master granted it but
+    /// missing here never reached it (the master died before answering) and
+    /// are taken back.
+    #[serde(default)]
+    pub held: Option<Vec<AttemptId>>,
+}
+
+/// Answer to a heartbeat: attempts the worker lost.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HeartbeatReply {
+    /// Attempts no longer the worker's.
+    pub lost: Vec<AttemptId>,
+}
+
+impl Operation for Heartbeat {
+    type Output = HeartbeatReply;
+    fn command(self, now: Millis) -> Command {
+        Command::Heartbeat {
+            now,
+            worker: self.worker,
+        }
+    }
+    fn output(reply: Reply) -> Option<Result<HeartbeatReply, QueueError>> {
+        match reply {
+            Reply::Heartbeat(result) => Some(result.map(|lost| HeartbeatReply { lost })),
+            _ => None,
+        }
+    }
+}
+
+/// `POST /v1/commit`: rows of an attempt acknowledged.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Commit {
+    /// The reporting worker: the one that leased the attempt.
+    pub worker: WorkerId,
+    /// The attempt.
+    pub attempt: AttemptId,
+    /// Rows of the split acknowledged.
+    pub offset: u64,
+    /// Rows acknowledged past `offset`: sorted, disjoint `[start, end)`
+    /// ranges (absent from older workers: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranges: Vec<(u64, u64)>,
+}
+
+impl Operation for Commit {
+    type Output = ();
+    fn command(self, now: Millis) -> Command {
+        Command::Commit {
+            now,
+            worker: Some(self.worker),
+            attempt: self.attempt,
+            offset: self.offset,
+            ranges: self.ranges,
+        }
+    }
+    fn output(reply: Reply) -> Option<Result<(), QueueError>> {
+        match reply {
+            Reply::Commit(result) => Some(result),
+            _ => None,
+        }
+    }
+}
+
+/// `POST /v1/finish`: an attempt read and acknowledged to its end.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Finish {
+    /// The reporting worker: the one that leased the attempt.
+    pub worker: WorkerId,
+    /// The attempt.
+    pub attempt: AttemptId,
+    /// Rows of the split.
+    pub rows: u64,
+}
+
+impl Operation for Finish {
+    type Output = ();
+    fn command(self, now: Millis) -> Command {
+        Command::Finish {
+            now,
+            worker: Some(self.worker),
+            attempt: self.attempt,
+            rows: self.rows,
+        }
+    }
+    fn output(reply: Reply) -> Option<Result<(), QueueError>> {
+        match reply {
+            Reply::Finish(result) => Some(result),
+            _ => None,
+        }
+    }
+}
+
+/// `POST /v1/fail`: an attempt failed (its reason is cut to
+/// [`MAX_REASON_CHARS`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Fail {
+    /// The reporting worker: the one that leased the attempt.
+    pub worker: WorkerId,
+    /// The attempt.
+    pub attempt: AttemptId,
+    /// Why, naming the file.
+    pub reason: String,
+}
+
+impl Operation for Fail {
+    type Output = FailOutcome;
+    fn command(self, now: Millis) -> Command {
+        Command::Fail {
+            now,
+            worker: Some(self.worker),
+            attempt: self.attempt,
+            reason: self.reason.chars().take(MAX_REASON_CHARS).collect(),
+        }
+    }
+    fn output(reply: Reply) -> Option<Result<FailOutcome, QueueError>> {
+        match reply {
+            Reply::Fail(result) => Some(result),
+            _ => None,
+        }
+    }
+}
+
+/// `POST /v1/hand_back`: the worker gives an attempt back unfinished.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HandBack {
+    /// The worker that leased the attempt.
+    pub worker: WorkerId,
+    /// The attempt.
+    pub attempt: AttemptId,
+}
+
+impl Operation for HandBack {
+    type Output = ();
+    fn command(self, now: Millis) -> Command {
+        Command::HandBack {
+            now,
+            worker: self.worker,
+            attempt: self.attempt,
+        }
+    }
+    fn output(reply: Reply) -> Option<Result<(), QueueError>> {
+        match reply {
+            Reply::HandBack(result) => Some(result),
+            _ => None,
+        }
+    }
+}
+
+/// `POST /v1/checkpoint`: the worker's trainers keep checkpoints (no `id`),
+/// completed checkpoint `id` holding `pieces`, or (with `unsaved`) hold
+/// these rows in none of their complete checkpoints.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// The reporting worker.
+    pub worker: WorkerId,
+    /// The checkpoint's ID; absent for the declaration.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Rows the checkpoint adds to the cut.
+    #[serde(default)]
+    pub pieces: Vec<CutPiece>,
+    /// Instead of a checkpoint: the rows the worker's trainers acknowledged
+    /// that are in none of its complete checkpoints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsaved: Option<Vec<CutPiece>>,
+}
+
+impl Operation for Checkpoint {
+    type Output = ();
+    fn command(self, now: Millis) -> Command {
+        match (self.unsaved, self.id) {
+            (Some(pieces), _) => Command::Unsaved {
+                now,
+                worker: self.worker,
+                pieces,
+            },
+            (None, Some(id)) => Command::Checkpoint {
+                now,
+                id,
+                pieces: self.pieces,
+                worker: Some(self.worker),
+            },
+            (None, None) => Command::DeclareCheckpoints { now },
+        }
+    }
+    fn output(reply: Reply) -> Option<Result<(), QueueError>> {
+        checkpoint_output(reply)
+    }
+}
+
+/// A checkpoint of the whole job's trainers (the embedded queue of `sluice
+/// train`, whose one worker restores the job's checkpoint): declared (no
+/// `id`) or complete. Nothing in it is refused.
+#[derive(Debug, Clone)]
+pub struct JobCheckpoint {
+    /// The checkpoint's ID; `None` for the declaration.
+    pub id: Option<String>,
+    /// Rows the checkpoint adds to the cut.
+    pub pieces: Vec<CutPiece>,
+}
+
+impl Operation for JobCheckpoint {
+    type Output = ();
+    fn command(self, now: Millis) -> Command {
+        match self.id {
+            Some(id) => Command::Checkpoint {
+                now,
+                id,
+                pieces: self.pieces,
+                worker: None,
+            },
+            None => Command::DeclareCheckpoints { now },
+        }
+    }
+    fn output(reply: Reply) -> Option<Result<(), QueueError>> {
+        checkpoint_output(reply)
+    }
+}
+
+fn checkpoint_output(reply: Reply) -> Option<Result<(), QueueError>> {
+    match reply {
+        Reply::Recorded => Some(Ok(())),
+        Reply::Unsaved(result) | Reply::Checkpoint(result) => Some(result),
+        _ => None,
+    }
+}
+
+macro_rules! worker_operations {
+    ($($op:ty => $path:literal, idempotent: $idempotent:literal;)*) => {$(
+        impl WorkerOperation for $op {
+            const PATH: &'static str = $path;
+            const IDEMPOTENT: bool = $idempotent;
+            fn worker(&self) -> WorkerId {
+                self.worker
+            }
+        }
+    )*};
+}
+
+// Why each is idempotent:
+// - lease: a second grant whose reply never arrived is taken back at the
+//   worker's next heartbeat, which lists the leases it holds;
+// - heartbeat: renews the same leases;
+// - commit: committed offsets only move forward; the same offset again is
+//   accepted and changes nothing;
+// - finish, fail, hand back: once applied the attempt is no longer live, and
+//   a repeat is refused as stale without changing anything;
+// - checkpoint: records the same id with the same pieces (a set), or the
+//   same unsaved pieces (replaced, not added).
+worker_operations! {
+    Lease => "/v1/lease", idempotent: true;
+    Heartbeat => "/v1/heartbeat", idempotent: true;
+    Commit => "/v1/commit", idempotent: true;
+    Finish => "/v1/finish", idempotent: true;
+    Fail => "/v1/fail", idempotent: true;
+    HandBack => "/v1/hand_back", idempotent: true;
+    Checkpoint => "/v1/checkpoint", idempotent: true;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_checkpoint_report_is_one_of_three_commands() {
+        let report = |id: Option<&str>, unsaved: Option<Vec<CutPiece>>| Checkpoint {
+            worker: WorkerId(3),
+            id: id.map(str::to_string),
+            pieces: Vec::new(),
+            unsaved,
+        };
+        assert!(matches!(
+            report(None, None).command(1),
+            Command::DeclareCheckpoints { now: 1 }
+        ));
+        assert!(matches!(
+            report(Some("7"), None).command(1),
+            Command::Checkpoint { worker: Some(WorkerId(3)), ref id, .. } if id == "7"
+        ));
+        assert!(matches!(
+            report(Some("7"), Some(Vec::new())).command(1),
+            Command::Unsaved { .. }
+        ));
+    }
+
+    #[test]
+    fn bounds_are_applied_where_the_command_is_made() {
+        let lease = Lease {
+            worker: WorkerId(1),
+            max: 1 << 20,
+        };
+        assert!(matches!(
+            lease.command(0),
+            Command::Lease { max: MAX_LEASE, .. }
+        ));
+        let fail = Fail {
+            worker: WorkerId(1),
+            attempt: AttemptId(2),
+            reason: "x".repeat(10_000),
+        };
+        match fail.command(0) {
+            Command::Fail { reason, .. } => assert_eq!(reason.chars().count(), MAX_REASON_CHARS),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_reply_to_another_command_is_no_answer() {
+        assert!(Commit::output(Reply::Finish(Ok(()))).is_none());
+        assert!(Commit::output(Reply::Commit(Ok(()))).is_some());
+        assert!(Register::output(Reply::Recorded).is_none());
+    }
+}
