@@ -313,17 +313,19 @@ async fn open_state(
     let identity = identity(config, &source);
     let (state, resumed) = MasterState::open(&location, identity, move || Ok(job)).await?;
     let mut ready = Ready {
-        after_stop: resumed && !state.queue.is_over(),
+        after_stop: resumed && !state.queue().is_over(),
         state,
         factory,
         resumed_from: None,
         rewound: 0,
     };
     let state = &mut ready.state;
-    if resumed && config.retry_failed && !state.queue.failures().is_empty() {
-        state.retry_failed().map_err(StateError::from)?;
+    if resumed && config.retry_failed && !state.queue().failures().is_empty() {
+        state
+            .retry_failed(crate::wall::wall_millis())
+            .map_err(StateError::from)?;
     }
-    if resumed && config.follow.is_some() && !state.queue.is_open() {
+    if resumed && config.follow.is_some() && !state.queue().is_open() {
         // A followed job closed by --idle-exit or --follow-until:
         // this run follows on from where it stopped.
         state
@@ -331,16 +333,16 @@ async fn open_state(
             .map_err(StateError::from)?;
     }
     let mut finishing = false;
-    if resumed && state.queue.is_over() {
+    if resumed && state.queue().is_over() {
         // States written before the identity was recorded have no
         // FINISHED either: there a queue over is all one can tell.
         if dir.join(FINISHED).exists() || state.identity.is_empty() {
-            let status = state.queue.status();
+            let status = state.queue().status();
             check_rows(config, dataset, &status)?;
             return Ok(Opened::Finished(Finished {
                 state: dir.to_path_buf(),
                 tasks_done: status.tasks_done,
-                tasks_failed: failed_tasks(dataset, &dataset.splits, state.queue.failures()),
+                tasks_failed: failed_tasks(dataset, &dataset.splits, state.queue().failures()),
             }));
         }
         // The last run did every task but stopped before it wrote its
@@ -349,7 +351,7 @@ async fn open_state(
         warn!(state = %dir.display(), "the last run did every task but stopped before it ended; finishing it");
         finishing = true;
     }
-    if resumed && state.queue.cut().checkpointed {
+    if resumed && state.queue().cut().checkpointed {
         rewind_to_checkpoint(config, dir, schema, &mut ready)?;
     } else if resumed {
         // The run that wrote this state is gone: take its leases back now
@@ -358,7 +360,7 @@ async fn open_state(
             .execute(Command::Tick { now: u64::MAX / 2 })
             .map_err(StateError::from)?;
         if !finishing {
-            warn!(state = %dir.display(), done = state.queue.status().tasks_done, "resuming from saved state");
+            warn!(state = %dir.display(), done = state.queue().status().tasks_done, "resuming from saved state");
         }
     }
     if let TrainerChoice::Model(model) = &config.trainer {
@@ -392,11 +394,11 @@ fn rewind_to_checkpoint(
     ready: &mut Ready,
 ) -> Result<(), TrainError> {
     let state = &mut ready.state;
-    let committed = state.queue.rows_committed();
+    let committed = state.queue().rows_committed();
     state
         .execute(Command::Rewind { now: wall_millis() })
         .map_err(StateError::from)?;
-    let cut = state.queue.cut();
+    let cut = state.queue().cut();
     ready.rewound = committed.saturating_sub(cut.rows);
     warn!(
         state = %dir.display(),
@@ -454,7 +456,7 @@ async fn train(
     } = ready;
     let spec = state.spec.clone();
     let following = match (&config.follow, &spec.follow) {
-        (Some(follow), Some(_)) if state.queue.is_open() => {
+        (Some(follow), Some(_)) if state.queue().is_open() => {
             let started_at = std::time::SystemTime::now() - started.elapsed();
             Some(
                 Follower::resume(

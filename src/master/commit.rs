@@ -418,7 +418,7 @@ mod tests {
         let (state, _) = MasterState::open(&location, Identity::default(), || Ok(job(300)))
             .await
             .expect("open");
-        let mut replayed = state.queue.clone();
+        let mut replayed = state.queue().clone();
         let master = Arc::new(Mutex::new(state));
         let commit = GroupCommit::start(master.clone()).expect("start");
         assert_eq!(
@@ -432,7 +432,7 @@ mod tests {
             let command: Command = serde_json::from_slice(line).expect("a record");
             replayed.apply(&command);
         }
-        assert_eq!(replayed, lock(&master).queue);
+        assert_eq!(&replayed, lock(&master).queue());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -452,7 +452,7 @@ mod tests {
             600,
             "every task of both epochs, once"
         );
-        let live = lock(&master).queue.clone();
+        let live = lock(&master).queue().clone();
         // The committer thread closes the journal once every handle is gone,
         // waiting for the snapshot being written; until then it holds the
         // directory's lock.
@@ -477,7 +477,8 @@ mod tests {
             "snapshots were written"
         );
         assert_eq!(
-            reopened.queue, live,
+            reopened.queue(),
+            &live,
             "the newest snapshot and the journals after it rebuild the queue"
         );
     }

@@ -119,7 +119,7 @@ async fn accept<O: WorkerOperation>(state: &AppState, request: HttpRequest) -> R
     let signed: Signed<O> = parse(request.into_body()).await?;
     let master = state.master.lock().unwrap_or_else(|e| e.into_inner());
     match master
-        .queue
+        .queue()
         .authenticate(signed.op.worker(), &signed.secret)
     {
         Ok(()) => Ok(signed.op),
@@ -247,7 +247,7 @@ async fn register(State(state): State<Arc<AppState>>, request: HttpRequest) -> R
                 .master
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .saw_worker(worker, 0);
+                .saw_worker(worker, 0, std::time::Instant::now());
             Json(RegisterReply { worker, secret }).into_response()
         }
         Ok(Err(refusal)) => refused(refusal),
@@ -272,7 +272,7 @@ async fn heartbeat(State(state): State<Arc<AppState>>, request: HttpRequest) -> 
             .master
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .saw_worker(worker, rows);
+            .saw_worker(worker, rows, std::time::Instant::now());
         if let Some(held) = &held {
             take_back_unheld(&state, worker, held).await;
         }
@@ -292,7 +292,7 @@ async fn take_back_unheld(
         .master
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .queue
+        .queue()
         .leases_of(worker)
         .filter(|attempt| !held.contains(attempt))
         .collect();
@@ -326,11 +326,11 @@ async fn job(
         let resume = query
             .name
             .as_deref()
-            .and_then(|name| master.queue.checkpoint_of(name.trim()))
+            .and_then(|name| master.queue().checkpoint_of(name.trim()))
             .map(str::to_string);
         (
             master.spec.clone(),
-            master.queue.config().lease_timeout_ms,
+            master.queue().config().lease_timeout_ms,
             resume,
         )
     };
@@ -362,7 +362,7 @@ async fn splits(
 
 /// The status as JSON (also used by the page and `sluice status`).
 pub fn status_of(master: &MasterState) -> StatusReply {
-    let queue = master.queue.status();
+    let queue = master.queue().status();
     let failed = queue
         .failures
         .iter()
@@ -383,14 +383,20 @@ pub fn status_of(master: &MasterState) -> StatusReply {
             reason: f.reason.clone(),
         })
         .collect();
+    // The clocks are read here, at the edge: the state is handed the time.
+    let now = std::time::Instant::now();
     let mut workers: Vec<WorkerStatus> = master
-        .live_workers()
+        .live_workers(now)
         .map(|(id, w)| WorkerStatus {
             worker: id,
-            name: master.queue.worker_name(id).unwrap_or_default().to_string(),
+            name: master
+                .queue()
+                .worker_name(id)
+                .unwrap_or_default()
+                .to_string(),
             rows: w.rows,
             rows_per_second: w.rate,
-            seconds_since_heartbeat: w.last.elapsed().as_secs_f64(),
+            seconds_since_heartbeat: now.saturating_duration_since(w.last).as_secs_f64(),
         })
         .collect();
     workers.sort_by_key(|w| w.worker);
@@ -403,7 +409,7 @@ pub fn status_of(master: &MasterState) -> StatusReply {
         queue,
         workers,
         failed,
-        follow: master.follow_status(),
+        follow: master.follow_status(wall_millis()),
     }
 }
 

@@ -58,7 +58,7 @@ impl LocalQueue {
     /// A look at the queue's state (for summaries).
     pub fn snapshot<T>(&self, f: impl FnOnce(&Queue) -> T) -> T {
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        f(&state.queue)
+        f(state.queue())
     }
 }
 

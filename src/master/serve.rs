@@ -271,7 +271,7 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
                 now: super::state::wall_millis(),
             })
             .map_err(|e| MasterError::State(e.into()))?;
-        if config.follow.is_some() && !state.queue.is_open() {
+        if config.follow.is_some() && !state.queue().is_open() {
             // Closed by --idle-exit or --follow-until: follow on.
             state
                 .execute(crate::task::Command::Reopen {
@@ -281,7 +281,7 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
         }
         if config.retry_failed {
             state
-                .retry_failed()
+                .retry_failed(super::state::wall_millis())
                 .map_err(|e| MasterError::State(e.into()))?;
         }
     }
@@ -291,7 +291,7 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
         "master state ready"
     );
     let following = match (&config.follow, &state.spec.follow) {
-        (Some(follow), Some(_)) if state.queue.is_open() => {
+        (Some(follow), Some(_)) if state.queue().is_open() => {
             let location = connectors::store::open(&config.url)?;
             Some(
                 super::follow::Follower::resume(
@@ -437,7 +437,7 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
         tasks: (status.queue.splits as u64).saturating_mul(u64::from(status.queue.epochs)),
         job_over: status.queue.job_over,
         stopped_by,
-        rows_made_up: m.queue.rows_made_up(),
+        rows_made_up: m.queue().rows_made_up(),
     })
 }
 
@@ -450,13 +450,14 @@ async fn job_over(master: Arc<Mutex<MasterState>>, linger: Duration) {
     loop {
         ticker.tick().await;
         let mut m = master.lock().unwrap_or_else(|e| e.into_inner());
-        m.sample();
+        let now = std::time::Instant::now();
+        m.sample(now);
         progress
             .get_or_insert_with(|| MasterProgress::new(&m))
             .tick(&m);
-        if m.queue.is_over() {
-            let since = *m.over_since.get_or_insert_with(std::time::Instant::now);
-            if since.elapsed() >= linger {
+        if m.queue().is_over() {
+            let since = *m.over_since.get_or_insert(now);
+            if now.saturating_duration_since(since) >= linger {
                 return;
             }
         }
@@ -477,7 +478,7 @@ struct MasterProgress {
 
 impl MasterProgress {
     fn new(m: &MasterState) -> MasterProgress {
-        let status = m.queue.status();
+        let status = m.queue().status();
         MasterProgress {
             started: std::time::Instant::now(),
             rows_before: status.rows_committed,
@@ -488,10 +489,10 @@ impl MasterProgress {
     }
 
     fn tick(&mut self, m: &MasterState) {
-        if m.queue.is_over() {
+        if m.queue().is_over() {
             return;
         }
-        let epoch_done = m.queue.epoch() > self.epoch;
+        let epoch_done = m.queue().epoch() > self.epoch;
         if !epoch_done && !self.due.due() {
             return;
         }

@@ -16,7 +16,7 @@ use super::identity::{Identity, DATASET};
 use super::journal::{sync_dir, Journal, JournalError, Pending};
 use super::object_log::{self, ObjectLog};
 use crate::protocol::spec::JobSpec;
-use crate::task::{Command, ConfigError, Queue, QueueConfig, Reply, WorkerId};
+use crate::task::{Command, ConfigError, Millis, Queue, QueueConfig, Reply, WorkerId};
 
 /// Samples kept for the rows/s chart.
 const HISTORY: usize = 120;
@@ -214,8 +214,9 @@ pub struct WorkerSeen {
 
 /// The master.
 pub struct MasterState {
-    /// The queue.
-    pub queue: Queue,
+    /// The queue: changed only through [`MasterState::apply`] and
+    /// [`MasterState::execute`], so every change reaches the journal.
+    queue: Queue,
     /// Where changes go; `None` while a group committer holds it.
     journal: Option<Box<dyn Journal>>,
     /// Changes applied but not yet handed to the journal (group commit).
@@ -289,6 +290,11 @@ impl MasterState {
     /// Changes how many records go between snapshots (tests use small numbers).
     pub fn set_snapshot_every(&mut self, records: u64) {
         self.snapshot_every = records.max(1);
+    }
+
+    /// The queue, to read (changes go through [`MasterState::apply`]).
+    pub fn queue(&self) -> &Queue {
+        &self.queue
     }
 
     /// Whether a snapshot is due.
@@ -401,7 +407,8 @@ impl MasterState {
     }
 
     /// A followed job's position and lag (`None` for a job that does not follow).
-    pub fn follow_status(&self) -> Option<crate::protocol::follow::FollowStatus> {
+    /// The lag is counted up to `now` (wall-clock milliseconds).
+    pub fn follow_status(&self, now: Millis) -> Option<crate::protocol::follow::FollowStatus> {
         use crate::protocol::follow::{FollowStatus, FollowStep};
         use crate::task::TaskState;
         let start = self.spec.follow.as_ref()?;
@@ -449,7 +456,7 @@ impl MasterState {
             })
             .sum();
         let lag_seconds = lag_since
-            .map(|ms| wall_millis().saturating_sub(ms) as f64 / 1000.0)
+            .map(|ms| now.saturating_sub(ms) as f64 / 1000.0)
             .unwrap_or(0.0);
         Some(FollowStatus {
             open: self.queue.is_open(),
@@ -492,9 +499,9 @@ impl MasterState {
     }
 
     /// Puts the failed tasks back (`--retry-failed`, see
-    /// [`Queue::retry_failed`]), durably, and says how many on the log.
-    pub fn retry_failed(&mut self) -> Result<(), JournalError> {
-        let reply = self.execute(Command::RetryFailed { now: wall_millis() })?;
+    /// [`Queue::retry_failed`]) at `now`, durably, and says how many on the log.
+    pub fn retry_failed(&mut self, now: Millis) -> Result<(), JournalError> {
+        let reply = self.execute(Command::RetryFailed { now })?;
         if let Reply::RetryFailed { retried, kept } = reply {
             tracing::warn!(retried, "failed tasks put back (--retry-failed)");
             if kept > 0 {
@@ -519,15 +526,14 @@ impl MasterState {
         Ok(reply)
     }
 
-    /// Records a heartbeat's row count for the status page.
-    pub fn saw_worker(&mut self, worker: WorkerId, rows: u64) {
-        let now = Instant::now();
+    /// Records a heartbeat's row count for the status page, heard at `now`.
+    pub fn saw_worker(&mut self, worker: WorkerId, rows: u64, now: Instant) {
         let entry = self.workers.entry(worker).or_insert(WorkerSeen {
             rows,
             last: now,
             rate: 0.0,
         });
-        let dt = now.duration_since(entry.last).as_secs_f64();
+        let dt = now.saturating_duration_since(entry.last).as_secs_f64();
         if dt > 0.0 && rows >= entry.rows {
             entry.rate = (rows - entry.rows) as f64 / dt;
         }
@@ -535,18 +541,19 @@ impl MasterState {
         entry.last = now;
     }
 
-    /// Whether `seen` was heard from within the lease timeout.
-    fn is_live(&self, seen: &WorkerSeen) -> bool {
+    /// Whether `seen` was heard from within the lease timeout before `now`.
+    fn is_live(&self, seen: &WorkerSeen, now: Instant) -> bool {
         let timeout = std::time::Duration::from_millis(self.queue.config().lease_timeout_ms);
-        seen.last.elapsed() <= timeout
+        now.saturating_duration_since(seen.last) <= timeout
     }
 
-    /// The live workers: heard from within the lease timeout (a worker that
-    /// misses its heartbeats for longer has lost its leases and departed).
-    pub fn live_workers(&self) -> impl Iterator<Item = (WorkerId, &WorkerSeen)> + '_ {
+    /// The live workers at `now`: heard from within the lease timeout (a
+    /// worker that misses its heartbeats for longer has lost its leases and
+    /// departed).
+    pub fn live_workers(&self, now: Instant) -> impl Iterator<Item = (WorkerId, &WorkerSeen)> + '_ {
         self.workers
             .iter()
-            .filter(|(_, seen)| self.is_live(seen))
+            .filter(move |(_, seen)| self.is_live(seen, now))
             .map(|(id, seen)| (*id, seen))
     }
 
@@ -565,13 +572,13 @@ impl MasterState {
         Some(*self.rows_total.get_or_init(|| total))
     }
 
-    /// Forgets departed workers and adds a sample of the queue's committed
-    /// rows per second to the chart.
-    pub fn sample(&mut self) {
+    /// Forgets the workers departed by `now` and adds a sample of the
+    /// queue's committed rows per second to the chart.
+    pub fn sample(&mut self, now: Instant) {
         let departed: Vec<WorkerId> = self
             .workers
             .iter()
-            .filter(|(_, seen)| !self.is_live(seen))
+            .filter(|(_, seen)| !self.is_live(seen, now))
             .map(|(id, _)| *id)
             .collect();
         for worker in departed {
@@ -579,10 +586,9 @@ impl MasterState {
             let name = self.queue.worker_name(worker).unwrap_or("");
             tracing::info!(%worker, name, "worker departed: no heartbeat within the lease timeout");
         }
-        let now = Instant::now();
         let committed = self.queue.rows_committed();
         if let Some((at, before)) = self.last_sample {
-            let seconds = now.duration_since(at).as_secs_f64();
+            let seconds = now.saturating_duration_since(at).as_secs_f64();
             if seconds > 0.0 {
                 let rate = committed.saturating_sub(before) as f64 / seconds;
                 self.history.push_back(rate);
@@ -973,15 +979,15 @@ pub(crate) mod tests {
             Reply::Register(w) => w,
             other => panic!("{other:?}"),
         };
+        let start = Instant::now();
+        let at = |ms: u64| start + std::time::Duration::from_millis(ms);
         let quiet = register(&mut state, "quiet");
-        state.saw_worker(quiet, 0);
-        std::thread::sleep(std::time::Duration::from_millis(120));
+        state.saw_worker(quiet, 0, at(0));
         let busy = register(&mut state, "busy");
-        state.saw_worker(busy, 0);
-        state.sample();
-        std::thread::sleep(std::time::Duration::from_millis(120));
-        state.saw_worker(busy, 40);
-        let live: Vec<WorkerId> = state.live_workers().map(|(w, _)| w).collect();
+        state.saw_worker(busy, 0, at(120));
+        state.sample(at(120));
+        state.saw_worker(busy, 40, at(240));
+        let live: Vec<WorkerId> = state.live_workers(at(240)).map(|(w, _)| w).collect();
         assert_eq!(live, vec![busy], "silent for longer than the lease timeout");
         assert_eq!(state.queue.worker_name(quiet), Some("quiet"));
         let lease = state
@@ -1002,7 +1008,7 @@ pub(crate) mod tests {
                 rows: 1,
             })
             .expect("finish");
-        state.sample();
+        state.sample(at(250));
         assert!(
             !state.workers.contains_key(&quiet),
             "departed workers are forgotten"
