@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use sluice::cli::dist::Ended;
-use sluice::cli::{Cli, Command};
+use sluice::cli::{Cli, CliCommand};
 use sluice::exit;
 use sluice::job::train::Outcome;
 use sluice::logging;
@@ -37,8 +37,8 @@ fn main() -> ExitCode {
     sluice::logging::init(cli.verbose, &cli.log);
     // The child of its trainer (`--attach`) ends with it, however it ends.
     let attached = match &cli.command {
-        Command::Train(a) => a.trainer.attach.is_some(),
-        Command::Worker(a) => a.trainer.attach.is_some(),
+        CliCommand::Train(a) => a.trainer.attach.is_some(),
+        CliCommand::Worker(a) => a.trainer.attach.is_some(),
         _ => false,
     };
     if attached {
@@ -68,7 +68,7 @@ fn main() -> ExitCode {
     };
     // A job file's settings, its login included, likewise.
     let (job, _job_login) = match &cli.command {
-        Command::Run(args) => match sluice::cli::run::prepare(args) {
+        CliCommand::Run(args) => match sluice::cli::run::prepare(args) {
             Ok((job, login)) => (Some(job), login),
             Err(e) => return failed(&e),
         },
@@ -124,13 +124,16 @@ fn clap_error(e: &clap::Error, args: &[std::ffi::OsString]) -> ExitCode {
     ExitCode::from(exit::USAGE)
 }
 
-async fn dispatch(command: Command, job: Option<sluice::schedule::Job>) -> anyhow::Result<Ended> {
+async fn dispatch(
+    command: CliCommand,
+    job: Option<sluice::schedule::Job>,
+) -> anyhow::Result<Ended> {
     let code = match command {
-        Command::Ls(args) => {
+        CliCommand::Ls(args) => {
             sluice::cli::ls::run(*args).await?;
             exit::DONE
         }
-        Command::Train(mut args) => {
+        CliCommand::Train(mut args) => {
             let table = args.resolve_catalog().await?;
             let grace = args.train.grace;
             let catalog = args.catalog.clone();
@@ -157,10 +160,10 @@ async fn dispatch(command: Command, job: Option<sluice::schedule::Job>) -> anyho
             summary.log();
             failed_tasks(&summary.tasks_failed)
         }
-        Command::Master(args) => sluice::cli::dist::master(*args).await?,
-        Command::Worker(args) => return sluice::cli::dist::worker(*args).await,
-        Command::Status(args) => sluice::cli::dist::status(args).await?,
-        Command::Run(args) => {
+        CliCommand::Master(args) => sluice::cli::dist::master(*args).await?,
+        CliCommand::Worker(args) => return sluice::cli::dist::worker(*args).await,
+        CliCommand::Status(args) => sluice::cli::dist::status(args).await?,
+        CliCommand::Run(args) => {
             // `main` loaded it before the runtime started.
             let Some(job) = job else {
                 anyhow::bail!("the job file was not loaded before the runtime started");

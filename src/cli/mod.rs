@@ -23,7 +23,7 @@ pub use crate::exit::UsageError;
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
-    pub command: Command,
+    pub command: CliCommand,
     /// Log more (-v: debug, -vv: trace). `RUST_LOG` overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
@@ -34,7 +34,7 @@ pub struct Cli {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub enum CliCommand {
     /// Show the partitions, files, rows, bytes and tasks of an output directory.
     Ls(Box<ls::LsArgs>),
     /// Train on an output directory on this machine, with the master embedded.
@@ -49,16 +49,16 @@ pub enum Command {
     Run(run::RunArgs),
 }
 
-impl Command {
+impl CliCommand {
     /// The Kerberos login flags of the command, where it has them (a job file
     /// carries its own).
     pub fn kerberos(&self) -> Option<&crate::config::KerberosOptions> {
         match self {
-            Command::Ls(a) => Some(&a.kerberos),
-            Command::Train(a) => Some(&a.kerberos),
-            Command::Master(a) => Some(&a.kerberos),
-            Command::Worker(a) => Some(&a.kerberos),
-            Command::Status(_) | Command::Run(_) => None,
+            CliCommand::Ls(a) => Some(&a.kerberos),
+            CliCommand::Train(a) => Some(&a.kerberos),
+            CliCommand::Master(a) => Some(&a.kerberos),
+            CliCommand::Worker(a) => Some(&a.kerberos),
+            CliCommand::Status(_) | CliCommand::Run(_) => None,
         }
     }
 
@@ -66,11 +66,11 @@ impl Command {
     /// file carries its own).
     pub fn store(&self) -> Option<&crate::config::StoreOptions> {
         match self {
-            Command::Ls(a) => Some(&a.store),
-            Command::Train(a) => Some(&a.store),
-            Command::Master(a) => Some(&a.store),
-            Command::Worker(a) => Some(&a.store),
-            Command::Status(_) | Command::Run(_) => None,
+            CliCommand::Ls(a) => Some(&a.store),
+            CliCommand::Train(a) => Some(&a.store),
+            CliCommand::Master(a) => Some(&a.store),
+            CliCommand::Worker(a) => Some(&a.store),
+            CliCommand::Status(_) | CliCommand::Run(_) => None,
         }
     }
 }

@@ -16,14 +16,14 @@ use crate::master::dir_log::write_durably;
 use crate::master::follow::{FollowError, Follower};
 use crate::master::identity::{Identity, DATASET};
 use crate::master::journal::MemoryJournal;
-use crate::master::state::{wall_millis, JobFile, MasterState, StateError, StateLocation};
+use crate::master::state::{wall_millis, JobRecord, MasterState, StateError, StateLocation};
 use crate::master::LocalQueue;
 use crate::protocol::follow::FollowPosition;
 use crate::protocol::select;
 use crate::protocol::spec::JobSpec;
 use crate::task::{Command, QueueConfig};
 use crate::trainer::{
-    ExecFactory, LinearFactory, ModelCheckpoints, ModelKind, NoneFactory, TrainerFactory,
+    ExecFactory, LinearFactory, LinearKind, ModelCheckpoints, NoneFactory, TrainerFactory,
     Transform, TransformFactory, RESUME_CHECKPOINT_ENV,
 };
 use crate::worker::pipeline::{self, PipelineConfig, Progress, Stop};
@@ -249,7 +249,7 @@ fn plan_job(
     config: &TrainConfig,
     dataset: &Dataset,
     follow: Option<FollowPosition>,
-) -> Result<(JobFile, Arc<dyn TrainerFactory>, SchemaRef), TrainError> {
+) -> Result<(JobRecord, Arc<dyn TrainerFactory>, SchemaRef), TrainError> {
     let plan = ReadPlan::new(dataset, config.columns.as_deref(), config.batch_size)?;
     let schema = plan.output_schema();
     let factory = make_factory(
@@ -266,7 +266,7 @@ fn plan_job(
         config.seed,
         follow.is_some(),
     );
-    let job = JobFile::build::<TrainError>(dataset, plan, &config.select, follow, queue)?;
+    let job = JobRecord::build::<TrainError>(dataset, plan, &config.select, follow, queue)?;
     Ok((job, factory, schema))
 }
 
@@ -301,7 +301,7 @@ async fn open_state(
     config: &TrainConfig,
     dataset: &Dataset,
     dir: &std::path::Path,
-    job: JobFile,
+    job: JobRecord,
     factory: Arc<dyn TrainerFactory>,
     schema: &SchemaRef,
 ) -> Result<Opened, TrainError> {
@@ -832,9 +832,9 @@ fn linear_factory(
     checkpoints: Option<ModelCheckpoints>,
 ) -> Result<LinearFactory, TrainError> {
     let kind = if m.logistic {
-        ModelKind::Logistic
+        LinearKind::Logistic
     } else {
-        ModelKind::Linear
+        LinearKind::Linear
     };
     let mut f = LinearFactory::new(kind, m.label.clone(), m.features.clone());
     if let Some(lr) = m.learning_rate {

@@ -459,7 +459,7 @@ async fn metrics(
         return unauthorized();
     }
     let master = state.master.lock().unwrap_or_else(|e| e.into_inner());
-    let snapshot = metrics::Snapshot {
+    let snapshot = metrics::Figures {
         status: status_of(&master),
         requests: master.requests,
         journaled: master.journaled,

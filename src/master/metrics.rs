@@ -22,7 +22,7 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 /// What one scrape shows: the status, the master's request and journal
 /// counts, and where its requests' time goes.
 #[derive(Debug, Clone)]
-pub struct Snapshot {
+pub struct Figures {
     /// The job's status, as the page and `sluice status` show it.
     pub status: StatusReply,
     /// Queue requests served.
@@ -33,7 +33,7 @@ pub struct Snapshot {
     pub timings: Option<Arc<Timings>>,
 }
 
-impl Snapshot {
+impl Figures {
     /// The exposition text.
     pub fn encode(self) -> Result<String, std::fmt::Error> {
         encode_collector(self)
@@ -106,7 +106,7 @@ fn count(n: impl TryInto<i64>) -> i64 {
     n.try_into().unwrap_or(i64::MAX)
 }
 
-impl Collector for Snapshot {
+impl Collector for Figures {
     fn encode(&self, mut e: DescriptorEncoder) -> std::fmt::Result {
         let s = &self.status;
         let q = &s.queue;
@@ -252,7 +252,7 @@ mod tests {
     use crate::master::page::tests::status;
 
     fn text(rows_total: Option<u64>, name: &str) -> String {
-        Snapshot {
+        Figures {
             status: status(rows_total, name),
             requests: 10,
             journaled: 5,

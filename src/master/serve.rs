@@ -13,7 +13,7 @@ use tracing::info;
 use super::commit::{CommitError, GroupCommit};
 use super::http::{router, status_of, AppState};
 use super::identity::{Identity, DATASET};
-use super::state::{JobFile, MasterState, StateError, StateLocation};
+use super::state::{JobRecord, MasterState, StateError, StateLocation};
 use crate::task::QueueConfig;
 
 /// Rows per decoded batch in the read plan a master serves (recorded in its
@@ -188,7 +188,7 @@ impl StopSignals {
 }
 
 /// Lists the dataset and builds the job (first start only).
-async fn make_job(config: &MasterConfig) -> Result<JobFile, MasterError> {
+async fn make_job(config: &MasterConfig) -> Result<JobRecord, MasterError> {
     let location = connectors::store::open(&config.url)?;
     let (dataset, position) = match &config.follow {
         Some(follow) => {
@@ -215,7 +215,7 @@ async fn make_job(config: &MasterConfig) -> Result<JobFile, MasterError> {
         });
     }
     let plan = ReadPlan::new(&dataset, config.columns.as_deref(), DECODE_BATCH_ROWS)?;
-    JobFile::build(
+    JobRecord::build(
         &dataset,
         plan,
         &config.select,

@@ -26,9 +26,9 @@ const HISTORY: usize = 120;
 /// size, and a restart replays at most about two snapshots' worth of records.
 pub const SNAPSHOT_EVERY: u64 = 50_000;
 
-/// What the state location holds besides the journal.
+/// The job's record (`job.json`): what the state location holds besides the journal.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct JobFile {
+pub struct JobRecord {
     /// The job.
     pub spec: JobSpec,
     /// The queue's settings.
@@ -39,7 +39,7 @@ pub struct JobFile {
     pub identity: Identity,
 }
 
-impl JobFile {
+impl JobRecord {
     /// The job of `dataset` read by `plan`: its splits, cut to the rows
     /// `select` chooses, leased as `queue` says, and, for a followed job,
     /// where it stands in its source (`follow`). `sluice train` and
@@ -51,7 +51,7 @@ impl JobFile {
         select: &crate::config::SelectOptions,
         follow: Option<crate::protocol::follow::FollowPosition>,
         queue: QueueConfig,
-    ) -> Result<JobFile, E>
+    ) -> Result<JobRecord, E>
     where
         E: From<crate::config::OptionError> + From<crate::protocol::select::SelectError>,
     {
@@ -62,7 +62,7 @@ impl JobFile {
             &plan.output_schema(),
             &mut splits,
         )?;
-        Ok(JobFile {
+        Ok(JobRecord {
             spec: JobSpec {
                 url: dataset.location.url(),
                 splits,
@@ -257,9 +257,9 @@ impl MasterState {
     pub async fn open(
         location: &StateLocation,
         identity: Identity,
-        make: impl FnOnce() -> Result<JobFile, StateError>,
+        make: impl FnOnce() -> Result<JobRecord, StateError>,
     ) -> Result<(MasterState, bool), StateError> {
-        let (job, resumed, journal): (JobFile, bool, Box<dyn Journal>) = match location {
+        let (job, resumed, journal): (JobRecord, bool, Box<dyn Journal>) = match location {
             StateLocation::Dir(dir) => {
                 create_dir(dir)?;
                 let lock = DirLock::acquire(dir)?;
@@ -305,7 +305,7 @@ impl MasterState {
 
     /// Builds the state over any journal, replaying what it holds.
     pub fn with_journal(
-        job: JobFile,
+        job: JobRecord,
         journal: Box<dyn Journal>,
     ) -> Result<MasterState, StateError> {
         MasterState::replay(job, journal)
@@ -313,7 +313,7 @@ impl MasterState {
 
     /// Replays the journal over its snapshot or over a fresh queue. The
     /// splits' row counts from the files' metadata bound what workers report.
-    fn replay(job: JobFile, mut journal: Box<dyn Journal>) -> Result<MasterState, StateError> {
+    fn replay(job: JobRecord, mut journal: Box<dyn Journal>) -> Result<MasterState, StateError> {
         let loaded = journal.load()?;
         let rows: Vec<Option<u64>> = job.spec.splits.iter().map(|s| s.rows).collect();
         let mut queue = match loaded.base {
@@ -710,8 +710,8 @@ fn create_dir(dir: &Path) -> Result<(), StateError> {
 fn open_dir_job(
     dir: &Path,
     identity: Identity,
-    make: impl FnOnce() -> Result<JobFile, StateError>,
-) -> Result<(JobFile, bool), StateError> {
+    make: impl FnOnce() -> Result<JobRecord, StateError>,
+) -> Result<(JobRecord, bool), StateError> {
     let path = dir.join("job.json");
     if path.exists() {
         let text = std::fs::read(&path).map_err(|source| StateError::Io {
@@ -729,7 +729,7 @@ fn open_dir_job(
 }
 
 /// Refuses a state recorded with other options than `identity`'s.
-fn check_identity(state: &str, job: &JobFile, identity: &Identity) -> Result<(), StateError> {
+fn check_identity(state: &str, job: &JobRecord, identity: &Identity) -> Result<(), StateError> {
     match identity.first_change(&job.recorded_identity()) {
         None => Ok(()),
         Some(change) => Err(StateError::Changed {
@@ -744,8 +744,8 @@ fn check_identity(state: &str, job: &JobFile, identity: &Identity) -> Result<(),
 async fn open_store_job(
     location: &Location,
     identity: Identity,
-    make: impl FnOnce() -> Result<JobFile, StateError>,
-) -> Result<(JobFile, bool), StateError> {
+    make: impl FnOnce() -> Result<JobRecord, StateError>,
+) -> Result<(JobRecord, bool), StateError> {
     let path = location.root.clone().join("job.json");
     let shown = location.display(&path);
     let state = location.url();
@@ -773,14 +773,14 @@ async fn open_store_job(
     Ok((job, true))
 }
 
-fn parse_job(path: &str, bytes: &[u8]) -> Result<JobFile, StateError> {
+fn parse_job(path: &str, bytes: &[u8]) -> Result<JobRecord, StateError> {
     serde_json::from_slice(bytes).map_err(|source| StateError::BadJob {
         path: path.to_string(),
         source,
     })
 }
 
-fn job_bytes(job: &JobFile) -> Result<Vec<u8>, StateError> {
+fn job_bytes(job: &JobRecord) -> Result<Vec<u8>, StateError> {
     serde_json::to_vec(job).map_err(|source| StateError::BadJob {
         path: "job.json".to_string(),
         source,
@@ -854,7 +854,7 @@ pub(crate) mod tests {
     }
 
     /// A job of `splits` one-row splits over two epochs.
-    pub(crate) fn job(splits: usize) -> JobFile {
+    pub(crate) fn job(splits: usize) -> JobRecord {
         let split = connectors::Split {
             path: "p".into(),
             size: 1,
@@ -866,7 +866,7 @@ pub(crate) mod tests {
             rows: Some(1),
             deleted: Vec::new(),
         };
-        JobFile {
+        JobRecord {
             spec: JobSpec {
                 url: "file:///x".into(),
                 splits: vec![split; splits],

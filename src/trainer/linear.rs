@@ -36,30 +36,30 @@ const EPSILON: f64 = 1e-8;
 
 /// Which linear model to train.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ModelKind {
+pub enum LinearKind {
     /// Least squares regression.
     Linear,
     /// Binary classification with the logistic function.
     Logistic,
 }
 
-impl ModelKind {
+impl LinearKind {
     /// The model's name as the CLI spells it.
     pub fn name(self) -> &'static str {
         match self {
-            ModelKind::Linear => "linear",
-            ModelKind::Logistic => "logistic",
+            LinearKind::Linear => "linear",
+            LinearKind::Logistic => "logistic",
         }
     }
 
     /// Per-row loss and derivative of the loss by the linear score `z`.
     fn loss_and_slope(self, z: f64, label: f64) -> (f64, f64) {
         match self {
-            ModelKind::Linear => {
+            LinearKind::Linear => {
                 let error = z - label;
                 (error * error / 2.0, error)
             }
-            ModelKind::Logistic => {
+            LinearKind::Logistic => {
                 let y = if label > 0.5 { 1.0 } else { 0.0 };
                 // log(1 + e^z) - y z, written to neither overflow nor lose precision.
                 let softplus = z.max(0.0) + (-z.abs()).exp().ln_1p();
@@ -70,23 +70,23 @@ impl ModelKind {
 
     /// Whether the score `z` classifies a row with `label` correctly (logistic only).
     fn correct(self, z: f64, label: f64) -> bool {
-        self == ModelKind::Logistic && (z >= 0.0) == (label > 0.5)
+        self == LinearKind::Logistic && (z >= 0.0) == (label > 0.5)
     }
 }
 
-impl fmt::Display for ModelKind {
+impl fmt::Display for LinearKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
 }
 
-impl FromStr for ModelKind {
+impl FromStr for LinearKind {
     type Err = TrainerError;
 
     fn from_str(name: &str) -> Result<Self, TrainerError> {
         match name {
-            "linear" => Ok(ModelKind::Linear),
-            "logistic" => Ok(ModelKind::Logistic),
+            "linear" => Ok(LinearKind::Linear),
+            "logistic" => Ok(LinearKind::Logistic),
             other => Err(TrainerError::UnknownModel {
                 name: other.to_owned(),
             }),
@@ -118,7 +118,7 @@ pub(crate) struct BatchGradient {
 
 /// What a gradient is computed from: the shared model as of the current step.
 #[derive(Clone, Debug)]
-pub(crate) struct Snapshot {
+pub(crate) struct ModelView {
     /// Weights over standardized features, then the bias.
     pub weights: Vec<f64>,
     /// The model's standardization; `None` before it saw any row.
@@ -127,8 +127,8 @@ pub(crate) struct Snapshot {
 
 /// The gradient of `rows` at `snapshot`.
 pub(crate) fn gradient(
-    kind: ModelKind,
-    snapshot: &Snapshot,
+    kind: LinearKind,
+    snapshot: &ModelView,
     rows: &Rows,
     epoch: u32,
 ) -> BatchGradient {
@@ -218,7 +218,7 @@ pub(crate) struct ModelState {
 /// gathered and statistics.
 #[derive(Clone, Debug)]
 pub(crate) struct LinearModel {
-    kind: ModelKind,
+    kind: LinearKind,
     /// One weight per standardized feature, then the bias.
     weights: Vec<f64>,
     /// Moments of every row applied so far.
@@ -236,7 +236,7 @@ pub(crate) struct LinearModel {
 
 impl LinearModel {
     /// A zero model over `features` features.
-    pub fn new(kind: ModelKind, features: usize, learning_rate: f64) -> Self {
+    pub fn new(kind: LinearKind, features: usize, learning_rate: f64) -> Self {
         LinearModel {
             kind,
             weights: vec![0.0; features + 1],
@@ -247,14 +247,14 @@ impl LinearModel {
             pending_rows: 0,
             pending_loss: 0.0,
             pending_log: Vec::new(),
-            log: EpochLog::with_loss(kind == ModelKind::Logistic),
+            log: EpochLog::with_loss(kind == LinearKind::Logistic),
             last_loss: None,
         }
     }
 
     /// A model over `features` features continuing from a saved `state`.
     pub fn resume(
-        kind: ModelKind,
+        kind: LinearKind,
         features: usize,
         learning_rate: f64,
         state: ModelState,
@@ -291,9 +291,9 @@ impl LinearModel {
     }
 
     /// What the next step's gradients are computed from.
-    pub fn snapshot(&self) -> Snapshot {
+    pub fn snapshot(&self) -> ModelView {
         let scaling = (!self.moments.is_empty()).then(|| self.moments.scaling(self.width()));
-        Snapshot {
+        ModelView {
             weights: self.weights.clone(),
             scaling,
         }
@@ -388,9 +388,9 @@ mod tests {
     }
 
     /// A snapshot with `weights` and no standardization.
-    fn raw(weights: &[f64]) -> Snapshot {
+    fn raw(weights: &[f64]) -> ModelView {
         let width = weights.len() - 1;
-        Snapshot {
+        ModelView {
             weights: weights.to_vec(),
             scaling: Some(Scaling {
                 shift: vec![0.0; width],
@@ -402,7 +402,7 @@ mod tests {
     #[test]
     fn linear_gradient_and_loss() {
         let batch = rows(vec![1.0, 2.0, 3.0, 4.0], vec![1.0, 0.0]);
-        let g = gradient(ModelKind::Linear, &raw(&[1.0, 0.0, 0.5]), &batch, 0);
+        let g = gradient(LinearKind::Linear, &raw(&[1.0, 0.0, 0.5]), &batch, 0);
         // scores 1.5 and 3.5; errors 0.5 and 3.5
         assert_eq!(g.sums, vec![0.5 + 3.5 * 3.0, 0.5 * 2.0 + 3.5 * 4.0, 4.0]);
         assert_eq!(g.totals.loss_sum, (0.25 + 12.25) / 2.0);
@@ -412,7 +412,7 @@ mod tests {
     #[test]
     fn logistic_loss_is_stable_and_counts_correct_rows() {
         let batch = rows(vec![1000.0, -1000.0, 0.0], vec![1.0, 1.0, 0.0]);
-        let g = gradient(ModelKind::Logistic, &raw(&[1.0, 0.0]), &batch, 0);
+        let g = gradient(LinearKind::Logistic, &raw(&[1.0, 0.0]), &batch, 0);
         assert!((g.totals.loss_sum - (1000.0 + 2f64.ln())).abs() < 1e-9);
         assert_eq!(g.totals.correct, 1);
         assert!(g.sums.iter().all(|s| s.is_finite()));
@@ -425,7 +425,7 @@ mod tests {
             columns: vec![("v".into(), 2)],
             names: vec!["v[0]".into(), "v[1]".into()],
         };
-        let model = LinearModel::new(ModelKind::Logistic, 2, 0.1);
+        let model = LinearModel::new(LinearKind::Logistic, 2, 0.1);
         let mut json = model.to_json(&layout);
         let state = json.as_object_mut().and_then(|o| o.remove("state"));
         assert!(state.is_some(), "{json}");
@@ -439,11 +439,11 @@ mod tests {
     #[test]
     fn first_step_standardizes_the_batch_by_itself() {
         let batch = rows(vec![100.0, 300.0], vec![1.0, 0.0]);
-        let first = Snapshot {
+        let first = ModelView {
             weights: vec![1.0, 0.0],
             scaling: None,
         };
-        let g = gradient(ModelKind::Linear, &first, &batch, 0);
+        let g = gradient(LinearKind::Linear, &first, &batch, 0);
         // standardized features -1 and 1; scores -1 and 1; errors -2 and 1
         assert_eq!(g.sums, vec![2.0 + 1.0, -1.0]);
     }
@@ -455,9 +455,9 @@ mod tests {
             columns: vec![("x".into(), 1)],
             names: vec!["x".into()],
         };
-        let mut model = LinearModel::new(ModelKind::Linear, 1, 0.1);
+        let mut model = LinearModel::new(LinearKind::Linear, 1, 0.1);
         let batch = rows(vec![100.0, 300.0], vec![1.0, 0.0]);
-        let part = gradient(ModelKind::Linear, &model.snapshot(), &batch, 0);
+        let part = gradient(LinearKind::Linear, &model.snapshot(), &batch, 0);
         model.add(part);
         model.apply();
         let snapshot = model.snapshot();
@@ -480,29 +480,29 @@ mod tests {
             rows(vec![200.0, 50.0], vec![0.5, 1.5]),
         ];
         let step = |model: &mut LinearModel, batch: &Rows| {
-            let part = gradient(ModelKind::Linear, &model.snapshot(), batch, 0);
+            let part = gradient(LinearKind::Linear, &model.snapshot(), batch, 0);
             model.add(part);
             model.apply();
         };
-        let mut whole = LinearModel::new(ModelKind::Linear, 1, 0.1);
+        let mut whole = LinearModel::new(LinearKind::Linear, 1, 0.1);
         step(&mut whole, &batches[0]);
         let saved = serde_json::to_value(whole.state()).expect("state as json");
         step(&mut whole, &batches[1]);
         let state: ModelState = serde_json::from_value(saved).expect("state from json");
-        let mut resumed = LinearModel::resume(ModelKind::Linear, 1, 0.1, state).expect("resume");
+        let mut resumed = LinearModel::resume(LinearKind::Linear, 1, 0.1, state).expect("resume");
         step(&mut resumed, &batches[1]);
         assert_eq!(resumed.state(), whole.state());
-        let wrong = LinearModel::resume(ModelKind::Linear, 2, 0.1, whole.state());
+        let wrong = LinearModel::resume(LinearKind::Linear, 2, 0.1, whole.state());
         assert!(matches!(wrong, Err(TrainerError::InitModel { .. })));
     }
 
     #[test]
     fn parses_model_names() {
         assert_eq!(
-            "logistic".parse::<ModelKind>().ok(),
-            Some(ModelKind::Logistic)
+            "logistic".parse::<LinearKind>().ok(),
+            Some(LinearKind::Logistic)
         );
-        let error = "tree".parse::<ModelKind>().unwrap_err();
+        let error = "tree".parse::<LinearKind>().unwrap_err();
         assert_eq!(
             error.to_string(),
             "unknown model `tree`; expected linear or logistic"

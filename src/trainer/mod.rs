@@ -37,7 +37,7 @@ pub use exec::{
 };
 pub use features::{FeatureLayout, Rows};
 pub use hashing::{hash_bytes, hash_column, hash_int, NULL_HASH};
-pub use linear::{ModelKind, DEFAULT_LEARNING_RATE};
+pub use linear::{LinearKind, DEFAULT_LEARNING_RATE};
 pub use lockstep::{Group as LockstepGroup, LOCKSTEP_ENV};
 pub use none::{NoneFactory, NoneTrainer};
 pub use parallel::{LinearFactory, LinearTrainer};

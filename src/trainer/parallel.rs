@@ -15,7 +15,7 @@ use arrow::datatypes::Schema;
 
 use super::allreduce::AllReduce;
 use super::features::FeatureLayout;
-use super::linear::{self, LinearModel, ModelKind, DEFAULT_LEARNING_RATE};
+use super::linear::{self, LinearKind, LinearModel, DEFAULT_LEARNING_RATE};
 use super::shared_model::{CheckpointInfo, ModelCheckpoints, Saver, SharedModel};
 use super::{Batch, Mark, MarkKind, Trainer, TrainerError, TrainerFactory, TrainerReport};
 
@@ -33,7 +33,7 @@ pub struct LinearFactory {
     /// Adam's learning rate ([`DEFAULT_LEARNING_RATE`] unless set).
     pub learning_rate: f64,
     /// Linear or logistic regression.
-    pub kind: ModelKind,
+    pub kind: LinearKind,
     /// A model written earlier (`--output` JSON) to continue training from.
     pub init: Option<serde_json::Value>,
     /// Checkpoints in the job's state: where, how often, and the one to start from
@@ -54,7 +54,7 @@ struct Shared {
 
 impl LinearFactory {
     /// A `kind` model predicting `label` from `features`, with the default learning rate.
-    pub fn new(kind: ModelKind, label: impl Into<String>, features: Vec<String>) -> Self {
+    pub fn new(kind: LinearKind, label: impl Into<String>, features: Vec<String>) -> Self {
         LinearFactory {
             label: label.into(),
             features,
@@ -269,7 +269,7 @@ impl TrainerFactory for LinearFactory {
 /// part in every step while it has data. Each batch is applied when `feed` returns.
 pub struct LinearTrainer {
     device: usize,
-    kind: ModelKind,
+    kind: LinearKind,
     layout: Arc<FeatureLayout>,
     group: Arc<Group>,
     finished: bool,
@@ -473,7 +473,7 @@ mod tests {
     #[test]
     fn logistic_separates_on_one_device() {
         let batches = dataset(40, 50, separable);
-        let factory = LinearFactory::new(ModelKind::Logistic, "y", features());
+        let factory = LinearFactory::new(LinearKind::Logistic, "y", features());
         let report = train(&factory, &batches, 1, 3);
         assert_eq!(report.epochs.len(), 3);
         let last = report.epochs.last().expect("epoch");
@@ -486,7 +486,7 @@ mod tests {
     #[test]
     fn logistic_separates_on_four_devices() {
         let batches = dataset(40, 50, separable);
-        let factory = LinearFactory::new(ModelKind::Logistic, "y", features());
+        let factory = LinearFactory::new(LinearKind::Logistic, "y", features());
         let report = train(&factory, &batches, 4, 3);
         let rows: u64 = report.epochs.iter().map(|e| e.rows).sum();
         // device 0 takes only the first of its round-robin share
@@ -500,7 +500,7 @@ mod tests {
     #[test]
     fn linear_recovers_weights() {
         let batches = dataset(40, 50, |x1, x2| 3.0 * x1 - 0.02 * x2 + 0.5);
-        let factory = LinearFactory::new(ModelKind::Linear, "y", features());
+        let factory = LinearFactory::new(LinearKind::Linear, "y", features());
         let report = train(&factory, &batches, 2, 10);
         let model = report.model.expect("model");
         let w: Vec<f64> = serde_json::from_value(model["weights"].clone()).expect("weights");
@@ -514,18 +514,18 @@ mod tests {
     #[test]
     fn validate_names_bad_columns() {
         let schema = dataset(1, 1, separable)[0].schema();
-        let factory = LinearFactory::new(ModelKind::Logistic, "label", features());
+        let factory = LinearFactory::new(LinearKind::Logistic, "label", features());
         let error = factory.validate(&schema).unwrap_err();
         assert_eq!(
             error.to_string(),
             "unknown column `label`; available columns: x1, x2, y"
         );
-        let factory = LinearFactory::new(ModelKind::Linear, "y", Vec::new());
+        let factory = LinearFactory::new(LinearKind::Linear, "y", Vec::new());
         assert!(matches!(
             factory.validate(&schema),
             Err(TrainerError::NoFeatures { .. })
         ));
-        let factory = LinearFactory::new(ModelKind::Linear, "y", features());
+        let factory = LinearFactory::new(LinearKind::Linear, "y", features());
         assert!(matches!(
             factory.make(0, 1),
             Err(TrainerError::NotValidated)
@@ -537,7 +537,7 @@ mod tests {
         let x = Arc::new(Float64Array::from(vec![1.0, 2.0, 3.0])) as ArrayRef;
         let y = Arc::new(Float64Array::from(vec![Some(1.0), None, Some(0.0)])) as ArrayRef;
         let data = RecordBatch::try_from_iter(vec![("x", x), ("y", y)]).expect("batch");
-        let factory = LinearFactory::new(ModelKind::Logistic, "y", vec!["x".into()]);
+        let factory = LinearFactory::new(LinearKind::Logistic, "y", vec!["x".into()]);
         factory.validate(&data.schema()).expect("validate");
         let mut trainer = factory.make(0, 1).expect("make");
         let batch = Batch {

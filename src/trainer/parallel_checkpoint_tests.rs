@@ -57,7 +57,7 @@ fn held_by(path: &Path, count: usize) -> BTreeSet<usize> {
 
 fn factory(dir: &Path, count: usize, every: u64) -> LinearFactory {
     let features = (0..count).map(|k| format!("x{k}")).collect();
-    LinearFactory::new(ModelKind::Logistic, "y", features).with_checkpoints(ModelCheckpoints {
+    LinearFactory::new(LinearKind::Logistic, "y", features).with_checkpoints(ModelCheckpoints {
         dir: dir.to_path_buf(),
         every,
         resume: None,

@@ -1,7 +1,7 @@
 //! The master load benchmark.
 //!
 //! Writes a job of `--tasks` synthetic splits as the master's `job.json` (the
-//! `JobFile` the master itself writes after listing a dataset), starts the real
+//! `JobRecord` the master itself writes after listing a dataset), starts the real
 //! `sluice master` binary on that state directory, and drives it over loopback with
 //! `--workers` concurrent workers: each registers, then leases, commits and finishes
 //! tasks, in two phases:
@@ -43,7 +43,7 @@ use connectors::{Format, FormatOptions, ReadPlan, Split, SplitRange};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use sluice::master::identity::Identity;
-use sluice::master::state::JobFile;
+use sluice::master::state::JobRecord;
 use sluice::protocol::api::{
     Answer, CommitRequest, FinishRequest, LeaseRequest, RegisterReply, RegisterRequest, StatusReply,
 };
@@ -658,7 +658,7 @@ fn write_job(state: &Path, tasks: usize, rows: u64) -> Result<()> {
             deleted: Vec::new(),
         })
         .collect();
-    let job = JobFile {
+    let job = JobRecord {
         spec: JobSpec {
             url: "file:///warehouse/synthetic".to_string(),
             splits,
