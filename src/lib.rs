@@ -1,6 +1,6 @@
 //! sluice: hands Spark, Hive and MapReduce output to elastic training workers.
 //!
-//! The [`task`] queue leases pieces of a dataset (found by the `connectors`
+//! The [`queue`] leases pieces of a dataset (found by the `connectors`
 //! crate) to [`worker`]s, which feed Arrow record batches to [`trainer`]s on
 //! device threads; [`job`] runs the whole thing on one machine.
 
@@ -18,9 +18,9 @@ pub mod job;
 pub mod logging;
 pub mod master;
 pub mod protocol;
+pub mod queue;
 pub mod schedule;
 pub mod sys;
-pub mod task;
 pub mod trainer;
 pub mod wall;
 pub mod worker;

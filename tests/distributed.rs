@@ -15,7 +15,7 @@ use common::cluster::{
     wait_exit, Job, TOKEN,
 };
 use common::{copy_dir, count_lines, fixture, recorded_ids, wait_until, SLUICE};
-use sluice::task::{Command as QueueCommand, LeaseReply, Queue, QueueConfig, Reply};
+use sluice::queue::{Command as QueueCommand, LeaseReply, Queue, QueueConfig, Reply};
 
 /// How long a condition of these tests may take to come true on a loaded machine.
 const PATIENCE: Duration = Duration::from_secs(90);

@@ -106,8 +106,8 @@ impl MasterOptions {
     }
 
     /// The queue settings, once valid; `follow` is whether the job follows its source.
-    pub fn queue(&self, follow: bool) -> crate::task::QueueConfig {
-        crate::task::QueueConfig::new(
+    pub fn queue(&self, follow: bool) -> crate::queue::QueueConfig {
+        crate::queue::QueueConfig::new(
             self.epochs,
             self.max_attempts,
             self.lease_timeout,

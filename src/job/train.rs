@@ -21,7 +21,7 @@ use crate::master::LocalQueue;
 use crate::protocol::follow::FollowPosition;
 use crate::protocol::select;
 use crate::protocol::spec::JobSpec;
-use crate::task::{Command, QueueConfig};
+use crate::queue::{Command, QueueConfig};
 use crate::trainer::{
     ExecFactory, LinearFactory, LinearKind, ModelCheckpoints, NoneFactory, TrainerFactory,
     Transform, TransformFactory, RESUME_CHECKPOINT_ENV,
@@ -62,7 +62,7 @@ pub enum TrainError {
     Trainer(#[from] crate::trainer::TrainerError),
     /// The queue configuration is invalid.
     #[error("{0}")]
-    Queue(#[from] crate::task::ConfigError),
+    Queue(#[from] crate::queue::ConfigError),
     /// The state directory is unusable.
     #[error("{0}")]
     State(#[from] StateError),
@@ -628,7 +628,7 @@ fn finish(
 fn failed_tasks(
     dataset: &Dataset,
     splits: &[connectors::Split],
-    failures: &[crate::task::TaskFailure],
+    failures: &[crate::queue::TaskFailure],
 ) -> Vec<FailedTask> {
     failures
         .iter()
@@ -765,7 +765,7 @@ fn nothing_to_train(
 fn check_rows(
     config: &TrainConfig,
     dataset: &Dataset,
-    status: &crate::task::QueueStatus,
+    status: &crate::queue::QueueStatus,
 ) -> Result<(), TrainError> {
     if status.rows_done > 0 || !status.failures.is_empty() {
         return Ok(());

@@ -38,7 +38,7 @@ use tracing::error;
 use super::journal::{Journal, JournalError, Pending};
 use super::state::{snapshot_after, MasterState, Replica};
 use super::timing::Timings;
-use crate::task::{Command, Reply};
+use crate::queue::{Command, Reply};
 
 /// Committer threads: batches whose syncs may be in flight at once.
 pub const COMMITTERS: usize = 1;
@@ -358,7 +358,7 @@ mod tests {
     use super::*;
     use crate::master::identity::Identity;
     use crate::master::state::{tests::job, StateLocation};
-    use crate::task::LeaseReply;
+    use crate::queue::LeaseReply;
 
     /// Registers, then leases and finishes tasks until the job is over;
     /// returns the tasks it finished.

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use super::dir_lock::DirLock;
 use super::journal::{sync_dir, Damage, FileJournal, Journal, JournalError, Loaded, Pending};
-use crate::task::{Command, Queue};
+use crate::queue::{Command, Queue};
 
 /// A snapshot: the whole queue after every record of the journals before `generation`.
 #[derive(Debug, Serialize, Deserialize)]
@@ -331,7 +331,7 @@ fn read_snapshot(dir: &Path) -> Result<Option<Snapshot>, JournalError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::QueueConfig;
+    use crate::queue::QueueConfig;
 
     fn register(now: u64) -> Command {
         Command::Register {

@@ -32,7 +32,7 @@ use super::inotify::LocalWatch;
 use super::state::wall_millis;
 use crate::config::{FollowConfig, OnRewrite};
 use crate::protocol::follow::{FollowPosition, FollowStep};
-use crate::task::{Command, Reply};
+use crate::queue::{Command, Reply};
 
 /// Why following stopped the job.
 #[derive(Debug, thiserror::Error)]

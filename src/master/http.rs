@@ -24,7 +24,7 @@ use super::state::{wall_millis, MasterState};
 use super::{metrics, page};
 use crate::protocol::api::*;
 use crate::protocol::ops::{self, Operation, WorkerOperation};
-use crate::task::{Command, QueueError, Reply, WorkerSecret};
+use crate::queue::{Command, QueueError, Reply, WorkerSecret};
 
 /// An HTTP request as axum hands it over (the API's own requests are [`Request`]s).
 type HttpRequest = axum::extract::Request;
@@ -285,10 +285,10 @@ async fn heartbeat(State(state): State<Arc<AppState>>, request: HttpRequest) -> 
 /// They go back to the queue instead of being kept alive by its heartbeats.
 async fn take_back_unheld(
     state: &AppState,
-    worker: crate::task::WorkerId,
-    held: &[crate::task::AttemptId],
+    worker: crate::queue::WorkerId,
+    held: &[crate::queue::AttemptId],
 ) {
-    let zombies: Vec<crate::task::AttemptId> = state
+    let zombies: Vec<crate::queue::AttemptId> = state
         .master
         .lock()
         .unwrap_or_else(|e| e.into_inner())

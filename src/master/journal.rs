@@ -6,7 +6,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::task::{Command, Queue};
+use crate::queue::{Command, Queue};
 
 /// Errors of a journal.
 #[derive(Debug, thiserror::Error)]
@@ -342,7 +342,7 @@ impl Journal for FileJournal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::{AttemptId, WorkerId};
+    use crate::queue::{AttemptId, WorkerId};
 
     /// Two records as the journal writes them.
     fn good() -> Vec<Command> {

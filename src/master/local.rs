@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use super::state::{wall_millis, MasterState};
 use crate::protocol::ops::{self, Operation};
 use crate::protocol::{Halt, SourceError, TaskSource};
-use crate::task::{
+use crate::queue::{
     AttemptId, Command, CutPiece, EpochView, FailOutcome, LeaseReply, Queue, QueueStatus, Reply,
     WorkerId,
 };

@@ -27,7 +27,7 @@ use tokio::runtime::Handle;
 use tracing::{info, warn};
 
 use super::journal::{Damage, Journal, JournalError, Loaded};
-use crate::task::{Command, Queue};
+use crate::queue::{Command, Queue};
 
 /// Log objects between snapshots: loading reads at most this many objects.
 const OBJECTS_PER_SNAPSHOT: u64 = 1_000;
@@ -341,7 +341,7 @@ fn missing(location: &Location, path: &Path) -> JournalError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::{QueueConfig, Reply, WorkerId};
+    use crate::queue::{QueueConfig, Reply, WorkerId};
     use object_store::local::LocalFileSystem;
 
     fn location(dir: &std::path::Path) -> Location {

@@ -134,7 +134,7 @@ fn chart(history: &VecDeque<f64>) -> String {
 pub(crate) mod tests {
     use super::*;
     use crate::protocol::api::WorkerStatus;
-    use crate::task::{Queue, QueueConfig, WorkerId};
+    use crate::queue::{Queue, QueueConfig, WorkerId};
 
     /// A job's status with one worker named `name`, for the page's and
     /// `/metrics`' tests.

@@ -14,7 +14,7 @@ use super::commit::{CommitError, GroupCommit};
 use super::http::{router, status_of, AppState};
 use super::identity::{Identity, DATASET};
 use super::state::{JobRecord, MasterState, StateError, StateLocation};
-use crate::task::QueueConfig;
+use crate::queue::QueueConfig;
 
 /// Rows per decoded batch in the read plan a master serves (recorded in its
 /// `job.json`): each worker cuts the rows into batches of its own
@@ -267,14 +267,14 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
         // The workers went on while this master was down: its downtime must
         // not expire their leases nor count them gone.
         state
-            .execute(crate::task::Command::RenewAll {
+            .execute(crate::queue::Command::RenewAll {
                 now: super::state::wall_millis(),
             })
             .map_err(|e| MasterError::State(e.into()))?;
         if config.follow.is_some() && !state.queue().is_open() {
             // Closed by --idle-exit or --follow-until: follow on.
             state
-                .execute(crate::task::Command::Reopen {
+                .execute(crate::queue::Command::Reopen {
                     now: super::state::wall_millis(),
                 })
                 .map_err(|e| MasterError::State(e.into()))?;

@@ -16,7 +16,7 @@ use super::identity::{Identity, DATASET};
 use super::journal::{sync_dir, Journal, JournalError, Pending};
 use super::object_log::{self, ObjectLog};
 use crate::protocol::spec::JobSpec;
-use crate::task::{Command, ConfigError, Millis, Queue, QueueConfig, Reply, WorkerId};
+use crate::queue::{Command, ConfigError, Millis, Queue, QueueConfig, Reply, WorkerId};
 
 /// Samples kept for the rows/s chart.
 const HISTORY: usize = 120;
@@ -92,7 +92,7 @@ impl JobRecord {
 }
 
 /// The splits a growth of a followed job added, from its record.
-fn grown_splits(growth: &crate::task::Growth) -> Result<Vec<connectors::Split>, StateError> {
+fn grown_splits(growth: &crate::queue::Growth) -> Result<Vec<connectors::Split>, StateError> {
     serde_json::from_value::<crate::protocol::follow::FollowStep>(growth.record.clone())
         .map(|step| step.splits)
         .map_err(|source| StateError::BadGrowth {
@@ -410,7 +410,7 @@ impl MasterState {
     /// The lag is counted up to `now` (wall-clock milliseconds).
     pub fn follow_status(&self, now: Millis) -> Option<crate::protocol::follow::FollowStatus> {
         use crate::protocol::follow::{FollowStatus, FollowStep};
-        use crate::task::TaskState;
+        use crate::queue::TaskState;
         let start = self.spec.follow.as_ref()?;
         let tasks = self.queue.tasks();
         let over = |split: usize| {
@@ -791,7 +791,7 @@ fn job_bytes(job: &JobRecord) -> Result<Vec<u8>, StateError> {
 pub(crate) mod tests {
     use super::*;
     use crate::master::journal::MemoryJournal;
-    use crate::task::LeaseReply;
+    use crate::queue::LeaseReply;
     use connectors::{FormatOptions, ReadPlan};
 
     fn register(now: u64) -> Command {

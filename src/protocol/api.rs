@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::protocol::ops::{self, WorkerOperation};
 use crate::protocol::spec::JobSpec;
-use crate::task::{FailOutcome, LeaseReply, QueueError, QueueStatus, WorkerId, WorkerSecret};
+use crate::queue::{FailOutcome, LeaseReply, QueueError, QueueStatus, WorkerId, WorkerSecret};
 
 /// The path prefix of every API call.
 pub const PREFIX: &str = "/v1";

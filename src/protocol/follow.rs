@@ -6,7 +6,7 @@
 use connectors::Split;
 use serde::{Deserialize, Serialize};
 
-use crate::task::Growth;
+use crate::queue::Growth;
 
 /// Where a followed job is in its source: what it has taken so far.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,7 +48,7 @@ impl FollowPosition {
 }
 
 /// What one growth of a followed job took: journaled with the queue's
-/// [`crate::task::Command::Grow`] as its record.
+/// [`crate::queue::Command::Grow`] as its record.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FollowStep {
     /// The splits added, in split order.

@@ -3,7 +3,7 @@
 //! ([`ops`]), the HTTP API's requests and replies ([`api`]),
 //! and the operations a worker needs from a master ([`source`]).
 //!
-//! It depends on the queue's types ([`crate::task`]) and the connectors' plan
+//! It depends on the queue's types ([`crate::queue`]) and the connectors' plan
 //! only, so that the master and the worker depend on it and not on each other.
 
 pub mod api;

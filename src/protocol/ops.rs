@@ -12,7 +12,7 @@
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::task::{
+use crate::queue::{
     AttemptId, Command, CutPiece, FailOutcome, LeaseReply, Millis, QueueError, Reply, WorkerId,
     WorkerSecret,
 };

@@ -2,7 +2,7 @@
 //! train` ([`crate::master::LocalQueue`]) or a remote one over HTTP
 //! ([`crate::worker::remote::RemoteSource`]).
 
-use crate::task::{
+use crate::queue::{
     AttemptId, CutPiece, EpochView, FailOutcome, LeaseReply, QueueError, QueueStatus, WorkerId,
 };
 

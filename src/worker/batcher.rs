@@ -13,7 +13,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::{push_piece, Piece, Provenance};
-use crate::task::AttemptId;
+use crate::queue::AttemptId;
 
 /// A batch ready for a device, with the rows' origin.
 #[derive(Debug, Clone)]
@@ -371,7 +371,7 @@ mod tests {
     use arrow::datatypes::{DataType, Field, Int64Type, Schema};
 
     use super::*;
-    use crate::task::AttemptId;
+    use crate::queue::AttemptId;
 
     fn input(start: i64, n: i64) -> RecordBatch {
         let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));

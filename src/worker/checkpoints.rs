@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use arrow::record_batch::RecordBatch;
 
-use crate::task::CutPiece;
+use crate::queue::CutPiece;
 
 /// The per-message IPC metadata key that tells a trainer the newest
 /// checkpoint ID that is complete (every device of its worker wrote it and

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 
 use super::Piece;
-use crate::task::{AttemptId, Lease};
+use crate::queue::{AttemptId, Lease};
 
 /// What the ledger asks the master to record.
 #[derive(Debug, Clone, PartialEq, Eq)]

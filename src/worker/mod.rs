@@ -27,7 +27,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::task::AttemptId;
+use crate::queue::AttemptId;
 
 /// A run of rows of one task attempt: rows `start..start + len` of its split.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -29,7 +29,7 @@ use super::stepper::{Step, Stepper};
 use super::{LeaseClock, Piece};
 use crate::protocol::TaskSource;
 use crate::protocol::{Halt, SourceError};
-use crate::task::{AttemptId, CutPiece, Lease, LeaseReply, WorkerId};
+use crate::queue::{AttemptId, CutPiece, Lease, LeaseReply, WorkerId};
 use crate::trainer::MarkKind;
 use crate::trainer::{TrainerError, TrainerFactory};
 
@@ -181,7 +181,7 @@ impl PipelineError {
     fn is_gone(&self) -> bool {
         matches!(
             self,
-            PipelineError::Queue(SourceError::Refused(crate::task::QueueError::Gone { .. }))
+            PipelineError::Queue(SourceError::Refused(crate::queue::QueueError::Gone { .. }))
         )
     }
 }
@@ -525,7 +525,7 @@ impl Merged {
         }
         let offset = offset.max(held);
         for range in ranges {
-            crate::task::insert_range(&mut union, range);
+            crate::queue::insert_range(&mut union, range);
         }
         union.retain(|r| r.1 > offset);
         self.commit = Some((offset, union));

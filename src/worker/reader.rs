@@ -20,7 +20,7 @@ use tracing::warn;
 
 use super::read_retry::ReadRetry;
 use crate::protocol::select::Selection;
-use crate::task::{AttemptId, Lease};
+use crate::queue::{AttemptId, Lease};
 use crate::trainer::hashing;
 
 /// What a reader reports.

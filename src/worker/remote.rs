@@ -11,7 +11,7 @@ use crate::protocol::api::*;
 use crate::protocol::ops::{self, WorkerOperation};
 use crate::protocol::spec::JobSpec;
 use crate::protocol::{SourceError, TaskSource};
-use crate::task::{
+use crate::queue::{
     AttemptId, FailOutcome, LeaseReply, QueueError, QueueStatus, WorkerId, WorkerSecret,
 };
 
@@ -582,7 +582,7 @@ impl TaskSource for RemoteSource {
         &self,
         worker: WorkerId,
         id: String,
-        pieces: Vec<crate::task::CutPiece>,
+        pieces: Vec<crate::queue::CutPiece>,
     ) -> Result<(), SourceError> {
         self.apply(ops::Checkpoint {
             worker,
@@ -600,7 +600,7 @@ impl TaskSource for RemoteSource {
     async fn unsaved(
         &self,
         worker: WorkerId,
-        pieces: Vec<crate::task::CutPiece>,
+        pieces: Vec<crate::queue::CutPiece>,
     ) -> Result<(), SourceError> {
         self.apply(ops::Checkpoint {
             worker,

@@ -1,10 +1,10 @@
 //! `--shuffle global`: a deterministic, resumable order of rows across tasks.
 //!
-//! An epoch's tasks, in the order its queue leases them ([`crate::task::epoch_order`]),
+//! An epoch's tasks, in the order its queue leases them ([`crate::queue::epoch_order`]),
 //! are taken in windows of whole tasks of up to `--shuffle-window` rows (at
 //! least one task; a task whose row count its files do not record is a window
 //! of its own). A window is read whole, its rows listed in task order and row
-//! order, permuted by [`crate::task::window_order`] seeded with (seed, epoch,
+//! order, permuted by [`crate::queue::window_order`] seeded with (seed, epoch,
 //! window) and cut into batches; the `i`-th batch of window `w` goes to device
 //! `(w + i) mod devices`, so timing never changes which device gets which rows.
 //!
@@ -33,7 +33,7 @@ use connectors::Split;
 
 use super::batcher::OutBatch;
 use super::{push_piece, Piece, Provenance};
-use crate::task::{window_order, AttemptId, EpochView, Lease};
+use crate::queue::{window_order, AttemptId, EpochView, Lease};
 
 /// A read the coordinator starts for the window being read.
 #[derive(Debug, Clone)]
@@ -149,7 +149,7 @@ impl Part {
             committed.push((0, lease.offset));
         }
         for &(start, end) in &lease.skip {
-            crate::task::insert_range(&mut committed, (start, end));
+            crate::queue::insert_range(&mut committed, (start, end));
         }
         self.attempt = Some(lease.attempt);
         self.committed = committed;

@@ -18,7 +18,7 @@ use arrow::error::ArrowError;
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 
 use super::batcher::{self, OutBatch};
-use crate::task::AttemptId;
+use crate::queue::AttemptId;
 
 /// Batch metadata key: the epoch of the batch's rows (0-based).
 pub const EPOCH_KEY: &str = "sluice.epoch";

@@ -388,21 +388,21 @@ pub fn state_records(state: &Path) -> Vec<serde_json::Value> {
 
 /// The queue the journal of a job with local state rebuilds: what the
 /// master has made durable.
-pub fn journal_queue(job: &Job) -> sluice::task::Queue {
+pub fn journal_queue(job: &Job) -> sluice::queue::Queue {
     state_queue(job.state_dir())
 }
 
 /// The queue that the state directory `state` (of `sluice master` or
 /// `sluice train --state`) holds: what its journal made durable.
-pub fn state_queue(state: &Path) -> sluice::task::Queue {
+pub fn state_queue(state: &Path) -> sluice::queue::Queue {
     let text = std::fs::read_to_string(state.join("job.json")).expect("job.json");
     let spec: serde_json::Value = serde_json::from_str(&text).expect("job.json is JSON");
     let splits = spec["spec"]["splits"].as_array().expect("splits").len();
-    let config: sluice::task::QueueConfig =
+    let config: sluice::queue::QueueConfig =
         serde_json::from_value(spec["queue"].clone()).expect("queue config");
-    let mut queue = sluice::task::Queue::new(splits, config).expect("queue");
+    let mut queue = sluice::queue::Queue::new(splits, config).expect("queue");
     for record in state_records(state) {
-        let command: sluice::task::Command =
+        let command: sluice::queue::Command =
             serde_json::from_value(record).expect("a journal command");
         queue.apply(&command);
     }

@@ -49,7 +49,7 @@ use sluice::protocol::api::{
 };
 use sluice::protocol::ops;
 use sluice::protocol::spec::JobSpec;
-use sluice::task::{AttemptId, LeaseReply, QueueConfig, WorkerId, WorkerSecret};
+use sluice::queue::{AttemptId, LeaseReply, QueueConfig, WorkerId, WorkerSecret};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

@@ -5,9 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::books::Queue;
 use super::cut::CutPiece;
 use super::error::QueueError;
-use super::queue::Queue;
 use super::types::{AttemptId, Expired, FailOutcome, LeaseReply, Millis, WorkerId, WorkerSecret};
 
 /// One call on the queue, with the time it was made.
@@ -367,7 +367,7 @@ mod tests {
             r#"{"op":"commit","now":3,"attempt":1,"offset":5}"#,
             r#"{"op":"finish","now":4,"attempt":1,"rows":9}"#,
         ];
-        let mut queue = Queue::new(1, crate::task::QueueConfig::default()).expect("queue");
+        let mut queue = Queue::new(1, crate::queue::QueueConfig::default()).expect("queue");
         for line in old {
             let command: Command = serde_json::from_str(line).expect(line);
             assert!(queue.apply(&command).changed(), "{line}");
@@ -382,7 +382,7 @@ mod tests {
             r#"{"op":"register","now":1,"secret":"00112233445566778899aabbccddeeff","name":"gpu-node-7"}"#,
             r#"{"op":"register","now":2}"#,
         ];
-        let mut queue = Queue::new(1, crate::task::QueueConfig::default()).expect("queue");
+        let mut queue = Queue::new(1, crate::queue::QueueConfig::default()).expect("queue");
         for line in commands {
             let command: Command = serde_json::from_str(line).expect(line);
             queue.apply(&command);
@@ -438,7 +438,7 @@ mod tests {
 #[cfg(test)]
 mod journal_tests {
     use super::*;
-    use crate::task::{CutPiece, Lease, QueueConfig};
+    use crate::queue::{CutPiece, Lease, QueueConfig};
 
     /// Applies `command` as a master does (a tick first) and records what
     /// changed the queue, as its journal does; returns the command's reply.

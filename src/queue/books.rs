@@ -467,7 +467,7 @@ impl Queue {
         let before = covered(committed, &task.skip);
         for &(start, end) in ranges {
             if end > start.max(offset) {
-                crate::task::cut::insert(&mut task.skip, (start.max(offset), end));
+                crate::queue::cut::insert(&mut task.skip, (start.max(offset), end));
             }
         }
         // Ranges the offset reached are in the prefix now.
@@ -1189,7 +1189,7 @@ impl Queue {
             .unwrap_or_default();
         for &(start, end) in self.cut.covered(self.epoch, split) {
             if end > offset {
-                crate::task::cut::insert(&mut skip, (start.max(offset), end));
+                crate::queue::cut::insert(&mut skip, (start.max(offset), end));
             }
         }
         Lease {
@@ -1622,5 +1622,5 @@ fn subtract(pieces: Vec<CutPiece>, removed: &[CutPiece]) -> Vec<CutPiece> {
 }
 
 #[cfg(test)]
-#[path = "queue_tests.rs"]
+#[path = "books_tests.rs"]
 pub(crate) mod tests;

@@ -32,7 +32,7 @@
 //! benchmarks (millions of steps, thousands of workers):
 //!
 //! ```sh
-//! cargo test --release --lib task::sim -- --ignored --nocapture
+//! cargo test --release --lib queue::sim -- --ignored --nocapture
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -42,7 +42,7 @@ use std::time::Instant;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::queue::tests::check_invariants;
+use super::books::tests::check_invariants;
 use super::*;
 
 /// Ended leases kept as sources of late reports.
@@ -115,7 +115,7 @@ impl Profile {
         let ignored = if self.ignored { " --ignored" } else { "" };
         format!(
             "SLUICE_SIM_SEED={seed} SLUICE_SIM_STEPS={} SLUICE_SIM_WORKERS={} \
-             SLUICE_SIM_CHECK_EVERY={} cargo test{release} --lib -- task::sim::{} --exact{ignored}",
+             SLUICE_SIM_CHECK_EVERY={} cargo test{release} --lib -- queue::sim::{} --exact{ignored}",
             self.steps, self.workers, self.check_every, self.test
         )
     }
@@ -1388,9 +1388,9 @@ fn thousands_of_workers_and_master_restarts_lose_nothing() {
 }
 
 /// The long run that goes with the benchmarks (millions of steps):
-/// `cargo test --release --lib task::sim -- --ignored --nocapture`.
+/// `cargo test --release --lib queue::sim -- --ignored --nocapture`.
 #[test]
-#[ignore = "long run: cargo test --release --lib task::sim -- --ignored"]
+#[ignore = "long run: cargo test --release --lib queue::sim -- --ignored"]
 fn long_simulation_with_thousands_of_workers() {
     simulate(Profile {
         test: "long_simulation_with_thousands_of_workers",

@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use super::*;
-use crate::task::{Command, Reply};
+use crate::queue::{Command, Reply};
 
 const TIMEOUT: Millis = 1_000;
 

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// How a job's tasks are leased. Build one (or take [`Default`]), then
-/// [`QueueConfig::validate`] it; [`crate::task::Queue::new`] validates too.
+/// [`QueueConfig::validate`] it; [`crate::queue::Queue::new`] validates too.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct QueueConfig {
@@ -17,8 +17,8 @@ pub struct QueueConfig {
     /// Seeds the order in which each epoch hands out its tasks.
     pub seed: u64,
     /// The job follows its source (`--follow`): tasks are added while it
-    /// runs ([`crate::task::Queue::grow`]) and it is not over until it is
-    /// closed ([`crate::task::Queue::close`]). Only one epoch.
+    /// runs ([`crate::queue::Queue::grow`]) and it is not over until it is
+    /// closed ([`crate::queue::Queue::close`]). Only one epoch.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub follow: bool,
 }
