@@ -107,6 +107,64 @@ fn assert_once(counts: &std::collections::HashMap<i64, u32>, want: &[i64], what:
     );
 }
 
+/// `--idle-exit` counts from when the job has nothing to do: a trainer
+/// busy for longer than it with what was taken keeps the job following,
+/// and a partition committed just after that is trained too.
+#[test]
+fn a_followed_job_busy_training_is_not_idle() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("clicks");
+    let state = dir.path().join("state");
+    let out = dir.path().join("ids");
+    std::fs::create_dir_all(&out).expect("mkdir");
+    let countries = countries();
+    land(&root, &countries[0]);
+    std::fs::write(root.join(&countries[0]).join("_SUCCESS"), b"").expect("marker");
+    let mut want = ids_of(&countries[0]);
+    // Batches of 10 rows, 0.25 s each: the first country takes longer to
+    // train than the 2 s of --idle-exit.
+    let child = Command::new(SLUICE)
+        .arg("train")
+        .arg(&root)
+        .args([
+            "--follow",
+            "--poll",
+            "200ms",
+            "--idle-exit",
+            "2s",
+            "--state",
+        ])
+        .arg(&state)
+        .args(["--exec", &common::recorder(&out, "--sleep 0.25")])
+        .args(["--batch-size", "10", "-q"])
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start sluice train --follow");
+    let started = Instant::now();
+    wait_until(
+        "the first country trained",
+        Duration::from_secs(120),
+        || count_lines(&out, "ids-") >= want.len() as u64,
+    );
+    let busy = started.elapsed();
+    assert!(
+        busy > Duration::from_secs(2),
+        "training the first country took {busy:?}: not longer than --idle-exit"
+    );
+    land(&root, &countries[1]);
+    std::fs::write(root.join(&countries[1]).join("_SUCCESS"), b"").expect("marker");
+    want.extend(ids_of(&countries[1]));
+    let (status, err) = finish(child, "sluice train --follow --idle-exit 2s");
+    assert!(status.success(), "exit {status}: {err}");
+    assert_once(
+        &recorded_ids(&out, "ids-"),
+        &want,
+        "busy, then a new partition",
+    );
+}
+
 #[test]
 fn partitions_are_taken_once_each_as_their_marker_appears() {
     let dir = tempfile::tempdir().expect("tempdir");

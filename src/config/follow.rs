@@ -68,7 +68,7 @@ pub struct FollowOptions {
     #[arg(long, value_name = "TIME|DURATION", value_parser = parse_follow_until, requires = "follow")]
     #[serde(deserialize_with = "follow_until")]
     pub follow_until: Option<FollowUntil>,
-    /// With --follow: stop once the source has not changed for this long (and what was taken is trained), exit 0. Default: never.
+    /// With --follow: stop once what was taken is trained and the source has not changed for this long (files landing in a partition not committed yet count as a change), exit 0. Default: never.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "follow")]
     #[serde(deserialize_with = "form::some_duration")]
     pub idle_exit: Option<Duration>,
@@ -131,7 +131,8 @@ pub struct FollowConfig {
     pub settle: Duration,
     /// When to stop taking new data.
     pub until: Option<FollowUntil>,
-    /// Stop once the source has not changed for this long.
+    /// Stop once what was taken is trained and the source has not changed
+    /// for this long.
     pub idle_exit: Option<Duration>,
     /// What a table commit that deleted or rewrote rows does: stop the job
     /// (the default), or, from a job file's `on-rewrite`, take only the

@@ -351,6 +351,11 @@ impl super::follow::Grow for GroupCommit {
     async fn apply(&self, command: Command) -> Result<Reply, String> {
         self.run(command).await.map_err(|e| e.to_string())
     }
+    fn busy(&self) -> bool {
+        let master = self.master.lock().unwrap_or_else(|e| e.into_inner());
+        let status = master.queue().status();
+        status.todo + status.leased > 0
+    }
 }
 
 #[cfg(test)]

@@ -468,6 +468,15 @@ impl Follower {
         Ok((follower, state.spec.splits.len() as u32, ends))
     }
 
+    /// When files last landed or changed in a partition not committed yet
+    /// (none for a sink or a table, whose commits are atomic).
+    pub fn last_landed(&self) -> Option<Instant> {
+        match &self.watch {
+            Watch::Partitions { pending, .. } => pending.values().map(|p| p.since).max(),
+            _ => None,
+        }
+    }
+
     /// Looks at the source once: what was committed since the position.
     pub async fn poll(&mut self) -> Result<Option<Found>, FollowError> {
         self.ask_catalog().await?;
@@ -914,6 +923,11 @@ fn parent(path: &Path) -> Path {
 pub trait Grow: Send + Sync {
     /// Applies `command` to the job's queue, durably.
     async fn apply(&self, command: Command) -> Result<Reply, String>;
+    /// Whether tasks the job took wait to be trained (to do or leased): a
+    /// job at work is not idle.
+    fn busy(&self) -> bool {
+        false
+    }
 }
 
 /// When a followed job stops taking new data.
@@ -921,7 +935,8 @@ pub trait Grow: Send + Sync {
 pub struct Ends {
     /// At this time (`--follow-until`).
     pub until: Option<SystemTime>,
-    /// After the source has not changed for this long (`--idle-exit`).
+    /// After the job trained what it took and the source has not changed
+    /// for this long (`--idle-exit`).
     pub idle_exit: Option<Duration>,
 }
 
@@ -943,6 +958,15 @@ pub async fn run(
         if ends.until.is_some_and(|t| SystemTime::now() >= t) {
             info!("following: --follow-until reached; training what was taken, then ending");
             break Ok(());
+        }
+        // Idle means nothing to do: what was taken is trained, and nothing
+        // landed in the source (files of a partition not yet committed
+        // count: its ETL is at work).
+        if grow.busy() {
+            last_change = Instant::now();
+        }
+        if let Some(landed) = follower.last_landed() {
+            last_change = last_change.max(landed);
         }
         if ends.idle_exit.is_some_and(|d| last_change.elapsed() >= d) {
             info!(idle = ?last_change.elapsed(), "following: the source has not changed for --idle-exit; training what was taken, then ending");

@@ -193,4 +193,8 @@ impl crate::master::follow::Grow for LocalQueue {
     async fn apply(&self, command: Command) -> Result<Reply, String> {
         self.run(command).map_err(|e| e.to_string())
     }
+    fn busy(&self) -> bool {
+        let status = self.status_now();
+        status.todo + status.leased > 0
+    }
 }
