@@ -948,6 +948,62 @@ fn follow_by_name_trains_each_snapshot_the_catalog_points_to() {
     stop(&mut child);
 }
 
+/// A job file with `follow = true` on a table by name: each `sluice run`
+/// follows the snapshot the catalog points to until `idle-exit`, and the
+/// next run follows on from its journal: every id once over both runs.
+#[test]
+fn a_job_file_follows_a_table_by_name_across_runs() {
+    let clicks = rest_table("ads.clicks");
+    let metadata_dir = Path::new(clicks["location"].as_str().expect("location")).join("metadata");
+    let first = std::fs::read_dir(&metadata_dir)
+        .expect("list metadata")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("00001-"))
+        })
+        .expect("the first append's metadata file");
+    let pointer = Arc::new(Mutex::new(format!("file://{}", first.display())));
+    let (uri, _) = vending_catalog(pointer.clone(), Default::default(), 3_600_000);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ids = dir.path().join("ids");
+    std::fs::create_dir(&ids).expect("mkdir");
+    let job = dir.path().join("job.toml");
+    std::fs::write(
+        &job,
+        format!(
+            "source = \"ads.clicks\"\ncatalog = \"{uri}\"\nstate = \"state\"\nexec = \"{}\"\n\
+             follow = true\npoll = \"500ms\"\nidle-exit = \"2s\"\n",
+            recorder(&ids, "")
+        ),
+    )
+    .expect("write job");
+    let job = job.display().to_string();
+    sluice(["run", job.as_str(), "--json"]).success();
+    let counts = recorded_ids(&ids, "ids-");
+    let mut got: Vec<i64> = counts.keys().copied().collect();
+    got.sort();
+    assert_eq!(
+        got,
+        (0..18).collect::<Vec<i64>>(),
+        "the first snapshot's ids"
+    );
+    // The catalog moves on: the next run takes only what the new snapshot adds.
+    *pointer.lock().expect("pointer") = clicks["metadata_location"]
+        .as_str()
+        .expect("metadata_location")
+        .to_string();
+    sluice(["run", job.as_str(), "--json"]).success();
+    let counts = recorded_ids(&ids, "ids-");
+    assert!(
+        counts.values().all(|&n| n == 1),
+        "an id trained twice: {counts:?}"
+    );
+    let mut got: Vec<i64> = counts.into_keys().collect();
+    got.sort();
+    assert_eq!(got, ids_of(&clicks["ids"]));
+}
+
 /// Calls `method` of the metastore at `uri` on `web.follow`'s partition `dt`.
 fn on_follow_partition(uri: &str, method: &str, dt: &str) {
     use sluice::catalog::thrift::{Arg, Connection};

@@ -258,12 +258,6 @@ async fn run_locked(pattern: Option<&Pattern>, cx: Context<'_>) -> Result<RunRep
         ..
     } = cx;
     if job.train.follow.is_some() {
-        if job.table.is_some() {
-            return Err(RunError::Source {
-                source_url: job.identity(),
-                reason: "follow = true follows a path; a table by name is trained incrementally by each `sluice run` (from cron) instead".to_string(),
-            });
-        }
         return run_followed(&cx).await;
     }
     let rows = job.train.select.describe();
@@ -427,7 +421,8 @@ async fn run_hive(
 }
 
 /// A job file with `follow = true`: one long run that trains what the
-/// source commits as it is committed (`sluice train --follow`), its journal
+/// source (a path, or a table by name) commits as it is committed (`sluice
+/// train --follow`), its journal
 /// in the job's state directory (`follow/`), so that a run started again
 /// after a crash, a reboot or a stop resumes where the last one was.
 async fn run_followed(cx: &Context<'_>) -> Result<RunReport, RunError> {
@@ -455,6 +450,13 @@ async fn run_followed(cx: &Context<'_>) -> Result<RunReport, RunError> {
     let mut config = job.train.clone();
     config.allow_empty = cx.options.allow_empty;
     config.state = Some(dir.join("follow"));
+    if let Some(table) = &job.table {
+        // A table by name: read where the catalog says, and ask it again
+        // at each poll (the snapshot it points to, the partitions it adds).
+        config.url = table.read_url.clone();
+        table.apply(&mut config.dataset);
+        config.table = Some(table.table_ref(&job.catalog));
+    }
     if let Some(follow) = &mut config.follow {
         follow.on_rewrite = job.on_rewrite;
     }
