@@ -291,12 +291,34 @@ fn vending_catalog(
     extra: serde_json::Map<String, Value>,
     expires_in_ms: i64,
 ) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    let (uri, loads, _) = vending_catalog_with(metadata_location, extra, expires_in_ms, None);
+    (uri, loads)
+}
+
+/// [`vending_catalog`], and with `token_life` an OAuth2 token endpoint
+/// (`/v1/oauth/tokens`) whose tokens live that long: a table load with a
+/// token older than that is refused (401), as a real catalog refuses an
+/// expired token. Also counts the tokens granted and the loads refused.
+fn vending_catalog_with(
+    metadata_location: Arc<Mutex<String>>,
+    extra: serde_json::Map<String, Value>,
+    expires_in_ms: i64,
+    token_life: Option<Duration>,
+) -> (
+    String,
+    Arc<std::sync::atomic::AtomicUsize>,
+    Arc<[std::sync::atomic::AtomicUsize; 2]>,
+) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let uri = format!("http://{}", listener.local_addr().expect("addr"));
     let loads = std::sync::Arc::new(AtomicUsize::new(0));
     let counted = loads.clone();
+    // [tokens granted, loads refused]
+    let tokens = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
+    let granted = tokens.clone();
     std::thread::spawn(move || {
+        let mut issued: std::collections::HashMap<String, Instant> = Default::default();
         for stream in listener.incoming().take(2000) {
             let Ok(mut stream) = stream else { continue };
             let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
@@ -304,6 +326,44 @@ fn vending_catalog(
             let n = stream.read(&mut buf).unwrap_or(0);
             let request = String::from_utf8_lossy(&buf[..n]).to_string();
             let path = request.split_whitespace().nth(1).unwrap_or("").to_string();
+            let bearer = request
+                .lines()
+                .find_map(|l| {
+                    let (name, value) = l.split_once(':')?;
+                    name.eq_ignore_ascii_case("authorization")
+                        .then(|| value.trim().trim_start_matches("Bearer ").to_string())
+                })
+                .unwrap_or_default();
+            if let (Some(life), true) = (token_life, path == "/v1/oauth/tokens") {
+                let n = granted[0].fetch_add(1, Ordering::SeqCst);
+                let token = format!("granted-token-{n}");
+                issued.insert(token.clone(), Instant::now());
+                let body = serde_json::json!({
+                    "access_token": token,
+                    "token_type": "bearer",
+                    "expires_in": life.as_secs(),
+                })
+                .to_string();
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                continue;
+            }
+            let expired = token_life.is_some_and(|life| {
+                path != "/v1/config" && issued.get(&bearer).is_none_or(|at| at.elapsed() > life)
+            });
+            if expired {
+                granted[1].fetch_add(1, Ordering::SeqCst);
+                let body = r#"{"error":{"message":"Token expired","type":"NotAuthorizedException","code":401}}"#;
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                continue;
+            }
             let body = if path == "/v1/config" {
                 r#"{"defaults":{},"overrides":{}}"#.to_string()
             } else {
@@ -348,7 +408,7 @@ fn vending_catalog(
             );
         }
     });
-    (uri, loads)
+    (uri, loads, tokens)
 }
 
 /// Whether `text` shows any of the vending catalog's secrets.
@@ -410,6 +470,67 @@ fn vended_credentials_are_refreshed_before_they_expire_and_never_shown() {
     );
     assert!(
         run.stderr.contains("vended storage credentials refreshed"),
+        "{run}"
+    );
+}
+
+/// Client credentials: the token the catalog grants lives 2 s, the vended
+/// storage credentials 3 s, and the job runs for longer than both. The
+/// table is loaded again with a token exchanged again, never one refused.
+#[test]
+fn a_token_from_client_credentials_is_exchanged_again_before_it_expires() {
+    use std::sync::atomic::Ordering;
+    let clicks = rest_table("ads.clicks");
+    let metadata = clicks["metadata_location"]
+        .as_str()
+        .expect("metadata_location")
+        .to_string();
+    let (uri, loads, tokens) = vending_catalog_with(
+        Arc::new(Mutex::new(metadata)),
+        Default::default(),
+        3_000,
+        Some(Duration::from_secs(2)),
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let credential = dir.path().join("credential");
+    std::fs::write(&credential, "trainer:client-s3cret\n").expect("write credential");
+    let exec = recorder(dir.path(), "--sleep 5");
+    let run = common::run(
+        common::sluice_command([
+            "train",
+            "ads.clicks",
+            "--catalog",
+            &uri,
+            "--catalog-credential-file",
+            &credential.display().to_string(),
+            "--exec",
+            &exec,
+            "--devices",
+            "1",
+            "--batch-size",
+            "30",
+        ])
+        .env("RUST_LOG", "sluice=debug"),
+    )
+    .success();
+    assert!(!run.stderr.contains("client-s3cret"), "{run}");
+    assert!(!run.stderr.contains("granted-token-"), "{run}");
+    assert!(
+        loads.load(Ordering::SeqCst) >= 3,
+        "the table was not loaded again while the job ran: {run}"
+    );
+    assert!(
+        tokens[0].load(Ordering::SeqCst) >= 2,
+        "the token was never exchanged again: {run}"
+    );
+    assert_eq!(
+        tokens[1].load(Ordering::SeqCst),
+        0,
+        "a load was refused for an expired token: {run}"
+    );
+    assert!(
+        !run.stderr
+            .contains("cannot refresh the vended storage credentials"),
         "{run}"
     );
 }

@@ -2,11 +2,16 @@
 //! for the prefix, `GET /v1/{prefix}/namespaces/{ns}/tables/{table}` for the
 //! current metadata file and vended storage credentials, and the listings
 //! that name close matches when a table is not there. Auth is a bearer token
-//! or OAuth2 client credentials exchanged at the token endpoint.
+//! or OAuth2 client credentials exchanged at the token endpoint; a token got
+//! so is exchanged again before it expires (a job runs for longer than a
+//! token lives: the table is loaded again to refresh vended credentials, and
+//! a followed table is asked at every poll), and once more when the catalog
+//! refuses it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use reqwest::{Client, RequestBuilder, StatusCode};
 use serde::Deserialize;
@@ -33,8 +38,25 @@ pub struct RestCatalog {
     base: String,
     /// The `{prefix}` path segment(s) from the catalog's config, if any.
     prefix: Option<String>,
-    token: Option<String>,
+    /// The bearer token sent, and when to exchange it again.
+    token: Mutex<Option<Token>>,
+    /// The client credentials, when the token is exchanged for them.
+    grant: Option<Grant>,
     client: Client,
+}
+
+/// A bearer token, and when a new one is due (a token from client
+/// credentials whose answer said how long it lives).
+struct Token {
+    value: String,
+    renew_at: Option<Instant>,
+}
+
+/// OAuth2 client credentials and the endpoint that exchanges them.
+struct Grant {
+    endpoint: String,
+    id: String,
+    secret: String,
 }
 
 #[derive(Deserialize, Default)]
@@ -48,6 +70,9 @@ struct ConfigResponse {
 #[derive(Deserialize)]
 struct TokenResponse {
     access_token: String,
+    /// Seconds the token lives, when the endpoint says.
+    #[serde(default)]
+    expires_in: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -103,11 +128,15 @@ impl RestCatalog {
             uri: uri.to_string(),
             base: uri.trim_end_matches('/').to_string(),
             prefix: None,
-            token: None,
+            token: Mutex::new(None),
+            grant: None,
             client,
         };
         if let Some(path) = &options.catalog_token_file {
-            catalog.token = Some(read_secret("--catalog-token-file", path)?);
+            catalog.set_token(Token {
+                value: read_secret("--catalog-token-file", path)?,
+                renew_at: None,
+            });
         }
         let mut config = None;
         if let Some(path) = &options.catalog_credential_file {
@@ -131,7 +160,14 @@ impl RestCatalog {
                 })
                 .cloned()
                 .unwrap_or_else(|| format!("{}/v1/oauth/tokens", catalog.base));
-            catalog.token = Some(catalog.exchange(&endpoint, id, secret).await?);
+            let grant = Grant {
+                endpoint,
+                id: id.to_string(),
+                secret: secret.to_string(),
+            };
+            let token = catalog.exchange(&grant).await?;
+            catalog.set_token(token);
+            catalog.grant = Some(grant);
             config = open;
         }
         let config = match config {
@@ -167,10 +203,11 @@ impl RestCatalog {
             encode_namespace(&name.namespace),
             encode(&name.table)
         );
-        let request = self
-            .client
-            .get(&url)
-            .header("X-Iceberg-Access-Delegation", "vended-credentials");
+        let request = || {
+            self.client
+                .get(&url)
+                .header("X-Iceberg-Access-Delegation", "vended-credentials")
+        };
         let response = self.send(request).await?;
         let status = response.status();
         if status == StatusCode::NOT_FOUND {
@@ -280,19 +317,17 @@ impl RestCatalog {
         self.get_json(&format!("{}/v1/config", self.base)).await
     }
 
-    /// Exchanges client credentials for a token (RFC 6749 client credentials).
-    async fn exchange(
-        &self,
-        endpoint: &str,
-        id: &str,
-        secret: &str,
-    ) -> Result<String, CatalogError> {
+    /// Exchanges client credentials for a token (RFC 6749 client
+    /// credentials), due again at four fifths of the life it is given.
+    async fn exchange(&self, grant: &Grant) -> Result<Token, CatalogError> {
+        let endpoint = grant.endpoint.as_str();
         let form = [
             ("grant_type", "client_credentials"),
-            ("client_id", id),
-            ("client_secret", secret),
+            ("client_id", grant.id.as_str()),
+            ("client_secret", grant.secret.as_str()),
             ("scope", "catalog"),
         ];
+        let asked = Instant::now();
         let request = self.client.post(endpoint).form(&form);
         let response = request.send().await.map_err(|e| self.unreachable(e))?;
         let status = response.status();
@@ -302,11 +337,45 @@ impl RestCatalog {
         }
         let token: TokenResponse = serde_json::from_str(&body)
             .map_err(|e| self.protocol(format!("token endpoint {endpoint}: {e}")))?;
-        Ok(token.access_token)
+        let renew_at = token
+            .expires_in
+            .map(|secs| asked + Duration::from_millis(secs.saturating_mul(800)));
+        Ok(Token {
+            value: token.access_token,
+            renew_at,
+        })
+    }
+
+    fn set_token(&self, token: Token) {
+        *self.token.lock().unwrap_or_else(|e| e.into_inner()) = Some(token);
+    }
+
+    /// The token to send: exchanged again first when it is due.
+    async fn bearer(&self) -> Result<Option<String>, CatalogError> {
+        let (value, due) = {
+            let token = self.token.lock().unwrap_or_else(|e| e.into_inner());
+            match token.as_ref() {
+                Some(t) => (
+                    Some(t.value.clone()),
+                    t.renew_at.is_some_and(|at| Instant::now() >= at),
+                ),
+                None => (None, false),
+            }
+        };
+        match (&self.grant, due) {
+            (Some(grant), true) => {
+                let token = self.exchange(grant).await?;
+                let value = token.value.clone();
+                self.set_token(token);
+                tracing::debug!(catalog = %self.uri, "catalog token exchanged again before it expired");
+                Ok(Some(value))
+            }
+            _ => Ok(value),
+        }
     }
 
     async fn get_json<T: serde::de::DeserializeOwned>(&self, url: &str) -> Result<T, CatalogError> {
-        let response = self.send(self.client.get(url)).await?;
+        let response = self.send(|| self.client.get(url)).await?;
         let status = response.status();
         let body = self.body(response).await?;
         if !status.is_success() {
@@ -315,12 +384,35 @@ impl RestCatalog {
         serde_json::from_str(&body).map_err(|e| self.protocol(format!("{}: {e}", path_of(url))))
     }
 
-    async fn send(&self, request: RequestBuilder) -> Result<reqwest::Response, CatalogError> {
-        let request = match &self.token {
-            Some(token) => request.bearer_auth(token),
-            None => request,
+    /// Sends the request `make` builds, with the token; a token from
+    /// client credentials that the catalog refuses (401) is exchanged again
+    /// and the request sent once more.
+    async fn send(
+        &self,
+        make: impl Fn() -> RequestBuilder,
+    ) -> Result<reqwest::Response, CatalogError> {
+        let authed = |token: Option<String>| match token {
+            Some(token) => make().bearer_auth(token),
+            None => make(),
         };
-        request.send().await.map_err(|e| self.unreachable(e))
+        let response = authed(self.bearer().await?)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        let Some(grant) = &self.grant else {
+            return Ok(response);
+        };
+        if response.status() != StatusCode::UNAUTHORIZED {
+            return Ok(response);
+        }
+        let token = self.exchange(grant).await?;
+        let value = token.value.clone();
+        self.set_token(token);
+        tracing::debug!(catalog = %self.uri, "the catalog refused its token; exchanged again");
+        authed(Some(value))
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))
     }
 
     async fn body(&self, response: reqwest::Response) -> Result<String, CatalogError> {
