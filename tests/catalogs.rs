@@ -1275,3 +1275,77 @@ fn state_by_name_records_catalog_and_table_and_the_url_read() {
     assert_eq!(identity["dataset"], format!("{catalog}#ads.clicks"));
     assert!(url.ends_with(current), "{url} is not {current}");
 }
+
+/// A master on a table whose catalog vends storage credentials hands its
+/// workers none of them: it names the catalog and the table in the job,
+/// and each `sluice worker` asks the catalog itself (with its own login),
+/// keeping what it is vended fresh for as long as it trains.
+#[test]
+fn remote_workers_get_vended_credentials_from_the_catalog_themselves() {
+    use common::cluster;
+    use std::sync::atomic::Ordering;
+    let clicks = rest_table("ads.clicks");
+    let metadata = clicks["metadata_location"]
+        .as_str()
+        .expect("metadata_location")
+        .to_string();
+    let (uri, loads, tokens) = vending_catalog_with(
+        Arc::new(Mutex::new(metadata)),
+        Default::default(),
+        3_000,
+        Some(Duration::from_secs(60)),
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let credential = dir.path().join("credential");
+    std::fs::write(&credential, "worker:worker-s3cret\n").expect("write credential");
+    let credential = credential.display().to_string();
+    let mut job = cluster::Job::new("ads.clicks", 1);
+    job.master_args = vec![
+        "--catalog".to_string(),
+        uri.clone(),
+        "--catalog-credential-file".to_string(),
+        credential.clone(),
+    ];
+    let mut master = job.start_master("ads.clicks");
+    let before = loads.load(Ordering::SeqCst);
+    let out = job.ids.join("w1");
+    let mut worker = job
+        .recording_worker(&out, "--sleep 2.5")
+        .args(["--catalog-credential-file", &credential])
+        .env("RUST_LOG", "sluice=debug")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start worker");
+    let status = cluster::wait_exit(&mut worker, "worker");
+    let log = cluster::stderr_of(&mut worker);
+    assert!(status.success(), "worker failed: {log}");
+    cluster::clean_finish(&mut master);
+    let master_log = master.log();
+    assert!(
+        log.contains("storage credentials vended by the catalog"),
+        "the worker did not ask the job's catalog: {log}"
+    );
+    assert!(
+        log.contains("vended storage credentials refreshed"),
+        "the worker did not keep its vended credentials fresh: {log}"
+    );
+    assert!(
+        loads.load(Ordering::SeqCst) > before,
+        "the catalog never heard from the worker"
+    );
+    assert_eq!(tokens[1].load(Ordering::SeqCst), 0, "a load was refused");
+    for text in [&log, &master_log] {
+        assert!(!shows_a_secret(text), "{text}");
+        assert!(!text.contains("worker-s3cret"), "{text}");
+    }
+    let spec = std::fs::read_to_string(job.state_dir().join("job.json")).expect("job.json");
+    assert!(
+        !shows_a_secret(&spec),
+        "the job's record holds a secret: {spec}"
+    );
+    let counts = job.recorded_ids();
+    let mut got: Vec<i64> = counts.keys().copied().collect();
+    got.sort();
+    assert!(counts.values().all(|&n| n == 1), "an id trained twice");
+    assert_eq!(got, ids_of(&clicks["ids"]));
+}

@@ -242,6 +242,7 @@ impl CatalogTable {
             catalog: options.clone(),
             name: self.name.clone(),
             identity: self.identity(),
+            vended: !self.storage.is_empty(),
         }
     }
 }

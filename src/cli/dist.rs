@@ -115,6 +115,9 @@ pub struct WorkerArgs {
     /// Object store timeouts.
     #[command(flatten)]
     pub store: StoreOptions,
+    /// How to ask the catalog of a table-by-name job for vended credentials.
+    #[command(flatten)]
+    pub catalog: crate::config::WorkerCatalogOptions,
 }
 
 /// Arguments of `sluice status`.
@@ -212,6 +215,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Ended> {
         trainer,
         pipeline,
         token,
+        catalog,
         ..
     } = args;
     worker.validate()?;
@@ -237,6 +241,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Ended> {
         stop: Some(stop),
         name: worker.name.unwrap_or_else(default_worker_name),
         progress: !trainer.quiet,
+        catalog,
     };
     let stopped_exit_code = worker.stopped_exit_code;
     let outcome = tokio::select! {

@@ -31,6 +31,30 @@ impl CatalogOptions {
     }
 }
 
+/// How `sluice worker` logs in to the catalog of a job on a table by name:
+/// the master names the catalog and the table, and a worker asks it for the
+/// storage credentials it vends (the master hands out none of its own).
+#[derive(Debug, Clone, Default, Args)]
+pub struct WorkerCatalogOptions {
+    /// A job on an Iceberg REST catalog's table whose catalog vends storage credentials: a file holding the bearer token this worker asks the catalog with.
+    #[arg(long, value_name = "FILE", conflicts_with = "catalog_credential_file")]
+    pub catalog_token_file: Option<PathBuf>,
+    /// A job on an Iceberg REST catalog's table whose catalog vends storage credentials: a file holding `client_id:client_secret` this worker exchanges for a token at the catalog.
+    #[arg(long, value_name = "FILE")]
+    pub catalog_credential_file: Option<PathBuf>,
+}
+
+impl WorkerCatalogOptions {
+    /// The options that look `catalog` up with these credentials.
+    pub fn for_catalog(&self, catalog: &str) -> CatalogOptions {
+        CatalogOptions {
+            catalog: Some(catalog.to_string()),
+            catalog_token_file: self.catalog_token_file.clone(),
+            catalog_credential_file: self.catalog_credential_file.clone(),
+        }
+    }
+}
+
 /// A source given as a table name, once its catalog answered: where to look
 /// it up again (a followed job asks the catalog on each poll, as the table's
 /// current snapshot and partitions are the catalog's to say) and what
@@ -44,4 +68,6 @@ pub struct TableRef {
     pub name: String,
     /// `CATALOG#TABLE`.
     pub identity: String,
+    /// Whether the catalog vended storage credentials with the table.
+    pub vended: bool,
 }

@@ -38,7 +38,7 @@ pub mod trainer;
 pub mod value;
 pub mod worker;
 
-pub use catalog::{CatalogOptions, TableRef};
+pub use catalog::{CatalogOptions, TableRef, WorkerCatalogOptions};
 pub use follow::{FollowConfig, FollowOptions, FollowUntil};
 pub use job::{JobFile, JobFileError, JobKeys, OnRewrite, DEFAULT_LOCK_TTL};
 pub use kerberos::KerberosOptions;

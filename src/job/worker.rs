@@ -53,6 +53,9 @@ pub struct WorkerConfig {
     pub name: String,
     /// Progress lines where stderr is not a terminal (`--quiet` drops them).
     pub progress: bool,
+    /// How to ask the catalog of a table-by-name job for the storage
+    /// credentials it vends.
+    pub catalog: crate::config::WorkerCatalogOptions,
 }
 
 /// Errors of a worker.
@@ -111,10 +114,12 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerOutcome, WorkerError> {
     let source = Arc::new(source);
     let mut rolled_back = 0u32;
     let mut rejoined = 0u32;
+    // The job's catalog is asked for vended credentials once per process.
+    let mut asked = false;
     let mut replayed = 0u64;
     loop {
         let before = source.rows_counter().load(Ordering::Relaxed);
-        match run_once(&config, &source, rolled_back + rejoined, before).await? {
+        match run_once(&config, &source, rolled_back + rejoined, before, &mut asked).await? {
             Ran::Ended(mut outcome) => {
                 if outcome.checkpointed && !outcome.stopped && !job_over(&source).await {
                     // Another worker's trainers still hold rows in no
@@ -157,6 +162,29 @@ async fn job_over(source: &RemoteSource) -> bool {
     }
 }
 
+/// Asks the catalog of the job's table for the storage credentials it vends
+/// (as the master did), kept fresh for as long as the worker runs. A
+/// catalog that does not answer is a warning: the worker reads with the
+/// credentials of its own environment.
+async fn vended_credentials(
+    table: &crate::protocol::spec::CatalogSource,
+    login: &crate::config::WorkerCatalogOptions,
+) {
+    if !table.vended {
+        return;
+    }
+    let options = login.for_catalog(&table.catalog);
+    match crate::catalog::lookup(&options, &table.name).await {
+        Ok(_) => {
+            info!(catalog = %table.catalog, table = %table.name, "storage credentials vended by the catalog")
+        }
+        Err(e) => tracing::warn!(
+            error = %e,
+            "no storage credentials from the job's catalog: reading with this worker's own"
+        ),
+    }
+}
+
 /// How one membership of the job ended.
 enum Ran {
     Ended(WorkerOutcome),
@@ -171,6 +199,7 @@ async fn run_once(
     source: &Arc<RemoteSource>,
     joins: u32,
     before: u64,
+    asked: &mut bool,
 ) -> Result<Ran, WorkerError> {
     // Stopped before it joined: nothing is held, nothing to hand back.
     let spec = tokio::select! {
@@ -185,6 +214,10 @@ async fn run_once(
         }
     };
     info!(url = %spec.url, splits = spec.splits.len(), name = %config.name, "joined job");
+    if let (Some(table), false) = (&spec.catalog_table, *asked) {
+        *asked = true;
+        vended_credentials(table, &config.catalog).await;
+    }
     let location = connectors::store::open(&spec.url)?;
     let mut trainer = config.trainer.clone();
     if let (Some(id), TrainerChoice::Exec { env, .. }) = (&spec.resume_checkpoint, &mut trainer) {

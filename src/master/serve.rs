@@ -14,6 +14,7 @@ use super::commit::{CommitError, GroupCommit};
 use super::http::{router, status_of, AppState};
 use super::identity::{Identity, DATASET};
 use super::state::{JobRecord, MasterState, StateError, StateLocation};
+use crate::protocol::spec::CatalogSource;
 use crate::queue::QueueConfig;
 
 /// Rows per decoded batch in the read plan a master serves (recorded in its
@@ -215,13 +216,31 @@ async fn make_job(config: &MasterConfig) -> Result<JobRecord, MasterError> {
         });
     }
     let plan = ReadPlan::new(&dataset, config.columns.as_deref(), DECODE_BATCH_ROWS)?;
-    JobRecord::build(
+    let mut job = JobRecord::build::<MasterError>(
         &dataset,
         plan,
         &config.select,
         position,
         config.queue.clone(),
-    )
+    )?;
+    job.spec.catalog_table = config.table.as_ref().map(|table| CatalogSource {
+        catalog: without_userinfo(table.catalog.catalog.as_deref().unwrap_or_default()),
+        name: table.name.clone(),
+        vended: table.vended,
+    });
+    Ok(job)
+}
+
+/// `uri` without the user and password it may carry.
+fn without_userinfo(uri: &str) -> String {
+    match reqwest::Url::parse(uri) {
+        Ok(mut url) if !url.username().is_empty() || url.password().is_some() => {
+            let _ = url.set_username("");
+            let _ = url.set_password(None);
+            url.to_string()
+        }
+        _ => uri.to_string(),
+    }
 }
 
 /// The options of `config` that decide what is trained (see [`Identity`]).

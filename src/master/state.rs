@@ -74,6 +74,7 @@ impl JobRecord {
                 table: dataset.table.clone(),
                 follow,
                 select,
+                catalog_table: None,
             },
             queue,
             identity: Identity::default(),
@@ -885,6 +886,7 @@ pub(crate) mod tests {
                 table: None,
                 follow: None,
                 select: Default::default(),
+                catalog_table: None,
             },
             queue: QueueConfig {
                 epochs: 2,

@@ -40,4 +40,21 @@ pub struct JobSpec {
     /// The rows trained (`--split`, `--sample`, `--limit`); all when absent.
     #[serde(default, skip_serializing_if = "super::select::Selection::keeps_all")]
     pub select: super::select::Selection,
+    /// The table by name the job reads, when its source was one: a worker
+    /// asks that catalog itself for the storage credentials it vends (the
+    /// master never hands out its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catalog_table: Option<CatalogSource>,
+}
+
+/// A table by name, as workers are told of it: no credential, no path of
+/// the master's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CatalogSource {
+    /// The catalog's URI (without any user or password it was given with).
+    pub catalog: String,
+    /// The table's full name.
+    pub name: String,
+    /// Whether the catalog vended storage credentials for it to the master.
+    pub vended: bool,
 }

@@ -674,6 +674,7 @@ fn write_job(state: &Path, tasks: usize, rows: u64) -> Result<()> {
             lease_timeout_ms: None,
             resume_checkpoint: None,
             table: None,
+            catalog_table: None,
         },
         queue: QueueConfig {
             epochs: 1,
