@@ -238,14 +238,13 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Ended> {
         transform: pipeline.transform(),
         patience: worker.patience,
         ca_file: worker.ca_file,
-        stop: Some(stop),
         name: worker.name.unwrap_or_else(default_worker_name),
         progress: !trainer.quiet,
         catalog,
     };
     let stopped_exit_code = worker.stopped_exit_code;
     let outcome = tokio::select! {
-        outcome = crate::job::worker::run(config) => outcome?,
+        outcome = crate::job::worker::run(config, Some(stop)) => outcome?,
         name = abort.signalled() => {
             logging::result_warning(format!("{name} again: exiting now"));
             return Ok(Ended::Aborted);

@@ -47,8 +47,6 @@ pub struct WorkerConfig {
     pub patience: Duration,
     /// A CA certificate to trust for an https:// master.
     pub ca_file: Option<std::path::PathBuf>,
-    /// Stops the worker early (pre-emption).
-    pub stop: Option<crate::worker::pipeline::Stop>,
     /// The name it registers with, for people (status page, metrics).
     pub name: String,
     /// Progress lines where stderr is not a terminal (`--quiet` drops them).
@@ -99,8 +97,12 @@ pub struct WorkerOutcome {
     pub replayed: u64,
 }
 
-/// Runs a worker until the master says the job is over.
-pub async fn run(config: WorkerConfig) -> Result<WorkerOutcome, WorkerError> {
+/// Runs a worker until the master says the job is over, or `stop` says to
+/// stop early (pre-emption: its tasks are handed back).
+pub async fn run(
+    config: WorkerConfig,
+    stop: Option<crate::worker::pipeline::Stop>,
+) -> Result<WorkerOutcome, WorkerError> {
     let mut source = RemoteSource::new(
         &config.master,
         config.token.clone(),
@@ -108,7 +110,7 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerOutcome, WorkerError> {
         config.ca_file.as_deref(),
     )?
     .with_name(config.name.clone());
-    if let Some(stop) = &config.stop {
+    if let Some(stop) = &stop {
         source = source.with_stop(stop);
     }
     let source = Arc::new(source);
@@ -119,7 +121,8 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerOutcome, WorkerError> {
     let mut replayed = 0u64;
     loop {
         let before = source.rows_counter().load(Ordering::Relaxed);
-        match run_once(&config, &source, rolled_back + rejoined, before, &mut asked).await? {
+        let joins = rolled_back + rejoined;
+        match run_once(&config, stop.as_ref(), &source, joins, before, &mut asked).await? {
             Ran::Ended(mut outcome) => {
                 if outcome.checkpointed && !outcome.stopped && !job_over(&source).await {
                     // Another worker's trainers still hold rows in no
@@ -196,6 +199,7 @@ enum Ran {
 /// Joins the job (again) and trains until the job is over for this worker.
 async fn run_once(
     config: &WorkerConfig,
+    stop: Option<&crate::worker::pipeline::Stop>,
     source: &Arc<RemoteSource>,
     joins: u32,
     before: u64,
@@ -204,7 +208,7 @@ async fn run_once(
     // Stopped before it joined: nothing is held, nothing to hand back.
     let spec = tokio::select! {
         spec = source.job_for(&config.name) => spec?,
-        () = stopped(config.stop.as_ref()) => {
+        () = stopped(stop) => {
             return Ok(Ran::Ended(WorkerOutcome {
                 stopped: true,
                 joined: joins > 0,
@@ -249,7 +253,7 @@ async fn run_once(
         shuffle_window: config.shuffle_window,
         seed: spec.seed,
         lease_timeout: spec.lease_timeout_ms.map(Duration::from_millis),
-        stop: config.stop.clone(),
+        stop: stop.cloned(),
         // A built-in model's devices step in lockstep (see `job::train`).
         lockstep: config.lockstep || matches!(config.trainer, TrainerChoice::Model(_)),
         drop_last: config.drop_last,
