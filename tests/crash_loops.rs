@@ -481,6 +481,21 @@ fn a_worker_killed_at_ten_random_moments_loses_no_row_and_fails_no_task() {
 
 #[test]
 fn a_checkpointing_trainer_killed_at_ten_random_moments_holds_every_id_once_per_epoch() {
+    checkpointing_trainer_killed_ten_times(&[]);
+}
+
+/// The same under `--shuffle global`: windows of whole tasks read again on
+/// each resume, batches dealt to devices by number.
+#[test]
+fn a_globally_shuffled_checkpointing_trainer_killed_at_ten_random_moments_holds_every_id_once_per_epoch(
+) {
+    checkpointing_trainer_killed_ten_times(&["--shuffle", "global", "--shuffle-window", "4000"]);
+}
+
+/// `train --state` with a checkpointing trainer on two devices (and `flags`),
+/// SIGKILLed at ten random moments and run again until it ends: the final
+/// models hold every id once per epoch.
+fn checkpointing_trainer_killed_ten_times(flags: &[&str]) {
     let mut moments = Moments(seed());
     let dir = tempfile::tempdir().expect("tempdir");
     let state = dir.path().join("state");
@@ -492,6 +507,7 @@ fn a_checkpointing_trainer_killed_at_ten_random_moments_holds_every_id_once_per_
             .arg(fixture(DATASET))
             .args(["--quiet", "--batch-size", "100", "--split-size", "64KiB"])
             .args(["--devices", "2", "--epochs", "2"])
+            .args(flags)
             .arg("--state")
             .arg(&state)
             .args([
