@@ -28,10 +28,11 @@ use parquet::file::reader::{ChunkReader, Length};
 
 use super::{FileInfo, FileRef, ReadRequest, Unit};
 use crate::error::{Error, Result};
-use crate::read::view_type;
 use crate::read_ahead::{Fetched, ReadAhead};
+use crate::schema::view_type;
 use crate::split::{Split, SplitRange};
 use crate::store::Location;
+use crate::types::ColumnMapping;
 
 /// Bytes fetched from the end of a file in the first footer request.
 const FOOTER_HINT: usize = 64 * 1024;
@@ -408,7 +409,7 @@ struct Shape {
     range: SplitRange,
     deleted: Vec<(u64, u64)>,
     columns: Vec<String>,
-    mapping: crate::table::ColumnMapping,
+    mapping: ColumnMapping,
     batch_size: usize,
     skip: u64,
 }

@@ -41,8 +41,8 @@ use super::{
     TableSnapshot, TableVersion,
 };
 use crate::error::{Error, Result};
-use crate::format::Format;
 use crate::store::Location;
+use crate::types::Format;
 
 /// The metadata directory's name.
 pub(crate) const METADATA_DIR: &str = "metadata";

@@ -16,6 +16,7 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::table::{self, CommitKind, TableVersion};
+use crate::types::Format;
 
 /// Where the metadata says the table was written.
 const WRITTEN_AT: &str = "file:/warehouse/db/t";
