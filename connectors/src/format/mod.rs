@@ -11,6 +11,7 @@ mod text_io;
 
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
+use async_trait::async_trait;
 use futures::stream::{BoxStream, StreamExt};
 use object_store::path::Path;
 use serde::{Deserialize, Serialize};
@@ -98,6 +99,67 @@ pub struct FileInfo {
     pub units: Vec<Unit>,
 }
 
+impl FileInfo {
+    /// What a format without a footer tells before reading: the schema only.
+    pub(crate) fn schema_only(schema: SchemaRef) -> FileInfo {
+        FileInfo {
+            schema,
+            rows: None,
+            units: Vec::new(),
+        }
+    }
+}
+
+/// What one file format does: inspect a file (its schema, rows and split
+/// units) and decode a split of it into record batches. Each of the six
+/// formats implements it; [`inspect`] and [`read_raw`] drive them, so that
+/// what is common (unreadable splits, skipping rows) is done once.
+#[async_trait]
+pub(crate) trait FileFormat: Send + Sync {
+    /// Reads a file's schema, row count and split units (footers only
+    /// where the format has them).
+    async fn inspect(
+        &self,
+        loc: &Location,
+        file: &FileRef,
+        opts: &FormatOptions,
+    ) -> Result<FileInfo>;
+
+    /// Decodes a split into batches of the file's own columns, from its
+    /// first row.
+    fn decode(
+        &self,
+        loc: &Location,
+        split: &Split,
+        request: &ReadRequest,
+    ) -> BoxStream<'static, Result<RecordBatch>>;
+
+    /// Decodes a split starting `skip` rows into it. The rows are decoded
+    /// and dropped unless the format can pass them over unread (Parquet
+    /// selects rows).
+    fn decode_from(
+        &self,
+        loc: &Location,
+        split: &Split,
+        request: &ReadRequest,
+        skip: u64,
+    ) -> BoxStream<'static, Result<RecordBatch>> {
+        skip_rows(self.decode(loc, split, request), skip)
+    }
+}
+
+/// The implementation of a format.
+fn driver(format: Format) -> &'static dyn FileFormat {
+    match format {
+        Format::Parquet => &parquet::Parquet,
+        Format::Orc => &orc::Orc,
+        Format::Avro => &avro::Avro,
+        Format::Csv => &csv::Csv,
+        Format::Json => &json::Json,
+        Format::Text => &text::Text,
+    }
+}
+
 /// Reads a file's schema, row count and split units (footers only where the format has them).
 pub async fn inspect(
     loc: &Location,
@@ -105,14 +167,7 @@ pub async fn inspect(
     format: Format,
     opts: &FormatOptions,
 ) -> Result<FileInfo> {
-    match format {
-        Format::Parquet => parquet::inspect(loc, file).await,
-        Format::Orc => orc::inspect(loc, file).await,
-        Format::Avro => avro::inspect(loc, file).await,
-        Format::Csv => csv::inspect(loc, file, opts).await,
-        Format::Json => json::inspect(loc, file, opts).await,
-        Format::Text => Ok(text::inspect(opts)),
-    }
+    driver(format).inspect(loc, file, opts).await
 }
 
 /// What a reader needs besides the split: the target schema of the data
@@ -150,18 +205,11 @@ pub fn read_raw(
         );
         return futures::stream::once(async move { Err(err) }).boxed();
     }
-    match split.format {
-        Format::Parquet => parquet::read(loc, split, request, skip),
-        Format::Orc => orc::read(loc, split, request, skip),
-        Format::Avro => avro::read(loc, split, request, skip),
-        Format::Csv => csv::read(loc, split, request, skip),
-        Format::Json => json::read(loc, split, request, skip),
-        Format::Text => text::read(loc, split, request, skip),
-    }
+    driver(split.format).decode_from(loc, split, request, skip)
 }
 
 /// Drops the first `skip` rows of a stream of batches.
-pub(crate) fn skip_rows(
+fn skip_rows(
     stream: BoxStream<'static, Result<RecordBatch>>,
     skip: u64,
 ) -> BoxStream<'static, Result<RecordBatch>> {
