@@ -14,6 +14,7 @@ use object_store::{ObjectStoreExt, PutPayload};
 use parquet::arrow::ArrowWriter;
 use serde_json::{json, Value};
 
+use super::plan::{join, uri_path};
 use super::*;
 use crate::table::{self, CommitKind, TableVersion};
 use crate::types::Format;
