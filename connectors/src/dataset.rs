@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::codec::Codec;
 use crate::error::{Error, Result};
 use crate::filter::PartitionFilter;
-use crate::format::{self, FileInfo, FileRef, Format, FormatOptions};
+use crate::format::{self, FileInfo, FileRef, FormatOptions};
 use crate::layout::names::{classify_dir, dbio_txn, DirClass, FileClass};
 use crate::layout::partition::{infer_type, parse_value, unescape, widen};
 use crate::layout::success::SuccessMarker;
@@ -22,7 +22,9 @@ use crate::schema::SchemaMerger;
 use crate::sink::{self, Committed, SinkInfo};
 use crate::split::{split_file, FileToSplit, Split, SplitRange};
 use crate::store::Location;
-use crate::table::{self, ColumnMapping, TableKind, TableSnapshot, TableVersion};
+use crate::table::{self, TableKind, TableSnapshot, TableVersion};
+pub use crate::types::Ignored;
+use crate::types::{ColumnMapping, Format, Unit};
 
 /// How many files are inspected at once.
 const INSPECT_CONCURRENCY: usize = 16;
@@ -105,15 +107,6 @@ pub struct DataFile {
     pub partition_values: Vec<Option<String>>,
     /// Rows, when known.
     pub rows: Option<u64>,
-}
-
-/// A file that is present but not part of the data, and why.
-#[derive(Debug, Clone, Serialize)]
-pub struct Ignored {
-    /// The file's URL.
-    pub path: String,
-    /// Why it is not read.
-    pub reason: String,
 }
 
 /// The Delta or Iceberg table a dataset was read from, and which version.
@@ -336,7 +329,7 @@ impl Dataset {
                 }
                 Some(_) => {}
             }
-            if file.format != crate::format::Format::Parquet && !file.deleted.is_empty() {
+            if file.format != Format::Parquet && !file.deleted.is_empty() {
                 return Err(Error::Table {
                     kind,
                     path: location.url(),
@@ -769,7 +762,7 @@ fn prune_table_files(
 /// Gives each split of one file the deleted rows that fall in it, as ranges
 /// of its own row positions, and takes them off its row count. The splits
 /// cover whole row groups in file order (`units`, with their row counts).
-fn apply_deletes(splits: &mut [Split], units: &[crate::format::Unit], deleted: &[u64]) {
+fn apply_deletes(splits: &mut [Split], units: &[Unit], deleted: &[u64]) {
     let mut first_row = Vec::with_capacity(units.len());
     let mut at = 0u64;
     for unit in units {

@@ -25,6 +25,7 @@ pub mod sink;
 pub mod split;
 pub mod store;
 pub mod table;
+pub mod types;
 
 pub use dataset::{
     CatalogPartition, CatalogPartitions, DataFile, Dataset, DatasetOptions, Ignored, TableInfo,

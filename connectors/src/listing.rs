@@ -8,10 +8,10 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use object_store::path::{Path, PathPart};
 use object_store::{ListResult, ObjectMeta, ObjectStoreExt};
 
-use crate::dataset::Ignored;
 use crate::error::{Error, ErrorKind, Result};
 use crate::layout::names::{classify_dir, classify_file, DirClass, FileClass};
 use crate::store::{Location, Oddity};
+use crate::types::Ignored;
 
 /// How many directories are listed at once.
 const LIST_CONCURRENCY: usize = 32;

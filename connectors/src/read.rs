@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use arrow::array::{new_null_array, ArrayRef, StringArray};
 use arrow::compute::cast;
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use futures::stream::{BoxStream, StreamExt};
 use serde::{Deserialize, Serialize};
@@ -14,9 +14,10 @@ use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::format::{self, Format, FormatOptions, ReadRequest};
 use crate::read_ahead::ReadAhead;
+pub use crate::schema::{plain_type, view_type};
 use crate::split::Split;
 use crate::store::Location;
-use crate::table::ColumnMapping;
+use crate::types::ColumnMapping;
 
 /// What to read from every split of a dataset: a plain value that travels with the job.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -44,24 +45,6 @@ pub struct ReadPlan {
 
 fn views_by_default() -> bool {
     true
-}
-
-/// The view type a string or binary type is read as (`None`: the type stays).
-pub fn view_type(data_type: &DataType) -> Option<DataType> {
-    match data_type {
-        DataType::Utf8 | DataType::LargeUtf8 => Some(DataType::Utf8View),
-        DataType::Binary | DataType::LargeBinary => Some(DataType::BinaryView),
-        _ => None,
-    }
-}
-
-/// The plain type a view type is handed on as (`None`: not a view).
-pub fn plain_type(data_type: &DataType) -> Option<DataType> {
-    match data_type {
-        DataType::Utf8View => Some(DataType::Utf8),
-        DataType::BinaryView => Some(DataType::Binary),
-        _ => None,
-    }
 }
 
 /// Whether a dataset's strings are read as views: its files are Parquet

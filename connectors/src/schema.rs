@@ -91,6 +91,24 @@ pub fn widen(a: &DataType, b: &DataType) -> Option<DataType> {
     }
 }
 
+/// The view type a string or binary type is read as (`None`: the type stays).
+pub fn view_type(data_type: &DataType) -> Option<DataType> {
+    match data_type {
+        DataType::Utf8 | DataType::LargeUtf8 => Some(DataType::Utf8View),
+        DataType::Binary | DataType::LargeBinary => Some(DataType::BinaryView),
+        _ => None,
+    }
+}
+
+/// The plain type a view type is handed on as (`None`: not a view).
+pub fn plain_type(data_type: &DataType) -> Option<DataType> {
+    match data_type {
+        DataType::Utf8View => Some(DataType::Utf8),
+        DataType::BinaryView => Some(DataType::Binary),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

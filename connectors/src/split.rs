@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::codec::Codec;
-use crate::format::{Format, Unit};
+use crate::types::{Format, Unit};
 
 /// Hadoop's `SPLIT_SLOP`: a file is cut while what remains exceeds 1.1 splits.
 const SPLIT_SLOP: f64 = 1.1;

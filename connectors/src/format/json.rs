@@ -8,35 +8,14 @@ use arrow::datatypes::Schema;
 use arrow::json::reader::infer_json_schema_from_iterator;
 use arrow::json::ReaderBuilder;
 use arrow::record_batch::RecordBatch;
+use async_trait::async_trait;
 use futures::stream::BoxStream;
 
-use super::text_io::{decode_blocking, from_io, open_head};
-use super::{FileInfo, FileRef, FormatOptions, ReadRequest};
+use super::text_io::{decode_blocking, from_io, inspect_head};
+use super::{FileFormat, FileInfo, FileRef, FormatOptions, ReadRequest};
 use crate::error::{Error, Result};
 use crate::split::{Split, SplitRange};
 use crate::store::Location;
-
-/// Infers the schema from the first records of the file.
-pub(super) async fn inspect(
-    loc: &Location,
-    file: &FileRef,
-    opts: &FormatOptions,
-) -> Result<FileInfo> {
-    let loc = loc.clone();
-    let path = file.path.clone();
-    let records = opts.infer_records;
-    let display = loc.display(&path);
-    let shown = display.clone();
-    let schema =
-        tokio::task::spawn_blocking(move || infer(open_head(&loc, &path), records, &shown))
-            .await
-            .map_err(|e| Error::corrupt(&display, "json", e))??;
-    Ok(FileInfo {
-        schema: Arc::new(schema),
-        rows: None,
-        units: Vec::new(),
-    })
-}
 
 /// The schema of the first `records` records of `input` (blank lines are
 /// skipped, as by arrow's own inference), each parsed on its own line so
@@ -104,33 +83,52 @@ fn at_line(place: &Place, e: &serde_json::Error) -> String {
     }
 }
 
-/// Streams the rows of a split, decoded into the merged schema.
-pub(super) fn read(
-    loc: &Location,
-    split: &Split,
-    request: &ReadRequest,
-    skip: u64,
-) -> BoxStream<'static, Result<RecordBatch>> {
-    let schema = request.data_schema.clone();
-    let batch_size = request.options.batch_size;
-    let display = loc.display(&split.object_path());
-    let from_byte = match split.range {
-        SplitRange::Bytes { start, .. } if start > 0 => Some(start),
-        _ => None,
-    };
-    let stream = decode_blocking(loc, split, "json", move |input, emit| {
-        let decoder = ReaderBuilder::new(schema)
-            .with_batch_size(batch_size)
-            .build_decoder()
-            .map_err(|e| Error::corrupt(&display, "json", e))?;
-        let lines = Lines {
-            decoder,
-            display: &display,
-            from_byte,
+/// JSON lines: a schema inferred from the first records, files cut at byte ranges.
+pub(super) struct Json;
+
+#[async_trait]
+impl FileFormat for Json {
+    /// Infers the schema from the first records of the file.
+    async fn inspect(
+        &self,
+        loc: &Location,
+        file: &FileRef,
+        opts: &FormatOptions,
+    ) -> Result<FileInfo> {
+        let records = opts.infer_records;
+        inspect_head(loc, file, "json", move |input, display| {
+            infer(input, records, display).map(Arc::new)
+        })
+        .await
+    }
+
+    /// Streams the rows of a split, decoded into the merged schema.
+    fn decode(
+        &self,
+        loc: &Location,
+        split: &Split,
+        request: &ReadRequest,
+    ) -> BoxStream<'static, Result<RecordBatch>> {
+        let schema = request.data_schema.clone();
+        let batch_size = request.options.batch_size;
+        let display = loc.display(&split.object_path());
+        let from_byte = match split.range {
+            SplitRange::Bytes { start, .. } if start > 0 => Some(start),
+            _ => None,
         };
-        lines.decode(input, emit)
-    });
-    super::skip_rows(stream, skip)
+        decode_blocking(loc, split, "json", move |input, emit| {
+            let decoder = ReaderBuilder::new(schema)
+                .with_batch_size(batch_size)
+                .build_decoder()
+                .map_err(|e| Error::corrupt(&display, "json", e))?;
+            let lines = Lines {
+                decoder,
+                display: &display,
+                from_byte,
+            };
+            lines.decode(input, emit)
+        })
+    }
 }
 
 /// Decodes a split line by line, so that an error names its line.

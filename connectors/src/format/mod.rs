@@ -9,105 +9,18 @@ mod parquet;
 mod text;
 mod text_io;
 
-use std::fmt;
-use std::str::FromStr;
-
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
+use async_trait::async_trait;
 use futures::stream::{BoxStream, StreamExt};
 use object_store::path::Path;
 use serde::{Deserialize, Serialize};
 
-use crate::codec::Codec;
 use crate::error::{Error, Result};
 use crate::split::{Split, SplitRange};
 use crate::store::Location;
-
-/// A data file format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Format {
-    /// Apache Parquet.
-    Parquet,
-    /// Apache ORC.
-    Orc,
-    /// Apache Avro object container files.
-    Avro,
-    /// Comma-separated values.
-    Csv,
-    /// JSON lines.
-    Json,
-    /// Plain text lines (`saveAsTextFile`, MapReduce `TextOutputFormat`).
-    Text,
-}
-
-impl Format {
-    /// Every format, for messages.
-    pub const ALL: [Format; 6] = [
-        Format::Parquet,
-        Format::Orc,
-        Format::Avro,
-        Format::Csv,
-        Format::Json,
-        Format::Text,
-    ];
-
-    /// The lowercase name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Format::Parquet => "parquet",
-            Format::Orc => "orc",
-            Format::Avro => "avro",
-            Format::Csv => "csv",
-            Format::Json => "json",
-            Format::Text => "text",
-        }
-    }
-
-    /// The format a file name suggests, after stripping a text codec suffix;
-    /// `None` when the name says nothing (MapReduce `part-r-00000`).
-    pub fn from_name(name: &str) -> Option<Format> {
-        let base = match Codec::from_path(name) {
-            Codec::None => name,
-            _ => name.rsplit_once('.').map(|(b, _)| b).unwrap_or(name),
-        };
-        let ext = base.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase())?;
-        match ext.as_str() {
-            "parquet" | "parq" => Some(Format::Parquet),
-            "orc" => Some(Format::Orc),
-            "avro" => Some(Format::Avro),
-            "csv" | "tsv" => Some(Format::Csv),
-            "json" | "jsonl" | "ndjson" => Some(Format::Json),
-            "txt" | "text" => Some(Format::Text),
-            _ => None,
-        }
-    }
-
-    /// Whether byte ranges of an uncompressed file can be read independently.
-    pub fn is_line_based(self) -> bool {
-        matches!(self, Format::Csv | Format::Json | Format::Text)
-    }
-}
-
-impl fmt::Display for Format {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Format {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Format> {
-        Format::ALL
-            .into_iter()
-            .find(|f| f.as_str() == s.to_ascii_lowercase())
-            .ok_or_else(|| Error::InvalidOption {
-                option: "--format".to_string(),
-                reason: format!("unknown format `{s}` (parquet, orc, avro, csv, json, text)"),
-            })
-    }
-}
+use crate::types::ColumnMapping;
+pub use crate::types::{Format, Unit};
 
 /// How text formats are parsed.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -175,17 +88,6 @@ pub struct FileRef {
     pub size: u64,
 }
 
-/// A unit a file can be split at: a Parquet row group or an ORC stripe.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Unit {
-    /// Index of the unit in the file.
-    pub index: usize,
-    /// The byte offset that decides the unit's split (row-group midpoint, stripe start).
-    pub anchor: u64,
-    /// Rows in the unit.
-    pub rows: u64,
-}
-
 /// What inspecting a file tells.
 #[derive(Debug, Clone)]
 pub struct FileInfo {
@@ -197,6 +99,67 @@ pub struct FileInfo {
     pub units: Vec<Unit>,
 }
 
+impl FileInfo {
+    /// What a format without a footer tells before reading: the schema only.
+    pub(crate) fn schema_only(schema: SchemaRef) -> FileInfo {
+        FileInfo {
+            schema,
+            rows: None,
+            units: Vec::new(),
+        }
+    }
+}
+
+/// What one file format does: inspect a file (its schema, rows and split
+/// units) and decode a split of it into record batches. Each of the six
+/// formats implements it; [`inspect`] and [`read_raw`] drive them, so that
+/// what is common (unreadable splits, skipping rows) is done once.
+#[async_trait]
+pub(crate) trait FileFormat: Send + Sync {
+    /// Reads a file's schema, row count and split units (footers only
+    /// where the format has them).
+    async fn inspect(
+        &self,
+        loc: &Location,
+        file: &FileRef,
+        opts: &FormatOptions,
+    ) -> Result<FileInfo>;
+
+    /// Decodes a split into batches of the file's own columns, from its
+    /// first row.
+    fn decode(
+        &self,
+        loc: &Location,
+        split: &Split,
+        request: &ReadRequest,
+    ) -> BoxStream<'static, Result<RecordBatch>>;
+
+    /// Decodes a split starting `skip` rows into it. The rows are decoded
+    /// and dropped unless the format can pass them over unread (Parquet
+    /// selects rows).
+    fn decode_from(
+        &self,
+        loc: &Location,
+        split: &Split,
+        request: &ReadRequest,
+        skip: u64,
+    ) -> BoxStream<'static, Result<RecordBatch>> {
+        skip_rows(self.decode(loc, split, request), skip)
+    }
+}
+
+/// The implementation of a format.
+fn driver(format: Format) -> &'static dyn FileFormat {
+    match format {
+        Format::Parquet => &parquet::Parquet,
+        Format::Orc => &orc::Orc,
+        Format::Avro => &avro::Avro,
+        Format::Csv => &csv::Csv,
+        Format::Json => &json::Json,
+        Format::Text => &text::Text,
+    }
+}
+
 /// Reads a file's schema, row count and split units (footers only where the format has them).
 pub async fn inspect(
     loc: &Location,
@@ -204,14 +167,7 @@ pub async fn inspect(
     format: Format,
     opts: &FormatOptions,
 ) -> Result<FileInfo> {
-    match format {
-        Format::Parquet => parquet::inspect(loc, file).await,
-        Format::Orc => orc::inspect(loc, file).await,
-        Format::Avro => avro::inspect(loc, file).await,
-        Format::Csv => csv::inspect(loc, file, opts).await,
-        Format::Json => json::inspect(loc, file, opts).await,
-        Format::Text => Ok(text::inspect(opts)),
-    }
+    driver(format).inspect(loc, file, opts).await
 }
 
 /// What a reader needs besides the split: the target schema of the data
@@ -225,7 +181,7 @@ pub struct ReadRequest {
     /// Parsing options.
     pub options: FormatOptions,
     /// How file columns map to data columns (tables with renamed columns).
-    pub file_columns: crate::table::ColumnMapping,
+    pub file_columns: ColumnMapping,
     /// The budget of bytes read ahead (Parquet row groups are fetched within it).
     pub read_ahead: crate::read_ahead::ReadAhead,
     /// Decode string and binary columns as views where the format can
@@ -249,18 +205,11 @@ pub fn read_raw(
         );
         return futures::stream::once(async move { Err(err) }).boxed();
     }
-    match split.format {
-        Format::Parquet => parquet::read(loc, split, request, skip),
-        Format::Orc => orc::read(loc, split, request, skip),
-        Format::Avro => avro::read(loc, split, request, skip),
-        Format::Csv => csv::read(loc, split, request, skip),
-        Format::Json => json::read(loc, split, request, skip),
-        Format::Text => text::read(loc, split, request, skip),
-    }
+    driver(split.format).decode_from(loc, split, request, skip)
 }
 
 /// Drops the first `skip` rows of a stream of batches.
-pub(crate) fn skip_rows(
+fn skip_rows(
     stream: BoxStream<'static, Result<RecordBatch>>,
     skip: u64,
 ) -> BoxStream<'static, Result<RecordBatch>> {

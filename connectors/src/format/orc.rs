@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use arrow::record_batch::RecordBatch;
+use async_trait::async_trait;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::stream::{BoxStream, StreamExt, TryStreamExt};
@@ -12,7 +13,7 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use orc_rust::reader::AsyncChunkReader;
 use orc_rust::ArrowReaderBuilder;
 
-use super::{FileInfo, FileRef, ReadRequest, Unit};
+use super::{FileFormat, FileInfo, FileRef, FormatOptions, ReadRequest, Unit};
 use crate::error::{store_error_within, Error, Result};
 use crate::split::{Split, SplitRange};
 use crate::store::Location;
@@ -61,51 +62,62 @@ fn orc_error(display: &str, e: impl std::error::Error + 'static) -> Error {
     store_error_within(&e).unwrap_or_else(|| Error::corrupt(display, "orc", e))
 }
 
-/// Reads the footer: schema, rows and stripes (anchored at their start).
-pub(super) async fn inspect(loc: &Location, file: &FileRef) -> Result<FileInfo> {
-    let builder = ArrowReaderBuilder::try_new_async(chunks(loc, &file.path, file.size))
-        .await
-        .map_err(|e| orc_error(&loc.display(&file.path), e))?;
-    let meta = builder.file_metadata();
-    let units = meta
-        .stripe_metadatas()
-        .iter()
-        .enumerate()
-        .map(|(index, s)| Unit {
-            index,
-            anchor: s.offset(),
-            rows: s.number_of_rows(),
-        })
-        .collect();
-    Ok(FileInfo {
-        schema: builder.schema(),
-        rows: Some(meta.number_of_rows()),
-        units,
-    })
-}
+/// ORC: a footer with the schema, rows and stripes; files cut at stripes.
+pub(super) struct Orc;
 
-/// Streams the stripes of a split.
-pub(super) fn read(
-    loc: &Location,
-    split: &Split,
-    request: &ReadRequest,
-    skip: u64,
-) -> BoxStream<'static, Result<RecordBatch>> {
-    let path = split.object_path();
-    let display = loc.display(&path);
-    let reader = chunks(loc, &path, split.size);
-    let range = split.range.clone();
-    let batch_size = request.options.batch_size;
-    let open = async move {
-        let mut builder = ArrowReaderBuilder::try_new_async(reader)
+#[async_trait]
+impl FileFormat for Orc {
+    /// Reads the footer: schema, rows and stripes (anchored at their start).
+    async fn inspect(
+        &self,
+        loc: &Location,
+        file: &FileRef,
+        _opts: &FormatOptions,
+    ) -> Result<FileInfo> {
+        let builder = ArrowReaderBuilder::try_new_async(chunks(loc, &file.path, file.size))
             .await
-            .map_err(|e| orc_error(&display, e))?
-            .with_batch_size(batch_size);
-        if let SplitRange::Stripes { start, end } = range {
-            builder = builder.with_file_byte_range(start as usize..end as usize);
-        }
-        let d2 = display.clone();
-        Ok::<_, Error>(builder.build_async().map_err(move |e| orc_error(&d2, e)))
-    };
-    super::skip_rows(futures::stream::once(open).try_flatten().boxed(), skip)
+            .map_err(|e| orc_error(&loc.display(&file.path), e))?;
+        let meta = builder.file_metadata();
+        let units = meta
+            .stripe_metadatas()
+            .iter()
+            .enumerate()
+            .map(|(index, s)| Unit {
+                index,
+                anchor: s.offset(),
+                rows: s.number_of_rows(),
+            })
+            .collect();
+        Ok(FileInfo {
+            schema: builder.schema(),
+            rows: Some(meta.number_of_rows()),
+            units,
+        })
+    }
+
+    /// Streams the stripes of a split.
+    fn decode(
+        &self,
+        loc: &Location,
+        split: &Split,
+        request: &ReadRequest,
+    ) -> BoxStream<'static, Result<RecordBatch>> {
+        let path = split.object_path();
+        let display = loc.display(&path);
+        let reader = chunks(loc, &path, split.size);
+        let range = split.range.clone();
+        let batch_size = request.options.batch_size;
+        let open = async move {
+            let mut builder = ArrowReaderBuilder::try_new_async(reader)
+                .await
+                .map_err(|e| orc_error(&display, e))?
+                .with_batch_size(batch_size);
+            if let SplitRange::Stripes { start, end } = range {
+                builder = builder.with_file_byte_range(start as usize..end as usize);
+            }
+            let d2 = display.clone();
+            Ok::<_, Error>(builder.build_async().map_err(move |e| orc_error(&d2, e)))
+        };
+        futures::stream::once(open).try_flatten().boxed()
+    }
 }

@@ -10,6 +10,7 @@ use arrow::datatypes::SchemaRef;
 use arrow::datatypes::{FieldRef, Schema};
 use arrow::record_batch::RecordBatchOptions;
 use arrow::record_batch::{RecordBatch, RecordBatchReader};
+use async_trait::async_trait;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::stream::{BoxStream, StreamExt, TryStreamExt};
@@ -26,12 +27,13 @@ use parquet::errors::ParquetError;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 use parquet::file::reader::{ChunkReader, Length};
 
-use super::{FileInfo, FileRef, ReadRequest, Unit};
+use super::{FileFormat, FileInfo, FileRef, FormatOptions, ReadRequest, Unit};
 use crate::error::{Error, Result};
-use crate::read::view_type;
 use crate::read_ahead::{Fetched, ReadAhead};
+use crate::schema::view_type;
 use crate::split::{Split, SplitRange};
 use crate::store::Location;
+use crate::types::ColumnMapping;
 
 /// Bytes fetched from the end of a file in the first footer request.
 const FOOTER_HINT: usize = 64 * 1024;
@@ -221,12 +223,48 @@ async fn fetch_into(
     }
 }
 
+/// Parquet: a footer with the schema, rows and row groups; files cut at
+/// row groups, rows skipped by selection rather than decoded.
+pub(super) struct Parquet;
+
+#[async_trait]
+impl FileFormat for Parquet {
+    async fn inspect(
+        &self,
+        loc: &Location,
+        file: &FileRef,
+        _opts: &FormatOptions,
+    ) -> Result<FileInfo> {
+        inspect(loc, file).await
+    }
+
+    fn decode(
+        &self,
+        loc: &Location,
+        split: &Split,
+        request: &ReadRequest,
+    ) -> BoxStream<'static, Result<RecordBatch>> {
+        read(loc, split, request, 0)
+    }
+
+    /// The rows before `skip` are left out of the row selection, never decoded.
+    fn decode_from(
+        &self,
+        loc: &Location,
+        split: &Split,
+        request: &ReadRequest,
+        skip: u64,
+    ) -> BoxStream<'static, Result<RecordBatch>> {
+        read(loc, split, request, skip)
+    }
+}
+
 fn corrupt(loc: &Location, path: &Path, e: impl ToString) -> Error {
     Error::corrupt(loc.display(path), "parquet", e)
 }
 
 /// Reads the footer: schema, rows and row groups (anchored at their midpoints).
-pub(super) async fn inspect(loc: &Location, file: &FileRef) -> Result<FileInfo> {
+async fn inspect(loc: &Location, file: &FileRef) -> Result<FileInfo> {
     let mut reader = StoreReader::new(loc.store.clone(), file.path.clone(), file.size);
     let meta = ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new())
         .await
@@ -281,7 +319,7 @@ fn map_err(loc: &Location, path: &Path, e: ParquetError) -> Error {
 /// readers of large row groups decode side by side within the read-ahead
 /// budget. Other stores fetch each row group's column chunks whole, with
 /// concurrent range requests, once their bytes fit in the budget.
-pub(super) fn read(
+fn read(
     loc: &Location,
     split: &Split,
     request: &ReadRequest,
@@ -408,7 +446,7 @@ struct Shape {
     range: SplitRange,
     deleted: Vec<(u64, u64)>,
     columns: Vec<String>,
-    mapping: crate::table::ColumnMapping,
+    mapping: ColumnMapping,
     batch_size: usize,
     skip: u64,
 }

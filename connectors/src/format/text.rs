@@ -7,10 +7,11 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, StringBuilder};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
+use async_trait::async_trait;
 use futures::stream::BoxStream;
 
 use super::text_io::{decode_blocking, from_io};
-use super::{DelimitedText, FileInfo, FormatOptions, ReadRequest};
+use super::{DelimitedText, FileFormat, FileInfo, FileRef, FormatOptions, ReadRequest};
 use crate::error::{Error, Result};
 use crate::split::Split;
 use crate::store::Location;
@@ -31,50 +32,56 @@ pub(super) fn schema(opts: &FormatOptions) -> SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
-/// Text files have a fixed schema and no metadata.
-pub(super) fn inspect(opts: &FormatOptions) -> FileInfo {
-    FileInfo {
-        schema: schema(opts),
-        rows: None,
-        units: Vec::new(),
-    }
-}
+/// Plain text lines: a fixed schema, files cut at byte ranges.
+pub(super) struct Text;
 
-/// Streams the lines of a split.
-pub(super) fn read(
-    loc: &Location,
-    split: &Split,
-    request: &ReadRequest,
-    skip: u64,
-) -> BoxStream<'static, Result<RecordBatch>> {
-    let opts = request.options.clone();
-    let display = loc.display(&split.object_path());
-    let stream = decode_blocking(loc, split, "text", move |mut input, emit| {
-        let schema = schema(&opts);
-        if let Some(delimited) = &opts.delimited {
-            return read_delimited(input, emit, delimited, &schema, opts.batch_size, &display);
-        }
-        let mut lines = LineBatcher::new(opts.text_key_value, opts.batch_size);
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            let n = input
-                .read_until(b'\n', &mut line)
-                .map_err(|e| from_io(&display, "text", e))?;
-            if n == 0 {
-                break;
+#[async_trait]
+impl FileFormat for Text {
+    /// Text files have a fixed schema and no metadata.
+    async fn inspect(
+        &self,
+        _loc: &Location,
+        _file: &FileRef,
+        opts: &FormatOptions,
+    ) -> Result<FileInfo> {
+        Ok(FileInfo::schema_only(schema(opts)))
+    }
+
+    /// Streams the lines of a split.
+    fn decode(
+        &self,
+        loc: &Location,
+        split: &Split,
+        request: &ReadRequest,
+    ) -> BoxStream<'static, Result<RecordBatch>> {
+        let opts = request.options.clone();
+        let display = loc.display(&split.object_path());
+        decode_blocking(loc, split, "text", move |mut input, emit| {
+            let schema = schema(&opts);
+            if let Some(delimited) = &opts.delimited {
+                return read_delimited(input, emit, delimited, &schema, opts.batch_size, &display);
             }
-            lines.push(&line);
-            if lines.len() >= opts.batch_size && !emit(lines.finish(&schema, &display)) {
-                return Ok(());
+            let mut lines = LineBatcher::new(opts.text_key_value, opts.batch_size);
+            let mut line = Vec::new();
+            loop {
+                line.clear();
+                let n = input
+                    .read_until(b'\n', &mut line)
+                    .map_err(|e| from_io(&display, "text", e))?;
+                if n == 0 {
+                    break;
+                }
+                lines.push(&line);
+                if lines.len() >= opts.batch_size && !emit(lines.finish(&schema, &display)) {
+                    return Ok(());
+                }
             }
-        }
-        if lines.len() > 0 {
-            emit(lines.finish(&schema, &display));
-        }
-        Ok(())
-    });
-    super::skip_rows(stream, skip)
+            if lines.len() > 0 {
+                emit(lines.finish(&schema, &display));
+            }
+            Ok(())
+        })
+    }
 }
 
 /// Reads delimited rows, a batch at a time.

@@ -4,6 +4,7 @@
 
 use std::io::{self, BufRead, BufReader, Read};
 
+use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use bytes::Bytes;
 use futures::stream::{BoxStream, StreamExt};
@@ -11,6 +12,7 @@ use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectStoreExt};
 use tokio::sync::mpsc;
 
+use super::{FileInfo, FileRef};
 use crate::codec::{self, Codec};
 use crate::error::{Error, Result};
 use crate::split::{Split, SplitRange};
@@ -255,6 +257,28 @@ where
 pub(crate) fn open_head(loc: &Location, path: &Path) -> BufReader<Box<dyn Read + Send>> {
     let raw: Box<dyn Read + Send> = Box::new(fetch(loc, path, 0));
     BufReader::new(codec::decoder(Codec::from_path(path.as_ref()), raw))
+}
+
+/// Inspects a file with no footer (CSV, JSON, Avro): `infer` reads the
+/// schema from the decompressed head of the file on a blocking thread, given
+/// the file's name as users see it; nothing else is known before reading.
+pub(crate) async fn inspect_head<F>(
+    loc: &Location,
+    file: &FileRef,
+    format: &'static str,
+    infer: F,
+) -> Result<FileInfo>
+where
+    F: FnOnce(BufReader<Box<dyn Read + Send>>, &str) -> Result<SchemaRef> + Send + 'static,
+{
+    let loc = loc.clone();
+    let path = file.path.clone();
+    let display = loc.display(&path);
+    let shown = display.clone();
+    let schema = tokio::task::spawn_blocking(move || infer(open_head(&loc, &path), &shown))
+        .await
+        .map_err(|e| Error::corrupt(&display, format, e))??;
+    Ok(FileInfo::schema_only(schema))
 }
 
 #[cfg(test)]

@@ -17,11 +17,11 @@ use object_store::path::Path;
 use object_store::ObjectStoreExt;
 use serde::{Deserialize, Serialize};
 
-use crate::dataset::Ignored;
 use crate::error::{Error, ErrorKind, Result};
 use crate::layout::names::FileClass;
 use crate::listing::ListedFile;
 use crate::store::Location;
+use crate::types::Ignored;
 use log::{Action, BatchFile};
 
 /// The log directory of a file sink, beside its data.

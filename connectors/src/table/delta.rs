@@ -29,8 +29,8 @@ use super::{
     TableSnapshot, TableVersion,
 };
 use crate::error::{Error, Result};
-use crate::format::Format;
 use crate::store::Location;
+use crate::types::Format;
 
 /// The log directory's name.
 pub const LOG_DIR: &str = "_delta_log";

@@ -16,8 +16,9 @@ use object_store::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::Format;
 use crate::store::Location;
+use crate::types::Format;
+pub use crate::types::{parquet_field_id_key, ColumnMapping};
 
 /// The kind of table a directory holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,54 +67,6 @@ impl TableVersion {
     pub fn is_latest(&self) -> bool {
         matches!(self, TableVersion::Latest)
     }
-}
-
-/// How the columns of a table's data files are found under the table's
-/// column names: renamed columns keep their Parquet field id (Iceberg, Delta
-/// column mapping) or a physical name of their own (Delta column mapping).
-/// A file column matched neither way is taken by its own name.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ColumnMapping {
-    /// Parquet field id → table column name.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub by_field_id: Vec<(i32, String)>,
-    /// Physical column name in the files → table column name.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub by_physical_name: Vec<(String, String)>,
-}
-
-impl ColumnMapping {
-    /// Whether file columns are taken by their own names.
-    pub fn is_identity(&self) -> bool {
-        self.by_field_id.is_empty() && self.by_physical_name.is_empty()
-    }
-
-    /// The table column a file column stands for: by field id first, then by
-    /// physical name, else its own name.
-    pub fn logical_name<'a>(&'a self, field: &'a Field) -> &'a str {
-        if let Some(id) = field
-            .metadata()
-            .get(parquet_field_id_key())
-            .and_then(|v| v.parse::<i32>().ok())
-        {
-            if let Some((_, name)) = self.by_field_id.iter().find(|(i, _)| *i == id) {
-                return name;
-            }
-        }
-        if let Some((_, name)) = self
-            .by_physical_name
-            .iter()
-            .find(|(physical, _)| physical == field.name())
-        {
-            return name;
-        }
-        field.name()
-    }
-}
-
-/// The field metadata key under which the Parquet reader reports field ids.
-pub fn parquet_field_id_key() -> &'static str {
-    parquet::arrow::PARQUET_FIELD_ID_META_KEY
 }
 
 /// One live data file of a table version.

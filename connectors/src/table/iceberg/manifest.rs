@@ -9,58 +9,7 @@ use arrow_avro::reader::{read_header_info, ReaderBuilder};
 use arrow_avro::schema::AvroSchema;
 use serde_json::Value;
 
-/// A manifest's content: data files.
-pub(crate) const CONTENT_DATA: i32 = 0;
-/// A file's content: position deletes.
-pub(crate) const CONTENT_POSITION_DELETES: i32 = 1;
-/// A file's content: equality deletes.
-pub(crate) const CONTENT_EQUALITY_DELETES: i32 = 2;
-/// A manifest entry's status: the file was deleted in that snapshot.
-pub(crate) const STATUS_DELETED: i32 = 2;
-
-/// One manifest of a snapshot, as its manifest list describes it.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct ManifestFile {
-    /// Where it is (an absolute URI, as written).
-    pub path: String,
-    /// The partition spec its files were written with.
-    pub spec_id: i32,
-    /// Data (0) or deletes (1).
-    pub content: i32,
-    /// The sequence number of the snapshot that added it (0 in v1).
-    pub sequence_number: i64,
-    /// The snapshot that added it.
-    pub added_snapshot_id: Option<i64>,
-}
-
-/// One entry of a manifest, with inherited values filled in.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Entry {
-    /// 0 existing, 1 added, 2 deleted.
-    pub status: i32,
-    /// The snapshot that added the file (or deleted it, when status is 2).
-    pub snapshot_id: Option<i64>,
-    /// The data sequence number of the file.
-    pub sequence_number: i64,
-    /// Data (0), position deletes (1) or equality deletes (2).
-    pub content: i32,
-    /// The file's absolute URI, as written.
-    pub file_path: String,
-    /// `PARQUET`, `ORC`, `AVRO` or `PUFFIN`.
-    pub file_format: String,
-    /// Rows in the file.
-    pub record_count: i64,
-    /// Bytes in the file.
-    pub file_size: i64,
-    /// The single data file a delete file applies to, when it says so.
-    pub referenced_data_file: Option<String>,
-    /// The partition spec it was written with.
-    pub spec_id: i32,
-    /// Its partition tuple: each field's name and value as a string (`None`
-    /// for null), in the spec's order; a field whose type has no string
-    /// form is left out.
-    pub partition: Vec<(String, Option<String>)>,
-}
+use super::plan::{Entry, ManifestFile, CONTENT_DATA};
 
 /// The batches of an Avro file and the key/value metadata of its header.
 pub(crate) type Decoded = (Vec<RecordBatch>, Vec<(String, String)>);

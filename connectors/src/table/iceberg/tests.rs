@@ -14,8 +14,10 @@ use object_store::{ObjectStoreExt, PutPayload};
 use parquet::arrow::ArrowWriter;
 use serde_json::{json, Value};
 
+use super::plan::{join, uri_path};
 use super::*;
 use crate::table::{self, CommitKind, TableVersion};
+use crate::types::Format;
 
 /// Where the metadata says the table was written.
 const WRITTEN_AT: &str = "file:/warehouse/db/t";
