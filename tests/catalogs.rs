@@ -411,6 +411,29 @@ fn vending_catalog_with(
     (uri, loads, tokens)
 }
 
+/// The current metadata file of `ads.clicks` as Spark left it.
+fn current_metadata(clicks: &Value) -> String {
+    clicks["metadata_location"]
+        .as_str()
+        .expect("metadata_location")
+        .to_string()
+}
+
+/// The metadata file (a `file://` URL) of Spark's first append to
+/// `ads.clicks`: ids 0..18.
+fn first_append_metadata(clicks: &Value) -> String {
+    let dir = Path::new(clicks["location"].as_str().expect("location")).join("metadata");
+    let first = std::fs::read_dir(&dir)
+        .expect("list metadata")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("00001-"))
+        })
+        .expect("the first append's metadata file");
+    format!("file://{}", first.display())
+}
+
 /// Whether `text` shows any of the vending catalog's secrets.
 fn shows_a_secret(text: &str) -> bool {
     [
@@ -428,10 +451,7 @@ fn shows_a_secret(text: &str) -> bool {
 fn vended_credentials_are_refreshed_before_they_expire_and_never_shown() {
     use std::sync::atomic::Ordering;
     let clicks = rest_table("ads.clicks");
-    let metadata = clicks["metadata_location"]
-        .as_str()
-        .expect("metadata_location")
-        .to_string();
+    let metadata = current_metadata(clicks);
     // Each answer's credentials expire three seconds later: loaded again
     // about every 1.5 s while the job runs.
     let (uri, loads) = vending_catalog(Arc::new(Mutex::new(metadata)), Default::default(), 3_000);
@@ -481,10 +501,7 @@ fn vended_credentials_are_refreshed_before_they_expire_and_never_shown() {
 fn a_token_from_client_credentials_is_exchanged_again_before_it_expires() {
     use std::sync::atomic::Ordering;
     let clicks = rest_table("ads.clicks");
-    let metadata = clicks["metadata_location"]
-        .as_str()
-        .expect("metadata_location")
-        .to_string();
+    let metadata = current_metadata(clicks);
     let (uri, loads, tokens) = vending_catalog_with(
         Arc::new(Mutex::new(metadata)),
         Default::default(),
@@ -1042,17 +1059,8 @@ fn stop(child: &mut std::process::Child) {
 #[test]
 fn follow_by_name_trains_each_snapshot_the_catalog_points_to() {
     let clicks = rest_table("ads.clicks");
-    let metadata_dir = Path::new(clicks["location"].as_str().expect("location")).join("metadata");
     // Spark's first append (ids 0..18), then the table as it is now.
-    let first = std::fs::read_dir(&metadata_dir)
-        .expect("list metadata")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("00001-"))
-        })
-        .expect("the first append's metadata file");
-    let pointer = Arc::new(Mutex::new(format!("file://{}", first.display())));
+    let pointer = Arc::new(Mutex::new(first_append_metadata(clicks)));
     let (uri, _) = vending_catalog(pointer.clone(), Default::default(), 3_600_000);
     let dir = tempfile::tempdir().expect("tempdir");
     let mut child = follow("ads.clicks", &uri, dir.path());
@@ -1061,10 +1069,7 @@ fn follow_by_name_trains_each_snapshot_the_catalog_points_to() {
     // Newer metadata files in the directory are not the catalog's pointer.
     std::thread::sleep(Duration::from_secs(3));
     wait_for_ids(dir.path(), &first_ids, &mut child);
-    *pointer.lock().expect("pointer") = clicks["metadata_location"]
-        .as_str()
-        .expect("metadata_location")
-        .to_string();
+    *pointer.lock().expect("pointer") = current_metadata(clicks);
     wait_for_ids(dir.path(), &ids_of(&clicks["ids"]), &mut child);
     stop(&mut child);
 }
@@ -1075,16 +1080,8 @@ fn follow_by_name_trains_each_snapshot_the_catalog_points_to() {
 #[test]
 fn a_job_file_follows_a_table_by_name_across_runs() {
     let clicks = rest_table("ads.clicks");
-    let metadata_dir = Path::new(clicks["location"].as_str().expect("location")).join("metadata");
-    let first = std::fs::read_dir(&metadata_dir)
-        .expect("list metadata")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("00001-"))
-        })
-        .expect("the first append's metadata file");
-    let pointer = Arc::new(Mutex::new(format!("file://{}", first.display())));
+    // Spark's first append (ids 0..18), then the table as it is now.
+    let pointer = Arc::new(Mutex::new(first_append_metadata(clicks)));
     let (uri, _) = vending_catalog(pointer.clone(), Default::default(), 3_600_000);
     let dir = tempfile::tempdir().expect("tempdir");
     let ids = dir.path().join("ids");
@@ -1110,10 +1107,7 @@ fn a_job_file_follows_a_table_by_name_across_runs() {
         "the first snapshot's ids"
     );
     // The catalog moves on: the next run takes only what the new snapshot adds.
-    *pointer.lock().expect("pointer") = clicks["metadata_location"]
-        .as_str()
-        .expect("metadata_location")
-        .to_string();
+    *pointer.lock().expect("pointer") = current_metadata(clicks);
     sluice(["run", job.as_str(), "--json"]).success();
     let counts = recorded_ids(&ids, "ids-");
     assert!(
@@ -1285,10 +1279,7 @@ fn remote_workers_get_vended_credentials_from_the_catalog_themselves() {
     use common::cluster;
     use std::sync::atomic::Ordering;
     let clicks = rest_table("ads.clicks");
-    let metadata = clicks["metadata_location"]
-        .as_str()
-        .expect("metadata_location")
-        .to_string();
+    let metadata = current_metadata(clicks);
     let (uri, loads, tokens) = vending_catalog_with(
         Arc::new(Mutex::new(metadata)),
         Default::default(),

@@ -66,12 +66,17 @@ fn recorder(out: &Path) -> String {
 }
 
 fn follow_train(root: &Path, state: &Path, out: &Path, extra: &[&str]) -> Child {
+    follow_train_as(root, state, &recorder(out), "50", extra)
+}
+
+/// `sluice train ROOT --follow` training with `exec` in batches of `batch` rows.
+fn follow_train_as(root: &Path, state: &Path, exec: &str, batch: &str, extra: &[&str]) -> Child {
     Command::new(SLUICE)
         .arg("train")
         .arg(root)
         .args(["--follow", "--poll", "200ms", "--state"])
         .arg(state)
-        .args(["--exec", &recorder(out), "--batch-size", "50", "-q"])
+        .args(["--exec", exec, "--batch-size", batch, "-q"])
         .args(extra)
         .env_remove("RUST_LOG")
         .stdout(Stdio::null())
@@ -123,25 +128,8 @@ fn a_followed_job_busy_training_is_not_idle() {
     let mut want = ids_of(&countries[0]);
     // Batches of 10 rows, 0.25 s each: the first country takes longer to
     // train than the 2 s of --idle-exit.
-    let child = Command::new(SLUICE)
-        .arg("train")
-        .arg(&root)
-        .args([
-            "--follow",
-            "--poll",
-            "200ms",
-            "--idle-exit",
-            "2s",
-            "--state",
-        ])
-        .arg(&state)
-        .args(["--exec", &common::recorder(&out, "--sleep 0.25")])
-        .args(["--batch-size", "10", "-q"])
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start sluice train --follow");
+    let exec = common::recorder(&out, "--sleep 0.25");
+    let child = follow_train_as(&root, &state, &exec, "10", &["--idle-exit", "2s"]);
     let started = Instant::now();
     wait_until(
         "the first country trained",
