@@ -26,102 +26,10 @@
 use std::ffi::{c_int, c_void};
 use std::path::{Path, PathBuf};
 
-/// The GSSAPI library the HDFS client loads.
-pub const GSSAPI_LIBRARY: &str = "libgssapi_krb5.so.2";
+pub use crate::error::{KerberosError, GSSAPI_LIBRARY};
 
 /// The environment variable naming a Hadoop delegation token file.
 pub const TOKEN_FILE_ENV: &str = "HADOOP_TOKEN_FILE_LOCATION";
-
-/// Why Kerberos authentication failed, with what the user can do about it.
-#[derive(Debug, thiserror::Error)]
-pub enum KerberosError {
-    /// No ticket in the ticket cache, and no keytab or usable delegation token.
-    #[error("no Kerberos ticket for {url}{token}: run `kinit PRINCIPAL`, or pass --keytab FILE --principal NAME ({detail})")]
-    NoTicket {
-        /// The store's `hdfs://authority`.
-        url: String,
-        /// `, and no delegation token for it in HADOOP_TOKEN_FILE_LOCATION=...` or empty.
-        token: String,
-        /// What MIT Kerberos said.
-        detail: String,
-    },
-    /// The ticket in the cache has expired.
-    #[error("the Kerberos ticket for {url} has expired: run `kinit` again, or pass --keytab FILE --principal NAME so that sluice logs in and renews by itself")]
-    Expired {
-        /// The store's `hdfs://authority`.
-        url: String,
-    },
-    /// The KDC of the principal's realm is unknown or does not answer.
-    #[error("cannot get a Kerberos ticket{what}: {detail}: check the principal's realm and its KDC in KRB5_CONFIG (default /etc/krb5.conf)")]
-    Kdc {
-        /// ` for hdfs://...` or ` for PRINCIPAL`.
-        what: String,
-        /// What MIT Kerberos said (`Cannot contact any KDC for realm 'X'`).
-        detail: String,
-    },
-    /// Any other refusal, with the library's own words.
-    #[error("Kerberos authentication to {url} failed: {detail}")]
-    Other {
-        /// The store's `hdfs://authority`, or the principal.
-        url: String,
-        /// What the HDFS client or MIT Kerberos said.
-        detail: String,
-    },
-    /// `libgssapi_krb5.so.2` cannot be loaded.
-    #[error("{url} uses Kerberos, and {GSSAPI_LIBRARY} (MIT Kerberos) cannot be loaded: install libgssapi-krb5-2 (Debian, Ubuntu) or krb5-libs (RHEL, Fedora)")]
-    LibraryMissing {
-        /// The store's `hdfs://authority`, or `the keytab login`.
-        url: String,
-    },
-    /// The datanodes require SASL data-transfer protection this client was not configured for.
-    #[error("the datanodes of {url} refused the block transfer: the cluster requires SASL data transfer protection and this client's configuration does not set dfs.data.transfer.protection; use the cluster's hdfs-site.xml in HADOOP_CONF_DIR")]
-    Protection {
-        /// The store's `hdfs://authority`.
-        url: String,
-    },
-    /// The keytab cannot be read.
-    #[error("cannot read keytab {path}: {source}")]
-    KeytabUnreadable {
-        /// The keytab.
-        path: String,
-        /// The failure.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The keytab is not an MIT keytab (version 0x502).
-    #[error("{path} is not a keytab: {reason}")]
-    KeytabInvalid {
-        /// The keytab.
-        path: String,
-        /// What is wrong.
-        reason: String,
-    },
-    /// The keytab holds no key of the principal.
-    #[error("keytab {path} holds no key for principal {principal} (it holds: {holds})")]
-    PrincipalNotInKeytab {
-        /// The keytab.
-        path: String,
-        /// The principal asked for.
-        principal: String,
-        /// The principals it holds, comma-separated.
-        holds: String,
-    },
-    /// Other threads run: the login would change the environment under them.
-    #[error("the keytab login sets KRB5CCNAME and KRB5_CLIENT_KTNAME, which is only safe before other threads start ({threads} run)")]
-    ThreadsRunning {
-        /// The threads of the process.
-        threads: usize,
-    },
-    /// The private directory of the login cannot be written.
-    #[error("cannot prepare the keytab login in {path}: {source}")]
-    Private {
-        /// The directory.
-        path: String,
-        /// The failure.
-        #[source]
-        source: std::io::Error,
-    },
-}
 
 /// A keytab login: the environment points MIT Kerberos at a private copy of the
 /// principal's keys and a private ticket cache, both removed when this is dropped.
