@@ -548,3 +548,21 @@ impl MasterProgress {
         self.epoch = queue.epoch;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::without_userinfo;
+
+    #[test]
+    fn a_catalog_uri_told_to_workers_carries_no_user_or_password() {
+        assert_eq!(
+            without_userinfo("https://svc:p4ss@catalog.example:8181/ws"),
+            "https://catalog.example:8181/ws"
+        );
+        assert_eq!(
+            without_userinfo("http://127.0.0.1:8181"),
+            "http://127.0.0.1:8181"
+        );
+        assert_eq!(without_userinfo("thrift://hms:9083"), "thrift://hms:9083");
+    }
+}
