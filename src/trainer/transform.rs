@@ -294,15 +294,31 @@ fn fill(column: &ArrayRef, value: f64) -> ArrayRef {
 }
 
 fn fill_primitive<T: ArrowPrimitiveType>(array: &PrimitiveArray<T>, value: T::Native) -> ArrayRef {
-    let values = array.values();
-    let filled: Vec<T::Native> = match array.nulls() {
-        Some(nulls) => values
+    // One copy of the values, then the value written at each null: the validity
+    // bits are read 64 at a time, and a word with no null in it is skipped whole.
+    let mut filled: Vec<T::Native> = array.values().to_vec();
+    if let Some(nulls) = array.nulls() {
+        let chunks = nulls.inner().bit_chunks();
+        let words = chunks
             .iter()
-            .zip(nulls.iter())
-            .map(|(v, valid)| if valid { *v } else { value })
-            .collect(),
-        None => values.to_vec(),
-    };
+            .chain(std::iter::once(chunks.remainder_bits()));
+        let tail = chunks.remainder_len();
+        for (word, bits) in words.enumerate() {
+            let mut missing = !bits;
+            if word == chunks.chunk_len() {
+                missing &= if tail == 0 {
+                    0
+                } else {
+                    u64::MAX >> (64 - tail)
+                };
+            }
+            while missing != 0 {
+                let index = word * 64 + missing.trailing_zeros() as usize;
+                filled[index] = value;
+                missing &= missing - 1;
+            }
+        }
+    }
     Arc::new(
         PrimitiveArray::<T>::new(filled.into(), None).with_data_type(array.data_type().clone()),
     )
@@ -438,6 +454,22 @@ mod tests {
         assert!("0".parse::<HashBuckets>().is_err());
         assert!("C1=x".parse::<HashBuckets>().is_err());
         assert!("C1=1,C1=2".parse::<HashBuckets>().is_err());
+    }
+
+    #[test]
+    fn fills_every_null_of_a_sliced_column_and_nothing_else() {
+        // 200 values, every third one null, sliced at an offset that is not a
+        // multiple of 8: the words of validity bits start mid-byte and end short.
+        let values: Vec<Option<i64>> = (0..200)
+            .map(|i| if i % 3 == 0 { None } else { Some(i) })
+            .collect();
+        let column: ArrayRef = Arc::new(Int64Array::from(values.clone()));
+        let sliced = column.slice(5, 190);
+        let filled = fill(&sliced, -7.0);
+        let filled = filled.as_primitive::<Int64Type>();
+        assert_eq!(filled.null_count(), 0);
+        let expected: Vec<i64> = values[5..195].iter().map(|v| v.unwrap_or(-7)).collect();
+        assert_eq!(filled.values().to_vec(), expected);
     }
 
     #[test]
