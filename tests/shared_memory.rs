@@ -1,5 +1,7 @@
-//! Batches in shared memory: a trainer that asks for them (`shm` on its ack pipe)
-//! reads each batch from the memory file sluice wrote it into, with no copy; the
+//! Batches in shared memory: a trainer that asks for them (`shm message`, or `shm`
+//! for whole streams, on its ack pipe) reads each batch from the memory file sluice
+//! wrote it into, with no copy and, as lone messages, with every buffer on a 64-byte
+//! boundary; the
 //! memory stays bounded because regions are reused once acknowledged; a trainer that
 //! dies is restarted and served its unacknowledged batches again; trainers that do
 //! not ask keep reading the plain Arrow stream on stdin.
@@ -77,12 +79,32 @@ fn total_rows(dataset: &str) -> u64 {
 
 #[test]
 fn batches_come_from_shared_memory_without_a_copy_and_memory_stays_bounded() {
+    let reports = shared_run("");
+    for report in &reports {
+        assert_eq!(report["messages_offered"], true, "{report}");
+        // Lone record batch messages, every buffer of each on 64 bytes.
+        assert_eq!(report["messages"], report["shared"], "{report}");
+        assert_eq!(report["aligned"], report["shared"], "{report}");
+    }
+}
+
+#[test]
+fn trainers_asking_for_whole_streams_still_get_them() {
+    for report in shared_run("--stream") {
+        assert_eq!(report["messages"], 0, "{report}");
+    }
+}
+
+/// A 2-device run whose trainers ask for shared memory (with `extra` options to the
+/// checker): every row once, nearly every batch from shared memory, the memory
+/// file bounded. Returns the trainers' reports.
+fn shared_run(extra: &str) -> Vec<Value> {
     let dataset = "parquet_row_groups";
     let tmp = tempfile::tempdir().expect("tempdir");
     let out = tmp.path().join("out");
     let run = train(
         &fixture(dataset),
-        &checker(&out, ""),
+        &checker(&out, extra),
         &["--devices", "2", "--batch-size", "50"],
     );
     assert!(run.status.success(), "{run}");
@@ -115,6 +137,7 @@ fn batches_come_from_shared_memory_without_a_copy_and_memory_stays_bounded() {
         shared_batches + 8 >= batches,
         "only {shared_batches} of {batches} batches came from shared memory"
     );
+    reports
 }
 
 #[test]

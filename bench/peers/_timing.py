@@ -12,3 +12,11 @@ def report_timing(device, rows, first, last):
                                           "first": first, "last": last}})
     sys.stderr.write(line + "\n")
     sys.stderr.flush()
+
+
+def warm_up():
+    """Start-up that would otherwise fall on the first batch: pyarrow imports numpy
+    and pandas the first time it turns an array into numpy (0.3 s of CPU here),
+    as `import torch` is start-up for the torch lines."""
+    import pyarrow as pa
+    pa.array([0]).to_numpy(zero_copy_only=True)

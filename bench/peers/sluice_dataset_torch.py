@@ -17,7 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python", "sluice_trainer"))
 
 import sluice_trainer  # noqa: E402
-from _timing import report_timing  # noqa: E402
+from _timing import report_timing, warm_up  # noqa: E402
 
 
 def main():
@@ -33,6 +33,7 @@ def main():
                                 hash_buckets=args.buckets, fill_nulls=0,
                                 summary_json=args.summary_json)
     rows = checksum = 0
+    warm_up()
     first = None
     for tensors in ds.torch():
         if first is None:

@@ -16,7 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python", "sluice_trainer"))
 
 import sluice_trainer  # noqa: E402
-from _timing import report_timing  # noqa: E402
+from _timing import report_timing, warm_up  # noqa: E402
 
 
 def main():
@@ -24,6 +24,7 @@ def main():
     ap.add_argument("--pipe", action="store_true", help="read batches from stdin")
     args = ap.parse_args()
     rows = values = 0
+    warm_up()
     first = None
     for batch in sluice_trainer.batches(shared_memory=not args.pipe):
         if first is None:

@@ -17,7 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python", "sluice_trainer"))
 
 import sluice_trainer  # noqa: E402
-from _timing import report_timing  # noqa: E402
+from _timing import report_timing, warm_up  # noqa: E402
 
 
 def main():
@@ -29,6 +29,7 @@ def main():
     torch.set_num_threads(1)
     rows = 0
     checksum = 0
+    warm_up()
     first = None
     for tensors in sluice_trainer.torch_batches(hash_buckets=args.buckets, nulls="fill"):
         if first is None:

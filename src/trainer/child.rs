@@ -14,7 +14,7 @@ use std::io::{self, BufRead, BufReader, BufWriter, ErrorKind, Write};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child as Process, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::Arc;
 use std::thread;
@@ -27,7 +27,7 @@ use arrow::record_batch::RecordBatch;
 use super::ipc::{self, TaggedStreamWriter};
 use super::line::{read_line, LineError, MAX_LINE};
 use super::lockstep::Group;
-use super::shm::{SharedBatches, SHM_FD, SHM_KEY};
+use super::shm::{Asked, Form, SharedBatches, SHM_FD, SHM_MESSAGES_ENV};
 use super::watcher;
 use super::TrainerError;
 use crate::sys;
@@ -302,7 +302,7 @@ pub(crate) struct Child {
     /// The child's memory file, when one could be made.
     shared: Option<SharedBatches>,
     /// The child asked for batches in shared memory (`shm` on its ack pipe).
-    wants_shared: Arc<AtomicBool>,
+    wants_shared: Arc<Asked>,
     /// The write end of the watcher's lifeline: closing it ends the trainer and all it
     /// started.
     lifeline: Option<OwnedFd>,
@@ -321,7 +321,7 @@ impl Child {
             source,
         };
         let quiet = Arc::new(Quiet::new());
-        let wants_shared = Arc::new(AtomicBool::new(false));
+        let wants_shared = Arc::new(Asked::default());
         let (read, write) = cloexec_pipe().map_err(|e| io_error("create the ack pipe", e))?;
         let events = read_acks(
             read,
@@ -393,7 +393,7 @@ impl Child {
             None => None,
         };
         let quiet = Arc::new(Quiet::new());
-        let wants_shared = Arc::new(AtomicBool::new(false));
+        let wants_shared = Arc::new(Asked::default());
         let events = read_acks(
             ack,
             spec.device,
@@ -453,23 +453,21 @@ impl Child {
         if let Input::Raw(_) = self.input {
             self.start_stream(&batch.schema())?;
         }
-        let region = match &mut self.shared {
-            Some(shared) if self.wants_shared.load(Ordering::Relaxed) => {
-                shared.put(batch).map_err(|source| {
-                    SendError::Fatal(TrainerError::Io {
-                        action: "write a batch into the exec trainer's shared memory".into(),
-                        source,
-                    })
-                })?
-            }
+        let region = match (&mut self.shared, self.wants_shared.get()) {
+            (Some(shared), Some(form)) => shared.put(batch, form).map_err(|source| {
+                SendError::Fatal(TrainerError::Io {
+                    action: "write a batch into the exec trainer's shared memory".into(),
+                    source,
+                })
+            })?,
             _ => None,
         };
         let pointer;
         let message = match region {
-            Some((offset, length)) => {
+            Some((offset, length, form)) => {
                 let schema = batch.schema_ref();
                 let mut metadata = schema.metadata().clone();
-                metadata.insert(SHM_KEY.to_string(), format!("{offset} {length}"));
+                metadata.insert(form.key().to_string(), format!("{offset} {length}"));
                 let schema = Schema::new_with_metadata(schema.fields().clone(), metadata);
                 pointer = RecordBatch::new_empty(Arc::new(schema));
                 &pointer
@@ -686,6 +684,7 @@ fn command(spec: &ChildSpec, lifeline: RawFd, ack: RawFd, shm: Option<RawFd>) ->
     }
     if shm.is_some() {
         command.env("SLUICE_SHM_FD", SHM_FD.to_string());
+        command.env(SHM_MESSAGES_ENV, "1");
     }
     command.envs(spec.env.iter().map(|(k, v)| (k, v)));
     // SAFETY: the hooks only make async-signal-safe system calls; the first returns
@@ -737,7 +736,7 @@ fn read_acks(
     read: OwnedFd,
     device: usize,
     quiet: Arc<Quiet>,
-    wants_shared: Arc<AtomicBool>,
+    wants_shared: Arc<Asked>,
 ) -> io::Result<Receiver<AckEvent>> {
     let (sender, events) = mpsc::channel();
     let reader = BufReader::new(File::from(read));
@@ -753,7 +752,7 @@ fn forward_acks(
     mut reader: impl BufRead,
     events: &Sender<AckEvent>,
     quiet: &Quiet,
-    wants_shared: &AtomicBool,
+    wants_shared: &Asked,
 ) {
     loop {
         let event = match read_line(&mut reader, MAX_LINE) {
@@ -765,7 +764,11 @@ fn forward_acks(
                 }
                 "" => continue,
                 "shm" => {
-                    wants_shared.store(true, Ordering::Relaxed);
+                    wants_shared.set(Form::Stream);
+                    continue;
+                }
+                "shm message" => {
+                    wants_shared.set(Form::Message);
                     continue;
                 }
                 "checkpoints" => AckEvent::Declared,

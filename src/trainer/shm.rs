@@ -8,6 +8,13 @@
 //! batch, end of stream) that the trainer maps and reads without a copy. Sluice
 //! writes each batch once, straight into the mapping.
 //!
+//! A trainer that writes `shm message` instead (sluice offers it by setting
+//! `SLUICE_SHM_MESSAGES=1`) is sent each batch as a lone record batch message,
+//! pointed to by `sluice.shm_message` (`OFFSET LENGTH`): no schema to parse per
+//! batch, the trainer reads it with the schema of the stream on stdin. Its body
+//! buffers start on 64-byte boundaries, so numpy wraps them as they lie. A schema
+//! with dictionary-encoded columns keeps the whole-stream form (`sluice.shm`).
+//!
 //! The file is cut into as many slots as batches may be in flight. A slot is
 //! reused once its batch is acknowledged (acks come in order), so the memory in use
 //! stays bounded by the window; a batch larger than its slot moves the slot to the
@@ -17,8 +24,10 @@
 use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU8, Ordering};
 
-use arrow::ipc::writer::StreamWriter;
+use arrow::datatypes::{DataType, SchemaRef};
+use arrow::ipc::writer::{StreamEncoder, StreamWriter};
 use arrow::record_batch::RecordBatch;
 
 use crate::sys::memory::{self, SharedMapping};
@@ -28,6 +37,56 @@ pub(crate) const SHM_FD: RawFd = 4;
 
 /// The metadata key of a batch message pointing into the memory file.
 pub(crate) const SHM_KEY: &str = "sluice.shm";
+
+/// The metadata key of a batch message pointing to a lone record batch message.
+pub(crate) const SHM_MESSAGE_KEY: &str = "sluice.shm_message";
+
+/// The environment variable that tells a trainer it may ask for `shm message`.
+pub(crate) const SHM_MESSAGES_ENV: &str = "SLUICE_SHM_MESSAGES";
+
+/// How a batch lies in the memory file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Form {
+    /// A whole IPC stream: schema, dictionaries, the batch, end of stream (`shm`).
+    Stream,
+    /// The record batch message alone (`shm message`).
+    Message,
+}
+
+impl Form {
+    /// The metadata key of the pointer to a batch in this form.
+    pub fn key(self) -> &'static str {
+        match self {
+            Form::Stream => SHM_KEY,
+            Form::Message => SHM_MESSAGE_KEY,
+        }
+    }
+}
+
+/// What the trainer asked for on its ack pipe, shared between the thread that
+/// reads the pipe and the one that writes batches.
+#[derive(Debug, Default)]
+pub(crate) struct Asked(AtomicU8);
+
+impl Asked {
+    /// Notes the trainer's line `shm` (or `shm message`).
+    pub fn set(&self, form: Form) {
+        let value = match form {
+            Form::Stream => 1,
+            Form::Message => 2,
+        };
+        self.0.store(value, Ordering::Relaxed);
+    }
+
+    /// The form asked for, if the trainer asked for shared memory at all.
+    pub fn get(&self) -> Option<Form> {
+        match self.0.load(Ordering::Relaxed) {
+            1 => Some(Form::Stream),
+            2 => Some(Form::Message),
+            _ => None,
+        }
+    }
+}
 
 /// Slots start at least this large.
 const MIN_SLOT: usize = 1 << 20;
@@ -54,6 +113,8 @@ pub(crate) struct SharedBatches {
     /// The slot of each batch sent and not yet acknowledged, oldest first
     /// (`None` for a batch sent on stdin).
     sent: VecDeque<Option<usize>>,
+    /// Encodes lone record batch messages of one schema (the untagged one).
+    encoder: Option<(SchemaRef, StreamEncoder)>,
 }
 
 impl SharedBatches {
@@ -74,6 +135,7 @@ impl SharedBatches {
             ],
             free: (0..slots).rev().collect(),
             sent: VecDeque::new(),
+            encoder: None,
         })
     }
 
@@ -100,11 +162,20 @@ impl SharedBatches {
         self.fd.as_raw_fd()
     }
 
-    /// Writes `batch` (as an IPC stream of its `schema`-less self) into a free slot;
-    /// returns `(offset, length)`, or `None` when every slot is taken.
-    pub fn put(&mut self, batch: &RecordBatch) -> io::Result<Option<(usize, usize)>> {
+    /// Writes `batch` into a free slot in the form asked for (a lone message only
+    /// when its schema has no dictionary); returns `(offset, length, form)`, or
+    /// `None` when every slot is taken.
+    pub fn put(
+        &mut self,
+        batch: &RecordBatch,
+        asked: Form,
+    ) -> io::Result<Option<(usize, usize, Form)>> {
         let Some(index) = self.free.pop() else {
             return Ok(None);
+        };
+        let form = match asked {
+            Form::Message if has_dictionary(batch) => Form::Stream,
+            form => form,
         };
         if self.slots[index].capacity == 0 {
             let estimate = batch.get_array_memory_size() + 64 * 1024;
@@ -115,10 +186,14 @@ impl SharedBatches {
         }
         loop {
             let slot = self.slots[index];
-            match self.encode(slot, batch) {
+            let written = match form {
+                Form::Stream => self.encode(slot, batch),
+                Form::Message => self.encode_message(slot, batch),
+            };
+            match written {
                 Ok(length) => {
                     self.sent.push_back(Some(index));
-                    return Ok(Some((slot.offset, length)));
+                    return Ok(Some((slot.offset, length, form)));
                 }
                 Err(Overflow::Full) => {
                     if let Err(error) = self.grow_slot(index, slot.capacity * 2) {
@@ -174,6 +249,42 @@ impl SharedBatches {
         }
     }
 
+    /// Writes `batch` as a lone record batch message: its buffers are copied once,
+    /// straight from the batch's arrays into the slot.
+    fn encode_message(&mut self, slot: Slot, batch: &RecordBatch) -> Result<usize, Overflow> {
+        let invalid = |error: arrow::error::ArrowError| Overflow::Io(io::Error::other(error));
+        let schema = super::ipc::untagged(batch.schema_ref());
+        if self
+            .encoder
+            .as_ref()
+            .is_none_or(|(known, _)| *known != schema)
+        {
+            let mut encoder = StreamEncoder::try_new(&schema).map_err(invalid)?;
+            // The first message of a stream is its schema: encode it now, with an
+            // empty batch, so that later calls give the batch message alone.
+            encoder
+                .encode(&RecordBatch::new_empty(schema.clone()))
+                .map_err(invalid)?;
+            self.encoder = Some((schema.clone(), encoder));
+        }
+        let Some((_, encoder)) = self.encoder.as_mut() else {
+            return Err(Overflow::Full);
+        };
+        let batch = RecordBatch::try_new(schema, batch.columns().to_vec()).map_err(invalid)?;
+        let buffers = encoder.encode(&batch).map_err(invalid)?;
+        let length: usize = buffers.iter().map(|buffer| buffer.len()).sum();
+        if length > slot.capacity {
+            return Err(Overflow::Full);
+        }
+        let map = self.map.as_ref().ok_or(Overflow::Full)?;
+        let mut at = slot.offset;
+        for buffer in &buffers {
+            map.write_at(at, buffer.as_slice()).map_err(Overflow::Io)?;
+            at += buffer.len();
+        }
+        Ok(length)
+    }
+
     /// Gives slot `index` at least `capacity` bytes at the end of a grown file.
     fn grow_slot(&mut self, index: usize, capacity: usize) -> io::Result<()> {
         let capacity = capacity.next_multiple_of(ALIGN);
@@ -186,6 +297,15 @@ impl SharedBatches {
         self.slots[index] = Slot { offset, capacity };
         Ok(())
     }
+}
+
+/// Whether any column of `batch`, at any depth, is dictionary-encoded.
+fn has_dictionary(batch: &RecordBatch) -> bool {
+    batch
+        .schema_ref()
+        .flattened_fields()
+        .iter()
+        .any(|field| matches!(field.data_type(), DataType::Dictionary(..)))
 }
 
 enum Overflow {
@@ -254,17 +374,23 @@ mod tests {
     #[test]
     fn slots_are_reused_once_acknowledged_and_grow_for_big_batches() {
         let mut shared = SharedBatches::new(2).expect("memfd");
-        let (a, len_a) = shared.put(&batch(10)).expect("put").expect("a slot");
-        let (b, _) = shared.put(&batch(10)).expect("put").expect("a slot");
+        let (a, len_a, _) = shared
+            .put(&batch(10), Form::Stream)
+            .expect("put")
+            .expect("a slot");
+        let (b, _, _) = shared
+            .put(&batch(10), Form::Stream)
+            .expect("put")
+            .expect("a slot");
         assert_ne!(a, b);
         assert!(
-            shared.put(&batch(10)).expect("put").is_none(),
+            shared.put(&batch(10), Form::Stream).expect("put").is_none(),
             "two slots only"
         );
         assert_eq!(read_back(&shared, a, len_a), batch(10));
         shared.acked();
-        let (c, len_c) = shared
-            .put(&batch(200_000))
+        let (c, len_c, _) = shared
+            .put(&batch(200_000), Form::Stream)
             .expect("put")
             .expect("a free slot");
         assert_eq!(read_back(&shared, c, len_c), batch(200_000));
@@ -272,9 +398,60 @@ mod tests {
         shared.acked();
         shared.acked();
         for _ in 0..10 {
-            let (_, _) = shared.put(&batch(200_000)).expect("put").expect("a slot");
+            let (_, _, _) = shared
+                .put(&batch(200_000), Form::Message)
+                .expect("put")
+                .expect("a slot");
             shared.acked();
         }
         assert!(shared.file_len() <= size * 2, "memory stays bounded");
+    }
+
+    /// A lone message read back the way a trainer does: after the stream's schema.
+    fn read_message(shared: &SharedBatches, offset: usize, length: usize) -> RecordBatch {
+        let map = shared.map.as_ref().expect("mapped");
+        let message = map.read_at(offset, length).expect("inside the mapping");
+        let mut stream = Vec::new();
+        let schema = batch(1).schema();
+        StreamWriter::try_new(&mut stream, &schema).expect("schema message");
+        stream.extend_from_slice(&message);
+        let mut reader = StreamReader::try_new(stream.as_slice(), None).expect("a stream");
+        reader.next().expect("one batch").expect("readable")
+    }
+
+    #[test]
+    fn a_lone_message_holds_the_batch_with_its_body_aligned_for_numpy() {
+        let mut shared = SharedBatches::new(2).expect("memfd");
+        for rows in [10, 100_000, 7] {
+            let (offset, length, form) = shared
+                .put(&batch(rows).slice(1, rows as usize - 1), Form::Message)
+                .expect("put")
+                .expect("a slot");
+            assert_eq!(form, Form::Message);
+            let expected = batch(rows).slice(1, rows as usize - 1);
+            assert_eq!(read_message(&shared, offset, length), expected);
+            // Continuation marker, metadata length, metadata: the body follows on a
+            // 64-byte boundary of the file (slots start on page boundaries).
+            let map = shared.map.as_ref().expect("mapped");
+            let prefix = map.read_at(offset, 8).expect("prefix");
+            let metadata = u32::from_le_bytes([prefix[4], prefix[5], prefix[6], prefix[7]]);
+            assert_eq!((offset + 8 + metadata as usize) % 64, 0);
+            shared.acked();
+        }
+    }
+
+    #[test]
+    fn dictionary_columns_keep_the_whole_stream() {
+        use arrow::array::DictionaryArray;
+        use arrow::datatypes::Int32Type;
+        let values: DictionaryArray<Int32Type> = vec!["a", "b", "a"].into_iter().collect();
+        let dictionary = RecordBatch::try_from_iter([("d", Arc::new(values) as _)]).expect("batch");
+        let mut shared = SharedBatches::new(1).expect("memfd");
+        let (offset, length, form) = shared
+            .put(&dictionary, Form::Message)
+            .expect("put")
+            .expect("a slot");
+        assert_eq!(form, Form::Stream);
+        assert_eq!(read_back(&shared, offset, length), dictionary);
     }
 }

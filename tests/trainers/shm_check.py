@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
 """Test trainer: asks for batches in shared memory and checks they come from there.
 
-    shm_check.py --out DIR [--no-shm] [--die-after N]
+    shm_check.py --out DIR [--no-shm] [--stream] [--die-after N]
 
 For every batch it records the ids and whether every buffer of the batch lies inside
 the mapping of the memory file sluice writes batches into (SLUICE_SHM_FD), i.e. the
-batch was read without a copy. With --die-after N, the process on device 0 exits
+batch was read without a copy, and whether every buffer starts on a 64-byte boundary
+(numpy wraps such buffers as they lie). With --stream it asks for whole streams (`shm`)
+even where sluice offers lone messages (SLUICE_SHM_MESSAGES). With --die-after N, the process on device 0 exits
 (code 3) after reading its N-th batch without acknowledging it, once per run (a
 marker file in DIR). Appends the ids of each batch it acknowledges to DIR/ids-<device>-<pid>.txt and at
 the end writes DIR/shm-<device>-<pid>.json: {"batches": B, "shared": batches read from shared memory, "max_file": largest size of
-the memory file seen, "offered": whether SLUICE_SHM_FD was set}.
+the memory file seen, "offered": whether SLUICE_SHM_FD was set, "messages_offered":
+whether SLUICE_SHM_MESSAGES was, "aligned": batches whose buffers all start on 64 bytes,
+"messages": batches that came as lone record batch messages}.
 """
 
 import argparse
@@ -31,27 +35,40 @@ def in_mapping(batch, base, length):
     return True
 
 
+def aligned(batch):
+    return all(buffer is None or buffer.size == 0 or buffer.address % 64 == 0
+               for column in batch.columns for buffer in column.buffers())
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--no-shm", action="store_true")
+    ap.add_argument("--stream", action="store_true")
     ap.add_argument("--die-after", type=int, default=0)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
 
-    conn = sluice_trainer.connect(shared_memory=not args.no_shm)
-    report = {"batches": 0, "shared": 0, "max_file": 0,
-              "offered": os.environ.get("SLUICE_SHM_FD") is not None}
+    conn = sluice_trainer.connect(shared_memory=False)
+    if args.stream:
+        conn._shm_messages = False
+    if not args.no_shm:
+        conn.use_shared_memory()
+    report = {"batches": 0, "shared": 0, "max_file": 0, "aligned": 0, "messages": 0,
+              "offered": os.environ.get("SLUICE_SHM_FD") is not None,
+              "messages_offered": os.environ.get("SLUICE_SHM_MESSAGES") == "1"}
     marker = os.path.join(args.out, "died")
     # Acknowledged ids, appended as they are acknowledged (a process that dies keeps
     # what it acknowledged).
     acked = open(os.path.join(args.out, f"ids-{conn.device}-{os.getpid()}.txt"), "a")
     for batch in conn.batches(auto_ack=False):
         report["batches"] += 1
+        report["messages"] += conn._last_form == "message"
         if conn._map is not None:
             base = pa.py_buffer(memoryview(conn._map)).address
             if in_mapping(batch, base, conn._map_len):
                 report["shared"] += 1
+                report["aligned"] += aligned(batch)
             report["max_file"] = max(report["max_file"], os.fstat(conn._shm_fd).st_size)
         if (args.die_after and conn.device == 0 and report["batches"] == args.die_after
                 and not os.path.exists(marker)):

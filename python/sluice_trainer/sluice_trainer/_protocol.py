@@ -33,7 +33,11 @@ metadata sluice.shm is "OFFSET LENGTH": the LENGTH bytes at OFFSET of the memory
 are a complete Arrow IPC stream (schema, dictionaries, one record batch, end of
 stream), read without a copy. The region is reused once the batch is acknowledged:
 copy what must outlive the ack. Regions may lie beyond the end of an earlier mapping
-(the file grows): map the file again then.
+(the file grows): map the file again then. When sluice also sets SLUICE_SHM_MESSAGES=1,
+a trainer may write `shm message` instead: a batch then lies in the memory file as a
+lone record batch message (metadata sluice.shm_message, "OFFSET LENGTH"), read with
+the schema of the stream on stdin, so that no schema is parsed per batch (columns with
+dictionaries still come as whole streams, under sluice.shm).
 """
 
 import contextlib
@@ -53,6 +57,8 @@ RESUME_ENV = "SLUICE_RESUME_CHECKPOINT"
 LOCKSTEP_ENV = "SLUICE_LOCKSTEP"
 SHM_FD_ENV = "SLUICE_SHM_FD"
 SHM_KEY = "sluice.shm"
+SHM_MESSAGE_KEY = "sluice.shm_message"
+SHM_MESSAGES_ENV = "SLUICE_SHM_MESSAGES"
 RESUME_KEY = "sluice.resume_checkpoint"
 
 _CHECKPOINT_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
@@ -149,6 +155,8 @@ class Connection:
         self._resume_asked = False
         self._checkpoint_ids = set()
         self._shm_fd = _env_int(env, SHM_FD_ENV, None, 0)
+        self._shm_messages = env.get(SHM_MESSAGES_ENV) == "1"
+        self._last_form = None  # how the last batch came: "message", "stream" or None
         self.shared_memory = False
         self._map = None
         self._map_len = 0
@@ -166,12 +174,14 @@ class Connection:
             os.fstat(self._shm_fd)
         except OSError:
             return False
-        _write_all(self.ack_fd, b"shm\n")
+        _write_all(self.ack_fd, b"shm message\n" if self._shm_messages else b"shm\n")
         self.shared_memory = True
         return True
 
-    def _shared_batch(self, pointer):
-        """The batch at `pointer` ("OFFSET LENGTH") of the memory file, without a copy."""
+    def _shared_batch(self, pointer, message=False):
+        """The batch at `pointer` ("OFFSET LENGTH") of the memory file, without a copy:
+        a whole stream, or with `message` a lone record batch message of the stream's
+        schema."""
         try:
             offset, length = (int(part) for part in pointer.split())
         except ValueError:
@@ -189,6 +199,8 @@ class Connection:
             self._map_len = size
         region = pa.py_buffer(memoryview(self._map)[offset:end])
         try:
+            if message:
+                return pa.ipc.read_record_batch(region, self._reader.schema)
             return pa.ipc.open_stream(region).read_next_batch()
         except (pa.ArrowInvalid, StopIteration) as e:
             raise SluiceError(f"cannot read the batch at {SHM_KEY} {pointer}: {e}") from None
@@ -256,15 +268,17 @@ class Connection:
             return None
         except (pa.ArrowInvalid, OSError) as e:
             raise SluiceError(f"cannot read the Arrow stream on stdin: {e}") from None
-        pointer = self._note_metadata(metadata)
+        pointer, message = self._note_metadata(metadata)
+        self._last_form = None if pointer is None else ("message" if message else "stream")
         if pointer is not None:
-            batch = self._shared_batch(pointer)
+            batch = self._shared_batch(pointer, message)
         self.received += 1
         return batch
 
     def _note_metadata(self, metadata):
         """Takes sluice.epoch, sluice.step and sluice.epoch_end of a batch message;
-        returns its sluice.shm pointer, if any."""
+        returns its pointer into shared memory, if any, and whether it points to a
+        lone message (sluice.shm_message) rather than a stream (sluice.shm)."""
         tags = {}
         for key, value in (metadata or {}).items():
             key = key.decode() if isinstance(key, bytes) else key
@@ -280,7 +294,9 @@ class Connection:
         self.epoch_end = "sluice.epoch_end" in tags
         if tags.get("sluice.checkpoint_complete"):
             self.checkpoint_complete = tags["sluice.checkpoint_complete"]
-        return tags.get(SHM_KEY)
+        if SHM_MESSAGE_KEY in tags:
+            return tags[SHM_MESSAGE_KEY], True
+        return tags.get(SHM_KEY), False
 
     def completed_checkpoint(self):
         """The newest checkpoint ID sluice recorded as complete (every device of this
