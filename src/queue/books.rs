@@ -1077,6 +1077,13 @@ impl Queue {
         }
     }
 
+    /// Whether any task of the current epoch is to do or leased (what
+    /// [`QueueStatus::todo`] and [`QueueStatus::leased`] count), without
+    /// building a [`QueueStatus`].
+    pub fn has_work(&self) -> bool {
+        !self.todo.is_empty() || !self.live.is_empty()
+    }
+
     /// Rows committed over all epochs (see [`QueueStatus::rows_committed`]).
     pub fn rows_committed(&self) -> u64 {
         self.rows_committed

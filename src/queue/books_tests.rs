@@ -1285,3 +1285,29 @@ fn a_checkpoint_with_rows_that_went_elsewhere_is_refused_and_its_worker_gone() {
     q.finish(2_001, other, again.attempt, 10).expect("finish");
     assert!(q.is_over(), "{:?}", q.status());
 }
+
+#[test]
+fn has_work_agrees_with_the_status_counts() {
+    let agrees = |q: &Queue| {
+        let status = q.status();
+        assert_eq!(q.has_work(), status.todo + status.leased > 0, "{status:?}");
+    };
+    let empty = queue(0, 1, 3);
+    agrees(&empty);
+    assert!(!empty.has_work(), "a job with no splits has nothing to do");
+
+    let mut q = queue(2, 1, 3);
+    let w = q.register(0);
+    agrees(&q);
+    assert!(q.has_work(), "every task to do");
+    let first = lease_one(&mut q, 0, w);
+    let second = lease_one(&mut q, 0, w);
+    agrees(&q);
+    assert!(q.has_work(), "both tasks leased");
+    q.finish(1, w, first.attempt, 10).expect("finish");
+    agrees(&q);
+    assert!(q.has_work(), "one task still leased");
+    q.finish(2, w, second.attempt, 10).expect("finish");
+    agrees(&q);
+    assert!(!q.has_work(), "every task done: {:?}", q.status());
+}
