@@ -23,6 +23,14 @@ const REST_PORT: &str = "18181";
 /// The port of the tests' metastore (the fixture script uses another).
 const HMS_PORT: &str = "19083";
 
+/// Writes `login` (`client:secret`) to a file in `dir` for
+/// `--catalog-credential-file`; returns its path.
+fn credential_file(dir: &Path, login: &str) -> String {
+    let path = dir.join("credential");
+    std::fs::write(&path, format!("{login}\n")).expect("write credential");
+    path.display().to_string()
+}
+
 /// `catalogs/expected.json`, written by tests/fixtures/make_catalogs.py.
 fn expected() -> &'static Value {
     static EXPECTED: OnceLock<Value> = OnceLock::new();
@@ -199,9 +207,7 @@ fn rest_catalog_from_the_environment_and_with_client_credentials() {
     assert_eq!(run.json()["rows"], rest_table("ads.clicks")["count"]);
     // The reference server's token endpoint grants any client a token.
     let dir = tempfile::tempdir().expect("tempdir");
-    let credential = dir.path().join("credential");
-    std::fs::write(&credential, "trainer:s3cret\n").expect("write credential");
-    let credential = credential.display().to_string();
+    let credential = credential_file(dir.path(), "trainer:s3cret");
     let run = ls(
         "ads.clicks",
         catalog,
@@ -509,8 +515,7 @@ fn a_token_from_client_credentials_is_exchanged_again_before_it_expires() {
         Some(Duration::from_secs(2)),
     );
     let dir = tempfile::tempdir().expect("tempdir");
-    let credential = dir.path().join("credential");
-    std::fs::write(&credential, "trainer:client-s3cret\n").expect("write credential");
+    let credential = credential_file(dir.path(), "trainer:client-s3cret");
     let exec = recorder(dir.path(), "--sleep 5");
     let run = common::run(
         common::sluice_command([
@@ -519,7 +524,7 @@ fn a_token_from_client_credentials_is_exchanged_again_before_it_expires() {
             "--catalog",
             &uri,
             "--catalog-credential-file",
-            &credential.display().to_string(),
+            &credential,
             "--exec",
             &exec,
             "--devices",
@@ -1287,9 +1292,7 @@ fn remote_workers_get_vended_credentials_from_the_catalog_themselves() {
         Some(Duration::from_secs(60)),
     );
     let dir = tempfile::tempdir().expect("tempdir");
-    let credential = dir.path().join("credential");
-    std::fs::write(&credential, "worker:worker-s3cret\n").expect("write credential");
-    let credential = credential.display().to_string();
+    let credential = credential_file(dir.path(), "worker:worker-s3cret");
     let mut job = cluster::Job::new("ads.clicks", 1);
     job.master_args = vec![
         "--catalog".to_string(),

@@ -353,8 +353,7 @@ impl super::follow::Grow for GroupCommit {
     }
     fn busy(&self) -> bool {
         let master = self.master.lock().unwrap_or_else(|e| e.into_inner());
-        let status = master.queue().status();
-        status.todo + status.leased > 0
+        master.queue().has_work()
     }
 }
 

@@ -194,7 +194,6 @@ impl crate::master::follow::Grow for LocalQueue {
         self.run(command).map_err(|e| e.to_string())
     }
     fn busy(&self) -> bool {
-        let status = self.status_now();
-        status.todo + status.leased > 0
+        self.snapshot(Queue::has_work)
     }
 }

@@ -67,7 +67,16 @@ struct WorkerRecord {
     /// Rows of its leases that lapsed, past what it committed: served again
     /// elsewhere, so never its to checkpoint or to have made up (rows its
     /// trainers acknowledged while it was paused or cut off are another
-    /// worker's). Rows it is leased again leave this.
+    /// worker's). Kept as disjoint ranges (see [`forfeit_rows`]) and pruned
+    /// only where a row can no longer matter:
+    /// - rows it is leased again leave this (they are its own again);
+    /// - a rewind clears it (every lease is dropped, the trainers go back);
+    /// - a worker counted gone drops it and forfeits nothing more: every
+    ///   request of a gone worker is refused before this is read.
+    ///
+    /// Rows of an epoch that is over stay: the worker's trainers may still
+    /// hold rows they acknowledged during the pause, and its next checkpoint
+    /// may name them whatever the epoch is by then.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     forfeit: Vec<CutPiece>,
 }
@@ -848,7 +857,9 @@ impl Queue {
             Some(record) => {
                 record.gone = true;
                 let unsaved = std::mem::take(&mut record.unsaved);
-                subtract(unsaved, &record.forfeit)
+                // Never read again: a gone worker's requests are refused.
+                let forfeit = std::mem::take(&mut record.forfeit);
+                subtract(unsaved, &forfeit)
             }
             None => return,
         };
@@ -990,7 +1001,9 @@ impl Queue {
                 self.makeup.todo.push_back(piece);
                 if let Some(record) = self.workers.get_mut(&worker) {
                     record.lost.push(attempt);
-                    record.forfeit.push(piece);
+                    if !record.gone {
+                        forfeit_rows(&mut record.forfeit, [piece]);
+                    }
                 }
             }
         }
@@ -1008,7 +1021,9 @@ impl Queue {
             let forfeit = self.uncommitted(split);
             if let Some(record) = self.workers.get_mut(&worker) {
                 record.lost.push(attempt);
-                record.forfeit.extend(forfeit);
+                if !record.gone {
+                    forfeit_rows(&mut record.forfeit, forfeit);
+                }
             }
             let outcome = self.lapse(split);
             expired.push(Expired {
@@ -1075,6 +1090,13 @@ impl Queue {
             failures: self.failures.clone(),
             job_over: self.over,
         }
+    }
+
+    /// Whether any task of the current epoch is to do or leased (what
+    /// [`QueueStatus::todo`] and [`QueueStatus::leased`] count), without
+    /// building a [`QueueStatus`].
+    pub fn has_work(&self) -> bool {
+        !self.todo.is_empty() || !self.live.is_empty()
     }
 
     /// Rows committed over all epochs (see [`QueueStatus::rows_committed`]).
@@ -1587,6 +1609,31 @@ fn covered(offset: u64, skip: &[(u64, u64)]) -> u64 {
     skip.iter().fold(offset, |n, &(start, end)| {
         n.saturating_add(end.saturating_sub(start.max(offset)))
     })
+}
+
+/// Adds `pieces` to a worker's forfeit rows, merging each with the ranges
+/// of its epoch and split it overlaps or touches: the list stays a set of
+/// disjoint ranges, so a worker whose lease of one task lapses again and
+/// again without progress keeps one range for it, not one per lapse.
+fn forfeit_rows(forfeit: &mut Vec<CutPiece>, pieces: impl IntoIterator<Item = CutPiece>) {
+    for piece in pieces {
+        if piece.start >= piece.end {
+            continue;
+        }
+        let mut merged = piece;
+        forfeit.retain(|f| {
+            let touches = f.epoch == merged.epoch
+                && f.split == merged.split
+                && f.start <= merged.end
+                && merged.start <= f.end;
+            if touches {
+                merged.start = merged.start.min(f.start);
+                merged.end = merged.end.max(f.end);
+            }
+            !touches
+        });
+        forfeit.push(merged);
+    }
 }
 
 /// `pieces` without the rows of `removed`.

@@ -1285,3 +1285,147 @@ fn a_checkpoint_with_rows_that_went_elsewhere_is_refused_and_its_worker_gone() {
     q.finish(2_001, other, again.attempt, 10).expect("finish");
     assert!(q.is_over(), "{:?}", q.status());
 }
+
+#[test]
+fn has_work_agrees_with_the_status_counts() {
+    let agrees = |q: &Queue| {
+        let status = q.status();
+        assert_eq!(q.has_work(), status.todo + status.leased > 0, "{status:?}");
+    };
+    let empty = queue(0, 1, 3);
+    agrees(&empty);
+    assert!(!empty.has_work(), "a job with no splits has nothing to do");
+
+    let mut q = queue(2, 1, 3);
+    let w = q.register(0);
+    agrees(&q);
+    assert!(q.has_work(), "every task to do");
+    let first = lease_one(&mut q, 0, w);
+    let second = lease_one(&mut q, 0, w);
+    agrees(&q);
+    assert!(q.has_work(), "both tasks leased");
+    q.finish(1, w, first.attempt, 10).expect("finish");
+    agrees(&q);
+    assert!(q.has_work(), "one task still leased");
+    q.finish(2, w, second.attempt, 10).expect("finish");
+    agrees(&q);
+    assert!(!q.has_work(), "every task done: {:?}", q.status());
+}
+
+/// The forfeit rows `worker`'s record holds.
+fn forfeit_of(q: &Queue, worker: WorkerId) -> Vec<CutPiece> {
+    q.workers
+        .get(&worker)
+        .map(|r| r.forfeit.clone())
+        .unwrap_or_default()
+}
+
+#[test]
+fn forfeit_rows_merge_ranges_that_touch_and_keep_the_others() {
+    let mut forfeit = Vec::new();
+    forfeit_rows(&mut forfeit, [rows(0, 0, 4, 6), rows(0, 0, 8, 9)]);
+    forfeit_rows(&mut forfeit, [rows(0, 0, 6, 8)]);
+    assert_eq!(forfeit, vec![rows(0, 0, 4, 9)], "4..6, 6..8 and 8..9 touch");
+    forfeit_rows(
+        &mut forfeit,
+        [
+            rows(0, 1, 4, 9),
+            rows(1, 0, 0, 2),
+            rows(0, 0, 5, 5),
+            rows(0, 0, 2, 3),
+        ],
+    );
+    assert_eq!(
+        forfeit,
+        vec![
+            rows(0, 0, 4, 9),
+            rows(0, 1, 4, 9),
+            rows(1, 0, 0, 2),
+            rows(0, 0, 2, 3)
+        ],
+        "other splits, other epochs and gaps stay apart; empty ranges are dropped"
+    );
+}
+
+#[test]
+fn a_worker_whose_lease_lapses_again_and_again_keeps_one_forfeit_range() {
+    let mut q = queue(1, 1, 3);
+    let w = q.register(0);
+    let other = q.register(0);
+    let mut now = 0;
+    let lease = lease_one(&mut q, now, w);
+    q.commit(now, w, lease.attempt, 4).expect("commit");
+    for round in 0..5u64 {
+        // w's lease lapses; the other worker takes the task, commits two
+        // rows and lapses too; w is leased the task again and lapses
+        // without progress.
+        now += TIMEOUT;
+        q.tick(now);
+        let theirs = lease_one(&mut q, now, other);
+        let at = 6 + 2 * round;
+        q.commit(now, other, theirs.attempt, at).expect("commit");
+        now += TIMEOUT;
+        q.tick(now);
+        let again = lease_one(&mut q, now, w);
+        assert_eq!(again.offset, at);
+        assert_eq!(forfeit_of(&q, w), vec![rows(0, 0, 4, at)], "round {round}");
+    }
+    now += TIMEOUT;
+    q.tick(now);
+    assert_eq!(
+        forfeit_of(&q, w),
+        vec![rows(0, 0, 4, u64::MAX)],
+        "one range however many lapses"
+    );
+    assert!(q.forfeited(w, &rows(0, 0, 12, 13)));
+    assert!(!q.forfeited(w, &rows(0, 0, 0, 4)), "rows it committed");
+    check_invariants(&q).expect("invariants");
+}
+
+#[test]
+fn a_worker_counted_gone_keeps_no_forfeit_rows() {
+    let mut q = queue(2, 1, 3);
+    let w = q.register(0);
+    let other = q.register(0);
+    let lease = lease_one(&mut q, 0, w);
+    q.commit(0, w, lease.attempt, 4).expect("commit");
+    q.unsaved(1, w, vec![rows(0, lease.split, 0, 6)])
+        .expect("unsaved");
+    q.heartbeat(TIMEOUT, other).expect("heartbeat");
+    // The lease lapses before the worker is counted gone.
+    q.tick(TIMEOUT);
+    assert_eq!(forfeit_of(&q, w), vec![rows(0, lease.split, 4, u64::MAX)]);
+    q.tick(1 + TIMEOUT);
+    assert_eq!(
+        q.heartbeat(2 + TIMEOUT, w),
+        Err(QueueError::Gone { worker: w })
+    );
+    assert!(forfeit_of(&q, w).is_empty(), "never read again");
+    assert_eq!(q.rows_made_up(), 4, "only the rows it committed");
+}
+
+#[test]
+fn forfeit_rows_of_an_epoch_that_is_over_still_refuse_a_checkpoint() {
+    // One split and two epochs: the other worker's finish starts epoch 1.
+    let mut q = queue(1, 2, 3);
+    let w = q.register_as(0, None, Some("w1".to_string()));
+    let other = q.register(0);
+    let lease = lease_one(&mut q, 0, w);
+    q.commit(1, w, lease.attempt, 4).expect("commit");
+    q.checkpoint_by(Some(w), "1", &[rows(0, lease.split, 0, 4)])
+        .expect("committed rows of a live lease");
+    q.heartbeat(TIMEOUT, other).expect("heartbeat");
+    q.tick(1 + TIMEOUT);
+    let again = lease_one(&mut q, 1 + TIMEOUT, other);
+    assert_eq!(again.offset, 4);
+    q.finish(2 + TIMEOUT, other, again.attempt, 10)
+        .expect("finish");
+    assert_eq!(q.epoch(), 1, "{:?}", q.status());
+    // Back, w1's trainer saved rows 4..6 of epoch 0 it trained during the
+    // pause: the other worker's trainer holds them too.
+    assert_eq!(
+        q.checkpoint_by(Some(w), "2", &[rows(0, lease.split, 4, 6)]),
+        Err(QueueError::Gone { worker: w })
+    );
+    assert_eq!(q.checkpoint_of("w1"), Some("1"));
+}
