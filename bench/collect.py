@@ -13,6 +13,7 @@ import subprocess
 TARGETS = [
     ("pyarrow", "local", "rows/s", 1.5),
     ("decode", "local", "rows/s", 0.9),
+    ("decode_view", "local", "rows/s", 0.9),
     ("petastorm", "local", "rows/s", 2.0),
     ("torch", "local", "rows/s", 15.0),
     ("ray", "local", "rows/s", 15.0),
@@ -22,7 +23,7 @@ TARGETS = [
 # PyTorch targets: (reader, base reader, wanted): the reader's rows/s at least `wanted`
 # times the base's (sluice --model none on the same data); wanted None: reported only.
 TORCH_TARGETS = [
-    ("torch_sluice", "sluice", 0.5),
+    ("torch_sluice", "sluice", 0.7),
     ("numpy_shm", "sluice_numeric", 0.8),
     ("numpy_pipe", "sluice_numeric", None),
     ("torch", "torch_sluice", None),
