@@ -15,8 +15,10 @@
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, GenericByteArray, Int64Array, PrimitiveArray,
+    Array, ArrayRef, AsArray, BooleanArray, ByteView, GenericByteArray, Int64Array, PrimitiveArray,
 };
+use arrow::buffer::{Buffer, NullBuffer, ScalarBuffer};
+
 use arrow::datatypes::{
     ArrowDictionaryKeyType, ArrowNativeType, ArrowPrimitiveType, ByteArrayType, DataType,
     Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
@@ -112,9 +114,19 @@ pub fn is_categorical(data_type: &DataType) -> bool {
 /// `None` when the type cannot be hashed (see `is_hashable`).
 pub fn hash_column(array: &dyn Array, buckets: u64) -> Option<ArrayRef> {
     let buckets = buckets.max(1);
-    let hashes = hashes(array)?;
-    let values: Vec<i64> = hashes.iter().map(|h| (h % buckets) as i64).collect();
-    Some(Arc::new(Int64Array::from(values)))
+    let mut hashes = hashes(array)?;
+    // In place, and a mask where the count is a power of two (the same buckets as
+    // the remainder, without a division per value).
+    if buckets.is_power_of_two() {
+        let mask = buckets - 1;
+        hashes.iter_mut().for_each(|h| *h &= mask);
+    } else {
+        hashes.iter_mut().for_each(|h| *h %= buckets);
+    }
+    let len = hashes.len();
+    // The same 64-bit patterns, read as Int64 (as `as i64` would).
+    let values = ScalarBuffer::<i64>::new(Buffer::from_vec(hashes), 0, len);
+    Some(Arc::new(Int64Array::new(values, None)))
 }
 
 /// The 64-bit hash of every value of `array` (nulls included); `None` when
@@ -127,15 +139,11 @@ pub fn hashes(array: &dyn Array) -> Option<Vec<u64>> {
         DataType::LargeBinary => bytes(array.as_binary::<i64>()),
         DataType::Utf8View => {
             let view = array.as_string_view();
-            (0..view.len())
-                .map(|i| value_or_null(view, i, |i| hash_bytes(view.value(i).as_bytes())))
-                .collect()
+            views(view.views(), view.data_buffers(), view.nulls())
         }
         DataType::BinaryView => {
             let view = array.as_binary_view();
-            (0..view.len())
-                .map(|i| value_or_null(view, i, |i| hash_bytes(view.value(i))))
-                .collect()
+            views(view.views(), view.data_buffers(), view.nulls())
         }
         DataType::Boolean => {
             let flags: &BooleanArray = array.as_boolean();
@@ -189,6 +197,35 @@ fn bytes<T: ByteArrayType>(array: &GenericByteArray<T>) -> Vec<u64> {
         })
         .collect();
     if let Some(nulls) = array.nulls().filter(|n| n.null_count() > 0) {
+        for i in nulls.iter().enumerate().filter(|(_, v)| !v).map(|(i, _)| i) {
+            out[i] = NULL_HASH;
+        }
+    }
+    out
+}
+
+/// Hashes of a string or binary view array, read from the views: a value of up to
+/// 12 bytes lies in its view itself, a longer one in a data buffer.
+fn views(views: &[u128], buffers: &[Buffer], nulls: Option<&NullBuffer>) -> Vec<u64> {
+    let mut out: Vec<u64> = views
+        .iter()
+        .map(|&view| {
+            let len = view as u32 as usize;
+            if len <= 12 {
+                let inline = view.to_le_bytes();
+                hash_bytes(&inline[4..4 + len])
+            } else {
+                let long = ByteView::from(view);
+                let start = long.offset as usize;
+                // A null's view may point anywhere: it is overwritten below.
+                buffers
+                    .get(long.buffer_index as usize)
+                    .and_then(|data| data.get(start..start + len))
+                    .map_or(NULL_HASH, hash_bytes)
+            }
+        })
+        .collect();
+    if let Some(nulls) = nulls.filter(|n| n.null_count() > 0) {
         for i in nulls.iter().enumerate().filter(|(_, v)| !v).map(|(i, _)| i) {
             out[i] = NULL_HASH;
         }
@@ -273,6 +310,34 @@ mod tests {
             assert_eq!(hash_bytes(&value), reference(&value), "length {n}");
         }
         assert_eq!(NULL_HASH, splitmix64(u64::MAX));
+    }
+
+    #[test]
+    fn views_hash_like_plain_strings_with_any_bucket_count() {
+        use arrow::array::StringViewArray;
+        // Inline (up to 12 bytes) and long values, nulls, and a slice.
+        let values: Vec<Option<String>> = (0..300)
+            .map(|i| (i % 7 != 3).then(|| "x".repeat(i % 40)))
+            .collect();
+        let plain = StringArray::from(values.clone()).slice(5, 290);
+        let view = StringViewArray::from(values).slice(5, 290);
+        for buckets in [1u64 << 20, 1000, 7, 1] {
+            let a = hash_column(&plain, buckets).expect("strings hash");
+            let b = hash_column(&view, buckets).expect("views hash");
+            assert_eq!(a.as_ref(), b.as_ref(), "{buckets} buckets");
+            let ints = a.as_primitive::<Int64Type>();
+            let expected: Vec<i64> = (0..plain.len())
+                .map(|i| {
+                    let hash = if plain.is_null(i) {
+                        NULL_HASH
+                    } else {
+                        reference(plain.value(i).as_bytes())
+                    };
+                    (hash % buckets) as i64
+                })
+                .collect();
+            assert_eq!(ints.values().to_vec(), expected, "{buckets} buckets");
+        }
     }
 
     #[test]
