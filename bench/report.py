@@ -53,6 +53,8 @@ def table(res, group):
 
 def chart(res, path):
     groups = [g for g in ("local", "s3") if any(r["group"] == g and "rows_per_second" in r for r in res["readers"])]
+    if not groups:
+        return False  # e.g. `--only numeric`: no reader of the main table ran
     fig, axes = plt.subplots(len(groups), 2, figsize=(12, 1.2 + 0.55 * sum(
         len([r for r in res["readers"] if r["group"] == g and "rows_per_second" in r]) for g in groups) + 0.8 * len(groups)),
         squeeze=False, gridspec_kw={"height_ratios": [
@@ -229,7 +231,7 @@ def bounds(res, prof):
 def main():
     d = sys.argv[1]
     res = json.load(open(os.path.join(d, "results.json")))
-    chart(res, os.path.join(d, "chart.png"))
+    charted = chart(res, os.path.join(d, "chart.png")) is not False
     ds, m = res["dataset"], res["machine"]
     s = res["settings"]
     lines = [
@@ -264,7 +266,9 @@ def main():
                 lines += [f"moto is a Python server on the same 2 cores: it used up to {max(moto):.1f} of them "
                           "while serving these runs, so it bounds both readers here; the figures say more about "
                           "the emulator than about S3.", ""]
-    lines += ["![rows/s and peak RSS](chart.png)", "", "## Targets (2 cores)", "", targets(res), ""]
+    if charted:
+        lines += ["![rows/s and peak RSS](chart.png)", ""]
+    lines += ["## Targets (2 cores)", "", targets(res), ""]
     lines += torch_section(res)
     prof_json = os.path.join(d, "profile.json")
     b = bounds(res, json.load(open(prof_json)) if os.path.exists(prof_json) else None)
