@@ -231,6 +231,45 @@ fn sluice_errors_are_python_exceptions_with_sluice_s_message() {
     );
 }
 
+/// sluice can stop before the Dataset has said a word on the ack pipe (asked for
+/// shared memory, declared checkpoints): the closed pipe must not hide sluice's
+/// message. No real run stops that early on demand, so a stand-in binary fails
+/// at once with sluice's kind of error line.
+#[test]
+fn a_sluice_that_stops_before_the_dataset_speaks_still_gives_its_message() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let binary = tmp.path().join("sluice");
+    std::fs::write(
+        &binary,
+        "#!/bin/sh\necho 'sluice: --split-key nope: no such column' >&2\nexit 2\n",
+    )
+    .expect("write the stand-in");
+    std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    for checkpoints in ["False", "True"] {
+        let script = format!(
+            "import sluice_trainer, sys, time\n\
+             try:\n\
+             \x20   ds = sluice_trainer.Dataset(sys.argv[1], checkpoints={checkpoints})\n\
+             \x20   for b in ds:\n\
+             \x20       pass\n\
+             except sluice_trainer.SluiceError as e:\n\
+             \x20   print('SluiceError:', e)\n"
+        );
+        let out = run(Command::new(python())
+            .args(["-c", &script])
+            .arg(fixture("parquet_row_groups"))
+            .env("PYTHONPATH", repo("python/sluice_trainer"))
+            .env("SLUICE_BINARY", &binary))
+        .success();
+        assert_eq!(
+            out.stdout.trim(),
+            "SluiceError: --split-key nope: no such column",
+            "checkpoints={checkpoints}: {out}"
+        );
+    }
+}
+
 #[test]
 fn two_python_processes_are_the_workers_of_one_job() {
     let name = "parquet_row_groups";

@@ -234,7 +234,7 @@ class Dataset:
         argv = [_binary(binary)] + head + _option_args(common) + ["--quiet"]
         self._start(argv, shared_memory)
         if checkpoints:
-            self._conn.declare_checkpoints()
+            self._guard(self._conn.declare_checkpoints)
 
     def _start(self, argv, shared_memory):
         data_r, data_w = os.pipe()
@@ -269,7 +269,9 @@ class Dataset:
         self._memory = memory
         self._conn = Connection(env=env, stdin=self._data)
         if memory is not None:
-            self._conn.use_shared_memory()
+            # sluice may already have stopped (a bad option): then its word, not
+            # the closed pipe's.
+            self._guard(self._conn.use_shared_memory)
 
     def _read_stderr(self):
         for raw in self._proc.stderr:
