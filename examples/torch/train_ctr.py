@@ -143,6 +143,14 @@ def join_group(conn, device, timeout):
     return dist
 
 
+def drain(pending, losses):
+    """Moves the losses still on the device into `losses`: one read, one wait for
+    the GPU, for many steps (`loss.item()` at every step would wait at every step)."""
+    if pending:
+        losses.extend(torch.stack(pending).tolist())
+        pending.clear()
+
+
 def mean(values):
     return sum(values) / len(values) if values else float("nan")
 
@@ -313,6 +321,9 @@ def main():
         batches = sluice_trainer.torch_batches(
             columns=[args.label] + numeric + categorical + list(skip),
             hash_buckets=args.buckets, nulls="fill", fill_value=0, device=device)
+        # Losses and the count of positives stay on the device until they are
+        # printed or the stream ends, so the GPU is never waited for inside a step.
+        pending, positives_here = [], torch.zeros((), dtype=torch.float64, device=device)
         # Each loop is one step: sluice_trainer acknowledges the batch when the loop
         # asks for the next one, i.e. once optimizer.step() has applied it.
         for tensors in batches:
@@ -326,13 +337,13 @@ def main():
             loss.backward()
             optimizer.step()
             if len(label):
-                losses.append(loss.item())
+                pending.append(loss.detach())
             if ids_log is not None:
                 with open(ids_log, "a") as f:
                     epoch = conn.epoch if conn.epoch is not None else -1
                     f.write("".join(f"{epoch} {i}\n" for i in tensors[args.id_column].tolist()))
             rows += len(label)
-            positives += int(label.sum().item())
+            positives_here += label.sum(dtype=torch.float64)
             step += 1
             if conn.epoch_end:
                 epochs_ended.append(conn.epoch)
@@ -343,10 +354,13 @@ def main():
                 saved = step
                 prune_checkpoints(root, args.keep_checkpoints, step,
                                   sluice_trainer.completed_checkpoint())
-            if len(losses) % args.log_every == 0:
+            if (len(losses) + len(pending)) % args.log_every == 0:
+                drain(pending, losses)
                 recent = mean(losses[-args.log_every:])
                 print(f"{who}: step {len(losses)} rows {rows} loss {recent:.4f}",
                       file=sys.stderr, flush=True)
+        drain(pending, losses)
+        positives = int(positives_here.item())
         if args.checkpoint_dir and step != saved:
             save_checkpoint(root, step, net, optimizer)  # the end of the stream
             sluice_trainer.checkpoint(step)
