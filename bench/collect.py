@@ -1,5 +1,5 @@
 """Merge the bench's raw runs into bench/results/results.json: the dataset, the machine,
-every reader's runs and medians, ratios to sluice and the targets of issue #6.
+every reader's runs and medians, ratios to sluice and the targets they are held against.
 Only the standard library."""
 import argparse
 import datetime
