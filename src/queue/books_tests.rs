@@ -1199,20 +1199,27 @@ fn rows_leased_again_to_the_same_worker_may_be_checkpointed() {
         .expect("every row was committed by this worker");
 }
 
-#[test]
-fn a_gone_worker_has_only_rows_it_committed_made_up() {
+/// Two splits, two workers: `w` leased a task and committed rows 0..4, its
+/// trainers acknowledged rows 0..6 (4..6 never committed), and its lease lapsed
+/// while `other` stayed alive; `w` is not counted gone yet (it spoke later than
+/// it leased). Returns the queue, `w`, `other` and `w`'s lease.
+fn lapsed_with_unsaved_rows() -> (Queue, WorkerId, WorkerId, Lease) {
     let mut q = queue(2, 1, 3);
     let w = q.register(0);
     let other = q.register(0);
     let lease = lease_one(&mut q, 0, w);
     q.commit(0, w, lease.attempt, 4).expect("commit");
-    // Its trainers acknowledged rows 0..6; 4..6 were never committed.
     q.unsaved(1, w, vec![rows(0, lease.split, 0, 6)])
         .expect("unsaved");
     q.heartbeat(TIMEOUT, other).expect("heartbeat");
-    // The lease lapses (the worker is not counted gone yet: it spoke later
-    // than it leased), and the other worker reads the task from row 4.
     q.tick(TIMEOUT);
+    (q, w, other, lease)
+}
+
+#[test]
+fn a_gone_worker_has_only_rows_it_committed_made_up() {
+    let (mut q, _, other, lease) = lapsed_with_unsaved_rows();
+    // The other worker reads the task from row 4.
     let mut served: Vec<(u64, u64)> = Vec::new();
     let take = |q: &mut Queue, now: Millis, served: &mut Vec<(u64, u64)>| {
         let Ok(LeaseReply::Tasks(leases)) = q.lease(now, other, 1) else {
@@ -1384,16 +1391,7 @@ fn a_worker_whose_lease_lapses_again_and_again_keeps_one_forfeit_range() {
 
 #[test]
 fn a_worker_counted_gone_keeps_no_forfeit_rows() {
-    let mut q = queue(2, 1, 3);
-    let w = q.register(0);
-    let other = q.register(0);
-    let lease = lease_one(&mut q, 0, w);
-    q.commit(0, w, lease.attempt, 4).expect("commit");
-    q.unsaved(1, w, vec![rows(0, lease.split, 0, 6)])
-        .expect("unsaved");
-    q.heartbeat(TIMEOUT, other).expect("heartbeat");
-    // The lease lapses before the worker is counted gone.
-    q.tick(TIMEOUT);
+    let (mut q, w, _, lease) = lapsed_with_unsaved_rows();
     assert_eq!(forfeit_of(&q, w), vec![rows(0, lease.split, 4, u64::MAX)]);
     q.tick(1 + TIMEOUT);
     assert_eq!(
