@@ -254,21 +254,17 @@ impl SharedBatches {
     fn encode_message(&mut self, slot: Slot, batch: &RecordBatch) -> Result<usize, Overflow> {
         let invalid = |error: arrow::error::ArrowError| Overflow::Io(io::Error::other(error));
         let schema = super::ipc::untagged(batch.schema_ref());
-        if self
-            .encoder
-            .as_ref()
-            .is_none_or(|(known, _)| *known != schema)
-        {
-            let mut encoder = StreamEncoder::try_new(&schema).map_err(invalid)?;
-            // The first message of a stream is its schema: encode it now, with an
-            // empty batch, so that later calls give the batch message alone.
-            encoder
-                .encode(&RecordBatch::new_empty(schema.clone()))
-                .map_err(invalid)?;
-            self.encoder = Some((schema.clone(), encoder));
-        }
-        let Some((_, encoder)) = self.encoder.as_mut() else {
-            return Err(Overflow::Full);
+        let encoder = match &mut self.encoder {
+            Some((known, encoder)) if *known == schema => encoder,
+            other => {
+                let mut encoder = StreamEncoder::try_new(&schema).map_err(invalid)?;
+                // The first message of a stream is its schema: encode it now, with
+                // an empty batch, so that later calls give the batch message alone.
+                encoder
+                    .encode(&RecordBatch::new_empty(schema.clone()))
+                    .map_err(invalid)?;
+                &mut other.insert((schema.clone(), encoder)).1
+            }
         };
         let batch = RecordBatch::try_new(schema, batch.columns().to_vec()).map_err(invalid)?;
         let buffers = encoder.encode(&batch).map_err(invalid)?;
