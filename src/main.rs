@@ -26,6 +26,10 @@ fn main() -> ExitCode {
     if let Ok(program) = std::env::current_exe() {
         sluice::trainer::run_watchers_as(&program);
     }
+    if let Some(hint) = sluice::cli::table_version_hint(&args) {
+        eprintln!("sluice: {hint}");
+        return ExitCode::from(exit::USAGE);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return clap_error(&e, &args),
@@ -106,6 +110,11 @@ fn failed(e: &anyhow::Error) -> ExitCode {
 /// stdout and are no error), or one line with a hint where a flag whose
 /// value must follow `=` was given it after a space (`--wait-success 10m`).
 fn clap_error(e: &clap::Error, args: &[std::ffi::OsString]) -> ExitCode {
+    if e.kind() == clap::error::ErrorKind::DisplayVersion {
+        // The same line after any subcommand (clap would name `sluice-train`).
+        println!("sluice {}", env!("CARGO_PKG_VERSION"));
+        return ExitCode::from(exit::DONE);
+    }
     if !e.use_stderr() {
         let _ = e.print();
         return ExitCode::from(exit::DONE);

@@ -243,7 +243,7 @@ fn a_delta_table_on_hdfs_reads_its_live_rows_and_old_versions() {
         let version = common::table_version("delta/dv", index);
         let mut args = vec!["ls", url.as_str(), "--json"];
         if let Some(v) = flag {
-            args.extend(["--version", v]);
+            args.extend(["--table-version", v]);
         }
         let listing = cluster.sluice(&args).success().json();
         assert_eq!(
@@ -251,7 +251,7 @@ fn a_delta_table_on_hdfs_reads_its_live_rows_and_old_versions() {
             "delta/dv on hdfs: {listing}"
         );
         assert_eq!(listing["table"]["version"], version["version"], "{listing}");
-        let extra: Vec<&str> = flag.map(|v| vec!["--version", v]).unwrap_or_default();
+        let extra: Vec<&str> = flag.map(|v| vec!["--table-version", v]).unwrap_or_default();
         let ids = train_ids(cluster, &url, "2", &extra);
         assert_eq!(
             ids,

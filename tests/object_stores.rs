@@ -243,8 +243,8 @@ fn a_delta_table_on_s3_reads_its_live_rows_and_old_versions() {
             "--quiet",
         ];
         if let Some(v) = flag {
-            ls.extend(["--version", v]);
-            train.extend(["--version", v]);
+            ls.extend(["--table-version", v]);
+            train.extend(["--table-version", v]);
         }
         let listing = run(&mut sluice_with(&ls, &s3.env())).success().json();
         assert_eq!(

@@ -34,7 +34,7 @@ fn splits_are_disjoint_cover_every_row_and_stay_put_across_runs_and_appends() {
     let split = ["--split", "train=0.8,valid=0.2", "--split-key", "id"];
     let take = |name: &str, version: &str| {
         let mut flags = split.to_vec();
-        flags.extend_from_slice(&["--take", name, "--version", version]);
+        flags.extend_from_slice(&["--take", name, "--table-version", version]);
         trained_ids(&dir, &flags)
     };
     let first: HashSet<i64> = table_ids(table_version("delta/appends", 0))

@@ -192,7 +192,7 @@ fn every_delta_version_lists_and_trains_as_spark_reads_it() {
             let mut extra: Vec<&str> = if latest {
                 vec![]
             } else {
-                vec!["--version", &flag]
+                vec!["--table-version", &flag]
             };
             let listing = ls(&dir, &extra);
             assert_eq!(listing["table"]["kind"], "delta", "{what}: {listing}");
@@ -297,7 +297,7 @@ fn the_state_records_the_table_version_a_job_planned_from() {
     sluice([
         "train",
         dir.as_str(),
-        "--version",
+        "--table-version",
         "1",
         "--model",
         "none",
@@ -319,15 +319,37 @@ fn delta_versions_that_do_not_exist_are_refused_in_one_line() {
     let (_, table) = tables("delta")[0];
     let dir = table_dir(table);
     let dir = dir.display().to_string();
-    let run = sluice(["ls", dir.as_str(), "--version", "999"]).failure();
+    let run = sluice(["ls", dir.as_str(), "--table-version", "999"]).failure();
     assert_one_line_error(&run, &["no such version", "999"]);
     let run = sluice(["ls", dir.as_str(), "--timestamp", "2001-01-01"]).failure();
     assert_one_line_error(&run, &["no such version", "2001-01-01"]);
     let run = sluice(["ls", dir.as_str(), "--snapshot-id", "5"]).failure();
     assert_one_line_error(&run, &["--snapshot-id", "Delta"]);
     let plain = fixture("parquet_plain").display().to_string();
-    let run = sluice(["ls", plain.as_str(), "--version", "1"]).failure();
+    let run = sluice(["ls", plain.as_str(), "--table-version", "1"]).failure();
     assert_one_line_error(&run, &["neither a Delta nor an Iceberg table"]);
+}
+
+#[test]
+fn the_old_version_flag_is_refused_naming_table_version_and_version_alone_prints_sluices() {
+    let (_, table) = tables("delta")[0];
+    let dir = table_dir(table).display().to_string();
+    for args in [
+        vec!["train", dir.as_str(), "--version", "1"],
+        vec!["ls", dir.as_str(), "--version=1"],
+    ] {
+        let run = sluice(args).failure();
+        assert_eq!(run.status.code(), Some(64), "{run}");
+        assert_one_line_error(&run, &["--table-version 1"]);
+    }
+    for command in ["train", "ls", "master", "worker", "run", "status"] {
+        let run = sluice([command, "--version"]).success();
+        assert_eq!(
+            run.stdout.trim(),
+            format!("sluice {}", env!("CARGO_PKG_VERSION")),
+            "sluice {command} --version"
+        );
+    }
 }
 
 #[test]

@@ -19,7 +19,7 @@ pub use crate::exit::UsageError;
 /// into tasks, and feeds Arrow record batches to trainers on several device
 /// threads, every row exactly once per epoch.
 #[derive(Debug, Parser)]
-#[command(name = "sluice", version, about, long_about, after_help = exit::TABLE)]
+#[command(name = "sluice", version, propagate_version = true, about, long_about, after_help = exit::TABLE)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -93,6 +93,35 @@ pub fn equals_hint(args: &[std::ffi::OsString]) -> Option<String> {
         let fits = crate::config::value::parse_duration(value).is_ok();
         (fits && flags.iter().any(|f| f == flag))
             .then(|| format!("{flag} takes its value after `=`: write {flag}={value}"))
+    })
+}
+
+/// The message for `--version N` after a subcommand: the old spelling of
+/// `--table-version N`, refused rather than read as a request for sluice's
+/// own version (which `--version` alone prints).
+pub fn table_version_hint(args: &[std::ffi::OsString]) -> Option<String> {
+    let subcommands: Vec<String> = <Cli as clap::CommandFactory>::command()
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    let args: Vec<&str> = args.iter().skip(1).filter_map(|a| a.to_str()).collect();
+    let start = args
+        .iter()
+        .position(|a| subcommands.iter().any(|s| s == a))?;
+    let rest = &args[start + 1..];
+    rest.iter().enumerate().find_map(|(i, arg)| {
+        let value = match arg.strip_prefix("--version") {
+            Some(v) if v.starts_with('=') => v[1..].to_string(),
+            Some("") => rest
+                .get(i + 1)
+                .filter(|v| v.parse::<u64>().is_ok())
+                .map(|v| v.to_string())?,
+            _ => return None,
+        };
+        Some(format!(
+            "--version {value}: a table's version is chosen with --table-version {value} \
+             (--version alone prints sluice's version)"
+        ))
     })
 }
 

@@ -102,14 +102,18 @@ pub struct JobFile {
 }
 
 /// Options of `sluice train` a job file cannot set, and why.
-const REFUSED: [(&str, &str); 7] = [
+const REFUSED: [(&str, &str); 8] = [
     (
         "attach",
         "sluice_trainer.Dataset passes it to the sluice it starts as its child",
     ),
     (
+        "table-version",
+        "a job on a table trains each new version as it comes; use `sluice train --table-version` to read an old one",
+    ),
+    (
         "version",
-        "a job on a table trains each new version as it comes; use `sluice train --version` to read an old one",
+        "a table's version is `table-version` now, and a job file cannot set it: a job on a table trains each new version as it comes",
     ),
     (
         "snapshot-id",

@@ -37,8 +37,7 @@ pub struct ReadOptions {
     #[arg(long)]
     pub text_key_value: bool,
     /// Read this version of a Delta table (time travel) instead of the latest.
-    #[arg(long = "version", value_name = "N", conflicts_with_all = ["snapshot_id", "timestamp"])]
-    #[serde(rename = "version")]
+    #[arg(long, value_name = "N", conflicts_with_all = ["snapshot_id", "timestamp"])]
     pub table_version: Option<u64>,
     /// Read this snapshot of an Iceberg table instead of the current one.
     #[arg(long, value_name = "ID", conflicts_with = "timestamp")]
@@ -93,8 +92,8 @@ impl ReadOptions {
         ];
         rule(
             versions.iter().filter(|v| **v).count() <= 1,
-            "version",
-            "--version, --snapshot-id and --timestamp each choose the version read: give one",
+            "table-version",
+            "--table-version, --snapshot-id and --timestamp each choose the version read: give one",
         )
     }
 
