@@ -270,6 +270,40 @@ fn a_sluice_that_stops_before_the_dataset_speaks_still_gives_its_message() {
     }
 }
 
+/// Without a binary the Dataset says where it looked, the variable that names
+/// one (`SLUICE_BINARY`, the one the code reads) and the package that carries it.
+#[test]
+fn a_missing_binary_is_named_with_the_variable_and_the_package_that_carry_it() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let script = "import sluice_trainer, sys\n\
+                  try:\n\
+                  \x20   sluice_trainer.Dataset(sys.argv[1])\n\
+                  except sluice_trainer.SluiceNotFound as e:\n\
+                  \x20   print(e)\n";
+    let missing = tmp.path().join("no-such-sluice");
+    let cases: [(Option<&Path>, &[&str]); 2] = [
+        (None, &["pip install sluice-train", "SLUICE_BINARY"]),
+        (Some(&missing), &["SLUICE_BINARY=", "no-such-sluice"]),
+    ];
+    for (binary, mentions) in cases {
+        let mut command = Command::new(python());
+        command
+            .args(["-c", script])
+            .arg(fixture("parquet_row_groups"))
+            .env("PYTHONPATH", repo("python/sluice_trainer"))
+            .env("PATH", tmp.path())
+            .env_remove("SLUICE_BINARY");
+        if let Some(binary) = binary {
+            command.env("SLUICE_BINARY", binary);
+        }
+        let out = run(&mut command).success();
+        for mention in mentions {
+            assert!(out.stdout.contains(mention), "{mention}: {out}");
+        }
+        assert!(!out.stdout.contains("pip install sluice "), "{out}");
+    }
+}
+
 #[test]
 fn two_python_processes_are_the_workers_of_one_job() {
     let name = "parquet_row_groups";

@@ -71,7 +71,7 @@ if ! "$VENV/bin/maturin" --version >/dev/null 2>&1; then
   exit 1
 fi
 SLUICE_WHEEL_DIR="${CARGO_TARGET_DIR:-$PWD/target}/wheels"
-rm -f "$SLUICE_WHEEL_DIR"/sluice-*.whl
+rm -f "$SLUICE_WHEEL_DIR"/sluice_train-*.whl
 "$VENV/bin/maturin" build --quiet --profile dev --out "$SLUICE_WHEEL_DIR"
 export SLUICE_WHEEL_DIR
 export SLUICE_WHEELHOUSE="${SLUICE_WHEELHOUSE:-$HOME/.cache/sluice/wheelhouse}"

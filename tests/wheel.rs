@@ -5,7 +5,7 @@
 //! --version`, `sluice ls` and a trainer importing `sluice_trainer` all run from
 //! it alone.
 //!
-//! The wheel is the newest `sluice-*.whl` in `$SLUICE_WHEEL_DIR` (default: the
+//! The wheel is the newest `sluice_train-*.whl` in `$SLUICE_WHEEL_DIR` (default: the
 //! `wheels` directory of the cargo target directory); the wheelhouse is
 //! `$SLUICE_WHEELHOUSE` (default `~/.cache/sluice/wheelhouse`). Missing either,
 //! the test fails naming what builds it.
@@ -28,7 +28,7 @@ fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
 }
 
-/// The wheel to test: the newest `sluice-*.whl` where `tests/run.sh` builds it.
+/// The wheel to test: the newest `sluice_train-*.whl` where `tests/run.sh` builds it.
 fn wheel() -> PathBuf {
     let dir = std::env::var_os("SLUICE_WHEEL_DIR")
         .map(PathBuf::from)
@@ -47,12 +47,12 @@ fn wheel() -> PathBuf {
         .map(|e| e.path())
         .filter(|p| {
             let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            name.starts_with("sluice-") && name.ends_with(".whl")
+            name.starts_with("sluice_train-") && name.ends_with(".whl")
         })
         .max_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok());
     newest.unwrap_or_else(|| {
         panic!(
-            "no sluice-*.whl in {}: build it with `maturin build --profile dev --out {}` \
+            "no sluice_train-*.whl in {}: build it with `maturin build --profile dev --out {}` \
              (tests/run.sh does)",
             dir.display(),
             dir.display()
@@ -247,14 +247,17 @@ fn glibc_versions_needed(elf: &[u8]) -> Vec<(u32, u32)> {
 #[test]
 fn the_tags_name_the_glibc_they_promise() {
     assert_eq!(
-        tagged_glibc("sluice-0.1.0-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"),
+        tagged_glibc("sluice_train-0.1.0-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"),
         Some((2, 17))
     );
     assert_eq!(
-        tagged_glibc("sluice-0.1.0-py3-none-manylinux_2_34_x86_64.whl"),
+        tagged_glibc("sluice_train-0.1.0-py3-none-manylinux_2_34_x86_64.whl"),
         Some((2, 34))
     );
-    assert_eq!(tagged_glibc("sluice-0.1.0-py3-none-linux_x86_64.whl"), None);
+    assert_eq!(
+        tagged_glibc("sluice_train-0.1.0-py3-none-linux_x86_64.whl"),
+        None
+    );
 }
 
 #[test]

@@ -1,5 +1,5 @@
-"""Where the `sluice` binary is: the one the `sluice` wheel installed beside this
-module, else the first on the PATH."""
+"""Where the `sluice` binary is: `$SLUICE_BINARY` when set, else the one the
+`sluice-train` wheel installed beside this module, else the first on the PATH."""
 
 import os
 import shutil
@@ -14,15 +14,15 @@ class SluiceNotFound(FileNotFoundError):
 def find_sluice_bin():
     """The path of the `sluice` binary.
 
-    `$SLUICE_BIN` when set; else where pip put the wheel's scripts (this
+    `$SLUICE_BINARY` when set; else where pip put the wheel's scripts (this
     interpreter's environment, the user scheme, the directory of `sys.executable`);
     else the PATH. Raises `SluiceNotFound` naming where it looked.
     """
-    explicit = os.environ.get("SLUICE_BIN")
+    explicit = os.environ.get("SLUICE_BINARY")
     if explicit:
         if os.path.isfile(explicit) and os.access(explicit, os.X_OK):
             return explicit
-        raise SluiceNotFound(f"SLUICE_BIN={explicit} is not an executable file")
+        raise SluiceNotFound(f"SLUICE_BINARY={explicit} is not an executable file")
     name = "sluice" + (sysconfig.get_config_var("EXE") or "")
     places = [sysconfig.get_path("scripts")]
     try:
@@ -42,5 +42,6 @@ def find_sluice_bin():
         return found
     raise SluiceNotFound(
         f"no `{name}` binary in {', '.join(p for p in places if p)} or on the PATH: "
-        "pip install sluice (the wheel carries it), or set SLUICE_BIN"
+        "pip install sluice-train (its wheel carries the binary), or set SLUICE_BINARY "
+        "to the binary's path"
     )

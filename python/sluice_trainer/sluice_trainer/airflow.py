@@ -47,7 +47,7 @@ async loop around the same commands); `mode="reschedule"` pokes from a worker
 slot instead, freeing it between pokes.
 
 Both find the `sluice` binary the same way: `sluice_binary=` when given, else
-`$SLUICE_BINARY`, else the one the `sluice` wheel installed, else `sluice` on
+`$SLUICE_BINARY`, else the one the `sluice-train` wheel installed, else `sluice` on
 the PATH.
 """
 
@@ -129,14 +129,12 @@ class SluiceUsageError(AirflowFailException):
 
 def sluice_binary(explicit=None):
     """The `sluice` binary: `explicit` when given, else `$SLUICE_BINARY`, else
-    the one the `sluice` wheel installed (or `$SLUICE_BIN`), else `sluice` on
-    the PATH. Raises `AirflowFailException` naming what is missing."""
-    for name, value in (("sluice_binary", explicit),
-                        ("SLUICE_BINARY", os.environ.get("SLUICE_BINARY"))):
-        if value:
-            if os.path.isfile(value) and os.access(value, os.X_OK):
-                return value
-            raise AirflowFailException(f"{name}={value} is not an executable file")
+    the one the `sluice-train` wheel installed, else `sluice` on the PATH.
+    Raises `AirflowFailException` naming what is missing."""
+    if explicit:
+        if os.path.isfile(explicit) and os.access(explicit, os.X_OK):
+            return explicit
+        raise AirflowFailException(f"sluice_binary={explicit} is not an executable file")
     try:
         return find_sluice_bin()
     except SluiceNotFound as e:

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import threading
 
-from ._binary import SluiceNotFound, find_sluice_bin
+from ._binary import find_sluice_bin
 from ._device import DeviceFeeder
 from ._protocol import Connection, SluiceError, _import_torch
 from ._tensors import to_torch
@@ -118,14 +118,7 @@ def _reads_views():
 
 
 def _binary(binary):
-    if binary:
-        return binary
-    explicit = os.environ.get("SLUICE_BINARY")
-    if explicit:
-        if os.path.isfile(explicit) and os.access(explicit, os.X_OK):
-            return explicit
-        raise SluiceNotFound(f"SLUICE_BINARY={explicit} is not an executable file")
-    return find_sluice_bin()
+    return binary or find_sluice_bin()
 
 
 def _process_group():

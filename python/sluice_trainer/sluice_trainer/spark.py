@@ -31,7 +31,7 @@ than Spark run it again, and that error is the first line of the failure
 executor's log line by line. The master's temporary state is removed however
 train() ends (SIGTERM of the driver included).
 
-Needs: the `sluice` wheel installed on the driver and the executors (or
+Needs: the `sluice-train` wheel installed on the driver and the executors (or
 `sluice=` naming a binary present on all of them), at least `num_workers` task
 slots at once, and dynamic allocation off (Spark's rule for barrier stages).
 The token reaches the executors inside the stage's closure: on a shared
