@@ -37,6 +37,35 @@ impl Drop for Waiting<'_> {
 #[derive(Clone)]
 pub struct ReadAhead {
     inner: Arc<Inner>,
+    /// The reader's turn, for a consumer that takes readers' batches in a
+    /// fixed order (see [`ReadAhead::with_turn`]).
+    turn: Option<Turn>,
+}
+
+/// Whether a reader's batches are the ones its consumer takes now. A
+/// consumer that takes readers in a fixed order holds the batches of the
+/// others meanwhile, each with its share of the budget; the reader whose turn
+/// it is must never wait for those bytes, or neither would ever move. Given
+/// once, for good.
+#[derive(Debug, Clone, Default)]
+pub struct Turn(Arc<std::sync::atomic::AtomicBool>);
+
+impl Turn {
+    /// A turn not yet given.
+    pub fn new() -> Turn {
+        Turn::default()
+    }
+
+    /// Gives the turn: from now on the reader's requests go at once, over the
+    /// budget when they must (wake its waits with [`ReadAhead::wake`]).
+    pub fn give(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the turn was given.
+    pub fn is_given(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
 }
 
 struct Inner {
@@ -95,7 +124,24 @@ impl ReadAhead {
                 released: Notify::new(),
                 waiting: AtomicUsize::new(0),
             }),
+            turn: None,
         }
+    }
+
+    /// The same budget for a reader whose batches its consumer takes only in
+    /// its `turn`: once the turn is given, its requests no longer wait for
+    /// bytes (see [`Turn`]).
+    pub fn with_turn(&self, turn: Turn) -> ReadAhead {
+        ReadAhead {
+            inner: self.inner.clone(),
+            turn: Some(turn),
+        }
+    }
+
+    /// Wakes every request waiting for bytes to look again (after a
+    /// [`Turn::give`]).
+    pub fn wake(&self) {
+        self.inner.released.notify_waiters();
     }
 
     /// The budget in bytes (`None`: unbounded).
@@ -149,7 +195,9 @@ impl ReadAhead {
         let fits = match self.inner.limit {
             None => true,
             Some(limit) => {
-                state.used + bytes.min(limit) <= limit || queued.is_some_and(|q| q.count() == 0)
+                state.used + bytes.min(limit) <= limit
+                    || queued.is_some_and(|q| q.count() == 0)
+                    || self.turn.as_ref().is_some_and(Turn::is_given)
             }
         };
         if !fits {
@@ -349,6 +397,34 @@ mod tests {
         })
         .await
         .expect("the request waits");
+    }
+
+    #[tokio::test]
+    async fn a_reader_whose_turn_is_given_stops_waiting_for_bytes_others_hold() {
+        let ahead = ReadAhead::new(100);
+        let held = ahead.reserve(100).await;
+        let turn = Turn::new();
+        let mine = ahead.with_turn(turn.clone());
+        let other = ahead.clone();
+        let first = tokio::spawn(async move { mine.reserve(60).await.bytes() });
+        let second = tokio::spawn(async move { other.reserve(60).await.bytes() });
+        waiting_for(&ahead, 2).await;
+        turn.give();
+        ahead.wake();
+        let got = tokio::time::timeout(Duration::from_secs(10), first)
+            .await
+            .expect("the reader whose turn it is goes on")
+            .expect("joined");
+        assert_eq!(got, 60);
+        // Everyone else still waits for the bytes held to be given back.
+        waiting_for(&ahead, 1).await;
+        assert!(!second.is_finished());
+        drop(held);
+        let got = tokio::time::timeout(Duration::from_secs(10), second)
+            .await
+            .expect("the other goes on once bytes are given back")
+            .expect("joined");
+        assert_eq!(got, 60);
     }
 
     #[test]

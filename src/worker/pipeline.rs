@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use connectors::read_ahead::Turn;
 use connectors::{Location, ReadAhead, ReadPlan, Split};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
@@ -260,6 +261,9 @@ pub async fn run(
         ),
         readers: HashMap::new(),
         starting: HashSet::new(),
+        // With several devices the batch each gets depends on their speed
+        // anyway; the global shuffle orders its windows itself.
+        in_order: (devices_n == 1 && config.shuffle_window.is_none()).then(InOrder::default),
         checkpoints: Checkpoints::new(devices_n),
         origins: HashMap::new(),
         replaying: HashMap::new(),
@@ -671,6 +675,8 @@ struct Coordinator {
     readers: HashMap<AttemptId, AbortHandle>,
     /// Readers that have not delivered rows yet.
     starting: HashSet<AttemptId>,
+    /// With one device: reads taken in lease order (see [`InOrder`]).
+    in_order: Option<InOrder>,
     /// To the coordinator, from readers.
     read_tx: mpsc::Sender<ReadEvent>,
     /// The bytes all readers may hold ahead of the coordinator.
@@ -729,6 +735,73 @@ struct Coordinator {
     held: Arc<tokio::sync::Mutex<Vec<AttemptId>>>,
     /// Attempts whose end is on its way to the master (see [`Ending`]).
     ending: Ending,
+}
+
+/// With one device, rows reach the batcher in the order their tasks were
+/// leased, whatever order their readers deliver in: with a seed, the same
+/// data gives the same batches run after run. Readers still read ahead side
+/// by side; the events of every read but the first in line wait here (their
+/// batches keeping their share of the read-ahead budget), and the first in
+/// line has its [`Turn`] given, so its requests never wait for bytes the
+/// others hold.
+#[derive(Default)]
+struct InOrder {
+    /// Attempts in lease order, each with its reader's turn.
+    lined: VecDeque<(AttemptId, Turn)>,
+    /// Events of attempts not first in line, in the order they came.
+    held: HashMap<AttemptId, Vec<ReadEvent>>,
+}
+
+impl InOrder {
+    /// Puts `attempt` last in line; the turn to give its reader.
+    fn queue(&mut self, attempt: AttemptId) -> Turn {
+        let turn = Turn::new();
+        self.lined.push_back((attempt, turn.clone()));
+        turn
+    }
+
+    fn holds(&self, attempt: AttemptId) -> bool {
+        self.lined.iter().any(|(a, _)| *a == attempt)
+    }
+
+    fn is_first(&self, attempt: AttemptId) -> bool {
+        self.first() == Some(attempt)
+    }
+
+    fn first(&self) -> Option<AttemptId> {
+        self.lined.front().map(|(a, _)| *a)
+    }
+
+    /// Gives the first in line its turn; whether it was not given before.
+    fn give_turn(&self) -> bool {
+        match self.lined.front() {
+            Some((_, turn)) if !turn.is_given() => {
+                turn.give();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn forget_first(&mut self) {
+        if let Some((attempt, _)) = self.lined.pop_front() {
+            self.held.remove(&attempt);
+        }
+    }
+
+    fn wait(&mut self, attempt: AttemptId, event: ReadEvent) {
+        self.held.entry(attempt).or_default().push(event);
+    }
+
+    fn take_held(&mut self, attempt: AttemptId) -> Vec<ReadEvent> {
+        self.held.remove(&attempt).unwrap_or_default()
+    }
+
+    /// A lost attempt leaves the line with every event it held.
+    fn drop_attempt(&mut self, attempt: AttemptId) {
+        self.lined.retain(|(a, _)| *a != attempt);
+        self.held.remove(&attempt);
+    }
 }
 
 /// Attempts whose end (finish, failure, hand-back) is on its way to the
@@ -1123,13 +1196,23 @@ impl Coordinator {
 
     /// Starts reading `split` from where `lease` says, sending to `tx`.
     fn spawn_reader(&self, split: Split, lease: Lease, tx: mpsc::Sender<ReadEvent>) -> AbortHandle {
+        self.spawn_reader_within(split, lease, tx, self.ahead.clone())
+    }
+
+    fn spawn_reader_within(
+        &self,
+        split: Split,
+        lease: Lease,
+        tx: mpsc::Sender<ReadEvent>,
+        ahead: ReadAhead,
+    ) -> AbortHandle {
         reader::spawn(
             self.location.clone(),
             split,
             self.plan.clone(),
             self.config.select.clone(),
             lease,
-            self.ahead.clone(),
+            ahead,
             self.config.read_retry,
             tx,
         )
@@ -1187,9 +1270,16 @@ impl Coordinator {
                             self.offer_global(lease).await?;
                             continue;
                         }
-                        let handle = self.spawn_reader(split, lease, read_tx.clone());
+                        let handle = match &mut self.in_order {
+                            Some(order) => {
+                                let ahead = self.ahead.with_turn(order.queue(attempt));
+                                self.spawn_reader_within(split, lease, read_tx.clone(), ahead)
+                            }
+                            None => self.spawn_reader(split, lease, read_tx.clone()),
+                        };
                         self.readers.insert(attempt, handle);
                         self.starting.insert(attempt);
+                        self.take_in_order()?;
                     }
                 }
                 LeaseReply::Tasks(_) | LeaseReply::Wait => {
@@ -1469,6 +1559,10 @@ impl Coordinator {
             Some(stepper) => dropped + stepper.drop_attempt(attempt)?,
             None => dropped,
         };
+        if let Some(order) = &mut self.in_order {
+            order.drop_attempt(attempt);
+        }
+        self.take_in_order()?;
         debug!(%attempt, dropped, "rows of a lost lease dropped");
         self.sync_held().await;
         Ok(())
@@ -1497,6 +1591,9 @@ impl Coordinator {
 
     fn stop_readers(&mut self) {
         self.starting.clear();
+        if let Some(order) = &mut self.in_order {
+            *order = InOrder::default();
+        }
         for (_, reader) in self.readers.drain() {
             reader.abort();
         }
@@ -1505,7 +1602,63 @@ impl Coordinator {
         }
     }
 
+    /// A reader's event, taken now or, with one device, once the reads
+    /// leased before its attempt are taken (see [`InOrder`]).
     fn on_read(&mut self, event: ReadEvent) -> Result<(), PipelineError> {
+        let Some(order) = &mut self.in_order else {
+            return self.take_read(event);
+        };
+        let attempt = match &event {
+            ReadEvent::Batch { attempt, .. }
+            | ReadEvent::Cut { attempt, .. }
+            | ReadEvent::Done { attempt, .. }
+            | ReadEvent::Failed { attempt, .. } => *attempt,
+            // They change no row's order.
+            ReadEvent::Waiting { .. } | ReadEvent::LoginRefused { .. } => {
+                return self.take_read(event)
+            }
+        };
+        if !order.holds(attempt) || order.is_first(attempt) {
+            return self.take_read(event).and_then(|()| self.take_in_order());
+        }
+        if let ReadEvent::Batch { .. } = &event {
+            // Started: the next task may be leased meanwhile.
+            self.starting.remove(&attempt);
+        }
+        order.wait(attempt, event);
+        Ok(())
+    }
+
+    /// Takes the events of the reads whose turn it is now: while the first
+    /// read in lease order is over (done, failed, lost), the next one's
+    /// events held so far, and gives the read first in line its turn.
+    fn take_in_order(&mut self) -> Result<(), PipelineError> {
+        loop {
+            let Some(order) = &mut self.in_order else {
+                return Ok(());
+            };
+            let Some(first) = order.first() else {
+                return Ok(());
+            };
+            if !self.readers.contains_key(&first) {
+                // Over: what it still held was of a read stopped meanwhile.
+                order.forget_first();
+                continue;
+            }
+            if order.give_turn() {
+                self.ahead.wake();
+            }
+            let held = order.take_held(first);
+            if held.is_empty() {
+                return Ok(());
+            }
+            for event in held {
+                self.take_read(event)?;
+            }
+        }
+    }
+
+    fn take_read(&mut self, event: ReadEvent) -> Result<(), PipelineError> {
         let attempt = match &event {
             ReadEvent::Batch { attempt, .. }
             | ReadEvent::Cut { attempt, .. }
