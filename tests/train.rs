@@ -1247,3 +1247,83 @@ fn a_second_run_on_a_held_state_exits_3_naming_the_holder_and_a_killed_one_resum
         .collect();
     assert!(missing.is_empty(), "ids lost across the kill: {missing:?}");
 }
+
+/// `tests/state_fixtures/format-1` holding the checkout's path of
+/// `examples/clicks`, copied to `to`.
+fn format_1_state(to: &Path) -> PathBuf {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let fixture = repo.join("tests/state_fixtures/format-1");
+    let clicks = repo.join("examples/clicks");
+    let clicks = clicks.to_str().expect("utf-8 path");
+    std::fs::create_dir_all(to).expect("mkdir");
+    for name in ["job.json", "journal.jsonl"] {
+        let text = std::fs::read_to_string(fixture.join(name)).expect("the fixture");
+        let text = text.replace("@CLICKS@", clicks.trim_start_matches('/'));
+        std::fs::write(to.join(name), text).expect("write the state");
+    }
+    repo.join("examples/clicks")
+}
+
+/// A state written by an older build resumes in this one (and is marked with
+/// this build's format); a state of a newer format is refused, naming both.
+#[test]
+fn a_state_of_an_older_format_resumes_and_a_newer_one_is_refused() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let state = tmp.path().join("state");
+    let data = format_1_state(&state);
+    let out = tmp.path().join("out");
+    std::fs::create_dir_all(&out).expect("mkdir");
+    let trainer = format!(
+        "{} {} --out {}",
+        common::python(),
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/trainers/ack_log.py")
+            .display(),
+        out.display()
+    );
+    let args = |state: &Path| -> Vec<String> {
+        [
+            "train",
+            data.to_str().expect("utf-8"),
+            "--state",
+            state.to_str().expect("utf-8"),
+            "--epochs",
+            "2",
+            "--batch-size",
+            "100",
+            "--seed",
+            "5",
+            "--quiet",
+            "--exec",
+            trainer.as_str(),
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let run = common::sluice(args(&state)).success();
+    // The rows of the two tasks the killed run left, each once.
+    let acked = recorded_ids(&out, "acked-");
+    assert_eq!(acked.values().sum::<u32>(), 3000, "{run}");
+    assert!(acked.values().all(|&n| n == 1), "a row twice: {run}");
+    let job: Value =
+        serde_json::from_slice(&std::fs::read(state.join("job.json")).expect("job")).expect("json");
+    let format = job["format"].as_u64().expect("a format recorded");
+    assert!(format > 1, "marked with this build's format: {format}");
+
+    let newer = tmp.path().join("newer");
+    format_1_state(&newer);
+    let path = newer.join("job.json");
+    let mut job: Value = serde_json::from_slice(&std::fs::read(&path).expect("job")).expect("json");
+    job["format"] = (format + 1).into();
+    std::fs::write(&path, job.to_string()).expect("write");
+    let run = common::sluice(args(&newer)).failure();
+    assert_eq!(run.status.code(), Some(1), "{run}");
+    common::assert_one_line_error(
+        &run,
+        &[
+            &format!("state format {}", format + 1),
+            &format!("up to {format}"),
+            newer.to_str().expect("utf-8"),
+        ],
+    );
+}

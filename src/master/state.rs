@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use connectors::store::Location;
+use object_store::ObjectStoreExt;
 use serde::{Deserialize, Serialize};
 
 use super::dir_lock::{DirLock, DirLockError};
@@ -26,9 +27,25 @@ const HISTORY: usize = 120;
 /// size, and a restart replays at most about two snapshots' worth of records.
 pub const SNAPSHOT_EVERY: u64 = 50_000;
 
+/// The format of a job's state that this build writes: `job.json`, the
+/// journals and snapshots beside it, and the follow records in them. A state
+/// of an older format is resumed (and marked with this one before anything is
+/// appended); a state of a newer format is refused, never misread.
+///
+/// 1: states written before the format was recorded. 2: `format` recorded.
+pub const STATE_FORMAT: u32 = 2;
+
+/// The format of a `job.json` that records none.
+fn unrecorded_format() -> u32 {
+    1
+}
+
 /// The job's record (`job.json`): what the state location holds besides the journal.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct JobRecord {
+    /// The state's format ([`STATE_FORMAT`] for a state this build created).
+    #[serde(default = "unrecorded_format")]
+    pub format: u32,
     /// The job.
     pub spec: JobSpec,
     /// The queue's settings.
@@ -63,6 +80,7 @@ impl JobRecord {
             &mut splits,
         )?;
         Ok(JobRecord {
+            format: STATE_FORMAT,
             spec: JobSpec {
                 url: dataset.location.url(),
                 splits,
@@ -125,6 +143,16 @@ pub enum StateError {
         /// What the JSON parser found.
         #[source]
         source: serde_json::Error,
+    },
+    /// The state was written by a newer sluice, in a format this one cannot read.
+    #[error("state {state} was written by a newer sluice (state format {found}); this sluice reads state formats up to {supported}: resume it with that sluice or a newer one, or start afresh with another --state")]
+    Newer {
+        /// The state location.
+        state: String,
+        /// Its format.
+        found: u32,
+        /// The newest format this build reads ([`STATE_FORMAT`]).
+        supported: u32,
     },
     /// `job.json` was there when the master started and is gone now: another
     /// process changes the state.
@@ -719,8 +747,17 @@ fn open_dir_job(
             path: path.display().to_string(),
             source,
         })?;
-        let job = parse_job(&path.display().to_string(), &text)?;
+        let mut job = parse_job(
+            &dir.display().to_string(),
+            &path.display().to_string(),
+            &text,
+        )?;
         check_identity(&dir.display().to_string(), &job, &identity)?;
+        if job.format < STATE_FORMAT {
+            // Marked before anything of this build's format is appended.
+            job.format = STATE_FORMAT;
+            write_durably(&path, &job_bytes(&job)?)?;
+        }
         return Ok((job, true));
     }
     let mut job = make()?;
@@ -751,8 +788,20 @@ async fn open_store_job(
     let shown = location.display(&path);
     let state = location.url();
     if let Some(bytes) = object_log::read(location, &path).await? {
-        let job = parse_job(&shown, &bytes)?;
+        let mut job = parse_job(&state, &shown, &bytes)?;
         check_identity(&state, &job, &identity)?;
+        if job.format < STATE_FORMAT {
+            // Marked before anything of this build's format is appended.
+            job.format = STATE_FORMAT;
+            location
+                .store
+                .put(&path, job_bytes(&job)?.into())
+                .await
+                .map_err(|source| JournalError::Store {
+                    location: shown.clone(),
+                    source,
+                })?;
+        }
         return Ok((job, true));
     }
     let mut job = make()?;
@@ -769,16 +818,32 @@ async fn open_store_job(
                 path: shown.clone(),
                 what: "was created and removed",
             })?;
-    let job = parse_job(&shown, &bytes)?;
+    let job = parse_job(&state, &shown, &bytes)?;
     check_identity(&state, &job, &identity)?;
     Ok((job, true))
 }
 
-fn parse_job(path: &str, bytes: &[u8]) -> Result<JobRecord, StateError> {
-    serde_json::from_slice(bytes).map_err(|source| StateError::BadJob {
+/// Reads `job.json` of `state`, refusing a format newer than this build's
+/// before reading anything else of it.
+fn parse_job(state: &str, path: &str, bytes: &[u8]) -> Result<JobRecord, StateError> {
+    #[derive(Deserialize)]
+    struct Format {
+        #[serde(default = "unrecorded_format")]
+        format: u32,
+    }
+    let bad = |source| StateError::BadJob {
         path: path.to_string(),
         source,
-    })
+    };
+    let found = serde_json::from_slice::<Format>(bytes).map_err(bad)?.format;
+    if found > STATE_FORMAT {
+        return Err(StateError::Newer {
+            state: state.to_string(),
+            found,
+            supported: STATE_FORMAT,
+        });
+    }
+    serde_json::from_slice(bytes).map_err(bad)
 }
 
 fn job_bytes(job: &JobRecord) -> Result<Vec<u8>, StateError> {
@@ -868,6 +933,7 @@ pub(crate) mod tests {
             deleted: Vec::new(),
         };
         JobRecord {
+            format: STATE_FORMAT,
             spec: JobSpec {
                 url: "file:///x".into(),
                 splits: vec![split; splits],
@@ -1088,5 +1154,43 @@ pub(crate) mod tests {
             err.to_string().contains("--epochs was 2 there, 3 now"),
             "{err}"
         );
+    }
+
+    #[tokio::test]
+    async fn an_older_format_resumes_and_is_marked_a_newer_one_is_refused_naming_both() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("job.json");
+        let location = StateLocation::Dir(dir.path().to_path_buf());
+        let identity = || {
+            Identity::default()
+                .with(DATASET, "file:///x")
+                .with("epochs", 2)
+        };
+        // A state written before the format was recorded.
+        let mut old = serde_json::to_value(job(3)).expect("json");
+        old.as_object_mut().expect("object").remove("format");
+        std::fs::write(&path, old.to_string()).expect("write old job.json");
+        let (state, resumed) = MasterState::open(&location, identity(), || panic!("exists"))
+            .await
+            .expect("an older format resumes");
+        assert!(resumed);
+        drop(state);
+        let marked: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).expect("job.json")).expect("json");
+        assert_eq!(marked["format"], STATE_FORMAT, "{marked}");
+        // A state of a format this build does not know.
+        let mut newer = serde_json::to_value(job(3)).expect("json");
+        newer["format"] = (STATE_FORMAT + 1).into();
+        newer["spec"] = serde_json::json!({"something": "else entirely"});
+        std::fs::write(&path, newer.to_string()).expect("write newer job.json");
+        let err = MasterState::open(&location, identity(), || panic!("exists"))
+            .await
+            .err()
+            .expect("a newer format is refused");
+        assert!(matches!(err, StateError::Newer { .. }), "{err}");
+        let text = err.to_string();
+        for version in [STATE_FORMAT + 1, STATE_FORMAT] {
+            assert!(text.contains(&version.to_string()), "{text}");
+        }
     }
 }
