@@ -18,6 +18,9 @@ use serde::{Deserialize, Serialize};
 /// The record's object name inside the state location.
 pub const TRAINED: &str = "trained.json";
 
+/// The format of `trained.json` this build writes; a newer one is refused.
+pub const TRAINED_FORMAT: u32 = 1;
+
 /// Errors of a scheduled job's state store (`trained.json`, the lock, the model checkpoints).
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -47,6 +50,16 @@ pub enum StoreError {
         /// What the JSON parser found.
         #[source]
         source: serde_json::Error,
+    },
+    /// `trained.json` was written by a newer sluice, in a format this one cannot read.
+    #[error("state {path} was written by a newer sluice (format {found}); this sluice reads formats up to {supported}: run the job with that sluice or a newer one")]
+    Newer {
+        /// The object.
+        path: String,
+        /// Its format.
+        found: u32,
+        /// The newest this build reads ([`TRAINED_FORMAT`]).
+        supported: u32,
     },
     /// Another writer changed `trained.json` since this run read it.
     #[error("state {path} was changed by another run while this one trained; nothing was recorded (its partitions are trained again next time)")]
@@ -211,17 +224,33 @@ impl StateStore {
         let Some((bytes, version)) = self.get(&path).await? else {
             return Ok(Loaded {
                 trained: Trained {
-                    version: 1,
+                    version: TRAINED_FORMAT,
                     source: source.to_string(),
                     ..Trained::default()
                 },
                 version: None,
             });
         };
-        let trained: Trained = serde_json::from_slice(&bytes).map_err(|e| StoreError::Damaged {
+        #[derive(Deserialize)]
+        struct Format {
+            #[serde(default)]
+            version: u32,
+        }
+        let damaged = |e| StoreError::Damaged {
             path: self.location.display(&path),
             source: e,
-        })?;
+        };
+        let found = serde_json::from_slice::<Format>(&bytes)
+            .map_err(damaged)?
+            .version;
+        if found > TRAINED_FORMAT {
+            return Err(StoreError::Newer {
+                path: self.location.display(&path),
+                found,
+                supported: TRAINED_FORMAT,
+            });
+        }
+        let trained: Trained = serde_json::from_slice(&bytes).map_err(damaged)?;
         if trained.source != source {
             return Err(StoreError::OtherSource {
                 state: self.location.url(),
@@ -323,3 +352,42 @@ impl StateStore {
 }
 
 pub use crate::wall::now_text;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_record_of_a_newer_format_is_refused_naming_both() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = dir.path().to_str().expect("utf-8").to_string();
+        let store = StateStore::open(&url).expect("open");
+        let text = serde_json::json!({
+            "version": TRAINED_FORMAT + 1,
+            "source": "/data",
+            "partitions": {},
+            "runs": [],
+        });
+        std::fs::write(dir.path().join(TRAINED), text.to_string()).expect("write");
+        let err = store.load("/data", None).await.err().expect("refused");
+        assert!(matches!(err, StoreError::Newer { .. }), "{err}");
+        let message = err.to_string();
+        assert!(
+            message.contains(&format!("format {}", TRAINED_FORMAT + 1)),
+            "{message}"
+        );
+        assert!(
+            message.contains(&format!("up to {TRAINED_FORMAT}")),
+            "{message}"
+        );
+        // Today's format reads.
+        let text = serde_json::json!({
+            "version": TRAINED_FORMAT,
+            "source": "/data",
+            "partitions": {},
+            "runs": [],
+        });
+        std::fs::write(dir.path().join(TRAINED), text.to_string()).expect("write");
+        store.load("/data", None).await.expect("today's format");
+    }
+}
