@@ -4,6 +4,9 @@
 # integration tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=tests/phases.sh
+source tests/phases.sh
+trap 'phase ""' EXIT
 
 VENV="${SLUICE_VENV:-$HOME/.cache/sluice/venv}"
 PY="$VENV/bin/python"
@@ -24,22 +27,22 @@ if ! "$AIRFLOW_PY" -c 'import airflow' 2>/dev/null; then
 fi
 export SLUICE_FIXTURES="${SLUICE_FIXTURES:-$PWD/tests/data/generated}"
 
-echo "== fixtures (real Spark) -> $SLUICE_FIXTURES"
+phase "fixtures (real Spark) -> $SLUICE_FIXTURES"
 "$PY" tests/fixtures/make_fixtures.py "$SLUICE_FIXTURES"
 
-echo "== Delta and Iceberg tables (real Spark 4.0) -> $SLUICE_FIXTURES/tables"
+phase "Delta and Iceberg tables (real Spark 4.0) -> $SLUICE_FIXTURES/tables"
 "$TABLES_PY" tests/fixtures/make_tables.py "$SLUICE_FIXTURES"
 
-echo "== tables in catalogs (real Spark 4.0, the Iceberg REST catalog) -> $SLUICE_FIXTURES/catalogs"
+phase "tables in catalogs (real Spark 4.0, the Iceberg REST catalog) -> $SLUICE_FIXTURES/catalogs"
 "$TABLES_PY" tests/fixtures/make_catalogs.py "$SLUICE_FIXTURES"
 
-echo "== cargo fmt / clippy"
+phase "cargo fmt / clippy"
 cargo fmt --all -- --check
 cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
 FUZZ_SECONDS="${SLUICE_FUZZ_SECONDS:-20}"
-echo "== fuzz targets (cargo-fuzz, nightly): ${FUZZ_SECONDS} s each"
+phase "fuzz targets (cargo-fuzz, nightly): ${FUZZ_SECONDS} s each"
 # fuzz/ is a workspace of its own. Its build and the corpus each target grows are
 # kept in the cache between runs; a crash fails the run, its input written under
 # fuzz/artifacts/TARGET (replay: cargo +nightly fuzz run TARGET FILE).
@@ -59,7 +62,7 @@ for target in bzip2_blocks hadoop_block; do
   echo "$target: $(grep -E '^#[0-9]+[[:space:]]+DONE' "$log" || tail -n 1 "$log")"
 done
 
-echo "== wheel (maturin around the dev build; tests/wheel.rs installs it)"
+phase "wheel (maturin around the dev build; tests/wheel.rs installs it)"
 # The same pyproject.toml builds the release wheel with the small `dist` binary
 # (`maturin build --zig --compatibility manylinux2014`, for glibc 2.17); here it
 # packs the debug binary cargo test uses anyway, tagged for this machine's glibc:
@@ -76,7 +79,7 @@ rm -f "$SLUICE_WHEEL_DIR"/sluice_train-*.whl
 export SLUICE_WHEEL_DIR
 export SLUICE_WHEELHOUSE="${SLUICE_WHEELHOUSE:-$HOME/.cache/sluice/wheelhouse}"
 
-echo "== object store emulators (tests/services: moto, fake-gcs-server, Azurite)"
+phase "object store emulators (tests/services: moto, fake-gcs-server, Azurite)"
 # Started once here so the tests share them (a test that finds one missing starts
 # it itself); stopped on any exit.
 stop_emulators() {
@@ -84,12 +87,12 @@ stop_emulators() {
     tests/services/$service.sh stop || true
   done
 }
-trap stop_emulators EXIT
+trap 'stop_emulators; phase ""' EXIT
 for service in s3 gcs azure; do
   tests/services/$service.sh start >/dev/null
 done
 
-echo "== hdfs (tests/services/hdfs.sh: a MiniDFSCluster)"
+phase "hdfs (tests/services/hdfs.sh: a MiniDFSCluster)"
 # Started after the fixtures and not exported: Spark must not see the cluster's
 # configuration while it writes local test data; the tests pass HADOOP_CONF_DIR
 # to sluice themselves. The HA cluster is started by tests/hdfs.rs when needed.
@@ -100,8 +103,8 @@ stop_hdfs() {
     tests/services/hdfs.sh stop-secure --protection "$level" || true
   done
 }
-trap 'stop_emulators; stop_hdfs' EXIT
+trap 'stop_emulators; stop_hdfs; phase ""' EXIT
 tests/services/hdfs.sh start >/dev/null
 
-echo "== cargo test"
+phase "cargo test"
 cargo test --all -- --test-threads=2
