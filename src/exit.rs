@@ -15,18 +15,18 @@ use std::error::Error;
 
 use crate::catalog::CatalogError;
 use crate::config::{JobFileError, OptionError};
+use crate::follow::FollowError;
 use crate::job::train::TrainError;
 use crate::job::wait::WaitError;
 use crate::job::worker::WorkerError;
-use crate::master::commit::CommitError;
-use crate::master::dir_lock::DirLockError;
-use crate::master::follow::FollowError;
-use crate::master::journal::JournalError;
 use crate::master::serve::{MasterError, StopSignal};
-use crate::master::state::StateError;
 use crate::protocol::select::SelectError;
 use crate::schedule::lock::LockError;
 use crate::schedule::RunError;
+use crate::state::commit::CommitError;
+use crate::state::dir_lock::DirLockError;
+use crate::state::journal::JournalError;
+use crate::state::master_state::StateError;
 use crate::trainer::TrainerError;
 
 /// Done: every task was done (or there was nothing to do).

@@ -164,7 +164,7 @@ pub async fn master(mut args: MasterArgs) -> anyhow::Result<u8> {
         columns: options.columns,
         select: args.select,
         listen: options.listen,
-        state: crate::master::state::StateLocation::parse(&options.state),
+        state: crate::state::master_state::StateLocation::parse(&options.state),
         token: args.token.token()?,
         linger: options.linger,
         allow_incomplete: options.allow_incomplete,

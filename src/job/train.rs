@@ -12,20 +12,21 @@ use tracing::warn;
 use super::summary::{FailedTask, Resumed, ServedAgain, Summary};
 use super::wait;
 use crate::config::{ModelChoice, TrainConfig, TrainerChoice};
-use crate::master::dir_log::write_durably;
-use crate::master::follow::{FollowError, Follower};
-use crate::master::identity::{Identity, DATASET};
-use crate::master::journal::MemoryJournal;
-use crate::master::state::{wall_millis, JobRecord, MasterState, StateError, StateLocation};
-use crate::master::LocalQueue;
+use crate::follow::{FollowError, Follower};
 use crate::protocol::follow::FollowPosition;
 use crate::protocol::select;
 use crate::protocol::spec::JobSpec;
 use crate::queue::{Command, QueueConfig};
+use crate::state::dir_log::write_durably;
+use crate::state::identity::{Identity, DATASET};
+use crate::state::journal::MemoryJournal;
+use crate::state::LocalQueue;
+use crate::state::{JobRecord, MasterState, StateError, StateLocation};
 use crate::trainer::{
     ExecFactory, LinearFactory, LinearKind, ModelCheckpoints, NoneFactory, TrainerFactory,
     Transform, TransformFactory, RESUME_CHECKPOINT_ENV,
 };
+use crate::wall::wall_millis;
 use crate::worker::pipeline::{self, PipelineConfig, Progress, Stop};
 
 /// Errors that stop a training job before or while it runs.
@@ -98,7 +99,7 @@ pub enum TrainError {
     /// Following the source failed (`--follow`): what was taken before is
     /// trained and committed.
     #[error("{0}")]
-    Follow(#[from] crate::master::follow::FollowError),
+    Follow(#[from] crate::follow::FollowError),
     /// Writing an output file failed.
     #[error("cannot write {path}: {source}")]
     Write {
@@ -164,13 +165,9 @@ pub async fn run(config: TrainConfig, stop: Option<Stop>) -> Result<Outcome, Tra
     let location = connectors::store::open(&config.url)?;
     if let Some(follow) = &config.follow {
         let waiting = Instant::now();
-        let (dataset, position) = crate::master::follow::first_dataset(
-            &location,
-            &config.dataset,
-            follow,
-            config.table.as_ref(),
-        )
-        .await?;
+        let (dataset, position) =
+            crate::follow::first_dataset(&location, &config.dataset, follow, config.table.as_ref())
+                .await?;
         for ignored in &dataset.ignored {
             warn!(path = %ignored.path, reason = %ignored.reason, "file not read");
         }
@@ -481,7 +478,7 @@ async fn train(
         let followed = &followed;
         async move {
             if let Some((follower, next, ends)) = following {
-                let result = crate::master::follow::run(follower, &grow, next, ends).await;
+                let result = crate::follow::run(follower, &grow, next, ends).await;
                 *followed.borrow_mut() = Some(result);
             }
             std::future::pending::<std::convert::Infallible>().await

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use connectors::{Dataset, DatasetOptions, ErrorKind, Location};
 
-use crate::master::inotify::LocalWatch;
+use crate::follow::inotify::LocalWatch;
 
 /// How often the output is listed while waiting.
 const POLL: Duration = Duration::from_secs(1);

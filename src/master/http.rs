@@ -19,12 +19,13 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use subtle::ConstantTimeEq;
 
-use super::commit::GroupCommit;
-use super::state::{wall_millis, MasterState};
 use super::{metrics, page};
 use crate::protocol::api::*;
 use crate::protocol::ops::{self, Operation, WorkerOperation};
 use crate::queue::{Command, QueueError, Reply, WorkerSecret};
+use crate::state::commit::GroupCommit;
+use crate::state::MasterState;
+use crate::wall::wall_millis;
 
 /// An HTTP request as axum hands it over (the API's own requests are [`Request`]s).
 type HttpRequest = axum::extract::Request;

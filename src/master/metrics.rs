@@ -13,8 +13,8 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use super::timing::Timings;
 use crate::protocol::api::{StatusReply, WorkerStatus};
+use crate::state::timing::Timings;
 
 /// The content type of the exposition.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

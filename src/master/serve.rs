@@ -10,12 +10,12 @@ use std::time::Duration;
 use connectors::{Dataset, DatasetOptions, ReadPlan};
 use tracing::info;
 
-use super::commit::{CommitError, GroupCommit};
 use super::http::{router, status_of, AppState};
-use super::identity::{Identity, DATASET};
-use super::state::{JobRecord, MasterState, StateError, StateLocation};
 use crate::protocol::spec::CatalogSource;
 use crate::queue::QueueConfig;
+use crate::state::commit::{CommitError, GroupCommit};
+use crate::state::identity::{Identity, DATASET};
+use crate::state::master_state::{JobRecord, MasterState, StateError, StateLocation};
 
 /// Rows per decoded batch in the read plan a master serves (recorded in its
 /// `job.json`): each worker cuts the rows into batches of its own
@@ -123,7 +123,7 @@ pub enum MasterError {
     },
     /// Following the source failed (`--follow`); what was taken before was served.
     #[error("{0}")]
-    Follow(#[from] super::follow::FollowError),
+    Follow(#[from] crate::follow::FollowError),
 }
 
 /// How the job ended.
@@ -193,7 +193,7 @@ async fn make_job(config: &MasterConfig) -> Result<JobRecord, MasterError> {
     let location = connectors::store::open(&config.url)?;
     let (dataset, position) = match &config.follow {
         Some(follow) => {
-            let (dataset, position) = super::follow::first_dataset(
+            let (dataset, position) = crate::follow::first_dataset(
                 &location,
                 &config.dataset,
                 follow,
@@ -287,20 +287,20 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
         // not expire their leases nor count them gone.
         state
             .execute(crate::queue::Command::RenewAll {
-                now: super::state::wall_millis(),
+                now: crate::wall::wall_millis(),
             })
             .map_err(|e| MasterError::State(e.into()))?;
         if config.follow.is_some() && !state.queue().is_open() {
             // Closed by --idle-exit or --follow-until: follow on.
             state
                 .execute(crate::queue::Command::Reopen {
-                    now: super::state::wall_millis(),
+                    now: crate::wall::wall_millis(),
                 })
                 .map_err(|e| MasterError::State(e.into()))?;
         }
         if config.retry_failed {
             state
-                .retry_failed(super::state::wall_millis())
+                .retry_failed(crate::wall::wall_millis())
                 .map_err(|e| MasterError::State(e.into()))?;
         }
     }
@@ -313,7 +313,7 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
         (Some(follow), Some(_)) if state.queue().is_open() => {
             let location = connectors::store::open(&config.url)?;
             Some(
-                super::follow::Follower::resume(
+                crate::follow::Follower::resume(
                     &state,
                     location,
                     config.dataset.clone(),
@@ -333,14 +333,14 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
     })?;
     // The follower runs beside the server in this task; it is dropped (not
     // closed: a restarted master follows on) when serving stops first.
-    let followed: std::cell::RefCell<Option<Result<(), super::follow::FollowError>>> =
+    let followed: std::cell::RefCell<Option<Result<(), crate::follow::FollowError>>> =
         Default::default();
     let follow_fut = {
         let grow = commit.clone();
         let followed = &followed;
         async move {
             if let Some((follower, next, ends)) = following {
-                let result = super::follow::run(follower, &grow, next, ends).await;
+                let result = crate::follow::run(follower, &grow, next, ends).await;
                 if let Err(e) = &result {
                     tracing::error!(error = %e, "following stopped; the master serves what it took, then ends");
                 }

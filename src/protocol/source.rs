@@ -1,5 +1,5 @@
 //! What a worker needs from a master, whether the embedded queue of `sluice
-//! train` ([`crate::master::LocalQueue`]) or a remote one over HTTP
+//! train` ([`crate::state::LocalQueue`]) or a remote one over HTTP
 //! ([`crate::worker::remote::RemoteSource`]).
 
 use crate::queue::{

@@ -17,7 +17,7 @@ use tracing::{debug, warn};
 
 use super::state::{now_text, StateStore, StoreError};
 use crate::host::{host_name, process_alive, process_start};
-use crate::master::state::wall_millis;
+use crate::wall::wall_millis;
 
 /// The lock's object name inside the state location.
 pub const LOCK: &str = "lock.json";

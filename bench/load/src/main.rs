@@ -42,8 +42,8 @@ use connectors::codec::Codec;
 use connectors::{Format, FormatOptions, ReadPlan, Split, SplitRange};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use sluice::master::identity::Identity;
-use sluice::master::state::JobRecord;
+use sluice::state::identity::Identity;
+use sluice::state::master_state::JobRecord;
 use sluice::protocol::api::{
     Answer, CommitRequest, FinishRequest, LeaseRequest, RegisterReply, RegisterRequest, StatusReply,
 };

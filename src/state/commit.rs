@@ -36,7 +36,7 @@ use tokio::sync::{oneshot, watch};
 use tracing::error;
 
 use super::journal::{Journal, JournalError, Pending};
-use super::state::{snapshot_after, MasterState, Replica};
+use super::master_state::{snapshot_after, MasterState, Replica};
 use super::timing::Timings;
 use crate::queue::{Command, Reply};
 
@@ -224,6 +224,12 @@ impl GroupCommit {
         })
     }
 
+    /// Whether tasks the job took wait to be trained (to do or leased).
+    pub fn has_work(&self) -> bool {
+        let master = self.master.lock().unwrap_or_else(|e| e.into_inner());
+        master.queue().has_work()
+    }
+
     /// Applies `command` and returns its reply once it is durable; after a
     /// journal failure, the error instead (the command is not applied).
     pub async fn run(&self, command: Command) -> Result<Reply, CommitError> {
@@ -346,23 +352,12 @@ fn committer(shared: &Shared) {
     }
 }
 
-#[async_trait::async_trait]
-impl super::follow::Grow for GroupCommit {
-    async fn apply(&self, command: Command) -> Result<Reply, String> {
-        self.run(command).await.map_err(|e| e.to_string())
-    }
-    fn busy(&self) -> bool {
-        let master = self.master.lock().unwrap_or_else(|e| e.into_inner());
-        master.queue().has_work()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::master::identity::Identity;
-    use crate::master::state::{tests::job, StateLocation};
     use crate::queue::LeaseReply;
+    use crate::state::identity::Identity;
+    use crate::state::master_state::{tests::job, StateLocation};
 
     /// Registers, then leases and finishes tasks until the job is over;
     /// returns the tasks it finished.
@@ -504,7 +499,7 @@ mod tests {
             Ok(())
         }
 
-        fn load(&mut self) -> Result<crate::master::journal::Loaded, JournalError> {
+        fn load(&mut self) -> Result<crate::state::journal::Loaded, JournalError> {
             Ok(Default::default())
         }
 

@@ -18,6 +18,8 @@
 //!   partitioned Hive table's new partitions, as the metastore lists them,
 //!   each once it holds files.
 
+pub mod inotify;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -28,11 +30,11 @@ use object_store::path::Path;
 use object_store::ObjectStoreExt;
 use tracing::{info, warn};
 
-use super::inotify::LocalWatch;
-use super::state::wall_millis;
 use crate::config::{FollowConfig, OnRewrite};
 use crate::protocol::follow::{FollowPosition, FollowStep};
 use crate::queue::{Command, Reply};
+use crate::wall::wall_millis;
+use inotify::LocalWatch;
 
 /// Why following stopped the job.
 #[derive(Debug, thiserror::Error)]
@@ -442,7 +444,7 @@ impl Follower {
     /// ends; `started` is when this run started (`--follow-until` durations
     /// count from it).
     pub async fn resume(
-        state: &super::state::MasterState,
+        state: &crate::state::MasterState,
         location: Location,
         options: DatasetOptions,
         config: FollowConfig,
@@ -927,6 +929,17 @@ pub trait Grow: Send + Sync {
     /// job at work is not idle.
     fn busy(&self) -> bool {
         false
+    }
+}
+
+/// The master's group commit grows a followed job durably.
+#[async_trait::async_trait]
+impl Grow for crate::state::commit::GroupCommit {
+    async fn apply(&self, command: Command) -> Result<Reply, String> {
+        self.run(command).await.map_err(|e| e.to_string())
+    }
+    fn busy(&self) -> bool {
+        self.has_work()
     }
 }
 

@@ -4,13 +4,14 @@
 
 use std::sync::{Arc, Mutex};
 
-use super::state::{wall_millis, MasterState};
+use super::master_state::MasterState;
 use crate::protocol::ops::{self, Operation};
 use crate::protocol::{Halt, SourceError, TaskSource};
 use crate::queue::{
     AttemptId, Command, CutPiece, EpochView, FailOutcome, LeaseReply, Queue, QueueStatus, Reply,
     WorkerId,
 };
+use crate::wall::wall_millis;
 
 /// The queue held in this process; every change goes through the master
 /// state's journal (in memory, or on disk with `--state`).
@@ -189,7 +190,7 @@ impl TaskSource for LocalQueue {
 }
 
 #[async_trait::async_trait]
-impl crate::master::follow::Grow for LocalQueue {
+impl crate::follow::Grow for LocalQueue {
     async fn apply(&self, command: Command) -> Result<Reply, String> {
         self.run(command).map_err(|e| e.to_string())
     }

@@ -1,4 +1,4 @@
-//! The master's state: the queue, its journal, the job spec, and what the
+//! The job's state: the queue, its journal, the job spec, and what the
 //! status page shows about workers. Every queue command goes through
 //! [`MasterState::execute`], which journals it before its reply is used.
 
@@ -225,8 +225,6 @@ impl std::fmt::Display for StateLocation {
         }
     }
 }
-
-pub use crate::wall::wall_millis;
 
 /// What the master knows of a live worker beyond the queue: its own figures,
 /// from its heartbeats. A worker silent for longer than the lease timeout has
@@ -856,8 +854,9 @@ fn job_bytes(job: &JobRecord) -> Result<Vec<u8>, StateError> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::master::journal::MemoryJournal;
     use crate::queue::LeaseReply;
+    use crate::state::journal::MemoryJournal;
+    use crate::wall::wall_millis;
     use connectors::{FormatOptions, ReadPlan};
 
     fn register(now: u64) -> Command {
