@@ -294,6 +294,7 @@ async fn inspect(loc: &Location, file: &FileRef) -> Result<FileInfo> {
         schema: meta.schema().clone(),
         rows: Some(units.iter().map(|u| u.rows).sum()),
         units,
+        csv_head: None,
     })
 }
 
