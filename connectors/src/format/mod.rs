@@ -6,6 +6,7 @@ mod csv;
 mod json;
 mod orc;
 mod parquet;
+mod spark_legacy;
 mod text;
 mod text_io;
 
