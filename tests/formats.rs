@@ -306,12 +306,21 @@ fn orc_reads_as_spark_reads() {
 
 #[test]
 fn avro_reads_as_spark_reads() {
-    assert_reads_as_spark("avro", &[]);
+    for name in ["avro", "avro_julian"] {
+        assert_reads_as_spark(name, &[]);
+    }
 }
 
 #[test]
 fn parquet_reads_as_spark_reads() {
-    for name in ["parquet_default", "parquet_legacy", "parquet_millis"] {
+    for name in [
+        "parquet_default",
+        "parquet_legacy",
+        "parquet_millis",
+        "parquet_ancient",
+        "parquet_julian_int96",
+        "parquet_julian_micros",
+    ] {
         assert_reads_as_spark(name, &[]);
     }
 }
