@@ -87,29 +87,83 @@ fn spark_column_name(index: usize) -> String {
     format!("_c{index}")
 }
 
+/// The most bytes of a file's head read to infer its schema, however long
+/// its records are.
+const HEAD_LIMIT: usize = 16 * 1024 * 1024;
+
+/// Where a reader of CSV bytes stands: in a quoted value or not, and what
+/// the byte before was.
+#[derive(Default)]
+struct Quoting {
+    quoted: bool,
+    /// After an escape inside quotes: the next byte is literal.
+    escaped: bool,
+    /// After a quote inside quotes: a second one is a literal quote,
+    /// anything else ends the quoted value.
+    quote_seen: bool,
+    /// Nothing of the current field read yet: only there does a quote open
+    /// a quoted value (`5" screen` is text).
+    mid_field: bool,
+}
+
+impl Quoting {
+    fn step(&mut self, byte: u8, delimiter: u8) {
+        if self.quoted {
+            if self.escaped {
+                self.escaped = false;
+                return;
+            }
+            if !self.quote_seen {
+                match byte {
+                    ESCAPE => self.escaped = true,
+                    QUOTE => self.quote_seen = true,
+                    _ => {}
+                }
+                return;
+            }
+            self.quote_seen = false;
+            if byte == QUOTE {
+                return;
+            }
+            self.quoted = false;
+        }
+        if byte == delimiter || byte == b'\n' {
+            self.mid_field = false;
+        } else if byte == QUOTE && !self.mid_field {
+            self.quoted = true;
+            self.mid_field = true;
+        } else {
+            self.mid_field = true;
+        }
+    }
+
+    /// Whether the bytes so far end a record (no quoted value open).
+    fn between_records(&self) -> bool {
+        !self.quoted || self.quote_seen
+    }
+}
+
 /// Reads up to `records` whole records of a file's head (a quoted value may
-/// hold line breaks); returns them and where the first record ends.
-fn read_records(input: &mut impl BufRead, records: usize) -> std::io::Result<(Vec<u8>, usize)> {
+/// hold line breaks), at most [`HEAD_LIMIT`] bytes; returns them and where
+/// the first record ends.
+fn read_records(
+    input: &mut impl BufRead,
+    records: usize,
+    delimiter: u8,
+) -> std::io::Result<(Vec<u8>, usize)> {
     let mut head = Vec::new();
     let mut first_end = None;
     let mut count = 0;
-    let mut quoted = false;
-    let mut escaped = false;
-    while count < records {
+    let mut quoting = Quoting::default();
+    while count < records && head.len() < HEAD_LIMIT {
         let start = head.len();
         if input.read_until(b'\n', &mut head)? == 0 {
             break;
         }
         for &byte in &head[start..] {
-            if escaped {
-                escaped = false;
-            } else if quoted && byte == ESCAPE {
-                escaped = true;
-            } else if byte == QUOTE {
-                quoted = !quoted;
-            }
+            quoting.step(byte, delimiter);
         }
-        if !quoted {
+        if quoting.between_records() {
             count += 1;
             first_end.get_or_insert(head.len());
         }
@@ -166,8 +220,12 @@ fn read_head(
     opts: &FormatOptions,
     display: &str,
 ) -> Result<(SchemaRef, Option<CsvHead>)> {
-    let (head, first_end) = read_records(&mut input, opts.infer_records.saturating_add(1))
-        .map_err(|e| from_io(display, "csv", e))?;
+    let (head, first_end) = read_records(
+        &mut input,
+        opts.infer_records.saturating_add(1),
+        opts.csv_delimiter,
+    )
+    .map_err(|e| from_io(display, "csv", e))?;
     let delimiter = opts.csv_delimiter;
     if let Some(header) = opts.csv_header {
         let (schema, _) = infer(&head, delimiter, header, display)?;
@@ -217,7 +275,7 @@ pub(crate) fn decide_header<'a>(
 /// Reads the header line of a file (for splits that start past it).
 fn header_names(loc: &Location, path: &Path, delimiter: u8) -> std::io::Result<Vec<String>> {
     let mut head = open_head(loc, path);
-    let (line, _) = read_records(&mut head, 1)?;
+    let (line, _) = read_records(&mut head, 1, delimiter)?;
     let (schema, _) = dialect(delimiter)
         .with_header(true)
         .infer_schema(Cursor::new(line), Some(0))
@@ -350,13 +408,21 @@ mod tests {
     #[test]
     fn quoted_line_breaks_stay_in_their_record() {
         let text = "id,s\n1,\"a\nb\"\n2,\"say \\\"hi\\\"\"\n3,x\n";
-        let (head, first_end) = read_records(&mut text.as_bytes(), 3).expect("read");
+        let (head, first_end) = read_records(&mut text.as_bytes(), 3, b',').expect("read");
         assert_eq!(first_end, 5);
         assert_eq!(
             std::str::from_utf8(&head).expect("utf8"),
             &text[..text.len() - 4]
         );
         assert_eq!(head_of(text).evidence, HeaderEvidence::Header);
+        // Doubled quotes inside quotes, and a quote inside an unquoted value.
+        let text = "1,\"a \"\"q\"\"\nb\"\n2,5\" screen\n3,x\n4,y\n";
+        let (head, first_end) = read_records(&mut text.as_bytes(), 3, b',').expect("read");
+        assert_eq!(&text[..first_end], "1,\"a \"\"q\"\"\nb\"\n");
+        assert_eq!(
+            std::str::from_utf8(&head).expect("utf8"),
+            &text[..text.len() - 4]
+        );
     }
 
     #[test]
