@@ -33,6 +33,9 @@ phase "fixtures (real Spark) -> $SLUICE_FIXTURES"
 phase "Delta and Iceberg tables (real Spark 4.0) -> $SLUICE_FIXTURES/tables"
 "$TABLES_PY" tests/fixtures/make_tables.py "$SLUICE_FIXTURES"
 
+phase "every format as Spark writes and reads it by default (real Spark 4.0, spark-avro) -> $SLUICE_FIXTURES/formats"
+"$TABLES_PY" tests/fixtures/make_formats.py "$SLUICE_FIXTURES"
+
 phase "tables in catalogs (real Spark 4.0, the Iceberg REST catalog) -> $SLUICE_FIXTURES/catalogs"
 "$TABLES_PY" tests/fixtures/make_catalogs.py "$SLUICE_FIXTURES"
 

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::codec::Codec;
 use crate::error::{Error, Result};
 use crate::filter::PartitionFilter;
-use crate::format::{self, FileInfo, FileRef, FormatOptions};
+use crate::format::{self, CsvHeader, FileInfo, FileRef, FormatOptions};
 use crate::layout::names::{classify_dir, dbio_txn, DirClass, FileClass};
 use crate::layout::partition::{infer_type, parse_value, unescape, widen};
 use crate::layout::success::SuccessMarker;
@@ -159,6 +159,10 @@ pub struct Dataset {
     /// The Structured Streaming file sink this dataset was read from, and up
     /// to which batch.
     pub sink: Option<SinkInfo>,
+    /// For CSV files: whether they were taken to start with a header line
+    /// found out from the data, taken to have none, or told. What was taken
+    /// is in `options.format_options.csv_header`.
+    pub csv_header: Option<CsvHeader>,
 }
 
 /// What a listing found besides the files to read.
@@ -293,6 +297,7 @@ impl Dataset {
             table: None,
             columns: ColumnMapping::default(),
             sink: found.sink,
+            csv_header: None,
         };
         dataset.finish(inspected);
         Ok(dataset)
@@ -395,6 +400,7 @@ impl Dataset {
             }),
             columns: snapshot.columns,
             sink: None,
+            csv_header: None,
         };
         dataset.finish(inspected);
         Ok(dataset)
@@ -542,6 +548,7 @@ impl Dataset {
             table: None,
             columns: ColumnMapping::default(),
             sink: None,
+            csv_header: None,
         };
         dataset.finish(inspected);
         Ok(dataset)
@@ -552,7 +559,12 @@ impl Dataset {
             files,
             infos,
             corrupt,
+            csv_header,
         } = inspected;
+        if let Some((header, verdict)) = csv_header {
+            self.options.format_options.csv_header = Some(header);
+            self.csv_header = Some(verdict);
+        }
         for (file, info) in files.into_iter().zip(infos) {
             let path = file.meta.location.to_string();
             let codec = Codec::from_path(&path);
@@ -1002,6 +1014,8 @@ struct Inspected {
     files: Vec<Candidate>,
     infos: Vec<FileInfo>,
     corrupt: Vec<(Candidate, String)>,
+    /// CSV files: whether they start with a header line, and who said so.
+    csv_header: Option<(bool, CsvHeader)>,
 }
 
 async fn inspect_all(
@@ -1014,6 +1028,7 @@ async fn inspect_all(
         files: Vec::new(),
         infos: Vec::new(),
         corrupt: Vec::new(),
+        csv_header: None,
     };
     let Some(format) = format else {
         inspected.files = files;
@@ -1050,7 +1065,49 @@ async fn inspect_all(
             }
         }
     }
+    if format == Format::Csv {
+        inspected.csv_header = Some(csv_header(loc, &mut inspected, opts.csv_header)?);
+    }
     Ok(inspected)
+}
+
+/// Whether the CSV files start with a header line: as given, or decided
+/// once for all of them from what their heads show; each file's schema is
+/// then the one read that way.
+fn csv_header(
+    loc: &Location,
+    inspected: &mut Inspected,
+    given: Option<bool>,
+) -> Result<(bool, CsvHeader)> {
+    if let Some(header) = given {
+        return Ok((header, CsvHeader::Given));
+    }
+    let names: Vec<String> = inspected
+        .files
+        .iter()
+        .map(|f| loc.display(&f.meta.location))
+        .collect();
+    let heads = names
+        .iter()
+        .zip(&inspected.infos)
+        .filter_map(|(name, info)| Some((name.as_str(), info.csv_head.as_ref()?)));
+    let header = format::decide_header(heads)?;
+    for info in &mut inspected.infos {
+        if let Some(head) = info.csv_head.take() {
+            info.schema = if header {
+                head.with_header
+            } else {
+                head.without_header
+            };
+        }
+    }
+    let verdict = if header {
+        CsvHeader::Detected
+    } else {
+        CsvHeader::None
+    };
+    tracing::debug!(header, verdict = verdict.as_str(), "csv header");
+    Ok((header, verdict))
 }
 
 fn merge_schemas(loc: &Location, files: &[Candidate], infos: &[FileInfo]) -> Result<SchemaRef> {

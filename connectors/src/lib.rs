@@ -32,7 +32,7 @@ pub use dataset::{
 };
 pub use error::{Error, ErrorKind, Result};
 pub use filter::{FilterError, PartitionFilter};
-pub use format::{Format, FormatOptions};
+pub use format::{CsvHeader, Format, FormatOptions};
 pub use read::{read_split, read_split_within, ReadPlan};
 pub use read_ahead::ReadAhead;
 pub use sink::SinkInfo;

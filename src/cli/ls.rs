@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use clap::Args;
-use connectors::{read::count_rows, Dataset, ReadPlan};
+use connectors::{read::count_rows, CsvHeader, Dataset, ReadPlan};
 use futures::stream::{self, StreamExt, TryStreamExt};
 use serde_json::{json, Value};
 
@@ -177,6 +177,7 @@ fn to_json(dataset: &Dataset, partitions: &BTreeMap<String, PartitionTotals>) ->
         "ignored": dataset.ignored,
         "table": dataset.table,
         "sink": dataset.sink,
+        "csv_header": dataset.csv_header.map(|h| h.as_str()),
     })
 }
 
@@ -255,10 +256,31 @@ fn table(dataset: &Dataset, partitions: &BTreeMap<String, PartitionTotals>) -> S
         .map(|f| format!("{} {}", f.name(), f.data_type()))
         .collect();
     let _ = writeln!(out, "schema: {}", schema.join(", "));
+    if let Some(line) = csv_header_line(dataset) {
+        let _ = writeln!(out, "{line}");
+    }
     for ignored in &dataset.ignored {
         let _ = writeln!(out, "ignored: {} ({})", ignored.path, ignored.reason);
     }
     out
+}
+
+/// What `ls` says of a CSV dataset's header line: taken or not, and why.
+fn csv_header_line(dataset: &Dataset) -> Option<String> {
+    let header = dataset.options.format_options.csv_header.unwrap_or(false);
+    let line = match (dataset.csv_header?, header) {
+        (CsvHeader::Detected, _) => {
+            "csv header: detected (each file's first line names the columns; \
+             --csv-no-header reads it as data)"
+        }
+        (CsvHeader::None, _) => {
+            "csv header: none (no header found in the data: every line is a row, \
+             columns _c0, _c1, ...; --csv-header takes the first line as names)"
+        }
+        (CsvHeader::Given, true) => "csv header: given (--csv-header)",
+        (CsvHeader::Given, false) => "csv header: given (--csv-no-header)",
+    };
+    Some(line.to_string())
 }
 
 /// Formats a byte count with a binary unit.

@@ -570,6 +570,21 @@ mod tests {
     }
 
     #[test]
+    fn csv_header_is_a_key_given_or_left_to_the_data() {
+        let header = |extra: &str| {
+            let file = parse(&format!("{BASE}{extra}")).expect("valid job");
+            let options = file.read.dataset_options(false).expect("valid options");
+            options.format_options.csv_header
+        };
+        assert_eq!(header("csv-header = true\n"), Some(true));
+        assert_eq!(header("csv-header = false\n"), Some(false));
+        assert_eq!(header(""), None);
+        let both = parse(&format!("{BASE}csv-header = true\ncsv-no-header = true\n"))
+            .expect_err("contradicting");
+        assert!(both.to_string().contains("csv-header"), "{both}");
+    }
+
+    #[test]
     fn the_rows_trained_are_keys() {
         let file = parse(&format!(
             "{BASE}split = \"train=0.9,valid=0.1\"\nsplit-key = \"id\"\ntake = \"valid\"\nlimit = 10\n"

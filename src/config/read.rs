@@ -27,7 +27,16 @@ pub struct ReadOptions {
     #[arg(long, default_value = DEFAULT_SPLIT_SIZE, value_parser = parse_size)]
     #[serde(deserialize_with = "form::size")]
     pub split_size: u64,
-    /// CSV files have no header line.
+    /// CSV files start with a header line: take it for the column names. Without this
+    /// or --csv-no-header, it is found out from the data (no header when it cannot tell).
+    #[arg(
+        long,
+        num_args = 0,
+        default_missing_value = "true",
+        conflicts_with = "csv_no_header"
+    )]
+    pub csv_header: Option<bool>,
+    /// CSV files have no header line: every line is data, columns `_c0`, `_c1`, ... (Spark's reader default).
     #[arg(long)]
     pub csv_no_header: bool,
     /// CSV field delimiter (one character).
@@ -65,6 +74,7 @@ impl Default for ReadOptions {
             format: None,
             partition_strings: false,
             split_size: 128 * 1024 * 1024,
+            csv_header: None,
             csv_no_header: false,
             csv_delimiter: ',',
             text_key_value: false,
@@ -77,6 +87,17 @@ impl Default for ReadOptions {
 }
 
 impl ReadOptions {
+    /// Whether CSV files start with a header line, when given
+    /// (`--csv-header`, `--csv-no-header`, `csv-header = true|false`);
+    /// `None`: found out from the data.
+    pub fn csv_header(&self) -> Option<bool> {
+        if self.csv_no_header {
+            Some(false)
+        } else {
+            self.csv_header
+        }
+    }
+
     /// Checks every rule, naming the first option that breaks one.
     pub fn validate(&self) -> Result<(), OptionError> {
         rule(
@@ -85,6 +106,11 @@ impl ReadOptions {
             "must be one ASCII character",
         )?;
         rule(self.split_size > 0, "split-size", "must be more than 0")?;
+        rule(
+            !(self.csv_no_header && self.csv_header == Some(true)),
+            "csv-header",
+            "--csv-header and --csv-no-header contradict each other: give one",
+        )?;
         let versions = [
             self.table_version.is_some(),
             self.snapshot_id.is_some(),
@@ -108,7 +134,7 @@ impl ReadOptions {
             infer_partition_types: !self.partition_strings,
             split_size: self.split_size,
             format_options: FormatOptions {
-                csv_header: !self.csv_no_header,
+                csv_header: self.csv_header(),
                 csv_delimiter: self.csv_delimiter as u8,
                 text_key_value: self.text_key_value,
                 ..FormatOptions::default()

@@ -401,6 +401,11 @@ impl Follower {
             },
         };
         let local = LocalWatch::new(&location);
+        // What the job's start decided of a CSV header holds for all it follows.
+        let mut options = options;
+        if plan.options.csv_header.is_some() {
+            options.format_options.csv_header = plan.options.csv_header;
+        }
         Ok(Follower {
             location,
             options,

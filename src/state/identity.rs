@@ -61,7 +61,13 @@ impl Identity {
         self.with_opt("format", options.format)
             .with("partition-strings", !options.infer_partition_types)
             .with("split-size", options.split_size)
-            .with("csv-no-header", !format.csv_header)
+            .with(
+                "csv-header",
+                match format.csv_header {
+                    Some(header) => header.to_string(),
+                    None => "from the data".to_string(),
+                },
+            )
             .with("csv-delimiter", char::from(format.csv_delimiter))
             .with("text-key-value", format.text_key_value)
             .with_opt(

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use futures::stream::BoxStream;
 
 use super::text_io::{decode_blocking, emit_all, inspect_head};
-use super::{FileFormat, FileInfo, FileRef, FormatOptions, ReadRequest};
+use super::{spark_legacy, FileFormat, FileInfo, FileRef, FormatOptions, ReadRequest};
 use crate::error::{Error, Result};
 use crate::split::Split;
 use crate::store::Location;
@@ -46,7 +46,23 @@ impl FileFormat for Avro {
                 .with_batch_size(batch_size)
                 .build(input)
                 .map_err(|e| Error::corrupt(&display, "avro", e))?;
-            emit_all(reader, &display, "avro", emit);
+            // Spark's legacy calendar: every date and timestamp is rebased.
+            let legacy: Vec<String> = if reader
+                .avro_header()
+                .get(spark_legacy::LEGACY_DATETIME)
+                .is_some()
+            {
+                reader
+                    .schema()
+                    .fields()
+                    .iter()
+                    .map(|f| f.name().clone())
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let batches = reader.map(move |batch| spark_legacy::rebase(batch?, &legacy));
+            emit_all(batches, &display, "avro", emit);
             Ok(())
         })
     }

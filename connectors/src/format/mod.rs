@@ -6,6 +6,7 @@ mod csv;
 mod json;
 mod orc;
 mod parquet;
+mod spark_legacy;
 mod text;
 mod text_io;
 
@@ -21,12 +22,17 @@ use crate::split::{Split, SplitRange};
 use crate::store::Location;
 use crate::types::ColumnMapping;
 pub use crate::types::{Format, Unit};
+pub(crate) use csv::decide_header;
+pub use csv::{CsvHead, CsvHeader};
 
 /// How text formats are parsed.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct FormatOptions {
-    /// CSV files start with a header line.
-    pub csv_header: bool,
+    /// CSV files start with a header line (`Some(true)`), or do not
+    /// (`Some(false)`); `None` until decided from the data when a dataset
+    /// is opened (see [`CsvHeader`]). A planned dataset's options always say.
+    #[serde(default)]
+    pub csv_header: Option<bool>,
     /// CSV field delimiter.
     pub csv_delimiter: u8,
     /// Split text lines at the first tab into `key` and `value` (MapReduce `TextOutputFormat`).
@@ -69,7 +75,7 @@ pub struct DelimitedText {
 impl Default for FormatOptions {
     fn default() -> Self {
         FormatOptions {
-            csv_header: true,
+            csv_header: None,
             csv_delimiter: b',',
             text_key_value: false,
             batch_size: 8192,
@@ -97,6 +103,9 @@ pub struct FileInfo {
     pub rows: Option<u64>,
     /// Row groups or stripes; empty for formats read whole or by byte range.
     pub units: Vec<Unit>,
+    /// A CSV file's head read with and without a header line, while the
+    /// dataset is still to decide which (`csv_header` not given).
+    pub csv_head: Option<CsvHead>,
 }
 
 impl FileInfo {
@@ -106,6 +115,7 @@ impl FileInfo {
             schema,
             rows: None,
             units: Vec::new(),
+            csv_head: None,
         }
     }
 }

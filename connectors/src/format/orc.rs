@@ -92,6 +92,7 @@ impl FileFormat for Orc {
             schema: builder.schema(),
             rows: Some(meta.number_of_rows()),
             units,
+            csv_head: None,
         })
     }
 

@@ -7,7 +7,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
-use arrow::datatypes::{FieldRef, Schema};
+use arrow::datatypes::{DataType, FieldRef, Schema, TimeUnit};
 use arrow::record_batch::RecordBatchOptions;
 use arrow::record_batch::{RecordBatch, RecordBatchReader};
 use async_trait::async_trait;
@@ -23,11 +23,12 @@ use parquet::arrow::arrow_reader::{
 };
 use parquet::arrow::async_reader::AsyncFileReader;
 use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
+use parquet::basic::Type as PhysicalType;
 use parquet::errors::ParquetError;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 use parquet::file::reader::{ChunkReader, Length};
 
-use super::{FileFormat, FileInfo, FileRef, FormatOptions, ReadRequest, Unit};
+use super::{spark_legacy, FileFormat, FileInfo, FileRef, FormatOptions, ReadRequest, Unit};
 use crate::error::{Error, Result};
 use crate::read_ahead::{Fetched, ReadAhead};
 use crate::schema::view_type;
@@ -269,6 +270,7 @@ async fn inspect(loc: &Location, file: &FileRef) -> Result<FileInfo> {
     let meta = ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new())
         .await
         .map_err(|e| map_err(loc, &file.path, e))?;
+    let meta = int96_as_micros(meta).map_err(|e| map_err(loc, &file.path, e))?;
     let units = meta
         .metadata()
         .row_groups()
@@ -294,6 +296,7 @@ async fn inspect(loc: &Location, file: &FileRef) -> Result<FileInfo> {
         schema: meta.schema().clone(),
         rows: Some(units.iter().map(|u| u.rows).sum()),
         units,
+        csv_head: None,
     })
 }
 
@@ -344,6 +347,8 @@ fn read(
         let meta = ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new())
             .await
             .map_err(|e| map_err(&loc, &path, e))?;
+        let legacy = legacy_calendar_columns(&meta);
+        let meta = int96_as_micros(meta).map_err(|e| map_err(&loc, &path, e))?;
         // The file's own schema names its columns; views change types only.
         let schema = meta.schema().clone();
         let meta = if string_view {
@@ -423,6 +428,12 @@ fn read(
                 .map(|f| Arc::new(f.as_ref().clone().with_name(shape.mapping.logical_name(f))))
                 .collect();
             Arc::new(Schema::new(fields))
+        });
+        let (legacy_loc, legacy_path) = (loc.clone(), path.clone());
+        let batches = batches.and_then(move |batch| {
+            let out = spark_legacy::rebase(batch, &legacy)
+                .map_err(|e| corrupt(&legacy_loc, &legacy_path, e));
+            futures::future::ready(out)
         });
         Ok::<_, Error>(batches.and_then(move |batch| {
             let out = match &renamed {
@@ -593,6 +604,80 @@ impl std::io::Read for Positioned {
 /// The reader's metadata with top-level string and binary columns decoded as
 /// views: the values stay in the decompressed pages instead of being copied
 /// into one buffer per batch.
+/// The top-level INT96 columns of a file, by name.
+fn int96_columns(meta: &ArrowReaderMetadata) -> Vec<String> {
+    meta.metadata()
+        .file_metadata()
+        .schema_descr()
+        .columns()
+        .iter()
+        .filter(|c| c.physical_type() == PhysicalType::INT96 && c.path().parts().len() == 1)
+        .map(|c| c.name().to_string())
+        .collect()
+}
+
+/// INT96 timestamps (Spark's default Parquet timestamps) decoded as
+/// microseconds since the epoch in UTC, as Spark reads them: as nanoseconds
+/// (the decoder's default) every instant before 1677 or after 2262 would
+/// wrap around into another.
+fn int96_as_micros(meta: ArrowReaderMetadata) -> parquet::errors::Result<ArrowReaderMetadata> {
+    let int96 = int96_columns(&meta);
+    if int96.is_empty() {
+        return Ok(meta);
+    }
+    let schema = meta.schema();
+    let fields: Vec<FieldRef> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            if int96.contains(f.name()) {
+                let micros = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+                Arc::new(f.as_ref().clone().with_data_type(micros))
+            } else {
+                f.clone()
+            }
+        })
+        .collect();
+    let schema = Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()));
+    ArrowReaderMetadata::try_new(
+        meta.metadata().clone(),
+        ArrowReaderOptions::new().with_schema(schema),
+    )
+}
+
+/// The top-level columns of a file whose dates and timestamps Spark wrote
+/// in its legacy hybrid Julian calendar, to be rebased as Spark reads them:
+/// every date and timestamp of a file marked `legacyDateTime` but its INT96
+/// ones, which the `legacyINT96` mark says of.
+fn legacy_calendar_columns(meta: &ArrowReaderMetadata) -> Vec<String> {
+    let marked = |key: &str| {
+        meta.metadata()
+            .file_metadata()
+            .key_value_metadata()
+            .is_some_and(|kv| kv.iter().any(|e| e.key == key))
+    };
+    let (dates, int96_marked) = (
+        marked(spark_legacy::LEGACY_DATETIME),
+        marked(spark_legacy::LEGACY_INT96),
+    );
+    if !dates && !int96_marked {
+        return Vec::new();
+    }
+    let int96 = int96_columns(meta);
+    meta.schema()
+        .fields()
+        .iter()
+        .filter(|f| {
+            if int96.contains(f.name()) {
+                int96_marked
+            } else {
+                dates && matches!(f.data_type(), DataType::Date32 | DataType::Timestamp(..))
+            }
+        })
+        .map(|f| f.name().clone())
+        .collect()
+}
+
 fn as_views(meta: ArrowReaderMetadata) -> parquet::errors::Result<ArrowReaderMetadata> {
     let schema = meta.schema();
     if !schema

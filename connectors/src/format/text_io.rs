@@ -271,14 +271,29 @@ pub(crate) async fn inspect_head<F>(
 where
     F: FnOnce(BufReader<Box<dyn Read + Send>>, &str) -> Result<SchemaRef> + Send + 'static,
 {
+    let schema = read_head(loc, file, format, infer).await?;
+    Ok(FileInfo::schema_only(schema))
+}
+
+/// Runs `read` on the decompressed head of a file on a blocking thread,
+/// given the file's name as users see it.
+pub(crate) async fn read_head<T, F>(
+    loc: &Location,
+    file: &FileRef,
+    format: &'static str,
+    read: F,
+) -> Result<T>
+where
+    T: Send + 'static,
+    F: FnOnce(BufReader<Box<dyn Read + Send>>, &str) -> Result<T> + Send + 'static,
+{
     let loc = loc.clone();
     let path = file.path.clone();
     let display = loc.display(&path);
     let shown = display.clone();
-    let schema = tokio::task::spawn_blocking(move || infer(open_head(&loc, &path), &shown))
+    tokio::task::spawn_blocking(move || read(open_head(&loc, &path), &shown))
         .await
-        .map_err(|e| Error::corrupt(&display, format, e))??;
-    Ok(FileInfo::schema_only(schema))
+        .map_err(|e| Error::corrupt(&display, format, e))?
 }
 
 #[cfg(test)]
