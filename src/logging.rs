@@ -29,9 +29,6 @@ pub const RESULT: &str = "sluice_result";
 /// written).
 pub const PROGRESS: &str = "sluice_progress";
 
-/// How often a wait says, again, what it waits for.
-pub const WAIT_EVERY: Duration = Duration::from_secs(60);
-
 /// How this process logs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Settings {
@@ -329,10 +326,11 @@ pub struct ProgressLine {
     pub epochs: u32,
     /// Whether that epoch just ended.
     pub epoch_done: bool,
-    /// Rows trained (a master: committed) by this process so far.
+    /// Rows trained (a master: committed) by this process so far; in the
+    /// line of an epoch's end, that epoch's rows.
     pub rows: u64,
-    /// Seconds this process has been training (waits not counted).
-    pub seconds: f64,
+    /// Rows per second over the last interval (the epoch, for its end).
+    pub rows_per_second: f64,
     /// Tasks done over all epochs, and in the whole job.
     pub tasks_done: u64,
     /// Tasks of the whole job (splits times epochs).
@@ -346,15 +344,6 @@ pub struct ProgressLine {
 }
 
 impl ProgressLine {
-    /// Rows per second of training.
-    pub fn rows_per_second(&self) -> f64 {
-        if self.seconds > 0.0 {
-            self.rows as f64 / self.seconds
-        } else {
-            0.0
-        }
-    }
-
     /// The line for people.
     pub fn text(&self) -> String {
         let mut text = if self.epoch_done {
@@ -364,10 +353,7 @@ impl ProgressLine {
         };
         text.push_str(&format!(
             " {} rows ({:.0} rows/s), {}/{} tasks done",
-            self.rows,
-            self.rows_per_second(),
-            self.tasks_done,
-            self.tasks
+            self.rows, self.rows_per_second, self.tasks_done, self.tasks
         ));
         let plural = |n: usize| if n == 1 { "" } else { "s" };
         if let Some(workers) = self.workers {
@@ -391,7 +377,7 @@ impl ProgressLine {
             epochs = self.epochs,
             epoch_done = self.epoch_done,
             rows = self.rows,
-            rows_per_second = self.rows_per_second(),
+            rows_per_second = self.rows_per_second,
             tasks_done = self.tasks_done,
             tasks = self.tasks,
             eta_seconds = self.eta.map(|d| d.as_secs()),
@@ -424,7 +410,7 @@ pub fn short_duration(d: Duration) -> String {
 }
 
 /// A wait that says what it waits for when it starts and again every
-/// [`WAIT_EVERY`]; what it was waiting for when it ended is the caller's.
+/// `--log-every`; what it was waiting for when it ended is the caller's.
 #[derive(Debug)]
 pub struct Wait {
     what: String,
@@ -464,7 +450,7 @@ impl Wait {
             }
             Some(_) => return,
         }
-        self.next = Some(now + WAIT_EVERY);
+        self.next = Some(now + settings().every);
     }
 
     /// Whether it has said anything yet.
@@ -491,7 +477,7 @@ mod tests {
             epoch: 0,
             epochs: 2,
             rows: 5000,
-            seconds: 2.0,
+            rows_per_second: 2500.0,
             tasks_done: 3,
             tasks: 10,
             eta: Some(Duration::from_secs(75)),

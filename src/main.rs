@@ -168,7 +168,7 @@ async fn dispatch(
             let Some(job) = job else {
                 anyhow::bail!("the job file was not loaded before the runtime started");
             };
-            sluice::cli::run::run(args, job).await?
+            return sluice::cli::run::run(args, job).await;
         }
     };
     Ok(Ended::Code(code))

@@ -166,7 +166,7 @@ impl Summary {
             self.seconds,
             self.rows_per_second,
             if self.waited_seconds > 0.0 {
-                format!(" after waiting {:.1}s for _SUCCESS", self.waited_seconds)
+                format!(" after waiting {:.1}s for its data", self.waited_seconds)
             } else {
                 String::new()
             },

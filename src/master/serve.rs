@@ -144,6 +144,22 @@ pub struct MasterOutcome {
     pub rows_made_up: u64,
 }
 
+impl MasterOutcome {
+    /// A master that ended before its job existed: stopped by `signal`, or
+    /// (`None`) with a followed source that held nothing until `--idle-exit`
+    /// or `--follow-until` ended the wait (a job over with nothing to do).
+    fn before_job(signal: Option<StopSignal>) -> MasterOutcome {
+        MasterOutcome {
+            failed: Vec::new(),
+            tasks_done: 0,
+            tasks: 0,
+            job_over: signal.is_none(),
+            stopped_by: signal,
+            rows_made_up: 0,
+        }
+    }
+}
+
 /// A signal that stops a master gracefully: it stops accepting, answers the
 /// requests in flight (their changes durable first), makes whatever else was
 /// applied durable, and returns.
@@ -188,19 +204,24 @@ impl StopSignals {
     }
 }
 
-/// Lists the dataset and builds the job (first start only).
-async fn make_job(config: &MasterConfig) -> Result<JobRecord, MasterError> {
+/// Lists the dataset and builds the job (first start only); `None` where a
+/// followed source held nothing until `--idle-exit` or `--follow-until`
+/// ended the wait for it.
+async fn make_job(config: &MasterConfig) -> Result<Option<JobRecord>, MasterError> {
     let location = connectors::store::open(&config.url)?;
     let (dataset, position) = match &config.follow {
         Some(follow) => {
-            let (dataset, position) = super::follow::first_dataset(
+            let first = super::follow::first_dataset(
                 &location,
                 &config.dataset,
                 follow,
                 config.table.as_ref(),
             )
             .await?;
-            (dataset, Some(position))
+            match first {
+                super::follow::First::Found(dataset, position) => (dataset, Some(position)),
+                super::follow::First::Ended { .. } => return Ok(None),
+            }
         }
         None => (Dataset::open(location, config.dataset.clone()).await?, None),
     };
@@ -228,7 +249,7 @@ async fn make_job(config: &MasterConfig) -> Result<JobRecord, MasterError> {
         name: table.name.clone(),
         vended: table.vended,
     });
-    Ok(job)
+    Ok(Some(job))
 }
 
 /// `uri` without the user and password it may carry.
@@ -268,11 +289,21 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
         });
     }
     let identity = identity(&config)?;
+    // From the start: a signal while the source is listed or awaited stops
+    // the master before it has written anything.
+    let mut signals = StopSignals::listen().map_err(|source| MasterError::Signals { source })?;
     let job_exists = MasterState::exists(&config.state).await?;
     let made = if job_exists {
         None
     } else {
-        Some(make_job(&config).await?)
+        let made = tokio::select! {
+            made = make_job(&config) => made?,
+            signal = signals.next() => return Ok(MasterOutcome::before_job(Some(signal))),
+        };
+        match made {
+            Some(job) => Some(job),
+            None => return Ok(MasterOutcome::before_job(None)),
+        }
     };
     let (state, resumed) = MasterState::open(&config.state, identity, move || {
         made.ok_or_else(|| StateError::JobVanished {
@@ -354,7 +385,6 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
         commit: commit.clone(),
         token: Arc::new(config.token.clone()),
     };
-    let mut signals = StopSignals::listen().map_err(|source| MasterError::Signals { source })?;
     // Checked before binding, so a bad certificate fails the start at once.
     let acceptor = match &config.tls {
         Some((cert, key)) => Some(super::tls::acceptor(cert, key)?),
@@ -493,6 +523,10 @@ struct MasterProgress {
     tasks_before: u64,
     epoch: u32,
     due: crate::logging::Every,
+    /// Rows committed at the last line, and when: rows per second are over
+    /// the last interval.
+    rows_then: u64,
+    then: std::time::Instant,
 }
 
 impl MasterProgress {
@@ -504,6 +538,8 @@ impl MasterProgress {
             tasks_before: status.tasks_done,
             epoch: status.epoch,
             due: crate::logging::Every::new(crate::logging::settings().every),
+            rows_then: status.rows_committed,
+            then: std::time::Instant::now(),
         }
     }
 
@@ -532,12 +568,20 @@ impl MasterProgress {
                 elapsed,
             ),
         };
+        let interval = self.then.elapsed().as_secs_f64();
+        let rows_per_second = if interval > 0.0 {
+            status.rows_committed.saturating_sub(self.rows_then) as f64 / interval
+        } else {
+            0.0
+        };
+        self.rows_then = status.rows_committed;
+        self.then = std::time::Instant::now();
         crate::logging::ProgressLine {
             epoch: if epoch_done { self.epoch } else { queue.epoch },
             epochs: queue.epochs,
             epoch_done,
             rows: status.rows_committed.saturating_sub(self.rows_before),
-            seconds: elapsed.as_secs_f64(),
+            rows_per_second,
             tasks_done: queue.tasks_done,
             tasks,
             eta,
