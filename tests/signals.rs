@@ -608,3 +608,47 @@ fn a_followed_jobs_lines_never_show_more_done_than_taken() {
     }
     case.assert_trained(1, "a followed job");
 }
+
+// ---- a Python Dataset (sluice as the child of the training loop)
+
+/// `python tests/trainers/dataset_loop.py log DATA OUT` with the package
+/// importable and this build of sluice as the Dataset's child.
+fn dataset_loop(case: &Case, name: &str, sleep: f64) -> Child {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut cmd = Command::new(common::python());
+    cmd.arg(repo.join("tests/trainers/dataset_loop.py"))
+        .arg("log")
+        .arg(case.data())
+        .arg(case.acked())
+        .arg("--state")
+        .arg(case.state())
+        .args(["--sleep", &sleep.to_string(), "--option", "grace=2s"])
+        .args(["--option", "wait_success=60s"])
+        .env("PYTHONPATH", repo.join("python/sluice_trainer"))
+        .env("SLUICE_BINARY", SLUICE);
+    spawn(cmd, &case.log(name))
+}
+
+#[test]
+fn a_python_dataset_stopped_mid_epoch_and_waiting_for_data_then_resumed() {
+    let case = Case::new();
+    let trained = || count_lines(&case.acked(), "trained-");
+    // Waiting for data that does not exist yet: the loop has no batch.
+    let mut waiting = dataset_loop(&case, "loop0", 0.0);
+    wait_line(&case.log("loop0"), "waiting for _SUCCESS in");
+    stop(
+        &mut waiting,
+        &case.log("loop0"),
+        130,
+        "a Dataset before its data",
+    );
+    case.land(true);
+    let mut first = dataset_loop(&case, "loop1", 0.05);
+    wait_until("rows trained", LIMIT, || trained() >= 300);
+    stop(&mut first, &case.log("loop1"), 130, "a Dataset mid-epoch");
+    assert!(trained() < rows(), "stopped before the end");
+    let mut again = dataset_loop(&case, "loop2", 0.0);
+    finish(&mut again, &case.log("loop2"), "a Dataset again");
+    let counts = common::recorded_ids(&case.acked(), "trained-");
+    assert_exactly_once(&counts, rows(), "a Dataset stopped mid-epoch");
+}
