@@ -389,6 +389,57 @@ impl ProgressLine {
     }
 }
 
+/// A followed job's line: what was taken and trained, and the lag.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FollowLine {
+    /// Rows trained (committed) of the rows taken.
+    pub rows_trained: u64,
+    /// Rows taken, at least those trained.
+    pub rows_taken: u64,
+    /// Tasks trained of the tasks taken.
+    pub tasks_trained: u64,
+    /// Tasks taken, at least those trained.
+    pub tasks_taken: u64,
+    /// Rows per second over the last interval.
+    pub rows_per_second: f64,
+    /// Rows taken and not trained yet.
+    pub lag_rows: u64,
+    /// Seconds since the oldest data not trained yet was seen.
+    pub lag_seconds: f64,
+}
+
+impl FollowLine {
+    /// The line for people.
+    pub fn text(&self) -> String {
+        format!(
+            "following: {} rows trained of {} taken ({:.0} rows/s), {} tasks trained of {} taken, lag {} rows / {}",
+            self.rows_trained,
+            self.rows_taken,
+            self.rows_per_second,
+            self.tasks_trained,
+            self.tasks_taken,
+            self.lag_rows,
+            short_duration(Duration::from_secs_f64(self.lag_seconds.max(0.0)))
+        )
+    }
+
+    /// Writes the line (always: it is not filtered by the log level).
+    pub fn log(&self) {
+        tracing::info!(
+            target: PROGRESS,
+            rows_trained = self.rows_trained,
+            rows_taken = self.rows_taken,
+            tasks_trained = self.tasks_trained,
+            tasks_taken = self.tasks_taken,
+            rows_per_second = self.rows_per_second,
+            lag_rows = self.lag_rows,
+            lag_seconds = self.lag_seconds,
+            "{}",
+            self.text()
+        );
+    }
+}
+
 /// The time left when `done` of `total` took `elapsed`: the rest at the same
 /// pace. `None` before anything was done.
 pub fn eta(done: u64, total: u64, elapsed: Duration) -> Option<Duration> {

@@ -417,17 +417,23 @@ fn a_following_master_with_nothing_new_stopped_then_resumed() {
     let case = Case::new();
     case.land(true);
     let follow = ["--follow", "--poll", "200ms"];
-    let mut first = master(&case, "master1", &follow);
+    let mut first = master(
+        &case,
+        "master1",
+        &[&follow[..], &["--log-every", "1s"]].concat(),
+    );
     let url = listening(&case, "master1");
     let mut w = worker(&case, &url, "worker1", 0.0);
     wait_until("every row", LIMIT, || case.acked_rows() >= rows());
     wait_line(&case.log("master1"), "following: no new data for");
-    stop(
+    wait_line(&case.log("master1"), " taken, lag ");
+    let text = stop(
         &mut first,
         &case.log("master1"),
         143,
         "master --follow, nothing new",
     );
+    assert_follow_lines(&text);
     // The worker, its master gone, stops on its own signal.
     stop(
         &mut w,
@@ -570,42 +576,7 @@ fn a_followed_jobs_lines_never_show_more_done_than_taken() {
     wait_until("every row", LIMIT, || case.acked_rows() >= rows());
     wait_line(&case.log("follow"), "following: no new data for");
     stop(&mut child, &case.log("follow"), 130, "train --follow");
-    let text = case.read_log("follow");
-    let lines: Vec<&str> = text.lines().filter(|l| l.contains("following: ")).collect();
-    let counted: Vec<&&str> = lines
-        .iter()
-        .filter(|l| l.contains(" taken trained"))
-        .collect();
-    assert!(
-        !counted.is_empty(),
-        "progress lines while following: {text}"
-    );
-    for line in counted {
-        let numbers: Vec<u64> = line
-            .split(|c: char| !c.is_ascii_digit())
-            .filter_map(|n| n.parse().ok())
-            .collect();
-        // `following: R of T rows taken trained (S rows/s), D of N tasks taken trained, lag ...`
-        let at = |word: &str| {
-            let i = line.find(word).expect("word");
-            line[..i]
-                .split(|c: char| !c.is_ascii_digit())
-                .filter_map(|n| n.parse::<u64>().ok())
-                .collect::<Vec<_>>()
-        };
-        let rows_part = at(" rows taken trained");
-        let tasks_part = at(" tasks taken trained");
-        let (r, t) = (
-            rows_part[rows_part.len() - 2],
-            rows_part[rows_part.len() - 1],
-        );
-        let (d, n) = (
-            tasks_part[tasks_part.len() - 2],
-            tasks_part[tasks_part.len() - 1],
-        );
-        assert!(r <= t && d <= n, "{line} ({numbers:?})");
-        assert!(!line.contains("ETA"), "{line}");
-    }
+    assert_follow_lines(&case.read_log("follow"));
     case.assert_trained(1, "a followed job");
 }
 
@@ -651,4 +622,59 @@ fn a_python_dataset_stopped_mid_epoch_and_waiting_for_data_then_resumed() {
     finish(&mut again, &case.log("loop2"), "a Dataset again");
     let counts = common::recorded_ids(&case.acked(), "trained-");
     assert_exactly_once(&counts, rows(), "a Dataset stopped mid-epoch");
+}
+
+/// Checks a followed job's progress lines: there are some, and none says
+/// more rows or tasks trained than taken, nor an ETA.
+#[track_caller]
+fn assert_follow_lines(text: &str) {
+    let counted: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("following: ") && l.contains(" trained of "))
+        .collect();
+    assert!(
+        !counted.is_empty(),
+        "progress lines while following: {text}"
+    );
+    for line in counted {
+        // `following: R rows trained of T taken (S rows/s), D tasks trained of N taken, lag ...`
+        let before = |word: &str| -> (u64, u64) {
+            let i = line.find(word).expect("word");
+            let numbers: Vec<u64> = line[..i]
+                .split(|c: char| !c.is_ascii_digit())
+                .filter_map(|n| n.parse().ok())
+                .collect();
+            (numbers[numbers.len() - 2], numbers[numbers.len() - 1])
+        };
+        let (rows_trained, rows_taken) = before(" taken (");
+        let (tasks_trained, tasks_taken) = before(" taken, lag");
+        assert!(
+            rows_trained <= rows_taken && tasks_trained <= tasks_taken,
+            "{line}"
+        );
+        assert!(line.contains(", lag ") && !line.contains("ETA"), "{line}");
+    }
+}
+
+#[test]
+fn a_masters_epoch_lines_count_that_epochs_rows() {
+    let case = Case::new();
+    case.land(true);
+    let mut m = master(&case, "master", &["--epochs", "3", "--log-every", "1s"]);
+    let url = listening(&case, "master");
+    let mut w = worker(&case, &url, "worker", 0.02);
+    finish(&mut w, &case.log("worker"), "worker");
+    let text = finish(&mut m, &case.log("master"), "master");
+    let rows = rows();
+    for epoch in 1..=2 {
+        let line = text
+            .lines()
+            .find(|l| l.contains(&format!("epoch {epoch}/3 done:")))
+            .unwrap_or_else(|| panic!("a line at the end of epoch {epoch}: {text}"));
+        assert!(
+            line.contains(&format!("done: {rows} rows (")),
+            "epoch {epoch} holds {rows} rows: {line}"
+        );
+    }
+    case.assert_trained(3, "a master's job");
 }

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::logging::ProgressLine;
+use crate::logging::{FollowLine, ProgressLine};
 
 /// Where the job stands at one moment.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -46,57 +46,6 @@ pub struct Intake {
     pub lag_rows: u64,
     /// Seconds since the oldest data not trained yet was seen.
     pub lag_seconds: f64,
-}
-
-/// A followed job's line: what was taken and trained, and the lag.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FollowLine {
-    /// Rows trained (committed) of the rows taken.
-    pub rows_trained: u64,
-    /// Rows taken, at least those trained.
-    pub rows_taken: u64,
-    /// Tasks trained of the tasks taken.
-    pub tasks_trained: u64,
-    /// Tasks taken, at least those trained.
-    pub tasks_taken: u64,
-    /// Rows per second over the last interval.
-    pub rows_per_second: f64,
-    /// Rows taken and not trained yet.
-    pub lag_rows: u64,
-    /// Seconds since the oldest data not trained yet was seen.
-    pub lag_seconds: f64,
-}
-
-impl FollowLine {
-    /// The line for people.
-    pub fn text(&self) -> String {
-        format!(
-            "following: {} of {} rows taken trained ({:.0} rows/s), {} of {} tasks taken trained, lag {} rows / {}",
-            self.rows_trained,
-            self.rows_taken,
-            self.rows_per_second,
-            self.tasks_trained,
-            self.tasks_taken,
-            self.lag_rows,
-            crate::logging::short_duration(Duration::from_secs_f64(self.lag_seconds.max(0.0)))
-        )
-    }
-
-    /// Writes the line (always: it is not filtered by the log level).
-    pub fn log(&self) {
-        tracing::info!(
-            target: crate::logging::PROGRESS,
-            rows_trained = self.rows_trained,
-            rows_taken = self.rows_taken,
-            tasks_trained = self.tasks_trained,
-            tasks_taken = self.tasks_taken,
-            rows_per_second = self.rows_per_second,
-            lag_rows = self.lag_rows,
-            lag_seconds = self.lag_seconds,
-            "{}",
-            self.text()
-        );
-    }
 }
 
 /// A line of progress.
@@ -392,7 +341,7 @@ mod tests {
         assert_eq!(line.rows_per_second, 100.0);
         assert_eq!(
             line.text(),
-            "following: 500 of 900 rows taken trained (100 rows/s), 5 of 9 tasks taken trained, lag 400 rows / 3s"
+            "following: 500 rows trained of 900 taken (100 rows/s), 5 tasks trained of 9 taken, lag 400 rows / 3s"
         );
         // Rows of text files are known once read: taken is never below trained.
         let unknown = follow(9, 9, 950, 900, 0);

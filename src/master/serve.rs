@@ -527,6 +527,8 @@ struct MasterProgress {
     /// the last interval.
     rows_then: u64,
     then: std::time::Instant,
+    /// When the epoch of `epoch` began (for its line's rows per second).
+    epoch_began: std::time::Instant,
 }
 
 impl MasterProgress {
@@ -540,6 +542,7 @@ impl MasterProgress {
             due: crate::logging::Every::new(crate::logging::settings().every),
             rows_then: status.rows_committed,
             then: std::time::Instant::now(),
+            epoch_began: std::time::Instant::now(),
         }
     }
 
@@ -568,28 +571,85 @@ impl MasterProgress {
                 elapsed,
             ),
         };
-        let interval = self.then.elapsed().as_secs_f64();
-        let rows_per_second = if interval > 0.0 {
-            status.rows_committed.saturating_sub(self.rows_then) as f64 / interval
-        } else {
-            0.0
-        };
-        self.rows_then = status.rows_committed;
-        self.then = std::time::Instant::now();
-        crate::logging::ProgressLine {
-            epoch: if epoch_done { self.epoch } else { queue.epoch },
+        let line = |epoch, epoch_done, rows, rows_per_second| crate::logging::ProgressLine {
+            epoch,
             epochs: queue.epochs,
             epoch_done,
-            rows: status.rows_committed.saturating_sub(self.rows_before),
+            rows,
             rows_per_second,
             tasks_done: queue.tasks_done,
             tasks,
             eta,
             workers: Some(status.workers.len()),
             leases: Some(queue.leased),
+        };
+        // Each epoch that ended: its own rows, not those of the next one
+        // its workers leased meanwhile.
+        while self.epoch < queue.epoch {
+            let rows = epoch_rows(m.queue(), self.epoch);
+            let seconds = self.epoch_began.elapsed().as_secs_f64();
+            line(self.epoch, true, rows, per_second(rows, seconds)).log();
+            self.epoch += 1;
+            self.epoch_began = std::time::Instant::now();
         }
-        .log();
-        self.epoch = queue.epoch;
+        if epoch_done {
+            return;
+        }
+        let rate = per_second(
+            status.rows_committed.saturating_sub(self.rows_then),
+            self.then.elapsed().as_secs_f64(),
+        );
+        self.rows_then = status.rows_committed;
+        self.then = std::time::Instant::now();
+        match &status.follow {
+            Some(follow) => crate::logging::FollowLine {
+                rows_trained: status.rows_committed,
+                rows_taken: known_rows(m.queue()).max(status.rows_committed),
+                tasks_trained: queue.tasks_done,
+                tasks_taken: (queue.splits as u64).max(queue.tasks_done),
+                rows_per_second: rate,
+                lag_rows: follow.lag_rows,
+                lag_seconds: follow.lag_seconds,
+            }
+            .log(),
+            None => line(
+                queue.epoch,
+                false,
+                status.rows_committed.saturating_sub(self.rows_before),
+                rate,
+            )
+            .log(),
+        }
+    }
+}
+
+/// The rows of `epoch`, once it is over: every split's but those failed in it.
+fn epoch_rows(queue: &crate::queue::Queue, epoch: u32) -> u64 {
+    let failed: std::collections::BTreeSet<u32> = queue
+        .failures()
+        .iter()
+        .filter(|f| f.epoch == epoch)
+        .map(|f| f.split)
+        .collect();
+    (0..queue.tasks().len() as u32)
+        .filter(|s| !failed.contains(s))
+        .filter_map(|s| queue.split_rows(s))
+        .sum()
+}
+
+/// The rows of the splits whose rows are known.
+fn known_rows(queue: &crate::queue::Queue) -> u64 {
+    (0..queue.tasks().len() as u32)
+        .filter_map(|s| queue.split_rows(s))
+        .sum()
+}
+
+/// `rows` over `seconds`, 0 over no time.
+fn per_second(rows: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        rows as f64 / seconds
+    } else {
+        0.0
     }
 }
 
