@@ -678,3 +678,38 @@ fn a_masters_epoch_lines_count_that_epochs_rows() {
     }
     case.assert_trained(3, "a master's job");
 }
+
+#[test]
+fn a_job_file_run_without_follow_stopped_mid_training_exits_130_and_records_nothing() {
+    let case = Case::new();
+    case.land(true);
+    let job = case.dir.path().join("once.toml");
+    let write = |sleep: f64| {
+        std::fs::write(
+            &job,
+            format!(
+                "source = {:?}\nstate = {:?}\nexec = {:?}\nbatch-size = 100\ngrace = \"2s\"\n",
+                case.data().display().to_string(),
+                case.state().display().to_string(),
+                case.trainer(sleep)
+            ),
+        )
+        .expect("write job file");
+    };
+    write(0.05);
+    let mut first = run(&case, &job, "run1");
+    wait_until("rows acknowledged", LIMIT, || case.acked_rows() >= 300);
+    let text = stop(&mut first, &case.log("run1"), 130, "run mid-training");
+    assert!(text.contains("stopped by a signal"), "{text}");
+    // A job file's run keeps no queue state: the data is recorded as
+    // trained only by a run that trained all of it, and the next run does.
+    let before = case.acked_rows();
+    write(0.0);
+    let mut again = run(&case, &job, "run2");
+    finish(&mut again, &case.log("run2"), "run again");
+    assert_eq!(
+        case.acked_rows() - before,
+        rows(),
+        "the next run trains it all"
+    );
+}
