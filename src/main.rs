@@ -138,11 +138,7 @@ async fn dispatch(
             let (stop, abort) = sluice::cli::dist::stop_on_signals(args.train.grace)?;
             let lookup = sluice::job::train::until_stopped(Some(&stop), args.resolve_catalog());
             let Some(table) = lookup.await.transpose()? else {
-                return Err(sluice::job::train::TrainError::Stopped {
-                    rows: 0,
-                    resume: "; run the same command to go on".to_string(),
-                }
-                .into());
+                return Err(sluice::job::train::stopped_before_start().into());
             };
             let catalog = args.catalog.clone();
             let mut config = args.into_config()?;

@@ -48,11 +48,7 @@ pub async fn run(args: RunArgs, mut job: Job) -> anyhow::Result<Ended> {
     let (stop, abort) = super::dist::stop_on_signals(job.grace)?;
     let lookup = crate::job::train::until_stopped(Some(&stop), job.lookup());
     if lookup.await.transpose()?.is_none() {
-        return Err(crate::job::train::TrainError::Stopped {
-            rows: 0,
-            resume: "; run the same command to go on".to_string(),
-        }
-        .into());
+        return Err(crate::job::train::stopped_before_start().into());
     }
     let options = RunOptions {
         dry_run: args.dry_run,

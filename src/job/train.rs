@@ -219,6 +219,15 @@ pub async fn until_stopped<T>(
     }
 }
 
+/// A command stopped by a signal before its job started (while a catalog
+/// was asked): nothing was trained or written.
+pub fn stopped_before_start() -> TrainError {
+    TrainError::Stopped {
+        rows: 0,
+        resume: "; run the same command to go on".to_string(),
+    }
+}
+
 /// A run stopped before it trained anything (waiting for its data).
 fn stopped_waiting(config: &TrainConfig) -> TrainError {
     TrainError::Stopped {

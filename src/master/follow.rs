@@ -1216,4 +1216,35 @@ mod tests {
         let fresh = super::units(&listing(vec![file("t/dt=1/part-0.parquet", now)], &[]));
         assert!(!settled_by_mtime(&fresh.list[0], Duration::from_secs(30)));
     }
+
+    fn config(idle_exit: Option<Duration>) -> FollowConfig {
+        FollowConfig {
+            poll: Duration::from_secs(1),
+            settle: Duration::from_secs(30),
+            until: None,
+            idle_exit,
+            on_rewrite: OnRewrite::Fail,
+        }
+    }
+
+    #[test]
+    fn the_wait_for_a_first_commit_is_bounded_by_idle_exit_from_the_start_and_follow_until() {
+        let started = Instant::now();
+        assert_eq!(first_limit(&config(None), None, started), None);
+        let idle =
+            first_limit(&config(Some(Duration::from_secs(2))), None, started).expect("a limit");
+        assert!(idle <= Duration::from_secs(2) && idle > Duration::from_secs(1));
+        let long_ago = started - Duration::from_secs(5);
+        assert_eq!(
+            first_limit(&config(Some(Duration::from_secs(2))), None, long_ago),
+            Some(Duration::ZERO),
+            "--idle-exit counts from the start while nothing is there"
+        );
+        let past = SystemTime::now() - Duration::from_secs(1);
+        assert_eq!(
+            first_limit(&config(Some(Duration::from_secs(60))), Some(past), started),
+            Some(Duration::ZERO),
+            "--follow-until passed ends the wait"
+        );
+    }
 }
