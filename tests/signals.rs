@@ -713,3 +713,42 @@ fn a_job_file_run_without_follow_stopped_mid_training_exits_130_and_records_noth
         "the next run trains it all"
     );
 }
+
+#[test]
+fn a_worker_stopped_before_its_trainer_started_then_started_again() {
+    let case = Case::new();
+    case.land(true);
+    let mut m = master(&case, "master", &[]);
+    let url = listening(&case, "master");
+    // The trainer takes a while to start: the worker holds leases it has
+    // not trained from when it is stopped.
+    let started = case.dir.path().join("started");
+    let exec = format!(
+        "touch {} && sleep 1 && {}",
+        started.display(),
+        case.trainer(0.0)
+    );
+    let mut cmd = Command::new(SLUICE);
+    cmd.args(["worker", "--master", &url, "--exec", &exec])
+        .args([
+            "--batch-size",
+            "100",
+            "--grace",
+            "2s",
+            "--stopped-exit-code",
+            "130",
+        ])
+        .env("SLUICE_TOKEN", TOKEN);
+    let mut first = spawn(cmd, &case.log("worker1"));
+    wait_until("the trainer to be started", LIMIT, || started.exists());
+    stop(
+        &mut first,
+        &case.log("worker1"),
+        130,
+        "worker before its trainer",
+    );
+    let mut again = worker(&case, &url, "worker2", 0.0);
+    finish(&mut again, &case.log("worker2"), "worker again");
+    finish(&mut m, &case.log("master"), "master");
+    case.assert_trained(1, "a worker stopped before its trainer started");
+}
