@@ -1,11 +1,13 @@
 //! One SIGTERM ends any command at any moment: `train`, `train --follow`,
-//! `master`, `master --follow`, `worker` and `run`, stopped before their
+//! `master`, `master --follow`, `worker`, `run` and a loop over a Python
+//! `Dataset`, stopped before their
 //! data exists, while they wait for `_SUCCESS`, mid-epoch, between epochs,
 //! while following a source with nothing new, and before their trainer
 //! started. Each exits within `--grace` plus 2 s with its stopped code (130;
 //! a master's SIGTERM is 143 and a worker's is its `--stopped-exit-code`),
 //! and the same command run again trains every row exactly once overall, as
-//! the acknowledging trainer logged them (tests/trainers/ack_log.py).
+//! the acknowledging trainer logged them (tests/trainers/ack_log.py); a job
+//! file without `follow` keeps no queue state, so its next run trains it all.
 //!
 //! Also here: the waits say what they wait for, `--idle-exit` ends a follow
 //! of a source that never held anything, and progress lines count exactly.
