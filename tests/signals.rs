@@ -1,8 +1,8 @@
 //! One SIGTERM ends any command at any moment: `train`, `train --follow`,
 //! `master`, `master --follow`, `worker`, `run` and a loop over a Python
-//! `Dataset`, stopped before their
-//! data exists, while they wait for `_SUCCESS`, mid-epoch, between epochs,
-//! while following a source with nothing new, and before their trainer
+//! `Dataset`, stopped before their data exists, while they wait for
+//! `_SUCCESS`, mid-epoch, between epochs, while following a source with
+//! nothing new, with their master unreachable, and before their trainer
 //! started. Each exits within `--grace` plus 2 s with its stopped code (130;
 //! a master's SIGTERM is 143 and a worker's is its `--stopped-exit-code`),
 //! and the same command run again trains every row exactly once overall, as
@@ -12,7 +12,7 @@
 //! Also here: the waits say what they wait for, `--idle-exit` ends a follow
 //! of a source that never held anything, and progress lines count exactly.
 //! The data is small (2,000 rows of Spark output) and the grace short, so
-//! the whole file runs in a few minutes on 2 cores.
+//! the whole file runs in well under a minute on 2 cores.
 
 mod common;
 
