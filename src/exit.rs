@@ -46,7 +46,8 @@ pub const HELD: u8 = 3;
 pub const USAGE: u8 = 64;
 /// Stopped by SIGINT before the job was over, after committing what was
 /// acknowledged (128 + SIGINT, as shells report it; SIGTERM gives
-/// [`TERMINATED`] for a master, and the same 130 for `sluice train`).
+/// [`TERMINATED`] for a master, and the same 130 for `sluice train` and
+/// `sluice run`).
 pub const INTERRUPTED: u8 = 130;
 /// A master stopped by SIGTERM before the job was over (128 + SIGTERM).
 pub const TERMINATED: u8 = 143;
@@ -62,9 +63,9 @@ Exit codes:
   64  usage error (unknown flag, bad value, missing argument, a master URL
       without http://, an unknown URL scheme or column, a job file's
       unknown key or bad value)
-  130 stopped by SIGINT or SIGTERM before the job was over (sluice train;
-      143 for a master stopped by SIGTERM; a stopped worker exits 0, or
-      its --stopped-exit-code)";
+  130 stopped by SIGINT or SIGTERM before the job was over (sluice train
+      and sluice run; 143 for a master stopped by SIGTERM; a stopped worker
+      exits 0, or its --stopped-exit-code)";
 
 /// The exit code an error decides by itself.
 pub trait ExitCode {

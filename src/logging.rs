@@ -29,9 +29,6 @@ pub const RESULT: &str = "sluice_result";
 /// written).
 pub const PROGRESS: &str = "sluice_progress";
 
-/// How often a wait says, again, what it waits for.
-pub const WAIT_EVERY: Duration = Duration::from_secs(60);
-
 /// How this process logs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Settings {
@@ -329,10 +326,11 @@ pub struct ProgressLine {
     pub epochs: u32,
     /// Whether that epoch just ended.
     pub epoch_done: bool,
-    /// Rows trained (a master: committed) by this process so far.
+    /// Rows trained (a master: committed) by this process so far; in the
+    /// line of an epoch's end, that epoch's rows.
     pub rows: u64,
-    /// Seconds this process has been training (waits not counted).
-    pub seconds: f64,
+    /// Rows per second over the last interval (the epoch, for its end).
+    pub rows_per_second: f64,
     /// Tasks done over all epochs, and in the whole job.
     pub tasks_done: u64,
     /// Tasks of the whole job (splits times epochs).
@@ -346,15 +344,6 @@ pub struct ProgressLine {
 }
 
 impl ProgressLine {
-    /// Rows per second of training.
-    pub fn rows_per_second(&self) -> f64 {
-        if self.seconds > 0.0 {
-            self.rows as f64 / self.seconds
-        } else {
-            0.0
-        }
-    }
-
     /// The line for people.
     pub fn text(&self) -> String {
         let mut text = if self.epoch_done {
@@ -364,10 +353,7 @@ impl ProgressLine {
         };
         text.push_str(&format!(
             " {} rows ({:.0} rows/s), {}/{} tasks done",
-            self.rows,
-            self.rows_per_second(),
-            self.tasks_done,
-            self.tasks
+            self.rows, self.rows_per_second, self.tasks_done, self.tasks
         ));
         let plural = |n: usize| if n == 1 { "" } else { "s" };
         if let Some(workers) = self.workers {
@@ -391,12 +377,63 @@ impl ProgressLine {
             epochs = self.epochs,
             epoch_done = self.epoch_done,
             rows = self.rows,
-            rows_per_second = self.rows_per_second(),
+            rows_per_second = self.rows_per_second,
             tasks_done = self.tasks_done,
             tasks = self.tasks,
             eta_seconds = self.eta.map(|d| d.as_secs()),
             workers = self.workers.map(|w| w as u64),
             leases = self.leases.map(|l| l as u64),
+            "{}",
+            self.text()
+        );
+    }
+}
+
+/// A followed job's line: what was taken and trained, and the lag.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FollowLine {
+    /// Rows trained (committed) of the rows taken.
+    pub rows_trained: u64,
+    /// Rows taken, at least those trained.
+    pub rows_taken: u64,
+    /// Tasks trained of the tasks taken.
+    pub tasks_trained: u64,
+    /// Tasks taken, at least those trained.
+    pub tasks_taken: u64,
+    /// Rows per second over the last interval.
+    pub rows_per_second: f64,
+    /// Rows taken and not trained yet.
+    pub lag_rows: u64,
+    /// Seconds since the oldest data not trained yet was seen.
+    pub lag_seconds: f64,
+}
+
+impl FollowLine {
+    /// The line for people.
+    pub fn text(&self) -> String {
+        format!(
+            "following: {} rows trained of {} taken ({:.0} rows/s), {} tasks trained of {} taken, lag {} rows / {}",
+            self.rows_trained,
+            self.rows_taken,
+            self.rows_per_second,
+            self.tasks_trained,
+            self.tasks_taken,
+            self.lag_rows,
+            short_duration(Duration::from_secs_f64(self.lag_seconds.max(0.0)))
+        )
+    }
+
+    /// Writes the line (always: it is not filtered by the log level).
+    pub fn log(&self) {
+        tracing::info!(
+            target: PROGRESS,
+            rows_trained = self.rows_trained,
+            rows_taken = self.rows_taken,
+            tasks_trained = self.tasks_trained,
+            tasks_taken = self.tasks_taken,
+            rows_per_second = self.rows_per_second,
+            lag_rows = self.lag_rows,
+            lag_seconds = self.lag_seconds,
             "{}",
             self.text()
         );
@@ -424,7 +461,7 @@ pub fn short_duration(d: Duration) -> String {
 }
 
 /// A wait that says what it waits for when it starts and again every
-/// [`WAIT_EVERY`]; what it was waiting for when it ended is the caller's.
+/// `--log-every`; what it was waiting for when it ended is the caller's.
 #[derive(Debug)]
 pub struct Wait {
     what: String,
@@ -464,7 +501,7 @@ impl Wait {
             }
             Some(_) => return,
         }
-        self.next = Some(now + WAIT_EVERY);
+        self.next = Some(now + settings().every);
     }
 
     /// Whether it has said anything yet.
@@ -491,7 +528,7 @@ mod tests {
             epoch: 0,
             epochs: 2,
             rows: 5000,
-            seconds: 2.0,
+            rows_per_second: 2500.0,
             tasks_done: 3,
             tasks: 10,
             eta: Some(Duration::from_secs(75)),

@@ -143,15 +143,18 @@ async fn dispatch(
             exit::DONE
         }
         CliCommand::Train(mut args) => {
-            let table = args.resolve_catalog().await?;
-            let grace = args.train.grace;
+            // From the start: a signal while the catalog is asked stops the run too.
+            let (stop, abort) = sluice::cli::dist::stop_on_signals(args.train.grace)?;
+            let lookup = sluice::job::train::until_stopped(Some(&stop), args.resolve_catalog());
+            let Some(table) = lookup.await.transpose()? else {
+                return Err(sluice::job::train::stopped_before_start().into());
+            };
             let catalog = args.catalog.clone();
             let mut config = args.into_config()?;
             if let Some(table) = &table {
                 table.apply(&mut config.dataset);
                 config.table = Some(table.table_ref(&catalog));
             }
-            let (stop, abort) = sluice::cli::dist::stop_on_signals(grace)?;
             let outcome = tokio::select! {
                 outcome = sluice::job::train::run(config, Some(stop)) => outcome?,
                 name = abort.signalled() => {
@@ -177,7 +180,7 @@ async fn dispatch(
             let Some(job) = job else {
                 anyhow::bail!("the job file was not loaded before the runtime started");
             };
-            sluice::cli::run::run(args, job).await?
+            return sluice::cli::run::run(args, job).await;
         }
     };
     Ok(Ended::Code(code))

@@ -346,7 +346,11 @@ pub fn stop_on_signals(grace: Duration) -> anyhow::Result<(crate::worker::pipeli
                 }
                 continue;
             }
-            tracing::warn!(signal = name, "stop requested");
+            tracing::warn!(
+                signal = name,
+                grace_seconds = grace.as_secs_f64(),
+                "{name}: stop requested; what the trainers acknowledge within --grace is committed (another signal exits at once)"
+            );
             let _ = tx.send(true);
         }
     });

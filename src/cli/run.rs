@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use super::dist::Ended;
 use crate::exit;
 use crate::schedule::{self, Job, RunOptions};
 
@@ -36,22 +37,30 @@ pub fn prepare(
     Ok((job, login))
 }
 
-/// Runs the job once; returns the exit code (0 done or nothing new, 2 tasks failed;
-/// errors are left to the caller: 1, 2 when a table rewrite stops the run
-/// (`on-rewrite = "fail"`), or 3 when another run holds the lock).
+/// Runs the job once; returns how it ended (0 done or nothing new, 2 tasks
+/// failed; errors are left to the caller: 1, 2 when a table rewrite stops the run
+/// (`on-rewrite = "fail"`), 3 when another run holds the lock, 130 when a
+/// signal stopped it). A second SIGTERM or SIGINT abandons the run.
 /// `job` is the job file `args.job`, loaded (and its process-wide settings,
 /// object store timeouts and Kerberos login, applied) by [`prepare`] before
 /// the runtime started.
-pub async fn run(args: RunArgs, mut job: Job) -> anyhow::Result<u8> {
-    job.lookup().await?;
-    let report = schedule::run(
-        &job,
-        RunOptions {
-            dry_run: args.dry_run,
-            allow_empty: args.allow_empty || job.train.allow_empty,
-        },
-    )
-    .await?;
+pub async fn run(args: RunArgs, mut job: Job) -> anyhow::Result<Ended> {
+    let (stop, abort) = super::dist::stop_on_signals(job.grace)?;
+    let lookup = crate::job::train::until_stopped(Some(&stop), job.lookup());
+    if lookup.await.transpose()?.is_none() {
+        return Err(crate::job::train::stopped_before_start().into());
+    }
+    let options = RunOptions {
+        dry_run: args.dry_run,
+        allow_empty: args.allow_empty || job.train.allow_empty,
+    };
+    let report = tokio::select! {
+        report = schedule::run(&job, options, Some(stop)) => report?,
+        name = abort.signalled() => {
+            crate::logging::result_warning(format!("{name} again: exiting now"));
+            return Ok(Ended::Aborted);
+        }
+    };
     if args.json {
         crate::cli::ls::write_stdout(&(serde_json::to_string_pretty(&report)? + "\n"))?;
     } else {
@@ -68,9 +77,9 @@ pub async fn run(args: RunArgs, mut job: Job) -> anyhow::Result<u8> {
             crate::logging::result_warning(format!("failed task: {failed}"));
         }
     }
-    Ok(if failed {
+    Ok(Ended::Code(if failed {
         exit::TASKS_FAILED
     } else {
         exit::DONE
-    })
+    }))
 }

@@ -64,11 +64,11 @@ pub struct FollowOptions {
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration, requires = "follow")]
     #[serde(deserialize_with = "form::duration")]
     pub settle: Duration,
-    /// With --follow: stop taking new data at this time (RFC 3339, e.g. 2026-12-01T18:00:00Z) or this long after the start (e.g. 8h), train what was taken, and exit 0.
+    /// With --follow: stop taking new data at this time (RFC 3339, e.g. 2026-12-01T18:00:00Z) or this long after the start (e.g. 8h), train what was taken, and exit 0 (also while still waiting for the source's first data).
     #[arg(long, value_name = "TIME|DURATION", value_parser = parse_follow_until, requires = "follow")]
     #[serde(deserialize_with = "follow_until")]
     pub follow_until: Option<FollowUntil>,
-    /// With --follow: stop once what was taken is trained and the source has not changed for this long (files landing in a partition not committed yet count as a change), exit 0. Default: never.
+    /// With --follow: stop once what was taken is trained and the source has not changed for this long (files landing in a partition not committed yet count as a change), exit 0; a source that holds nothing yet (not created, or empty) counts from the start. Default: never.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "follow")]
     #[serde(deserialize_with = "form::some_duration")]
     pub idle_exit: Option<Duration>,

@@ -23,7 +23,7 @@ pub enum LogFormat {
 /// The logging options of every command.
 #[derive(Debug, Clone, PartialEq, Eq, Args)]
 pub struct LogOptions {
-    /// When stderr is not a terminal (or with --log-format json): a progress line (rows, rows/s, epoch, tasks done, ETA) at least this often, and one at each epoch's end (e.g. 30s, 5m).
+    /// When stderr is not a terminal (or with --log-format json): a progress line (rows, rows/s, epoch, tasks done, ETA) at least this often, and one at each epoch's end; a wait says what it waits for as often (e.g. 30s, 5m).
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration, global = true)]
     pub log_every: Duration,
     /// `text`: lines for people, timestamped (RFC 3339) when stderr is not a terminal; `json`: one JSON object per line (timestamp, level, message, fields) for log collectors.

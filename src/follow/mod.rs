@@ -166,19 +166,36 @@ fn nothing_yet(e: &connectors::Error) -> bool {
     matches!(e.kind(), ErrorKind::NotFound) || matches!(e, connectors::Error::EmptyDir { .. })
 }
 
+/// What a followed source holds at the start of its job.
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // one per job
+pub enum First {
+    /// Its first committed data, and the position it stands for.
+    Found(Dataset, FollowPosition),
+    /// It held nothing until `--idle-exit` or `--follow-until` ended the
+    /// wait (`by` names which): the job has nothing to train.
+    Ended {
+        /// The option that ended the wait.
+        by: &'static str,
+    },
+}
+
 /// Opens what the source holds committed at the start of a followed job,
-/// waiting (and saying so every minute) until it holds something: a
-/// streaming query or ETL that has not written yet is normal. A table by
-/// name (`table`) is asked about again at each look. Returns the dataset
-/// and the position it stands for.
+/// waiting until it holds something: a streaming query or ETL that has not
+/// written yet is normal. The wait says what it waits for when it starts
+/// and every `--log-every`, and ends, with nothing, at `--follow-until` or
+/// once the source has held nothing for `--idle-exit`. A table by name
+/// (`table`) is asked about again at each look. The future holds nothing
+/// durable: cancel it to stop waiting (a signal).
 pub async fn first_dataset(
     location: &Location,
     options: &DatasetOptions,
     config: &FollowConfig,
     table: Option<&crate::config::TableRef>,
-) -> Result<(Dataset, FollowPosition), connectors::Error> {
+) -> Result<First, connectors::Error> {
     let started = Instant::now();
-    let mut said = Instant::now();
+    let until = config.until.map(|u| u.deadline(SystemTime::now()));
+    let mut said: Option<(String, crate::logging::Wait)> = None;
     let mut local = LocalWatch::new(location);
     let mut location = location.clone();
     let mut options = options.clone();
@@ -201,19 +218,93 @@ pub async fn first_dataset(
             }
         }
         first = false;
-        match try_first(&location, &options, config).await {
-            Ok(Some(found)) => return Ok(found),
-            Ok(None) => {}
-            Err(e) if nothing_yet(&e) || e.is_transient() => {
-                tracing::debug!(error = %e, "nothing to follow yet");
+        let waiting = match try_first(&location, &options, config).await {
+            Ok(Some((dataset, position))) => return Ok(First::Found(dataset, position)),
+            Ok(None) => Waiting::Commit,
+            // A local directory that exists and holds nothing lists as
+            // missing, as an empty prefix of an object store does.
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound) => {
+                match location.local_dir().is_some_and(|dir| dir.is_dir()) {
+                    true => Waiting::Commit,
+                    false => Waiting::Exist,
+                }
             }
+            Err(e @ connectors::Error::EmptyDir { .. }) => {
+                tracing::debug!(error = %e, "nothing to follow yet");
+                Waiting::Commit
+            }
+            Err(e) if e.is_transient() => Waiting::Readable(e.to_string()),
             Err(e) => return Err(e),
+        };
+        let limit = first_limit(config, until, started);
+        if limit.is_some_and(|left| left.is_zero()) {
+            let by = if until.is_some_and(|t| SystemTime::now() >= t) {
+                "--follow-until"
+            } else {
+                "--idle-exit"
+            };
+            crate::logging::result_warning(format!(
+                "following: {} held nothing to train when {by} ended the wait; nothing trained",
+                location.url()
+            ));
+            return Ok(First::Ended { by });
         }
-        if said.elapsed() >= Duration::from_secs(60) {
-            info!(url = %location.url(), waited = ?started.elapsed(), "following: waiting for the first commit");
-            said = Instant::now();
+        let (what, detail) = waiting.said(&location.url());
+        if said.as_ref().is_none_or(|(w, _)| *w != what) {
+            said = Some((what.clone(), crate::logging::Wait::new(what)));
         }
-        wait(&mut local, config.poll).await;
+        if let Some((_, wait)) = &mut said {
+            // Whole seconds, rounded up: `--idle-exit 2s` reads as 2s.
+            let shown = limit.map(|l| Duration::from_secs(l.as_secs_f64().ceil() as u64));
+            wait.say(&detail, shown);
+        }
+        let pause = limit.map_or(config.poll, |left| left.min(config.poll));
+        wait(&mut local, pause.max(Duration::from_millis(10))).await;
+    }
+}
+
+/// What the start of a followed job waits for.
+enum Waiting {
+    /// The source's directory, bucket prefix or table to exist.
+    Exist,
+    /// Its first committed data.
+    Commit,
+    /// The source to answer again (a transient failure, its message).
+    Readable(String),
+}
+
+impl Waiting {
+    /// What is waited for in `url`, and what is there instead, as a wait says them.
+    fn said(&self, url: &str) -> (String, String) {
+        match self {
+            Waiting::Exist => (format!("{url} to exist"), "nothing there yet".to_string()),
+            Waiting::Commit => (
+                format!("the first commit in {url}"),
+                "nothing committed there yet".to_string(),
+            ),
+            Waiting::Readable(e) => (
+                format!("the first commit in {url}"),
+                format!("cannot read it now ({e}); trying again"),
+            ),
+        }
+    }
+}
+
+/// How long the start of a followed job may still wait: until
+/// `--follow-until`, and for `--idle-exit` since it `started` (the source
+/// has held nothing since); `None` without either.
+fn first_limit(
+    config: &FollowConfig,
+    until: Option<SystemTime>,
+    started: Instant,
+) -> Option<Duration> {
+    let until = until.map(|t| t.duration_since(SystemTime::now()).unwrap_or_default());
+    let idle = config
+        .idle_exit
+        .map(|d| d.saturating_sub(started.elapsed()));
+    match (until, idle) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 
@@ -972,6 +1063,8 @@ pub async fn run(
 ) -> Result<(), FollowError> {
     let mut last_change = Instant::now();
     let mut warned = Instant::now() - Duration::from_secs(3600);
+    let every = crate::logging::settings().every;
+    let mut quiet = crate::logging::Every::new(every);
     let result = loop {
         if ends.until.is_some_and(|t| SystemTime::now() >= t) {
             info!("following: --follow-until reached; training what was taken, then ending");
@@ -1029,7 +1122,13 @@ pub async fn run(
                 }
                 continue; // look again at once: more may be there
             }
-            Ok(None) => {}
+            Ok(None) => {
+                let idle = last_change.elapsed();
+                if idle >= every && quiet.due() {
+                    let idle = crate::logging::short_duration(idle);
+                    info!(target: crate::logging::PROGRESS, idle_seconds = last_change.elapsed().as_secs(), "following: no new data for {idle}");
+                }
+            }
             Err(FollowError::Connector(e)) if e.is_transient() || nothing_yet(&e) => {
                 if warned.elapsed() >= Duration::from_secs(60) {
                     warn!(error = %e, "following: cannot read the source now; trying again");
@@ -1134,5 +1233,36 @@ mod tests {
         let now = wall_millis() as i64;
         let fresh = super::units(&listing(vec![file("t/dt=1/part-0.parquet", now)], &[]));
         assert!(!settled_by_mtime(&fresh.list[0], Duration::from_secs(30)));
+    }
+
+    fn config(idle_exit: Option<Duration>) -> FollowConfig {
+        FollowConfig {
+            poll: Duration::from_secs(1),
+            settle: Duration::from_secs(30),
+            until: None,
+            idle_exit,
+            on_rewrite: OnRewrite::Fail,
+        }
+    }
+
+    #[test]
+    fn the_wait_for_a_first_commit_is_bounded_by_idle_exit_from_the_start_and_follow_until() {
+        let started = Instant::now();
+        assert_eq!(first_limit(&config(None), None, started), None);
+        let idle =
+            first_limit(&config(Some(Duration::from_secs(2))), None, started).expect("a limit");
+        assert!(idle <= Duration::from_secs(2) && idle > Duration::from_secs(1));
+        let long_ago = started - Duration::from_secs(5);
+        assert_eq!(
+            first_limit(&config(Some(Duration::from_secs(2))), None, long_ago),
+            Some(Duration::ZERO),
+            "--idle-exit counts from the start while nothing is there"
+        );
+        let past = SystemTime::now() - Duration::from_secs(1);
+        assert_eq!(
+            first_limit(&config(Some(Duration::from_secs(60))), Some(past), started),
+            Some(Duration::ZERO),
+            "--follow-until passed ends the wait"
+        );
     }
 }

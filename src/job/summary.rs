@@ -165,8 +165,8 @@ impl Summary {
             self.devices,
             self.seconds,
             self.rows_per_second,
-            if self.waited_seconds > 0.0 {
-                format!(" after waiting {:.1}s for _SUCCESS", self.waited_seconds)
+            if self.waited_seconds >= 0.05 {
+                format!(" after waiting {:.1}s for its data", self.waited_seconds)
             } else {
                 String::new()
             },

@@ -9,10 +9,11 @@ use connectors::{Dataset, ReadPlan};
 use indicatif::{ProgressBar, ProgressStyle};
 use tracing::warn;
 
+use super::progress::{Intake, Sample, Tally};
 use super::summary::{FailedTask, Resumed, ServedAgain, Summary};
 use super::wait;
 use crate::config::{ModelChoice, TrainConfig, TrainerChoice};
-use crate::follow::{FollowError, Follower};
+use crate::follow::{First, FollowError, Follower};
 use crate::protocol::follow::FollowPosition;
 use crate::protocol::select;
 use crate::protocol::spec::JobSpec;
@@ -163,11 +164,21 @@ impl Finished {
 /// handed back, so `--state` resumes where it stopped.
 pub async fn run(config: TrainConfig, stop: Option<Stop>) -> Result<Outcome, TrainError> {
     let location = connectors::store::open(&config.url)?;
+    let waiting = Instant::now();
     if let Some(follow) = &config.follow {
-        let waiting = Instant::now();
-        let (dataset, position) =
-            crate::follow::first_dataset(&location, &config.dataset, follow, config.table.as_ref())
-                .await?;
+        let first = crate::follow::first_dataset(
+            &location,
+            &config.dataset,
+            follow,
+            config.table.as_ref(),
+        );
+        let (dataset, position) = match until_stopped(stop.as_ref(), first).await.transpose()? {
+            None => return Err(stopped_waiting(&config)),
+            Some(First::Found(dataset, position)) => (dataset, position),
+            Some(First::Ended { .. }) => {
+                return nothing_followed(&config, &location, waiting.elapsed())
+            }
+        };
         for ignored in &dataset.ignored {
             warn!(path = %ignored.path, reason = %ignored.reason, "file not read");
         }
@@ -175,18 +186,63 @@ pub async fn run(config: TrainConfig, stop: Option<Stop>) -> Result<Outcome, Tra
     }
     let (dataset, waited) = match config.wait_success {
         Some(timeout) => {
-            let waiting = Instant::now();
-            let dataset =
-                wait::until_success(&location, &config.dataset, timeout, config.writer_pid).await?;
-            (dataset, waiting.elapsed())
+            let wait = wait::until_success(&location, &config.dataset, timeout, config.writer_pid);
+            match until_stopped(stop.as_ref(), wait).await {
+                Some(dataset) => (dataset?, waiting.elapsed()),
+                None => return Err(stopped_waiting(&config)),
+            }
         }
-        None => (
-            Dataset::open(location.clone(), config.dataset.clone()).await?,
-            Duration::ZERO,
-        ),
+        None => {
+            let open = Dataset::open(location.clone(), config.dataset.clone());
+            match until_stopped(stop.as_ref(), open).await {
+                Some(dataset) => (dataset?, Duration::ZERO),
+                None => return Err(stopped_waiting(&config)),
+            }
+        }
     };
     check_finished(&dataset, config.allow_incomplete)?;
     run_dataset(config, stop, dataset, waited).await
+}
+
+/// Runs `work` until it is done (`Some`) or `stop` is requested first
+/// (`None`: `work` is dropped). Only for work that holds nothing durable.
+pub async fn until_stopped<T>(
+    stop: Option<&Stop>,
+    work: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    let Some(stop) = stop else {
+        return Some(work.await);
+    };
+    let mut signal = stop.signal.clone();
+    tokio::select! {
+        done = work => Some(done),
+        Ok(_) = signal.wait_for(|stop| *stop) => None,
+    }
+}
+
+/// A command stopped by a signal before its job started (while a catalog
+/// was asked): nothing was trained or written.
+pub fn stopped_before_start() -> TrainError {
+    TrainError::Stopped {
+        rows: 0,
+        resume: "; run the same command to go on".to_string(),
+    }
+}
+
+/// A run stopped before it trained anything (waiting for its data).
+fn stopped_waiting(config: &TrainConfig) -> TrainError {
+    TrainError::Stopped {
+        rows: 0,
+        resume: resume_hint(config),
+    }
+}
+
+/// How a stopped run goes on, as its error says it.
+fn resume_hint(config: &TrainConfig) -> String {
+    match &config.state {
+        Some(dir) => format!("; run the same command to resume from {}", dir.display()),
+        None => " (no --state: nothing to resume from)".to_string(),
+    }
 }
 
 /// Trains on a dataset already opened and checked (`sluice run` opens the union of
@@ -236,7 +292,9 @@ async fn run_job(
             after_stop: false,
         },
     };
-    let trained = train(&config, stop, &dataset, started, ready).await?;
+    // `--follow-until` counts from the start, the wait for the first data included.
+    let since = started.checked_sub(waited).unwrap_or(started);
+    let trained = train(&config, stop, &dataset, since, ready).await?;
     finish(&config, &dataset, started, waited, trained)
 }
 
@@ -519,7 +577,12 @@ async fn train(
         .map(|per_epoch| per_epoch.saturating_mul(u64::from(config.epochs)))
         .filter(|_| spec.follow.is_none());
     let progress_lines = (config.progress && lines).then(|| {
-        ProgressLines::spawn(source.clone(), drawer.rows.clone(), total_tasks, rows_total)
+        ProgressLines::spawn(
+            source.clone(),
+            drawer.epoch_rows.clone(),
+            rows_total,
+            spec.follow.is_some(),
+        )
     });
     let pipeline_fut = pipeline::run(
         Arc::new(source.clone()),
@@ -534,7 +597,9 @@ async fn train(
         outcome = pipeline_fut => outcome,
         never = follow_fut => match never {},
     };
-    drop(progress_lines);
+    if let Some(lines) = progress_lines {
+        lines.finish();
+    }
     bar.finish_and_clear();
     let outcome = outcome?;
     if let Some(Err(e)) = followed.into_inner() {
@@ -543,10 +608,7 @@ async fn train(
     if outcome.stopped {
         return Err(TrainError::Stopped {
             rows: outcome.rows,
-            resume: match &config.state {
-                Some(dir) => format!("; run the same command to resume from {}", dir.display()),
-                None => " (no --state: nothing to resume from)".to_string(),
-            },
+            resume: resume_hint(config),
         });
     }
     Ok(Trained {
@@ -728,9 +790,32 @@ fn nothing_to_train(
 ) -> Result<Outcome, TrainError> {
     let url = dataset.location.url();
     warn!(url = %url, "empty output: no data rows (allowed by --allow-empty)");
+    nothing_trained(config, url, dataset.table.clone(), started, waited)
+}
+
+/// A followed source that held nothing until `--idle-exit` or
+/// `--follow-until` ended the wait for it: the summary of a run that
+/// trained nothing. Its `--state` is not created (there was no schema to
+/// record), so a rerun waits afresh.
+fn nothing_followed(
+    config: &TrainConfig,
+    location: &connectors::Location,
+    waited: Duration,
+) -> Result<Outcome, TrainError> {
+    nothing_trained(config, location.url(), None, Instant::now(), waited)
+}
+
+/// The summary of a run that trained nothing, written where asked.
+fn nothing_trained(
+    config: &TrainConfig,
+    url: String,
+    table: Option<connectors::TableInfo>,
+    started: Instant,
+    waited: Duration,
+) -> Result<Outcome, TrainError> {
     let logistic = matches!(&config.trainer, TrainerChoice::Model(m) if m.logistic);
     let summary = Summary {
-        table: dataset.table.clone(),
+        table,
         url,
         rows: 0,
         batches: 0,
@@ -885,8 +970,8 @@ fn progress_bar(enabled: bool, total: u64) -> ProgressBar {
 
 /// Draws progress at most every 100 ms.
 struct Drawer {
-    /// Rows the trainers acknowledged so far (for progress lines).
-    rows: Arc<std::sync::atomic::AtomicU64>,
+    /// Rows the trainers acknowledged so far, by epoch (for progress lines).
+    epoch_rows: Arc<std::sync::Mutex<Vec<u64>>>,
     bar: ProgressBar,
     source: LocalQueue,
     factory: Arc<dyn TrainerFactory>,
@@ -903,7 +988,7 @@ impl Drawer {
         epochs: u32,
     ) -> Self {
         Drawer {
-            rows: Arc::default(),
+            epoch_rows: Arc::default(),
             bar,
             source,
             factory,
@@ -914,8 +999,10 @@ impl Drawer {
     }
 
     fn draw(&self, p: &Progress) {
-        self.rows
-            .store(p.rows, std::sync::atomic::Ordering::Relaxed);
+        self.epoch_rows
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone_from(&p.epoch_rows);
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
         if last.elapsed() < Duration::from_millis(100) {
             return;
@@ -943,65 +1030,125 @@ impl Drawer {
 
 /// Progress lines where stderr is not a terminal (in place of the bar): one
 /// at least every `--log-every`, and one at the end of each epoch but the
-/// last (the summary says how that one ended). Stops when dropped.
-struct ProgressLines(tokio::task::JoinHandle<()>);
+/// last (the summary says how that one ended); a followed job's say what
+/// was taken, what was trained and the lag (see [`Tally`]). Stops when
+/// dropped; [`ProgressLines::finish`] first writes the lines of epochs that
+/// ended since the last look.
+struct ProgressLines {
+    task: tokio::task::JoinHandle<()>,
+    sampler: Arc<Sampler>,
+    tally: Arc<std::sync::Mutex<Tally>>,
+}
+
+/// Takes the samples progress lines are counted from.
+struct Sampler {
+    source: LocalQueue,
+    epoch_rows: Arc<std::sync::Mutex<Vec<u64>>>,
+    follow: bool,
+}
+
+impl Sampler {
+    /// Where the job stands now; a followed job's intake is counted only
+    /// for a `periodic` line (it walks every task).
+    fn sample(&self, periodic: bool) -> Sample {
+        let status = self.source.status_now();
+        let intake = (self.follow && periodic).then(|| {
+            let taken = self.source.snapshot(|q| {
+                (0..status.splits as u32)
+                    .filter_map(|s| q.split_rows(s))
+                    .sum::<u64>()
+            });
+            let lag = self.source.follow_now();
+            Intake {
+                rows_taken: taken,
+                lag_rows: lag.as_ref().map_or(0, |l| l.lag_rows),
+                lag_seconds: lag.as_ref().map_or(0.0, |l| l.lag_seconds),
+            }
+        });
+        Sample {
+            epoch: status.epoch,
+            epochs: status.epochs,
+            job_over: status.job_over,
+            tasks_done: status.tasks_done,
+            splits: status.splits as u64,
+            rows_committed: status.rows_committed,
+            epoch_rows: self
+                .epoch_rows
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+            // A followed job's sample says it follows, counted or not.
+            follow: self.follow.then(|| intake.unwrap_or_default()),
+        }
+    }
+}
 
 impl ProgressLines {
     fn spawn(
         source: LocalQueue,
-        rows: Arc<std::sync::atomic::AtomicU64>,
-        tasks: u64,
+        epoch_rows: Arc<std::sync::Mutex<Vec<u64>>>,
         rows_total: Option<u64>,
+        follow: bool,
     ) -> ProgressLines {
         let every = crate::logging::settings().every;
-        ProgressLines(tokio::spawn(async move {
-            let started = Instant::now();
-            let first = source.status_now();
-            let mut epoch = first.epoch;
-            let mut due = crate::logging::Every::new(every);
-            let mut ticks = tokio::time::interval(Duration::from_millis(250).min(every));
-            loop {
-                ticks.tick().await;
-                let status = source.status_now();
-                let epoch_done = status.epoch > epoch && !status.job_over;
-                if !epoch_done && !due.due() {
-                    continue;
+        let sampler = Arc::new(Sampler {
+            source,
+            epoch_rows,
+            follow,
+        });
+        let tally = Arc::new(std::sync::Mutex::new(Tally::new(
+            sampler.sample(false),
+            rows_total,
+            Instant::now(),
+        )));
+        let task = {
+            let (sampler, tally) = (sampler.clone(), tally.clone());
+            tokio::spawn(async move {
+                let mut due = crate::logging::Every::new(every);
+                let mut ticks = tokio::time::interval(Duration::from_millis(250).min(every));
+                loop {
+                    ticks.tick().await;
+                    let periodic = due.due();
+                    let sample = sampler.sample(periodic);
+                    let lines = tally.lock().unwrap_or_else(|e| e.into_inner()).lines(
+                        &sample,
+                        Instant::now(),
+                        periodic,
+                    );
+                    for line in &lines {
+                        line.log();
+                    }
+                    if !lines.is_empty() {
+                        due.reset();
+                    }
                 }
-                due.reset();
-                let elapsed = started.elapsed();
-                let eta = match rows_total {
-                    Some(total) => crate::logging::eta(
-                        status.rows_committed.saturating_sub(first.rows_committed),
-                        total.saturating_sub(first.rows_committed),
-                        elapsed,
-                    ),
-                    None => crate::logging::eta(
-                        status.tasks_done.saturating_sub(first.tasks_done),
-                        tasks.saturating_sub(first.tasks_done),
-                        elapsed,
-                    ),
-                };
-                crate::logging::ProgressLine {
-                    epoch: if epoch_done { epoch } else { status.epoch },
-                    epochs: status.epochs,
-                    epoch_done,
-                    rows: rows.load(std::sync::atomic::Ordering::Relaxed),
-                    seconds: elapsed.as_secs_f64(),
-                    tasks_done: status.tasks_done,
-                    tasks,
-                    eta,
-                    workers: None,
-                    leases: None,
-                }
-                .log();
-                epoch = status.epoch;
-            }
-        }))
+            })
+        };
+        ProgressLines {
+            task,
+            sampler,
+            tally,
+        }
+    }
+
+    /// Stops the lines, writing those of the epochs that ended since the
+    /// last look (a short epoch may end between two).
+    fn finish(self) {
+        self.task.abort();
+        let sample = self.sampler.sample(false);
+        let lines = self.tally.lock().unwrap_or_else(|e| e.into_inner()).lines(
+            &sample,
+            Instant::now(),
+            false,
+        );
+        for line in &lines {
+            line.log();
+        }
     }
 }
 
 impl Drop for ProgressLines {
     fn drop(&mut self) {
-        self.0.abort();
+        self.task.abort();
     }
 }

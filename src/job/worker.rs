@@ -321,7 +321,7 @@ async fn stopped(stop: Option<&crate::worker::pipeline::Stop>) {
 }
 
 /// A worker's progress lines where stderr is not a terminal: rows, rows/s
-/// and epoch every `--log-every` (the job's tasks are the master's; `sluice
+/// (over the last interval) and epoch every `--log-every` (the job's tasks are the master's; `sluice
 /// status` shows them).
 struct WorkerProgress {
     epoch: Arc<std::sync::atomic::AtomicU32>,
@@ -335,14 +335,16 @@ impl WorkerProgress {
         let task = (enabled && settings.progress_lines()).then(|| {
             let epoch = epoch.clone();
             tokio::spawn(async move {
-                let started = std::time::Instant::now();
+                // Rows per second over the last interval, not since the start.
+                let mut then = (std::time::Instant::now(), rows.load(Ordering::Relaxed));
                 let mut ticks = tokio::time::interval(settings.every);
                 ticks.tick().await;
                 loop {
                     ticks.tick().await;
                     let rows = rows.load(Ordering::Relaxed);
-                    let seconds = started.elapsed().as_secs_f64();
-                    let rate = rows as f64 / seconds.max(1e-9);
+                    let seconds = then.0.elapsed().as_secs_f64();
+                    let rate = rows.saturating_sub(then.1) as f64 / seconds.max(1e-9);
+                    then = (std::time::Instant::now(), rows);
                     let epoch = epoch.load(Ordering::Relaxed) + 1;
                     tracing::info!(
                         target: crate::logging::PROGRESS,

@@ -144,6 +144,22 @@ pub struct MasterOutcome {
     pub rows_made_up: u64,
 }
 
+impl MasterOutcome {
+    /// A master that ended before its job existed: stopped by `signal`, or
+    /// (`None`) with a followed source that held nothing until `--idle-exit`
+    /// or `--follow-until` ended the wait (a job over with nothing to do).
+    fn before_job(signal: Option<StopSignal>) -> MasterOutcome {
+        MasterOutcome {
+            failed: Vec::new(),
+            tasks_done: 0,
+            tasks: 0,
+            job_over: signal.is_none(),
+            stopped_by: signal,
+            rows_made_up: 0,
+        }
+    }
+}
+
 /// A signal that stops a master gracefully: it stops accepting, answers the
 /// requests in flight (their changes durable first), makes whatever else was
 /// applied durable, and returns.
@@ -188,19 +204,24 @@ impl StopSignals {
     }
 }
 
-/// Lists the dataset and builds the job (first start only).
-async fn make_job(config: &MasterConfig) -> Result<JobRecord, MasterError> {
+/// Lists the dataset and builds the job (first start only); `None` where a
+/// followed source held nothing until `--idle-exit` or `--follow-until`
+/// ended the wait for it.
+async fn make_job(config: &MasterConfig) -> Result<Option<JobRecord>, MasterError> {
     let location = connectors::store::open(&config.url)?;
     let (dataset, position) = match &config.follow {
         Some(follow) => {
-            let (dataset, position) = crate::follow::first_dataset(
+            let first = crate::follow::first_dataset(
                 &location,
                 &config.dataset,
                 follow,
                 config.table.as_ref(),
             )
             .await?;
-            (dataset, Some(position))
+            match first {
+                crate::follow::First::Found(dataset, position) => (dataset, Some(position)),
+                crate::follow::First::Ended { .. } => return Ok(None),
+            }
         }
         None => (Dataset::open(location, config.dataset.clone()).await?, None),
     };
@@ -228,7 +249,7 @@ async fn make_job(config: &MasterConfig) -> Result<JobRecord, MasterError> {
         name: table.name.clone(),
         vended: table.vended,
     });
-    Ok(job)
+    Ok(Some(job))
 }
 
 /// `uri` without the user and password it may carry.
@@ -268,11 +289,21 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
         });
     }
     let identity = identity(&config)?;
+    // From the start: a signal while the source is listed or awaited stops
+    // the master before it has written anything.
+    let mut signals = StopSignals::listen().map_err(|source| MasterError::Signals { source })?;
     let job_exists = MasterState::exists(&config.state).await?;
     let made = if job_exists {
         None
     } else {
-        Some(make_job(&config).await?)
+        let made = tokio::select! {
+            made = make_job(&config) => made?,
+            signal = signals.next() => return Ok(MasterOutcome::before_job(Some(signal))),
+        };
+        match made {
+            Some(job) => Some(job),
+            None => return Ok(MasterOutcome::before_job(None)),
+        }
     };
     let (state, resumed) = MasterState::open(&config.state, identity, move || {
         made.ok_or_else(|| StateError::JobVanished {
@@ -354,7 +385,6 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
         commit: commit.clone(),
         token: Arc::new(config.token.clone()),
     };
-    let mut signals = StopSignals::listen().map_err(|source| MasterError::Signals { source })?;
     // Checked before binding, so a bad certificate fails the start at once.
     let acceptor = match &config.tls {
         Some((cert, key)) => Some(super::tls::acceptor(cert, key)?),
@@ -493,6 +523,12 @@ struct MasterProgress {
     tasks_before: u64,
     epoch: u32,
     due: crate::logging::Every,
+    /// Rows committed at the last line, and when: rows per second are over
+    /// the last interval.
+    rows_then: u64,
+    then: std::time::Instant,
+    /// When the epoch of `epoch` began (for its line's rows per second).
+    epoch_began: std::time::Instant,
 }
 
 impl MasterProgress {
@@ -504,6 +540,9 @@ impl MasterProgress {
             tasks_before: status.tasks_done,
             epoch: status.epoch,
             due: crate::logging::Every::new(crate::logging::settings().every),
+            rows_then: status.rows_committed,
+            then: std::time::Instant::now(),
+            epoch_began: std::time::Instant::now(),
         }
     }
 
@@ -532,20 +571,85 @@ impl MasterProgress {
                 elapsed,
             ),
         };
-        crate::logging::ProgressLine {
-            epoch: if epoch_done { self.epoch } else { queue.epoch },
+        let line = |epoch, epoch_done, rows, rows_per_second| crate::logging::ProgressLine {
+            epoch,
             epochs: queue.epochs,
             epoch_done,
-            rows: status.rows_committed.saturating_sub(self.rows_before),
-            seconds: elapsed.as_secs_f64(),
+            rows,
+            rows_per_second,
             tasks_done: queue.tasks_done,
             tasks,
             eta,
             workers: Some(status.workers.len()),
             leases: Some(queue.leased),
+        };
+        // Each epoch that ended: its own rows, not those of the next one
+        // its workers leased meanwhile.
+        while self.epoch < queue.epoch {
+            let rows = epoch_rows(m.queue(), self.epoch);
+            let seconds = self.epoch_began.elapsed().as_secs_f64();
+            line(self.epoch, true, rows, per_second(rows, seconds)).log();
+            self.epoch += 1;
+            self.epoch_began = std::time::Instant::now();
         }
-        .log();
-        self.epoch = queue.epoch;
+        if epoch_done {
+            return;
+        }
+        let rate = per_second(
+            status.rows_committed.saturating_sub(self.rows_then),
+            self.then.elapsed().as_secs_f64(),
+        );
+        self.rows_then = status.rows_committed;
+        self.then = std::time::Instant::now();
+        match &status.follow {
+            Some(follow) => crate::logging::FollowLine {
+                rows_trained: status.rows_committed,
+                rows_taken: known_rows(m.queue()).max(status.rows_committed),
+                tasks_trained: queue.tasks_done,
+                tasks_taken: (queue.splits as u64).max(queue.tasks_done),
+                rows_per_second: rate,
+                lag_rows: follow.lag_rows,
+                lag_seconds: follow.lag_seconds,
+            }
+            .log(),
+            None => line(
+                queue.epoch,
+                false,
+                status.rows_committed.saturating_sub(self.rows_before),
+                rate,
+            )
+            .log(),
+        }
+    }
+}
+
+/// The rows of `epoch`, once it is over: every split's but those failed in it.
+fn epoch_rows(queue: &crate::queue::Queue, epoch: u32) -> u64 {
+    let failed: std::collections::BTreeSet<u32> = queue
+        .failures()
+        .iter()
+        .filter(|f| f.epoch == epoch)
+        .map(|f| f.split)
+        .collect();
+    (0..queue.tasks().len() as u32)
+        .filter(|s| !failed.contains(s))
+        .filter_map(|s| queue.split_rows(s))
+        .sum()
+}
+
+/// The rows of the splits whose rows are known.
+fn known_rows(queue: &crate::queue::Queue) -> u64 {
+    (0..queue.tasks().len() as u32)
+        .filter_map(|s| queue.split_rows(s))
+        .sum()
+}
+
+/// `rows` over `seconds`, 0 over no time.
+fn per_second(rows: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        rows as f64 / seconds
+    } else {
+        0.0
     }
 }
 

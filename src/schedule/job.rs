@@ -25,6 +25,9 @@ pub struct Job {
     pub on_rewrite: OnRewrite,
     /// The training options, validated as `sluice train` validates them.
     pub train: TrainConfig,
+    /// How long the trainers may take to finish the batches they hold once
+    /// a signal stopped a run (`grace`, as `sluice train --grace`).
+    pub grace: Duration,
     /// The catalog `source` is a table name in, when it is one.
     pub catalog: CatalogOptions,
     /// The table the catalog named, once looked up ([`Job::lookup`]).
@@ -79,6 +82,7 @@ impl Job {
             state: file.job.state,
             lock_ttl: file.job.lock_ttl,
             on_rewrite: file.job.on_rewrite,
+            grace: file.train.grace,
             train,
             catalog: file.catalog,
             table: None,

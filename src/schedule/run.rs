@@ -19,6 +19,7 @@ use super::state::{
 use super::RunError;
 use crate::job::summary::Summary;
 use crate::job::train::Outcome;
+use crate::worker::pipeline::Stop;
 
 /// What the caller asks of a run.
 #[derive(Debug, Clone, Copy, Default)]
@@ -212,8 +213,14 @@ impl RunReport {
     }
 }
 
-/// Runs `job` once.
-pub async fn run(job: &Job, options: RunOptions) -> Result<RunReport, RunError> {
+/// Runs `job` once; `stop`, when given, stops its training early (a
+/// signal): what the trainers acknowledged is committed, and nothing of the
+/// run is recorded as trained.
+pub async fn run(
+    job: &Job,
+    options: RunOptions,
+    stop: Option<Stop>,
+) -> Result<RunReport, RunError> {
     let started_at = now_text();
     let run_id = run_id();
     let pattern = match &job.table {
@@ -232,6 +239,7 @@ pub async fn run(job: &Job, options: RunOptions) -> Result<RunReport, RunError> 
         run_id: &run_id,
         options,
         started_at,
+        stop,
     };
     let result = run_locked(pattern.as_ref(), context).await;
     if let Some(lock) = lock {
@@ -248,6 +256,8 @@ struct Context<'a> {
     run_id: &'a str,
     options: RunOptions,
     started_at: String,
+    /// Stops the training early.
+    stop: Option<Stop>,
 }
 
 async fn run_locked(pattern: Option<&Pattern>, cx: Context<'_>) -> Result<RunReport, RunError> {
@@ -460,7 +470,7 @@ async fn run_followed(cx: &Context<'_>) -> Result<RunReport, RunError> {
     if let Some(follow) = &mut config.follow {
         follow.on_rewrite = job.on_rewrite;
     }
-    match crate::job::train::run(config, None).await? {
+    match crate::job::train::run(config, cx.stop.clone()).await? {
         Outcome::Trained(summary) => {
             report.rows = summary.rows;
             report.recorded = summary.tasks_failed.is_empty();
@@ -499,14 +509,18 @@ async fn train_and_record(
     )
     .await?;
     let trainer = config.trainer.clone();
-    let summary =
-        match crate::job::train::run_dataset(config, None, dataset, std::time::Duration::ZERO)
-            .await?
-        {
-            Outcome::Trained(summary) => summary,
-            // A job file's runs keep no queue state: nothing is ever found finished.
-            Outcome::AlreadyFinished(_) => return Ok(report),
-        };
+    let summary = match crate::job::train::run_dataset(
+        config,
+        cx.stop.clone(),
+        dataset,
+        std::time::Duration::ZERO,
+    )
+    .await?
+    {
+        Outcome::Trained(summary) => summary,
+        // A job file's runs keep no queue state: nothing is ever found finished.
+        Outcome::AlreadyFinished(_) => return Ok(report),
+    };
     report.rows = summary.rows;
     let failed = !summary.tasks_failed.is_empty();
     let model = summary.trainer.model.clone();

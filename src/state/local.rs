@@ -56,6 +56,13 @@ impl LocalQueue {
         state.spec.splits.clone()
     }
 
+    /// A followed job's position and lag now (`None` for a job that does
+    /// not follow).
+    pub fn follow_now(&self) -> Option<crate::protocol::follow::FollowStatus> {
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.follow_status(wall_millis())
+    }
+
     /// A look at the queue's state (for summaries).
     pub fn snapshot<T>(&self, f: impl FnOnce(&Queue) -> T) -> T {
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner());

@@ -103,6 +103,8 @@ pub struct Progress {
     pub batches: u64,
     /// Epoch of the last acknowledged batch.
     pub epoch: u32,
+    /// Rows acknowledged by trainers, by epoch (indexed by epoch).
+    pub epoch_rows: Vec<u64>,
 }
 
 /// How a run ended.
@@ -1783,6 +1785,11 @@ impl Coordinator {
                 self.progress.rows += rows as u64;
                 self.progress.batches += 1;
                 self.progress.epoch = epoch;
+                let slot = epoch as usize;
+                if self.progress.epoch_rows.len() <= slot {
+                    self.progress.epoch_rows.resize(slot + 1, 0);
+                }
+                self.progress.epoch_rows[slot] += rows as u64;
                 self.outcome.rows += rows as u64;
                 self.outcome.batches += 1;
                 Ok(())

@@ -11,6 +11,8 @@ MODE:
     raise       raise inside the loop after 3 batches, catch it outside; write
                 OUT/pid.txt (sluice's pid) and OUT/alive.txt ("yes"/"no": is sluice
                 still running once the exception left the loop)
+    log         iterate pyarrow batches, sleeping --sleep seconds each; append each
+                batch's ids to OUT/trained-<pid>.txt (fsynced) once trained
     model       a model that holds every id it trained on, saved under checkpoint ids
                 in OUT/model-<ID>.json; resumes from ds.resume_checkpoint(); with
                 --kill-after N the process SIGKILLs itself after N batches unless
@@ -20,7 +22,8 @@ MODE:
                 writes OUT/rank-<R>.json: ids, steps, final parameters
 
 Options: --epochs N, --batch-size B, --state DIR, --every N (checkpoint every N
-batches), --token-file F, and any --key=value passed to Dataset as key=value.
+batches), --token-file F, --sleep S, and any --option key=value passed to Dataset
+as key=value.
 """
 
 import argparse
@@ -62,6 +65,7 @@ def main():
     ap.add_argument("--kill-after", type=int)
     ap.add_argument("--token-file")
     ap.add_argument("--option", action="append", default=[])
+    ap.add_argument("--sleep", type=float, default=0.0)
     args = ap.parse_args()
     extra = dict(o.split("=", 1) for o in args.option)
     out = args.out
@@ -84,6 +88,16 @@ def main():
                 ids.extend(arrays["id"].tolist())
         with open(os.path.join(out, "ids.txt"), "w") as f:
             f.write("".join(f"{i}\n" for i in ids))
+        return 0
+
+    if args.mode == "log":
+        path = os.path.join(out, f"trained-{os.getpid()}.txt")
+        for batch in ds:
+            time.sleep(args.sleep)
+            with open(path, "a") as f:
+                f.write("".join(f"{i}\n" for i in batch.column("id").to_pylist()))
+                f.flush()
+                os.fsync(f.fileno())
         return 0
 
     if args.mode == "raise":

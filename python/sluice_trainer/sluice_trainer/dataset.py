@@ -91,7 +91,8 @@ def _flag(name):
 
 
 def _option_args(options):
-    """`--name value` for each option; True is a bare flag, False and None nothing,
+    """`--name=value` for each option (so that flags whose value is optional, as
+    `wait_success="10m"`, take it too); True is a bare flag, False and None nothing,
     lists and tuples are comma-separated, dicts `K=V,...` (`hash_buckets`)."""
     argv = []
     for name, value in options.items():
@@ -104,7 +105,7 @@ def _option_args(options):
             value = ",".join(f"{k}={v}" for k, v in value.items())
         elif isinstance(value, (list, tuple)):
             value = ",".join(str(v) for v in value)
-        argv.extend([_flag(name), str(value)])
+        argv.append(f"{_flag(name)}={value}")
     return argv
 
 
@@ -178,6 +179,12 @@ class Dataset:
     early (`break`, an exception) stops sluice; the batch in hand is not
     acknowledged, and with `state=` a new `Dataset` continues from what was.
 
+    One SIGTERM of a loop in the main thread of a process that leaves SIGTERM to
+    its default stops sluice as `sluice train` stops: the loop finishes the batch
+    in hand, what it acknowledged within sluice's `grace` is committed, and the
+    loop ends with `SystemExit(130)` at its next batch (`state=` resumes there).
+    A process with its own SIGTERM handler keeps it (call `close()` from there).
+
     Checkpoints give exactly once into the model: call `resume_checkpoint()`
     before the loop (it declares checkpoints and names the checkpoint to load, or
     None), and `checkpoint(ID)` each time the model is saved.
@@ -206,6 +213,7 @@ class Dataset:
         self._done = False
         self._iterated = False
         self._closed = False
+        self._signalled = False
         common = {"batch_size": batch_size, "hash_buckets": hash_buckets,
                   "fill_nulls": fill_nulls}
         if master is not None:
@@ -317,6 +325,7 @@ class Dataset:
 
         world, rank = dist.get_world_size(), dist.get_rank()
         ended = False
+        installed = self._stop_on_sigterm()
         try:
             while True:
                 if self._auto_ack and not ended:
@@ -346,6 +355,7 @@ class Dataset:
                 mine = table.slice(first, last - first).combine_chunks().to_batches()
                 yield mine[0] if mine else pa.RecordBatch.from_pylist([], schema=table.schema)
         finally:
+            self._default_sigterm(installed)
             if not self._done:
                 self.close()
 
@@ -354,7 +364,48 @@ class Dataset:
         readable, _, _ = select.select([self._data], [], [], timeout)
         return bool(readable)
 
+    def _stop_on_sigterm(self):
+        """For the loop's time, where this is the main thread and SIGTERM is left to
+        its default (the process would die at once, sluice with it, and what was
+        trained since the last commit would be served again): one SIGTERM is passed
+        on to sluice, which drains, commits and ends the stream. Returns whether the
+        handler was installed (to be undone by `_default_sigterm`)."""
+        if threading.current_thread() is not threading.main_thread():
+            return False
+        try:
+            if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+                return False
+            signal.signal(signal.SIGTERM, self._on_sigterm)
+        except ValueError:
+            return False
+        return True
+
+    def _on_sigterm(self, signum, frame):
+        if self._signalled:
+            return
+        self._signalled = True
+        if self._proc is not None and self._proc.poll() is None:
+            try:
+                self._proc.send_signal(signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    @staticmethod
+    def _default_sigterm(installed):
+        if installed:
+            try:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            except ValueError:
+                pass
+
+    def _stopped(self, code):
+        """sluice exited with `code` after a SIGTERM this loop passed on: the loop
+        ends as the process would have, 128 + SIGINT (130) as sluice reports a stop."""
+        if self._signalled and code in (0, 130, 143):
+            raise SystemExit(130)
+
     def _batches(self):
+        installed = self._stop_on_sigterm()
         try:
             while True:
                 if self._auto_ack:
@@ -365,6 +416,7 @@ class Dataset:
                     return
                 yield batch
         finally:
+            self._default_sigterm(installed)
             if not self._done:
                 self.close()
 
@@ -387,10 +439,11 @@ class Dataset:
             code = self._proc.wait(timeout=wait)
         except subprocess.TimeoutExpired:
             return
-        if code != 0:
+        if code != 0 or self._signalled:
             self._stderr.join(timeout=_EXIT_WAIT)
             self._close_fds()
             self._done = True
+            self._stopped(code)
             raise SluiceError(self._message(code)) from fallback
 
     def _message(self, code):
@@ -409,6 +462,7 @@ class Dataset:
         code = self._proc.wait()
         self._stderr.join(timeout=_STOP_GRACE)
         self._done = True
+        self._stopped(code)
         if code != 0:
             raise SluiceError(self._message(code))
 
