@@ -44,13 +44,11 @@ pub const HELD: u8 = 3;
 /// `http://`, an unknown URL scheme, a column the dataset does not have, an
 /// unknown key in a job file (`EX_USAGE` of sysexits.h).
 pub const USAGE: u8 = 64;
-/// Stopped by SIGINT before the job was over, after committing what was
-/// acknowledged (128 + SIGINT, as shells report it; SIGTERM gives
-/// [`TERMINATED`] for a master, and the same 130 for `sluice train` and
-/// `sluice run`).
+/// Stopped by SIGINT or SIGTERM before the job was over, after committing
+/// what was acknowledged (128 + SIGINT, as shells report it), whatever the
+/// command: one code a supervisor tells from a failure, resumable with the
+/// same `--state`.
 pub const INTERRUPTED: u8 = 130;
-/// A master stopped by SIGTERM before the job was over (128 + SIGTERM).
-pub const TERMINATED: u8 = 143;
 
 /// The table of exit codes, as `sluice --help` ends.
 pub const TABLE: &str = "\
@@ -63,9 +61,8 @@ Exit codes:
   64  usage error (unknown flag, bad value, missing argument, a master URL
       without http://, an unknown URL scheme or column, a job file's
       unknown key or bad value)
-  130 stopped by SIGINT or SIGTERM before the job was over (sluice train
-      and sluice run; 143 for a master stopped by SIGTERM; a stopped worker
-      exits 0, or its --stopped-exit-code)";
+  130 stopped by SIGINT or SIGTERM before the job was over (any command; a
+      worker exits with its --stopped-exit-code when given one)";
 
 /// The exit code an error decides by itself.
 pub trait ExitCode {
@@ -132,12 +129,10 @@ pub fn decided(cause: &(dyn Error + 'static)) -> Option<u8> {
 }
 
 /// The exit code of a master that `signal` stopped before the job was over:
-/// 128 plus the signal's number, as a shell reports a process the signal
-/// killed ([`TERMINATED`] for SIGTERM, [`INTERRUPTED`] for SIGINT).
+/// [`INTERRUPTED`], for SIGTERM as for SIGINT.
 pub fn stopped_by(signal: StopSignal) -> u8 {
     match signal {
-        StopSignal::Term => TERMINATED,
-        StopSignal::Int => INTERRUPTED,
+        StopSignal::Term | StopSignal::Int => INTERRUPTED,
     }
 }
 
@@ -468,7 +463,7 @@ mod tests {
 
     #[test]
     fn a_stopped_master_exits_with_its_signal() {
-        assert_eq!(stopped_by(StopSignal::Term), 143);
+        assert_eq!(stopped_by(StopSignal::Term), 130);
         assert_eq!(stopped_by(StopSignal::Int), 130);
     }
 }

@@ -247,7 +247,7 @@ fn a_killed_worker_departs_and_names_survive_a_master_restart() {
 }
 
 #[test]
-fn a_master_stopped_by_sigterm_mid_job_exits_143_and_resumes_exactly_once() {
+fn a_master_stopped_by_sigterm_mid_job_exits_130_and_resumes_exactly_once() {
     let mut job = Job::new("parquet_small_files", 2);
     // Leases outlive the restart, so no task is served twice.
     job.lease_timeout = "30s".to_string();
@@ -260,7 +260,7 @@ fn a_master_stopped_by_sigterm_mid_job_exits_143_and_resumes_exactly_once() {
     let log = stderr_of(&mut master);
     assert_eq!(
         status.code(),
-        Some(143),
+        Some(130),
         "a stop before the job is over: {log}"
     );
     assert!(

@@ -3,8 +3,7 @@
 //! `Dataset`, stopped before their data exists, while they wait for
 //! `_SUCCESS`, mid-epoch, between epochs, while following a source with
 //! nothing new, with their master unreachable, and before their trainer
-//! started. Each exits within `--grace` plus 2 s with its stopped code (130;
-//! a master's SIGTERM is 143 and a worker's is its `--stopped-exit-code`),
+//! started. Each exits within `--grace` plus 2 s with the stopped code, 130,
 //! and the same command run again trains every row exactly once overall, as
 //! the acknowledging trainer logged them (tests/trainers/ack_log.py); a job
 //! file without `follow` keeps no queue state, so its next run trains it all.
@@ -381,14 +380,7 @@ fn listening(case: &Case, name: &str) -> String {
 fn worker(case: &Case, url: &str, name: &str, sleep: f64) -> Child {
     let mut cmd = Command::new(SLUICE);
     cmd.args(["worker", "--master", url, "--exec", &case.trainer(sleep)])
-        .args([
-            "--batch-size",
-            "100",
-            "--grace",
-            "2s",
-            "--stopped-exit-code",
-            "130",
-        ])
+        .args(["--batch-size", "100", "--grace", "2s"])
         .args(["--patience", "30s"])
         .env("SLUICE_TOKEN", TOKEN);
     spawn(cmd, &case.log(name))
@@ -400,7 +392,7 @@ fn a_following_master_stopped_before_its_data_exists_then_resumed() {
     let follow = ["--follow", "--poll", "200ms"];
     let mut first = master(&case, "master1", &follow);
     wait_line(&case.log("master1"), "to exist");
-    stop(&mut first, &case.log("master1"), 143, "master --follow");
+    stop(&mut first, &case.log("master1"), 130, "master --follow");
     case.land(true);
     let mut again = master(
         &case,
@@ -432,7 +424,7 @@ fn a_following_master_with_nothing_new_stopped_then_resumed() {
     let text = stop(
         &mut first,
         &case.log("master1"),
-        143,
+        130,
         "master --follow, nothing new",
     );
     assert_follow_lines(&text);
@@ -732,14 +724,7 @@ fn a_worker_stopped_before_its_trainer_started_then_started_again() {
     );
     let mut cmd = Command::new(SLUICE);
     cmd.args(["worker", "--master", &url, "--exec", &exec])
-        .args([
-            "--batch-size",
-            "100",
-            "--grace",
-            "2s",
-            "--stopped-exit-code",
-            "130",
-        ])
+        .args(["--batch-size", "100", "--grace", "2s"])
         .env("SLUICE_TOKEN", TOKEN);
     let mut first = spawn(cmd, &case.log("worker1"));
     wait_until("the trainer to be started", LIMIT, || started.exists());

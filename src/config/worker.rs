@@ -35,8 +35,8 @@ pub struct WorkerOptions {
     /// The worker's name on the status page, in `sluice status` and in /metrics (default: host name and pid, e.g. node-7-4121).
     #[arg(long)]
     pub name: Option<String>,
-    /// Exit with this code instead of 0 when a signal stopped the worker before the job was over (e.g. 143 under a Kubernetes Job or as a Spark task, so that a pre-empted worker counts as failed and is started again).
-    #[arg(long, value_name = "CODE", default_value_t = 0)]
+    /// Exit with this code when a signal stopped the worker before the job was over (default 130, as every command; e.g. 143 under a Kubernetes Job or as a Spark task, or 0 where a pre-empted worker must not count as failed).
+    #[arg(long, value_name = "CODE", default_value_t = crate::exit::INTERRUPTED)]
     pub stopped_exit_code: u8,
 }
 
@@ -48,7 +48,7 @@ impl Default for WorkerOptions {
             ca_file: None,
             grace: Duration::from_secs(20),
             name: None,
-            stopped_exit_code: 0,
+            stopped_exit_code: crate::exit::INTERRUPTED,
         }
     }
 }

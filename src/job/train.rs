@@ -166,12 +166,8 @@ pub async fn run(config: TrainConfig, stop: Option<Stop>) -> Result<Outcome, Tra
     let location = connectors::store::open(&config.url)?;
     let waiting = Instant::now();
     if let Some(follow) = &config.follow {
-        let first = crate::follow::first_dataset(
-            &location,
-            &config.dataset,
-            follow,
-            config.table.as_ref(),
-        );
+        let first =
+            crate::follow::first_dataset(&location, &config.dataset, follow, config.table.as_ref());
         let (dataset, position) = match until_stopped(stop.as_ref(), first).await.transpose()? {
             None => return Err(stopped_waiting(&config)),
             Some(First::Found(dataset, position)) => (dataset, position),
