@@ -1028,6 +1028,17 @@ pub trait Grow: Send + Sync {
     }
 }
 
+/// `sluice train`'s embedded queue grows a followed job durably.
+#[async_trait::async_trait]
+impl Grow for crate::state::LocalQueue {
+    async fn apply(&self, command: Command) -> Result<Reply, String> {
+        self.run(command).map_err(|e| e.to_string())
+    }
+    fn busy(&self) -> bool {
+        self.has_work()
+    }
+}
+
 /// The master's group commit grows a followed job durably.
 #[async_trait::async_trait]
 impl Grow for crate::state::commit::GroupCommit {

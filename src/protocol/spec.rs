@@ -15,7 +15,7 @@ pub struct JobSpec {
     /// How to read every split.
     pub plan: ReadPlan,
     /// Epochs of the job: the queue's, as workers see them (the spec is
-    /// built with its queue, `master::state::JobRecord::build`).
+    /// built with its queue, `state::JobRecord::build`).
     pub epochs: u32,
     /// Seed of task order, the queue's (workers seed their shuffle buffers
     /// from it).

@@ -33,7 +33,9 @@ impl LocalQueue {
         }
     }
 
-    fn run(&self, command: Command) -> Result<Reply, SourceError> {
+    /// Applies `command` (journaled when the state has a journal); refused
+    /// once a journal write failed.
+    pub fn run(&self, command: Command) -> Result<Reply, SourceError> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(why) = self.halt.reason() {
             return Err(SourceError::unavailable(Halted(why.to_string())));
@@ -61,6 +63,11 @@ impl LocalQueue {
     pub fn follow_now(&self) -> Option<crate::protocol::follow::FollowStatus> {
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         state.follow_status(wall_millis())
+    }
+
+    /// Whether tasks the job took wait to be trained (to do or leased).
+    pub fn has_work(&self) -> bool {
+        self.snapshot(Queue::has_work)
     }
 
     /// A look at the queue's state (for summaries).
@@ -193,15 +200,5 @@ impl TaskSource for LocalQueue {
 
     async fn epoch_view(&self, epoch: u32) -> Result<Option<EpochView>, SourceError> {
         Ok(self.snapshot(|q| q.epoch_view(epoch)))
-    }
-}
-
-#[async_trait::async_trait]
-impl crate::follow::Grow for LocalQueue {
-    async fn apply(&self, command: Command) -> Result<Reply, String> {
-        self.run(command).map_err(|e| e.to_string())
-    }
-    fn busy(&self) -> bool {
-        self.snapshot(Queue::has_work)
     }
 }
