@@ -866,6 +866,7 @@ pub(crate) mod tests {
             range: connectors::SplitRange::Whole,
             rows: Some(1),
             deleted: Vec::new(),
+            stamp: Default::default(),
         };
         JobRecord {
             spec: JobSpec {
