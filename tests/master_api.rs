@@ -232,6 +232,49 @@ fn offsets_and_row_counts_outside_the_split_are_refused() {
 }
 
 #[test]
+fn malformed_row_ranges_are_a_bad_request() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let master = Master::start("parquet_small_files", &state.path().join("state"), 1);
+    let worker = master.register();
+    let (attempt, _, _) = master.lease(&worker, 1)[0];
+    let commit = |offset: u64, ranges: Value| {
+        master.post(
+            "/v1/commit",
+            &worker.body(json!({ "attempt": attempt, "offset": offset, "ranges": ranges })),
+        )
+    };
+    for (offset, ranges) in [
+        (0, json!([[500, 100]])),
+        (0, json!([[5, 5]])),
+        (10, json!([[5, 20]])),
+        (0, json!([[1, 4], [3, 6]])),
+    ] {
+        let answer = commit(offset, ranges.clone());
+        assert_eq!(
+            answer.status, 400,
+            "offset {offset}, {ranges}: {}",
+            answer.body
+        );
+        assert!(answer.body.contains("row range"), "{}", answer.body);
+    }
+    let checkpoint = master.post(
+        "/v1/checkpoint",
+        &worker.body(json!({
+            "id": "1",
+            "pieces": [{ "epoch": 0, "split": 0, "start": 9, "end": 2 }],
+        })),
+    );
+    assert_eq!(checkpoint.status, 400, "{}", checkpoint.body);
+    let queue = master.queue();
+    assert_eq!(queue["rows_committed"].as_u64(), Some(0), "{queue}");
+    assert_eq!(
+        commit(0, json!([[1, 2]])).status,
+        200,
+        "a well-formed range"
+    );
+}
+
+#[test]
 fn rows_learned_at_a_first_finish_are_enforced_after_a_restart() {
     // CSV has no row counts in any footer: the first finish of each split
     // teaches the master, and the journal keeps it across a restart.
