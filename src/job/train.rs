@@ -938,10 +938,14 @@ fn read_model(path: &std::path::Path) -> Result<serde_json::Value, TrainError> {
 
 /// Writes pretty JSON to a file.
 pub fn write_json(path: &std::path::Path, value: &serde_json::Value) -> Result<(), TrainError> {
-    let text = serde_json::to_string_pretty(value).unwrap_or_default();
-    std::fs::write(path, text + "\n").map_err(|source| TrainError::Write {
-        path: path.display().to_string(),
-        source,
+    let text = serde_json::to_string_pretty(value).unwrap_or_default() + "\n";
+    // Whole or not at all: a full disk leaves no empty or partial file.
+    let mode = crate::sys::fd::PUBLIC_FILE;
+    crate::sys::fd::write_replacing(path, text.as_bytes(), mode).map_err(|source| {
+        TrainError::Write {
+            path: path.display().to_string(),
+            source,
+        }
     })
 }
 
