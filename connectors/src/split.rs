@@ -218,6 +218,24 @@ mod tests {
     };
 
     #[test]
+    fn a_split_journaled_before_stamps_reads_with_none() {
+        let old = r#"{"path":"d/part-0.csv","size":7,"format":"csv","codec":"none",
+            "partition_dir":"","partition_values":[],"range":"whole","rows":null}"#;
+        let split: Split = serde_json::from_str(old).expect("an old split reads");
+        assert!(split.stamp.is_empty());
+        let stamped = Split {
+            stamp: FileStamp {
+                e_tag: Some("\"abc\"".into()),
+                modified_ns: Some(5),
+            },
+            ..split
+        };
+        let text = serde_json::to_string(&stamped).expect("json");
+        let back: Split = serde_json::from_str(&text).expect("reads back");
+        assert_eq!(back, stamped);
+    }
+
+    #[test]
     fn hadoop_split_slop() {
         assert_eq!(byte_ranges(100, 100), vec![(0, 100)]);
         assert_eq!(byte_ranges(109, 100), vec![(0, 109)]);
