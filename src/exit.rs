@@ -35,7 +35,8 @@ pub const DONE: u8 = 0;
 pub const ERROR: u8 = 1;
 /// The job ran to its end but tasks failed; the summary names their files.
 /// Also `sluice run` stopped by a table rewrite (`on-rewrite = "fail"`):
-/// data the job should train is left untrained.
+/// data the job should train is left untrained; and trainers that keep
+/// checkpoints and end their streams twice without a final one.
 pub const TASKS_FAILED: u8 = 2;
 /// Another run or master holds the job's state or lock; nothing was changed.
 pub const HELD: u8 = 3;
@@ -55,8 +56,10 @@ pub const TABLE: &str = "\
 Exit codes:
   0   done (every task done, or nothing to do)
   1   error (one line on stderr says which)
-  2   tasks failed (the summary names their files), or sluice run stopped
-      by a table rewrite (on-rewrite = \"fail\", the default)
+  2   tasks failed (the summary names their files), sluice run stopped
+      by a table rewrite (on-rewrite = \"fail\", the default), or trainers
+      that keep checkpoints ended their streams twice without a final
+      `checkpoint ID`
   3   another run or master holds the job's state or lock
   64  usage error (unknown flag, bad value, missing argument, a master URL
       without http://, an unknown URL scheme or column, a job file's
@@ -208,9 +211,18 @@ impl ExitCode for SelectError {
 }
 
 /// A signal stopped the run ([`INTERRUPTED`]); everything else is its cause's.
+/// Trainers that keep checkpoints ended their streams twice without a final
+/// `checkpoint ID`: rows are left in no checkpoint, as failed tasks leave
+/// them untrained ([`TASKS_FAILED`]), in `sluice train` and `sluice worker`
+/// alike.
 impl ExitCode for TrainError {
     fn exit_code(&self) -> Option<u8> {
-        when(matches!(self, TrainError::Stopped { .. }), INTERRUPTED)
+        use crate::worker::pipeline::PipelineError;
+        match self {
+            TrainError::Stopped { .. } => Some(INTERRUPTED),
+            TrainError::Pipeline(PipelineError::NoFinalCheckpoint { .. }) => Some(TASKS_FAILED),
+            _ => None,
+        }
     }
 }
 

@@ -1,5 +1,7 @@
 //! Keeps sluice's secrets (the job token, store credentials, TLS keys) inside its own
-//! process: no other process of the same user may read its memory or environment.
+//! process: no other process of the same user may read its memory or environment,
+//! and its trainers cannot read the job's `--token-file` where the kernel lets it be
+//! hidden from them.
 
 use std::io;
 
@@ -10,6 +12,114 @@ use std::io;
 /// dumpable again. No core file is written if sluice crashes.
 pub fn keep_secrets_private() -> io::Result<()> {
     crate::sys::process::set_not_dumpable()
+}
+
+/// The first argument that makes the `sluice` binary hide files and run a
+/// trainer: `HIDE_ARG N PATH... PROGRAM ARG...`.
+pub const HIDE_ARG: &str = "--sluice-hide-paths";
+
+/// A file the trainers this process starts must not read, and the program
+/// (this binary) that hides it before it runs a trainer.
+#[derive(Debug)]
+pub struct Hidden {
+    /// This binary.
+    pub program: std::path::PathBuf,
+    /// The file.
+    pub path: std::path::PathBuf,
+}
+
+impl Hidden {
+    /// The arguments that make [`Hidden::program`] hide the file, then run
+    /// `command` (program and arguments).
+    pub fn args<'a>(
+        &'a self,
+        command: &'a [&'a std::ffi::OsStr],
+    ) -> impl Iterator<Item = &'a std::ffi::OsStr> {
+        [
+            std::ffi::OsStr::new(HIDE_ARG),
+            std::ffi::OsStr::new("1"),
+            self.path.as_os_str(),
+        ]
+        .into_iter()
+        .chain(command.iter().copied())
+    }
+}
+
+/// What [`hide_from_trainers`] hides, once the kernel was found to allow it.
+static HIDDEN: std::sync::OnceLock<std::sync::Arc<Hidden>> = std::sync::OnceLock::new();
+
+/// Hides `path` from every trainer this process will start: each is run by
+/// this binary again ([`hide_if_asked`]), which enters a user and mount
+/// namespace of its own where the file reads as empty, then runs the trainer.
+/// Tried first on a shell; where the kernel allows no unprivileged user
+/// namespaces, or the file still reads there, returns why and hides nothing.
+pub fn hide_from_trainers(path: &std::path::Path) -> Result<(), String> {
+    let path = std::path::absolute(path).map_err(|e| e.to_string())?;
+    let program = std::env::current_exe().map_err(|e| e.to_string())?;
+    let hidden = Hidden {
+        program,
+        path: path.clone(),
+    };
+    let check = [
+        std::ffi::OsStr::new("sh"),
+        std::ffi::OsStr::new("-c"),
+        std::ffi::OsStr::new("exec test ! -s \"$0\""),
+        path.as_os_str(),
+    ];
+    let hides = std::process::Command::new(&hidden.program)
+        .args(hidden.args(&check))
+        .env_remove("SLUICE_TOKEN")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if !hides {
+        return Err("the kernel allows no unprivileged user namespaces here".to_string());
+    }
+    let _ = HIDDEN.set(std::sync::Arc::new(hidden));
+    Ok(())
+}
+
+/// What the trainers must not read, if anything is hidden from them.
+pub fn hidden_from_trainers() -> Option<std::sync::Arc<Hidden>> {
+    HIDDEN.get().cloned()
+}
+
+/// Hides the files and runs the program that follow, if this process was
+/// started so (`HIDE_ARG N PATH... PROGRAM ARG...`); returns at once
+/// otherwise. A process of its own, freshly started (run as the trainer's
+/// program), so that it holds no secret while the namespaces are set up:
+/// writing its user namespace's maps needs it dumpable, and sluice is not.
+pub fn hide_if_asked(args: &[std::ffi::OsString]) {
+    let [_, flag, count, rest @ ..] = args else {
+        return;
+    };
+    if flag != HIDE_ARG {
+        return;
+    }
+    let count = count.to_str().and_then(|c| c.parse::<usize>().ok());
+    let Some((paths, command)) = count.and_then(|n| (rest.len() > n).then(|| rest.split_at(n)))
+    else {
+        eprintln!("sluice: {HIDE_ARG} N PATH... PROGRAM ARG...");
+        std::process::exit(126);
+    };
+    let paths: Vec<std::path::PathBuf> = paths.iter().map(std::path::PathBuf::from).collect();
+    let hidden = crate::sys::post_fork::HiddenPaths::new(&paths)
+        .and_then(|plan| crate::sys::post_fork::hide_paths(&plan));
+    if let Err(e) = hidden {
+        eprintln!("sluice: cannot hide the job token file from the trainer: {e}");
+        std::process::exit(126);
+    }
+    use std::os::unix::process::CommandExt;
+    let error = std::process::Command::new(&command[0])
+        .args(&command[1..])
+        .exec();
+    eprintln!(
+        "sluice: cannot run {}: {error}",
+        command[0].to_string_lossy()
+    );
+    std::process::exit(127);
 }
 
 #[cfg(test)]
@@ -31,5 +141,16 @@ mod tests {
             .expect("wait")
             .expect("the child ended");
         assert_eq!(status, 0, "the child was not made non-dumpable");
+    }
+
+    #[test]
+    fn hidden_paths_come_before_the_trainers_command() {
+        let hidden = Hidden {
+            program: "/bin/sluice".into(),
+            path: "/run/token".into(),
+        };
+        let command = [std::ffi::OsStr::new("sh"), std::ffi::OsStr::new("-c")];
+        let args: Vec<_> = hidden.args(&command).collect();
+        assert_eq!(args, [HIDE_ARG, "1", "/run/token", "sh", "-c"]);
     }
 }

@@ -23,6 +23,8 @@ fn main() -> ExitCode {
     // A trainer's watcher is this binary run again: it watches and exits.
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     sluice::trainer::watch_if_asked(&args);
+    // A trainer's program run where the job's token file reads as empty.
+    sluice::harden::hide_if_asked(&args);
     if let Ok(program) = std::env::current_exe() {
         sluice::trainer::run_watchers_as(&program);
     }

@@ -525,3 +525,89 @@ fn a_master_down_past_twice_the_lease_timeout_costs_no_row_of_a_model() {
     cluster::clean_finish(&mut master);
     assert_models(&[&first, &second], epochs, &logs);
 }
+
+/// The line of `stderr` that fails a job whose trainers never write a final
+/// checkpoint, from its first word on (without a log line's time and level).
+fn no_final_checkpoint_error(stderr: &str) -> String {
+    const START: &str = "the trainers keep checkpoints but ended their streams twice";
+    let line = stderr
+        .lines()
+        .find(|l| l.contains(START))
+        .unwrap_or_else(|| {
+            panic!("no line saying the streams ended twice without a checkpoint: {stderr}")
+        });
+    let at = line.find(START).unwrap_or_default();
+    line[at..].to_string()
+}
+
+/// Trainer processes started (one `start-*` file each).
+fn trainer_starts(out: &Path) -> usize {
+    std::fs::read_dir(out)
+        .expect("list")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("start-"))
+        .count()
+}
+
+/// A trainer that declares checkpoints and ends its stream without one,
+/// in `sluice train` and in a distributed job: sluice says so once, starts
+/// the trainer again from its last checkpoint to serve the rows after it
+/// once more, then fails with exit 2 and the same line, never a loop.
+#[test]
+fn a_trainer_that_never_writes_a_final_checkpoint_fails_train_and_worker_alike() {
+    use common::cluster;
+    // 200 batches of 100 rows: the last checkpoint falls 4 batches before the end.
+    let trainer = "--every 7 --sleep 0.002 --no-final";
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("train");
+    std::fs::create_dir(&out).expect("mkdir");
+    let started = std::time::Instant::now();
+    let run = train(&dir.path().join("state"), &out, 1, 1, trainer)
+        .output()
+        .expect("train");
+    let train_log = String::from_utf8_lossy(&run.stderr).into_owned();
+    assert_eq!(run.status.code(), Some(2), "train: {train_log}");
+    assert!(
+        started.elapsed() < cluster::DEADLINE,
+        "train took {:?}",
+        started.elapsed()
+    );
+    let said = train_log.matches("are served once more").count();
+    assert_eq!(said, 1, "train said it {said} times: {train_log}");
+    assert_eq!(trainer_starts(&out), 2, "train: {train_log}");
+    let train_error = no_final_checkpoint_error(&train_log);
+    assert!(
+        train_error.contains("must write `checkpoint ID` after the end of its stream"),
+        "{train_error}"
+    );
+
+    let mut job = cluster::Job::new(DATASET, 1);
+    job.master_args = vec!["--split-size".to_string(), "64KiB".to_string()];
+    let mut master = job.start_master(fixture(DATASET));
+    let worked = job.ids.join("w1");
+    std::fs::create_dir_all(&worked).expect("mkdir");
+    let started = std::time::Instant::now();
+    let mut worker = checkpointing_worker_with(&job, "w1", &worked, trainer);
+    let status = cluster::wait_exit(&mut worker, "worker");
+    let worker_log = cluster::stderr_of(&mut worker);
+    assert_eq!(status.code(), Some(2), "worker: {worker_log}");
+    assert!(
+        started.elapsed() < cluster::DEADLINE,
+        "worker took {:?}",
+        started.elapsed()
+    );
+    let said = worker_log.matches("are served once more").count();
+    assert_eq!(said, 1, "the worker said it {said} times: {worker_log}");
+    assert_eq!(trainer_starts(&worked), 2, "worker: {worker_log}");
+    let worker_error = no_final_checkpoint_error(&worker_log);
+    // The rows in no checkpoint differ with where the last checkpoint fell;
+    // the rest of the line is the same.
+    let words = |line: &str| -> String {
+        line.split(['(', ')'])
+            .step_by(2)
+            .collect::<Vec<_>>()
+            .join("()")
+    };
+    assert_eq!(words(&worker_error), words(&train_error));
+    let _ = master.kill();
+}

@@ -232,6 +232,49 @@ fn offsets_and_row_counts_outside_the_split_are_refused() {
 }
 
 #[test]
+fn malformed_row_ranges_are_a_bad_request() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let master = Master::start("parquet_small_files", &state.path().join("state"), 1);
+    let worker = master.register();
+    let (attempt, _, _) = master.lease(&worker, 1)[0];
+    let commit = |offset: u64, ranges: Value| {
+        master.post(
+            "/v1/commit",
+            &worker.body(json!({ "attempt": attempt, "offset": offset, "ranges": ranges })),
+        )
+    };
+    for (offset, ranges) in [
+        (0, json!([[500, 100]])),
+        (0, json!([[5, 5]])),
+        (10, json!([[5, 20]])),
+        (0, json!([[1, 4], [3, 6]])),
+    ] {
+        let answer = commit(offset, ranges.clone());
+        assert_eq!(
+            answer.status, 400,
+            "offset {offset}, {ranges}: {}",
+            answer.body
+        );
+        assert!(answer.body.contains("row range"), "{}", answer.body);
+    }
+    let checkpoint = master.post(
+        "/v1/checkpoint",
+        &worker.body(json!({
+            "id": "1",
+            "pieces": [{ "epoch": 0, "split": 0, "start": 9, "end": 2 }],
+        })),
+    );
+    assert_eq!(checkpoint.status, 400, "{}", checkpoint.body);
+    let queue = master.queue();
+    assert_eq!(queue["rows_committed"].as_u64(), Some(0), "{queue}");
+    assert_eq!(
+        commit(0, json!([[1, 2]])).status,
+        200,
+        "a well-formed range"
+    );
+}
+
+#[test]
 fn rows_learned_at_a_first_finish_are_enforced_after_a_restart() {
     // CSV has no row counts in any footer: the first finish of each split
     // teaches the master, and the journal keeps it across a restart.
@@ -476,4 +519,106 @@ fn a_token_file_others_can_read_is_warned_about() {
         "a private {} was warned about: {log}",
         file.display()
     );
+}
+
+/// A worker's trainer hunts for the job token wherever a process of the same
+/// user can look (tests/trainers/token_hunt.sh: environments, command lines,
+/// the file a `--token-file` names, the descriptor a `--token-fd` names, every
+/// descriptor it may open), with the token given by `--token-file`,
+/// `--token-fd` and `SLUICE_TOKEN`: it finds it nowhere, or, for
+/// `--token-file` where the kernel cannot hide the file, the worker said so at
+/// start. Run as root, the worker runs as `nobody` (root reads everything).
+#[test]
+fn trainers_find_the_job_token_nowhere() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let open = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod")
+    };
+    open(dir.path(), 0o755);
+    // The data where any user may read it (the worker may run as nobody).
+    let data = dir.path().join("data");
+    common::copy_dir(&fixture("parquet_small_files"), &data);
+    open(&data, 0o755);
+    for part in std::fs::read_dir(&data).expect("list").flatten() {
+        open(&part.path(), 0o644);
+    }
+    let mut cmd = sluice_command(["master".as_ref(), data.as_os_str()]);
+    cmd.args(["--listen", "127.0.0.1:0", "--state"])
+        .arg(dir.path().join("state"))
+        .args(["--lease-timeout", "60s"])
+        .env("SLUICE_TOKEN", TOKEN)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let master = Master::listening(cmd);
+    // SAFETY: geteuid only reads this process's credentials.
+    let as_nobody = unsafe { libc::geteuid() } == 0;
+    let own = |path: &Path| {
+        if as_nobody {
+            std::os::unix::fs::chown(path, Some(65534), Some(65534)).expect("chown");
+        }
+    };
+    let binary = dir.path().join("sluice");
+    if std::fs::hard_link(common::SLUICE, &binary).is_err() {
+        std::fs::copy(common::SLUICE, &binary).expect("copy sluice");
+    }
+    let hunt = dir.path().join("token_hunt.sh");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/trainers/token_hunt.sh");
+    std::fs::copy(script, &hunt).expect("copy the hunt");
+    open(&hunt, 0o755);
+    let token = dir.path().join("token");
+    std::fs::write(&token, TOKEN).expect("token file");
+    open(&token, 0o600);
+    own(&token);
+    for how in ["--token-file", "--token-fd", "SLUICE_TOKEN"] {
+        let out = dir.path().join(how.trim_start_matches('-'));
+        std::fs::create_dir(&out).expect("mkdir");
+        own(&out);
+        let given = match how {
+            "--token-file" => format!("--token-file {}", token.display()),
+            "--token-fd" => format!("--token-fd 9 9<{}", token.display()),
+            _ => String::new(),
+        };
+        let line = format!(
+            "exec {} worker --master http://127.0.0.1:{} --exec 'sh {} {}' --exec-restarts 0 -q {given}",
+            binary.display(),
+            master.port,
+            hunt.display(),
+            out.display()
+        );
+        let mut cmd = if as_nobody {
+            let mut cmd = std::process::Command::new("setpriv");
+            cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
+            cmd.arg("sh");
+            cmd
+        } else {
+            std::process::Command::new("sh")
+        };
+        cmd.args(["-c", &line])
+            .env_remove("SLUICE_TOKEN")
+            .env_remove("RUST_LOG");
+        if how == "SLUICE_TOKEN" {
+            cmd.env("SLUICE_TOKEN", TOKEN);
+        }
+        let run = cmd.output().expect("run the worker");
+        assert!(
+            !run.status.success(),
+            "{how}: the trainer exits without acknowledging"
+        );
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(
+            out.join("done").exists(),
+            "{how}: the hunt did not run: {stderr}"
+        );
+        let found = std::fs::read(out.join("found.txt")).expect("found.txt");
+        let leaked = String::from_utf8_lossy(&found).contains(TOKEN);
+        let warned = stderr.contains("trainers run as the same user can read --token-file");
+        // Where the file cannot be hidden, the worker says so instead.
+        if !(how == "--token-file" && warned) {
+            assert!(!leaked, "{how}: the trainer found the token: {stderr}");
+        }
+        if how != "--token-file" {
+            assert!(!warned, "{how}: {stderr}");
+        }
+    }
 }

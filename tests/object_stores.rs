@@ -709,3 +709,70 @@ fn s3_read_errors_in_the_middle_of_a_task_repeat_no_row() {
         "S3, transient read error",
     );
 }
+
+/// A part object changed on S3 between the job's planning (its master's
+/// start) and its reading: shrunk, grown, or rewritten with the same size
+/// and other ids. Its task fails at once, naming the object as changed since
+/// planning; no row of it reaches a trainer.
+#[test]
+fn an_s3_part_file_changed_since_planning_fails_its_task_at_once_naming_it() {
+    use common::PartChange;
+    let s3 = Cloud::start(Kind::S3);
+    let dataset = "csv_plain";
+    let part = common::first_csv_part(&fixture(dataset));
+    let name = part
+        .file_name()
+        .expect("name")
+        .to_string_lossy()
+        .into_owned();
+    let planned = std::fs::read(&part).expect("read part");
+    for change in PartChange::ALL {
+        let (job, url) = job_on(&s3, dataset, 1);
+        let mut master = job.start_master(&url);
+        let bucket = url
+            .strip_prefix("s3://")
+            .and_then(|rest| rest.split('/').next())
+            .expect("bucket");
+        let store = s3.store(bucket);
+        let key = KeyPath::parse(format!("{dataset}/{name}")).expect("key");
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+            .block_on(store.put(&key, PutPayload::from(change.apply(&planned))))
+            .unwrap_or_else(|e| panic!("cannot change {key}: {e}"));
+        let started = Instant::now();
+        let mut worker = job.start_worker("--sleep 0");
+        let status = wait_exit(&mut worker, "worker");
+        let master_status = wait_exit(&mut master, "master");
+        let took = started.elapsed();
+        let log = master.log();
+        assert!(
+            took < Duration::from_secs(60),
+            "{change:?}: took {took:?}: {log}"
+        );
+        assert!(status.success(), "{change:?}: the worker failed");
+        assert_eq!(master_status.code(), Some(2), "{change:?}: {log}");
+        let failed: Vec<&str> = log.lines().filter(|l| l.contains("failed task")).collect();
+        assert!(!failed.is_empty(), "{change:?}: no failed task: {log}");
+        for line in &failed {
+            assert!(
+                line.contains(&format!("s3://{bucket}/{dataset}/{name}"))
+                    && line.contains("changed since the job was planned"),
+                "{change:?}: {line}"
+            );
+        }
+        let ids = job.recorded_ids();
+        let rows = expected_dataset(dataset)["rows"].as_i64().expect("rows");
+        let foreign: Vec<_> = ids
+            .keys()
+            .filter(|&&id| !(0..rows).contains(&id))
+            .take(5)
+            .collect();
+        assert!(
+            foreign.is_empty(),
+            "{change:?}: ids from no planned row: {foreign:?}"
+        );
+        assert!(ids.values().all(|&n| n == 1), "{change:?}: an id twice");
+    }
+}

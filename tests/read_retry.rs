@@ -297,3 +297,65 @@ fn a_stop_while_a_read_waits_stops_at_once_and_the_rerun_trains_the_rest() {
     let rows = expected_dataset(DATASET)["rows"].as_u64().expect("rows");
     assert_exactly_once(&recorded_ids(&ids, "ids-"), rows, "stopped, then resumed");
 }
+
+/// A part file changed between the job's planning (its master's start) and
+/// its reading (a worker's): shrunk, grown, or rewritten with the same size
+/// and other ids. Its task fails at once, never waited for as a read that
+/// may pass (the worker's `--read-retry` is its default of minutes), the
+/// master names the file as changed since planning and what to do, and no
+/// row of the changed file reaches a trainer.
+#[test]
+fn a_part_file_changed_since_planning_fails_its_task_at_once_naming_it() {
+    use common::cluster::{self, Job};
+    use common::PartChange;
+    for change in PartChange::ALL {
+        let dataset = "csv_plain";
+        let job = Job::new(dataset, 1);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("data");
+        copy_dir(&fixture(dataset), &data);
+        let mut master = job.start_master(&data);
+        let part = common::first_csv_part(&data);
+        let planned = std::fs::read(&part).expect("read part");
+        std::fs::write(&part, change.apply(&planned)).expect("change part");
+        let started = Instant::now();
+        let mut worker = job.start_worker("--sleep 0");
+        let status = cluster::wait_exit(&mut worker, "worker");
+        let master_status = cluster::wait_exit(&mut master, "master");
+        let took = started.elapsed();
+        let log = master.log();
+        assert!(
+            took < Duration::from_secs(60),
+            "{change:?}: took {took:?}: {log}"
+        );
+        assert!(status.success(), "{change:?}: the worker failed");
+        assert_eq!(master_status.code(), Some(2), "{change:?}: {log}");
+        let name = part
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        let failed: Vec<&str> = log.lines().filter(|l| l.contains("failed task")).collect();
+        assert!(!failed.is_empty(), "{change:?}: no failed task: {log}");
+        for line in &failed {
+            assert!(
+                line.contains(&name)
+                    && line.contains("changed since the job was planned")
+                    && line.contains("without --state"),
+                "{change:?}: {line}"
+            );
+        }
+        let ids = job.recorded_ids();
+        let rows = expected_dataset(dataset)["rows"].as_i64().expect("rows");
+        let foreign: Vec<_> = ids
+            .keys()
+            .filter(|&&id| !(0..rows).contains(&id))
+            .take(5)
+            .collect();
+        assert!(
+            foreign.is_empty(),
+            "{change:?}: ids from no planned row: {foreign:?}"
+        );
+        assert!(ids.values().all(|&n| n == 1), "{change:?}: an id twice");
+    }
+}

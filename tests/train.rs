@@ -1327,3 +1327,86 @@ fn a_state_of_an_older_format_resumes_and_a_newer_one_is_refused() {
         ],
     );
 }
+
+/// `--output` and `--summary-json` where nothing can be written, as on a
+/// full disk (a file size limit of zero: every write fails with EFBIG):
+/// the run fails naming the file, and leaves no empty or partial model or
+/// summary, nor a temporary file.
+#[test]
+fn outputs_a_full_disk_refuses_leave_no_partial_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let model = dir.path().join("model.json");
+    let summary = dir.path().join("summary.json");
+    let data = fixtures().join("separable");
+    let script = "trap '' XFSZ; ulimit -f 0; exec \"$@\"";
+    let out = Command::new("sh")
+        .args(["-c", script, "sh", env!("CARGO_BIN_EXE_sluice"), "train"])
+        .arg(&data)
+        .args([
+            "--model",
+            "logistic",
+            "--label",
+            "label",
+            "--features",
+            "f1,f2,f3",
+        ])
+        .args(["--quiet", "--output"])
+        .arg(&model)
+        .arg("--summary-json")
+        .arg(&summary)
+        .output()
+        .expect("run sluice");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("model.json"), "{}", stderr(&out));
+    let left: Vec<String> = std::fs::read_dir(dir.path())
+        .expect("list")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(left.is_empty(), "files left behind: {left:?}");
+}
+
+/// The job's state holds worker secrets (the journal): its directory is
+/// 0700 and every file in it 0600, whatever the umask.
+#[test]
+fn the_state_is_private_to_its_user() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    let data = fixtures().join("separable");
+    let out = sluice(&[
+        "train",
+        data.to_str().expect("utf8"),
+        "--model",
+        "logistic",
+        "--label",
+        "label",
+        "--features",
+        "f1,f2,f3",
+        "--quiet",
+        "--checkpoint-every",
+        "10",
+        "--state",
+        state.to_str().expect("utf8"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mode = |path: &Path| std::fs::metadata(path).expect("stat").permissions().mode() & 0o777;
+    assert_eq!(mode(&state), 0o700, "{}", state.display());
+    let mut pending = vec![state.clone()];
+    let mut files = 0;
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).expect("list").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                files += 1;
+                assert_eq!(mode(&path), 0o600, "{}", path.display());
+            }
+        }
+    }
+    assert!(
+        files >= 3,
+        "job.json, the journal and finished.json at least"
+    );
+}

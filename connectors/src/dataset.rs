@@ -20,7 +20,7 @@ use crate::layout::success::SuccessMarker;
 use crate::listing::{self, ListedFile};
 use crate::schema::SchemaMerger;
 use crate::sink::{self, Committed, SinkInfo};
-use crate::split::{split_file, FileToSplit, Split, SplitRange};
+use crate::split::{split_file, FileStamp, FileToSplit, Split, SplitRange};
 use crate::store::Location;
 use crate::table::{self, TableKind, TableSnapshot, TableVersion};
 pub use crate::types::Ignored;
@@ -569,6 +569,7 @@ impl Dataset {
             let path = file.meta.location.to_string();
             let codec = Codec::from_path(&path);
             if let Some(format) = self.format {
+                let stamp = FileStamp::of(&file.meta);
                 let to_split = FileToSplit {
                     path: &path,
                     size: file.meta.size,
@@ -578,6 +579,7 @@ impl Dataset {
                     partition_values: &file.values,
                     units: &info.units,
                     rows: info.rows,
+                    stamp: &stamp,
                 };
                 let mut splits = split_file(&to_split, self.options.split_size);
                 if !file.deleted.is_empty() {
@@ -613,6 +615,7 @@ impl Dataset {
                 range: SplitRange::Unreadable { reason },
                 rows: None,
                 deleted: Vec::new(),
+                stamp: FileStamp::of(&file.meta),
             });
         }
     }

@@ -83,6 +83,16 @@ pub enum Error {
         /// What the decoder said.
         reason: String,
     },
+    /// A data file that changed since the dataset was planned (its size, entity
+    /// tag or modification time differ): it is not read, and reading it again
+    /// does not help.
+    #[error("{path} changed since the job was planned ({reason}): restore the file as it was, or plan the job again (run it without --state, or with a new one)")]
+    Changed {
+        /// The file.
+        path: String,
+        /// What differs.
+        reason: String,
+    },
     /// The directory layout breaks a rule (mixed partition depths, conflicting columns).
     #[error("bad layout in {path}: {reason}")]
     Layout {
@@ -208,7 +218,8 @@ impl Error {
             | Error::SchemaClash { .. }
             | Error::Format { .. }
             | Error::Table { .. }
-            | Error::SinkLog { .. } => ErrorKind::Dataset,
+            | Error::SinkLog { .. }
+            | Error::Changed { .. } => ErrorKind::Dataset,
             Error::NoSuchVersion { .. } => ErrorKind::NotFound,
             Error::Store { .. } => ErrorKind::Store,
         }
@@ -248,6 +259,7 @@ impl Error {
             | Error::NoSuchBucket { .. }
             | Error::StoreConfig { .. }
             | Error::Corrupt { .. }
+            | Error::Changed { .. }
             | Error::Layout { .. }
             | Error::SchemaClash { .. }
             | Error::Format { .. }
@@ -265,6 +277,11 @@ impl Error {
         let path = path.into();
         match source {
             object_store::Error::NotFound { .. } => Error::NotFound { path },
+            // Only a read of a split asks for a file as planned.
+            object_store::Error::Precondition { source, .. } => Error::Changed {
+                path,
+                reason: one_line(&source.to_string()),
+            },
             object_store::Error::PermissionDenied { .. }
             | object_store::Error::Unauthenticated { .. } => Error::PermissionDenied {
                 path,

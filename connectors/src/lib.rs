@@ -36,5 +36,5 @@ pub use format::{CsvHeader, Format, FormatOptions};
 pub use read::{read_split, read_split_within, ReadPlan};
 pub use read_ahead::ReadAhead;
 pub use sink::SinkInfo;
-pub use split::{Split, SplitRange};
+pub use split::{FileStamp, Split, SplitRange};
 pub use store::Location;

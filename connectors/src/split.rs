@@ -64,6 +64,45 @@ pub struct Split {
     /// never read, and offsets into the split count only the rows that are.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deleted: Vec<(u64, u64)>,
+    /// What the file was when the dataset was planned, beside its size: a
+    /// read that finds it otherwise fails (see [`FileStamp`]). Splits planned
+    /// before stamps were recorded have none, and only their size is checked.
+    #[serde(default, skip_serializing_if = "FileStamp::is_empty")]
+    pub stamp: FileStamp,
+}
+
+/// What a file was when it was planned, beyond its size: the store's entity
+/// tag (S3, GCS and Azure ETags; the local store and HDFS make one of the
+/// file's inode or modification time and length) and its modification time.
+/// Every read of a split checks it: a file changed since planning is never
+/// read.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileStamp {
+    /// The entity tag the store listed, as it gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e_tag: Option<String>,
+    /// The modification time the store listed, in nanoseconds since the
+    /// epoch; none where the planner did not list the file (tables).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modified_ns: Option<i64>,
+}
+
+impl FileStamp {
+    /// The stamp of a listed object: its tag and modification time (a time
+    /// of zero, what a table's planner gives the files its log names, is none).
+    pub fn of(meta: &object_store::ObjectMeta) -> FileStamp {
+        FileStamp {
+            e_tag: meta.e_tag.clone(),
+            modified_ns: (meta.last_modified.timestamp() != 0)
+                .then(|| meta.last_modified.timestamp_nanos_opt())
+                .flatten(),
+        }
+    }
+
+    /// Whether nothing beyond the size was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.e_tag.is_none() && self.modified_ns.is_none()
+    }
 }
 
 impl Split {
@@ -92,6 +131,8 @@ pub struct FileToSplit<'a> {
     pub units: &'a [Unit],
     /// Rows when known.
     pub rows: Option<u64>,
+    /// What the file was when listed.
+    pub stamp: &'a FileStamp,
 }
 
 /// Cuts one file into splits of about `split_size` bytes.
@@ -107,6 +148,7 @@ pub fn split_file(file: &FileToSplit<'_>, split_size: u64) -> Vec<Split> {
         range,
         rows,
         deleted: Vec::new(),
+        stamp: file.stamp.clone(),
     };
     match file.format {
         Format::Parquet | Format::Orc => by_units(file, split_size)
@@ -170,6 +212,29 @@ pub fn byte_ranges(size: u64, split_size: u64) -> Vec<(u64, u64)> {
 mod tests {
     use super::*;
 
+    static NO_STAMP: FileStamp = FileStamp {
+        e_tag: None,
+        modified_ns: None,
+    };
+
+    #[test]
+    fn a_split_journaled_before_stamps_reads_with_none() {
+        let old = r#"{"path":"d/part-0.csv","size":7,"format":"csv","codec":"none",
+            "partition_dir":"","partition_values":[],"range":"whole","rows":null}"#;
+        let split: Split = serde_json::from_str(old).expect("an old split reads");
+        assert!(split.stamp.is_empty());
+        let stamped = Split {
+            stamp: FileStamp {
+                e_tag: Some("\"abc\"".into()),
+                modified_ns: Some(5),
+            },
+            ..split
+        };
+        let text = serde_json::to_string(&stamped).expect("json");
+        let back: Split = serde_json::from_str(&text).expect("reads back");
+        assert_eq!(back, stamped);
+    }
+
     #[test]
     fn hadoop_split_slop() {
         assert_eq!(byte_ranges(100, 100), vec![(0, 100)]);
@@ -192,6 +257,7 @@ mod tests {
             partition_values: &[],
             units: &[],
             rows: Some(7),
+            stamp: &NO_STAMP,
         }
     }
 
@@ -245,6 +311,7 @@ mod tests {
             partition_values: &[],
             units: &units,
             rows: Some(50),
+            stamp: &NO_STAMP,
         };
         let splits = split_file(&f, 100);
         let groups: Vec<_> = splits.iter().map(|s| s.range.clone()).collect();

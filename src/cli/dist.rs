@@ -16,33 +16,69 @@ use crate::logging;
 /// Where the job token comes from.
 #[derive(Debug, Clone, Args)]
 pub struct TokenArgs {
-    /// File holding the job token (or set SLUICE_TOKEN). Every request carries it.
-    #[arg(long)]
+    /// File holding the job token (or set SLUICE_TOKEN, or pass --token-fd). Every
+    /// request carries it.
+    #[arg(long, conflicts_with = "token_fd")]
     pub token_file: Option<PathBuf>,
+    /// Descriptor N, open for reading, holding the job token (`--token-fd 3
+    /// 3<token`, or a pipe): read once and closed, so no trainer inherits it and
+    /// no path names it.
+    #[arg(long, value_name = "N")]
+    pub token_fd: Option<i32>,
 }
 
 impl TokenArgs {
     /// Reads the token; it never appears in logs or errors. A token file that
     /// other users may read gets a warning naming the file.
     pub fn token(&self) -> anyhow::Result<String> {
-        let token = match &self.token_file {
-            Some(path) => {
+        let token = match (&self.token_file, self.token_fd) {
+            (Some(path), _) => {
                 let token = std::fs::read_to_string(path).map_err(|e| {
                     anyhow::anyhow!("cannot read --token-file {}: {e}", path.display())
                 })?;
                 warn_if_shared(path);
                 token
             }
-            None => std::env::var("SLUICE_TOKEN").unwrap_or_default(),
+            (None, Some(fd)) => read_token_fd(fd)?,
+            (None, None) => std::env::var("SLUICE_TOKEN").unwrap_or_default(),
         };
         let token = token.trim().to_string();
         if token.is_empty() {
             return Err(usage(
-                "no job token: pass --token-file FILE or set SLUICE_TOKEN",
+                "no job token: pass --token-file FILE or --token-fd N, or set SLUICE_TOKEN",
             ));
         }
         Ok(token)
     }
+
+    /// Keeps the `--token-file` from the trainers this process starts: each
+    /// runs where the file reads as empty. Where the kernel offers no way to
+    /// (no unprivileged user namespaces), says at start that trainers of the
+    /// same user can read it.
+    pub fn hide_from_trainers(&self) {
+        let Some(path) = &self.token_file else {
+            return;
+        };
+        if let Err(reason) = crate::harden::hide_from_trainers(path) {
+            tracing::warn!(
+                "trainers run as the same user can read --token-file {} ({reason}): pass the \
+                 token with --token-fd N or SLUICE_TOKEN, which trainers never get",
+                path.display()
+            );
+        }
+    }
+}
+
+/// Reads the token from descriptor `fd` to its end, then closes it.
+fn read_token_fd(fd: i32) -> anyhow::Result<String> {
+    use std::io::Read;
+    let cannot = |e: std::io::Error| anyhow::anyhow!("cannot read --token-fd {fd}: {e}");
+    let owned = crate::sys::fd::adopt(fd).map_err(cannot)?;
+    let mut token = String::new();
+    std::fs::File::from(owned)
+        .read_to_string(&mut token)
+        .map_err(cannot)?;
+    Ok(token)
 }
 
 /// Warns when the token file at `path` is readable by its group or others.
@@ -221,10 +257,17 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Ended> {
     worker.validate()?;
     pipeline.validate()?;
     let (stop, abort) = stop_on_signals(worker.grace)?;
+    let trainer_choice = trainer.trainer()?;
+    if matches!(
+        trainer_choice,
+        crate::config::TrainerChoice::Exec { attach: None, .. }
+    ) {
+        token.hide_from_trainers();
+    }
     let config = crate::job::worker::WorkerConfig {
         master: worker.master,
         token: token.token()?,
-        trainer: trainer.trainer()?,
+        trainer: trainer_choice,
         devices: trainer.device_count(),
         device_ids: trainer.device_ids.clone(),
         batch_size: pipeline.batch_size,

@@ -477,6 +477,43 @@ fn rewind_to_checkpoint(
     Ok(())
 }
 
+/// The trainer factory of a run whose trainers start from checkpoint `id`
+/// (none: from scratch): an exec trainer is told it in its environment.
+fn resumed_factory(
+    config: &TrainConfig,
+    schema: SchemaRef,
+    id: Option<&str>,
+) -> Result<Arc<dyn TrainerFactory>, TrainError> {
+    let mut trainer = config.trainer.clone();
+    if let (Some(id), TrainerChoice::Exec { env, .. }) = (id, &mut trainer) {
+        env.retain(|(key, _)| key != RESUME_CHECKPOINT_ENV);
+        env.push((RESUME_CHECKPOINT_ENV.to_string(), id.to_string()));
+    }
+    let factory = make_factory(
+        &trainer,
+        config.device_ids.as_ref(),
+        config.lockstep,
+        &config.transform,
+    )?;
+    factory.validate(&schema)?;
+    Ok(factory)
+}
+
+/// What two runs of the pipeline over one queue did together.
+fn add_runs(first: pipeline::RunOutcome, then: pipeline::RunOutcome) -> pipeline::RunOutcome {
+    pipeline::RunOutcome {
+        rows: first.rows + then.rows,
+        batches: first.batches + then.batches,
+        read_failures: first.read_failures + then.read_failures,
+        stopped: then.stopped,
+        dropped: first.dropped + then.dropped,
+        checkpointed: first.checkpointed || then.checkpointed,
+        replayed: first.replayed + then.replayed + first.unsaved_at_end,
+        cut: first.cut + then.cut,
+        unsaved_at_end: then.unsaved_at_end,
+    }
+}
+
 /// What the pipeline did, and what the summary reads after it.
 struct Trained {
     outcome: pipeline::RunOutcome,
@@ -580,15 +617,51 @@ async fn train(
             spec.follow.is_some(),
         )
     });
-    let pipeline_fut = pipeline::run(
-        Arc::new(source.clone()),
-        dataset.location.clone(),
-        splits,
-        Arc::new(spec.plan.clone()),
-        factory.clone(),
-        pipeline_config,
-        move |p| drawer.draw(p),
-    );
+    let plan = Arc::new(spec.plan.clone());
+    let pipeline_fut = async {
+        let mut factory = factory.clone();
+        let mut before: Option<pipeline::RunOutcome> = None;
+        loop {
+            let outcome = pipeline::run(
+                Arc::new(source.clone()),
+                dataset.location.clone(),
+                splits.clone(),
+                plan.clone(),
+                factory.clone(),
+                pipeline_config.clone(),
+                |p| drawer.draw(p),
+            )
+            .await?;
+            let unsaved = (!outcome.stopped).then_some(outcome.unsaved_at_end);
+            let served_once = before.is_some();
+            let outcome = match before.take() {
+                Some(first) => add_runs(first, outcome),
+                None => outcome,
+            };
+            let rule = pipeline::FinalCheckpointRule::of(&config.trainer);
+            match (unsaved, rule) {
+                (None | Some(0), _) | (_, pipeline::FinalCheckpointRule::Unchecked) => {
+                    return Ok::<_, TrainError>((outcome, factory));
+                }
+                (Some(rows), pipeline::FinalCheckpointRule::Warned) => {
+                    pipeline::warn_attached_without_final_checkpoint(rows);
+                    return Ok((outcome, factory));
+                }
+                (Some(rows), pipeline::FinalCheckpointRule::Enforced) if served_once => {
+                    return Err(pipeline::PipelineError::NoFinalCheckpoint { rows }.into());
+                }
+                (Some(rows), pipeline::FinalCheckpointRule::Enforced) => {
+                    // As a worker that joins again: the trainers start from
+                    // the last complete checkpoint and the rows after it are
+                    // served once more.
+                    pipeline::warn_no_final_checkpoint(rows);
+                    let id = source.rewind().map_err(pipeline::PipelineError::from)?;
+                    factory = resumed_factory(config, plan.output_schema(), id.as_deref())?;
+                    before = Some(outcome);
+                }
+            }
+        }
+    };
     let outcome = tokio::select! {
         outcome = pipeline_fut => outcome,
         never = follow_fut => match never {},
@@ -597,7 +670,7 @@ async fn train(
         lines.finish();
     }
     bar.finish_and_clear();
-    let outcome = outcome?;
+    let (outcome, factory) = outcome?;
     if let Some(Err(e)) = followed.into_inner() {
         return Err(TrainError::Follow(e));
     }
@@ -943,10 +1016,14 @@ fn read_model(path: &std::path::Path) -> Result<serde_json::Value, TrainError> {
 
 /// Writes pretty JSON to a file.
 pub fn write_json(path: &std::path::Path, value: &serde_json::Value) -> Result<(), TrainError> {
-    let text = serde_json::to_string_pretty(value).unwrap_or_default();
-    std::fs::write(path, text + "\n").map_err(|source| TrainError::Write {
-        path: path.display().to_string(),
-        source,
+    let text = serde_json::to_string_pretty(value).unwrap_or_default() + "\n";
+    // Whole or not at all: a full disk leaves no empty or partial file.
+    let mode = crate::sys::fd::PUBLIC_FILE;
+    crate::sys::fd::write_replacing(path, text.as_bytes(), mode).map_err(|source| {
+        TrainError::Write {
+            path: path.display().to_string(),
+            source,
+        }
     })
 }
 

@@ -9,7 +9,7 @@ use tracing::info;
 use super::train::{make_factory, write_json, TrainError};
 use crate::config::TrainerChoice;
 use crate::trainer::RESUME_CHECKPOINT_ENV;
-use crate::worker::pipeline::{self, PipelineConfig};
+use crate::worker::pipeline::{self, FinalCheckpointRule, PipelineConfig};
 use crate::worker::remote::{RemoteError, RemoteSource};
 
 /// Settings of a worker.
@@ -95,6 +95,9 @@ pub struct WorkerOutcome {
     /// Rows served again to its trainers that restarted from their last
     /// checkpoint (what they acknowledged after it).
     pub replayed: u64,
+    /// Rows its trainers held in no checkpoint when they ended their
+    /// streams (no `checkpoint ID` after their last batch).
+    pub unsaved_at_end: u64,
 }
 
 /// Runs a worker until the master says the job is over, or `stop` says to
@@ -119,11 +122,30 @@ pub async fn run(
     // The job's catalog is asked for vended credentials once per process.
     let mut asked = false;
     let mut replayed = 0u64;
+    // Trainers that keep checkpoints ended their streams without a final
+    // one: the rows in none are served once more (the master keeps them for
+    // the next worker that joins, this one), and a second such end fails.
+    let mut ended_unsaved = false;
     loop {
         let before = source.rows_counter().load(Ordering::Relaxed);
         let joins = rolled_back + rejoined;
         match run_once(&config, stop.as_ref(), &source, joins, before, &mut asked).await? {
             Ran::Ended(mut outcome) => {
+                let unsaved = (!outcome.stopped).then_some(outcome.unsaved_at_end);
+                match (unsaved, FinalCheckpointRule::of(&config.trainer)) {
+                    (None | Some(0), _) | (_, FinalCheckpointRule::Unchecked) => {}
+                    (Some(rows), FinalCheckpointRule::Warned) => {
+                        pipeline::warn_attached_without_final_checkpoint(rows);
+                    }
+                    (Some(rows), FinalCheckpointRule::Enforced) if ended_unsaved => {
+                        let error = pipeline::PipelineError::NoFinalCheckpoint { rows };
+                        return Err(TrainError::from(error).into());
+                    }
+                    (Some(rows), FinalCheckpointRule::Enforced) => {
+                        ended_unsaved = true;
+                        pipeline::warn_no_final_checkpoint(rows);
+                    }
+                }
                 if outcome.checkpointed && !outcome.stopped && !job_over(&source).await {
                     // Another worker's trainers still hold rows in no
                     // checkpoint: if it is lost, they are served again, here
@@ -306,6 +328,7 @@ async fn run_once(
         rolled_back: 0,
         checkpointed: outcome.checkpointed,
         replayed: outcome.replayed,
+        unsaved_at_end: outcome.unsaved_at_end,
     }))
 }
 

@@ -118,6 +118,12 @@ async fn accept<O: WorkerOperation>(state: &AppState, request: HttpRequest) -> R
         return Err(unauthorized());
     }
     let signed: Signed<O> = parse(request.into_body()).await?;
+    if let Err(reason) = signed.op.check() {
+        return Err(plain(
+            StatusCode::BAD_REQUEST,
+            &format!("bad request body: {reason}"),
+        ));
+    }
     let master = state.master.lock().unwrap_or_else(|e| e.into_inner());
     match master
         .queue()

@@ -31,6 +31,12 @@ pub trait Operation: Send + Sync + 'static {
     /// Its answer out of `reply`, the queue's reply to its command; `None`
     /// for a reply to another command (a bug, reported rather than a panic).
     fn output(reply: Reply) -> Option<Result<Self::Output, QueueError>>;
+    /// Whether its fields are well formed by themselves, before the queue
+    /// judges them (row ranges that end after they start, in order): why
+    /// not, which the API answers `400 Bad Request`.
+    fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// An operation a worker sends to a master over the API.
@@ -152,6 +158,21 @@ pub struct Commit {
 
 impl Operation for Commit {
     type Output = ();
+    fn check(&self) -> Result<(), String> {
+        let mut last = self.offset;
+        for &(start, end) in &self.ranges {
+            if start >= end {
+                return Err(format!("row range [{start}, {end}) is empty or inverted"));
+            }
+            if start < last {
+                return Err(format!(
+                    "row range [{start}, {end}) starts before the offset or the range before it ({last})"
+                ));
+            }
+            last = end;
+        }
+        Ok(())
+    }
     fn command(self, now: Millis) -> Command {
         Command::Commit {
             now,
@@ -275,6 +296,16 @@ pub struct Checkpoint {
 
 impl Operation for Checkpoint {
     type Output = ();
+    fn check(&self) -> Result<(), String> {
+        let pieces = self.pieces.iter().chain(self.unsaved.iter().flatten());
+        match pieces.into_iter().find(|p| p.start >= p.end) {
+            Some(p) => Err(format!(
+                "rows [{}, {}) of split {} are empty or inverted",
+                p.start, p.end, p.split
+            )),
+            None => Ok(()),
+        }
+    }
     fn command(self, now: Millis) -> Command {
         match (self.unsaved, self.id) {
             (Some(pieces), _) => Command::Unsaved {
@@ -368,6 +399,28 @@ worker_operations! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn malformed_row_ranges_are_refused_before_the_queue() {
+        let commit = |offset: u64, ranges: Vec<(u64, u64)>| Commit {
+            worker: WorkerId(1),
+            attempt: crate::queue::AttemptId(1),
+            offset,
+            ranges,
+        };
+        assert!(commit(0, vec![(500, 100)]).check().is_err(), "inverted");
+        assert!(commit(0, vec![(5, 5)]).check().is_err(), "empty");
+        assert!(
+            commit(10, vec![(5, 20)]).check().is_err(),
+            "before the offset"
+        );
+        assert!(
+            commit(0, vec![(5, 9), (7, 12)]).check().is_err(),
+            "overlapping"
+        );
+        assert!(commit(0, vec![(5, 9), (9, 12)]).check().is_ok());
+        assert!(commit(4, Vec::new()).check().is_ok());
+    }
 
     #[test]
     fn a_checkpoint_report_is_one_of_three_commands() {

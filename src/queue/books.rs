@@ -112,7 +112,9 @@ pub struct Queue {
     /// Rows of done tasks over all epochs; never decreases.
     rows_done: u64,
     /// Rows committed over all epochs (every commit's advance, every finish's
-    /// rest); never decreases.
+    /// rest), less the rows of a gone worker served again until their makeup
+    /// lease finishes: never above `rows_done` plus the committed rows of
+    /// tasks not done, and equal to `rows_done` once the job is over.
     #[serde(default)]
     rows_committed: u64,
     /// Every task given up, oldest first; only grows.
@@ -865,9 +867,11 @@ impl Queue {
         };
         for piece in unsaved {
             for committed in self.committed_parts(piece) {
-                self.rows_made_up = self
-                    .rows_made_up
-                    .saturating_add(committed.end - committed.start);
+                let rows = committed.end - committed.start;
+                self.rows_made_up = self.rows_made_up.saturating_add(rows);
+                // Served again, so no longer committed until the makeup
+                // lease that serves them finishes (and counts them again).
+                self.rows_committed = self.rows_committed.saturating_sub(rows);
                 self.makeup.todo.push_back(committed);
             }
         }

@@ -1390,6 +1390,39 @@ fn a_worker_whose_lease_lapses_again_and_again_keeps_one_forfeit_range() {
 }
 
 #[test]
+fn rows_made_up_are_committed_once() {
+    let (mut q, _, other, _) = lapsed_with_unsaved_rows();
+    for now in TIMEOUT..TIMEOUT + 100 {
+        if q.is_over() {
+            break;
+        }
+        q.heartbeat(now, other).expect("heartbeat");
+        // Counted gone once the other worker has spoken past its lease.
+        q.tick(now + 1);
+        if let Ok(LeaseReply::Tasks(leases)) = q.lease(now + 1, other, 1) {
+            for l in leases {
+                let end = l
+                    .skip
+                    .iter()
+                    .find(|(_, e)| *e == u64::MAX)
+                    .map_or(10, |(s, _)| *s);
+                q.finish(now + 1, other, l.attempt, end).expect("finish");
+            }
+        }
+        let status = q.status();
+        assert!(
+            status.rows_committed <= 20,
+            "{} rows committed of 20",
+            status.rows_committed
+        );
+    }
+    assert!(q.is_over(), "the job ends");
+    assert!(q.rows_made_up() > 0, "rows were made up");
+    let status = q.status();
+    assert_eq!(status.rows_committed, status.rows_done, "{status:?}");
+}
+
+#[test]
 fn a_worker_counted_gone_keeps_no_forfeit_rows() {
     let (mut q, w, _, lease) = lapsed_with_unsaved_rows();
     assert_eq!(forfeit_of(&q, w), vec![rows(0, lease.split, 4, u64::MAX)]);

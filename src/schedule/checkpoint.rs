@@ -73,7 +73,8 @@ pub async fn restore(
                 return Ok(());
             };
             let file = work.path.join("init-model.json");
-            std::fs::write(&file, bytes).map_err(|e| local(&file, e))?;
+            crate::sys::fd::write_replacing(&file, &bytes, crate::sys::fd::PUBLIC_FILE)
+                .map_err(|e| local(&file, e))?;
             model.init = Some(file);
             Ok(())
         }
@@ -128,7 +129,8 @@ async fn download(state: &StateStore, prefix: &str, dir: &Path) -> Result<(), Ru
         if let Some(parent) = file.parent() {
             std::fs::create_dir_all(parent).map_err(|e| local(parent, e))?;
         }
-        std::fs::write(&file, bytes).map_err(|e| local(&file, e))?;
+        crate::sys::fd::write_replacing(&file, &bytes, crate::sys::fd::PUBLIC_FILE)
+            .map_err(|e| local(&file, e))?;
     }
     Ok(())
 }

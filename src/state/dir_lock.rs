@@ -5,6 +5,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -85,6 +86,7 @@ impl DirLock {
             .truncate(false)
             .read(true)
             .write(true)
+            .mode(crate::sys::fd::PRIVATE_FILE)
             .open(&path)
             .map_err(io)?;
         if created {

@@ -20,6 +20,7 @@
 //! Every file created, renamed or removed here is followed by a sync of the
 //! directory, so that what a reply depended on is still there after a crash.
 
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -195,14 +196,30 @@ fn write_snapshot(dir: &Path, generation: u64, queue: &Queue) -> Result<(), Jour
     let started = std::time::Instant::now();
     let path = dir.join("snapshot.json");
     let tmp = path.with_extension("tmp");
-    let file = std::fs::File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, SyncEvery::new(file));
-    serde_json::to_writer(&mut out, &SnapshotRef { generation, queue })
-        .map_err(|e| io_err(&tmp, e.into()))?;
-    let written = out.into_inner().map_err(|e| io_err(&tmp, e.into_error()))?;
-    let bytes = written.total;
-    written.file.sync_all().map_err(|e| io_err(&tmp, e))?;
-    std::fs::rename(&tmp, &path).map_err(|e| io_err(&path, e))?;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(crate::sys::fd::PRIVATE_FILE)
+        .open(&tmp)
+        .map_err(|e| io_err(&tmp, e))?;
+    let written = (|| {
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, SyncEvery::new(file));
+        serde_json::to_writer(&mut out, &SnapshotRef { generation, queue })
+            .map_err(|e| io_err(&tmp, e.into()))?;
+        let written = out.into_inner().map_err(|e| io_err(&tmp, e.into_error()))?;
+        written.file.sync_all().map_err(|e| io_err(&tmp, e))?;
+        std::fs::rename(&tmp, &path).map_err(|e| io_err(&path, e))?;
+        Ok(written.total)
+    })();
+    let bytes = match written {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            // A full disk must not also keep a half-written snapshot.
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+    };
     sync_dir(dir).map_err(|e| io_err(dir, e))?;
     for old in 0..generation {
         let _ = std::fs::remove_file(journal_path(dir, old));
@@ -290,18 +307,9 @@ fn io_err(path: &Path, source: std::io::Error) -> JournalError {
 
 /// Writes a file atomically: a synced temporary file renamed over the target.
 pub fn write_durably(path: &Path, bytes: &[u8]) -> Result<(), JournalError> {
-    let tmp = path.with_extension("tmp");
-    let written = std::fs::write(&tmp, bytes)
-        .and_then(|()| std::fs::File::open(&tmp).and_then(|f| f.sync_all()))
-        .map_err(|e| io_err(&tmp, e))
-        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| io_err(path, e)));
-    if let Err(e) = written {
-        // A full disk must not also keep a half-written copy.
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
-    let dir = path.parent().unwrap_or(Path::new("."));
-    sync_dir(dir).map_err(|e| io_err(dir, e))
+    // Only sluice's user reads the state (its journal holds worker secrets).
+    crate::sys::fd::write_replacing(path, bytes, crate::sys::fd::PRIVATE_FILE)
+        .map_err(|e| io_err(path, e))
 }
 
 /// The journal file of a generation (generation 0 keeps the original name).

@@ -70,6 +70,14 @@ impl LocalQueue {
         self.snapshot(Queue::has_work)
     }
 
+    /// Goes back to the last complete checkpoint (see [`Queue::rewind`]):
+    /// the rows after it are served again. Returns the checkpoint's ID, if
+    /// any was complete.
+    pub fn rewind(&self) -> Result<Option<String>, SourceError> {
+        self.run(Command::Rewind { now: wall_millis() })?;
+        Ok(self.snapshot(|q| q.cut().id.clone()))
+    }
+
     /// A look at the queue's state (for summaries).
     pub fn snapshot<T>(&self, f: impl FnOnce(&Queue) -> T) -> T {
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner());

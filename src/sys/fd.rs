@@ -71,6 +71,47 @@ pub fn try_lock_exclusive(file: &File) -> io::Result<bool> {
     }
 }
 
+/// The mode of files only sluice's user may read (the job's state: its
+/// journal holds worker secrets).
+pub const PRIVATE_FILE: u32 = 0o600;
+/// The mode of the job's state directory.
+pub const PRIVATE_DIR: u32 = 0o700;
+/// The mode of outputs (a model, a summary): as any new file (the umask applies).
+pub const PUBLIC_FILE: u32 = 0o666;
+
+/// Writes `bytes` to `path` so that no reader ever finds part of them, and a
+/// crash or a full disk leaves the old file or the whole new one: written to
+/// a temporary file beside it (created with `mode`, less the umask), synced,
+/// renamed over `path`, and the directory synced. On failure the temporary
+/// file is removed and `path` is as it was.
+pub fn write_replacing(path: &std::path::Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".tmp");
+    let tmp = path.with_file_name(name);
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(&tmp)
+        .and_then(|mut file| {
+            file.write_all(bytes)?;
+            file.sync_all()
+        })
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => std::path::Path::new("."),
+    };
+    File::open(dir)?.sync_all()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,6 +139,31 @@ mod tests {
         let second = File::open(&path).expect("open");
         assert!(try_lock_exclusive(&first).expect("lock"));
         assert!(!try_lock_exclusive(&second).expect("lock"));
+    }
+
+    #[test]
+    fn a_file_is_replaced_whole_with_its_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("job.json");
+        std::fs::write(&path, "old").expect("write");
+        write_replacing(&path, b"new", PRIVATE_FILE).expect("replace");
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "new");
+        let mode = std::fs::metadata(&path).expect("stat").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let names: Vec<_> = std::fs::read_dir(dir.path()).expect("list").collect();
+        assert_eq!(names.len(), 1, "no temporary file left");
+    }
+
+    #[test]
+    fn a_failed_write_leaves_the_old_file_and_no_temporary_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("model.json");
+        std::fs::write(&path, "old").expect("write");
+        // A directory where the temporary file would go: it cannot be opened.
+        std::fs::create_dir(dir.path().join("model.json.tmp")).expect("mkdir");
+        assert!(write_replacing(&path, b"new", PUBLIC_FILE).is_err());
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "old");
     }
 
     #[test]

@@ -286,3 +286,94 @@ pub fn exit_as(status: c_int) -> ! {
     }
     exit_now(128 + signal)
 }
+
+/// Files hidden from a process: what [`hide_paths`] needs, made before the fork
+/// (the forked process allocates nothing).
+#[derive(Debug, Clone)]
+pub struct HiddenPaths {
+    /// The files, each to read as empty.
+    paths: Vec<std::ffi::CString>,
+    /// `/proc/self/uid_map` of a new user namespace: this process's user as itself.
+    uid_map: Vec<u8>,
+    /// `/proc/self/gid_map`: its group as itself.
+    gid_map: Vec<u8>,
+}
+
+impl HiddenPaths {
+    /// The plan to hide `paths` from a process of this user.
+    pub fn new(paths: &[std::path::PathBuf]) -> io::Result<HiddenPaths> {
+        use std::os::unix::ffi::OsStrExt;
+        let paths = paths
+            .iter()
+            .map(|p| std::ffi::CString::new(p.as_os_str().as_bytes()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(io::Error::other)?;
+        // SAFETY: getuid and getgid cannot fail and touch no memory.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        Ok(HiddenPaths {
+            paths,
+            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+            gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+        })
+    }
+}
+
+/// Writes `bytes` to the file at `path` (a `/proc/self` control file).
+fn write_control(path: &CStr, bytes: &[u8]) -> io::Result<()> {
+    // SAFETY: the path is a NUL-terminated string valid for the call.
+    let fd = check(unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) })?;
+    // SAFETY: write reads at most `bytes.len()` bytes of `bytes`.
+    let written = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+    let result = match usize::try_from(written) {
+        Ok(n) if n == bytes.len() => Ok(()),
+        Ok(_) => Err(io::Error::from_raw_os_error(libc::EIO)),
+        Err(_) => Err(io::Error::last_os_error()),
+    };
+    // SAFETY: `fd` was opened above and is not used again.
+    unsafe { libc::close(fd) };
+    result
+}
+
+/// Enters a new user namespace, where this process is its own user and group,
+/// and a new mount namespace owned by it.
+fn enter_own_namespaces(plan: &HiddenPaths) -> io::Result<()> {
+    // SAFETY: unshare touches no memory of this process.
+    check(unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) })?;
+    write_control(c"/proc/self/setgroups", b"deny")?;
+    write_control(c"/proc/self/uid_map", &plan.uid_map)?;
+    write_control(c"/proc/self/gid_map", &plan.gid_map)
+}
+
+/// In a forked process (before it runs a program): hides `plan`'s files from
+/// it and everything it starts. It enters a user and mount namespace of its
+/// own (mounts no longer shared with the rest of the system), binds
+/// `/dev/null` over each file (reading it gives nothing), then enters a
+/// second pair, which locks those mounts: a process there cannot unmount
+/// them to find the files underneath. Needs unprivileged user namespaces;
+/// an error where the kernel refuses them.
+pub fn hide_paths(plan: &HiddenPaths) -> io::Result<()> {
+    enter_own_namespaces(plan)?;
+    // SAFETY: mount reads the NUL-terminated strings given, valid for the call.
+    check(unsafe {
+        libc::mount(
+            ptr::null(),
+            c"/".as_ptr(),
+            ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            ptr::null(),
+        )
+    })?;
+    for path in &plan.paths {
+        // SAFETY: as above.
+        check(unsafe {
+            libc::mount(
+                c"/dev/null".as_ptr(),
+                path.as_ptr(),
+                ptr::null(),
+                libc::MS_BIND,
+                ptr::null(),
+            )
+        })?;
+    }
+    enter_own_namespaces(plan)
+}

@@ -664,10 +664,26 @@ impl Drop for Child {
 /// process group of its own, so that signals for sluice's group miss it), which reads
 /// the lifeline.
 fn command(spec: &ChildSpec, lifeline: RawFd, ack: RawFd, shm: Option<RawFd>) -> Command {
-    let mut command = Command::new("sh");
+    let shell = [
+        std::ffi::OsStr::new("sh"),
+        std::ffi::OsStr::new("-c"),
+        std::ffi::OsStr::new(&spec.command),
+    ];
+    // Where the job's token file is hidden from trainers, this binary runs
+    // first in the trainer's place: it hides the file, then runs the shell.
+    let mut command = match crate::harden::hidden_from_trainers() {
+        Some(hidden) => {
+            let mut command = Command::new(&hidden.program);
+            command.args(hidden.args(&shell));
+            command
+        }
+        None => {
+            let mut command = Command::new(shell[0]);
+            command.args(&shell[1..]);
+            command
+        }
+    };
     command
-        .arg("-c")
-        .arg(&spec.command)
         .env("SLUICE_DEVICE", spec.device.to_string())
         .env("SLUICE_DEVICES", spec.devices.to_string())
         .env("SLUICE_ACK_FD", ACK_FD.to_string())

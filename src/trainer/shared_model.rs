@@ -17,8 +17,6 @@
 //! its ID, step count and the per-epoch statistics of the rows trained into it.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -331,19 +329,8 @@ impl Saver {
 /// Writes `bytes` to `path` so that a crash leaves either the old file or the whole
 /// new one: a temporary file, synced, renamed, and the directory synced.
 fn write_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    let written = File::create(&tmp)
-        .and_then(|mut file| {
-            file.write_all(bytes)?;
-            file.sync_all()
-        })
-        .and_then(|()| std::fs::rename(&tmp, path));
-    if let Err(e) = written {
-        // A full disk must not also keep a half-written copy.
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
-    File::open(path.parent().unwrap_or(Path::new(".")))?.sync_all()
+    // In the job's state: private to its user, as the rest of it.
+    crate::sys::fd::write_replacing(path, bytes, crate::sys::fd::PRIVATE_FILE)
 }
 
 #[cfg(test)]

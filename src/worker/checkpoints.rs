@@ -159,6 +159,15 @@ impl Checkpoints {
         rows
     }
 
+    /// Rows the devices acknowledged after their own last `checkpoint ID`
+    /// line: once the streams ended, rows of a trainer that wrote no final
+    /// checkpoint (a final one that is not complete, its ID not written by
+    /// every device, is another matter).
+    pub fn after_last_lines(&self) -> u64 {
+        let pieces = self.since.iter().flatten();
+        pieces.map(|p| p.end.saturating_sub(p.start)).sum()
+    }
+
     /// `device`'s trainer restarted from its last checkpoint: the rows it
     /// acknowledged after that checkpoint, to be served again.
     pub fn on_restarted(&mut self, device: usize) -> Vec<CutPiece> {
@@ -239,6 +248,22 @@ mod tests {
                 pieces: vec![rows(0, 20, 30)]
             })
         );
+    }
+
+    #[test]
+    fn rows_after_a_devices_last_line_are_told_apart_from_an_incomplete_checkpoint() {
+        let mut c = Checkpoints::new(2);
+        c.on_declared();
+        c.on_applied(0, [rows(0, 0, 10)]);
+        c.on_applied(1, [rows(0, 10, 20)]);
+        // Final lines of different IDs: no complete checkpoint, yet each
+        // device wrote one after its last batch.
+        c.on_checkpoint(0, "1".into());
+        c.on_checkpoint(1, "2".into());
+        assert_eq!(c.after_last_lines(), 0);
+        assert_eq!(c.unsaved().len(), 2);
+        c.on_applied(1, [rows(0, 20, 25)]);
+        assert_eq!(c.after_last_lines(), 5);
     }
 
     #[test]

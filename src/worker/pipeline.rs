@@ -128,6 +128,10 @@ pub struct RunOutcome {
     /// Rows read and left out by `--split` or `--sample` (committed as
     /// consumed, shipped to no one).
     pub cut: u64,
+    /// Rows the trainers, which keep checkpoints, acknowledged after their
+    /// last `checkpoint ID` line once they ended their streams: they wrote
+    /// none after their last batch (see [`PipelineError::NoFinalCheckpoint`]).
+    pub unsaved_at_end: u64,
 }
 
 /// Errors that stop a worker.
@@ -176,6 +180,68 @@ pub enum PipelineError {
     /// row after it again).
     #[error("{0}: trainers stopped, to start again from their last complete checkpoint")]
     RolledBack(String),
+    /// Trainers that keep checkpoints ended their streams without `checkpoint
+    /// ID` after their last batch a second time, after the rows that were in
+    /// no checkpoint the first time were served again once: what they
+    /// trained is saved nowhere, and serving it again does not change that.
+    #[error("the trainers keep checkpoints but ended their streams twice without `checkpoint ID` after their last batch ({rows} rows in no checkpoint, served again once already): a trainer that writes `checkpoints` must write `checkpoint ID` after the end of its stream")]
+    NoFinalCheckpoint {
+        /// Rows acknowledged and in no checkpoint the second time.
+        rows: u64,
+    },
+}
+
+/// What is done when trainers that keep checkpoints end their streams
+/// without a final `checkpoint ID`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinalCheckpointRule {
+    /// Exec trainers that sluice started: the rows after their last
+    /// checkpoint are served once more, and a second such end fails the job
+    /// ([`PipelineError::NoFinalCheckpoint`]).
+    Enforced,
+    /// A trainer that started sluice (`--attach`, `sluice_trainer.Dataset`)
+    /// cannot be started again: a warning.
+    Warned,
+    /// A built-in model: its model is sluice's own, written at the end.
+    Unchecked,
+}
+
+impl FinalCheckpointRule {
+    /// The rule for `trainer`.
+    pub fn of(trainer: &crate::config::TrainerChoice) -> FinalCheckpointRule {
+        match trainer {
+            crate::config::TrainerChoice::Exec { attach: None, .. } => {
+                FinalCheckpointRule::Enforced
+            }
+            crate::config::TrainerChoice::Exec { .. } => FinalCheckpointRule::Warned,
+            _ => FinalCheckpointRule::Unchecked,
+        }
+    }
+}
+
+/// The warning when a trainer that started sluice ended its stream without
+/// a final `checkpoint ID`: it cannot be started again, and `rows` stay in
+/// no checkpoint.
+pub fn warn_attached_without_final_checkpoint(rows: u64) {
+    warn!(
+        rows,
+        "the trainer keeps checkpoints but ended its stream without `checkpoint ID` after its \
+         last batch: {rows} rows it acknowledged are in no checkpoint (it started sluice, so \
+         it cannot be started again to be served them once more)"
+    );
+}
+
+/// The warning, said once per job, when trainers that keep checkpoints end
+/// their streams without a final `checkpoint ID`: `rows` acknowledged rows
+/// are in no checkpoint, and are served once more.
+pub fn warn_no_final_checkpoint(rows: u64) {
+    warn!(
+        rows,
+        "the trainers keep checkpoints but ended their streams without `checkpoint ID` after \
+         their last batch: {rows} rows they acknowledged are in no checkpoint; they are served \
+         once more to trainers started from their last complete checkpoint, and the job fails \
+         if the streams end that way again"
+    );
 }
 
 impl PipelineError {
@@ -381,21 +447,10 @@ pub async fn run(
         }
         Some(joined)
     };
-    if result.is_ok() && state.rolls_back() && !state.outcome.stopped {
-        let unsaved: u64 = state
-            .checkpoints
-            .unsaved()
-            .iter()
-            .map(|p| p.end - p.start)
-            .sum();
-        if unsaved > 0 {
-            warn!(
-                rows = unsaved,
-                "the trainers ended without a checkpoint after their last batch: {unsaved} rows \
-                 they acknowledged are in none, and the master serves them again to the next \
-                 worker that joins"
-            );
-        }
+    if result.is_ok() && state.checkpoints.declared() && !state.outcome.stopped {
+        // What to do about it (serve the rows once more, or fail) is the
+        // job's: a worker joins again, `sluice train` rewinds its queue.
+        state.outcome.unsaved_at_end = state.checkpoints.after_last_lines();
     }
     state.outcome.checkpointed = state.checkpoints.declared();
     // Every report made so far reaches the master before the worker goes on.

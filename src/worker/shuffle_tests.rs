@@ -25,6 +25,7 @@ fn split(rows: u64) -> Split {
         range: connectors::SplitRange::Whole,
         rows: Some(rows),
         deleted: Vec::new(),
+        stamp: Default::default(),
     }
 }
 

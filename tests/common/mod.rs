@@ -530,3 +530,56 @@ impl Moments {
         low + x.wrapping_mul(0x2545_F491_4F6C_DD1D) % (high - low)
     }
 }
+
+/// How a part file is changed between a job's planning and its reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PartChange {
+    /// Cut to half its size.
+    Shrunk,
+    /// Lines appended.
+    Grown,
+    /// Rewritten with the same size and other rows: every digit after the
+    /// header line moved on by one, so each row names another id.
+    SameSize,
+}
+
+impl PartChange {
+    /// Every kind of change.
+    pub const ALL: [PartChange; 3] = [PartChange::Shrunk, PartChange::Grown, PartChange::SameSize];
+
+    /// The changed bytes of a CSV part file with a header line.
+    pub fn apply(self, csv: &[u8]) -> Vec<u8> {
+        match self {
+            PartChange::Shrunk => csv[..csv.len() / 2].to_vec(),
+            PartChange::Grown => {
+                let header = csv.split(|&b| b == b'\n').next().unwrap_or_default();
+                let mut grown = csv.to_vec();
+                grown.extend_from_slice(&csv[header.len() + 1..]);
+                grown
+            }
+            PartChange::SameSize => {
+                let header = csv.iter().position(|&b| b == b'\n').map_or(0, |n| n + 1);
+                let mut other = csv.to_vec();
+                for b in &mut other[header..] {
+                    if b.is_ascii_digit() {
+                        *b = b'0' + (*b - b'0' + 1) % 10;
+                    }
+                }
+                assert_eq!(other.len(), csv.len());
+                other
+            }
+        }
+    }
+}
+
+/// The first CSV part file of a directory (by name).
+pub fn first_csv_part(dir: &Path) -> PathBuf {
+    let mut parts: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("list")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "csv"))
+        .collect();
+    parts.sort();
+    parts.into_iter().next().expect("a CSV part file")
+}

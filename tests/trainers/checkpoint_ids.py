@@ -62,6 +62,9 @@ Options:
                              exit with status 9 (a checkpoint saved, never reported).
     --linger S               at the end of the stream, wait S seconds before the final
                              checkpoint (a trainer slow to save its model)
+    --no-final               at the end of the stream, exit 0 without the final
+                             checkpoint (and without a final-* file): a trainer that
+                             breaks the protocol's rule
 """
 
 import argparse
@@ -181,6 +184,8 @@ def main():
     ap.add_argument("--linger", type=float, default=0.0, metavar="S",
                     help="seconds to wait at the end of the stream before the final "
                          "checkpoint")
+    ap.add_argument("--no-final", action="store_true",
+                    help="exit at the end of the stream without a final checkpoint")
     args = ap.parse_args()
 
     if "SLUICE_ACK_FD" not in os.environ:
@@ -234,6 +239,8 @@ def main():
     append_ids(os.path.join(args.out, f"ended-{device}-{pid}"), [])
     if args.linger:
         time.sleep(args.linger)
+    if args.no_final:
+        return 0
     final = trainer.checkpoint()
     write_json_atomically(args.out, f"final-{device}-{pid}.json", {
         "device": device, "pid": pid, "resumed_from": resume, "checkpoint": final,

@@ -215,7 +215,7 @@ pub fn read_raw(
         );
         return futures::stream::once(async move { Err(err) }).boxed();
     }
-    driver(split.format).decode_from(loc, split, request, skip)
+    driver(split.format).decode_from(&loc.pinned(split), split, request, skip)
 }
 
 /// Drops the first `skip` rows of a stream of batches.

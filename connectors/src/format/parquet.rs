@@ -341,6 +341,7 @@ fn read(
     };
     let ahead = request.read_ahead.clone();
     let string_view = request.string_view;
+    let planned = split.clone();
     let open = async move {
         let mut reader = StoreReader::new(loc.store.clone(), path.clone(), size);
         reader.ahead = ahead;
@@ -366,6 +367,13 @@ fn read(
                 Some(file) => {
                     let chunks = LocalChunks::open(&file)
                         .map_err(|e| Error::from_store(loc.display(&path), e))?;
+                    // Read from here on by its descriptor, not through the store.
+                    if let Some(reason) = chunks.differs(&planned) {
+                        return Err(Error::Changed {
+                            path: loc.display(&path),
+                            reason,
+                        });
+                    }
                     // One decoder per row group, one after the other: a batch
                     // never spans two row groups, so a damaged row group fails
                     // at its own first row and every row before it is sent.
@@ -538,6 +546,14 @@ impl LocalChunks {
             len,
             display: path.to_path_buf(),
         })
+    }
+
+    /// How the open file differs from the one `split` planned, if it does.
+    fn differs(&self, split: &Split) -> Option<String> {
+        match self.file.metadata() {
+            Ok(metadata) => crate::store::pinned::local_file_differs(split, &metadata),
+            Err(e) => Some(format!("cannot be described: {e}")),
+        }
     }
 }
 

@@ -357,6 +357,7 @@ mod tests {
                 range: SplitRange::Bytes { start, end },
                 rows: None,
                 deleted: Vec::new(),
+                stamp: Default::default(),
             };
             let loc = loc.clone();
             let part = tokio::task::spawn_blocking(move || {

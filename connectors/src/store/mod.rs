@@ -9,6 +9,7 @@ mod gcs;
 mod hdfs;
 pub mod kerberos;
 mod local;
+pub(crate) mod pinned;
 mod s3;
 mod vended;
 
@@ -61,6 +62,20 @@ impl Location {
     /// The user-facing URL of the dataset root.
     pub fn url(&self) -> String {
         self.display(&self.root)
+    }
+
+    /// This location with reads of `split`'s file checked against its plan
+    /// (see [`pinned`]): a file changed since planning is never read.
+    pub(crate) fn pinned(&self, split: &crate::split::Split) -> Location {
+        let tags = match Scheme::of(&self.base) {
+            Ok(Scheme::Local) => pinned::Tags::Local,
+            _ => pinned::Tags::Tagged,
+        };
+        Location {
+            store: Arc::new(pinned::Pinned::new(self.store.clone(), split, tags)),
+            root: self.root.clone(),
+            base: self.base.clone(),
+        }
     }
 
     /// The filesystem path of `path` when this is the local store.
