@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test: writes the Spark fixtures (once, cached by version), then
+# Runs every test: writes the Spark fixtures (once per version of the scripts
+# that write them, kept in $SLUICE_CACHE), then
 # lint, then starts the object store emulators and runs the Rust unit and
 # integration tests.
 set -euo pipefail
@@ -21,11 +22,29 @@ if ! "$TABLES_PY" -c 'import pyspark, delta' 2>/dev/null; then
   exit 1
 fi
 AIRFLOW_PY="${SLUICE_AIRFLOW_VENV:-$HOME/.cache/sluice/venv-airflow}/bin/python"
-if ! "$AIRFLOW_PY" -c 'import airflow' 2>/dev/null; then
+if ! "$AIRFLOW_PY" -c 'import importlib.metadata as m; m.version("apache-airflow")' 2>/dev/null; then
   echo "tests/run.sh: no venv with Apache Airflow at $AIRFLOW_PY; run .ci/run (it installs one)" >&2
   exit 1
 fi
-export SLUICE_FIXTURES="${SLUICE_FIXTURES:-$PWD/tests/data/generated}"
+CACHE="${SLUICE_CACHE:-$HOME/.cache/sluice}"
+PRISTINE=""
+if [[ -z "${SLUICE_FIXTURES:-}" ]]; then
+  # What Spark writes is kept between runs on this machine: made once per
+  # version of what makes it (the fixture scripts, the services and packages
+  # they use), into $CACHE/fixtures, whose pristine copy each later run
+  # starts from, so that nothing a test leaves there outlives its run. The
+  # path stays the same: Iceberg's metadata and the catalogs name it.
+  key="$({ git ls-files -z tests/fixtures tests/services 'tests/requirements*.txt' 2>/dev/null \
+    || find tests/fixtures tests/services tests/requirements*.txt -type f -not -path '*/__pycache__/*' -print0 \
+    | sort -z; } | xargs -0 cat | sha256sum | cut -c1-16)"
+  SLUICE_FIXTURES="$CACHE/fixtures"
+  PRISTINE="$CACHE/fixtures-pristine/$key"
+  rm -rf "$SLUICE_FIXTURES"
+  if [[ -d "$PRISTINE" ]]; then
+    cp -a "$PRISTINE" "$SLUICE_FIXTURES"
+  fi
+fi
+export SLUICE_FIXTURES
 
 phase "fixtures (real Spark) -> $SLUICE_FIXTURES"
 "$PY" tests/fixtures/make_fixtures.py "$SLUICE_FIXTURES"
@@ -38,6 +57,12 @@ phase "every format as Spark writes and reads it by default (real Spark 4.0, spa
 
 phase "tables in catalogs (real Spark 4.0, the Iceberg REST catalog) -> $SLUICE_FIXTURES/catalogs"
 "$TABLES_PY" tests/fixtures/make_catalogs.py "$SLUICE_FIXTURES"
+if [[ -n "$PRISTINE" && ! -d "$PRISTINE" ]]; then
+  rm -rf "$CACHE/fixtures-pristine"
+  mkdir -p "$CACHE/fixtures-pristine"
+  cp -a "$SLUICE_FIXTURES" "$PRISTINE.tmp"
+  mv "$PRISTINE.tmp" "$PRISTINE"
+fi
 
 phase "cargo fmt / clippy"
 cargo fmt --all -- --check

@@ -369,7 +369,7 @@ mod tests {
             "runs": [],
         });
         std::fs::write(dir.path().join(TRAINED), text.to_string()).expect("write");
-        let err = store.load("/data", None).await.err().expect("refused");
+        let err = store.load("/data", None).await.expect_err("refused");
         assert!(matches!(err, StoreError::Newer { .. }), "{err}");
         let message = err.to_string();
         assert!(
