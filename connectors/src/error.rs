@@ -239,6 +239,13 @@ impl Error {
         false
     }
 
+    /// Whether this failure can only happen again, on any worker (a file
+    /// changed since planning): no further attempt of the task is worth
+    /// making.
+    pub fn is_for_good(&self) -> bool {
+        matches!(self, Error::Changed { .. })
+    }
+
     /// Whether reading again later may succeed where this read failed: the
     /// file is missing or refused for now (moved away, permissions being
     /// fixed, a listing that is ahead of the store), the connection failed or

@@ -310,6 +310,7 @@ async fn take_back_unheld(
             worker,
             attempt,
             reason,
+            for_good: false,
         };
         apply(state, fail).await.ok();
     }

@@ -229,6 +229,10 @@ pub struct Fail {
     pub attempt: AttemptId,
     /// Why, naming the file.
     pub reason: String,
+    /// No attempt can succeed (a file changed since planning): the task
+    /// fails now, whatever attempts it has left.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub for_good: bool,
 }
 
 impl Operation for Fail {
@@ -239,6 +243,7 @@ impl Operation for Fail {
             worker: Some(self.worker),
             attempt: self.attempt,
             reason: self.reason.chars().take(MAX_REASON_CHARS).collect(),
+            for_good: self.for_good,
         }
     }
     fn output(reply: Reply) -> Option<Result<FailOutcome, QueueError>> {
@@ -458,6 +463,7 @@ mod tests {
             worker: WorkerId(1),
             attempt: AttemptId(2),
             reason: "x".repeat(10_000),
+            for_good: false,
         };
         match fail.command(0) {
             Command::Fail { reason, .. } => assert_eq!(reason.chars().count(), MAX_REASON_CHARS),

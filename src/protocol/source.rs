@@ -102,12 +102,14 @@ pub trait TaskSource: Send + Sync {
         attempt: AttemptId,
         rows: u64,
     ) -> Result<(), SourceError>;
-    /// Reports an attempt `worker` leased failed.
+    /// Reports an attempt `worker` leased failed; `for_good` when no attempt
+    /// can succeed (the task fails now).
     async fn fail(
         &self,
         worker: WorkerId,
         attempt: AttemptId,
         reason: String,
+        for_good: bool,
     ) -> Result<FailOutcome, SourceError>;
     /// Gives an attempt back unfinished (the worker is stopping): the task is
     /// leased again at once, from its committed offset.

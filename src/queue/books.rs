@@ -561,13 +561,14 @@ impl Queue {
         worker: WorkerId,
         attempt: AttemptId,
         reason: String,
+        for_good: bool,
     ) -> Result<FailOutcome, QueueError> {
         self.owned(worker, attempt)?;
         let (_, split) = self.release(attempt)?;
         if let Some(task) = self.tasks.get_mut(split as usize) {
             task.attempts = task.attempts.saturating_add(1);
         }
-        let outcome = self.end_attempt(split, reason);
+        let outcome = self.end_attempt(split, reason, for_good);
         self.settle();
         Ok(outcome)
     }
@@ -676,6 +677,30 @@ impl Queue {
         attempt: AttemptId,
         reason: String,
     ) -> Result<FailOutcome, QueueError> {
+        self.end_failed(now, worker, attempt, reason, false)
+    }
+
+    /// Ends the attempt as failed for good (a file changed since planning:
+    /// no attempt can succeed): the task is failed now, whatever attempts it
+    /// has left.
+    pub fn fail_for_good(
+        &mut self,
+        now: Millis,
+        worker: WorkerId,
+        attempt: AttemptId,
+        reason: String,
+    ) -> Result<FailOutcome, QueueError> {
+        self.end_failed(now, worker, attempt, reason, true)
+    }
+
+    fn end_failed(
+        &mut self,
+        now: Millis,
+        worker: WorkerId,
+        attempt: AttemptId,
+        reason: String,
+        for_good: bool,
+    ) -> Result<FailOutcome, QueueError> {
         self.check_alive(worker)?;
         let outcome = match self.makeup_of(worker, attempt)? {
             Some(piece) => {
@@ -683,7 +708,7 @@ impl Queue {
                 self.makeup.todo.push_back(piece);
                 FailOutcome::Retried
             }
-            None => self.fail_task(now, worker, attempt, reason)?,
+            None => self.fail_task(now, worker, attempt, reason, for_good)?,
         };
         self.touch(worker, now);
         Ok(outcome)
@@ -1319,8 +1344,8 @@ impl Queue {
     }
 
     /// Moves a just-released task back to todo at its committed offset, or to
-    /// failed once it has used every attempt.
-    fn end_attempt(&mut self, split: u32, reason: String) -> FailOutcome {
+    /// failed once it has used every attempt, or at once `for_good`.
+    fn end_attempt(&mut self, split: u32, reason: String, for_good: bool) -> FailOutcome {
         let Some(task) = self.tasks.get_mut(split as usize) else {
             return FailOutcome::Failed;
         };
@@ -1328,7 +1353,7 @@ impl Queue {
             TaskState::Leased { offset, .. } => offset,
             _ => 0,
         };
-        if task.attempts < self.config.max_attempts {
+        if !for_good && task.attempts < self.config.max_attempts {
             task.state = TaskState::Todo { offset };
             self.todo.push_back(split);
             return FailOutcome::Retried;

@@ -237,6 +237,33 @@ fn offsets_never_move_backwards() {
 }
 
 #[test]
+fn a_failure_for_good_fails_the_task_with_attempts_left() {
+    let mut q = queue(2, 1, 3);
+    let w = q.register(0);
+    let lease = lease_one(&mut q, 0, w);
+    q.commit(1, w, lease.attempt, 30).expect("commit");
+    let reason = "part-0.parquet changed since the job was planned".to_string();
+    let outcome = q.fail_for_good(2, w, lease.attempt, reason.clone());
+    assert_eq!(outcome, Ok(FailOutcome::Failed));
+    assert_eq!(
+        state(&q, lease.split),
+        &TaskState::Failed { reason, offset: 30 },
+        "failed at once, at its committed offset"
+    );
+    let other = lease_one(&mut q, 3, w);
+    assert_ne!(other.split, lease.split, "never leased again");
+    q.finish(4, w, other.attempt, 10).expect("finish");
+    let status = q.status();
+    assert!(status.job_over, "the job ends with the task failed");
+    assert_eq!(status.failed, 1);
+    assert_eq!(
+        q.tasks()[lease.split as usize].attempts,
+        1,
+        "one attempt made"
+    );
+}
+
+#[test]
 fn failed_attempt_retries_at_the_committed_offset_at_the_back() {
     let mut q = queue(3, 1, 3);
     let w = q.register(0);

@@ -64,6 +64,10 @@ pub enum Command {
         worker: Option<WorkerId>,
         attempt: AttemptId,
         reason: String,
+        /// No attempt can succeed (a file changed since planning): the task
+        /// fails now, whatever attempts it has left ([`Queue::fail_for_good`]).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        for_good: bool,
     },
     /// [`Queue::hand_back`].
     HandBack {
@@ -235,10 +239,14 @@ impl Queue {
                 worker,
                 attempt,
                 reason,
-            } => Reply::Fail(
-                self.reporter(*worker, *attempt)
-                    .and_then(|w| self.fail(*now, w, *attempt, reason.clone())),
-            ),
+                for_good,
+            } => Reply::Fail(self.reporter(*worker, *attempt).and_then(|w| {
+                if *for_good {
+                    self.fail_for_good(*now, w, *attempt, reason.clone())
+                } else {
+                    self.fail(*now, w, *attempt, reason.clone())
+                }
+            })),
             Command::HandBack {
                 now,
                 worker,
@@ -346,6 +354,14 @@ mod tests {
                 worker: Some(WorkerId(2)),
                 attempt: AttemptId(8),
                 reason: "file part-0001.parquet: bad magic".into(),
+                for_good: false,
+            },
+            Command::Fail {
+                now: 6,
+                worker: Some(WorkerId(2)),
+                attempt: AttemptId(9),
+                reason: "file part-0002.parquet changed since the job was planned".into(),
+                for_good: true,
             },
             Command::Tick { now: 7 },
         ];

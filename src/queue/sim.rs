@@ -724,12 +724,14 @@ impl Sim {
                 worker,
                 attempt,
                 reason: format!("attempt {attempt} broke"),
+                for_good: false,
             },
             Report::TakeBack(holder) => Command::Fail {
                 now,
                 worker: Some(holder),
                 attempt,
                 reason: format!("lease reply never reached worker {holder}"),
+                for_good: false,
             },
         }
     }
@@ -1473,6 +1475,7 @@ fn random_command(rng: &mut ChaCha8Rng, now: Millis) -> Command {
             worker: (offset % 3 != 0).then_some(worker),
             attempt,
             reason: format!("reason {offset}"),
+            for_good: offset % 5 == 0,
         },
         _ => Command::Tick { now },
     }

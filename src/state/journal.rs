@@ -425,6 +425,7 @@ mod tests {
             worker: None,
             attempt: AttemptId(7),
             reason: "bad file caf\u{e9}.parquet".to_string(),
+            for_good: false,
         };
         let mut bytes = serde_json::to_vec(&fail).expect("json");
         let at = bytes

@@ -166,11 +166,13 @@ impl TaskSource for LocalQueue {
         worker: WorkerId,
         attempt: AttemptId,
         reason: String,
+        for_good: bool,
     ) -> Result<FailOutcome, SourceError> {
         self.apply(ops::Fail {
             worker,
             attempt,
             reason,
+            for_good,
         })
     }
 

@@ -45,6 +45,8 @@ pub enum Action {
         offset: u64,
         /// Why the read failed.
         reason: String,
+        /// No attempt can succeed (see [`connectors::Error::is_for_good`]).
+        for_good: bool,
     },
 }
 
@@ -54,7 +56,11 @@ enum ReadEnd {
     /// At the end of the split, row `end`.
     Done(u64),
     /// Failed at row `at`.
-    Failed { at: u64, reason: String },
+    Failed {
+        at: u64,
+        reason: String,
+        for_good: bool,
+    },
 }
 
 #[derive(Debug)]
@@ -139,9 +145,19 @@ impl Ledger {
 
     /// The reader of `attempt` failed at row `at` (rows before it were
     /// delivered). The attempt fails once they are all acknowledged.
-    pub fn read_failed(&mut self, attempt: AttemptId, at: u64, reason: String) -> Option<Action> {
+    pub fn read_failed(
+        &mut self,
+        attempt: AttemptId,
+        at: u64,
+        reason: String,
+        for_good: bool,
+    ) -> Option<Action> {
         let entry = self.entries.get_mut(&attempt)?;
-        entry.end = Some(ReadEnd::Failed { at, reason });
+        entry.end = Some(ReadEnd::Failed {
+            at,
+            reason,
+            for_good,
+        });
         self.settle(attempt)
     }
 
@@ -212,10 +228,15 @@ impl Ledger {
         }
         let entry = self.entries.remove(&attempt)?;
         match entry.end {
-            Some(ReadEnd::Failed { at, reason }) => Some(Action::Fail {
+            Some(ReadEnd::Failed {
+                at,
+                reason,
+                for_good,
+            }) => Some(Action::Fail {
                 attempt,
                 offset: at,
                 reason,
+                for_good,
             }),
             _ => Some(Action::Finish {
                 attempt,
@@ -336,7 +357,7 @@ mod tests {
         let mut l = Ledger::default();
         l.start(lease(4, 0));
         assert!(l.ack(&piece(4, 0, 10)).is_some());
-        assert_eq!(l.read_failed(AttemptId(4), 30, "bad".into()), None);
+        assert_eq!(l.read_failed(AttemptId(4), 30, "bad".into(), false), None);
         assert_eq!(
             l.ack(&piece(4, 20, 10)),
             Some(Action::Commit {
@@ -351,7 +372,8 @@ mod tests {
             Some(Action::Fail {
                 attempt: AttemptId(4),
                 offset: 30,
-                reason: "bad".into()
+                reason: "bad".into(),
+                for_good: false,
             })
         );
         assert!(l.is_empty());
@@ -362,11 +384,12 @@ mod tests {
         let mut l = Ledger::default();
         l.start(lease(5, 40));
         assert_eq!(
-            l.read_failed(AttemptId(5), 40, "gone".into()),
+            l.read_failed(AttemptId(5), 40, "gone".into(), false),
             Some(Action::Fail {
                 attempt: AttemptId(5),
                 offset: 40,
-                reason: "gone".into()
+                reason: "gone".into(),
+                for_good: false,
             })
         );
     }

@@ -553,7 +553,8 @@ struct Merged {
 #[derive(Debug)]
 enum End {
     Finish(u64),
-    Fail(String),
+    /// Failed: why, and whether for good.
+    Fail(String, bool),
     HandBack,
 }
 
@@ -564,11 +565,16 @@ impl Merged {
                 self.commit_rows(offset, ranges);
             }
             Report::Ledger(Action::Finish { rows, .. }) => self.end = Some(End::Finish(rows)),
-            Report::Ledger(Action::Fail { offset, reason, .. }) => {
+            Report::Ledger(Action::Fail {
+                offset,
+                reason,
+                for_good,
+                ..
+            }) => {
                 self.commit_rows(offset, Vec::new());
-                self.end = Some(End::Fail(reason));
+                self.end = Some(End::Fail(reason, for_good));
             }
-            Report::GiveUp { reason, .. } => self.end = Some(End::Fail(reason)),
+            Report::GiveUp { reason, .. } => self.end = Some(End::Fail(reason, false)),
             Report::HandBack { .. } => self.end = Some(End::HandBack),
             Report::Declare | Report::Checkpoint { .. } | Report::Unsaved(_) => {}
         }
@@ -689,13 +695,17 @@ async fn send_merged(
                     warn!(%attempt, error = %e, "master refused a commit");
                     source.hand_back(worker, attempt).await
                 }
-                (Ok(()), Some(End::Fail(reason))) => {
-                    source.fail(worker, attempt, reason).await.map(|_| ())
-                }
-                (Err(e), Some(End::Fail(reason))) => {
+                (Ok(()), Some(End::Fail(reason, for_good))) => source
+                    .fail(worker, attempt, reason, for_good)
+                    .await
+                    .map(|_| ()),
+                (Err(e), Some(End::Fail(reason, for_good))) => {
                     // Not committed (a stale lease): still hand the attempt back.
                     warn!(%attempt, error = %e, "master refused a commit");
-                    source.fail(worker, attempt, reason).await.map(|_| ())
+                    source
+                        .fail(worker, attempt, reason, for_good)
+                        .await
+                        .map(|_| ())
                 }
                 (result, _) => result,
             }
@@ -1499,7 +1509,8 @@ impl Coordinator {
                 let reason = error.to_string();
                 self.outcome.read_failures += 1;
                 warn!(%attempt, row = at, %reason, "read failed; the window goes on without the rows after it, which are read again later");
-                if let Some(action) = self.ledger.read_failed(attempt, at, reason) {
+                let for_good = error.is_for_good();
+                if let Some(action) = self.ledger.read_failed(attempt, at, reason, for_good) {
                     self.report(Report::Ledger(action));
                 }
             }
@@ -1815,8 +1826,13 @@ impl Coordinator {
                     return Ok(());
                 }
                 self.outcome.read_failures += 1;
-                warn!(%attempt, row = at, %reason, "read failed; the rows before it go on to the trainers, the rest is read again");
-                if let Some(action) = self.ledger.read_failed(attempt, at, reason) {
+                let for_good = error.is_for_good();
+                if for_good {
+                    warn!(%attempt, row = at, %reason, "read failed for good; the rows before it go on to the trainers, the task fails");
+                } else {
+                    warn!(%attempt, row = at, %reason, "read failed; the rows before it go on to the trainers, the rest is read again");
+                }
+                if let Some(action) = self.ledger.read_failed(attempt, at, reason, for_good) {
                     self.report(Report::Ledger(action));
                 }
             }

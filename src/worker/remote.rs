@@ -559,11 +559,13 @@ impl TaskSource for RemoteSource {
         worker: WorkerId,
         attempt: AttemptId,
         reason: String,
+        for_good: bool,
     ) -> Result<FailOutcome, SourceError> {
         let fail = ops::Fail {
             worker,
             attempt,
             reason,
+            for_good,
         };
         self.apply(fail).await
     }
