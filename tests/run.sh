@@ -135,4 +135,4 @@ trap 'stop_emulators; stop_hdfs; phase ""' EXIT
 tests/services/hdfs.sh start >/dev/null
 
 phase "cargo test"
-cargo test --all -- --test-threads=2
+cargo test --all --no-fail-fast -- --test-threads=2

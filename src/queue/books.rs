@@ -26,7 +26,7 @@
 //!   and a finish must report exactly it.
 //! - Counters saturate instead of overflowing.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::config::{ConfigError, QueueConfig};
 use super::cut::{Cut, CutPiece};
@@ -154,6 +154,11 @@ pub struct Queue {
     /// of the splits it added (the queue keeps it, so that snapshots hold it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     grown: Vec<Growth>,
+    /// Splits whose files were declared repaired: their failed tasks were put
+    /// back by [`Queue::retry_failed`]. Their leases, in every later epoch,
+    /// say so ([`Lease::repaired`]).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    repaired: BTreeSet<u32>,
     /// No tick before this time finds anything to do (see [`Due`]).
     #[serde(skip)]
     due: Due,
@@ -254,6 +259,7 @@ impl Queue {
             epochs_over: false,
             open,
             grown: Vec::new(),
+            repaired: BTreeSet::new(),
             due: Due::default(),
         };
         queue.start_epoch(0, num_splits);
@@ -769,6 +775,7 @@ impl Queue {
             offset: piece.start,
             deadline,
             skip: vec![(piece.end, u64::MAX)],
+            repaired: self.repaired.contains(&piece.split),
         }
     }
 
@@ -1250,6 +1257,7 @@ impl Queue {
             offset,
             deadline,
             skip,
+            repaired: self.repaired.contains(&split),
         }
     }
 
@@ -1373,6 +1381,8 @@ impl Queue {
     /// the offset it had committed, with its attempts counted afresh; a job
     /// that was over goes on until they are done. Failures of earlier epochs
     /// are kept (their epoch's tasks are gone); returns (put back, kept).
+    /// Their files count as repaired from now on: their leases say so, and
+    /// they are read as they are now (their size checked, not their stamp).
     pub fn retry_failed(&mut self, _now: Millis) -> (usize, usize) {
         let epoch = self.epoch;
         let mut retried = 0;
@@ -1381,6 +1391,7 @@ impl Queue {
                 task.state = TaskState::Todo { offset };
                 task.attempts = 0;
                 self.todo.push_back(split as u32);
+                self.repaired.insert(split as u32);
                 retried += 1;
             }
         }

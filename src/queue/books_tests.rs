@@ -407,6 +407,33 @@ fn retry_failed_puts_failed_tasks_back_at_their_committed_rows() {
 }
 
 #[test]
+fn a_split_put_back_by_retry_failed_is_leased_as_repaired_in_every_later_epoch() {
+    let mut q = queue(2, 2, 1);
+    let w = q.register(0);
+    let leases = tasks(q.lease(0, w, 2));
+    assert!(leases.iter().all(|l| !l.repaired));
+    let (bad, good) = (&leases[0], &leases[1]);
+    q.fail(1, w, bad.attempt, "changed".into()).expect("fail");
+    assert_eq!(q.retry_failed(2), (1, 0));
+    q.finish(3, w, good.attempt, 5).expect("finish");
+    let again = lease_one(&mut q, 4, w);
+    assert_eq!(again.split, bad.split);
+    assert!(again.repaired, "read as the file is now");
+    q.finish(5, w, again.attempt, 5).expect("finish");
+    // The next epoch: the repaired split still is, the other is not.
+    let next = tasks(q.lease(6, w, 2));
+    assert_eq!(next.len(), 2);
+    for lease in &next {
+        assert_eq!(lease.epoch, 1);
+        assert_eq!(lease.repaired, lease.split == bad.split, "{lease:?}");
+    }
+    // A snapshot keeps it.
+    let back: Queue =
+        serde_json::from_str(&serde_json::to_string(&q).expect("json")).expect("parse");
+    assert_eq!(back, q);
+}
+
+#[test]
 fn retry_failed_keeps_failures_of_earlier_epochs() {
     let mut q = queue(1, 2, 1);
     let w = q.register(0);

@@ -934,6 +934,7 @@ impl Sim {
                 offset: 0,
                 deadline: 0,
                 skip: Vec::new(),
+                repaired: false,
             };
             assert!(
                 self.report(&lease, Report::TakeBack(worker)),

@@ -123,6 +123,11 @@ pub struct Lease {
     /// Rows past `offset` not to read: they are in the job's checkpoint.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skip: Vec<(u64, u64)>,
+    /// The split's file was declared repaired (its task failed, then was put
+    /// back with `--retry-failed`): read it as it is now, checking only that
+    /// its size is the one planned, not its entity tag or modification time.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub repaired: bool,
 }
 
 /// How an epoch hands out its splits, as its one worker orders its windows

@@ -295,6 +295,7 @@ mod tests {
             offset,
             deadline: 0,
             skip: Vec::new(),
+            repaired: false,
         }
     }
 

@@ -1253,6 +1253,7 @@ impl Coordinator {
             offset: piece.start,
             deadline: 0,
             skip: vec![(piece.end, u64::MAX)],
+            repaired: false,
         };
         let handle = self.spawn_reader(split, lease, self.read_tx.clone());
         self.replaying.insert(attempt, handle);

@@ -98,6 +98,16 @@ pub fn spawn(
     read_retry: Duration,
     tx: mpsc::Sender<ReadEvent>,
 ) -> AbortHandle {
+    // A file declared repaired is read as it is now: its size is checked,
+    // not the entity tag or modification time it had when planned.
+    let split = if lease.repaired {
+        Split {
+            stamp: connectors::split::FileStamp::default(),
+            ..split
+        }
+    } else {
+        split
+    };
     let task = decode_pool().spawn(async move {
         let cap = select.cap(lease.split);
         let key = select

@@ -415,6 +415,7 @@ impl GlobalShuffle {
                         offset: 0,
                         deadline: 0,
                         skip: Vec::new(),
+                        repaired: false,
                     }
                 }
             };

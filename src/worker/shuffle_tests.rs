@@ -37,6 +37,7 @@ fn lease(attempt: u64, split: u32, offset: u64, skip: Vec<(u64, u64)>) -> Lease 
         offset,
         deadline: 0,
         skip,
+        repaired: false,
     }
 }
 
