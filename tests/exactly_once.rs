@@ -314,11 +314,21 @@ fn a_read_error_that_clears_resumes_after_the_last_row_handed_out() {
         .expect("train");
     // The reader fails at row group 1 long before the (slow) trainer has
     // acknowledged the rows before it; repair the file once the first batch
-    // arrived, so the retry reads good data.
+    // arrived, so the retry reads good data. The repair restores the file as
+    // planned, modification time included (as `cp -p` from a backup would):
+    // a file whose time changed is one changed since planning, never read.
     wait_until("the first batch", Duration::from_secs(60), || {
         count_lines(&out, "ids-") > 0
     });
+    let planned = std::fs::metadata(&part)
+        .and_then(|m| m.modified())
+        .expect("mtime");
     std::fs::write(&part, &pristine).expect("repair");
+    std::fs::File::options()
+        .write(true)
+        .open(&part)
+        .and_then(|f| f.set_modified(planned))
+        .expect("restore the mtime");
     let status = cluster::wait_exit(&mut child, "train");
     let stderr = cluster::stderr_of(&mut child);
     assert!(
@@ -354,7 +364,11 @@ fn a_worker_stopped_by_sigterm_hands_its_tasks_back_at_once() {
     cluster::signal(&stopped, libc::SIGTERM);
     let status = cluster::wait_exit(&mut stopped, "stopped worker");
     let stderr = cluster::stderr_of(&mut stopped);
-    assert!(status.success(), "a SIGTERMed worker exits 0: {stderr}");
+    assert_eq!(
+        status.code(),
+        Some(130),
+        "a SIGTERMed worker exits 130: {stderr}"
+    );
     assert!(stderr.contains("handed back"), "{stderr}");
     let started = std::time::Instant::now();
     let mut other = worker(&job, &second, 2, 0.0);

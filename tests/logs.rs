@@ -287,7 +287,7 @@ fn a_worker_whose_master_went_away_stops_on_sigterm_within_its_grace() {
         took < Duration::from_secs(5),
         "stopped after {took:?}: {text}"
     );
-    assert_eq!(status.code(), Some(0), "{text}");
+    assert_eq!(status.code(), Some(130), "{text}");
     assert!(
         text.contains("did not answer within the --grace period"),
         "{text}"

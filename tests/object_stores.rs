@@ -674,8 +674,10 @@ fn s3_read_errors_in_the_middle_of_a_task_repeat_no_row() {
     let stderr = String::from_utf8_lossy(&run.stderr);
     common::assert_damaged_run(run.status, &stderr, &part, &out, &bad);
 
-    // A read error that clears (the object is repaired while the rows before
-    // the damage are still on their way to the trainers): exit 0, every id once.
+    // An object repaired while the rows before the damage are still on their
+    // way to the trainers is one changed since planning (its entity tag is
+    // another): its task fails at once naming it (a repair is taken with
+    // `--retry-failed`, tests/crash_loops.rs), and no row arrives twice.
     let dir = tempfile::tempdir().expect("tempdir");
     let (part, pristine, _) = common::damaged_parquet_copy("parquet_row_groups", dir.path(), 1);
     let bucket = s3.new_bucket("flaky");
@@ -695,19 +697,24 @@ fn s3_read_errors_in_the_middle_of_a_task_repeat_no_row() {
     s3.upload(&bucket, &repaired, "out");
     let status = wait_exit(&mut child, "train");
     let stderr = stderr_of(&mut child);
+    assert_eq!(status.code(), Some(2), "a failed task exits 2: {stderr}");
+    let name = name.to_string_lossy();
     assert!(
-        status.success(),
-        "a read error that clears is retried: {stderr}"
+        stderr.lines().any(|l| l.contains("failed task")
+            && l.contains(name.as_ref())
+            && l.contains("changed since the job was planned")),
+        "the task fails naming the object as changed: {stderr}"
+    );
+    let ids = recorded_ids(&out, "ids-");
+    assert!(
+        !ids.is_empty(),
+        "the rows before the damage arrive: {stderr}"
     );
     assert!(
-        stderr.contains("read failed"),
-        "the read did fail: {stderr}"
+        ids.values().all(|&n| n == 1),
+        "S3, an object repaired mid-run: an id twice"
     );
-    assert_exactly_once(
-        &recorded_ids(&out, "ids-"),
-        rows,
-        "S3, transient read error",
-    );
+    assert!(ids.len() as u64 <= rows);
 }
 
 /// A part object changed on S3 between the job's planning (its master's

@@ -548,7 +548,7 @@ impl Follower {
         table: Option<crate::config::TableRef>,
     ) -> Result<(Follower, u32, Ends), connectors::Error> {
         let (position, taken) =
-            crate::protocol::follow::position_of(&state.spec, state.queue().grown());
+            crate::protocol::follow::position_of(state.spec.follow.as_ref(), state.queue().grown());
         let follower = Follower::new(
             location,
             options,

@@ -598,6 +598,7 @@ async fn train(
         drop_last: config.drop_last,
         follow: spec.follow.is_some(),
         select: Arc::new(spec.select.clone()),
+        only_worker: true,
     };
     let splits = Arc::new(spec.splits.clone());
     let drawer = Drawer::new(bar.clone(), source.clone(), factory.clone(), config.epochs);

@@ -281,6 +281,7 @@ async fn run_once(
         drop_last: config.drop_last,
         follow: spec.follow.is_some(),
         select: Arc::new(spec.select.clone()),
+        only_worker: false,
     };
     let outcome = pipeline::run(
         source.clone(),

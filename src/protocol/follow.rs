@@ -95,16 +95,16 @@ pub struct FollowStatus {
     pub steps: usize,
 }
 
-/// Where a followed job stands in its source after its start (`spec`) and
-/// its growths: the newest position, and every partition directory taken.
+/// Where a followed job stands in its source after its start (`start`, the
+/// job spec's position) and its growths: the newest position, and every
+/// partition directory taken.
 pub fn position_of(
-    spec: &super::spec::JobSpec,
+    start: Option<&FollowPosition>,
     grown: &[Growth],
 ) -> (FollowPosition, std::collections::BTreeSet<String>) {
     let mut taken = std::collections::BTreeSet::new();
-    let mut position = spec
-        .follow
-        .clone()
+    let mut position = start
+        .cloned()
         .unwrap_or(FollowPosition::Partitions { taken: Vec::new() });
     if let FollowPosition::Partitions { taken: names } = &position {
         taken.extend(names.iter().cloned());

@@ -79,6 +79,12 @@ pub struct PipelineConfig {
     /// The rows the job trains (`--split`, `--sample`, `--limit`): the
     /// readers cut the others.
     pub select: Arc<crate::protocol::select::Selection>,
+    /// The job's one worker (`sluice train`): with one device, rows reach the
+    /// batcher in the order their tasks were leased (see [`InOrder`]), so
+    /// that a seed gives the same batches run after run. A worker of a
+    /// master, whose lease order depends on the other workers, takes rows
+    /// as they come.
+    pub only_worker: bool,
 }
 
 /// A request to stop early, as Kubernetes makes one before pre-empting a pod
@@ -331,7 +337,8 @@ pub async fn run(
         starting: HashSet::new(),
         // With several devices the batch each gets depends on their speed
         // anyway; the global shuffle orders its windows itself.
-        in_order: (devices_n == 1 && config.shuffle_window.is_none()).then(InOrder::default),
+        in_order: (config.only_worker && devices_n == 1 && config.shuffle_window.is_none())
+            .then(InOrder::default),
         checkpoints: Checkpoints::new(devices_n),
         origins: HashMap::new(),
         replaying: HashMap::new(),
@@ -860,6 +867,12 @@ impl InOrder {
         self.held.entry(attempt).or_default().push(event);
     }
 
+    /// No read's events wait for their turn: nothing is read ahead of the
+    /// trainers here (a worker bound by its trainers leases no more).
+    fn holds_nothing(&self) -> bool {
+        self.held.is_empty()
+    }
+
     fn take_held(&mut self, attempt: AttemptId) -> Vec<ReadEvent> {
         self.held.remove(&attempt).unwrap_or_default()
     }
@@ -1115,7 +1128,8 @@ impl Coordinator {
                 && self.ahead.waiting() == 0
                 && read_rx.is_empty()
                 && !self.backed_up()
-                && self.batcher.buffered() < self.config.batch_size)
+                && self.batcher.buffered() < self.config.batch_size
+                && self.in_order.as_ref().is_none_or(InOrder::holds_nothing))
     }
 
     /// Whether enough batches wait for the devices that reading pauses.
