@@ -22,6 +22,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     // A trainer's watcher is this binary run again: it watches and exits.
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    quiet_panics_after_the_end();
     sluice::trainer::watch_if_asked(&args);
     // A trainer's program run where the job's token file reads as empty.
     sluice::harden::hide_if_asked(&args);
@@ -105,7 +106,27 @@ fn main() -> ExitCode {
 fn failed(e: &anyhow::Error) -> ExitCode {
     let code = sluice::cli::exit_code(e);
     logging::fatal(&one_line(e), code);
+    ENDED.store(code.max(1), std::sync::atomic::Ordering::SeqCst);
     ExitCode::from(code)
+}
+
+/// The exit code of a command whose error line is out (0 before): what the
+/// runtime's shutdown still does after it is no part of the command's answer.
+static ENDED: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Panics show as ever, except those of background tasks cancelled while the
+/// runtime shuts down after the command's error line (a store client's task
+/// unwrapping the join of another that the shutdown cancelled): the process
+/// exits with the command's code, its error line the one line it printed
+/// (and a build that aborts on panics does not abort).
+fn quiet_panics_after_the_end() {
+    let shown = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        match ENDED.load(std::sync::atomic::Ordering::SeqCst) {
+            0 => shown(info),
+            code => std::process::exit(i32::from(code)),
+        }
+    }));
 }
 
 /// A command line clap refused: clap's message (help and version go to
