@@ -1,0 +1,40 @@
+//! Every integration test, in one binary: one link of the crate, one process whose
+//! tests share the services and fixtures they start, run in parallel.
+
+mod airflow;
+mod catalogs;
+mod checkpoints;
+mod common;
+mod crash_loops;
+mod distributed;
+mod exactly_once;
+mod follow;
+mod formats;
+mod global_shuffle;
+mod hdfs;
+mod hdfs_kerberos;
+mod k8s_manifests;
+mod lockstep;
+mod logs;
+mod ls;
+mod master_api;
+mod model_checkpoints;
+mod object_stores;
+mod pipelines;
+mod python_dataset;
+mod python_trainer;
+mod read_retry;
+mod reproducible;
+mod select;
+mod shared_memory;
+mod signals;
+mod spark_launcher;
+mod status_page;
+mod streaming_sink;
+mod tables;
+mod tables_iceberg;
+mod train;
+mod trainer_supervision;
+mod transforms;
+mod usage_errors;
+mod wheel;
