@@ -5,7 +5,7 @@ use std::process::ExitStatus;
 use arrow::datatypes::DataType;
 use arrow::error::ArrowError;
 
-use super::allreduce::AllReduceError;
+use super::model::AllReduceError;
 
 /// Why a trainer could not be built or could not apply its batches.
 #[derive(thiserror::Error, Debug)]

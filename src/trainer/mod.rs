@@ -9,41 +9,26 @@
 //! - [`ExecFactory`] (`--exec CMD`) feeds an external process per device an Arrow IPC stream
 //!   and reads its acknowledgements (see "The exec trainer protocol" in the design notes).
 
-mod allreduce;
-mod child;
 mod error;
-mod exec;
-mod features;
+pub mod exec;
 pub(crate) mod hashing;
-mod ipc;
-mod line;
-mod linear;
-mod lockstep;
-mod none;
-mod parallel;
-mod scaling;
-mod shared_model;
-mod shm;
+pub mod model;
 mod stats;
 mod transform;
-mod watcher;
 
-pub use allreduce::{AllReduce, AllReduceError, Reduce};
-pub use child::{die_with_parent, Attach};
 pub use error::TrainerError;
+pub use exec::protocol::{self, LOCKSTEP_ENV, RESUME_CHECKPOINT_ENV};
 pub use exec::{
-    ExecFactory, ExecTrainer, DEFAULT_MAX_RESTARTS, DEFAULT_TRAINER_TIMEOUT, DEFAULT_WINDOW,
-    RESUME_CHECKPOINT_ENV,
+    die_with_parent, run_watchers_as, watch_if_asked, Attach, ExecFactory, ExecTrainer,
+    LockstepGroup, DEFAULT_MAX_RESTARTS, DEFAULT_TRAINER_TIMEOUT, DEFAULT_WINDOW, WATCHER_ARG,
 };
-pub use features::{FeatureLayout, Rows};
 pub use hashing::{hash_bytes, hash_column, hash_int, NULL_HASH};
-pub use linear::{LinearKind, DEFAULT_LEARNING_RATE};
-pub use lockstep::{Group as LockstepGroup, LOCKSTEP_ENV};
-pub use none::{NoneFactory, NoneTrainer};
-pub use parallel::{LinearFactory, LinearTrainer};
-pub use shared_model::{checkpoint_path, ModelCheckpoints, DEFAULT_CHECKPOINT_EVERY};
+pub use model::{
+    checkpoint_path, AllReduce, AllReduceError, FeatureLayout, LinearFactory, LinearKind,
+    LinearTrainer, ModelCheckpoints, NoneFactory, NoneTrainer, Reduce, Rows,
+    DEFAULT_CHECKPOINT_EVERY, DEFAULT_LEARNING_RATE,
+};
 pub use transform::{HashBuckets, Transform, TransformFactory, HASH_BUCKETS_KEY};
-pub use watcher::{run_watchers_as, watch_if_asked, WATCHER_ARG};
 
 use arrow::datatypes::Schema;
 use arrow::record_batch::RecordBatch;

@@ -26,7 +26,7 @@ use super::{Batch, Mark, Trainer, TrainerError, TrainerFactory, TrainerReport};
 
 /// Field metadata key set on a hashed column: the number of buckets. Python's
 /// `sluice_trainer.to_torch` reads it and leaves the column as it is.
-pub const HASH_BUCKETS_KEY: &str = "sluice.hash_buckets";
+pub use super::exec::protocol::HASH_BUCKETS_KEY;
 
 /// Which columns `--hash-buckets` hashes.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

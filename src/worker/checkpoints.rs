@@ -16,12 +16,7 @@ use arrow::record_batch::RecordBatch;
 
 use crate::queue::CutPiece;
 
-/// The per-message IPC metadata key that tells a trainer the newest
-/// checkpoint ID that is complete (every device of its worker wrote it and
-/// the master recorded it): checkpoints older than it are never resumed
-/// from again, so the trainer may prune them. Carried on the first batch
-/// after the checkpoint became complete.
-pub const CHECKPOINT_COMPLETE_KEY: &str = "sluice.checkpoint_complete";
+pub use crate::trainer::protocol::CHECKPOINT_COMPLETE_KEY;
 
 /// The newest complete checkpoint of a worker's trainers, set once the
 /// master recorded it, read by the device threads.

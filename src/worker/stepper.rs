@@ -20,12 +20,7 @@ use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use super::batcher::{self, OutBatch};
 use crate::queue::AttemptId;
 
-/// Batch metadata key: the epoch of the batch's rows (0-based).
-pub const EPOCH_KEY: &str = "sluice.epoch";
-/// Batch metadata key: the step of the batch within its epoch (0-based).
-pub const STEP_KEY: &str = "sluice.step";
-/// Batch metadata key, on the last batch of an epoch a device gets: the epoch.
-pub const EPOCH_END_KEY: &str = "sluice.epoch_end";
+pub use crate::trainer::protocol::{EPOCH_END_KEY, EPOCH_KEY, STEP_KEY};
 
 /// One batch per device, in device order.
 #[derive(Debug)]

@@ -50,18 +50,35 @@ import sys
 import pyarrow as pa
 import pyarrow.ipc
 
+# Every name of the protocol. sluice's own list (src/trainer/exec/protocol.rs) is
+# checked against these lines by a test: keep one `NAME = value` per line.
+VERSION = 1
+VERSION_ENV = "SLUICE_PROTOCOL_VERSION"
 ACK_FD_ENV = "SLUICE_ACK_FD"
 DEVICE_ENV = "SLUICE_DEVICE"
 DEVICES_ENV = "SLUICE_DEVICES"
 RESUME_ENV = "SLUICE_RESUME_CHECKPOINT"
 LOCKSTEP_ENV = "SLUICE_LOCKSTEP"
 SHM_FD_ENV = "SLUICE_SHM_FD"
+SHM_MESSAGES_ENV = "SLUICE_SHM_MESSAGES"
+ACK_FD = 3
+SHM_FD = 4
+ACK_LINE = "ack"
+CHECKPOINTS_LINE = "checkpoints"
+CHECKPOINT_PREFIX = "checkpoint "
+SHM_LINE = "shm"
+SHM_MESSAGE_LINE = "shm message"
+MAX_CHECKPOINT_ID = 128
+EPOCH_KEY = "sluice.epoch"
+STEP_KEY = "sluice.step"
+EPOCH_END_KEY = "sluice.epoch_end"
+CHECKPOINT_COMPLETE_KEY = "sluice.checkpoint_complete"
+RESUME_KEY = "sluice.resume_checkpoint"
 SHM_KEY = "sluice.shm"
 SHM_MESSAGE_KEY = "sluice.shm_message"
-SHM_MESSAGES_ENV = "SLUICE_SHM_MESSAGES"
-RESUME_KEY = "sluice.resume_checkpoint"
+HASH_BUCKETS_KEY = "sluice.hash_buckets"
 
-_CHECKPOINT_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
+_CHECKPOINT_ID = re.compile(r"[A-Za-z0-9._-]{1,%d}" % MAX_CHECKPOINT_ID)
 
 
 class SluiceError(RuntimeError):
@@ -74,6 +91,10 @@ class SluiceError(RuntimeError):
 
 class NotUnderSluice(SluiceError):
     """The process was not started by `sluice train --exec` or `sluice worker --exec`."""
+
+
+def _line(text):
+    return text.encode() + b"\n"
 
 
 def _env_int(env, name, default, minimum):
@@ -119,6 +140,13 @@ class Connection:
             raise NotUnderSluice(
                 f"{ACK_FD_ENV} is not set: this trainer must be started by sluice, e.g. "
                 f"sluice train DATA --exec 'python {_script_name()}' --devices 2"
+            )
+        version = _env_int(env, VERSION_ENV, VERSION, 1)
+        if version > VERSION:
+            raise SluiceError(
+                f"sluice speaks version {version} of the trainer protocol and this "
+                f"sluice_trainer version {VERSION}: install the sluice-train wheel that "
+                "matches the sluice binary"
             )
         self.ack_fd = _env_int(env, ACK_FD_ENV, None, 0)
         self.device = _env_int(env, DEVICE_ENV, 0, 0)
@@ -174,7 +202,7 @@ class Connection:
             os.fstat(self._shm_fd)
         except OSError:
             return False
-        _write_all(self.ack_fd, b"shm message\n" if self._shm_messages else b"shm\n")
+        _write_all(self.ack_fd, _line(SHM_MESSAGE_LINE if self._shm_messages else SHM_LINE))
         self.shared_memory = True
         return True
 
@@ -289,11 +317,11 @@ class Connection:
             text = tags.get(key)
             return int(text) if text is not None and text.isdigit() else None
 
-        self.epoch = number("sluice.epoch")
-        self.step = number("sluice.step")
-        self.epoch_end = "sluice.epoch_end" in tags
-        if tags.get("sluice.checkpoint_complete"):
-            self.checkpoint_complete = tags["sluice.checkpoint_complete"]
+        self.epoch = number(EPOCH_KEY)
+        self.step = number(STEP_KEY)
+        self.epoch_end = EPOCH_END_KEY in tags
+        if tags.get(CHECKPOINT_COMPLETE_KEY):
+            self.checkpoint_complete = tags[CHECKPOINT_COMPLETE_KEY]
         if SHM_MESSAGE_KEY in tags:
             return tags[SHM_MESSAGE_KEY], True
         return tags.get(SHM_KEY), False
@@ -322,7 +350,7 @@ class Connection:
                 f"ack({count}): only {self.pending} received batches are unacknowledged"
             )
         if count:
-            _write_all(self.ack_fd, b"ack\n" * count)
+            _write_all(self.ack_fd, _line(ACK_LINE) * count)
             self.acked += count
 
     def batches(self, auto_ack=True):
@@ -363,7 +391,7 @@ class Connection:
                 "sluice must be told before the first ack; call "
                 "sluice_trainer.connect(checkpoints=True) before the training loop"
             )
-        _write_all(self.ack_fd, b"checkpoints\n")
+        _write_all(self.ack_fd, _line(CHECKPOINTS_LINE))
         self.checkpoints = True
 
     def resume_checkpoint(self):
@@ -406,7 +434,7 @@ class Connection:
             )
         if ack:
             self.ack()
-        _write_all(self.ack_fd, f"checkpoint {text}\n".encode("ascii"))
+        _write_all(self.ack_fd, _line(CHECKPOINT_PREFIX + text))
         self._checkpoint_ids.add(text)
         self.last_checkpoint = text
 

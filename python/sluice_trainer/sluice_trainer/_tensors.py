@@ -6,12 +6,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ._hashing import hash_array, is_hashable_type
-from ._protocol import SluiceError, _import_torch
+from ._protocol import HASH_BUCKETS_KEY, SluiceError, _import_torch
 
 NULLS = ("raise", "fill")
 
 #: Field metadata sluice sets on a column it hashed (`sluice train --hash-buckets`).
-HASHED_KEY = b"sluice.hash_buckets"
+HASHED_KEY = HASH_BUCKETS_KEY.encode()
 
 
 def hashed_by_sluice(field):

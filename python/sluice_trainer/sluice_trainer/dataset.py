@@ -25,7 +25,8 @@ import threading
 
 from ._binary import find_sluice_bin
 from ._device import DeviceFeeder
-from ._protocol import Connection, SluiceError, _import_torch
+from ._protocol import (ACK_FD_ENV, DEVICE_ENV, DEVICES_ENV, SHM_FD_ENV, Connection,
+                        SluiceError, _import_torch)
 from ._tensors import to_torch
 
 __all__ = ["Dataset"]
@@ -261,9 +262,9 @@ class Dataset:
         self._stderr = threading.Thread(target=self._read_stderr, name="sluice-stderr",
                                         daemon=True)
         self._stderr.start()
-        env = {"SLUICE_ACK_FD": str(ack_w), "SLUICE_DEVICE": "0", "SLUICE_DEVICES": "1"}
+        env = {ACK_FD_ENV: str(ack_w), DEVICE_ENV: "0", DEVICES_ENV: "1"}
         if memory is not None:
-            env["SLUICE_SHM_FD"] = str(memory)
+            env[SHM_FD_ENV] = str(memory)
         # Unbuffered: under lockstep, select() on it tells whether a message waits.
         self._data = os.fdopen(data_r, "rb", buffering=0)
         self._ack_fd = ack_w

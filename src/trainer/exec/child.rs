@@ -27,16 +27,14 @@ use arrow::record_batch::RecordBatch;
 use super::ipc::{self, TaggedStreamWriter};
 use super::line::{read_line, LineError, MAX_LINE};
 use super::lockstep::Group;
-use super::shm::{Asked, Form, SharedBatches, SHM_FD, SHM_MESSAGES_ENV};
+use super::protocol::{
+    self, ACK_FD, ACK_FD_ENV, CHECKPOINTS_LINE, CHECKPOINT_PREFIX, DEVICES_ENV, DEVICE_ENV,
+    RESUME_KEY, SECRET_ENV, SHM_FD, SHM_FD_ENV, SHM_LINE, SHM_MESSAGES_ENV, SHM_MESSAGE_LINE,
+};
+use super::shm::{Asked, Form, SharedBatches};
 use super::watcher;
-use super::TrainerError;
 use crate::sys;
-
-/// Schema metadata of an attached trainer's stream: the checkpoint to load.
-pub(crate) const RESUME_KEY: &str = "sluice.resume_checkpoint";
-
-/// The child's file descriptor for acknowledgements (`SLUICE_ACK_FD`).
-pub(crate) const ACK_FD: RawFd = 3;
+use crate::trainer::TrainerError;
 
 /// How long a child that stopped reading or closed its ack pipe may take to exit before
 /// it is killed.
@@ -48,9 +46,6 @@ const DRAIN_GRACE: Duration = Duration::from_secs(1);
 
 /// How long a blocked write to the child's stdin waits before checking the trainer timeout.
 const WRITE_POLL: Duration = Duration::from_millis(100);
-
-/// Variables of sluice's own environment that no trainer may see (secrets).
-const SECRET_ENV: [&str; 1] = ["SLUICE_TOKEN"];
 
 /// What the reader thread saw on the ack pipe.
 #[derive(Debug)]
@@ -415,7 +410,7 @@ impl Child {
                 .env
                 .iter()
                 .rev()
-                .find(|(key, _)| key == super::exec::RESUME_CHECKPOINT_ENV)
+                .find(|(key, _)| key == super::protocol::RESUME_CHECKPOINT_ENV)
                 .map(|(_, id)| id.clone()),
             input: Input::Raw(pipe),
             events,
@@ -684,9 +679,10 @@ fn command(spec: &ChildSpec, lifeline: RawFd, ack: RawFd, shm: Option<RawFd>) ->
         }
     };
     command
-        .env("SLUICE_DEVICE", spec.device.to_string())
-        .env("SLUICE_DEVICES", spec.devices.to_string())
-        .env("SLUICE_ACK_FD", ACK_FD.to_string())
+        .env(protocol::VERSION_ENV, protocol::VERSION.to_string())
+        .env(DEVICE_ENV, spec.device.to_string())
+        .env(DEVICES_ENV, spec.devices.to_string())
+        .env(ACK_FD_ENV, ACK_FD.to_string())
         .stdin(Stdio::piped())
         .process_group(0);
     for secret in SECRET_ENV {
@@ -699,7 +695,7 @@ fn command(spec: &ChildSpec, lifeline: RawFd, ack: RawFd, shm: Option<RawFd>) ->
         command.envs(group.env(spec.device, spec.devices));
     }
     if shm.is_some() {
-        command.env("SLUICE_SHM_FD", SHM_FD.to_string());
+        command.env(SHM_FD_ENV, SHM_FD.to_string());
         command.env(SHM_MESSAGES_ENV, "1");
     }
     command.envs(spec.env.iter().map(|(k, v)| (k, v)));
@@ -774,20 +770,20 @@ fn forward_acks(
         let event = match read_line(&mut reader, MAX_LINE) {
             Ok(None) => break,
             Ok(Some(line)) => match line.trim() {
-                "ack" => {
+                protocol::ACK_LINE => {
                     quiet.touch();
                     AckEvent::Ack
                 }
                 "" => continue,
-                "shm" => {
+                SHM_LINE => {
                     wants_shared.set(Form::Stream);
                     continue;
                 }
-                "shm message" => {
+                SHM_MESSAGE_LINE => {
                     wants_shared.set(Form::Message);
                     continue;
                 }
-                "checkpoints" => AckEvent::Declared,
+                CHECKPOINTS_LINE => AckEvent::Declared,
                 trimmed => match checkpoint_id(trimmed) {
                     Some(id) => {
                         quiet.touch();
@@ -811,15 +807,10 @@ fn forward_acks(
     let _ = events.send(AckEvent::Eof);
 }
 
-/// The ID of a line `checkpoint ID`: 1 to 128 characters of `[A-Za-z0-9._-]`.
+/// The ID of a line `checkpoint ID` (see [`protocol::is_checkpoint_id`]).
 pub(crate) fn checkpoint_id(line: &str) -> Option<&str> {
-    let id = line.strip_prefix("checkpoint ")?.trim();
-    let valid = !id.is_empty()
-        && id.len() <= 128
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
-    valid.then_some(id)
+    let id = line.strip_prefix(CHECKPOINT_PREFIX)?.trim();
+    protocol::is_checkpoint_id(id).then_some(id)
 }
 
 /// Sorts a write failure: a closed pipe means the child is gone.

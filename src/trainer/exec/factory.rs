@@ -21,11 +21,10 @@ use arrow::datatypes::{Schema, SchemaRef};
 
 use super::child::{AckEvent, Attach, Child, ChildSpec, SendError};
 use super::lockstep::Group;
-use super::stats::{self, EpochLog, SharedLog};
-use super::{Batch, Mark, MarkKind, Trainer, TrainerError, TrainerFactory, TrainerReport};
+use crate::trainer::stats::{self, EpochLog, SharedLog};
+use crate::trainer::{Batch, Mark, MarkKind, Trainer, TrainerError, TrainerFactory, TrainerReport};
 
-/// The environment variable naming the checkpoint a trainer resumes from.
-pub const RESUME_CHECKPOINT_ENV: &str = "SLUICE_RESUME_CHECKPOINT";
+pub use super::protocol::RESUME_CHECKPOINT_ENV;
 
 /// Restarts allowed per device when none is given.
 pub const DEFAULT_MAX_RESTARTS: u32 = 3;

@@ -22,7 +22,7 @@ use arrow::record_batch::RecordBatch;
 use flatbuffers::FlatBufferBuilder;
 
 /// Schema metadata keys with this prefix go with the batch, not the schema.
-pub const BATCH_KEY_PREFIX: &str = "sluice.";
+pub use super::protocol::KEY_PREFIX as BATCH_KEY_PREFIX;
 
 /// Writes an IPC stream, one message per batch, with per-batch metadata.
 pub struct TaggedStreamWriter<W: Write> {

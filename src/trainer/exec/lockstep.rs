@@ -8,8 +8,7 @@
 use std::net::{Ipv4Addr, TcpListener};
 use std::sync::Mutex;
 
-/// Set to `1` for the processes of a lockstep group.
-pub const LOCKSTEP_ENV: &str = "SLUICE_LOCKSTEP";
+pub use super::protocol::LOCKSTEP_ENV;
 
 /// The address `torch.distributed` rendezvous at (`MASTER_ADDR`).
 const MASTER_ADDR: &str = "127.0.0.1";

@@ -32,17 +32,7 @@ use arrow::record_batch::RecordBatch;
 
 use crate::sys::memory::{self, SharedMapping};
 
-/// The trainer's file descriptor for the memory file (`SLUICE_SHM_FD`).
-pub(crate) const SHM_FD: RawFd = 4;
-
-/// The metadata key of a batch message pointing into the memory file.
-pub(crate) const SHM_KEY: &str = "sluice.shm";
-
-/// The metadata key of a batch message pointing to a lone record batch message.
-pub(crate) const SHM_MESSAGE_KEY: &str = "sluice.shm_message";
-
-/// The environment variable that tells a trainer it may ask for `shm message`.
-pub(crate) const SHM_MESSAGES_ENV: &str = "SLUICE_SHM_MESSAGES";
+pub(crate) use super::protocol::{SHM_KEY, SHM_MESSAGE_KEY};
 
 /// How a batch lies in the memory file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

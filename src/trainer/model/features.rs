@@ -9,7 +9,7 @@ use arrow::compute::cast;
 use arrow::datatypes::{DataType, Float64Type, Schema};
 use arrow::record_batch::RecordBatch;
 
-use super::TrainerError;
+use crate::trainer::TrainerError;
 
 /// Where the label and features are in a schema, and the expanded feature names.
 #[derive(Clone, Debug, PartialEq)]

@@ -24,8 +24,8 @@ use std::str::FromStr;
 use super::allreduce::Reduce;
 use super::features::{FeatureLayout, Rows};
 use super::scaling::{Moments, Scaling};
-use super::stats::{EpochLog, EpochTotals};
-use super::TrainerError;
+use crate::trainer::stats::{EpochLog, EpochTotals};
+use crate::trainer::TrainerError;
 
 /// Learning rate used when none is given.
 pub const DEFAULT_LEARNING_RATE: f64 = 0.05;
@@ -309,7 +309,7 @@ impl LinearModel {
     }
 
     /// Per-epoch statistics so far.
-    pub fn epochs(&self) -> Vec<super::EpochStats> {
+    pub fn epochs(&self) -> Vec<crate::trainer::EpochStats> {
         self.log.stats()
     }
 

@@ -4,8 +4,8 @@ use std::sync::{Arc, Mutex};
 
 use arrow::datatypes::Schema;
 
-use super::stats::{self, EpochLog, SharedLog};
-use super::{Batch, Trainer, TrainerError, TrainerFactory, TrainerReport};
+use crate::trainer::stats::{self, EpochLog, SharedLog};
+use crate::trainer::{Batch, Trainer, TrainerError, TrainerFactory, TrainerReport};
 
 /// Builds [`NoneTrainer`]s sharing one row count per epoch.
 #[derive(Default)]

@@ -17,7 +17,7 @@ use super::allreduce::AllReduce;
 use super::features::FeatureLayout;
 use super::linear::{self, LinearKind, LinearModel, DEFAULT_LEARNING_RATE};
 use super::shared_model::{CheckpointInfo, ModelCheckpoints, Saver, SharedModel};
-use super::{Batch, Mark, MarkKind, Trainer, TrainerError, TrainerFactory, TrainerReport};
+use crate::trainer::{Batch, Mark, MarkKind, Trainer, TrainerError, TrainerFactory, TrainerReport};
 
 type Group = AllReduce<SharedModel>;
 

@@ -23,8 +23,8 @@ use std::sync::Arc;
 use super::allreduce::Reduce;
 use super::features::FeatureLayout;
 use super::linear::{BatchGradient, LinearModel};
-use super::stats::EpochTotals;
-use super::TrainerError;
+use crate::trainer::stats::EpochTotals;
+use crate::trainer::TrainerError;
 
 /// Steps between checkpoints of a built-in model when `--state` is given and
 /// `--checkpoint-every` is not.
