@@ -85,6 +85,20 @@ pub struct UsageError {
     pub message: String,
 }
 
+/// The code of a job that ran to its end: [`TASKS_FAILED`] when tasks failed,
+/// each named on stderr (`failed task: FILE (epoch N): REASON`), else [`DONE`].
+/// `sluice train`, `sluice master` and `sluice run` end through it.
+pub fn of_failed_tasks<T: std::fmt::Display>(failed: &[T]) -> u8 {
+    for task in failed {
+        crate::logging::result_warning(format!("failed task: {task}"));
+    }
+    if failed.is_empty() {
+        DONE
+    } else {
+        TASKS_FAILED
+    }
+}
+
 /// The exit code of a command stopped by an error whose causes, outermost
 /// first, are `chain`: the first that decides, else [`ERROR`].
 pub fn of_chain<'a>(chain: impl IntoIterator<Item = &'a (dyn Error + 'static)>) -> u8 {

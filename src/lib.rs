@@ -11,6 +11,7 @@
 pub mod catalog;
 pub mod cli;
 pub mod config;
+pub mod epoch;
 pub mod exit;
 pub mod follow;
 pub mod harden;

@@ -22,6 +22,7 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::EnvFilter;
 
 use crate::config::{LogFormat, LogOptions};
+use crate::epoch::Epoch;
 
 /// The `tracing` target of a command's result lines (always written).
 pub const RESULT: &str = "sluice_result";
@@ -347,9 +348,9 @@ impl ProgressLine {
     /// The line for people.
     pub fn text(&self) -> String {
         let mut text = if self.epoch_done {
-            format!("epoch {}/{} done:", self.epoch + 1, self.epochs)
+            format!("epoch {}/{} done:", Epoch(self.epoch), self.epochs)
         } else {
-            format!("progress: epoch {}/{},", self.epoch + 1, self.epochs)
+            format!("progress: epoch {}/{},", Epoch(self.epoch), self.epochs)
         };
         text.push_str(&format!(
             " {} rows ({:.0} rows/s), {}/{} tasks done",
@@ -373,7 +374,7 @@ impl ProgressLine {
     pub fn log(&self) {
         tracing::info!(
             target: PROGRESS,
-            epoch = self.epoch + 1,
+            epoch = Epoch(self.epoch).number(),
             epochs = self.epochs,
             epoch_done = self.epoch_done,
             rows = self.rows,

@@ -189,11 +189,11 @@ async fn dispatch(
                 Outcome::Trained(summary) => summary,
                 Outcome::AlreadyFinished(finished) => {
                     logging::result(finished.line());
-                    return Ok(Ended::Code(failed_tasks(&finished.tasks_failed)));
+                    return Ok(Ended::Code(exit::of_failed_tasks(&finished.tasks_failed)));
                 }
             };
             summary.log();
-            failed_tasks(&summary.tasks_failed)
+            exit::of_failed_tasks(&summary.tasks_failed)
         }
         CliCommand::Master(args) => sluice::cli::dist::master(*args).await?,
         CliCommand::Worker(args) => return sluice::cli::dist::worker(*args).await,
@@ -207,18 +207,6 @@ async fn dispatch(
         }
     };
     Ok(Ended::Code(code))
-}
-
-/// Names each failed task on stderr; the exit code they make.
-fn failed_tasks(failed: &[sluice::job::summary::FailedTask]) -> u8 {
-    for task in failed {
-        logging::result_warning(format!("failed task: {task}"));
-    }
-    if failed.is_empty() {
-        exit::DONE
-    } else {
-        exit::TASKS_FAILED
-    }
 }
 
 /// An error and its causes on one line.

@@ -234,14 +234,7 @@ pub async fn master(mut args: MasterArgs) -> anyhow::Result<u8> {
             ""
         }
     ));
-    for f in &outcome.failed {
-        logging::result_warning(format!("failed task: {f}"));
-    }
-    Ok(if outcome.failed.is_empty() {
-        exit::DONE
-    } else {
-        exit::TASKS_FAILED
-    })
+    Ok(exit::of_failed_tasks(&outcome.failed))
 }
 
 /// Runs `sluice worker`.
@@ -431,7 +424,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<u8> {
              {}{total} rows committed ({} in tasks done), {} workers live, {} departed\n",
             s.url,
             if q.job_over { "job over" } else { "running" },
-            q.epoch + 1,
+            crate::epoch::Epoch(q.epoch),
             q.epochs,
             q.todo,
             q.leased,
@@ -464,7 +457,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<u8> {
                 t.push_str(&format!(
                     "failed: {} (epoch {}): {}\n",
                     f.file,
-                    f.epoch + 1,
+                    crate::epoch::Epoch(f.epoch),
                     f.reason
                 ));
             }

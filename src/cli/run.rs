@@ -68,18 +68,6 @@ pub async fn run(args: RunArgs, mut job: Job) -> anyhow::Result<Ended> {
             crate::logging::result(line);
         }
     }
-    let failed = report
-        .summary
-        .as_ref()
-        .is_some_and(|s| !s.tasks_failed.is_empty());
-    if let Some(summary) = report.summary.as_ref() {
-        for failed in &summary.tasks_failed {
-            crate::logging::result_warning(format!("failed task: {failed}"));
-        }
-    }
-    Ok(Ended::Code(if failed {
-        exit::TASKS_FAILED
-    } else {
-        exit::DONE
-    }))
+    let failed = report.summary.as_ref().map_or(&[][..], |s| &s.tasks_failed);
+    Ok(Ended::Code(exit::of_failed_tasks(failed)))
 }

@@ -27,7 +27,7 @@ impl std::fmt::Display for FailedTask {
             f,
             "{} (epoch {}): {}",
             self.file,
-            self.epoch + 1,
+            crate::epoch::Epoch(self.epoch),
             self.reason
         )
     }

@@ -1090,7 +1090,7 @@ impl Drawer {
         let rate = p.rows as f64 / self.started.elapsed().as_secs_f64().max(1e-9);
         let mut msg = format!(
             "epoch {}/{} {} rows {:.0} rows/s",
-            p.epoch + 1,
+            crate::epoch::Epoch(p.epoch),
             self.epochs,
             p.rows,
             rate

@@ -369,7 +369,7 @@ impl WorkerProgress {
                     let seconds = then.0.elapsed().as_secs_f64();
                     let rate = rows.saturating_sub(then.1) as f64 / seconds.max(1e-9);
                     then = (std::time::Instant::now(), rows);
-                    let epoch = epoch.load(Ordering::Relaxed) + 1;
+                    let epoch = crate::epoch::Epoch(epoch.load(Ordering::Relaxed)).number();
                     tracing::info!(
                         target: crate::logging::PROGRESS,
                         rows,

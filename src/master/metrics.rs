@@ -114,7 +114,7 @@ impl Collector for Figures {
             &mut e,
             "sluice_epoch",
             "Current epoch (1-based).",
-            count(q.epoch) + 1,
+            count(crate::epoch::Epoch(q.epoch).number()),
         )?;
         gauge(
             &mut e,

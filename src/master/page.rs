@@ -35,7 +35,7 @@ td,th{{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:right}}th{{back
         url = esc(&s.url),
         cls = if q.job_over { "over" } else { "" },
         state = if q.job_over { "job over" } else { "running" },
-        epoch = q.epoch + 1,
+        epoch = crate::epoch::Epoch(q.epoch),
         epochs = q.epochs,
         todo = q.todo,
         leased = q.leased,
@@ -97,7 +97,7 @@ td,th{{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:right}}th{{back
                 html,
                 "<tr class=\"fail\"><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&f.file),
-                f.epoch + 1,
+                crate::epoch::Epoch(f.epoch),
                 esc(&f.reason)
             );
         }

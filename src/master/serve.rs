@@ -480,7 +480,14 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
         failed: status
             .failed
             .iter()
-            .map(|f| format!("{} (epoch {}): {}", f.file, f.epoch + 1, f.reason))
+            .map(|f| {
+                format!(
+                    "{} (epoch {}): {}",
+                    f.file,
+                    crate::epoch::Epoch(f.epoch),
+                    f.reason
+                )
+            })
             .collect(),
         tasks_done: status.queue.tasks_done,
         tasks: (status.queue.splits as u64).saturating_mul(u64::from(status.queue.epochs)),
