@@ -90,12 +90,12 @@ for target in bzip2_blocks hadoop_block; do
   echo "$target: $(grep -E '^#[0-9]+[[:space:]]+DONE' "$log" || tail -n 1 "$log")"
 done
 
-phase "wheel (maturin around the dev build; tests/wheel.rs installs it)"
+phase "wheel (maturin around the dev build; tests/it/wheel.rs installs it)"
 # The same pyproject.toml builds the release wheel with the small `dist` binary
 # (`maturin build --zig --compatibility manylinux2014`, for glibc 2.17); here it
 # packs the debug binary cargo test uses anyway, tagged for this machine's glibc:
 # `--zig` would build every crate again for an explicit target (a second full
-# build), so tests/wheel.rs checks here only that the tag and the binary's glibc
+# build), so tests/it/wheel.rs checks here only that the tag and the binary's glibc
 # symbols agree, and SLUICE_WHEEL_GLIBC=2.17 checks a release wheel.
 if ! "$VENV/bin/maturin" --version >/dev/null 2>&1; then
   echo "tests/run.sh: no maturin in $VENV; run .ci/run (it installs it)" >&2
@@ -123,7 +123,7 @@ done
 phase "hdfs (tests/services/hdfs.sh: a MiniDFSCluster)"
 # Started after the fixtures and not exported: Spark must not see the cluster's
 # configuration while it writes local test data; the tests pass HADOOP_CONF_DIR
-# to sluice themselves. The HA cluster is started by tests/hdfs.rs when needed.
+# to sluice themselves. The HA cluster is started by tests/it/hdfs.rs when needed.
 stop_hdfs() {
   tests/services/hdfs.sh stop || true
   tests/services/hdfs.sh stop-ha || true
@@ -135,4 +135,4 @@ trap 'stop_emulators; stop_hdfs; phase ""' EXIT
 tests/services/hdfs.sh start >/dev/null
 
 phase "cargo test"
-cargo test --all --no-fail-fast -- --test-threads=2
+cargo test --all --no-fail-fast -- --test-threads=4

@@ -9,7 +9,8 @@ use crate::trainer::TrainerReport;
 pub struct FailedTask {
     /// The file of the task's split.
     pub file: String,
-    /// Epoch.
+    /// Epoch (JSON counts from 1).
+    #[serde(with = "crate::epoch::one_based")]
     pub epoch: u32,
     /// Split index.
     pub split: u32,
@@ -20,8 +21,7 @@ pub struct FailedTask {
 }
 
 impl std::fmt::Display for FailedTask {
-    /// `FILE (epoch N): REASON`, with epochs counted from 1 as in every
-    /// message (the JSON's `epoch` counts from 0).
+    /// `FILE (epoch N): REASON`, with epochs counted from 1 as everywhere.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,

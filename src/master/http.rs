@@ -49,9 +49,9 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/", get(status_page))
         .route("/metrics", get(metrics))
-        .route("/v1/job", get(job))
-        .route("/v1/splits", get(splits))
-        .route("/v1/status", get(status))
+        .route(JobQuery::PATH, get(job))
+        .route(SplitsQuery::PATH, get(splits))
+        .route(StatusQuery::PATH, get(status))
         .route(RegisterRequest::PATH, post(register))
         .route(ops::Lease::PATH, post(operate::<ops::Lease>))
         .route(ops::Heartbeat::PATH, post(heartbeat))
@@ -316,13 +316,6 @@ async fn take_back_unheld(
     }
 }
 
-/// `GET /v1/job?name=NAME`: the worker named NAME resumes from its last
-/// complete checkpoint, if its trainers keep checkpoints.
-#[derive(Deserialize)]
-struct JobQuery {
-    name: Option<String>,
-}
-
 async fn job(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -346,13 +339,6 @@ async fn job(
     spec.lease_timeout_ms = Some(lease_timeout_ms);
     spec.resume_checkpoint = resume;
     Json(spec).into_response()
-}
-
-/// `GET /v1/splits?from=N`: the splits from index N on (a followed job
-/// adds splits while it runs; a worker asks for those it lacks).
-#[derive(Deserialize)]
-struct SplitsQuery {
-    from: usize,
 }
 
 async fn splits(
@@ -437,13 +423,14 @@ fn relative(url: &str, path: &str) -> String {
 async fn status(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
-    Query(q): Query<TokenQuery>,
+    Query(q): Query<StatusQuery>,
 ) -> Response {
     if !authorized(&state, &headers, q.token.as_deref()) {
         return unauthorized();
     }
     let master = state.master.lock().unwrap_or_else(|e| e.into_inner());
-    Json(status_of(&master)).into_response()
+    let reply: <StatusQuery as Get>::Reply = status_of(&master);
+    Json(reply).into_response()
 }
 
 async fn status_page(

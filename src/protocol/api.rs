@@ -5,6 +5,7 @@
 //! names its worker and carries the secret `register` handed it, and a report
 //! on an attempt is accepted only from the worker that leased it.
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::protocol::ops::{self, WorkerOperation};
@@ -34,6 +35,93 @@ pub trait Request: Serialize + Send + Sync {
     const IDEMPOTENT: bool;
     /// The body of the master's reply.
     type Reply: serde::de::DeserializeOwned + Serialize + Send;
+}
+
+/// A read of the API: `GET PATH?QUERY`, answered with `Reply`. Reads change
+/// nothing, so a failed one is always asked again.
+pub trait Get: Serialize + DeserializeOwned + Send + Sync {
+    /// The path, e.g. `/v1/job`.
+    const PATH: &'static str;
+    /// The body of the master's reply.
+    type Reply: DeserializeOwned + Serialize + Send;
+    /// The path with the query string, as the worker's client asks for it.
+    fn path_and_query(&self) -> String {
+        let query = query_string(self);
+        if query.is_empty() {
+            Self::PATH.to_string()
+        } else {
+            format!("{}?{query}", Self::PATH)
+        }
+    }
+}
+
+/// `GET /v1/job?name=NAME`: the job's spec; the worker named NAME resumes from
+/// its last complete checkpoint, if its trainers keep checkpoints.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct JobQuery {
+    /// The asking worker's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+impl Get for JobQuery {
+    const PATH: &'static str = "/v1/job";
+    type Reply = JobSpec;
+}
+
+/// `GET /v1/splits?from=N`: the splits from index N on (a followed job adds
+/// splits while it runs; a worker asks for those it lacks).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SplitsQuery {
+    /// The first split wanted.
+    pub from: usize,
+}
+
+impl Get for SplitsQuery {
+    const PATH: &'static str = "/v1/splits";
+    type Reply = Vec<connectors::Split>;
+}
+
+/// `GET /v1/status`: the job's status (also the page's and `sluice status`'s).
+/// A browser may give the token as `?token=`; the client sends it as a header.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct StatusQuery {
+    /// The job token, for pages opened in a browser.
+    #[serde(default, skip_serializing)]
+    pub token: Option<String>,
+}
+
+impl Get for StatusQuery {
+    const PATH: &'static str = "/v1/status";
+    type Reply = StatusReply;
+}
+
+/// `KEY=VALUE&...` of a query's fields, percent-encoded (RFC 3986 unreserved
+/// characters kept); fields must be strings, numbers or absent.
+fn query_string<T: Serialize>(query: &T) -> String {
+    let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(query) else {
+        return String::new();
+    };
+    let encode = |text: &str| -> String {
+        text.bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                    char::from(b).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect()
+    };
+    fields
+        .iter()
+        .filter_map(|(key, value)| match value {
+            serde_json::Value::String(s) => Some(format!("{key}={}", encode(s))),
+            serde_json::Value::Number(n) => Some(format!("{key}={n}")),
+            serde_json::Value::Bool(b) => Some(format!("{key}={b}")),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("&")
 }
 
 impl Request for RegisterRequest {
@@ -169,7 +257,8 @@ pub struct WorkerStatus {
 pub struct FailedTaskStatus {
     /// Its file.
     pub file: String,
-    /// Epoch.
+    /// Epoch (JSON counts from 1).
+    #[serde(with = "crate::epoch::one_based")]
     pub epoch: u32,
     /// Why.
     pub reason: String,
@@ -204,5 +293,28 @@ mod tests {
         assert_eq!(empty.name, None);
         let named: RegisterRequest = serde_json::from_str(r#"{"name":"w1"}"#).expect("named");
         assert_eq!(named.name.as_deref(), Some("w1"));
+    }
+}
+
+#[cfg(test)]
+mod get_tests {
+    use super::*;
+
+    #[test]
+    fn reads_ask_for_their_path_with_the_query_encoded() {
+        let job = JobQuery {
+            name: Some("pod a/1".to_string()),
+        };
+        assert_eq!(job.path_and_query(), "/v1/job?name=pod%20a%2F1");
+        assert_eq!(JobQuery::default().path_and_query(), "/v1/job");
+        assert_eq!(
+            SplitsQuery { from: 7 }.path_and_query(),
+            "/v1/splits?from=7"
+        );
+        // The token travels in a header, never in a URL a log could keep.
+        let status = StatusQuery {
+            token: Some("secret".to_string()),
+        };
+        assert_eq!(status.path_and_query(), "/v1/status");
     }
 }

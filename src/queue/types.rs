@@ -199,7 +199,8 @@ pub struct TaskFailure {
 /// Counts for progress pages and job summaries.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueStatus {
-    /// Current epoch (0-based); the last epoch once the job is over.
+    /// Current epoch (0-based; JSON counts from 1); the last epoch once the job is over.
+    #[serde(with = "crate::epoch::one_based")]
     pub epoch: u32,
     /// Epochs in the job.
     pub epochs: u32,

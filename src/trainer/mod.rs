@@ -131,7 +131,8 @@ pub struct TrainerReport {
 /// Statistics of one epoch over all device threads.
 #[derive(serde::Serialize, Default, Clone, Debug, PartialEq)]
 pub struct EpochStats {
-    /// Epoch number (0-based).
+    /// Epoch (0-based; JSON counts from 1).
+    #[serde(with = "crate::epoch::one_based")]
     pub epoch: u32,
     /// Rows applied (for built-in models: rows trained on, excluding skipped rows).
     pub rows: u64,

@@ -421,30 +421,29 @@ impl RemoteSource {
             .ok_or(QueueError::WrongSecret { worker })
     }
 
+    /// Asks the master a read ([`Get`]), again after failures as every read.
+    pub async fn get<G: Get>(&self, query: &G) -> Result<G::Reply, RemoteError> {
+        self.call::<(), G::Reply>(&query.path_and_query(), None, true)
+            .await
+    }
+
     /// Fetches the job spec.
     pub async fn job(&self) -> Result<JobSpec, RemoteError> {
-        self.call::<(), JobSpec>("/v1/job", None, true).await
+        self.get(&JobQuery::default()).await
     }
 
     /// Fetches the job spec for the worker named `name`: with the last
     /// complete checkpoint that name's trainers wrote, if any.
     pub async fn job_for(&self, name: &str) -> Result<JobSpec, RemoteError> {
-        let encoded: String = name
-            .bytes()
-            .map(|b| match b {
-                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                    char::from(b).to_string()
-                }
-                _ => format!("%{b:02X}"),
-            })
-            .collect();
-        let path = format!("/v1/job?name={encoded}");
-        self.call::<(), JobSpec>(&path, None, true).await
+        self.get(&JobQuery {
+            name: Some(name.to_string()),
+        })
+        .await
     }
 
     /// Fetches the status.
     pub async fn status_reply(&self) -> Result<StatusReply, RemoteError> {
-        self.call::<(), StatusReply>("/v1/status", None, true).await
+        self.get(&StatusQuery::default()).await
     }
 }
 
@@ -625,8 +624,7 @@ impl TaskSource for RemoteSource {
     }
 
     async fn splits_from(&self, from: usize) -> Result<Vec<connectors::Split>, SourceError> {
-        let path = format!("/v1/splits?from={from}");
-        self.call::<(), Vec<connectors::Split>>(&path, None, true)
+        self.get(&SplitsQuery { from })
             .await
             .map_err(SourceError::unavailable)
     }

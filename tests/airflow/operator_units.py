@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """SluiceTrainOperator, SluiceOutputSensor and SluiceOutputTrigger called
 directly (no DAG run), with the real sluice binary on real fixtures: the cases
-the DAGs of tests/airflow.rs do not reach.
+the DAGs of tests/it/airflow.rs do not reach.
 
 Environment: SLUICE_BINARY (the binary), SLUICE_FIXTURES, SLUICE_PYTHON (a
 Python with pyarrow, for the test trainers); PYTHONPATH naming the
-sluice_trainer package. Run with the Airflow venv's Python; tests/airflow.rs
+sluice_trainer package. Run with the Airflow venv's Python; tests/it/airflow.rs
 runs it under cargo.
 """
 

@@ -1,4 +1,4 @@
-"""DAGs of tests/airflow.rs that make sluice fail under Airflow: corrupt input,
+"""DAGs of tests/it/airflow.rs that make sluice fail under Airflow: corrupt input,
 and a training task killed mid-run then retried.
 
 Configured by the test through the environment:

@@ -52,15 +52,11 @@
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+NAME=hdfs.sh
+# shellcheck source=tests/services/java.sh
+source "$HERE/java.sh"
 PROJECT="$HERE/minidfs"
-SERVICES="${SLUICE_SERVICES:-/tmp/sluice-services}"
-CACHE="${SLUICE_CACHE:-$HOME/.cache/sluice}"
 START_TIMEOUT="${SLUICE_HDFS_START_TIMEOUT:-180}"
-
-die() {
-  echo "hdfs.sh: $*" >&2
-  exit 1
-}
 
 # Sets STATE, PORT, URL and MODE_ARGS for the plain or the HA cluster.
 select_mode() {
@@ -118,20 +114,12 @@ parse_protection() {
 # Builds the launcher once per version of its sources; sets BUILD (the directory
 # holding minidfs.jar, classpath.txt and webapps/).
 build() {
-  command -v mvn >/dev/null || die "mvn not found (apt-get install maven)"
-  command -v java >/dev/null || die "java not found (apt-get install openjdk-17-jdk-headless)"
   local hash
   hash="$(cat "$PROJECT/pom.xml" "$PROJECT"/src/main/java/sluice/minidfs/*.java | sha256sum | cut -c1-16)"
-  BUILD="$CACHE/minidfs/$hash"
-  [[ -f "$BUILD/ok" ]] && return 0
-  mkdir -p "$BUILD"
-  local t0=$SECONDS log="$BUILD/build.log"
-  echo "hdfs.sh: building the MiniDFSCluster launcher into $BUILD (first time: a few minutes)" >&2
-  local mvn_args=(-B -q -f "$PROJECT/pom.xml" "-Dminidfs.build.dir=$BUILD/target"
-    package dependency:build-classpath "-Dmdep.outputFile=$BUILD/classpath.txt")
-  if ! mvn -o "${mvn_args[@]}" >"$log" 2>&1; then
-    mvn "${mvn_args[@]}" >"$log" 2>&1 || { tail -n 40 "$log" >&2; die "maven build failed (log: $log)"; }
-  fi
+  local t0=$SECONDS
+  maven_build minidfs "$hash" -f "$PROJECT/pom.xml" "-Dminidfs.build.dir=@BUILD@/target" \
+    package dependency:build-classpath "-Dmdep.outputFile=@BUILD@/classpath.txt" || return 0
+  echo "hdfs.sh: built the MiniDFSCluster launcher into $BUILD" >&2
   cp "$BUILD/target/minidfs-1.0.jar" "$BUILD/minidfs.jar"
   # The web UIs load from the shaded jar; served from a plain directory they start
   # seconds sooner (nothing to unpack).
@@ -139,13 +127,10 @@ build() {
   mini="$(tr ':' '\n' <"$BUILD/classpath.txt" | grep -m1 'hadoop-client-minicluster')" ||
     die "hadoop-client-minicluster is not on the classpath"
   (cd "$BUILD" && rm -rf webapps && jar xf "$mini" webapps)
-  touch "$BUILD/ok"
-  # Builds of older sources are of no further use.
-  find "$CACHE/minidfs" -mindepth 1 -maxdepth 1 ! -name "$hash" -exec rm -rf {} +
+  maven_built minidfs "$hash"
   echo "hdfs.sh: built in $((SECONDS - t0))s" >&2
 }
 
-# Whether the pid file names a live launcher (not a recycled pid) that said Ready!.
 running() {
   [[ -f "$STATE/pid" && -f "$STATE/ready" && -f "$STATE/conf/core-site.xml" ]] || return 1
   local pid
