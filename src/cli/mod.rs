@@ -1,9 +1,13 @@
 //! Command-line flags as parsed by clap, before validation.
 
+pub mod completions;
 pub mod dist;
 pub mod ls;
+pub mod man;
+pub mod reference;
 pub mod run;
 pub mod train;
+pub mod version;
 
 use clap::{Parser, Subcommand};
 
@@ -47,6 +51,15 @@ pub enum CliCommand {
     Status(dist::StatusArgs),
     /// Run a job file once: train on the complete partitions no earlier run trained on (for cron).
     Run(run::RunArgs),
+    /// Print the version, commit, build date and profile (--json: with the stores and formats).
+    Version(version::VersionArgs),
+    /// Print a completion script for bash, zsh, fish or powershell.
+    Completions(completions::CompletionsArgs),
+    /// Print the man page (roff), or write one page per command with --dir.
+    Man(man::ManArgs),
+    /// Print a reference generated from these definitions (docs/reference/).
+    #[command(hide = true)]
+    Reference(reference::ReferenceArgs),
 }
 
 impl CliCommand {
@@ -58,7 +71,12 @@ impl CliCommand {
             CliCommand::Train(a) => Some(&a.kerberos),
             CliCommand::Master(a) => Some(&a.kerberos),
             CliCommand::Worker(a) => Some(&a.kerberos),
-            CliCommand::Status(_) | CliCommand::Run(_) => None,
+            CliCommand::Status(_)
+            | CliCommand::Run(_)
+            | CliCommand::Version(_)
+            | CliCommand::Completions(_)
+            | CliCommand::Man(_)
+            | CliCommand::Reference(_) => None,
         }
     }
 
@@ -70,7 +88,12 @@ impl CliCommand {
             CliCommand::Train(a) => Some(&a.store),
             CliCommand::Master(a) => Some(&a.store),
             CliCommand::Worker(a) => Some(&a.store),
-            CliCommand::Status(_) | CliCommand::Run(_) => None,
+            CliCommand::Status(_)
+            | CliCommand::Run(_)
+            | CliCommand::Version(_)
+            | CliCommand::Completions(_)
+            | CliCommand::Man(_)
+            | CliCommand::Reference(_) => None,
         }
     }
 }
@@ -123,6 +146,19 @@ pub fn table_version_hint(args: &[std::ffi::OsString]) -> Option<String> {
              (--version alone prints sluice's version)"
         ))
     })
+}
+
+/// Writes `bytes` to stdout: a reader that closed the pipe early (`| head`)
+/// ends the command quietly; another write error is the command's error.
+pub fn to_stdout(bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(anyhow::Error::new(e).context("cannot write to stdout"))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// A [`UsageError`] saying `message`.
