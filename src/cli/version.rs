@@ -79,3 +79,32 @@ pub fn run(args: &VersionArgs) -> anyhow::Result<()> {
     };
     super::to_stdout(format!("{text}\n").as_bytes())
 }
+
+#[cfg(test)]
+mod tests {
+    use connectors::store::Scheme;
+
+    use super::*;
+
+    #[test]
+    fn the_stores_and_formats_listed_are_names_sluice_reads() {
+        let info = VersionInfo::current();
+        for (name, scheme) in info.stores.iter().zip(Scheme::ALL) {
+            let url = format!("{name}://host/data");
+            assert_eq!(Scheme::of(&url).expect(name), scheme, "{url}");
+        }
+        for name in &info.formats {
+            let format: connectors::Format = name.parse().expect(name);
+            assert_eq!(format.as_str(), *name);
+        }
+        assert_eq!(info.stores.len(), Scheme::ALL.len());
+    }
+
+    #[test]
+    fn the_version_line_names_commit_date_and_profile() {
+        let date: Vec<&str> = BUILD_DATE.split('-').collect();
+        assert_eq!(date.iter().map(|p| p.len()).collect::<Vec<_>>(), [4, 2, 2]);
+        assert!(line().contains(&format!("({COMMIT} {BUILD_DATE}, {PROFILE})")));
+        assert!(["debug", "release", "dist"].contains(&PROFILE), "{PROFILE}");
+    }
+}
