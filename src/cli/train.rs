@@ -24,15 +24,9 @@ pub struct TrainArgs {
     /// How to read the dataset.
     #[command(flatten)]
     pub read: ReadOptions,
-    /// The job and its queue.
-    #[command(flatten)]
-    pub train: TrainOptions,
     /// The pipeline between readers and trainers.
     #[command(flatten)]
     pub pipeline: PipelineOptions,
-    /// The device threads and their trainer.
-    #[command(flatten)]
-    pub trainer: TrainerOptions,
     /// Keep the job's journal in this local directory (a path or file:// URL); run the same command again after a crash to resume. For state on an object store or HDFS, use `sluice master --state URL`.
     #[arg(long, help = "Keep the job's state here to resume it", long_help, help_heading = heading::STATE, display_order = 0)]
     pub state: Option<PathBuf>,
@@ -48,6 +42,12 @@ pub struct TrainArgs {
     /// The catalog a table name is looked up in.
     #[command(flatten)]
     pub catalog: CatalogOptions,
+    /// The job and its queue.
+    #[command(flatten)]
+    pub train: TrainOptions,
+    /// The device threads and their trainer.
+    #[command(flatten)]
+    pub trainer: TrainerOptions,
 }
 
 impl TrainArgs {
