@@ -182,5 +182,15 @@ fn write_arg(out: &mut String, arg: &Arg) {
         lines.push(String::new());
         lines.push(format!("  {}", facts.join("; ")));
     }
+    let explained: Vec<String> = arg
+        .get_possible_values()
+        .iter()
+        .filter(|v| !v.is_hide_set())
+        .filter_map(|v| Some(format!("  - `{}`: {}", v.get_name(), v.get_help()?)))
+        .collect();
+    if !explained.is_empty() {
+        lines.push(String::new());
+        lines.extend(explained);
+    }
     let _ = writeln!(out, "{}\n", lines.join("\n"));
 }
