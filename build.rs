@@ -35,8 +35,9 @@ fn git(args: &[&str]) -> Option<String> {
 }
 
 /// The files whose change means another commit: HEAD, the branch it names and
-/// the packed refs (only those that exist: a missing one would rerun this
-/// script at every build).
+/// the packed refs. Only paths that exist (a missing one would rerun this
+/// script at every build): a branch packed in packed-refs (a fresh clone) is
+/// watched through its directory, where its next commit writes it.
 fn git_files() -> Vec<PathBuf> {
     let mut paths = vec![git(&["rev-parse", "--git-path", "HEAD"])];
     paths.push(git(&["rev-parse", "--git-path", "packed-refs"]));
@@ -51,7 +52,7 @@ fn git_files() -> Vec<PathBuf> {
             Some(dir) if Path::new(&p).is_relative() => dir.join(p),
             _ => PathBuf::from(p),
         })
-        .filter(|p| p.exists())
+        .filter_map(|p| p.ancestors().find(|a| a.exists()).map(Path::to_path_buf))
         .collect()
 }
 
