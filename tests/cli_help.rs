@@ -155,6 +155,8 @@ fn bash_completion_parses_and_completes_subcommands_and_options() {
     };
     let subcommands = complete("sluice tr");
     assert_eq!(subcommands.trim(), "train", "sluice tr<TAB>");
+    let shells = complete("sluice completions p");
+    assert_eq!(shells.trim(), "powershell", "sluice completions p<TAB>");
     let options = complete("sluice train --sta");
     assert!(
         options.lines().any(|l| l == "--state"),

@@ -17,9 +17,37 @@ pub const SHELLS: [(&str, Shell); 4] = [
 /// Arguments of `sluice completions`.
 #[derive(Debug, Args)]
 pub struct CompletionsArgs {
-    /// The shell: bash, zsh, fish or powershell.
-    #[arg(value_name = "SHELL")]
+    /// The shell whose script to print.
+    #[arg(value_name = "SHELL", value_parser = ShellName)]
     pub shell: String,
+}
+
+/// Takes any word as the shell, so that an unknown one is refused by [`run`]
+/// in one line, while naming the shells for help and completion scripts.
+#[derive(Debug, Clone, Copy)]
+struct ShellName;
+
+impl clap::builder::TypedValueParser for ShellName {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        clap::builder::StringValueParser::new().parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            SHELLS
+                .iter()
+                .map(|(name, _)| clap::builder::PossibleValue::new(*name)),
+        ))
+    }
 }
 
 /// Prints the completion script for the shell named; an unknown shell is a
