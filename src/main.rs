@@ -42,6 +42,13 @@ fn main() -> ExitCode {
         return ExitCode::from(exit::USAGE);
     }
     sluice::logging::init(cli.verbose, &cli.log);
+    // Commands that only print what this build is: no runtime, no secrets.
+    if let Some(done) = print_only(&cli.command) {
+        return match done {
+            Ok(()) => ExitCode::from(exit::DONE),
+            Err(e) => failed(&e),
+        };
+    }
     // The child of its trainer (`--attach`) ends with it, however it ends.
     let attached = match &cli.command {
         CliCommand::Train(a) => a.trainer.attach.is_some(),
@@ -135,7 +142,7 @@ fn quiet_panics_after_the_end() {
 fn clap_error(e: &clap::Error, args: &[std::ffi::OsString]) -> ExitCode {
     if e.kind() == clap::error::ErrorKind::DisplayVersion {
         // The same line after any subcommand (clap would name `sluice-train`).
-        println!("sluice {}", env!("CARGO_PKG_VERSION"));
+        println!("{}", sluice::cli::version::line());
         return ExitCode::from(exit::DONE);
     }
     if !e.use_stderr() {
@@ -154,6 +161,19 @@ fn clap_error(e: &clap::Error, args: &[std::ffi::OsString]) -> ExitCode {
         }
     }
     ExitCode::from(exit::USAGE)
+}
+
+/// Runs the commands that print what this build is (version, completions,
+/// man pages, references); `None` for the others.
+fn print_only(command: &CliCommand) -> Option<anyhow::Result<()>> {
+    use sluice::cli::{completions, man, reference, version};
+    match command {
+        CliCommand::Version(args) => Some(version::run(args)),
+        CliCommand::Completions(args) => Some(completions::run(args)),
+        CliCommand::Man(args) => Some(man::run(args)),
+        CliCommand::Reference(args) => Some(reference::run(args)),
+        _ => None,
+    }
 }
 
 async fn dispatch(
@@ -204,6 +224,12 @@ async fn dispatch(
                 anyhow::bail!("the job file was not loaded before the runtime started");
             };
             return sluice::cli::run::run(args, job).await;
+        }
+        CliCommand::Version(_)
+        | CliCommand::Completions(_)
+        | CliCommand::Man(_)
+        | CliCommand::Reference(_) => {
+            anyhow::bail!("printing commands run before the runtime starts")
         }
     };
     Ok(Ended::Code(code))

@@ -48,6 +48,10 @@ DAY = "{{ params.root }}/dt={{ ds }}"
 with DAG(
     dag_id="sluice_clicks_daily",
     schedule="@daily",
+    # `airflow dags test DAG DATE` runs the DAG for logical date DATE; a date
+    # before `start_date` runs nothing (no task is scheduled before its start
+    # date). Try it with a date on or after this one:
+    # `airflow dags test sluice_clicks_daily 2026-11-02`.
     start_date=pendulum.datetime(2026, 11, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,

@@ -6,6 +6,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::usage;
+use crate::config::heading;
 use crate::config::{
     FollowOptions, KerberosOptions, MasterOptions, PipelineOptions, ReadOptions, SelectOptions,
     StoreOptions, TrainerOptions, WorkerOptions,
@@ -18,12 +19,12 @@ use crate::logging;
 pub struct TokenArgs {
     /// File holding the job token (or set SLUICE_TOKEN, or pass --token-fd). Every
     /// request carries it.
-    #[arg(long, conflicts_with = "token_fd")]
+    #[arg(long, conflicts_with = "token_fd", help = "File holding the job token (or set SLUICE_TOKEN)", long_help, help_heading = heading::DISTRIBUTED)]
     pub token_file: Option<PathBuf>,
     /// Descriptor N, open for reading, holding the job token (`--token-fd 3
     /// 3<token`, or a pipe): read once and closed, so no trainer inherits it and
     /// no path names it.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help = "Descriptor N holding the job token", long_help, help_heading = heading::DISTRIBUTED, hide_short_help = true)]
     pub token_fd: Option<i32>,
 }
 
@@ -103,6 +104,7 @@ fn warn_if_shared(path: &std::path::Path) {
 #[derive(Debug, Args)]
 pub struct MasterArgs {
     /// The output directory to train on.
+    #[arg(help_heading = heading::SOURCE, display_order = 0)]
     pub url: String,
     /// Where it listens, its state, its queue.
     #[command(flatten)]
@@ -136,9 +138,6 @@ pub struct WorkerArgs {
     /// The master, the worker's name, how it stops.
     #[command(flatten)]
     pub worker: WorkerOptions,
-    /// The device threads and their trainer.
-    #[command(flatten)]
-    pub trainer: TrainerOptions,
     /// The pipeline between readers and trainers.
     #[command(flatten)]
     pub pipeline: PipelineOptions,
@@ -154,19 +153,22 @@ pub struct WorkerArgs {
     /// How to ask the catalog of a table-by-name job for vended credentials.
     #[command(flatten)]
     pub catalog: crate::config::WorkerCatalogOptions,
+    /// The device threads and their trainer.
+    #[command(flatten)]
+    pub trainer: TrainerOptions,
 }
 
 /// Arguments of `sluice status`.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// The master's URL.
-    #[arg(long)]
+    #[arg(long, help_heading = heading::DISTRIBUTED)]
     pub master: String,
     /// Print JSON for scripts.
-    #[arg(long)]
+    #[arg(long, help_heading = heading::OUTPUT)]
     pub json: bool,
     /// Trust this PEM CA certificate for an https:// master (besides the system's roots).
-    #[arg(long, value_name = "PEM")]
+    #[arg(long, value_name = "PEM", help = "Trust this PEM CA for an https:// master", long_help, help_heading = heading::DISTRIBUTED)]
     pub ca_file: Option<PathBuf>,
     /// The job token.
     #[command(flatten)]

@@ -8,16 +8,15 @@ use futures::stream::{self, StreamExt, TryStreamExt};
 use serde_json::{json, Value};
 
 use crate::catalog::CatalogTable;
+use crate::config::heading;
 use crate::config::{CatalogOptions, KerberosOptions, ReadOptions, StoreOptions};
 
 /// Arguments of `sluice ls`.
 #[derive(Debug, Args)]
 pub struct LsArgs {
     /// The output directory: a path, file://, hdfs://, s3://, gs:// or az:// URL; with --catalog, a table name (db.table).
+    #[arg(help = "The output directory (a path or URL), or a table name", long_help, help_heading = heading::SOURCE, display_order = 0)]
     pub url: String,
-    /// Print JSON for scripts instead of a table.
-    #[arg(long)]
-    pub json: bool,
     /// How to read the dataset.
     #[command(flatten)]
     pub read: ReadOptions,
@@ -30,6 +29,9 @@ pub struct LsArgs {
     /// The catalog a table name is looked up in.
     #[command(flatten)]
     pub catalog: CatalogOptions,
+    /// Print JSON for scripts instead of a table.
+    #[arg(long, help_heading = heading::OUTPUT)]
+    pub json: bool,
 }
 
 /// One partition directory's totals.

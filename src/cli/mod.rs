@@ -1,12 +1,18 @@
 //! Command-line flags as parsed by clap, before validation.
 
+pub mod completions;
 pub mod dist;
+pub mod examples;
 pub mod ls;
+pub mod man;
+pub mod reference;
 pub mod run;
 pub mod train;
+pub mod version;
 
 use clap::{Parser, Subcommand};
 
+use crate::config::heading;
 use crate::exit;
 
 /// A command line that asks for something impossible, found once it was
@@ -20,12 +26,13 @@ pub use crate::exit::UsageError;
 /// threads, every row exactly once per epoch.
 #[derive(Debug, Parser)]
 #[command(name = "sluice", version, propagate_version = true, about, long_about, after_help = exit::TABLE)]
+#[command(after_long_help = format!("{}\n\n{}", exit::TABLE, examples::TOP))]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: CliCommand,
     /// Log more (-v: debug, -vv: trace). `RUST_LOG` overrides.
-    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    #[arg(short, long, action = clap::ArgAction::Count, global = true, help_heading = heading::LOGGING)]
     pub verbose: u8,
     /// How it logs where stderr is not a terminal.
     #[command(flatten)]
@@ -36,17 +43,39 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum CliCommand {
     /// Show the partitions, files, rows, bytes and tasks of an output directory.
+    #[command(after_help = examples::LS_SHORT, after_long_help = examples::LS)]
     Ls(Box<ls::LsArgs>),
     /// Train on an output directory on this machine, with the master embedded.
+    #[command(after_help = examples::TRAIN_SHORT, after_long_help = examples::TRAIN)]
     Train(Box<train::TrainArgs>),
     /// Serve one job's tasks to workers over HTTP (with a journal, status page and metrics).
+    #[command(after_help = examples::MASTER_SHORT, after_long_help = examples::MASTER)]
     Master(Box<dist::MasterArgs>),
     /// Lease tasks from a master and train on them; join or leave at any time.
+    #[command(after_help = examples::WORKER_SHORT, after_long_help = examples::WORKER)]
     Worker(Box<dist::WorkerArgs>),
     /// Show a running job's progress.
+    #[command(after_long_help = examples::STATUS)]
     Status(dist::StatusArgs),
     /// Run a job file once: train on the complete partitions no earlier run trained on (for cron).
+    #[command(
+        about = "Run a job file once: train the partitions no run trained yet (cron)",
+        long_about
+    )]
+    #[command(after_help = examples::RUN_SHORT, after_long_help = examples::RUN)]
     Run(run::RunArgs),
+    /// Print the version, commit, build date and profile (--json: for bug reports).
+    #[command(after_long_help = examples::VERSION)]
+    Version(version::VersionArgs),
+    /// Print a completion script for bash, zsh, fish or powershell.
+    #[command(after_long_help = examples::COMPLETIONS)]
+    Completions(completions::CompletionsArgs),
+    /// Print the man page (roff), or write one page per command with --dir.
+    #[command(after_long_help = examples::MAN)]
+    Man(man::ManArgs),
+    /// Print a reference generated from these definitions (docs/reference/).
+    #[command(hide = true)]
+    Reference(reference::ReferenceArgs),
 }
 
 impl CliCommand {
@@ -58,7 +87,12 @@ impl CliCommand {
             CliCommand::Train(a) => Some(&a.kerberos),
             CliCommand::Master(a) => Some(&a.kerberos),
             CliCommand::Worker(a) => Some(&a.kerberos),
-            CliCommand::Status(_) | CliCommand::Run(_) => None,
+            CliCommand::Status(_)
+            | CliCommand::Run(_)
+            | CliCommand::Version(_)
+            | CliCommand::Completions(_)
+            | CliCommand::Man(_)
+            | CliCommand::Reference(_) => None,
         }
     }
 
@@ -70,7 +104,12 @@ impl CliCommand {
             CliCommand::Train(a) => Some(&a.store),
             CliCommand::Master(a) => Some(&a.store),
             CliCommand::Worker(a) => Some(&a.store),
-            CliCommand::Status(_) | CliCommand::Run(_) => None,
+            CliCommand::Status(_)
+            | CliCommand::Run(_)
+            | CliCommand::Version(_)
+            | CliCommand::Completions(_)
+            | CliCommand::Man(_)
+            | CliCommand::Reference(_) => None,
         }
     }
 }
@@ -123,6 +162,19 @@ pub fn table_version_hint(args: &[std::ffi::OsString]) -> Option<String> {
              (--version alone prints sluice's version)"
         ))
     })
+}
+
+/// Writes `bytes` to stdout: a reader that closed the pipe early (`| head`)
+/// ends the command quietly; another write error is the command's error.
+pub fn to_stdout(bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(anyhow::Error::new(e).context("cannot write to stdout"))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// A [`UsageError`] saying `message`.

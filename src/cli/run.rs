@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::dist::Ended;
+use crate::config::heading;
 use crate::exit;
 use crate::schedule::{self, Job, RunOptions};
 
@@ -12,15 +13,20 @@ use crate::schedule::{self, Job, RunOptions};
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// The job file: `source`, `state` and `sluice train` options (see jobs/clicks.toml).
+    #[arg(help = "The job file (see jobs/clicks.toml)", long_help)]
     pub job: PathBuf,
     /// Only list what would be trained and what is waiting; train and record nothing.
-    #[arg(long)]
+    #[arg(long, help = "List what would be trained; train nothing", long_help)]
     pub dry_run: bool,
     /// Print the run's report as JSON on stdout.
-    #[arg(long)]
+    #[arg(long, help_heading = heading::OUTPUT)]
     pub json: bool,
     /// A source that matches nothing, or new data with no rows, is a warning (exit 0), not an error (exit 1); also `allow-empty = true` in the job file.
-    #[arg(long)]
+    #[arg(
+        long,
+        help = "No new rows is a warning (exit 0), not an error",
+        long_help
+    )]
     pub allow_empty: bool,
 }
 

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use crate::config::heading;
 use crate::config::train::TrainParts;
 use crate::config::{
     CatalogOptions, FollowOptions, KerberosOptions, OptionError, PipelineOptions, ReadOptions,
@@ -15,25 +16,20 @@ use crate::config::{
 #[derive(Debug, Args)]
 pub struct TrainArgs {
     /// The output directory: a path, file://, hdfs://, s3://, gs:// or az:// URL; with --catalog, a table name (db.table).
+    #[arg(help = "The output directory (a path or URL), or a table name", long_help, help_heading = heading::SOURCE, display_order = 0)]
     pub url: String,
-    /// Keep the job's journal in this local directory (a path or file:// URL); run the same command again after a crash to resume. For state on an object store or HDFS, use `sluice master --state URL`.
-    #[arg(long)]
-    pub state: Option<PathBuf>,
-    /// The job and its queue.
-    #[command(flatten)]
-    pub train: TrainOptions,
-    /// The device threads and their trainer.
-    #[command(flatten)]
-    pub trainer: TrainerOptions,
-    /// The pipeline between readers and trainers.
-    #[command(flatten)]
-    pub pipeline: PipelineOptions,
-    /// How to read the dataset.
-    #[command(flatten)]
-    pub read: ReadOptions,
     /// The rows trained.
     #[command(flatten)]
     pub select: SelectOptions,
+    /// How to read the dataset.
+    #[command(flatten)]
+    pub read: ReadOptions,
+    /// The pipeline between readers and trainers.
+    #[command(flatten)]
+    pub pipeline: PipelineOptions,
+    /// Keep the job's journal in this local directory (a path or file:// URL); run the same command again after a crash to resume. For state on an object store or HDFS, use `sluice master --state URL`.
+    #[arg(long, help = "Keep the job's state here to resume it", long_help, help_heading = heading::STATE, display_order = 0)]
+    pub state: Option<PathBuf>,
     /// Following the source as it grows.
     #[command(flatten)]
     pub follow: FollowOptions,
@@ -46,6 +42,12 @@ pub struct TrainArgs {
     /// The catalog a table name is looked up in.
     #[command(flatten)]
     pub catalog: CatalogOptions,
+    /// The job and its queue.
+    #[command(flatten)]
+    pub train: TrainOptions,
+    /// The device threads and their trainer.
+    #[command(flatten)]
+    pub trainer: TrainerOptions,
 }
 
 impl TrainArgs {

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use super::heading;
 use clap::Args;
 use serde::Deserialize;
 
@@ -12,13 +13,13 @@ use serde::Deserialize;
 #[serde(default, rename_all = "kebab-case")]
 pub struct CatalogOptions {
     /// Read the source as a table name (`table`, `db.table`, `ns1.ns2.table`) in this catalog: `thrift://HOST:PORT` (a Hive Metastore) or `http(s)://HOST:PORT[/PREFIX]` (an Iceberg REST catalog).
-    #[arg(long, value_name = "URI", env = "SLUICE_CATALOG")]
+    #[arg(long, value_name = "URI", env = "SLUICE_CATALOG", help = "Read a table by name from this catalog", long_help, help_heading = heading::SOURCE)]
     pub catalog: Option<String>,
     /// Iceberg REST catalog: a file holding the bearer token every request carries.
-    #[arg(long, value_name = "FILE", conflicts_with = "catalog_credential_file")]
+    #[arg(long, value_name = "FILE", conflicts_with = "catalog_credential_file", help = "Iceberg REST catalog: bearer token file", long_help, help_heading = heading::ACCESS, hide_short_help = true)]
     pub catalog_token_file: Option<PathBuf>,
     /// Iceberg REST catalog: a file holding `client_id:client_secret`, exchanged for a token at the catalog's OAuth2 token endpoint.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help = "Iceberg REST catalog: OAuth2 client file", long_help, help_heading = heading::ACCESS, hide_short_help = true)]
     pub catalog_credential_file: Option<PathBuf>,
 }
 
@@ -37,10 +38,10 @@ impl CatalogOptions {
 #[derive(Debug, Clone, Default, Args)]
 pub struct WorkerCatalogOptions {
     /// A job on an Iceberg REST catalog's table whose catalog vends storage credentials: a file holding the bearer token this worker asks the catalog with.
-    #[arg(long, value_name = "FILE", conflicts_with = "catalog_credential_file")]
+    #[arg(long, value_name = "FILE", conflicts_with = "catalog_credential_file", help = "Catalog bearer token file (vended credentials)", long_help, help_heading = heading::ACCESS, hide_short_help = true)]
     pub catalog_token_file: Option<PathBuf>,
     /// A job on an Iceberg REST catalog's table whose catalog vends storage credentials: a file holding `client_id:client_secret` this worker exchanges for a token at the catalog.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help = "Catalog OAuth2 client file (vended credentials)", long_help, help_heading = heading::ACCESS, hide_short_help = true)]
     pub catalog_credential_file: Option<PathBuf>,
 }
 

@@ -6,6 +6,7 @@ use std::time::{Duration, SystemTime};
 use clap::Args;
 use serde::Deserialize;
 
+use super::heading;
 use super::value::{form, parse_duration, parse_timestamp};
 use super::{rule, OptionError};
 
@@ -54,22 +55,22 @@ pub const DEFAULT_SETTLE: Duration = Duration::from_secs(30);
 #[serde(default, rename_all = "kebab-case")]
 pub struct FollowOptions {
     /// Keep running after the data present at the start and train what the source commits later, as it is committed: new batches of a streaming file sink, new versions of a Delta table or snapshots of an Iceberg table (appends), new partition directories of an output directory. Every row once; ends on SIGTERM/SIGINT (exit 130, resumable with --state), at --follow-until, or after --idle-exit.
-    #[arg(long)]
+    #[arg(long, help = "Keep training what the source commits later", long_help, help_heading = heading::FOLLOW)]
     pub follow: bool,
     /// With --follow: how often the source is looked at (a local directory is also watched with inotify, which sees a commit at once).
-    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration, requires = "follow")]
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration, requires = "follow", help = "How often the source is looked at", long_help, help_heading = heading::FOLLOW)]
     #[serde(deserialize_with = "form::duration")]
     pub poll: Duration,
     /// With --follow on a directory whose writer leaves no _SUCCESS: a new partition directory is taken once it has not changed for this long.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration, requires = "follow")]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration, requires = "follow", help = "Quiet time of a new partition without _SUCCESS", long_help, help_heading = heading::FOLLOW, hide_short_help = true)]
     #[serde(deserialize_with = "form::duration")]
     pub settle: Duration,
     /// With --follow: stop taking new data at this time (RFC 3339, e.g. 2026-12-01T18:00:00Z) or this long after the start (e.g. 8h), train what was taken, and exit 0 (also while still waiting for the source's first data).
-    #[arg(long, value_name = "TIME|DURATION", value_parser = parse_follow_until, requires = "follow")]
+    #[arg(long, value_name = "TIME|DURATION", value_parser = parse_follow_until, requires = "follow", help = "Stop following at this time or after this long", long_help, help_heading = heading::FOLLOW)]
     #[serde(deserialize_with = "follow_until")]
     pub follow_until: Option<FollowUntil>,
     /// With --follow: stop once what was taken is trained and the source has not changed for this long (files landing in a partition not committed yet count as a change), exit 0; a source that holds nothing yet (not created, or empty) counts from the start. Default: never.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "follow")]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "follow", help = "Stop once the source is unchanged this long", long_help, help_heading = heading::FOLLOW)]
     #[serde(deserialize_with = "form::some_duration")]
     pub idle_exit: Option<Duration>,
 }

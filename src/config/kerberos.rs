@@ -7,6 +7,7 @@ use clap::Args;
 use connectors::store::kerberos::{login_with_keytab, KerberosError, KeytabLogin};
 use serde::Deserialize;
 
+use super::heading;
 use super::{rule, OptionError};
 
 /// How to log in to a Kerberized HDFS. Without these, the Kerberos ticket cache
@@ -15,10 +16,10 @@ use super::{rule, OptionError};
 #[serde(default, rename_all = "kebab-case")]
 pub struct KerberosOptions {
     /// Log in to Kerberized HDFS from this keytab (needs --principal); sluice renews the ticket itself for as long as it runs.
-    #[arg(long, value_name = "FILE", requires = "principal")]
+    #[arg(long, value_name = "FILE", requires = "principal", help = "Log in to Kerberized HDFS from this keytab", long_help, help_heading = heading::ACCESS)]
     pub keytab: Option<PathBuf>,
     /// The Kerberos principal of --keytab (user@REALM, or user in the default realm).
-    #[arg(long, value_name = "NAME", requires = "keytab")]
+    #[arg(long, value_name = "NAME", requires = "keytab", help = "The principal of --keytab (user@REALM)", long_help, help_heading = heading::ACCESS)]
     pub principal: Option<String>,
 }
 

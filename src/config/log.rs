@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
+use super::heading;
 use super::value::parse_duration;
 use super::{rule, OptionError};
 
@@ -24,10 +25,10 @@ pub enum LogFormat {
 #[derive(Debug, Clone, PartialEq, Eq, Args)]
 pub struct LogOptions {
     /// When stderr is not a terminal (or with --log-format json): a progress line (rows, rows/s, epoch, tasks done, ETA) at least this often, and one at each epoch's end; a wait says what it waits for as often (e.g. 30s, 5m).
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration, global = true)]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration, global = true, help = "Progress line interval where stderr is no terminal", long_help, help_heading = heading::LOGGING)]
     pub log_every: Duration,
     /// `text`: lines for people, timestamped (RFC 3339) when stderr is not a terminal; `json`: one JSON object per line (timestamp, level, message, fields) for log collectors.
-    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = LogFormat::Text, global = true)]
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = LogFormat::Text, global = true, help = "Log lines as text or json", long_help, hide_possible_values = true, help_heading = heading::LOGGING)]
     pub log_format: LogFormat,
 }
 

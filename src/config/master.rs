@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::Args;
 use serde::Deserialize;
 
+use super::heading;
 use super::value::{form, parse_duration};
 use super::{check_columns, check_queue, rule, OptionError};
 
@@ -18,49 +19,49 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:7070";
 #[serde(default, rename_all = "kebab-case")]
 pub struct MasterOptions {
     /// Address to serve the API, status page and metrics on. With port 0 the system picks a free port; the master's first line on stderr, `sluice master listening on URL (state ...)`, says which.
-    #[arg(long, default_value = DEFAULT_LISTEN)]
+    #[arg(long, default_value = DEFAULT_LISTEN, help = "Address of the API, status page, metrics", long_help, help_heading = heading::DISTRIBUTED)]
     pub listen: SocketAddr,
     /// Where the job's state (journal, snapshots) lives: a directory, or an s3://, gs://, az:// or hdfs:// prefix; a restarted master continues from it.
-    #[arg(long, value_name = "DIR|URL")]
+    #[arg(long, value_name = "DIR|URL", help = "The job's state: a directory or store URL", long_help, help_heading = heading::STATE)]
     pub state: String,
     /// Passes over the data.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, help_heading = heading::TRAINING)]
     pub epochs: u32,
     /// Seed of task order.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, help_heading = heading::TRAINING)]
     pub seed: u64,
     /// Failed reads per task before it is failed (after --read-retry of waiting for errors that may clear). Only the reader's own errors count: a crash, a stop or a lapsed lease hands the task back at its committed rows without using an attempt.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, help = "Failed reads of a task before it fails", long_help, help_heading = heading::READING, hide_short_help = true)]
     pub max_attempts: u32,
     /// Resuming a job whose tasks failed: put the failed tasks back, each from the rows it had committed, and run them (job files: `retry-failed = true`). Without it a rerun of such a job exits 2 again, naming them.
-    #[arg(long)]
+    #[arg(long, help = "Run the failed tasks of a resumed job again", long_help, help_heading = heading::STATE)]
     pub retry_failed: bool,
     /// A lease not renewed within this time goes back to the queue.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = parse_duration, help = "A lease not renewed this long goes back", long_help, help_heading = heading::STATE)]
     #[serde(deserialize_with = "form::duration")]
     pub lease_timeout: Duration,
     /// Keep answering "job over" this long after the last task, then exit.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = parse_duration, help = "Answer \"job over\" this long, then exit", long_help, help_heading = heading::DISTRIBUTED, hide_short_help = true)]
     #[serde(deserialize_with = "form::duration")]
     pub linger: Duration,
     /// Only these columns reach the trainers.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', help_heading = heading::ROWS)]
     #[serde(deserialize_with = "form::some_list")]
     pub columns: Option<Vec<String>>,
     /// Train even if the output is visibly unfinished.
-    #[arg(long)]
+    #[arg(long, help_heading = heading::SOURCE, hide_short_help = true)]
     pub allow_incomplete: bool,
     /// Serve the rest when files are corrupt (a cut-off Parquet footer): each becomes a failed task, exit code 2. Without it a corrupt file stops the master before it serves.
-    #[arg(long)]
+    #[arg(long, help = "Fail the tasks of corrupt files, serve the rest", long_help, help_heading = heading::READING)]
     pub ignore_corrupt_files: bool,
     /// Output with no data rows (a directory holding only _SUCCESS, a table version with no rows) is a warning (exit 0), not an error (exit 1, before listening).
-    #[arg(long)]
+    #[arg(long, help = "No data rows is a warning (exit 0), not an error", long_help, help_heading = heading::SOURCE, hide_short_help = true)]
     pub allow_empty: bool,
     /// Serve HTTPS with this PEM certificate (chain); needs --tls-key.
-    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    #[arg(long, value_name = "PEM", requires = "tls_key", help = "Serve HTTPS with this PEM certificate (chain)", long_help, help_heading = heading::DISTRIBUTED)]
     pub tls_cert: Option<PathBuf>,
     /// The PEM private key of --tls-cert.
-    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    #[arg(long, value_name = "PEM", requires = "tls_cert", help_heading = heading::DISTRIBUTED)]
     pub tls_key: Option<PathBuf>,
 }
 

@@ -25,6 +25,7 @@
 
 pub mod catalog;
 pub mod follow;
+pub mod heading;
 pub mod job;
 pub mod kerberos;
 pub mod log;

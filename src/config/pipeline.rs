@@ -6,6 +6,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use serde::Deserialize;
 
+use super::heading;
 use super::value::{form, parse_duration, parse_size};
 use super::{rule, OptionError};
 use crate::trainer::{HashBuckets, Transform};
@@ -41,43 +42,43 @@ pub const DEFAULT_READ_RETRY: Duration = Duration::from_secs(120);
 #[serde(default, rename_all = "kebab-case")]
 pub struct PipelineOptions {
     /// Rows per batch handed to a trainer (only the last batch of an epoch may be short).
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = 1024, help = "Rows per batch handed to a trainer", long_help, help_heading = heading::TRAINING)]
     pub batch_size: usize,
     /// Tasks leased and read ahead of the trainers.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, help = "Tasks leased and read ahead", long_help, help_heading = heading::READING)]
     pub prefetch: usize,
     /// Bytes the readers may hold ahead of the trainers, all together (e.g. 64MiB): row groups fetched and not yet decoded, decoded batches not yet batched. A row group larger than this is read alone.
-    #[arg(long, value_name = "SIZE", default_value = DEFAULT_READ_AHEAD, value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", default_value = DEFAULT_READ_AHEAD, value_parser = parse_size, help = "Bytes read ahead of the trainers, in all", long_help, help_heading = heading::READING)]
     #[serde(deserialize_with = "form::size")]
     pub read_ahead: u64,
     /// How long a read that fails for a reason that may pass (the file not found or refused, a connection error or timeout, HTTP 5xx or 429 from the store) is tried again, from the row it failed at, after jittered waits (0.5 s doubling up to 30 s), before it counts as a failed attempt of its task; `0` counts it at once. Corrupt data fails at once.
-    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_duration, help = "How long a read that may pass is retried", long_help, help_heading = heading::READING)]
     #[serde(deserialize_with = "form::duration")]
     pub read_retry: Duration,
     /// Rows held in a shuffle buffer (0: rows keep their order within a task).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, help = "Rows in a shuffle buffer (0: none)", long_help, help_heading = heading::TRAINING, hide_short_help = true)]
     pub shuffle_buffer: usize,
     /// `tasks`: tasks in a seeded order per epoch, rows in order within each (or through --shuffle-buffer). `global`: with --seed, a deterministic, resumable order: the epoch's tasks, in the seeded order, are taken in windows of whole tasks (--shuffle-window), each window's rows permuted by (seed, epoch, window) and cut into batches, the i-th batch of window w going to device (w + i) mod --devices; the same seed, data and devices give every device the same batches in the same order, and a run resumed from --state goes on with the same sequence (each window's last batch may be short). A window is read whole before its first batch goes out: its rows are held in memory. Deterministic for one worker (`sluice train`); the workers of a `sluice master` each permute the windows of the tasks they lease.
-    #[arg(long, value_enum, default_value_t = ShuffleMode::Tasks)]
+    #[arg(long, value_enum, default_value_t = ShuffleMode::Tasks, help = "Row order: tasks or global", long_help, hide_possible_values = true, help_heading = heading::TRAINING)]
     pub shuffle: ShuffleMode,
     /// With --shuffle global: rows of one window (at least one whole task; a task whose row count its files do not record is a window of its own). The shuffle's memory bound: the rows of up to two windows are held, the one whose batches go out and the next, read meanwhile.
-    #[arg(long, value_name = "ROWS", default_value_t = DEFAULT_SHUFFLE_WINDOW)]
+    #[arg(long, value_name = "ROWS", default_value_t = DEFAULT_SHUFFLE_WINDOW, help = "Rows per window of --shuffle global", long_help, help_heading = heading::TRAINING, hide_short_help = true)]
     pub shuffle_window: u64,
     /// Every step gives each device one batch, and every device the same number of steps per epoch (the epoch's last partial step split evenly); exec trainers get RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT for torch.distributed, and are not restarted (a device process that dies stops the run).
-    #[arg(long)]
+    #[arg(long, help = "One batch per device per step (torch.distributed)", long_help, help_heading = heading::TRAINING)]
     pub lockstep: bool,
     /// With --lockstep: drop the epoch's last partial step instead of splitting it; its rows count as consumed (committed) and the summary counts them.
-    #[arg(long, requires = "lockstep")]
+    #[arg(long, requires = "lockstep", help = "With --lockstep: drop the last partial step", long_help, help_heading = heading::TRAINING, hide_short_help = true)]
     pub drop_last: bool,
     /// Hash categorical columns into int64 buckets before batches reach the trainer, with the hash of `sluice_trainer.bucket_of`: `N` hashes every string, binary and dictionary column into [0, N); `COL=N,COL=N` hashes exactly those columns (integer ones too). A Python trainer then wraps them as tensors without work per row.
-    #[arg(long, value_name = "N|COL=N,...", value_parser = super::value::parse_with::<HashBuckets>)]
+    #[arg(long, value_name = "N|COL=N,...", value_parser = super::value::parse_with::<HashBuckets>, help = "Hash categorical columns into int64 buckets", long_help, help_heading = heading::TRAINERS)]
     #[serde(deserialize_with = "form::some_parsed")]
     pub hash_buckets: Option<HashBuckets>,
     /// Replace nulls of integer and floating point columns with this value before batches reach the trainer, so they wrap as numpy arrays or tensors without a copy.
-    #[arg(long, value_name = "V", allow_negative_numbers = true)]
+    #[arg(long, value_name = "V", allow_negative_numbers = true, help = "Replace nulls of numeric columns with V", long_help, help_heading = heading::TRAINERS)]
     pub fill_nulls: Option<f64>,
     /// Hand string and binary columns to exec trainers as Arrow views (`Utf8View`, `BinaryView`), the form they are read in, instead of `Utf8` and `Binary`: no copy of every value per batch. For trainers whose Arrow reads views (pyarrow 16 or later); `sluice_trainer.Dataset` asks for them itself when its pyarrow can. Built-in models take views always.
-    #[arg(long)]
+    #[arg(long, help = "Hand strings to exec trainers as Arrow views", long_help, help_heading = heading::TRAINERS, hide_short_help = true)]
     pub string_view: bool,
 }
 

@@ -6,6 +6,7 @@ use connectors::table::TableVersion;
 use connectors::{DatasetOptions, Format, FormatOptions, PartitionFilter};
 use serde::Deserialize;
 
+use super::heading;
 use super::value::{form, parse_size, parse_timestamp, parse_with};
 use super::{rule, OptionError};
 
@@ -17,14 +18,14 @@ pub const DEFAULT_SPLIT_SIZE: &str = "128MiB";
 #[serde(default, rename_all = "kebab-case")]
 pub struct ReadOptions {
     /// Read every file as this format instead of guessing from file names.
-    #[arg(long, value_parser = parse_with::<Format>)]
+    #[arg(long, value_parser = parse_with::<Format>, help = "Read every file as this format", long_help, help_heading = heading::READING)]
     #[serde(deserialize_with = "form::some_parsed")]
     pub format: Option<Format>,
     /// Keep partition values as strings instead of inferring types as Spark does (`007` stays `007`).
-    #[arg(long)]
+    #[arg(long, help = "Keep partition values as strings", long_help, help_heading = heading::READING, hide_short_help = true)]
     pub partition_strings: bool,
     /// Target split size: a task covers about this many bytes (e.g. 128MiB, 4MB, 1000000).
-    #[arg(long, default_value = DEFAULT_SPLIT_SIZE, value_parser = parse_size)]
+    #[arg(long, default_value = DEFAULT_SPLIT_SIZE, value_parser = parse_size, help = "About this many bytes per task", long_help, help_heading = heading::READING)]
     #[serde(deserialize_with = "form::size")]
     pub split_size: u64,
     /// CSV files start with a header line: take it for the column names. Without this
@@ -33,32 +34,36 @@ pub struct ReadOptions {
         long,
         num_args = 0,
         default_missing_value = "true",
-        conflicts_with = "csv_no_header"
+        conflicts_with = "csv_no_header",
+        help = "CSV files start with a header line",
+        long_help,
+        help_heading = heading::READING,
+        hide_short_help = true,
     )]
     pub csv_header: Option<bool>,
     /// CSV files have no header line: every line is data, columns `_c0`, `_c1`, ... (Spark's reader default).
-    #[arg(long)]
+    #[arg(long, help = "CSV files have no header line", long_help, help_heading = heading::READING, hide_short_help = true)]
     pub csv_no_header: bool,
     /// CSV field delimiter (one character).
-    #[arg(long, default_value_t = ',')]
+    #[arg(long, default_value_t = ',', help_heading = heading::READING, hide_short_help = true)]
     pub csv_delimiter: char,
     /// Split text lines at the first tab into `key` and `value` (MapReduce TextOutputFormat).
-    #[arg(long)]
+    #[arg(long, help = "Split text lines at the first tab (key, value)", long_help, help_heading = heading::READING, hide_short_help = true)]
     pub text_key_value: bool,
     /// Read this version of a Delta table (time travel) instead of the latest.
-    #[arg(long, value_name = "N", conflicts_with_all = ["snapshot_id", "timestamp"])]
+    #[arg(long, value_name = "N", conflicts_with_all = ["snapshot_id", "timestamp"], help = "Read this version of a Delta table", long_help, help_heading = heading::SOURCE)]
     pub table_version: Option<u64>,
     /// Read this snapshot of an Iceberg table instead of the current one.
-    #[arg(long, value_name = "ID", conflicts_with = "timestamp")]
+    #[arg(long, value_name = "ID", conflicts_with = "timestamp", help = "Read this snapshot of an Iceberg table", long_help, help_heading = heading::SOURCE, hide_short_help = true)]
     pub snapshot_id: Option<i64>,
     /// Read the version of a Delta or Iceberg table that was current at this time:
     /// RFC 3339 (`2026-11-29T10:00:00Z`), `YYYY-MM-DD[ HH:MM:SS]` in UTC, or
     /// milliseconds since the epoch.
-    #[arg(long, value_name = "T", value_parser = parse_timestamp)]
+    #[arg(long, value_name = "T", value_parser = parse_timestamp, help = "Read the table's version current at this time", long_help, help_heading = heading::SOURCE)]
     #[serde(deserialize_with = "form::some_timestamp")]
     pub timestamp: Option<i64>,
     /// Read only the partitions whose values match this filter on partition columns, e.g. "dt >= '2026-11-01' AND country IN ('DE', 'FR')": =, !=, <, <=, >, >=, IN (...), IS [NOT] NULL, AND, OR, NOT, parentheses; literals typed by their column.
-    #[arg(long = "where", value_name = "EXPR", value_parser = parse_filter)]
+    #[arg(long = "where", value_name = "EXPR", value_parser = parse_filter, help = "Read only the partitions matching this filter", long_help, help_heading = heading::ROWS)]
     #[serde(rename = "where")]
     pub partition_filter: Option<PartitionFilter>,
 }

@@ -8,6 +8,7 @@ use std::str::FromStr;
 use clap::Args;
 use serde::Deserialize;
 
+use super::heading;
 use super::value::{form, parse_with};
 use super::{rule, OptionError};
 use crate::protocol::select::Selection;
@@ -65,20 +66,20 @@ impl fmt::Display for Fractions {
 #[serde(default, rename_all = "kebab-case")]
 pub struct SelectOptions {
     /// Assign each row to one of these named splits by a stable hash of --split-key (the same split in every run, partition and table version), e.g. train=0.9,valid=0.1; --take says which one is trained.
-    #[arg(long, value_name = "NAME=FRACTION,...", value_parser = parse_with::<Fractions>)]
+    #[arg(long, value_name = "NAME=FRACTION,...", value_parser = parse_with::<Fractions>, help = "Named splits by a stable hash of --split-key", long_help, help_heading = heading::ROWS)]
     #[serde(deserialize_with = "form::some_parsed")]
     pub split: Option<Fractions>,
     /// The column whose value places a row in a --split or --sample (a string, binary, integer or boolean column, hashed as --hash-buckets hashes).
-    #[arg(long, value_name = "COLUMN")]
+    #[arg(long, value_name = "COLUMN", help = "The column --split and --sample hash", long_help, help_heading = heading::ROWS)]
     pub split_key: Option<String>,
     /// The --split to train, e.g. --split train=0.9,valid=0.1 --take valid.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", help = "The --split to train", long_help, help_heading = heading::ROWS)]
     pub take: Option<String>,
     /// Keep this fraction of the rows (0 < FRACTION <= 1), chosen by the stable hash of --split-key: the same rows every run. Rows left out are never shipped to a trainer.
-    #[arg(long, value_name = "FRACTION")]
+    #[arg(long, value_name = "FRACTION", help = "Keep this fraction of the rows (stable)", long_help, help_heading = heading::ROWS)]
     pub sample: Option<f64>,
     /// Train only the first ROWS rows of each epoch, in the order of the dataset's splits (a smoke test): the splits past them are not read.
-    #[arg(long, value_name = "ROWS")]
+    #[arg(long, value_name = "ROWS", help = "Train only the first ROWS rows of each epoch", long_help, help_heading = heading::ROWS)]
     pub limit: Option<u64>,
 }
 

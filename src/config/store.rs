@@ -8,6 +8,7 @@ use clap::Args;
 use connectors::store::Timeouts;
 use serde::Deserialize;
 
+use super::heading;
 use super::value::{form, parse_duration};
 use super::{rule, OptionError};
 
@@ -19,11 +20,11 @@ use super::{rule, OptionError};
 #[serde(default, rename_all = "kebab-case")]
 pub struct StoreOptions {
     /// Object stores (S3, GCS, Azure): how long connecting may take (e.g. 5s).
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration, help = "Object stores: how long connecting may take", long_help, help_heading = heading::ACCESS, hide_short_help = true)]
     #[serde(deserialize_with = "form::duration")]
     pub connect_timeout: Duration,
     /// Object stores (S3, GCS, Azure): how long one try of a request may take, answer included (e.g. 30s). A request that times out is tried again while within 10 s of its first try, so a store that accepts connections and never answers fails it within 12 s plus this.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration, help = "Object stores: how long one try may take", long_help, help_heading = heading::ACCESS, hide_short_help = true)]
     #[serde(deserialize_with = "form::duration")]
     pub request_timeout: Duration,
 }

@@ -8,6 +8,7 @@ use clap::Args;
 use connectors::DatasetOptions;
 use serde::Deserialize;
 
+use super::heading;
 use super::value::{form, parse_duration};
 use super::{
     check_columns, check_queue, rule, FollowOptions, OptionError, PipelineOptions, ReadOptions,
@@ -21,52 +22,52 @@ use crate::trainer::DEFAULT_CHECKPOINT_EVERY;
 #[serde(default, rename_all = "kebab-case")]
 pub struct TrainOptions {
     /// Passes over the data; task order is reshuffled each epoch.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, help = "Passes over the data", long_help, help_heading = heading::TRAINING)]
     pub epochs: u32,
     /// Only these columns reach the trainer (comma-separated); default all.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', help = "Only these columns reach the trainer (a,b,c)", long_help, help_heading = heading::ROWS)]
     #[serde(deserialize_with = "form::some_list")]
     pub columns: Option<Vec<String>>,
     /// Seed of task order and shuffling.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, help_heading = heading::TRAINING)]
     pub seed: u64,
     /// Failed reads per task before it is failed (after --read-retry of waiting for errors that may clear). Only the reader's own errors count: a crash, a stop or a lapsed lease hands the task back at its committed rows without using an attempt.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, help = "Failed reads of a task before it fails", long_help, help_heading = heading::READING, hide_short_help = true)]
     pub max_attempts: u32,
     /// Resuming a job whose tasks failed: put the failed tasks back, each from the rows it had committed, and run them (job files: `retry-failed = true`). Without it a rerun of such a job exits 2 again, naming them.
-    #[arg(long)]
+    #[arg(long, help = "Run the failed tasks of a resumed job again", long_help, help_heading = heading::STATE)]
     pub retry_failed: bool,
     /// A lease not renewed within this time goes back to the queue (e.g. 60s).
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = parse_duration, help = "A lease not renewed this long goes back", long_help, help_heading = heading::STATE, hide_short_help = true)]
     #[serde(deserialize_with = "form::duration")]
     pub lease_timeout: Duration,
     /// Wait for _SUCCESS before starting (spark-submit handoff); optional timeout, default 1h.
-    #[arg(long, value_name = "TIMEOUT", num_args = 0..=1, default_missing_value = "1h", value_parser = parse_duration, require_equals = true)]
+    #[arg(long, value_name = "TIMEOUT", num_args = 0..=1, default_missing_value = "1h", value_parser = parse_duration, require_equals = true, help = "Wait for _SUCCESS first (spark-submit handoff)", long_help, help_heading = heading::SOURCE)]
     #[serde(deserialize_with = "form::some_duration")]
     pub wait_success: Option<Duration>,
     /// With --wait-success: fail as soon as this process (the job writing the output, e.g. spark-submit) exits without _SUCCESS appearing.
-    #[arg(long, value_name = "PID", requires = "wait_success")]
+    #[arg(long, value_name = "PID", requires = "wait_success", help = "With --wait-success: fail once this writer exits", long_help, help_heading = heading::SOURCE, hide_short_help = true)]
     pub writer_pid: Option<u32>,
     /// Train even if the output is visibly unfinished (no _SUCCESS, _temporary present).
-    #[arg(long)]
+    #[arg(long, help = "Train even if the output looks unfinished", long_help, help_heading = heading::SOURCE, hide_short_help = true)]
     pub allow_incomplete: bool,
     /// Train the rest when files are corrupt (a cut-off Parquet footer): each becomes a failed task named in the summary, exit code 2. Without it a corrupt file stops the job before training.
-    #[arg(long)]
+    #[arg(long, help = "Fail the tasks of corrupt files, train the rest", long_help, help_heading = heading::READING)]
     pub ignore_corrupt_files: bool,
     /// Output with no data rows (a directory holding only _SUCCESS, a table version with no rows) is a warning (exit 0), not an error (exit 1).
-    #[arg(long)]
+    #[arg(long, help = "No data rows is a warning (exit 0), not an error", long_help, help_heading = heading::SOURCE, hide_short_help = true)]
     pub allow_empty: bool,
     /// Write a JSON summary of the run here.
-    #[arg(long)]
+    #[arg(long, help_heading = heading::OUTPUT)]
     pub summary_json: Option<PathBuf>,
     /// On SIGINT or SIGTERM, how long the trainers may take to finish the
     /// batches they hold; what they acknowledged is committed and the run
     /// exits 130 (resume with the same --state). A second signal exits at once.
-    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    #[arg(long, default_value = "20s", value_parser = parse_duration, help = "Time trainers get to finish on SIGINT/SIGTERM", long_help, help_heading = heading::STATE)]
     #[serde(deserialize_with = "form::duration")]
     pub grace: Duration,
     /// With --state and a built-in model: save the model in the state every STEPS steps (and before each new epoch), so that a resumed run continues it from there; default 100, 0 = never (a resumed run then starts the model over).
-    #[arg(long, value_name = "STEPS")]
+    #[arg(long, value_name = "STEPS", help = "Save the built-in model every STEPS steps", long_help, help_heading = heading::STATE, hide_short_help = true)]
     pub checkpoint_every: Option<u64>,
 }
 

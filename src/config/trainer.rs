@@ -6,6 +6,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use serde::Deserialize;
 
+use super::heading;
 use super::value::{form, parse_timeout};
 use super::{rule, OptionError};
 use crate::trainer::{Attach, DEFAULT_MAX_RESTARTS, DEFAULT_TRAINER_TIMEOUT};
@@ -68,47 +69,47 @@ pub struct ModelChoice {
 #[serde(default, rename_all = "kebab-case")]
 pub struct TrainerOptions {
     /// Device threads, each owning one trainer.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, help_heading = heading::TRAINING)]
     pub devices: usize,
     /// Accelerator ids, one per device thread (sets CUDA_VISIBLE_DEVICES for exec trainers); implies --devices.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', help = "Accelerator ids, one per device thread", long_help, help_heading = heading::TRAINING)]
     #[serde(deserialize_with = "form::some_list")]
     pub device_ids: Option<Vec<String>>,
     /// Built-in model; ignored when --exec is given.
-    #[arg(long, value_enum, default_value_t = ModelKind::None)]
+    #[arg(long, value_enum, default_value_t = ModelKind::None, help = "Built-in model", long_help, help_heading = heading::TRAINING)]
     pub model: ModelKind,
     /// Label column of the linear and logistic models.
-    #[arg(long)]
+    #[arg(long, help_heading = heading::TRAINING)]
     pub label: Option<String>,
     /// Feature columns (numeric or fixed-size lists), comma-separated.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', help = "Feature columns of the built-in models (a,b,c)", long_help, help_heading = heading::TRAINING)]
     #[serde(deserialize_with = "form::some_list")]
     pub features: Option<Vec<String>>,
     /// Learning rate of the built-in models.
-    #[arg(long)]
+    #[arg(long, help_heading = heading::TRAINING, hide_short_help = true)]
     pub learning_rate: Option<f64>,
     /// Write the trained model here as JSON.
-    #[arg(long)]
+    #[arg(long, help_heading = heading::OUTPUT)]
     pub output: Option<PathBuf>,
     /// Continue training a model written earlier by --output (its weights, feature scaling and optimizer state).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help = "Continue a model written earlier by --output", long_help, help_heading = heading::TRAINING, hide_short_help = true)]
     pub init_model: Option<PathBuf>,
     /// Train with an external program: `sh -c CMD` per device, fed an Arrow IPC stream on stdin, acknowledging each applied batch with a line `ack` on fd $SLUICE_ACK_FD.
-    #[arg(long, value_name = "CMD")]
+    #[arg(long, value_name = "CMD", help = "Train with a program fed Arrow IPC on stdin", long_help, help_heading = heading::TRAINERS)]
     pub exec: Option<String>,
     /// Be the child of the trainer (what `sluice_trainer.Dataset` starts): write the Arrow stream of the one device to descriptor DATA_FD, read its ack lines from ACK_FD, and put batches in the memory file SHM_FD when it asks; sluice dies with the process that started it.
-    #[arg(long, value_name = "DATA_FD,ACK_FD[,SHM_FD]", value_parser = super::value::parse_with::<Attach>, conflicts_with = "exec")]
+    #[arg(long, value_name = "DATA_FD,ACK_FD[,SHM_FD]", value_parser = super::value::parse_with::<Attach>, conflicts_with = "exec", help = "Be the child of a trainer (sluice_trainer.Dataset)", long_help, help_heading = heading::TRAINERS, hide_short_help = true)]
     #[serde(skip)]
     pub attach: Option<Attach>,
     /// Restarts allowed per device when the exec trainer dies.
-    #[arg(long, default_value_t = DEFAULT_MAX_RESTARTS)]
+    #[arg(long, default_value_t = DEFAULT_MAX_RESTARTS, help = "Restarts allowed per device's trainer", long_help, help_heading = heading::TRAINERS)]
     pub exec_restarts: u32,
     /// An exec trainer holding batches that sends no ack for this long is killed (its process group) and restarted, which counts as a restart; `off` (or 0) waits forever.
-    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_timeout)]
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_timeout, help = "Restart a trainer that acks nothing this long", long_help, help_heading = heading::TRAINERS)]
     #[serde(deserialize_with = "form::timeout")]
     pub trainer_timeout: Duration,
     /// No progress bar, nor the progress lines that take its place where stderr is not a terminal.
-    #[arg(long, short)]
+    #[arg(long, short, help = "No progress bar, no progress lines", long_help, help_heading = heading::LOGGING)]
     pub quiet: bool,
 }
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 use clap::Args;
 use serde::Deserialize;
 
+use super::heading;
 use super::value::{form, parse_duration};
 use super::{rule, OptionError};
 
@@ -16,27 +17,27 @@ use super::{rule, OptionError};
 #[serde(default, rename_all = "kebab-case")]
 pub struct WorkerOptions {
     /// The master's URL, e.g. http://sluice-master:7070.
-    #[arg(long)]
+    #[arg(long, help_heading = heading::DISTRIBUTED)]
     pub master: String,
     /// Keep retrying an unreachable master this long before giving up.
-    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    #[arg(long, default_value = "5m", value_parser = parse_duration, help = "Retry an unreachable master this long", long_help, help_heading = heading::DISTRIBUTED)]
     #[serde(deserialize_with = "form::duration")]
     pub patience: Duration,
     /// Trust this PEM CA certificate for an https:// master (besides the system's roots).
-    #[arg(long, value_name = "PEM")]
+    #[arg(long, value_name = "PEM", help = "Trust this PEM CA for an https:// master", long_help, help_heading = heading::DISTRIBUTED)]
     pub ca_file: Option<PathBuf>,
     /// On SIGTERM or SIGINT (pre-emption), how long the trainers may take to
     /// finish the batches they hold before the worker hands its tasks back and
     /// exits (keep it under the pod's terminationGracePeriodSeconds, 30 s by
     /// default). A second signal exits at once.
-    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    #[arg(long, default_value = "20s", value_parser = parse_duration, help = "Time trainers get to finish on SIGTERM/SIGINT", long_help, help_heading = heading::STATE)]
     #[serde(deserialize_with = "form::duration")]
     pub grace: Duration,
     /// The worker's name on the status page, in `sluice status` and in /metrics (default: host name and pid, e.g. node-7-4121).
-    #[arg(long)]
+    #[arg(long, help = "The worker's name on the status page and metrics", long_help, help_heading = heading::DISTRIBUTED)]
     pub name: Option<String>,
     /// Exit with this code when a signal stopped the worker before the job was over (default 130, as every command; e.g. 143 under a Kubernetes Job or as a Spark task, or 0 where a pre-empted worker must not count as failed).
-    #[arg(long, value_name = "CODE", default_value_t = crate::exit::INTERRUPTED)]
+    #[arg(long, value_name = "CODE", default_value_t = crate::exit::INTERRUPTED, help = "Exit code when a signal stopped the worker", long_help, help_heading = heading::STATE, hide_short_help = true)]
     pub stopped_exit_code: u8,
 }
 

@@ -22,6 +22,9 @@ DATA = os.environ.get("SLUICE_TEST_DATA", "/nonexistent")
 OUT = os.environ.get("SLUICE_TEST_OUT", "/nonexistent")
 TRAINER = os.environ.get("SLUICE_TEST_TRAINER", "false")
 STATE = os.environ.get("SLUICE_TEST_STATE", "/nonexistent")
+# The DAGs' start date: `airflow dags test` for a logical date before it runs
+# nothing (no task is scheduled before its start date), so tests/airflow.rs
+# runs them for a day after it.
 START = pendulum.datetime(2026, 11, 1, tz="UTC")
 
 

@@ -150,6 +150,26 @@ pub enum Scheme {
 }
 
 impl Scheme {
+    /// Every store, as `sluice version --json` lists them.
+    pub const ALL: [Scheme; 5] = [
+        Scheme::Local,
+        Scheme::Hdfs,
+        Scheme::S3,
+        Scheme::Gcs,
+        Scheme::Azure,
+    ];
+
+    /// The scheme users write first for the store (`file`, `hdfs`, `s3`, `gs`, `az`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheme::Local => "file",
+            Scheme::Hdfs => "hdfs",
+            Scheme::S3 => "s3",
+            Scheme::Gcs => "gs",
+            Scheme::Azure => "az",
+        }
+    }
+
     /// Parses the scheme of `url`; a string without `://` is a local path.
     pub fn of(url: &str) -> Result<Scheme> {
         let Some((scheme, _)) = url.split_once("://") else {

@@ -31,6 +31,9 @@ pub enum TableKind {
 }
 
 impl TableKind {
+    /// Every kind of table.
+    pub const ALL: [TableKind; 2] = [TableKind::Delta, TableKind::Iceberg];
+
     /// The name users know.
     pub fn as_str(self) -> &'static str {
         match self {
