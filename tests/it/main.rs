@@ -1,10 +1,11 @@
 //! Every integration test, in one binary: one link of the crate, one process whose
 //! tests share the services and fixtures they start, run in parallel.
 
+mod common;
 mod airflow;
 mod catalogs;
 mod checkpoints;
-mod common;
+mod cli_help;
 mod crash_loops;
 mod distributed;
 mod exactly_once;

@@ -3,12 +3,11 @@
 //! completions, man pages, the version line and `version --json` for bug
 //! reports; and the committed CLI reference equals what the binary prints.
 
-mod common;
 
 use std::path::Path;
 use std::process::Command;
 
-use common::{assert_one_line_error, run, sluice_command, Run};
+use crate::common::{assert_one_line_error, run, sluice_command, Run};
 
 /// Runs sluice at a 100-column width (clap's widest), whatever the terminal.
 fn sluice(args: &[&str]) -> Run {
