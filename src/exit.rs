@@ -198,6 +198,7 @@ impl ExitCode for connectors::Error {
                     | E::UnknownColumn { .. }
                     | E::InvalidOption { .. }
                     | E::Filter(_)
+                    | E::RowFilter(_)
             ),
             USAGE,
         )

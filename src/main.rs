@@ -156,9 +156,13 @@ fn clap_error(e: &clap::Error, args: &[std::ffi::OsString]) -> ExitCode {
             let first = first.strip_prefix("error: ").unwrap_or(first);
             eprintln!("sluice: {first}; {hint}");
         }
-        None => {
-            let _ = e.print();
-        }
+        None => match filter_error(e) {
+            // A filter's own message already names the flag and the place.
+            Some(message) => eprintln!("sluice: {message}"),
+            None => {
+                let _ = e.print();
+            }
+        },
     }
     ExitCode::from(exit::USAGE)
 }
@@ -174,6 +178,15 @@ fn print_only(command: &CliCommand) -> Option<anyhow::Result<()>> {
         CliCommand::Reference(args) => Some(reference::run(args)),
         _ => None,
     }
+}
+
+/// The message of a `--filter` expression clap's parser refused, one line.
+fn filter_error(e: &clap::Error) -> Option<String> {
+    if e.kind() != clap::error::ErrorKind::ValueValidation {
+        return None;
+    }
+    let message = std::error::Error::source(e)?.to_string();
+    message.starts_with("--filter: ").then_some(message)
 }
 
 async fn dispatch(

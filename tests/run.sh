@@ -49,6 +49,9 @@ export SLUICE_FIXTURES
 phase "fixtures (real Spark) -> $SLUICE_FIXTURES"
 "$PY" tests/fixtures/make_fixtures.py "$SLUICE_FIXTURES"
 
+phase "row filters: Spark's df.filter counts (real Spark) -> $SLUICE_FIXTURES/filter"
+"$PY" tests/fixtures/make_filter.py "$SLUICE_FIXTURES"
+
 phase "Delta and Iceberg tables (real Spark 4.0) -> $SLUICE_FIXTURES/tables"
 "$TABLES_PY" tests/fixtures/make_tables.py "$SLUICE_FIXTURES"
 

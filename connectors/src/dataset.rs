@@ -18,6 +18,7 @@ use crate::layout::names::{classify_dir, dbio_txn, DirClass, FileClass};
 use crate::layout::partition::{infer_type, parse_value, unescape, widen};
 use crate::layout::success::SuccessMarker;
 use crate::listing::{self, ListedFile};
+use crate::row_filter::RowFilter;
 use crate::schema::SchemaMerger;
 use crate::sink::{self, Committed, SinkInfo};
 use crate::split::{split_file, FileStamp, FileToSplit, Split, SplitRange};
@@ -54,6 +55,11 @@ pub struct DatasetOptions {
     /// the partition values before any file is inspected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partition_filter: Option<PartitionFilter>,
+    /// Keep only the rows this filter keeps (`--filter`): partitions whose
+    /// values cannot hold one are left out before any file is inspected,
+    /// and the splits' row counts are unknown until read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row_filter: Option<RowFilter>,
     /// The partitions a catalog (a Hive Metastore) lists for the table: read
     /// instead of a listing of the root, each from its own location with the
     /// catalog's values.
@@ -89,6 +95,7 @@ impl Default for DatasetOptions {
             ignore_corrupt_files: false,
             table_version: TableVersion::Latest,
             partition_filter: None,
+            row_filter: None,
             catalog_partitions: None,
         }
     }
@@ -477,6 +484,11 @@ impl Dataset {
                     continue;
                 }
             }
+            if let Some(filter) = &options.row_filter {
+                if !filter.partition_may_match(&fields, &p.values) {
+                    continue;
+                }
+            }
             let at = crate::store::open(&p.url)?;
             if at.base() != location.base() {
                 return Err(Error::Layout {
@@ -596,6 +608,12 @@ impl Dataset {
                 rows: info.rows.map(|r| r.saturating_sub(deleted)),
             });
         }
+        // A filtered split holds as many rows as its read keeps: known once read.
+        if self.options.row_filter.is_some() {
+            for split in &mut self.splits {
+                split.rows = None;
+            }
+        }
         let Some(format) = self.format else {
             return;
         };
@@ -669,6 +687,36 @@ struct Candidate {
     deleted: Vec<u64>,
 }
 
+/// Leaves out of `info`'s units the row groups whose statistics say no row
+/// of them passes `filter` (conditions on columns the file does not have,
+/// partition columns among them, may be anything), and drops the footer it
+/// kept. Counts what it left out.
+fn prune_units(filter: &RowFilter, info: &mut FileInfo) {
+    let Some((meta, legacy)) = info.parquet_meta.take() else {
+        return;
+    };
+    if legacy || info.units.is_empty() {
+        return;
+    }
+    let pred = filter.lenient(&info.schema);
+    let names: Vec<String> = info
+        .schema
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    let stats = crate::row_filter::parquet::FileStats {
+        meta: &meta,
+        schema: &info.schema,
+        names: &names,
+    };
+    let groups: Vec<usize> = info.units.iter().map(|u| u.index).collect();
+    let mut keep = stats.groups_kept(&pred, &groups).into_iter();
+    let before = info.units.len();
+    info.units.retain(|_| keep.next().unwrap_or(true));
+    crate::row_filter::parquet::count_planned(before - info.units.len(), info.units.is_empty());
+}
+
 /// The files of the partitions `--where` keeps (all without a filter);
 /// a filter naming a column that is no partition column is refused.
 fn keep_partitions(
@@ -676,6 +724,23 @@ fn keep_partitions(
     fields: &[Field],
     options: &DatasetOptions,
 ) -> Result<Vec<Candidate>> {
+    let files = match &options.row_filter {
+        Some(filter) => {
+            let before = files.len();
+            let kept: Vec<Candidate> = files
+                .into_iter()
+                .filter(|f| filter.partition_may_match(fields, &f.values))
+                .collect();
+            tracing::debug!(
+                filter = filter.as_str(),
+                before,
+                kept = kept.len(),
+                "row filter on partition values"
+            );
+            kept
+        }
+        None => files,
+    };
     let Some(filter) = &options.partition_filter else {
         return Ok(files);
     };
@@ -1045,7 +1110,13 @@ async fn inspect_all(
         };
         async move {
             match format::inspect(loc, &file, format, opts).await {
-                Ok(info) => Ok(Ok(info)),
+                Ok(mut info) => {
+                    if let Some(filter) = &options.row_filter {
+                        prune_units(filter, &mut info);
+                    }
+                    info.parquet_meta = None;
+                    Ok(Ok(info))
+                }
                 Err(Error::Corrupt { reason, .. }) if options.ignore_corrupt_files => {
                     Ok(Err(reason))
                 }

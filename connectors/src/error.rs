@@ -180,6 +180,9 @@ pub enum Error {
     /// A `--where` partition filter that cannot be used on this dataset.
     #[error(transparent)]
     Filter(#[from] crate::filter::FilterError),
+    /// A `--filter` row filter that does not parse or fit the dataset.
+    #[error(transparent)]
+    RowFilter(#[from] crate::row_filter::RowFilterError),
 }
 
 /// The broad kind of an [`Error`], for callers that decide by kind.
@@ -212,6 +215,7 @@ impl Error {
             | Error::UnknownColumn { .. }
             | Error::InvalidOption { .. }
             | Error::Filter(_)
+            | Error::RowFilter(_)
             | Error::StoreConfig { .. } => ErrorKind::Invalid,
             Error::Layout { .. }
             | Error::DanglingLink { .. }
@@ -275,6 +279,7 @@ impl Error {
             | Error::NoSuchVersion { .. }
             | Error::SinkLog { .. }
             | Error::Filter(_)
+            | Error::RowFilter(_)
             | Error::InvalidOption { .. } => false,
         }
     }

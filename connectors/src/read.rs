@@ -14,6 +14,7 @@ use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::format::{self, Format, FormatOptions, ReadRequest};
 use crate::read_ahead::ReadAhead;
+use crate::row_filter::{self, Pred, RowFilter};
 pub use crate::schema::{plain_type, view_type};
 use crate::split::Split;
 use crate::store::Location;
@@ -41,6 +42,10 @@ pub struct ReadPlan {
     /// only make slower. Partition columns keep their types.
     #[serde(default = "views_by_default")]
     pub string_view: bool,
+    /// Only rows this filter keeps are read (`--filter`); offsets into a
+    /// split then count the rows kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<RowFilter>,
 }
 
 fn views_by_default() -> bool {
@@ -80,9 +85,14 @@ impl ReadPlan {
             }
             None => full.fields().iter().map(|f| f.name().clone()).collect(),
         };
+        let filter = dataset.options.row_filter.clone();
+        if let Some(filter) = &filter {
+            filter.check(&full)?;
+        }
         let mut options = dataset.options.format_options.clone();
         options.batch_size = batch_size.max(1);
         Ok(ReadPlan {
+            filter,
             data_schema: dataset.data_schema.clone(),
             partition_fields: dataset.partition_fields.clone(),
             columns,
@@ -114,6 +124,37 @@ impl ReadPlan {
             })
     }
 
+    /// Every column of the dataset, data then partition columns, as the
+    /// filter names them.
+    fn full_schema(&self) -> Schema {
+        let mut fields: Vec<Field> = self
+            .data_schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.extend(self.partition_fields.iter().cloned());
+        Schema::new(fields)
+    }
+
+    /// The filter bound to the dataset's columns, and the plan that reads
+    /// the columns it needs beside the output columns.
+    fn filtered(&self) -> Result<Option<(Pred, ReadPlan)>> {
+        let Some(filter) = &self.filter else {
+            return Ok(None);
+        };
+        let pred = filter.bind(&self.full_schema())?;
+        let mut wider = self.clone();
+        let mut needed = Vec::new();
+        pred.columns(&mut needed);
+        for column in needed {
+            if !wider.columns.contains(&column) {
+                wider.columns.push(column);
+            }
+        }
+        Ok(Some((pred, wider)))
+    }
+
     fn is_partition(&self, name: &str) -> bool {
         self.partition_fields.iter().any(|f| f.name() == name)
     }
@@ -138,6 +179,46 @@ pub fn read_split_within(
     skip: u64,
     ahead: &ReadAhead,
 ) -> BoxStream<'static, Result<RecordBatch>> {
+    match plan.filtered() {
+        Ok(None) => read_plain(loc, split, plan, skip, ahead, None),
+        Ok(Some((pred, wider))) => {
+            let pred = Arc::new(pred);
+            let width = plan.columns.len();
+            let output = plan.output_schema();
+            let read = read_plain(loc, split, &wider, 0, ahead, Some(pred.clone()));
+            let display = loc.display(&split.object_path());
+            let kept = read.map(move |item| {
+                let batch = item?;
+                let rows = batch.num_rows() as u64;
+                let kept = row_filter::keep(&pred, &batch)
+                    .and_then(|b| b.project(&(0..width).collect::<Vec<_>>()))
+                    .and_then(|b| {
+                        RecordBatch::try_new_with_options(
+                            output.clone(),
+                            b.columns().to_vec(),
+                            &RecordBatchOptions::new().with_row_count(Some(b.num_rows())),
+                        )
+                    })
+                    .map_err(|e| Error::corrupt(&display, "data", format!("--filter: {e}")))?;
+                row_filter::count_rows(rows, kept.num_rows() as u64);
+                Ok(kept)
+            });
+            format::skip_rows(kept.boxed(), skip)
+        }
+        Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
+    }
+}
+
+/// Reads a split as `plan` says, the `filter` given to the format to skip
+/// what its statistics rule out.
+fn read_plain(
+    loc: &Location,
+    split: &Split,
+    plan: &ReadPlan,
+    skip: u64,
+    ahead: &ReadAhead,
+    filter: Option<Arc<Pred>>,
+) -> BoxStream<'static, Result<RecordBatch>> {
     let data_columns: Vec<String> = plan
         .columns
         .iter()
@@ -151,6 +232,7 @@ pub fn read_split_within(
         file_columns: plan.file_columns.clone(),
         read_ahead: ahead.clone(),
         string_view: plan.string_view,
+        filter,
     };
     let raw = format::read_raw(loc, split, &request, skip);
     let conform = Conformer {

@@ -69,8 +69,20 @@ pub async fn run(args: LsArgs) -> anyhow::Result<()> {
             .or_default()
             .rows += rows;
     }
+    // Reading counted what the filter keeps; its statistics said what it skips.
+    let filtered = dataset
+        .options
+        .row_filter
+        .as_ref()
+        .map(|f| (f.to_string(), connectors::row_filter::filter_counts()));
     let text = if args.json {
         let mut json = to_json(&dataset, &partitions);
+        if let Some((expr, counts)) = &filtered {
+            json["filter"] = json!({"expr": expr, "files": dataset.files.len(),
+                "files_pruned": counts.files_pruned, "row_groups_read": counts.row_groups_read, "row_groups_pruned": counts.row_groups_pruned,
+                "page_rows_pruned": counts.page_rows_pruned, "rows_dropped": counts.rows_filtered,
+                "rows": counts.rows_kept});
+        }
         if let Some(t) = &found {
             json["catalog"] = catalog_json(t);
         }
@@ -80,7 +92,20 @@ pub async fn run(args: LsArgs) -> anyhow::Result<()> {
         if let Some(t) = &found {
             text.push_str(&catalog_line(t));
         }
-        text + &table(&dataset, &partitions)
+        text.push_str(&table(&dataset, &partitions));
+        if let Some((expr, c)) = &filtered {
+            text.push_str(&format!(
+                "filter: {expr}: {} files after partition pruning, {} of them skipped on statistics; row groups: {} read, {} skipped on statistics; {} rows skipped on the page index; {} rows kept, {} dropped row by row\n",
+                dataset.files.len(),
+                c.files_pruned,
+                c.row_groups_read,
+                c.row_groups_pruned,
+                c.page_rows_pruned,
+                c.rows_kept,
+                c.rows_filtered
+            ));
+        }
+        text
     };
     write_stdout(&text)
 }

@@ -570,6 +570,19 @@ mod tests {
     }
 
     #[test]
+    fn a_row_filter_is_the_key_filter() {
+        let text =
+            "source = \"/d\"\nstate = \"s\"\nfilter = \"label IS NOT NULL AND country = 'US'\"\n";
+        let file = JobFile::parse(Path::new("/jobs/job.toml"), text).expect("valid job");
+        let options = file.read.dataset_options(false).expect("valid options");
+        let filter = options.row_filter.as_ref().expect("filter");
+        assert_eq!(filter.as_str(), "label IS NOT NULL AND country = 'US'");
+        let bad = "source = \"/d\"\nstate = \"s\"\nfilter = \"label IS\"\n";
+        let err = JobFile::parse(Path::new("/jobs/job.toml"), bad).expect_err("bad filter");
+        assert!(err.to_string().contains("--filter"), "{err}");
+    }
+
+    #[test]
     fn csv_header_is_a_key_given_or_left_to_the_data() {
         let header = |extra: &str| {
             let file = parse(&format!("{BASE}{extra}")).expect("valid job");

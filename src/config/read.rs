@@ -3,7 +3,7 @@
 
 use clap::Args;
 use connectors::table::TableVersion;
-use connectors::{DatasetOptions, Format, FormatOptions, PartitionFilter};
+use connectors::{DatasetOptions, Format, FormatOptions, PartitionFilter, RowFilter};
 use serde::Deserialize;
 
 use super::heading;
@@ -66,6 +66,15 @@ pub struct ReadOptions {
     #[arg(long = "where", value_name = "EXPR", value_parser = parse_filter, help = "Read only the partitions matching this filter", long_help, help_heading = heading::ROWS)]
     #[serde(rename = "where")]
     pub partition_filter: Option<PartitionFilter>,
+    /// Read only the rows this Spark SQL condition keeps, e.g. "label IS NOT NULL AND country = 'US'": comparisons (= <> != < <= > >=), AND, OR, NOT, IN (...), BETWEEN, IS [NOT] NULL, LIKE; strings, numbers, DATE '...', TIMESTAMP '...' (UTC), true/false; data and partition columns. Rows are exactly those Spark's df.filter(EXPR) keeps; partitions, Parquet row groups and pages that cannot hold one are not read.
+    #[arg(long = "filter", value_name = "EXPR", value_parser = parse_row_filter, help = "Read only the rows this Spark SQL condition keeps", long_help, help_heading = heading::ROWS)]
+    #[serde(rename = "filter")]
+    pub row_filter: Option<RowFilter>,
+}
+
+/// Parses `--filter`.
+fn parse_row_filter(text: &str) -> Result<RowFilter, String> {
+    RowFilter::parse(text).map_err(|e| e.to_string())
 }
 
 /// Parses `--where`.
@@ -87,6 +96,7 @@ impl Default for ReadOptions {
             snapshot_id: None,
             timestamp: None,
             partition_filter: None,
+            row_filter: None,
         }
     }
 }
@@ -152,6 +162,7 @@ impl ReadOptions {
                 _ => TableVersion::Latest,
             },
             partition_filter: self.partition_filter.clone(),
+            row_filter: self.row_filter.clone(),
             catalog_partitions: None,
         })
     }

@@ -79,6 +79,11 @@ pub struct Summary {
     pub served_again: ServedAgain,
     /// Per-epoch statistics of the trainers.
     pub trainer: TrainerReport,
+    /// What `--filter` skipped and kept in this process (row groups pruned
+    /// on their statistics, rows skipped on the page index, rows dropped by
+    /// the row-level filter), when the job has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filter: Option<connectors::row_filter::FilterCounts>,
 }
 
 /// Rows a run handed to a trainer a second time, by cause (see the README's

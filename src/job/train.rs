@@ -740,6 +740,11 @@ fn finish(
         resumed: resumed_from,
         served_again: ServedAgain::new(outcome.replayed, rewound, after_stop),
         trainer: report,
+        filter: config
+            .dataset
+            .row_filter
+            .is_some()
+            .then(connectors::row_filter::filter_counts),
     };
     if let Some(path) = &config.summary_json {
         let value = serde_json::to_value(&summary).unwrap_or_default();
@@ -902,6 +907,7 @@ fn nothing_trained(
         served_again: ServedAgain::default(),
         resumed: None,
         trainer: Default::default(),
+        filter: None,
     };
     if let Some(path) = &config.summary_json {
         let value = serde_json::to_value(&summary).unwrap_or_default();

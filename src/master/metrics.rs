@@ -154,6 +154,29 @@ impl Collector for Figures {
             "Rows of tasks done, over all epochs.",
             s.rows_done,
         )?;
+        // What `--filter` skipped in this process: planning (the master's)
+        // and, for `train`, reading.
+        let f = connectors::row_filter::filter_counts();
+        if f != connectors::row_filter::FilterCounts::default() {
+            counter(
+                &mut e,
+                "sluice_filter_row_groups_pruned",
+                "Parquet row groups --filter skipped on their statistics in this process.",
+                f.row_groups_pruned,
+            )?;
+            counter(
+                &mut e,
+                "sluice_filter_files_pruned",
+                "Files none of whose row groups may hold a row --filter keeps: never read.",
+                f.files_pruned,
+            )?;
+            counter(
+                &mut e,
+                "sluice_filter_rows_dropped",
+                "Rows read in this process and dropped by --filter row by row.",
+                f.rows_filtered,
+            )?;
+        }
         if let Some(total) = s.rows_total {
             gauge(
                 &mut e,

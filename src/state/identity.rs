@@ -74,6 +74,7 @@ impl Identity {
                 "where",
                 options.partition_filter.as_ref().map(|f| f.as_str()),
             )
+            .with_opt("filter", options.row_filter.as_ref().map(|f| f.as_str()))
             .with_opt(
                 "table-version",
                 (!options.table_version.is_latest())

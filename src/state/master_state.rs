@@ -955,6 +955,7 @@ pub(crate) mod tests {
                     options: FormatOptions::default(),
                     file_columns: Default::default(),
                     string_view: true,
+                    filter: None,
                 },
                 epochs: 2,
                 seed: 1,

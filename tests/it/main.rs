@@ -9,6 +9,7 @@ mod cli_help;
 mod crash_loops;
 mod distributed;
 mod exactly_once;
+mod filter;
 mod follow;
 mod formats;
 mod global_shuffle;

@@ -106,6 +106,13 @@ pub struct FileInfo {
     /// A CSV file's head read with and without a header line, while the
     /// dataset is still to decide which (`csv_header` not given).
     pub csv_head: Option<CsvHead>,
+    /// A Parquet file's footer, kept from inspection until a row filter has
+    /// decided on its row groups' statistics (then dropped), and whether
+    /// its dates need Spark's legacy calendar (statistics then unused).
+    pub(crate) parquet_meta: Option<(
+        std::sync::Arc<::parquet::file::metadata::ParquetMetaData>,
+        bool,
+    )>,
 }
 
 impl FileInfo {
@@ -116,6 +123,7 @@ impl FileInfo {
             rows: None,
             units: Vec::new(),
             csv_head: None,
+            parquet_meta: None,
         }
     }
 }
@@ -197,6 +205,9 @@ pub struct ReadRequest {
     /// Decode string and binary columns as views where the format can
     /// (Parquet); the conforming step wraps the others.
     pub string_view: bool,
+    /// A row filter whose statistics a format may skip row groups and pages
+    /// on (Parquet); the rows it keeps are decided after decoding.
+    pub(crate) filter: Option<std::sync::Arc<crate::row_filter::Pred>>,
 }
 
 /// Decodes one split into batches of the file's own columns, starting `skip`
@@ -219,7 +230,7 @@ pub fn read_raw(
 }
 
 /// Drops the first `skip` rows of a stream of batches.
-fn skip_rows(
+pub(crate) fn skip_rows(
     stream: BoxStream<'static, Result<RecordBatch>>,
     skip: u64,
 ) -> BoxStream<'static, Result<RecordBatch>> {

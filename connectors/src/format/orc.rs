@@ -93,6 +93,7 @@ impl FileFormat for Orc {
             rows: Some(meta.number_of_rows()),
             units,
             csv_head: None,
+            parquet_meta: None,
         })
     }
 

@@ -25,7 +25,7 @@ use parquet::arrow::async_reader::AsyncFileReader;
 use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
 use parquet::basic::Type as PhysicalType;
 use parquet::errors::ParquetError;
-use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
 use parquet::file::reader::{ChunkReader, Length};
 
 use super::{spark_legacy, FileFormat, FileInfo, FileRef, FormatOptions, ReadRequest, Unit};
@@ -52,6 +52,8 @@ pub(crate) struct StoreReader {
     metadata: Option<Arc<ParquetMetaData>>,
     /// The budget row groups are fetched within, and the buffer pool.
     ahead: ReadAhead,
+    /// Read the page index with the footer, where the file has one.
+    page_index: bool,
 }
 
 impl StoreReader {
@@ -62,6 +64,7 @@ impl StoreReader {
             size,
             metadata: None,
             ahead: ReadAhead::unbounded(),
+            page_index: false,
         }
     }
 }
@@ -96,8 +99,14 @@ impl AsyncFileReader for StoreReader {
                 return Ok(m.clone());
             }
             let size = self.size;
+            let policy = if self.page_index {
+                PageIndexPolicy::Optional
+            } else {
+                PageIndexPolicy::Skip
+            };
             let metadata = ParquetMetaDataReader::new()
                 .with_prefetch_hint(Some(FOOTER_HINT))
+                .with_page_index_policy(policy)
                 .load_and_finish(&mut *self, size)
                 .await?;
             let metadata = Arc::new(metadata);
@@ -292,11 +301,13 @@ async fn inspect(loc: &Location, file: &FileRef) -> Result<FileInfo> {
             }
         })
         .collect::<Vec<_>>();
+    let legacy = !legacy_calendar_columns(&meta).is_empty();
     Ok(FileInfo {
         schema: meta.schema().clone(),
         rows: Some(units.iter().map(|u| u.rows).sum()),
         units,
         csv_head: None,
+        parquet_meta: Some((meta.metadata().clone(), legacy)),
     })
 }
 
@@ -338,13 +349,17 @@ fn read(
         mapping: request.file_columns.clone(),
         batch_size: request.options.batch_size,
         skip,
+        pruned: None,
     };
+    let filter = request.filter.clone();
     let ahead = request.read_ahead.clone();
     let string_view = request.string_view;
     let planned = split.clone();
     let open = async move {
+        let mut shape = shape;
         let mut reader = StoreReader::new(loc.store.clone(), path.clone(), size);
         reader.ahead = ahead;
+        reader.page_index = filter.is_some();
         let meta = ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new())
             .await
             .map_err(|e| map_err(&loc, &path, e))?;
@@ -362,6 +377,14 @@ fn read(
             .iter()
             .map(|f| shape.mapping.logical_name(f).to_string())
             .collect();
+        if let (Some(filter), true) = (&filter, legacy.is_empty()) {
+            let stats = crate::row_filter::parquet::FileStats {
+                meta: meta.metadata(),
+                schema: &schema,
+                names: &names,
+            };
+            shape.prune(&stats, filter);
+        }
         let (batches, out_schema): (BoxStream<'static, Result<RecordBatch>>, SchemaRef) =
             match loc.local_path(&path) {
                 Some(file) => {
@@ -468,19 +491,85 @@ struct Shape {
     mapping: ColumnMapping,
     batch_size: usize,
     skip: u64,
+    /// What a row filter left of the split: the row groups that may hold a
+    /// kept row, and the rows of them to decode.
+    pruned: Option<(Vec<usize>, Option<RowSelection>)>,
 }
 
 impl Shape {
     /// The row groups the split decodes.
     fn groups(&self, metadata: &ParquetMetaData) -> Vec<usize> {
+        if let Some((groups, _)) = &self.pruned {
+            return groups.clone();
+        }
+        self.split_groups(metadata)
+    }
+
+    /// The row groups of the split.
+    fn split_groups(&self, metadata: &ParquetMetaData) -> Vec<usize> {
         match &self.range {
             SplitRange::RowGroups(g) => g.clone(),
             _ => (0..metadata.num_row_groups()).collect(),
         }
     }
 
+    /// Leaves out the row groups, and the pages of the others, whose
+    /// statistics say no row of them passes `filter`; the rows deleted stay
+    /// unread. Reads under a filter start at the split's first row.
+    fn prune(
+        &mut self,
+        stats: &crate::row_filter::parquet::FileStats<'_>,
+        filter: &crate::row_filter::Pred,
+    ) {
+        let metadata = stats.meta;
+        let groups = self.split_groups(metadata);
+        let kept = stats.groups_kept(filter, &groups);
+        let rows_of = |g: usize| {
+            metadata
+                .row_groups()
+                .get(g)
+                .map_or(0, |rg| rg.num_rows().max(0) as usize)
+        };
+        let total: u64 = groups.iter().map(|&g| rows_of(g) as u64).sum();
+        let mut deleted = selection(total, &self.deleted, 0);
+        let (mut out_groups, mut selectors) = (Vec::new(), Vec::new());
+        let (mut pruned, mut page_rows) = (0u64, 0u64);
+        let mut narrowed = deleted.is_some();
+        for (&g, keep) in groups.iter().zip(kept) {
+            let rows = rows_of(g);
+            let live = deleted.as_mut().map(|d| d.split_off(rows));
+            if !keep {
+                pruned += 1;
+                continue;
+            }
+            let pages = stats.pages_kept(filter, g);
+            if let Some(p) = &pages {
+                page_rows += p.skipped_row_count() as u64;
+            }
+            let part = match (live, pages) {
+                (Some(l), Some(p)) => Some(l.intersection(&p)),
+                (l, p) => l.or(p),
+            };
+            if part.as_ref().is_some_and(|p| !p.selects_any()) {
+                continue;
+            }
+            narrowed |= part.is_some();
+            out_groups.push(g);
+            match part {
+                Some(p) => selectors.extend(p.iter().copied()),
+                None => selectors.push(RowSelector::select(rows)),
+            }
+        }
+        crate::row_filter::parquet::count_pruned(out_groups.len() as u64, pruned, page_rows);
+        let selection = narrowed.then(|| RowSelection::from(selectors));
+        self.pruned = Some((out_groups, selection));
+    }
+
     /// The rows of `groups` to decode (`None`: all of them).
     fn selection(&self, metadata: &ParquetMetaData, groups: &[usize]) -> Option<RowSelection> {
+        if let Some((_, selection)) = &self.pruned {
+            return selection.clone();
+        }
         let total: u64 = groups
             .iter()
             .filter_map(|&g| metadata.row_groups().get(g))

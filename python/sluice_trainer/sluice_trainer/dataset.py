@@ -156,10 +156,11 @@ def _batches_of(data):
 class Dataset:
     """The batches of a sluice job, for a loop this process runs.
 
-    `Dataset(source, batch_size=..., columns=..., epochs=..., seed=...,
+    `Dataset(source, batch_size=..., columns=..., filter=..., epochs=..., seed=...,
     hash_buckets=..., fill_nulls=..., state=..., **options)` runs the job on this
     machine, as `sluice train SOURCE` does (its master embedded); every other
-    option of `sluice train` is a keyword (`split="train=0.9,valid=0.1",
+    option of `sluice train` is a keyword (`filter="label IS NOT NULL AND
+    country = 'US'"` reads only the rows Spark's `df.filter` keeps, `split="train=0.9,valid=0.1",
     split_key="id", take="valid"`, `limit=1000`, `shuffle_buffer=8192`...).
     `shuffle="global"` (with `seed=`, and `shuffle_window=ROWS`) gives the same
     batches in the same order for the same seed and data, and a `Dataset` with
@@ -194,7 +195,7 @@ class Dataset:
     copy what must outlive the step (`.to(device)` and `.float()` copy).
     """
 
-    def __init__(self, source=None, *, batch_size=1024, columns=None, epochs=None,
+    def __init__(self, source=None, *, batch_size=1024, columns=None, filter=None, epochs=None,
                  seed=None, hash_buckets=None, fill_nulls=None, state=None,
                  master=None, token_file=None, name=None, ack=True, checkpoints=False,
                  shared_memory=True, lockstep=None, binary=None, log=True, **options):
@@ -218,7 +219,7 @@ class Dataset:
         common = {"batch_size": batch_size, "hash_buckets": hash_buckets,
                   "fill_nulls": fill_nulls}
         if master is not None:
-            given = [k for k, v in (("columns", columns), ("epochs", epochs),
+            given = [k for k, v in (("columns", columns), ("filter", filter), ("epochs", epochs),
                                     ("seed", seed), ("state", state)) if v is not None]
             if given:
                 raise SluiceError(
@@ -228,7 +229,8 @@ class Dataset:
             common.update(token_file=token_file, name=name)
         else:
             head = ["train", str(source)]
-            common.update(columns=columns, epochs=epochs, seed=seed, state=state)
+            common.update(columns=columns, filter=filter, epochs=epochs, seed=seed,
+                          state=state)
         common.update(options)
         # Strings as the views sluice reads them in, without a copy per batch,
         # where this pyarrow reads views (16 and later).

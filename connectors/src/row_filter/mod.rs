@@ -1,0 +1,296 @@
+//! Row filters (`--filter`): a Spark SQL `WHERE` expression over any column,
+//! data and partition columns alike, kept exactly as `df.filter(EXPR)` keeps
+//! rows: SQL's three-valued logic (a comparison with null is unknown, `NOT`
+//! of unknown is unknown, only rows where the whole filter is true are kept),
+//! numbers compared after Spark's widening, strings by their bytes, dates and
+//! timestamps in UTC (the session time zone sluice reads timestamps in).
+//!
+//! The text is parsed with `sqlparser` ([`parse`]) into a small tree of our
+//! own, bound to the dataset's schema ([`bind`]: unknown columns and type
+//! mismatches are refused there, naming the place), then used twice: to
+//! skip what cannot hold a kept row from statistics ([`prune`]: partition
+//! values, Parquet row groups and pages) and to keep rows with arrow's
+//! kernels ([`eval`]).
+
+mod bind;
+mod eval;
+pub(crate) mod parquet;
+mod parse;
+pub(crate) mod prune;
+
+use std::fmt;
+
+use arrow::datatypes::Schema;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+pub(crate) use bind::Pred;
+pub use parquet::{filter_counts, FilterCounts};
+pub use prune::PruneCounts;
+
+/// A place in the expression: line and column, both from 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Pos {
+    /// Line, from 1.
+    pub line: u64,
+    /// Column, from 1.
+    pub column: u64,
+}
+
+impl fmt::Display for Pos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.line, self.column)
+    }
+}
+
+/// Why a `--filter` expression was refused; each names the place.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RowFilterError {
+    /// The expression does not parse, or uses what a filter cannot.
+    #[error("--filter: {reason} at {at} in `{text}`")]
+    Syntax {
+        /// The expression.
+        text: String,
+        /// What is wrong.
+        reason: String,
+        /// Where.
+        at: Pos,
+    },
+    /// A column the dataset does not have.
+    #[error("--filter: unknown column {column} at {at} in `{text}`; columns are: {available}")]
+    UnknownColumn {
+        /// The expression.
+        text: String,
+        /// The column named.
+        column: String,
+        /// Where.
+        at: Pos,
+        /// The columns there are, comma separated.
+        available: String,
+    },
+    /// A literal that cannot be compared with its column.
+    #[error("--filter: {reason} at {at} in `{text}`")]
+    Type {
+        /// The expression.
+        text: String,
+        /// What does not fit.
+        reason: String,
+        /// Where.
+        at: Pos,
+    },
+}
+
+/// A parsed `--filter` expression (not yet bound to a schema).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowFilter {
+    text: String,
+    node: parse::Node,
+}
+
+impl RowFilter {
+    /// Parses a `--filter` expression.
+    pub fn parse(text: &str) -> Result<RowFilter, RowFilterError> {
+        let node = parse::parse(text)?;
+        Ok(RowFilter {
+            text: text.to_string(),
+            node,
+        })
+    }
+
+    /// The expression as given.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The columns the expression names, each once, in order of appearance.
+    pub fn columns(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        self.node.columns(&mut out);
+        out
+    }
+
+    /// Checks the expression against `schema` (data and partition columns)
+    /// and types every literal by its column.
+    pub(crate) fn bind(&self, schema: &Schema) -> Result<Pred, RowFilterError> {
+        bind::bind(&self.node, schema, &self.text)
+    }
+
+    /// Whether a partition with these values (aligned with `fields`, `None`
+    /// for null) may hold a row the filter keeps; conditions on data
+    /// columns may be anything here.
+    pub fn partition_may_match(
+        &self,
+        fields: &[arrow::datatypes::Field],
+        values: &[Option<String>],
+    ) -> bool {
+        if fields.is_empty() {
+            return true;
+        }
+        let schema = Schema::new(fields.to_vec());
+        let pred = bind::bind_lenient(&self.node, &schema);
+        let stats = prune::PartitionStats { fields, values };
+        prune::may_match(&pred, &stats)
+            .first()
+            .copied()
+            .unwrap_or(true)
+    }
+
+    /// The expression bound to what `schema` can decide; conditions on
+    /// other columns (or that do not fit) may be anything (for pruning).
+    pub(crate) fn lenient(&self, schema: &Schema) -> Pred {
+        bind::bind_lenient(&self.node, schema)
+    }
+
+    /// Checks the expression against `schema`: every column exists and
+    /// every literal fits its column.
+    pub fn check(&self, schema: &Schema) -> Result<(), RowFilterError> {
+        self.bind(schema).map(drop)
+    }
+}
+
+impl fmt::Display for RowFilter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl Serialize for RowFilter {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text)
+    }
+}
+
+impl<'de> Deserialize<'de> for RowFilter {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        RowFilter::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+pub(crate) use eval::keep;
+
+/// Counts a filtered batch: `read` rows decoded, `kept` of them kept.
+pub(crate) fn count_rows(read: u64, kept: u64) {
+    use std::sync::atomic::Ordering;
+    parquet::ROWS_FILTERED.fetch_add(read - kept, Ordering::Relaxed);
+    parquet::ROWS_KEPT.fetch_add(kept, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{Array, ArrayRef, Decimal128Array, Int32Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use arrow::record_batch::RecordBatch;
+
+    use super::*;
+
+    fn batch() -> RecordBatch {
+        let schema = Schema::new(vec![
+            Field::new("i", DataType::Int32, true),
+            Field::new("s", DataType::Utf8, true),
+            Field::new("d", DataType::Decimal128(10, 2), true),
+        ]);
+        let d = Decimal128Array::from(vec![Some(125), None, Some(1250), Some(-5)])
+            .with_precision_and_scale(10, 2)
+            .expect("decimal");
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int32Array::from(vec![Some(1), None, Some(7), Some(-3)])),
+            Arc::new(StringArray::from(vec![
+                Some("apple"),
+                Some("b"),
+                None,
+                Some("apricot"),
+            ])),
+            Arc::new(d),
+        ];
+        RecordBatch::try_new(Arc::new(schema), columns).expect("batch")
+    }
+
+    /// The value per row: `Some(true)`, `Some(false)` or `None` (unknown).
+    fn values(expr: &str) -> Vec<Option<bool>> {
+        let b = batch();
+        let pred = RowFilter::parse(expr)
+            .expect("parses")
+            .bind(&b.schema())
+            .expect("binds");
+        let out = eval::eval(&pred, &b).expect("evaluates");
+        (0..out.len())
+            .map(|i| out.is_valid(i).then(|| out.value(i)))
+            .collect()
+    }
+
+    #[test]
+    fn three_valued_logic_as_in_sql() {
+        let (t, f, n) = (Some(true), Some(false), None);
+        assert_eq!(values("i > 0"), [t, n, t, f]);
+        assert_eq!(values("NOT (i > 0)"), [f, n, f, t]);
+        assert_eq!(values("i > 0 OR s = 'b'"), [t, t, t, f]);
+        assert_eq!(values("i > 0 AND s = 'b'"), [f, n, n, f]);
+        assert_eq!(values("i IN (1, NULL)"), [t, n, n, n]);
+        assert_eq!(values("i NOT IN (1, NULL)"), [f, n, n, n]);
+        assert_eq!(values("i = NULL"), [n, n, n, n]);
+        assert_eq!(values("i IS NULL"), [f, t, f, f]);
+        assert_eq!(values("-5 <= i"), [t, n, t, t]);
+    }
+
+    #[test]
+    fn numbers_widen_as_spark_widens_them() {
+        let (t, f, n) = (Some(true), Some(false), None);
+        assert_eq!(values("i < 1.5"), [t, n, f, t]);
+        assert_eq!(values("i >= 7e0"), [f, n, t, f]);
+        assert_eq!(values("d = 1.25"), [t, n, f, f]);
+        assert_eq!(values("d > 12.499"), [f, n, t, f]);
+        assert_eq!(values("d BETWEEN -1 AND 2"), [t, n, f, t]);
+        assert_eq!(values("i = '7'"), [f, n, t, f]);
+    }
+
+    #[test]
+    fn like_and_strings_by_their_bytes() {
+        let (t, f, n) = (Some(true), Some(false), None);
+        assert_eq!(values("s LIKE 'ap%'"), [t, f, n, t]);
+        assert_eq!(values("s NOT LIKE '%p%'"), [f, t, n, f]);
+        assert_eq!(values("s > 'apple'"), [f, t, n, t]);
+    }
+
+    #[test]
+    fn errors_name_the_place() {
+        let b = batch();
+        let bind = |e: &str| RowFilter::parse(e).and_then(|f| f.bind(&b.schema()).map(drop));
+        let err = bind("ctry = 'US'").expect_err("unknown");
+        assert_eq!(
+            err.to_string(),
+            "--filter: unknown column ctry at 1:1 in `ctry = 'US'`; columns are: i, s, d"
+        );
+        let err = bind("i > 1 AND s = 3").expect_err("mismatch").to_string();
+        assert!(
+            err.contains("cannot compare column s") && err.contains("at 1:15"),
+            "{err}"
+        );
+        let err = bind("i >").expect_err("syntax").to_string();
+        assert!(
+            err.starts_with("--filter: ") && err.contains("at 1:"),
+            "{err}"
+        );
+        assert!(bind("i = s").is_err());
+        assert!(bind("i").is_err(), "an integer column is no condition");
+    }
+
+    #[test]
+    fn partitions_are_pruned_on_their_values() {
+        let fields = vec![Field::new("ctry", DataType::Utf8, true)];
+        let us = [Some("US".to_string())];
+        let null = [None];
+        let f = RowFilter::parse("ctry = 'DE' AND x > 3").expect("parses");
+        assert!(!f.partition_may_match(&fields, &us));
+        assert!(!f.partition_may_match(&fields, &null));
+        let f = RowFilter::parse("ctry IS NULL OR x > 3").expect("parses");
+        assert!(f.partition_may_match(&fields, &us), "x may be anything");
+        let f = RowFilter::parse("NOT (ctry = 'US')").expect("parses");
+        assert!(!f.partition_may_match(&fields, &us));
+        assert!(
+            !f.partition_may_match(&fields, &null),
+            "NOT of unknown keeps nothing"
+        );
+    }
+}
