@@ -38,6 +38,10 @@ impl std::fmt::Display for FailedTask {
 pub struct Summary {
     /// The dataset.
     pub url: String,
+    /// What the cache of remote files did (`--cache`): bytes served from
+    /// it, bytes fetched from the store through it, bytes it holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache: Option<connectors::cache::CacheStats>,
     /// Rows acknowledged by trainers, over all epochs.
     pub rows: u64,
     /// Batches acknowledged.

@@ -14,6 +14,7 @@ fn config(epochs: u32, max_attempts: u32) -> QueueConfig {
         lease_timeout_ms: TIMEOUT,
         seed: 5,
         follow: false,
+        affinity_wait_ms: 1_000,
     }
 }
 
