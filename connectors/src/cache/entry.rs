@@ -239,6 +239,7 @@ impl Writer {
 }
 
 /// Bytes an entry of a `size`-byte file named `identity` takes on disk.
+#[cfg(test)]
 pub(crate) fn disk_bytes(size: u64, identity: &str) -> u64 {
     size + size.div_ceil(BLOCK) * 4 + identity.len() as u64 + TRAILER
 }

@@ -11,7 +11,8 @@
 //! the file fetched again, never served.
 //!
 //! Which files are kept is [`policy`]'s rule (keep what fits, never evict
-//! the job's own files for each other). Several processes may share a
+//! the job's own files for each other); the size counted is the cached
+//! files' bytes (each entry adds a few bytes of checksums and its identity). Several processes may share a
 //! directory: admissions and evictions happen under an exclusive lock of
 //! `DIR/.lock`, and a temporary entry's name carries its writer's process id
 //! and size, so others count it and remove it only once that process is gone.
@@ -35,7 +36,7 @@ use object_store::{GetOptions, ObjectStore};
 use tracing::warn;
 
 use crate::split::Split;
-use entry::{disk_bytes, Entry, Writer};
+use entry::{Entry, Writer};
 use policy::{admit, Admission, Held};
 
 /// The suffix of a whole entry.
@@ -44,6 +45,18 @@ const ENTRY: &str = "entry";
 const TEMP: &str = "tmp";
 /// Bytes of a download gathered before they are written out.
 const WRITE_CHUNK: usize = 8 << 20;
+/// A file the cache does not keep is fetched whole, once per read of a
+/// split, up to this size (a small file's footer and column chunks in one
+/// request, not each fetched apart); larger ones range by range.
+pub(crate) const WHOLE_IN_MEMORY: u64 = 8 << 20;
+
+/// What [`Cache::read`] got.
+pub(crate) enum Read {
+    /// The range asked for.
+    Range(Bytes),
+    /// The whole file, not kept: the reader holds it for its later ranges.
+    Whole(Bytes),
+}
 
 /// A cache directory that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -202,8 +215,10 @@ impl Cache {
         &self.dir
     }
 
-    fn entry_path(&self, name: &str) -> PathBuf {
-        self.dir.join(format!("{name}.{ENTRY}"))
+    /// An entry's file: its name and the cached file's size (which the
+    /// directory's bytes are counted by, without opening the entries).
+    fn entry_path(&self, name: &str, size: u64) -> PathBuf {
+        self.dir.join(format!("{name}.{size}.{ENTRY}"))
     }
 
     fn mark(&self, name: &str, present: bool) {
@@ -227,9 +242,9 @@ impl Cache {
         path: &ObjectPath,
         key: &FileKey,
         range: Range<u64>,
-    ) -> object_store::Result<Bytes> {
+    ) -> object_store::Result<Read> {
         if let Some(bytes) = self.hit(key, range.clone()).await {
-            return Ok(bytes);
+            return Ok(Read::Range(bytes));
         }
         let flight = {
             let mut flights = locked(&self.flights);
@@ -237,27 +252,43 @@ impl Cache {
         };
         let _one = flight.lock().await;
         if let Some(bytes) = self.hit(key, range.clone()).await {
-            return Ok(bytes);
+            return Ok(Read::Range(bytes));
         }
         let this = self.clone();
         let name = key.name.clone();
-        let incoming = disk_bytes(key.size, &key.identity);
+        let incoming = key.size;
         let writer = tokio::task::spawn_blocking(move || this.reserve(&name, incoming))
             .await
             .map_err(|source| object_store::Error::JoinError { source })?;
         let writer = match writer {
             Ok(Some(writer)) => writer,
-            Ok(None) => return self.fetch_range(store, path, range).await,
+            Ok(None) => return self.fetch_uncached(store, path, key, range).await,
             Err(e) => {
                 warn!(dir = %self.dir.display(), error = %e, "cache not written");
-                return self.fetch_range(store, path, range).await;
+                return self.fetch_uncached(store, path, key, range).await;
             }
         };
         self.download(store, path, key, writer).await?;
         match self.hit_counted(key, range.clone(), false).await {
-            Some(bytes) => Ok(bytes),
-            None => self.fetch_range(store, path, range).await,
+            Some(bytes) => Ok(Read::Range(bytes)),
+            None => self.fetch_uncached(store, path, key, range).await,
         }
+    }
+
+    /// A file not kept: whole when small (see [`WHOLE_IN_MEMORY`]), else
+    /// only `range`.
+    async fn fetch_uncached(
+        &self,
+        store: &dyn ObjectStore,
+        path: &ObjectPath,
+        key: &FileKey,
+        range: Range<u64>,
+    ) -> object_store::Result<Read> {
+        if key.size <= WHOLE_IN_MEMORY {
+            let whole = self.fetch_range(store, path, 0..key.size).await?;
+            return Ok(Read::Whole(whole));
+        }
+        self.fetch_range(store, path, range).await.map(Read::Range)
     }
 
     /// Only `range`, fetched and not kept.
@@ -291,13 +322,12 @@ impl Cache {
             match result {
                 Ok(()) => {
                     let identity = key.identity.clone();
-                    let target = self.entry_path(&key.name);
+                    let target = self.entry_path(&key.name, key.size);
                     let done =
                         tokio::task::spawn_blocking(move || w.finish(&identity, &target)).await;
                     match done {
                         Ok(Ok(())) => {
-                            self.bytes
-                                .fetch_add(disk_bytes(key.size, &key.identity), Ordering::Relaxed);
+                            self.bytes.fetch_add(key.size, Ordering::Relaxed);
                             self.mark(&key.name, true);
                         }
                         Ok(Err(e)) => {
@@ -413,7 +443,7 @@ impl Cache {
         if let Some(entry) = locked(&self.opened).get(&key.name) {
             return Ok(Some(entry.clone()));
         }
-        let path = self.entry_path(&key.name);
+        let path = self.entry_path(&key.name, key.size);
         match Entry::open(&path, &key.identity, key.size) {
             Ok(entry) => {
                 // Last used now: entries of no current job go oldest first.
@@ -439,15 +469,13 @@ impl Cache {
     fn discard(&self, key: &FileKey, error: &entry::EntryError) {
         warn!(error = %error, "cache entry removed; the file is fetched again");
         locked(&self.opened).remove(&key.name);
-        let path = self.entry_path(&key.name);
-        if let Ok(meta) = std::fs::metadata(&path) {
-            if std::fs::remove_file(&path).is_ok() {
-                let _ = self
-                    .bytes
-                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
-                        Some(b.saturating_sub(meta.len()))
-                    });
-            }
+        let path = self.entry_path(&key.name, key.size);
+        if std::fs::remove_file(&path).is_ok() {
+            let _ = self
+                .bytes
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
+                    Some(b.saturating_sub(key.size))
+                });
         }
         self.mark(&key.name, false);
     }
@@ -463,7 +491,9 @@ impl Cache {
             Admission::Refuse => None,
             Admission::Admit { evict } => {
                 for gone in &evict {
-                    let _ = std::fs::remove_file(self.entry_path(gone));
+                    if let Some(h) = held.iter().find(|h| &h.name == gone) {
+                        let _ = std::fs::remove_file(self.entry_path(gone, h.bytes));
+                    }
                     locked(&self.opened).remove(gone);
                     self.mark(gone, false);
                 }
@@ -506,38 +536,40 @@ impl Cache {
             let Some(file_name) = file_name.to_str() else {
                 continue;
             };
-            let mut parts = file_name.split('.');
-            let (Some(name), Some(second)) = (parts.next(), parts.next()) else {
-                continue;
-            };
-            if second == ENTRY {
-                let Ok(meta) = item.metadata() else { continue };
-                let used = meta
-                    .modified()
-                    .ok()
-                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                    .map_or(0, |d| d.as_secs());
-                held.push(Held {
-                    name: name.to_string(),
-                    bytes: meta.len(),
-                    in_job: job.contains(name),
-                    used,
-                });
-            } else if let (Ok(pid), Some(Ok(size)), Some(TEMP)) = (
-                second.parse::<u32>(),
-                parts.next().map(str::parse::<u64>),
-                parts.next(),
-            ) {
-                if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+            let parts: Vec<&str> = file_name.split('.').collect();
+            match parts[..] {
+                [name, size, ENTRY] => {
+                    let (Ok(size), Ok(meta)) = (size.parse::<u64>(), item.metadata()) else {
+                        continue;
+                    };
+                    let used = meta
+                        .modified()
+                        .ok()
+                        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                        .map_or(0, |d| d.as_secs());
                     held.push(Held {
-                        name: file_name.to_string(),
+                        name: name.to_string(),
                         bytes: size,
-                        in_job: true,
-                        used: u64::MAX,
+                        in_job: job.contains(name),
+                        used,
                     });
-                } else {
-                    let _ = std::fs::remove_file(item.path());
                 }
+                [_, pid, size, TEMP] => {
+                    let (Ok(pid), Ok(size)) = (pid.parse::<u32>(), size.parse::<u64>()) else {
+                        continue;
+                    };
+                    if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+                        held.push(Held {
+                            name: file_name.to_string(),
+                            bytes: size,
+                            in_job: true,
+                            used: u64::MAX,
+                        });
+                    } else {
+                        let _ = std::fs::remove_file(item.path());
+                    }
+                }
+                _ => {}
             }
         }
         let whole: u64 = held

@@ -16,7 +16,7 @@ use object_store::{
     Result as StoreResult,
 };
 
-use super::{Cache, FileKey};
+use super::{Cache, FileKey, Read};
 use crate::split::Split;
 
 /// The store of a location with reads of one file through the cache.
@@ -26,6 +26,8 @@ pub(crate) struct Cached {
     cache: Arc<Cache>,
     key: FileKey,
     meta: ObjectMeta,
+    /// The whole file, when the cache did not keep it and it is small.
+    whole: tokio::sync::OnceCell<Bytes>,
 }
 
 impl Cached {
@@ -53,6 +55,32 @@ impl Cached {
                 version: None,
             },
             key,
+            whole: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    /// Bytes `range` of the file: from the whole file when this holds it,
+    /// else through the cache.
+    async fn read(&self, range: Range<u64>) -> StoreResult<Bytes> {
+        let slice = |whole: &Bytes| {
+            let end = (range.end as usize).min(whole.len());
+            whole.slice((range.start as usize).min(end)..end)
+        };
+        if let Some(whole) = self.whole.get() {
+            return Ok(slice(whole));
+        }
+        let location = &self.meta.location;
+        match self
+            .cache
+            .read(self.inner.as_ref(), location, &self.key, range.clone())
+            .await?
+        {
+            Read::Range(bytes) => Ok(bytes),
+            Read::Whole(whole) => {
+                let bytes = slice(&whole);
+                let _ = self.whole.set(whole);
+                Ok(bytes)
+            }
         }
     }
 
@@ -123,10 +151,7 @@ impl ObjectStore for Cached {
             }
             None => 0..self.meta.size,
         };
-        let bytes = self
-            .cache
-            .read(self.inner.as_ref(), location, &self.key, range.clone())
-            .await?;
+        let bytes = self.read(range.clone()).await?;
         Ok(self.result(range, bytes))
     }
 
@@ -137,11 +162,7 @@ impl ObjectStore for Cached {
         let mut out = Vec::with_capacity(ranges.len());
         for range in ranges {
             let range = range.start.min(self.meta.size)..range.end.min(self.meta.size);
-            out.push(
-                self.cache
-                    .read(self.inner.as_ref(), location, &self.key, range)
-                    .await?,
-            );
+            out.push(self.read(range).await?);
         }
         Ok(out)
     }
