@@ -190,6 +190,12 @@ impl Summary {
             let accs: Vec<String> = acc.iter().flatten().map(|a| format!("{a:.3}")).collect();
             s.push_str(&format!("; accuracy: {}", accs.join(" ")));
         }
+        if let Some(c) = &self.cache {
+            s.push_str(&format!(
+                "; cache: {} bytes hit, {} fetched, {} held",
+                c.hit_bytes, c.fetched_bytes, c.bytes
+            ));
+        }
         if self.dropped_rows > 0 {
             s.push_str(&format!(
                 "; {} rows dropped (--drop-last)",

@@ -1,4 +1,4 @@
-//! One cached file on disk: the file's bytes, a CRC-32C of every block of
+//! One cached file on disk: the file's bytes, a CRC-32 of every block of
 //! them, the identity it was cached under, and a fixed trailer:
 //!
 //! ```text

@@ -176,3 +176,17 @@ async fn a_small_file_not_kept_is_fetched_whole_once_per_read() {
     assert_eq!(cache.stats().fetched_bytes, data.len() as u64, "one fetch");
     assert!(!cache.holds(&FileKey::of("mem://b", &split).unwrap()));
 }
+
+#[test]
+fn a_temporary_entry_of_a_process_gone_is_removed_and_never_served() {
+    let dir = tempfile::tempdir().unwrap();
+    // What a writer killed mid-write leaves: its temporary file. No live
+    // process has this id (above the kernel's pid_max).
+    let temp = dir.path().join("00ab.4194305.5000.tmp");
+    std::fs::write(&temp, vec![1u8; 100]).unwrap();
+    let key = FileKey::of("mem://", &split("x", 5000, "t")).unwrap();
+    let cache = Cache::open(dir.path(), 10_000).unwrap();
+    assert!(!temp.exists(), "removed when the directory was opened");
+    assert!(!cache.holds(&key));
+    assert_eq!(cache.stats().bytes, 0);
+}
