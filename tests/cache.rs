@@ -359,6 +359,50 @@ fn two_workers_with_affinity_fetch_next_to_nothing_after_the_first_epoch() {
     assert!(hits >= 0.9 * bytes as f64, "later epochs read the caches");
 }
 
+#[test]
+fn a_worker_killed_in_the_second_epoch_leaves_its_cached_tasks_to_the_other() {
+    let s3 = Cloud::start(Kind::S3);
+    let (url, bytes) = uploaded(&s3, "cache-killed", &fixture(DATASET));
+    let mut job = Job::new(DATASET, 3);
+    job.env = s3
+        .env()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut master = job.start_master(&url);
+    let size = (bytes * 3 / 4).to_string();
+    let mut workers: Vec<_> = ["a", "b"]
+        .iter()
+        .map(|name| {
+            let cache = dir.path().join(name);
+            let args = [
+                "--cache",
+                cache.to_str().expect("utf-8"),
+                "--cache-size",
+                &size,
+                "--name",
+                name,
+            ];
+            job.start_worker_with("", &args)
+        })
+        .collect();
+    common::wait_until("the second epoch", common::cluster::DEADLINE, || {
+        job.try_status()
+            .and_then(|s| s["queue"]["epoch"].as_u64())
+            .is_some_and(|e| e >= 1)
+    });
+    let mut killed = workers.pop().expect("worker b");
+    killed.kill().expect("SIGKILL worker b");
+    let _ = killed.wait();
+    let status = wait_exit(&mut workers[0], "worker a");
+    assert!(status.success(), "worker a failed: {status}");
+    let master_exit = wait_exit(&mut master, "master");
+    assert!(master_exit.success(), "master failed");
+    // Rows worker b's trainers held unacknowledged may come twice; none is lost.
+    common::cluster::undelivered(&job.recorded_ids(), rows(), 3);
+}
+
 /// The Parquet part files under `dir`, sorted.
 fn parquet_parts(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
