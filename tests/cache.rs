@@ -436,3 +436,49 @@ fn cache_entries(dir: &Path) -> Vec<PathBuf> {
     out.sort();
     out
 }
+
+#[test]
+fn a_python_dataset_takes_cache_and_cache_size() {
+    let s3 = Cloud::start(Kind::S3);
+    let (url, bytes) = uploaded(&s3, "cache-python", &fixture(DATASET));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cache = dir.path().join("cache");
+    let script = r#"
+import sys, collections
+import sluice_trainer
+url, cache, size = sys.argv[1], sys.argv[2], sys.argv[3]
+seen = collections.Counter()
+ds = sluice_trainer.Dataset(url, epochs=2, columns=["id"], cache=cache, cache_size=size)
+for batch in ds:
+    seen.update(batch.column(0).to_pylist())
+print(len(seen), min(seen.values()), max(seen.values()))
+"#;
+    let size = (2 * bytes).to_string();
+    let mut cmd = Command::new(common::python());
+    cmd.args(["-c", script, &url, cache.to_str().expect("utf-8"), &size])
+        .env(
+            "PYTHONPATH",
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("python/sluice_trainer"),
+        )
+        .env("SLUICE_BINARY", common::SLUICE);
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("AWS_") {
+            cmd.env_remove(key);
+        }
+    }
+    cmd.envs(s3.env());
+    let out = run(&mut cmd).success();
+    assert_eq!(
+        out.stdout.trim(),
+        format!("{} 2 2", rows()),
+        "each id twice"
+    );
+    let held: u64 = cache_entries(&cache)
+        .iter()
+        .map(|p| std::fs::metadata(p).expect("entry").len())
+        .sum();
+    assert!(
+        held >= bytes,
+        "the Dataset's files were cached: {held} bytes"
+    );
+}
