@@ -37,6 +37,10 @@ use super::types::{
     TaskFailure, TaskState, WorkerId, WorkerSecret,
 };
 
+/// Tasks of the epoch's order a lease looks through for one the asking
+/// worker's cache holds (or no other's does); past them, the order rules.
+const AFFINITY_WINDOW: usize = 4096;
+
 /// What the queue remembers of a worker.
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 struct WorkerRecord {
@@ -443,15 +447,12 @@ impl Queue {
             .filter(|(id, r)| **id != worker && live(r) && !r.cached.is_empty())
             .map(|(_, r)| &r.cached)
             .collect();
-        let at = self
-            .todo
-            .iter()
+        // Only the next AFFINITY_WINDOW tasks are looked at: a lease costs
+        // no more than that, however many tasks are left.
+        let window = || self.todo.iter().take(AFFINITY_WINDOW);
+        let at = window()
             .position(|s| record.cached.contains(s))
-            .or_else(|| {
-                self.todo
-                    .iter()
-                    .position(|s| !others.iter().any(|o| o.contains(s)))
-            });
+            .or_else(|| window().position(|s| !others.iter().any(|o| o.contains(s))));
         let waited = now.saturating_sub(record.last_granted) >= self.config.affinity_wait_ms;
         match at {
             Some(at) => self.todo.remove(at),

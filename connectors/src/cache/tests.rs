@@ -190,3 +190,37 @@ fn a_temporary_entry_of_a_process_gone_is_removed_and_never_served() {
     assert!(!cache.holds(&key));
     assert_eq!(cache.stats().bytes, 0);
 }
+
+#[tokio::test]
+async fn processes_sharing_a_directory_share_its_room() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = vec![5u8; 1000];
+    let keys: Vec<FileKey> = ["p", "q"]
+        .iter()
+        .map(|name| FileKey::of("mem://", &split(name, 1000, "t")).unwrap())
+        .collect();
+    // Two openings of one directory, as two workers on one host have.
+    let first = Cache::open(dir.path(), 1500).unwrap();
+    let second = Cache::open(dir.path(), 1500).unwrap();
+    first.set_job(keys.iter());
+    second.set_job(keys.iter());
+    let store = store_with("p", &data).await;
+    read(&first, store.as_ref(), &Path::from("p"), &keys[0], 0..10)
+        .await
+        .unwrap();
+    let store = store_with("q", &data).await;
+    read(&second, store.as_ref(), &Path::from("q"), &keys[1], 0..10)
+        .await
+        .unwrap();
+    assert!(
+        !second.holds(&keys[1]),
+        "the first one's entry fills the room"
+    );
+    // The second finds the first's entry on disk, whole.
+    let store = store_with("p", &[9u8; 1000]).await;
+    let got = read(&second, store.as_ref(), &Path::from("p"), &keys[0], 0..3)
+        .await
+        .unwrap();
+    assert_eq!(&got[..], &[5, 5, 5], "served from the shared entry");
+    assert_eq!(second.stats().hit_bytes, 3);
+}
