@@ -133,7 +133,6 @@ pub struct CacheStats {
 }
 
 /// A cache directory opened by this process. See the module docs.
-#[derive(Debug)]
 pub struct Cache {
     dir: PathBuf,
     capacity: u64,
@@ -150,6 +149,15 @@ pub struct Cache {
     bytes: AtomicU64,
     /// Changes whenever `present` does.
     generation: AtomicU64,
+}
+
+impl std::fmt::Debug for Cache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cache")
+            .field("dir", &self.dir)
+            .field("capacity", &self.capacity)
+            .finish_non_exhaustive()
+    }
 }
 
 /// `mutex` locked, whether or not a holder panicked.
