@@ -11,6 +11,7 @@
 #![warn(clippy::undocumented_unsafe_blocks, clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod cache;
 pub mod codec;
 pub mod dataset;
 pub mod error;

@@ -268,6 +268,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Ended> {
         batch_size: pipeline.batch_size,
         prefetch: pipeline.prefetch,
         read_ahead: pipeline.read_ahead,
+        cache: pipeline.cache_config(),
         read_retry: pipeline.read_retry,
         shuffle_buffer: pipeline.shuffle_buffer,
         shuffle_window: pipeline.global_window(),
@@ -448,6 +449,12 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<u8> {
                 f.steps,
                 if f.open { "" } else { " (closed: training what was taken)" }
             ));
+            }
+            if let Some(c) = &s.cache {
+                t.push_str(&format!(
+                    "cache: {} bytes hit, {} bytes fetched, {} bytes held\n",
+                    c.hit_bytes, c.fetched_bytes, c.bytes
+                ));
             }
             for w in &s.workers {
                 t.push_str(&format!(

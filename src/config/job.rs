@@ -376,6 +376,8 @@ mod tests {
             features = ["f1", "f2"]
             batch-size = 256
             read_ahead = "16MiB"
+            cache = "/mnt/nvme/sluice"
+            cache-size = "2GiB"
             epochs = 2
             quiet = true
             lock_ttl = "2m"
@@ -394,6 +396,13 @@ mod tests {
         assert_eq!(file.pipeline.batch_size, 256);
         assert_eq!(file.pipeline.read_ahead, 16 * 1024 * 1024);
         let train = file.train_config().expect("valid");
+        assert_eq!(
+            train.cache,
+            Some(crate::config::CacheConfig {
+                dir: "/mnt/nvme/sluice".into(),
+                size: 2 * 1024 * 1024 * 1024,
+            })
+        );
         assert!(train.dataset.ignore_corrupt_files);
         assert!(train.allow_empty);
         assert_eq!(train.batch_size, 256);

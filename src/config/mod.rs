@@ -46,7 +46,8 @@ pub use kerberos::KerberosOptions;
 pub use log::{LogFormat, LogOptions};
 pub use master::MasterOptions;
 pub use pipeline::{
-    PipelineOptions, ShuffleMode, DEFAULT_READ_AHEAD, DEFAULT_READ_RETRY, DEFAULT_SHUFFLE_WINDOW,
+    CacheConfig, PipelineOptions, ShuffleMode, DEFAULT_READ_AHEAD, DEFAULT_READ_RETRY,
+    DEFAULT_SHUFFLE_WINDOW,
 };
 pub use read::ReadOptions;
 pub use select::SelectOptions;

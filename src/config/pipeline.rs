@@ -34,6 +34,18 @@ pub enum ShuffleMode {
     Global,
 }
 
+/// The default of `--cache-size`.
+pub const DEFAULT_CACHE_SIZE: &str = "10GiB";
+
+/// A cache of remote files on local disk (`--cache`, `--cache-size`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheConfig {
+    /// The directory.
+    pub dir: std::path::PathBuf,
+    /// Most bytes it holds.
+    pub size: u64,
+}
+
 /// The default of `--read-retry`.
 pub const DEFAULT_READ_RETRY: Duration = Duration::from_secs(120);
 
@@ -80,6 +92,13 @@ pub struct PipelineOptions {
     /// Hand string and binary columns to exec trainers as Arrow views (`Utf8View`, `BinaryView`), the form they are read in, instead of `Utf8` and `Binary`: no copy of every value per batch. For trainers whose Arrow reads views (pyarrow 16 or later); `sluice_trainer.Dataset` asks for them itself when its pyarrow can. Built-in models take views always.
     #[arg(long, help = "Hand strings to exec trainers as Arrow views", long_help, help_heading = heading::TRAINERS, hide_short_help = true)]
     pub string_view: bool,
+    /// Keep what is read from a remote store (S3, GCS, Azure, HDFS) in this local directory, so that later epochs (and later runs) read it from disk: whole files, kept under their path, size and entity tag or modification time (a rewritten file is fetched again), every block checked against a checksum when read (a damaged entry is fetched again). Kept while they fit in --cache-size; the job's files are never evicted for each other, so each epoch after the first fetches only what did not fit. Workers on one host may share the directory. A local source is never cached.
+    #[arg(long, value_name = "DIR", help = "Keep remote files in this local directory for later epochs", long_help, help_heading = heading::READING)]
+    pub cache: Option<std::path::PathBuf>,
+    /// Most bytes the --cache directory holds (e.g. 512MiB, 2GiB).
+    #[arg(long, value_name = "SIZE", default_value = DEFAULT_CACHE_SIZE, value_parser = parse_size, help = "Most bytes the --cache directory holds", long_help, help_heading = heading::READING, hide_short_help = true)]
+    #[serde(deserialize_with = "form::size")]
+    pub cache_size: u64,
 }
 
 impl Default for PipelineOptions {
@@ -97,6 +116,8 @@ impl Default for PipelineOptions {
             hash_buckets: None,
             fill_nulls: None,
             string_view: false,
+            cache: None,
+            cache_size: 10 * 1024 * 1024 * 1024,
         }
     }
 }
@@ -133,7 +154,20 @@ impl PipelineOptions {
             self.lockstep || !self.drop_last,
             "drop-last",
             "applies to --lockstep (the epoch's last partial step)",
+        )?;
+        rule(
+            self.cache_size >= 1,
+            "cache-size",
+            "the cache needs at least one byte",
         )
+    }
+
+    /// The cache these choose (`--cache`, `--cache-size`), if any.
+    pub fn cache_config(&self) -> Option<CacheConfig> {
+        self.cache.as_ref().map(|dir| CacheConfig {
+            dir: dir.clone(),
+            size: self.cache_size,
+        })
     }
 
     /// The rows of a window of `--shuffle global`, `None` for `--shuffle tasks`.

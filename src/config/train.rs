@@ -177,6 +177,7 @@ impl TrainParts<'_> {
             columns: train.columns.clone(),
             prefetch: pipeline.prefetch,
             read_ahead: pipeline.read_ahead,
+            cache: pipeline.cache_config(),
             read_retry: pipeline.read_retry,
             shuffle_buffer: pipeline.shuffle_buffer,
             shuffle_window: pipeline.global_window(),
@@ -262,6 +263,8 @@ pub struct TrainConfig {
     pub prefetch: usize,
     /// Bytes read ahead (see [`super::DEFAULT_READ_AHEAD`]).
     pub read_ahead: u64,
+    /// The cache of remote files (`--cache`).
+    pub cache: Option<super::CacheConfig>,
     /// How long a read that fails for a reason that may pass is tried again
     /// before it counts as a failed attempt (see `worker/read_retry.rs`).
     pub read_retry: Duration,

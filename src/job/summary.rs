@@ -38,6 +38,10 @@ impl std::fmt::Display for FailedTask {
 pub struct Summary {
     /// The dataset.
     pub url: String,
+    /// What the cache of remote files did (`--cache`): bytes served from
+    /// it, bytes fetched from the store through it, bytes it holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache: Option<connectors::cache::CacheStats>,
     /// Rows acknowledged by trainers, over all epochs.
     pub rows: u64,
     /// Batches acknowledged.
@@ -190,6 +194,12 @@ impl Summary {
         if let Some(acc) = &self.accuracy {
             let accs: Vec<String> = acc.iter().flatten().map(|a| format!("{a:.3}")).collect();
             s.push_str(&format!("; accuracy: {}", accs.join(" ")));
+        }
+        if let Some(c) = &self.cache {
+            s.push_str(&format!(
+                "; cache: {} bytes hit, {} fetched, {} held",
+                c.hit_bytes, c.fetched_bytes, c.bytes
+            ));
         }
         if self.dropped_rows > 0 {
             s.push_str(&format!(

@@ -36,6 +36,9 @@ pub enum TrainError {
     /// Reading the dataset failed.
     #[error("{0}")]
     Connector(#[from] connectors::Error),
+    /// The cache directory (`--cache`) cannot be used.
+    #[error("{0}")]
+    Cache(String),
     /// An option breaks a rule.
     #[error("{0}")]
     Options(#[from] crate::config::OptionError),
@@ -159,6 +162,27 @@ impl Finished {
     }
 }
 
+/// `dataset` with reads of its remote files kept in the `--cache`
+/// directory; a local dataset as it is (its directory is not touched).
+fn with_cache(config: &TrainConfig, mut dataset: Dataset) -> Result<Dataset, TrainError> {
+    let Some(cache) = &config.cache else {
+        return Ok(dataset);
+    };
+    if dataset.location.is_local() {
+        return Ok(dataset);
+    }
+    let cache = connectors::cache::Cache::open(&cache.dir, cache.size)
+        .map_err(|e| TrainError::Cache(e.to_string()))?;
+    let keys: Vec<_> = dataset
+        .splits
+        .iter()
+        .filter_map(|s| dataset.location.cache_key(s))
+        .collect();
+    cache.set_job(&keys);
+    dataset.location = dataset.location.clone().with_cache(cache);
+    Ok(dataset)
+}
+
 /// Runs a training job and returns how it ended; `stop`, when given, stops
 /// it early (SIGINT/SIGTERM): acknowledged rows are committed and the tasks
 /// handed back, so `--state` resumes where it stopped.
@@ -264,6 +288,7 @@ async fn run_job(
     waited: Duration,
 ) -> Result<Outcome, TrainError> {
     let started = Instant::now();
+    let dataset = with_cache(&config, dataset)?;
     if dataset.known_empty() && follow.is_none() {
         if !config.allow_empty {
             return Err(TrainError::Empty {
@@ -745,6 +770,7 @@ fn finish(
             .row_filter
             .is_some()
             .then(connectors::row_filter::filter_counts),
+        cache: dataset.location.cache().map(|c| c.stats()),
     };
     if let Some(path) = &config.summary_json {
         let value = serde_json::to_value(&summary).unwrap_or_default();
@@ -908,6 +934,7 @@ fn nothing_trained(
         resumed: None,
         trainer: Default::default(),
         filter: None,
+        cache: None,
     };
     if let Some(path) = &config.summary_json {
         let value = serde_json::to_value(&summary).unwrap_or_default();

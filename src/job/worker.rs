@@ -31,6 +31,8 @@ pub struct WorkerConfig {
     pub prefetch: usize,
     /// Bytes read ahead.
     pub read_ahead: u64,
+    /// The cache of remote files (`--cache`).
+    pub cache: Option<crate::config::CacheConfig>,
     /// How long a read that fails for a reason that may pass is tried again.
     pub read_retry: Duration,
     /// Shuffle buffer rows.
@@ -244,7 +246,15 @@ async fn run_once(
         *asked = true;
         vended_credentials(table, &config.catalog).await;
     }
-    let location = connectors::store::open(&spec.url)?;
+    let mut location = connectors::store::open(&spec.url)?;
+    if let (Some(cache), false) = (&config.cache, location.is_local()) {
+        let cache = connectors::cache::Cache::open(&cache.dir, cache.size)
+            .map_err(|e| TrainError::Cache(e.to_string()))?;
+        let keys: Vec<_> = spec.splits.iter().map(|s| location.cache_key(s)).collect();
+        cache.set_job(keys.iter().flatten());
+        source.report_cache(cache.clone(), keys);
+        location = location.with_cache(cache);
+    }
     let mut trainer = config.trainer.clone();
     if let (Some(id), TrainerChoice::Exec { env, .. }) = (&spec.resume_checkpoint, &mut trainer) {
         // A worker started again under its name: its trainers load the last

@@ -269,17 +269,19 @@ async fn heartbeat(State(state): State<Arc<AppState>>, request: HttpRequest) -> 
         Ok(beat) => beat,
         Err(response) => return response,
     };
-    let (worker, rows, held) = (beat.worker, beat.rows, beat.held.clone());
+    let (worker, rows, held, cache) = (beat.worker, beat.rows, beat.held.clone(), beat.cache);
     let result = match apply(&state, beat).await {
         Ok(result) => result,
         Err(response) => return response,
     };
     if result.is_ok() {
-        state
-            .master
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .saw_worker(worker, rows, std::time::Instant::now());
+        {
+            let mut master = state.master.lock().unwrap_or_else(|e| e.into_inner());
+            master.saw_worker(worker, rows, std::time::Instant::now());
+            if let Some(cache) = cache {
+                master.saw_cache(worker, cache);
+            }
+        }
         if let Some(held) = &held {
             take_back_unheld(&state, worker, held).await;
         }
@@ -404,6 +406,7 @@ pub fn status_of(master: &MasterState) -> StatusReply {
         workers,
         failed,
         follow: master.follow_status(wall_millis()),
+        cache: master.cache_stats(),
     }
 }
 

@@ -197,6 +197,27 @@ impl Collector for Figures {
             "Workers registered that are no longer live.",
             count(s.workers_departed),
         )?;
+        if let Some(cache) = &s.cache {
+            for (name, help, value) in [
+                (
+                    "sluice_cache_hit_bytes",
+                    "Bytes the workers' caches served (--cache), over the job.",
+                    cache.hit_bytes,
+                ),
+                (
+                    "sluice_cache_fetched_bytes",
+                    "Bytes the workers fetched from the store through their caches, over the job.",
+                    cache.fetched_bytes,
+                ),
+                (
+                    "sluice_cache_bytes",
+                    "Bytes the workers' cache directories hold.",
+                    cache.bytes,
+                ),
+            ] {
+                gauge(&mut e, name, help, count(value))?;
+            }
+        }
         per_worker(
             &mut e,
             &s.workers,
@@ -297,6 +318,9 @@ mod tests {
             "sluice_tasks{state=\"todo\"} 4",
             "sluice_requests_total 10",
             "sluice_journal_records_total 5",
+            "sluice_cache_hit_bytes 300",
+            "sluice_cache_fetched_bytes 200",
+            "sluice_cache_bytes 100",
             r#"sluice_worker_rows{worker="3",name="node \"7\"\\a\nb"} 1200"#,
             r#"sluice_worker_rows_per_second{worker="3",name="node \"7\"\\a\nb"} 250.0"#,
             "# EOF",

@@ -158,6 +158,11 @@ pub(crate) mod tests {
             }],
             workers_departed: 2,
             failed: Vec::new(),
+            cache: Some(connectors::cache::CacheStats {
+                hit_bytes: 300,
+                fetched_bytes: 200,
+                bytes: 100,
+            }),
         }
     }
 

@@ -233,6 +233,10 @@ pub struct StatusReply {
     /// A followed job's position and lag (`--follow`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub follow: Option<crate::protocol::follow::FollowStatus>,
+    /// What the workers' caches did (`--cache`), summed over every worker
+    /// that reported one, departed ones included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<connectors::cache::CacheStats>,
 }
 
 /// One live worker on the status page.

@@ -116,6 +116,14 @@ pub struct Heartbeat {
     /// are taken back.
     #[serde(default)]
     pub held: Option<Vec<AttemptId>>,
+    /// The splits whose files the worker's cache holds (`--cache`), sent
+    /// when that changed: from the second epoch on the master leases them
+    /// to this worker rather than to others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached: Option<Vec<u32>>,
+    /// What the worker's cache did so far (`--cache`), for status and metrics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<connectors::cache::CacheStats>,
 }
 
 /// Answer to a heartbeat: attempts the worker lost.
@@ -131,6 +139,7 @@ impl Operation for Heartbeat {
         Command::Heartbeat {
             now,
             worker: self.worker,
+            cached: self.cached,
         }
     }
     fn output(reply: Reply) -> Option<Result<HeartbeatReply, QueueError>> {

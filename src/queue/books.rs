@@ -37,6 +37,10 @@ use super::types::{
     TaskFailure, TaskState, WorkerId, WorkerSecret,
 };
 
+/// Tasks of the epoch's order a lease looks through for one the asking
+/// worker's cache holds (or no other's does); past them, the order rules.
+const AFFINITY_WINDOW: usize = 4096;
+
 /// What the queue remembers of a worker.
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 struct WorkerRecord {
@@ -79,6 +83,16 @@ struct WorkerRecord {
     /// may name them whatever the epoch is by then.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     forfeit: Vec<CutPiece>,
+    /// Splits whose files the worker's cache holds, as it last said
+    /// ([`Queue::heartbeat_holding`]): from the second epoch on they are
+    /// leased to it rather than to others.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    cached: BTreeSet<u32>,
+    /// When the worker was last granted a task: asking later while every
+    /// task left is in another live worker's cache, it waits until the
+    /// config's `affinity_wait_ms` past this before it takes one of them.
+    #[serde(default)]
+    last_granted: Millis,
 }
 
 /// Leases the tasks (split × epoch) of one job to workers. See the module docs.
@@ -394,15 +408,57 @@ impl Queue {
             return Ok(LeaseReply::Wait);
         }
         while leases.len() < max {
-            let Some(split) = self.todo.pop_front() else {
+            let Some(split) = self.next_for(now, worker) else {
                 break;
             };
             leases.push(self.grant(now, worker, split));
         }
-        if !leases.is_empty() {
-            self.touch(worker, now);
+        if leases.is_empty() {
+            // Every task left is in another live worker's cache (max > 0).
+            return Ok(if max > 0 {
+                LeaseReply::Wait
+            } else {
+                LeaseReply::Tasks(leases)
+            });
         }
+        self.touch(worker, now);
         Ok(LeaseReply::Tasks(leases))
+    }
+
+    /// The next split of the epoch for `worker`. From the second epoch on,
+    /// where workers said what their caches hold: the first in the epoch's
+    /// order that its cache holds, else the first that no other live
+    /// worker's cache does; when every split left is in another's, none
+    /// until `affinity_wait_ms` after the worker's last grant (then the
+    /// first in order). Changes nothing when it finds none.
+    fn next_for(&mut self, now: Millis, worker: WorkerId) -> Option<u32> {
+        if self.epoch == 0
+            || self.todo.is_empty()
+            || self.workers.values().all(|r| r.cached.is_empty())
+        {
+            return self.todo.pop_front();
+        }
+        let timeout = self.config.lease_timeout_ms;
+        let live = |r: &WorkerRecord| !r.gone && r.last_seen.saturating_add(timeout) > now;
+        let record = self.workers.get(&worker)?;
+        let others: Vec<&BTreeSet<u32>> = self
+            .workers
+            .iter()
+            .filter(|(id, r)| **id != worker && live(r) && !r.cached.is_empty())
+            .map(|(_, r)| &r.cached)
+            .collect();
+        // Only the next AFFINITY_WINDOW tasks are looked at: a lease costs
+        // no more than that, however many tasks are left.
+        let window = || self.todo.iter().take(AFFINITY_WINDOW);
+        let at = window()
+            .position(|s| record.cached.contains(s))
+            .or_else(|| window().position(|s| !others.iter().any(|o| o.contains(s))));
+        let waited = now.saturating_sub(record.last_granted) >= self.config.affinity_wait_ms;
+        match at {
+            Some(at) => self.todo.remove(at),
+            None if waited => self.todo.pop_front(),
+            None => None,
+        }
     }
 
     /// The attempts `worker` holds a live lease for (none for an unknown worker).
@@ -420,6 +476,17 @@ impl Queue {
         now: Millis,
         worker: WorkerId,
     ) -> Result<Vec<AttemptId>, QueueError> {
+        self.heartbeat_holding(now, worker, None)
+    }
+
+    /// [`Queue::heartbeat`] of a worker whose cache holds the files of the
+    /// splits `cached`, when it says (replacing what it said before).
+    pub fn heartbeat_holding(
+        &mut self,
+        now: Millis,
+        worker: WorkerId,
+        cached: Option<&[u32]>,
+    ) -> Result<Vec<AttemptId>, QueueError> {
         let deadline = self.deadline(now);
         self.check_alive(worker)?;
         self.touch(worker, now);
@@ -432,6 +499,9 @@ impl Queue {
             .workers
             .get_mut(&worker)
             .ok_or(QueueError::UnknownWorker { worker })?;
+        if let Some(cached) = cached {
+            record.cached = cached.iter().copied().collect();
+        }
         for &split in record.leases.values() {
             if let Some(Task {
                 state: TaskState::Leased { deadline: d, .. },
@@ -1227,6 +1297,7 @@ impl Queue {
         let epoch = self.epoch;
         if let Some(record) = self.workers.get_mut(&worker) {
             record.leases.insert(attempt, split);
+            record.last_granted = record.last_granted.max(now);
             if !record.forfeit.is_empty() {
                 let taken = CutPiece {
                     epoch,

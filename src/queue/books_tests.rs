@@ -14,6 +14,7 @@ fn config(epochs: u32, max_attempts: u32) -> QueueConfig {
         lease_timeout_ms: TIMEOUT,
         seed: 5,
         follow: false,
+        affinity_wait_ms: 1_000,
     }
 }
 
@@ -1513,4 +1514,105 @@ fn forfeit_rows_of_an_epoch_that_is_over_still_refuse_a_checkpoint() {
         Err(QueueError::Gone { worker: w })
     );
     assert_eq!(q.checkpoint_of("w1"), Some("1"));
+}
+
+/// Leases every task of the current epoch to `worker` and finishes each
+/// with one row.
+fn finish_epoch(q: &mut Queue, now: Millis, worker: WorkerId) {
+    for lease in tasks(q.lease(now, worker, 1024)) {
+        q.finish(now, worker, lease.attempt, 1).expect("finish");
+    }
+}
+
+#[test]
+fn from_the_second_epoch_a_worker_is_leased_what_its_cache_holds() {
+    let mut q = queue(4, 3, 3);
+    let a = q.register(0);
+    let b = q.register(0);
+    q.heartbeat_holding(0, a, Some(&[0, 1])).expect("heartbeat");
+    q.heartbeat_holding(0, b, Some(&[2, 3])).expect("heartbeat");
+    // The first epoch goes in its order: nothing is cached yet.
+    let first: Vec<u32> = tasks(q.lease(1, b, 4)).iter().map(|l| l.split).collect();
+    assert_eq!(first, epoch_order(5, 0, 4));
+    for split in 0..4 {
+        if let TaskState::Leased { attempt, .. } = *state(&q, split) {
+            q.finish(1, b, attempt, 1).expect("finish");
+        }
+    }
+    assert_eq!(q.epoch(), 1);
+    let now = 10;
+    q.heartbeat(now, a).expect("heartbeat");
+    let of_b: BTreeSet<u32> = tasks(q.lease(now, b, 2)).iter().map(|l| l.split).collect();
+    assert_eq!(of_b, BTreeSet::from([2, 3]));
+    let of_a = lease_one(&mut q, now, a);
+    assert!(of_a.split < 2, "{of_a:?}");
+    let of_a = lease_one(&mut q, now, a);
+    assert!(of_a.split < 2, "{of_a:?}");
+    check_invariants(&q).expect("invariants");
+}
+
+#[test]
+fn a_worker_waits_a_bounded_time_for_another_live_workers_cached_tasks() {
+    let mut q = queue(4, 2, 3);
+    let a = q.register(0);
+    let b = q.register(0);
+    finish_epoch(&mut q, 0, a);
+    q.heartbeat_holding(1, b, Some(&[0, 1, 2, 3]))
+        .expect("heartbeat");
+    // a holds nothing; b, live, holds everything: a waits...
+    assert_eq!(q.lease(100, a, 1), Ok(LeaseReply::Wait));
+    assert_eq!(q.lease(900, a, 1), Ok(LeaseReply::Wait));
+    // ... b takes two ...
+    let taken = tasks(q.lease(950, b, 2));
+    assert_eq!(taken.len(), 2);
+    // ... and past the wait (since a's last grant, at 0) a takes the rest.
+    assert_eq!(lease_one(&mut q, 1_000, a).epoch, 1);
+    check_invariants(&q).expect("invariants");
+
+    // A worker silent past the lease timeout holds nothing for anyone.
+    let mut q = Queue::new(
+        2,
+        QueueConfig {
+            affinity_wait_ms: 5_000,
+            ..config(2, 3)
+        },
+    )
+    .expect("valid config");
+    let a = q.register(0);
+    let b = q.register(0);
+    finish_epoch(&mut q, 0, a);
+    q.heartbeat_holding(1, b, Some(&[0, 1])).expect("heartbeat");
+    assert_eq!(q.lease(999, a, 1), Ok(LeaseReply::Wait));
+    assert_eq!(
+        lease_one(&mut q, 1_001, a).epoch,
+        1,
+        "b is silent: a takes it"
+    );
+}
+
+#[test]
+fn an_affinity_wait_changes_nothing_and_heartbeats_that_say_what_is_cached_replay() {
+    let mut q = queue(3, 2, 3);
+    let a = q.register(0);
+    let b = q.register(0);
+    finish_epoch(&mut q, 0, a);
+    let beat = Command::Heartbeat {
+        now: 1,
+        worker: b,
+        cached: Some(vec![0, 1, 2]),
+    };
+    assert!(q.apply(&beat).changed());
+    let before = q.clone();
+    let wait = Command::Lease {
+        now: 2,
+        worker: a,
+        max: 1,
+    };
+    let reply = q.apply(&wait);
+    assert_eq!(reply, Reply::Lease(Ok(LeaseReply::Wait)));
+    assert!(!reply.changed());
+    assert_eq!(
+        q, before,
+        "a wait is not journaled, so it must change nothing"
+    );
 }

@@ -30,8 +30,15 @@ pub enum Command {
         worker: WorkerId,
         max: usize,
     },
-    /// [`Queue::heartbeat`].
-    Heartbeat { now: Millis, worker: WorkerId },
+    /// [`Queue::heartbeat_holding`].
+    Heartbeat {
+        now: Millis,
+        worker: WorkerId,
+        /// The splits whose files the worker's cache holds, when it says
+        /// (absent: as before, and in older journals).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cached: Option<Vec<u32>>,
+    },
     /// [`Queue::commit_ranges`].
     Commit {
         now: Millis,
@@ -214,7 +221,11 @@ impl Queue {
                 Reply::Register(self.register_as(*now, secret.clone(), name.clone()))
             }
             Command::Lease { now, worker, max } => Reply::Lease(self.lease(*now, *worker, *max)),
-            Command::Heartbeat { now, worker } => Reply::Heartbeat(self.heartbeat(*now, *worker)),
+            Command::Heartbeat {
+                now,
+                worker,
+                cached,
+            } => Reply::Heartbeat(self.heartbeat_holding(*now, *worker, cached.as_deref())),
             Command::Commit {
                 now,
                 worker,
@@ -335,6 +346,7 @@ mod tests {
             Command::Heartbeat {
                 now: 3,
                 worker: WorkerId(1),
+                cached: Some(vec![0, 4]),
             },
             Command::Commit {
                 now: 4,
@@ -487,6 +499,7 @@ mod journal_tests {
             lease_timeout_ms: 1_000,
             seed: 5,
             follow: false,
+            affinity_wait_ms: 0,
         };
         let mut queue = Queue::new(2, config).expect("queue");
         let fresh = queue.clone();
@@ -544,6 +557,7 @@ mod journal_tests {
         let heartbeat = Command::Heartbeat {
             now: 999,
             worker: other,
+            cached: None,
         };
         run(&mut queue, &mut journal, heartbeat);
         let tick = Command::Tick { now: 1_002 };

@@ -21,7 +21,14 @@ pub struct QueueConfig {
     /// closed ([`crate::queue::Queue::close`]). Only one epoch.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub follow: bool,
+    /// From the second epoch, how long a worker that asks while every task
+    /// left is held in another live worker's cache waits before it takes
+    /// one of them (see [`crate::queue::Queue::lease_holding`]).
+    pub affinity_wait_ms: u64,
 }
+
+/// The default of [`QueueConfig::affinity_wait_ms`].
+pub const DEFAULT_AFFINITY_WAIT_MS: u64 = 2_000;
 
 impl Default for QueueConfig {
     fn default() -> Self {
@@ -31,6 +38,7 @@ impl Default for QueueConfig {
             lease_timeout_ms: 30_000,
             seed: 0,
             follow: false,
+            affinity_wait_ms: DEFAULT_AFFINITY_WAIT_MS,
         }
     }
 }
@@ -53,6 +61,7 @@ impl QueueConfig {
             lease_timeout_ms: u64::try_from(lease_timeout.as_millis()).unwrap_or(u64::MAX),
             seed,
             follow,
+            affinity_wait_ms: DEFAULT_AFFINITY_WAIT_MS,
         }
     }
 

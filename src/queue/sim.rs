@@ -220,6 +220,8 @@ const REQUIRED: &[&str] = &[
     "not yours",
     "past the end",
     "wrong rows",
+    "leased from its cache",
+    "affinity wait",
 ];
 
 /// With thousands of workers and fewer tasks, most lease requests are answered
@@ -258,6 +260,8 @@ struct SimWorker {
     held: Vec<(Lease, u64)>,
     /// Paused (stopped acting) until then.
     paused_until: Option<Millis>,
+    /// The splits its cache holds, as it last told the queue.
+    cached: BTreeSet<u32>,
 }
 
 /// Where a task stands, for counting.
@@ -338,6 +342,8 @@ impl Sim {
             lease_timeout_ms: timeout,
             seed,
             follow: false,
+            // Affinity on every seed, its wait zero on some.
+            affinity_wait_ms: if seed % 3 == 0 { 0 } else { timeout / 4 },
         };
         let rows: Vec<u64> = (0..splits).map(|_| rng.next_u64() % 200).collect();
         let plan_rows: Vec<Option<u64>> = if seed % 2 == 0 {
@@ -546,7 +552,20 @@ impl Sim {
             id: expected,
             held: Vec::new(),
             paused_until: None,
+            cached: BTreeSet::new(),
         });
+    }
+
+    /// What worker `index` says its cache holds with a heartbeat: now and
+    /// then a new random set of splits (a third of them or so).
+    fn cached_report(&mut self, index: usize) -> Option<Vec<u32>> {
+        if !self.chance(200) {
+            return None;
+        }
+        let splits = self.rows.len() as u32;
+        let cached: BTreeSet<u32> = (0..splits).filter(|_| self.chance(330)).collect();
+        self.workers[index].cached = cached.clone();
+        Some(cached.into_iter().collect())
     }
 
     /// Worker `index` asks for up to `max` tasks; with `deliver` false the reply never
@@ -564,6 +583,9 @@ impl Sim {
             Reply::Lease(Ok(LeaseReply::Tasks(leases))) => {
                 assert!(!leases.is_empty() && leases.len() <= max, "{at}");
                 for lease in leases {
+                    if lease.epoch > 0 && self.workers[index].cached.contains(&lease.split) {
+                        self.cover("leased from its cache");
+                    }
                     self.model_grant(&lease, worker);
                     if deliver {
                         self.workers[index].held.push((lease.clone(), lease.offset));
@@ -573,8 +595,15 @@ impl Sim {
             Reply::Lease(Ok(LeaseReply::Wait)) => {
                 self.cover("wait");
                 assert!(!self.model.over, "{at}: wait after the job is over");
-                assert_eq!(self.model.unresolved, self.model.live.len(), "{at}: wait");
-                assert!(!self.model.live.is_empty(), "{at}: wait with no lease");
+                if self.model.unresolved != self.model.live.len() {
+                    // Tasks left, each in another live worker's cache: only
+                    // from the second epoch, and within the bounded wait.
+                    assert!(self.model.epoch > 0, "{at}: affinity wait in epoch 0");
+                    assert!(self.config.affinity_wait_ms > 0, "{at}: wait with none set");
+                    self.cover("affinity wait");
+                } else {
+                    assert!(!self.model.live.is_empty(), "{at}: wait with no lease");
+                }
             }
             Reply::Lease(Ok(LeaseReply::JobOver)) => {
                 assert!(self.model.over, "{at}: job over too soon");
@@ -879,9 +908,11 @@ impl Sim {
         for attempt in held {
             self.model.renew(attempt, renewed);
         }
+        let cached = self.cached_report(index);
         let reply = self.apply(Command::Heartbeat {
             now: self.now,
             worker,
+            cached,
         });
         assert_eq!(reply, Reply::Heartbeat(Ok(lost.clone())), "{}", self.at());
         if !deliver {
@@ -1417,6 +1448,7 @@ fn a_random_command_log_replays_to_the_same_queue() {
             lease_timeout_ms: 50,
             seed,
             follow: false,
+            affinity_wait_ms: 20,
         };
         let mut queue = Queue::new(12, config.clone()).expect("valid config");
         let mut log = Vec::new();
@@ -1453,7 +1485,11 @@ fn random_command(rng: &mut ChaCha8Rng, now: Millis) -> Command {
             worker,
             max: (rng.next_u64() % 4) as usize,
         },
-        3 => Command::Heartbeat { now, worker },
+        3 => Command::Heartbeat {
+            now,
+            worker,
+            cached: (offset % 3 == 0).then(|| vec![(offset % 12) as u32, (offset % 5) as u32]),
+        },
         4 => Command::Commit {
             now,
             worker: (offset % 3 != 0).then_some(worker),

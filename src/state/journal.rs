@@ -364,6 +364,7 @@ mod tests {
             Command::Heartbeat {
                 now: 2,
                 worker: WorkerId(1),
+                cached: None,
             },
         ]
     }

@@ -129,6 +129,8 @@ impl TaskSource for LocalQueue {
             worker,
             rows: 0,
             held: None,
+            cached: None,
+            cache: None,
         };
         self.apply(beat).map(|r| r.lost)
     }

@@ -2,7 +2,7 @@
 //! status page shows about workers. Every queue command goes through
 //! [`MasterState::execute`], which journals it before its reply is used.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -274,6 +274,9 @@ pub struct MasterState {
     since_snapshot: u64,
     /// Records between snapshots.
     snapshot_every: u64,
+    /// What each worker's cache did, as its last heartbeat said (kept when
+    /// it departs: the job's totals count it).
+    cache: BTreeMap<WorkerId, connectors::cache::CacheStats>,
 }
 
 impl MasterState {
@@ -368,6 +371,7 @@ impl MasterState {
             spec: Arc::new(spec),
             identity: job.identity,
             workers: HashMap::new(),
+            cache: BTreeMap::new(),
             history: VecDeque::new(),
             last_sample: None,
             rows_total: std::cell::OnceCell::new(),
@@ -566,6 +570,26 @@ impl MasterState {
         }
         entry.rows = rows;
         entry.last = now;
+    }
+
+    /// Records what `worker`'s cache did so far, as its heartbeat said.
+    pub fn saw_cache(&mut self, worker: WorkerId, stats: connectors::cache::CacheStats) {
+        self.cache.insert(worker, stats);
+    }
+
+    /// What the workers' caches did, summed; `None` when none reported one.
+    pub fn cache_stats(&self) -> Option<connectors::cache::CacheStats> {
+        (!self.cache.is_empty()).then(|| {
+            self.cache
+                .values()
+                .fold(connectors::cache::CacheStats::default(), |sum, c| {
+                    connectors::cache::CacheStats {
+                        hit_bytes: sum.hit_bytes.saturating_add(c.hit_bytes),
+                        fetched_bytes: sum.fetched_bytes.saturating_add(c.fetched_bytes),
+                        bytes: sum.bytes.saturating_add(c.bytes),
+                    }
+                })
+        })
     }
 
     /// Whether `seen` was heard from within the lease timeout before `now`.

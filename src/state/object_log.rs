@@ -396,7 +396,8 @@ mod tests {
         assert!(matches!(
             queue.apply(&Command::Heartbeat {
                 now: 10,
-                worker: WorkerId(1)
+                worker: WorkerId(1),
+                cached: None,
             }),
             Reply::Heartbeat(_)
         ));

@@ -109,6 +109,35 @@ pub struct RemoteSource {
     gave_up: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// The master not answering, as said in the log (shared by the clones).
     wait: std::sync::Arc<std::sync::Mutex<Option<crate::logging::Wait>>>,
+    /// The worker's cache (`--cache`), told to the master in heartbeats.
+    cache: std::sync::Arc<std::sync::Mutex<Option<CacheReport>>>,
+}
+
+/// What a worker's heartbeats say of its cache: which splits it holds
+/// (sent again only when that changed) and what it did.
+struct CacheReport {
+    cache: std::sync::Arc<connectors::cache::Cache>,
+    /// The cache's key of each split's file (`None`: never cached).
+    keys: Vec<Option<connectors::cache::FileKey>>,
+    /// The cache's generation the master last heard of.
+    sent: Option<u64>,
+}
+
+impl CacheReport {
+    /// The splits held, when they may have changed since last sent, with
+    /// the generation they are of.
+    fn held(&self) -> Option<(u64, Vec<u32>)> {
+        let generation = self.cache.generation();
+        if self.sent == Some(generation) {
+            return None;
+        }
+        let held = (0u32..)
+            .zip(&self.keys)
+            .filter(|(_, key)| key.as_ref().is_some_and(|k| self.cache.holds(k)))
+            .map(|(split, _)| split)
+            .collect();
+        Some((generation, held))
+    }
 }
 
 /// A stop request and when it came.
@@ -176,7 +205,23 @@ impl RemoteSource {
             stop: None,
             gave_up: Default::default(),
             wait: Default::default(),
+            cache: Default::default(),
         })
+    }
+
+    /// Tells the master, in heartbeats, what `cache` holds of the job's
+    /// splits and what it did (the keys: `location.cache_key` of each split).
+    pub fn report_cache(
+        &self,
+        cache: std::sync::Arc<connectors::cache::Cache>,
+        keys: Vec<Option<connectors::cache::FileKey>>,
+    ) {
+        let mut report = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        *report = Some(CacheReport {
+            cache,
+            keys,
+            sent: None,
+        });
     }
 
     /// Registers workers under `name` (shown on the master's status page).
@@ -515,12 +560,29 @@ impl TaskSource for RemoteSource {
         held: &[AttemptId],
     ) -> Result<Vec<AttemptId>, SourceError> {
         let rows = self.rows.load(std::sync::atomic::Ordering::Relaxed);
+        let (cached, cache) = {
+            let report = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+            match report.as_ref() {
+                Some(r) => (r.held(), Some(r.cache.stats())),
+                None => (None, None),
+            }
+        };
+        let generation = cached.as_ref().map(|(g, _)| *g);
         let beat = ops::Heartbeat {
             worker,
             rows,
             held: Some(held.to_vec()),
+            cached: cached.map(|(_, held)| held),
+            cache,
         };
-        self.apply(beat).await.map(|r| r.lost)
+        let lost = self.apply(beat).await.map(|r| r.lost)?;
+        if let Some(generation) = generation {
+            let mut report = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(r) = report.as_mut() {
+                r.sent = Some(generation);
+            }
+        }
+        Ok(lost)
     }
 
     async fn commit(

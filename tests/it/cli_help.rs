@@ -3,7 +3,6 @@
 //! completions, man pages, the version line and `version --json` for bug
 //! reports; and the committed CLI reference equals what the binary prints.
 
-
 use std::path::Path;
 use std::process::Command;
 

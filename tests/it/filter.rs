@@ -3,12 +3,11 @@
 //! what cannot hold one is skipped unread, and a bad expression is one line
 //! naming the place.
 
-
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use crate::common::*;
+use crate::common::{self, *};
 use serde_json::Value;
 
 /// Where make_filter.py wrote the dataset.

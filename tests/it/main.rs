@@ -1,11 +1,12 @@
 //! Every integration test, in one binary: one link of the crate, one process whose
 //! tests share the services and fixtures they start, run in parallel.
 
-mod common;
 mod airflow;
+mod cache;
 mod catalogs;
 mod checkpoints;
 mod cli_help;
+mod common;
 mod crash_loops;
 mod distributed;
 mod exactly_once;

@@ -10,10 +10,10 @@
 //! deleted while the last task is read are waited for (`--read-retry`). A
 //! missing emulator fails the tests.
 
-mod cloud;
+pub(crate) mod cloud;
 use crate::common;
-mod http;
-mod service;
+pub(crate) mod http;
+pub(crate) mod service;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

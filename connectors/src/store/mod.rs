@@ -36,6 +36,8 @@ pub struct Location {
     pub root: Path,
     /// How paths of this store are shown to users (`file://`, `s3://bucket`, ...).
     base: String,
+    /// Where reads of its files are kept for later epochs (`--cache`).
+    cache: Option<Arc<crate::cache::Cache>>,
 }
 
 impl Location {
@@ -45,7 +47,36 @@ impl Location {
             store,
             root,
             base: base.into(),
+            cache: None,
         }
+    }
+
+    /// Whether this is the local filesystem (never cached: it is local).
+    pub fn is_local(&self) -> bool {
+        matches!(Scheme::of(&self.base), Ok(Scheme::Local))
+    }
+
+    /// This location with the reads of its splits' files kept in `cache`;
+    /// the local filesystem as it is.
+    pub fn with_cache(mut self, cache: Arc<crate::cache::Cache>) -> Location {
+        if !self.is_local() {
+            self.cache = Some(cache);
+        }
+        self
+    }
+
+    /// The cache reads go through, when there is one.
+    pub fn cache(&self) -> Option<&Arc<crate::cache::Cache>> {
+        self.cache.as_ref()
+    }
+
+    /// The cache's key of `split`'s file, `None` when it is never cached
+    /// (a local file, or one planned without an entity tag or time).
+    pub fn cache_key(&self, split: &crate::split::Split) -> Option<crate::cache::FileKey> {
+        if self.is_local() {
+            return None;
+        }
+        crate::cache::FileKey::of(&self.base, split)
     }
 
     /// The user-facing URL of `path` in this store (never carries credentials).
@@ -71,10 +102,22 @@ impl Location {
             Ok(Scheme::Local) => pinned::Tags::Local,
             _ => pinned::Tags::Tagged,
         };
+        let pinned: Arc<dyn ObjectStore> =
+            Arc::new(pinned::Pinned::new(self.store.clone(), split, tags));
+        let store = match (&self.cache, self.cache_key(split)) {
+            (Some(cache), Some(key)) => Arc::new(crate::cache::store::Cached::new(
+                pinned,
+                cache.clone(),
+                key,
+                split,
+            )),
+            _ => pinned,
+        };
         Location {
-            store: Arc::new(pinned::Pinned::new(self.store.clone(), split, tags)),
+            store,
             root: self.root.clone(),
             base: self.base.clone(),
+            cache: self.cache.clone(),
         }
     }
 

@@ -162,6 +162,8 @@ class Dataset:
     option of `sluice train` is a keyword (`filter="label IS NOT NULL AND
     country = 'US'"` reads only the rows Spark's `df.filter` keeps, `split="train=0.9,valid=0.1",
     split_key="id", take="valid"`, `limit=1000`, `shuffle_buffer=8192`...).
+    `cache="/local/dir"` (with `cache_size="20GiB"`) keeps what is read from a
+    remote store on local disk, so later epochs read it from there (`--cache`).
     `shuffle="global"` (with `seed=`, and `shuffle_window=ROWS`) gives the same
     batches in the same order for the same seed and data, and a `Dataset` with
     `state=` that resumes goes on with the sequence an uninterrupted run gives.
@@ -198,7 +200,8 @@ class Dataset:
     def __init__(self, source=None, *, batch_size=1024, columns=None, filter=None, epochs=None,
                  seed=None, hash_buckets=None, fill_nulls=None, state=None,
                  master=None, token_file=None, name=None, ack=True, checkpoints=False,
-                 shared_memory=True, lockstep=None, binary=None, log=True, **options):
+                 shared_memory=True, lockstep=None, binary=None, log=True, cache=None,
+                 cache_size=None, **options):
         if (source is None) == (master is None):
             raise SluiceError(
                 "Dataset needs a source (Dataset('s3://bucket/out/')) or a master "
@@ -217,7 +220,7 @@ class Dataset:
         self._closed = False
         self._signalled = False
         common = {"batch_size": batch_size, "hash_buckets": hash_buckets,
-                  "fill_nulls": fill_nulls}
+                  "fill_nulls": fill_nulls, "cache": cache, "cache_size": cache_size}
         if master is not None:
             given = [k for k, v in (("columns", columns), ("filter", filter), ("epochs", epochs),
                                     ("seed", seed), ("state", state)) if v is not None]
