@@ -95,6 +95,14 @@ fn a_plain_loop_gets_every_id_once_per_epoch_as_batches_tensors_and_arrays() {
             ids.values().all(|&c| c == epochs),
             "{mode}: each id once per epoch"
         );
+        if mode == "plain" {
+            // In shared memory as exec trainers take it: lone record batch
+            // messages of the stream's schema, never whole streams.
+            let forms = std::fs::read_to_string(out.path().join("forms.json")).expect("forms");
+            let forms: serde_json::Value = serde_json::from_str(&forms).expect("json");
+            let forms = forms.as_object().expect("an object");
+            assert_eq!(forms.keys().collect::<Vec<_>>(), ["message"], "{forms:?}");
+        }
     }
 }
 

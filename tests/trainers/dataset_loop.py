@@ -6,6 +6,8 @@ Usage:
 
 MODE:
     plain       iterate pyarrow batches; write OUT/ids.txt (one id per line, every epoch)
+                and OUT/forms.json: how many batches came in each form ("message":
+                lone messages in shared memory, "stream", or "None": on the pipe)
     torch       the same through ds.torch() (tensors), then ds.numpy() is not used
     numpy       the same through ds.numpy()
     raise       raise inside the loop after 3 batches, catch it outside; write
@@ -77,9 +79,12 @@ def main():
                                 state=args.state, **extra)
     if args.mode in ("plain", "torch", "numpy"):
         ids = []
+        forms = {}
         if args.mode == "plain":
             for batch in ds:
                 ids.extend(batch.column("id").to_pylist())
+                form = str(ds._conn._last_form)
+                forms[form] = forms.get(form, 0) + 1
         elif args.mode == "torch":
             for tensors in ds.torch(columns=["id"]):
                 ids.extend(tensors["id"].tolist())
@@ -88,6 +93,7 @@ def main():
                 ids.extend(arrays["id"].tolist())
         with open(os.path.join(out, "ids.txt"), "w") as f:
             f.write("".join(f"{i}\n" for i in ids))
+        write_json(os.path.join(out, "forms.json"), forms)
         return 0
 
     if args.mode == "log":

@@ -25,7 +25,8 @@ import threading
 
 from ._binary import find_sluice_bin
 from ._device import DeviceFeeder
-from ._protocol import (ACK_FD_ENV, DEVICE_ENV, DEVICES_ENV, SHM_FD_ENV, Connection,
+from ._protocol import (ACK_FD_ENV, DEVICE_ENV, DEVICES_ENV, SHM_FD_ENV, SHM_MESSAGES_ENV,
+                        Connection,
                         SluiceError, _import_torch)
 from ._tensors import to_torch
 
@@ -269,7 +270,10 @@ class Dataset:
         self._stderr.start()
         env = {ACK_FD_ENV: str(ack_w), DEVICE_ENV: "0", DEVICES_ENV: "1"}
         if memory is not None:
+            # Batches as lone record batch messages of the stream's schema, as exec
+            # trainers take them: no schema parsed per batch.
             env[SHM_FD_ENV] = str(memory)
+            env[SHM_MESSAGES_ENV] = "1"
         # Unbuffered: under lockstep, select() on it tells whether a message waits.
         self._data = os.fdopen(data_r, "rb", buffering=0)
         self._ack_fd = ack_w
