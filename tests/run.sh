@@ -112,7 +112,8 @@ export SLUICE_WHEELHOUSE="${SLUICE_WHEELHOUSE:-$HOME/.cache/sluice/wheelhouse}"
 
 phase "docs (mkdocs build --strict; runnable blocks)"
 # The site must build with warnings as errors (a broken link or anchor, a missing
-# page or include), and every block of README.md and docs/ marked runnable must run
+# page or include), the exec protocol page must name every name of the protocol,
+# and every block of README.md and docs/ marked runnable must run
 # with the debug binary on the bundled examples and print what its page shows.
 DOCS_VENV="${SLUICE_DOCS_VENV:-$CACHE/venv-docs}"
 if ! "$DOCS_VENV/bin/mkdocs" --version >/dev/null 2>&1; then
@@ -124,6 +125,7 @@ DOCS_SITE="$(mktemp -d)"
 rm -rf "$DOCS_SITE"
 cargo build --quiet --bin sluice
 python3 tests/docs/run_blocks.py
+python3 tests/docs/protocol_names.py
 
 phase "object store emulators (tests/services: moto, fake-gcs-server, Azurite)"
 # Started once here so the tests share them (a test that finds one missing starts
