@@ -110,6 +110,23 @@ rm -f "$SLUICE_WHEEL_DIR"/sluice_train-*.whl
 export SLUICE_WHEEL_DIR
 export SLUICE_WHEELHOUSE="${SLUICE_WHEELHOUSE:-$HOME/.cache/sluice/wheelhouse}"
 
+phase "docs (mkdocs build --strict; runnable blocks)"
+# The site must build with warnings as errors (a broken link or anchor, a missing
+# page or include), the exec protocol page must name every name of the protocol,
+# and every block of README.md and docs/ marked runnable must run
+# with the debug binary on the bundled examples and print what its page shows.
+DOCS_VENV="${SLUICE_DOCS_VENV:-$CACHE/venv-docs}"
+if ! "$DOCS_VENV/bin/mkdocs" --version >/dev/null 2>&1; then
+  echo "tests/run.sh: no mkdocs in $DOCS_VENV; run .ci/run (it installs it)" >&2
+  exit 1
+fi
+DOCS_SITE="$(mktemp -d)"
+"$DOCS_VENV/bin/mkdocs" build --strict --quiet --site-dir "$DOCS_SITE"
+rm -rf "$DOCS_SITE"
+cargo build --quiet --bin sluice
+python3 tests/docs/run_blocks.py
+python3 tests/docs/protocol_names.py
+
 phase "object store emulators (tests/services: moto, fake-gcs-server, Azurite)"
 # Started once here so the tests share them (a test that finds one missing starts
 # it itself); stopped on any exit.
