@@ -464,3 +464,33 @@ fn a_torch_distributor_function_trains_every_id_once_from_dataset_workers() {
     assert_eq!(steps[0], steps[1], "equal steps in lockstep");
     common::assert_exactly_once(&counts(all), rows(name), "TorchDistributor's ranks");
 }
+
+/// A batch larger than one read of the pipe (64 KiB), written in pieces as a
+/// busy sluice writes it, reaches the loop whole: the data pipe is read whole,
+/// not cut at what one read returned.
+#[test]
+fn a_batch_larger_than_a_pipe_read_arrives_whole() {
+    let script = r#"
+import os, threading, time
+import pyarrow as pa
+from sluice_trainer.dataset import _WholeReads
+batch = pa.record_batch([pa.array(range(200000))], names=["id"])
+sink = pa.BufferOutputStream()
+with pa.ipc.new_stream(sink, batch.schema) as writer:
+    writer.write_batch(batch)
+data = sink.getvalue().to_pybytes()
+r, w = os.pipe()
+def feed():
+    for i in range(0, len(data), 50000):
+        os.write(w, data[i:i + 50000])
+        time.sleep(0.005)
+    os.close(w)
+threading.Thread(target=feed).start()
+print(sum(b.num_rows for b in pa.ipc.open_stream(_WholeReads(r))))
+"#;
+    let out = run(Command::new(python())
+        .args(["-c", script])
+        .env("PYTHONPATH", repo("python/sluice_trainer")))
+    .success();
+    assert_eq!(out.stdout.trim(), "200000", "{out}");
+}

@@ -15,6 +15,7 @@ this process however it ends (it asks the kernel for SIGKILL when its parent die
 and its errors are raised here as `SluiceError` with sluice's one-line message.
 """
 
+import io
 import os
 import queue
 import select
@@ -41,6 +42,47 @@ _EXIT_WAIT = 60.0
 
 # How long sluice may take to exit once told to stop, before it is killed.
 _STOP_GRACE = 5.0
+
+
+class _WholeReads(io.RawIOBase):
+    """The data pipe from sluice, unbuffered (select() on it tells whether a message
+    waits: nothing is read ahead) but read whole: `read(n)` returns n bytes unless
+    the stream ends, as pyarrow's IPC reader expects of a file. A plain unbuffered
+    pipe returns what one read got (64 KiB at most), which cuts a larger message."""
+
+    def __init__(self, fd):
+        super().__init__()
+        self._fd = fd
+
+    def readable(self):
+        return True
+
+    def fileno(self):
+        return self._fd
+
+    def read(self, size=-1):
+        if size is None or size < 0:
+            return self.readall()
+        chunks = []
+        while size > 0:
+            chunk = os.read(self._fd, size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size -= len(chunk)
+        return b"".join(chunks)
+
+    def readinto(self, buffer):
+        data = self.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+    def close(self):
+        if not self.closed:
+            try:
+                os.close(self._fd)
+            finally:
+                super().close()
 
 
 class _Launcher:
@@ -275,7 +317,7 @@ class Dataset:
             env[SHM_FD_ENV] = str(memory)
             env[SHM_MESSAGES_ENV] = "1"
         # Unbuffered: under lockstep, select() on it tells whether a message waits.
-        self._data = os.fdopen(data_r, "rb", buffering=0)
+        self._data = _WholeReads(data_r)
         self._ack_fd = ack_w
         self._memory = memory
         self._conn = Connection(env=env, stdin=self._data)
