@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use super::{close_matches, store_url, CatalogError, CatalogTable, TableName};
 use crate::config::CatalogOptions;
+use crate::percent::encode;
 
 /// How long connecting to the catalog may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -500,19 +501,6 @@ fn read_secret(option: &'static str, path: &Path) -> Result<String, CatalogError
         });
     }
     Ok(secret)
-}
-
-/// A path segment, percent-encoded.
-fn encode(segment: &str) -> String {
-    let mut out = String::new();
-    for b in segment.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// A namespace as one path segment: its levels joined by the unit separator.

@@ -102,20 +102,10 @@ fn query_string<T: Serialize>(query: &T) -> String {
     let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(query) else {
         return String::new();
     };
-    let encode = |text: &str| -> String {
-        text.bytes()
-            .map(|b| match b {
-                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                    char::from(b).to_string()
-                }
-                _ => format!("%{b:02X}"),
-            })
-            .collect()
-    };
     fields
         .iter()
         .filter_map(|(key, value)| match value {
-            serde_json::Value::String(s) => Some(format!("{key}={}", encode(s))),
+            serde_json::Value::String(s) => Some(format!("{key}={}", crate::percent::encode(s))),
             serde_json::Value::Number(n) => Some(format!("{key}={n}")),
             serde_json::Value::Bool(b) => Some(format!("{key}={b}")),
             _ => None,
