@@ -4,8 +4,10 @@
 //! Every code is decided here. An error says through [`ExitCode`] only what
 //! it decides itself; [`decided`] asks each error of a cause chain in turn,
 //! outermost first, and the first that decides gives the code ([`of_chain`]);
-//! a chain where none decides exits [`ERROR`]. Wrappers leave the decision to
-//! the error they wrap, which their `source()` hands on.
+//! a chain where none decides exits [`ERROR`]. A wrapper that names what was
+//! being done leaves the decision to the error it wraps, which its `source()`
+//! hands on; one that shows the error it wraps as itself (`transparent`, which
+//! hands on only that error's own causes) asks it ([`decided`]).
 //!
 //! This module sits above the modules whose errors it reads (`job`,
 //! `master`, `schedule`, `config`, `catalog`, `trainer`, `protocol`): only
@@ -236,6 +238,14 @@ impl ExitCode for TrainError {
         match self {
             TrainError::Stopped { .. } => Some(INTERRUPTED),
             TrainError::Pipeline(PipelineError::NoFinalCheckpoint { .. }) => Some(TASKS_FAILED),
+            TrainError::Connector(e) => decided(e),
+            TrainError::Options(e) => decided(e),
+            TrainError::Select(e) => decided(e),
+            TrainError::Wait(e) => decided(e),
+            TrainError::Trainer(e) => decided(e),
+            TrainError::State(e) => decided(e),
+            TrainError::Pipeline(e) => decided(e),
+            TrainError::Follow(e) => decided(e),
             _ => None,
         }
     }
@@ -252,22 +262,36 @@ impl ExitCode for RunError {
             RunError::Rewritten { .. } => Some(TASKS_FAILED),
             RunError::Connector(e) => e.exit_code(),
             RunError::Train(e) => e.exit_code(),
+            RunError::Lock(e) => e.exit_code(),
             _ => None,
         }
     }
 }
 
-/// The master's errors are their causes'.
+/// The master's errors are their causes'. A failed journal is told in the
+/// master's own message (its advice comes after it), so it is asked here.
 impl ExitCode for MasterError {
     fn exit_code(&self) -> Option<u8> {
-        None
+        match self {
+            MasterError::Connector(e) => decided(e),
+            MasterError::Options(e) => decided(e),
+            MasterError::Select(e) => decided(e),
+            MasterError::State(e) => decided(e),
+            MasterError::Follow(e) => decided(e),
+            MasterError::Journal(e) => Some(of_error(e)),
+            _ => None,
+        }
     }
 }
 
 /// A worker's errors are their causes'.
 impl ExitCode for WorkerError {
     fn exit_code(&self) -> Option<u8> {
-        None
+        match self {
+            WorkerError::Remote(_) => None,
+            WorkerError::Train(e) => decided(e),
+            WorkerError::Connector(e) => decided(e),
+        }
     }
 }
 
@@ -323,14 +347,20 @@ impl ExitCode for LockError {
 /// Waiting for `_SUCCESS` decides nothing itself.
 impl ExitCode for WaitError {
     fn exit_code(&self) -> Option<u8> {
-        None
+        match self {
+            WaitError::Connector(e) => decided(e),
+            _ => None,
+        }
     }
 }
 
 /// Following a source decides nothing itself.
 impl ExitCode for FollowError {
     fn exit_code(&self) -> Option<u8> {
-        None
+        match self {
+            FollowError::Connector(e) => decided(e),
+            _ => None,
+        }
     }
 }
 
@@ -385,7 +415,7 @@ mod tests {
         assert_eq!(of_error(&MasterError::Journal(commit)), HELD);
         let failed = CommitError::Journal(Arc::new(JournalError::Io {
             path: "/state/journal".into(),
-            source: std::io::Error::other("no space left on device"),
+            cause: std::io::Error::other("no space left on device"),
         }));
         assert_eq!(of_error(&MasterError::Journal(failed)), ERROR);
         assert_eq!(of_error(&CommitError::Panicked), ERROR);
@@ -464,7 +494,7 @@ mod tests {
         assert_eq!(of_error(&missing), USAGE);
         let unread = JobFileError::Read {
             path: "job.toml".into(),
-            source: std::io::Error::other("permission denied"),
+            cause: std::io::Error::other("permission denied"),
         };
         assert_eq!(of_error(&unread), ERROR);
     }

@@ -250,16 +250,5 @@ async fn dispatch(
 
 /// An error and its causes on one line.
 fn one_line(e: &anyhow::Error) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    for cause in e.chain() {
-        let text = cause.to_string();
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-    }
-    parts
-        .join(": ")
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
+    connectors::Report(e.as_ref()).to_string()
 }

@@ -37,13 +37,12 @@ pub enum Error {
         target: String,
     },
     /// The store refused to let us read the path.
-    #[error("permission denied reading {path}: {source}")]
+    #[error("permission denied reading {path}: {cause}")]
     PermissionDenied {
         /// The path that could not be read.
         path: String,
-        /// The store's error.
-        #[source]
-        source: Arc<object_store::Error>,
+        /// The store's error: a foreign error, told in the message.
+        cause: Arc<object_store::Error>,
     },
     /// The bucket or container a URL names does not exist.
     #[error("no such {noun} {bucket} (listing {url})")]
@@ -56,22 +55,20 @@ pub enum Error {
         url: String,
     },
     /// The store for a URL could not be set up (credentials, endpoint, options).
-    #[error("cannot set up the store for {url}: {source}")]
+    #[error("cannot set up the store for {url}: {cause}")]
     StoreConfig {
         /// The URL as given.
         url: String,
-        /// The store builder's error.
-        #[source]
-        source: Arc<object_store::Error>,
+        /// The store builder's error: a foreign error, told in the message.
+        cause: Arc<object_store::Error>,
     },
     /// Any other failure of the store while listing or reading.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}: {cause}")]
     Store {
         /// The path being read.
         path: String,
-        /// The store's error.
-        #[source]
-        source: Arc<object_store::Error>,
+        /// The store's error: a foreign error, told in the message.
+        cause: Arc<object_store::Error>,
     },
     /// A data file that cannot be decoded.
     #[error("corrupt or unreadable {format} file {path}: {reason}")]
@@ -233,7 +230,13 @@ impl Error {
     /// expired one, an unreachable KDC): reading again does not help, and every
     /// other read of the store fails the same way until the login is fixed.
     pub fn is_login(&self) -> bool {
-        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        let cause: &(dyn std::error::Error + 'static) = match self {
+            Error::Store { cause, .. }
+            | Error::PermissionDenied { cause, .. }
+            | Error::StoreConfig { cause, .. } => cause.as_ref(),
+            _ => return false,
+        };
+        let mut source = Some(cause);
         while let Some(e) = source {
             if e.is::<KerberosError>() {
                 return true;
@@ -263,7 +266,7 @@ impl Error {
         }
         match self {
             Error::NotFound { .. } | Error::PermissionDenied { .. } => true,
-            Error::Store { source, .. } => store_is_transient(source),
+            Error::Store { cause: source, .. } => store_is_transient(source),
             Error::InvalidUrl { .. }
             | Error::EmptyDir { .. }
             | Error::DanglingLink { .. }
@@ -297,7 +300,7 @@ impl Error {
             object_store::Error::PermissionDenied { .. }
             | object_store::Error::Unauthenticated { .. } => Error::PermissionDenied {
                 path,
-                source: Arc::new(source),
+                cause: Arc::new(source),
             },
             other => {
                 let status = http_status(&other);
@@ -307,12 +310,12 @@ impl Error {
                 if is_permission_io(&other) || matches!(status, Some(401 | 403)) {
                     return Error::PermissionDenied {
                         path,
-                        source: Arc::new(other),
+                        cause: Arc::new(other),
                     };
                 }
                 Error::Store {
                     path,
-                    source: Arc::new(other),
+                    cause: Arc::new(other),
                 }
             }
         }
@@ -464,6 +467,33 @@ fn at_line(line: &Option<usize>) -> String {
     line.map(|n| format!(", line {n}")).unwrap_or_default()
 }
 
+/// An error and its causes on one line: each cause after the error it
+/// caused, joined by `: `, each message's whitespace collapsed.
+///
+/// The rule that makes this whole: an error that names what was being done
+/// hands its cause on as its `source()` and does not repeat it in its own
+/// message; an error from outside sluice (I/O, a store, a parser) is told in
+/// the message of the error that met it and is not handed on, since such
+/// errors often repeat their own causes. So no message appears twice.
+#[derive(Debug, Clone, Copy)]
+pub struct Report<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for Report<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut cause = Some(self.0);
+        let mut first = true;
+        while let Some(e) = cause {
+            if !first {
+                f.write_str(": ")?;
+            }
+            first = false;
+            f.write_str(&one_line(&e.to_string()))?;
+            cause = e.source();
+        }
+        Ok(())
+    }
+}
+
 /// Collapses a multi-line message into one line.
 pub fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -523,13 +553,12 @@ pub enum KerberosError {
         url: String,
     },
     /// The keytab cannot be read.
-    #[error("cannot read keytab {path}: {source}")]
+    #[error("cannot read keytab {path}: {cause}")]
     KeytabUnreadable {
         /// The keytab.
         path: String,
         /// The failure.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The keytab is not an MIT keytab (version 0x502).
     #[error("{path} is not a keytab: {reason}")]
@@ -556,13 +585,12 @@ pub enum KerberosError {
         threads: usize,
     },
     /// The private directory of the login cannot be written.
-    #[error("cannot prepare the keytab login in {path}: {source}")]
+    #[error("cannot prepare the keytab login in {path}: {cause}")]
     Private {
         /// The directory.
         path: String,
         /// The failure.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 

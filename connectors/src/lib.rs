@@ -32,7 +32,7 @@ pub mod types;
 pub use dataset::{
     CatalogPartition, CatalogPartitions, DataFile, Dataset, DatasetOptions, Ignored, TableInfo,
 };
-pub use error::{Error, ErrorKind, Result};
+pub use error::{Error, ErrorKind, Report, Result};
 pub use filter::{FilterError, PartitionFilter};
 pub use format::{CsvHeader, Format, FormatOptions};
 pub use read::{read_split, read_split_within, ReadPlan};

@@ -6,6 +6,7 @@
 //! Delta table, or a Spark datasource table (whose location is the serde's
 //! `path`).
 
+use connectors::Report;
 use std::time::Duration;
 
 use super::thrift::{Arg, Connection, ThriftError, Value};
@@ -50,7 +51,7 @@ pub async fn load(uri: &str, name: &TableName) -> Result<CatalogTable, CatalogEr
         .await
         .map_err(|e| CatalogError::Protocol {
             catalog: String::new(),
-            reason: e.to_string(),
+            reason: Report(&e).to_string(),
         })?
 }
 

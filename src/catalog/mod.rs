@@ -8,6 +8,7 @@ pub mod hive;
 pub mod rest;
 pub mod thrift;
 
+use connectors::Report;
 use std::fmt;
 
 use crate::config::CatalogOptions;
@@ -441,7 +442,7 @@ fn keep_fresh(catalog: rest::RestCatalog, name: TableName, storage: &[(String, S
                     failures += 1;
                     tracing::warn!(
                         table = %name,
-                        error = %e,
+                        error = %Report(&e),
                         expires_in_s = (expiry - now_ms()) / 1000,
                         "cannot refresh the vended storage credentials; trying again"
                     );

@@ -8,6 +8,7 @@
 //! a followed table is asked at every poll), and once more when the catalog
 //! refuses it.
 
+use connectors::Report;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Mutex;
@@ -123,7 +124,7 @@ impl RestCatalog {
             .build()
             .map_err(|e| CatalogError::Unreachable {
                 catalog: uri.to_string(),
-                reason: e.to_string(),
+                reason: Report(&e).to_string(),
             })?;
         let mut catalog = RestCatalog {
             uri: uri.to_string(),
@@ -490,7 +491,7 @@ fn read_secret(option: &'static str, path: &Path) -> Result<String, CatalogError
     let text = std::fs::read_to_string(path).map_err(|e| CatalogError::Credentials {
         option,
         path: path.display().to_string(),
-        reason: e.to_string(),
+        reason: Report(&e).to_string(),
     })?;
     let secret = text.trim().to_string();
     if secret.is_empty() {

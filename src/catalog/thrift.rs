@@ -117,7 +117,7 @@ pub enum Arg {
 #[derive(Debug, thiserror::Error)]
 pub enum ThriftError {
     /// Connecting, sending or receiving failed.
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] std::io::Error),
     /// The peer answered something that is not a Thrift reply to the call.
     #[error("not a Thrift reply: {0}")]

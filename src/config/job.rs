@@ -141,13 +141,12 @@ const REFUSED: [(&str, &str); 8] = [
 #[derive(Debug, thiserror::Error)]
 pub enum JobFileError {
     /// The file cannot be read.
-    #[error("cannot read job file {path}: {source}")]
+    #[error("cannot read job file {path}: {cause}")]
     Read {
         /// The job file.
         path: String,
         /// The failure.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The file is not TOML.
     #[error("job file {path} is not valid TOML")]
@@ -208,7 +207,7 @@ pub enum JobFileError {
         source: Box<toml::de::Error>,
     },
     /// The options together break a rule of `sluice train`.
-    #[error("job file {path}: {source}")]
+    #[error("job file {path}")]
     Invalid {
         /// The job file.
         path: String,
@@ -247,7 +246,7 @@ impl JobFile {
     pub fn load(path: &Path) -> Result<JobFile, JobFileError> {
         let text = std::fs::read_to_string(path).map_err(|source| JobFileError::Read {
             path: path.display().to_string(),
-            source,
+            cause: source,
         })?;
         JobFile::parse(path, &text)
     }
@@ -358,6 +357,7 @@ mod tests {
 
     use super::*;
     use crate::config::{ModelKind, TrainerChoice};
+    use connectors::Report;
 
     fn parse(text: &str) -> Result<JobFile, JobFileError> {
         JobFile::parse(Path::new("/jobs/clicks.toml"), text)
@@ -444,7 +444,10 @@ mod tests {
         );
         assert_eq!(file.kerberos.principal.as_deref(), Some("a@R"));
         let alone = parse(&format!("{BASE}keytab = \"/k\"")).expect_err("needs a principal");
-        assert!(alone.to_string().contains("--principal"), "{alone}");
+        assert!(
+            Report(&alone).to_string().contains("--principal"),
+            "{alone}"
+        );
     }
 
     #[test]
@@ -499,11 +502,8 @@ mod tests {
 
     #[test]
     fn bad_keys_are_named_with_the_file() {
-        let err = |extra: &str| {
-            parse(&format!("{BASE}{extra}"))
-                .expect_err(extra)
-                .to_string()
-        };
+        let err =
+            |extra: &str| Report(&parse(&format!("{BASE}{extra}")).expect_err(extra)).to_string();
         let unknown = err("batchsize = 3\n");
         assert!(
             unknown.contains("`batchsize`") && unknown.contains("/jobs/clicks.toml"),
@@ -520,10 +520,10 @@ mod tests {
                 && chain.contains("invalid type: string \"x\""),
             "{chain}"
         );
-        let bad = bad.to_string();
+        let bad = Report(&bad).to_string();
         let invalid = err("epochs = 0\n");
         assert!(invalid.contains("--epochs"), "{invalid}");
-        let missing = parse("source = \"/a\"\n").unwrap_err().to_string();
+        let missing = Report(&parse("source = \"/a\"\n").unwrap_err()).to_string();
         assert!(missing.contains("`state`"), "{missing}");
         let refused = err("wait-success = \"1h\"\n");
         assert!(refused.contains("wait-success"), "{refused}");
@@ -603,7 +603,7 @@ mod tests {
         assert_eq!(header(""), None);
         let both = parse(&format!("{BASE}csv-header = true\ncsv-no-header = true\n"))
             .expect_err("contradicting");
-        assert!(both.to_string().contains("csv-header"), "{both}");
+        assert!(Report(&both).to_string().contains("csv-header"), "{both}");
     }
 
     #[test]
@@ -622,9 +622,9 @@ mod tests {
         let unknown = parse(&format!(
             "{BASE}split = \"train=0.9,valid=0.1\"\nsplit-key = \"id\"\ntake = \"test\"\n"
         ));
-        assert!(unknown.is_err_and(|e| e.to_string().contains("--take")));
+        assert!(unknown.is_err_and(|e| Report(&e).to_string().contains("--take")));
         let attach = parse(&format!("{BASE}attach = \"5,6\"\n"));
-        assert!(attach.is_err_and(|e| e.to_string().contains("Dataset")));
+        assert!(attach.is_err_and(|e| Report(&e).to_string().contains("Dataset")));
     }
 
     #[test]
@@ -642,7 +642,7 @@ mod tests {
             .expect("valid");
         assert_eq!(defaults.shuffle_window, None);
         let bad = parse(&format!("{BASE}shuffle = \"rows\"\n"));
-        assert!(bad.is_err_and(|e| e.to_string().contains("shuffle")));
+        assert!(bad.is_err_and(|e| Report(&e).to_string().contains("shuffle")));
     }
 
     #[test]
@@ -660,7 +660,7 @@ mod tests {
         assert_eq!(defaults.pipeline.read_retry, Duration::from_secs(120));
         let zero = parse(&format!("{BASE}request-timeout = \"0s\"\n"));
         assert!(
-            zero.is_err_and(|e| e.to_string().contains("--request-timeout")),
+            zero.is_err_and(|e| Report(&e).to_string().contains("--request-timeout")),
             "a zero timeout is refused"
         );
     }

@@ -20,6 +20,7 @@
 
 pub mod inotify;
 
+use connectors::Report;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -40,7 +41,7 @@ use inotify::LocalWatch;
 #[derive(Debug, thiserror::Error)]
 pub enum FollowError {
     /// The source could not be read.
-    #[error("{0}")]
+    #[error(transparent)]
     Connector(#[from] connectors::Error),
     /// New data has columns the job's trainers were not set up for.
     #[error("{what} of {url} does not fit the job: {reason}; a followed job keeps the schema it started with (start a new job, with another --state, to take the new schema)")]
@@ -213,7 +214,7 @@ pub async fn first_dataset(
                     }
                 }
                 Err(e) => {
-                    warn!(error = %e, "following: the catalog did not answer; asking again at the next poll");
+                    warn!(error = %Report(&e), "following: the catalog did not answer; asking again at the next poll");
                 }
             }
         }
@@ -230,10 +231,10 @@ pub async fn first_dataset(
                 }
             }
             Err(e @ connectors::Error::EmptyDir { .. }) => {
-                tracing::debug!(error = %e, "nothing to follow yet");
+                tracing::debug!(error = %Report(&e), "nothing to follow yet");
                 Waiting::Commit
             }
-            Err(e) if e.is_transient() => Waiting::Readable(e.to_string()),
+            Err(e) if e.is_transient() => Waiting::Readable(Report(&e).to_string()),
             Err(e) => return Err(e),
         };
         let limit = first_limit(config, until, started);
@@ -520,10 +521,10 @@ impl Follower {
             Ok(found) => found,
             // Down for a while: asked again at the next poll.
             Err(e @ crate::catalog::CatalogError::Unreachable { .. }) => {
-                warn!(error = %e, "following: the catalog did not answer; asking again at the next poll");
+                warn!(error = %Report(&e), "following: the catalog did not answer; asking again at the next poll");
                 return Ok(());
             }
-            Err(e) => return Err(FollowError::Catalog(e.to_string())),
+            Err(e) => return Err(FollowError::Catalog(Report(&e).to_string())),
         };
         let mut options = self.options.clone();
         found.apply(&mut options);
@@ -1032,7 +1033,7 @@ pub trait Grow: Send + Sync {
 #[async_trait::async_trait]
 impl Grow for crate::state::LocalQueue {
     async fn apply(&self, command: Command) -> Result<Reply, String> {
-        self.run(command).map_err(|e| e.to_string())
+        self.run(command).map_err(|e| Report(&e).to_string())
     }
     fn busy(&self) -> bool {
         self.has_work()
@@ -1043,7 +1044,7 @@ impl Grow for crate::state::LocalQueue {
 #[async_trait::async_trait]
 impl Grow for crate::state::commit::GroupCommit {
     async fn apply(&self, command: Command) -> Result<Reply, String> {
-        self.run(command).await.map_err(|e| e.to_string())
+        self.run(command).await.map_err(|e| Report(&e).to_string())
     }
     fn busy(&self) -> bool {
         self.has_work()
@@ -1113,7 +1114,7 @@ pub async fn run(
                 let rows_each: Vec<Option<u64>> = step.splits.iter().map(|s| s.rows).collect();
                 let record = match serde_json::to_value(&step) {
                     Ok(record) => record,
-                    Err(e) => break Err(FollowError::Grow(e.to_string())),
+                    Err(e) => break Err(FollowError::Grow(Report(&e).to_string())),
                 };
                 let command = Command::Grow {
                     now: wall_millis(),
@@ -1123,7 +1124,9 @@ pub async fn run(
                 };
                 match grow.apply(command).await {
                     Ok(Reply::Grow(Ok(()))) => next = next.saturating_add(count),
-                    Ok(Reply::Grow(Err(e))) => break Err(FollowError::Grow(e.to_string())),
+                    Ok(Reply::Grow(Err(e))) => {
+                        break Err(FollowError::Grow(Report(&e).to_string()))
+                    }
                     Ok(_) => {
                         break Err(FollowError::Grow(
                             "the queue answered another request".to_string(),
@@ -1142,7 +1145,7 @@ pub async fn run(
             }
             Err(FollowError::Connector(e)) if e.is_transient() || nothing_yet(&e) => {
                 if warned.elapsed() >= Duration::from_secs(60) {
-                    warn!(error = %e, "following: cannot read the source now; trying again");
+                    warn!(error = %Report(&e), "following: cannot read the source now; trying again");
                     warned = Instant::now();
                 }
             }

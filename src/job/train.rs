@@ -1,5 +1,6 @@
 //! `sluice train`: the whole job on one machine, the queue embedded.
 
+use connectors::Report;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,19 +35,19 @@ use crate::worker::pipeline::{self, PipelineConfig, Progress, Stop};
 #[derive(Debug, thiserror::Error)]
 pub enum TrainError {
     /// Reading the dataset failed.
-    #[error("{0}")]
+    #[error(transparent)]
     Connector(#[from] connectors::Error),
     /// The cache directory (`--cache`) cannot be used.
     #[error("{0}")]
     Cache(String),
     /// An option breaks a rule.
-    #[error("{0}")]
+    #[error(transparent)]
     Options(#[from] crate::config::OptionError),
     /// The rows to train cannot be chosen by the key asked for (`--split-key`).
-    #[error("{0}")]
+    #[error(transparent)]
     Select(#[from] select::SelectError),
     /// `_SUCCESS` never came.
-    #[error("{0}")]
+    #[error(transparent)]
     Wait(#[from] wait::WaitError),
     /// The output is visibly unfinished.
     #[error("{url} is not finished: no _SUCCESS and in-flight output present ({markers}); wait for the job with --wait-success, or pass --allow-incomplete")]
@@ -63,34 +64,32 @@ pub enum TrainError {
         url: String,
     },
     /// The trainer refused the schema or could not be set up.
-    #[error("{0}")]
+    #[error(transparent)]
     Trainer(#[from] crate::trainer::TrainerError),
     /// The queue configuration is invalid.
-    #[error("{0}")]
+    #[error(transparent)]
     Queue(#[from] crate::queue::ConfigError),
     /// The state directory is unusable.
-    #[error("{0}")]
+    #[error(transparent)]
     State(#[from] StateError),
     /// The pipeline stopped.
-    #[error("{0}")]
+    #[error(transparent)]
     Pipeline(#[from] pipeline::PipelineError),
     /// The model to continue from (`--init-model`) cannot be read.
-    #[error("cannot read the model to continue from, {path}: {source}")]
+    #[error("cannot read the model to continue from, {path}: {cause}")]
     InitModel {
         /// The file.
         path: String,
         /// The read's failure.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The model to continue from (`--init-model`) is not JSON.
-    #[error("the model to continue from, {path}, is not JSON: {source}")]
+    #[error("the model to continue from, {path}, is not JSON: {cause}")]
     InitModelJson {
         /// The file.
         path: String,
         /// What the JSON parser found.
-        #[source]
-        source: serde_json::Error,
+        cause: serde_json::Error,
     },
     /// A signal stopped the run before the job was over.
     #[error("stopped by a signal after {rows} rows: what the trainers acknowledged is committed{resume}")]
@@ -102,16 +101,15 @@ pub enum TrainError {
     },
     /// Following the source failed (`--follow`): what was taken before is
     /// trained and committed.
-    #[error("{0}")]
+    #[error(transparent)]
     Follow(#[from] crate::follow::FollowError),
     /// Writing an output file failed.
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {path}: {cause}")]
     Write {
         /// The file.
         path: String,
         /// The failure.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
@@ -172,7 +170,7 @@ fn with_cache(config: &TrainConfig, mut dataset: Dataset) -> Result<Dataset, Tra
         return Ok(dataset);
     }
     let cache = connectors::cache::Cache::open(&cache.dir, cache.size)
-        .map_err(|e| TrainError::Cache(e.to_string()))?;
+        .map_err(|e| TrainError::Cache(Report(&e).to_string()))?;
     let keys: Vec<_> = dataset
         .splits
         .iter()
@@ -1040,11 +1038,11 @@ fn read_model(path: &std::path::Path) -> Result<serde_json::Value, TrainError> {
     let shown = || path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| TrainError::InitModel {
         path: shown(),
-        source,
+        cause: source,
     })?;
     serde_json::from_str(&text).map_err(|source| TrainError::InitModelJson {
         path: shown(),
-        source,
+        cause: source,
     })
 }
 
@@ -1056,7 +1054,7 @@ pub fn write_json(path: &std::path::Path, value: &serde_json::Value) -> Result<(
     crate::sys::fd::write_replacing(path, text.as_bytes(), mode).map_err(|source| {
         TrainError::Write {
             path: path.display().to_string(),
-            source,
+            cause: source,
         }
     })
 }

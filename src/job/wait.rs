@@ -36,7 +36,7 @@ pub enum WaitError {
         detail: String,
     },
     /// Listing failed for a reason other than absence.
-    #[error("{0}")]
+    #[error(transparent)]
     Connector(#[from] connectors::Error),
 }
 

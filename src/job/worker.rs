@@ -1,5 +1,6 @@
 //! `sluice worker`: one elastic worker of a distributed job, fed by a remote master.
 
+use connectors::Report;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,13 +63,13 @@ pub struct WorkerConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
     /// Talking to the master failed.
-    #[error("{0}")]
+    #[error(transparent)]
     Remote(#[from] RemoteError),
     /// Setting up or running training failed.
-    #[error("{0}")]
+    #[error(transparent)]
     Train(#[from] TrainError),
     /// The dataset could not be opened.
-    #[error("{0}")]
+    #[error(transparent)]
     Connector(#[from] connectors::Error),
 }
 
@@ -183,7 +184,7 @@ async fn job_over(source: &RemoteSource) -> bool {
     match source.status().await {
         Ok(status) => status.job_over,
         Err(e) => {
-            tracing::debug!(error = %e, "no job status");
+            tracing::debug!(error = %Report(&e), "no job status");
             true
         }
     }
@@ -206,7 +207,7 @@ async fn vended_credentials(
             info!(catalog = %table.catalog, table = %table.name, "storage credentials vended by the catalog")
         }
         Err(e) => tracing::warn!(
-            error = %e,
+            error = %Report(&e),
             "no storage credentials from the job's catalog: reading with this worker's own"
         ),
     }
@@ -311,7 +312,7 @@ async fn run_once(
         // Stopped, and the master did not answer within the grace: the
         // worker stops anyway; its leases lapse at the master.
         Err(e) if gave_up.gave_up_stopping() => {
-            tracing::warn!(error = %e, "the master did not answer after the stop");
+            tracing::warn!(error = %Report(&e), "the master did not answer after the stop");
             return Ok(Ran::Ended(WorkerOutcome {
                 rows: acknowledged.load(Ordering::Relaxed),
                 stopped: true,

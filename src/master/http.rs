@@ -6,6 +6,7 @@
 //! gets 401 whatever it sent. An authorized one with a body that is not the
 //! JSON expected gets 400 with a one-line reason.
 
+use connectors::Report;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -98,7 +99,7 @@ fn unauthorized() -> Response {
 /// [`GroupCommit`].
 async fn run(state: &AppState, command: Command) -> Result<Reply, Response> {
     state.commit.run(command).await.map_err(|error| {
-        let reason = format!("the master stops: {error}");
+        let reason = format!("the master stops: {}", Report(&error));
         plain(StatusCode::SERVICE_UNAVAILABLE, &reason)
     })
 }

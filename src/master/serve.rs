@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use connectors::{Dataset, DatasetOptions, ReadPlan};
+use connectors::{Dataset, DatasetOptions, ReadPlan, Report};
 use tracing::info;
 
 use super::http::{router, status_of, AppState};
@@ -65,40 +65,38 @@ pub struct MasterConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum MasterError {
     /// The dataset could not be read.
-    #[error("{0}")]
+    #[error(transparent)]
     Connector(#[from] connectors::Error),
     /// An option breaks a rule.
-    #[error("{0}")]
+    #[error(transparent)]
     Options(#[from] crate::config::OptionError),
     /// The rows to train cannot be chosen by the key asked for (`--split-key`).
-    #[error("{0}")]
+    #[error(transparent)]
     Select(#[from] crate::protocol::select::SelectError),
     /// The state could not be opened.
-    #[error("{0}")]
+    #[error(transparent)]
     State(#[from] StateError),
     /// The address could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}: {cause}")]
     Listen {
         /// The address.
         addr: SocketAddr,
         /// The failure.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The stop signals could not be listened for.
-    #[error("cannot listen for SIGTERM and SIGINT: {source}")]
+    #[error("cannot listen for SIGTERM and SIGINT: {cause}")]
     Signals {
         /// The failure.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// TLS could not be set up.
-    #[error("{0}")]
+    #[error(transparent)]
     Tls(#[from] super::tls::TlsError),
     /// The journal could not be written: nothing after the last durable
     /// change was answered, and a restart on the same state continues.
-    #[error("{0}; the master stopped: start it again on the same state to continue")]
-    Journal(#[source] CommitError),
+    #[error("{}; the master stopped: start it again on the same state to continue", Report(.0))]
+    Journal(CommitError),
     /// The job token is too short to keep strangers out.
     #[error("the job token has {bytes} bytes, fewer than the {min} a master needs: make one with `openssl rand -hex 24`")]
     ShortToken {
@@ -122,7 +120,7 @@ pub enum MasterError {
         url: String,
     },
     /// Following the source failed (`--follow`); what was taken before was served.
-    #[error("{0}")]
+    #[error(transparent)]
     Follow(#[from] crate::follow::FollowError),
 }
 
@@ -291,7 +289,8 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
     let identity = identity(&config)?;
     // From the start: a signal while the source is listed or awaited stops
     // the master before it has written anything.
-    let mut signals = StopSignals::listen().map_err(|source| MasterError::Signals { source })?;
+    let mut signals =
+        StopSignals::listen().map_err(|source| MasterError::Signals { cause: source })?;
     let job_exists = MasterState::exists(&config.state).await?;
     let made = if job_exists {
         None
@@ -360,7 +359,7 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
     let master = Arc::new(Mutex::new(state));
     let commit = GroupCommit::start(master.clone()).map_err(|source| MasterError::Listen {
         addr: config.listen,
-        source,
+        cause: source,
     })?;
     // The follower runs beside the server in this task; it is dropped (not
     // closed: a restarted master follows on) when serving stops first.
@@ -373,7 +372,7 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
             if let Some((follower, next, ends)) = following {
                 let result = crate::follow::run(follower, &grow, next, ends).await;
                 if let Err(e) = &result {
-                    tracing::error!(error = %e, "following stopped; the master serves what it took, then ends");
+                    tracing::error!(error = %Report(e), "following stopped; the master serves what it took, then ends");
                 }
                 *followed.borrow_mut() = Some(result);
             }
@@ -394,7 +393,7 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
         .await
         .map_err(|source| MasterError::Listen {
             addr: config.listen,
-            source,
+            cause: source,
         })?;
     let addr = listener.local_addr().unwrap_or(config.listen);
     let scheme = if acceptor.is_some() { "https" } else { "http" };

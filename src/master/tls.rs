@@ -18,13 +18,12 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     /// The certificate file cannot be read or is not PEM.
-    #[error("TLS certificate {path}: {source}")]
+    #[error("TLS certificate {path}: {cause}")]
     Certificate {
         /// The file.
         path: PathBuf,
         /// What reading it found.
-        #[source]
-        source: tokio_rustls::rustls::pki_types::pem::Error,
+        cause: tokio_rustls::rustls::pki_types::pem::Error,
     },
     /// The certificate file holds no certificate.
     #[error("TLS certificate {path}: no certificate in the file")]
@@ -40,15 +39,14 @@ pub enum TlsError {
         path: PathBuf,
     },
     /// The certificate and key do not make a server configuration.
-    #[error("TLS certificate {cert} with key {key}: {source}")]
+    #[error("TLS certificate {cert} with key {key}: {cause}")]
     Config {
         /// The certificate file.
         cert: PathBuf,
         /// The key file.
         key: PathBuf,
         /// What rustls found.
-        #[source]
-        source: tokio_rustls::rustls::Error,
+        cause: tokio_rustls::rustls::Error,
     },
 }
 
@@ -58,7 +56,7 @@ pub fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, TlsError> {
         .and_then(|certs| certs.collect::<Result<_, _>>())
         .map_err(|source| TlsError::Certificate {
             path: cert.to_path_buf(),
-            source,
+            cause: source,
         })?;
     if chain.is_empty() {
         return Err(TlsError::NoCertificate {
@@ -76,7 +74,7 @@ pub fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, TlsError> {
         .map_err(|source| TlsError::Config {
             cert: cert.to_path_buf(),
             key: key.to_path_buf(),
-            source,
+            cause: source,
         })?;
     Ok(TlsAcceptor::from(Arc::new(config)))
 }

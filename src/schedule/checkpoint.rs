@@ -51,7 +51,7 @@ impl Drop for WorkDir {
 fn local(path: &Path, source: std::io::Error) -> RunError {
     RunError::Local {
         path: path.display().to_string(),
-        source,
+        cause: source,
     }
 }
 

@@ -8,10 +8,10 @@ use crate::job::train::TrainError;
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     /// Another run of the job holds the lock, or the lock could not be handled.
-    #[error("{0}")]
+    #[error(transparent)]
     Lock(#[from] LockError),
     /// The state location could not be read or written.
-    #[error("{0}")]
+    #[error(transparent)]
     State(#[from] StoreError),
     /// The source pattern is not usable.
     #[error("invalid source {source_url}: {reason}")]
@@ -50,19 +50,18 @@ pub enum RunError {
         commits: String,
     },
     /// Listing or reading the source failed.
-    #[error("{0}")]
-    Connector(#[source] Box<connectors::Error>),
+    #[error(transparent)]
+    Connector(Box<connectors::Error>),
     /// Training failed before it finished.
-    #[error("{0}")]
-    Train(#[source] Box<TrainError>),
+    #[error(transparent)]
+    Train(Box<TrainError>),
     /// A local working file could not be written or read.
-    #[error("cannot use {path}: {source}")]
+    #[error("cannot use {path}: {cause}")]
     Local {
         /// The local path.
         path: String,
         /// The failure.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 

@@ -5,6 +5,7 @@
 //! this host that no longer lives. A run killed with SIGKILL therefore blocks the
 //! next run on its host not at all, and on other hosts for at most one TTL.
 
+use connectors::Report;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,7 +43,7 @@ pub enum LockError {
         run: String,
     },
     /// Reading or writing the lock failed.
-    #[error("{0}")]
+    #[error(transparent)]
     State(#[from] StoreError),
 }
 
@@ -148,11 +149,13 @@ impl Lock {
         match read(&self.state, &self.path).await {
             Ok(Some((holder, _))) if holder.run == self.info.run => {
                 if let Err(e) = self.state.delete(&self.path).await {
-                    warn!(error = %e, "cannot remove the lock; it lapses by itself");
+                    warn!(error = %Report(&e), "cannot remove the lock; it lapses by itself");
                 }
             }
             Ok(_) => {}
-            Err(e) => warn!(error = %e, "cannot read the lock to release it; it lapses by itself"),
+            Err(e) => {
+                warn!(error = %Report(&e), "cannot read the lock to release it; it lapses by itself")
+            }
         }
     }
 }
@@ -163,7 +166,7 @@ async fn create(state: &StateStore, path: &Path, info: &LockInfo) -> Result<bool
     match state.put(path, text.into(), PutMode::Create).await {
         Ok(()) => Ok(true),
         Err(StoreError::Store {
-            source: object_store::Error::AlreadyExists { .. },
+            cause: object_store::Error::AlreadyExists { .. },
             ..
         }) => Ok(false),
         Err(e) => Err(e.into()),
@@ -187,7 +190,7 @@ async fn take_over(state: &StateStore, path: &Path, info: &LockInfo) -> Result<(
             .await
             .map_err(|e| match e {
                 StoreError::Store {
-                    source: object_store::Error::Precondition { .. },
+                    cause: object_store::Error::Precondition { .. },
                     ..
                 } => LockError::Held {
                     path: state.location.display(path),
@@ -246,7 +249,7 @@ async fn read(
         return Ok(None);
     };
     let info = serde_json::from_slice(&bytes).unwrap_or_else(|e| {
-        warn!(error = %e, "lock object is damaged; treating it as expired");
+        warn!(error = %Report(&e), "lock object is damaged; treating it as expired");
         LockInfo {
             run: "unknown".to_string(),
             host: String::new(),
@@ -277,7 +280,7 @@ async fn refresh(
                 let text = serde_json::to_string_pretty(&info).unwrap_or_default();
                 match state.put(&path, text.into(), PutMode::Update(v)).await {
                     Ok(()) => debug!("lock refreshed"),
-                    Err(e) => warn!(error = %e, "cannot refresh the lock"),
+                    Err(e) => warn!(error = %Report(&e), "cannot refresh the lock"),
                 }
             }
             Ok(_) => {
@@ -285,7 +288,7 @@ async fn refresh(
                 lost.store(true, Ordering::SeqCst);
                 return;
             }
-            Err(e) => warn!(error = %e, "cannot read the lock to refresh it"),
+            Err(e) => warn!(error = %Report(&e), "cannot read the lock to refresh it"),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! train one model on all of them (continuing the last run's model), and only then
 //! record them and the new checkpoint in `trained.json`.
 
+use connectors::Report;
 use std::collections::BTreeMap;
 
 use connectors::table::{self, CommitKind, TableCommit, TableKind, TableVersion};
@@ -545,7 +546,7 @@ async fn train_and_record(
     if let Some(old) = loaded.trained.checkpoint.as_deref() {
         if saved.as_deref() != Some(old) {
             if let Err(e) = state.delete_all(old).await {
-                warn!(error = %e, checkpoint = old, "cannot remove the previous checkpoint");
+                warn!(error = %Report(&e), checkpoint = old, "cannot remove the previous checkpoint");
             }
         }
     }

@@ -25,7 +25,7 @@ pub const TRAINED_FORMAT: u32 = 1;
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The location cannot be opened.
-    #[error("state {url}: {source}")]
+    #[error("state {url}")]
     Open {
         /// The state URL.
         url: String,
@@ -34,22 +34,20 @@ pub enum StoreError {
         source: Box<connectors::Error>,
     },
     /// A read, write or delete failed.
-    #[error("state {path}: {source}")]
+    #[error("state {path}: {cause}")]
     Store {
         /// The object.
         path: String,
         /// The failure.
-        #[source]
-        source: object_store::Error,
+        cause: object_store::Error,
     },
     /// `trained.json` is not what sluice writes.
-    #[error("state {path} is damaged: {source}")]
+    #[error("state {path} is damaged: {cause}")]
     Damaged {
         /// The object.
         path: String,
         /// What the JSON parser found.
-        #[source]
-        source: serde_json::Error,
+        cause: serde_json::Error,
     },
     /// `trained.json` was written by a newer sluice, in a format this one cannot read.
     #[error("state {path} was written by a newer sluice (format {found}); this sluice reads formats up to {supported}: run the job with that sluice or a newer one")]
@@ -199,7 +197,7 @@ impl StateStore {
     fn store_error(&self, path: &Path, source: object_store::Error) -> StoreError {
         StoreError::Store {
             path: self.location.display(path),
-            source,
+            cause: source,
         }
     }
 
@@ -238,7 +236,7 @@ impl StateStore {
         }
         let damaged = |e| StoreError::Damaged {
             path: self.location.display(&path),
-            source: e,
+            cause: e,
         };
         let found = serde_json::from_slice::<Format>(&bytes)
             .map_err(damaged)?
@@ -274,7 +272,7 @@ impl StateStore {
         };
         match self.put(&path, text.clone().into(), mode).await {
             Err(StoreError::Store {
-                source:
+                cause:
                     object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. },
                 ..
             }) => Err(StoreError::Conflict {

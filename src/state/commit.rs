@@ -26,6 +26,7 @@
 //! exits with the error. A restart replays the journal as far as it was
 //! durable; what was never answered the workers send again.
 
+use connectors::Report;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -48,8 +49,8 @@ pub const COMMITTERS: usize = 1;
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum CommitError {
     /// The journal could not be written or synced.
-    #[error("{0}")]
-    Journal(#[source] Arc<JournalError>),
+    #[error(transparent)]
+    Journal(Arc<JournalError>),
     /// A committer thread panicked while it held a batch.
     #[error("a journal committer failed unexpectedly; the changes it held were not made durable")]
     Panicked,
@@ -123,7 +124,7 @@ impl Durable {
     fn fail(&self, error: CommitError) {
         if self.failed.set(error).is_ok() {
             if let Some(error) = self.failed.get() {
-                error!(error = %error, "journal write failed; the master stops");
+                error!(error = %Report(error), "journal write failed; the master stops");
             }
         }
         let waiting = std::mem::take(&mut *lock(&self.waiting));
@@ -492,7 +493,7 @@ mod tests {
             if self.ok == 0 {
                 return Err(JournalError::Io {
                     path: "journal.jsonl".to_string(),
-                    source: std::io::Error::other("no space left on device"),
+                    cause: std::io::Error::other("no space left on device"),
                 });
             }
             self.ok -= 1;

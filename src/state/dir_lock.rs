@@ -32,13 +32,12 @@ pub enum DirLockError {
         holder: String,
     },
     /// The lock file cannot be opened, locked or written.
-    #[error("cannot lock state {path}: {source}")]
+    #[error("cannot lock state {path}: {cause}")]
     Io {
         /// The lock file.
         path: String,
         /// The failure.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
@@ -78,7 +77,7 @@ impl DirLock {
         let path = dir.join(LOCK_FILE);
         let io = |source| DirLockError::Io {
             path: path.display().to_string(),
-            source,
+            cause: source,
         };
         let created = !path.exists();
         let mut file = OpenOptions::new()

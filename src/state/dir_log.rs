@@ -20,6 +20,7 @@
 //! Every file created, renamed or removed here is followed by a sync of the
 //! directory, so that what a reply depended on is still there after a crash.
 
+use connectors::Report;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -150,12 +151,12 @@ impl Journal for DirLog {
                 yield_cpu();
                 if let Err(e) = write_snapshot(&dir, next, &queue) {
                     // The journals still hold everything; the next snapshot retries.
-                    tracing::warn!(error = %e, "snapshot failed");
+                    tracing::warn!(error = %Report(&e), "snapshot failed");
                 }
             });
         match writer {
             Ok(handle) => self.writing = Some(handle),
-            Err(e) => tracing::warn!(error = %e, "cannot start the snapshot writer"),
+            Err(e) => tracing::warn!(error = %Report(&e), "cannot start the snapshot writer"),
         }
         Ok(())
     }
@@ -301,7 +302,7 @@ struct SnapshotRef<'a> {
 fn io_err(path: &Path, source: std::io::Error) -> JournalError {
     JournalError::Io {
         path: path.display().to_string(),
-        source,
+        cause: source,
     }
 }
 

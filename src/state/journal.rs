@@ -13,17 +13,16 @@ use crate::queue::{Command, Queue};
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
     /// Reading or writing failed.
-    #[error("journal {path}: {source}")]
+    #[error("journal {path}: {cause}")]
     Io {
         /// The journal file.
         path: String,
         /// The failure.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A record in the middle of the journal cannot be read, or a part of
     /// the state is missing.
-    #[error("journal {path} line {line} is corrupt: {damage}")]
+    #[error("journal {path} line {line} is corrupt")]
     Corrupt {
         /// The journal file.
         path: String,
@@ -34,13 +33,12 @@ pub enum JournalError {
         damage: Damage,
     },
     /// The object store holding the state failed.
-    #[error("state {location}: {source}")]
+    #[error("state {location}: {cause}")]
     Store {
         /// The object written or read.
         location: String,
         /// The failure.
-        #[source]
-        source: object_store::Error,
+        cause: object_store::Error,
     },
     /// Another master wrote the record this one meant to write: it owns the job now.
     #[error("state {location} was written by another master of this job; this one stops")]
@@ -310,7 +308,7 @@ pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
 fn io_err(path: &Path, source: std::io::Error) -> JournalError {
     JournalError::Io {
         path: path.display().to_string(),
-        source,
+        cause: source,
     }
 }
 

@@ -2,6 +2,7 @@
 //! (journaled when it has a state directory), behind the same
 //! [`TaskSource`] trait as a remote master.
 
+use connectors::Report;
 use std::sync::{Arc, Mutex};
 
 use super::master_state::MasterState;
@@ -41,8 +42,8 @@ impl LocalQueue {
             return Err(SourceError::unavailable(Halted(why.to_string())));
         }
         state.execute(command).map_err(|e| {
-            self.halt.set(e.to_string());
-            tracing::debug!(error = %e, "the journal cannot be written: no further batch is handed to a trainer");
+            self.halt.set(Report(&e).to_string());
+            tracing::debug!(error = %Report(&e), "the journal cannot be written: no further batch is handed to a trainer");
             SourceError::unavailable(e)
         })
     }

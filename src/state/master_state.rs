@@ -2,6 +2,7 @@
 //! status page shows about workers. Every queue command goes through
 //! [`MasterState::execute`], which journals it before its reply is used.
 
+use connectors::Report;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -116,7 +117,7 @@ fn grown_splits(growth: &crate::queue::Growth) -> Result<Vec<connectors::Split>,
         .map(|step| step.splits)
         .map_err(|source| StateError::BadGrowth {
             first: growth.first,
-            source,
+            cause: source,
         })
 }
 
@@ -124,25 +125,23 @@ fn grown_splits(growth: &crate::queue::Growth) -> Result<Vec<connectors::Split>,
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
     /// The journal failed.
-    #[error("{0}")]
+    #[error(transparent)]
     Journal(#[from] JournalError),
     /// The state directory is unusable.
-    #[error("state {path}: {source}")]
+    #[error("state {path}: {cause}")]
     Io {
         /// The path.
         path: String,
         /// The failure.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// `job.json` is not the JSON of a sluice job (or the job cannot be written as JSON).
-    #[error("state {path} is not a sluice job: {source}")]
+    #[error("state {path} is not a sluice job: {cause}")]
     BadJob {
         /// The file.
         path: String,
         /// What the JSON parser found.
-        #[source]
-        source: serde_json::Error,
+        cause: serde_json::Error,
     },
     /// The state was written by a newer sluice, in a format this one cannot read.
     #[error("state {state} was written by a newer sluice (state format {found}); this sluice reads state formats up to {supported}: resume it with that sluice or a newer one, or start afresh with another --state")]
@@ -164,7 +163,7 @@ pub enum StateError {
         what: &'static str,
     },
     /// Another process holds the state directory.
-    #[error("{0}")]
+    #[error(transparent)]
     Locked(#[from] DirLockError),
     /// The state belongs to a job with other options.
     #[error("state {state} belongs to another job: {option} was {recorded} there, {given} now; to start afresh, remove {state} or pass another --state")]
@@ -179,21 +178,20 @@ pub enum StateError {
         given: String,
     },
     /// The queue refused its settings.
-    #[error("{0}")]
+    #[error(transparent)]
     Config(#[from] ConfigError),
     /// The state URL cannot be opened.
-    #[error("{0}")]
+    #[error(transparent)]
     Location(#[from] connectors::Error),
     /// The journal holds splits a followed job took that cannot be read.
     #[error(
-        "the splits the job took from split {first} on cannot be read from its journal: {source}"
+        "the splits the job took from split {first} on cannot be read from its journal: {cause}"
     )]
     BadGrowth {
         /// The first split of the growth.
         first: u32,
         /// What the JSON parser found.
-        #[source]
-        source: serde_json::Error,
+        cause: serde_json::Error,
     },
 }
 
@@ -426,7 +424,7 @@ impl MasterState {
         };
         match grown_splits(growth) {
             Ok(splits) => Arc::make_mut(&mut self.spec).splits.extend(splits),
-            Err(e) => tracing::error!(error = %e, "a growth of the job cannot be read"),
+            Err(e) => tracing::error!(error = %Report(&e), "a growth of the job cannot be read"),
         }
         self.rows_total = std::cell::OnceCell::new();
     }
@@ -689,7 +687,7 @@ pub fn snapshot_after(
         match journal.snapshot(queue) {
             Ok(()) => {}
             Err(e @ JournalError::Taken { .. }) => return Err(e),
-            Err(e) => tracing::warn!(error = %e, "snapshot failed"),
+            Err(e) => tracing::warn!(error = %Report(&e), "snapshot failed"),
         }
     }
     Ok(pending)
@@ -755,7 +753,7 @@ fn create_dir(dir: &Path) -> Result<(), StateError> {
     }
     let io = |path: &Path, source| StateError::Io {
         path: path.display().to_string(),
-        source,
+        cause: source,
     };
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -778,7 +776,7 @@ fn open_dir_job(
     if path.exists() {
         let text = std::fs::read(&path).map_err(|source| StateError::Io {
             path: path.display().to_string(),
-            source,
+            cause: source,
         })?;
         let mut job = parse_job(
             &dir.display().to_string(),
@@ -832,7 +830,7 @@ async fn open_store_job(
                 .await
                 .map_err(|source| JournalError::Store {
                     location: shown.clone(),
-                    source,
+                    cause: source,
                 })?;
         }
         return Ok((job, true));
@@ -866,7 +864,7 @@ fn parse_job(state: &str, path: &str, bytes: &[u8]) -> Result<JobRecord, StateEr
     }
     let bad = |source| StateError::BadJob {
         path: path.to_string(),
-        source,
+        cause: source,
     };
     let found = serde_json::from_slice::<Format>(bytes).map_err(bad)?.format;
     if found > STATE_FORMAT {
@@ -882,7 +880,7 @@ fn parse_job(state: &str, path: &str, bytes: &[u8]) -> Result<JobRecord, StateEr
 fn job_bytes(job: &JobRecord) -> Result<Vec<u8>, StateError> {
     serde_json::to_vec(job).map_err(|source| StateError::BadJob {
         path: "job.json".to_string(),
-        source,
+        cause: source,
     })
 }
 

@@ -135,7 +135,7 @@ impl ObjectLog {
         let path = slot_path(&self.location, slot);
         let bytes = serde_json::to_vec(&record).map_err(|e| JournalError::Io {
             path: self.location.display(&path),
-            source: e.into(),
+            cause: e.into(),
         })?;
         if create(&self.location, &path, bytes, &mut self.conditional).await? {
             self.next += 1;
@@ -152,7 +152,7 @@ impl ObjectLog {
         let slot = self.put_slot(RecordRef::Snapshot(queue)).await?;
         let head = serde_json::to_vec(&Head { slot }).map_err(|e| JournalError::Io {
             path: self.location.display(&head_path(&self.location)),
-            source: e.into(),
+            cause: e.into(),
         })?;
         let path = head_path(&self.location);
         self.location
@@ -318,7 +318,7 @@ fn head_path(location: &Location) -> Path {
 fn store_err(location: &Location, path: &Path, source: object_store::Error) -> JournalError {
     JournalError::Store {
         location: location.display(path),
-        source,
+        cause: source,
     }
 }
 

@@ -51,20 +51,18 @@ pub enum TrainerError {
         reason: String,
     },
     /// The saved model's `state` is missing or is not a model's state.
-    #[error("cannot start from the saved model: its `state` is missing or damaged: {source}")]
+    #[error("cannot start from the saved model: its `state` is missing or damaged: {cause}")]
     InitModelState {
         /// What the JSON decoder found.
-        #[source]
-        source: serde_json::Error,
+        cause: serde_json::Error,
     },
     /// A model checkpoint in the job's state is not what sluice wrote.
-    #[error("cannot start from the saved model: checkpoint {path} is damaged: {source}")]
+    #[error("cannot start from the saved model: checkpoint {path} is damaged: {cause}")]
     CheckpointDamaged {
         /// The checkpoint file.
         path: String,
         /// What the JSON decoder found.
-        #[source]
-        source: serde_json::Error,
+        cause: serde_json::Error,
     },
     /// `make` was called before `validate` told the factory the dataset schema.
     #[error("trainer factory used before the dataset schema was validated")]
@@ -115,12 +113,12 @@ pub enum TrainerError {
     #[error("exec trainer window must be at least 1 batch")]
     ZeroWindow,
     /// The exec trainer's command could not be spawned.
-    #[error("cannot start exec trainer `{command}`: {source}")]
+    #[error("cannot start exec trainer `{command}`: {cause}")]
     ExecStart {
         /// The command.
         command: String,
         /// Why spawning failed.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The shell could not find or run the command (exit status 126 or 127 before any ack).
     #[error("exec trainer `{command}` could not be run on device {device}: command not found or not executable ({status})")]
@@ -242,19 +240,19 @@ pub enum TrainerError {
         device: usize,
     },
     /// An I/O operation failed.
-    #[error("{action}: {source}")]
+    #[error("{action}: {cause}")]
     Io {
         /// What was being done, e.g. "create the ack pipe for device 0".
         action: String,
         /// The failure.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// Arrow could not convert or encode data.
-    #[error("{action}: {source}")]
+    #[error("{action}: {cause}")]
     Arrow {
         /// What was being done, e.g. "cast column `x` to float64".
         action: String,
         /// The failure.
-        source: ArrowError,
+        cause: ArrowError,
     },
 }

@@ -104,7 +104,7 @@ impl Devices {
             let Some(rx) = queues.get(device).or(queues.first()).cloned() else {
                 return Err(TrainerError::Io {
                     action: format!("find the batch queue of device {device}"),
-                    source: std::io::Error::other("no queue"),
+                    cause: std::io::Error::other("no queue"),
                 });
             };
             let tx = events.clone();
@@ -119,7 +119,7 @@ impl Devices {
                 })
                 .map_err(|source| TrainerError::Io {
                     action: format!("start the thread of device {device}"),
-                    source,
+                    cause: source,
                 })?;
             handles.push(handle);
         }
@@ -284,7 +284,7 @@ fn device_loop(
                 Err(e) => {
                     return Err(TrainerError::Io {
                         action: "drop the rows of a lost lease".to_string(),
-                        source: std::io::Error::other(e),
+                        cause: std::io::Error::other(e),
                     })
                 }
             };

@@ -144,7 +144,7 @@ pub struct RunOutcome {
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineError {
     /// A trainer failed.
-    #[error("trainer on device {device} failed: {source}")]
+    #[error("trainer on device {device} failed")]
     Trainer {
         /// The device.
         device: usize,
@@ -153,14 +153,14 @@ pub enum PipelineError {
         source: TrainerError,
     },
     /// Device threads could not start.
-    #[error("cannot start device threads: {0}")]
+    #[error("cannot start device threads")]
     Start(#[source] TrainerError),
     /// The master refused something it should not have, or gave no answer.
-    #[error("task queue: {0}")]
+    #[error("task queue")]
     Queue(#[from] SourceError),
     /// Rows to serve again to a trainer that restarted from its checkpoint
     /// could not be read.
-    #[error("cannot read again the rows after a trainer's checkpoint: {source}")]
+    #[error("cannot read again the rows after a trainer's checkpoint")]
     Replay {
         /// The read's failure.
         #[source]
@@ -174,7 +174,7 @@ pub enum PipelineError {
     },
     /// Re-batching failed.
     #[error("cannot assemble a batch: {0}")]
-    Batch(#[from] arrow::error::ArrowError),
+    Batch(arrow::error::ArrowError),
     /// The queue can no longer record acknowledgements (its journal failed):
     /// the feed stopped at once.
     #[error("{0}; stopped handing batches to trainers (what they acknowledged since is not committed, and a resume serves it again)")]
@@ -195,6 +195,13 @@ pub enum PipelineError {
         /// Rows acknowledged and in no checkpoint the second time.
         rows: u64,
     },
+}
+
+/// Arrow's error is told in the message, not handed on as a cause.
+impl From<arrow::error::ArrowError> for PipelineError {
+    fn from(e: arrow::error::ArrowError) -> Self {
+        PipelineError::Batch(e)
+    }
 }
 
 /// What is done when trainers that keep checkpoints end their streams
@@ -665,7 +672,7 @@ async fn committer(
                 _ => source.declare_checkpoints(worker).await,
             };
             if let Err(e) = result {
-                warn!(error = %e, "master refused a checkpoint record");
+                warn!(error = %connectors::Report(&e), "master refused a checkpoint record");
             }
         }
         let ended: Vec<AttemptId> = pending
@@ -699,7 +706,7 @@ async fn send_merged(
             match (committed, end) {
                 (Ok(()), Some(End::HandBack)) => source.hand_back(worker, attempt).await,
                 (Err(e), Some(End::HandBack)) => {
-                    warn!(%attempt, error = %e, "master refused a commit");
+                    warn!(%attempt, error = %connectors::Report(&e), "master refused a commit");
                     source.hand_back(worker, attempt).await
                 }
                 (Ok(()), Some(End::Fail(reason, for_good))) => source
@@ -708,7 +715,7 @@ async fn send_merged(
                     .map(|_| ()),
                 (Err(e), Some(End::Fail(reason, for_good))) => {
                     // Not committed (a stale lease): still hand the attempt back.
-                    warn!(%attempt, error = %e, "master refused a commit");
+                    warn!(%attempt, error = %connectors::Report(&e), "master refused a commit");
                     source
                         .fail(worker, attempt, reason, for_good)
                         .await
@@ -721,15 +728,17 @@ async fn send_merged(
     match result {
         Ok(()) => {}
         // A stale attempt (lease lost meanwhile): its rows will be served again.
-        Err(SourceError::Refused(e)) => warn!(%attempt, error = %e, "master refused a report"),
+        Err(SourceError::Refused(e)) => {
+            warn!(%attempt, error = %connectors::Report(&e), "master refused a report")
+        }
         // The master stayed away past the worker's patience: the lease
         // lapses there and its uncommitted rows are served again.
         Err(e @ SourceError::Unavailable(_)) => {
             if source.halt().is_some_and(|h| h.reason().is_some()) {
                 // The run's error says why, once.
-                tracing::debug!(%attempt, error = %e, "report not recorded");
+                tracing::debug!(%attempt, error = %connectors::Report(&e), "report not recorded");
             } else {
-                tracing::error!(%attempt, error = %e, "report not delivered to the master")
+                tracing::error!(%attempt, error = %connectors::Report(&e), "report not delivered to the master")
             }
         }
     }
@@ -1521,7 +1530,7 @@ impl Coordinator {
                     });
                 }
                 self.readers.remove(&attempt);
-                let reason = error.to_string();
+                let reason = connectors::Report(&error).to_string();
                 self.outcome.read_failures += 1;
                 warn!(%attempt, row = at, %reason, "read failed; the window goes on without the rows after it, which are read again later");
                 let for_good = error.is_for_good();
@@ -1580,7 +1589,7 @@ impl Coordinator {
                 true
             }
             Err(e) => {
-                warn!(error = %e, "cannot fetch the job's new splits");
+                warn!(error = %connectors::Report(&e), "cannot fetch the job's new splits");
                 false
             }
         }
@@ -1835,7 +1844,7 @@ impl Coordinator {
                 }
             }
             ReadEvent::Failed { attempt, at, error } => {
-                let reason = error.to_string();
+                let reason = connectors::Report(&error).to_string();
                 self.starting.remove(&attempt);
                 if self.readers.remove(&attempt).is_none() {
                     return Ok(());

@@ -53,31 +53,28 @@ pub enum RemoteError {
         body: String,
     },
     /// The master's TLS certificate is not trusted.
-    #[error("master {url}: its TLS certificate is not trusted ({}); pass --ca-file with the CA that signed it", error_chain(.source))]
+    #[error("master {url}: its TLS certificate is not trusted ({}); pass --ca-file with the CA that signed it", error_chain(.cause))]
     Certificate {
         /// The master.
         url: String,
         /// The request's failure, with the TLS error among its sources.
-        #[source]
-        source: reqwest::Error,
+        cause: reqwest::Error,
     },
     /// The CA certificate file cannot be read.
-    #[error("--ca-file {path}: {source}")]
+    #[error("--ca-file {path}: {cause}")]
     CaFileUnreadable {
         /// The file.
         path: String,
         /// The read's failure.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The CA certificate file is not a PEM bundle of certificates.
-    #[error("--ca-file {path}: {source}")]
+    #[error("--ca-file {path}: {}", error_chain(.cause))]
     CaFile {
         /// The file.
         path: String,
         /// What parsing it found.
-        #[source]
-        source: reqwest::Error,
+        cause: reqwest::Error,
     },
     /// The CA certificate file holds no certificate.
     #[error("--ca-file {path}: no certificate in the file")]
@@ -174,12 +171,12 @@ impl RemoteSource {
             let shown = || path.display().to_string();
             let pem = std::fs::read(path).map_err(|source| RemoteError::CaFileUnreadable {
                 path: shown(),
-                source,
+                cause: source,
             })?;
             let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|source| {
                 RemoteError::CaFile {
                     path: shown(),
-                    source,
+                    cause: source,
                 }
             })?;
             if certs.is_empty() {
@@ -423,7 +420,7 @@ impl RemoteSource {
                     // Retrying cannot make an untrusted certificate trusted.
                     return Attempt::Done(Err(RemoteError::Certificate {
                         url: self.base.clone(),
-                        source: e,
+                        cause: e,
                     }));
                 }
                 if !idempotent && !e.is_connect() {

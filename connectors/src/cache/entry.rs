@@ -28,12 +28,12 @@ const TRAILER: u64 = 4 + 4 + 8 + 4 + 8;
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum EntryError {
     /// The file could not be read.
-    #[error("cannot read cache entry {path}: {source}")]
+    #[error("cannot read cache entry {path}: {cause}")]
     Io {
         /// The entry.
         path: PathBuf,
         /// What the system said.
-        source: io::Error,
+        cause: io::Error,
     },
     /// The file is not a whole entry of the expected file.
     #[error("cache entry {path} is damaged: {reason}")]
@@ -60,7 +60,7 @@ impl Entry {
     pub(crate) fn open(path: &Path, identity: &str, size: u64) -> Result<Entry, EntryError> {
         let io = |source| EntryError::Io {
             path: path.to_path_buf(),
-            source,
+            cause: source,
         };
         let damaged = |reason: String| EntryError::Damaged {
             path: path.to_path_buf(),
@@ -129,7 +129,7 @@ impl Entry {
             .read_exact_at(&mut buf, from)
             .map_err(|source| EntryError::Io {
                 path: self.path.clone(),
-                source,
+                cause: source,
             })?;
         for (i, block) in buf.chunks(BLOCK as usize).enumerate() {
             let index = first as usize + i;

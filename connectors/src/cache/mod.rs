@@ -60,13 +60,12 @@ pub(crate) enum Read {
 
 /// A cache directory that cannot be used.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot use cache directory {dir}: {source}")]
+#[error("cannot use cache directory {dir}: {cause}")]
 pub struct CacheError {
     /// The directory.
     pub dir: PathBuf,
     /// What the system said.
-    #[source]
-    pub source: io::Error,
+    pub cause: io::Error,
 }
 
 /// Who a cached file is: what names its entry and what the entry must say.
@@ -173,7 +172,7 @@ impl Cache {
     pub fn open(dir: &Path, capacity: u64) -> Result<Arc<Cache>, CacheError> {
         let fail = |source| CacheError {
             dir: dir.to_path_buf(),
-            source,
+            cause: source,
         };
         std::fs::create_dir_all(dir).map_err(fail)?;
         let cache = Cache {
@@ -463,7 +462,7 @@ impl Cache {
                 self.mark(&key.name, true);
                 Ok(Some(entry))
             }
-            Err(entry::EntryError::Io { source, .. })
+            Err(entry::EntryError::Io { cause: source, .. })
                 if source.kind() == io::ErrorKind::NotFound =>
             {
                 self.mark(&key.name, false);

@@ -69,11 +69,11 @@ impl RangeSource for Bytes {
 /// What went wrong while splitting a bzip2 file.
 #[derive(Debug, Error)]
 enum BlockError {
-    #[error("bzip2 block at byte {byte} (bit {bit}) does not decode, possibly a false block marker: {source}")]
+    #[error("bzip2 block at byte {byte} (bit {bit}) does not decode, possibly a false block marker: {cause}")]
     Undecodable {
         byte: u64,
         bit: u64,
-        source: io::Error,
+        cause: io::Error,
     },
     #[error(
         "bzip2 block at byte {byte} (bit {bit}) is followed by no block or end-of-stream marker"
@@ -98,7 +98,7 @@ impl BlockError {
         BlockError::Undecodable {
             byte: bit / 8,
             bit,
-            source,
+            cause: source,
         }
     }
 }

@@ -120,10 +120,10 @@ enum FramingError {
         "hadoop {codec} block: chunk decompresses to more than the {left} bytes left in its block"
     )]
     Overflow { codec: &'static str, left: usize },
-    #[error("hadoop {codec} block: chunk does not decompress: {source}")]
+    #[error("hadoop {codec} block: chunk does not decompress: {cause}")]
     Corrupt {
         codec: &'static str,
-        source: Box<dyn Error + Send + Sync>,
+        cause: Box<dyn Error + Send + Sync>,
     },
 }
 
@@ -249,7 +249,10 @@ impl<R: Read, F: ChunkDecompressor> HadoopBlockReader<R, F> {
                 codec,
                 left: self.block_left,
             },
-            ChunkError::Corrupt(source) => FramingError::Corrupt { codec, source },
+            ChunkError::Corrupt(source) => FramingError::Corrupt {
+                codec,
+                cause: source,
+            },
         }
         .into()
     }

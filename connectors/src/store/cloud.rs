@@ -191,7 +191,7 @@ fn redact(url: &str) -> String {
 pub(super) fn config_error(url: &str, source: object_store::Error) -> Error {
     Error::StoreConfig {
         url: url.to_string(),
-        source: Arc::new(source),
+        cause: Arc::new(source),
     }
 }
 

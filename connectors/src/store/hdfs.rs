@@ -48,13 +48,12 @@ const STORE: &str = "HDFS";
 #[derive(Debug, thiserror::Error)]
 enum ConnectError {
     /// The client failed before an answer: unknown host, refused connection, ...
-    #[error("cannot connect to the namenode of {url}: {source}")]
+    #[error("cannot connect to the namenode of {url}: {cause}")]
     Failed {
         /// `scheme://authority` of the store.
         url: String,
         /// What the client said.
-        #[source]
-        source: HdfsError,
+        cause: HdfsError,
     },
     /// The namenode asks for Kerberos, and it failed.
     #[error(transparent)]
@@ -344,7 +343,7 @@ impl HdfsStore {
                     Ok(Err(source @ HdfsError::IOError(_))) => {
                         Err(Arc::new(ConnectError::Failed {
                             url: self.base.clone(),
-                            source,
+                            cause: source,
                         }))
                     }
                     Ok(Err(err)) if is_kerberos(&err) => {

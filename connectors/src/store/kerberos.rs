@@ -48,7 +48,7 @@ pub fn login_with_keytab(keytab: &Path, principal: &str) -> Result<KeytabLogin, 
     let shown = keytab.display().to_string();
     let bytes = std::fs::read(keytab).map_err(|source| KerberosError::KeytabUnreadable {
         path: shown.clone(),
-        source,
+        cause: source,
     })?;
     let entries = keytab_entries(&bytes).map_err(|reason| KerberosError::KeytabInvalid {
         path: shown.clone(),
@@ -73,11 +73,11 @@ pub fn login_with_keytab(keytab: &Path, principal: &str) -> Result<KeytabLogin, 
         .tempdir()
         .map_err(|source| KerberosError::Private {
             path: std::env::temp_dir().display().to_string(),
-            source,
+            cause: source,
         })?;
     let private = |source| KerberosError::Private {
         path: dir.path().display().to_string(),
-        source,
+        cause: source,
     };
     // Only this principal's keys: with an empty cache, MIT Kerberos logs in as
     // the first principal of the client keytab.

@@ -309,11 +309,11 @@ impl Child {
     pub fn spawn(spec: &ChildSpec) -> Result<Child, TrainerError> {
         let io_error = |action: &str, source| TrainerError::Io {
             action: format!("{action} for exec trainer on device {}", spec.device),
-            source,
+            cause: source,
         };
         let start_error = |source| TrainerError::ExecStart {
             command: spec.command.clone(),
-            source,
+            cause: source,
         };
         let quiet = Arc::new(Quiet::new());
         let wants_shared = Arc::new(Asked::default());
@@ -373,7 +373,7 @@ impl Child {
     pub fn attach(spec: &ChildSpec, attach: Attach) -> Result<Child, TrainerError> {
         let io_error = |action: &str, source| TrainerError::Io {
             action: format!("{action} (--attach {attach})"),
-            source,
+            cause: source,
         };
         let data = adopt(attach.data, "data").map_err(|e| io_error("take the stream's pipe", e))?;
         let ack = adopt(attach.ack, "ack").map_err(|e| io_error("take the ack pipe", e))?;
@@ -452,7 +452,7 @@ impl Child {
             (Some(shared), Some(form)) => shared.put(batch, form).map_err(|source| {
                 SendError::Fatal(TrainerError::Io {
                     action: "write a batch into the exec trainer's shared memory".into(),
-                    source,
+                    cause: source,
                 })
             })?,
             _ => None,
@@ -637,7 +637,7 @@ impl Child {
                 "wait for the watcher {} of an exec trainer",
                 self.process.as_ref().map_or(0, Process::id)
             ),
-            source,
+            cause: source,
         }
     }
 }
@@ -827,11 +827,11 @@ fn send_error(error: ArrowError, action: &str) -> SendError {
         }
         ArrowError::IoError(_, source) => SendError::Fatal(TrainerError::Io {
             action: action.to_owned(),
-            source,
+            cause: source,
         }),
         source => SendError::Fatal(TrainerError::Arrow {
             action: action.to_owned(),
-            source,
+            cause: source,
         }),
     }
 }

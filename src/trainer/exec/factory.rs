@@ -111,7 +111,7 @@ impl ExecFactory {
     pub fn with_lockstep(mut self) -> Result<Self, TrainerError> {
         let group = Group::new().map_err(|source| TrainerError::Io {
             action: "pick a free port for the lockstep group".to_string(),
-            source,
+            cause: source,
         })?;
         self.group = Some(Arc::new(group));
         Ok(self)
@@ -351,7 +351,7 @@ impl ExecTrainer {
             }),
             AckEvent::Failed(source) => Err(TrainerError::Io {
                 action: format!("read acks of exec trainer on device {}", self.spec.device),
-                source,
+                cause: source,
             }),
         }
     }

@@ -168,7 +168,7 @@ fn column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a ArrayRef, Traine
 fn to_f64(array: &ArrayRef, name: &str) -> Result<Float64Array, TrainerError> {
     let array = cast(array, &DataType::Float64).map_err(|source| TrainerError::Arrow {
         action: format!("read column `{name}` as float64"),
-        source,
+        cause: source,
     })?;
     Ok(array.as_primitive::<Float64Type>().clone())
 }

@@ -113,11 +113,11 @@ impl LinearFactory {
                 "read the model checkpoint {} (the job's last complete checkpoint)",
                 path.display()
             ),
-            source,
+            cause: source,
         })?;
         let damaged = |source| TrainerError::CheckpointDamaged {
             path: path.display().to_string(),
-            source,
+            cause: source,
         };
         let json: serde_json::Value = serde_json::from_str(&text).map_err(damaged)?;
         let info: CheckpointInfo =
@@ -147,7 +147,7 @@ impl LinearFactory {
             return mismatch("features", &init["features"], layout.names.join(","));
         }
         let state = serde_json::from_value(init["state"].clone())
-            .map_err(|source| TrainerError::InitModelState { source })?;
+            .map_err(|source| TrainerError::InitModelState { cause: source })?;
         LinearModel::resume(self.kind, layout.width(), self.learning_rate, state)
     }
 

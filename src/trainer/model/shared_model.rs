@@ -221,7 +221,7 @@ impl Saver {
     ) -> Result<Saver, TrainerError> {
         let io = |action: &str, source| TrainerError::Io {
             action: format!("{action} {}", dir.display()),
-            source,
+            cause: source,
         };
         std::fs::create_dir_all(dir).map_err(|e| io("create the checkpoint directory", e))?;
         let entries = std::fs::read_dir(dir).map_err(|e| io("list the checkpoints in", e))?;
@@ -240,7 +240,7 @@ impl Saver {
             if stale {
                 std::fs::remove_file(entry.path()).map_err(|e| TrainerError::Io {
                     action: format!("remove the stale checkpoint {}", entry.path().display()),
-                    source: e,
+                    cause: e,
                 })?;
             }
         }
@@ -270,7 +270,7 @@ impl Saver {
                 self.broken = true;
                 self.failure = Some(TrainerError::Io {
                     action: format!("save the model checkpoint {}", path.display()),
-                    source,
+                    cause: source,
                 });
             }
         }
