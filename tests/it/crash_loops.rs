@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::object_stores::cloud::{Cloud, Kind};
+
 use crate::common::{
     ack_log, acked_then_served_again, count_lines, damaged_parquet_copy, fixture, parse_json, seed,
     wait_until, Moments, SLUICE,
@@ -31,7 +33,12 @@ fn fresh(dir: &Path, name: &str) -> PathBuf {
 }
 
 /// `train --state` on two devices, device 1 fifty times slower than device 0.
-fn skewed_train(data: &Path, state: &Path, out: &Path, extra: &[&str]) -> Command {
+fn skewed_train(
+    data: impl AsRef<std::ffi::OsStr>,
+    state: &Path,
+    out: &Path,
+    extra: &[&str],
+) -> Command {
     let trainer = format!(
         "{} --sleep 0.04 --slow-device 1 --slow-sleep 2",
         ack_log(out, 0.0)
@@ -95,18 +102,16 @@ fn assert_none_missing(all: &HashMap<i64, u32>, what: &str) {
     );
 }
 
-#[test]
-fn a_train_killed_or_stopped_at_ten_random_moments_loses_no_row_and_fails_no_task() {
+/// Ten runs of `train` (each made by `train(out, extra)` into a fresh
+/// `out`), each stopped at a random moment: SIGKILL, or every other time a
+/// SIGTERM that the slow device cannot honour within `--grace` (its trainers
+/// are stopped as well, exit 130). Returns the runs' output directories.
+fn stopped_ten_times(dir: &Path, train: impl Fn(&Path, &[&str]) -> Command) -> Vec<PathBuf> {
     let mut moments = Moments(seed());
-    let dir = tempfile::tempdir().expect("tempdir");
-    let state = dir.path().join("state");
-    let data = fixture(DATASET);
     let mut runs: Vec<PathBuf> = Vec::new();
     for k in 0..10 {
-        let out = fresh(dir.path(), &format!("run{k}"));
-        // Every other stop is a SIGTERM that the slow device (2 s a batch)
-        // cannot honour within --grace: its trainers are stopped as well.
-        let mut child = skewed_train(&data, &state, &out, &["--grace", "500ms"])
+        let out = fresh(dir, &format!("run{k}"));
+        let mut child = train(&out, &["--grace", "500ms"])
             .spawn()
             .expect("start sluice train");
         // Anywhere from before the trainers start to well into the run:
@@ -127,6 +132,11 @@ fn a_train_killed_or_stopped_at_ten_random_moments_loses_no_row_and_fails_no_tas
         };
         let _ = child.kill();
         let status = child.wait().expect("wait");
+        let mut stderr = String::new();
+        if let Some(mut pipe) = child.stderr.take() {
+            use std::io::Read;
+            let _ = pipe.read_to_string(&mut stderr);
+        }
         eprintln!(
             "{how} {k} after {after} ms: {} rows acknowledged{}",
             count_lines(&out, "acked-"),
@@ -135,19 +145,25 @@ fn a_train_killed_or_stopped_at_ten_random_moments_loses_no_row_and_fails_no_tas
         if how == "SIGTERM" {
             assert!(
                 matches!(status.code(), Some(130) | Some(0)),
-                "a SIGTERM past --grace exits 130: {status}"
+                "a SIGTERM past --grace exits 130: {status}: {stderr}"
             );
         }
         runs.push(out);
         if finished {
-            let mut stderr = String::new();
-            if let Some(mut pipe) = child.stderr.take() {
-                use std::io::Read;
-                let _ = pipe.read_to_string(&mut stderr);
-            }
             assert!(status.success(), "run {k} ended on its own: {stderr}");
         }
     }
+    runs
+}
+
+#[test]
+fn a_train_killed_or_stopped_at_ten_random_moments_loses_no_row_and_fails_no_task() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    let data = fixture(DATASET);
+    let mut runs = stopped_ten_times(dir.path(), |out, extra| {
+        skewed_train(&data, &state, out, extra)
+    });
     // What a supervisor does next: run the same command until it exits 0.
     let out = fresh(dir.path(), "last");
     let last = skewed_train(&data, &state, &out, &[])
@@ -171,6 +187,87 @@ fn a_train_killed_or_stopped_at_ten_random_moments_loses_no_row_and_fails_no_tas
     let stderr = String::from_utf8_lossy(&again.stderr);
     assert!(again.status.success(), "{stderr}");
     assert!(stderr.contains("already finished"), "{stderr}");
+}
+
+/// The rows `--filter` keeps in the crash loop from the S3 emulator: row
+/// groups in the middle of the file are pruned, the edges filtered by row.
+const KEPT: &str = "id < 4050 OR id >= 12050";
+
+fn kept(id: i64) -> bool {
+    !(4050..12050).contains(&id)
+}
+
+#[test]
+fn a_filtered_train_from_s3_with_a_cache_stopped_at_ten_random_moments_trains_each_kept_row() {
+    let s3 = Cloud::start(Kind::S3);
+    let bucket = s3.new_bucket("crash-filter-cache");
+    s3.upload(&bucket, &fixture(DATASET), "out");
+    let url = s3.url(&bucket, "out");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    let cache = dir.path().join("cache");
+    let cache_arg = cache.to_str().expect("utf-8 path").to_owned();
+    let summary = dir.path().join("summary.json");
+    let train = |out: &Path, extra: &[&str]| {
+        let mut cmd = skewed_train(&url, &state, out, extra);
+        cmd.args(["--filter", KEPT, "--cache", &cache_arg]);
+        for (k, v) in s3.env() {
+            cmd.env(k, v);
+        }
+        cmd
+    };
+    let mut runs = stopped_ten_times(dir.path(), train);
+    let out = fresh(dir.path(), "last");
+    let last = train(&out, &["--summary-json", summary.to_str().expect("utf-8")])
+        .output()
+        .expect("resume");
+    let stderr = String::from_utf8_lossy(&last.stderr);
+    assert!(
+        last.status.success(),
+        "the rerun after 10 stops exits 0: {stderr}"
+    );
+    assert!(!stderr.contains("failed task"), "{stderr}");
+    runs.push(out);
+
+    let all = all_ids(&runs);
+    let outside: Vec<i64> = all.keys().copied().filter(|&i| !kept(i)).take(5).collect();
+    assert!(
+        outside.is_empty(),
+        "rows the filter drops reached a trainer: {outside:?}"
+    );
+    let missing: Vec<i64> = (0..ROWS as i64)
+        .filter(|&i| kept(i) && !all.contains_key(&i))
+        .take(5)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "kept rows never reached a trainer: {missing:?}"
+    );
+    let bound = 4 * 2 * BATCH;
+    for k in 0..runs.len() - 1 {
+        let again = acked_then_served_again(&runs[k], &runs[k + 1..]);
+        assert!(
+            again <= bound,
+            "stop {k}: {again} acknowledged rows served again (bound {bound})"
+        );
+    }
+    // The file came from the store once and from the cache after: the last
+    // run read what it trained from disk, if anything was left to it.
+    let Ok(summary) = std::fs::read_to_string(&summary) else {
+        assert!(stderr.contains("already finished"), "no summary: {stderr}");
+        return;
+    };
+    let summary = parse_json(&summary, "summary");
+    let trained = summary["rows"].as_u64().unwrap_or(0);
+    let hit = summary["cache"]["hit_bytes"].as_u64().unwrap_or(0);
+    let fetched = summary["cache"]["fetched_bytes"].as_u64().unwrap_or(0);
+    eprintln!("last run: {trained} rows, cache hits {hit} bytes, fetched {fetched} bytes");
+    if trained > 0 {
+        assert!(
+            hit > 0 && fetched == 0,
+            "the last run read from the cache, not the store: {summary}"
+        );
+    }
 }
 
 /// A local-trainer `train --state` whose summary goes to `summary`.
