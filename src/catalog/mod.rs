@@ -6,6 +6,7 @@
 
 pub mod hive;
 pub mod rest;
+pub mod sasl;
 pub mod thrift;
 
 use std::fmt;
@@ -314,6 +315,10 @@ pub enum CatalogError {
         /// Names close to it.
         close: Vec<String>,
     },
+    /// Kerberos authentication to a Kerberized Hive Metastore failed (the
+    /// same words as HDFS's).
+    #[error(transparent)]
+    Kerberos(connectors::store::kerberos::KerberosError),
     /// An answer sluice cannot use.
     #[error("catalog {catalog}: {reason}")]
     Protocol {
@@ -363,7 +368,10 @@ async fn resolve_keeping(
             let table = catalog.load(&parsed).await?;
             (table, Some((catalog, parsed)))
         }
-        CatalogKind::Hive => (hive::load(uri, &parsed).await?, None),
+        CatalogKind::Hive => (
+            hive::load(uri, &parsed, options.catalog_principal.as_deref()).await?,
+            None,
+        ),
     };
     tracing::debug!(
         catalog = %table.catalog,
