@@ -97,7 +97,7 @@ fn call_failed(uri: &str, e: ThriftError) -> CatalogError {
 /// when `principal` is given, else plainly, and over SASL (with the default
 /// principal) when the metastore turns the plain call down (SASL's refusal,
 /// or a hang-up: a SASL server closes the connection on a plain call). When
-/// that fails too, other than by Kerberos, the hang-up is what is said.
+/// the metastore does not speak SASL either, the hang-up is what is said.
 fn connect_and_call(
     uri: &str,
     (host, port): (&str, u16),
@@ -117,45 +117,50 @@ fn connect_and_call(
             catalog = uri,
             "the metastore turned a plain call down: SASL"
         );
-        return call_sasl(uri, (host, port), sasl::DEFAULT_PRINCIPAL, method, args).map_err(|e| {
-            match e {
-                CatalogError::Kerberos(_) => e,
-                _ => CatalogError::Protocol {
+        let service = sasl::service_principal(sasl::DEFAULT_PRINCIPAL, host);
+        return call_sasl((host, port), uri, &service, method, args).map_err(
+            |(e, target)| match e {
+                ThriftError::Io(_)
+                | ThriftError::Protocol(_)
+                | ThriftError::Sasl(SaslError::Protocol(_)) => CatalogError::Protocol {
                     catalog: uri.to_string(),
                     reason: NO_SASL.to_string(),
                 },
-            }
-        });
+                e => match sasl_failed(uri, e, &target) {
+                    CatalogError::Kerberos(source) => CatalogError::KerberosAsked {
+                        catalog: uri.to_string(),
+                        source,
+                    },
+                    other => other,
+                },
+            },
+        );
     };
-    call_sasl(uri, (host, port), principal, method, args)
+    let service = sasl::service_principal(principal, host);
+    call_sasl((host, port), uri, &service, method, args)
+        .map_err(|(e, target)| sasl_failed(uri, e, &target))
 }
 
-/// Connects over SASL with Kerberos to the metastore's `principal` (a
-/// pattern: see [`sasl::service_principal`]) and calls `method`.
+/// Connects over SASL with Kerberos to the metastore, whose principal is
+/// `service`, and calls `method`; a failure comes with the principal as
+/// Kerberos read it.
 fn call_sasl(
-    uri: &str,
     (host, port): (&str, u16),
-    principal: &str,
+    uri: &str,
+    service: &str,
     method: &str,
     args: &[Arg],
-) -> Result<(Connection, Value), CatalogError> {
-    let service = sasl::service_principal(principal, host);
-    let gss = Initiator::new(uri, &service).map_err(CatalogError::Kerberos)?;
+) -> Result<(Connection, Value), (ThriftError, String)> {
+    let gss = Initiator::new(uri, service).map_err(|e| {
+        (
+            ThriftError::Sasl(SaslError::Kerberos(e)),
+            service.to_string(),
+        )
+    })?;
     let target = gss.target().to_string();
-    let kerberized = |e: ThriftError| match call_failed(uri, e) {
-        // Kerberos' own words, and the principal it was asked for.
-        CatalogError::Kerberos(KerberosError::Other { url, detail }) => {
-            CatalogError::Kerberos(KerberosError::Other {
-                url,
-                detail: format!(
-                    "{detail} (the metastore's principal {target}: --catalog-principal names it)"
-                ),
-            })
-        }
-        other => other,
-    };
-    let mut conn = Connection::connect_sasl(host, port, TIMEOUT, gss).map_err(kerberized)?;
-    let reply = conn.call(method, args).map_err(kerberized)?;
+    let mut conn =
+        Connection::connect_sasl(host, port, TIMEOUT, gss).map_err(|e| (e, target.clone()))?;
+    let reply = conn.call(method, args).map_err(|e| (e, target.clone()))?;
     tracing::debug!(
         catalog = uri,
         principal = %target,
@@ -163,6 +168,32 @@ fn call_sasl(
         "authenticated to the metastore with Kerberos"
     );
     Ok((conn, reply))
+}
+
+/// The error a failed SASL connection or call to the metastore at `uri` is,
+/// naming the principal `target` a ticket was asked for where it may be wrong.
+fn sasl_failed(uri: &str, e: ThriftError, target: &str) -> CatalogError {
+    match e {
+        // A ticket for another service than the metastore's, most likely.
+        ThriftError::Sasl(refused @ SaslError::Refused(_)) => CatalogError::Protocol {
+            catalog: uri.to_string(),
+            reason: format!(
+                "{refused} (the ticket was for {target}: --catalog-principal names the metastore's principal)"
+            ),
+        },
+        e => match call_failed(uri, e) {
+            // Kerberos' own words, and the principal it was asked for.
+            CatalogError::Kerberos(KerberosError::Other { url, detail }) => {
+                CatalogError::Kerberos(KerberosError::Other {
+                    url,
+                    detail: format!(
+                        "{detail} (the metastore's principal {target}: --catalog-principal names it)"
+                    ),
+                })
+            }
+            other => other,
+        },
+    }
 }
 
 fn load_blocking(

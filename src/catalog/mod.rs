@@ -319,6 +319,15 @@ pub enum CatalogError {
     /// same words as HDFS's).
     #[error(transparent)]
     Kerberos(connectors::store::kerberos::KerberosError),
+    /// A metastore that turned a plain call down (so it asks for SASL), and
+    /// Kerberos authentication to it failed.
+    #[error("catalog {catalog} closed the connection on a plain Thrift call, so it requires SASL (Kerberos, hive.metastore.sasl.enabled): {source}")]
+    KerberosAsked {
+        /// The catalog.
+        catalog: String,
+        /// Why Kerberos failed.
+        source: connectors::store::kerberos::KerberosError,
+    },
     /// An answer sluice cannot use.
     #[error("catalog {catalog}: {reason}")]
     Protocol {
