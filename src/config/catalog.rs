@@ -22,7 +22,7 @@ pub struct CatalogOptions {
     /// Iceberg REST catalog: a file holding `client_id:client_secret`, exchanged for a token at the catalog's OAuth2 token endpoint.
     #[arg(long, value_name = "FILE", help = "Iceberg REST catalog: OAuth2 client file", long_help, help_heading = heading::ACCESS, hide_short_help = true)]
     pub catalog_credential_file: Option<PathBuf>,
-    /// Kerberized Hive Metastore (SASL/GSSAPI): its service principal. `_HOST` is the canonical name of the metastore's host, `REALM` the default realm. Without it, sluice speaks SASL when the metastore asks for it, with the default. The login is HDFS's: the ticket cache (`kinit`, `KRB5CCNAME`) or --keytab with --principal.
+    /// Kerberized Hive Metastore (SASL/GSSAPI): its service principal, default `hive/_HOST@REALM` (`_HOST`: the canonical name of the metastore's host; `REALM`: the default realm). Given, sluice always speaks SASL; without it, when the metastore turns a plain call down. The login is HDFS's: the ticket cache (`kinit`, `KRB5CCNAME`) or --keytab with --principal.
     #[arg(long, value_name = "PRINCIPAL", help = "Kerberized Hive Metastore: its principal [default: hive/_HOST@REALM]", long_help, help_heading = heading::ACCESS, hide_short_help = true)]
     pub catalog_principal: Option<String>,
 }
