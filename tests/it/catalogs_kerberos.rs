@@ -41,8 +41,38 @@ struct Metastore {
     keytab: String,
     principal: String,
     protection: String,
-    /// Ticket caches and the metastore's copy of the fixtures' database.
+    /// Ticket caches.
     scratch: tempfile::TempDir,
+}
+
+/// A copy of the metastore database the fixtures' tables are registered in,
+/// for the metastore of `protection` (Derby serves one process), one per
+/// version of the fixtures, made once: a second test process finds the
+/// metastore on it running.
+fn database_copy(protection: &str) -> PathBuf {
+    let bytes =
+        std::fs::read(fixtures_dir().join("catalogs/expected.json")).expect("expected.json");
+    // FNV-1a: a name that changes with the fixtures.
+    let hash = bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let services = std::env::var_os("SLUICE_SERVICES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/tmp/sluice-services"));
+    let data = services.join(format!("hive-metastore-kerberos-{protection}-{hash:016x}"));
+    if !data.join("metastore_db").is_dir() {
+        let source = Path::new(expected()["dir"].as_str().expect("hive.dir")).join("metastore_db");
+        let partial = PathBuf::from(format!("{}.{}", data.display(), std::process::id()));
+        copy_dir(&source, &partial.join("metastore_db"));
+        for lock in ["db.lck", "dbex.lck"] {
+            let _ = std::fs::remove_file(partial.join("metastore_db").join(lock));
+        }
+        // Another process may have made it meanwhile: either copy will do.
+        if std::fs::rename(&partial, &data).is_err() {
+            let _ = std::fs::remove_dir_all(&partial);
+        }
+    }
+    data
 }
 
 fn script() -> PathBuf {
@@ -65,16 +95,12 @@ fn expected() -> &'static Value {
 }
 
 impl Metastore {
-    /// Starts a metastore asking for `protection` on a copy of the fixtures'
-    /// database (it stops when this process exits, or with [`Metastore::stop`]).
+    /// Starts (or finds) the metastore asking for `protection`, on a copy of
+    /// the fixtures' database (it stops when this process exits, or with
+    /// [`Metastore::stop`]).
     fn start(protection: &str) -> Metastore {
         let scratch = tempfile::tempdir().expect("tempdir");
-        let data = scratch.path().join("metastore");
-        let source = Path::new(expected()["dir"].as_str().expect("hive.dir")).join("metastore_db");
-        copy_dir(&source, &data.join("metastore_db"));
-        for lock in ["db.lck", "dbex.lck"] {
-            let _ = std::fs::remove_file(data.join("metastore_db").join(lock));
-        }
+        let data = database_copy(protection);
         let out = run(Command::new("bash")
             .arg(script())
             .args(["start-secure", "--protection", protection])
