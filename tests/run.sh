@@ -150,6 +150,7 @@ stop_hdfs() {
   for level in privacy integrity authentication; do
     tests/services/hdfs.sh stop-secure --protection "$level" || true
   done
+  tests/services/hdfs.sh stop-kdc || true
 }
 trap 'stop_emulators; stop_hdfs; phase ""' EXIT
 tests/services/hdfs.sh start >/dev/null

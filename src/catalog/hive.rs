@@ -5,10 +5,20 @@
 //! in which format; its parameters say when it is really an Iceberg or a
 //! Delta table, or a Spark datasource table (whose location is the serde's
 //! `path`).
+//!
+//! A Kerberized metastore (`hive.metastore.sasl.enabled=true`) is spoken to
+//! over Thrift's SASL transport with Kerberos ([`super::sasl`]): always when
+//! `--catalog-principal` names its principal, else when it turns a plain call
+//! down (with the principal `hive/_HOST@REALM`). The credentials are HDFS's:
+//! the ticket cache or the keytab login.
 
 use connectors::Report;
 use std::time::Duration;
 
+use connectors::store::gssapi::Initiator;
+use connectors::store::kerberos::KerberosError;
+
+use super::sasl::{self, SaslError};
 use super::thrift::{Arg, Connection, ThriftError, Value};
 use super::{close_matches, store_url, CatalogError, CatalogTable, HivePartition, TableName};
 
@@ -19,9 +29,9 @@ const DEFAULT_DATABASE: &str = "default";
 
 /// What a metastore that hangs up on a plain Thrift call most likely wants.
 const NO_SASL: &str = "the metastore closed the connection without answering: it likely \
-    requires SASL (Kerberos, hive.metastore.sasl.enabled=true) or a framed transport \
-    (hive.metastore.thrift.framed.transport.enabled), which sluice does not speak \
-    (Thrift's unframed binary protocol without SASL only)";
+    requires a framed transport (hive.metastore.thrift.framed.transport.enabled), which \
+    sluice does not speak (Thrift's unframed binary protocol, and its SASL transport with \
+    Kerberos: pass --catalog-principal for a Kerberized metastore that does not say so)";
 
 /// Whether the peer hung up on a call it had accepted (what a SASL or
 /// framed server does with a plain Thrift message).
@@ -43,11 +53,17 @@ fn timed_out(e: &std::io::Error) -> bool {
     )
 }
 
-/// Looks `name` up in the metastore at `uri` (`thrift://HOST:PORT`).
-pub async fn load(uri: &str, name: &TableName) -> Result<CatalogTable, CatalogError> {
+/// Looks `name` up in the metastore at `uri` (`thrift://HOST:PORT`);
+/// `principal` is `--catalog-principal` (the metastore is Kerberized).
+pub async fn load(
+    uri: &str,
+    name: &TableName,
+    principal: Option<&str>,
+) -> Result<CatalogTable, CatalogError> {
     let uri = uri.to_string();
     let name = name.clone();
-    tokio::task::spawn_blocking(move || load_blocking(&uri, &name))
+    let principal = principal.map(str::to_string);
+    tokio::task::spawn_blocking(move || load_blocking(&uri, &name, principal.as_deref()))
         .await
         .map_err(|e| CatalogError::Protocol {
             catalog: String::new(),
@@ -55,19 +71,9 @@ pub async fn load(uri: &str, name: &TableName) -> Result<CatalogTable, CatalogEr
         })?
 }
 
-fn load_blocking(uri: &str, name: &TableName) -> Result<CatalogTable, CatalogError> {
-    let (host, port) = host_port(uri)?;
-    let database = match name.namespace.as_slice() {
-        [] => DEFAULT_DATABASE.to_string(),
-        [db] => db.clone(),
-        _ => {
-            return Err(CatalogError::InvalidName {
-                name: name.to_string(),
-                reason: "a Hive Metastore names tables `table` or `database.table`".to_string(),
-            })
-        }
-    };
-    let failed = |e: ThriftError| match e {
+/// The error a failed call to the metastore at `uri` is.
+fn call_failed(uri: &str, e: ThriftError) -> CatalogError {
+    match e {
         ThriftError::Io(io) if closed_without_answer(&io) => CatalogError::Protocol {
             catalog: uri.to_string(),
             reason: NO_SASL.to_string(),
@@ -80,19 +86,145 @@ fn load_blocking(uri: &str, name: &TableName) -> Result<CatalogTable, CatalogErr
             catalog: uri.to_string(),
             reason: io.to_string(),
         },
+        ThriftError::Sasl(SaslError::Kerberos(e)) => CatalogError::Kerberos(e),
         other => CatalogError::Protocol {
             catalog: uri.to_string(),
             reason: other.to_string(),
         },
+    }
+}
+
+/// Connects to the metastore and calls `method`: over SASL with Kerberos
+/// when `principal` is given, else plainly, and over SASL (with the default
+/// principal) when the metastore turns the plain call down (SASL's refusal,
+/// or a hang-up: a SASL server closes the connection on a plain call). When
+/// the metastore does not speak SASL either, the hang-up is what is said.
+fn connect_and_call(
+    uri: &str,
+    (host, port): (&str, u16),
+    principal: Option<&str>,
+    method: &str,
+    args: &[Arg],
+) -> Result<(Connection, Value), CatalogError> {
+    let Some(principal) = principal else {
+        let mut conn = Connection::connect(host, port, TIMEOUT).map_err(|e| call_failed(uri, e))?;
+        match conn.call(method, args) {
+            Ok(reply) => return Ok((conn, reply)),
+            Err(ThriftError::SaslRequired) => {}
+            Err(ThriftError::Io(io)) if closed_without_answer(&io) => {}
+            Err(e) => return Err(call_failed(uri, e)),
+        }
+        tracing::debug!(
+            catalog = uri,
+            "the metastore turned a plain call down: SASL"
+        );
+        let service = sasl::service_principal(sasl::DEFAULT_PRINCIPAL, host);
+        return call_sasl((host, port), uri, &service, method, args).map_err(
+            |(e, target)| match e {
+                ThriftError::Io(_)
+                | ThriftError::Protocol(_)
+                | ThriftError::Sasl(SaslError::Protocol(_)) => CatalogError::Protocol {
+                    catalog: uri.to_string(),
+                    reason: NO_SASL.to_string(),
+                },
+                e => match sasl_failed(uri, e, &target) {
+                    CatalogError::Kerberos(source) => CatalogError::KerberosAsked {
+                        catalog: uri.to_string(),
+                        source,
+                    },
+                    other => other,
+                },
+            },
+        );
     };
-    let mut conn = Connection::connect(&host, port, TIMEOUT).map_err(failed)?;
+    let service = sasl::service_principal(principal, host);
+    call_sasl((host, port), uri, &service, method, args)
+        .map_err(|(e, target)| sasl_failed(uri, e, &target))
+}
+
+/// Connects over SASL with Kerberos to the metastore, whose principal is
+/// `service`, and calls `method`; a failure comes with the principal as
+/// Kerberos read it.
+fn call_sasl(
+    (host, port): (&str, u16),
+    uri: &str,
+    service: &str,
+    method: &str,
+    args: &[Arg],
+) -> Result<(Connection, Value), (ThriftError, String)> {
+    let gss = Initiator::new(uri, service).map_err(|e| {
+        (
+            ThriftError::Sasl(SaslError::Kerberos(e)),
+            service.to_string(),
+        )
+    })?;
+    let target = gss.target().to_string();
+    let mut conn =
+        Connection::connect_sasl(host, port, TIMEOUT, gss).map_err(|e| (e, target.clone()))?;
+    let reply = conn.call(method, args).map_err(|e| (e, target.clone()))?;
+    tracing::debug!(
+        catalog = uri,
+        principal = %target,
+        qop = conn.qop().map(sasl::Qop::name),
+        "authenticated to the metastore with Kerberos"
+    );
+    Ok((conn, reply))
+}
+
+/// The error a failed SASL connection or call to the metastore at `uri` is,
+/// naming the principal `target` a ticket was asked for where it may be wrong.
+fn sasl_failed(uri: &str, e: ThriftError, target: &str) -> CatalogError {
+    match e {
+        // A ticket for another service than the metastore's, most likely.
+        ThriftError::Sasl(refused @ SaslError::Refused(_)) => CatalogError::Protocol {
+            catalog: uri.to_string(),
+            reason: format!(
+                "{refused} (the ticket was for {target}: --catalog-principal names the metastore's principal)"
+            ),
+        },
+        e => match call_failed(uri, e) {
+            // Kerberos' own words, and the principal it was asked for.
+            CatalogError::Kerberos(KerberosError::Other { url, detail }) => {
+                CatalogError::Kerberos(KerberosError::Other {
+                    url,
+                    detail: format!(
+                        "{detail} (the metastore's principal {target}: --catalog-principal names it)"
+                    ),
+                })
+            }
+            other => other,
+        },
+    }
+}
+
+fn load_blocking(
+    uri: &str,
+    name: &TableName,
+    principal: Option<&str>,
+) -> Result<CatalogTable, CatalogError> {
+    let (host, port) = host_port(uri)?;
+    let database = match name.namespace.as_slice() {
+        [] => DEFAULT_DATABASE.to_string(),
+        [db] => db.clone(),
+        _ => {
+            return Err(CatalogError::InvalidName {
+                name: name.to_string(),
+                reason: "a Hive Metastore names tables `table` or `database.table`".to_string(),
+            })
+        }
+    };
+    let failed = |e: ThriftError| call_failed(uri, e);
     let request = vec![
         Arg::Str(1, database.clone()),
         Arg::Str(2, name.table.clone()),
     ];
-    let reply = conn
-        .call("get_table_req", &[Arg::Struct(1, request)])
-        .map_err(failed)?;
+    let (mut conn, reply) = connect_and_call(
+        uri,
+        (&host, port),
+        principal,
+        "get_table_req",
+        &[Arg::Struct(1, request)],
+    )?;
     let Some(table) = reply.field(0).and_then(|r| r.field(1)) else {
         // o1 MetaException, o2 NoSuchObjectException.
         return Err(not_found(&mut conn, uri, &database, name).map_err(failed)?);

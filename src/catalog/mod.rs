@@ -6,6 +6,7 @@
 
 pub mod hive;
 pub mod rest;
+pub mod sasl;
 pub mod thrift;
 
 use connectors::Report;
@@ -315,6 +316,19 @@ pub enum CatalogError {
         /// Names close to it.
         close: Vec<String>,
     },
+    /// Kerberos authentication to a Kerberized Hive Metastore failed (the
+    /// same words as HDFS's).
+    #[error(transparent)]
+    Kerberos(connectors::store::kerberos::KerberosError),
+    /// A metastore that turned a plain call down (so it asks for SASL), and
+    /// Kerberos authentication to it failed.
+    #[error("catalog {catalog} closed the connection on a plain Thrift call, so it requires SASL (Kerberos, hive.metastore.sasl.enabled): {source}")]
+    KerberosAsked {
+        /// The catalog.
+        catalog: String,
+        /// Why Kerberos failed.
+        source: connectors::store::kerberos::KerberosError,
+    },
     /// An answer sluice cannot use.
     #[error("catalog {catalog}: {reason}")]
     Protocol {
@@ -364,7 +378,10 @@ async fn resolve_keeping(
             let table = catalog.load(&parsed).await?;
             (table, Some((catalog, parsed)))
         }
-        CatalogKind::Hive => (hive::load(uri, &parsed).await?, None),
+        CatalogKind::Hive => (
+            hive::load(uri, &parsed, options.catalog_principal.as_deref()).await?,
+            None,
+        ),
     };
     tracing::debug!(
         catalog = %table.catalog,

@@ -1,11 +1,14 @@
 //! The small part of Thrift's binary protocol a Hive Metastore client needs:
 //! a call (strict message header, arguments as a struct of strings, structs
-//! and i16s) over an unframed socket, and a generic decoder of the reply
-//! into [`Value`]s picked apart by field id.
+//! and i16s) over an unframed socket or Thrift's SASL transport
+//! ([`super::sasl`]), and a generic decoder of the reply into [`Value`]s
+//! picked apart by field id.
 
 use std::io::{BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
+
+use super::sasl::{SaslError, SaslTransport};
 
 /// The longest string or collection a reply may hold (a guard against a
 /// peer that is no metastore).
@@ -14,6 +17,9 @@ const VERSION_1: u32 = 0x8001_0000;
 const CALL: u32 = 1;
 const REPLY: u32 = 2;
 const EXCEPTION: u32 = 3;
+/// The statuses of a SASL negotiation frame that end it (see [`super::sasl`]).
+const SASL_BAD: u8 = 3;
+const SASL_ERROR: u8 = 4;
 
 /// Field types.
 const T_STOP: u8 = 0;
@@ -117,8 +123,15 @@ pub enum Arg {
 #[derive(Debug, thiserror::Error)]
 pub enum ThriftError {
     /// Connecting, sending or receiving failed.
+    #[error("{0}")]
+    Io(std::io::Error),
+    /// The SASL transport failed (Kerberos, the negotiation).
     #[error(transparent)]
-    Io(#[from] std::io::Error),
+    Sasl(SaslError),
+    /// The server answered a plain call with a SASL negotiation frame: it
+    /// speaks Thrift's SASL transport only.
+    #[error("the server speaks Thrift's SASL transport only")]
+    SaslRequired,
     /// The peer answered something that is not a Thrift reply to the call.
     #[error("not a Thrift reply: {0}")]
     Protocol(String),
@@ -132,10 +145,63 @@ pub enum ThriftError {
     },
 }
 
-/// A connection to a Thrift service over an unframed socket.
+impl From<std::io::Error> for ThriftError {
+    /// An I/O error, or the SASL failure a read of the SASL transport carried.
+    fn from(e: std::io::Error) -> ThriftError {
+        if e.get_ref().is_some_and(|inner| inner.is::<SaslError>()) {
+            if let Some(Ok(sasl)) = e.into_inner().map(|inner| inner.downcast::<SaslError>()) {
+                return ThriftError::Sasl(*sasl);
+            }
+            return ThriftError::Protocol("a SASL error lost on the way".to_string());
+        }
+        ThriftError::Io(e)
+    }
+}
+
+impl From<SaslError> for ThriftError {
+    fn from(e: SaslError) -> ThriftError {
+        match e {
+            SaslError::Io(io) => ThriftError::Io(io),
+            other => ThriftError::Sasl(other),
+        }
+    }
+}
+
+/// What carries the messages.
+enum Transport {
+    /// Thrift's unframed binary protocol over the socket.
+    Plain {
+        reader: BufReader<TcpStream>,
+        writer: TcpStream,
+    },
+    /// Thrift's SASL transport.
+    Sasl(Box<SaslTransport>),
+}
+
+impl Transport {
+    fn send(&mut self, message: &[u8]) -> Result<(), ThriftError> {
+        match self {
+            Transport::Plain { writer, .. } => {
+                writer.write_all(message)?;
+                writer.flush()?;
+                Ok(())
+            }
+            Transport::Sasl(sasl) => Ok(sasl.send(message)?),
+        }
+    }
+
+    fn reader(&mut self) -> &mut dyn Read {
+        match self {
+            Transport::Plain { reader, .. } => reader,
+            Transport::Sasl(sasl) => sasl.as_mut(),
+        }
+    }
+}
+
+/// A connection to a Thrift service over an unframed socket or Thrift's SASL
+/// transport.
 pub struct Connection {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
+    transport: Transport,
     seq: i32,
 }
 
@@ -143,30 +209,65 @@ impl Connection {
     /// Connects to `host:port` within `timeout`; every read and write is
     /// bounded by `timeout` too.
     pub fn connect(host: &str, port: u16, timeout: Duration) -> Result<Connection, ThriftError> {
-        let mut last = None;
-        for addr in (host, port).to_socket_addrs()? {
-            match TcpStream::connect_timeout(&addr, timeout) {
-                Ok(stream) => {
-                    stream.set_read_timeout(Some(timeout))?;
-                    stream.set_write_timeout(Some(timeout))?;
-                    let _ = stream.set_nodelay(true);
-                    return Ok(Connection {
-                        reader: BufReader::new(stream.try_clone()?),
-                        writer: stream,
-                        seq: 0,
-                    });
-                }
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(ThriftError::Io(last.unwrap_or_else(|| {
-            std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                "the host name resolves to no address",
-            )
-        })))
+        let stream = socket(host, port, timeout)?;
+        Ok(Connection {
+            transport: Transport::Plain {
+                reader: BufReader::new(stream.try_clone()?),
+                writer: stream,
+            },
+            seq: 0,
+        })
     }
 
+    /// Connects as [`Connection::connect`] does, then negotiates Thrift's SASL
+    /// transport with Kerberos (`gss`: a context with the service's principal).
+    pub fn connect_sasl(
+        host: &str,
+        port: u16,
+        timeout: Duration,
+        gss: connectors::store::gssapi::Initiator,
+    ) -> Result<Connection, ThriftError> {
+        let stream = socket(host, port, timeout)?;
+        let sasl = SaslTransport::open(stream, gss)?;
+        Ok(Connection {
+            transport: Transport::Sasl(Box::new(sasl)),
+            seq: 0,
+        })
+    }
+
+    /// The SASL security layer, when the transport is SASL's.
+    pub fn qop(&self) -> Option<super::sasl::Qop> {
+        match &self.transport {
+            Transport::Sasl(sasl) => Some(sasl.qop()),
+            Transport::Plain { .. } => None,
+        }
+    }
+}
+
+/// A socket to `host:port`, connected within `timeout`, its reads and writes
+/// bounded by it.
+fn socket(host: &str, port: u16, timeout: Duration) -> Result<TcpStream, ThriftError> {
+    let mut last = None;
+    for addr in (host, port).to_socket_addrs()? {
+        match TcpStream::connect_timeout(&addr, timeout) {
+            Ok(stream) => {
+                stream.set_read_timeout(Some(timeout))?;
+                stream.set_write_timeout(Some(timeout))?;
+                let _ = stream.set_nodelay(true);
+                return Ok(stream);
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(ThriftError::Io(last.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "the host name resolves to no address",
+        )
+    })))
+}
+
+impl Connection {
     /// Calls `method` with `args`; the reply's result struct.
     pub fn call(&mut self, method: &str, args: &[Arg]) -> Result<Value, ThriftError> {
         self.seq += 1;
@@ -175,15 +276,20 @@ impl Connection {
         write_str(&mut out, method.as_bytes());
         out.extend_from_slice(&self.seq.to_be_bytes());
         write_fields(&mut out, args);
-        self.writer.write_all(&out)?;
-        self.writer.flush()?;
-        let header = read_u32(&mut self.reader)?;
+        let plain = matches!(self.transport, Transport::Plain { .. });
+        self.transport.send(&out)?;
+        let mut reader = self.transport.reader();
+        let header = read_u32(&mut reader)?;
         if header & 0xffff_0000 != VERSION_1 {
+            // A SASL server answers a plain call with a BAD or ERROR frame.
+            if plain && matches!((header >> 24) as u8, SASL_BAD | SASL_ERROR) {
+                return Err(ThriftError::SaslRequired);
+            }
             return Err(ThriftError::Protocol(format!("message header {header:#x}")));
         }
-        let _name = read_bytes(&mut self.reader)?;
-        let _seq = read_u32(&mut self.reader)?;
-        let result = read_value(&mut self.reader, T_STRUCT, 0)?;
+        let _name = read_bytes(&mut reader)?;
+        let _seq = read_u32(&mut reader)?;
+        let result = read_value(&mut reader, T_STRUCT, 0)?;
         match header & 0xff {
             REPLY => Ok(result),
             EXCEPTION => Err(ThriftError::Application {

@@ -1,6 +1,7 @@
-//! `--catalog`, `--catalog-token-file`, `--catalog-credential-file`: the
-//! catalog a source given as a table name (`db.table`) is looked up in,
-//! shared by `ls`, `train`, `master` and job files (as keys).
+//! `--catalog`, `--catalog-token-file`, `--catalog-credential-file`,
+//! `--catalog-principal`: the catalog a source given as a table name
+//! (`db.table`) is looked up in, shared by `ls`, `train`, `master` and job
+//! files (as keys).
 
 use std::path::PathBuf;
 
@@ -21,6 +22,9 @@ pub struct CatalogOptions {
     /// Iceberg REST catalog: a file holding `client_id:client_secret`, exchanged for a token at the catalog's OAuth2 token endpoint.
     #[arg(long, value_name = "FILE", help = "Iceberg REST catalog: OAuth2 client file", long_help, help_heading = heading::ACCESS, hide_short_help = true)]
     pub catalog_credential_file: Option<PathBuf>,
+    /// Kerberized Hive Metastore (SASL/GSSAPI): its service principal, default `hive/_HOST@REALM` (`_HOST`: the canonical name of the metastore's host; `REALM`: the default realm). Given, sluice always speaks SASL; without it, when the metastore turns a plain call down. The login is HDFS's: the ticket cache (`kinit`, `KRB5CCNAME`) or --keytab with --principal.
+    #[arg(long, value_name = "PRINCIPAL", help = "Kerberized Hive Metastore: its principal [default: hive/_HOST@REALM]", long_help, help_heading = heading::ACCESS, hide_short_help = true)]
+    pub catalog_principal: Option<String>,
 }
 
 impl CatalogOptions {
@@ -52,6 +56,7 @@ impl WorkerCatalogOptions {
             catalog: Some(catalog.to_string()),
             catalog_token_file: self.catalog_token_file.clone(),
             catalog_credential_file: self.catalog_credential_file.clone(),
+            catalog_principal: None,
         }
     }
 }

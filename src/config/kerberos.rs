@@ -15,7 +15,7 @@ use super::{rule, OptionError};
 #[derive(Debug, Clone, Default, PartialEq, Args, Deserialize)]
 #[serde(default, rename_all = "kebab-case")]
 pub struct KerberosOptions {
-    /// Log in to Kerberized HDFS from this keytab (needs --principal); sluice renews the ticket itself for as long as it runs.
+    /// Log in to Kerberized HDFS, and a Kerberized Hive Metastore (--catalog thrift://...), from this keytab (needs --principal); sluice renews the ticket itself for as long as it runs.
     #[arg(long, value_name = "FILE", requires = "principal", help = "Log in to Kerberized HDFS from this keytab", long_help, help_heading = heading::ACCESS)]
     pub keytab: Option<PathBuf>,
     /// The Kerberos principal of --keytab (user@REALM, or user in the default realm).

@@ -14,10 +14,12 @@
 //! - [`process`]: this process and others: parent death signal, dumpability,
 //!   whether a process exists, a thread's priority.
 //! - [`inotify`]: watching directories.
+//! - [`host`]: a host's canonical name (reverse lookup, `getnameinfo`).
 //! - [`post_fork`]: the async-signal-safe calls of a process forked from a
 //!   multi-threaded one (the exec trainer's watcher).
 
 pub mod fd;
+pub mod host;
 pub mod inotify;
 pub mod memory;
 pub mod post_fork;

@@ -4,6 +4,7 @@
 mod airflow;
 mod cache;
 mod catalogs;
+mod catalogs_kerberos;
 mod checkpoints;
 mod cli_help;
 mod common;

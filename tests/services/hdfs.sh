@@ -11,6 +11,9 @@
 #                                     protection at that level; namenode on 9200 (privacy),
 #                                     9210 (integrity) or 9220 (authentication)
 #   tests/services/hdfs.sh stop-secure | env-secure [--protection LEVEL]
+#   tests/services/hdfs.sh start-kdc | stop-kdc | env-kdc
+#                                     the MiniKdc alone (no HDFS), for other Kerberized
+#                                     services of the tests (hive-metastore.sh start-secure)
 #   tests/services/hdfs.sh restart-namenode | restart-namenode-ha |
 #                          restart-namenode-secure [--protection LEVEL]
 #                                     restarts the running cluster's namenode(s) on the same
@@ -35,6 +38,10 @@
 #   KRB5_CONFIG=<state>/conf/krb5.conf       (the realm and its KDC, for MIT and Java)
 #   SLUICE_KEYTAB=<state>/kdc/sluice.keytab  (the keytab of a user principal)
 #   SLUICE_PRINCIPAL=sluice@EXAMPLE.COM
+# `start-kdc` prints KRB5_CONFIG, SLUICE_KEYTAB and SLUICE_PRINCIPAL likewise,
+#   HADOOP_CONF_DIR (a core-site.xml saying Kerberos), and
+#   SLUICE_HIVE_KEYTAB=<state>/kdc/hive.keytab  (the keys of the metastore's principal)
+#   SLUICE_HIVE_PRINCIPAL=hive/localhost@EXAMPLE.COM
 # The KDC's tickets live SLUICE_KDC_TICKET_LIFETIME seconds (default 60).
 # It is idempotent: when the cluster is already up it only prints them.  Everything
 # else (build progress, the cluster's own log on failure) goes to stderr.
@@ -88,6 +95,14 @@ select_mode() {
       MODE_ARGS=(--secure-dir "$STATE/kdc" --protection "$PROTECTION"
         --ticket-lifetime "${SLUICE_KDC_TICKET_LIFETIME:-60}")
       ;;
+    kdc)
+      STATE="$SERVICES/kdc"
+      PORT=0
+      URL="the MiniKdc"
+      URL_KEY=""
+      MODE_ARGS=(--kdc-only --secure-dir "$STATE/kdc"
+        --ticket-lifetime "${SLUICE_KDC_TICKET_LIFETIME:-60}")
+      ;;
   esac
 }
 
@@ -139,9 +154,13 @@ running() {
 }
 
 print_env() {
-  echo "$URL_KEY=$URL"
+  if [[ -n "$URL_KEY" ]]; then echo "$URL_KEY=$URL"; fi
   echo "HADOOP_CONF_DIR=$STATE/conf"
-  if [[ "$MODE" == secure ]]; then
+  if [[ "$MODE" == kdc ]]; then
+    echo "SLUICE_HIVE_KEYTAB=$STATE/kdc/hive.keytab"
+    echo "SLUICE_HIVE_PRINCIPAL=hive/localhost@$(sed -n 's/^Principal: [^@]*@//p' "$STATE/stdout.log")"
+  fi
+  if [[ "$MODE" == secure || "$MODE" == kdc ]]; then
     echo "KRB5_CONFIG=$STATE/conf/krb5.conf"
     echo "SLUICE_KEYTAB=$STATE/kdc/sluice.keytab"
     echo "SLUICE_PRINCIPAL=$(sed -n 's/^Principal: //p' "$STATE/stdout.log")"
@@ -258,6 +277,7 @@ env_of() {
   local how="start"
   [[ "$1" == ha ]] && how="start-ha"
   [[ "$1" == secure ]] && how="start-secure --protection $PROTECTION"
+  [[ "$1" == kdc ]] && how="start-kdc"
   running || die "no HDFS running in $STATE (run: $0 $how)"
   print_env
 }
@@ -272,6 +292,9 @@ case "${1:-}" in
   start-secure) shift && parse_protection "$@" && start secure ;;
   stop-secure) shift && parse_protection "$@" && stop secure ;;
   env-secure) shift && parse_protection "$@" && env_of secure ;;
+  start-kdc) start kdc ;;
+  stop-kdc) stop kdc ;;
+  env-kdc) env_of kdc ;;
   restart-namenode) restart_namenode plain ;;
   restart-namenode-ha) restart_namenode ha ;;
   restart-namenode-secure) shift && parse_protection "$@" && restart_namenode secure ;;
@@ -298,5 +321,5 @@ case "${1:-}" in
     exec java -cp "$BUILD/minidfs.jar:$(cat "$BUILD/classpath.txt")" \
       org.apache.hadoop.hdfs.tools.DFSAdmin -fs "$URL" "$@"
     ;;
-  *) die "usage: $0 start|start-ha|start-secure|stop|stop-ha|stop-secure|env|env-ha|env-secure|restart-namenode[-ha|-secure]|build|dfsadmin ARGS...|put LOCAL_DIR URL|fetchdt [ARGS] FILE" ;;
+  *) die "usage: $0 start|start-ha|start-secure|start-kdc|stop|stop-ha|stop-secure|stop-kdc|env|env-ha|env-secure|env-kdc|restart-namenode[-ha|-secure]|build|dfsadmin ARGS...|put LOCAL_DIR URL|fetchdt [ARGS] FILE" ;;
 esac

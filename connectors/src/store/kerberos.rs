@@ -139,6 +139,36 @@ pub(crate) fn diagnose(url: &str, detail: &str) -> KerberosError {
     }
 }
 
+/// Why a GSSAPI security context with a service other than HDFS (`url`: a
+/// Hive Metastore's `thrift://HOST:PORT`) could not be set up, the failed
+/// call's status being `major` and `minor`: no ticket, an expired one, an
+/// unreachable KDC (as for HDFS, without the delegation-token note), else
+/// MIT's words for the status.
+pub(crate) fn diagnose_service(url: &str, major: u32, minor: u32) -> KerberosError {
+    let Ok(gss) = gss::Gssapi::load() else {
+        return KerberosError::LibraryMissing {
+            url: url.to_string(),
+        };
+    };
+    match gss.default_credential() {
+        Ok(0) => KerberosError::Expired {
+            url: url.to_string(),
+        },
+        Ok(_) => gss
+            .status(major, minor)
+            .into_error(gss::Asked::Service(url)),
+        Err(status) => status.into_error(gss::Asked::Catalog(url)),
+    }
+}
+
+/// MIT's words for a GSSAPI status (the mechanism's message when there is one).
+pub(crate) fn status_text(major: u32, minor: u32) -> String {
+    match gss::Gssapi::load() {
+        Ok(gss) => gss.status(major, minor).text,
+        Err(_) => format!("GSSAPI major status {major:#x}, minor {minor}"),
+    }
+}
+
 /// ", and no usable delegation token ..." when a token file is configured.
 fn token_note() -> String {
     match std::env::var(TOKEN_FILE_ENV) {
@@ -295,21 +325,27 @@ mod gss {
         Store(&'a str),
         /// A principal logging in from its keytab.
         Login(&'a str),
+        /// Another service (`thrift://`): no credential.
+        Catalog(&'a str),
+        /// Another service, whose security context failed with a credential.
+        Service(&'a str),
     }
 
     /// A failed GSSAPI call: its status codes and MIT's words for them.
     pub(super) struct Status {
         major: u32,
         minor: i32,
-        text: String,
+        pub(super) text: String,
     }
 
     impl Status {
         /// The error this status means.
         pub(super) fn into_error(self, asked: Asked<'_>) -> KerberosError {
-            let (url, store) = match asked {
-                Asked::Store(url) => (url.to_string(), true),
-                Asked::Login(principal) => (principal.to_string(), false),
+            // The note after "no Kerberos ticket for URL", where no ticket is the cause.
+            let (url, no_ticket) = match asked {
+                Asked::Store(url) => (url.to_string(), Some(token_note())),
+                Asked::Catalog(url) => (url.to_string(), Some(String::new())),
+                Asked::Login(url) | Asked::Service(url) => (url.to_string(), None),
             };
             if self.major & ROUTINE_ERROR_MASK == GSS_S_CREDENTIALS_EXPIRED
                 || self.minor == KRB5KRB_AP_ERR_TKT_EXPIRED
@@ -323,14 +359,16 @@ mod gss {
                         detail: self.text,
                     }
                 }
-                _ if store => KerberosError::NoTicket {
-                    url,
-                    token: token_note(),
-                    detail: self.text,
-                },
-                _ => KerberosError::Other {
-                    url,
-                    detail: self.text,
+                _ => match no_ticket {
+                    Some(token) => KerberosError::NoTicket {
+                        url,
+                        token,
+                        detail: self.text,
+                    },
+                    None => KerberosError::Other {
+                        url,
+                        detail: self.text,
+                    },
                 },
             }
         }
@@ -420,7 +458,7 @@ mod gss {
         }
 
         /// MIT's words for a status: the mechanism's message when there is one.
-        fn status(&self, major: u32, minor: u32) -> Status {
+        pub(super) fn status(&self, major: u32, minor: u32) -> Status {
             let mech = self.display(minor, GSS_C_MECH_CODE);
             // Minor codes outside krb5's tables print as "Success" or "Unknown error".
             let known = (minor as i32) < 0 && !mech.is_empty();

@@ -6,6 +6,7 @@
 mod azure;
 mod cloud;
 mod gcs;
+pub mod gssapi;
 mod hdfs;
 pub mod kerberos;
 mod local;

@@ -7,6 +7,8 @@
 // N-th restart), or "Control failed: WHY". With --secure-dir DIR it is Kerberized
 // (see Secure): a MiniKdc, keytabs and krb5.conf in DIR, the client's krb5.conf
 // beside the Hadoop files, and the user principal printed as "Principal: NAME".
+// With --kdc-only (and --secure-dir DIR) it runs the MiniKdc alone, for services
+// of the tests other than HDFS: see Secure.serveKdcOnly.
 package sluice.minidfs;
 
 import java.io.BufferedReader;
@@ -53,6 +55,7 @@ public final class Main {
         String protection = "privacy";
         long ticketLifetime = 60;
         File control = null;
+        boolean kdcOnly = false;
 
         static Options parse(String[] args) {
             Options o = new Options();
@@ -71,6 +74,7 @@ public final class Main {
                     case "--protection": o.protection = value(args, ++i, arg); break;
                     case "--ticket-lifetime": o.ticketLifetime = Long.parseLong(value(args, ++i, arg)); break;
                     case "--control": o.control = new File(value(args, ++i, arg)); break;
+                    case "--kdc-only": o.kdcOnly = true; break;
                     default: throw new IllegalArgumentException("unknown option " + arg);
                 }
             }
@@ -93,6 +97,13 @@ public final class Main {
                 .orElseThrow(() -> new IllegalArgumentException(
                     "--exit-with: no process " + options.exitWith));
             owner.onExit().thenRun(() -> System.exit(0));
+        }
+        if (options.kdcOnly) {
+            if (options.secureDir == null) {
+                throw new IllegalArgumentException("--kdc-only needs --secure-dir");
+            }
+            Secure.serveKdcOnly(options.secureDir, options.confDir, options.ticketLifetime);
+            return;
         }
         Configuration conf = new HdfsConfiguration();
         conf.set(MiniDFSCluster.HDFS_MINIDFS_BASEDIR, options.baseDir.getAbsolutePath());

@@ -136,6 +136,31 @@ final class Secure {
         }
     }
 
+    /** The principal of the Hive Metastore in the KDC-only mode. */
+    static final String HIVE_SERVICE = "hive/localhost";
+
+    /**
+     * The KDC alone (Main --kdc-only): its principals as in start (the hdfs and HTTP
+     * services, USER) and HIVE_SERVICE, whose keys are in dir/hive.keytab; the
+     * clients' krb5.conf and a core-site.xml saying Kerberos in confDir; prints
+     * "Principal: USER@REALM", then "Ready!", and serves until killed.
+     */
+    static void serveKdcOnly(File dir, File confDir, long ticketLifetime) throws Exception {
+        Secure secure = start(dir, "authentication", ticketLifetime);
+        Runtime.getRuntime().addShutdownHook(new Thread(secure::stop, "kdc-shutdown"));
+        secure.kdc.createPrincipal(new File(dir, "hive.keytab"), HIVE_SERVICE);
+        if (!confDir.isDirectory() && !confDir.mkdirs()) {
+            throw new IOException("cannot create " + confDir);
+        }
+        secure.writeKrb5Conf(new File(confDir, "krb5.conf"));
+        Main.writeXml(new File(confDir, "core-site.xml"),
+            Map.of("hadoop.security.authentication", "kerberos"));
+        System.out.println("Principal: " + secure.userPrincipal());
+        System.out.println("Ready!");
+        System.out.flush();
+        new java.util.concurrent.CountDownLatch(1).await();
+    }
+
     void stop() {
         kdc.stop();
     }
