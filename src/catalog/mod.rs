@@ -322,7 +322,7 @@ pub enum CatalogError {
     Kerberos(connectors::store::kerberos::KerberosError),
     /// A metastore that turned a plain call down (so it asks for SASL), and
     /// Kerberos authentication to it failed.
-    #[error("catalog {catalog} closed the connection on a plain Thrift call, so it requires SASL (Kerberos, hive.metastore.sasl.enabled): {source}")]
+    #[error("catalog {catalog} closed the connection on a plain Thrift call, so it requires SASL (Kerberos, hive.metastore.sasl.enabled)")]
     KerberosAsked {
         /// The catalog.
         catalog: String,
