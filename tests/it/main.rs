@@ -3,6 +3,7 @@
 
 mod airflow;
 mod cache;
+mod cache_wire;
 mod catalogs;
 mod catalogs_kerberos;
 mod checkpoints;

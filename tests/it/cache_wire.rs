@@ -1,0 +1,280 @@
+//! The cache (`--cache DIR`) measured from outside sluice and under kills:
+//!
+//! - the bytes on the wire, counted by a proxy in front of the S3 emulator
+//!   (bench/count_proxy.py), not by sluice's own counter: three epochs carry
+//!   the data about once with a cache as large as it, three times without;
+//! - a train killed (SIGKILL) again and again while it fills the cache
+//!   leaves no torn entry that is served later: the run after the kills
+//!   trains every row once, and a further run reads every file from whole
+//!   entries without fetching.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::common::{
+    expected_dataset, fixture, python, recorded_ids, recorder, run, seed, sluice_command,
+    wait_until, Moments,
+};
+use crate::object_stores::cloud::{Cloud, Kind};
+use serde_json::Value;
+
+/// The Spark output trained on: 50 Parquet files in Hive partitions.
+const DATASET: &str = "parquet_partitioned";
+
+/// bench/count_proxy.py in front of `upstream`: it relays every request and
+/// counts the bytes of the bodies of GET responses in `count`.
+struct Proxy {
+    child: Child,
+    endpoint: String,
+    count: PathBuf,
+}
+
+impl Proxy {
+    fn start(upstream: &str, dir: &Path) -> Proxy {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/count_proxy.py");
+        let count = dir.join("count");
+        let child = Command::new(python())
+            .arg(script)
+            .arg(port.to_string())
+            .arg(upstream)
+            .arg(&count)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start bench/count_proxy.py");
+        let endpoint = format!("http://127.0.0.1:{port}");
+        wait_until(
+            "the counting proxy to listen",
+            Duration::from_secs(30),
+            || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok(),
+        );
+        Proxy {
+            child,
+            endpoint,
+            count,
+        }
+    }
+
+    /// Bytes of GET response bodies relayed so far.
+    fn bytes(&self) -> u64 {
+        std::fs::read_to_string(&self.count)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A sluice command that reaches the store at `endpoint` with `s3`'s
+/// credentials, and no other AWS setting of the environment.
+fn through(endpoint: &str, s3: &Cloud, args: &[&str]) -> Command {
+    let mut cmd = sluice_command(args);
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        if key.starts_with("AWS_") {
+            cmd.env_remove(key.as_ref());
+        }
+    }
+    for (k, v) in s3.env() {
+        cmd.env(k, v);
+    }
+    cmd.env("AWS_ENDPOINT_URL", endpoint);
+    cmd
+}
+
+/// The fixture in a new bucket: its URL and its data files' bytes.
+fn uploaded(s3: &Cloud, what: &str) -> (String, u64) {
+    let bucket = s3.new_bucket(what);
+    s3.upload(&bucket, &fixture(DATASET), "out");
+    let url = s3.url(&bucket, "out");
+    let ls = run(&mut through(
+        &s3.service.endpoint,
+        s3,
+        &["ls", "--json", &url],
+    ))
+    .success();
+    let bytes = ls.json()["bytes"].as_u64().expect("bytes in ls --json");
+    (url, bytes)
+}
+
+fn rows() -> u64 {
+    expected_dataset(DATASET)["rows"].as_u64().expect("rows")
+}
+
+/// Every id of the dataset `times` times, nothing else.
+#[track_caller]
+fn assert_each(ids: &HashMap<i64, u32>, times: u32, what: &str) {
+    let wrong: Vec<_> = (0..rows() as i64)
+        .filter(|i| ids.get(i).copied().unwrap_or(0) != times)
+        .take(5)
+        .map(|i| (i, ids.get(&i).copied().unwrap_or(0)))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "{what}: ids not delivered {times}x: {wrong:?}"
+    );
+    assert_eq!(ids.len() as u64, rows(), "{what}: ids outside the dataset");
+}
+
+/// `train URL --epochs E` through `endpoint`, with `cache` when given:
+/// the ids trained and the summary.
+fn train(
+    endpoint: &str,
+    s3: &Cloud,
+    url: &str,
+    epochs: u32,
+    cache: Option<&Path>,
+) -> (HashMap<i64, u32>, Value) {
+    let out = tempfile::tempdir().expect("tempdir");
+    let summary = out.path().join("summary.json");
+    let exec = recorder(out.path(), "");
+    let epochs = epochs.to_string();
+    let mut args = vec![
+        "train",
+        url,
+        "--epochs",
+        &epochs,
+        "--exec",
+        &exec,
+        "--summary-json",
+        summary.to_str().expect("utf-8 path"),
+        "-q",
+    ];
+    if let Some(cache) = cache {
+        args.extend(["--cache", cache.to_str().expect("utf-8 path")]);
+    }
+    run(&mut through(endpoint, s3, &args)).success();
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(&summary).expect("summary")).expect("summary JSON");
+    (recorded_ids(out.path(), "ids-"), summary)
+}
+
+#[test]
+fn the_wire_carries_the_data_once_over_three_epochs_with_a_cache_and_three_times_without() {
+    let s3 = Cloud::start(Kind::S3);
+    let (url, bytes) = uploaded(&s3, "cache-wire");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let proxy = Proxy::start(&s3.service.endpoint, dir.path());
+
+    // What planning alone fetches (the listing, the footers): `ls` reads both.
+    run(&mut through(&proxy.endpoint, &s3, &["ls", "--json", &url])).success();
+    let planning = proxy.bytes();
+
+    let before = proxy.bytes();
+    let (ids, summary) = train(&proxy.endpoint, &s3, &url, 3, None);
+    assert_each(&ids, 3, "no cache");
+    let without = proxy.bytes() - before;
+    assert!(summary["cache"].is_null(), "no cache, no cache figures");
+
+    let before = proxy.bytes();
+    let (ids, summary) = train(
+        &proxy.endpoint,
+        &s3,
+        &url,
+        3,
+        Some(&dir.path().join("cache")),
+    );
+    assert_each(&ids, 3, "a cache as large as the data");
+    let with = proxy.bytes() - before;
+    let counted = summary["cache"]["fetched_bytes"]
+        .as_u64()
+        .expect("cache.fetched_bytes");
+
+    let ratio = |b: u64| b.saturating_sub(planning) as f64 / bytes as f64;
+    eprintln!(
+        "data {bytes} B, planning {planning} B; 3 epochs on the wire: without a cache {without} B \
+         ({:.2}x the data past planning), with one {with} B ({:.2}x); the cache counted {counted} B",
+        ratio(without),
+        ratio(with)
+    );
+    assert!(
+        ratio(without) >= 2.5,
+        "without a cache every epoch fetches the data: {:.2}x",
+        ratio(without)
+    );
+    assert!(
+        ratio(with) <= 1.1,
+        "with a cache as large as the data, 3 epochs carry it about once: {:.2}x",
+        ratio(with)
+    );
+    assert!(
+        counted <= with,
+        "the cache's own count ({counted} B) is no more than the wire carried ({with} B)"
+    );
+}
+
+/// Temporary entries (being written) in a cache directory.
+fn temporary_entries(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "tmp"))
+            .count()
+    })
+}
+
+#[test]
+fn a_train_killed_while_it_fills_the_cache_never_serves_a_torn_entry() {
+    let s3 = Cloud::start(Kind::S3);
+    let (url, bytes) = uploaded(&s3, "cache-kill");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cache = dir.path().join("cache");
+    let cache_arg = cache.to_str().expect("utf-8 path");
+    let mut moments = Moments(seed());
+    let mut torn = 0;
+    for k in 0..10 {
+        let out = tempfile::tempdir().expect("tempdir");
+        let exec = recorder(out.path(), "");
+        let mut child = through(
+            &s3.service.endpoint,
+            &s3,
+            &["train", &url, "--exec", &exec, "--cache", cache_arg, "-q"],
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start sluice train");
+        let after = moments.next_ms(50, 1_500);
+        std::thread::sleep(Duration::from_millis(after));
+        let _ = child.kill();
+        let _ = child.wait();
+        let left = temporary_entries(&cache);
+        eprintln!("kill {k} after {after} ms: {left} entries left half-written");
+        torn += left;
+    }
+    eprintln!("{torn} half-written entries left by the kills in all");
+
+    // The run after the kills: every row once, from whatever the cache holds.
+    let (ids, summary) = train(&s3.service.endpoint, &s3, &url, 1, Some(&cache));
+    assert_each(&ids, 1, "the run after 10 kills");
+    assert_eq!(
+        temporary_entries(&cache),
+        0,
+        "the entries the killed runs left half-written are removed"
+    );
+    eprintln!("after the kills: {}", summary["cache"]);
+
+    // And a run on the cache it left: every file from a whole entry.
+    let (ids, summary) = train(&s3.service.endpoint, &s3, &url, 1, Some(&cache));
+    assert_each(&ids, 1, "a run on the cache");
+    let fetched = summary["cache"]["fetched_bytes"].as_u64().expect("fetched");
+    let hit = summary["cache"]["hit_bytes"].as_u64().expect("hits");
+    assert_eq!(fetched, 0, "nothing fetched again: {}", summary["cache"]);
+    assert!(
+        hit >= bytes,
+        "every file read from the cache ({hit} of {bytes} bytes): {}",
+        summary["cache"]
+    );
+}
