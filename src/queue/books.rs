@@ -31,7 +31,6 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use super::config::{ConfigError, QueueConfig};
 use super::cut::{Cut, CutPiece};
 use super::error::QueueError;
-use super::order::epoch_order;
 use super::types::{
     AttemptId, EpochView, Expired, FailOutcome, Lease, LeaseReply, Millis, QueueStatus, Task,
     TaskFailure, TaskState, WorkerId, WorkerSecret,
@@ -1155,7 +1154,7 @@ impl Queue {
         let splits = self.tasks.len();
         let mut view = EpochView {
             epoch,
-            order: epoch_order(self.config.seed, epoch, splits),
+            order: self.config.order(epoch, splits),
             ..EpochView::default()
         };
         if epoch < self.epoch || (epoch == self.epoch && self.over) {
@@ -1580,7 +1579,7 @@ impl Queue {
         };
         self.tasks.clear();
         self.tasks.resize(splits, fresh);
-        self.todo = epoch_order(self.config.seed, epoch, splits).into();
+        self.todo = self.config.order(epoch, splits).into();
         self.done = 0;
         self.failed = 0;
         if self.cut.touches(epoch) {

@@ -966,6 +966,8 @@ pub(crate) mod tests {
             rows: Some(1),
             deleted: Vec::new(),
             stamp: Default::default(),
+            source: 0,
+            window: None,
         };
         JobRecord {
             format: STATE_FORMAT,
@@ -980,6 +982,9 @@ pub(crate) mod tests {
                     file_columns: Default::default(),
                     string_view: true,
                     filter: None,
+                    sources: Vec::new(),
+                    source_names: Vec::new(),
+                    source_column: None,
                 },
                 epochs: 2,
                 seed: 1,
