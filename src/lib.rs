@@ -18,6 +18,7 @@ pub mod harden;
 pub mod host;
 pub mod job;
 pub mod logging;
+pub mod mix;
 pub mod master;
 pub mod percent;
 pub mod protocol;

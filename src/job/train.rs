@@ -42,6 +42,9 @@ pub enum TrainError {
     /// An option breaks a rule.
     #[error("{0}")]
     Options(#[from] crate::config::OptionError),
+    /// Several sources cannot be mixed as asked.
+    #[error("{0}")]
+    Mix(#[from] crate::mix::MixError),
     /// The rows to train cannot be chosen by the key asked for (`--split-key`).
     #[error("{0}")]
     Select(#[from] select::SelectError),
@@ -202,7 +205,23 @@ pub async fn run(config: TrainConfig, stop: Option<Stop>) -> Result<Outcome, Tra
         for ignored in &dataset.ignored {
             warn!(path = %ignored.path, reason = %ignored.reason, "file not read");
         }
-        return run_job(config, stop, dataset, Some(position), waiting.elapsed()).await;
+        return run_job(
+            config,
+            stop,
+            dataset,
+            Some(position),
+            waiting.elapsed(),
+            None,
+        )
+        .await;
+    }
+    if let Some(mix) = config.mix.clone() {
+        let open = open_sources(&config, &mix);
+        let (dataset, mixed) = match until_stopped(stop.as_ref(), open).await {
+            Some(opened) => opened?,
+            None => return Err(stopped_waiting(&config)),
+        };
+        return run_mixed(config, stop, dataset, Some(mixed)).await;
     }
     let (dataset, waited) = match config.wait_success {
         Some(timeout) => {
@@ -222,6 +241,21 @@ pub async fn run(config: TrainConfig, stop: Option<Stop>) -> Result<Outcome, Tra
     };
     check_finished(&dataset, config.allow_incomplete)?;
     run_dataset(config, stop, dataset, waited).await
+}
+
+/// Opens every source of `mix`, each checked finished, as one dataset.
+async fn open_sources(
+    config: &TrainConfig,
+    mix: &crate::config::MixConfig,
+) -> Result<(Dataset, crate::mix::Mixed), TrainError> {
+    let mut datasets = Vec::with_capacity(mix.sources.len());
+    for source in &mix.sources {
+        let location = connectors::store::open(&source.url)?;
+        let dataset = Dataset::open(location, config.dataset.clone()).await?;
+        check_finished(&dataset, config.allow_incomplete)?;
+        datasets.push(dataset);
+    }
+    crate::mix::combine(config, mix, datasets)
 }
 
 /// Runs `work` until it is done (`Some`) or `stop` is requested first
@@ -274,7 +308,17 @@ pub async fn run_dataset(
     dataset: Dataset,
     waited: Duration,
 ) -> Result<Outcome, TrainError> {
-    run_job(config, stop, dataset, None, waited).await
+    run_job(config, stop, dataset, None, waited, None).await
+}
+
+/// Trains on the sources of a mixed job, opened as one dataset.
+async fn run_mixed(
+    config: TrainConfig,
+    stop: Option<Stop>,
+    dataset: Dataset,
+    mixed: Option<crate::mix::Mixed>,
+) -> Result<Outcome, TrainError> {
+    run_job(config, stop, dataset, None, Duration::ZERO, mixed).await
 }
 
 /// Trains on `dataset`; a followed job (`follow`: where the dataset stands
@@ -286,6 +330,7 @@ async fn run_job(
     dataset: Dataset,
     follow: Option<FollowPosition>,
     waited: Duration,
+    mixed: Option<crate::mix::Mixed>,
 ) -> Result<Outcome, TrainError> {
     let started = Instant::now();
     let dataset = with_cache(&config, dataset)?;
@@ -299,7 +344,14 @@ async fn run_job(
             return nothing_to_train(&config, &dataset, started, waited);
         }
     }
-    let (job, factory, schema) = plan_job(&config, &dataset, follow)?;
+    let (mut job, factory, _) = plan_job(&config, &dataset, follow)?;
+    if let (Some(mixed), Some(mix)) = (&mixed, &config.mix) {
+        crate::mix::apply(&mut job, mixed, mix, config.batch_size)?;
+    }
+    let schema = job.spec.plan.output_schema();
+    if config.mix.is_some() {
+        factory.validate(&schema)?;
+    }
     let ready = match &config.state {
         Some(dir) => match open_state(&config, &dataset, dir, job, factory, &schema).await? {
             Opened::Ready(ready) => ready,
@@ -841,6 +893,12 @@ fn identity(config: &TrainConfig, dataset: &str) -> Identity {
         )
         .with_select(&config.select)
         .with_dataset(&config.dataset)
+        .with_opt("sources", config.mix.as_ref().map(|m| m.describe()))
+        .with_opt("epoch-rows", config.mix.as_ref().and_then(|m| m.epoch_rows))
+        .with_opt(
+            "source-column",
+            config.mix.as_ref().and_then(|m| m.source_column.clone()),
+        )
 }
 
 /// Checks what the job asks of the dataset's schema without training: its
