@@ -588,7 +588,19 @@ fn add_runs(first: pipeline::RunOutcome, then: pipeline::RunOutcome) -> pipeline
         replayed: first.replayed + then.replayed + first.unsaved_at_end,
         cut: first.cut + then.cut,
         unsaved_at_end: then.unsaved_at_end,
+        source_rows: add_counts(first.source_rows, &then.source_rows),
     }
+}
+
+/// `first` and `then` added index by index.
+fn add_counts(mut first: Vec<u64>, then: &[u64]) -> Vec<u64> {
+    if first.len() < then.len() {
+        first.resize(then.len(), 0);
+    }
+    for (sum, n) in first.iter_mut().zip(then) {
+        *sum += n;
+    }
+    first
 }
 
 /// What the pipeline did, and what the summary reads after it.
@@ -823,6 +835,7 @@ fn finish(
             .is_some()
             .then(connectors::row_filter::filter_counts),
         cache: dataset.location.cache().map(|c| c.stats()),
+        sources: super::summary::source_rows(config.mix.as_ref(), &outcome.source_rows),
     };
     if let Some(path) = &config.summary_json {
         let value = serde_json::to_value(&summary).unwrap_or_default();
@@ -847,7 +860,10 @@ fn failed_tasks(
         .map(|f| FailedTask {
             file: splits
                 .get(f.split as usize)
-                .map(|s| dataset.location.display(&s.object_path()))
+                .map(|s| {
+                    let location = dataset.location.of_source(s.source);
+                    location.display(&s.object_path())
+                })
                 .unwrap_or_default(),
             epoch: f.epoch,
             split: f.split,
@@ -993,6 +1009,7 @@ fn nothing_trained(
         trainer: Default::default(),
         filter: None,
         cache: None,
+        sources: Vec::new(),
     };
     if let Some(path) = &config.summary_json {
         let value = serde_json::to_value(&summary).unwrap_or_default();
