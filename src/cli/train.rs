@@ -9,8 +9,7 @@ use crate::config::heading;
 use crate::config::train::TrainParts;
 use crate::config::{
     CatalogOptions, FollowOptions, KerberosOptions, MixOptions, OptionError, PipelineOptions,
-    ReadOptions,
-    SelectOptions, StoreOptions, TrainConfig, TrainOptions, TrainerOptions,
+    ReadOptions, SelectOptions, StoreOptions, TrainConfig, TrainOptions, TrainerOptions,
 };
 
 /// Arguments of `sluice train`.
@@ -20,7 +19,7 @@ pub struct TrainArgs {
     #[arg(help = "The output directory (a path or URL), or a table name", long_help, help_heading = heading::SOURCE, display_order = 0)]
     pub url: String,
     /// More sources, mixed with the first (see --weights, --epoch-rows).
-    #[arg(value_name = "URL", help = "More sources, mixed with the first (--weights)", long_help, help_heading = heading::SOURCE, display_order = 0)]
+    #[arg(value_name = "URL", help = "More sources, mixed with the first (--weights)", long_help, help_heading = heading::SOURCE, display_order = 1, hide_short_help = true)]
     pub more: Vec<String>,
     /// How several sources are mixed.
     #[command(flatten)]

@@ -73,7 +73,11 @@ impl MixOptions {
                 rule(
                     w.len() == urls.len(),
                     "weights",
-                    &format!("gives {} weights for {} sources: one per source, in order", w.len(), urls.len()),
+                    &format!(
+                        "gives {} weights for {} sources: one per source, in order",
+                        w.len(),
+                        urls.len()
+                    ),
                 )?;
                 rule(
                     w.iter().all(|w| w.is_finite() && *w > 0.0),
@@ -152,6 +156,9 @@ mod tests {
         };
         let err = options.config(&urls(&["/a", "/b"])).expect_err("refused");
         assert_eq!(err.option, "weights");
-        assert!(matches!(MixOptions::default().config(&urls(&["/a"])), Ok(None)));
+        assert!(matches!(
+            MixOptions::default().config(&urls(&["/a"])),
+            Ok(None)
+        ));
     }
 }

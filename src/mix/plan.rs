@@ -128,7 +128,11 @@ fn passes(
             have += n;
         }
         let taken = (rows as f64 * source.weight / total_weight).round() as u64;
-        let count = if have == 0 { 1 } else { taken.div_ceil(have).max(1) };
+        let count = if have == 0 {
+            1
+        } else {
+            taken.div_ceil(have).max(1)
+        };
         let source_index = u32::try_from(index).unwrap_or(u32::MAX);
         for pass in 0..count {
             let pass = u32::try_from(pass).unwrap_or(u32::MAX);
@@ -182,10 +186,7 @@ mod tests {
         .expect("a split");
         let cut = windows(split, 300);
         let spans: Vec<_> = cut.iter().map(|s| s.window).collect();
-        assert_eq!(
-            spans,
-            [Some((0, 300)), Some((300, 600)), Some((600, 1000))]
-        );
+        assert_eq!(spans, [Some((0, 300)), Some((300, 600)), Some((600, 1000))]);
         assert_eq!(cut.iter().filter_map(|s| s.rows).sum::<u64>(), 1000);
     }
 }

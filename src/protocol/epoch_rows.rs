@@ -110,7 +110,11 @@ mod tests {
                 .sum();
             assert_eq!(second, 50);
         }
-        let kept = |epoch| (0..50).filter(|&r| plan.keeps(0, epoch, r)).collect::<Vec<_>>();
+        let kept = |epoch| {
+            (0..50)
+                .filter(|&r| plan.keeps(0, epoch, r))
+                .collect::<Vec<_>>()
+        };
         assert_ne!(kept(0), kept(1), "each epoch chooses again");
     }
 }

@@ -56,7 +56,11 @@ impl Interleave {
                     *b = b.saturating_add(rows);
                 }
                 let pace = self.pace.get(source).copied().unwrap_or(1).max(1);
-                (u128::from(at) * 2 + u128::from(rows), u128::from(pace), split)
+                (
+                    u128::from(at) * 2 + u128::from(rows),
+                    u128::from(pace),
+                    split,
+                )
             })
             .collect();
         // Stable: splits at the same place keep the shuffled order.
