@@ -169,7 +169,10 @@ impl ExitCode for UsageError {
 /// same command fails the same way.
 impl ExitCode for crate::mix::MixError {
     fn exit_code(&self) -> Option<u8> {
-        Some(USAGE)
+        match self {
+            crate::mix::MixError::Plan(e) => e.exit_code(),
+            _ => Some(USAGE),
+        }
     }
 }
 

@@ -255,7 +255,13 @@ async fn open_sources(
         check_finished(&dataset, config.allow_incomplete)?;
         datasets.push(dataset);
     }
-    crate::mix::combine(config, mix, datasets)
+    let columns = config.columns.as_deref();
+    Ok(crate::mix::combine(
+        mix,
+        datasets,
+        columns,
+        config.batch_size,
+    )?)
 }
 
 /// Runs `work` until it is done (`Some`) or `stop` is requested first
@@ -346,7 +352,8 @@ async fn run_job(
     }
     let (mut job, factory, _) = plan_job(&config, &dataset, follow)?;
     if let (Some(mixed), Some(mix)) = (&mixed, &config.mix) {
-        crate::mix::apply(&mut job, mixed, mix, config.batch_size)?;
+        let task_rows = crate::mix::plan::task_rows(config.batch_size);
+        crate::mix::apply(&mut job, mixed, mix, task_rows)?;
     }
     let schema = job.spec.plan.output_schema();
     if config.mix.is_some() {

@@ -9,7 +9,7 @@ pub mod plan;
 use arrow::datatypes::SchemaRef;
 use connectors::{Dataset, ReadPlan};
 
-use crate::config::{MixConfig, TrainConfig};
+use crate::config::MixConfig;
 
 pub use plan::apply;
 
@@ -50,6 +50,12 @@ pub enum MixError {
         /// A file of it.
         path: String,
     },
+    /// A source cannot be planned (a column `--columns` names that it lacks).
+    #[error("{0}")]
+    Plan(#[from] connectors::Error),
+    /// No source at all.
+    #[error("several sources: none given")]
+    NoSource,
     /// `--epoch-rows` with a row filter, whose kept rows are not known before reading.
     #[error("--epoch-rows: source {name} is read with --filter, which keeps rows that are not counted before reading; leave out one of them")]
     Filtered {
@@ -63,22 +69,22 @@ pub enum MixError {
 pub struct Mixed {
     /// Each source's plan, in the order of the sources.
     pub plans: Vec<ReadPlan>,
+    /// Each source's URL as opened.
+    pub urls: Vec<String>,
 }
 
 /// Makes one dataset of `datasets` (the sources of `mix`, in order) and
-/// checks that the columns `config` reads agree across them.
+/// checks that the `columns` read (all when `None`) agree across them;
+/// `batch_size` is the plans' decoding batch.
 pub fn combine(
-    config: &TrainConfig,
     mix: &MixConfig,
     datasets: Vec<Dataset>,
-) -> Result<(Dataset, Mixed), crate::job::train::TrainError> {
+    columns: Option<&[String]>,
+    batch_size: usize,
+) -> Result<(Dataset, Mixed), MixError> {
     let mut plans = Vec::with_capacity(datasets.len());
     for dataset in &datasets {
-        plans.push(ReadPlan::new(
-            dataset,
-            config.columns.as_deref(),
-            config.batch_size,
-        )?);
+        plans.push(ReadPlan::new(dataset, columns, batch_size)?);
     }
     let names: Vec<&str> = mix.sources.iter().map(|s| s.name.as_str()).collect();
     check_columns(&plans, &names)?;
@@ -87,9 +93,10 @@ pub fn combine(
     for plan in &mut plans {
         plan.columns = order.clone();
     }
+    let urls: Vec<String> = datasets.iter().map(|d| d.location.url()).collect();
     let mut all = datasets.into_iter().enumerate();
     let Some((_, mut one)) = all.next() else {
-        return Err(crate::config::OptionError::new("weights", "names no source").into());
+        return Err(MixError::NoSource);
     };
     let mut locations = vec![one.location.clone()];
     for (index, dataset) in all {
@@ -104,7 +111,7 @@ pub fn combine(
         one.corrupt.extend(dataset.corrupt);
     }
     one.location = one.location.clone().with_sources(locations);
-    Ok((one, Mixed { plans }))
+    Ok((one, Mixed { plans, urls }))
 }
 
 /// Checks that every plan reads the columns of the first with the same types.

@@ -19,24 +19,36 @@ use crate::state::master_state::JobRecord;
 /// The fewest rows of a window.
 pub const MIN_TASK_ROWS: u64 = 64;
 
+/// The rows of a window for batches of `batch_size` rows: a quarter of one.
+/// (`sluice master`, which does not know its workers' batches, cuts windows
+/// of [`MASTER_TASK_ROWS`].)
+pub fn task_rows(batch_size: usize) -> u64 {
+    (batch_size as u64 / 4).max(MIN_TASK_ROWS)
+}
+
+/// The rows of a window that `sluice master` cuts: a quarter of a batch of
+/// 1,024 rows.
+pub const MASTER_TASK_ROWS: u64 = 256;
+
 /// Rows taken for a split whose rows are not known, per byte of it: an
 /// estimate only its place in the interleaving depends on.
 const BYTES_PER_ROW: u64 = 64;
 
 /// Makes `job` (built on the combined dataset) the mixed job of `mix`: every
 /// source's plan, names and column, its splits cut and passed over, the rows
-/// each epoch takes, and the interleaving of its queue.
+/// each epoch takes, and the interleaving of its queue; windows hold
+/// `task_rows` rows.
 pub fn apply(
     job: &mut JobRecord,
     mixed: &Mixed,
     mix: &MixConfig,
-    batch_size: usize,
+    task_rows: u64,
 ) -> Result<(), MixError> {
+    job.spec.sources = mixed.urls.clone();
     let plan = &mut job.spec.plan;
     plan.sources = mixed.plans.clone();
     plan.source_names = mix.sources.iter().map(|s| s.name.clone()).collect();
     plan.source_column = mix.source_column.clone();
-    let task_rows = (batch_size as u64 / 4).max(MIN_TASK_ROWS);
     let filtered = |s: &Split| {
         mixed
             .plans

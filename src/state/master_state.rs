@@ -93,6 +93,7 @@ impl JobRecord {
                 follow,
                 select,
                 catalog_table: None,
+                sources: Vec::new(),
             },
             queue,
             identity: Identity::default(),
@@ -994,6 +995,7 @@ pub(crate) mod tests {
                 follow: None,
                 select: Default::default(),
                 catalog_table: None,
+                sources: Vec::new(),
             },
             queue: QueueConfig {
                 epochs: 2,

@@ -433,3 +433,81 @@ fn options_a_mix_cannot_take_are_refused_in_one_line() {
     assert_one_line_error(&run, &["--follow", "several sources"]);
     assert_eq!(run.status.code(), Some(64), "{run}");
 }
+
+#[test]
+fn a_master_with_two_workers_gives_every_epoch_each_sources_share() {
+    use crate::common::cluster::{clean_finish, wait_exit, Job};
+    let mut job = Job::new("parquet_row_groups", 2);
+    for (name, _, _) in &SOURCES[1..] {
+        job.master_args.push(fixture(name).display().to_string());
+    }
+    job.master_args.extend(
+        [
+            "--weights",
+            "3,1,1",
+            "--epoch-rows",
+            "15000",
+            "--columns",
+            "id,x1,x2,label",
+            "--source-column",
+            "src",
+        ]
+        .map(str::to_string),
+    );
+    let mut master = job.start_master(fixture(SOURCES[0].0));
+    let log = job.ids.join("log");
+    let trainer = format!(
+        "{} {} --out {}",
+        python(),
+        script("source_log.py").display(),
+        log.display()
+    );
+    let mut workers: Vec<_> = (0..2)
+        .map(|_| {
+            job.worker_command(&trainer)
+                .args(["--batch-size", "200", "--lockstep", "-q"])
+                .spawn()
+                .expect("start worker")
+        })
+        .collect();
+    for worker in &mut workers {
+        let status = wait_exit(worker, "worker");
+        assert!(status.success(), "a worker failed");
+    }
+    let status = job.status();
+    let metrics = job.metrics();
+    clean_finish(&mut master);
+    for (name, _, _) in SOURCES {
+        let line = format!("sluice_source_rows{{source=\"{name}\"}}");
+        assert!(metrics.contains(&line), "/metrics has no {line}: {metrics}");
+    }
+    let batches = batches(&log);
+    for epoch in 0..2 {
+        let mut per_source: BTreeMap<String, u64> = BTreeMap::new();
+        let mut seen: HashMap<&str, u32> = HashMap::new();
+        for batch in batches.iter().filter(|b| b.epoch == Some(epoch)) {
+            for row in &batch.rows {
+                *per_source.entry(source_of(row).to_string()).or_default() += 1;
+                *seen.entry(row.as_str()).or_default() += 1;
+            }
+        }
+        let expected: BTreeMap<String, u64> = [
+            ("parquet_row_groups".to_string(), 9_000),
+            ("parquet_small_files".to_string(), 3_000),
+            ("orc".to_string(), 3_000),
+        ]
+        .into();
+        assert_eq!(per_source, expected, "epoch {epoch}: rows per source");
+        let twice = seen
+            .iter()
+            .filter(|(row, n)| **n > 1 && source_of(row) != "parquet_small_files")
+            .count();
+        assert_eq!(twice, 0, "epoch {epoch}: rows of a large source twice");
+    }
+    let sources = status["sources"].as_array().expect("the status's sources");
+    let names: Vec<&str> = sources
+        .iter()
+        .map(|s| s["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(names, ["parquet_row_groups", "parquet_small_files", "orc"]);
+}
