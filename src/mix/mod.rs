@@ -17,19 +17,8 @@ pub use plan::apply;
 #[derive(Debug, thiserror::Error)]
 pub enum MixError {
     /// A column has another type in another source.
-    #[error("several sources: column {column} is {first_type} in {first} but {other_type} in {other}; the sources must agree on each column read (or name the columns to read with --columns)")]
-    TypeClash {
-        /// The column.
-        column: String,
-        /// The first source and the column's type there.
-        first: String,
-        /// Its type in the first source.
-        first_type: String,
-        /// The source that disagrees.
-        other: String,
-        /// Its type there.
-        other_type: String,
-    },
+    #[error("several sources: column {} is {} in {} but {} in {}; the sources must agree on each column read (or name the columns to read with --columns)", .0.column, .0.first_type, .0.first, .0.other_type, .0.other)]
+    TypeClash(Box<Clash>),
     /// A column of one source is not in another.
     #[error("several sources: column {column} is in {has} but not in {lacks} (whose columns are {columns}); name the columns every source has with --columns")]
     Missing {
@@ -62,6 +51,21 @@ pub enum MixError {
         /// The source.
         name: String,
     },
+}
+
+/// A column whose type differs between two sources.
+#[derive(Debug)]
+pub struct Clash {
+    /// The column.
+    pub column: String,
+    /// The first source.
+    pub first: String,
+    /// Its type in the first source.
+    pub first_type: String,
+    /// The source that disagrees.
+    pub other: String,
+    /// Its type there.
+    pub other_type: String,
 }
 
 /// The sources of a mixed job, opened: how each is read.
@@ -135,13 +139,13 @@ fn check_columns(plans: &[ReadPlan], names: &[&str]) -> Result<(), MixError> {
                         });
                     }
                     Ok(theirs) if theirs.data_type() != field.data_type() => {
-                        return Err(MixError::TypeClash {
+                        return Err(MixError::TypeClash(Box::new(Clash {
                             column: field.name().clone(),
                             first: names[has].to_string(),
                             first_type: field.data_type().to_string(),
                             other: names[lacks].to_string(),
                             other_type: theirs.data_type().to_string(),
-                        });
+                        })));
                     }
                     Ok(_) => {}
                 }
