@@ -511,3 +511,46 @@ fn a_master_with_two_workers_gives_every_epoch_each_sources_share() {
         .collect();
     assert_eq!(names, ["parquet_row_groups", "parquet_small_files", "orc"]);
 }
+
+#[test]
+fn a_python_dataset_mixes_sources_by_weight() {
+    // Each batch's source metadata and rows, as "SOURCE:ID" lists; then
+    // every row of every source once.
+    let script = "import json, sys, sluice_trainer\n\
+                  ds = sluice_trainer.Dataset(sources=sys.argv[1:4], weights=[3, 1, 1],\n\
+                  \x20   epoch_rows=15000, source_column='src', columns=['id', 'x1', 'x2', 'label'],\n\
+                  \x20   batch_size=500)\n\
+                  for b in ds:\n\
+                  \x20   src = b.column('src').to_pylist()\n\
+                  \x20   ids = b.column('id').to_pylist()\n\
+                  \x20   print(json.dumps([f'{s}:{i}' for s, i in zip(src, ids)]))\n";
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut cmd = Command::new(python());
+    cmd.args(["-c", script])
+        .args(SOURCES.map(|(name, _, _)| fixture(name)))
+        .env("PYTHONPATH", repo.join("python/sluice_trainer"))
+        .env("SLUICE_BINARY", SLUICE)
+        .env_remove("RUST_LOG");
+    let out = crate::common::run(&mut cmd).success();
+    let mut per_source: BTreeMap<String, u64> = BTreeMap::new();
+    let mut seen: HashMap<String, u32> = HashMap::new();
+    for line in out.stdout.lines() {
+        let rows: Vec<String> = serde_json::from_str(line).expect("a batch's rows");
+        for row in rows {
+            *per_source.entry(source_of(&row).to_string()).or_default() += 1;
+            *seen.entry(row).or_default() += 1;
+        }
+    }
+    let expected: BTreeMap<String, u64> = [
+        ("parquet_row_groups".to_string(), 9_000),
+        ("parquet_small_files".to_string(), 3_000),
+        ("orc".to_string(), 3_000),
+    ]
+    .into();
+    assert_eq!(per_source, expected, "rows per source: {out}");
+    let twice = seen
+        .iter()
+        .filter(|(row, n)| **n > 1 && source_of(row) != "parquet_small_files")
+        .count();
+    assert_eq!(twice, 0, "rows of a large source twice");
+}
