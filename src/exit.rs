@@ -132,6 +132,7 @@ pub fn decided(cause: &(dyn Error + 'static)) -> Option<u8> {
         connectors::Error,
         TrainerError,
         SelectError,
+        crate::mix::MixError,
         TrainError,
         RunError,
         MasterError,
@@ -163,6 +164,17 @@ fn when(decides: bool, code: u8) -> Option<u8> {
 impl ExitCode for UsageError {
     fn exit_code(&self) -> Option<u8> {
         Some(USAGE)
+    }
+}
+
+/// Sources whose columns disagree, or that `--epoch-rows` cannot count: the
+/// same command fails the same way.
+impl ExitCode for crate::mix::MixError {
+    fn exit_code(&self) -> Option<u8> {
+        match self {
+            crate::mix::MixError::Plan(e) => e.exit_code(),
+            _ => Some(USAGE),
+        }
     }
 }
 

@@ -19,6 +19,7 @@ pub mod host;
 pub mod job;
 pub mod logging;
 pub mod master;
+pub mod mix;
 pub mod percent;
 pub mod protocol;
 pub mod queue;

@@ -634,6 +634,8 @@ impl Dataset {
                 rows: None,
                 deleted: Vec::new(),
                 stamp: FileStamp::of(&file.meta),
+                source: 0,
+                window: None,
             });
         }
     }

@@ -19,6 +19,7 @@ pub mod filter;
 pub mod format;
 pub mod layout;
 pub mod listing;
+pub mod mixed;
 pub mod read;
 pub mod read_ahead;
 pub mod row_filter;

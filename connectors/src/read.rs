@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use arrow::array::{new_null_array, ArrayRef, StringArray};
 use arrow::compute::cast;
-use arrow::datatypes::{Field, Schema, SchemaRef};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use futures::stream::{BoxStream, StreamExt};
 use serde::{Deserialize, Serialize};
@@ -46,6 +46,18 @@ pub struct ReadPlan {
     /// split then count the rows kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub filter: Option<RowFilter>,
+    /// A job that mixes several sources: how each is read, by the index a
+    /// split names (`Split::source`), the first one included; empty for one
+    /// source (this plan is its plan). Every plan's output has one schema.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<ReadPlan>,
+    /// The sources' names, by index (the values of `source_column`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub source_names: Vec<String>,
+    /// The column, appended last, that holds each row's source name
+    /// (`--source-column`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_column: Option<String>,
 }
 
 fn views_by_default() -> bool {
@@ -99,12 +111,18 @@ impl ReadPlan {
             options,
             file_columns: dataset.columns.clone(),
             string_view: reads_views(dataset),
+            sources: Vec::new(),
+            source_names: Vec::new(),
+            source_column: None,
         })
     }
 
     /// The schema of every batch the plan produces.
     pub fn output_schema(&self) -> SchemaRef {
-        let fields: Vec<Field> = self.columns.iter().filter_map(|c| self.field(c)).collect();
+        let mut fields: Vec<Field> = self.columns.iter().filter_map(|c| self.field(c)).collect();
+        if let Some(name) = &self.source_column {
+            fields.push(Field::new(name, DataType::Utf8, false));
+        }
         Arc::new(Schema::new(fields))
     }
 
@@ -173,6 +191,20 @@ pub fn read_split(
 /// [`read_split`] within a read-ahead budget shared with other readers: Parquet
 /// row groups are fetched once their bytes fit in it, into its pooled buffers.
 pub fn read_split_within(
+    loc: &Location,
+    split: &Split,
+    plan: &ReadPlan,
+    skip: u64,
+    ahead: &ReadAhead,
+) -> BoxStream<'static, Result<RecordBatch>> {
+    if !plan.sources.is_empty() || split.window.is_some() {
+        return crate::mixed::read(loc, split, plan, skip, ahead);
+    }
+    read_one(loc, split, plan, skip, ahead)
+}
+
+/// [`read_split_within`] of a split of one source, read whole.
+pub(crate) fn read_one(
     loc: &Location,
     split: &Split,
     plan: &ReadPlan,

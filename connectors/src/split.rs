@@ -69,6 +69,20 @@ pub struct Split {
     /// before stamps were recorded have none, and only their size is checked.
     #[serde(default, skip_serializing_if = "FileStamp::is_empty")]
     pub stamp: FileStamp,
+    /// The source of a job that mixes several (`sluice train URL URL...`):
+    /// its index, 0 for the first (and only) one.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub source: u32,
+    /// Only rows `start..end` of the range above (counted as offsets into
+    /// it are: deleted rows left out): a split cut finer so that the tasks
+    /// of several sources interleave. Offsets into the split count from
+    /// `start`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<(u64, u64)>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// What a file was when it was planned, beyond its size: the store's entity
@@ -149,6 +163,8 @@ pub fn split_file(file: &FileToSplit<'_>, split_size: u64) -> Vec<Split> {
         rows,
         deleted: Vec::new(),
         stamp: file.stamp.clone(),
+        source: 0,
+        window: None,
     };
     match file.format {
         Format::Parquet | Format::Orc => by_units(file, split_size)

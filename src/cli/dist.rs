@@ -106,6 +106,12 @@ pub struct MasterArgs {
     /// The output directory to train on.
     #[arg(help_heading = heading::SOURCE, display_order = 0)]
     pub url: String,
+    /// More sources, mixed with the first (see --weights, --epoch-rows).
+    #[arg(value_name = "URL", help = "More sources, mixed with the first (--weights)", long_help, help_heading = heading::SOURCE, display_order = 1, hide_short_help = true)]
+    pub more: Vec<String>,
+    /// How several sources are mixed.
+    #[command(flatten)]
+    pub mix: crate::config::MixOptions,
     /// Where it listens, its state, its queue.
     #[command(flatten)]
     pub master: MasterOptions,
@@ -181,6 +187,14 @@ pub async fn master(mut args: MasterArgs) -> anyhow::Result<u8> {
     if let Some(table) = &table {
         args.url = table.read_url.clone();
     }
+    for url in &mut args.more {
+        if let Some(more) = crate::catalog::lookup(&args.catalog, url).await? {
+            *url = more.read_url;
+        }
+    }
+    let mut urls = vec![args.url.clone()];
+    urls.extend(args.more.iter().cloned());
+    let mix = args.mix.config(&urls)?;
     let options = args.master;
     options.validate()?;
     let mut dataset = args.read.dataset_options(options.ignore_corrupt_files)?;
@@ -189,6 +203,16 @@ pub async fn master(mut args: MasterArgs) -> anyhow::Result<u8> {
     }
     let follow = args.follow.config(options.epochs)?;
     args.select.validate()?;
+    if mix.is_some() && follow.is_some() {
+        return Err(usage(
+            "--follow: several sources cannot be followed yet: follow each in a job of its own, or mix what they hold now without --follow",
+        ));
+    }
+    if mix.is_some() && args.select.limit.is_some() {
+        return Err(usage(
+            "--limit takes the first rows of one dataset; with several sources use --epoch-rows",
+        ));
+    }
     if args.select.limit.is_some() && follow.is_some() {
         return Err(usage(
             "--limit takes the first rows of one dataset; a followed job (--follow) trains what its source commits",
@@ -210,6 +234,7 @@ pub async fn master(mut args: MasterArgs) -> anyhow::Result<u8> {
         tls: options.tls_cert.zip(options.tls_key),
         retry_failed: options.retry_failed,
         table: table.as_ref().map(|t| t.table_ref(&args.catalog)),
+        mix,
     };
     let state = config.state.to_string();
     let outcome = crate::master::serve::run(config).await?;
@@ -439,6 +464,12 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<u8> {
             s.workers.len(),
             s.workers_departed
         );
+            for source in &s.sources {
+                t.push_str(&format!(
+                    "source {}: {} rows committed\n",
+                    source.name, source.rows
+                ));
+            }
             if let Some(f) = &s.follow {
                 t.push_str(&format!(
                 "following: newest taken {}, newest trained {}, lag {} rows / {:.1}s, {} steps{}\n",

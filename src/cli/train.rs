@@ -8,8 +8,8 @@ use clap::Args;
 use crate::config::heading;
 use crate::config::train::TrainParts;
 use crate::config::{
-    CatalogOptions, FollowOptions, KerberosOptions, OptionError, PipelineOptions, ReadOptions,
-    SelectOptions, StoreOptions, TrainConfig, TrainOptions, TrainerOptions,
+    CatalogOptions, FollowOptions, KerberosOptions, MixOptions, OptionError, PipelineOptions,
+    ReadOptions, SelectOptions, StoreOptions, TrainConfig, TrainOptions, TrainerOptions,
 };
 
 /// Arguments of `sluice train`.
@@ -18,6 +18,12 @@ pub struct TrainArgs {
     /// The output directory: a path, file://, hdfs://, s3://, gs:// or az:// URL; with --catalog, a table name (db.table).
     #[arg(help = "The output directory (a path or URL), or a table name", long_help, help_heading = heading::SOURCE, display_order = 0)]
     pub url: String,
+    /// More sources, mixed with the first (see --weights, --epoch-rows).
+    #[arg(value_name = "URL", help = "More sources, mixed with the first (--weights)", long_help, help_heading = heading::SOURCE, display_order = 1, hide_short_help = true)]
+    pub more: Vec<String>,
+    /// How several sources are mixed.
+    #[command(flatten)]
+    pub mix: MixOptions,
     /// The rows trained.
     #[command(flatten)]
     pub select: SelectOptions,
@@ -59,11 +65,19 @@ impl TrainArgs {
         if let Some(table) = &table {
             self.url = table.read_url.clone();
         }
+        for url in &mut self.more {
+            if let Some(more) = crate::catalog::lookup(&self.catalog, url).await? {
+                *url = more.read_url;
+            }
+        }
         Ok(table)
     }
 
     /// Validates the options into the job's configuration.
     pub fn into_config(self) -> Result<TrainConfig, OptionError> {
+        let mut urls = vec![self.url.clone()];
+        urls.extend(self.more.iter().cloned());
+        let mix = self.mix.config(&urls)?;
         TrainParts {
             train: &self.train,
             trainer: &self.trainer,
@@ -72,7 +86,8 @@ impl TrainArgs {
             follow: &self.follow,
             select: &self.select,
         }
-        .config(self.url, self.state)
+        .config(self.url, self.state)?
+        .with_mix(mix)
     }
 }
 

@@ -102,7 +102,7 @@ pub struct JobFile {
 }
 
 /// Options of `sluice train` a job file cannot set, and why.
-const REFUSED: [(&str, &str); 8] = [
+const REFUSED: [(&str, &str); 11] = [
     (
         "attach",
         "sluice_trainer.Dataset passes it to the sluice it starts as its child",
@@ -134,6 +134,18 @@ const REFUSED: [(&str, &str); 8] = [
     (
         "checkpoint-every",
         "a job's runs keep no queue state; each run continues from the model the last one saved",
+    ),
+    (
+        "weights",
+        "a job file trains one source; mix several with `sluice train A B --weights W,W` or `sluice master`",
+    ),
+    (
+        "epoch-rows",
+        "a job file trains one source; --epoch-rows sizes the epochs of `sluice train A B ...` over several",
+    ),
+    (
+        "source-column",
+        "a job file trains one source; --source-column names the sources of `sluice train A B ...`",
     ),
 ];
 
@@ -529,6 +541,8 @@ mod tests {
         assert!(refused.contains("wait-success"), "{refused}");
         let refused = err("checkpoint_every = 10\n");
         assert!(refused.contains("no queue state"), "{refused}");
+        let refused = err("weights = [3, 1]\n");
+        assert!(refused.contains("trains one source"), "{refused}");
         let twice = err("batch-size = 3\nbatch_size = 4\n");
         assert!(twice.contains("twice"), "{twice}");
         let ttl = err("lock-ttl = 0\n");
@@ -556,6 +570,7 @@ mod tests {
         command = FollowOptions::augment_args(command);
         command = CatalogOptions::augment_args(command);
         command = SelectOptions::augment_args(command);
+        command = crate::config::MixOptions::augment_args(command);
         for arg in command.get_arguments() {
             let Some(long) = arg.get_long() else { continue };
             let refused = REFUSED.iter().any(|(k, _)| *k == long);

@@ -30,6 +30,7 @@ pub mod job;
 pub mod kerberos;
 pub mod log;
 pub mod master;
+pub mod mix;
 pub mod pipeline;
 pub mod read;
 pub mod select;
@@ -45,6 +46,7 @@ pub use job::{JobFile, JobFileError, JobKeys, OnRewrite, DEFAULT_LOCK_TTL};
 pub use kerberos::KerberosOptions;
 pub use log::{LogFormat, LogOptions};
 pub use master::MasterOptions;
+pub use mix::{MixConfig, MixOptions};
 pub use pipeline::{
     CacheConfig, PipelineOptions, ShuffleMode, DEFAULT_READ_AHEAD, DEFAULT_READ_RETRY,
     DEFAULT_SHUFFLE_WINDOW,

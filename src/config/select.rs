@@ -163,6 +163,7 @@ impl SelectOptions {
             range,
             sample: self.sample,
             limit: None,
+            epoch_rows: None,
         })
     }
 }

@@ -199,6 +199,7 @@ impl TrainParts<'_> {
             follow,
             select: select.clone(),
             table: None,
+            mix: None,
         })
     }
 }
@@ -309,4 +310,33 @@ pub struct TrainConfig {
     /// The table the URL was resolved from, when the source was a table
     /// name: the job's identity, and what a followed job asks about.
     pub table: Option<super::TableRef>,
+    /// Several sources mixed by weight (`url` is the first of them).
+    pub mix: Option<super::MixConfig>,
+}
+
+impl TrainConfig {
+    /// This job mixing the sources of `mix` (`None`: one source), checked
+    /// against the options a mix cannot go with.
+    pub fn with_mix(mut self, mix: Option<super::MixConfig>) -> Result<Self, OptionError> {
+        let Some(mix) = mix else {
+            return Ok(self);
+        };
+        rule(
+            self.follow.is_none(),
+            "follow",
+            "several sources cannot be followed yet: follow each in a job of its own, or mix what they hold now without --follow",
+        )?;
+        rule(
+            self.select.limit.is_none(),
+            "limit",
+            "takes the first rows of one dataset; with several sources use --epoch-rows",
+        )?;
+        rule(
+            self.wait_success.is_none(),
+            "wait-success",
+            "waits for the _SUCCESS of one output; with several sources, start the job once each is complete",
+        )?;
+        self.mix = Some(mix);
+        Ok(self)
+    }
 }

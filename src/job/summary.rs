@@ -88,6 +88,40 @@ pub struct Summary {
     /// the row-level filter), when the job has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub filter: Option<connectors::row_filter::FilterCounts>,
+    /// The sources of a job that mixes several, each with the rows this run
+    /// trained of it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<SourceRows>,
+}
+
+/// One source of a mixed job in the summary.
+#[derive(Debug, Clone, Serialize)]
+pub struct SourceRows {
+    /// Its name (`sluice.source`, `--source-column`).
+    pub name: String,
+    /// Its URL.
+    pub url: String,
+    /// Its weight.
+    pub weight: f64,
+    /// Rows acknowledged of it in this run.
+    pub rows: u64,
+}
+
+/// The sources of `mix` with the rows trained of each (`rows`, by index).
+pub fn source_rows(mix: Option<&crate::config::MixConfig>, rows: &[u64]) -> Vec<SourceRows> {
+    let Some(mix) = mix else {
+        return Vec::new();
+    };
+    mix.sources
+        .iter()
+        .enumerate()
+        .map(|(i, s)| SourceRows {
+            name: s.name.clone(),
+            url: s.url.clone(),
+            weight: s.weight,
+            rows: rows.get(i).copied().unwrap_or(0),
+        })
+        .collect()
 }
 
 /// Rows a run handed to a trainer a second time, by cause (see the README's

@@ -43,6 +43,9 @@ pub enum TrainError {
     /// An option breaks a rule.
     #[error(transparent)]
     Options(#[from] crate::config::OptionError),
+    /// Several sources cannot be mixed as asked.
+    #[error("{0}")]
+    Mix(#[from] crate::mix::MixError),
     /// The rows to train cannot be chosen by the key asked for (`--split-key`).
     #[error(transparent)]
     Select(#[from] select::SelectError),
@@ -200,7 +203,23 @@ pub async fn run(config: TrainConfig, stop: Option<Stop>) -> Result<Outcome, Tra
         for ignored in &dataset.ignored {
             warn!(path = %ignored.path, reason = %ignored.reason, "file not read");
         }
-        return run_job(config, stop, dataset, Some(position), waiting.elapsed()).await;
+        return run_job(
+            config,
+            stop,
+            dataset,
+            Some(position),
+            waiting.elapsed(),
+            None,
+        )
+        .await;
+    }
+    if let Some(mix) = config.mix.clone() {
+        let open = open_sources(&config, &mix);
+        let (dataset, mixed) = match until_stopped(stop.as_ref(), open).await {
+            Some(opened) => opened?,
+            None => return Err(stopped_waiting(&config)),
+        };
+        return run_mixed(config, stop, dataset, Some(mixed)).await;
     }
     let (dataset, waited) = match config.wait_success {
         Some(timeout) => {
@@ -220,6 +239,27 @@ pub async fn run(config: TrainConfig, stop: Option<Stop>) -> Result<Outcome, Tra
     };
     check_finished(&dataset, config.allow_incomplete)?;
     run_dataset(config, stop, dataset, waited).await
+}
+
+/// Opens every source of `mix`, each checked finished, as one dataset.
+async fn open_sources(
+    config: &TrainConfig,
+    mix: &crate::config::MixConfig,
+) -> Result<(Dataset, crate::mix::Mixed), TrainError> {
+    let mut datasets = Vec::with_capacity(mix.sources.len());
+    for source in &mix.sources {
+        let location = connectors::store::open(&source.url)?;
+        let dataset = Dataset::open(location, config.dataset.clone()).await?;
+        check_finished(&dataset, config.allow_incomplete)?;
+        datasets.push(dataset);
+    }
+    let columns = config.columns.as_deref();
+    Ok(crate::mix::combine(
+        mix,
+        datasets,
+        columns,
+        config.batch_size,
+    )?)
 }
 
 /// Runs `work` until it is done (`Some`) or `stop` is requested first
@@ -272,7 +312,17 @@ pub async fn run_dataset(
     dataset: Dataset,
     waited: Duration,
 ) -> Result<Outcome, TrainError> {
-    run_job(config, stop, dataset, None, waited).await
+    run_job(config, stop, dataset, None, waited, None).await
+}
+
+/// Trains on the sources of a mixed job, opened as one dataset.
+async fn run_mixed(
+    config: TrainConfig,
+    stop: Option<Stop>,
+    dataset: Dataset,
+    mixed: Option<crate::mix::Mixed>,
+) -> Result<Outcome, TrainError> {
+    run_job(config, stop, dataset, None, Duration::ZERO, mixed).await
 }
 
 /// Trains on `dataset`; a followed job (`follow`: where the dataset stands
@@ -284,6 +334,7 @@ async fn run_job(
     dataset: Dataset,
     follow: Option<FollowPosition>,
     waited: Duration,
+    mixed: Option<crate::mix::Mixed>,
 ) -> Result<Outcome, TrainError> {
     let started = Instant::now();
     let dataset = with_cache(&config, dataset)?;
@@ -297,7 +348,15 @@ async fn run_job(
             return nothing_to_train(&config, &dataset, started, waited);
         }
     }
-    let (job, factory, schema) = plan_job(&config, &dataset, follow)?;
+    let (mut job, factory, _) = plan_job(&config, &dataset, follow)?;
+    if let (Some(mixed), Some(mix)) = (&mixed, &config.mix) {
+        let task_rows = crate::mix::plan::task_rows(config.batch_size);
+        crate::mix::apply(&mut job, mixed, mix, task_rows)?;
+    }
+    let schema = job.spec.plan.output_schema();
+    if config.mix.is_some() {
+        factory.validate(&schema)?;
+    }
     let ready = match &config.state {
         Some(dir) => match open_state(&config, &dataset, dir, job, factory, &schema).await? {
             Opened::Ready(ready) => ready,
@@ -534,7 +593,19 @@ fn add_runs(first: pipeline::RunOutcome, then: pipeline::RunOutcome) -> pipeline
         replayed: first.replayed + then.replayed + first.unsaved_at_end,
         cut: first.cut + then.cut,
         unsaved_at_end: then.unsaved_at_end,
+        source_rows: add_counts(first.source_rows, &then.source_rows),
     }
+}
+
+/// `first` and `then` added index by index.
+fn add_counts(mut first: Vec<u64>, then: &[u64]) -> Vec<u64> {
+    if first.len() < then.len() {
+        first.resize(then.len(), 0);
+    }
+    for (sum, n) in first.iter_mut().zip(then) {
+        *sum += n;
+    }
+    first
 }
 
 /// What the pipeline did, and what the summary reads after it.
@@ -769,6 +840,7 @@ fn finish(
             .is_some()
             .then(connectors::row_filter::filter_counts),
         cache: dataset.location.cache().map(|c| c.stats()),
+        sources: super::summary::source_rows(config.mix.as_ref(), &outcome.source_rows),
     };
     if let Some(path) = &config.summary_json {
         let value = serde_json::to_value(&summary).unwrap_or_default();
@@ -793,7 +865,10 @@ fn failed_tasks(
         .map(|f| FailedTask {
             file: splits
                 .get(f.split as usize)
-                .map(|s| dataset.location.display(&s.object_path()))
+                .map(|s| {
+                    let location = dataset.location.of_source(s.source);
+                    location.display(&s.object_path())
+                })
                 .unwrap_or_default(),
             epoch: f.epoch,
             split: f.split,
@@ -839,6 +914,12 @@ fn identity(config: &TrainConfig, dataset: &str) -> Identity {
         )
         .with_select(&config.select)
         .with_dataset(&config.dataset)
+        .with_opt("sources", config.mix.as_ref().map(|m| m.describe()))
+        .with_opt("epoch-rows", config.mix.as_ref().and_then(|m| m.epoch_rows))
+        .with_opt(
+            "source-column",
+            config.mix.as_ref().and_then(|m| m.source_column.clone()),
+        )
 }
 
 /// Checks what the job asks of the dataset's schema without training: its
@@ -933,6 +1014,7 @@ fn nothing_trained(
         trainer: Default::default(),
         filter: None,
         cache: None,
+        sources: Vec::new(),
     };
     if let Some(path) = &config.summary_json {
         let value = serde_json::to_value(&summary).unwrap_or_default();

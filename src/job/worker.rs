@@ -248,6 +248,14 @@ async fn run_once(
         vended_credentials(table, &config.catalog).await;
     }
     let mut location = connectors::store::open(&spec.url)?;
+    if !spec.sources.is_empty() {
+        let all = spec
+            .sources
+            .iter()
+            .map(|url| connectors::store::open(url))
+            .collect::<Result<Vec<_>, _>>()?;
+        location = location.with_sources(all);
+    }
     if let (Some(cache), false) = (&config.cache, location.is_local()) {
         let cache = connectors::cache::Cache::open(&cache.dir, cache.size)
             .map_err(|e| TrainError::Cache(e.to_string()))?;

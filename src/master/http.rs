@@ -357,6 +357,23 @@ async fn splits(
     Json(splits).into_response()
 }
 
+/// The sources of a mixed job with their rows committed.
+fn sources_of(master: &MasterState) -> Vec<crate::protocol::api::SourceStatus> {
+    let names = &master.spec.plan.source_names;
+    if names.is_empty() {
+        return Vec::new();
+    }
+    let rows = master.queue().rows_by_source();
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| crate::protocol::api::SourceStatus {
+            name: name.clone(),
+            rows: rows.get(i).copied().unwrap_or(0),
+        })
+        .collect()
+}
+
 /// The status as JSON (also used by the page and `sluice status`).
 pub fn status_of(master: &MasterState) -> StatusReply {
     let queue = master.queue().status();
@@ -408,6 +425,7 @@ pub fn status_of(master: &MasterState) -> StatusReply {
         failed,
         follow: master.follow_status(wall_millis()),
         cache: master.cache_stats(),
+        sources: sources_of(master),
     }
 }
 

@@ -177,6 +177,18 @@ impl Collector for Figures {
                 f.rows_filtered,
             )?;
         }
+        if !s.sources.is_empty() {
+            let mut family = e.encode_descriptor(
+                "sluice_source_rows",
+                "Rows of each source of a mixed job committed, over all epochs (with --epoch-rows, rows an epoch passed over too).",
+                None,
+                MetricType::Gauge,
+            )?;
+            for source in &s.sources {
+                let labels = [("source", Escaped(&source.name))];
+                ConstGauge::new(count(source.rows)).encode(family.encode_family(&labels)?)?;
+            }
+        }
         if let Some(total) = s.rows_total {
             gauge(
                 &mut e,
@@ -311,6 +323,7 @@ mod tests {
         let text = text(Some(4000), "node \"7\"\\a\nb");
         for line in [
             "sluice_rows_committed_total 1500",
+            r#"sluice_source_rows{source="clicks"} 700"#,
             "sluice_rows_done_total 1000",
             "sluice_job_rows 4000",
             "sluice_workers 1",

@@ -163,6 +163,10 @@ pub(crate) mod tests {
                 fetched_bytes: 200,
                 bytes: 100,
             }),
+            sources: vec![crate::protocol::api::SourceStatus {
+                name: "clicks".into(),
+                rows: 700,
+            }],
         }
     }
 

@@ -59,6 +59,8 @@ pub struct MasterConfig {
     /// The table the URL was resolved from, when the source was a table
     /// name: the job's identity, and what a followed job asks about.
     pub table: Option<crate::config::TableRef>,
+    /// Several sources mixed by weight (`url` is the first of them).
+    pub mix: Option<crate::config::MixConfig>,
 }
 
 /// Errors of the master.
@@ -70,6 +72,9 @@ pub enum MasterError {
     /// An option breaks a rule.
     #[error(transparent)]
     Options(#[from] crate::config::OptionError),
+    /// Several sources cannot be mixed as asked.
+    #[error("{0}")]
+    Mix(#[from] crate::mix::MixError),
     /// The rows to train cannot be chosen by the key asked for (`--split-key`).
     #[error(transparent)]
     Select(#[from] crate::protocol::select::SelectError),
@@ -206,6 +211,9 @@ impl StopSignals {
 /// followed source held nothing until `--idle-exit` or `--follow-until`
 /// ended the wait for it.
 async fn make_job(config: &MasterConfig) -> Result<Option<JobRecord>, MasterError> {
+    if let Some(mix) = &config.mix {
+        return make_mixed_job(config, mix).await.map(Some);
+    }
     let location = connectors::store::open(&config.url)?;
     let (dataset, position) = match &config.follow {
         Some(follow) => {
@@ -250,6 +258,43 @@ async fn make_job(config: &MasterConfig) -> Result<Option<JobRecord>, MasterErro
     Ok(Some(job))
 }
 
+/// Lists every source of `mix` and builds the job of their mix.
+async fn make_mixed_job(
+    config: &MasterConfig,
+    mix: &crate::config::MixConfig,
+) -> Result<JobRecord, MasterError> {
+    let mut datasets = Vec::with_capacity(mix.sources.len());
+    for source in &mix.sources {
+        let location = connectors::store::open(&source.url)?;
+        let dataset = Dataset::open(location, config.dataset.clone()).await?;
+        if dataset.visibly_unfinished() && !config.allow_incomplete {
+            return Err(MasterError::Unfinished {
+                url: dataset.location.url(),
+                markers: dataset.in_flight.join(", "),
+            });
+        }
+        datasets.push(dataset);
+    }
+    let columns = config.columns.as_deref();
+    let (dataset, mixed) = crate::mix::combine(mix, datasets, columns, DECODE_BATCH_ROWS)?;
+    if dataset.known_empty() && !config.allow_empty {
+        return Err(MasterError::Empty {
+            url: dataset.location.url(),
+        });
+    }
+    let plan = ReadPlan::new(&dataset, columns, DECODE_BATCH_ROWS)?;
+    let mut job = JobRecord::build::<MasterError>(
+        &dataset,
+        plan,
+        &config.select,
+        None,
+        config.queue.clone(),
+    )?;
+    let task_rows = crate::mix::plan::MASTER_TASK_ROWS;
+    crate::mix::apply(&mut job, &mixed, mix, task_rows)?;
+    Ok(job)
+}
+
 /// `uri` without the user and password it may carry.
 fn without_userinfo(uri: &str) -> String {
     match reqwest::Url::parse(uri) {
@@ -275,7 +320,13 @@ fn identity(config: &MasterConfig) -> Result<Identity, MasterError> {
         .with_opt("columns", config.columns.as_ref().map(|c| c.join(",")))
         .with_opt("follow", config.follow.map(|_| "true"))
         .with_select(&config.select)
-        .with_dataset(&config.dataset))
+        .with_dataset(&config.dataset)
+        .with_opt("sources", config.mix.as_ref().map(|m| m.describe()))
+        .with_opt("epoch-rows", config.mix.as_ref().and_then(|m| m.epoch_rows))
+        .with_opt(
+            "source-column",
+            config.mix.as_ref().and_then(|m| m.source_column.clone()),
+        ))
 }
 
 /// Runs the master until the job is over and the linger period passed.

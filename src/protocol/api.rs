@@ -227,6 +227,20 @@ pub struct StatusReply {
     /// that reported one, departed ones included.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<connectors::cache::CacheStats>,
+    /// The sources of a job that mixes several, each with its rows
+    /// committed over all epochs (with `--epoch-rows`, the rows an epoch
+    /// passed over count as committed too).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<SourceStatus>,
+}
+
+/// One source of a mixed job in the status.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SourceStatus {
+    /// Its name (`sluice.source`).
+    pub name: String,
+    /// Its rows committed, over all epochs.
+    pub rows: u64,
 }
 
 /// One live worker on the status page.

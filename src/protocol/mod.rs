@@ -7,6 +7,7 @@
 //! only, so that the master and the worker depend on it and not on each other.
 
 pub mod api;
+pub mod epoch_rows;
 pub mod follow;
 pub mod ops;
 pub mod select;

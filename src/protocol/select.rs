@@ -34,12 +34,19 @@ pub struct Selection {
     /// it read; the splits after it are left out of the job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<(u32, u64)>,
+    /// `--epoch-rows` of a job that mixes several sources: the rows each
+    /// epoch takes of each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch_rows: Option<super::epoch_rows::EpochRows>,
 }
 
 impl Selection {
     /// Whether every row is kept.
     pub fn keeps_all(&self) -> bool {
-        self.range.is_none() && self.sample.is_none() && self.limit.is_none()
+        self.range.is_none()
+            && self.sample.is_none()
+            && self.limit.is_none()
+            && self.epoch_rows.is_none()
     }
 
     /// Whether rows are cut by their key.
@@ -151,7 +158,7 @@ pub fn unit(hash: u64) -> f64 {
 }
 
 /// The splitmix64 finaliser (as `trainer::hashing` mixes).
-fn mix(x: u64) -> u64 {
+pub(crate) fn mix(x: u64) -> u64 {
     let mut x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
     x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);

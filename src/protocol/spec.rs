@@ -45,6 +45,10 @@ pub struct JobSpec {
     /// master never hands out its own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub catalog_table: Option<CatalogSource>,
+    /// The URLs of every source of a job that mixes several, by the index
+    /// a split names (`url` is the first); empty for one source.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<String>,
 }
 
 /// A table by name, as workers are told of it: no credential, no path of

@@ -31,7 +31,6 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use super::config::{ConfigError, QueueConfig};
 use super::cut::{Cut, CutPiece};
 use super::error::QueueError;
-use super::order::epoch_order;
 use super::types::{
     AttemptId, EpochView, Expired, FailOutcome, Lease, LeaseReply, Millis, QueueStatus, Task,
     TaskFailure, TaskState, WorkerId, WorkerSecret,
@@ -1155,7 +1154,7 @@ impl Queue {
         let splits = self.tasks.len();
         let mut view = EpochView {
             epoch,
-            order: epoch_order(self.config.seed, epoch, splits),
+            order: self.config.order(epoch, splits),
             ..EpochView::default()
         };
         if epoch < self.epoch || (epoch == self.epoch && self.over) {
@@ -1196,6 +1195,53 @@ impl Queue {
             failures: self.failures.clone(),
             job_over: self.over,
         }
+    }
+
+    /// Rows committed of each source of a job that mixes several (its
+    /// queue interleaves them), by the source's index: every split's rows
+    /// for each epoch finished (less the tasks failed in it), and the
+    /// committed rows of the current epoch's tasks. Empty for one source.
+    /// Computed on demand, over every split.
+    pub fn rows_by_source(&self) -> Vec<u64> {
+        let Some(mix) = &self.config.interleave else {
+            return Vec::new();
+        };
+        let mut rows = vec![0u64; mix.pace.len()];
+        let source = |split: usize| mix.source.get(split).map_or(0, |&s| s as usize);
+        let finished = if self.over {
+            self.epoch + 1
+        } else {
+            self.epoch
+        };
+        for (split, known) in self.split_rows.iter().enumerate() {
+            let n = known.unwrap_or(0);
+            if let Some(sum) = rows.get_mut(source(split)) {
+                *sum = sum.saturating_add(n.saturating_mul(u64::from(finished)));
+            }
+        }
+        for failure in &self.failures {
+            if failure.epoch < finished {
+                let split = failure.split as usize;
+                let n = self.split_rows.get(split).copied().flatten().unwrap_or(0);
+                if let Some(sum) = rows.get_mut(source(split)) {
+                    *sum = sum.saturating_sub(n);
+                }
+            }
+        }
+        if !self.over {
+            for (split, task) in self.tasks.iter().enumerate() {
+                let committed = match &task.state {
+                    TaskState::Done { rows } => *rows,
+                    TaskState::Todo { offset }
+                    | TaskState::Leased { offset, .. }
+                    | TaskState::Failed { offset, .. } => covered(*offset, &task.skip),
+                };
+                if let Some(sum) = rows.get_mut(source(split)) {
+                    *sum = sum.saturating_add(committed);
+                }
+            }
+        }
+        rows
     }
 
     /// Whether any task of the current epoch is to do or leased (what
@@ -1580,7 +1626,7 @@ impl Queue {
         };
         self.tasks.clear();
         self.tasks.resize(splits, fresh);
-        self.todo = epoch_order(self.config.seed, epoch, splits).into();
+        self.todo = self.config.order(epoch, splits).into();
         self.done = 0;
         self.failed = 0;
         if self.cut.touches(epoch) {

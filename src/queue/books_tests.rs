@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use super::*;
-use crate::queue::{Command, Reply};
+use crate::queue::{epoch_order, Command, Reply};
 
 const TIMEOUT: Millis = 1_000;
 
@@ -15,6 +15,7 @@ fn config(epochs: u32, max_attempts: u32) -> QueueConfig {
         seed: 5,
         follow: false,
         affinity_wait_ms: 1_000,
+        interleave: None,
     }
 }
 

@@ -500,6 +500,7 @@ mod journal_tests {
             seed: 5,
             follow: false,
             affinity_wait_ms: 0,
+            interleave: None,
         };
         let mut queue = Queue::new(2, config).expect("queue");
         let fresh = queue.clone();

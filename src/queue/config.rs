@@ -25,6 +25,10 @@ pub struct QueueConfig {
     /// left is held in another live worker's cache waits before it takes
     /// one of them (see [`crate::queue::Queue::lease_holding`]).
     pub affinity_wait_ms: u64,
+    /// A job that mixes several sources: how their tasks interleave in each
+    /// epoch's order (see [`super::order::Interleave`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interleave: Option<super::order::Interleave>,
 }
 
 /// The default of [`QueueConfig::affinity_wait_ms`].
@@ -39,6 +43,7 @@ impl Default for QueueConfig {
             seed: 0,
             follow: false,
             affinity_wait_ms: DEFAULT_AFFINITY_WAIT_MS,
+            interleave: None,
         }
     }
 }
@@ -62,6 +67,17 @@ impl QueueConfig {
             seed,
             follow,
             affinity_wait_ms: DEFAULT_AFFINITY_WAIT_MS,
+            interleave: None,
+        }
+    }
+
+    /// Splits `0..splits` in the order epoch `epoch` leases them: the
+    /// seeded shuffle, its sources interleaved when the job mixes several.
+    pub fn order(&self, epoch: u32, splits: usize) -> Vec<u32> {
+        let order = super::order::epoch_order(self.seed, epoch, splits);
+        match &self.interleave {
+            Some(mix) if mix.source.len() == splits => mix.arrange(order),
+            _ => order,
         }
     }
 

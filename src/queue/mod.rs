@@ -21,7 +21,7 @@ pub use command::{Command, Reply};
 pub use config::{ConfigError, QueueConfig};
 pub use cut::{insert as insert_range, Cut, CutPiece, Ranges};
 pub use error::QueueError;
-pub use order::{epoch_order, window_order};
+pub use order::{epoch_order, window_order, Interleave};
 pub use types::{
     AttemptId, EpochView, Expired, FailOutcome, Lease, LeaseReply, Millis, QueueStatus, Task,
     TaskFailure, TaskState, WorkerId, WorkerSecret,

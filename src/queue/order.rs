@@ -6,6 +6,7 @@
 
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
 
 /// Splits `0..splits` in the order epoch `epoch` of a job seeded with `seed` leases them.
 ///
@@ -23,6 +24,49 @@ pub fn epoch_order(seed: u64, epoch: u32, splits: usize) -> Vec<u32> {
         order.swap(i, j as usize);
     }
     order
+}
+
+/// How the tasks of a job that mixes several sources take turns in an epoch's
+/// order: each source's splits keep their shuffled order among themselves,
+/// and a split's place is where its middle row falls in its source's rows,
+/// over its source's `pace`: `(2 × rows before it + its rows) / pace`. A
+/// source of pace 3 so goes three times as fast as one of pace 1, and
+/// sources of pace equal to their rows each spread over the whole epoch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Interleave {
+    /// Each split's source.
+    pub source: Vec<u32>,
+    /// Each split's rows (as planned).
+    pub rows: Vec<u64>,
+    /// Each source's pace (at least 1).
+    pub pace: Vec<u64>,
+}
+
+impl Interleave {
+    /// `order` (every split once) with the sources' splits interleaved.
+    pub fn arrange(&self, order: Vec<u32>) -> Vec<u32> {
+        let mut before = vec![0u64; self.pace.len()];
+        let mut placed: Vec<(u128, u128, u32)> = order
+            .into_iter()
+            .map(|split| {
+                let source = self.source.get(split as usize).copied().unwrap_or(0) as usize;
+                let rows = self.rows.get(split as usize).copied().unwrap_or(0);
+                let at = before.get(source).copied().unwrap_or(0);
+                if let Some(b) = before.get_mut(source) {
+                    *b = b.saturating_add(rows);
+                }
+                let pace = self.pace.get(source).copied().unwrap_or(1).max(1);
+                (
+                    u128::from(at) * 2 + u128::from(rows),
+                    u128::from(pace),
+                    split,
+                )
+            })
+            .collect();
+        // Stable: splits at the same place keep the shuffled order.
+        placed.sort_by(|a, b| (a.0 * b.1).cmp(&(b.0 * a.1)));
+        placed.into_iter().map(|(_, _, split)| split).collect()
+    }
 }
 
 /// Salt of the stream [`window_order`] draws from, apart from the epochs' orders.
@@ -59,6 +103,20 @@ fn below(rng: &mut ChaCha8Rng, bound: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sources_take_turns_by_pace() {
+        // Source 0: 6 splits of 10 rows at pace 3; source 1: 2 of 10 at pace 2.
+        let mix = Interleave {
+            source: vec![0, 0, 0, 0, 0, 0, 1, 1],
+            rows: vec![10; 8],
+            pace: vec![3, 2],
+        };
+        let order = mix.arrange(epoch_order(7, 0, 8));
+        let sources: Vec<u32> = order.iter().map(|&s| mix.source[s as usize]).collect();
+        assert_eq!(sources, vec![0, 1, 0, 1, 0, 0, 0, 0], "{order:?}");
+        assert!(is_permutation(&order));
+    }
 
     fn is_permutation(order: &[u32]) -> bool {
         let mut sorted = order.to_vec();

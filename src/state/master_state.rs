@@ -94,6 +94,7 @@ impl JobRecord {
                 follow,
                 select,
                 catalog_table: None,
+                sources: Vec::new(),
             },
             queue,
             identity: Identity::default(),
@@ -964,6 +965,8 @@ pub(crate) mod tests {
             rows: Some(1),
             deleted: Vec::new(),
             stamp: Default::default(),
+            source: 0,
+            window: None,
         };
         JobRecord {
             format: STATE_FORMAT,
@@ -978,6 +981,9 @@ pub(crate) mod tests {
                     file_columns: Default::default(),
                     string_view: true,
                     filter: None,
+                    sources: Vec::new(),
+                    source_names: Vec::new(),
+                    source_column: None,
                 },
                 epochs: 2,
                 seed: 1,
@@ -987,6 +993,7 @@ pub(crate) mod tests {
                 follow: None,
                 select: Default::default(),
                 catalog_table: None,
+                sources: Vec::new(),
             },
             queue: QueueConfig {
                 epochs: 2,

@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 use connectors::read_ahead::Turn;
 use connectors::{Location, ReadAhead, ReadPlan, Split};
+
+use crate::trainer::protocol::SOURCE_KEY;
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 use tracing::{debug, warn};
@@ -138,6 +140,9 @@ pub struct RunOutcome {
     /// last `checkpoint ID` line once they ended their streams: they wrote
     /// none after their last batch (see [`PipelineError::NoFinalCheckpoint`]).
     pub unsaved_at_end: u64,
+    /// Rows acknowledged of each source of a job that mixes several, by
+    /// the source's index (empty for one source).
+    pub source_rows: Vec<u64>,
 }
 
 /// Errors that stop a worker.
@@ -1078,7 +1083,7 @@ impl Coordinator {
                 permit = reserve(batch_tx.as_ref()), if !self.outbox.is_empty() => match permit {
                     Ok(permit) => {
                         if let Some(out) = self.outbox.pop_front() {
-                            permit.send(out);
+                            permit.send(self.tagged(out));
                         }
                     }
                     // The device threads are gone; their events say why.
@@ -1087,7 +1092,7 @@ impl Coordinator {
                 permit = reserve(dealt_lane.as_ref()), if dealt_lane.is_some() => match permit {
                     Ok(permit) => {
                         if let Some((_, out)) = self.dealt.pop_front() {
-                            permit.send(out);
+                            permit.send(self.tagged(out));
                         }
                     }
                     // The device threads are gone; their events say why.
@@ -1097,7 +1102,7 @@ impl Coordinator {
                     Ok(permits) => {
                         if let Some(Step { batches, .. }) = self.stepper.as_mut().map(Stepper::next_step).transpose()?.flatten() {
                             for (permit, out) in permits.into_iter().zip(batches) {
-                                permit.send(out);
+                                permit.send(self.tagged(out));
                             }
                         }
                         self.consume_dropped();
@@ -1877,6 +1882,7 @@ impl Coordinator {
                 provenance,
             } => {
                 self.consume(device, &provenance);
+                self.count_sources(&provenance);
                 self.progress.rows += rows as u64;
                 self.progress.batches += 1;
                 self.progress.epoch = epoch;
@@ -1893,6 +1899,57 @@ impl Coordinator {
                 device,
                 source: error,
             }),
+        }
+    }
+
+    /// The source of every row of `provenance`, when the job mixes several
+    /// sources and they all came from one.
+    fn source_of(&self, provenance: &[Piece]) -> Option<u32> {
+        if self.plan.source_names.is_empty() {
+            return None;
+        }
+        let mut sources = provenance.iter().map(|p| {
+            let &(_, split) = self.origins.get(&p.attempt)?;
+            self.splits.get(split as usize).map(|s| s.source)
+        });
+        let first = sources.next()??;
+        sources.all(|s| s == Some(first)).then_some(first)
+    }
+
+    /// `out` with its source's name in its metadata (`sluice.source`) when
+    /// all its rows came from one source of a mixed job.
+    fn tagged(&self, mut out: OutBatch) -> OutBatch {
+        let Some(name) = self
+            .source_of(&out.provenance)
+            .and_then(|s| self.plan.source_names.get(s as usize))
+        else {
+            return out;
+        };
+        let schema = out.data.schema();
+        let mut metadata = schema.metadata().clone();
+        metadata.insert(SOURCE_KEY.to_string(), name.clone());
+        let tagged = Arc::new(schema.as_ref().clone().with_metadata(metadata));
+        if let Ok(data) = out.data.clone().with_schema(tagged) {
+            out.data = data;
+        }
+        out
+    }
+
+    /// Counts the rows of `provenance`, acknowledged, by their source.
+    fn count_sources(&mut self, provenance: &[Piece]) {
+        if self.plan.source_names.is_empty() {
+            return;
+        }
+        let counts = &mut self.outcome.source_rows;
+        counts.resize(self.plan.source_names.len(), 0);
+        for piece in provenance {
+            let Some(&(_, split)) = self.origins.get(&piece.attempt) else {
+                continue;
+            };
+            let source = self.splits.get(split as usize).map_or(0, |s| s.source);
+            if let Some(n) = counts.get_mut(source as usize) {
+                *n += piece.len;
+            }
         }
     }
 

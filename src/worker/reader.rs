@@ -168,9 +168,20 @@ pub fn spawn(
                     queued: &queued,
                     tx: &tx,
                 };
-                let shipped = match key {
-                    Some(column) => sent.selected(start, batch, column, &select).await,
-                    None => sent.rows(start, row, batch).await,
+                let shipped = match (key, &select.epoch_rows) {
+                    (None, None) => sent.rows(start, row, batch).await,
+                    (key, epoch_rows) => {
+                        let mut kept = vec![true; batch.num_rows()];
+                        if let Some(column) = key {
+                            kept_by_key(&mut kept, &batch, column, &select);
+                        }
+                        if let Some(plan) = epoch_rows {
+                            for (i, keep) in kept.iter_mut().enumerate() {
+                                *keep &= plan.keeps(lease.split, lease.epoch, start + i as u64);
+                            }
+                        }
+                        sent.selected(start, batch, &kept).await
+                    }
                 };
                 if shipped.is_err() {
                     return;
@@ -203,29 +214,18 @@ struct Sent<'a> {
 }
 
 impl Sent<'_> {
-    /// Sends the rows of `batch` (from row `start`) that `select` keeps by
-    /// the hash of their `key` column, and reports the others cut.
-    async fn selected(
-        &self,
-        start: u64,
-        batch: RecordBatch,
-        key: usize,
-        select: &Selection,
-    ) -> Result<(), ()> {
-        let Some(hashes) = hashing::hashes(batch.column(key).as_ref()) else {
-            // A key the plan checked: hashable. Ship everything rather than guess.
-            let end = start + batch.num_rows() as u64;
-            return self.rows(start, end, batch).await;
-        };
+    /// Sends the rows of `batch` (from row `start`) marked `kept`, and
+    /// reports the others cut.
+    async fn selected(&self, start: u64, batch: RecordBatch, kept: &[bool]) -> Result<(), ()> {
         let mut run = 0;
-        while run < hashes.len() {
-            let kept = select.keeps(hashes[run]);
+        while run < kept.len() {
+            let keep = kept[run];
             let mut end = run + 1;
-            while end < hashes.len() && select.keeps(hashes[end]) == kept {
+            while end < kept.len() && kept[end] == keep {
                 end += 1;
             }
             let (from, to) = (start + run as u64, start + end as u64);
-            if kept {
+            if keep {
                 self.rows(from, to, batch.slice(run, end - run)).await?;
             } else {
                 for (s, e) in unskipped(from, to, &self.lease.skip) {
@@ -266,6 +266,17 @@ impl Sent<'_> {
             self.tx.send(event).await.map_err(drop)?;
         }
         Ok(())
+    }
+}
+
+/// Clears `kept` for the rows of `batch` that `select` cuts by the hash of
+/// their `key` column (a key it cannot hash keeps every row rather than guess;
+/// the plan checked it is hashable).
+fn kept_by_key(kept: &mut [bool], batch: &RecordBatch, key: usize, select: &Selection) {
+    if let Some(hashes) = hashing::hashes(batch.column(key).as_ref()) {
+        for (keep, hash) in kept.iter_mut().zip(hashes) {
+            *keep &= select.keeps(hash);
+        }
     }
 }
 

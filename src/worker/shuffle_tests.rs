@@ -26,6 +26,8 @@ fn split(rows: u64) -> Split {
         rows: Some(rows),
         deleted: Vec::new(),
         stamp: Default::default(),
+        source: 0,
+        window: None,
     }
 }
 

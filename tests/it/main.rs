@@ -33,6 +33,7 @@ mod reproducible;
 mod select;
 mod shared_memory;
 mod signals;
+mod sources;
 mod spark_launcher;
 mod status_page;
 mod streaming_sink;

@@ -22,6 +22,8 @@ Files in OUT:
 Options:
     --out DIR        where to write (required)
     --column NAME    id column (default: id)
+    --source NAME    a column naming each row's source (--source-column): ids are
+                     then "SOURCE:ID" strings
     --every N        checkpoint after every N acknowledged batches (default 3)
     --sleep S        sleep S seconds per batch before acknowledging it
 """
@@ -59,6 +61,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--column", default="id")
+    ap.add_argument("--source", default=None)
     ap.add_argument("--every", type=int, default=3)
     ap.add_argument("--sleep", type=float, default=0.0)
     args = ap.parse_args()
@@ -109,6 +112,9 @@ def main():
             fail(f"no column {args.column!r} in {reader.schema}")
         for batch in reader:
             ids = batch.column(column).to_pylist()
+            if args.source is not None:
+                names = batch.column(args.source).to_pylist()
+                ids = [f"{s}:{i}" for s, i in zip(names, ids)]
             os.write(seen, (json.dumps(ids) + "\n").encode())
             os.fsync(seen)
             if args.sleep:

@@ -25,6 +25,8 @@ fn split(path: &str, size: u64, tag: &str) -> Split {
             e_tag: Some(tag.into()),
             modified_ns: Some(5),
         },
+        source: 0,
+        window: None,
     }
 }
 

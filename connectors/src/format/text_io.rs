@@ -358,6 +358,8 @@ mod tests {
                 rows: None,
                 deleted: Vec::new(),
                 stamp: Default::default(),
+                source: 0,
+                window: None,
             };
             let loc = loc.clone();
             let part = tokio::task::spawn_blocking(move || {

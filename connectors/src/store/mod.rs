@@ -39,6 +39,9 @@ pub struct Location {
     base: String,
     /// Where reads of its files are kept for later epochs (`--cache`).
     cache: Option<Arc<crate::cache::Cache>>,
+    /// The locations of every source of a job that mixes several, by the
+    /// index a split names (`Split::source`); empty for one source.
+    sources: Arc<Vec<Location>>,
 }
 
 impl Location {
@@ -49,7 +52,20 @@ impl Location {
             root,
             base: base.into(),
             cache: None,
+            sources: Arc::default(),
         }
+    }
+
+    /// This location as the first of several sources, `all` (itself first):
+    /// a split is read from the source it names.
+    pub fn with_sources(mut self, all: Vec<Location>) -> Location {
+        self.sources = Arc::new(all);
+        self
+    }
+
+    /// The location of source `index` (this one when it has no sources).
+    pub fn of_source(&self, index: u32) -> &Location {
+        self.sources.get(index as usize).unwrap_or(self)
     }
 
     /// Whether this is the local filesystem (never cached: it is local).
@@ -119,6 +135,7 @@ impl Location {
             root: self.root.clone(),
             base: self.base.clone(),
             cache: self.cache.clone(),
+            sources: Arc::default(),
         }
     }
 

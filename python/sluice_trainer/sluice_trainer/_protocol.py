@@ -72,6 +72,7 @@ MAX_CHECKPOINT_ID = 128
 EPOCH_KEY = "sluice.epoch"
 STEP_KEY = "sluice.step"
 EPOCH_END_KEY = "sluice.epoch_end"
+SOURCE_KEY = "sluice.source"
 CHECKPOINT_COMPLETE_KEY = "sluice.checkpoint_complete"
 RESUME_KEY = "sluice.resume_checkpoint"
 SHM_KEY = "sluice.shm"

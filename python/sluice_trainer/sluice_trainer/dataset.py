@@ -205,6 +205,9 @@ class Dataset:
     option of `sluice train` is a keyword (`filter="label IS NOT NULL AND
     country = 'US'"` reads only the rows Spark's `df.filter` keeps, `split="train=0.9,valid=0.1",
     split_key="id", take="valid"`, `limit=1000`, `shuffle_buffer=8192`...).
+    `Dataset(sources=[A, B], weights=[3, 1])` mixes several sources by weight
+    (`sluice train A B --weights 3,1`; `epoch_rows=N` sets an epoch's rows, and
+    `source_column="src"` adds each row's source name as a column).
     `cache="/local/dir"` (with `cache_size="20GiB"`) keeps what is read from a
     remote store on local disk, so later epochs read it from there (`--cache`).
     `shuffle="global"` (with `seed=`, and `shuffle_window=ROWS`) gives the same
@@ -244,7 +247,14 @@ class Dataset:
                  seed=None, hash_buckets=None, fill_nulls=None, state=None,
                  master=None, token_file=None, name=None, ack=True, checkpoints=False,
                  shared_memory=True, lockstep=None, binary=None, log=True, cache=None,
-                 cache_size=None, **options):
+                 cache_size=None, sources=None, **options):
+        if sources is not None:
+            if source is not None:
+                raise SluiceError("Dataset takes a source or sources=[...], not both")
+            sources = [str(s) for s in sources]
+            if not sources:
+                raise SluiceError("sources=[] names no source")
+            source = sources[0]
         if (source is None) == (master is None):
             raise SluiceError(
                 "Dataset needs a source (Dataset('s3://bucket/out/')) or a master "
@@ -274,7 +284,7 @@ class Dataset:
             head = ["worker", "--master", master]
             common.update(token_file=token_file, name=name)
         else:
-            head = ["train", str(source)]
+            head = ["train"] + (sources or [str(source)])
             common.update(columns=columns, filter=filter, epochs=epochs, seed=seed,
                           state=state)
         common.update(options)

@@ -68,6 +68,10 @@ pub const EPOCH_END_KEY: &str = "sluice.epoch_end";
 /// and the master recorded it): older ones are never resumed from again, so the
 /// trainer may prune them. Carried on the first batch after it became complete.
 pub const CHECKPOINT_COMPLETE_KEY: &str = "sluice.checkpoint_complete";
+/// The name of the source every row of the batch came from, in a job that
+/// mixes several (`sluice train A B --weights ...`); absent when the batch
+/// holds rows of more than one.
+pub const SOURCE_KEY: &str = "sluice.source";
 /// Schema metadata of an attached trainer's stream: the checkpoint to load.
 pub const RESUME_KEY: &str = "sluice.resume_checkpoint";
 /// A zero-row batch standing for "OFFSET LENGTH" of a whole stream in shared memory.
@@ -97,6 +101,7 @@ pub const NAMES: &[(&str, &str)] = &[
     ("STEP_KEY", STEP_KEY),
     ("EPOCH_END_KEY", EPOCH_END_KEY),
     ("CHECKPOINT_COMPLETE_KEY", CHECKPOINT_COMPLETE_KEY),
+    ("SOURCE_KEY", SOURCE_KEY),
     ("RESUME_KEY", RESUME_KEY),
     ("SHM_KEY", SHM_KEY),
     ("SHM_MESSAGE_KEY", SHM_MESSAGE_KEY),

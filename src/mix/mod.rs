@@ -1,0 +1,156 @@
+//! Several sources mixed by weight in one job (`sluice train A B --weights 3,1`):
+//! each source opened and split as it would be alone, their columns checked to
+//! agree, and one dataset made of all their splits (each naming its source),
+//! whose location reads every split from its own source. How the splits are
+//! cut, passed over and interleaved is [`plan`].
+
+pub mod plan;
+
+use arrow::datatypes::SchemaRef;
+use connectors::{Dataset, ReadPlan};
+
+use crate::config::MixConfig;
+
+pub use plan::apply;
+
+/// Sources whose columns cannot be read as one.
+#[derive(Debug, thiserror::Error)]
+pub enum MixError {
+    /// A column has another type in another source.
+    #[error("several sources: column {} is {} in {} but {} in {}; the sources must agree on each column read (or name the columns to read with --columns)", .0.column, .0.first_type, .0.first, .0.other_type, .0.other)]
+    TypeClash(Box<Clash>),
+    /// A column of one source is not in another.
+    #[error("several sources: column {column} is in {has} but not in {lacks} (whose columns are {columns}); name the columns every source has with --columns")]
+    Missing {
+        /// The column.
+        column: String,
+        /// A source that has it.
+        has: String,
+        /// A source that has not.
+        lacks: String,
+        /// The columns of `lacks`.
+        columns: String,
+    },
+    /// `--epoch-rows` over a source whose rows are not known before reading.
+    #[error("--epoch-rows: the rows of {path} (source {name}) are not known before it is read (text files); --epoch-rows needs row counts (Parquet, ORC, tables)")]
+    UnknownRows {
+        /// The source.
+        name: String,
+        /// A file of it.
+        path: String,
+    },
+    /// A source cannot be planned (a column `--columns` names that it lacks).
+    #[error("{0}")]
+    Plan(#[from] connectors::Error),
+    /// No source at all.
+    #[error("several sources: none given")]
+    NoSource,
+    /// `--epoch-rows` with a row filter, whose kept rows are not known before reading.
+    #[error("--epoch-rows: source {name} is read with --filter, which keeps rows that are not counted before reading; leave out one of them")]
+    Filtered {
+        /// The source.
+        name: String,
+    },
+}
+
+/// A column whose type differs between two sources.
+#[derive(Debug)]
+pub struct Clash {
+    /// The column.
+    pub column: String,
+    /// The first source.
+    pub first: String,
+    /// Its type in the first source.
+    pub first_type: String,
+    /// The source that disagrees.
+    pub other: String,
+    /// Its type there.
+    pub other_type: String,
+}
+
+/// The sources of a mixed job, opened: how each is read.
+#[derive(Debug, Clone)]
+pub struct Mixed {
+    /// Each source's plan, in the order of the sources.
+    pub plans: Vec<ReadPlan>,
+    /// Each source's URL as opened.
+    pub urls: Vec<String>,
+}
+
+/// Makes one dataset of `datasets` (the sources of `mix`, in order) and
+/// checks that the `columns` read (all when `None`) agree across them;
+/// `batch_size` is the plans' decoding batch.
+pub fn combine(
+    mix: &MixConfig,
+    datasets: Vec<Dataset>,
+    columns: Option<&[String]>,
+    batch_size: usize,
+) -> Result<(Dataset, Mixed), MixError> {
+    let mut plans = Vec::with_capacity(datasets.len());
+    for dataset in &datasets {
+        plans.push(ReadPlan::new(dataset, columns, batch_size)?);
+    }
+    let names: Vec<&str> = mix.sources.iter().map(|s| s.name.as_str()).collect();
+    check_columns(&plans, &names)?;
+    // Every source's batches in the first one's column order.
+    let order = plans.first().map(|p| p.columns.clone()).unwrap_or_default();
+    for plan in &mut plans {
+        plan.columns = order.clone();
+    }
+    let urls: Vec<String> = datasets.iter().map(|d| d.location.url()).collect();
+    let mut all = datasets.into_iter().enumerate();
+    let Some((_, mut one)) = all.next() else {
+        return Err(MixError::NoSource);
+    };
+    let mut locations = vec![one.location.clone()];
+    for (index, dataset) in all {
+        let source = u32::try_from(index).unwrap_or(u32::MAX);
+        locations.push(dataset.location.clone());
+        one.splits.extend(dataset.splits.into_iter().map(|mut s| {
+            s.source = source;
+            s
+        }));
+        one.files.extend(dataset.files);
+        one.ignored.extend(dataset.ignored);
+        one.corrupt.extend(dataset.corrupt);
+    }
+    one.location = one.location.clone().with_sources(locations);
+    Ok((one, Mixed { plans, urls }))
+}
+
+/// Checks that every plan reads the columns of the first with the same types.
+fn check_columns(plans: &[ReadPlan], names: &[&str]) -> Result<(), MixError> {
+    let schemas: Vec<SchemaRef> = plans.iter().map(ReadPlan::output_schema).collect();
+    let Some(first) = schemas.first() else {
+        return Ok(());
+    };
+    for (index, other) in schemas.iter().enumerate().skip(1) {
+        for (has, lacks, a, b) in [(0, index, first, other), (index, 0, other, first)] {
+            for field in a.fields() {
+                match b.field_with_name(field.name()) {
+                    Err(_) => {
+                        let columns: Vec<&str> =
+                            b.fields().iter().map(|f| f.name().as_str()).collect();
+                        return Err(MixError::Missing {
+                            column: field.name().clone(),
+                            has: names[has].to_string(),
+                            lacks: names[lacks].to_string(),
+                            columns: columns.join(", "),
+                        });
+                    }
+                    Ok(theirs) if theirs.data_type() != field.data_type() => {
+                        return Err(MixError::TypeClash(Box::new(Clash {
+                            column: field.name().clone(),
+                            first: names[has].to_string(),
+                            first_type: field.data_type().to_string(),
+                            other: names[lacks].to_string(),
+                            other_type: theirs.data_type().to_string(),
+                        })));
+                    }
+                    Ok(_) => {}
+                }
+            }
+        }
+    }
+    Ok(())
+}
