@@ -258,6 +258,7 @@ impl ExitCode for TrainError {
             TrainError::State(e) => decided(e),
             TrainError::Pipeline(e) => decided(e),
             TrainError::Follow(e) => decided(e),
+            TrainError::Mix(e) => decided(e),
             _ => None,
         }
     }
@@ -290,6 +291,7 @@ impl ExitCode for MasterError {
             MasterError::Select(e) => decided(e),
             MasterError::State(e) => decided(e),
             MasterError::Follow(e) => decided(e),
+            MasterError::Mix(e) => decided(e),
             MasterError::Journal(e) => Some(of_error(e)),
             _ => None,
         }

@@ -44,7 +44,7 @@ pub enum TrainError {
     #[error(transparent)]
     Options(#[from] crate::config::OptionError),
     /// Several sources cannot be mixed as asked.
-    #[error("{0}")]
+    #[error(transparent)]
     Mix(#[from] crate::mix::MixError),
     /// The rows to train cannot be chosen by the key asked for (`--split-key`).
     #[error(transparent)]

@@ -40,7 +40,7 @@ pub enum MixError {
         path: String,
     },
     /// A source cannot be planned (a column `--columns` names that it lacks).
-    #[error("{0}")]
+    #[error(transparent)]
     Plan(#[from] connectors::Error),
     /// No source at all.
     #[error("several sources: none given")]
