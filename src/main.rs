@@ -33,9 +33,13 @@ fn main() -> ExitCode {
         eprintln!("sluice: {hint}");
         return ExitCode::from(exit::USAGE);
     }
+    if let Some(hint) = sluice::cli::equals_hint(&args) {
+        eprintln!("sluice: {hint}");
+        return ExitCode::from(exit::USAGE);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => return clap_error(&e, &args),
+        Err(e) => return clap_error(&e),
     };
     if let Err(e) = cli.log.validate() {
         eprintln!("sluice: {e}");
@@ -137,9 +141,8 @@ fn quiet_panics_after_the_end() {
 }
 
 /// A command line clap refused: clap's message (help and version go to
-/// stdout and are no error), or one line with a hint where a flag whose
-/// value must follow `=` was given it after a space (`--wait-success 10m`).
-fn clap_error(e: &clap::Error, args: &[std::ffi::OsString]) -> ExitCode {
+/// stdout and are no error), or a filter's own one line.
+fn clap_error(e: &clap::Error) -> ExitCode {
     if e.kind() == clap::error::ErrorKind::DisplayVersion {
         // The same line after any subcommand (clap would name `sluice-train`).
         println!("{}", sluice::cli::version::line());
@@ -149,20 +152,12 @@ fn clap_error(e: &clap::Error, args: &[std::ffi::OsString]) -> ExitCode {
         let _ = e.print();
         return ExitCode::from(exit::DONE);
     }
-    match sluice::cli::equals_hint(args) {
-        Some(hint) => {
-            let rendered = e.render().to_string();
-            let first = rendered.lines().next().unwrap_or_default();
-            let first = first.strip_prefix("error: ").unwrap_or(first);
-            eprintln!("sluice: {first}; {hint}");
+    match filter_error(e) {
+        // A filter's own message already names the flag and the place.
+        Some(message) => eprintln!("sluice: {message}"),
+        None => {
+            let _ = e.print();
         }
-        None => match filter_error(e) {
-            // A filter's own message already names the flag and the place.
-            Some(message) => eprintln!("sluice: {message}"),
-            None => {
-                let _ = e.print();
-            }
-        },
     }
     ExitCode::from(exit::USAGE)
 }

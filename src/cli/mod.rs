@@ -116,8 +116,10 @@ impl CliCommand {
 
 /// The hint for a command line clap refused where a flag whose value must
 /// follow `=` (`--wait-success=10m`: its value is optional) was given a
-/// value after a space: `--wait-success takes its value after `=`: write
-/// --wait-success=10m`.
+/// value after a space: `--wait-success takes its value after `=`, not '10m'
+/// after a space: write --wait-success=10m`. Asked before clap parses: the
+/// sources of `train` take any number of values, so the `10m` would pass as
+/// one.
 pub fn equals_hint(args: &[std::ffi::OsString]) -> Option<String> {
     let command = <Cli as clap::CommandFactory>::command();
     let flags: Vec<String> = command
@@ -131,7 +133,9 @@ pub fn equals_hint(args: &[std::ffi::OsString]) -> Option<String> {
         let (flag, value) = (pair[0].to_str()?, pair[1].to_str()?);
         let fits = crate::config::value::parse_duration(value).is_ok();
         (fits && flags.iter().any(|f| f == flag))
-            .then(|| format!("{flag} takes its value after `=`: write {flag}={value}"))
+            .then(|| {
+                format!("{flag} takes its value after `=`, not '{value}' after a space: write {flag}={value}")
+            })
     })
 }
 

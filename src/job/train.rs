@@ -169,7 +169,7 @@ fn with_cache(config: &TrainConfig, mut dataset: Dataset) -> Result<Dataset, Tra
     let Some(cache) = &config.cache else {
         return Ok(dataset);
     };
-    if dataset.location.is_local() {
+    if dataset.location.is_all_local() {
         return Ok(dataset);
     }
     let cache = connectors::cache::Cache::open(&cache.dir, cache.size)

@@ -256,9 +256,9 @@ async fn run_once(
             .collect::<Result<Vec<_>, _>>()?;
         location = location.with_sources(all);
     }
-    if let (Some(cache), false) = (&config.cache, location.is_local()) {
+    if let (Some(cache), false) = (&config.cache, location.is_all_local()) {
         let cache = connectors::cache::Cache::open(&cache.dir, cache.size)
-            .map_err(|e| TrainError::Cache(e.to_string()))?;
+            .map_err(|e| TrainError::Cache(Report(&e).to_string()))?;
         let keys: Vec<_> = spec.splits.iter().map(|s| location.cache_key(s)).collect();
         cache.set_job(keys.iter().flatten());
         source.report_cache(cache.clone(), keys);

@@ -133,7 +133,7 @@ fn assert_each(ids: &HashMap<i64, u32>, times: u32, what: &str) {
 fn train(
     endpoint: &str,
     s3: &Cloud,
-    url: &str,
+    urls: &[&str],
     epochs: u32,
     cache: Option<&Path>,
 ) -> (HashMap<i64, u32>, Value) {
@@ -141,9 +141,9 @@ fn train(
     let summary = out.path().join("summary.json");
     let exec = recorder(out.path(), "");
     let epochs = epochs.to_string();
-    let mut args = vec![
-        "train",
-        url,
+    let mut args = vec!["train"];
+    args.extend(urls);
+    args.extend([
         "--epochs",
         &epochs,
         "--exec",
@@ -151,7 +151,7 @@ fn train(
         "--summary-json",
         summary.to_str().expect("utf-8 path"),
         "-q",
-    ];
+    ]);
     if let Some(cache) = cache {
         args.extend(["--cache", cache.to_str().expect("utf-8 path")]);
     }
@@ -173,7 +173,7 @@ fn the_wire_carries_the_data_once_over_three_epochs_with_a_cache_and_three_times
     let planning = proxy.bytes();
 
     let before = proxy.bytes();
-    let (ids, summary) = train(&proxy.endpoint, &s3, &url, 3, None);
+    let (ids, summary) = train(&proxy.endpoint, &s3, &[&url], 3, None);
     assert_each(&ids, 3, "no cache");
     let without = proxy.bytes() - before;
     assert!(summary["cache"].is_null(), "no cache, no cache figures");
@@ -182,7 +182,7 @@ fn the_wire_carries_the_data_once_over_three_epochs_with_a_cache_and_three_times
     let (ids, summary) = train(
         &proxy.endpoint,
         &s3,
-        &url,
+        &[&url],
         3,
         Some(&dir.path().join("cache")),
     );
@@ -257,7 +257,7 @@ fn a_train_killed_while_it_fills_the_cache_never_serves_a_torn_entry() {
     eprintln!("{torn} half-written entries left by the kills in all");
 
     // The run after the kills: every row once, from whatever the cache holds.
-    let (ids, summary) = train(&s3.service.endpoint, &s3, &url, 1, Some(&cache));
+    let (ids, summary) = train(&s3.service.endpoint, &s3, &[&url], 1, Some(&cache));
     assert_each(&ids, 1, "the run after 10 kills");
     assert_eq!(
         temporary_entries(&cache),
@@ -267,7 +267,7 @@ fn a_train_killed_while_it_fills_the_cache_never_serves_a_torn_entry() {
     eprintln!("after the kills: {}", summary["cache"]);
 
     // And a run on the cache it left: every file from a whole entry.
-    let (ids, summary) = train(&s3.service.endpoint, &s3, &url, 1, Some(&cache));
+    let (ids, summary) = train(&s3.service.endpoint, &s3, &[&url], 1, Some(&cache));
     assert_each(&ids, 1, "a run on the cache");
     let fetched = summary["cache"]["fetched_bytes"].as_u64().expect("fetched");
     let hit = summary["cache"]["hit_bytes"].as_u64().expect("hits");
@@ -276,5 +276,56 @@ fn a_train_killed_while_it_fills_the_cache_never_serves_a_torn_entry() {
         hit >= bytes,
         "every file read from the cache ({hit} of {bytes} bytes): {}",
         summary["cache"]
+    );
+}
+
+#[test]
+fn several_sources_from_the_store_are_each_cached() {
+    let s3 = Cloud::start(Kind::S3);
+    let (first, bytes) = uploaded(&s3, "cache-mix-a");
+    let (second, _) = uploaded(&s3, "cache-mix-b");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let proxy = Proxy::start(&s3.service.endpoint, dir.path());
+    run(&mut through(
+        &proxy.endpoint,
+        &s3,
+        &["ls", "--json", &first],
+    ))
+    .success();
+    run(&mut through(
+        &proxy.endpoint,
+        &s3,
+        &["ls", "--json", &second],
+    ))
+    .success();
+    let planning = proxy.bytes();
+    let before = proxy.bytes();
+    let (ids, summary) = train(
+        &proxy.endpoint,
+        &s3,
+        &[&first, &second],
+        2,
+        Some(&dir.path().join("cache")),
+    );
+    // The same Spark output twice: each id once per source and epoch.
+    assert_each(&ids, 4, "two sources, two epochs");
+    let wire = proxy.bytes() - before;
+    let fetched = summary["cache"]["fetched_bytes"].as_u64().expect("fetched");
+    let hit = summary["cache"]["hit_bytes"].as_u64().expect("hits");
+    let ratio = wire.saturating_sub(planning) as f64 / (2 * bytes) as f64;
+    eprintln!("two sources of {bytes} B each, 2 epochs: {wire} B on the wire ({ratio:.2}x past planning), cache fetched {fetched} B, hits {hit} B");
+    assert!(
+        fetched >= 2 * bytes,
+        "both sources' files go into the cache: {}",
+        summary["cache"]
+    );
+    assert!(
+        hit >= 2 * bytes,
+        "the second epoch reads both sources from the cache: {}",
+        summary["cache"]
+    );
+    assert!(
+        ratio <= 1.1,
+        "two epochs of two cached sources carry them about once: {ratio:.2}x"
     );
 }

@@ -73,27 +73,47 @@ impl Location {
         matches!(Scheme::of(&self.base), Ok(Scheme::Local))
     }
 
-    /// This location with the reads of its splits' files kept in `cache`;
-    /// the local filesystem as it is.
+    /// Whether every source read through this location is on the local
+    /// filesystem (this one, or each of its sources): nothing to cache.
+    pub fn is_all_local(&self) -> bool {
+        match self.sources.is_empty() {
+            true => self.is_local(),
+            false => self.sources.iter().all(Location::is_local),
+        }
+    }
+
+    /// This location with the reads of its splits' files kept in `cache`,
+    /// each of its sources' too; the local filesystem as it is.
     pub fn with_cache(mut self, cache: Arc<crate::cache::Cache>) -> Location {
+        if !self.sources.is_empty() {
+            let sources = self
+                .sources
+                .iter()
+                .map(|source| source.clone().with_cache(cache.clone()))
+                .collect();
+            self.sources = Arc::new(sources);
+        }
         if !self.is_local() {
             self.cache = Some(cache);
         }
         self
     }
 
-    /// The cache reads go through, when there is one.
+    /// The cache reads go through, when there is one (of any source).
     pub fn cache(&self) -> Option<&Arc<crate::cache::Cache>> {
-        self.cache.as_ref()
+        self.cache
+            .as_ref()
+            .or_else(|| self.sources.iter().find_map(|s| s.cache.as_ref()))
     }
 
     /// The cache's key of `split`'s file, `None` when it is never cached
     /// (a local file, or one planned without an entity tag or time).
     pub fn cache_key(&self, split: &crate::split::Split) -> Option<crate::cache::FileKey> {
-        if self.is_local() {
+        let at = self.of_source(split.source);
+        if at.is_local() {
             return None;
         }
-        crate::cache::FileKey::of(&self.base, split)
+        crate::cache::FileKey::of(&at.base, split)
     }
 
     /// The user-facing URL of `path` in this store (never carries credentials).
