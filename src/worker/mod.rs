@@ -12,6 +12,7 @@
 pub mod backoff;
 pub mod batcher;
 pub mod checkpoints;
+pub mod coordinator;
 pub mod devices;
 pub mod ledger;
 pub mod pipeline;

@@ -19,6 +19,8 @@ use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 use tracing::{debug, warn};
 
+pub use super::coordinator::{Progress, RunOutcome};
+
 use super::backoff::Backoff;
 use super::batcher::{self, Batcher, OutBatch};
 use super::checkpoints::{CheckpointAction, Checkpoints, Completed};
@@ -98,46 +100,6 @@ pub struct Stop {
     pub signal: tokio::sync::watch::Receiver<bool>,
     /// How long the trainers may take to finish the batches they hold.
     pub grace: Duration,
-}
-
-/// Progress of a run, shared with whoever draws it.
-#[derive(Debug, Default, Clone)]
-pub struct Progress {
-    /// Rows acknowledged by trainers.
-    pub rows: u64,
-    /// Batches acknowledged.
-    pub batches: u64,
-    /// Epoch of the last acknowledged batch.
-    pub epoch: u32,
-    /// Rows acknowledged by trainers, by epoch (indexed by epoch).
-    pub epoch_rows: Vec<u64>,
-}
-
-/// How a run ended.
-#[derive(Debug, Default)]
-pub struct RunOutcome {
-    /// Rows acknowledged by trainers (all epochs).
-    pub rows: u64,
-    /// Batches acknowledged.
-    pub batches: u64,
-    /// Task attempts that failed while reading, with reasons.
-    pub read_failures: u64,
-    /// The run was stopped early (see [`Stop`]); its leases were handed back.
-    pub stopped: bool,
-    /// Rows dropped by `--drop-last` (committed as consumed, trained by no one).
-    pub dropped: u64,
-    /// The trainers declared that they keep checkpoints.
-    pub checkpointed: bool,
-    /// Rows served again to the devices whose trainer died and restarted
-    /// from its last checkpoint (what it acknowledged after it).
-    pub replayed: u64,
-    /// Rows read and left out by `--split` or `--sample` (committed as
-    /// consumed, shipped to no one).
-    pub cut: u64,
-    /// Rows the trainers, which keep checkpoints, acknowledged after their
-    /// last `checkpoint ID` line once they ended their streams: they wrote
-    /// none after their last batch (see [`PipelineError::NoFinalCheckpoint`]).
-    pub unsaved_at_end: u64,
 }
 
 /// Errors that stop a worker.
