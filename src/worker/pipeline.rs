@@ -23,17 +23,17 @@ pub use super::coordinator::{Progress, RunOutcome};
 
 use super::backoff::Backoff;
 use super::batcher::{self, Batcher, OutBatch};
-use super::checkpoints::{CheckpointAction, Checkpoints, Completed};
+use super::checkpoints::Completed;
+use super::coordinator::{Action, Coordinator, Event, Report, Settings};
 use super::devices::{Brakes, DeviceEvent, Devices, Queues};
-use super::ledger::{Action, Ledger};
+use super::ledger;
 use super::reader::{self, ReadEvent};
 use super::shuffle::GlobalShuffle;
 use super::stepper::{Step, Stepper};
 use super::{LeaseClock, Piece};
 use crate::protocol::TaskSource;
 use crate::protocol::{Halt, SourceError};
-use crate::queue::{AttemptId, CutPiece, Lease, LeaseReply, WorkerId};
-use crate::trainer::MarkKind;
+use crate::queue::{AttemptId, Lease, LeaseReply, WorkerId};
 use crate::trainer::{TrainerError, TrainerFactory};
 
 /// How often leases are renewed.
@@ -278,33 +278,36 @@ pub async fn run(
         ending.clone(),
     ));
     let (read_tx, mut read_rx) = mpsc::channel::<ReadEvent>(config.prefetch.max(1) * 2);
-    let mut state = Coordinator {
+    let books = Coordinator::new(Settings {
+        devices: devices_n,
+        splits: splits.len(),
+        keeps_unsaved: source.keeps_unsaved(),
+        global: config.shuffle_window.is_some(),
+        replay_to_device: dealt,
+    });
+    let mut state = Shell {
+        books,
         read_tx: read_tx.clone(),
         ahead: ReadAhead::new(config.read_ahead),
-        tail: false,
+        to_offer: Vec::new(),
+        unsynced: false,
         worker,
         source,
         location,
         splits,
         plan: plan.clone(),
         config: config.clone(),
-        ledger: Ledger::default(),
         batcher: Batcher::new(
             plan.output_schema(),
             config.batch_size,
             config.shuffle_buffer,
             config.seed,
         ),
-        readers: HashMap::new(),
-        starting: HashSet::new(),
+        handles: HashMap::new(),
         // With several devices the batch each gets depends on their speed
         // anyway; the global shuffle orders its windows itself.
         in_order: (config.only_worker && devices_n == 1 && config.shuffle_window.is_none())
             .then(InOrder::default),
-        checkpoints: Checkpoints::new(devices_n),
-        origins: HashMap::new(),
-        replaying: HashMap::new(),
-        next_replay: u64::MAX,
         stepper: config.lockstep.then(|| {
             Stepper::new(
                 plan.output_schema(),
@@ -318,8 +321,6 @@ pub async fn run(
             .shuffle_window
             .map(|rows| GlobalShuffle::new(config.seed, rows, config.batch_size, devices_n)),
         dealt: VecDeque::new(),
-        context: HashMap::new(),
-        replay_device: HashMap::new(),
         lanes,
         draining: None,
         devices_done: false,
@@ -328,7 +329,6 @@ pub async fn run(
         outbox_max: devices_n * if config.lockstep { 3 } else { 2 },
         reports: report_tx,
         clock: clock.clone(),
-        suspended: HashSet::new(),
         next_lease: Instant::now(),
         backoff: if config.follow {
             Backoff::between(
@@ -339,9 +339,6 @@ pub async fn run(
         } else {
             Backoff::new(backoff_seed(worker))
         },
-        over: false,
-        progress: Progress::default(),
-        outcome: RunOutcome::default(),
         held: Arc::new(tokio::sync::Mutex::new(Vec::new())),
         ending: ending.clone(),
     };
@@ -355,17 +352,11 @@ pub async fn run(
         beat_tx,
     );
     let result = state
-        .drive(
-            &read_tx,
-            &mut read_rx,
-            &mut event_rx,
-            &mut beat_rx,
-            &on_progress,
-        )
+        .drive(&mut read_rx, &mut event_rx, &mut beat_rx, &on_progress)
         .await;
     drop(beats);
     let mut result = match result {
-        Err(e) if e.is_gone() && state.rolls_back() => Err(PipelineError::RolledBack(
+        Err(e) if e.is_gone() && state.books.rolls_back() => Err(PipelineError::RolledBack(
             "the master counted this worker gone (silent past the lease timeout)".to_string(),
         )),
         result => result,
@@ -392,7 +383,7 @@ pub async fn run(
         let joined = tokio::task::spawn_blocking(move || devices.join());
         while event_rx.recv().await.is_some() {}
         Some(joined)
-    } else if state.outcome.stopped || stop_requested {
+    } else if state.books.stopped() || stop_requested {
         // Stopped, leases handed back (or a stop was asked for and the run
         // failed meanwhile): trainers still busy past the grace period end
         // with the process (their process groups are killed).
@@ -400,7 +391,7 @@ pub async fn run(
     } else {
         // The trainers end their streams: their last acknowledgements and
         // checkpoints (a trainer's final one) still count.
-        state.tail = true;
+        state.books.handle(Event::Tail);
         let joined = tokio::task::spawn_blocking(move || devices.join());
         while let Some(event) = event_rx.recv().await {
             let handled = match event {
@@ -416,16 +407,9 @@ pub async fn run(
         }
         Some(joined)
     };
-    if result.is_ok() && state.checkpoints.declared() && !state.outcome.stopped {
-        // What to do about it (serve the rows once more, or fail) is the
-        // job's: a worker joins again, `sluice train` rewinds its queue.
-        state.outcome.unsaved_at_end = state.checkpoints.after_last_lines();
-    }
-    state.outcome.checkpointed = state.checkpoints.declared();
     // Every report made so far reaches the master before the worker goes on.
-    let Coordinator {
-        reports, outcome, ..
-    } = state;
+    let Shell { reports, books, .. } = state;
+    let outcome = books.into_outcome(result.is_ok());
     drop(reports);
     let _ = committer.await;
     if let Some(joined) = joined {
@@ -480,37 +464,6 @@ async fn stopped(signal: &mut Option<tokio::sync::watch::Receiver<bool>>) {
     }
 }
 
-/// What the coordinator asks the committer to tell the master.
-#[derive(Debug)]
-enum Report {
-    /// The job's trainers keep checkpoints.
-    Declare,
-    /// The rows acknowledged that are in no complete checkpoint.
-    Unsaved(Vec<CutPiece>),
-    /// A complete checkpoint and the rows it adds.
-    Checkpoint {
-        /// Its ID.
-        id: String,
-        /// The rows.
-        pieces: Vec<CutPiece>,
-    },
-    /// What the ledger decided.
-    Ledger(Action),
-    /// Hand a lease back unfinished, without counting it as a failed
-    /// attempt: the worker is stopping.
-    HandBack {
-        /// The attempt.
-        attempt: AttemptId,
-    },
-    /// Hand a lease back as failed: this worker will not go on with it.
-    GiveUp {
-        /// The attempt.
-        attempt: AttemptId,
-        /// Why, for the master's log and summary.
-        reason: String,
-    },
-}
-
 /// Reports of one attempt, merged: the highest commit (offset, and the
 /// acknowledged ranges past it), then how it ended.
 #[derive(Debug, Default)]
@@ -530,11 +483,13 @@ enum End {
 impl Merged {
     fn add(&mut self, report: Report) {
         match report {
-            Report::Ledger(Action::Commit { offset, ranges, .. }) => {
+            Report::Ledger(ledger::Action::Commit { offset, ranges, .. }) => {
                 self.commit_rows(offset, ranges);
             }
-            Report::Ledger(Action::Finish { rows, .. }) => self.end = Some(End::Finish(rows)),
-            Report::Ledger(Action::Fail {
+            Report::Ledger(ledger::Action::Finish { rows, .. }) => {
+                self.end = Some(End::Finish(rows))
+            }
+            Report::Ledger(ledger::Action::Fail {
                 offset,
                 reason,
                 for_good,
@@ -572,9 +527,9 @@ fn attempt_of(report: &Report) -> AttemptId {
     match report {
         Report::Declare | Report::Checkpoint { .. } | Report::Unsaved(_) => AttemptId(0),
         Report::Ledger(
-            Action::Commit { attempt, .. }
-            | Action::Finish { attempt, .. }
-            | Action::Fail { attempt, .. },
+            ledger::Action::Commit { attempt, .. }
+            | ledger::Action::Finish { attempt, .. }
+            | ledger::Action::Fail { attempt, .. },
         )
         | Report::GiveUp { attempt, .. }
         | Report::HandBack { attempt } => *attempt,
@@ -697,36 +652,32 @@ async fn send_merged(
     }
 }
 
-/// The state of the loop that joins the stages.
-struct Coordinator {
+/// The async shell around the [`Coordinator`]: it feeds it what happens
+/// (replies of the master, readers' rows, devices' acknowledgements) and
+/// performs what it asks, and holds the rows themselves on their way to the
+/// devices.
+struct Shell {
+    /// The rules of this worker's leases and rows.
+    books: Coordinator,
     source: Arc<dyn TaskSource>,
     worker: WorkerId,
     location: Location,
     splits: Arc<Vec<Split>>,
     plan: Arc<ReadPlan>,
     config: PipelineConfig,
-    ledger: Ledger,
     batcher: Batcher,
-    /// Attempts being read, and how to stop their readers.
-    readers: HashMap<AttemptId, AbortHandle>,
-    /// Readers that have not delivered rows yet.
-    starting: HashSet<AttemptId>,
+    /// How to stop each running read (leased, replayed, context).
+    handles: HashMap<AttemptId, AbortHandle>,
     /// With one device: reads taken in lease order (see [`InOrder`]).
     in_order: Option<InOrder>,
-    /// To the coordinator, from readers.
+    /// To the shell, from readers.
     read_tx: mpsc::Sender<ReadEvent>,
-    /// The bytes all readers may hold ahead of the coordinator.
+    /// The bytes all readers may hold ahead of the shell.
     ahead: ReadAhead,
-    /// The loop is over: only device events are still handled.
-    tail: bool,
-    /// What the trainers' checkpoints hold.
-    checkpoints: Checkpoints,
-    /// The epoch and split of every attempt read here (leases and replays).
-    origins: HashMap<AttemptId, (u32, u32)>,
-    /// Rows read again for a trainer that restarted from its checkpoint, by
-    /// the made-up attempt that names them (counting down from `u64::MAX`).
-    replaying: HashMap<AttemptId, AbortHandle>,
-    next_replay: u64,
+    /// `--shuffle global`: leases to place in a window (see `offer_global`).
+    to_offer: Vec<Lease>,
+    /// The attempts held changed since the heartbeats were told.
+    unsynced: bool,
     /// To the device threads; dropped to end them.
     batch_tx: Option<mpsc::Sender<OutBatch>>,
     /// `--shuffle global`: windows read, permuted and cut into batches.
@@ -734,11 +685,6 @@ struct Coordinator {
     /// `--shuffle global` without lockstep: batches for the devices, each
     /// with its device, sent in order as its device's queue has room.
     dealt: VecDeque<(usize, OutBatch)>,
-    /// `--shuffle global`: reads outside any lease of tasks done before this
-    /// run (their rows keep a window's permutation whole), by made-up attempt.
-    context: HashMap<AttemptId, AbortHandle>,
-    /// `--shuffle global`: the device a replayed read's rows go back to.
-    replay_device: HashMap<AttemptId, usize>,
     /// Under lockstep: steps in the making, sent whole to `lanes`.
     stepper: Option<Stepper>,
     /// Under lockstep: one queue per device, in device order (else empty);
@@ -755,16 +701,10 @@ struct Coordinator {
     /// To the committer.
     reports: mpsc::UnboundedSender<Report>,
     clock: LeaseClock,
-    /// Leases in doubt, already logged (see `drop_lapsed`).
-    suspended: HashSet<AttemptId>,
     /// No lease request before this (after a reply with nothing to do).
     next_lease: Instant,
     /// How long to wait after each reply with nothing to do.
     backoff: Backoff,
-    /// The master said the job is over.
-    over: bool,
-    progress: Progress,
-    outcome: RunOutcome,
     /// The attempts this worker holds, as its heartbeats report them. A lease
     /// and the update of this list happen under its lock, so a heartbeat
     /// never reports a list that misses a lease already granted.
@@ -936,10 +876,9 @@ impl Drop for Heartbeats {
 /// Device events handled in one go before the loop looks at anything else.
 const EVENTS_PER_ROUND: usize = 4096;
 
-impl Coordinator {
+impl Shell {
     async fn drive(
         &mut self,
-        read_tx: &mpsc::Sender<ReadEvent>,
         read_rx: &mut mpsc::Receiver<ReadEvent>,
         events: &mut mpsc::UnboundedReceiver<DeviceEvent>,
         beats: &mut mpsc::UnboundedReceiver<Beat>,
@@ -958,33 +897,29 @@ impl Coordinator {
                 self.dealt.clear();
                 return Err(PipelineError::Halted(why.to_string()));
             }
-            self.drop_lapsed().await;
+            self.drop_lapsed()?;
             if let Some(deadline) = self.draining {
                 if self.devices_done || Instant::now() >= deadline {
-                    self.hand_back_all().await;
-                    return Ok(());
+                    return self.hand_back_all().await;
                 }
-            } else if !self.over && Instant::now() >= self.next_lease && self.hungry(read_rx) {
-                self.top_up(read_tx).await?;
+            } else if !self.books.is_over()
+                && Instant::now() >= self.next_lease
+                && self.hungry(read_rx)
+            {
+                self.top_up().await?;
             }
-            self.consume_dropped();
+            self.consume_dropped()?;
             self.pump_global()?;
-            if self.over
-                && self.readers.is_empty()
-                && self.context.is_empty()
+            if self.books.is_done()
                 && self.dealt.is_empty()
                 && self.global.as_ref().is_none_or(GlobalShuffle::is_empty)
-                && self.replaying.is_empty()
-                && self.ledger.is_empty()
                 && self.outbox.is_empty()
                 && self.stepper.as_ref().is_none_or(Stepper::is_empty)
             {
                 return Ok(());
             }
             let open_step = self.stepper.as_ref().is_some_and(Stepper::open);
-            if self.readers.is_empty()
-                && self.replaying.is_empty()
-                && self.context.is_empty()
+            if self.books.reads_none()
                 && self.global.as_ref().is_none_or(|g| !g.holds_rows())
                 && (self.batcher.buffered() > 0 || open_step)
                 && !flushed
@@ -996,7 +931,7 @@ impl Coordinator {
                 if let Some(stepper) = &mut self.stepper {
                     stepper.end_epoch();
                 }
-                self.consume_dropped();
+                self.consume_dropped()?;
                 flushed = true;
             }
             let batch_tx = self.batch_tx.clone();
@@ -1015,18 +950,14 @@ impl Coordinator {
                             let Ok(event) = events.try_recv() else { break };
                             self.on_device(event)?;
                         }
-                        on_progress(&self.progress);
+                        on_progress(self.books.progress());
                     }
                     None => self.devices_done = true,
                 },
                 Some(beat) = beats.recv() => {
-                    let lost = beat?;
-                    if self.rolls_back() {
-                        warn!(attempt = %lost, "lease lost while trainers may hold its rows; rolling them back to their last complete checkpoint");
-                        return Err(PipelineError::RolledBack(format!("lease {lost} was lost")));
-                    }
-                    warn!(attempt = %lost, "lease lost; its rows will be served again elsewhere");
-                    self.lose(lost).await?;
+                    let attempt = beat?;
+                    self.act(Event::Lost { attempt })?;
+                    self.sync_if_changed().await;
                 }
                 permit = reserve(batch_tx.as_ref()), if !self.outbox.is_empty() => match permit {
                     Ok(permit) => {
@@ -1053,7 +984,7 @@ impl Coordinator {
                                 permit.send(out);
                             }
                         }
-                        self.consume_dropped();
+                        self.consume_dropped()?;
                     }
                     // The device threads are gone; their events say why.
                     Err(_) => {
@@ -1062,7 +993,7 @@ impl Coordinator {
                         }
                     }
                 },
-                _ = stopped(&mut stop), if self.draining.is_none() => self.begin_drain(),
+                _ = stopped(&mut stop), if self.draining.is_none() => self.begin_drain()?,
                 Some(event) = read_rx.recv(), if self.draining.is_none() && !self.backed_up() => {
                     flushed = false;
                     self.on_read(event)?;
@@ -1084,9 +1015,9 @@ impl Coordinator {
         if let Some(global) = &self.global {
             return global.wants_lease();
         }
-        self.readers.is_empty()
-            || (self.starting.is_empty()
-                && self.readers.len() < self.config.prefetch.max(1)
+        self.books.leased_reads() == 0
+            || (self.books.none_starting()
+                && self.books.leased_reads() < self.config.prefetch.max(1)
                 && self.ahead.waiting() == 0
                 && read_rx.is_empty()
                 && !self.backed_up()
@@ -1119,25 +1050,26 @@ impl Coordinator {
 
     /// Rows `--drop-last` dropped: consumed (committed, and part of the next
     /// checkpoint of device 0) without reaching a trainer.
-    fn consume_dropped(&mut self) {
+    fn consume_dropped(&mut self) -> Result<(), PipelineError> {
         let Some(dropped) = self.stepper.as_mut().map(Stepper::take_dropped) else {
-            return;
+            return Ok(());
         };
         for out in dropped {
-            let rows = out.data.num_rows() as u64;
-            self.outcome.dropped += rows;
             debug!(
-                rows,
+                rows = out.data.num_rows(),
                 epoch = out.epoch,
                 "rows of the epoch's partial step dropped (--drop-last)"
             );
-            self.consume(0, &out.provenance);
+            self.act(Event::Dropped {
+                provenance: out.provenance,
+            })?;
         }
+        Ok(())
     }
 
     /// Stops early (see [`Stop`]): no more leases or reads; rows that no
     /// trainer holds are dropped; the device threads finish what they hold.
-    fn begin_drain(&mut self) {
+    fn begin_drain(&mut self) -> Result<(), PipelineError> {
         let grace = self
             .config
             .stop
@@ -1148,7 +1080,11 @@ impl Coordinator {
             "stopping: the trainers finish the batches they hold, the rest is handed back"
         );
         self.draining = Some(Instant::now() + grace);
-        self.outcome.stopped = true;
+        self.act(Event::Stop)
+    }
+
+    /// Drops every row no trainer holds, and ends the device queues.
+    fn drain(&mut self) {
         self.stop_readers();
         self.outbox.clear();
         self.dealt.clear();
@@ -1158,7 +1094,7 @@ impl Coordinator {
         if let Some(stepper) = &mut self.stepper {
             stepper.clear();
         }
-        for attempt in self.ledger.attempts() {
+        for attempt in self.books.attempts() {
             self.batcher.drop_attempt(attempt);
         }
         // Batches still queued for the devices are dropped by them, unfed
@@ -1170,72 +1106,22 @@ impl Coordinator {
 
     /// Hands every attempt still held back to the master, after committing
     /// what was acknowledged.
-    async fn hand_back_all(&mut self) {
-        for attempt in self.ledger.attempts() {
-            self.ledger.drop_attempt(attempt);
-            self.clock.forget(attempt);
-            self.report(Report::HandBack { attempt });
-        }
-        self.sync_held().await;
+    async fn hand_back_all(&mut self) -> Result<(), PipelineError> {
+        self.act(Event::DrainOver)?;
+        self.sync_if_changed().await;
+        Ok(())
     }
 
-    /// A trainer's checkpoint line, or its restart from a checkpoint.
-    fn on_mark(&mut self, device: usize, kind: MarkKind) {
-        let action = match kind {
-            MarkKind::Declared => self.checkpoints.on_declared(),
-            MarkKind::Checkpoint(id) => self.checkpoints.on_checkpoint(device, id),
-            MarkKind::Restarted => {
-                let again = self.checkpoints.on_restarted(device);
-                if !again.is_empty() {
-                    let rows: u64 = again.iter().map(|p| p.end - p.start).sum();
-                    self.outcome.replayed += rows;
-                    warn!(device, rows, "trainer restarted from its last checkpoint; the rows it acknowledged after it are served again");
-                }
-                if self.tail && !again.is_empty() {
-                    warn!(device, "trainer restarted after the last batch: the rows it acknowledged after its checkpoint are not in its model");
-                }
-                for piece in again {
-                    self.replay(piece, device);
-                }
-                None
-            }
-        };
-        match action {
-            Some(CheckpointAction::Declare) => self.report(Report::Declare),
-            Some(CheckpointAction::Complete { id, pieces }) => {
-                debug!(%id, pieces = pieces.len(), "checkpoint complete");
-                self.report(Report::Checkpoint { id, pieces });
-                if self.source.keeps_unsaved() {
-                    self.report(Report::Unsaved(self.checkpoints.unsaved()));
-                }
-            }
-            None => {}
-        }
-    }
-
-    /// Reads rows of `piece` again (for a trainer that restarted from its
-    /// checkpoint), outside any lease: the rows were committed already.
-    fn replay(&mut self, piece: CutPiece, device: usize) {
-        let Some(split) = self.splits.get(piece.split as usize).cloned() else {
+    /// Reads rows of `lease` again (for the trainer of `device`, which
+    /// restarted from its checkpoint), outside any lease: the rows were
+    /// committed already.
+    fn replay(&mut self, lease: Lease) {
+        let Some(split) = self.splits.get(lease.split as usize).cloned() else {
             return;
         };
-        let attempt = AttemptId(self.next_replay);
-        self.next_replay -= 1;
-        self.origins.insert(attempt, (piece.epoch, piece.split));
-        let lease = Lease {
-            attempt,
-            epoch: piece.epoch,
-            split: piece.split,
-            offset: piece.start,
-            deadline: 0,
-            skip: vec![(piece.end, u64::MAX)],
-            repaired: false,
-        };
+        let attempt = lease.attempt;
         let handle = self.spawn_reader(split, lease, self.read_tx.clone());
-        self.replaying.insert(attempt, handle);
-        if self.global.is_some() && self.stepper.is_none() {
-            self.replay_device.insert(attempt, device);
-        }
+        self.handles.insert(attempt, handle);
     }
 
     /// Starts reading `split` from where `lease` says, sending to `tx`.
@@ -1263,80 +1149,112 @@ impl Coordinator {
     }
 
     /// Leases tasks until `prefetch` are being read.
-    async fn top_up(&mut self, read_tx: &mpsc::Sender<ReadEvent>) -> Result<(), PipelineError> {
+    async fn top_up(&mut self) -> Result<(), PipelineError> {
         let held = self.held.clone();
         let mut held = held.lock().await;
-        let result = self.lease_more(read_tx).await;
-        *held = self.ledger.attempts();
+        let result = self.lease_more().await;
+        *held = self.books.attempts();
+        self.unsynced = false;
         result
     }
 
     /// Publishes the attempts held to the heartbeat task.
     async fn sync_held(&mut self) {
-        *self.held.lock().await = self.ledger.attempts();
+        *self.held.lock().await = self.books.attempts();
+        self.unsynced = false;
     }
 
-    async fn lease_more(&mut self, read_tx: &mpsc::Sender<ReadEvent>) -> Result<(), PipelineError> {
+    /// Publishes the attempts held, if they changed.
+    async fn sync_if_changed(&mut self) {
+        if self.unsynced {
+            self.sync_held().await;
+        }
+    }
+
+    async fn lease_more(&mut self) -> Result<(), PipelineError> {
         let prefetch = self.config.prefetch.max(1);
         // One task at a time: the next only once this one delivers rows and
         // the pipeline still waits for more (see `hungry`).
-        if self.global.is_some() || self.readers.len() < prefetch {
-            let want = 1;
-            let sent = Instant::now();
-            match self.source.lease(self.worker, want).await? {
-                LeaseReply::Tasks(leases) if !leases.is_empty() => {
-                    self.backoff.reset();
-                    for lease in leases {
-                        self.clock.granted(lease.attempt, sent);
-                        if lease.split as usize >= self.splits.len() && !self.learn_splits().await {
-                            // Leased again, once the master answers.
-                            self.clock.forget(lease.attempt);
-                            self.report(Report::HandBack {
-                                attempt: lease.attempt,
-                            });
-                            continue;
-                        }
-                        let Some(split) = self.splits.get(lease.split as usize).cloned() else {
-                            let reason = format!("split {} is not in this job", lease.split);
-                            self.clock.forget(lease.attempt);
-                            self.report(Report::GiveUp {
-                                attempt: lease.attempt,
-                                reason,
-                            });
-                            continue;
-                        };
-                        debug!(attempt = %lease.attempt, split = lease.split, epoch = lease.epoch, offset = lease.offset, "leased");
-                        self.ledger.start(lease.clone());
-                        let attempt = lease.attempt;
-                        self.origins.insert(attempt, (lease.epoch, lease.split));
-                        if self.global.is_some() {
-                            // Read once its window is (see `pump_global`).
-                            self.offer_global(lease).await?;
-                            continue;
-                        }
-                        let handle = match &mut self.in_order {
-                            Some(order) => {
-                                let ahead = self.ahead.with_turn(order.queue(attempt));
-                                self.spawn_reader_within(split, lease, read_tx.clone(), ahead)
-                            }
-                            None => self.spawn_reader(split, lease, read_tx.clone()),
-                        };
-                        self.readers.insert(attempt, handle);
-                        self.starting.insert(attempt);
-                        self.take_in_order()?;
+        if self.global.is_none() && self.books.leased_reads() >= prefetch {
+            return Ok(());
+        }
+        let sent = Instant::now();
+        match self.source.lease(self.worker, 1).await? {
+            LeaseReply::Tasks(leases) if !leases.is_empty() => {
+                self.backoff.reset();
+                for lease in leases {
+                    self.clock.granted(lease.attempt, sent);
+                    let reachable =
+                        (lease.split as usize) < self.books.splits() || self.learn_splits().await;
+                    self.act(Event::Granted { lease, reachable })?;
+                    for lease in std::mem::take(&mut self.to_offer) {
+                        // Read once its window is (see `pump_global`).
+                        self.offer_global(lease).await?;
                     }
                 }
-                LeaseReply::Tasks(_) | LeaseReply::Wait => {
-                    self.next_lease = Instant::now() + self.backoff.next_wait();
-                    self.global_waits().await?;
-                    return Ok(());
-                }
-                LeaseReply::JobOver => {
-                    self.over = true;
-                    self.global_waits().await?;
-                    return Ok(());
-                }
             }
+            LeaseReply::Tasks(_) | LeaseReply::Wait => {
+                self.next_lease = Instant::now() + self.backoff.next_wait();
+                self.global_waits().await?;
+            }
+            LeaseReply::JobOver => {
+                self.act(Event::NothingToLease { over: true })?;
+                self.global_waits().await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts reading a lease, or under `--shuffle global` places it in a
+    /// window (see `offer_global`).
+    fn start_read(&mut self, lease: Lease) -> Result<(), PipelineError> {
+        if self.global.is_some() {
+            self.to_offer.push(lease);
+            return Ok(());
+        }
+        let Some(split) = self.splits.get(lease.split as usize).cloned() else {
+            return Ok(());
+        };
+        let attempt = lease.attempt;
+        let handle = match &mut self.in_order {
+            Some(order) => {
+                let ahead = self.ahead.with_turn(order.queue(attempt));
+                self.spawn_reader_within(split, lease, self.read_tx.clone(), ahead)
+            }
+            None => self.spawn_reader(split, lease, self.read_tx.clone()),
+        };
+        self.handles.insert(attempt, handle);
+        self.take_in_order()
+    }
+
+    /// Tells the coordinator `event` and does what it asks.
+    fn act(&mut self, event: Event) -> Result<(), PipelineError> {
+        let actions = self.books.handle(event);
+        self.perform_all(actions)
+    }
+
+    fn perform_all(&mut self, actions: Vec<Action>) -> Result<(), PipelineError> {
+        actions
+            .into_iter()
+            .try_for_each(|action| self.perform(action))
+    }
+
+    /// Does what the coordinator asks. `Feed` and `ReplayFailed` concern the
+    /// read event at hand: its handler looks for them.
+    fn perform(&mut self, action: Action) -> Result<(), PipelineError> {
+        match action {
+            Action::Read(lease) => self.start_read(lease)?,
+            Action::Replay { lease, .. } => self.replay(lease),
+            Action::Report(report) => self.report(report),
+            Action::Drop(attempt) => self.drop_lost(attempt)?,
+            Action::Forget(attempt) => self.clock.forget(attempt),
+            Action::Suspend(attempt) => {
+                warn!(%attempt, "lease lapsed before a heartbeat renewed it: its rows wait for the master's answer");
+            }
+            Action::Drain => self.drain(),
+            Action::SyncHeld => self.unsynced = true,
+            Action::RollBack(why) => return Err(PipelineError::RolledBack(why)),
+            Action::Feed(_) | Action::ReplayFailed => {}
         }
         Ok(())
     }
@@ -1385,20 +1303,19 @@ impl Coordinator {
             return Ok(());
         };
         let room = self.config.prefetch.max(1).saturating_sub(global.reading());
-        let orders = global.pump(&self.splits, room, &mut self.next_replay);
+        let orders = global.pump(&self.splits, room, self.books.made_up_ids());
         for order in orders {
             let lease = order.lease;
             let Some(split) = self.splits.get(lease.split as usize).cloned() else {
                 continue;
             };
             let attempt = lease.attempt;
-            self.origins.insert(attempt, (lease.epoch, lease.split));
+            self.act(Event::WindowRead {
+                lease: lease.clone(),
+                context: order.context,
+            })?;
             let handle = self.spawn_reader(split, lease, self.read_tx.clone());
-            if order.context {
-                self.context.insert(attempt, handle);
-            } else {
-                self.readers.insert(attempt, handle);
-            }
+            self.handles.insert(attempt, handle);
         }
         loop {
             // Under lockstep, batches that wait for more (to make a step,
@@ -1441,6 +1358,7 @@ impl Coordinator {
                 global.add(attempt, start, batch);
                 // The window holds the rows now: out of the read-ahead budget.
                 drop(held);
+                Ok(())
             }
             ReadEvent::Cut {
                 attempt,
@@ -1448,51 +1366,52 @@ impl Coordinator {
                 len,
             } => {
                 let runs = global.uncommitted(attempt, start, len);
-                for (start, end) in runs {
-                    self.outcome.cut += end - start;
-                    self.consume(
-                        0,
-                        &[Piece {
-                            attempt,
-                            start,
-                            len: end - start,
-                        }],
-                    );
-                }
+                let window = true;
+                self.act(Event::Cut {
+                    attempt,
+                    runs,
+                    window,
+                })
             }
-            ReadEvent::Waiting { .. } => {}
-            ReadEvent::LoginRefused { error } => {
-                return Err(PipelineError::LoginRefused {
-                    source: Box::new(error),
-                });
-            }
+            ReadEvent::Waiting { .. } => Ok(()),
+            ReadEvent::LoginRefused { error } => Err(PipelineError::LoginRefused {
+                source: Box::new(error),
+            }),
             ReadEvent::Done { attempt, end } => {
                 global.read_ended(attempt);
-                if self.context.remove(&attempt).is_none() {
-                    self.readers.remove(&attempt);
-                    if let Some(action) = self.ledger.read_done(attempt, end) {
-                        self.report(Report::Ledger(action));
-                    }
-                }
+                self.handles.remove(&attempt);
+                self.act(Event::ReadDone { attempt, end })
             }
             ReadEvent::Failed { attempt, at, error } => {
                 global.read_ended(attempt);
-                if self.context.remove(&attempt).is_some() {
-                    return Err(PipelineError::Replay {
-                        source: Box::new(error),
-                    });
-                }
-                self.readers.remove(&attempt);
-                let reason = error.to_string();
-                self.outcome.read_failures += 1;
-                warn!(%attempt, row = at, %reason, "read failed; the window goes on without the rows after it, which are read again later");
-                let for_good = error.is_for_good();
-                if let Some(action) = self.ledger.read_failed(attempt, at, reason, for_good) {
-                    self.report(Report::Ledger(action));
-                }
+                self.handles.remove(&attempt);
+                self.read_failed(attempt, at, error, true)
             }
         }
-        Ok(())
+    }
+
+    /// A read failed: the coordinator decides (a replay that fails stops
+    /// the run).
+    fn read_failed(
+        &mut self,
+        attempt: AttemptId,
+        at: u64,
+        error: connectors::Error,
+        window: bool,
+    ) -> Result<(), PipelineError> {
+        let actions = self.books.handle(Event::ReadFailed {
+            attempt,
+            at,
+            reason: error.to_string(),
+            for_good: error.is_for_good(),
+            window,
+        });
+        if actions.contains(&Action::ReplayFailed) {
+            return Err(PipelineError::Replay {
+                source: Box::new(error),
+            });
+        }
+        self.perform_all(actions)
     }
 
     /// Under `--shuffle global` without lockstep, rows read again for a
@@ -1509,7 +1428,7 @@ impl Coordinator {
         else {
             return false;
         };
-        let Some(&device) = self.replay_device.get(attempt) else {
+        let Some(device) = self.books.replay_device(*attempt) else {
             return false;
         };
         let size = self.config.batch_size.max(1);
@@ -1538,6 +1457,8 @@ impl Coordinator {
                 if !more.is_empty() {
                     debug!(added = more.len(), "the job grew: new splits");
                     Arc::make_mut(&mut self.splits).extend(more);
+                    let count = self.splits.len();
+                    self.books.handle(Event::Splits { count });
                 }
                 true
             }
@@ -1548,38 +1469,28 @@ impl Coordinator {
         }
     }
 
-    /// Whether a lost lease rolls the trainers back: they keep checkpoints,
-    /// and the master serves again what this worker held in none (a
-    /// distributed job).
-    fn rolls_back(&self) -> bool {
-        self.checkpoints.declared() && self.source.keeps_unsaved()
-    }
-
+    /// Sends a report to the committer.
     fn report(&mut self, report: Report) {
-        if let Report::Ledger(Action::Finish { attempt, .. } | Action::Fail { attempt, .. }) =
-            &report
+        if let Report::Ledger(
+            ledger::Action::Finish { attempt, .. } | ledger::Action::Fail { attempt, .. },
+        ) = &report
         {
             self.clock.forget(*attempt);
         }
-        if let Report::Ledger(Action::Finish { attempt, .. } | Action::Fail { attempt, .. })
-        | Report::HandBack { attempt }
-        | Report::GiveUp { attempt, .. } = &report
-        {
-            self.ending.add(*attempt);
+        if let Some(attempt) = report.ends() {
+            self.ending.add(attempt);
         }
-        // The committer ends only after the coordinator: the send cannot fail
+        // The committer ends only after the shell: the send cannot fail
         // while it runs.
         let _ = self.reports.send(report);
     }
 
-    /// The lease of `attempt` is lost (the master said so, or it lapsed here):
-    /// stop reading it and drop its rows wherever they wait, so no trainer
-    /// gets them; they are served again elsewhere.
-    async fn lose(&mut self, attempt: AttemptId) -> Result<(), PipelineError> {
+    /// The lease of `attempt` is lost: stop reading it and drop its rows
+    /// wherever they wait, so no trainer gets them; they are served again
+    /// elsewhere.
+    fn drop_lost(&mut self, attempt: AttemptId) -> Result<(), PipelineError> {
         self.clock.lose(attempt);
-        self.ledger.drop_attempt(attempt);
-        self.starting.remove(&attempt);
-        if let Some(reader) = self.readers.remove(&attempt) {
+        if let Some(reader) = self.handles.remove(&attempt) {
             reader.abort();
         }
         let dropped = self.batcher.drop_attempt(attempt);
@@ -1609,7 +1520,6 @@ impl Coordinator {
         }
         self.take_in_order()?;
         debug!(%attempt, dropped, "rows of a lost lease dropped");
-        self.sync_held().await;
         Ok(())
     }
 
@@ -1617,32 +1527,17 @@ impl Coordinator {
     /// time: the master is unreachable, or the process was paused) are
     /// suspended, not dropped: no row of theirs reaches a trainer until the
     /// master renews them (a restarted master renews every lease) or says
-    /// they are lost (then their rows are dropped). Only attempts no longer
-    /// tracked are forgotten here; the first lapse of each is logged.
-    async fn drop_lapsed(&mut self) {
-        for attempt in self.clock.lapsed(Instant::now()) {
-            if self.ledger.lease(attempt).is_none() {
-                self.clock.forget(attempt);
-                continue;
-            }
-            if self.suspended.insert(attempt) {
-                warn!(%attempt, "lease lapsed before a heartbeat renewed it: its rows wait for the master's answer");
-            }
-        }
-        let now = Instant::now();
-        self.suspended
-            .retain(|&attempt| self.clock.in_doubt(attempt, now));
+    /// they are lost (then their rows are dropped).
+    fn drop_lapsed(&mut self) -> Result<(), PipelineError> {
+        let attempts = self.clock.lapsed(Instant::now());
+        self.act(Event::Lapsed { attempts })
     }
 
     fn stop_readers(&mut self) {
-        self.starting.clear();
         if let Some(order) = &mut self.in_order {
             *order = InOrder::default();
         }
-        for (_, reader) in self.readers.drain() {
-            reader.abort();
-        }
-        for (_, reader) in self.context.drain() {
+        for (_, reader) in self.handles.drain() {
             reader.abort();
         }
     }
@@ -1668,7 +1563,7 @@ impl Coordinator {
         }
         if let ReadEvent::Batch { .. } = &event {
             // Started: the next task may be leased meanwhile.
-            self.starting.remove(&attempt);
+            self.books.handle(Event::Started { attempt });
         }
         order.wait(attempt, event);
         Ok(())
@@ -1685,7 +1580,7 @@ impl Coordinator {
             let Some(first) = order.first() else {
                 return Ok(());
             };
-            if !self.readers.contains_key(&first) {
+            if !self.books.is_reading(first) {
                 // Over: what it still held was of a read stopped meanwhile.
                 order.forget_first();
                 continue;
@@ -1719,12 +1614,6 @@ impl Coordinator {
             if self.dealt_replay(&event) {
                 return Ok(());
             }
-            if let ReadEvent::Done { .. } | ReadEvent::Failed { .. } = &event {
-                // A read outside any lease for a window forgotten meanwhile.
-                if self.context.remove(&attempt).is_some() {
-                    return Ok(());
-                }
-            }
         }
         match event {
             ReadEvent::Batch {
@@ -1734,144 +1623,66 @@ impl Coordinator {
                 batch,
                 held,
             } => {
-                self.starting.remove(&attempt);
-                if self.ledger.lease(attempt).is_none() && !self.replaying.contains_key(&attempt) {
-                    return Ok(()); // lost meanwhile
+                let actions = self.books.handle(Event::Rows { attempt });
+                let feed = actions.contains(&Action::Feed(attempt));
+                self.perform_all(actions)?;
+                if feed {
+                    let piece = Piece {
+                        attempt,
+                        start,
+                        len: batch.num_rows() as u64,
+                    };
+                    let ready = self.batcher.push(batch, piece, epoch)?;
+                    // Taken: the batch's bytes leave the read-ahead budget.
+                    drop(held);
+                    self.ready(ready);
                 }
-                let piece = Piece {
-                    attempt,
-                    start,
-                    len: batch.num_rows() as u64,
-                };
-                let ready = self.batcher.push(batch, piece, epoch)?;
-                // Taken: the batch's bytes leave the read-ahead budget.
-                drop(held);
-                self.ready(ready);
+                Ok(())
             }
             ReadEvent::Cut {
                 attempt,
                 start,
                 len,
-            } => {
-                if self.ledger.lease(attempt).is_none() || self.replaying.contains_key(&attempt) {
-                    return Ok(()); // lost meanwhile, or consumed before
-                }
-                self.outcome.cut += len;
-                // Consumed as rows dropped are: committed, in device 0's next checkpoint.
-                self.consume(
-                    0,
-                    &[Piece {
-                        attempt,
-                        start,
-                        len,
-                    }],
-                );
-            }
-            ReadEvent::Waiting { attempt } => {
-                // Not starting any more: other tasks may be leased and read
-                // meanwhile (within `--prefetch`).
-                self.starting.remove(&attempt);
-            }
-            ReadEvent::LoginRefused { error } => {
-                return Err(PipelineError::LoginRefused {
-                    source: Box::new(error),
-                });
-            }
-            ReadEvent::Done { attempt, .. } if self.replaying.remove(&attempt).is_some() => {
-                self.replay_device.remove(&attempt);
-            }
-            ReadEvent::Failed { attempt, error, .. }
-                if self.replaying.remove(&attempt).is_some() =>
-            {
-                return Err(PipelineError::Replay {
-                    source: Box::new(error),
-                });
-            }
+            } => self.act(Event::Cut {
+                attempt,
+                runs: vec![(start, start + len)],
+                window: false,
+            }),
+            // Not starting any more: other tasks may be leased and read
+            // meanwhile (within `--prefetch`).
+            ReadEvent::Waiting { attempt } => self.act(Event::Started { attempt }),
+            ReadEvent::LoginRefused { error } => Err(PipelineError::LoginRefused {
+                source: Box::new(error),
+            }),
             ReadEvent::Done { attempt, end } => {
-                self.starting.remove(&attempt);
-                if self.readers.remove(&attempt).is_none() {
-                    return Ok(()); // stopped: lost meanwhile
-                }
-                if let Some(action) = self.ledger.read_done(attempt, end) {
-                    self.report(Report::Ledger(action));
-                }
+                self.handles.remove(&attempt);
+                self.act(Event::ReadDone { attempt, end })
             }
             ReadEvent::Failed { attempt, at, error } => {
-                let reason = error.to_string();
-                self.starting.remove(&attempt);
-                if self.readers.remove(&attempt).is_none() {
-                    return Ok(());
-                }
-                self.outcome.read_failures += 1;
-                let for_good = error.is_for_good();
-                if for_good {
-                    warn!(%attempt, row = at, %reason, "read failed for good; the rows before it go on to the trainers, the task fails");
-                } else {
-                    warn!(%attempt, row = at, %reason, "read failed; the rows before it go on to the trainers, the rest is read again");
-                }
-                if let Some(action) = self.ledger.read_failed(attempt, at, reason, for_good) {
-                    self.report(Report::Ledger(action));
-                }
+                self.handles.remove(&attempt);
+                self.read_failed(attempt, at, error, false)
             }
         }
-        Ok(())
     }
 
     fn on_device(&mut self, event: DeviceEvent) -> Result<(), PipelineError> {
         match event {
-            DeviceEvent::Mark { device, kind } => {
-                self.on_mark(device, kind);
-                Ok(())
-            }
+            DeviceEvent::Mark { device, kind } => self.act(Event::Mark { device, kind }),
             DeviceEvent::Applied {
                 device,
                 epoch,
                 rows,
                 provenance,
-            } => {
-                self.consume(device, &provenance);
-                self.progress.rows += rows as u64;
-                self.progress.batches += 1;
-                self.progress.epoch = epoch;
-                let slot = epoch as usize;
-                if self.progress.epoch_rows.len() <= slot {
-                    self.progress.epoch_rows.resize(slot + 1, 0);
-                }
-                self.progress.epoch_rows[slot] += rows as u64;
-                self.outcome.rows += rows as u64;
-                self.outcome.batches += 1;
-                Ok(())
-            }
+            } => self.act(Event::Applied {
+                device,
+                epoch,
+                rows: rows as u64,
+                provenance,
+            }),
             DeviceEvent::Failed { device, error } => Err(PipelineError::Trainer {
                 device,
                 source: error,
             }),
-        }
-    }
-
-    /// Rows `device` acknowledged (or that were dropped): into its next
-    /// checkpoint, and acknowledged to the ledger.
-    fn consume(&mut self, device: usize, provenance: &[Piece]) {
-        if self.checkpoints.declared() {
-            let origins = &self.origins;
-            let pieces = provenance.iter().filter_map(|p| {
-                let &(epoch, split) = origins.get(&p.attempt)?;
-                Some(CutPiece {
-                    epoch,
-                    split,
-                    start: p.start,
-                    end: p.start + p.len,
-                })
-            });
-            self.checkpoints.on_applied(device, pieces);
-            if self.source.keeps_unsaved() {
-                // Before the commits these rows lead to: the master
-                // must know they are not in a checkpoint yet.
-                self.report(Report::Unsaved(self.checkpoints.unsaved()));
-            }
-        }
-        for action in self.ledger.ack_all(provenance) {
-            self.report(Report::Ledger(action));
         }
     }
 }

@@ -193,6 +193,13 @@ impl Coordinator {
         }
     }
 
+    /// The counter of made-up attempts (reads outside any lease), counting
+    /// down from `u64::MAX`: the global shuffle names its context reads
+    /// from it too, so that no two reads share an id.
+    pub fn made_up_ids(&mut self) -> &mut u64 {
+        &mut self.next_replay
+    }
+
     /// Splits known.
     pub fn splits(&self) -> usize {
         self.splits
