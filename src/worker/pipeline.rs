@@ -9,11 +9,10 @@
 //! their own, which sends whatever is pending at once, merged per attempt, so
 //! an acknowledged batch is committed within one round trip.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use connectors::read_ahead::Turn;
 use connectors::{Location, ReadAhead, ReadPlan, Split};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
@@ -24,8 +23,11 @@ pub use super::coordinator::{Progress, RunOutcome};
 use super::backoff::Backoff;
 use super::batcher::{self, Batcher, OutBatch};
 use super::checkpoints::Completed;
+use super::committer::{committer, Ending};
 use super::coordinator::{Action, Coordinator, Event, Report, Settings};
 use super::devices::{Brakes, DeviceEvent, Devices, Queues};
+use super::heartbeats::{Beat, Heartbeats};
+use super::in_order::InOrder;
 use super::ledger;
 use super::reader::{self, ReadEvent};
 use super::shuffle::GlobalShuffle;
@@ -36,8 +38,6 @@ use crate::protocol::{Halt, SourceError};
 use crate::queue::{AttemptId, Lease, LeaseReply, WorkerId};
 use crate::trainer::{TrainerError, TrainerFactory};
 
-/// How often leases are renewed.
-const HEARTBEAT: Duration = Duration::from_secs(1);
 /// How often the coordinator looks again when nothing else wakes it.
 const IDLE_TICK: Duration = Duration::from_millis(50);
 
@@ -234,21 +234,7 @@ pub async fn run(
     on_progress: impl Fn(&Progress) + Send,
 ) -> Result<RunOutcome, PipelineError> {
     let devices_n = config.devices.max(1);
-    let (batch_tx, batch_rx) = mpsc::channel::<OutBatch>(devices_n * 2);
-    // Under lockstep each device has a queue of one batch: a step is sent
-    // whole once every device has room for its batch.
-    // Under `--shuffle global` (without lockstep) each device has a queue
-    // of its own too: each batch goes to the device its number deals it to.
-    let dealt = config.shuffle_window.is_some() && !config.lockstep;
-    let (lanes, queues) = if config.lockstep {
-        let (txs, rxs) = (0..devices_n).map(|_| mpsc::channel::<OutBatch>(1)).unzip();
-        (txs, Queues::PerDevice(rxs))
-    } else if dealt {
-        let (txs, rxs) = (0..devices_n).map(|_| mpsc::channel::<OutBatch>(2)).unzip();
-        (txs, Queues::Dealt(rxs))
-    } else {
-        (Vec::new(), Queues::Shared(batch_rx))
-    };
+    let (batch_tx, lanes, queues) = device_queues(&config);
     let (event_tx, mut event_rx) = mpsc::unbounded_channel::<DeviceEvent>();
     let clock = LeaseClock::new(config.lease_timeout);
     let halt = source.halt().unwrap_or_default();
@@ -278,70 +264,21 @@ pub async fn run(
         ending.clone(),
     ));
     let (read_tx, mut read_rx) = mpsc::channel::<ReadEvent>(config.prefetch.max(1) * 2);
-    let books = Coordinator::new(Settings {
-        devices: devices_n,
-        splits: splits.len(),
-        keeps_unsaved: source.keeps_unsaved(),
-        global: config.shuffle_window.is_some(),
-        replay_to_device: dealt,
-    });
-    let mut state = Shell {
-        books,
-        read_tx: read_tx.clone(),
-        ahead: ReadAhead::new(config.read_ahead),
-        to_offer: Vec::new(),
-        unsynced: false,
-        worker,
+    let wiring = Wiring {
+        read_tx,
+        batch_tx,
+        lanes,
+        reports: report_tx,
+        clock: clock.clone(),
+        ending: ending.clone(),
+    };
+    let job = Job {
         source,
         location,
         splits,
-        plan: plan.clone(),
-        config: config.clone(),
-        batcher: Batcher::new(
-            plan.output_schema(),
-            config.batch_size,
-            config.shuffle_buffer,
-            config.seed,
-        ),
-        handles: HashMap::new(),
-        // With several devices the batch each gets depends on their speed
-        // anyway; the global shuffle orders its windows itself.
-        in_order: (config.only_worker && devices_n == 1 && config.shuffle_window.is_none())
-            .then(InOrder::default),
-        stepper: config.lockstep.then(|| {
-            Stepper::new(
-                plan.output_schema(),
-                devices_n,
-                config.batch_size,
-                config.drop_last,
-            )
-        }),
-        batch_tx: (!config.lockstep && !dealt).then_some(batch_tx),
-        global: config
-            .shuffle_window
-            .map(|rows| GlobalShuffle::new(config.seed, rows, config.batch_size, devices_n)),
-        dealt: VecDeque::new(),
-        lanes,
-        draining: None,
-        devices_done: false,
-        outbox: VecDeque::new(),
-        // Under lockstep the stepper holds one step back, and one more waits.
-        outbox_max: devices_n * if config.lockstep { 3 } else { 2 },
-        reports: report_tx,
-        clock: clock.clone(),
-        next_lease: Instant::now(),
-        backoff: if config.follow {
-            Backoff::between(
-                super::backoff::FIRST,
-                super::backoff::FOLLOW_LONGEST,
-                Some(backoff_seed(worker)),
-            )
-        } else {
-            Backoff::new(backoff_seed(worker))
-        },
-        held: Arc::new(tokio::sync::Mutex::new(Vec::new())),
-        ending: ending.clone(),
+        plan,
     };
+    let mut state = Shell::new(job, config, worker, wiring);
     let (beat_tx, mut beat_rx) = mpsc::unbounded_channel();
     let beats = Heartbeats::spawn(
         state.source.clone(),
@@ -355,58 +292,9 @@ pub async fn run(
         .drive(&mut read_rx, &mut event_rx, &mut beat_rx, &on_progress)
         .await;
     drop(beats);
-    let mut result = match result {
-        Err(e) if e.is_gone() && state.books.rolls_back() => Err(PipelineError::RolledBack(
-            "the master counted this worker gone (silent past the lease timeout)".to_string(),
-        )),
-        result => result,
-    };
-    let rolled_back = matches!(result, Err(PipelineError::RolledBack(_)));
-    if rolled_back {
-        // Before the device queues close: no trainer ends its stream (and
-        // writes a checkpoint after it).
-        abandon.set("rolled back".to_string());
-        state.clock.stop_all();
-        state.outbox.clear();
-        state.dealt.clear();
-    }
-    state.stop_readers();
-    drop(state.batch_tx.take());
-    state.lanes.clear();
-    let stop_requested = state
-        .config
-        .stop
-        .as_ref()
-        .is_some_and(|s| *s.signal.borrow());
-    let joined = if rolled_back {
-        // The trainers are killed; nothing they still say counts.
-        let joined = tokio::task::spawn_blocking(move || devices.join());
-        while event_rx.recv().await.is_some() {}
-        Some(joined)
-    } else if state.books.stopped() || stop_requested {
-        // Stopped, leases handed back (or a stop was asked for and the run
-        // failed meanwhile): trainers still busy past the grace period end
-        // with the process (their process groups are killed).
-        None
-    } else {
-        // The trainers end their streams: their last acknowledgements and
-        // checkpoints (a trainer's final one) still count.
-        state.books.handle(Event::Tail);
-        let joined = tokio::task::spawn_blocking(move || devices.join());
-        while let Some(event) = event_rx.recv().await {
-            let handled = match event {
-                DeviceEvent::Failed { device, error } => Err(PipelineError::Trainer {
-                    device,
-                    source: error,
-                }),
-                event => state.on_device(event),
-            };
-            if let (Err(e), true) = (handled, result.is_ok()) {
-                result = Err(e);
-            }
-        }
-        Some(joined)
-    };
+    let (result, joined) = state
+        .wind_down(result, devices, &mut event_rx, &abandon)
+        .await;
     // Every report made so far reaches the master before the worker goes on.
     let Shell { reports, books, .. } = state;
     let outcome = books.into_outcome(result.is_ok());
@@ -416,6 +304,52 @@ pub async fn run(
         let _ = joined.await;
     }
     result.map(|_| outcome)
+}
+
+/// The device threads' queues: the shared one's sender (`None` under
+/// lockstep or `--shuffle global`), each device's own senders, and what the
+/// device threads read from.
+fn device_queues(
+    config: &PipelineConfig,
+) -> (
+    Option<mpsc::Sender<OutBatch>>,
+    Vec<mpsc::Sender<OutBatch>>,
+    Queues,
+) {
+    let devices_n = config.devices.max(1);
+    // Under lockstep each device has a queue of one batch: a step is sent
+    // whole once every device has room for its batch.
+    // Under `--shuffle global` (without lockstep) each device has a queue
+    // of its own too: each batch goes to the device its number deals it to.
+    let dealt = config.shuffle_window.is_some() && !config.lockstep;
+    if config.lockstep {
+        let (txs, rxs) = (0..devices_n).map(|_| mpsc::channel::<OutBatch>(1)).unzip();
+        (None, txs, Queues::PerDevice(rxs))
+    } else if dealt {
+        let (txs, rxs) = (0..devices_n).map(|_| mpsc::channel::<OutBatch>(2)).unzip();
+        (None, txs, Queues::Dealt(rxs))
+    } else {
+        let (batch_tx, batch_rx) = mpsc::channel::<OutBatch>(devices_n * 2);
+        (Some(batch_tx), Vec::new(), Queues::Shared(batch_rx))
+    }
+}
+
+/// What a worker reads: the source of its tasks and the job's data.
+struct Job {
+    source: Arc<dyn TaskSource>,
+    location: Location,
+    splits: Arc<Vec<Split>>,
+    plan: Arc<ReadPlan>,
+}
+
+/// The channels and shared state the shell talks through.
+struct Wiring {
+    read_tx: mpsc::Sender<ReadEvent>,
+    batch_tx: Option<mpsc::Sender<OutBatch>>,
+    lanes: Vec<mpsc::Sender<OutBatch>>,
+    reports: mpsc::UnboundedSender<Report>,
+    clock: LeaseClock,
+    ending: Ending,
 }
 
 /// A seed for the worker's lease backoff: its id and this process's time, so
@@ -461,194 +395,6 @@ async fn stopped(signal: &mut Option<tokio::sync::watch::Receiver<bool>>) {
             }
         }
         None => std::future::pending().await,
-    }
-}
-
-/// Reports of one attempt, merged: the highest commit (offset, and the
-/// acknowledged ranges past it), then how it ended.
-#[derive(Debug, Default)]
-struct Merged {
-    commit: Option<(u64, Vec<(u64, u64)>)>,
-    end: Option<End>,
-}
-
-#[derive(Debug)]
-enum End {
-    Finish(u64),
-    /// Failed: why, and whether for good.
-    Fail(String, bool),
-    HandBack,
-}
-
-impl Merged {
-    fn add(&mut self, report: Report) {
-        match report {
-            Report::Ledger(ledger::Action::Commit { offset, ranges, .. }) => {
-                self.commit_rows(offset, ranges);
-            }
-            Report::Ledger(ledger::Action::Finish { rows, .. }) => {
-                self.end = Some(End::Finish(rows))
-            }
-            Report::Ledger(ledger::Action::Fail {
-                offset,
-                reason,
-                for_good,
-                ..
-            }) => {
-                self.commit_rows(offset, Vec::new());
-                self.end = Some(End::Fail(reason, for_good));
-            }
-            Report::GiveUp { reason, .. } => self.end = Some(End::Fail(reason, false)),
-            Report::HandBack { .. } => self.end = Some(End::HandBack),
-            Report::Declare | Report::Checkpoint { .. } | Report::Unsaved(_) => {}
-        }
-    }
-
-    /// Adds a commit: acknowledged rows only grow, so the union of the
-    /// commits is the newest (whatever order they were merged in).
-    fn commit_rows(&mut self, offset: u64, ranges: Vec<(u64, u64)>) {
-        let (held, mut union) = self.commit.take().unwrap_or((offset, Vec::new()));
-        if offset >= held && !ranges.is_empty() {
-            // Reports of an attempt come in order, each holding every row
-            // acknowledged before it: the newest is the union.
-            self.commit = Some((offset, ranges));
-            return;
-        }
-        let offset = offset.max(held);
-        for range in ranges {
-            crate::queue::insert_range(&mut union, range);
-        }
-        union.retain(|r| r.1 > offset);
-        self.commit = Some((offset, union));
-    }
-}
-
-fn attempt_of(report: &Report) -> AttemptId {
-    match report {
-        Report::Declare | Report::Checkpoint { .. } | Report::Unsaved(_) => AttemptId(0),
-        Report::Ledger(
-            ledger::Action::Commit { attempt, .. }
-            | ledger::Action::Finish { attempt, .. }
-            | ledger::Action::Fail { attempt, .. },
-        )
-        | Report::GiveUp { attempt, .. }
-        | Report::HandBack { attempt } => *attempt,
-    }
-}
-
-/// Sends reports to the master as they come: everything pending is merged per
-/// attempt (a commit superseded by a later one or by the finish is not sent)
-/// and sent at once, attempts side by side; what arrives meanwhile goes in the
-/// next round. Ends when the coordinator drops its sender and all is sent.
-async fn committer(
-    source: Arc<dyn TaskSource>,
-    worker: WorkerId,
-    mut reports: mpsc::UnboundedReceiver<Report>,
-    completed: Completed,
-    ending: Ending,
-) {
-    while let Some(first) = reports.recv().await {
-        let mut pending: BTreeMap<AttemptId, Merged> = BTreeMap::new();
-        let mut records = Vec::new();
-        let mut add = |report: Report| match report {
-            Report::Declare | Report::Checkpoint { .. } | Report::Unsaved(_) => {
-                records.push(report)
-            }
-            report => pending.entry(attempt_of(&report)).or_default().add(report),
-        };
-        add(first);
-        while let Ok(report) = reports.try_recv() {
-            add(report);
-        }
-        // Checkpoint records first, in order: a declaration is durable before
-        // the commits that follow it.
-        // Of the snapshots of unsaved rows only the newest matters.
-        let newest = records
-            .iter()
-            .rposition(|r| matches!(r, Report::Unsaved(_)));
-        for (at, record) in records.into_iter().enumerate() {
-            let result = match record {
-                Report::Checkpoint { id, pieces } => {
-                    let recorded = source.checkpoint(worker, id.clone(), pieces).await;
-                    if recorded.is_ok() {
-                        completed.set(id);
-                    }
-                    recorded
-                }
-                Report::Unsaved(pieces) if Some(at) == newest => {
-                    source.unsaved(worker, pieces).await
-                }
-                Report::Unsaved(_) => Ok(()),
-                _ => source.declare_checkpoints(worker).await,
-            };
-            if let Err(e) = result {
-                warn!(error = %e, "master refused a checkpoint record");
-            }
-        }
-        let ended: Vec<AttemptId> = pending
-            .iter()
-            .filter(|(_, merged)| merged.end.is_some())
-            .map(|(attempt, _)| *attempt)
-            .collect();
-        let sends = pending.into_iter().map(|(attempt, merged)| {
-            let source = source.clone();
-            async move { send_merged(source.as_ref(), worker, attempt, merged).await }
-        });
-        futures::future::join_all(sends).await;
-        ending.sent(&ended);
-    }
-}
-
-async fn send_merged(
-    source: &dyn TaskSource,
-    worker: WorkerId,
-    attempt: AttemptId,
-    merged: Merged,
-) {
-    let result = match merged.end {
-        // A finish commits every row of the split.
-        Some(End::Finish(rows)) => source.finish(worker, attempt, rows).await,
-        end => {
-            let committed = match merged.commit {
-                Some((offset, ranges)) => source.commit(worker, attempt, offset, ranges).await,
-                None => Ok(()),
-            };
-            match (committed, end) {
-                (Ok(()), Some(End::HandBack)) => source.hand_back(worker, attempt).await,
-                (Err(e), Some(End::HandBack)) => {
-                    warn!(%attempt, error = %e, "master refused a commit");
-                    source.hand_back(worker, attempt).await
-                }
-                (Ok(()), Some(End::Fail(reason, for_good))) => source
-                    .fail(worker, attempt, reason, for_good)
-                    .await
-                    .map(|_| ()),
-                (Err(e), Some(End::Fail(reason, for_good))) => {
-                    // Not committed (a stale lease): still hand the attempt back.
-                    warn!(%attempt, error = %e, "master refused a commit");
-                    source
-                        .fail(worker, attempt, reason, for_good)
-                        .await
-                        .map(|_| ())
-                }
-                (result, _) => result,
-            }
-        }
-    };
-    match result {
-        Ok(()) => {}
-        // A stale attempt (lease lost meanwhile): its rows will be served again.
-        Err(SourceError::Refused(e)) => warn!(%attempt, error = %e, "master refused a report"),
-        // The master stayed away past the worker's patience: the lease
-        // lapses there and its uncommitted rows are served again.
-        Err(e @ SourceError::Unavailable(_)) => {
-            if source.halt().is_some_and(|h| h.reason().is_some()) {
-                // The run's error says why, once.
-                tracing::debug!(%attempt, error = %e, "report not recorded");
-            } else {
-                tracing::error!(%attempt, error = %e, "report not delivered to the master")
-            }
-        }
     }
 }
 
@@ -713,170 +459,135 @@ struct Shell {
     ending: Ending,
 }
 
-/// With one device, rows reach the batcher in the order their tasks were
-/// leased, whatever order their readers deliver in: with a seed, the same
-/// data gives the same batches run after run. Readers still read ahead side
-/// by side; the events of every read but the first in line wait here (their
-/// batches keeping their share of the read-ahead budget), and the first in
-/// line has its [`Turn`] given, so its requests never wait for bytes the
-/// others hold.
-#[derive(Default)]
-struct InOrder {
-    /// Attempts in lease order, each with its reader's turn.
-    lined: VecDeque<(AttemptId, Turn)>,
-    /// Events of attempts not first in line, in the order they came.
-    held: HashMap<AttemptId, Vec<ReadEvent>>,
-}
-
-impl InOrder {
-    /// Puts `attempt` last in line; the turn to give its reader.
-    fn queue(&mut self, attempt: AttemptId) -> Turn {
-        let turn = Turn::new();
-        self.lined.push_back((attempt, turn.clone()));
-        turn
-    }
-
-    fn holds(&self, attempt: AttemptId) -> bool {
-        self.lined.iter().any(|(a, _)| *a == attempt)
-    }
-
-    fn is_first(&self, attempt: AttemptId) -> bool {
-        self.first() == Some(attempt)
-    }
-
-    fn first(&self) -> Option<AttemptId> {
-        self.lined.front().map(|(a, _)| *a)
-    }
-
-    /// Gives the first in line its turn; whether it was not given before.
-    fn give_turn(&self) -> bool {
-        match self.lined.front() {
-            Some((_, turn)) if !turn.is_given() => {
-                turn.give();
-                true
-            }
-            _ => false,
-        }
-    }
-
-    fn forget_first(&mut self) {
-        if let Some((attempt, _)) = self.lined.pop_front() {
-            self.held.remove(&attempt);
-        }
-    }
-
-    fn wait(&mut self, attempt: AttemptId, event: ReadEvent) {
-        self.held.entry(attempt).or_default().push(event);
-    }
-
-    /// No read's events wait for their turn: nothing is read ahead of the
-    /// trainers here (a worker bound by its trainers leases no more).
-    fn holds_nothing(&self) -> bool {
-        self.held.is_empty()
-    }
-
-    fn take_held(&mut self, attempt: AttemptId) -> Vec<ReadEvent> {
-        self.held.remove(&attempt).unwrap_or_default()
-    }
-
-    /// A lost attempt leaves the line with every event it held.
-    fn drop_attempt(&mut self, attempt: AttemptId) {
-        self.lined.retain(|(a, _)| *a != attempt);
-        self.held.remove(&attempt);
-    }
-}
-
-/// Attempts whose end (finish, failure, hand-back) is on its way to the
-/// master: the heartbeats still list them as held until it is sent, or the
-/// master, seeing a lease it granted missing, would take it back as one
-/// whose reply never reached the worker (and serve its rows again).
-#[derive(Debug, Clone, Default)]
-struct Ending(Arc<std::sync::Mutex<HashSet<AttemptId>>>);
-
-impl Ending {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<AttemptId>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn add(&self, attempt: AttemptId) {
-        self.lock().insert(attempt);
-    }
-
-    fn sent(&self, attempts: &[AttemptId]) {
-        let mut ending = self.lock();
-        for attempt in attempts {
-            ending.remove(attempt);
-        }
-    }
-
-    /// `held` and the attempts whose end is not sent yet.
-    fn with(&self, held: &[AttemptId]) -> Vec<AttemptId> {
-        let mut listed = held.to_vec();
-        listed.extend(self.lock().iter().filter(|a| !held.contains(a)));
-        listed
-    }
-}
-
-/// What the heartbeat task tells the coordinator.
-type Beat = Result<AttemptId, SourceError>;
-
-/// Heartbeats in a task of their own: leases are renewed on time even while
-/// the coordinator is busy.
-struct Heartbeats(tokio::task::JoinHandle<()>);
-
-impl Heartbeats {
-    fn spawn(
-        source: Arc<dyn TaskSource>,
-        worker: WorkerId,
-        held: Arc<tokio::sync::Mutex<Vec<AttemptId>>>,
-        ending: Ending,
-        clock: LeaseClock,
-        to_coordinator: mpsc::UnboundedSender<Beat>,
-    ) -> Heartbeats {
-        Heartbeats(tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(HEARTBEAT);
-            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            ticker.tick().await;
-            loop {
-                ticker.tick().await;
-                let sent = Instant::now();
-                let (result, renewed) = {
-                    let held = held.lock().await;
-                    let listed = ending.with(&held);
-                    (source.heartbeat(worker, &listed).await, held.clone())
-                };
-                let beats: Vec<Beat> = match result {
-                    Ok(lost) => {
-                        for attempt in &lost {
-                            clock.lose(*attempt);
-                        }
-                        let live: Vec<AttemptId> =
-                            renewed.into_iter().filter(|a| !lost.contains(a)).collect();
-                        clock.renewed(&live, sent);
-                        lost.into_iter().map(Ok).collect()
-                    }
-                    Err(e) => vec![Err(e)],
-                };
-                for beat in beats {
-                    if to_coordinator.send(beat).is_err() {
-                        return;
-                    }
-                }
-            }
-        }))
-    }
-}
-
-impl Drop for Heartbeats {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// Device events handled in one go before the loop looks at anything else.
 const EVENTS_PER_ROUND: usize = 4096;
 
 impl Shell {
+    fn new(job: Job, config: PipelineConfig, worker: WorkerId, wiring: Wiring) -> Shell {
+        let devices_n = config.devices.max(1);
+        let books = Coordinator::new(Settings {
+            devices: devices_n,
+            splits: job.splits.len(),
+            keeps_unsaved: job.source.keeps_unsaved(),
+            global: config.shuffle_window.is_some(),
+            replay_to_device: config.shuffle_window.is_some() && !config.lockstep,
+        });
+        let schema = job.plan.output_schema();
+        Shell {
+            books,
+            read_tx: wiring.read_tx,
+            ahead: ReadAhead::new(config.read_ahead),
+            to_offer: Vec::new(),
+            unsynced: false,
+            worker,
+            source: job.source,
+            location: job.location,
+            splits: job.splits,
+            plan: job.plan,
+            batcher: Batcher::new(
+                schema.clone(),
+                config.batch_size,
+                config.shuffle_buffer,
+                config.seed,
+            ),
+            handles: HashMap::new(),
+            // With several devices the batch each gets depends on their speed
+            // anyway; the global shuffle orders its windows itself.
+            in_order: (config.only_worker && devices_n == 1 && config.shuffle_window.is_none())
+                .then(InOrder::default),
+            stepper: config
+                .lockstep
+                .then(|| Stepper::new(schema, devices_n, config.batch_size, config.drop_last)),
+            batch_tx: wiring.batch_tx,
+            global: config
+                .shuffle_window
+                .map(|rows| GlobalShuffle::new(config.seed, rows, config.batch_size, devices_n)),
+            dealt: VecDeque::new(),
+            lanes: wiring.lanes,
+            draining: None,
+            devices_done: false,
+            outbox: VecDeque::new(),
+            // Under lockstep the stepper holds one step back, and one more waits.
+            outbox_max: devices_n * if config.lockstep { 3 } else { 2 },
+            reports: wiring.reports,
+            clock: wiring.clock,
+            next_lease: Instant::now(),
+            backoff: if config.follow {
+                Backoff::between(
+                    super::backoff::FIRST,
+                    super::backoff::FOLLOW_LONGEST,
+                    Some(backoff_seed(worker)),
+                )
+            } else {
+                Backoff::new(backoff_seed(worker))
+            },
+            held: Arc::new(tokio::sync::Mutex::new(Vec::new())),
+            ending: wiring.ending,
+            config,
+        }
+    }
+
+    /// After the loop: rolls the trainers back, or lets them end their
+    /// streams (their last acknowledgements and checkpoints still count), or,
+    /// stopped early, leaves them to end with the process. The run's result,
+    /// and the join of the device threads to wait for.
+    async fn wind_down(
+        &mut self,
+        result: Result<(), PipelineError>,
+        devices: Devices,
+        event_rx: &mut mpsc::UnboundedReceiver<DeviceEvent>,
+        abandon: &Halt,
+    ) -> (
+        Result<(), PipelineError>,
+        Option<tokio::task::JoinHandle<()>>,
+    ) {
+        let mut result = match result {
+            Err(e) if e.is_gone() && self.books.rolls_back() => Err(PipelineError::RolledBack(
+                "the master counted this worker gone (silent past the lease timeout)".to_string(),
+            )),
+            result => result,
+        };
+        let rolled_back = matches!(result, Err(PipelineError::RolledBack(_)));
+        if rolled_back {
+            // Before the device queues close: no trainer ends its stream (and
+            // writes a checkpoint after it).
+            abandon.set("rolled back".to_string());
+            self.clock.stop_all();
+            self.outbox.clear();
+            self.dealt.clear();
+        }
+        self.stop_readers();
+        drop(self.batch_tx.take());
+        self.lanes.clear();
+        let stop_requested = self
+            .config
+            .stop
+            .as_ref()
+            .is_some_and(|s| *s.signal.borrow());
+        if rolled_back {
+            // The trainers are killed; nothing they still say counts.
+            let joined = tokio::task::spawn_blocking(move || devices.join());
+            while event_rx.recv().await.is_some() {}
+            return (result, Some(joined));
+        }
+        if self.books.stopped() || stop_requested {
+            // Stopped, leases handed back (or a stop was asked for and the run
+            // failed meanwhile): trainers still busy past the grace period end
+            // with the process (their process groups are killed).
+            return (result, None);
+        }
+        // The trainers end their streams: their last acknowledgements and
+        // checkpoints (a trainer's final one) still count.
+        self.books.handle(Event::Tail);
+        let joined = tokio::task::spawn_blocking(move || devices.join());
+        while let Some(event) = event_rx.recv().await {
+            if let (Err(e), true) = (self.on_device(event), result.is_ok()) {
+                result = Err(e);
+            }
+        }
+        (result, Some(joined))
+    }
+
     async fn drive(
         &mut self,
         read_rx: &mut mpsc::Receiver<ReadEvent>,
@@ -886,53 +597,9 @@ impl Shell {
     ) -> Result<(), PipelineError> {
         let mut flushed = false;
         let mut stop = self.config.stop.as_ref().map(|s| s.signal.clone());
-        let halt = self.source.halt();
         loop {
-            if let Some(why) = halt.as_ref().and_then(Halt::reason) {
-                // Nothing more can be committed: no queued row reaches a
-                // trainer, and no more is read.
-                self.clock.stop_all();
-                self.stop_readers();
-                self.outbox.clear();
-                self.dealt.clear();
-                return Err(PipelineError::Halted(why.to_string()));
-            }
-            self.drop_lapsed()?;
-            if let Some(deadline) = self.draining {
-                if self.devices_done || Instant::now() >= deadline {
-                    return self.hand_back_all().await;
-                }
-            } else if !self.books.is_over()
-                && Instant::now() >= self.next_lease
-                && self.hungry(read_rx)
-            {
-                self.top_up().await?;
-            }
-            self.consume_dropped()?;
-            self.pump_global()?;
-            if self.books.is_done()
-                && self.dealt.is_empty()
-                && self.global.as_ref().is_none_or(GlobalShuffle::is_empty)
-                && self.outbox.is_empty()
-                && self.stepper.as_ref().is_none_or(Stepper::is_empty)
-            {
+            if self.step(read_rx, &mut flushed).await? {
                 return Ok(());
-            }
-            let open_step = self.stepper.as_ref().is_some_and(Stepper::open);
-            if self.books.reads_none()
-                && self.global.as_ref().is_none_or(|g| !g.holds_rows())
-                && (self.batcher.buffered() > 0 || open_step)
-                && !flushed
-            {
-                // Nothing more to read for now: let the short batch go so
-                // that its tasks can end (under lockstep: the epoch ends here).
-                let tail = self.batcher.flush()?;
-                self.ready(tail);
-                if let Some(stepper) = &mut self.stepper {
-                    stepper.end_epoch();
-                }
-                self.consume_dropped()?;
-                flushed = true;
             }
             let batch_tx = self.batch_tx.clone();
             let lanes = self.lanes.clone();
@@ -944,14 +611,7 @@ impl Shell {
             tokio::select! {
                 biased;
                 event = events.recv(), if !self.devices_done => match event {
-                    Some(event) => {
-                        self.on_device(event)?;
-                        for _ in 0..EVENTS_PER_ROUND {
-                            let Ok(event) = events.try_recv() else { break };
-                            self.on_device(event)?;
-                        }
-                        on_progress(self.books.progress());
-                    }
+                    Some(event) => self.on_devices(event, events, on_progress)?,
                     None => self.devices_done = true,
                 },
                 Some(beat) = beats.recv() => {
@@ -977,22 +637,7 @@ impl Shell {
                     // The device threads are gone; their events say why.
                     Err(_) => self.dealt.clear(),
                 },
-                permits = reserve_all(&lanes), if step_ready => match permits {
-                    Ok(permits) => {
-                        if let Some(Step { batches, .. }) = self.stepper.as_mut().map(Stepper::next_step).transpose()?.flatten() {
-                            for (permit, out) in permits.into_iter().zip(batches) {
-                                permit.send(out);
-                            }
-                        }
-                        self.consume_dropped()?;
-                    }
-                    // The device threads are gone; their events say why.
-                    Err(_) => {
-                        if let Some(stepper) = &mut self.stepper {
-                            stepper.clear();
-                        }
-                    }
-                },
+                permits = reserve_all(&lanes), if step_ready => self.send_step(permits)?,
                 _ = stopped(&mut stop), if self.draining.is_none() => self.begin_drain()?,
                 Some(event) = read_rx.recv(), if self.draining.is_none() && !self.backed_up() => {
                     flushed = false;
@@ -1001,6 +646,100 @@ impl Shell {
                 _ = tokio::time::sleep(IDLE_TICK) => {}
             }
         }
+    }
+
+    /// What the loop does before it waits: stops if the source halted,
+    /// hands back once drained, leases more, moves the global shuffle on,
+    /// and lets the short batch go once nothing more is read. True when the
+    /// run is over.
+    async fn step(
+        &mut self,
+        read_rx: &mpsc::Receiver<ReadEvent>,
+        flushed: &mut bool,
+    ) -> Result<bool, PipelineError> {
+        if let Some(why) = self.source.halt().as_ref().and_then(Halt::reason) {
+            // Nothing more can be committed: no queued row reaches a
+            // trainer, and no more is read.
+            self.clock.stop_all();
+            self.stop_readers();
+            self.outbox.clear();
+            self.dealt.clear();
+            return Err(PipelineError::Halted(why.to_string()));
+        }
+        self.drop_lapsed()?;
+        if let Some(deadline) = self.draining {
+            if self.devices_done || Instant::now() >= deadline {
+                self.hand_back_all().await?;
+                return Ok(true);
+            }
+        } else if !self.books.is_over() && Instant::now() >= self.next_lease && self.hungry(read_rx)
+        {
+            self.top_up().await?;
+        }
+        self.consume_dropped()?;
+        self.pump_global()?;
+        if self.books.is_done()
+            && self.dealt.is_empty()
+            && self.global.as_ref().is_none_or(GlobalShuffle::is_empty)
+            && self.outbox.is_empty()
+            && self.stepper.as_ref().is_none_or(Stepper::is_empty)
+        {
+            return Ok(true);
+        }
+        let open_step = self.stepper.as_ref().is_some_and(Stepper::open);
+        if self.books.reads_none()
+            && self.global.as_ref().is_none_or(|g| !g.holds_rows())
+            && (self.batcher.buffered() > 0 || open_step)
+            && !*flushed
+        {
+            // Nothing more to read for now: let the short batch go so
+            // that its tasks can end (under lockstep: the epoch ends here).
+            let tail = self.batcher.flush()?;
+            self.ready(tail);
+            if let Some(stepper) = &mut self.stepper {
+                stepper.end_epoch();
+            }
+            self.consume_dropped()?;
+            *flushed = true;
+        }
+        Ok(false)
+    }
+
+    /// A device event and those that came with it (a round at most).
+    fn on_devices(
+        &mut self,
+        first: DeviceEvent,
+        events: &mut mpsc::UnboundedReceiver<DeviceEvent>,
+        on_progress: &(impl Fn(&Progress) + Send),
+    ) -> Result<(), PipelineError> {
+        self.on_device(first)?;
+        for _ in 0..EVENTS_PER_ROUND {
+            let Ok(event) = events.try_recv() else { break };
+            self.on_device(event)?;
+        }
+        on_progress(self.books.progress());
+        Ok(())
+    }
+
+    /// Under lockstep: every device has room, the next step goes.
+    fn send_step(
+        &mut self,
+        permits: Result<Vec<mpsc::Permit<'_, OutBatch>>, mpsc::error::SendError<()>>,
+    ) -> Result<(), PipelineError> {
+        let Ok(permits) = permits else {
+            // The device threads are gone; their events say why.
+            if let Some(stepper) = &mut self.stepper {
+                stepper.clear();
+            }
+            return Ok(());
+        };
+        let step = self.stepper.as_mut().map(Stepper::next_step).transpose()?;
+        if let Some(Step { batches, .. }) = step.flatten() {
+            for (permit, out) in permits.into_iter().zip(batches) {
+                permit.send(out);
+            }
+        }
+        self.consume_dropped()
     }
 
     /// Whether to lease more: no reader is running, or the stages after the
