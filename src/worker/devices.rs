@@ -239,16 +239,8 @@ fn device_loop(
             }
             // Rows of a lease lost while the batch waited in the queue are
             // served again elsewhere: no trainer sees them here.
-            let dead = |a| lost.as_ref().is_some_and(|l| l.is_dead(a));
-            let out = match batcher::without(out, dead) {
-                Ok(Some(out)) => out,
-                Ok(None) => continue,
-                Err(e) => {
-                    return Err(TrainerError::Io {
-                        action: "drop the rows of a lost lease".to_string(),
-                        source: std::io::Error::other(e),
-                    })
-                }
+            let Some(out) = without_dead(out, lost.as_ref())? else {
+                continue;
             };
             let seq = inflight.next_seq;
             inflight.next_seq += 1;
@@ -273,6 +265,18 @@ fn device_loop(
         trainer.set_idle(true);
         let _ = tx.send(DeviceEvent::Failed { device, error });
     }
+}
+
+/// `out` without the rows of dead leases (`None`: nothing left).
+fn without_dead(
+    out: OutBatch,
+    lost: Option<&LeaseClock>,
+) -> Result<Option<OutBatch>, TrainerError> {
+    let dead = |a| lost.is_some_and(|l| l.is_dead(a));
+    batcher::without(out, dead).map_err(|e| TrainerError::Io {
+        action: "drop the rows of a lost lease".to_string(),
+        source: std::io::Error::other(e),
+    })
 }
 
 /// Nothing queued: makes sure everything given so far is applied, reporting

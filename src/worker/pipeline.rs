@@ -279,15 +279,7 @@ pub async fn run(
         plan,
     };
     let mut state = Shell::new(job, config, worker, wiring);
-    let (beat_tx, mut beat_rx) = mpsc::unbounded_channel();
-    let beats = Heartbeats::spawn(
-        state.source.clone(),
-        state.worker,
-        state.held.clone(),
-        ending,
-        clock,
-        beat_tx,
-    );
+    let (beats, mut beat_rx) = state.heartbeats(ending, clock);
     let result = state
         .drive(&mut read_rx, &mut event_rx, &mut beat_rx, &on_progress)
         .await;
@@ -525,6 +517,25 @@ impl Shell {
             ending: wiring.ending,
             config,
         }
+    }
+
+    /// Starts the heartbeats of the leases this shell holds.
+    fn heartbeats(
+        &self,
+        ending: Ending,
+        clock: LeaseClock,
+    ) -> (Heartbeats, mpsc::UnboundedReceiver<Beat>) {
+        let (beat_tx, beat_rx) = mpsc::unbounded_channel();
+        let source = self.source.clone();
+        let beats = Heartbeats::spawn(
+            source,
+            self.worker,
+            self.held.clone(),
+            ending,
+            clock,
+            beat_tx,
+        );
+        (beats, beat_rx)
     }
 
     /// After the loop: rolls the trainers back, or lets them end their
