@@ -212,33 +212,7 @@ fn device_loop(
             inflight.report(device, done, trainer.take_marks(), &tx);
             let next = match try_next(&rx) {
                 Some(item) => item,
-                None => {
-                    // Nothing queued: make sure everything given so far is
-                    // applied, reporting each acknowledgement as it comes (so
-                    // its rows are committed at once); feed a batch as soon as
-                    // one is queued, else wait idle.
-                    let mut queued = None;
-                    loop {
-                        let (done, all) = trainer.flush_some()?;
-                        inflight.report(device, done, trainer.take_marks(), &tx);
-                        if all {
-                            break;
-                        }
-                        if let Some(item) = try_next(&rx) {
-                            queued = Some(item);
-                            break;
-                        }
-                    }
-                    match queued {
-                        Some(item) => item,
-                        None => {
-                            trainer.set_idle(true);
-                            let item = blocking_next(&rx);
-                            trainer.set_idle(false);
-                            item
-                        }
-                    }
-                }
+                None => wait_next(device, trainer.as_mut(), &rx, &mut inflight, &tx)?,
             };
             let Some(out) = next else {
                 break;
@@ -255,38 +229,18 @@ fn device_loop(
             // master's answer; meanwhile the trainer's acknowledgements of
             // what it holds still come in.
             if let Some(clock) = &lost {
-                let doubtful = |out: &OutBatch| {
-                    let now = std::time::Instant::now();
-                    out.provenance
-                        .iter()
-                        .any(|p| clock.in_doubt(p.attempt, now))
+                let held = Held {
+                    clock,
+                    abandon: &abandon,
                 };
-                let mut pending = true;
-                while doubtful(&out) {
-                    if abandoned() {
-                        return Ok(());
-                    }
-                    if pending {
-                        let (done, all) = trainer.flush_some()?;
-                        inflight.report(device, done, trainer.take_marks(), &tx);
-                        pending = !all;
-                    } else {
-                        std::thread::sleep(std::time::Duration::from_millis(20));
-                    }
+                if !held.wait(&out, device, trainer.as_mut(), &mut inflight, &tx)? {
+                    return Ok(());
                 }
             }
             // Rows of a lease lost while the batch waited in the queue are
             // served again elsewhere: no trainer sees them here.
-            let dead = |a| lost.as_ref().is_some_and(|l| l.is_dead(a));
-            let out = match batcher::without(out, dead) {
-                Ok(Some(out)) => out,
-                Ok(None) => continue,
-                Err(e) => {
-                    return Err(TrainerError::Io {
-                        action: "drop the rows of a lost lease".to_string(),
-                        cause: std::io::Error::other(e),
-                    })
-                }
+            let Some(out) = without_dead(out, lost.as_ref())? else {
+                continue;
             };
             let seq = inflight.next_seq;
             inflight.next_seq += 1;
@@ -310,6 +264,86 @@ fn device_loop(
     if let Err(error) = result {
         trainer.set_idle(true);
         let _ = tx.send(DeviceEvent::Failed { device, error });
+    }
+}
+
+/// `out` without the rows of dead leases (`None`: nothing left).
+fn without_dead(
+    out: OutBatch,
+    lost: Option<&LeaseClock>,
+) -> Result<Option<OutBatch>, TrainerError> {
+    let dead = |a| lost.is_some_and(|l| l.is_dead(a));
+    batcher::without(out, dead).map_err(|e| TrainerError::Io {
+        action: "drop the rows of a lost lease".to_string(),
+        cause: std::io::Error::other(e),
+    })
+}
+
+/// Nothing queued: makes sure everything given so far is applied, reporting
+/// each acknowledgement as it comes (so its rows are committed at once);
+/// takes a batch as soon as one is queued, else waits idle. `None` when the
+/// queue is closed.
+fn wait_next(
+    device: usize,
+    trainer: &mut dyn Trainer,
+    rx: &Arc<Mutex<mpsc::Receiver<OutBatch>>>,
+    inflight: &mut InFlight,
+    tx: &mpsc::UnboundedSender<DeviceEvent>,
+) -> Result<Option<OutBatch>, TrainerError> {
+    loop {
+        let (done, all) = trainer.flush_some()?;
+        inflight.report(device, done, trainer.take_marks(), tx);
+        if all {
+            break;
+        }
+        if let Some(item) = try_next(rx) {
+            return Ok(item);
+        }
+    }
+    trainer.set_idle(true);
+    let item = blocking_next(rx);
+    trainer.set_idle(false);
+    Ok(item)
+}
+
+/// What holds back a batch with rows of a lease in doubt.
+struct Held<'a> {
+    clock: &'a LeaseClock,
+    abandon: &'a Halt,
+}
+
+impl Held<'_> {
+    /// Waits while `out` holds rows of a lease in doubt; meanwhile the
+    /// trainer's acknowledgements of what it holds still come in. False
+    /// when the trainer was abandoned meanwhile.
+    fn wait(
+        &self,
+        out: &OutBatch,
+        device: usize,
+        trainer: &mut dyn Trainer,
+        inflight: &mut InFlight,
+        tx: &mpsc::UnboundedSender<DeviceEvent>,
+    ) -> Result<bool, TrainerError> {
+        let doubtful = |out: &OutBatch| {
+            let now = std::time::Instant::now();
+            out.provenance
+                .iter()
+                .any(|p| self.clock.in_doubt(p.attempt, now))
+        };
+        let mut pending = true;
+        while doubtful(out) {
+            if self.abandon.reason().is_some() {
+                return Ok(false);
+            }
+            if pending {
+                let (done, all) = trainer.flush_some()?;
+                inflight.report(device, done, trainer.take_marks(), tx);
+                pending = !all;
+            } else {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+        Ok(true)
     }
 }
 

@@ -8,11 +8,19 @@
 //! (acknowledged rows to committed offsets), joined in [`pipeline`]; under
 //! `--lockstep`, [`stepper`] (one batch per device per step). A reader tries
 //! again reads that fail for a reason that may pass ([`read_retry`]).
+//!
+//! The rules of the worker's leases and rows are [`coordinator`], a pure state
+//! machine (events in, actions out) tested by a seeded simulation;
+//! [`pipeline`] is the async shell that feeds it and performs its actions.
 
 pub mod backoff;
 pub mod batcher;
 pub mod checkpoints;
+mod committer;
+pub mod coordinator;
 pub mod devices;
+mod heartbeats;
+mod in_order;
 pub mod ledger;
 pub mod pipeline;
 pub mod read_retry;

@@ -9,11 +9,10 @@
 //! their own, which sends whatever is pending at once, merged per attempt, so
 //! an acknowledged batch is committed within one round trip.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use connectors::read_ahead::Turn;
 use connectors::{Location, ReadAhead, ReadPlan, Split};
 
 use crate::trainer::protocol::SOURCE_KEY;
@@ -21,23 +20,26 @@ use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 use tracing::{debug, warn};
 
+pub use super::coordinator::{Progress, RunOutcome};
+
 use super::backoff::Backoff;
 use super::batcher::{self, Batcher, OutBatch};
-use super::checkpoints::{CheckpointAction, Checkpoints, Completed};
+use super::checkpoints::Completed;
+use super::committer::{committer, Ending};
+use super::coordinator::{Action, Coordinator, Event, Report, Settings};
 use super::devices::{Brakes, DeviceEvent, Devices, Queues};
-use super::ledger::{Action, Ledger};
+use super::heartbeats::{Beat, Heartbeats};
+use super::in_order::InOrder;
+use super::ledger;
 use super::reader::{self, ReadEvent};
 use super::shuffle::GlobalShuffle;
 use super::stepper::{Step, Stepper};
 use super::{LeaseClock, Piece};
 use crate::protocol::TaskSource;
 use crate::protocol::{Halt, SourceError};
-use crate::queue::{AttemptId, CutPiece, Lease, LeaseReply, WorkerId};
-use crate::trainer::MarkKind;
+use crate::queue::{AttemptId, Lease, LeaseReply, WorkerId};
 use crate::trainer::{TrainerError, TrainerFactory};
 
-/// How often leases are renewed.
-const HEARTBEAT: Duration = Duration::from_secs(1);
 /// How often the coordinator looks again when nothing else wakes it.
 const IDLE_TICK: Duration = Duration::from_millis(50);
 
@@ -100,49 +102,6 @@ pub struct Stop {
     pub signal: tokio::sync::watch::Receiver<bool>,
     /// How long the trainers may take to finish the batches they hold.
     pub grace: Duration,
-}
-
-/// Progress of a run, shared with whoever draws it.
-#[derive(Debug, Default, Clone)]
-pub struct Progress {
-    /// Rows acknowledged by trainers.
-    pub rows: u64,
-    /// Batches acknowledged.
-    pub batches: u64,
-    /// Epoch of the last acknowledged batch.
-    pub epoch: u32,
-    /// Rows acknowledged by trainers, by epoch (indexed by epoch).
-    pub epoch_rows: Vec<u64>,
-}
-
-/// How a run ended.
-#[derive(Debug, Default)]
-pub struct RunOutcome {
-    /// Rows acknowledged by trainers (all epochs).
-    pub rows: u64,
-    /// Batches acknowledged.
-    pub batches: u64,
-    /// Task attempts that failed while reading, with reasons.
-    pub read_failures: u64,
-    /// The run was stopped early (see [`Stop`]); its leases were handed back.
-    pub stopped: bool,
-    /// Rows dropped by `--drop-last` (committed as consumed, trained by no one).
-    pub dropped: u64,
-    /// The trainers declared that they keep checkpoints.
-    pub checkpointed: bool,
-    /// Rows served again to the devices whose trainer died and restarted
-    /// from its last checkpoint (what it acknowledged after it).
-    pub replayed: u64,
-    /// Rows read and left out by `--split` or `--sample` (committed as
-    /// consumed, shipped to no one).
-    pub cut: u64,
-    /// Rows the trainers, which keep checkpoints, acknowledged after their
-    /// last `checkpoint ID` line once they ended their streams: they wrote
-    /// none after their last batch (see [`PipelineError::NoFinalCheckpoint`]).
-    pub unsaved_at_end: u64,
-    /// Rows acknowledged of each source of a job that mixes several, by
-    /// the source's index (empty for one source).
-    pub source_rows: Vec<u64>,
 }
 
 /// Errors that stop a worker.
@@ -284,21 +243,7 @@ pub async fn run(
     on_progress: impl Fn(&Progress) + Send,
 ) -> Result<RunOutcome, PipelineError> {
     let devices_n = config.devices.max(1);
-    let (batch_tx, batch_rx) = mpsc::channel::<OutBatch>(devices_n * 2);
-    // Under lockstep each device has a queue of one batch: a step is sent
-    // whole once every device has room for its batch.
-    // Under `--shuffle global` (without lockstep) each device has a queue
-    // of its own too: each batch goes to the device its number deals it to.
-    let dealt = config.shuffle_window.is_some() && !config.lockstep;
-    let (lanes, queues) = if config.lockstep {
-        let (txs, rxs) = (0..devices_n).map(|_| mpsc::channel::<OutBatch>(1)).unzip();
-        (txs, Queues::PerDevice(rxs))
-    } else if dealt {
-        let (txs, rxs) = (0..devices_n).map(|_| mpsc::channel::<OutBatch>(2)).unzip();
-        (txs, Queues::Dealt(rxs))
-    } else {
-        (Vec::new(), Queues::Shared(batch_rx))
-    };
+    let (batch_tx, lanes, queues) = device_queues(&config);
     let (event_tx, mut event_rx) = mpsc::unbounded_channel::<DeviceEvent>();
     let clock = LeaseClock::new(config.lease_timeout);
     let halt = source.halt().unwrap_or_default();
@@ -328,160 +273,90 @@ pub async fn run(
         ending.clone(),
     ));
     let (read_tx, mut read_rx) = mpsc::channel::<ReadEvent>(config.prefetch.max(1) * 2);
-    let mut state = Coordinator {
-        read_tx: read_tx.clone(),
-        ahead: ReadAhead::new(config.read_ahead),
-        tail: false,
-        worker,
+    let wiring = Wiring {
+        read_tx,
+        batch_tx,
+        lanes,
+        reports: report_tx,
+        clock: clock.clone(),
+        ending: ending.clone(),
+    };
+    let job = Job {
         source,
         location,
         splits,
-        plan: plan.clone(),
-        config: config.clone(),
-        ledger: Ledger::default(),
-        batcher: Batcher::new(
-            plan.output_schema(),
-            config.batch_size,
-            config.shuffle_buffer,
-            config.seed,
-        ),
-        readers: HashMap::new(),
-        starting: HashSet::new(),
-        // With several devices the batch each gets depends on their speed
-        // anyway; the global shuffle orders its windows itself.
-        in_order: (config.only_worker && devices_n == 1 && config.shuffle_window.is_none())
-            .then(InOrder::default),
-        checkpoints: Checkpoints::new(devices_n),
-        origins: HashMap::new(),
-        replaying: HashMap::new(),
-        next_replay: u64::MAX,
-        stepper: config.lockstep.then(|| {
-            Stepper::new(
-                plan.output_schema(),
-                devices_n,
-                config.batch_size,
-                config.drop_last,
-            )
-        }),
-        batch_tx: (!config.lockstep && !dealt).then_some(batch_tx),
-        global: config
-            .shuffle_window
-            .map(|rows| GlobalShuffle::new(config.seed, rows, config.batch_size, devices_n)),
-        dealt: VecDeque::new(),
-        context: HashMap::new(),
-        replay_device: HashMap::new(),
-        lanes,
-        draining: None,
-        devices_done: false,
-        outbox: VecDeque::new(),
-        // Under lockstep the stepper holds one step back, and one more waits.
-        outbox_max: devices_n * if config.lockstep { 3 } else { 2 },
-        reports: report_tx,
-        clock: clock.clone(),
-        suspended: HashSet::new(),
-        next_lease: Instant::now(),
-        backoff: if config.follow {
-            Backoff::between(
-                super::backoff::FIRST,
-                super::backoff::FOLLOW_LONGEST,
-                Some(backoff_seed(worker)),
-            )
-        } else {
-            Backoff::new(backoff_seed(worker))
-        },
-        over: false,
-        progress: Progress::default(),
-        outcome: RunOutcome::default(),
-        held: Arc::new(tokio::sync::Mutex::new(Vec::new())),
-        ending: ending.clone(),
+        plan,
     };
-    let (beat_tx, mut beat_rx) = mpsc::unbounded_channel();
-    let beats = Heartbeats::spawn(
-        state.source.clone(),
-        state.worker,
-        state.held.clone(),
-        ending,
-        clock,
-        beat_tx,
-    );
+    let mut state = Shell::new(job, config, worker, wiring);
+    let (beats, mut beat_rx) = state.heartbeats(ending, clock);
     let result = state
-        .drive(
-            &read_tx,
-            &mut read_rx,
-            &mut event_rx,
-            &mut beat_rx,
-            &on_progress,
-        )
+        .drive(&mut read_rx, &mut event_rx, &mut beat_rx, &on_progress)
         .await;
     drop(beats);
-    let mut result = match result {
-        Err(e) if e.is_gone() && state.rolls_back() => Err(PipelineError::RolledBack(
-            "the master counted this worker gone (silent past the lease timeout)".to_string(),
-        )),
-        result => result,
-    };
-    let rolled_back = matches!(result, Err(PipelineError::RolledBack(_)));
-    if rolled_back {
-        // Before the device queues close: no trainer ends its stream (and
-        // writes a checkpoint after it).
-        abandon.set("rolled back".to_string());
-        state.clock.stop_all();
-        state.outbox.clear();
-        state.dealt.clear();
-    }
-    state.stop_readers();
-    drop(state.batch_tx.take());
-    state.lanes.clear();
-    let stop_requested = state
-        .config
-        .stop
-        .as_ref()
-        .is_some_and(|s| *s.signal.borrow());
-    let joined = if rolled_back {
-        // The trainers are killed; nothing they still say counts.
-        let joined = tokio::task::spawn_blocking(move || devices.join());
-        while event_rx.recv().await.is_some() {}
-        Some(joined)
-    } else if state.outcome.stopped || stop_requested {
-        // Stopped, leases handed back (or a stop was asked for and the run
-        // failed meanwhile): trainers still busy past the grace period end
-        // with the process (their process groups are killed).
-        None
-    } else {
-        // The trainers end their streams: their last acknowledgements and
-        // checkpoints (a trainer's final one) still count.
-        state.tail = true;
-        let joined = tokio::task::spawn_blocking(move || devices.join());
-        while let Some(event) = event_rx.recv().await {
-            let handled = match event {
-                DeviceEvent::Failed { device, error } => Err(PipelineError::Trainer {
-                    device,
-                    source: error,
-                }),
-                event => state.on_device(event),
-            };
-            if let (Err(e), true) = (handled, result.is_ok()) {
-                result = Err(e);
-            }
-        }
-        Some(joined)
-    };
-    if result.is_ok() && state.checkpoints.declared() && !state.outcome.stopped {
-        // What to do about it (serve the rows once more, or fail) is the
-        // job's: a worker joins again, `sluice train` rewinds its queue.
-        state.outcome.unsaved_at_end = state.checkpoints.after_last_lines();
-    }
-    state.outcome.checkpointed = state.checkpoints.declared();
+    let (result, joined) = state
+        .wind_down(result, devices, &mut event_rx, &abandon)
+        .await;
     // Every report made so far reaches the master before the worker goes on.
-    let Coordinator {
-        reports, outcome, ..
+    let Shell {
+        reports,
+        books,
+        source_rows,
+        ..
     } = state;
+    let mut outcome = books.into_outcome(result.is_ok());
+    outcome.source_rows = source_rows;
     drop(reports);
     let _ = committer.await;
     if let Some(joined) = joined {
         let _ = joined.await;
     }
     result.map(|_| outcome)
+}
+
+/// The device threads' queues: the shared one's sender (`None` under
+/// lockstep or `--shuffle global`), each device's own senders, and what the
+/// device threads read from.
+fn device_queues(
+    config: &PipelineConfig,
+) -> (
+    Option<mpsc::Sender<OutBatch>>,
+    Vec<mpsc::Sender<OutBatch>>,
+    Queues,
+) {
+    let devices_n = config.devices.max(1);
+    // Under lockstep each device has a queue of one batch: a step is sent
+    // whole once every device has room for its batch.
+    // Under `--shuffle global` (without lockstep) each device has a queue
+    // of its own too: each batch goes to the device its number deals it to.
+    let dealt = config.shuffle_window.is_some() && !config.lockstep;
+    if config.lockstep {
+        let (txs, rxs) = (0..devices_n).map(|_| mpsc::channel::<OutBatch>(1)).unzip();
+        (None, txs, Queues::PerDevice(rxs))
+    } else if dealt {
+        let (txs, rxs) = (0..devices_n).map(|_| mpsc::channel::<OutBatch>(2)).unzip();
+        (None, txs, Queues::Dealt(rxs))
+    } else {
+        let (batch_tx, batch_rx) = mpsc::channel::<OutBatch>(devices_n * 2);
+        (Some(batch_tx), Vec::new(), Queues::Shared(batch_rx))
+    }
+}
+
+/// What a worker reads: the source of its tasks and the job's data.
+struct Job {
+    source: Arc<dyn TaskSource>,
+    location: Location,
+    splits: Arc<Vec<Split>>,
+    plan: Arc<ReadPlan>,
+}
+
+/// The channels and shared state the shell talks through.
+struct Wiring {
+    read_tx: mpsc::Sender<ReadEvent>,
+    batch_tx: Option<mpsc::Sender<OutBatch>>,
+    lanes: Vec<mpsc::Sender<OutBatch>>,
+    reports: mpsc::UnboundedSender<Report>,
+    clock: LeaseClock,
+    ending: Ending,
 }
 
 /// A seed for the worker's lease backoff: its id and this process's time, so
@@ -530,255 +405,32 @@ async fn stopped(signal: &mut Option<tokio::sync::watch::Receiver<bool>>) {
     }
 }
 
-/// What the coordinator asks the committer to tell the master.
-#[derive(Debug)]
-enum Report {
-    /// The job's trainers keep checkpoints.
-    Declare,
-    /// The rows acknowledged that are in no complete checkpoint.
-    Unsaved(Vec<CutPiece>),
-    /// A complete checkpoint and the rows it adds.
-    Checkpoint {
-        /// Its ID.
-        id: String,
-        /// The rows.
-        pieces: Vec<CutPiece>,
-    },
-    /// What the ledger decided.
-    Ledger(Action),
-    /// Hand a lease back unfinished, without counting it as a failed
-    /// attempt: the worker is stopping.
-    HandBack {
-        /// The attempt.
-        attempt: AttemptId,
-    },
-    /// Hand a lease back as failed: this worker will not go on with it.
-    GiveUp {
-        /// The attempt.
-        attempt: AttemptId,
-        /// Why, for the master's log and summary.
-        reason: String,
-    },
-}
-
-/// Reports of one attempt, merged: the highest commit (offset, and the
-/// acknowledged ranges past it), then how it ended.
-#[derive(Debug, Default)]
-struct Merged {
-    commit: Option<(u64, Vec<(u64, u64)>)>,
-    end: Option<End>,
-}
-
-#[derive(Debug)]
-enum End {
-    Finish(u64),
-    /// Failed: why, and whether for good.
-    Fail(String, bool),
-    HandBack,
-}
-
-impl Merged {
-    fn add(&mut self, report: Report) {
-        match report {
-            Report::Ledger(Action::Commit { offset, ranges, .. }) => {
-                self.commit_rows(offset, ranges);
-            }
-            Report::Ledger(Action::Finish { rows, .. }) => self.end = Some(End::Finish(rows)),
-            Report::Ledger(Action::Fail {
-                offset,
-                reason,
-                for_good,
-                ..
-            }) => {
-                self.commit_rows(offset, Vec::new());
-                self.end = Some(End::Fail(reason, for_good));
-            }
-            Report::GiveUp { reason, .. } => self.end = Some(End::Fail(reason, false)),
-            Report::HandBack { .. } => self.end = Some(End::HandBack),
-            Report::Declare | Report::Checkpoint { .. } | Report::Unsaved(_) => {}
-        }
-    }
-
-    /// Adds a commit: acknowledged rows only grow, so the union of the
-    /// commits is the newest (whatever order they were merged in).
-    fn commit_rows(&mut self, offset: u64, ranges: Vec<(u64, u64)>) {
-        let (held, mut union) = self.commit.take().unwrap_or((offset, Vec::new()));
-        if offset >= held && !ranges.is_empty() {
-            // Reports of an attempt come in order, each holding every row
-            // acknowledged before it: the newest is the union.
-            self.commit = Some((offset, ranges));
-            return;
-        }
-        let offset = offset.max(held);
-        for range in ranges {
-            crate::queue::insert_range(&mut union, range);
-        }
-        union.retain(|r| r.1 > offset);
-        self.commit = Some((offset, union));
-    }
-}
-
-fn attempt_of(report: &Report) -> AttemptId {
-    match report {
-        Report::Declare | Report::Checkpoint { .. } | Report::Unsaved(_) => AttemptId(0),
-        Report::Ledger(
-            Action::Commit { attempt, .. }
-            | Action::Finish { attempt, .. }
-            | Action::Fail { attempt, .. },
-        )
-        | Report::GiveUp { attempt, .. }
-        | Report::HandBack { attempt } => *attempt,
-    }
-}
-
-/// Sends reports to the master as they come: everything pending is merged per
-/// attempt (a commit superseded by a later one or by the finish is not sent)
-/// and sent at once, attempts side by side; what arrives meanwhile goes in the
-/// next round. Ends when the coordinator drops its sender and all is sent.
-async fn committer(
-    source: Arc<dyn TaskSource>,
-    worker: WorkerId,
-    mut reports: mpsc::UnboundedReceiver<Report>,
-    completed: Completed,
-    ending: Ending,
-) {
-    while let Some(first) = reports.recv().await {
-        let mut pending: BTreeMap<AttemptId, Merged> = BTreeMap::new();
-        let mut records = Vec::new();
-        let mut add = |report: Report| match report {
-            Report::Declare | Report::Checkpoint { .. } | Report::Unsaved(_) => {
-                records.push(report)
-            }
-            report => pending.entry(attempt_of(&report)).or_default().add(report),
-        };
-        add(first);
-        while let Ok(report) = reports.try_recv() {
-            add(report);
-        }
-        // Checkpoint records first, in order: a declaration is durable before
-        // the commits that follow it.
-        // Of the snapshots of unsaved rows only the newest matters.
-        let newest = records
-            .iter()
-            .rposition(|r| matches!(r, Report::Unsaved(_)));
-        for (at, record) in records.into_iter().enumerate() {
-            let result = match record {
-                Report::Checkpoint { id, pieces } => {
-                    let recorded = source.checkpoint(worker, id.clone(), pieces).await;
-                    if recorded.is_ok() {
-                        completed.set(id);
-                    }
-                    recorded
-                }
-                Report::Unsaved(pieces) if Some(at) == newest => {
-                    source.unsaved(worker, pieces).await
-                }
-                Report::Unsaved(_) => Ok(()),
-                _ => source.declare_checkpoints(worker).await,
-            };
-            if let Err(e) = result {
-                warn!(error = %connectors::Report(&e), "master refused a checkpoint record");
-            }
-        }
-        let ended: Vec<AttemptId> = pending
-            .iter()
-            .filter(|(_, merged)| merged.end.is_some())
-            .map(|(attempt, _)| *attempt)
-            .collect();
-        let sends = pending.into_iter().map(|(attempt, merged)| {
-            let source = source.clone();
-            async move { send_merged(source.as_ref(), worker, attempt, merged).await }
-        });
-        futures::future::join_all(sends).await;
-        ending.sent(&ended);
-    }
-}
-
-async fn send_merged(
-    source: &dyn TaskSource,
-    worker: WorkerId,
-    attempt: AttemptId,
-    merged: Merged,
-) {
-    let result = match merged.end {
-        // A finish commits every row of the split.
-        Some(End::Finish(rows)) => source.finish(worker, attempt, rows).await,
-        end => {
-            let committed = match merged.commit {
-                Some((offset, ranges)) => source.commit(worker, attempt, offset, ranges).await,
-                None => Ok(()),
-            };
-            match (committed, end) {
-                (Ok(()), Some(End::HandBack)) => source.hand_back(worker, attempt).await,
-                (Err(e), Some(End::HandBack)) => {
-                    warn!(%attempt, error = %connectors::Report(&e), "master refused a commit");
-                    source.hand_back(worker, attempt).await
-                }
-                (Ok(()), Some(End::Fail(reason, for_good))) => source
-                    .fail(worker, attempt, reason, for_good)
-                    .await
-                    .map(|_| ()),
-                (Err(e), Some(End::Fail(reason, for_good))) => {
-                    // Not committed (a stale lease): still hand the attempt back.
-                    warn!(%attempt, error = %connectors::Report(&e), "master refused a commit");
-                    source
-                        .fail(worker, attempt, reason, for_good)
-                        .await
-                        .map(|_| ())
-                }
-                (result, _) => result,
-            }
-        }
-    };
-    match result {
-        Ok(()) => {}
-        // A stale attempt (lease lost meanwhile): its rows will be served again.
-        Err(SourceError::Refused(e)) => {
-            warn!(%attempt, error = %connectors::Report(&e), "master refused a report")
-        }
-        // The master stayed away past the worker's patience: the lease
-        // lapses there and its uncommitted rows are served again.
-        Err(e @ SourceError::Unavailable(_)) => {
-            if source.halt().is_some_and(|h| h.reason().is_some()) {
-                // The run's error says why, once.
-                tracing::debug!(%attempt, error = %connectors::Report(&e), "report not recorded");
-            } else {
-                tracing::error!(%attempt, error = %connectors::Report(&e), "report not delivered to the master")
-            }
-        }
-    }
-}
-
-/// The state of the loop that joins the stages.
-struct Coordinator {
+/// The async shell around the [`Coordinator`]: it feeds it what happens
+/// (replies of the master, readers' rows, devices' acknowledgements) and
+/// performs what it asks, and holds the rows themselves on their way to the
+/// devices.
+struct Shell {
+    /// The rules of this worker's leases and rows.
+    books: Coordinator,
     source: Arc<dyn TaskSource>,
     worker: WorkerId,
     location: Location,
     splits: Arc<Vec<Split>>,
     plan: Arc<ReadPlan>,
     config: PipelineConfig,
-    ledger: Ledger,
     batcher: Batcher,
-    /// Attempts being read, and how to stop their readers.
-    readers: HashMap<AttemptId, AbortHandle>,
-    /// Readers that have not delivered rows yet.
-    starting: HashSet<AttemptId>,
+    /// How to stop each running read (leased, replayed, context).
+    handles: HashMap<AttemptId, AbortHandle>,
     /// With one device: reads taken in lease order (see [`InOrder`]).
     in_order: Option<InOrder>,
-    /// To the coordinator, from readers.
+    /// To the shell, from readers.
     read_tx: mpsc::Sender<ReadEvent>,
-    /// The bytes all readers may hold ahead of the coordinator.
+    /// The bytes all readers may hold ahead of the shell.
     ahead: ReadAhead,
-    /// The loop is over: only device events are still handled.
-    tail: bool,
-    /// What the trainers' checkpoints hold.
-    checkpoints: Checkpoints,
-    /// The epoch and split of every attempt read here (leases and replays).
-    origins: HashMap<AttemptId, (u32, u32)>,
-    /// Rows read again for a trainer that restarted from its checkpoint, by
-    /// the made-up attempt that names them (counting down from `u64::MAX`).
-    replaying: HashMap<AttemptId, AbortHandle>,
-    next_replay: u64,
+    /// `--shuffle global`: leases to place in a window (see `offer_global`).
+    to_offer: Vec<Lease>,
+    /// The attempts held changed since the heartbeats were told.
+    unsynced: bool,
     /// To the device threads; dropped to end them.
     batch_tx: Option<mpsc::Sender<OutBatch>>,
     /// `--shuffle global`: windows read, permuted and cut into batches.
@@ -786,11 +438,6 @@ struct Coordinator {
     /// `--shuffle global` without lockstep: batches for the devices, each
     /// with its device, sent in order as its device's queue has room.
     dealt: VecDeque<(usize, OutBatch)>,
-    /// `--shuffle global`: reads outside any lease of tasks done before this
-    /// run (their rows keep a window's permutation whole), by made-up attempt.
-    context: HashMap<AttemptId, AbortHandle>,
-    /// `--shuffle global`: the device a replayed read's rows go back to.
-    replay_device: HashMap<AttemptId, usize>,
     /// Under lockstep: steps in the making, sent whole to `lanes`.
     stepper: Option<Stepper>,
     /// Under lockstep: one queue per device, in device order (else empty);
@@ -800,6 +447,8 @@ struct Coordinator {
     draining: Option<Instant>,
     /// Every device thread ended.
     devices_done: bool,
+    /// Rows acknowledged of each source of a mixed job (empty for one).
+    source_rows: Vec<u64>,
     /// Batches ready for the devices, sent as the device queue has room.
     outbox: VecDeque<OutBatch>,
     /// Reading pauses while the outbox holds this many batches.
@@ -807,16 +456,10 @@ struct Coordinator {
     /// To the committer.
     reports: mpsc::UnboundedSender<Report>,
     clock: LeaseClock,
-    /// Leases in doubt, already logged (see `drop_lapsed`).
-    suspended: HashSet<AttemptId>,
     /// No lease request before this (after a reply with nothing to do).
     next_lease: Instant,
     /// How long to wait after each reply with nothing to do.
     backoff: Backoff,
-    /// The master said the job is over.
-    over: bool,
-    progress: Progress,
-    outcome: RunOutcome,
     /// The attempts this worker holds, as its heartbeats report them. A lease
     /// and the update of this list happen under its lock, so a heartbeat
     /// never reports a list that misses a lease already granted.
@@ -825,173 +468,157 @@ struct Coordinator {
     ending: Ending,
 }
 
-/// With one device, rows reach the batcher in the order their tasks were
-/// leased, whatever order their readers deliver in: with a seed, the same
-/// data gives the same batches run after run. Readers still read ahead side
-/// by side; the events of every read but the first in line wait here (their
-/// batches keeping their share of the read-ahead budget), and the first in
-/// line has its [`Turn`] given, so its requests never wait for bytes the
-/// others hold.
-#[derive(Default)]
-struct InOrder {
-    /// Attempts in lease order, each with its reader's turn.
-    lined: VecDeque<(AttemptId, Turn)>,
-    /// Events of attempts not first in line, in the order they came.
-    held: HashMap<AttemptId, Vec<ReadEvent>>,
-}
-
-impl InOrder {
-    /// Puts `attempt` last in line; the turn to give its reader.
-    fn queue(&mut self, attempt: AttemptId) -> Turn {
-        let turn = Turn::new();
-        self.lined.push_back((attempt, turn.clone()));
-        turn
-    }
-
-    fn holds(&self, attempt: AttemptId) -> bool {
-        self.lined.iter().any(|(a, _)| *a == attempt)
-    }
-
-    fn is_first(&self, attempt: AttemptId) -> bool {
-        self.first() == Some(attempt)
-    }
-
-    fn first(&self) -> Option<AttemptId> {
-        self.lined.front().map(|(a, _)| *a)
-    }
-
-    /// Gives the first in line its turn; whether it was not given before.
-    fn give_turn(&self) -> bool {
-        match self.lined.front() {
-            Some((_, turn)) if !turn.is_given() => {
-                turn.give();
-                true
-            }
-            _ => false,
-        }
-    }
-
-    fn forget_first(&mut self) {
-        if let Some((attempt, _)) = self.lined.pop_front() {
-            self.held.remove(&attempt);
-        }
-    }
-
-    fn wait(&mut self, attempt: AttemptId, event: ReadEvent) {
-        self.held.entry(attempt).or_default().push(event);
-    }
-
-    /// No read's events wait for their turn: nothing is read ahead of the
-    /// trainers here (a worker bound by its trainers leases no more).
-    fn holds_nothing(&self) -> bool {
-        self.held.is_empty()
-    }
-
-    fn take_held(&mut self, attempt: AttemptId) -> Vec<ReadEvent> {
-        self.held.remove(&attempt).unwrap_or_default()
-    }
-
-    /// A lost attempt leaves the line with every event it held.
-    fn drop_attempt(&mut self, attempt: AttemptId) {
-        self.lined.retain(|(a, _)| *a != attempt);
-        self.held.remove(&attempt);
-    }
-}
-
-/// Attempts whose end (finish, failure, hand-back) is on its way to the
-/// master: the heartbeats still list them as held until it is sent, or the
-/// master, seeing a lease it granted missing, would take it back as one
-/// whose reply never reached the worker (and serve its rows again).
-#[derive(Debug, Clone, Default)]
-struct Ending(Arc<std::sync::Mutex<HashSet<AttemptId>>>);
-
-impl Ending {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<AttemptId>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn add(&self, attempt: AttemptId) {
-        self.lock().insert(attempt);
-    }
-
-    fn sent(&self, attempts: &[AttemptId]) {
-        let mut ending = self.lock();
-        for attempt in attempts {
-            ending.remove(attempt);
-        }
-    }
-
-    /// `held` and the attempts whose end is not sent yet.
-    fn with(&self, held: &[AttemptId]) -> Vec<AttemptId> {
-        let mut listed = held.to_vec();
-        listed.extend(self.lock().iter().filter(|a| !held.contains(a)));
-        listed
-    }
-}
-
-/// What the heartbeat task tells the coordinator.
-type Beat = Result<AttemptId, SourceError>;
-
-/// Heartbeats in a task of their own: leases are renewed on time even while
-/// the coordinator is busy.
-struct Heartbeats(tokio::task::JoinHandle<()>);
-
-impl Heartbeats {
-    fn spawn(
-        source: Arc<dyn TaskSource>,
-        worker: WorkerId,
-        held: Arc<tokio::sync::Mutex<Vec<AttemptId>>>,
-        ending: Ending,
-        clock: LeaseClock,
-        to_coordinator: mpsc::UnboundedSender<Beat>,
-    ) -> Heartbeats {
-        Heartbeats(tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(HEARTBEAT);
-            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            ticker.tick().await;
-            loop {
-                ticker.tick().await;
-                let sent = Instant::now();
-                let (result, renewed) = {
-                    let held = held.lock().await;
-                    let listed = ending.with(&held);
-                    (source.heartbeat(worker, &listed).await, held.clone())
-                };
-                let beats: Vec<Beat> = match result {
-                    Ok(lost) => {
-                        for attempt in &lost {
-                            clock.lose(*attempt);
-                        }
-                        let live: Vec<AttemptId> =
-                            renewed.into_iter().filter(|a| !lost.contains(a)).collect();
-                        clock.renewed(&live, sent);
-                        lost.into_iter().map(Ok).collect()
-                    }
-                    Err(e) => vec![Err(e)],
-                };
-                for beat in beats {
-                    if to_coordinator.send(beat).is_err() {
-                        return;
-                    }
-                }
-            }
-        }))
-    }
-}
-
-impl Drop for Heartbeats {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// Device events handled in one go before the loop looks at anything else.
 const EVENTS_PER_ROUND: usize = 4096;
 
-impl Coordinator {
+impl Shell {
+    fn new(job: Job, config: PipelineConfig, worker: WorkerId, wiring: Wiring) -> Shell {
+        let devices_n = config.devices.max(1);
+        let books = Coordinator::new(Settings {
+            devices: devices_n,
+            splits: job.splits.len(),
+            keeps_unsaved: job.source.keeps_unsaved(),
+            global: config.shuffle_window.is_some(),
+            replay_to_device: config.shuffle_window.is_some() && !config.lockstep,
+        });
+        let schema = job.plan.output_schema();
+        Shell {
+            books,
+            read_tx: wiring.read_tx,
+            ahead: ReadAhead::new(config.read_ahead),
+            to_offer: Vec::new(),
+            unsynced: false,
+            worker,
+            source: job.source,
+            location: job.location,
+            splits: job.splits,
+            plan: job.plan,
+            batcher: Batcher::new(
+                schema.clone(),
+                config.batch_size,
+                config.shuffle_buffer,
+                config.seed,
+            ),
+            handles: HashMap::new(),
+            // With several devices the batch each gets depends on their speed
+            // anyway; the global shuffle orders its windows itself.
+            in_order: (config.only_worker && devices_n == 1 && config.shuffle_window.is_none())
+                .then(InOrder::default),
+            stepper: config
+                .lockstep
+                .then(|| Stepper::new(schema, devices_n, config.batch_size, config.drop_last)),
+            batch_tx: wiring.batch_tx,
+            global: config
+                .shuffle_window
+                .map(|rows| GlobalShuffle::new(config.seed, rows, config.batch_size, devices_n)),
+            dealt: VecDeque::new(),
+            lanes: wiring.lanes,
+            draining: None,
+            devices_done: false,
+            source_rows: Vec::new(),
+            outbox: VecDeque::new(),
+            // Under lockstep the stepper holds one step back, and one more waits.
+            outbox_max: devices_n * if config.lockstep { 3 } else { 2 },
+            reports: wiring.reports,
+            clock: wiring.clock,
+            next_lease: Instant::now(),
+            backoff: if config.follow {
+                Backoff::between(
+                    super::backoff::FIRST,
+                    super::backoff::FOLLOW_LONGEST,
+                    Some(backoff_seed(worker)),
+                )
+            } else {
+                Backoff::new(backoff_seed(worker))
+            },
+            held: Arc::new(tokio::sync::Mutex::new(Vec::new())),
+            ending: wiring.ending,
+            config,
+        }
+    }
+
+    /// Starts the heartbeats of the leases this shell holds.
+    fn heartbeats(
+        &self,
+        ending: Ending,
+        clock: LeaseClock,
+    ) -> (Heartbeats, mpsc::UnboundedReceiver<Beat>) {
+        let (beat_tx, beat_rx) = mpsc::unbounded_channel();
+        let source = self.source.clone();
+        let beats = Heartbeats::spawn(
+            source,
+            self.worker,
+            self.held.clone(),
+            ending,
+            clock,
+            beat_tx,
+        );
+        (beats, beat_rx)
+    }
+
+    /// After the loop: rolls the trainers back, or lets them end their
+    /// streams (their last acknowledgements and checkpoints still count), or,
+    /// stopped early, leaves them to end with the process. The run's result,
+    /// and the join of the device threads to wait for.
+    async fn wind_down(
+        &mut self,
+        result: Result<(), PipelineError>,
+        devices: Devices,
+        event_rx: &mut mpsc::UnboundedReceiver<DeviceEvent>,
+        abandon: &Halt,
+    ) -> (
+        Result<(), PipelineError>,
+        Option<tokio::task::JoinHandle<()>>,
+    ) {
+        let mut result = match result {
+            Err(e) if e.is_gone() && self.books.rolls_back() => Err(PipelineError::RolledBack(
+                "the master counted this worker gone (silent past the lease timeout)".to_string(),
+            )),
+            result => result,
+        };
+        let rolled_back = matches!(result, Err(PipelineError::RolledBack(_)));
+        if rolled_back {
+            // Before the device queues close: no trainer ends its stream (and
+            // writes a checkpoint after it).
+            abandon.set("rolled back".to_string());
+            self.clock.stop_all();
+            self.outbox.clear();
+            self.dealt.clear();
+        }
+        self.stop_readers();
+        drop(self.batch_tx.take());
+        self.lanes.clear();
+        let stop_requested = self
+            .config
+            .stop
+            .as_ref()
+            .is_some_and(|s| *s.signal.borrow());
+        if rolled_back {
+            // The trainers are killed; nothing they still say counts.
+            let joined = tokio::task::spawn_blocking(move || devices.join());
+            while event_rx.recv().await.is_some() {}
+            return (result, Some(joined));
+        }
+        if self.books.stopped() || stop_requested {
+            // Stopped, leases handed back (or a stop was asked for and the run
+            // failed meanwhile): trainers still busy past the grace period end
+            // with the process (their process groups are killed).
+            return (result, None);
+        }
+        // The trainers end their streams: their last acknowledgements and
+        // checkpoints (a trainer's final one) still count.
+        self.books.handle(Event::Tail);
+        let joined = tokio::task::spawn_blocking(move || devices.join());
+        while let Some(event) = event_rx.recv().await {
+            if let (Err(e), true) = (self.on_device(event), result.is_ok()) {
+                result = Err(e);
+            }
+        }
+        (result, Some(joined))
+    }
+
     async fn drive(
         &mut self,
-        read_tx: &mpsc::Sender<ReadEvent>,
         read_rx: &mut mpsc::Receiver<ReadEvent>,
         events: &mut mpsc::UnboundedReceiver<DeviceEvent>,
         beats: &mut mpsc::UnboundedReceiver<Beat>,
@@ -999,57 +626,9 @@ impl Coordinator {
     ) -> Result<(), PipelineError> {
         let mut flushed = false;
         let mut stop = self.config.stop.as_ref().map(|s| s.signal.clone());
-        let halt = self.source.halt();
         loop {
-            if let Some(why) = halt.as_ref().and_then(Halt::reason) {
-                // Nothing more can be committed: no queued row reaches a
-                // trainer, and no more is read.
-                self.clock.stop_all();
-                self.stop_readers();
-                self.outbox.clear();
-                self.dealt.clear();
-                return Err(PipelineError::Halted(why.to_string()));
-            }
-            self.drop_lapsed().await;
-            if let Some(deadline) = self.draining {
-                if self.devices_done || Instant::now() >= deadline {
-                    self.hand_back_all().await;
-                    return Ok(());
-                }
-            } else if !self.over && Instant::now() >= self.next_lease && self.hungry(read_rx) {
-                self.top_up(read_tx).await?;
-            }
-            self.consume_dropped();
-            self.pump_global()?;
-            if self.over
-                && self.readers.is_empty()
-                && self.context.is_empty()
-                && self.dealt.is_empty()
-                && self.global.as_ref().is_none_or(GlobalShuffle::is_empty)
-                && self.replaying.is_empty()
-                && self.ledger.is_empty()
-                && self.outbox.is_empty()
-                && self.stepper.as_ref().is_none_or(Stepper::is_empty)
-            {
+            if self.step(read_rx, &mut flushed).await? {
                 return Ok(());
-            }
-            let open_step = self.stepper.as_ref().is_some_and(Stepper::open);
-            if self.readers.is_empty()
-                && self.replaying.is_empty()
-                && self.context.is_empty()
-                && self.global.as_ref().is_none_or(|g| !g.holds_rows())
-                && (self.batcher.buffered() > 0 || open_step)
-                && !flushed
-            {
-                // Nothing more to read for now: let the short batch go so
-                // that its tasks can end (under lockstep: the epoch ends here).
-                let tail = self.batcher.flush()?;
-                self.ready(tail);
-                if let Some(stepper) = &mut self.stepper {
-                    stepper.end_epoch();
-                }
-                self.consume_dropped();
-                flushed = true;
             }
             let batch_tx = self.batch_tx.clone();
             let lanes = self.lanes.clone();
@@ -1061,24 +640,13 @@ impl Coordinator {
             tokio::select! {
                 biased;
                 event = events.recv(), if !self.devices_done => match event {
-                    Some(event) => {
-                        self.on_device(event)?;
-                        for _ in 0..EVENTS_PER_ROUND {
-                            let Ok(event) = events.try_recv() else { break };
-                            self.on_device(event)?;
-                        }
-                        on_progress(&self.progress);
-                    }
+                    Some(event) => self.on_devices(event, events, on_progress)?,
                     None => self.devices_done = true,
                 },
                 Some(beat) = beats.recv() => {
-                    let lost = beat?;
-                    if self.rolls_back() {
-                        warn!(attempt = %lost, "lease lost while trainers may hold its rows; rolling them back to their last complete checkpoint");
-                        return Err(PipelineError::RolledBack(format!("lease {lost} was lost")));
-                    }
-                    warn!(attempt = %lost, "lease lost; its rows will be served again elsewhere");
-                    self.lose(lost).await?;
+                    let attempt = beat?;
+                    self.act(Event::Lost { attempt })?;
+                    self.sync_if_changed().await;
                 }
                 permit = reserve(batch_tx.as_ref()), if !self.outbox.is_empty() => match permit {
                     Ok(permit) => {
@@ -1098,23 +666,8 @@ impl Coordinator {
                     // The device threads are gone; their events say why.
                     Err(_) => self.dealt.clear(),
                 },
-                permits = reserve_all(&lanes), if step_ready => match permits {
-                    Ok(permits) => {
-                        if let Some(Step { batches, .. }) = self.stepper.as_mut().map(Stepper::next_step).transpose()?.flatten() {
-                            for (permit, out) in permits.into_iter().zip(batches) {
-                                permit.send(self.tagged(out));
-                            }
-                        }
-                        self.consume_dropped();
-                    }
-                    // The device threads are gone; their events say why.
-                    Err(_) => {
-                        if let Some(stepper) = &mut self.stepper {
-                            stepper.clear();
-                        }
-                    }
-                },
-                _ = stopped(&mut stop), if self.draining.is_none() => self.begin_drain(),
+                permits = reserve_all(&lanes), if step_ready => self.send_step(permits)?,
+                _ = stopped(&mut stop), if self.draining.is_none() => self.begin_drain()?,
                 Some(event) = read_rx.recv(), if self.draining.is_none() && !self.backed_up() => {
                     flushed = false;
                     self.on_read(event)?;
@@ -1122,6 +675,100 @@ impl Coordinator {
                 _ = tokio::time::sleep(IDLE_TICK) => {}
             }
         }
+    }
+
+    /// What the loop does before it waits: stops if the source halted,
+    /// hands back once drained, leases more, moves the global shuffle on,
+    /// and lets the short batch go once nothing more is read. True when the
+    /// run is over.
+    async fn step(
+        &mut self,
+        read_rx: &mpsc::Receiver<ReadEvent>,
+        flushed: &mut bool,
+    ) -> Result<bool, PipelineError> {
+        if let Some(why) = self.source.halt().as_ref().and_then(Halt::reason) {
+            // Nothing more can be committed: no queued row reaches a
+            // trainer, and no more is read.
+            self.clock.stop_all();
+            self.stop_readers();
+            self.outbox.clear();
+            self.dealt.clear();
+            return Err(PipelineError::Halted(why.to_string()));
+        }
+        self.drop_lapsed()?;
+        if let Some(deadline) = self.draining {
+            if self.devices_done || Instant::now() >= deadline {
+                self.hand_back_all().await?;
+                return Ok(true);
+            }
+        } else if !self.books.is_over() && Instant::now() >= self.next_lease && self.hungry(read_rx)
+        {
+            self.top_up().await?;
+        }
+        self.consume_dropped()?;
+        self.pump_global()?;
+        if self.books.is_done()
+            && self.dealt.is_empty()
+            && self.global.as_ref().is_none_or(GlobalShuffle::is_empty)
+            && self.outbox.is_empty()
+            && self.stepper.as_ref().is_none_or(Stepper::is_empty)
+        {
+            return Ok(true);
+        }
+        let open_step = self.stepper.as_ref().is_some_and(Stepper::open);
+        if self.books.reads_none()
+            && self.global.as_ref().is_none_or(|g| !g.holds_rows())
+            && (self.batcher.buffered() > 0 || open_step)
+            && !*flushed
+        {
+            // Nothing more to read for now: let the short batch go so
+            // that its tasks can end (under lockstep: the epoch ends here).
+            let tail = self.batcher.flush()?;
+            self.ready(tail);
+            if let Some(stepper) = &mut self.stepper {
+                stepper.end_epoch();
+            }
+            self.consume_dropped()?;
+            *flushed = true;
+        }
+        Ok(false)
+    }
+
+    /// A device event and those that came with it (a round at most).
+    fn on_devices(
+        &mut self,
+        first: DeviceEvent,
+        events: &mut mpsc::UnboundedReceiver<DeviceEvent>,
+        on_progress: &(impl Fn(&Progress) + Send),
+    ) -> Result<(), PipelineError> {
+        self.on_device(first)?;
+        for _ in 0..EVENTS_PER_ROUND {
+            let Ok(event) = events.try_recv() else { break };
+            self.on_device(event)?;
+        }
+        on_progress(self.books.progress());
+        Ok(())
+    }
+
+    /// Under lockstep: every device has room, the next step goes.
+    fn send_step(
+        &mut self,
+        permits: Result<Vec<mpsc::Permit<'_, OutBatch>>, mpsc::error::SendError<()>>,
+    ) -> Result<(), PipelineError> {
+        let Ok(permits) = permits else {
+            // The device threads are gone; their events say why.
+            if let Some(stepper) = &mut self.stepper {
+                stepper.clear();
+            }
+            return Ok(());
+        };
+        let step = self.stepper.as_mut().map(Stepper::next_step).transpose()?;
+        if let Some(Step { batches, .. }) = step.flatten() {
+            for (permit, out) in permits.into_iter().zip(batches) {
+                permit.send(self.tagged(out));
+            }
+        }
+        self.consume_dropped()
     }
 
     /// Whether to lease more: no reader is running, or the stages after the
@@ -1136,9 +783,9 @@ impl Coordinator {
         if let Some(global) = &self.global {
             return global.wants_lease();
         }
-        self.readers.is_empty()
-            || (self.starting.is_empty()
-                && self.readers.len() < self.config.prefetch.max(1)
+        self.books.leased_reads() == 0
+            || (self.books.none_starting()
+                && self.books.leased_reads() < self.config.prefetch.max(1)
                 && self.ahead.waiting() == 0
                 && read_rx.is_empty()
                 && !self.backed_up()
@@ -1171,25 +818,26 @@ impl Coordinator {
 
     /// Rows `--drop-last` dropped: consumed (committed, and part of the next
     /// checkpoint of device 0) without reaching a trainer.
-    fn consume_dropped(&mut self) {
+    fn consume_dropped(&mut self) -> Result<(), PipelineError> {
         let Some(dropped) = self.stepper.as_mut().map(Stepper::take_dropped) else {
-            return;
+            return Ok(());
         };
         for out in dropped {
-            let rows = out.data.num_rows() as u64;
-            self.outcome.dropped += rows;
             debug!(
-                rows,
+                rows = out.data.num_rows(),
                 epoch = out.epoch,
                 "rows of the epoch's partial step dropped (--drop-last)"
             );
-            self.consume(0, &out.provenance);
+            self.act(Event::Dropped {
+                provenance: out.provenance,
+            })?;
         }
+        Ok(())
     }
 
     /// Stops early (see [`Stop`]): no more leases or reads; rows that no
     /// trainer holds are dropped; the device threads finish what they hold.
-    fn begin_drain(&mut self) {
+    fn begin_drain(&mut self) -> Result<(), PipelineError> {
         let grace = self
             .config
             .stop
@@ -1200,7 +848,11 @@ impl Coordinator {
             "stopping: the trainers finish the batches they hold, the rest is handed back"
         );
         self.draining = Some(Instant::now() + grace);
-        self.outcome.stopped = true;
+        self.act(Event::Stop)
+    }
+
+    /// Drops every row no trainer holds, and ends the device queues.
+    fn drain(&mut self) {
         self.stop_readers();
         self.outbox.clear();
         self.dealt.clear();
@@ -1210,7 +862,7 @@ impl Coordinator {
         if let Some(stepper) = &mut self.stepper {
             stepper.clear();
         }
-        for attempt in self.ledger.attempts() {
+        for attempt in self.books.attempts() {
             self.batcher.drop_attempt(attempt);
         }
         // Batches still queued for the devices are dropped by them, unfed
@@ -1222,72 +874,22 @@ impl Coordinator {
 
     /// Hands every attempt still held back to the master, after committing
     /// what was acknowledged.
-    async fn hand_back_all(&mut self) {
-        for attempt in self.ledger.attempts() {
-            self.ledger.drop_attempt(attempt);
-            self.clock.forget(attempt);
-            self.report(Report::HandBack { attempt });
-        }
-        self.sync_held().await;
+    async fn hand_back_all(&mut self) -> Result<(), PipelineError> {
+        self.act(Event::DrainOver)?;
+        self.sync_if_changed().await;
+        Ok(())
     }
 
-    /// A trainer's checkpoint line, or its restart from a checkpoint.
-    fn on_mark(&mut self, device: usize, kind: MarkKind) {
-        let action = match kind {
-            MarkKind::Declared => self.checkpoints.on_declared(),
-            MarkKind::Checkpoint(id) => self.checkpoints.on_checkpoint(device, id),
-            MarkKind::Restarted => {
-                let again = self.checkpoints.on_restarted(device);
-                if !again.is_empty() {
-                    let rows: u64 = again.iter().map(|p| p.end - p.start).sum();
-                    self.outcome.replayed += rows;
-                    warn!(device, rows, "trainer restarted from its last checkpoint; the rows it acknowledged after it are served again");
-                }
-                if self.tail && !again.is_empty() {
-                    warn!(device, "trainer restarted after the last batch: the rows it acknowledged after its checkpoint are not in its model");
-                }
-                for piece in again {
-                    self.replay(piece, device);
-                }
-                None
-            }
-        };
-        match action {
-            Some(CheckpointAction::Declare) => self.report(Report::Declare),
-            Some(CheckpointAction::Complete { id, pieces }) => {
-                debug!(%id, pieces = pieces.len(), "checkpoint complete");
-                self.report(Report::Checkpoint { id, pieces });
-                if self.source.keeps_unsaved() {
-                    self.report(Report::Unsaved(self.checkpoints.unsaved()));
-                }
-            }
-            None => {}
-        }
-    }
-
-    /// Reads rows of `piece` again (for a trainer that restarted from its
-    /// checkpoint), outside any lease: the rows were committed already.
-    fn replay(&mut self, piece: CutPiece, device: usize) {
-        let Some(split) = self.splits.get(piece.split as usize).cloned() else {
+    /// Reads rows of `lease` again (for the trainer of `device`, which
+    /// restarted from its checkpoint), outside any lease: the rows were
+    /// committed already.
+    fn replay(&mut self, lease: Lease) {
+        let Some(split) = self.splits.get(lease.split as usize).cloned() else {
             return;
         };
-        let attempt = AttemptId(self.next_replay);
-        self.next_replay -= 1;
-        self.origins.insert(attempt, (piece.epoch, piece.split));
-        let lease = Lease {
-            attempt,
-            epoch: piece.epoch,
-            split: piece.split,
-            offset: piece.start,
-            deadline: 0,
-            skip: vec![(piece.end, u64::MAX)],
-            repaired: false,
-        };
+        let attempt = lease.attempt;
         let handle = self.spawn_reader(split, lease, self.read_tx.clone());
-        self.replaying.insert(attempt, handle);
-        if self.global.is_some() && self.stepper.is_none() {
-            self.replay_device.insert(attempt, device);
-        }
+        self.handles.insert(attempt, handle);
     }
 
     /// Starts reading `split` from where `lease` says, sending to `tx`.
@@ -1315,80 +917,112 @@ impl Coordinator {
     }
 
     /// Leases tasks until `prefetch` are being read.
-    async fn top_up(&mut self, read_tx: &mpsc::Sender<ReadEvent>) -> Result<(), PipelineError> {
+    async fn top_up(&mut self) -> Result<(), PipelineError> {
         let held = self.held.clone();
         let mut held = held.lock().await;
-        let result = self.lease_more(read_tx).await;
-        *held = self.ledger.attempts();
+        let result = self.lease_more().await;
+        *held = self.books.attempts();
+        self.unsynced = false;
         result
     }
 
     /// Publishes the attempts held to the heartbeat task.
     async fn sync_held(&mut self) {
-        *self.held.lock().await = self.ledger.attempts();
+        *self.held.lock().await = self.books.attempts();
+        self.unsynced = false;
     }
 
-    async fn lease_more(&mut self, read_tx: &mpsc::Sender<ReadEvent>) -> Result<(), PipelineError> {
+    /// Publishes the attempts held, if they changed.
+    async fn sync_if_changed(&mut self) {
+        if self.unsynced {
+            self.sync_held().await;
+        }
+    }
+
+    async fn lease_more(&mut self) -> Result<(), PipelineError> {
         let prefetch = self.config.prefetch.max(1);
         // One task at a time: the next only once this one delivers rows and
         // the pipeline still waits for more (see `hungry`).
-        if self.global.is_some() || self.readers.len() < prefetch {
-            let want = 1;
-            let sent = Instant::now();
-            match self.source.lease(self.worker, want).await? {
-                LeaseReply::Tasks(leases) if !leases.is_empty() => {
-                    self.backoff.reset();
-                    for lease in leases {
-                        self.clock.granted(lease.attempt, sent);
-                        if lease.split as usize >= self.splits.len() && !self.learn_splits().await {
-                            // Leased again, once the master answers.
-                            self.clock.forget(lease.attempt);
-                            self.report(Report::HandBack {
-                                attempt: lease.attempt,
-                            });
-                            continue;
-                        }
-                        let Some(split) = self.splits.get(lease.split as usize).cloned() else {
-                            let reason = format!("split {} is not in this job", lease.split);
-                            self.clock.forget(lease.attempt);
-                            self.report(Report::GiveUp {
-                                attempt: lease.attempt,
-                                reason,
-                            });
-                            continue;
-                        };
-                        debug!(attempt = %lease.attempt, split = lease.split, epoch = lease.epoch, offset = lease.offset, "leased");
-                        self.ledger.start(lease.clone());
-                        let attempt = lease.attempt;
-                        self.origins.insert(attempt, (lease.epoch, lease.split));
-                        if self.global.is_some() {
-                            // Read once its window is (see `pump_global`).
-                            self.offer_global(lease).await?;
-                            continue;
-                        }
-                        let handle = match &mut self.in_order {
-                            Some(order) => {
-                                let ahead = self.ahead.with_turn(order.queue(attempt));
-                                self.spawn_reader_within(split, lease, read_tx.clone(), ahead)
-                            }
-                            None => self.spawn_reader(split, lease, read_tx.clone()),
-                        };
-                        self.readers.insert(attempt, handle);
-                        self.starting.insert(attempt);
-                        self.take_in_order()?;
+        if self.global.is_none() && self.books.leased_reads() >= prefetch {
+            return Ok(());
+        }
+        let sent = Instant::now();
+        match self.source.lease(self.worker, 1).await? {
+            LeaseReply::Tasks(leases) if !leases.is_empty() => {
+                self.backoff.reset();
+                for lease in leases {
+                    self.clock.granted(lease.attempt, sent);
+                    let reachable =
+                        (lease.split as usize) < self.books.splits() || self.learn_splits().await;
+                    self.act(Event::Granted { lease, reachable })?;
+                    for lease in std::mem::take(&mut self.to_offer) {
+                        // Read once its window is (see `pump_global`).
+                        self.offer_global(lease).await?;
                     }
                 }
-                LeaseReply::Tasks(_) | LeaseReply::Wait => {
-                    self.next_lease = Instant::now() + self.backoff.next_wait();
-                    self.global_waits().await?;
-                    return Ok(());
-                }
-                LeaseReply::JobOver => {
-                    self.over = true;
-                    self.global_waits().await?;
-                    return Ok(());
-                }
             }
+            LeaseReply::Tasks(_) | LeaseReply::Wait => {
+                self.next_lease = Instant::now() + self.backoff.next_wait();
+                self.global_waits().await?;
+            }
+            LeaseReply::JobOver => {
+                self.act(Event::NothingToLease { over: true })?;
+                self.global_waits().await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts reading a lease, or under `--shuffle global` places it in a
+    /// window (see `offer_global`).
+    fn start_read(&mut self, lease: Lease) -> Result<(), PipelineError> {
+        if self.global.is_some() {
+            self.to_offer.push(lease);
+            return Ok(());
+        }
+        let Some(split) = self.splits.get(lease.split as usize).cloned() else {
+            return Ok(());
+        };
+        let attempt = lease.attempt;
+        let handle = match &mut self.in_order {
+            Some(order) => {
+                let ahead = self.ahead.with_turn(order.queue(attempt));
+                self.spawn_reader_within(split, lease, self.read_tx.clone(), ahead)
+            }
+            None => self.spawn_reader(split, lease, self.read_tx.clone()),
+        };
+        self.handles.insert(attempt, handle);
+        self.take_in_order()
+    }
+
+    /// Tells the coordinator `event` and does what it asks.
+    fn act(&mut self, event: Event) -> Result<(), PipelineError> {
+        let actions = self.books.handle(event);
+        self.perform_all(actions)
+    }
+
+    fn perform_all(&mut self, actions: Vec<Action>) -> Result<(), PipelineError> {
+        actions
+            .into_iter()
+            .try_for_each(|action| self.perform(action))
+    }
+
+    /// Does what the coordinator asks. `Feed` and `ReplayFailed` concern the
+    /// read event at hand: its handler looks for them.
+    fn perform(&mut self, action: Action) -> Result<(), PipelineError> {
+        match action {
+            Action::Read(lease) => self.start_read(lease)?,
+            Action::Replay { lease, .. } => self.replay(lease),
+            Action::Report(report) => self.report(report),
+            Action::Drop(attempt) => self.drop_lost(attempt)?,
+            Action::Forget(attempt) => self.clock.forget(attempt),
+            Action::Suspend(attempt) => {
+                warn!(%attempt, "lease lapsed before a heartbeat renewed it: its rows wait for the master's answer");
+            }
+            Action::Drain => self.drain(),
+            Action::SyncHeld => self.unsynced = true,
+            Action::RollBack(why) => return Err(PipelineError::RolledBack(why)),
+            Action::Feed(_) | Action::ReplayFailed => {}
         }
         Ok(())
     }
@@ -1437,20 +1071,19 @@ impl Coordinator {
             return Ok(());
         };
         let room = self.config.prefetch.max(1).saturating_sub(global.reading());
-        let orders = global.pump(&self.splits, room, &mut self.next_replay);
+        let orders = global.pump(&self.splits, room, self.books.made_up_ids());
         for order in orders {
             let lease = order.lease;
             let Some(split) = self.splits.get(lease.split as usize).cloned() else {
                 continue;
             };
             let attempt = lease.attempt;
-            self.origins.insert(attempt, (lease.epoch, lease.split));
+            self.act(Event::WindowRead {
+                lease: lease.clone(),
+                context: order.context,
+            })?;
             let handle = self.spawn_reader(split, lease, self.read_tx.clone());
-            if order.context {
-                self.context.insert(attempt, handle);
-            } else {
-                self.readers.insert(attempt, handle);
-            }
+            self.handles.insert(attempt, handle);
         }
         loop {
             // Under lockstep, batches that wait for more (to make a step,
@@ -1493,6 +1126,7 @@ impl Coordinator {
                 global.add(attempt, start, batch);
                 // The window holds the rows now: out of the read-ahead budget.
                 drop(held);
+                Ok(())
             }
             ReadEvent::Cut {
                 attempt,
@@ -1500,51 +1134,52 @@ impl Coordinator {
                 len,
             } => {
                 let runs = global.uncommitted(attempt, start, len);
-                for (start, end) in runs {
-                    self.outcome.cut += end - start;
-                    self.consume(
-                        0,
-                        &[Piece {
-                            attempt,
-                            start,
-                            len: end - start,
-                        }],
-                    );
-                }
+                let window = true;
+                self.act(Event::Cut {
+                    attempt,
+                    runs,
+                    window,
+                })
             }
-            ReadEvent::Waiting { .. } => {}
-            ReadEvent::LoginRefused { error } => {
-                return Err(PipelineError::LoginRefused {
-                    source: Box::new(error),
-                });
-            }
+            ReadEvent::Waiting { .. } => Ok(()),
+            ReadEvent::LoginRefused { error } => Err(PipelineError::LoginRefused {
+                source: Box::new(error),
+            }),
             ReadEvent::Done { attempt, end } => {
                 global.read_ended(attempt);
-                if self.context.remove(&attempt).is_none() {
-                    self.readers.remove(&attempt);
-                    if let Some(action) = self.ledger.read_done(attempt, end) {
-                        self.report(Report::Ledger(action));
-                    }
-                }
+                self.handles.remove(&attempt);
+                self.act(Event::ReadDone { attempt, end })
             }
             ReadEvent::Failed { attempt, at, error } => {
                 global.read_ended(attempt);
-                if self.context.remove(&attempt).is_some() {
-                    return Err(PipelineError::Replay {
-                        source: Box::new(error),
-                    });
-                }
-                self.readers.remove(&attempt);
-                let reason = connectors::Report(&error).to_string();
-                self.outcome.read_failures += 1;
-                warn!(%attempt, row = at, %reason, "read failed; the window goes on without the rows after it, which are read again later");
-                let for_good = error.is_for_good();
-                if let Some(action) = self.ledger.read_failed(attempt, at, reason, for_good) {
-                    self.report(Report::Ledger(action));
-                }
+                self.handles.remove(&attempt);
+                self.read_failed(attempt, at, error, true)
             }
         }
-        Ok(())
+    }
+
+    /// A read failed: the coordinator decides (a replay that fails stops
+    /// the run).
+    fn read_failed(
+        &mut self,
+        attempt: AttemptId,
+        at: u64,
+        error: connectors::Error,
+        window: bool,
+    ) -> Result<(), PipelineError> {
+        let actions = self.books.handle(Event::ReadFailed {
+            attempt,
+            at,
+            reason: connectors::Report(&error).to_string(),
+            for_good: error.is_for_good(),
+            window,
+        });
+        if actions.contains(&Action::ReplayFailed) {
+            return Err(PipelineError::Replay {
+                source: Box::new(error),
+            });
+        }
+        self.perform_all(actions)
     }
 
     /// Under `--shuffle global` without lockstep, rows read again for a
@@ -1561,7 +1196,7 @@ impl Coordinator {
         else {
             return false;
         };
-        let Some(&device) = self.replay_device.get(attempt) else {
+        let Some(device) = self.books.replay_device(*attempt) else {
             return false;
         };
         let size = self.config.batch_size.max(1);
@@ -1590,6 +1225,8 @@ impl Coordinator {
                 if !more.is_empty() {
                     debug!(added = more.len(), "the job grew: new splits");
                     Arc::make_mut(&mut self.splits).extend(more);
+                    let count = self.splits.len();
+                    self.books.handle(Event::Splits { count });
                 }
                 true
             }
@@ -1600,38 +1237,28 @@ impl Coordinator {
         }
     }
 
-    /// Whether a lost lease rolls the trainers back: they keep checkpoints,
-    /// and the master serves again what this worker held in none (a
-    /// distributed job).
-    fn rolls_back(&self) -> bool {
-        self.checkpoints.declared() && self.source.keeps_unsaved()
-    }
-
+    /// Sends a report to the committer.
     fn report(&mut self, report: Report) {
-        if let Report::Ledger(Action::Finish { attempt, .. } | Action::Fail { attempt, .. }) =
-            &report
+        if let Report::Ledger(
+            ledger::Action::Finish { attempt, .. } | ledger::Action::Fail { attempt, .. },
+        ) = &report
         {
             self.clock.forget(*attempt);
         }
-        if let Report::Ledger(Action::Finish { attempt, .. } | Action::Fail { attempt, .. })
-        | Report::HandBack { attempt }
-        | Report::GiveUp { attempt, .. } = &report
-        {
-            self.ending.add(*attempt);
+        if let Some(attempt) = report.ends() {
+            self.ending.add(attempt);
         }
-        // The committer ends only after the coordinator: the send cannot fail
+        // The committer ends only after the shell: the send cannot fail
         // while it runs.
         let _ = self.reports.send(report);
     }
 
-    /// The lease of `attempt` is lost (the master said so, or it lapsed here):
-    /// stop reading it and drop its rows wherever they wait, so no trainer
-    /// gets them; they are served again elsewhere.
-    async fn lose(&mut self, attempt: AttemptId) -> Result<(), PipelineError> {
+    /// The lease of `attempt` is lost: stop reading it and drop its rows
+    /// wherever they wait, so no trainer gets them; they are served again
+    /// elsewhere.
+    fn drop_lost(&mut self, attempt: AttemptId) -> Result<(), PipelineError> {
         self.clock.lose(attempt);
-        self.ledger.drop_attempt(attempt);
-        self.starting.remove(&attempt);
-        if let Some(reader) = self.readers.remove(&attempt) {
+        if let Some(reader) = self.handles.remove(&attempt) {
             reader.abort();
         }
         let dropped = self.batcher.drop_attempt(attempt);
@@ -1661,7 +1288,6 @@ impl Coordinator {
         }
         self.take_in_order()?;
         debug!(%attempt, dropped, "rows of a lost lease dropped");
-        self.sync_held().await;
         Ok(())
     }
 
@@ -1669,32 +1295,17 @@ impl Coordinator {
     /// time: the master is unreachable, or the process was paused) are
     /// suspended, not dropped: no row of theirs reaches a trainer until the
     /// master renews them (a restarted master renews every lease) or says
-    /// they are lost (then their rows are dropped). Only attempts no longer
-    /// tracked are forgotten here; the first lapse of each is logged.
-    async fn drop_lapsed(&mut self) {
-        for attempt in self.clock.lapsed(Instant::now()) {
-            if self.ledger.lease(attempt).is_none() {
-                self.clock.forget(attempt);
-                continue;
-            }
-            if self.suspended.insert(attempt) {
-                warn!(%attempt, "lease lapsed before a heartbeat renewed it: its rows wait for the master's answer");
-            }
-        }
-        let now = Instant::now();
-        self.suspended
-            .retain(|&attempt| self.clock.in_doubt(attempt, now));
+    /// they are lost (then their rows are dropped).
+    fn drop_lapsed(&mut self) -> Result<(), PipelineError> {
+        let attempts = self.clock.lapsed(Instant::now());
+        self.act(Event::Lapsed { attempts })
     }
 
     fn stop_readers(&mut self) {
-        self.starting.clear();
         if let Some(order) = &mut self.in_order {
             *order = InOrder::default();
         }
-        for (_, reader) in self.readers.drain() {
-            reader.abort();
-        }
-        for (_, reader) in self.context.drain() {
+        for (_, reader) in self.handles.drain() {
             reader.abort();
         }
     }
@@ -1720,7 +1331,7 @@ impl Coordinator {
         }
         if let ReadEvent::Batch { .. } = &event {
             // Started: the next task may be leased meanwhile.
-            self.starting.remove(&attempt);
+            self.books.handle(Event::Started { attempt });
         }
         order.wait(attempt, event);
         Ok(())
@@ -1737,7 +1348,7 @@ impl Coordinator {
             let Some(first) = order.first() else {
                 return Ok(());
             };
-            if !self.readers.contains_key(&first) {
+            if !self.books.is_reading(first) {
                 // Over: what it still held was of a read stopped meanwhile.
                 order.forget_first();
                 continue;
@@ -1771,12 +1382,6 @@ impl Coordinator {
             if self.dealt_replay(&event) {
                 return Ok(());
             }
-            if let ReadEvent::Done { .. } | ReadEvent::Failed { .. } = &event {
-                // A read outside any lease for a window forgotten meanwhile.
-                if self.context.remove(&attempt).is_some() {
-                    return Ok(());
-                }
-            }
         }
         match event {
             ReadEvent::Batch {
@@ -1786,114 +1391,64 @@ impl Coordinator {
                 batch,
                 held,
             } => {
-                self.starting.remove(&attempt);
-                if self.ledger.lease(attempt).is_none() && !self.replaying.contains_key(&attempt) {
-                    return Ok(()); // lost meanwhile
+                let actions = self.books.handle(Event::Rows { attempt });
+                let feed = actions.contains(&Action::Feed(attempt));
+                self.perform_all(actions)?;
+                if feed {
+                    let piece = Piece {
+                        attempt,
+                        start,
+                        len: batch.num_rows() as u64,
+                    };
+                    let ready = self.batcher.push(batch, piece, epoch)?;
+                    // Taken: the batch's bytes leave the read-ahead budget.
+                    drop(held);
+                    self.ready(ready);
                 }
-                let piece = Piece {
-                    attempt,
-                    start,
-                    len: batch.num_rows() as u64,
-                };
-                let ready = self.batcher.push(batch, piece, epoch)?;
-                // Taken: the batch's bytes leave the read-ahead budget.
-                drop(held);
-                self.ready(ready);
+                Ok(())
             }
             ReadEvent::Cut {
                 attempt,
                 start,
                 len,
-            } => {
-                if self.ledger.lease(attempt).is_none() || self.replaying.contains_key(&attempt) {
-                    return Ok(()); // lost meanwhile, or consumed before
-                }
-                self.outcome.cut += len;
-                // Consumed as rows dropped are: committed, in device 0's next checkpoint.
-                self.consume(
-                    0,
-                    &[Piece {
-                        attempt,
-                        start,
-                        len,
-                    }],
-                );
-            }
-            ReadEvent::Waiting { attempt } => {
-                // Not starting any more: other tasks may be leased and read
-                // meanwhile (within `--prefetch`).
-                self.starting.remove(&attempt);
-            }
-            ReadEvent::LoginRefused { error } => {
-                return Err(PipelineError::LoginRefused {
-                    source: Box::new(error),
-                });
-            }
-            ReadEvent::Done { attempt, .. } if self.replaying.remove(&attempt).is_some() => {
-                self.replay_device.remove(&attempt);
-            }
-            ReadEvent::Failed { attempt, error, .. }
-                if self.replaying.remove(&attempt).is_some() =>
-            {
-                return Err(PipelineError::Replay {
-                    source: Box::new(error),
-                });
-            }
+            } => self.act(Event::Cut {
+                attempt,
+                runs: vec![(start, start + len)],
+                window: false,
+            }),
+            // Not starting any more: other tasks may be leased and read
+            // meanwhile (within `--prefetch`).
+            ReadEvent::Waiting { attempt } => self.act(Event::Started { attempt }),
+            ReadEvent::LoginRefused { error } => Err(PipelineError::LoginRefused {
+                source: Box::new(error),
+            }),
             ReadEvent::Done { attempt, end } => {
-                self.starting.remove(&attempt);
-                if self.readers.remove(&attempt).is_none() {
-                    return Ok(()); // stopped: lost meanwhile
-                }
-                if let Some(action) = self.ledger.read_done(attempt, end) {
-                    self.report(Report::Ledger(action));
-                }
+                self.handles.remove(&attempt);
+                self.act(Event::ReadDone { attempt, end })
             }
             ReadEvent::Failed { attempt, at, error } => {
-                let reason = connectors::Report(&error).to_string();
-                self.starting.remove(&attempt);
-                if self.readers.remove(&attempt).is_none() {
-                    return Ok(());
-                }
-                self.outcome.read_failures += 1;
-                let for_good = error.is_for_good();
-                if for_good {
-                    warn!(%attempt, row = at, %reason, "read failed for good; the rows before it go on to the trainers, the task fails");
-                } else {
-                    warn!(%attempt, row = at, %reason, "read failed; the rows before it go on to the trainers, the rest is read again");
-                }
-                if let Some(action) = self.ledger.read_failed(attempt, at, reason, for_good) {
-                    self.report(Report::Ledger(action));
-                }
+                self.handles.remove(&attempt);
+                self.read_failed(attempt, at, error, false)
             }
         }
-        Ok(())
     }
 
     fn on_device(&mut self, event: DeviceEvent) -> Result<(), PipelineError> {
         match event {
-            DeviceEvent::Mark { device, kind } => {
-                self.on_mark(device, kind);
-                Ok(())
-            }
+            DeviceEvent::Mark { device, kind } => self.act(Event::Mark { device, kind }),
             DeviceEvent::Applied {
                 device,
                 epoch,
                 rows,
                 provenance,
             } => {
-                self.consume(device, &provenance);
                 self.count_sources(&provenance);
-                self.progress.rows += rows as u64;
-                self.progress.batches += 1;
-                self.progress.epoch = epoch;
-                let slot = epoch as usize;
-                if self.progress.epoch_rows.len() <= slot {
-                    self.progress.epoch_rows.resize(slot + 1, 0);
-                }
-                self.progress.epoch_rows[slot] += rows as u64;
-                self.outcome.rows += rows as u64;
-                self.outcome.batches += 1;
-                Ok(())
+                self.act(Event::Applied {
+                    device,
+                    epoch,
+                    rows: rows as u64,
+                    provenance,
+                })
             }
             DeviceEvent::Failed { device, error } => Err(PipelineError::Trainer {
                 device,
@@ -1901,7 +1456,11 @@ impl Coordinator {
             }),
         }
     }
+}
 
+/// The sources of a job that mixes several: which one a batch holds, and
+/// how many rows of each the trainers acknowledged.
+impl Shell {
     /// The source of every row of `provenance`, when the job mixes several
     /// sources and they all came from one.
     fn source_of(&self, provenance: &[Piece]) -> Option<u32> {
@@ -1909,7 +1468,7 @@ impl Coordinator {
             return None;
         }
         let mut sources = provenance.iter().map(|p| {
-            let &(_, split) = self.origins.get(&p.attempt)?;
+            let (_, split) = self.books.origin(p.attempt)?;
             self.splits.get(split as usize).map(|s| s.source)
         });
         let first = sources.next()??;
@@ -1940,42 +1499,16 @@ impl Coordinator {
         if self.plan.source_names.is_empty() {
             return;
         }
-        let counts = &mut self.outcome.source_rows;
-        counts.resize(self.plan.source_names.len(), 0);
+        let sources = self.plan.source_names.len();
+        self.source_rows.resize(sources, 0);
         for piece in provenance {
-            let Some(&(_, split)) = self.origins.get(&piece.attempt) else {
+            let Some((_, split)) = self.books.origin(piece.attempt) else {
                 continue;
             };
             let source = self.splits.get(split as usize).map_or(0, |s| s.source);
-            if let Some(n) = counts.get_mut(source as usize) {
+            if let Some(n) = self.source_rows.get_mut(source as usize) {
                 *n += piece.len;
             }
-        }
-    }
-
-    /// Rows `device` acknowledged (or that were dropped): into its next
-    /// checkpoint, and acknowledged to the ledger.
-    fn consume(&mut self, device: usize, provenance: &[Piece]) {
-        if self.checkpoints.declared() {
-            let origins = &self.origins;
-            let pieces = provenance.iter().filter_map(|p| {
-                let &(epoch, split) = origins.get(&p.attempt)?;
-                Some(CutPiece {
-                    epoch,
-                    split,
-                    start: p.start,
-                    end: p.start + p.len,
-                })
-            });
-            self.checkpoints.on_applied(device, pieces);
-            if self.source.keeps_unsaved() {
-                // Before the commits these rows lead to: the master
-                // must know they are not in a checkpoint yet.
-                self.report(Report::Unsaved(self.checkpoints.unsaved()));
-            }
-        }
-        for action in self.ledger.ack_all(provenance) {
-            self.report(Report::Ledger(action));
         }
     }
 }

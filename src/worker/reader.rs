@@ -108,101 +108,153 @@ pub fn spawn(
     } else {
         split
     };
-    let task = decode_pool().spawn(async move {
+    let reader = Reader {
+        location,
+        split,
+        plan,
+        select,
+        lease,
+        ahead,
+        read_retry,
+        tx,
+    };
+    decode_pool().spawn(reader.run()).abort_handle()
+}
+
+/// One read of a lease's split, as [`spawn`] starts it.
+struct Reader {
+    location: Location,
+    split: Split,
+    plan: Arc<ReadPlan>,
+    select: Arc<Selection>,
+    lease: Lease,
+    ahead: ReadAhead,
+    read_retry: Duration,
+    tx: mpsc::Sender<ReadEvent>,
+}
+
+/// How one pass over the split ended.
+enum Pass {
+    /// At its end (or the cap, or a final skip): the read is done.
+    Done,
+    /// A failure that may pass: read again after this wait.
+    Again(Duration),
+    /// Reported failed, or nobody listens any more.
+    Over,
+}
+
+impl Reader {
+    async fn run(self) {
+        let queued = Queued::default();
+        let mut retry = ReadRetry::new(self.read_retry);
+        // From the first row not yet sent: the lease's offset, or where
+        // a failed read stopped.
+        let mut row = self.lease.offset;
+        loop {
+            match self.pass(&mut row, &mut retry, &queued).await {
+                Pass::Done => break,
+                Pass::Again(wait) => tokio::time::sleep(wait).await,
+                Pass::Over => return,
+            }
+        }
+        let attempt = self.lease.attempt;
+        let _ = self.tx.send(ReadEvent::Done { attempt, end: row }).await;
+    }
+
+    /// Reads from `row` on, until the end, the cap or a failure.
+    async fn pass(&self, row: &mut u64, retry: &mut ReadRetry, queued: &Queued) -> Pass {
+        let (lease, select) = (&self.lease, &self.select);
         let cap = select.cap(lease.split);
         let key = select
             .key
             .as_ref()
             .filter(|_| select.by_key())
-            .and_then(|k| plan.output_schema().index_of(k).ok());
-        let attempt = lease.attempt;
-        let mut row = lease.offset;
-        let queued = Queued::default();
-        let mut retry = ReadRetry::new(read_retry);
-        'read: loop {
-            // From the first row not yet sent: the lease's offset, or where
-            // a failed read stopped.
-            let mut stream = read_split_within(&location, &split, &plan, row, &ahead);
-            while let Some(item) = stream.next().await {
-                let batch = match item {
-                    Ok(batch) => batch,
-                    Err(error) if error.is_login() => {
-                        let _ = tx.send(ReadEvent::LoginRefused { error }).await;
-                        return;
-                    }
-                    Err(error) => {
-                        let Some(wait) = retry.wait_after(&error, Instant::now()) else {
-                            let failed = ReadEvent::Failed {
-                                attempt,
-                                at: row,
-                                error,
-                            };
-                            let _ = tx.send(failed).await;
-                            return;
-                        };
-                        warn!(%attempt, row, %error, wait_secs = wait.as_secs_f64(), "read failed; reading again after a wait (--read-retry)");
-                        drop(stream);
-                        if tx.send(ReadEvent::Waiting { attempt }).await.is_err() {
-                            return;
-                        }
-                        tokio::time::sleep(wait).await;
-                        continue 'read;
-                    }
-                };
-                if batch.num_rows() == 0 {
-                    continue;
+            .and_then(|k| self.plan.output_schema().index_of(k).ok());
+        let mut stream =
+            read_split_within(&self.location, &self.split, &self.plan, *row, &self.ahead);
+        while let Some(item) = stream.next().await {
+            let batch = match item {
+                Ok(batch) => batch,
+                Err(error) => {
+                    drop(stream);
+                    return self.failed(error, *row, retry).await;
                 }
-                retry.read_rows();
-                let batch = match cap {
-                    Some(cap) if row >= cap => break 'read,
-                    Some(cap) if row + batch.num_rows() as u64 > cap => {
-                        batch.slice(0, (cap - row) as usize)
-                    }
-                    _ => batch,
-                };
-                let start = row;
-                row += batch.num_rows() as u64;
-                let sent = Sent {
-                    lease: &lease,
-                    ahead: &ahead,
-                    queued: &queued,
-                    tx: &tx,
-                };
-                let shipped = match (key, &select.epoch_rows) {
-                    (None, None) => sent.rows(start, row, batch).await,
-                    (key, epoch_rows) => {
-                        let mut kept = vec![true; batch.num_rows()];
-                        if let Some(column) = key {
-                            kept_by_key(&mut kept, &batch, column, &select);
-                        }
-                        if let Some(plan) = epoch_rows {
-                            for (i, keep) in kept.iter_mut().enumerate() {
-                                *keep &= plan.keeps(lease.split, lease.epoch, start + i as u64);
-                            }
-                        }
-                        sent.selected(start, batch, &kept).await
-                    }
-                };
-                if shipped.is_err() {
-                    return;
-                }
-                if cap.is_some_and(|cap| row >= cap) {
-                    break 'read;
-                }
-                // Nothing wanted past a final skip to the end (a replay).
-                if lease
-                    .skip
-                    .last()
-                    .is_some_and(|&(s, e)| e == u64::MAX && row >= s)
-                {
-                    break 'read;
-                }
+            };
+            if batch.num_rows() == 0 {
+                continue;
             }
-            break;
+            retry.read_rows();
+            let batch = match cap {
+                Some(cap) if *row >= cap => return Pass::Done,
+                Some(cap) if *row + batch.num_rows() as u64 > cap => {
+                    batch.slice(0, (cap - *row) as usize)
+                }
+                _ => batch,
+            };
+            let start = *row;
+            *row += batch.num_rows() as u64;
+            let sent = Sent {
+                lease,
+                ahead: &self.ahead,
+                queued,
+                tx: &self.tx,
+            };
+            let shipped = match (key, &select.epoch_rows) {
+                (None, None) => sent.rows(start, *row, batch).await,
+                (key, epoch_rows) => {
+                    let mut kept = vec![true; batch.num_rows()];
+                    if let Some(column) = key {
+                        kept_by_key(&mut kept, &batch, column, select);
+                    }
+                    if let Some(plan) = epoch_rows {
+                        for (i, keep) in kept.iter_mut().enumerate() {
+                            *keep &= plan.keeps(lease.split, lease.epoch, start + i as u64);
+                        }
+                    }
+                    sent.selected(start, batch, &kept).await
+                }
+            };
+            if shipped.is_err() {
+                return Pass::Over;
+            }
+            if cap.is_some_and(|cap| *row >= cap) {
+                return Pass::Done;
+            }
+            // Nothing wanted past a final skip to the end (a replay).
+            if lease
+                .skip
+                .last()
+                .is_some_and(|&(s, e)| e == u64::MAX && *row >= s)
+            {
+                return Pass::Done;
+            }
         }
-        let _ = tx.send(ReadEvent::Done { attempt, end: row }).await;
-    });
-    task.abort_handle()
+        Pass::Done
+    }
+
+    /// A read failed at `row`: refused logins stop the job, a failure that
+    /// may pass is read again after a wait, any other fails the attempt.
+    async fn failed(&self, error: connectors::Error, row: u64, retry: &mut ReadRetry) -> Pass {
+        let attempt = self.lease.attempt;
+        if error.is_login() {
+            let _ = self.tx.send(ReadEvent::LoginRefused { error }).await;
+            return Pass::Over;
+        }
+        let Some(wait) = retry.wait_after(&error, Instant::now()) else {
+            let failed = ReadEvent::Failed {
+                attempt,
+                at: row,
+                error,
+            };
+            let _ = self.tx.send(failed).await;
+            return Pass::Over;
+        };
+        warn!(%attempt, row, %error, wait_secs = wait.as_secs_f64(), "read failed; reading again after a wait (--read-retry)");
+        if self.tx.send(ReadEvent::Waiting { attempt }).await.is_err() {
+            return Pass::Over;
+        }
+        Pass::Again(wait)
+    }
 }
 
 /// Where a reader sends the rows it read.

@@ -1,0 +1,71 @@
+//! The worker's heartbeats: its leases renewed from a task of their own.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+
+use super::committer::Ending;
+use super::LeaseClock;
+use crate::protocol::{SourceError, TaskSource};
+use crate::queue::{AttemptId, WorkerId};
+
+/// How often leases are renewed.
+const HEARTBEAT: Duration = Duration::from_secs(1);
+/// What the heartbeat task tells the coordinator.
+pub(super) type Beat = Result<AttemptId, SourceError>;
+
+/// Heartbeats in a task of their own: leases are renewed on time even while
+/// the coordinator is busy.
+pub(super) struct Heartbeats(tokio::task::JoinHandle<()>);
+
+impl Heartbeats {
+    /// Starts renewing the leases of `held` (and those `ending`) every
+    /// [`HEARTBEAT`], telling `to_coordinator` the ones lost.
+    pub(super) fn spawn(
+        source: Arc<dyn TaskSource>,
+        worker: WorkerId,
+        held: Arc<tokio::sync::Mutex<Vec<AttemptId>>>,
+        ending: Ending,
+        clock: LeaseClock,
+        to_coordinator: mpsc::UnboundedSender<Beat>,
+    ) -> Heartbeats {
+        Heartbeats(tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(HEARTBEAT);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            ticker.tick().await;
+            loop {
+                ticker.tick().await;
+                let sent = Instant::now();
+                let (result, renewed) = {
+                    let held = held.lock().await;
+                    let listed = ending.with(&held);
+                    (source.heartbeat(worker, &listed).await, held.clone())
+                };
+                let beats: Vec<Beat> = match result {
+                    Ok(lost) => {
+                        for attempt in &lost {
+                            clock.lose(*attempt);
+                        }
+                        let live: Vec<AttemptId> =
+                            renewed.into_iter().filter(|a| !lost.contains(a)).collect();
+                        clock.renewed(&live, sent);
+                        lost.into_iter().map(Ok).collect()
+                    }
+                    Err(e) => vec![Err(e)],
+                };
+                for beat in beats {
+                    if to_coordinator.send(beat).is_err() {
+                        return;
+                    }
+                }
+            }
+        }))
+    }
+}
+
+impl Drop for Heartbeats {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
