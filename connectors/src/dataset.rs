@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::codec::Codec;
 use crate::error::{Error, Result};
 use crate::filter::PartitionFilter;
+use crate::format::parquet_footers::{self, FooterKey};
 use crate::format::{self, CsvHeader, FileInfo, FileRef, FormatOptions};
 use crate::layout::names::{classify_dir, dbio_txn, DirClass, FileClass};
 use crate::layout::partition::{infer_type, parse_value, unescape, widen};
@@ -1111,6 +1112,14 @@ async fn inspect_all(
         async move {
             match format::inspect(loc, &file, format, opts).await {
                 Ok(mut info) => {
+                    // Kept for the reads of the file's splits that follow.
+                    if let Some((meta, _)) = &info.parquet_meta {
+                        let stamp = FileStamp::of(&f.meta);
+                        let key = FooterKey::new(loc.display(&file.path), file.size, &stamp);
+                        if let Some(key) = key {
+                            parquet_footers::keep(key, meta.clone(), false);
+                        }
+                    }
                     if let Some(filter) = &options.row_filter {
                         prune_units(filter, &mut info);
                     }
