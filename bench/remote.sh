@@ -6,7 +6,7 @@
 # same proxy), which also counts the requests and bytes each reader fetched.
 #
 #   bench/remote.sh [--rows 4000000] [--files 16] [--delays 20,50] [--reps 2]
-#                   [--read-ahead SIZE] [--out FILE.md] [--logs DIR]
+#                   [--read-ahead SIZE] [--out FILE.md] [--logs DIR] [--sluice BINARY]
 #
 # Each configuration runs --reps times, alternated, and its best wall time (process
 # start to exit, the listing included) counts. Prints one table: seconds, rows/s,
@@ -16,6 +16,7 @@
 # size under ~/.cache/sluice/bench/data, as bench/run.sh does. Run it on an idle
 # machine: the readers run one at a time with 2 devices / 2 threads. --logs DIR keeps
 # each proxy's request log (arrival, answer, method, path, range, bytes per request).
+# --sluice BINARY reads with that release build instead of building one.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
@@ -23,6 +24,7 @@ CACHE="${SLUICE_CACHE:-$HOME/.cache/sluice}"
 BENCH="${SLUICE_BENCH_CACHE:-$CACHE/bench}"
 VENV="${SLUICE_VENV:-$CACHE/venv}"
 ROWS=4000000 FILES=16 DELAYS=20,50 REPS=2 BATCH=8192 THREADS=2 OUT="" READ_AHEAD="" LOGS=""
+SLUICE=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rows) ROWS="$2"; shift 2 ;;
@@ -32,15 +34,18 @@ while [[ $# -gt 0 ]]; do
     --read-ahead) READ_AHEAD="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --logs) LOGS="$2"; shift 2 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    --sluice) SLUICE="$2"; shift 2 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "bench/remote.sh: unknown option $1" >&2; exit 1 ;;
   esac
 done
 log() { echo "remote: $*" >&2; }
 
-log "building sluice (release)"
-(cd "$ROOT" && cargo build --release --quiet --bin sluice)
-SLUICE="${CARGO_TARGET_DIR:-$ROOT/target}/release/sluice"
+if [[ -z "$SLUICE" ]]; then
+  log "building sluice (release)"
+  (cd "$ROOT" && cargo build --release --quiet --bin sluice)
+  SLUICE="${CARGO_TARGET_DIR:-$ROOT/target}/release/sluice"
+fi
 
 DATA="$BENCH/data/criteo-$ROWS-$FILES"
 if [[ ! -f "$DATA/_SUCCESS" ]]; then
