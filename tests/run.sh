@@ -130,8 +130,10 @@ python3 tests/docs/protocol_names.py
 phase "bench crates (bench/load, bench/decode): build, the master load's quick check"
 # Not members of the workspace (their own Cargo.lock), built here so they cannot rot:
 # in debug, in the workspace's target dir with its dev profile, so bench/load reuses
-# the dependencies and the sluice library built above. The quick check drives the
-# debug master; its figures mean nothing, only that every request is answered.
+# the dependencies built above (sluice and its connectors are compiled again for it,
+# about 50 CPU-s; bench/decode's parquet build is its own, once per target dir). The
+# quick check (about 25 s) drives the debug master; its figures mean nothing, only
+# that every request is answered.
 TARGET="${CARGO_TARGET_DIR:-$PWD/target}"
 CARGO_TARGET_DIR="$TARGET" cargo build --quiet --manifest-path bench/load/Cargo.toml
 CARGO_TARGET_DIR="$TARGET" cargo build --quiet --manifest-path bench/decode/Cargo.toml
