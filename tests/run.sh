@@ -127,6 +127,23 @@ cargo build --quiet --bin sluice
 python3 tests/docs/run_blocks.py
 python3 tests/docs/protocol_names.py
 
+phase "bench crates (bench/load, bench/decode): build, the master load's quick check"
+# Not members of the workspace (their own Cargo.lock), built here so they cannot rot:
+# in debug, in the workspace's target dir with its dev profile, so bench/load reuses
+# the dependencies built above (sluice and its connectors are compiled again for it,
+# about 50 CPU-s; bench/decode's parquet build is its own, once per target dir). The
+# quick check (about 25 s) drives the debug master; its figures mean nothing, only
+# that every request is answered.
+TARGET="${CARGO_TARGET_DIR:-$PWD/target}"
+CARGO_TARGET_DIR="$TARGET" cargo build --quiet --manifest-path bench/load/Cargo.toml
+CARGO_TARGET_DIR="$TARGET" cargo build --quiet --manifest-path bench/decode/Cargo.toml
+LOAD_OUT="$(mktemp -d)"
+"$TARGET/debug/sluice-load" --sluice "$TARGET/debug/sluice" \
+  --floor "$TARGET/debug/sluice-load-floor" --tasks 20000 --workers 32 \
+  --open-seconds 0 --seconds 20 --work-dir "$LOAD_OUT" \
+  --json "$LOAD_OUT/load.json" --markdown "$LOAD_OUT/load.md" >/dev/null
+rm -rf "$LOAD_OUT"
+
 phase "object store emulators (tests/services: moto, fake-gcs-server, Azurite)"
 # Started once here so the tests share them (a test that finds one missing starts
 # it itself); stopped on any exit.

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::codec::Codec;
 use crate::error::{Error, Result};
 use crate::filter::PartitionFilter;
+use crate::format::parquet_footers::{self, FooterKey};
 use crate::format::{self, CsvHeader, FileInfo, FileRef, FormatOptions};
 use crate::layout::names::{classify_dir, dbio_txn, DirClass, FileClass};
 use crate::layout::partition::{infer_type, parse_value, unescape, widen};
@@ -204,29 +205,40 @@ impl Dataset {
         if let Some(partitions) = options.catalog_partitions.clone() {
             return Dataset::open_partitions(location, partitions, options).await;
         }
-        if let Some(kind) = table::detect(&location).await? {
+        // Both list the root: side by side, one round trip to the store.
+        let (detected, is_sink) =
+            futures::join!(table::detect(&location), sink::is_sink(&location));
+        if let Some(kind) = detected? {
             let snapshot = table::snapshot(&location, kind, options.table_version).await?;
             return Dataset::from_table(location, snapshot, None, options).await;
         }
         no_version(&location, &options)?;
-        if sink::is_sink(&location).await? {
+        if is_sink? {
             return match sink::newest_batch(&location).await? {
                 Some(newest) => Dataset::open_sink_batches(location, None, newest, options).await,
                 None => Dataset::open_sink(location, Committed::default(), None, options).await,
             };
         }
         let listing = listing::list(&location).await?;
-        let mut ignored = listing.ignored;
-        let success = read_success(&location, &listing.files).await?;
-        let candidates = live_files(&location, &listing.files, &mut ignored).await?;
-        let found = Found {
-            complete: success.is_some(),
-            success,
-            in_flight: listing.in_flight,
-            ignored,
-            sink: None,
+        let (files, in_flight, mut ignored) = (listing.files, listing.in_flight, listing.ignored);
+        // The marker is read while the footers are: one round trip less.
+        let planned = async {
+            let candidates = live_files(&location, &files, &mut ignored).await?;
+            let found = Found {
+                complete: false,
+                success: None,
+                in_flight,
+                ignored,
+                sink: None,
+            };
+            Dataset::from_listed(location.clone(), candidates, found, options).await
         };
-        Dataset::from_listed(location, candidates, found, options).await
+        let (success, planned) = futures::join!(read_success(&location, &files), planned);
+        let success = success?;
+        let mut dataset = planned?;
+        dataset.complete = success.is_some();
+        dataset.success = success;
+        Ok(dataset)
     }
 
     /// The dataset of the files a Structured Streaming file sink committed in
@@ -1113,6 +1125,14 @@ async fn inspect_all(
         async move {
             match format::inspect(loc, &file, format, opts).await {
                 Ok(mut info) => {
+                    // Kept for the reads of the file's splits that follow.
+                    if let Some((meta, _)) = &info.parquet_meta {
+                        let stamp = FileStamp::of(&f.meta);
+                        let key = FooterKey::new(loc.display(&file.path), file.size, &stamp);
+                        if let Some(key) = key {
+                            parquet_footers::keep(key, meta.clone(), false);
+                        }
+                    }
                     if let Some(filter) = &options.row_filter {
                         prune_units(filter, &mut info);
                     }

@@ -45,7 +45,14 @@ pub struct Listing {
 /// Fails with [`Error::NotFound`] when nothing exists there and with a
 /// layout error when the root is a single file.
 pub async fn list(location: &Location) -> Result<Listing> {
-    check_root(location).await?;
+    // The root is checked while it is listed: one round trip to the store.
+    let (checked, listing) = futures::join!(check_root(location), list_tree(location));
+    checked?;
+    listing
+}
+
+/// Lists the tree under the root (see [`list`]).
+async fn list_tree(location: &Location) -> Result<Listing> {
     let mut listing = Listing::default();
     let mut pending = FuturesUnordered::new();
     let mut queue: Vec<(Path, Vec<String>)> = vec![(location.root.clone(), Vec::new())];

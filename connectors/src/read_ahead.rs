@@ -6,6 +6,13 @@
 //! fetch buffers themselves go back to a pool once the decoder drops them, so
 //! the next row group is read into memory already mapped instead of a fresh
 //! allocation.
+//!
+//! A fetch waiting for bytes goes before decoded batches: while one waits, a
+//! reader with batches already waiting for the consumer takes no more for
+//! new ones than leaves room for the fetch. Decoded batches ahead of the
+//! consumer only buffer; a fetch under way hides a round trip to the store,
+//! so the next row group arrives while the current one decodes instead of
+//! after it.
 
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -82,6 +89,8 @@ struct Inner {
 struct State {
     /// Bytes held by reservations.
     used: u64,
+    /// Bytes of fetches waiting for room (see [`ReadAhead::reserve`]).
+    wanted: u64,
     /// Fetch buffers not in use, each fully initialized.
     idle: Vec<Vec<u8>>,
     /// Their capacity, in bytes.
@@ -174,6 +183,7 @@ impl ReadAhead {
             return reservation;
         }
         let _waiting = Waiting::count(&self.inner.waiting);
+        let _wanted = queued.is_none().then(|| Wanted::add(&self.inner, bytes));
         loop {
             let released = self.inner.released.notified();
             tokio::pin!(released);
@@ -195,7 +205,13 @@ impl ReadAhead {
         let fits = match self.inner.limit {
             None => true,
             Some(limit) => {
-                state.used + bytes.min(limit) <= limit
+                // Batches leave room for the fetches waiting; a fetch
+                // waiting itself counts its own bytes as wanted.
+                let wanted = match queued {
+                    Some(_) => state.wanted.min(limit),
+                    None => 0,
+                };
+                state.used + wanted + bytes.min(limit) <= limit
                     || queued.is_some_and(|q| q.count() == 0)
                     || self.turn.as_ref().is_some_and(Turn::is_given)
             }
@@ -255,6 +271,26 @@ impl ReadAhead {
             state.idle_bytes += cap;
             state.idle.push(buf);
         }
+    }
+}
+
+/// A fetch's bytes counted as wanted while it waits for room.
+struct Wanted<'a> {
+    inner: &'a Inner,
+    bytes: u64,
+}
+
+impl<'a> Wanted<'a> {
+    fn add(inner: &'a Inner, bytes: u64) -> Wanted<'a> {
+        inner.lock().wanted += bytes;
+        Wanted { inner, bytes }
+    }
+}
+
+impl Drop for Wanted<'_> {
+    fn drop(&mut self) {
+        let mut state = self.inner.lock();
+        state.wanted = state.wanted.saturating_sub(self.bytes);
     }
 }
 
@@ -505,6 +541,41 @@ mod tests {
         assert_eq!(queued.count(), 1);
         drop((next, fetched));
         assert_eq!((ahead.used(), queued.count()), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn a_waiting_fetch_goes_before_more_decoded_batches() {
+        let ahead = ReadAhead::new(100);
+        let decoding = ahead.reserve(50).await;
+        let queued = Queued::default();
+        let first = ahead.reserve_queued(20, &queued).await;
+        // A fetch of 40 bytes waits: 50 + 20 + 40 exceed the budget.
+        let fetch = tokio::spawn({
+            let ahead = ahead.clone();
+            async move { ahead.reserve(40).await }
+        });
+        waiting_for(&ahead, 1).await;
+        // A second batch would fit (90 bytes) but leaves no room for the fetch.
+        let second = tokio::spawn({
+            let ahead = ahead.clone();
+            let queued = queued.clone();
+            async move { ahead.reserve_queued(20, &queued).await }
+        });
+        waiting_for(&ahead, 2).await;
+        // The consumer takes the first batch: the fetch goes, then the batch.
+        drop(first);
+        let fetch = tokio::time::timeout(Duration::from_secs(10), fetch)
+            .await
+            .expect("the fetch goes first")
+            .expect("joined");
+        assert_eq!(fetch.bytes(), 40);
+        let second = tokio::time::timeout(Duration::from_secs(10), second)
+            .await
+            .expect("the batch goes once none of its reader's wait")
+            .expect("joined");
+        assert_eq!(second.bytes(), 20);
+        drop((decoding, fetch, second));
+        assert_eq!((ahead.used(), ahead.inner.lock().wanted), (0, 0));
     }
 
     #[test]

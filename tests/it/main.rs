@@ -29,6 +29,7 @@ mod pipelines;
 mod python_dataset;
 mod python_trainer;
 mod read_retry;
+mod remote_reads;
 mod reproducible;
 mod select;
 mod shared_memory;

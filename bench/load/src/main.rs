@@ -39,17 +39,17 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use connectors::codec::Codec;
-use connectors::{Format, FormatOptions, ReadPlan, Split, SplitRange};
+use connectors::{Format, FormatOptions, SplitRange};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use sluice::state::identity::Identity;
-use sluice::state::master_state::JobRecord;
 use sluice::protocol::api::{
     Answer, CommitRequest, FinishRequest, LeaseRequest, RegisterReply, RegisterRequest, StatusReply,
 };
 use sluice::protocol::ops;
 use sluice::protocol::spec::JobSpec;
 use sluice::queue::{AttemptId, LeaseReply, QueueConfig, WorkerId, WorkerSecret};
+use sluice::state::identity::Identity;
+use sluice::state::master_state::{JobRecord, STATE_FORMAT};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -644,44 +644,50 @@ fn probe_fdatasync(dir: &Path) -> Result<Latency> {
 }
 
 /// Writes `job.json`: `tasks` splits of `rows` rows each, one Parquet file apiece.
+///
+/// The split, the read plan and the job are built from their JSON form, as a
+/// state written by an older build holds them: fields added to them later
+/// take their defaults (a state must read after an upgrade, so every new
+/// field has one), and this tool keeps compiling as they grow.
 fn write_job(state: &Path, tasks: usize, rows: u64) -> Result<()> {
-    let splits = (0..tasks)
-        .map(|i| Split {
-            path: format!("warehouse/synthetic/part-{i:07}.parquet"),
-            size: 64 << 20,
-            format: Format::Parquet,
-            codec: Codec::None,
-            partition_dir: String::new(),
-            partition_values: Vec::new(),
-            range: SplitRange::Whole,
-            rows: Some(rows),
-            deleted: Vec::new(),
+    let splits: Vec<serde_json::Value> = (0..tasks)
+        .map(|i| {
+            serde_json::json!({
+                "path": format!("warehouse/synthetic/part-{i:07}.parquet"),
+                "size": 64u64 << 20,
+                "format": Format::Parquet,
+                "codec": Codec::None,
+                "partition_dir": "",
+                "partition_values": [],
+                "range": SplitRange::Whole,
+                "rows": rows,
+            })
         })
         .collect();
+    let plan = serde_json::json!({
+        "data_schema": arrow::datatypes::Schema::empty(),
+        "partition_fields": [],
+        "columns": [],
+        "options": FormatOptions::default(),
+    });
+    let spec = serde_json::json!({
+        "url": "file:///warehouse/synthetic",
+        "splits": splits,
+        "plan": plan,
+        "epochs": 1,
+        "seed": 0,
+    });
+    let spec: JobSpec = serde_json::from_value(spec).context("building the job spec")?;
     let job = JobRecord {
-        spec: JobSpec {
-            url: "file:///warehouse/synthetic".to_string(),
-            splits,
-            plan: ReadPlan {
-                data_schema: Arc::new(arrow::datatypes::Schema::empty()),
-                partition_fields: Vec::new(),
-                columns: Vec::new(),
-                options: FormatOptions::default(),
-                file_columns: Default::default(),
-            },
-            epochs: 1,
-            seed: 0,
-            lease_timeout_ms: None,
-            resume_checkpoint: None,
-            table: None,
-            catalog_table: None,
-        },
+        format: STATE_FORMAT,
+        spec,
         queue: QueueConfig {
             epochs: 1,
             max_attempts: 3,
             // Long enough that no lease lapses while hundreds of workers share two cores.
             lease_timeout_ms: 600_000,
             seed: 0,
+            ..QueueConfig::default()
         },
         identity: Identity::default(),
     };

@@ -6,6 +6,8 @@ mod csv;
 mod json;
 mod orc;
 mod parquet;
+mod parquet_ahead;
+pub(crate) mod parquet_footers;
 mod spark_legacy;
 mod text;
 mod text_io;

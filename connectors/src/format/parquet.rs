@@ -28,6 +28,7 @@ use parquet::errors::ParquetError;
 use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
 use parquet::file::reader::{ChunkReader, Length};
 
+use super::parquet_footers::{self, FooterKey};
 use super::{spark_legacy, FileFormat, FileInfo, FileRef, FormatOptions, ReadRequest, Unit};
 use crate::error::{Error, Result};
 use crate::read_ahead::{Fetched, ReadAhead};
@@ -42,6 +43,11 @@ const FOOTER_HINT: usize = 64 * 1024;
 const RANGE_CONCURRENCY: usize = 8;
 /// Ranges closer than this are fetched in one request.
 const COALESCE_GAP: u64 = 1024 * 1024;
+/// A request grows by near neighbours up to about this many bytes; a row
+/// group's column chunks so come in several requests in flight at once
+/// (each waits its round trip side by side, and a store serves several
+/// connections faster than one), never a range cut in two.
+const REQUEST_BYTES: u64 = 8 * 1024 * 1024;
 
 /// Reads byte ranges of one object for the Parquet decoder.
 #[derive(Clone)]
@@ -132,7 +138,13 @@ async fn fetch_coalesced(
     for &i in &order {
         let r = &ranges[i];
         match merged.last_mut() {
-            Some(last) if r.start <= last.end + COALESCE_GAP => last.end = last.end.max(r.end),
+            Some(last)
+                if r.start < last.end
+                    || (r.start <= last.end + COALESCE_GAP
+                        && last.end - last.start < REQUEST_BYTES) =>
+            {
+                last.end = last.end.max(r.end)
+            }
             _ => merged.push(r.clone()),
         }
     }
@@ -360,9 +372,18 @@ fn read(
         let mut reader = StoreReader::new(loc.store.clone(), path.clone(), size);
         reader.ahead = ahead;
         reader.page_index = filter.is_some();
+        // The footer the planner or an earlier epoch read, when kept.
+        let key = FooterKey::new(loc.display(&path), size, &planned.stamp);
+        reader.metadata = key
+            .as_ref()
+            .and_then(|k| parquet_footers::get(k, reader.page_index));
+        let fetched = reader.metadata.is_none();
         let meta = ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new())
             .await
             .map_err(|e| map_err(&loc, &path, e))?;
+        if let (Some(key), true) = (key, fetched) {
+            parquet_footers::keep(key, meta.metadata().clone(), reader.page_index);
+        }
         let legacy = legacy_calendar_columns(&meta);
         let meta = int96_as_micros(meta).map_err(|e| map_err(&loc, &path, e))?;
         // The file's own schema names its columns; views change types only.
@@ -447,7 +468,9 @@ fn read(
                         .map_err(|e| map_err(&loc, &path, e))?;
                     let out_schema = stream.schema().clone();
                     let (loc, path) = (loc.clone(), path.clone());
-                    let batches = stream.map_err(move |e| map_err(&loc, &path, e)).boxed();
+                    let batches = super::parquet_ahead::one_ahead(stream)
+                        .map_err(move |e| map_err(&loc, &path, e))
+                        .boxed();
                     (batches, out_schema)
                 }
             };
@@ -854,6 +877,35 @@ fn selection(total: u64, deleted: &[(u64, u64)], skip: u64) -> Option<RowSelecti
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_row_group_comes_in_requests_of_about_eight_mib_every_range_whole() {
+        use object_store::memory::InMemory;
+        use object_store::PutPayload;
+        let bytes: Vec<u8> = (0..20_000_000u32).map(|i| (i % 251) as u8).collect();
+        let store = Arc::new(InMemory::new());
+        let path = Path::from("f.parquet");
+        store
+            .put(&path, PutPayload::from(bytes.clone()))
+            .await
+            .expect("put");
+        // Column chunks of 3 MB side by side, one 1 KB apart, asked out of order.
+        let mb = 1_000_000u64;
+        let mut ranges: Vec<Range<u64>> = (0..6).map(|i| i * 3 * mb..(i + 1) * 3 * mb).collect();
+        ranges.push(18 * mb + 1000..19 * mb);
+        ranges.swap(0, 4);
+        let ahead = ReadAhead::new(64 << 20);
+        let got = fetch_coalesced(store, path, ranges.clone(), ahead.clone())
+            .await
+            .expect("fetched");
+        for (range, data) in ranges.iter().zip(&got) {
+            let want = &bytes[range.start as usize..range.end as usize];
+            assert!(data[..] == *want, "bytes {range:?}");
+        }
+        assert_eq!(ahead.used(), 19 * mb - 1000, "held until dropped");
+        drop(got);
+        assert_eq!(ahead.used(), 0);
+    }
 
     fn rows(selection: RowSelection, total: usize) -> Vec<usize> {
         let mut out = Vec::new();
