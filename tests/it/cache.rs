@@ -92,7 +92,7 @@ fn train(s3: &Cloud, url: &str, epochs: u32, cache: &Path, size: u64) -> Trained
 
 /// Every id of the dataset `times` times, nothing else.
 #[track_caller]
-fn assert_each(ids: &HashMap<i64, u32>, rows: u64, times: u32, what: &str) {
+pub(crate) fn assert_each(ids: &HashMap<i64, u32>, rows: u64, times: u32, what: &str) {
     let wrong: Vec<_> = (0..rows as i64)
         .filter(|i| ids.get(i).copied().unwrap_or(0) != times)
         .take(5)

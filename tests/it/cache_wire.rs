@@ -118,16 +118,7 @@ fn rows() -> u64 {
 /// Every id of the dataset `times` times, nothing else.
 #[track_caller]
 fn assert_each(ids: &HashMap<i64, u32>, times: u32, what: &str) {
-    let wrong: Vec<_> = (0..rows() as i64)
-        .filter(|i| ids.get(i).copied().unwrap_or(0) != times)
-        .take(5)
-        .map(|i| (i, ids.get(&i).copied().unwrap_or(0)))
-        .collect();
-    assert!(
-        wrong.is_empty(),
-        "{what}: ids not delivered {times}x: {wrong:?}"
-    );
-    assert_eq!(ids.len() as u64, rows(), "{what}: ids outside the dataset");
+    crate::cache::assert_each(ids, rows(), times, what);
 }
 
 /// `train URL --epochs E` through `endpoint`, with `cache` when given:
