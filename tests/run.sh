@@ -67,6 +67,14 @@ if [[ -n "$PRISTINE" && ! -d "$PRISTINE" ]]; then
   mv "$PRISTINE.tmp" "$PRISTINE"
 fi
 
+if [[ -n "${SLUICE_PREBUILD_DONE:-}" ]]; then
+  phase "waiting for the build .ci/run began in the background"
+  while [[ ! -e "$SLUICE_PREBUILD_DONE" ]]; do
+    sleep 2
+  done
+  tail -n 1 "$SLUICE_PREBUILD_DONE"
+fi
+
 phase "cargo fmt / clippy"
 cargo fmt --all -- --check
 cargo fmt --manifest-path fuzz/Cargo.toml -- --check
@@ -128,14 +136,13 @@ python3 tests/docs/run_blocks.py
 python3 tests/docs/protocol_names.py
 
 phase "bench crates (bench/load, bench/decode): build, the master load's quick check"
-# Not members of the workspace (their own Cargo.lock), built here so they cannot rot:
-# in debug, in the workspace's target dir with its dev profile, so bench/load reuses
-# the dependencies built above (sluice and its connectors are compiled again for it,
-# about 50 CPU-s; bench/decode's parquet build is its own, once per target dir). The
-# quick check (about 25 s) drives the debug master; its figures mean nothing, only
-# that every request is answered.
+# bench/load is a member of the workspace (built above with it); bench/decode is
+# a workspace of its own (it pins the parquet release it measures), built here in
+# debug in the same target dir so it cannot rot (its parquet build is its own,
+# once per target dir). The quick check (about 25 s) drives the debug master;
+# its figures mean nothing, only that every request is answered.
 TARGET="${CARGO_TARGET_DIR:-$PWD/target}"
-CARGO_TARGET_DIR="$TARGET" cargo build --quiet --manifest-path bench/load/Cargo.toml
+cargo build --quiet -p sluice-load --bins
 CARGO_TARGET_DIR="$TARGET" cargo build --quiet --manifest-path bench/decode/Cargo.toml
 LOAD_OUT="$(mktemp -d)"
 "$TARGET/debug/sluice-load" --sluice "$TARGET/debug/sluice" \
@@ -173,4 +180,16 @@ trap 'stop_emulators; stop_hdfs; phase ""' EXIT
 tests/services/hdfs.sh start >/dev/null
 
 phase "cargo test"
-cargo test --all --no-fail-fast -- --test-threads=4
+# Each test binary runs with per-test times (tests/timed_runner.sh); the slowest
+# are named at the end, where the time goes.
+TEST_LOG="$(mktemp "${TMPDIR:-/tmp}/sluice-tests.XXXXXX")"
+triple="$(rustc -vV | sed -n 's/^host: //p')"
+runner_var="CARGO_TARGET_$(echo "$triple" | tr 'a-z-' 'A-Z_')_RUNNER"
+export "$runner_var=$PWD/tests/timed_runner.sh"
+test_status=0
+cargo test --all --no-fail-fast -- --test-threads=4 2>&1 | tee "$TEST_LOG" || test_status=$?
+echo "== slowest tests (seconds, while others ran beside them)"
+sed -n 's/^test \(.*\) \.\.\. [a-zA-Z]* <\([0-9.]*\)s>$/\2 \1/p' "$TEST_LOG" \
+  | sort -rn | head -n 25 | awk '{ printf "%8.1f  %s\n", $1, $2 }'
+rm -f "$TEST_LOG"
+exit "$test_status"
