@@ -17,18 +17,16 @@
 # Other options: --lease-batch K (tasks per lease request), --rows R, --keep-state,
 # --work-dir DIR (where the master's state goes; default the system temp dir).
 # SLUICE_LOAD_OUT=PREFIX writes PREFIX.json and PREFIX.md instead.
-# The load tool builds in the workspace's target dir (CARGO_TARGET_DIR overrides;
-# SLUICE_LOAD_TARGET_DIR gives the load tool a target dir of its own), so the
-# dependencies it shares with sluice are built once.
+# The load tool is a member of the workspace: it builds beside sluice, in the
+# workspace's target dir (CARGO_TARGET_DIR overrides).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 target=${CARGO_TARGET_DIR:-$root/target}
 out=${SLUICE_LOAD_OUT:-$root/bench/results/load}
 
-(cd "$root" && cargo build --release --bin sluice)
-load_target=${SLUICE_LOAD_TARGET_DIR:-$target}
-(cd "$here" && CARGO_TARGET_DIR="$load_target" cargo build --release)
+(cd "$root" && cargo build --release --bin sluice -p sluice-load --bins)
+load_target=$target
 mkdir -p "$(dirname "$out")"
 "$load_target/release/sluice-load" --sluice "$target/release/sluice" \
     --floor "$load_target/release/sluice-load-floor" --rates 5000,10000,20000 \
