@@ -904,16 +904,17 @@ impl Shell {
         tx: mpsc::Sender<ReadEvent>,
         ahead: ReadAhead,
     ) -> AbortHandle {
-        reader::spawn(
-            self.location.clone(),
+        reader::ReadTask {
+            location: self.location.clone(),
             split,
-            self.plan.clone(),
-            self.config.select.clone(),
+            plan: self.plan.clone(),
+            select: self.config.select.clone(),
             lease,
             ahead,
-            self.config.read_retry,
+            read_retry: self.config.read_retry,
             tx,
-        )
+        }
+        .spawn()
     }
 
     /// Leases tasks until `prefetch` are being read.

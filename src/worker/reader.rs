@@ -81,56 +81,41 @@ pub enum ReadEvent {
     },
 }
 
-/// Reads the split of `lease` from its committed offset on a task of its own,
-/// within the budget `ahead`, trying again for up to `read_retry` a read that
-/// fails for a reason that may pass ([`super::read_retry`]); the handle stops
-/// the read (a lost lease, a stop), a wait to read again included. Rows the
+/// One read of a lease's split: from its committed offset, on a task of its
+/// own, within the budget `ahead`, trying again for up to `read_retry` a read
+/// that fails for a reason that may pass ([`super::read_retry`]). Rows the
 /// job's `select`ion cuts are reported as cut, and a split is read no further
 /// than its `--limit`.
-#[allow(clippy::too_many_arguments)]
-pub fn spawn(
-    location: Location,
-    split: Split,
-    plan: Arc<ReadPlan>,
-    select: Arc<Selection>,
-    lease: Lease,
-    ahead: ReadAhead,
-    read_retry: Duration,
-    tx: mpsc::Sender<ReadEvent>,
-) -> AbortHandle {
-    // A file declared repaired is read as it is now: its size is checked,
-    // not the entity tag or modification time it had when planned.
-    let split = if lease.repaired {
-        Split {
-            stamp: connectors::split::FileStamp::default(),
-            ..split
-        }
-    } else {
-        split
-    };
-    let reader = Reader {
-        location,
-        split,
-        plan,
-        select,
-        lease,
-        ahead,
-        read_retry,
-        tx,
-    };
-    decode_pool().spawn(reader.run()).abort_handle()
+pub struct ReadTask {
+    /// Where the split's file is.
+    pub location: Location,
+    /// The split to read.
+    pub split: Split,
+    /// What is read of it.
+    pub plan: Arc<ReadPlan>,
+    /// The job's selection (`--split`, `--sample`, `--limit`, `--epoch-rows`).
+    pub select: Arc<Selection>,
+    /// The lease (or a replay's made-up one).
+    pub lease: Lease,
+    /// The read-ahead budget.
+    pub ahead: ReadAhead,
+    /// How long a read that fails for a reason that may pass is tried again.
+    pub read_retry: Duration,
+    /// Where the rows go.
+    pub tx: mpsc::Sender<ReadEvent>,
 }
 
-/// One read of a lease's split, as [`spawn`] starts it.
-struct Reader {
-    location: Location,
-    split: Split,
-    plan: Arc<ReadPlan>,
-    select: Arc<Selection>,
-    lease: Lease,
-    ahead: ReadAhead,
-    read_retry: Duration,
-    tx: mpsc::Sender<ReadEvent>,
+impl ReadTask {
+    /// Starts the read; the handle stops it (a lost lease, a stop), a wait
+    /// to read again included.
+    pub fn spawn(mut self) -> AbortHandle {
+        // A file declared repaired is read as it is now: its size is checked,
+        // not the entity tag or modification time it had when planned.
+        if self.lease.repaired {
+            self.split.stamp = connectors::split::FileStamp::default();
+        }
+        decode_pool().spawn(self.run()).abort_handle()
+    }
 }
 
 /// How one pass over the split ended.
@@ -143,7 +128,7 @@ enum Pass {
     Over,
 }
 
-impl Reader {
+impl ReadTask {
     async fn run(self) {
         let queued = Queued::default();
         let mut retry = ReadRetry::new(self.read_retry);

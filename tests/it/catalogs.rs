@@ -34,7 +34,7 @@ fn credential_file(dir: &Path, login: &str) -> String {
 }
 
 /// `catalogs/expected.json`, written by tests/fixtures/make_catalogs.py.
-fn expected() -> &'static Value {
+pub(crate) fn expected() -> &'static Value {
     static EXPECTED: OnceLock<Value> = OnceLock::new();
     EXPECTED.get_or_init(|| {
         let path = fixtures_dir().join("catalogs/expected.json");

@@ -18,8 +18,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::common::{
-    assert_one_line_error, copy_dir, fixtures_dir, parse_json, recorded_ids, recorder, run,
-    sluice_command, Run,
+    assert_one_line_error, copy_dir, fixtures_dir, recorded_ids, recorder, run, sluice_command, Run,
 };
 use serde_json::Value;
 
@@ -81,17 +80,7 @@ fn script() -> PathBuf {
 
 /// `catalogs/expected.json`'s Hive part, written by make_catalogs.py.
 fn expected() -> &'static Value {
-    static EXPECTED: OnceLock<Value> = OnceLock::new();
-    EXPECTED.get_or_init(|| {
-        let path = fixtures_dir().join("catalogs/expected.json");
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-            panic!(
-                "cannot read {}: {e}; tests/run.sh writes it with tests/fixtures/make_catalogs.py",
-                path.display()
-            )
-        });
-        parse_json(&text, &path.display().to_string())["hive"].clone()
-    })
+    &crate::catalogs::expected()["hive"]
 }
 
 impl Metastore {
@@ -113,21 +102,11 @@ impl Metastore {
             out.status.success(),
             "the Kerberized metastore did not start: {out}"
         );
-        let vars: HashMap<&str, &str> = out
-            .stdout
-            .lines()
-            .filter_map(|l| l.split_once('='))
-            .collect();
-        let get = |key: &str| {
-            vars.get(key)
-                .unwrap_or_else(|| panic!("start-secure printed no {key}: {out}"))
-                .to_string()
-        };
         Metastore {
-            uri: get("SLUICE_HIVE_METASTORE_URI"),
-            krb5_config: get("KRB5_CONFIG"),
-            keytab: get("SLUICE_KEYTAB"),
-            principal: get("SLUICE_PRINCIPAL"),
+            uri: out.printed("SLUICE_HIVE_METASTORE_URI"),
+            krb5_config: out.printed("KRB5_CONFIG"),
+            keytab: out.printed("SLUICE_KEYTAB"),
+            principal: out.printed("SLUICE_PRINCIPAL"),
             protection: protection.to_string(),
             scratch,
         }

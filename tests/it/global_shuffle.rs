@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::common::cluster::{clean_finish, wait_exit, Job};
-use crate::common::{count_lines, fixture, parse_json, python, wait_until, SLUICE};
+use crate::common::{count_lines, fixture, parse_json, python, run, wait_until, SLUICE};
 
 /// One Spark part file of 20,000 rows (ids 0..20000), cut into 9 tasks.
 const DATASET: &str = "parquet_row_groups";
@@ -49,16 +49,6 @@ fn train(out: &Path, state: Option<&Path>, seed: &str, epochs: u32, trainer: &st
     cmd
 }
 
-#[track_caller]
-fn succeed(mut cmd: Command) {
-    let out = cmd.output().expect("run sluice train");
-    assert!(
-        out.status.success(),
-        "sluice train failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// The final model of each device: its batches, in order.
 fn finals(out: &Path) -> Sequences {
     let mut sequences: Sequences = vec![Vec::new(); DEVICES];
@@ -93,7 +83,7 @@ fn finals(out: &Path) -> Sequences {
 /// A whole run's sequences, without state.
 fn sequences(seed: &str) -> Sequences {
     let dir = tempfile::tempdir().expect("tempdir");
-    succeed(train(dir.path(), None, seed, 1, "--every 0"));
+    run(&mut train(dir.path(), None, seed, 1, "--every 0")).success();
     finals(dir.path())
 }
 
@@ -163,7 +153,7 @@ fn a_killed_run_resumed_goes_on_with_the_same_batches() {
     let state = whole.path().join("state");
     let out: PathBuf = whole.path().join("model");
     std::fs::create_dir(&out).expect("mkdir");
-    succeed(train(&out, Some(&state), "11", epochs, "--every 3"));
+    run(&mut train(&out, Some(&state), "11", epochs, "--every 3")).success();
     let uninterrupted = finals(&out);
     assert_every_id_times(&uninterrupted, u64::from(epochs));
 
@@ -183,7 +173,7 @@ fn a_killed_run_resumed_goes_on_with_the_same_batches() {
         let _ = child.wait();
     }
     remove_finals(&out);
-    succeed(train(&out, Some(&state), "11", epochs, "--every 3"));
+    run(&mut train(&out, Some(&state), "11", epochs, "--every 3")).success();
     let resumed = finals(&out);
     for device in 0..DEVICES {
         assert_eq!(

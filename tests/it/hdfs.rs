@@ -48,19 +48,9 @@ impl Cluster {
             out.status.success(),
             "the HDFS test service did not start: {out}"
         );
-        let vars: HashMap<&str, &str> = out
-            .stdout
-            .lines()
-            .filter_map(|line| line.split_once('='))
-            .collect();
-        let get = |key: &str| {
-            vars.get(key)
-                .unwrap_or_else(|| panic!("hdfs.sh {command} printed no {key}: {out}"))
-                .to_string()
-        };
         Cluster {
-            url: get(url_key),
-            conf_dir: get("HADOOP_CONF_DIR"),
+            url: out.printed(url_key),
+            conf_dir: out.printed("HADOOP_CONF_DIR"),
         }
     }
 

@@ -72,22 +72,12 @@ impl Secure {
             .args(["start-secure", "--protection", protection])
             .env("SLUICE_HDFS_EXIT_WITH", std::process::id().to_string()));
         assert!(out.status.success(), "the secure HDFS did not start: {out}");
-        let vars: HashMap<&str, &str> = out
-            .stdout
-            .lines()
-            .filter_map(|l| l.split_once('='))
-            .collect();
-        let get = |key: &str| {
-            vars.get(key)
-                .unwrap_or_else(|| panic!("start-secure printed no {key}: {out}"))
-                .to_string()
-        };
         Secure {
-            url: get("SLUICE_HDFS_URL"),
-            conf_dir: get("HADOOP_CONF_DIR"),
-            krb5_config: get("KRB5_CONFIG"),
-            keytab: get("SLUICE_KEYTAB"),
-            principal: get("SLUICE_PRINCIPAL"),
+            url: out.printed("SLUICE_HDFS_URL"),
+            conf_dir: out.printed("HADOOP_CONF_DIR"),
+            krb5_config: out.printed("KRB5_CONFIG"),
+            keytab: out.printed("SLUICE_KEYTAB"),
+            principal: out.printed("SLUICE_PRINCIPAL"),
             scratch: tempfile::tempdir().expect("tempdir"),
             protection: protection.to_string(),
             own,

@@ -16,7 +16,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::common::{
-    assert_one_line_error, count_lines, fixture, parse_json, python, sluice, wait_until, SLUICE,
+    assert_one_line_error, count_lines, fixture, parse_json, python, run, sluice, wait_until,
+    SLUICE,
 };
 
 /// The sources, their rows (ids `0..rows`) and weights.
@@ -61,16 +62,6 @@ fn train(args: &[&str], trainer: &str) -> Command {
     cmd
 }
 
-#[track_caller]
-fn succeed(mut cmd: Command) {
-    let out = cmd.output().expect("run sluice train");
-    assert!(
-        out.status.success(),
-        "sluice train failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// Trains with tests/trainers/source_log.py logging into `out`; returns the
 /// batches it acknowledged, in order, and the summary.
 fn logged_run(out: &Path, args: &[&str], trainer_args: &str) -> (Vec<Batch>, Value) {
@@ -83,7 +74,7 @@ fn logged_run(out: &Path, args: &[&str], trainer_args: &str) -> (Vec<Batch>, Val
     );
     let mut cmd = train(args, &trainer);
     cmd.arg("--summary-json").arg(&summary);
-    succeed(cmd);
+    run(&mut cmd).success();
     let text = std::fs::read_to_string(&summary).expect("summary");
     (batches(&log), parse_json(&text, "the summary"))
 }
@@ -340,10 +331,10 @@ fn final_model(out: &Path) -> Vec<Vec<String>> {
 #[test]
 fn the_same_seed_deals_the_same_mix_and_a_killed_run_resumed_goes_on_with_it() {
     let first = tempfile::tempdir().expect("tempdir");
-    succeed(global(first.path(), None, "--every 0"));
+    run(&mut global(first.path(), None, "--every 0")).success();
     let uninterrupted = final_model(first.path());
     let second = tempfile::tempdir().expect("tempdir");
-    succeed(global(second.path(), None, "--every 0"));
+    run(&mut global(second.path(), None, "--every 0")).success();
     assert!(
         final_model(second.path()) == uninterrupted,
         "two runs with the same seed dealt different batches"
@@ -374,7 +365,7 @@ fn the_same_seed_deals_the_same_mix_and_a_killed_run_resumed_goes_on_with_it() {
         !finished,
         "a killed run reached its end: the kills proved nothing"
     );
-    succeed(global(&out, Some(&state), "--every 3"));
+    run(&mut global(&out, Some(&state), "--every 3")).success();
     let resumed = final_model(&out);
     let first_difference = resumed.iter().zip(&uninterrupted).position(|(a, b)| a != b);
     assert_eq!(

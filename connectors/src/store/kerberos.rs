@@ -122,21 +122,10 @@ fn threads() -> Option<usize> {
 /// status). `detail` is the client's message, for failures Kerberos cannot
 /// explain (a ticket that is valid, yet refused).
 pub(crate) fn diagnose(url: &str, detail: &str) -> KerberosError {
-    let Ok(gss) = gss::Gssapi::load() else {
-        return KerberosError::LibraryMissing {
-            url: url.to_string(),
-        };
-    };
-    match gss.default_credential() {
-        Ok(0) => KerberosError::Expired {
-            url: url.to_string(),
-        },
-        Ok(_) => KerberosError::Other {
-            url: url.to_string(),
-            detail: detail.to_string(),
-        },
-        Err(status) => status.into_error(gss::Asked::Store(url)),
-    }
+    diagnose_credential(url, gss::Asked::Store(url), |_| KerberosError::Other {
+        url: url.to_string(),
+        detail: detail.to_string(),
+    })
 }
 
 /// Why a GSSAPI security context with a service other than HDFS (`url`: a
@@ -145,6 +134,20 @@ pub(crate) fn diagnose(url: &str, detail: &str) -> KerberosError {
 /// unreachable KDC (as for HDFS, without the delegation-token note), else
 /// MIT's words for the status.
 pub(crate) fn diagnose_service(url: &str, major: u32, minor: u32) -> KerberosError {
+    diagnose_credential(url, gss::Asked::Catalog(url), |gss| {
+        gss.status(major, minor)
+            .into_error(gss::Asked::Service(url))
+    })
+}
+
+/// What is wrong with this process's default credential for `url`: no
+/// library, an expired ticket, what MIT says about the credential asked for
+/// as `asked`, or, when it is valid, what `valid` makes of it.
+fn diagnose_credential(
+    url: &str,
+    asked: gss::Asked<'_>,
+    valid: impl FnOnce(&gss::Gssapi) -> KerberosError,
+) -> KerberosError {
     let Ok(gss) = gss::Gssapi::load() else {
         return KerberosError::LibraryMissing {
             url: url.to_string(),
@@ -154,10 +157,8 @@ pub(crate) fn diagnose_service(url: &str, major: u32, minor: u32) -> KerberosErr
         Ok(0) => KerberosError::Expired {
             url: url.to_string(),
         },
-        Ok(_) => gss
-            .status(major, minor)
-            .into_error(gss::Asked::Service(url)),
-        Err(status) => status.into_error(gss::Asked::Catalog(url)),
+        Ok(_) => valid(&gss),
+        Err(status) => status.into_error(asked),
     }
 }
 

@@ -102,6 +102,19 @@ impl Run {
         self
     }
 
+    /// The value of `KEY` in stdout's `KEY=value` lines (what the service
+    /// scripts' `start` commands print); panics, showing the output, when
+    /// there is none.
+    #[track_caller]
+    pub fn printed(&self, key: &str) -> String {
+        self.stdout
+            .lines()
+            .filter_map(|line| line.split_once('='))
+            .find(|(k, _)| *k == key)
+            .map(|(_, value)| value.to_string())
+            .unwrap_or_else(|| panic!("no {key}= printed: {self}"))
+    }
+
     /// stdout parsed as JSON.
     #[track_caller]
     pub fn json(&self) -> Value {
