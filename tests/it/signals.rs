@@ -278,7 +278,10 @@ fn train_stopped_before_its_trainer_started_then_resumed() {
     let case = Case::new();
     case.land(true);
     // The trainer takes a while to start (an import of torch): it is
-    // stopped before it read anything.
+    // stopped before it read anything. The grace is long enough for it to
+    // start and finish what it holds on a loaded machine (a trainer still
+    // busy when the grace ends is killed as by SIGKILL, and what it held is
+    // served again): the run exits as soon as it did.
     let started = case.dir.path().join("started");
     let exec = format!(
         "touch {} && sleep 1 && {}",
@@ -290,7 +293,7 @@ fn train_stopped_before_its_trainer_started_then_resumed() {
         .arg(case.data())
         .arg("--state")
         .arg(case.state())
-        .args(["--exec", &exec, "--batch-size", "100", "--grace", "2s"]);
+        .args(["--exec", &exec, "--batch-size", "100", "--grace", "60s"]);
     let mut child = spawn(cmd, &case.log("first"));
     wait_until("the trainer to be started", LIMIT, || started.exists());
     stop(
