@@ -197,6 +197,8 @@ struct Sim {
     owners: HashMap<AttemptId, WorkerId>,
     /// Leases of rows served again (a gone worker's unsaved rows).
     makeup: HashSet<AttemptId>,
+    /// `SLUICE_SIM_TRACE` is set.
+    tracing: bool,
     seen: HashSet<&'static str>,
 }
 
@@ -247,6 +249,7 @@ impl Sim {
             gone: HashSet::new(),
             owners: HashMap::new(),
             makeup: HashSet::new(),
+            tracing: std::env::var("SLUICE_SIM_TRACE").is_ok(),
             rng,
             queue,
             rows,
@@ -273,7 +276,7 @@ impl Sim {
 
     /// A line of the trace (`SLUICE_SIM_TRACE`).
     fn trace(&self, line: std::fmt::Arguments) {
-        if std::env::var("SLUICE_SIM_TRACE").is_ok() {
+        if self.tracing {
             eprintln!("{} t{}: {line}", self.step, self.now);
         }
     }
@@ -506,7 +509,7 @@ impl Sim {
     /// The trainer of `device` restarts from its last checkpoint line: what
     /// it trained since is gone from its model.
     fn restart(&mut self, worker: &mut Worker, device: usize) {
-        if std::env::var("SLUICE_SIM_TRACE").is_ok() {
+        if self.tracing {
             eprintln!(
                 "{} w{}: restart {device}: {:?}",
                 self.step,
@@ -936,7 +939,7 @@ impl Sim {
     }
 
     fn applied(&mut self, worker: &mut Worker, device: usize, batch: Batch) {
-        if std::env::var("SLUICE_SIM_TRACE").is_ok() {
+        if self.tracing {
             eprintln!(
                 "{} w{}: applied on {device}: {batch:?}",
                 self.step, worker.id.0
@@ -972,7 +975,7 @@ impl Sim {
 
     fn perform(&mut self, worker: &mut Worker, actions: Vec<Action>) {
         for action in actions {
-            if std::env::var("SLUICE_SIM_TRACE").is_ok() {
+            if self.tracing {
                 eprintln!("{} w{}: {action:?}", self.step, worker.id.0);
             }
             match action {
