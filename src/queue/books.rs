@@ -219,6 +219,11 @@ struct Makeup {
     todo: VecDeque<CutPiece>,
     /// attempt -> (worker, rows, deadline)
     live: BTreeMap<AttemptId, (WorkerId, CutPiece, Millis)>,
+    /// attempt -> the rows of the live lease its worker committed: should
+    /// the lease end unfinished, they stay committed (its trainers hold
+    /// them) and only the rest is served again.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    committed: BTreeMap<AttemptId, Vec<(u64, u64)>>,
 }
 
 impl Queue {
@@ -706,6 +711,14 @@ impl Queue {
                 if let Some(lease) = self.makeup.live.get_mut(&attempt) {
                     lease.2 = lease.2.max(renewed);
                 }
+                let done = self.makeup.committed.entry(attempt).or_default();
+                let rows = std::iter::once((piece.start, offset)).chain(ranges.iter().copied());
+                for (start, end) in rows {
+                    let (start, end) = (start.max(piece.start), end.min(piece.end));
+                    if end > start {
+                        crate::queue::cut::insert(done, (start, end));
+                    }
+                }
             }
             None => self.commit_task(now, worker, attempt, offset, ranges)?,
         }
@@ -734,6 +747,7 @@ impl Queue {
                     });
                 }
                 self.makeup.live.remove(&attempt);
+                self.makeup.committed.remove(&attempt);
                 self.rows_committed = self.rows_committed.saturating_add(piece.end - piece.start);
                 self.settle_makeup();
             }
@@ -778,9 +792,8 @@ impl Queue {
     ) -> Result<FailOutcome, QueueError> {
         self.check_alive(worker)?;
         let outcome = match self.makeup_of(worker, attempt)? {
-            Some(piece) => {
-                self.makeup.live.remove(&attempt);
-                self.makeup.todo.push_back(piece);
+            Some(_) => {
+                self.end_makeup(attempt, false);
                 FailOutcome::Retried
             }
             None => self.fail_task(now, worker, attempt, reason, for_good)?,
@@ -798,14 +811,47 @@ impl Queue {
     ) -> Result<(), QueueError> {
         self.check_alive(worker)?;
         match self.makeup_of(worker, attempt)? {
-            Some(piece) => {
-                self.makeup.live.remove(&attempt);
-                self.makeup.todo.push_front(piece);
+            Some(_) => {
+                self.end_makeup(attempt, true);
             }
             None => self.hand_back_task(now, worker, attempt)?,
         }
         self.touch(worker, now);
         Ok(())
+    }
+
+    /// A makeup lease ended unfinished (failed, handed back, lapsed): the
+    /// rows its worker committed stay committed (its trainers hold them:
+    /// made up again only if it is counted gone); the rest is served again
+    /// (`first`: before the other rows waiting), so it is never the
+    /// worker's to checkpoint or to have made up. Returns its worker.
+    fn end_makeup(&mut self, attempt: AttemptId, first: bool) -> Option<WorkerId> {
+        let (worker, piece, _) = self.makeup.live.remove(&attempt)?;
+        let done = self.makeup.committed.remove(&attempt).unwrap_or_default();
+        let rows: u64 = done.iter().map(|(start, end)| end - start).sum();
+        self.rows_committed = self.rows_committed.saturating_add(rows);
+        let done: Vec<CutPiece> = done
+            .into_iter()
+            .map(|(start, end)| CutPiece {
+                start,
+                end,
+                ..piece
+            })
+            .collect();
+        let rest = subtract(vec![piece], &done);
+        if first {
+            for part in rest.iter().rev() {
+                self.makeup.todo.push_front(*part);
+            }
+        } else {
+            self.makeup.todo.extend(rest.iter().copied());
+        }
+        if let Some(record) = self.workers.get_mut(&worker) {
+            if !record.gone {
+                forfeit_rows(&mut record.forfeit, rest);
+            }
+        }
+        Some(worker)
     }
 
     /// The rows of a makeup lease `worker` holds, `None` for another attempt.
@@ -837,13 +883,25 @@ impl Queue {
                 record.forfeit = subtract(std::mem::take(&mut record.forfeit), &[piece]);
             }
         }
+        // Rows in some trainer's checkpoint meanwhile (of an earlier lease
+        // of these rows, whose commit never came) are not served again.
+        let mut skip: Vec<(u64, u64)> = if piece.epoch < self.cut.full_epochs {
+            vec![(piece.start, piece.end)]
+        } else {
+            let covered = self.cut.covered(piece.epoch, piece.split).iter();
+            covered
+                .map(|&(start, end)| (start.max(piece.start), end.min(piece.end)))
+                .filter(|(start, end)| end > start)
+                .collect()
+        };
+        skip.push((piece.end, u64::MAX));
         Lease {
             attempt,
             epoch: piece.epoch,
             split: piece.split,
             offset: piece.start,
             deadline,
-            skip: vec![(piece.end, u64::MAX)],
+            skip,
             repaired: self.repaired.contains(&piece.split),
         }
     }
@@ -956,6 +1014,18 @@ impl Queue {
     /// Counts `worker` gone: its requests are refused from now on, and the
     /// committed rows its trainers held in no checkpoint are served again.
     fn make_gone(&mut self, worker: WorkerId) {
+        // Its makeup leases end first: what it did not commit of them is
+        // served again with them (forfeit), not once more as its unsaved.
+        let makeup: Vec<AttemptId> = self
+            .makeup
+            .live
+            .iter()
+            .filter(|(_, (holder, _, _))| *holder == worker)
+            .map(|(attempt, _)| *attempt)
+            .collect();
+        for attempt in makeup {
+            self.end_makeup(attempt, false);
+        }
         let unsaved = match self.workers.get_mut(&worker) {
             Some(record) => {
                 record.gone = true;
@@ -1102,13 +1172,9 @@ impl Queue {
             .map(|(attempt, _)| *attempt)
             .collect();
         for attempt in lapsed_makeup {
-            if let Some((worker, piece, _)) = self.makeup.live.remove(&attempt) {
-                self.makeup.todo.push_back(piece);
+            if let Some(worker) = self.end_makeup(attempt, false) {
                 if let Some(record) = self.workers.get_mut(&worker) {
                     record.lost.push(attempt);
-                    if !record.gone {
-                        forfeit_rows(&mut record.forfeit, [piece]);
-                    }
                 }
             }
         }

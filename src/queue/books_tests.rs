@@ -1617,3 +1617,99 @@ fn an_affinity_wait_changes_nothing_and_heartbeats_that_say_what_is_cached_repla
         "a wait is not journaled, so it must change nothing"
     );
 }
+
+/// A worker counted gone with rows 40..60 of split 0 unsaved and committed:
+/// they are served again, to `other` (which gets the lease), at 2_000.
+fn rows_served_again() -> (Queue, WorkerId, WorkerId, Lease) {
+    let mut q = queue(1, 1, 3);
+    let w = q.register(0);
+    let other = q.register(0);
+    let third = q.register(0);
+    let lease = lease_one(&mut q, 0, w);
+    q.commit(10, w, lease.attempt, 60).expect("commit");
+    q.unsaved(11, w, vec![rows(0, 0, 40, 60)]).expect("unsaved");
+    q.tick(11 + TIMEOUT);
+    let makeup = lease_one(&mut q, 2_000, other);
+    assert_eq!(
+        (makeup.offset, makeup.skip.clone()),
+        (40, vec![(60, u64::MAX)])
+    );
+    (q, other, third, makeup)
+}
+
+/// The rows of each lease of rows served again, as `(start, end)`, sorted.
+fn makeup_rows(leases: &[Lease]) -> Vec<(u64, u64)> {
+    let mut served: Vec<(u64, u64)> = leases
+        .iter()
+        .filter_map(|l| {
+            let end = l.skip.last().filter(|s| s.1 == u64::MAX)?.0;
+            Some((l.offset, end))
+        })
+        .collect();
+    served.sort_unstable();
+    served
+}
+
+#[test]
+fn a_makeup_lease_handed_back_keeps_the_rows_it_committed() {
+    // Found by the coordinator's simulation (seed 3): the rows were served
+    // again whole, and once more when the worker was counted gone.
+    let (mut q, other, third, makeup) = rows_served_again();
+    q.commit(2_001, other, makeup.attempt, 50).expect("commit");
+    q.unsaved(2_001, other, vec![rows(0, 0, 40, 50)])
+        .expect("unsaved");
+    q.hand_back(2_002, other, makeup.attempt)
+        .expect("hand back");
+    // Only the rows it did not commit are served again at once...
+    let again = lease_one(&mut q, 2_003, third);
+    assert_eq!(
+        (again.offset, again.skip.clone()),
+        (50, vec![(60, u64::MAX)])
+    );
+    q.finish(2_004, third, again.attempt, 60).expect("finish");
+    // ...those it did once its trainers are lost with them.
+    q.tick(2_002 + TIMEOUT);
+    let leases = tasks(q.lease(2_100 + TIMEOUT, third, 10));
+    assert_eq!(makeup_rows(&leases), vec![(40, 50)], "{leases:?}");
+}
+
+#[test]
+fn a_failed_makeup_lease_serves_again_only_what_it_did_not_commit() {
+    let (mut q, other, third, makeup) = rows_served_again();
+    q.commit(2_001, other, makeup.attempt, 55).expect("commit");
+    q.fail(2_002, other, makeup.attempt, "read".to_string())
+        .expect("fail");
+    let leases = tasks(q.lease(2_003, third, 10));
+    assert_eq!(makeup_rows(&leases), vec![(55, 60)], "{leases:?}");
+}
+
+#[test]
+fn a_worker_counted_gone_as_its_makeup_lease_lapses_has_each_row_served_once() {
+    // Found by the coordinator's simulation (seed 99): rows it acknowledged
+    // and never committed were served again with the lease, and as its
+    // unsaved rows too.
+    let (mut q, other, third, makeup) = rows_served_again();
+    q.commit(2_001, other, makeup.attempt, 45).expect("commit");
+    q.unsaved(2_001, other, vec![rows(0, 0, 40, 55)])
+        .expect("unsaved");
+    // Silent: counted gone in the tick that lapses its lease.
+    q.tick(2_001 + TIMEOUT);
+    let leases = tasks(q.lease(2_100 + TIMEOUT, third, 10));
+    assert_eq!(makeup_rows(&leases), vec![(40, 45), (45, 60)], "{leases:?}");
+}
+
+#[test]
+fn rows_served_again_skip_what_a_checkpoint_holds_meanwhile() {
+    let (mut q, other, third, makeup) = rows_served_again();
+    // Checkpointed under its live lease; its commit never comes.
+    q.checkpoint_by(Some(other), "1", &[rows(0, 0, 40, 50)])
+        .expect("held under its lease");
+    q.tick(makeup.deadline);
+    let again = lease_one(&mut q, makeup.deadline + 1, third);
+    assert_eq!(
+        (again.offset, again.skip.clone()),
+        (40, vec![(40, 50), (60, u64::MAX)])
+    );
+    q.finish(makeup.deadline + 2, third, again.attempt, 60)
+        .expect("finish");
+}

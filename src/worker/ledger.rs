@@ -116,7 +116,11 @@ impl Ledger {
 
     /// The attempts tracked.
     pub fn attempts(&self) -> Vec<AttemptId> {
-        self.entries.keys().copied().collect()
+        // In order: the same events give the same reports (a seed of the
+        // coordinator's simulation replays).
+        let mut attempts: Vec<AttemptId> = self.entries.keys().copied().collect();
+        attempts.sort_unstable();
+        attempts
     }
 
     /// Attempts tracked.

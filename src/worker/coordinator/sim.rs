@@ -11,16 +11,38 @@
 //! and trainers that keep checkpoints restart from their last one (the rows
 //! they acknowledged after it are read again).
 //!
+//! On a third of the seeds the master keeps the rows the trainers hold in
+//! no complete checkpoint, as a remote master does: the worker reports its
+//! checkpoints and unsaved rows to the queue as the committer sends them
+//! (checkpoint records first), and a lease lost (or the worker counted
+//! gone, silent past the lease timeout with unsaved rows) rolls it back:
+//! its run ends, its reports still go out, and it joins again under its
+//! name, a new coordinator with the same devices, its trainers from the
+//! name's last checkpoint the master recorded. What they trained since is
+//! lost, and so is what a killed or stopped worker's trainers held in no
+//! checkpoint: the master serves those rows again once it counts the worker
+//! gone. A run ends with a final checkpoint on every device, and joins
+//! again while the job is not over; a worker may also join under the name
+//! of one that left, resuming from its checkpoint.
+//!
 //! Checked on every path:
 //! - nothing is committed that no device of the attempt's worker
 //!   acknowledged (or that its reader left out);
-//! - no row is committed by two attempts (exactly once per epoch), and at
-//!   the end every row of every epoch is committed;
+//! - no row is committed by two attempts (exactly once per epoch; rows
+//!   served again after their worker was lost are committed again, by a
+//!   lease of them), and at the end every row of every epoch is committed
+//!   (or, where the master keeps unsaved rows, in the job's checkpoint);
 //! - every row of every epoch reached a trainer, and on a seed where no
 //!   lease was lost and no worker killed, exactly once (rows a restarted
-//!   trainer lost count as not reached, until they are served again).
+//!   trainer lost count as not reached, until they are served again);
+//! - where the master keeps unsaved rows: every row of every epoch is in
+//!   exactly one name's last recorded checkpoint (trained and saved once;
+//!   rows trained and lost count zero), by the sim's own account of what
+//!   each device trained before each checkpoint line.
 //!
-//! `SLUICE_SIM_SEED=N` runs seed `N` alone (to replay a failure).
+//! Every path named at the end of the test is taken by some seed.
+//! `SLUICE_SIM_SEED=N` runs seed `N` alone (to replay a failure), and
+//! `SLUICE_SIM_TRACE` prints what happens.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
@@ -28,7 +50,7 @@ use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::*;
-use crate::queue::{Command, LeaseReply, Millis, Queue, QueueConfig, Reply, WorkerId};
+use crate::queue::{Command, CutPiece, LeaseReply, Millis, Queue, QueueConfig, Reply, WorkerId};
 use crate::worker::ledger;
 
 const BATCH: u64 = 7;
@@ -56,20 +78,66 @@ struct SimRead {
     fails_at: Option<u64>,
 }
 
+/// Rows `start..end` of a split in an epoch: `(epoch, split, start, end)`.
+type Rows = (u32, u32, u64, u64);
+
 #[derive(Debug, Default)]
 struct Device {
     /// Per mille chance of a step.
     speed: usize,
     queue: VecDeque<Batch>,
     busy: Option<Batch>,
-    /// Rows trained since its last checkpoint line: lost if it restarts.
-    since: Vec<(u32, u32, u64, u64)>,
+    /// Rows its trainer trained in this run, in order.
+    trained: Vec<Rows>,
+    /// Where in `trained` its last checkpoint line was written: what
+    /// follows is lost if it restarts.
+    from: usize,
+    /// Where in `trained` each checkpoint line of this run was written.
+    lines: HashMap<String, usize>,
+    /// Its last checkpoint line's number.
     checkpoints: u32,
+}
+
+impl Device {
+    /// Rows trained since its last checkpoint line.
+    fn since(&self) -> &[Rows] {
+        &self.trained[self.from..]
+    }
+
+    /// Writes the line `checkpoint ID`.
+    fn line(&mut self, id: u32) {
+        self.checkpoints = id;
+        self.lines
+            .entry(id.to_string())
+            .or_insert(self.trained.len());
+        self.from = self.trained.len();
+    }
+
+    /// Restarts from its last checkpoint line: the rows trained since.
+    fn forget(&mut self) -> Vec<Rows> {
+        self.trained.split_off(self.from)
+    }
+}
+
+/// A worker's name. On seeds whose master keeps unsaved rows, its trainers
+/// outlive each run: one started again under it (after a roll back, a kill,
+/// a stop or the end of its run) resumes from its last checkpoint the
+/// master recorded.
+struct Name {
+    /// Its devices' speeds.
+    speeds: Vec<usize>,
+    /// The last complete checkpoint the master recorded for it, and the rows
+    /// it holds (the model its trainers resume from).
+    saved: Option<(String, Vec<Rows>)>,
 }
 
 struct Worker {
     id: WorkerId,
+    /// Its name (an index into the names).
+    name: usize,
     coord: Coordinator,
+    /// The rows of the checkpoint its trainers resumed from.
+    base: Vec<Rows>,
     leases: HashMap<AttemptId, Lease>,
     reads: Vec<SimRead>,
     buffer: VecDeque<(u32, Piece)>,
@@ -88,6 +156,16 @@ struct Worker {
     gone: bool,
     /// The epoch and split of each replay.
     replays: HashMap<AttemptId, (u32, u32)>,
+    /// The rows each complete checkpoint reported and not yet delivered
+    /// holds, by the sim's own account, in order.
+    contents: VecDeque<Vec<Rows>>,
+    /// Rolled back: its reports go out, then it joins again.
+    rolling_back: bool,
+    /// When its last heartbeat was answered.
+    beat: Millis,
+    /// Its run ended (the trainers wrote their final checkpoint): its
+    /// reports go out, then it leaves or joins again.
+    ended: bool,
 }
 
 struct Sim {
@@ -109,6 +187,18 @@ struct Sim {
     /// Workers are killed and the master stays away past the leases (on
     /// two seeds in three): else only stops, restarts and short downtimes.
     chaos: bool,
+    /// The master keeps the rows the trainers hold in no checkpoint, and a
+    /// lost lease rolls them back (on a third of the seeds).
+    rollback: bool,
+    names: Vec<Name>,
+    /// Workers the master counted gone.
+    gone: HashSet<WorkerId>,
+    /// The worker of every attempt granted.
+    owners: HashMap<AttemptId, WorkerId>,
+    /// Leases of rows served again (a gone worker's unsaved rows).
+    makeup: HashSet<AttemptId>,
+    /// `SLUICE_SIM_TRACE` is set.
+    tracing: bool,
     seen: HashSet<&'static str>,
 }
 
@@ -148,9 +238,18 @@ impl Sim {
         };
         let queue = Queue::with_rows(rows.iter().copied().map(Some).collect(), config)
             .expect("valid config");
+        // Odd seeds, one with chaos and one without in every six: the
+        // checkpointed even ones stay without a master that keeps unsaved rows.
+        let rollback = matches!(seed % 6, 3 | 5);
         Sim {
             seed,
-            checkpoints: seed % 2 == 0,
+            checkpoints: seed % 2 == 0 || rollback,
+            rollback,
+            names: Vec::new(),
+            gone: HashSet::new(),
+            owners: HashMap::new(),
+            makeup: HashSet::new(),
+            tracing: std::env::var("SLUICE_SIM_TRACE").is_ok(),
             rng,
             queue,
             rows,
@@ -175,6 +274,13 @@ impl Sim {
         self.pick(1000) < per_mille
     }
 
+    /// A line of the trace (`SLUICE_SIM_TRACE`).
+    fn trace(&self, line: std::fmt::Arguments) {
+        if self.tracing {
+            eprintln!("{} t{}: {line}", self.step, self.now);
+        }
+    }
+
     fn at(&self) -> String {
         format!("seed {} step {}", self.seed, self.step)
     }
@@ -184,8 +290,17 @@ impl Sim {
     }
 
     fn master(&mut self, command: Command) -> Reply {
-        self.queue.apply(&Command::Tick { now: self.now });
+        if let Reply::Tick { gone, .. } = self.queue.apply(&Command::Tick { now: self.now }) {
+            if !gone.is_empty() {
+                self.trace(format_args!("counted gone: {gone:?}"));
+                self.seen.insert("counted gone");
+            }
+            self.gone.extend(gone);
+        }
         let reply = self.queue.apply(&command);
+        if !matches!(command, Command::Heartbeat { .. } | Command::Lease { .. }) {
+            self.trace(format_args!("{command:?} -> {reply:?}"));
+        }
         if matches!(
             reply,
             Reply::Commit(Err(_))
@@ -201,31 +316,77 @@ impl Sim {
         reply
     }
 
+    /// A worker joins: under a new name, or (on seeds whose master keeps
+    /// unsaved rows, now and then) under the name of one that left.
     fn join(&mut self) {
+        let free: Vec<usize> = (0..self.names.len())
+            .filter(|n| !self.workers.iter().any(|w| w.name == *n))
+            .collect();
+        let name = if self.rollback && !free.is_empty() && self.chance(500) {
+            free[self.pick(free.len())]
+        } else {
+            let devices = 1 + self.pick(3);
+            let speeds = [1000, 400, 60];
+            let speeds = (0..devices)
+                .map(|d| speeds[(d + self.pick(3)) % speeds.len()])
+                .collect();
+            self.names.push(Name {
+                speeds,
+                saved: None,
+            });
+            self.names.len() - 1
+        };
+        let worker = self.start(name);
+        self.workers.push(worker);
+    }
+
+    /// A run of a worker under `name`: registered anew, its trainers from
+    /// the name's last checkpoint the master recorded.
+    fn start(&mut self, name: usize) -> Worker {
         let Reply::Register(id) = self.master(Command::Register {
             now: self.now,
             secret: None,
-            name: None,
+            name: Some(format!("n{name}")),
         }) else {
             panic!("{}: register", self.at());
         };
-        let devices = 1 + self.pick(3);
-        let speeds = [1000, 400, 60];
-        let devices: Vec<Device> = (0..devices)
-            .map(|d| Device {
-                speed: speeds[(d + self.pick(3)) % speeds.len()],
+        let saved = self.names[name].saved.clone();
+        self.trace(format_args!("w{} joins as n{name}, from {saved:?}", id.0));
+        if self.rollback {
+            assert_eq!(
+                self.queue.checkpoint_of(&format!("n{name}")),
+                saved.as_ref().map(|(id, _)| id.as_str()),
+                "{}: the master resumes name {name} from another checkpoint",
+                self.at()
+            );
+        }
+        let (line, base) = match saved {
+            Some((id, rows)) => {
+                self.seen.insert("resumed from a checkpoint");
+                (id.parse().expect("numbered checkpoints"), rows)
+            }
+            None => (0, Vec::new()),
+        };
+        let devices: Vec<Device> = self.names[name]
+            .speeds
+            .iter()
+            .map(|&speed| Device {
+                speed,
+                checkpoints: line,
                 ..Device::default()
             })
             .collect();
         let mut worker = Worker {
             id,
+            name,
             coord: Coordinator::new(Settings {
                 devices: devices.len(),
                 splits: self.rows.len(),
-                keeps_unsaved: false,
+                keeps_unsaved: self.rollback,
                 global: false,
                 replay_to_device: false,
             }),
+            base,
             leases: HashMap::new(),
             reads: Vec::new(),
             buffer: VecDeque::new(),
@@ -239,6 +400,10 @@ impl Sim {
             drain_until: None,
             gone: false,
             replays: HashMap::new(),
+            contents: VecDeque::new(),
+            rolling_back: false,
+            ended: false,
+            beat: self.now,
         };
         if self.checkpoints {
             for device in 0..worker.devices.len() {
@@ -249,7 +414,7 @@ impl Sim {
                 self.perform(&mut worker, actions);
             }
         }
-        self.workers.push(worker);
+        worker
     }
 
     fn run(&mut self) {
@@ -257,15 +422,20 @@ impl Sim {
         while self.step < STEPS * 4 {
             self.step += 1;
             let ending = self.step > STEPS;
-            if ending && self.queue.is_over() && self.workers.iter().all(|w| w.reports.is_empty()) {
+            if self.finished(ending) {
                 break;
             }
             self.now += self.pick(12) as Millis;
             if !ending {
                 self.mischief();
             }
-            if self.workers.is_empty() || (self.workers.len() < 3 && self.chance(2)) {
+            let join = self.workers.is_empty() || (self.workers.len() < 3 && self.chance(2));
+            // Once the job is over, no worker joins it.
+            if join && !(self.rollback && self.queue.is_over()) {
                 self.join();
+            }
+            if self.workers.is_empty() {
+                continue;
             }
             let index = self.pick(self.workers.len());
             let mut worker = self.workers.swap_remove(index);
@@ -275,12 +445,21 @@ impl Sim {
             }
         }
         self.check_end();
-        if !self.lossy && self.trained.values().any(|n| *n > 0) {
+        if !self.rollback && !self.lossy && self.trained.values().any(|n| *n > 0) {
             self.seen.insert("a seed without loss");
             if self.seen.contains("replayed after a restart") {
                 self.seen.insert("replayed on a seed without loss");
             }
         }
+    }
+
+    /// Whether the seed's run is over: the job is, every report reached
+    /// the master and (where it keeps unsaved rows) every worker left.
+    fn finished(&self, ending: bool) -> bool {
+        if self.rollback {
+            return self.queue.is_over() && self.workers.is_empty();
+        }
+        ending && self.queue.is_over() && self.workers.iter().all(|w| w.reports.is_empty())
     }
 
     /// Kills, stops, restarts, master downtime.
@@ -299,7 +478,7 @@ impl Sim {
         if !self.workers.is_empty() && self.chance(3) {
             let index = self.pick(self.workers.len());
             let mut worker = self.workers.swap_remove(index);
-            if worker.drain_until.is_none() {
+            if worker.drain_until.is_none() && worker.running() {
                 if worker.replaying() {
                     // Rows read again for a restarted trainer are dropped too.
                     self.lossy = true;
@@ -317,7 +496,10 @@ impl Sim {
             let device = self.pick(worker.devices.len());
             // A stopping worker reads nothing again: its trainers' restarts
             // are the next run's.
-            if worker.devices[device].busy.is_none() && worker.drain_until.is_none() {
+            if worker.devices[device].busy.is_none()
+                && worker.drain_until.is_none()
+                && worker.running()
+            {
                 self.restart(&mut worker, device);
             }
             self.workers.push(worker);
@@ -327,13 +509,15 @@ impl Sim {
     /// The trainer of `device` restarts from its last checkpoint line: what
     /// it trained since is gone from its model.
     fn restart(&mut self, worker: &mut Worker, device: usize) {
-        if std::env::var("SLUICE_SIM_TRACE").is_ok() {
+        if self.tracing {
             eprintln!(
                 "{} w{}: restart {device}: {:?}",
-                self.step, worker.id.0, worker.devices[device].since
+                self.step,
+                worker.id.0,
+                worker.devices[device].since()
             );
         }
-        for (epoch, split, start, end) in std::mem::take(&mut worker.devices[device].since) {
+        for (epoch, split, start, end) in worker.devices[device].forget() {
             for row in start..end {
                 *self.trained.entry((epoch, split, row)).or_default() -= 1;
             }
@@ -353,9 +537,15 @@ impl Sim {
         if worker.gone {
             return;
         }
+        if worker.rolling_back || worker.ended {
+            return self.rejoin_or_leave(worker);
+        }
         if let Some(until) = worker.drain_until {
-            if self.chance(100) {
+            if self.chance(100) || self.beat_due(worker) {
                 self.heartbeat(worker);
+            }
+            if worker.rolling_back {
+                return;
             }
             self.train(worker);
             let idle = worker.devices.iter().all(|d| d.busy.is_none());
@@ -369,25 +559,134 @@ impl Sim {
             }
             return;
         }
-        let lapsed: Vec<AttemptId> = worker
+        let mut lapsed: Vec<AttemptId> = worker
             .expires
             .iter()
             .filter(|(_, at)| **at <= self.now)
             .map(|(a, _)| *a)
             .collect();
+        lapsed.sort_unstable();
         if !lapsed.is_empty() {
             self.seen.insert("lease lapsed");
         }
         let actions = worker.coord.handle(Event::Lapsed { attempts: lapsed });
         self.perform(worker, actions);
+        if self.beat_due(worker) {
+            self.heartbeat(worker);
+        }
+        if worker.rolling_back {
+            return;
+        }
         match self.pick(10) {
             0 => self.heartbeat(worker),
             1 | 2 => self.lease(worker),
             3..=5 => self.read(worker),
             _ => {}
         }
+        if worker.rolling_back {
+            return;
+        }
         self.batch(worker);
         self.train(worker);
+        if self.rollback {
+            self.end_if_done(worker);
+        }
+    }
+
+    /// Where the master keeps unsaved rows, a worker silent for a lease
+    /// timeout is counted gone, so its heartbeats keep time (half a lease
+    /// timeout apart) besides the random ones: only the master's downtime
+    /// silences it.
+    fn beat_due(&self, worker: &Worker) -> bool {
+        self.rollback && self.now >= worker.beat + TIMEOUT / 2
+    }
+
+    /// A worker rolled back, or whose run ended, once its reports reached
+    /// the master: joins again (trainers from the name's last checkpoint the
+    /// master recorded), or leaves (stopped, or the job is over).
+    fn rejoin_or_leave(&mut self, worker: &mut Worker) {
+        if !worker.reports.is_empty() || !self.up() {
+            return;
+        }
+        if worker.drain_until.is_some() || (worker.ended && self.queue.is_over()) {
+            worker.gone = true;
+            return;
+        }
+        if worker.ended {
+            self.seen.insert("joined again after its run ended");
+        }
+        *worker = self.start(worker.name);
+    }
+
+    /// The job is over for this worker and it holds nothing: the loop ends,
+    /// and the trainers end their streams with a final checkpoint (one ID
+    /// on every device).
+    fn end_if_done(&mut self, worker: &mut Worker) {
+        if !worker.coord.is_done() || !worker.idle() {
+            return;
+        }
+        let actions = worker.coord.handle(Event::Tail);
+        self.perform(worker, actions);
+        let id = worker
+            .devices
+            .iter()
+            .map(|d| d.checkpoints)
+            .max()
+            .unwrap_or(0)
+            + 1;
+        for device in 0..worker.devices.len() {
+            worker.devices[device].line(id);
+            let actions = worker.coord.handle(Event::Mark {
+                device,
+                kind: MarkKind::Checkpoint(id.to_string()),
+            });
+            self.perform(worker, actions);
+        }
+        let settings = worker.coord.settings;
+        let outcome = std::mem::replace(&mut worker.coord, Coordinator::new(settings));
+        let outcome = outcome.into_outcome(true);
+        assert!(
+            outcome.checkpointed,
+            "{}: trainers not checkpointed",
+            self.at()
+        );
+        assert_eq!(
+            outcome.unsaved_at_end,
+            0,
+            "{}: rows trained after the final checkpoint",
+            self.at()
+        );
+        worker.ended = true;
+        self.seen.insert("ended with a final checkpoint");
+    }
+
+    /// The trainers may hold rows of a lease the master took back, or the
+    /// master counted the worker gone: the run stops, its trainers are
+    /// killed (nothing they still say counts) and what it read is dropped;
+    /// its reports still go out, then it joins again.
+    fn roll_back(&mut self, worker: &mut Worker) {
+        self.trace(format_args!("w{} rolled back", worker.id.0));
+        worker.rolling_back = true;
+        worker.reads.clear();
+        worker.buffer.clear();
+        worker.outbox.clear();
+        worker.expires.clear();
+        for device in &mut worker.devices {
+            device.queue.clear();
+            device.busy = None;
+        }
+        self.seen.insert("rolled back");
+    }
+
+    /// The master refused a lease or heartbeat: it counted the worker gone.
+    fn refused(&mut self, worker: &mut Worker) {
+        if self.rollback && worker.coord.rolls_back() {
+            self.seen.insert("rolled back when counted gone");
+            self.roll_back(worker);
+        } else {
+            worker.gone = true;
+            self.lossy = true;
+        }
     }
 
     fn lease(&mut self, worker: &mut Worker) {
@@ -411,6 +710,11 @@ impl Sim {
                         add_range(&mut ranges, s, e);
                     }
                     worker.acked.insert(lease.attempt, ranges);
+                    self.owners.insert(lease.attempt, worker.id);
+                    if lease.skip.iter().any(|&(_, end)| end == u64::MAX) {
+                        self.makeup.insert(lease.attempt);
+                        self.seen.insert("unsaved rows served again");
+                    }
                     let actions = worker.coord.handle(Event::Granted {
                         lease,
                         reachable: true,
@@ -423,10 +727,7 @@ impl Sim {
                 self.perform(worker, actions);
             }
             Reply::Lease(Ok(LeaseReply::Wait)) => {}
-            Reply::Lease(Err(_)) => {
-                worker.gone = true;
-                self.lossy = true;
-            }
+            Reply::Lease(Err(_)) => self.refused(worker),
             other => panic!("{}: lease answered {other:?}", self.at()),
         }
     }
@@ -441,12 +742,11 @@ impl Sim {
             cached: None,
         });
         let lost = match reply {
-            Reply::Heartbeat(Ok(lost)) => lost,
-            Reply::Heartbeat(Err(_)) => {
-                worker.gone = true;
-                self.lossy = true;
-                return;
+            Reply::Heartbeat(Ok(lost)) => {
+                worker.beat = self.now;
+                lost
             }
+            Reply::Heartbeat(Err(_)) => return self.refused(worker),
             other => panic!("{}: heartbeat answered {other:?}", self.at()),
         };
         for attempt in &lost {
@@ -457,6 +757,9 @@ impl Sim {
             *at = (*at).max(self.now + TIMEOUT - MARGIN);
         }
         for attempt in lost {
+            if worker.rolling_back {
+                break;
+            }
             self.lossy = true;
             self.seen.insert("lease lost");
             let actions = worker.coord.handle(Event::Lost { attempt });
@@ -512,7 +815,7 @@ impl Sim {
                     *self.trained.entry((epoch, lease.split, row)).or_default() += 1;
                 }
                 worker.devices[0]
-                    .since
+                    .trained
                     .push((epoch, lease.split, start, stop));
             }
             let actions = worker.coord.handle(Event::Cut {
@@ -596,8 +899,7 @@ impl Sim {
             }
             if self.checkpoints && self.chance(30) {
                 let dev = &mut worker.devices[device];
-                dev.checkpoints += 1;
-                dev.since.clear();
+                dev.line(dev.checkpoints + 1);
                 let id = dev.checkpoints.to_string();
                 let actions = worker.coord.handle(Event::Mark {
                     device,
@@ -637,7 +939,7 @@ impl Sim {
     }
 
     fn applied(&mut self, worker: &mut Worker, device: usize, batch: Batch) {
-        if std::env::var("SLUICE_SIM_TRACE").is_ok() {
+        if self.tracing {
             eprintln!(
                 "{} w{}: applied on {device}: {batch:?}",
                 self.step, worker.id.0
@@ -652,9 +954,12 @@ impl Sim {
             for row in piece.start..piece.start + piece.len {
                 *self.trained.entry((epoch, split, row)).or_default() += 1;
             }
-            worker.devices[device]
-                .since
-                .push((epoch, split, piece.start, piece.start + piece.len));
+            worker.devices[device].trained.push((
+                epoch,
+                split,
+                piece.start,
+                piece.start + piece.len,
+            ));
             if let Some(acked) = worker.acked.get_mut(&piece.attempt) {
                 add_range(acked, piece.start, piece.start + piece.len);
             }
@@ -670,7 +975,7 @@ impl Sim {
 
     fn perform(&mut self, worker: &mut Worker, actions: Vec<Action>) {
         for action in actions {
-            if std::env::var("SLUICE_SIM_TRACE").is_ok() {
+            if self.tracing {
                 eprintln!("{} w{}: {action:?}", self.step, worker.id.0);
             }
             match action {
@@ -693,6 +998,10 @@ impl Sim {
                 Action::Feed(_) | Action::Suspend(_) | Action::SyncHeld => {}
                 Action::Report(report) => {
                     self.check_report(worker, &report);
+                    if let (Report::Checkpoint { id, .. }, true) = (&report, self.rollback) {
+                        let content = worker.content(id, &self.at());
+                        worker.contents.push_back(content);
+                    }
                     worker.reports.push_back(report);
                 }
                 Action::Drop(attempt) => {
@@ -711,6 +1020,11 @@ impl Sim {
                     worker.buffer.clear();
                     worker.outbox.clear();
                     worker.stopped = true;
+                }
+                Action::RollBack(_) if self.rollback => {
+                    // The shell ends the run: nothing after it is done.
+                    self.seen.insert("rolled back on a lost lease");
+                    return self.roll_back(worker);
                 }
                 Action::RollBack(_) | Action::ReplayFailed => {
                     panic!(
@@ -756,13 +1070,33 @@ impl Sim {
         );
     }
 
-    /// The committer: reports reach the master while it is up.
+    /// The committer: reports reach the master while it is up. Where the
+    /// master keeps unsaved rows, they go as the committer sends them: what
+    /// is pending at once (some of the reports), checkpoint records first
+    /// (of the snapshots of unsaved rows only the newest), then the rest.
     fn deliver(&mut self, worker: &mut Worker) {
-        while self.up() {
-            let Some(report) = worker.reports.pop_front() else {
-                break;
+        while self.up() && !worker.reports.is_empty() {
+            let pending = if self.rollback {
+                1 + self.pick(worker.reports.len())
+            } else {
+                1
             };
-            self.send(worker, report);
+            let reports: Vec<Report> = worker.reports.drain(..pending).collect();
+            let newest = reports
+                .iter()
+                .rposition(|r| matches!(r, Report::Unsaved(_)));
+            let (records, rest): (Vec<_>, Vec<_>) =
+                reports.into_iter().enumerate().partition(|(_, r)| {
+                    matches!(
+                        r,
+                        Report::Declare | Report::Checkpoint { .. } | Report::Unsaved(_)
+                    )
+                });
+            for (at, report) in records.into_iter().chain(rest) {
+                if !matches!(report, Report::Unsaved(_)) || Some(at) == newest {
+                    self.send(worker, report);
+                }
+            }
         }
         if !self.up() {
             self.seen.insert("reports waited");
@@ -841,7 +1175,7 @@ impl Sim {
         }
     }
 
-    fn send(&mut self, worker: &Worker, report: Report) {
+    fn send(&mut self, worker: &mut Worker, report: Report) {
         let now = self.now;
         match report {
             Report::Ledger(action) => self.send_ledger(worker, action),
@@ -862,7 +1196,46 @@ impl Sim {
                     for_good: false,
                 });
             }
+            Report::Declare if self.rollback => {
+                self.master(Command::DeclareCheckpoints { now });
+            }
+            Report::Checkpoint { id, pieces } if self.rollback => {
+                self.send_checkpoint(worker, id, pieces)
+            }
+            Report::Unsaved(pieces) if self.rollback => {
+                let reply = self.master(Command::Unsaved {
+                    now,
+                    worker: worker.id,
+                    pieces,
+                });
+                if reply != Reply::Unsaved(Ok(())) {
+                    self.seen.insert("unsaved rows refused");
+                }
+            }
             Report::Declare | Report::Checkpoint { .. } | Report::Unsaved(_) => {}
+        }
+    }
+
+    /// A complete checkpoint to the master: once recorded, the name's
+    /// trainers resume from it (the rows the sim saw its devices train
+    /// before their lines); refused, the master counted the worker gone.
+    fn send_checkpoint(&mut self, worker: &mut Worker, id: String, pieces: Vec<CutPiece>) {
+        let Some(content) = worker.contents.pop_front() else {
+            panic!("{}: checkpoint {id} reported twice", self.at());
+        };
+        let reply = self.master(Command::Checkpoint {
+            now: self.now,
+            id: id.clone(),
+            pieces,
+            worker: Some(worker.id),
+        });
+        match reply {
+            Reply::Checkpoint(Ok(())) => self.names[worker.name].saved = Some((id, content)),
+            Reply::Checkpoint(Err(_)) => {
+                self.gone.insert(worker.id);
+                self.seen.insert("checkpoint refused");
+            }
+            other => panic!("{}: checkpoint answered {other:?}", self.at()),
         }
     }
 
@@ -879,6 +1252,18 @@ impl Sim {
                     continue;
                 }
                 let owner = books.entry(row).or_insert(lease.attempt);
+                // Rows a gone worker's trainers held in no checkpoint are
+                // served again (and again, when such a lease lapses).
+                let before = self.owners.get(owner);
+                if *owner != lease.attempt
+                    && self.makeup.contains(&lease.attempt)
+                    && (self.makeup.contains(owner)
+                        || before.is_some_and(|w| self.gone.contains(w)))
+                {
+                    self.seen.insert("rows served again committed again");
+                    *owner = lease.attempt;
+                    continue;
+                }
                 assert_eq!(
                     *owner, lease.attempt,
                     "{at}: row {row} of split {} epoch {} committed by {} and {}",
@@ -890,6 +1275,9 @@ impl Sim {
 
     fn check_end(&self) {
         assert!(self.queue.is_over(), "{}: the job did not end", self.at());
+        if self.rollback {
+            return self.check_saved();
+        }
         for epoch in 0..self.epochs {
             for (split, &rows) in self.rows.iter().enumerate() {
                 let split = split as u32;
@@ -917,7 +1305,82 @@ impl Sim {
     }
 }
 
+impl Sim {
+    /// Where the master keeps unsaved rows: every row of every epoch is in
+    /// exactly one name's last recorded checkpoint (the model its trainers
+    /// end with: what they trained after it is lost), and committed or in
+    /// the job's cut (a checkpoint's rows whose commit was refused).
+    fn check_saved(&self) {
+        let mut saved: HashMap<(u32, u32, u64), u32> = HashMap::new();
+        for name in &self.names {
+            for &(epoch, split, start, end) in name.saved.iter().flat_map(|(_, rows)| rows) {
+                for row in start..end {
+                    *saved.entry((epoch, split, row)).or_default() += 1;
+                }
+            }
+        }
+        for (n, name) in self.names.iter().enumerate() {
+            self.trace(format_args!("n{n} saved {:?}", name.saved));
+        }
+        let cut = self.queue.cut();
+        for epoch in 0..self.epochs {
+            for (split, &rows) in self.rows.iter().enumerate() {
+                let split = split as u32;
+                let books = self.committed.get(&(epoch, split));
+                let covered = cut.covered(epoch, split);
+                for row in 0..rows {
+                    let in_cut = epoch < cut.full_epochs
+                        || covered.iter().any(|&(s, e)| s <= row && row < e);
+                    assert!(
+                        in_cut || books.is_some_and(|b| b.contains_key(&row)),
+                        "{}: row {row} of split {split} epoch {epoch} never committed",
+                        self.at()
+                    );
+                    let n = saved.remove(&(epoch, split, row)).unwrap_or(0);
+                    assert_eq!(
+                        n,
+                        1,
+                        "{}: row {row} of split {split} epoch {epoch} is in {n} checkpoints",
+                        self.at()
+                    );
+                }
+            }
+        }
+        assert!(saved.is_empty(), "{}: rows of no split saved", self.at());
+    }
+}
+
 impl Worker {
+    /// The rows of complete checkpoint `id` (every device wrote its line):
+    /// those its trainers resumed from and, of each device, those it
+    /// trained before its line.
+    fn content(&self, id: &str, at: &str) -> Vec<Rows> {
+        let mut rows = self.base.clone();
+        for device in &self.devices {
+            let Some(&line) = device.lines.get(id) else {
+                panic!("{at}: checkpoint {id} is complete but a device never wrote it");
+            };
+            rows.extend_from_slice(&device.trained[..line]);
+        }
+        rows
+    }
+
+    /// Whether it runs (not rolled back, its run not ended).
+    fn running(&self) -> bool {
+        !self.rolling_back && !self.ended
+    }
+
+    /// Whether no row waits anywhere on its way to a trainer.
+    fn idle(&self) -> bool {
+        self.reads.is_empty()
+            && self.buffer.is_empty()
+            && self.outbox.is_empty()
+            && self
+                .devices
+                .iter()
+                .all(|d| d.queue.is_empty() && d.busy.is_none())
+    }
+
     /// Whether rows read again for a restarted trainer wait anywhere
     /// before a trainer.
     fn replaying(&self) -> bool {
@@ -1003,6 +1466,17 @@ fn every_row_is_committed_once_whatever_befalls_the_workers() {
             "reports waited",
             "a seed without loss",
             "replayed on a seed without loss",
+            // Where the master keeps the rows trainers hold in no checkpoint:
+            "rolled back",
+            "rolled back on a lost lease",
+            "rolled back when counted gone",
+            "counted gone",
+            "checkpoint refused",
+            "unsaved rows served again",
+            "rows served again committed again",
+            "resumed from a checkpoint",
+            "ended with a final checkpoint",
+            "joined again after its run ended",
         ] {
             assert!(seen.contains(path), "no seed took the path: {path}");
         }
