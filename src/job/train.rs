@@ -246,20 +246,14 @@ async fn open_sources(
     config: &TrainConfig,
     mix: &crate::config::MixConfig,
 ) -> Result<(Dataset, crate::mix::Mixed), TrainError> {
-    let mut datasets = Vec::with_capacity(mix.sources.len());
-    for source in &mix.sources {
-        let location = connectors::store::open(&source.url)?;
-        let dataset = Dataset::open(location, config.dataset.clone()).await?;
-        check_finished(&dataset, config.allow_incomplete)?;
-        datasets.push(dataset);
-    }
-    let columns = config.columns.as_deref();
-    Ok(crate::mix::combine(
+    crate::mix::open(
         mix,
-        datasets,
-        columns,
+        &config.dataset,
+        config.columns.as_deref(),
         config.batch_size,
-    )?)
+        |dataset| check_finished(dataset, config.allow_incomplete),
+    )
+    .await
 }
 
 /// Runs `work` until it is done (`Some`) or `stop` is requested first

@@ -263,20 +263,23 @@ async fn make_mixed_job(
     config: &MasterConfig,
     mix: &crate::config::MixConfig,
 ) -> Result<JobRecord, MasterError> {
-    let mut datasets = Vec::with_capacity(mix.sources.len());
-    for source in &mix.sources {
-        let location = connectors::store::open(&source.url)?;
-        let dataset = Dataset::open(location, config.dataset.clone()).await?;
-        if dataset.visibly_unfinished() && !config.allow_incomplete {
-            return Err(MasterError::Unfinished {
-                url: dataset.location.url(),
-                markers: dataset.in_flight.join(", "),
-            });
-        }
-        datasets.push(dataset);
-    }
     let columns = config.columns.as_deref();
-    let (dataset, mixed) = crate::mix::combine(mix, datasets, columns, DECODE_BATCH_ROWS)?;
+    let (dataset, mixed) = crate::mix::open(
+        mix,
+        &config.dataset,
+        columns,
+        DECODE_BATCH_ROWS,
+        |dataset| {
+            if dataset.visibly_unfinished() && !config.allow_incomplete {
+                return Err(MasterError::Unfinished {
+                    url: dataset.location.url(),
+                    markers: dataset.in_flight.join(", "),
+                });
+            }
+            Ok(())
+        },
+    )
+    .await?;
     if dataset.known_empty() && !config.allow_empty {
         return Err(MasterError::Empty {
             url: dataset.location.url(),

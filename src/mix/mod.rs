@@ -7,7 +7,7 @@
 pub mod plan;
 
 use arrow::datatypes::SchemaRef;
-use connectors::{Dataset, ReadPlan};
+use connectors::{Dataset, DatasetOptions, ReadPlan};
 
 use crate::config::MixConfig;
 
@@ -75,6 +75,30 @@ pub struct Mixed {
     pub plans: Vec<ReadPlan>,
     /// Each source's URL as opened.
     pub urls: Vec<String>,
+}
+
+/// Lists every source of `mix`, each read with `options`, and makes one
+/// dataset of them (see [`combine`]); `check` is asked of each source's
+/// dataset once listed (that it is finished, say), and its error ends the
+/// opening. `sluice train` and `sluice master` open their sources so.
+pub async fn open<E>(
+    mix: &MixConfig,
+    options: &DatasetOptions,
+    columns: Option<&[String]>,
+    batch_size: usize,
+    check: impl Fn(&Dataset) -> Result<(), E>,
+) -> Result<(Dataset, Mixed), E>
+where
+    E: From<MixError> + From<connectors::Error>,
+{
+    let mut datasets = Vec::with_capacity(mix.sources.len());
+    for source in &mix.sources {
+        let location = connectors::store::open(&source.url)?;
+        let dataset = Dataset::open(location, options.clone()).await?;
+        check(&dataset)?;
+        datasets.push(dataset);
+    }
+    Ok(combine(mix, datasets, columns, batch_size)?)
 }
 
 /// Makes one dataset of `datasets` (the sources of `mix`, in order) and
