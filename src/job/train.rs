@@ -309,6 +309,17 @@ pub async fn run_dataset(
     run_job(config, stop, dataset, None, waited, None).await
 }
 
+/// [`run_dataset`] of a mixed job (`mixed`: its sources, opened as one
+/// dataset by [`crate::mix::finish`]); `sluice run` of `[[source]]` tables.
+pub async fn run_dataset_mixed(
+    config: TrainConfig,
+    stop: Option<Stop>,
+    dataset: Dataset,
+    mixed: Option<crate::mix::Mixed>,
+) -> Result<Outcome, TrainError> {
+    run_job(config, stop, dataset, None, Duration::ZERO, mixed).await
+}
+
 /// Trains on the sources of a mixed job, opened as one dataset.
 async fn run_mixed(
     config: TrainConfig,
