@@ -205,7 +205,7 @@ pub async fn master(mut args: MasterArgs) -> anyhow::Result<u8> {
     args.select.validate()?;
     if mix.is_some() && follow.is_some() {
         return Err(usage(
-            "--follow: several sources cannot be followed yet: follow each in a job of its own, or mix what they hold now without --follow",
+            "--follow: sluice master follows one source; follow several with `sluice train A B --follow`, or mix what they hold now without --follow",
         ));
     }
     if mix.is_some() && args.select.limit.is_some() {

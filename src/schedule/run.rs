@@ -272,6 +272,12 @@ async fn run_locked(pattern: Option<&Pattern>, cx: Context<'_>) -> Result<RunRep
         options,
         ..
     } = cx;
+    if let (Some(_), Some(_)) = (&job.train.follow, &job.train.mix) {
+        return Err(RunError::Source {
+            source_url: job.source.clone(),
+            reason: "follow = true takes one source; follow several with `sluice train A B --follow --state DIR`".to_string(),
+        });
+    }
     if job.train.follow.is_some() {
         return run_followed(&cx).await;
     }

@@ -382,3 +382,130 @@ fn source_tables_that_are_no_sources_are_refused_in_one_line() {
     let refused = sluice(["run", job.to_str().expect("utf-8"), "--dry-run"]);
     assert_one_line_error(&refused, &["source orc", "nope"]);
 }
+
+/// The countries of the `parquet_partitioned` fixture (Spark's
+/// `partitionBy("country", "city")`), as their directories are named.
+fn countries() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(fixture("parquet_partitioned"))
+        .expect("list the fixture")
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("country="))
+        .collect();
+    names.sort();
+    names
+}
+
+/// `SOURCE:ID` of the fixture's rows under `country`.
+fn rows_of(source: &str, country: &str) -> Vec<String> {
+    let out = Command::new(python())
+        .args([
+            "-c",
+            "import sys, pyarrow.dataset as ds; \
+             t = ds.dataset(sys.argv[1], format='parquet').to_table(columns=['id']); \
+             print('\\n'.join(str(i) for i in t.column('id').to_pylist()))",
+        ])
+        .arg(fixture("parquet_partitioned").join(country))
+        .output()
+        .expect("python");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|id| format!("{source}:{}", id.trim()))
+        .collect()
+}
+
+/// Lands one country of the fixture in `root`, its files first and its
+/// `_SUCCESS` after, as a writer commits a partition.
+fn land_country(root: &Path, country: &str) {
+    copy_dir(
+        &fixture("parquet_partitioned").join(country),
+        &root.join(country),
+    );
+    std::fs::write(root.join(country).join("_SUCCESS"), b"").expect("marker");
+}
+
+/// `sluice train clicks views --follow` into `state`, logging into `log`.
+fn follow_both(clicks: &Path, views: &Path, state: &Path, log: &Path, idle: &str) -> Command {
+    let mut cmd = Command::new(SLUICE);
+    cmd.arg("train")
+        .arg(clicks)
+        .arg(views)
+        .args(["--weights", "2,1", "--follow", "--poll", "200ms"])
+        .args(["--idle-exit", idle, "--state"])
+        .arg(state)
+        .args(["--source-column", "src", "--batch-size", "10", "-q"])
+        .arg("--exec")
+        .arg(format!(
+            "{} {} --out {}",
+            python(),
+            source_log().display(),
+            log.display()
+        ))
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    cmd
+}
+
+#[test]
+fn follow_takes_what_each_source_commits_once_tagged_with_its_source() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let clicks = tmp.path().join("clicks");
+    let views = tmp.path().join("views");
+    let state = tmp.path().join("state");
+    let log = tmp.path().join("log");
+    let countries = countries();
+    assert!(
+        countries.len() >= 4,
+        "the fixture's countries: {countries:?}"
+    );
+    land_country(&clicks, &countries[0]);
+    land_country(&views, &countries[1]);
+    let mut expected = rows_of("clicks", &countries[0]);
+    expected.extend(rows_of("views", &countries[1]));
+    let mut child = follow_both(&clicks, &views, &state, &log, "4s")
+        .spawn()
+        .expect("start sluice train --follow");
+    let trained = |log: &Path| logged(log).iter().map(|b| b.rows.len()).sum::<usize>();
+    crate::common::wait_until(
+        "the first partitions trained",
+        std::time::Duration::from_secs(120),
+        || trained(&log) >= expected.len(),
+    );
+    // A new partition in each source while the job follows.
+    land_country(&clicks, &countries[2]);
+    land_country(&views, &countries[3]);
+    expected.extend(rows_of("clicks", &countries[2]));
+    expected.extend(rows_of("views", &countries[3]));
+    let status = crate::common::cluster::wait_exit(&mut child, "sluice train A B --follow");
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        use std::io::Read;
+        let _ = e.read_to_string(&mut err);
+    }
+    assert!(status.success(), "exit {status}: {err}");
+    let batches = logged(&log);
+    assert_rows_once(&row_counts(&batches), &expected, "followed sources");
+    // Every row carries its source in the source column (checked above
+    // against the batch's sluice.source, where the batch has one).
+    assert!(
+        batches.iter().any(|b| b.source.is_some()),
+        "no batch of one source tagged with sluice.source"
+    );
+    // Closed at --idle-exit: the same command follows each source on from
+    // where it was, and trains nothing twice.
+    let again = run(&mut follow_both(&clicks, &views, &state, &log, "1s"));
+    assert!(again.status.success(), "rerun: {again}");
+    assert_rows_once(
+        &row_counts(&logged(&log)),
+        &expected,
+        "followed sources, rerun",
+    );
+}
