@@ -1135,6 +1135,10 @@ pub async fn run(
                     rows,
                 };
                 let rows_each: Vec<Option<u64>> = step.splits.iter().map(|s| s.rows).collect();
+                let sources: Vec<u32> = match follower.several.is_empty() {
+                    true => Vec::new(),
+                    false => step.splits.iter().map(|s| s.source).collect(),
+                };
                 let record = match serde_json::to_value(&step) {
                     Ok(record) => record,
                     Err(e) => break Err(FollowError::Grow(Report(&e).to_string())),
@@ -1144,6 +1148,7 @@ pub async fn run(
                     first: next,
                     rows: rows_each,
                     record,
+                    sources,
                 };
                 match grow.apply(command).await {
                     Ok(Reply::Grow(Ok(()))) => next = next.saturating_add(count),

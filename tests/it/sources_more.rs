@@ -509,3 +509,72 @@ fn follow_takes_what_each_source_commits_once_tagged_with_its_source() {
         "followed sources, rerun",
     );
 }
+
+#[test]
+fn a_following_master_serves_what_each_source_commits_and_counts_each() {
+    use crate::common::cluster::{clean_finish, wait_exit, Job};
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let clicks = tmp.path().join("clicks");
+    let views = tmp.path().join("views");
+    let countries = countries();
+    land_country(&clicks, &countries[0]);
+    land_country(&views, &countries[1]);
+    let mut expected = rows_of("clicks", &countries[0]);
+    expected.extend(rows_of("views", &countries[1]));
+    let mut job = Job::new("parquet_partitioned", 1);
+    job.linger = "1s".to_string();
+    job.master_args = vec![views.display().to_string()];
+    job.master_args.extend(
+        [
+            "--weights",
+            "2,1",
+            "--follow",
+            "--poll",
+            "200ms",
+            "--idle-exit",
+            "5s",
+            "--source-column",
+            "src",
+        ]
+        .map(str::to_string),
+    );
+    let mut master = job.start_master(&clicks);
+    let log = job.ids.join("log");
+    let trainer = format!(
+        "{} {} --out {}",
+        python(),
+        source_log().display(),
+        log.display()
+    );
+    let mut worker = job
+        .worker_command(&trainer)
+        .args(["--batch-size", "10", "-q"])
+        .spawn()
+        .expect("start worker");
+    let trained = |log: &Path| logged(log).iter().map(|b| b.rows.len()).sum::<usize>();
+    crate::common::wait_until(
+        "the first partitions trained",
+        std::time::Duration::from_secs(120),
+        || trained(&log) >= expected.len(),
+    );
+    land_country(&clicks, &countries[2]);
+    land_country(&views, &countries[3]);
+    expected.extend(rows_of("clicks", &countries[2]));
+    expected.extend(rows_of("views", &countries[3]));
+    assert!(
+        wait_exit(&mut worker, "worker").success(),
+        "the worker failed"
+    );
+    let status = job.status();
+    clean_finish(&mut master);
+    assert_rows_once(&row_counts(&logged(&log)), &expected, "a following master");
+    // The status counts each source's rows, those taken while following too.
+    for source in status["sources"].as_array().expect("the status's sources") {
+        let name = source["name"].as_str().expect("name");
+        let want = expected
+            .iter()
+            .filter(|r| r.starts_with(&format!("{name}:")))
+            .count() as u64;
+        assert_eq!(source["rows"].as_u64(), Some(want), "{name}: {status}");
+    }
+}
