@@ -336,43 +336,7 @@ impl JobFile {
             source: Box::new(source),
         })?;
         let anchor = path.parent().unwrap_or(Path::new("."));
-        let urls: Vec<String> = sources
-            .iter()
-            .filter_map(|t| t.url.as_deref())
-            .map(|url| match file.catalog.is_set() {
-                true => url.to_string(),
-                false => anchored(anchor, url),
-            })
-            .collect();
-        if let Some(first) = urls.first() {
-            file.job.source = first.clone();
-        }
-        for (value, key) in [(&file.job.source, "source"), (&file.job.state, "state")] {
-            if value.is_empty() {
-                return Err(JobFileError::Missing { path: shown, key });
-            }
-        }
-        if sources.is_empty() {
-            if let Some(key) = MIX_KEYS.iter().find(|k| spelled.contains_key(**k)) {
-                return Err(JobFileError::Refused {
-                    path: shown,
-                    key: key.to_string(),
-                    why: "it mixes several sources: give them as [[source]] tables with url and weight",
-                });
-            }
-            if !file.catalog.is_set() {
-                file.job.source = anchored(anchor, &file.job.source);
-            }
-        } else {
-            let mix = file.mix.config_tables(&sources, &urls).map_err(|source| {
-                JobFileError::Sources {
-                    path: shown.clone(),
-                    source,
-                }
-            })?;
-            file.mixed = Some(mix);
-            file.sources = sources;
-        }
+        file.take_sources(sources, anchor, &shown, |key| spelled.contains_key(key))?;
         file.job.state = anchored(anchor, &file.job.state);
         file.path = path.to_path_buf();
         let invalid = |source| JobFileError::Invalid {
@@ -381,6 +345,55 @@ impl JobFile {
         };
         file.validate().map_err(invalid)?;
         Ok(file)
+    }
+
+    /// Sets the job's source: the `source` key, or the `[[source]]` tables
+    /// `sources` and their mix (`given`: whether a key was in the file);
+    /// relative local paths taken from `anchor`; `shown` names the file.
+    fn take_sources(
+        &mut self,
+        sources: Vec<SourceTable>,
+        anchor: &Path,
+        shown: &str,
+        given: impl Fn(&str) -> bool,
+    ) -> Result<(), JobFileError> {
+        let urls: Vec<String> = sources
+            .iter()
+            .filter_map(|t| t.url.as_deref())
+            .map(|url| match self.catalog.is_set() {
+                true => url.to_string(),
+                false => anchored(anchor, url),
+            })
+            .collect();
+        if let Some(first) = urls.first() {
+            self.job.source = first.clone();
+        }
+        let path = shown.to_string();
+        for (value, key) in [(&self.job.source, "source"), (&self.job.state, "state")] {
+            if value.is_empty() {
+                return Err(JobFileError::Missing { path, key });
+            }
+        }
+        if !sources.is_empty() {
+            let mix = self
+                .mix
+                .config_tables(&sources, &urls)
+                .map_err(|source| JobFileError::Sources { path, source })?;
+            self.mixed = Some(mix);
+            self.sources = sources;
+            return Ok(());
+        }
+        if let Some(key) = MIX_KEYS.iter().find(|k| given(k)) {
+            return Err(JobFileError::Refused {
+                path,
+                key: key.to_string(),
+                why: "it mixes several sources: give them as [[source]] tables with url and weight",
+            });
+        }
+        if !self.catalog.is_set() {
+            self.job.source = anchored(anchor, &self.job.source);
+        }
+        Ok(())
     }
 
     /// Checks every rule of every option, naming the first option that breaks one.
@@ -429,13 +442,6 @@ fn source_tables(tables: &[toml::Value]) -> Result<Vec<SourceTable>, super::Sour
             None | Some("") => return Err(fail("has no `url`".to_string())),
             Some(_) => out.push(table),
         }
-    }
-    if out.is_empty() {
-        return Err(super::SourceTableError {
-            index: 0,
-            name: None,
-            reason: "`source = []` names no source".to_string(),
-        });
     }
     Ok(out)
 }
@@ -763,5 +769,27 @@ mod tests {
             zero.is_err_and(|e| Report(&e).to_string().contains("--request-timeout")),
             "a zero timeout is refused"
         );
+    }
+
+    #[test]
+    fn source_tables_make_a_mix_with_each_sources_own_filters() {
+        let file = parse(
+            "state = \"/s\"\nepoch-rows = 100\n\
+             [[source]]\nurl = \"data/clicks/dt=*\"\nweight = 3\nfilter = \"label = 1\"\n\
+             [[source]]\nurl = \"/data/views\"\nwhere = \"dt > '2026-11-01'\"\n",
+        )
+        .expect("valid job");
+        assert_eq!(file.job.source, "/jobs/data/clicks/dt=*");
+        let mix = file.train_config().expect("valid").mix.expect("a mix");
+        let names: Vec<&str> = mix.sources.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["clicks", "views"]);
+        assert_eq!(mix.sources[0].weight, 3.0);
+        assert_eq!(mix.sources[1].weight, 1.0);
+        assert!(mix.sources[0].row_filter.is_some() && mix.sources[0].partition_filter.is_none());
+        assert!(mix.sources[1].partition_filter.is_some() && mix.sources[1].row_filter.is_none());
+        assert_eq!(mix.epoch_rows, Some(100));
+        assert!(mix.describe().contains("filter(label = 1)"));
+        let none = Report(&parse("state = \"/s\"\nsource = []\n").expect_err("no source"));
+        assert!(none.to_string().contains("`source`"), "{none}");
     }
 }
