@@ -203,9 +203,9 @@ pub async fn master(mut args: MasterArgs) -> anyhow::Result<u8> {
     }
     let follow = args.follow.config(options.epochs)?;
     args.select.validate()?;
-    if mix.is_some() && follow.is_some() {
+    if mix.as_ref().is_some_and(|m| m.epoch_rows.is_some()) && follow.is_some() {
         return Err(usage(
-            "--follow: several sources cannot be followed yet: follow each in a job of its own, or mix what they hold now without --follow",
+            "--epoch-rows sizes epochs of sources whose rows are known at the start; a followed job grows as its sources commit (leave out --epoch-rows or --follow)",
         ));
     }
     if mix.is_some() && args.select.limit.is_some() {

@@ -12,8 +12,9 @@ use serde::{Deserialize, Serialize};
 
 use super::value::{field_names, form};
 use super::{
-    CatalogOptions, FollowOptions, KerberosOptions, OptionError, PipelineOptions, ReadOptions,
-    SelectOptions, StoreOptions, TrainConfig, TrainOptions, TrainerOptions,
+    CatalogOptions, FollowOptions, KerberosOptions, MixConfig, MixOptions, OptionError,
+    PipelineOptions, ReadOptions, SelectOptions, SourceTable, StoreOptions, TablesError,
+    TrainConfig, TrainOptions, TrainerOptions,
 };
 
 /// How long a lock lives without being refreshed, unless the job file says otherwise.
@@ -99,10 +100,20 @@ pub struct JobFile {
     /// The catalog a table-name `source` is looked up in (`catalog = "thrift://..."`).
     #[serde(flatten)]
     pub catalog: CatalogOptions,
+    /// How several sources are mixed (`epoch-rows`, `source-column`).
+    #[serde(flatten)]
+    pub mix: MixOptions,
+    /// The `[[source]]` tables, when the job has several sources (`source`
+    /// is then the first one's URL).
+    #[serde(skip)]
+    pub sources: Vec<SourceTable>,
+    /// The mix of the `[[source]]` tables, validated.
+    #[serde(skip)]
+    pub mixed: Option<MixConfig>,
 }
 
 /// Options of `sluice train` a job file cannot set, and why.
-const REFUSED: [(&str, &str); 11] = [
+const REFUSED: [(&str, &str); 9] = [
     (
         "attach",
         "sluice_trainer.Dataset passes it to the sluice it starts as its child",
@@ -137,17 +148,12 @@ const REFUSED: [(&str, &str); 11] = [
     ),
     (
         "weights",
-        "a job file trains one source; mix several with `sluice train A B --weights W,W` or `sluice master`",
-    ),
-    (
-        "epoch-rows",
-        "a job file trains one source; --epoch-rows sizes the epochs of `sluice train A B ...` over several",
-    ),
-    (
-        "source-column",
-        "a job file trains one source; --source-column names the sources of `sluice train A B ...`",
+        "a job file gives each source its weight in its own table: [[source]] with url and weight",
     ),
 ];
+
+/// Keys of a mix that need `[[source]]` tables.
+const MIX_KEYS: [&str; 2] = ["epoch-rows", "source-column"];
 
 /// A job file that is unreadable or invalid; every message names the file.
 #[derive(Debug, thiserror::Error)]
@@ -218,6 +224,15 @@ pub enum JobFileError {
         #[source]
         source: Box<toml::de::Error>,
     },
+    /// The `[[source]]` tables make no mix.
+    #[error("job file {path}")]
+    Sources {
+        /// The job file.
+        path: String,
+        /// What is wrong.
+        #[source]
+        source: TablesError,
+    },
     /// The options together break a rule of `sluice train`.
     #[error("job file {path}")]
     Invalid {
@@ -240,7 +255,8 @@ fn check<T: DeserializeOwned>(table: toml::Table) -> Result<(), toml::de::Error>
     table.try_into::<T>().map(drop)
 }
 
-const OWNERS: [Owner; 10] = [
+const OWNERS: [Owner; 11] = [
+    (field_names::<MixOptions>, check::<MixOptions>),
     (field_names::<SelectOptions>, check::<SelectOptions>),
     (field_names::<FollowOptions>, check::<FollowOptions>),
     (field_names::<JobKeys>, check::<JobKeys>),
@@ -273,8 +289,17 @@ impl JobFile {
         })?;
         let mut table = toml::Table::new();
         let mut spelled = std::collections::HashMap::new();
+        let mut sources = Vec::new();
         for (key, value) in raw {
             let option = key.replace('_', "-");
+            if let (true, toml::Value::Array(tables)) = (option == "source", &value) {
+                sources = source_tables(tables).map_err(|source| JobFileError::Sources {
+                    path: shown.clone(),
+                    source: source.into(),
+                })?;
+                spelled.insert(option, key);
+                continue;
+            }
             if let Some((_, why)) = REFUSED.iter().find(|(k, _)| *k == option) {
                 return Err(JobFileError::Refused {
                     path: shown,
@@ -310,15 +335,8 @@ impl JobFile {
             path: shown.clone(),
             source: Box::new(source),
         })?;
-        for (value, key) in [(&file.job.source, "source"), (&file.job.state, "state")] {
-            if value.is_empty() {
-                return Err(JobFileError::Missing { path: shown, key });
-            }
-        }
         let anchor = path.parent().unwrap_or(Path::new("."));
-        if !file.catalog.is_set() {
-            file.job.source = anchored(anchor, &file.job.source);
-        }
+        file.take_sources(sources, anchor, &shown, |key| spelled.contains_key(key))?;
         file.job.state = anchored(anchor, &file.job.state);
         file.path = path.to_path_buf();
         let invalid = |source| JobFileError::Invalid {
@@ -327,6 +345,55 @@ impl JobFile {
         };
         file.validate().map_err(invalid)?;
         Ok(file)
+    }
+
+    /// Sets the job's source: the `source` key, or the `[[source]]` tables
+    /// `sources` and their mix (`given`: whether a key was in the file);
+    /// relative local paths taken from `anchor`; `shown` names the file.
+    fn take_sources(
+        &mut self,
+        sources: Vec<SourceTable>,
+        anchor: &Path,
+        shown: &str,
+        given: impl Fn(&str) -> bool,
+    ) -> Result<(), JobFileError> {
+        let urls: Vec<String> = sources
+            .iter()
+            .filter_map(|t| t.url.as_deref())
+            .map(|url| match self.catalog.is_set() {
+                true => url.to_string(),
+                false => anchored(anchor, url),
+            })
+            .collect();
+        if let Some(first) = urls.first() {
+            self.job.source = first.clone();
+        }
+        let path = shown.to_string();
+        for (value, key) in [(&self.job.source, "source"), (&self.job.state, "state")] {
+            if value.is_empty() {
+                return Err(JobFileError::Missing { path, key });
+            }
+        }
+        if !sources.is_empty() {
+            let mix = self
+                .mix
+                .config_tables(&sources, &urls)
+                .map_err(|source| JobFileError::Sources { path, source })?;
+            self.mixed = Some(mix);
+            self.sources = sources;
+            return Ok(());
+        }
+        if let Some(key) = MIX_KEYS.iter().find(|k| given(k)) {
+            return Err(JobFileError::Refused {
+                path,
+                key: key.to_string(),
+                why: "it mixes several sources: give them as [[source]] tables with url and weight",
+            });
+        }
+        if !self.catalog.is_set() {
+            self.job.source = anchored(anchor, &self.job.source);
+        }
+        Ok(())
     }
 
     /// Checks every rule of every option, naming the first option that breaks one.
@@ -351,8 +418,32 @@ impl JobFile {
             follow: &self.follow,
             select: &self.select,
         }
-        .config(self.job.source.clone(), None)
+        .config(self.job.source.clone(), None)?
+        .with_mix(self.mixed.clone())
     }
+}
+
+/// The `[[source]]` tables of a job file, each with its `url`.
+fn source_tables(tables: &[toml::Value]) -> Result<Vec<SourceTable>, super::SourceTableError> {
+    let mut out = Vec::with_capacity(tables.len());
+    for (index, value) in tables.iter().enumerate() {
+        let fail = |reason: String| super::SourceTableError {
+            index: index + 1,
+            name: None,
+            reason,
+        };
+        let table: SourceTable = value.clone().try_into().map_err(|e: toml::de::Error| {
+            fail(format!(
+                "{} (a source is a table of url, weight, where, filter)",
+                e.message().trim()
+            ))
+        })?;
+        match table.url.as_deref() {
+            None | Some("") => return Err(fail("has no `url`".to_string())),
+            Some(_) => out.push(table),
+        }
+    }
+    Ok(out)
 }
 
 /// A relative local path taken from the job file's directory; URLs and absolute paths unchanged.
@@ -542,7 +633,7 @@ mod tests {
         let refused = err("checkpoint_every = 10\n");
         assert!(refused.contains("no queue state"), "{refused}");
         let refused = err("weights = [3, 1]\n");
-        assert!(refused.contains("trains one source"), "{refused}");
+        assert!(refused.contains("[[source]]"), "{refused}");
         let twice = err("batch-size = 3\nbatch_size = 4\n");
         assert!(twice.contains("twice"), "{twice}");
         let ttl = err("lock-ttl = 0\n");
@@ -678,5 +769,27 @@ mod tests {
             zero.is_err_and(|e| Report(&e).to_string().contains("--request-timeout")),
             "a zero timeout is refused"
         );
+    }
+
+    #[test]
+    fn source_tables_make_a_mix_with_each_sources_own_filters() {
+        let file = parse(
+            "state = \"/s\"\nepoch-rows = 100\n\
+             [[source]]\nurl = \"data/clicks/dt=*\"\nweight = 3\nfilter = \"label = 1\"\n\
+             [[source]]\nurl = \"/data/views\"\nwhere = \"dt > '2026-11-01'\"\n",
+        )
+        .expect("valid job");
+        assert_eq!(file.job.source, "/jobs/data/clicks/dt=*");
+        let mix = file.train_config().expect("valid").mix.expect("a mix");
+        let names: Vec<&str> = mix.sources.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["clicks", "views"]);
+        assert_eq!(mix.sources[0].weight, 3.0);
+        assert_eq!(mix.sources[1].weight, 1.0);
+        assert!(mix.sources[0].row_filter.is_some() && mix.sources[0].partition_filter.is_none());
+        assert!(mix.sources[1].partition_filter.is_some() && mix.sources[1].row_filter.is_none());
+        assert_eq!(mix.epoch_rows, Some(100));
+        assert!(mix.describe().contains("filter(label = 1)"));
+        let none = Report(&parse("state = \"/s\"\nsource = []\n").expect_err("no source"));
+        assert!(none.to_string().contains("`source`"), "{none}");
     }
 }

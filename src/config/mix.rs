@@ -2,6 +2,7 @@
 //! `--epoch-rows N`, `--source-column NAME`.
 
 use clap::Args;
+use connectors::{PartitionFilter, RowFilter};
 use serde::Deserialize;
 
 use super::heading;
@@ -31,6 +32,42 @@ pub struct MixSource {
     pub name: String,
     /// Its weight (positive).
     pub weight: f64,
+    /// Its own `where` (a job file's `[[source]]`), combined with the job's
+    /// `--where` by AND.
+    pub partition_filter: Option<PartitionFilter>,
+    /// Its own `filter` (a job file's `[[source]]`), combined with the
+    /// job's `--filter` by AND.
+    pub row_filter: Option<RowFilter>,
+}
+
+impl MixSource {
+    /// `options` for reading this source: its own `where` and `filter`
+    /// added to the job's by AND.
+    pub fn options(
+        &self,
+        options: &connectors::DatasetOptions,
+    ) -> Result<connectors::DatasetOptions, connectors::Error> {
+        let both = |all: &str, mine: &str| format!("({all}) AND ({mine})");
+        let mut own = options.clone();
+        if let Some(mine) = &self.partition_filter {
+            own.partition_filter = Some(match &options.partition_filter {
+                Some(all) => PartitionFilter::parse(&both(all.as_str(), mine.as_str()))?,
+                None => mine.clone(),
+            });
+        }
+        if let Some(mine) = &self.row_filter {
+            own.row_filter = Some(match &options.row_filter {
+                Some(all) => RowFilter::parse(&both(all.as_str(), mine.as_str()))?,
+                None => mine.clone(),
+            });
+        }
+        Ok(own)
+    }
+
+    /// Whether the source has a `where` or `filter` of its own.
+    pub fn has_own_filter(&self) -> bool {
+        self.partition_filter.is_some() || self.row_filter.is_some()
+    }
 }
 
 /// A validated mix of sources.
@@ -50,7 +87,16 @@ impl MixConfig {
         let parts: Vec<String> = self
             .sources
             .iter()
-            .map(|s| format!("{}*{}", s.url, s.weight))
+            .map(|s| {
+                let mut one = format!("{}*{}", s.url, s.weight);
+                if let Some(f) = &s.partition_filter {
+                    one.push_str(&format!(" where({})", f.as_str()));
+                }
+                if let Some(f) = &s.row_filter {
+                    one.push_str(&format!(" filter({})", f.as_str()));
+                }
+                one
+            })
             .collect();
         parts.join(" ")
     }
@@ -97,15 +143,13 @@ impl MixOptions {
             rule(!name.trim().is_empty(), "source-column", "names a column")?;
         }
         let mut sources: Vec<MixSource> = Vec::with_capacity(urls.len());
-        for (index, (url, weight)) in urls.iter().zip(weights).enumerate() {
-            let mut name = source_name(url);
-            if sources.iter().any(|s| s.name == name) {
-                name = format!("{name}-{}", index + 1);
-            }
+        for ((url, weight), name) in urls.iter().zip(weights).zip(source_names(urls)) {
             sources.push(MixSource {
                 url: url.clone(),
                 name,
                 weight,
+                partition_filter: None,
+                row_filter: None,
             });
         }
         Ok(Some(MixConfig {
@@ -116,15 +160,120 @@ impl MixOptions {
     }
 }
 
+/// One `[[source]]` table of a job file, as written.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceTable {
+    /// The source's URL (required).
+    pub url: Option<String>,
+    /// Its weight (default 1).
+    pub weight: Option<f64>,
+    /// Its own partition filter (`where`), added to the job's by AND.
+    #[serde(rename = "where")]
+    pub partition_filter: Option<String>,
+    /// Its own row filter (`filter`), added to the job's by AND.
+    #[serde(rename = "filter")]
+    pub row_filter: Option<String>,
+}
+
+/// A `[[source]]` table that is not a source: which one (counted from 1),
+/// its name where known, and why.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("[[source]] {index}{}: {reason}", .name.as_ref().map(|n| format!(" ({n})")).unwrap_or_default())]
+pub struct SourceTableError {
+    /// The table's place among the `[[source]]` tables, from 1.
+    pub index: usize,
+    /// The source's name, once its `url` is read.
+    pub name: Option<String>,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// A job file's `[[source]]` tables that make no mix.
+#[derive(Debug, thiserror::Error)]
+pub enum TablesError {
+    /// One table is not a source.
+    #[error(transparent)]
+    Table(#[from] SourceTableError),
+    /// An option of the mix (`epoch-rows`, `source-column`) breaks a rule.
+    #[error(transparent)]
+    Option(#[from] OptionError),
+}
+
+impl MixOptions {
+    /// The mix of a job file's `[[source]]` tables (`urls`: each table's
+    /// `url`, already anchored at the job file); `weights` is refused in a
+    /// job file, so each weight is its table's.
+    pub fn config_tables(
+        &self,
+        tables: &[SourceTable],
+        urls: &[String],
+    ) -> Result<MixConfig, TablesError> {
+        let names = source_names(urls);
+        let fail = |index: usize, reason: String| SourceTableError {
+            index: index + 1,
+            name: names.get(index).cloned(),
+            reason,
+        };
+        for (index, table) in tables.iter().enumerate() {
+            if let Some(w) = table.weight.filter(|w| !(w.is_finite() && *w > 0.0)) {
+                return Err(fail(index, format!("weight {w} is not a positive number")).into());
+            }
+        }
+        let options = MixOptions {
+            weights: Some(tables.iter().map(|t| t.weight.unwrap_or(1.0)).collect()),
+            ..self.clone()
+        };
+        let Some(mut mix) = options.config(urls)? else {
+            return Err(fail(0, "no source".to_string()).into());
+        };
+        for (index, (table, source)) in tables.iter().zip(&mut mix.sources).enumerate() {
+            if let Some(text) = &table.partition_filter {
+                let filter =
+                    PartitionFilter::parse(text).map_err(|e| fail(index, format!("where: {e}")))?;
+                source.partition_filter = Some(filter);
+            }
+            if let Some(text) = &table.row_filter {
+                let filter =
+                    RowFilter::parse(text).map_err(|e| fail(index, format!("filter: {e}")))?;
+                source.row_filter = Some(filter);
+            }
+        }
+        Ok(mix)
+    }
+}
+
 /// A source's name: the last segment of its path (`s3://b/clicks/` is
-/// `clicks`), or the whole URL when it has none.
+/// `clicks`) above any with a `*` (`/data/clicks/dt=*` is `clicks`), or the
+/// whole URL when it has none.
 pub fn source_name(url: &str) -> String {
     let path = url.split_once("://").map_or(url, |(_, rest)| rest);
-    path.trim_end_matches('/')
+    let fixed = path.split_once('*').map_or(path, |(before, _)| before);
+    let fixed = match path.contains('*') {
+        // The segment holding the `*` is no part of the name.
+        true => fixed.rsplit_once('/').map_or("", |(above, _)| above),
+        false => fixed,
+    };
+    fixed
+        .trim_end_matches('/')
         .rsplit('/')
         .find(|s| !s.is_empty())
         .unwrap_or(url)
         .to_string()
+}
+
+/// The names of the sources `urls` (see [`source_name`]), a name taken
+/// before gaining the source's place (`clicks-2`).
+pub fn source_names(urls: &[String]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::with_capacity(urls.len());
+    for (index, url) in urls.iter().enumerate() {
+        let mut name = source_name(url);
+        if names.contains(&name) {
+            name = format!("{name}-{}", index + 1);
+        }
+        names.push(name);
+    }
+    names
 }
 
 #[cfg(test)]
@@ -140,6 +289,8 @@ mod tests {
         assert_eq!(source_name("s3://b/clicks/"), "clicks");
         assert_eq!(source_name("/data/views"), "views");
         assert_eq!(source_name("db.table"), "db.table");
+        assert_eq!(source_name("s3://b/clicks/dt=*"), "clicks");
+        assert_eq!(source_name("/data/views/dt=*/hour=*"), "views");
         let mix = MixOptions::default()
             .config(&urls(&["/a/x", "/b/x"]))
             .expect("valid")

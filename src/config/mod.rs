@@ -46,7 +46,7 @@ pub use job::{JobFile, JobFileError, JobKeys, OnRewrite, DEFAULT_LOCK_TTL};
 pub use kerberos::KerberosOptions;
 pub use log::{LogFormat, LogOptions};
 pub use master::MasterOptions;
-pub use mix::{MixConfig, MixOptions};
+pub use mix::{MixConfig, MixOptions, SourceTable, SourceTableError, TablesError};
 pub use pipeline::{
     CacheConfig, PipelineOptions, ShuffleMode, DEFAULT_READ_AHEAD, DEFAULT_READ_RETRY,
     DEFAULT_SHUFFLE_WINDOW,

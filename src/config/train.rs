@@ -322,9 +322,9 @@ impl TrainConfig {
             return Ok(self);
         };
         rule(
-            self.follow.is_none(),
-            "follow",
-            "several sources cannot be followed yet: follow each in a job of its own, or mix what they hold now without --follow",
+            self.follow.is_none() || mix.epoch_rows.is_none(),
+            "epoch-rows",
+            "sizes epochs of sources whose rows are known at the start; a followed job grows as its sources commit (leave out --epoch-rows or --follow)",
         )?;
         rule(
             self.select.limit.is_none(),

@@ -19,6 +19,7 @@
 //!   each once it holds files.
 
 pub mod inotify;
+pub mod several;
 
 use connectors::Report;
 use std::collections::{BTreeMap, BTreeSet};
@@ -130,6 +131,13 @@ pub struct Follower {
     unknown_columns: BTreeSet<String>,
     /// The table the source was resolved from, asked again on each poll.
     table: Option<crate::config::TableRef>,
+    /// A job of several sources: a follower of each (this one then looks
+    /// at none itself; see [`several`]).
+    several: Vec<Follower>,
+    /// Each source's position, with [`Follower::several`].
+    positions: Vec<FollowPosition>,
+    /// Each source's weight, with [`Follower::several`].
+    weights: Vec<f64>,
 }
 
 /// How a followed job names a catalog partition: `col=value/col2=value2`,
@@ -491,6 +499,12 @@ impl Follower {
                 pending: BTreeMap::new(),
                 warned_root: false,
             },
+            FollowPosition::Sources { .. } => {
+                return Err(connectors::Error::Layout {
+                    path: location.url(),
+                    reason: "each of several sources is followed on its own".to_string(),
+                })
+            }
         };
         let local = LocalWatch::new(&location);
         // What the job's start decided of a CSV header holds for all it follows.
@@ -507,6 +521,9 @@ impl Follower {
             local,
             unknown_columns: BTreeSet::new(),
             table: None,
+            several: Vec::new(),
+            positions: Vec::new(),
+            weights: Vec::new(),
         })
     }
 
@@ -570,6 +587,9 @@ impl Follower {
     /// When files last landed or changed in a partition not committed yet
     /// (none for a sink or a table, whose commits are atomic).
     pub fn last_landed(&self) -> Option<Instant> {
+        if !self.several.is_empty() {
+            return self.several.iter().filter_map(Follower::last_landed).max();
+        }
         match &self.watch {
             Watch::Partitions { pending, .. } => pending.values().map(|p| p.since).max(),
             _ => None,
@@ -578,6 +598,9 @@ impl Follower {
 
     /// Looks at the source once: what was committed since the position.
     pub async fn poll(&mut self) -> Result<Option<Found>, FollowError> {
+        if !self.several.is_empty() {
+            return self.poll_several().await;
+        }
         self.ask_catalog().await?;
         let found = match &mut self.watch {
             Watch::Catalog { taken } => {
@@ -1112,6 +1135,10 @@ pub async fn run(
                     rows,
                 };
                 let rows_each: Vec<Option<u64>> = step.splits.iter().map(|s| s.rows).collect();
+                let sources: Vec<u32> = match follower.several.is_empty() {
+                    true => Vec::new(),
+                    false => step.splits.iter().map(|s| s.source).collect(),
+                };
                 let record = match serde_json::to_value(&step) {
                     Ok(record) => record,
                     Err(e) => break Err(FollowError::Grow(Report(&e).to_string())),
@@ -1121,6 +1148,7 @@ pub async fn run(
                     first: next,
                     rows: rows_each,
                     record,
+                    sources,
                 };
                 match grow.apply(command).await {
                     Ok(Reply::Grow(Ok(()))) => next = next.saturating_add(count),

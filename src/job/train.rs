@@ -190,6 +190,9 @@ fn with_cache(config: &TrainConfig, mut dataset: Dataset) -> Result<Dataset, Tra
 pub async fn run(config: TrainConfig, stop: Option<Stop>) -> Result<Outcome, TrainError> {
     let location = connectors::store::open(&config.url)?;
     let waiting = Instant::now();
+    if let (Some(follow), Some(mix)) = (&config.follow, config.mix.clone()) {
+        return follow_sources(config.clone(), stop, &mix, *follow, &location, waiting).await;
+    }
     if let Some(follow) = &config.follow {
         let first =
             crate::follow::first_dataset(&location, &config.dataset, follow, config.table.as_ref());
@@ -241,25 +244,45 @@ pub async fn run(config: TrainConfig, stop: Option<Stop>) -> Result<Outcome, Tra
     run_dataset(config, stop, dataset, waited).await
 }
 
+/// Follows every source of `mix` (`sluice train A B --follow`): once each
+/// holds data, the job trains it and grows by what any source commits.
+async fn follow_sources(
+    config: TrainConfig,
+    stop: Option<Stop>,
+    mix: &crate::config::MixConfig,
+    follow: crate::config::FollowConfig,
+    location: &connectors::Location,
+    waiting: Instant,
+) -> Result<Outcome, TrainError> {
+    use crate::follow::several::{first_datasets, FirstOfAll};
+    let first = first_datasets(mix, &config.dataset, &follow);
+    let (datasets, position) = match until_stopped(stop.as_ref(), first).await.transpose()? {
+        None => return Err(stopped_waiting(&config)),
+        Some(FirstOfAll::Found(datasets, position)) => (datasets, position),
+        Some(FirstOfAll::Ended) => return nothing_followed(&config, location, waiting.elapsed()),
+    };
+    for ignored in datasets.iter().flat_map(|d| &d.ignored) {
+        warn!(path = %ignored.path, reason = %ignored.reason, "file not read");
+    }
+    let columns = config.columns.as_deref();
+    let (dataset, mixed) = crate::mix::finish(mix, datasets, columns, config.batch_size).await?;
+    let waited = waiting.elapsed();
+    run_job(config, stop, dataset, Some(position), waited, Some(mixed)).await
+}
+
 /// Opens every source of `mix`, each checked finished, as one dataset.
 async fn open_sources(
     config: &TrainConfig,
     mix: &crate::config::MixConfig,
 ) -> Result<(Dataset, crate::mix::Mixed), TrainError> {
-    let mut datasets = Vec::with_capacity(mix.sources.len());
-    for source in &mix.sources {
-        let location = connectors::store::open(&source.url)?;
-        let dataset = Dataset::open(location, config.dataset.clone()).await?;
-        check_finished(&dataset, config.allow_incomplete)?;
-        datasets.push(dataset);
-    }
-    let columns = config.columns.as_deref();
-    Ok(crate::mix::combine(
+    crate::mix::open(
         mix,
-        datasets,
-        columns,
+        &config.dataset,
+        config.columns.as_deref(),
         config.batch_size,
-    )?)
+        |dataset| check_finished(dataset, config.allow_incomplete),
+    )
+    .await
 }
 
 /// Runs `work` until it is done (`Some`) or `stop` is requested first
@@ -313,6 +336,17 @@ pub async fn run_dataset(
     waited: Duration,
 ) -> Result<Outcome, TrainError> {
     run_job(config, stop, dataset, None, waited, None).await
+}
+
+/// [`run_dataset`] of a mixed job (`mixed`: its sources, opened as one
+/// dataset by [`crate::mix::finish`]); `sluice run` of `[[source]]` tables.
+pub async fn run_dataset_mixed(
+    config: TrainConfig,
+    stop: Option<Stop>,
+    dataset: Dataset,
+    mixed: Option<crate::mix::Mixed>,
+) -> Result<Outcome, TrainError> {
+    run_job(config, stop, dataset, None, Duration::ZERO, mixed).await
 }
 
 /// Trains on the sources of a mixed job, opened as one dataset.
@@ -637,8 +671,12 @@ async fn train(
         after_stop,
     } = ready;
     let spec = state.spec.clone();
-    let following = match (&config.follow, &spec.follow) {
-        (Some(follow), Some(_)) if state.queue().is_open() => {
+    let following = match (&config.follow, &spec.follow, &config.mix) {
+        (Some(follow), Some(_), Some(mix)) if state.queue().is_open() => {
+            let started_at = std::time::SystemTime::now() - started.elapsed();
+            Some(Follower::resume_several(&state, mix, &config.dataset, *follow, started_at).await?)
+        }
+        (Some(follow), Some(_), None) if state.queue().is_open() => {
             let started_at = std::time::SystemTime::now() - started.elapsed();
             Some(
                 Follower::resume(

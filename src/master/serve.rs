@@ -212,7 +212,7 @@ impl StopSignals {
 /// ended the wait for it.
 async fn make_job(config: &MasterConfig) -> Result<Option<JobRecord>, MasterError> {
     if let Some(mix) = &config.mix {
-        return make_mixed_job(config, mix).await.map(Some);
+        return make_mixed_job(config, mix).await;
     }
     let location = connectors::store::open(&config.url)?;
     let (dataset, position) = match &config.follow {
@@ -262,36 +262,62 @@ async fn make_job(config: &MasterConfig) -> Result<Option<JobRecord>, MasterErro
 async fn make_mixed_job(
     config: &MasterConfig,
     mix: &crate::config::MixConfig,
-) -> Result<JobRecord, MasterError> {
-    let mut datasets = Vec::with_capacity(mix.sources.len());
-    for source in &mix.sources {
-        let location = connectors::store::open(&source.url)?;
-        let dataset = Dataset::open(location, config.dataset.clone()).await?;
-        if dataset.visibly_unfinished() && !config.allow_incomplete {
-            return Err(MasterError::Unfinished {
-                url: dataset.location.url(),
-                markers: dataset.in_flight.join(", "),
-            });
-        }
-        datasets.push(dataset);
-    }
+) -> Result<Option<JobRecord>, MasterError> {
     let columns = config.columns.as_deref();
-    let (dataset, mixed) = crate::mix::combine(mix, datasets, columns, DECODE_BATCH_ROWS)?;
+    if let Some(follow) = &config.follow {
+        use crate::follow::several::{first_datasets, FirstOfAll};
+        let FirstOfAll::Found(datasets, position) =
+            first_datasets(mix, &config.dataset, follow).await?
+        else {
+            return Ok(None);
+        };
+        let (dataset, mixed) =
+            crate::mix::finish(mix, datasets, columns, DECODE_BATCH_ROWS).await?;
+        return mixed_job(config, mix, &dataset, &mixed, Some(position)).map(Some);
+    }
+    let (dataset, mixed) = crate::mix::open(
+        mix,
+        &config.dataset,
+        columns,
+        DECODE_BATCH_ROWS,
+        |dataset| {
+            if dataset.visibly_unfinished() && !config.allow_incomplete {
+                return Err(MasterError::Unfinished {
+                    url: dataset.location.url(),
+                    markers: dataset.in_flight.join(", "),
+                });
+            }
+            Ok(())
+        },
+    )
+    .await?;
     if dataset.known_empty() && !config.allow_empty {
         return Err(MasterError::Empty {
             url: dataset.location.url(),
         });
     }
-    let plan = ReadPlan::new(&dataset, columns, DECODE_BATCH_ROWS)?;
+    mixed_job(config, mix, &dataset, &mixed, None).map(Some)
+}
+
+/// The job of the sources of `mix` opened as `dataset` (`position`: where a
+/// followed job stands in each).
+fn mixed_job(
+    config: &MasterConfig,
+    mix: &crate::config::MixConfig,
+    dataset: &Dataset,
+    mixed: &crate::mix::Mixed,
+    position: Option<crate::protocol::follow::FollowPosition>,
+) -> Result<JobRecord, MasterError> {
+    let plan = ReadPlan::new(dataset, config.columns.as_deref(), DECODE_BATCH_ROWS)?;
     let mut job = JobRecord::build::<MasterError>(
-        &dataset,
+        dataset,
         plan,
         &config.select,
-        None,
+        position,
         config.queue.clone(),
     )?;
     let task_rows = crate::mix::plan::MASTER_TASK_ROWS;
-    crate::mix::apply(&mut job, &mixed, mix, task_rows)?;
+    crate::mix::apply(&mut job, mixed, mix, task_rows)?;
     Ok(job)
 }
 
@@ -390,8 +416,18 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
         splits = state.spec.splits.len(),
         "master state ready"
     );
-    let following = match (&config.follow, &state.spec.follow) {
-        (Some(follow), Some(_)) if state.queue().is_open() => {
+    let following = match (&config.follow, &state.spec.follow, &config.mix) {
+        (Some(follow), Some(_), Some(mix)) if state.queue().is_open() => Some(
+            crate::follow::Follower::resume_several(
+                &state,
+                mix,
+                &config.dataset,
+                *follow,
+                std::time::SystemTime::now(),
+            )
+            .await?,
+        ),
+        (Some(follow), Some(_), None) if state.queue().is_open() => {
             let location = connectors::store::open(&config.url)?;
             Some(
                 crate::follow::Follower::resume(

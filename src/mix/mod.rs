@@ -7,8 +7,9 @@
 pub mod plan;
 
 use arrow::datatypes::SchemaRef;
-use connectors::{Dataset, ReadPlan};
+use connectors::{Dataset, DatasetOptions, ReadPlan};
 
+use crate::config::mix::MixSource;
 use crate::config::MixConfig;
 
 pub use plan::apply;
@@ -45,11 +46,13 @@ pub enum MixError {
     /// No source at all.
     #[error("several sources: none given")]
     NoSource,
-    /// `--epoch-rows` with a row filter, whose kept rows are not known before reading.
-    #[error("--epoch-rows: source {name} is read with --filter, which keeps rows that are not counted before reading; leave out one of them")]
-    Filtered {
+    /// A source with a `where` or `filter` of its own cannot be opened.
+    #[error("source {name}: {cause}")]
+    Source {
         /// The source.
         name: String,
+        /// Why.
+        cause: Box<connectors::Error>,
     },
 }
 
@@ -75,6 +78,98 @@ pub struct Mixed {
     pub plans: Vec<ReadPlan>,
     /// Each source's URL as opened.
     pub urls: Vec<String>,
+}
+
+/// Lists every source of `mix`, each read with `options` and its own
+/// `where` and `filter`, and makes one dataset of them (see [`combine`]);
+/// `check` is asked of each source's dataset once listed (that it is
+/// finished, say), and its error ends the opening. With `--epoch-rows`, the
+/// rows a source's row filter keeps are counted here, by reading it (see
+/// [`count_kept`]). `sluice train` and `sluice master` open their sources so.
+pub async fn open<E>(
+    mix: &MixConfig,
+    options: &DatasetOptions,
+    columns: Option<&[String]>,
+    batch_size: usize,
+    check: impl Fn(&Dataset) -> Result<(), E>,
+) -> Result<(Dataset, Mixed), E>
+where
+    E: From<MixError> + From<connectors::Error>,
+{
+    let mut datasets = Vec::with_capacity(mix.sources.len());
+    for source in &mix.sources {
+        let fail = |cause| match source.has_own_filter() {
+            true => E::from(named(source, cause)),
+            false => E::from(cause),
+        };
+        let own = source.options(options).map_err(fail)?;
+        let location = connectors::store::open(&source.url)?;
+        let dataset = Dataset::open(location, own).await.map_err(fail)?;
+        check(&dataset)?;
+        datasets.push(dataset);
+    }
+    Ok(finish(mix, datasets, columns, batch_size).await?)
+}
+
+/// Makes one dataset of `datasets`, the sources of `mix` opened (each with
+/// [`MixSource::options`]): with `--epoch-rows`, the rows each filtered
+/// source keeps are counted first (see [`count_kept`]); then [`combine`].
+pub async fn finish(
+    mix: &MixConfig,
+    mut datasets: Vec<Dataset>,
+    columns: Option<&[String]>,
+    batch_size: usize,
+) -> Result<(Dataset, Mixed), MixError> {
+    for (source, dataset) in mix.sources.iter().zip(&mut datasets) {
+        if source.has_own_filter() {
+            // The filter checked against this source's columns, the error naming it.
+            ReadPlan::new(dataset, columns, batch_size).map_err(|cause| named(source, cause))?;
+        }
+        if mix.epoch_rows.is_some() && dataset.options.row_filter.is_some() {
+            count_kept(dataset, columns, batch_size)
+                .await
+                .map_err(|cause| named(source, cause))?;
+        }
+    }
+    combine(mix, datasets, columns, batch_size)
+}
+
+/// `cause` of opening `source`, naming it where it has a filter of its own
+/// (whose column or syntax the error may be about).
+pub fn named(source: &MixSource, cause: connectors::Error) -> MixError {
+    match source.has_own_filter() {
+        true => MixError::Source {
+            name: source.name.clone(),
+            cause: Box::new(cause),
+        },
+        false => MixError::Plan(cause),
+    }
+}
+
+/// How many splits [`count_kept`] reads at once.
+const COUNTING: usize = 8;
+
+/// Sets each split's rows to those the dataset's row filter keeps, counted
+/// by reading them (the columns the filter names and one more): what
+/// `--epoch-rows` needs of a filtered source to draw its share.
+pub async fn count_kept(
+    dataset: &mut Dataset,
+    columns: Option<&[String]>,
+    batch_size: usize,
+) -> Result<(), connectors::Error> {
+    use futures::stream::{self, StreamExt, TryStreamExt};
+    let plan = ReadPlan::new(dataset, columns, batch_size)?;
+    let location = &dataset.location;
+    let plan = &plan;
+    let counts: Vec<u64> = stream::iter(dataset.splits.iter())
+        .map(|split| connectors::read::count_rows(location, split, plan))
+        .buffered(COUNTING)
+        .try_collect()
+        .await?;
+    for (split, kept) in dataset.splits.iter_mut().zip(counts) {
+        split.rows = Some(kept);
+    }
+    Ok(())
 }
 
 /// Makes one dataset of `datasets` (the sources of `mix`, in order) and

@@ -6,7 +6,10 @@
 //! A window is a quarter of a batch (at least [`MIN_TASK_ROWS`] rows), so a
 //! window of ten batches holds some forty tasks and each source's share of it
 //! is within a few points of its weight. Splits whose rows are not known
-//! (text files) or that a `--filter` reads stay whole.
+//! (text files) or that a `--filter` reads stay whole (a window of a
+//! filtered split would read the rows before it again to find its start);
+//! with `--epoch-rows` a filtered split's rows are those its filter keeps,
+//! counted when the job is planned ([`super::count_kept`]).
 
 use connectors::Split;
 
@@ -68,7 +71,7 @@ pub fn apply(
     let count = mix.sources.len();
     let (splits, passes) = match mix.epoch_rows {
         Some(rows) => {
-            let (splits, plan) = passes(splits, mix, mixed, rows, job.queue.seed)?;
+            let (splits, plan) = passes(splits, mix, rows, job.queue.seed)?;
             job.spec.select.epoch_rows = Some(plan);
             (splits, true)
         }
@@ -107,7 +110,6 @@ fn windows(split: Split, rows: u64) -> Vec<Split> {
 fn passes(
     splits: Vec<Split>,
     mix: &MixConfig,
-    mixed: &Mixed,
     rows: u64,
     seed: u64,
 ) -> Result<(Vec<Split>, EpochRows), MixError> {
@@ -118,11 +120,6 @@ fn passes(
     };
     let mut out = Vec::new();
     for (index, source) in mix.sources.iter().enumerate() {
-        if mixed.plans.get(index).is_some_and(|p| p.filter.is_some()) {
-            return Err(MixError::Filtered {
-                name: source.name.clone(),
-            });
-        }
         let own: Vec<&Split> = splits
             .iter()
             .filter(|s| s.source as usize == index)

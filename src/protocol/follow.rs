@@ -29,6 +29,12 @@ pub enum FollowPosition {
         /// Partition directories taken.
         taken: Vec<String>,
     },
+    /// A job that mixes several sources (`sluice train A B --follow`): each
+    /// source's position, by the source's index.
+    Sources {
+        /// Each source's position.
+        each: Vec<FollowPosition>,
+    },
 }
 
 impl FollowPosition {
@@ -43,6 +49,11 @@ impl FollowPosition {
                 [one] => one.clone(),
                 many => format!("{} partitions", many.len()),
             },
+            FollowPosition::Sources { each } => each
+                .iter()
+                .map(FollowPosition::describe)
+                .collect::<Vec<_>>()
+                .join("; "),
         }
     }
 }
@@ -118,4 +129,34 @@ pub fn position_of(
         }
     }
     (position, taken)
+}
+
+/// [`position_of`] of source `index` of a followed job of several sources
+/// (whose positions are [`FollowPosition::Sources`]).
+pub fn source_position_of(
+    start: Option<&FollowPosition>,
+    grown: &[Growth],
+    index: usize,
+) -> (FollowPosition, std::collections::BTreeSet<String>) {
+    let own = |position: &FollowPosition| match position {
+        FollowPosition::Sources { each } => each.get(index).cloned(),
+        _ => None,
+    };
+    let start = start.and_then(own);
+    let steps: Vec<Growth> = grown
+        .iter()
+        .filter_map(|growth| {
+            let step = FollowStep::of(growth)?;
+            let record = serde_json::to_value(FollowStep {
+                position: own(&step.position)?,
+                ..step
+            })
+            .ok()?;
+            Some(Growth {
+                record,
+                ..growth.clone()
+            })
+        })
+        .collect();
+    position_of(start.as_ref(), &steps)
 }

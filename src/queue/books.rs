@@ -1635,6 +1635,23 @@ impl Queue {
         Ok(())
     }
 
+    /// The sources of the splits a [`Queue::grow`] just added (`rows`: their
+    /// rows), in a job that mixes several: where its per-source counts and
+    /// later epochs' interleaving find them. Nothing for one source.
+    pub fn grew_sources(&mut self, sources: &[u32], rows: &[Option<u64>]) {
+        let Some(mix) = &mut self.config.interleave else {
+            return;
+        };
+        if sources.is_empty() {
+            return;
+        }
+        let before = self.tasks.len().saturating_sub(rows.len());
+        mix.source.resize(before, 0);
+        mix.rows.resize(before, 1);
+        mix.source.extend_from_slice(sources);
+        mix.rows.extend(rows.iter().map(|r| r.unwrap_or(1).max(1)));
+    }
+
     /// Ends a followed job's growth: once every task is done or failed the
     /// job is over. Nothing happens to a job that does not follow.
     pub fn close(&mut self, _now: Millis) {

@@ -1099,6 +1099,7 @@ fn a_followed_job_replays_its_growth_and_refuses_epochs() {
             first: 1,
             rows: vec![Some(3)],
             record: serde_json::json!({"batch": 4}),
+            sources: Vec::new(),
         },
         Command::Lease {
             now: 2,

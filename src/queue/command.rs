@@ -113,6 +113,9 @@ pub enum Command {
         first: u32,
         rows: Vec<Option<u64>>,
         record: serde_json::Value,
+        /// Each split's source, in a job that mixes several (empty for one).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        sources: Vec<u32>,
     },
     /// [`Queue::close`]: a followed job takes no more splits.
     Close { now: Millis },
@@ -296,7 +299,13 @@ impl Queue {
                 first,
                 rows,
                 record,
-            } => Reply::Grow(self.grow(*now, *first, rows.clone(), record.clone())),
+                sources,
+            } => Reply::Grow(
+                self.grow(*now, *first, rows.clone(), record.clone())
+                    .map(|()| {
+                        self.grew_sources(sources, rows);
+                    }),
+            ),
             Command::Close { now } => {
                 self.close(*now);
                 Reply::Recorded

@@ -8,12 +8,14 @@
 //! [`partitions`] expands the source's partition
 //! pattern and tells complete partitions from waiting ones; [`state`] keeps
 //! `trained.json`; [`lock`] keeps two runs of one job apart; [`checkpoint`] carries
-//! the model from one run to the next; [`run`](mod@run) joins them.
+//! the model from one run to the next; [`run`](mod@run) joins them, and
+//! [`mixed`] runs a job of several sources (`[[source]]` tables).
 
 pub mod checkpoint;
 pub mod error;
 pub mod job;
 pub mod lock;
+pub mod mixed;
 pub mod partitions;
 pub mod run;
 pub mod state;

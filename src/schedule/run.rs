@@ -43,6 +43,10 @@ pub struct NewPartition {
     pub rows: Option<u64>,
     /// Data files.
     pub files: usize,
+    /// The URL of the source it is a partition of, in a job of several
+    /// sources (`[[source]]` tables).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// A partition not complete yet.
@@ -110,7 +114,7 @@ pub struct TableRun {
 impl RunReport {
     /// The report of a run of `cx`'s job that found `matched` partitions
     /// (1 for a table or a followed source), before it trained anything.
-    fn start(cx: &Context<'_>, matched: usize) -> RunReport {
+    pub(super) fn start(cx: &Context<'_>, matched: usize) -> RunReport {
         RunReport {
             job: cx.job.path.display().to_string(),
             source: cx.job.source.clone(),
@@ -250,15 +254,15 @@ pub async fn run(
 }
 
 /// What a run knows before it looks at the source.
-struct Context<'a> {
-    job: &'a Job,
-    state: &'a StateStore,
-    lock: Option<&'a Lock>,
-    run_id: &'a str,
-    options: RunOptions,
-    started_at: String,
+pub(super) struct Context<'a> {
+    pub(super) job: &'a Job,
+    pub(super) state: &'a StateStore,
+    pub(super) lock: Option<&'a Lock>,
+    pub(super) run_id: &'a str,
+    pub(super) options: RunOptions,
+    pub(super) started_at: String,
     /// Stops the training early.
-    stop: Option<Stop>,
+    pub(super) stop: Option<Stop>,
 }
 
 async fn run_locked(pattern: Option<&Pattern>, cx: Context<'_>) -> Result<RunReport, RunError> {
@@ -268,8 +272,17 @@ async fn run_locked(pattern: Option<&Pattern>, cx: Context<'_>) -> Result<RunRep
         options,
         ..
     } = cx;
+    if let (Some(_), Some(_)) = (&job.train.follow, &job.train.mix) {
+        return Err(RunError::Source {
+            source_url: job.source.clone(),
+            reason: "follow = true takes one source; follow several with `sluice train A B --follow --state DIR`".to_string(),
+        });
+    }
     if job.train.follow.is_some() {
         return run_followed(&cx).await;
+    }
+    if let Some(mix) = &job.train.mix {
+        return super::mixed::run_mixed(&cx, mix).await;
     }
     let rows = job.train.select.describe();
     let loaded = state.load(&job.identity(), rows.as_deref()).await?;
@@ -347,7 +360,7 @@ async fn run_locked(pattern: Option<&Pattern>, cx: Context<'_>) -> Result<RunRep
     }
     let mut config = job.train.clone();
     config.url = expansion.base.url();
-    train_and_record(&cx, loaded, config, dataset, report, None).await
+    train_and_record(&cx, loaded, config, dataset, report, None, None).await
 }
 
 /// A run over a partitioned Hive table by name: the partitions the
@@ -412,6 +425,7 @@ async fn run_hive(
                 url: p.url.clone(),
                 rows: files.iter().try_fold(0, |sum, f| f.rows.map(|r| sum + r)),
                 files: files.len(),
+                source: None,
             }
         })
         .collect();
@@ -428,7 +442,7 @@ async fn run_hive(
     let mut config = job.train.clone();
     config.url = table.read_url.clone();
     config.dataset = dataset.options.clone();
-    train_and_record(cx, loaded, config, dataset, report, None).await
+    train_and_record(cx, loaded, config, dataset, report, None, None).await
 }
 
 /// A job file with `follow = true`: one long run that trains what the
@@ -487,13 +501,14 @@ async fn run_followed(cx: &Context<'_>) -> Result<RunReport, RunError> {
 
 /// Trains `dataset` (continuing the last run's model) and records the run:
 /// its partitions, or the table version `table`.
-async fn train_and_record(
+pub(super) async fn train_and_record(
     cx: &Context<'_>,
     loaded: Loaded,
     mut config: crate::config::TrainConfig,
     dataset: Dataset,
     mut report: RunReport,
     table: Option<TrainedTable>,
+    mixed: Option<crate::mix::Mixed>,
 ) -> Result<RunReport, RunError> {
     let state = cx.state;
     let run_id = cx.run_id;
@@ -510,11 +525,11 @@ async fn train_and_record(
     )
     .await?;
     let trainer = config.trainer.clone();
-    let summary = match crate::job::train::run_dataset(
+    let summary = match crate::job::train::run_dataset_mixed(
         config,
         cx.stop.clone(),
         dataset,
-        std::time::Duration::ZERO,
+        mixed,
     )
     .await?
     {
@@ -665,6 +680,7 @@ async fn run_table(
                 .map(|f| f.rows)
                 .try_fold(0u64, |sum, rows| rows.map(|r| sum + r)),
             files: dataset.files.len(),
+            source: None,
         });
     }
     if cx.options.dry_run {
@@ -697,7 +713,7 @@ async fn run_table(
     }
     let mut config = job.train.clone();
     config.url = location.url();
-    train_and_record(cx, loaded, config, dataset, report, Some(table)).await
+    train_and_record(cx, loaded, config, dataset, report, Some(table), None).await
 }
 
 /// Rows in the files of the table's new version that rewriting commits added,
@@ -727,7 +743,7 @@ async fn rewritten_rows(
 }
 
 /// The record with this run's partitions added.
-fn record(
+pub(super) fn record(
     before: &Trained,
     report: &RunReport,
     checkpoint: Option<String>,
@@ -741,7 +757,11 @@ fn record(
         trained.table = table;
     }
     for p in report.new.iter().filter(|_| !is_table) {
-        trained.partitions.insert(
+        let partitions = match &p.source {
+            Some(source) => trained.sources.entry(source.clone()).or_default(),
+            None => &mut trained.partitions,
+        };
+        partitions.insert(
             p.path.clone(),
             TrainedPartition {
                 rows: p.rows,
@@ -754,7 +774,14 @@ fn record(
         run: report.run.clone(),
         started_at,
         finished_at,
-        partitions: report.new.iter().map(|p| p.path.clone()).collect(),
+        partitions: report
+            .new
+            .iter()
+            .map(|p| match &p.source {
+                Some(source) => format!("{source}: {}", p.path),
+                None => p.path.clone(),
+            })
+            .collect(),
         rows: report.rows,
         skipped_rewritten_rows: report.skipped_rewritten_rows,
     });
@@ -765,7 +792,7 @@ fn record(
 }
 
 /// The new partitions with their files and rows.
-fn new_partitions(
+pub(super) fn new_partitions(
     expansion: &Expansion,
     roots: &[partitions::Partition],
     dataset: &Dataset,
@@ -792,6 +819,7 @@ fn new_partitions(
                 url: expansion.base.display(&r.path),
                 rows,
                 files,
+                source: None,
             }
         })
         .collect()

@@ -130,6 +130,10 @@ pub struct Trained {
     pub source: String,
     /// Trained partitions by their name below the source's base.
     pub partitions: BTreeMap<String, TrainedPartition>,
+    /// A job of several sources (`[[source]]` tables): each source's
+    /// trained partitions, by the source's URL, each kept apart.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sources: BTreeMap<String, BTreeMap<String, TrainedPartition>>,
     /// Successful runs, oldest first.
     pub runs: Vec<RunRecord>,
     /// The model checkpoint of the last successful run: a prefix inside the state.

@@ -35,6 +35,7 @@ mod select;
 mod shared_memory;
 mod signals;
 mod sources;
+mod sources_more;
 mod spark_launcher;
 mod status_page;
 mod streaming_sink;

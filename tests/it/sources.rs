@@ -420,8 +420,8 @@ fn options_a_mix_cannot_take_are_refused_in_one_line() {
     let run = two(&["--weights", "1,2,3"]);
     assert_one_line_error(&run, &["--weights", "3 weights for 2 sources"]);
     assert_eq!(run.status.code(), Some(64), "{run}");
-    let run = two(&["--follow"]);
-    assert_one_line_error(&run, &["--follow", "several sources"]);
+    let run = two(&["--follow", "--epoch-rows", "100"]);
+    assert_one_line_error(&run, &["--epoch-rows", "--follow"]);
     assert_eq!(run.status.code(), Some(64), "{run}");
 }
 
