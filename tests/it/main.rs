@@ -13,6 +13,7 @@ mod crash_loops;
 mod distributed;
 mod exactly_once;
 mod filter;
+mod filter_listing;
 mod follow;
 mod formats;
 mod global_shuffle;

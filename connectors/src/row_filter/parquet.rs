@@ -24,6 +24,8 @@ pub struct FilterCounts {
     pub files_pruned: u64,
     /// Rows of kept row groups skipped on the page index.
     pub page_rows_pruned: u64,
+    /// Partition directories never listed: their values rule out every row.
+    pub partition_dirs_pruned: u64,
     /// Rows decoded and dropped by the row-level filter.
     pub rows_filtered: u64,
     /// Rows kept.
@@ -43,6 +45,7 @@ pub fn filter_counts() -> FilterCounts {
         row_groups_pruned: GROUPS_PRUNED.load(Ordering::Relaxed),
         files_pruned: FILES_PRUNED.load(Ordering::Relaxed),
         page_rows_pruned: PAGE_ROWS_PRUNED.load(Ordering::Relaxed),
+        partition_dirs_pruned: DIRS_PRUNED.load(Ordering::Relaxed),
         rows_filtered: ROWS_FILTERED.load(Ordering::Relaxed),
         rows_kept: ROWS_KEPT.load(Ordering::Relaxed),
     }
@@ -121,6 +124,7 @@ impl FileStats<'_> {
                 maxes,
                 null_counts: nulls,
                 rows: Some(rows.clone()),
+                nan_free: false,
             },
             rows,
             column: column.to_string(),
@@ -152,6 +156,7 @@ impl Stats for Groups<'_, '_> {
             maxes,
             null_counts: conv.row_group_null_counts(metas()).ok(),
             rows: conv.row_group_row_counts(metas()).ok().flatten(),
+            nan_free: false,
         })
     }
 }
@@ -173,11 +178,18 @@ impl Stats for Pages {
             maxes: self.stats.maxes.clone(),
             null_counts: self.stats.null_counts.clone(),
             rows: self.stats.rows.clone(),
+            nan_free: false,
         })
     }
 }
 
 static FILES_PRUNED: AtomicU64 = AtomicU64::new(0);
+static DIRS_PRUNED: AtomicU64 = AtomicU64::new(0);
+
+/// Counts partition directories left unlisted.
+pub(crate) fn count_dirs_pruned(dirs: usize) {
+    DIRS_PRUNED.fetch_add(dirs as u64, Ordering::Relaxed);
+}
 
 /// Counts what planning left out: `groups` row groups of a file, and the
 /// file when none of it is left.
