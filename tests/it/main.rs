@@ -14,6 +14,7 @@ mod distributed;
 mod exactly_once;
 mod filter;
 mod filter_listing;
+mod filter_pushdown;
 mod follow;
 mod formats;
 mod global_shuffle;

@@ -404,7 +404,19 @@ fn read(
                 schema: &schema,
                 names: &names,
             };
-            shape.prune(&stats, filter);
+            let candidates: Vec<usize> = {
+                let groups = shape.split_groups(stats.meta);
+                let kept = stats.groups_kept(filter, &groups);
+                groups
+                    .into_iter()
+                    .zip(kept)
+                    .filter(|(_, k)| *k)
+                    .map(|(g, _)| g)
+                    .collect()
+            };
+            let bloom =
+                crate::row_filter::bloom::ruled_out(&stats, filter, &candidates, &mut reader).await;
+            shape.prune(&stats, filter, &bloom);
         }
         let (batches, out_schema): (BoxStream<'static, Result<RecordBatch>>, SchemaRef) =
             match loc.local_path(&path) {
@@ -537,12 +549,14 @@ impl Shape {
     }
 
     /// Leaves out the row groups, and the pages of the others, whose
-    /// statistics say no row of them passes `filter`; the rows deleted stay
+    /// statistics say no row of them passes `filter`, and the row groups
+    /// `bloom` lists (their bloom filters say so); the rows deleted stay
     /// unread. Reads under a filter start at the split's first row.
     fn prune(
         &mut self,
         stats: &crate::row_filter::parquet::FileStats<'_>,
         filter: &crate::row_filter::Pred,
+        bloom: &[usize],
     ) {
         let metadata = stats.meta;
         let groups = self.split_groups(metadata);
@@ -556,13 +570,17 @@ impl Shape {
         let total: u64 = groups.iter().map(|&g| rows_of(g) as u64).sum();
         let mut deleted = selection(total, &self.deleted, 0);
         let (mut out_groups, mut selectors) = (Vec::new(), Vec::new());
-        let (mut pruned, mut page_rows) = (0u64, 0u64);
+        let (mut pruned, mut by_bloom, mut page_rows) = (0u64, 0u64, 0u64);
         let mut narrowed = deleted.is_some();
         for (&g, keep) in groups.iter().zip(kept) {
             let rows = rows_of(g);
             let live = deleted.as_mut().map(|d| d.split_off(rows));
             if !keep {
                 pruned += 1;
+                continue;
+            }
+            if bloom.contains(&g) {
+                by_bloom += 1;
                 continue;
             }
             let pages = stats.pages_kept(filter, g);
@@ -583,7 +601,12 @@ impl Shape {
                 None => selectors.push(RowSelector::select(rows)),
             }
         }
-        crate::row_filter::parquet::count_pruned(out_groups.len() as u64, pruned, page_rows);
+        crate::row_filter::parquet::count_pruned(
+            out_groups.len() as u64,
+            pruned,
+            by_bloom,
+            page_rows,
+        );
         let selection = narrowed.then(|| RowSelection::from(selectors));
         self.pruned = Some((out_groups, selection));
     }

@@ -13,6 +13,7 @@
 //! kernels ([`eval`]).
 
 mod bind;
+pub(crate) mod bloom;
 mod eval;
 pub(crate) mod parquet;
 mod parse;

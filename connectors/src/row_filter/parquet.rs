@@ -22,6 +22,8 @@ pub struct FilterCounts {
     pub row_groups_pruned: u64,
     /// Files none of whose row groups may hold a kept row: never read.
     pub files_pruned: u64,
+    /// Row groups statistics kept that their bloom filters ruled out.
+    pub row_groups_pruned_bloom: u64,
     /// Rows of kept row groups skipped on the page index.
     pub page_rows_pruned: u64,
     /// Partition directories never listed: their values rule out every row.
@@ -35,6 +37,7 @@ pub struct FilterCounts {
 static GROUPS_READ: AtomicU64 = AtomicU64::new(0);
 static GROUPS_PRUNED: AtomicU64 = AtomicU64::new(0);
 static PAGE_ROWS_PRUNED: AtomicU64 = AtomicU64::new(0);
+static GROUPS_PRUNED_BLOOM: AtomicU64 = AtomicU64::new(0);
 pub(crate) static ROWS_FILTERED: AtomicU64 = AtomicU64::new(0);
 pub(crate) static ROWS_KEPT: AtomicU64 = AtomicU64::new(0);
 
@@ -45,6 +48,7 @@ pub fn filter_counts() -> FilterCounts {
         row_groups_pruned: GROUPS_PRUNED.load(Ordering::Relaxed),
         files_pruned: FILES_PRUNED.load(Ordering::Relaxed),
         page_rows_pruned: PAGE_ROWS_PRUNED.load(Ordering::Relaxed),
+        row_groups_pruned_bloom: GROUPS_PRUNED_BLOOM.load(Ordering::Relaxed),
         partition_dirs_pruned: DIRS_PRUNED.load(Ordering::Relaxed),
         rows_filtered: ROWS_FILTERED.load(Ordering::Relaxed),
         rows_kept: ROWS_KEPT.load(Ordering::Relaxed),
@@ -66,6 +70,17 @@ impl FileStats<'_> {
         let name = self.schema.fields().get(i)?.name();
         StatisticsConverter::try_new(name, self.schema, self.meta.file_metadata().schema_descr())
             .ok()
+    }
+
+    /// The index of `column`'s leaf in the file's Parquet schema.
+    pub(crate) fn leaf_index(&self, column: &str) -> Option<usize> {
+        self.converter(column)?.parquet_column_index()
+    }
+
+    /// The Arrow type of `column` in the file.
+    pub(crate) fn column_type(&self, column: &str) -> Option<&arrow::datatypes::DataType> {
+        let i = self.names.iter().position(|n| n == column)?;
+        Some(self.schema.fields().get(i)?.data_type())
     }
 
     /// Which of `groups` may hold a kept row.
@@ -200,10 +215,12 @@ pub(crate) fn count_planned(groups: usize, whole_file: bool) {
     }
 }
 
-/// Counts a filtered read's row groups: `read` kept, `pruned` skipped, and
-/// `page_rows` rows of kept ones skipped on the page index.
-pub(crate) fn count_pruned(read: u64, pruned: u64, page_rows: u64) {
+/// Counts a filtered read's row groups: `read` kept, `pruned` skipped on
+/// statistics, `bloom` on bloom filters, and `page_rows` rows of kept ones
+/// skipped on the page index.
+pub(crate) fn count_pruned(read: u64, pruned: u64, bloom: u64, page_rows: u64) {
     GROUPS_READ.fetch_add(read, Ordering::Relaxed);
     GROUPS_PRUNED.fetch_add(pruned, Ordering::Relaxed);
+    GROUPS_PRUNED_BLOOM.fetch_add(bloom, Ordering::Relaxed);
     PAGE_ROWS_PRUNED.fetch_add(page_rows, Ordering::Relaxed);
 }
