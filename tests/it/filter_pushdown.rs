@@ -109,3 +109,25 @@ fn without_an_equality_no_bloom_filter_is_asked() {
     assert_eq!(ids.len(), 3);
     assert_eq!(f["row_groups_pruned_bloom"].as_u64(), Some(0), "{f}");
 }
+
+#[test]
+fn orc_stripes_are_skipped_on_their_statistics() {
+    let orc = &expected()["orc"];
+    let data = dir().join("orc").display().to_string();
+    for case in orc["filters"].as_array().expect("filters") {
+        let expr = case["expr"].as_str().expect("expr");
+        let (ids, f) = train(&data, expr);
+        assert_eq!(ids, want(case), "{expr}: the rows df.filter keeps");
+        let pruned = f["stripes_pruned"].as_u64().expect("stripes_pruned");
+        let read = f["stripes_read"].as_u64().expect("stripes_read");
+        if expr.starts_with("id ") {
+            // Sorted by id: the stripes outside the range are never read.
+            assert!(
+                pruned > 0 && read * 4 <= pruned + read,
+                "{expr}: {read} stripes read, {pruned} skipped: {f}"
+            );
+        } else {
+            assert_eq!(pruned, 0, "{expr}: every stripe holds an 'x': {f}");
+        }
+    }
+}

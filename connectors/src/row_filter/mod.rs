@@ -15,6 +15,7 @@
 mod bind;
 pub(crate) mod bloom;
 mod eval;
+pub(crate) mod orc;
 pub(crate) mod parquet;
 mod parse;
 pub(crate) mod prune;

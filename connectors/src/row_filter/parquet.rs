@@ -26,6 +26,10 @@ pub struct FilterCounts {
     pub row_groups_pruned_bloom: u64,
     /// Rows of kept row groups skipped on the page index.
     pub page_rows_pruned: u64,
+    /// ORC stripes read by filtered reads.
+    pub stripes_read: u64,
+    /// ORC stripes skipped on their statistics: never fetched.
+    pub stripes_pruned: u64,
     /// Partition directories never listed: their values rule out every row.
     pub partition_dirs_pruned: u64,
     /// Rows decoded and dropped by the row-level filter.
@@ -50,6 +54,8 @@ pub fn filter_counts() -> FilterCounts {
         page_rows_pruned: PAGE_ROWS_PRUNED.load(Ordering::Relaxed),
         row_groups_pruned_bloom: GROUPS_PRUNED_BLOOM.load(Ordering::Relaxed),
         partition_dirs_pruned: DIRS_PRUNED.load(Ordering::Relaxed),
+        stripes_read: super::orc::STRIPES_READ.load(Ordering::Relaxed),
+        stripes_pruned: super::orc::STRIPES_PRUNED.load(Ordering::Relaxed),
         rows_filtered: ROWS_FILTERED.load(Ordering::Relaxed),
         rows_kept: ROWS_KEPT.load(Ordering::Relaxed),
     }
