@@ -361,6 +361,7 @@ fn read(
         mapping: request.file_columns.clone(),
         batch_size: request.options.batch_size,
         skip,
+        limit: request.limit,
         pruned: None,
     };
     let filter = request.filter.clone();
@@ -371,7 +372,8 @@ fn read(
         let mut shape = shape;
         let mut reader = StoreReader::new(loc.store.clone(), path.clone(), size);
         reader.ahead = ahead;
-        reader.page_index = filter.is_some();
+        // The offset index lets a window fetch only the pages of its rows.
+        reader.page_index = filter.is_some() || shape.limit.is_some();
         // The footer the planner or an earlier epoch read, when kept.
         let key = FooterKey::new(loc.display(&path), size, &planned.stamp);
         reader.metadata = key
@@ -526,6 +528,8 @@ struct Shape {
     mapping: ColumnMapping,
     batch_size: usize,
     skip: u64,
+    /// Rows to decode after `skip` (a window), the rest left out.
+    limit: Option<u64>,
     /// What a row filter left of the split: the row groups that may hold a
     /// kept row, and the rows of them to decode.
     pruned: Option<(Vec<usize>, Option<RowSelection>)>,
@@ -621,7 +625,11 @@ impl Shape {
             .filter_map(|&g| metadata.row_groups().get(g))
             .map(|rg| rg.num_rows().max(0) as u64)
             .sum();
-        selection(total, &self.deleted, self.skip)
+        let skipped = selection(total, &self.deleted, self.skip);
+        match self.limit {
+            Some(limit) => Some(limited(skipped, total, limit)),
+            None => skipped,
+        }
     }
 
     /// Projects a decoder onto the requested columns of the file whose
@@ -856,6 +864,32 @@ fn as_views(meta: ArrowReaderMetadata) -> parquet::errors::Result<ArrowReaderMet
 /// The rows of a split to decode: all but the `deleted` ranges (positions
 /// in the split, sorted), less the first `skip` of those left. `None` when
 /// every row is read.
+/// `selection` (all `total` rows when `None`) with only its first `limit`
+/// selected rows still selected.
+fn limited(selection: Option<RowSelection>, total: u64, limit: u64) -> RowSelection {
+    let selectors: Vec<RowSelector> = match selection {
+        Some(s) => s.iter().copied().collect(),
+        None => vec![RowSelector::select(total as usize)],
+    };
+    let mut left = limit as usize;
+    let mut out = Vec::with_capacity(selectors.len() + 1);
+    for s in selectors {
+        if s.skip {
+            out.push(s);
+        } else {
+            let take = s.row_count.min(left);
+            left -= take;
+            if take > 0 {
+                out.push(RowSelector::select(take));
+            }
+            if take < s.row_count {
+                out.push(RowSelector::skip(s.row_count - take));
+            }
+        }
+    }
+    RowSelection::from(out)
+}
+
 fn selection(total: u64, deleted: &[(u64, u64)], skip: u64) -> Option<RowSelection> {
     if deleted.is_empty() && skip == 0 {
         return None;
