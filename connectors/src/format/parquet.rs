@@ -995,4 +995,13 @@ mod tests {
         );
         assert!(selection(10, &[], 0).is_none());
     }
+
+    #[test]
+    fn a_window_selects_its_live_rows_and_nothing_after() {
+        let deleted = [(0, 2), (5, 6), (9, 10)];
+        let window = limited(selection(10, &deleted, 1), 10, 3);
+        assert_eq!(rows(window, 10), vec![3, 4, 6]);
+        assert_eq!(rows(limited(None, 10, 4), 10), vec![0, 1, 2, 3]);
+        assert_eq!(rows(limited(None, 10, 20), 10), (0..10).collect::<Vec<_>>());
+    }
 }
