@@ -27,7 +27,7 @@ export AWS_ENDPOINT_URL="http://127.0.0.1:$PORT" AWS_ALLOW_HTTP=true
 measure() {
   local before
   before="$(cat "$WORK/count" 2>/dev/null || echo 0)"
-  "$SLUICE" train s3://filter-bench/$PREFIX --model none --batch-size 256 --quiet "$@" \
+  "$SLUICE" train s3://filter-bench/$PREFIX --model none --batch-size 256 --quiet --allow-empty "$@" \
     --summary-json "$WORK/summary.json" >/dev/null
   echo "$(( $(cat "$WORK/count") - before )) $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["rows"])' "$WORK/summary.json")"
 }

@@ -52,6 +52,9 @@ phase "fixtures (real Spark) -> $SLUICE_FIXTURES"
 phase "row filters: Spark's df.filter counts (real Spark) -> $SLUICE_FIXTURES/filter"
 "$PY" tests/fixtures/make_filter.py "$SLUICE_FIXTURES"
 
+phase "row filters: bloom filters, ORC stripes (real Spark) -> $SLUICE_FIXTURES/filter_pushdown"
+"$PY" tests/fixtures/make_filter_pushdown.py "$SLUICE_FIXTURES"
+
 phase "Delta and Iceberg tables (real Spark 4.0) -> $SLUICE_FIXTURES/tables"
 "$TABLES_PY" tests/fixtures/make_tables.py "$SLUICE_FIXTURES"
 

@@ -180,6 +180,8 @@ struct Found {
     in_flight: Vec<String>,
     ignored: Vec<Ignored>,
     sink: Option<SinkInfo>,
+    /// Partition directories left unlisted (see [`crate::prune_dirs`]).
+    pruned: Vec<Vec<String>>,
 }
 
 /// Refuses `--version`, `--snapshot-id` and `--timestamp` for what is no table.
@@ -219,7 +221,8 @@ impl Dataset {
                 None => Dataset::open_sink(location, Committed::default(), None, options).await,
             };
         }
-        let listing = listing::list(&location).await?;
+        let listing = list_unpruned_dirs(&location, &options).await?;
+        let pruned = listing.pruned;
         let (files, in_flight, mut ignored) = (listing.files, listing.in_flight, listing.ignored);
         // The marker is read while the footers are: one round trip less.
         let planned = async {
@@ -230,6 +233,7 @@ impl Dataset {
                 in_flight,
                 ignored,
                 sink: None,
+                pruned,
             };
             Dataset::from_listed(location.clone(), candidates, found, options).await
         };
@@ -280,6 +284,7 @@ impl Dataset {
             in_flight: listing.in_flight,
             ignored,
             sink: Some(SinkInfo { batch }),
+            pruned: Vec::new(),
         };
         Dataset::from_listed(location, files, found, options).await
     }
@@ -295,8 +300,12 @@ impl Dataset {
         let mut ignored = found.ignored;
         let (files, partition_names) = assign_partitions(&location, files, &mut ignored)?;
         let format = decide_format(&location, &files, options.format)?;
-        let partition_fields =
-            partition_fields(&partition_names, &files, options.infer_partition_types);
+        let partition_fields = partition_fields(
+            &partition_names,
+            &files,
+            &found.pruned,
+            options.infer_partition_types,
+        );
         let files = keep_partitions(files, &partition_fields, &options)?;
         let inspected = inspect_all(&location, files, format, &options).await?;
         let data_schema = merge_schemas(&location, &inspected.files, &inspected.infos)?;
@@ -473,6 +482,7 @@ impl Dataset {
             in_flight: all.in_flight,
             ignored,
             sink: None,
+            pruned: Vec::new(),
         };
         Dataset::from_listed(base, candidates, found, options).await
     }
@@ -688,6 +698,30 @@ fn relative_dirs(base: &Location, root: &Path) -> Result<Vec<String>> {
             reason: format!("not under {}", base.url()),
         }),
     }
+}
+
+/// Lists `location` leaving out the partition directories `--where` and
+/// `--filter` reject. When that leaves no file in a partition directory,
+/// it is listed again whole, so that what is refused or found empty is
+/// decided on the partition columns all the files have, as without pruning.
+async fn list_unpruned_dirs(
+    location: &Location,
+    options: &DatasetOptions,
+) -> Result<listing::Listing> {
+    let pruner = crate::prune_dirs::DirPruner::new(options);
+    let listing = listing::list_pruned(location, pruner.as_ref()).await?;
+    if listing.pruned.is_empty() {
+        return Ok(listing);
+    }
+    if !listing.files.iter().any(|f| !f.dirs.is_empty()) {
+        return listing::list(location).await;
+    }
+    crate::row_filter::parquet::count_dirs_pruned(listing.pruned.len());
+    tracing::debug!(
+        pruned = listing.pruned.len(),
+        "partition directories left unlisted"
+    );
+    Ok(listing)
 }
 
 /// A file that passed the liveness rules, with its partition values.
@@ -1215,15 +1249,28 @@ fn merge_schemas(loc: &Location, files: &[Candidate], infos: &[FileInfo]) -> Res
 }
 
 /// Partition columns typed by Spark's inference (or all strings).
-fn partition_fields(names: &[String], files: &[Candidate], infer: bool) -> Vec<Field> {
+/// Directories pruned unlisted count with the value of their own column
+/// (Spark writes no empty partition directory).
+fn partition_fields(
+    names: &[String],
+    files: &[Candidate],
+    pruned: &[Vec<String>],
+    infer: bool,
+) -> Vec<Field> {
+    let pruned: Vec<(String, Option<String>)> = pruned
+        .iter()
+        .filter_map(|dirs| crate::prune_dirs::partition_values(dirs).pop())
+        .collect();
     names
         .iter()
         .enumerate()
         .map(|(i, name)| {
             let mut ty = DataType::Null;
+            let unlisted = pruned.iter().filter(|(c, _)| c == name);
             for value in files
                 .iter()
                 .filter_map(|f| f.values.get(i).cloned().flatten())
+                .chain(unlisted.filter_map(|(_, v)| v.clone()))
             {
                 let t = if infer {
                     infer_type(&value)

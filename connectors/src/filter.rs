@@ -168,6 +168,26 @@ impl PartitionFilter {
     pub fn matches(&self, fields: &[Field], values: &[Option<String>]) -> bool {
         eval(&self.expr, fields, values) == Some(true)
     }
+
+    /// Whether a directory whose partition columns so far are `fields`
+    /// (values aligned, `None` for null) may hold a partition this filter
+    /// keeps: false only when a conjunct of the filter's top-level `AND`
+    /// that names no other column is not true there.
+    pub fn may_match_known(&self, fields: &[Field], values: &[Option<String>]) -> bool {
+        let mut conjuncts = vec![&self.expr];
+        while let Some(expr) = conjuncts.pop() {
+            if let Expr::And(a, b) = expr {
+                conjuncts.push(a);
+                conjuncts.push(b);
+                continue;
+            }
+            let known = named(expr).iter().all(|name| column(fields, name).is_ok());
+            if known && eval(expr, fields, values) != Some(true) {
+                return false;
+            }
+        }
+        true
+    }
 }
 
 impl Serialize for PartitionFilter {
@@ -533,6 +553,19 @@ fn check(expr: &Expr, fields: &[Field]) -> Result<(), FilterError> {
         Expr::Compare(name, _, literal) => fits(name, literal),
         Expr::In(name, list, _) => list.iter().try_for_each(|l| fits(name, l)),
         Expr::IsNull(name, _) => column(fields, name).map(drop),
+    }
+}
+
+/// The columns `expr` names.
+fn named(expr: &Expr) -> Vec<&str> {
+    match expr {
+        Expr::And(a, b) | Expr::Or(a, b) => {
+            let mut out = named(a);
+            out.extend(named(b));
+            out
+        }
+        Expr::Not(a) => named(a),
+        Expr::Compare(name, _, _) | Expr::In(name, _, _) | Expr::IsNull(name, _) => vec![name],
     }
 }
 

@@ -10,6 +10,7 @@ use object_store::{ListResult, ObjectMeta, ObjectStoreExt};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::layout::names::{classify_dir, classify_file, DirClass, FileClass};
+use crate::prune_dirs::DirPruner;
 use crate::store::{Location, Oddity};
 use crate::types::Ignored;
 
@@ -38,6 +39,9 @@ pub struct Listing {
     pub hidden: usize,
     /// Entries that are not files that can be read (FIFOs, sockets, devices), and why.
     pub ignored: Vec<Ignored>,
+    /// Partition directories the filters reject, left unlisted: the
+    /// directory names from the root to each (still escaped).
+    pub pruned: Vec<Vec<String>>,
 }
 
 /// Lists everything under `location`, fanning out per directory.
@@ -45,14 +49,21 @@ pub struct Listing {
 /// Fails with [`Error::NotFound`] when nothing exists there and with a
 /// layout error when the root is a single file.
 pub async fn list(location: &Location) -> Result<Listing> {
+    list_pruned(location, None).await
+}
+
+/// Lists everything under `location` as [`list`] does, except the partition
+/// directories `pruner` rejects: those are never listed, only recorded in
+/// [`Listing::pruned`].
+pub async fn list_pruned(location: &Location, pruner: Option<&DirPruner>) -> Result<Listing> {
     // The root is checked while it is listed: one round trip to the store.
-    let (checked, listing) = futures::join!(check_root(location), list_tree(location));
+    let (checked, listing) = futures::join!(check_root(location), list_tree(location, pruner));
     checked?;
     listing
 }
 
-/// Lists the tree under the root (see [`list`]).
-async fn list_tree(location: &Location) -> Result<Listing> {
+/// Lists the tree under the root (see [`list_pruned`]).
+async fn list_tree(location: &Location, pruner: Option<&DirPruner>) -> Result<Listing> {
     let mut listing = Listing::default();
     let mut pending = FuturesUnordered::new();
     let mut queue: Vec<(Path, Vec<String>)> = vec![(location.root.clone(), Vec::new())];
@@ -83,6 +94,9 @@ async fn list_tree(location: &Location) -> Result<Listing> {
             match classify_dir(&name) {
                 DirClass::InFlight => listing.in_flight.push(child.join("/")),
                 DirClass::Hidden => listing.hidden += 1,
+                DirClass::Partition { .. } if pruner.is_some_and(|p| !p.may_hold_kept(&child)) => {
+                    listing.pruned.push(child)
+                }
                 DirClass::Partition { .. } | DirClass::Plain => queue.push((prefix, child)),
             }
         }
@@ -124,6 +138,7 @@ async fn list_tree(location: &Location) -> Result<Listing> {
         .files
         .sort_by(|a, b| a.meta.location.cmp(&b.meta.location));
     listing.in_flight.sort();
+    listing.pruned.sort();
     Ok(listing)
 }
 

@@ -264,6 +264,12 @@ fn read_plain(
         file_columns: plan.file_columns.clone(),
         read_ahead: ahead.clone(),
         string_view: plan.string_view,
+        // A window ends before its split does; under a filter, offsets
+        // count kept rows, so the read goes on to the split's end.
+        limit: match (&filter, split.window) {
+            (None, Some((_, end))) => Some(end.saturating_sub(skip)),
+            _ => None,
+        },
         filter,
     };
     let raw = format::read_raw(loc, split, &request, skip);

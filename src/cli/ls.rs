@@ -80,6 +80,8 @@ pub async fn run(args: LsArgs) -> anyhow::Result<()> {
         if let Some((expr, counts)) = &filtered {
             json["filter"] = json!({"expr": expr, "files": dataset.files.len(),
                 "files_pruned": counts.files_pruned, "row_groups_read": counts.row_groups_read, "row_groups_pruned": counts.row_groups_pruned,
+                "row_groups_pruned_bloom": counts.row_groups_pruned_bloom,
+                "partition_dirs_pruned": counts.partition_dirs_pruned,
                 "page_rows_pruned": counts.page_rows_pruned, "rows_dropped": counts.rows_filtered,
                 "rows": counts.rows_kept});
         }
@@ -95,11 +97,13 @@ pub async fn run(args: LsArgs) -> anyhow::Result<()> {
         text.push_str(&table(&dataset, &partitions));
         if let Some((expr, c)) = &filtered {
             text.push_str(&format!(
-                "filter: {expr}: {} files after partition pruning, {} of them skipped on statistics; row groups: {} read, {} skipped on statistics; {} rows skipped on the page index; {} rows kept, {} dropped row by row\n",
+                "filter: {expr}: {} partition directories left unlisted; {} files after partition pruning, {} of them skipped on statistics; row groups: {} read, {} skipped on statistics, {} on bloom filters; {} rows skipped on the page index; {} rows kept, {} dropped row by row\n",
+                c.partition_dirs_pruned,
                 dataset.files.len(),
                 c.files_pruned,
                 c.row_groups_read,
                 c.row_groups_pruned,
+                c.row_groups_pruned_bloom,
                 c.page_rows_pruned,
                 c.rows_kept,
                 c.rows_filtered

@@ -13,6 +13,8 @@ mod crash_loops;
 mod distributed;
 mod exactly_once;
 mod filter;
+mod filter_listing;
+mod filter_pushdown;
 mod follow;
 mod formats;
 mod global_shuffle;

@@ -210,6 +210,10 @@ pub struct ReadRequest {
     /// A row filter whose statistics a format may skip row groups and pages
     /// on (Parquet); the rows it keeps are decided after decoding.
     pub(crate) filter: Option<std::sync::Arc<crate::row_filter::Pred>>,
+    /// Rows to decode after those skipped, where fewer than the rest of the
+    /// split are wanted (a window of a split): a format may leave the rest
+    /// unfetched (Parquet, with the offset index, fetches only their pages).
+    pub(crate) limit: Option<u64>,
 }
 
 /// Decodes one split into batches of the file's own columns, starting `skip`

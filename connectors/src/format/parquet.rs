@@ -361,6 +361,7 @@ fn read(
         mapping: request.file_columns.clone(),
         batch_size: request.options.batch_size,
         skip,
+        limit: request.limit,
         pruned: None,
     };
     let filter = request.filter.clone();
@@ -371,7 +372,8 @@ fn read(
         let mut shape = shape;
         let mut reader = StoreReader::new(loc.store.clone(), path.clone(), size);
         reader.ahead = ahead;
-        reader.page_index = filter.is_some();
+        // The offset index lets a window fetch only the pages of its rows.
+        reader.page_index = filter.is_some() || shape.limit.is_some();
         // The footer the planner or an earlier epoch read, when kept.
         let key = FooterKey::new(loc.display(&path), size, &planned.stamp);
         reader.metadata = key
@@ -404,7 +406,19 @@ fn read(
                 schema: &schema,
                 names: &names,
             };
-            shape.prune(&stats, filter);
+            let candidates: Vec<usize> = {
+                let groups = shape.split_groups(stats.meta);
+                let kept = stats.groups_kept(filter, &groups);
+                groups
+                    .into_iter()
+                    .zip(kept)
+                    .filter(|(_, k)| *k)
+                    .map(|(g, _)| g)
+                    .collect()
+            };
+            let bloom =
+                crate::row_filter::bloom::ruled_out(&stats, filter, &candidates, &mut reader).await;
+            shape.prune(&stats, filter, &bloom);
         }
         let (batches, out_schema): (BoxStream<'static, Result<RecordBatch>>, SchemaRef) =
             match loc.local_path(&path) {
@@ -514,6 +528,8 @@ struct Shape {
     mapping: ColumnMapping,
     batch_size: usize,
     skip: u64,
+    /// Rows to decode after `skip` (a window), the rest left out.
+    limit: Option<u64>,
     /// What a row filter left of the split: the row groups that may hold a
     /// kept row, and the rows of them to decode.
     pruned: Option<(Vec<usize>, Option<RowSelection>)>,
@@ -537,12 +553,14 @@ impl Shape {
     }
 
     /// Leaves out the row groups, and the pages of the others, whose
-    /// statistics say no row of them passes `filter`; the rows deleted stay
+    /// statistics say no row of them passes `filter`, and the row groups
+    /// `bloom` lists (their bloom filters say so); the rows deleted stay
     /// unread. Reads under a filter start at the split's first row.
     fn prune(
         &mut self,
         stats: &crate::row_filter::parquet::FileStats<'_>,
         filter: &crate::row_filter::Pred,
+        bloom: &[usize],
     ) {
         let metadata = stats.meta;
         let groups = self.split_groups(metadata);
@@ -556,13 +574,17 @@ impl Shape {
         let total: u64 = groups.iter().map(|&g| rows_of(g) as u64).sum();
         let mut deleted = selection(total, &self.deleted, 0);
         let (mut out_groups, mut selectors) = (Vec::new(), Vec::new());
-        let (mut pruned, mut page_rows) = (0u64, 0u64);
+        let (mut pruned, mut by_bloom, mut page_rows) = (0u64, 0u64, 0u64);
         let mut narrowed = deleted.is_some();
         for (&g, keep) in groups.iter().zip(kept) {
             let rows = rows_of(g);
             let live = deleted.as_mut().map(|d| d.split_off(rows));
             if !keep {
                 pruned += 1;
+                continue;
+            }
+            if bloom.contains(&g) {
+                by_bloom += 1;
                 continue;
             }
             let pages = stats.pages_kept(filter, g);
@@ -583,7 +605,12 @@ impl Shape {
                 None => selectors.push(RowSelector::select(rows)),
             }
         }
-        crate::row_filter::parquet::count_pruned(out_groups.len() as u64, pruned, page_rows);
+        crate::row_filter::parquet::count_pruned(
+            out_groups.len() as u64,
+            pruned,
+            by_bloom,
+            page_rows,
+        );
         let selection = narrowed.then(|| RowSelection::from(selectors));
         self.pruned = Some((out_groups, selection));
     }
@@ -598,7 +625,11 @@ impl Shape {
             .filter_map(|&g| metadata.row_groups().get(g))
             .map(|rg| rg.num_rows().max(0) as u64)
             .sum();
-        selection(total, &self.deleted, self.skip)
+        let skipped = selection(total, &self.deleted, self.skip);
+        match self.limit {
+            Some(limit) => Some(limited(skipped, total, limit)),
+            None => skipped,
+        }
     }
 
     /// Projects a decoder onto the requested columns of the file whose
@@ -833,6 +864,32 @@ fn as_views(meta: ArrowReaderMetadata) -> parquet::errors::Result<ArrowReaderMet
 /// The rows of a split to decode: all but the `deleted` ranges (positions
 /// in the split, sorted), less the first `skip` of those left. `None` when
 /// every row is read.
+/// `selection` (all `total` rows when `None`) with only its first `limit`
+/// selected rows still selected.
+fn limited(selection: Option<RowSelection>, total: u64, limit: u64) -> RowSelection {
+    let selectors: Vec<RowSelector> = match selection {
+        Some(s) => s.iter().copied().collect(),
+        None => vec![RowSelector::select(total as usize)],
+    };
+    let mut left = limit as usize;
+    let mut out = Vec::with_capacity(selectors.len() + 1);
+    for s in selectors {
+        if s.skip {
+            out.push(s);
+        } else {
+            let take = s.row_count.min(left);
+            left -= take;
+            if take > 0 {
+                out.push(RowSelector::select(take));
+            }
+            if take < s.row_count {
+                out.push(RowSelector::skip(s.row_count - take));
+            }
+        }
+    }
+    RowSelection::from(out)
+}
+
 fn selection(total: u64, deleted: &[(u64, u64)], skip: u64) -> Option<RowSelection> {
     if deleted.is_empty() && skip == 0 {
         return None;
@@ -937,5 +994,14 @@ mod tests {
             (3..10).collect::<Vec<_>>()
         );
         assert!(selection(10, &[], 0).is_none());
+    }
+
+    #[test]
+    fn a_window_selects_its_live_rows_and_nothing_after() {
+        let deleted = [(0, 2), (5, 6), (9, 10)];
+        let window = limited(selection(10, &deleted, 1), 10, 3);
+        assert_eq!(rows(window, 10), vec![3, 4, 6]);
+        assert_eq!(rows(limited(None, 10, 4), 10), vec![0, 1, 2, 3]);
+        assert_eq!(rows(limited(None, 10, 20), 10), (0..10).collect::<Vec<_>>());
     }
 }

@@ -79,6 +79,7 @@ pub(crate) fn bind(node: &Node, schema: &Schema, text: &str) -> Result<Pred, Row
         schema,
         text,
         lenient: false,
+        partial: false,
     }
     .bind(node)
 }
@@ -90,14 +91,30 @@ pub(crate) fn bind_lenient(node: &Node, schema: &Schema) -> Pred {
         schema,
         text: "",
         lenient: true,
+        partial: false,
     };
     binder.bind(node).unwrap_or(Pred::Opaque)
+}
+
+/// Binds as [`bind_lenient`] does, except that a condition on a column of
+/// `schema` that does not fit it fails the whole: `None`, as strict binding
+/// would fail on any schema where that column has that type.
+pub(crate) fn bind_partial(node: &Node, schema: &Schema) -> Option<Pred> {
+    let binder = Binder {
+        schema,
+        text: "",
+        lenient: true,
+        partial: true,
+    };
+    binder.bind(node).ok()
 }
 
 struct Binder<'a> {
     schema: &'a Schema,
     text: &'a str,
     lenient: bool,
+    /// With `lenient`: only unknown columns are opaque.
+    partial: bool,
 }
 
 /// How a literal compares with a column.
@@ -116,7 +133,12 @@ impl Binder<'_> {
             Node::And(a, b) => Pred::And(Box::new(self.bind(a)?), Box::new(self.bind(b)?)),
             Node::Or(a, b) => Pred::Or(Box::new(self.bind(a)?), Box::new(self.bind(b)?)),
             Node::Not(a) => Pred::Not(Box::new(self.bind(a)?)),
-            leaf if self.lenient => self.leaf(leaf).unwrap_or(Pred::Opaque),
+            leaf if self.lenient => match self.leaf(leaf) {
+                Ok(pred) => pred,
+                Err(RowFilterError::UnknownColumn { .. }) => Pred::Opaque,
+                Err(e) if self.partial => return Err(e),
+                Err(_) => Pred::Opaque,
+            },
             leaf => self.leaf(leaf)?,
         })
     }

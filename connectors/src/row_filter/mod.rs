@@ -13,7 +13,9 @@
 //! kernels ([`eval`]).
 
 mod bind;
+pub(crate) mod bloom;
 mod eval;
+pub(crate) mod orc;
 pub(crate) mod parquet;
 mod parse;
 pub(crate) mod prune;
@@ -132,6 +134,25 @@ impl RowFilter {
             .first()
             .copied()
             .unwrap_or(true)
+    }
+
+    /// As [`RowFilter::partition_may_match`], with `fields` the partition
+    /// columns known so far; `None` when a condition on one of them does
+    /// not fit its type (the filter is refused on any such schema).
+    pub fn partition_may_match_typed(
+        &self,
+        fields: &[arrow::datatypes::Field],
+        values: &[Option<String>],
+    ) -> Option<bool> {
+        let schema = Schema::new(fields.to_vec());
+        let pred = bind::bind_partial(&self.node, &schema)?;
+        let stats = prune::PartitionStats { fields, values };
+        Some(
+            prune::may_match(&pred, &stats)
+                .first()
+                .copied()
+                .unwrap_or(true),
+        )
     }
 
     /// The expression bound to what `schema` can decide; conditions on

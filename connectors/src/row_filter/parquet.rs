@@ -22,8 +22,16 @@ pub struct FilterCounts {
     pub row_groups_pruned: u64,
     /// Files none of whose row groups may hold a kept row: never read.
     pub files_pruned: u64,
+    /// Row groups statistics kept that their bloom filters ruled out.
+    pub row_groups_pruned_bloom: u64,
     /// Rows of kept row groups skipped on the page index.
     pub page_rows_pruned: u64,
+    /// ORC stripes read by filtered reads.
+    pub stripes_read: u64,
+    /// ORC stripes skipped on their statistics: never fetched.
+    pub stripes_pruned: u64,
+    /// Partition directories never listed: their values rule out every row.
+    pub partition_dirs_pruned: u64,
     /// Rows decoded and dropped by the row-level filter.
     pub rows_filtered: u64,
     /// Rows kept.
@@ -33,6 +41,7 @@ pub struct FilterCounts {
 static GROUPS_READ: AtomicU64 = AtomicU64::new(0);
 static GROUPS_PRUNED: AtomicU64 = AtomicU64::new(0);
 static PAGE_ROWS_PRUNED: AtomicU64 = AtomicU64::new(0);
+static GROUPS_PRUNED_BLOOM: AtomicU64 = AtomicU64::new(0);
 pub(crate) static ROWS_FILTERED: AtomicU64 = AtomicU64::new(0);
 pub(crate) static ROWS_KEPT: AtomicU64 = AtomicU64::new(0);
 
@@ -43,6 +52,10 @@ pub fn filter_counts() -> FilterCounts {
         row_groups_pruned: GROUPS_PRUNED.load(Ordering::Relaxed),
         files_pruned: FILES_PRUNED.load(Ordering::Relaxed),
         page_rows_pruned: PAGE_ROWS_PRUNED.load(Ordering::Relaxed),
+        row_groups_pruned_bloom: GROUPS_PRUNED_BLOOM.load(Ordering::Relaxed),
+        partition_dirs_pruned: DIRS_PRUNED.load(Ordering::Relaxed),
+        stripes_read: super::orc::STRIPES_READ.load(Ordering::Relaxed),
+        stripes_pruned: super::orc::STRIPES_PRUNED.load(Ordering::Relaxed),
         rows_filtered: ROWS_FILTERED.load(Ordering::Relaxed),
         rows_kept: ROWS_KEPT.load(Ordering::Relaxed),
     }
@@ -63,6 +76,17 @@ impl FileStats<'_> {
         let name = self.schema.fields().get(i)?.name();
         StatisticsConverter::try_new(name, self.schema, self.meta.file_metadata().schema_descr())
             .ok()
+    }
+
+    /// The index of `column`'s leaf in the file's Parquet schema.
+    pub(crate) fn leaf_index(&self, column: &str) -> Option<usize> {
+        self.converter(column)?.parquet_column_index()
+    }
+
+    /// The Arrow type of `column` in the file.
+    pub(crate) fn column_type(&self, column: &str) -> Option<&arrow::datatypes::DataType> {
+        let i = self.names.iter().position(|n| n == column)?;
+        Some(self.schema.fields().get(i)?.data_type())
     }
 
     /// Which of `groups` may hold a kept row.
@@ -121,6 +145,7 @@ impl FileStats<'_> {
                 maxes,
                 null_counts: nulls,
                 rows: Some(rows.clone()),
+                nan_free: false,
             },
             rows,
             column: column.to_string(),
@@ -152,6 +177,7 @@ impl Stats for Groups<'_, '_> {
             maxes,
             null_counts: conv.row_group_null_counts(metas()).ok(),
             rows: conv.row_group_row_counts(metas()).ok().flatten(),
+            nan_free: false,
         })
     }
 }
@@ -173,11 +199,18 @@ impl Stats for Pages {
             maxes: self.stats.maxes.clone(),
             null_counts: self.stats.null_counts.clone(),
             rows: self.stats.rows.clone(),
+            nan_free: false,
         })
     }
 }
 
 static FILES_PRUNED: AtomicU64 = AtomicU64::new(0);
+static DIRS_PRUNED: AtomicU64 = AtomicU64::new(0);
+
+/// Counts partition directories left unlisted.
+pub(crate) fn count_dirs_pruned(dirs: usize) {
+    DIRS_PRUNED.fetch_add(dirs as u64, Ordering::Relaxed);
+}
 
 /// Counts what planning left out: `groups` row groups of a file, and the
 /// file when none of it is left.
@@ -188,10 +221,12 @@ pub(crate) fn count_planned(groups: usize, whole_file: bool) {
     }
 }
 
-/// Counts a filtered read's row groups: `read` kept, `pruned` skipped, and
-/// `page_rows` rows of kept ones skipped on the page index.
-pub(crate) fn count_pruned(read: u64, pruned: u64, page_rows: u64) {
+/// Counts a filtered read's row groups: `read` kept, `pruned` skipped on
+/// statistics, `bloom` on bloom filters, and `page_rows` rows of kept ones
+/// skipped on the page index.
+pub(crate) fn count_pruned(read: u64, pruned: u64, bloom: u64, page_rows: u64) {
     GROUPS_READ.fetch_add(read, Ordering::Relaxed);
     GROUPS_PRUNED.fetch_add(pruned, Ordering::Relaxed);
+    GROUPS_PRUNED_BLOOM.fetch_add(bloom, Ordering::Relaxed);
     PAGE_ROWS_PRUNED.fetch_add(page_rows, Ordering::Relaxed);
 }

@@ -28,6 +28,9 @@ pub(crate) struct ColumnStats {
     pub null_counts: Option<UInt64Array>,
     /// Rows in each, where known.
     pub rows: Option<UInt64Array>,
+    /// Whether floating point values are known to hold no NaN (statistics
+    /// leave NaN out of their least and greatest values).
+    pub nan_free: bool,
 }
 
 /// Statistics of a run of containers, by column.
@@ -188,7 +191,7 @@ fn compared(
         s.mins.data_type(),
         DataType::Float16 | DataType::Float32 | DataType::Float64
     );
-    if float {
+    if float && !s.nan_free {
         return None;
     }
     Some(with_nulls(s, t, f, len))
@@ -275,6 +278,9 @@ impl Stats for PartitionStats<'_> {
             maxes: typed,
             null_counts: Some(UInt64Array::from(vec![u64::from(value.is_none())])),
             rows: Some(UInt64Array::from(vec![1])),
+            // A partition value is the value: a directory named NaN is a
+            // string (Spark infers no double from it).
+            nan_free: true,
         })
     }
 }
