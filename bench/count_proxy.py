@@ -50,14 +50,8 @@ def main():
             conn.request(self.command, self.path, body=body, headers=headers)
             resp = conn.getresponse()
             data = resp.read()
-            self.send_response(resp.status, resp.reason)
-            for k, v in resp.getheaders():
-                if k.lower() not in ("transfer-encoding", "connection", "content-length"):
-                    self.send_header(k, v)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(data)
+            # Counted (and logged) before the client gets the body: once a
+            # client has its bytes and exits, the count holds them.
             with LOCK:
                 if self.command == "GET":
                     TOTAL["bytes"] += len(data)
@@ -69,6 +63,14 @@ def main():
                 if log:
                     log.write(f"{arrived:.4f} {time.monotonic():.4f} {self.command} {self.path} "
                               f"{self.headers.get('Range', '-')} {len(data)}\n")
+            self.send_response(resp.status, resp.reason)
+            for k, v in resp.getheaders():
+                if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                    self.send_header(k, v)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
             conn.close()
 
         do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = relay
