@@ -9,13 +9,13 @@
 //!   entries without fetching.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::common::proxy::Proxy;
 use crate::common::{
-    expected_dataset, fixture, python, recorded_ids, recorder, run, seed, sluice_command,
-    wait_until, Moments,
+    expected_dataset, fixture, recorded_ids, recorder, run, seed, sluice_command, Moments,
 };
 use crate::object_stores::cloud::{Cloud, Kind};
 use serde_json::Value;
@@ -24,60 +24,6 @@ use serde_json::Value;
 /// groups (files small enough for a footer read to hold them whole would
 /// come from the footers kept in memory, not the store, after planning).
 const DATASET: &str = "parquet_row_groups";
-
-/// bench/count_proxy.py in front of `upstream`: it relays every request and
-/// counts the bytes of the bodies of GET responses in `count`.
-struct Proxy {
-    child: Child,
-    endpoint: String,
-    count: PathBuf,
-}
-
-impl Proxy {
-    fn start(upstream: &str, dir: &Path) -> Proxy {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/count_proxy.py");
-        let count = dir.join("count");
-        let child = Command::new(python())
-            .arg(script)
-            .arg(port.to_string())
-            .arg(upstream)
-            .arg(&count)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("start bench/count_proxy.py");
-        let endpoint = format!("http://127.0.0.1:{port}");
-        wait_until(
-            "the counting proxy to listen",
-            Duration::from_secs(30),
-            || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok(),
-        );
-        Proxy {
-            child,
-            endpoint,
-            count,
-        }
-    }
-
-    /// Bytes of GET response bodies relayed so far.
-    fn bytes(&self) -> u64 {
-        std::fs::read_to_string(&self.count)
-            .ok()
-            .and_then(|t| t.trim().parse().ok())
-            .unwrap_or(0)
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// A sluice command that reaches the store at `endpoint` with `s3`'s
 /// credentials, and no other AWS setting of the environment.

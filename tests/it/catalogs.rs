@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::common::{
-    assert_one_line_error, fixtures_dir, parse_json, recorded_ids, recorder, sluice,
+    assert_one_line_error, fixture_json, parse_json, recorded_ids, recorder, sluice,
 };
 use serde_json::Value;
 
@@ -36,16 +36,7 @@ fn credential_file(dir: &Path, login: &str) -> String {
 /// `catalogs/expected.json`, written by tests/fixtures/make_catalogs.py.
 pub(crate) fn expected() -> &'static Value {
     static EXPECTED: OnceLock<Value> = OnceLock::new();
-    EXPECTED.get_or_init(|| {
-        let path = fixtures_dir().join("catalogs/expected.json");
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-            panic!(
-                "cannot read {}: {e}; tests/run.sh writes it with tests/fixtures/make_catalogs.py",
-                path.display()
-            )
-        });
-        parse_json(&text, &path.display().to_string())
-    })
+    EXPECTED.get_or_init(|| fixture_json("catalogs/expected.json", "make_catalogs.py"))
 }
 
 /// The REST catalog over the fixtures' state, started once for this test

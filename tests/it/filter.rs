@@ -18,16 +18,7 @@ fn data_dir() -> PathBuf {
 /// make_filter.py's `expected.json`.
 fn filter_expected() -> &'static Value {
     static EXPECTED: OnceLock<Value> = OnceLock::new();
-    EXPECTED.get_or_init(|| {
-        let path = fixtures_dir().join("filter/expected.json");
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-            panic!(
-                "cannot read {} ({e}): run tests/run.sh (it runs tests/fixtures/make_filter.py)",
-                path.display()
-            )
-        });
-        parse_json(&text, &path.display().to_string())
-    })
+    EXPECTED.get_or_init(|| fixture_json("filter/expected.json", "make_filter.py"))
 }
 
 /// Trains the filtered dataset with a trainer that records ids; the ids it

@@ -5,79 +5,32 @@
 //! Spark's `df.filter`.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
+use crate::common::proxy::Proxy;
 use crate::common::*;
 use crate::object_stores::cloud::{Cloud, Kind};
 use serde_json::Value;
 
-/// bench/count_proxy.py in front of `upstream`, logging each request.
-struct Proxy {
-    child: Child,
-    endpoint: String,
-    log: PathBuf,
-}
-
-impl Proxy {
-    fn start(upstream: &str, dir: &Path) -> Proxy {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/count_proxy.py");
-        let log = dir.join("requests.log");
-        let child = Command::new(python())
-            .arg(script)
-            .arg(port.to_string())
-            .arg(upstream)
-            .arg(dir.join("count"))
-            .arg("--log")
-            .arg(&log)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("start bench/count_proxy.py");
-        wait_until(
-            "the counting proxy to listen",
-            Duration::from_secs(30),
-            || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok(),
-        );
-        Proxy {
-            child,
-            endpoint: format!("http://127.0.0.1:{port}"),
-            log,
-        }
-    }
-
-    /// The `prefix` of every LIST request relayed so far, decoded.
-    fn listed_prefixes(&self) -> Vec<String> {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        text.lines()
-            .filter_map(|line| {
-                let mut fields = line.split(' ');
-                let method = fields.nth(2)?;
-                let path = fields.next()?;
-                let query = path.split_once('?')?.1;
-                if method != "GET" || !query.contains("list-type=") {
-                    return None;
-                }
-                let prefix = query
-                    .split('&')
-                    .find_map(|kv| kv.strip_prefix("prefix="))
-                    .unwrap_or("");
-                Some(decode(prefix))
-            })
-            .collect()
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The `prefix` of every LIST request `proxy` relayed so far, decoded.
+fn listed_prefixes(proxy: &Proxy) -> Vec<String> {
+    let text = proxy.log();
+    text.lines()
+        .filter_map(|line| {
+            let mut fields = line.split(' ');
+            let method = fields.nth(2)?;
+            let path = fields.next()?;
+            let query = path.split_once('?')?.1;
+            if method != "GET" || !query.contains("list-type=") {
+                return None;
+            }
+            let prefix = query
+                .split('&')
+                .find_map(|kv| kv.strip_prefix("prefix="))
+                .unwrap_or("");
+            Some(decode(prefix))
+        })
+        .collect()
 }
 
 /// Undoes a query string's percent-encoding (twice encoded `%25` included:
@@ -127,14 +80,7 @@ fn through(endpoint: &str, s3: &Cloud, args: &[&str]) -> Command {
 
 /// The ids Spark's `df.filter(expr)` kept (tests/fixtures/make_filter.py).
 fn spark_ids(expr: &str) -> Vec<i64> {
-    let path = fixtures_dir().join("filter/expected.json");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "cannot read {} ({e}): run tests/run.sh (it runs tests/fixtures/make_filter.py)",
-            path.display()
-        )
-    });
-    let expected = parse_json(&text, &path.display().to_string());
+    let expected = fixture_json("filter/expected.json", "make_filter.py");
     let case = expected["filters"]
         .as_array()
         .expect("filters")
@@ -175,7 +121,7 @@ fn train(s3: &Cloud, url: &str, args: &[&str]) -> (Vec<i64>, Vec<String>, Value)
     let mut ids: Vec<i64> = ids.into_keys().collect();
     ids.sort_unstable();
     let text = std::fs::read_to_string(&summary).expect("summary");
-    (ids, proxy.listed_prefixes(), parse_json(&text, "summary"))
+    (ids, listed_prefixes(&proxy), parse_json(&text, "summary"))
 }
 
 fn lists(prefixes: &[String], dir: &str) -> bool {

@@ -17,16 +17,8 @@ fn dir() -> PathBuf {
 /// make_filter_pushdown.py's `expected.json`.
 fn expected() -> &'static Value {
     static EXPECTED: OnceLock<Value> = OnceLock::new();
-    EXPECTED.get_or_init(|| {
-        let path = dir().join("expected.json");
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-            panic!(
-                "cannot read {} ({e}): run tests/run.sh (it runs tests/fixtures/make_filter_pushdown.py)",
-                path.display()
-            )
-        });
-        parse_json(&text, &path.display().to_string())
-    })
+    EXPECTED
+        .get_or_init(|| fixture_json("filter_pushdown/expected.json", "make_filter_pushdown.py"))
 }
 
 /// Trains `data` under `filter`: the ids trained (sorted, each once) and

@@ -30,7 +30,7 @@ fn countries() -> Vec<String> {
 }
 
 /// Ids of the fixture's rows under `country`.
-fn ids_of(country: &str) -> Vec<i64> {
+pub(crate) fn ids_of(country: &str) -> Vec<i64> {
     let out = Command::new(python())
         .args([
             "-c",

@@ -19,16 +19,7 @@ fn formats_dir() -> PathBuf {
 /// make_formats.py's `expected.json`.
 fn formats_expected() -> &'static Value {
     static EXPECTED: OnceLock<Value> = OnceLock::new();
-    EXPECTED.get_or_init(|| {
-        let path = formats_dir().join("expected.json");
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-            panic!(
-                "cannot read {} ({e}): run tests/run.sh (it runs tests/fixtures/make_formats.py)",
-                path.display()
-            )
-        });
-        parse_json(&text, &path.display().to_string())
-    })
+    EXPECTED.get_or_init(|| fixture_json("formats/expected.json", "make_formats.py"))
 }
 
 /// What Spark read from one dataset.

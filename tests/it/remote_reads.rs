@@ -4,62 +4,18 @@
 //! epoch's reads of the file; every row arrives once per epoch.
 
 use std::collections::HashMap;
-use std::net::{TcpListener, TcpStream};
-use std::path::Path;
-use std::process::{Child, Command};
-use std::time::Duration;
 
-use crate::common::{expected_dataset, fixture, python, recorded_ids, recorder, run};
-use crate::common::{sluice_command, wait_until};
+use crate::common::proxy::Proxy;
+use crate::common::{expected_dataset, fixture, recorded_ids, recorder, run, sluice_command};
 use crate::object_stores::cloud::{Cloud, Kind};
 
 /// Spark output of 50 Parquet files in Hive partitions.
 const DATASET: &str = "parquet_partitioned";
 
-/// The counting proxy in front of the emulator, stopped when dropped.
-struct Proxy {
-    child: Child,
-    endpoint: String,
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts bench/count_proxy.py in front of `upstream`, logging into `dir`.
-fn proxy(upstream: &str, dir: &Path) -> Proxy {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/count_proxy.py");
-    let child = Command::new(python())
-        .arg(script)
-        .arg(port.to_string())
-        .arg(upstream)
-        .arg(dir.join("count"))
-        .arg("--log")
-        .arg(dir.join("requests.log"))
-        .spawn()
-        .expect("starts the proxy");
-    let proxy = Proxy {
-        child,
-        endpoint: format!("http://127.0.0.1:{port}"),
-    };
-    wait_until("the proxy to listen", Duration::from_secs(30), || {
-        TcpStream::connect(("127.0.0.1", port)).is_ok()
-    });
-    proxy
-}
-
 /// Ranged GETs per object in the proxy's log: for each path, how many
 /// reached its last byte asked for by anyone (footer reads) and how many
 /// did not (column chunks).
-fn ranged_gets(log: &Path) -> HashMap<String, (u32, u32)> {
-    let text = std::fs::read_to_string(log).expect("the proxy's log");
+fn ranged_gets(text: &str) -> HashMap<String, (u32, u32)> {
     let mut ranges: HashMap<String, Vec<u64>> = HashMap::new();
     for line in text.lines() {
         let fields: Vec<&str> = line.split(' ').collect();
@@ -94,7 +50,7 @@ fn three_epochs_from_s3_fetch_each_footer_once_and_every_row_three_times() {
     assert!(files > 0, "the fixture uploaded");
     let url = s3.url(&bucket, "out");
     let dir = tempfile::tempdir().expect("tempdir");
-    let proxy = proxy(&s3.service.endpoint, dir.path());
+    let proxy = Proxy::start(&s3.service.endpoint, dir.path());
     let out = dir.path().join("out");
     std::fs::create_dir_all(&out).expect("out dir");
     let exec = recorder(&out, "");
@@ -109,6 +65,7 @@ fn three_epochs_from_s3_fetch_each_footer_once_and_every_row_three_times() {
         cmd.env(key, value);
     }
     run(&mut cmd).success();
+    let log = proxy.log();
     drop(proxy);
 
     let rows = expected_dataset(DATASET)["rows"].as_u64().expect("rows");
@@ -120,7 +77,7 @@ fn three_epochs_from_s3_fetch_each_footer_once_and_every_row_three_times() {
         "ids not delivered once per epoch: {wrong:?}"
     );
 
-    let gets = ranged_gets(&dir.path().join("requests.log"));
+    let gets = ranged_gets(&log);
     assert!(!gets.is_empty(), "the proxy saw the Parquet files read");
     for (path, (footers, chunks)) in &gets {
         assert_eq!(

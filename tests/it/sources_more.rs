@@ -399,24 +399,9 @@ fn countries() -> Vec<String> {
 
 /// `SOURCE:ID` of the fixture's rows under `country`.
 fn rows_of(source: &str, country: &str) -> Vec<String> {
-    let out = Command::new(python())
-        .args([
-            "-c",
-            "import sys, pyarrow.dataset as ds; \
-             t = ds.dataset(sys.argv[1], format='parquet').to_table(columns=['id']); \
-             print('\\n'.join(str(i) for i in t.column('id').to_pylist()))",
-        ])
-        .arg(fixture("parquet_partitioned").join(country))
-        .output()
-        .expect("python");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|id| format!("{source}:{}", id.trim()))
+    crate::follow::ids_of(country)
+        .into_iter()
+        .map(|id| format!("{source}:{id}"))
         .collect()
 }
 

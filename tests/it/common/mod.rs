@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 pub mod cluster;
+pub mod proxy;
 
 /// The `sluice` binary Cargo built for these tests.
 pub const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
@@ -175,6 +176,20 @@ pub fn describe(cmd: &Command) -> String {
         .map(|a| a.to_string_lossy().into_owned())
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// A JSON file a fixture script wrote (`relative` to the fixtures), parsed;
+/// the panic names the script that writes it.
+#[track_caller]
+pub fn fixture_json(relative: &str, script: &str) -> Value {
+    let path = fixtures_dir().join(relative);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "cannot read {} ({e}): run tests/run.sh (it runs tests/fixtures/{script})",
+            path.display()
+        )
+    });
+    parse_json(&text, &path.display().to_string())
 }
 
 /// Parses JSON text; `what` names its origin in the panic message.
