@@ -222,7 +222,7 @@ pub async fn run(config: TrainConfig, stop: Option<Stop>) -> Result<Outcome, Tra
             Some(opened) => opened?,
             None => return Err(stopped_waiting(&config)),
         };
-        return run_mixed(config, stop, dataset, Some(mixed)).await;
+        return run_dataset_mixed(config, stop, dataset, Some(mixed)).await;
     }
     let (dataset, waited) = match config.wait_success {
         Some(timeout) => {
@@ -341,16 +341,6 @@ pub async fn run_dataset(
 /// [`run_dataset`] of a mixed job (`mixed`: its sources, opened as one
 /// dataset by [`crate::mix::finish`]); `sluice run` of `[[source]]` tables.
 pub async fn run_dataset_mixed(
-    config: TrainConfig,
-    stop: Option<Stop>,
-    dataset: Dataset,
-    mixed: Option<crate::mix::Mixed>,
-) -> Result<Outcome, TrainError> {
-    run_job(config, stop, dataset, None, Duration::ZERO, mixed).await
-}
-
-/// Trains on the sources of a mixed job, opened as one dataset.
-async fn run_mixed(
     config: TrainConfig,
     stop: Option<Stop>,
     dataset: Dataset,
