@@ -20,6 +20,10 @@ pub const LOCK_FILE: &str = "lock";
 /// How long a refused process waits for the holder to write its name.
 const NAME_WAIT: Duration = Duration::from_secs(1);
 
+/// How long a process refused by its own lock waits for forked copies of
+/// the descriptor it dropped to close (see [`released_by_own_copy`]).
+const OWN_COPY_WAIT: Duration = Duration::from_secs(2);
+
 /// Errors taking the lock.
 #[derive(Debug, thiserror::Error)]
 pub enum DirLockError {
@@ -91,7 +95,7 @@ impl DirLock {
         if created {
             sync_dir(dir).map_err(io)?;
         }
-        if !try_flock(&file).map_err(io)? {
+        if !try_flock(&file).map_err(io)? && !released_by_own_copy(&mut file).map_err(io)? {
             return Err(DirLockError::Held {
                 dir: dir.display().to_string(),
                 holder: read_holder(&mut file),
@@ -119,6 +123,29 @@ impl DirLock {
 }
 
 use crate::wall::now_text;
+
+/// Refused, and the lock file names this very process: the lock this
+/// process dropped may still be held by a copy of its file descriptor in a
+/// child forked a moment ago (by any thread) that has not run its program
+/// yet, which closes it. Tries again for a moment; whether it was taken.
+fn released_by_own_copy(file: &mut File) -> std::io::Result<bool> {
+    let mut text = String::new();
+    file.seek(SeekFrom::Start(0))?;
+    file.read_to_string(&mut text)?;
+    let own = serde_json::from_str::<Holder>(text.trim())
+        .is_ok_and(|h| h.pid == std::process::id() && h.host == host_name());
+    if !own {
+        return Ok(false);
+    }
+    let started = Instant::now();
+    while started.elapsed() < OWN_COPY_WAIT {
+        std::thread::sleep(Duration::from_millis(20));
+        if try_flock(file)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
 
 /// flock(LOCK_EX | LOCK_NB): whether the lock was taken.
 fn try_flock(file: &File) -> std::io::Result<bool> {
