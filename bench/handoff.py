@@ -3,6 +3,7 @@ same run feeding Python trainers, as ratios of rows/s (issue 41, item 3).
 
     python3 bench/handoff.py SLUICE_BIN DATA [--python PY] [--reps 5] [--cpus 0,1]
                              [--only none,numpy,numpy_pyarrow,torch,none_1,dataset_torch]
+                             [--before OLD_CHECKOUT/bench/peers]
 
 Each repetition runs every reader once, in turn, so that a busy machine slows them
 alike; the report is the median rows/s of each and the median of the per-repetition
@@ -36,11 +37,10 @@ BATCH = 8192
 BUCKETS = 1 << 20
 
 
-def readers(sluice, data, py, summary):
+def readers(sluice, data, py, summary, peers):
     """name -> (command, trainer_timing, base reader for the ratio)."""
     train = [sluice, "train", data, "--batch-size", str(BATCH), "--quiet",
              "--summary-json", summary]
-    peers = os.path.join(HERE, "peers")
     return {
         "none": (train + ["--model", "none", "--devices", "2"], False, None),
         "numpy": (train + ["--devices", "2", "--fill-nulls", "0", "--exec",
@@ -65,10 +65,19 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--cpus", default="0,1")
     ap.add_argument("--only", default="none,numpy,numpy_pyarrow,torch,none_1,dataset_torch")
+    ap.add_argument("--before", metavar="PEERS",
+                    help="also the trainers of another bench/peers directory (an older "
+                    "checkout's, its sluice_trainer beside it), as NAME@before")
     a = ap.parse_args()
     summary = os.path.join(tempfile.mkdtemp(), "summary.json")
-    table = readers(a.sluice, a.data, a.python, summary)
+    table = readers(a.sluice, a.data, a.python, summary, os.path.join(HERE, "peers"))
     chosen = [name for name in a.only.split(",") if name]
+    if a.before:
+        old = readers(a.sluice, a.data, a.python, summary, os.path.abspath(a.before))
+        for name in list(chosen):
+            if table[name][2] is not None and name != "numpy":
+                table[name + "@before"] = old[name]
+                chosen.append(name + "@before")
     unknown = [name for name in chosen if name not in table]
     if unknown:
         sys.exit(f"handoff.py: unknown reader {', '.join(unknown)}; known: {', '.join(table)}")
