@@ -92,6 +92,13 @@ class Numpy(unittest.TestCase):
                              repr(from_batch[name].tolist()), name)
         self.assertEqual(from_header["s"].dtype, object)
 
+    def test_string_views_come_as_buffers_too(self):
+        batch = pa.record_batch({"v": pa.array(["a", None, "a long value, past 12 bytes"],
+                                               pa.string_view())})
+        got = sluice_trainer.to_numpy(message(batch))["v"]
+        self.assertIsInstance(got, sluice_trainer.Strings)
+        self.assertEqual(got.tolist(), batch.column("v").to_pylist())
+
     def test_columns_pick_and_unknown_ones_are_named(self):
         arrays = sluice_trainer.to_numpy(message(flat_batch()), columns=["s", "id"])
         self.assertEqual(list(arrays), ["s", "id"])

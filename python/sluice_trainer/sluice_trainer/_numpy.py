@@ -48,10 +48,24 @@ class Strings:
         return f"Strings({len(self)} rows, {len(self.data)} bytes)"
 
 
+def _is_view(kind):
+    checks = [getattr(pa.types, name, None) for name in ("is_string_view", "is_binary_view")]
+    return any(check is not None and check(kind) for check in checks)
+
+
+def _is_bytes(kind):
+    return (pa.types.is_string(kind) or pa.types.is_binary(kind) or pa.types.is_large_string(kind)
+            or pa.types.is_large_binary(kind) or _is_view(kind))
+
+
 def _strings_of(array):
-    """A pyarrow string/binary array (not a view type) as `Strings`."""
+    """A pyarrow string/binary array as `Strings` (a view array is first copied into
+    offsets and bytes by pyarrow, vectorised)."""
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
+    if _is_view(array.type):
+        text = pa.types.is_string_view(array.type)
+        array = array.cast(pa.large_string() if text else pa.large_binary())
     kind = array.type
     large = pa.types.is_large_string(kind) or pa.types.is_large_binary(kind)
     dtype = np.dtype(np.int64 if large else np.int32)
@@ -119,9 +133,7 @@ class NumpyConverter:
                 raise SluiceError(
                     f"no column {name!r} in the batch; it has {', '.join(schema.names)}")
             kind = schema.field(index).type
-            as_strings = self.strings == "buffers" and any(
-                check(kind) for check in (pa.types.is_string, pa.types.is_binary,
-                                          pa.types.is_large_string, pa.types.is_large_binary))
+            as_strings = self.strings == "buffers" and _is_bytes(kind)
             column = planned.get(index)
             if column is not None and not (
                     as_strings or pa.types.is_integer(kind) or pa.types.is_floating(kind)):
@@ -139,7 +151,8 @@ def to_numpy(batch, columns=None, strings="buffers"):
       (`to_numpy(zero_copy_only=False)`: integers with nulls become float64 with NaN).
     - String and binary columns: with `strings="buffers"` (the default) a `Strings`
       (offsets, bytes and validity as numpy arrays over the Arrow buffers, no Python
-      object per row); with `strings="objects"` a numpy object array of str/bytes,
+      object per row; string and binary views, which `Dataset` asks sluice for, are
+      first copied into offsets and bytes by pyarrow); with `strings="objects"` a numpy object array of str/bytes,
       one Python object per row (much slower).
     - Other types (dates and times as datetime64, booleans, nested, dictionary,
       views) as pyarrow's `to_numpy(zero_copy_only=False)`.
