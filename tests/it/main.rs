@@ -29,6 +29,7 @@ mod model_checkpoints;
 mod object_stores;
 mod pipelines;
 mod python_dataset;
+mod python_handoff;
 mod python_trainer;
 mod read_retry;
 mod remote_reads;

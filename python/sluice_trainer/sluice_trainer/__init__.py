@@ -43,8 +43,9 @@ import sys
 from ._binary import SluiceNotFound, find_sluice_bin
 from ._device import DeviceFeeder
 from ._hashing import bucket_of, hash64, hash_array
+from ._numpy import Strings, to_numpy
 from ._protocol import Connection, NotUnderSluice, SluiceError
-from ._tensors import column_tensor, to_torch
+from ._tensors import TorchConverter, column_tensor, to_torch
 from .dataset import Dataset
 
 __version__ = "0.1.0"
@@ -54,8 +55,8 @@ __all__ = [
     "acknowledging", "batches", "bucket_of", "checkpoint", "column_tensor",
     "completed_checkpoint", "connect",
     "declare_checkpoints", "DeviceFeeder", "find_sluice_bin",
-    "hash64", "hash_array", "resume_checkpoint", "schema", "to_torch", "torch_batches",
-    "torch_device",
+    "hash64", "hash_array", "numpy_batches", "resume_checkpoint", "schema", "Strings",
+    "to_numpy", "to_torch", "torch_batches", "torch_device",
 ]
 
 _connection = None
@@ -134,11 +135,28 @@ def torch_batches(columns=None, hash_buckets=None, nulls="raise", fill_value=0,
     the loop asks for the next one."""
     _check_torch()
     feed = DeviceFeeder(device) if device is not None else None
+    convert = TorchConverter(columns, hash_buckets, nulls, fill_value)
     connection = connect(shared_memory=shared_memory)
-    for batch in connection.batches(auto_ack=auto_ack):
-        tensors = to_torch(batch, columns=columns, hash_buckets=hash_buckets, nulls=nulls,
-                           fill_value=fill_value)
+    for batch in connection._batches(auto_ack, raw=True):
+        tensors = convert(batch)
         yield feed(tensors) if feed is not None else tensors
+
+
+def numpy_batches(columns=None, strings="buffers", auto_ack=True, shared_memory=True):
+    """Yields each batch as a dict of column name -> numpy array (see `to_numpy`),
+    acknowledged like `batches()`.
+
+    Numeric columns without nulls are views of the batch's memory, and string columns
+    come as `Strings` (offsets and bytes as numpy arrays) unless `strings="objects"`.
+    With `shared_memory` (the default) a batch sluice wrote into shared memory is read
+    straight from its message header, with no pyarrow object per column; its arrays
+    are valid until the batch is acknowledged (when the next one is asked for): copy
+    what you keep longer."""
+    from ._numpy import NumpyConverter
+
+    convert = NumpyConverter(columns, strings)
+    for batch in connect(shared_memory=shared_memory)._batches(auto_ack, raw=True):
+        yield convert(batch)
 
 
 def ack(count=None):

@@ -188,7 +188,10 @@ class Connection:
         self._last_form = None  # how the last batch came: "message", "stream" or None
         self.shared_memory = False
         self._map = None
+        self._view = None
         self._map_len = 0
+        self._schema = None  # the stream's schema, for lone messages
+        self._plan = None  # (its _message.plan,) once known
 
     def use_shared_memory(self):
         """Asks sluice to hand batches over in shared memory (writes `shm`); True when
@@ -207,10 +210,10 @@ class Connection:
         self.shared_memory = True
         return True
 
-    def _shared_batch(self, pointer, message=False):
+    def _shared_batch(self, pointer, message=False, raw=False):
         """The batch at `pointer` ("OFFSET LENGTH") of the memory file, without a copy:
         a whole stream, or with `message` a lone record batch message of the stream's
-        schema."""
+        schema (with `raw`, as a `_message.Message` not yet read)."""
         try:
             offset, length = (int(part) for part in pointer.split())
         except ValueError:
@@ -225,12 +228,20 @@ class Connection:
                     f"{SHM_KEY} {pointer} lies beyond the memory file ({size} bytes)")
             # The old mapping stays alive as long as batches still use it.
             self._map = mmap.mmap(self._shm_fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
+            self._view = memoryview(self._map)
             self._map_len = size
-        region = pa.py_buffer(memoryview(self._map)[offset:end])
+        region = self._view[offset:end]
         try:
+            if message and raw:
+                from . import _message  # numpy: only for the numpy and torch forms
+
+                if self._plan is None:
+                    self._schema = self._reader.schema
+                    self._plan = (_message.plan(self._schema),)
+                return _message.Message(region, self._schema, self._plan[0])
             if message:
-                return pa.ipc.read_record_batch(region, self._reader.schema)
-            return pa.ipc.open_stream(region).read_next_batch()
+                return pa.ipc.read_record_batch(pa.py_buffer(region), self._reader.schema)
+            return pa.ipc.open_stream(pa.py_buffer(region)).read_next_batch()
         except (pa.ArrowInvalid, StopIteration) as e:
             raise SluiceError(f"cannot read the batch at {SHM_KEY} {pointer}: {e}") from None
 
@@ -277,10 +288,12 @@ class Connection:
             self._resume = resume.decode()
         return self._reader
 
-    def read_batch(self):
+    def read_batch(self, raw=False):
         """The next `pyarrow.RecordBatch` of the stream, or None at its end.
 
-        Acknowledges nothing: use `ack()` once the batch is applied.
+        Acknowledges nothing: use `ack()` once the batch is applied. With `raw`, a batch
+        that came as a lone message in shared memory is returned unread, as a
+        `_message.Message` (for the numpy and torch forms, which read it without pyarrow).
         """
         if self.checkpoints and self._resume is not None and not self._resume_asked:
             raise SluiceError(
@@ -300,7 +313,7 @@ class Connection:
         pointer, message = self._note_metadata(metadata)
         self._last_form = None if pointer is None else ("message" if message else "stream")
         if pointer is not None:
-            batch = self._shared_batch(pointer, message)
+            batch = self._shared_batch(pointer, message, raw)
         self.received += 1
         return batch
 
@@ -366,10 +379,14 @@ class Connection:
         With `auto_ack=False` nothing is acknowledged for you: call `ack()` (or use
         `acknowledging()`) after each optimizer step.
         """
+        return self._batches(auto_ack)
+
+    def _batches(self, auto_ack, raw=False):
+        """`batches()`; with `raw`, as `read_batch(raw=True)` returns them."""
         while True:
             if auto_ack:
                 self.ack()
-            batch = self.read_batch()
+            batch = self.read_batch(raw)
             if batch is None:
                 return
             yield batch

@@ -2,10 +2,16 @@
 
 import warnings
 
+try:
+    import numpy as np
+except ImportError:  # numpy comes with the [torch] extra; numpy_batches() needs it
+    np = None
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import _message
 from ._hashing import hash_array, is_hashable_type
+from ._message import Message
 from ._protocol import HASH_BUCKETS_KEY, SluiceError, _import_torch
 
 NULLS = ("raise", "fill")
@@ -105,26 +111,100 @@ def to_torch(batch, columns=None, hash_buckets=None, nulls="raise", fill_value=0
       Null strings are hashed to a bucket of their own.
     - `columns` picks and orders the columns (default: all of them).
     """
-    if nulls not in NULLS:
-        raise SluiceError(f"nulls={nulls!r}: use one of {', '.join(map(repr, NULLS))}")
-    names = batch.schema.names if columns is None else list(columns)
-    tensors = {}
-    for name in names:
-        index = batch.schema.get_field_index(name)
-        if index < 0:
-            raise SluiceError(
-                f"no column {name!r} in the batch; it has {', '.join(batch.schema.names)}"
-            )
-        array = batch.column(index)
-        buckets = _buckets_for(name, array.type, hash_buckets)
-        hashed = hashed_by_sluice(batch.schema.field(index))
-        if hashed is not None:
-            # sluice hashed it already (--hash-buckets): the int64 buckets wrap as is.
-            if buckets is not None and buckets != hashed:
+    return TorchConverter(columns, hash_buckets, nulls, fill_value)(batch)
+
+
+class TorchConverter:
+    """`to_torch` for every batch of a stream: what to do with each column is decided
+    once per schema, and a batch sluice wrote into shared memory as a lone message
+    (`_message.Message`) has its flat columns wrapped straight from the memory, with
+    no pyarrow object per column."""
+
+    def __init__(self, columns=None, hash_buckets=None, nulls="raise", fill_value=0):
+        if nulls not in NULLS:
+            raise SluiceError(f"nulls={nulls!r}: use one of {', '.join(map(repr, NULLS))}")
+        self.columns = None if columns is None else list(columns)
+        self.hash_buckets, self.nulls, self.fill_value = hash_buckets, nulls, fill_value
+        self._schema = None
+        self._steps = None
+        self._warned = False
+
+    def __call__(self, batch):
+        """`batch` (a `pyarrow.RecordBatch`, Table or `_message.Message`) as a dict of
+        column name -> `torch.Tensor`."""
+        torch = _import_torch("torch tensors")
+        steps = self._steps_for(batch.schema)
+        message = batch if isinstance(batch, Message) and batch.header() is not None else None
+        if isinstance(batch, Message) and message is None:
+            batch = batch.record_batch()
+        tensors = {}
+        with warnings.catch_warnings():
+            # The views are read-only memory of the batch; torch warns about that.
+            warnings.filterwarnings("ignore", message=".*not writable.*")
+            if message is not None:
+                rows, nodes, buffers, body = message.header()
+                region, from_numpy, frombuffer = message.region, torch.from_numpy, np.frombuffer
+            for name, index, buckets, fixed in steps:
+                if message is not None:
+                    if fixed is not None and not nodes[2 * index + 1] and rows:
+                        at = body + buffers[2 * fixed.first_buffer + 2]
+                        tensors[name] = from_numpy(frombuffer(region, fixed.dtype, rows, at))
+                        continue
+                    array = message.record_batch().column(index)
+                else:
+                    array = batch.column(index)
+                tensors[name] = column_tensor(array, name, self.nulls, self.fill_value,
+                                              buckets)
+        return tensors
+
+    def _steps_for(self, schema):
+        """(name, index, buckets, fixed) per column asked for: the buckets to hash it
+        into here, and its `_message.Column` when it is a FIXED column wrapped as it
+        lies. Raises `SluiceError` for a column that has no tensor form."""
+        if self._schema is not None and (schema is self._schema or schema.equals(self._schema)):
+            return self._steps
+        planned = {column.index: column for column in _message.plan(schema) or ()}
+        names = schema.names if self.columns is None else self.columns
+        steps = []
+        for name in names:
+            index = schema.get_field_index(name)
+            if index < 0:
                 raise SluiceError(
-                    f"column {name!r} was hashed by sluice into {hashed} buckets "
-                    f"(--hash-buckets), but {buckets} were asked for here"
+                    f"no column {name!r} in the batch; it has {', '.join(schema.names)}"
                 )
-            buckets = None
-        tensors[name] = column_tensor(array, name, nulls, fill_value, buckets)
-    return tensors
+            field = schema.field(index)
+            buckets = _buckets_for(name, field.type, self.hash_buckets)
+            hashed = hashed_by_sluice(field)
+            if hashed is not None:
+                # sluice hashed it already (--hash-buckets): the int64 buckets wrap as is.
+                if buckets is not None and buckets != hashed:
+                    raise SluiceError(
+                        f"column {name!r} was hashed by sluice into {hashed} buckets "
+                        f"(--hash-buckets), but {buckets} were asked for here"
+                    )
+                buckets = None
+            _check_tensor_form(name, field.type, buckets)
+            fixed = planned.get(index)
+            if buckets is not None or fixed is None or fixed.layout != _message.FIXED:
+                fixed = None
+            steps.append((name, index, buckets, fixed))
+        self._schema, self._steps = schema, steps
+        return steps
+
+
+def _check_tensor_form(name, kind, buckets):
+    """Raises `SluiceError` when a column of type `kind` has no tensor form."""
+    if buckets is not None:
+        return
+    if is_hashable_type(kind):
+        raise SluiceError(
+            f"column {name!r} holds {kind} values: pass hash_buckets=N (or "
+            f"{{{name!r}: N}}) to hash them into int64 buckets, or leave the column out "
+            "with columns=[...]"
+        )
+    if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)
+            or pa.types.is_boolean(kind) or _temporal_storage(kind) is not None):
+        raise SluiceError(
+            f"column {name!r} has type {kind}, which has no tensor form: cast it when "
+            "writing the data, or leave the column out with columns=[...]"
+        )

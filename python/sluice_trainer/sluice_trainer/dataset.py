@@ -26,10 +26,11 @@ import threading
 
 from ._binary import find_sluice_bin
 from ._device import DeviceFeeder
+from ._numpy import NumpyConverter
 from ._protocol import (ACK_FD_ENV, DEVICE_ENV, DEVICES_ENV, SHM_FD_ENV, SHM_MESSAGES_ENV,
                         Connection,
                         SluiceError, _import_torch)
-from ._tensors import to_torch
+from ._tensors import TorchConverter
 
 __all__ = ["Dataset"]
 
@@ -366,6 +367,11 @@ class Dataset:
         return self._guard(lambda: self._conn.schema)
 
     def __iter__(self):
+        return self._iterate()
+
+    def _iterate(self, raw=False):
+        """The batches; with `raw`, those that came as lone messages in shared memory
+        unread (`_message.Message`), for the numpy and torch forms."""
         if self._iterated:
             raise SluiceError(
                 "a Dataset is iterated once (its epochs come one after the other in "
@@ -373,7 +379,7 @@ class Dataset:
         self._iterated = True
         if self._lockstep is not None:
             return self._lockstep_batches(self._lockstep)
-        return self._batches()
+        return self._batches(raw)
 
     def _lockstep_batches(self, dist):
         """One batch per rank per step, the same number of steps on every rank.
@@ -466,13 +472,13 @@ class Dataset:
         if self._signalled and code in (0, 130, 143):
             raise SystemExit(130)
 
-    def _batches(self):
+    def _batches(self, raw=False):
         installed = self._stop_on_sigterm()
         try:
             while True:
                 if self._auto_ack:
                     self._guard(self._conn.ack)
-                batch = self._guard(self._conn.read_batch)
+                batch = self._guard(lambda: self._conn.read_batch(raw))
                 if batch is None:
                     self._finish()
                     return
@@ -608,18 +614,20 @@ class Dataset:
         `sluice_trainer.torch_batches(device=...)`)."""
         _import_torch("Dataset.torch()")
         feed = DeviceFeeder(device) if device is not None else None
-        for batch in self:
-            tensors = to_torch(batch, columns=columns, hash_buckets=hash_buckets,
-                               nulls=nulls, fill_value=fill_value)
+        convert = TorchConverter(columns, hash_buckets, nulls, fill_value)
+        for batch in self._iterate(raw=True):
+            tensors = convert(batch)
             yield feed(tensors) if feed is not None else tensors
 
-    def numpy(self, columns=None):
+    def numpy(self, columns=None, strings="objects"):
         """Yields each batch as a dict of column name -> `numpy.ndarray` (without a
-        copy where the column has no nulls)."""
-        for batch in self:
-            names = columns or batch.schema.names
-            yield {name: batch.column(name).to_numpy(zero_copy_only=False)
-                   for name in names}
+        copy where a numeric column has no nulls; see `sluice_trainer.to_numpy`).
+        String columns come as object arrays of str, one Python object per row;
+        `strings="buffers"` hands them over as `sluice_trainer.Strings` (offsets and
+        bytes as numpy arrays over the batch's memory), much faster."""
+        convert = NumpyConverter(columns or None, strings)
+        for batch in self._iterate(raw=True):
+            yield convert(batch)
 
     def torch_iterable(self, **torch_options):
         """A `torch.utils.data.IterableDataset` over `torch()`, for code that wants
