@@ -193,6 +193,6 @@ test_status=0
 cargo test --all --no-fail-fast -- --test-threads=4 2>&1 | tee "$TEST_LOG" || test_status=$?
 echo "== slowest tests (seconds, while others ran beside them)"
 sed -n 's/^test \(.*\) \.\.\. [a-zA-Z]* <\([0-9.]*\)s>$/\2 \1/p' "$TEST_LOG" \
-  | sort -rn | head -n 25 | awk '{ printf "%8.1f  %s\n", $1, $2 }'
+  | sort -rn | awk 'NR <= 25 { printf "%8.1f  %s\n", $1, $2 }'
 rm -f "$TEST_LOG"
 exit "$test_status"

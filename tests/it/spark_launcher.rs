@@ -740,11 +740,17 @@ fn worker_output_is_streamed_the_master_listens_where_told_and_the_summary_is_js
     let go = dir.path().join("go");
     let rows = expected_dataset(DATASET)["rows"].as_u64().expect("rows");
     // A port free on 127.0.0.2, an address of the loopback interface that
-    // 0.0.0.0 would cover as well as 127.0.0.1.
-    let port = std::net::TcpListener::bind("127.0.0.2:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port on 127.0.0.2")
-        .port();
+    // 0.0.0.0 would cover as well as 127.0.0.1, held on 127.0.0.1 by this
+    // test (so that no other process takes it meanwhile): a master listening
+    // beyond --listen could not bind it, and a connection to 127.0.0.1 reaches
+    // this test's listener.
+    let (port, held) = loop {
+        let held = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port on 127.0.0.1");
+        let port = held.local_addr().expect("its address").port();
+        if std::net::TcpListener::bind(("127.0.0.2", port)).is_ok() {
+            break (port, held);
+        }
+    };
     let summary_file = dir.path().join("summary.json");
     let mut launch = Launch::cluster(&out, 0.0);
     launch.master = "local[2]";
@@ -771,9 +777,14 @@ fn worker_output_is_streamed_the_master_listens_where_told_and_the_summary_is_js
         "the master does not answer on 127.0.0.2:{port}\n{}",
         submit.stderr_tail()
     );
-    assert!(
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
-        "the master answers on 127.0.0.1:{port}: it listens beyond --listen"
+    let probe = std::net::TcpStream::connect(("127.0.0.1", port)).expect("this test's listener");
+    let (_, peer) = held
+        .accept()
+        .expect("the probe reaches this test's listener");
+    assert_eq!(
+        peer,
+        probe.local_addr().expect("the probe's address"),
+        "127.0.0.1:{port} is answered by this test alone: the master listens on --listen only"
     );
     std::fs::write(&go, "").expect("go");
 
