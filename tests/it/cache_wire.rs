@@ -27,7 +27,7 @@ const DATASET: &str = "parquet_row_groups";
 
 /// A sluice command that reaches the store at `endpoint` with `s3`'s
 /// credentials, and no other AWS setting of the environment.
-fn through(endpoint: &str, s3: &Cloud, args: &[&str]) -> Command {
+pub(crate) fn through(endpoint: &str, s3: &Cloud, args: &[&str]) -> Command {
     let mut cmd = sluice_command(args);
     for (key, _) in std::env::vars_os() {
         let key = key.to_string_lossy();

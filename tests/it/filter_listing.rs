@@ -5,8 +5,8 @@
 //! Spark's `df.filter`.
 
 use std::collections::HashMap;
-use std::process::Command;
 
+use crate::cache_wire::through;
 use crate::common::proxy::Proxy;
 use crate::common::*;
 use crate::object_stores::cloud::{Cloud, Kind};
@@ -60,22 +60,6 @@ fn decode(text: &str) -> String {
         }
     }
     String::from_utf8_lossy(&out).into_owned()
-}
-
-/// A sluice command that reaches the store only through `endpoint`.
-fn through(endpoint: &str, s3: &Cloud, args: &[&str]) -> Command {
-    let mut cmd = sluice_command(args);
-    for (key, _) in std::env::vars_os() {
-        let key = key.to_string_lossy();
-        if key.starts_with("AWS_") {
-            cmd.env_remove(key.as_ref());
-        }
-    }
-    for (k, v) in s3.env() {
-        cmd.env(k, v);
-    }
-    cmd.env("AWS_ENDPOINT_URL", endpoint);
-    cmd
 }
 
 /// The ids Spark's `df.filter(expr)` kept (tests/fixtures/make_filter.py).

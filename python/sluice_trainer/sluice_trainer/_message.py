@@ -60,6 +60,21 @@ def _layout(kind):
     return None
 
 
+def asked(schema, columns):
+    """(name, index) of each column asked for (`columns`, or every column when None),
+    in that order; raises `SluiceError` naming a column the batch lacks."""
+    from ._protocol import SluiceError
+    names = schema.names if columns is None else columns
+    out = []
+    for name in names:
+        index = schema.get_field_index(name)
+        if index < 0:
+            raise SluiceError(
+                f"no column {name!r} in the batch; it has {', '.join(schema.names)}")
+        out.append((name, index))
+    return out
+
+
 def plan(schema):
     """The columns of `schema` as read from the header, or None when some column is not
     flat (nested, dictionary, view, decimal, ...): then pyarrow reads the batch."""

@@ -125,13 +125,8 @@ class NumpyConverter:
         if self._schema is not None and (schema is self._schema or schema.equals(self._schema)):
             return self._steps
         planned = {column.index: column for column in _message.plan(schema) or ()}
-        names = schema.names if self.columns is None else self.columns
         steps = []
-        for name in names:
-            index = schema.get_field_index(name)
-            if index < 0:
-                raise SluiceError(
-                    f"no column {name!r} in the batch; it has {', '.join(schema.names)}")
+        for name, index in _message.asked(schema, self.columns):
             kind = schema.field(index).type
             as_strings = self.strings == "buffers" and _is_bytes(kind)
             column = planned.get(index)

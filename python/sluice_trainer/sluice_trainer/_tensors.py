@@ -164,14 +164,8 @@ class TorchConverter:
         if self._schema is not None and (schema is self._schema or schema.equals(self._schema)):
             return self._steps
         planned = {column.index: column for column in _message.plan(schema) or ()}
-        names = schema.names if self.columns is None else self.columns
         steps = []
-        for name in names:
-            index = schema.get_field_index(name)
-            if index < 0:
-                raise SluiceError(
-                    f"no column {name!r} in the batch; it has {', '.join(schema.names)}"
-                )
+        for name, index in _message.asked(schema, self.columns):
             field = schema.field(index)
             buckets = _buckets_for(name, field.type, self.hash_buckets)
             hashed = hashed_by_sluice(field)
