@@ -1,6 +1,7 @@
 """Write a Criteo-like click log with real Spark: the benchmark's dataset.
 
     python bench/make_dataset.py OUT_DIR --rows 4000000 [--files 24] [--numeric]
+                                 [--row-group-bytes N]
 
 Columns as in the Criteo display-advertising logs: `label` (int, ~26% ones),
 `I1`..`I13` (int counts with long tails, each with its own share of nulls) and
@@ -69,6 +70,9 @@ def main():
     ap.add_argument("--driver-memory", default="4g")
     ap.add_argument("--numeric", action="store_true",
                     help="all-numeric columns (label, I1..I13, F1..F26) instead of strings")
+    ap.add_argument("--row-group-bytes", type=int,
+                    help="Parquet row groups of about N bytes (parquet.block.size; "
+                    "Spark's default is 128 MiB: one row group per file here)")
     a = ap.parse_args()
 
     from pyspark.sql import SparkSession
@@ -89,7 +93,10 @@ def main():
     shutil.rmtree(tmp, ignore_errors=True)
     chosen = numeric_columns() if a.numeric else columns(a.rows)
     df = spark.range(0, a.rows, 1, a.files).selectExpr(*chosen)
-    df.write.mode("overwrite").parquet(tmp)
+    writer = df.write.mode("overwrite")
+    if a.row_group_bytes:
+        writer = writer.option("parquet.block.size", a.row_group_bytes)
+    writer.parquet(tmp)
     spark.stop()
     shutil.rmtree(a.out, ignore_errors=True)
     os.rename(tmp, a.out)

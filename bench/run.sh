@@ -7,7 +7,10 @@
 #   bench/run.sh --quick             200,000 rows, 1 repetition: a check that all runs
 #                                    (into bench/results/quick, not committed)
 #   bench/run.sh --rows N [--reps R] [--only sluice,decode,pyarrow,petastorm,torch,ray,numeric]
-#                [--no-s3] [--no-profile] [--cpus 0,1] [--results DIR]
+#                [--files F] [--row-group-bytes B] [--no-s3] [--no-profile] [--cpus 0,1]
+#                [--results DIR]          --row-group-bytes: Parquet row groups of about
+#                                    B bytes (many row groups per file; Spark's default
+#                                    128 MiB gives one per file here)
 #   bench/run.sh --compare REV [--pairs 7] [--rows N]
 #                                    the reader benchmark (`train --model none`) of the
 #                                    working tree and of REV (a commit, branch or tag,
@@ -29,13 +32,14 @@ BENCH="${SLUICE_BENCH_CACHE:-$CACHE/bench}"
 MAIN_VENV="${SLUICE_VENV:-$CACHE/venv}"
 RESULTS=""
 
-ROWS=4000000 REPS=3 FILES=24 CPUS=0,1 BATCH=8192 BUDGET=150
+ROWS=4000000 REPS=3 FILES=24 CPUS=0,1 BATCH=8192 BUDGET=150 RG_BYTES=""
 ONLY="" S3=1 PROFILE=1 QUICK=0 COMPARE="" PAIRS=7
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rows) ROWS="$2"; shift 2 ;;
     --reps) REPS="$2"; shift 2 ;;
     --files) FILES="$2"; shift 2 ;;
+    --row-group-bytes) RG_BYTES="$2"; shift 2 ;;
     --cpus) CPUS="$2"; shift 2 ;;
     --budget) BUDGET="$2"; shift 2 ;;
     --only) ONLY="$2"; shift 2 ;;
@@ -45,7 +49,7 @@ while [[ $# -gt 0 ]]; do
     --results) RESULTS="$2"; shift 2 ;;
     --compare) COMPARE="$2"; shift 2 ;;
     --pairs) PAIRS="$2"; shift 2 ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) echo "bench/run.sh: unknown option $1" >&2; exit 1 ;;
   esac
 done
@@ -88,11 +92,12 @@ else
 fi
 
 # 3. The dataset, written by Spark once per size.
-DATA="$BENCH/data/criteo-$ROWS-$FILES"
+DATA="$BENCH/data/criteo-$ROWS-$FILES${RG_BYTES:+-rg$RG_BYTES}"
 if [[ ! -f "$DATA/_SUCCESS" ]]; then
   log "writing $ROWS rows with Spark into $DATA"
   mkdir -p "$BENCH/data"
   "$MAIN_VENV/bin/python" "$HERE/make_dataset.py" "$DATA" --rows "$ROWS" --files "$FILES" \
+    ${RG_BYTES:+--row-group-bytes "$RG_BYTES"} \
     2> >(grep -v -e WARN -e 'Stage ' -e 'setLogLevel' -e FutureWarning -e require_minimum >&2)
 fi
 META="$DATA.meta.json"
@@ -240,7 +245,7 @@ if [[ $S3 == 1 ]] && { want sluice || want pyarrow; }; then
   ENDPOINT="$("$ROOT/tests/services/s3.sh" start)"
   export AWS_ENDPOINT_URL="$ENDPOINT" AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench \
     AWS_REGION=us-east-1
-  URL="s3://bench/criteo-$ROWS-$FILES"
+  URL="s3://bench/$(basename "$DATA")"
   log "uploading to $URL at $ENDPOINT"
   "$MAIN_VENV/bin/python" "$HERE/upload_s3.py" "$DATA" "$URL"
   want sluice && measure sluice_s3 "sluice train --devices $NCPU" s3 --summary-json "$S" -- \

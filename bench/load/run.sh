@@ -25,7 +25,9 @@ root=$(cd "$here/../.." && pwd)
 target=${CARGO_TARGET_DIR:-$root/target}
 out=${SLUICE_LOAD_OUT:-$root/bench/results/load}
 
-(cd "$root" && cargo build --release --bin sluice -p sluice-load --bins)
+# Two commands: one with `--bin sluice -p sluice-load --bins` builds only
+# sluice-load's binaries, and the run would drive an older `sluice`.
+(cd "$root" && cargo build --release -p sluice --bin sluice && cargo build --release -p sluice-load --bins)
 load_target=$target
 mkdir -p "$(dirname "$out")"
 "$load_target/release/sluice-load" --sluice "$target/release/sluice" \

@@ -13,6 +13,7 @@ mod error;
 pub mod exec;
 pub(crate) mod hashing;
 pub mod model;
+mod plain;
 mod stats;
 mod transform;
 

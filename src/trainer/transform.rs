@@ -22,6 +22,7 @@ use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use connectors::read::plain_type;
 
 use super::hashing::{hash_column, is_categorical, is_hashable};
+use super::plain::plain_of_view;
 use super::{Batch, Mark, Trainer, TrainerError, TrainerFactory, TrainerReport};
 
 /// Field metadata key set on a hashed column: the number of buckets. Python's
@@ -238,9 +239,12 @@ impl Plan {
                     })?
                 }
                 Step::Fill(v) => fill(column, *v),
-                Step::Plain(plain) => cast(column, plain).map_err(|e| TrainerError::Transform {
-                    reason: format!("cannot hand on {} as {plain}: {e}", column.data_type()),
-                })?,
+                Step::Plain(plain) => match plain_of_view(column.as_ref()) {
+                    Some(flat) => flat,
+                    None => cast(column, plain).map_err(|e| TrainerError::Transform {
+                        reason: format!("cannot hand on {} as {plain}: {e}", column.data_type()),
+                    })?,
+                },
             });
         }
         let schema = Arc::new(Schema::new_with_metadata(

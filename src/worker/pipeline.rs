@@ -42,6 +42,12 @@ use crate::trainer::{TrainerError, TrainerFactory};
 
 /// How often the coordinator looks again when nothing else wakes it.
 const IDLE_TICK: Duration = Duration::from_millis(50);
+/// How soon a worker waiting to lease asks again once a task of its own ended:
+/// its end is what most often changes the master's answer (the epoch, or the
+/// job, is over once the last task finishes), and the committer hands it on
+/// within a moment. Without it the worker would wait out its backoff, up to a
+/// second, at the end of every epoch.
+const AFTER_OWN_END: Duration = Duration::from_millis(2);
 
 /// Settings of one worker pipeline.
 #[derive(Debug, Clone)]
@@ -672,7 +678,7 @@ impl Shell {
                     flushed = false;
                     self.on_read(event)?;
                 }
-                _ = tokio::time::sleep(IDLE_TICK) => {}
+                _ = tokio::time::sleep(self.idle_wait()) => {}
             }
         }
     }
@@ -1238,6 +1244,17 @@ impl Shell {
         }
     }
 
+    /// How long the loop may sleep with nothing to do: until the next lease
+    /// request is due, at most [`IDLE_TICK`].
+    fn idle_wait(&self) -> Duration {
+        let due = self.next_lease.saturating_duration_since(Instant::now());
+        if due.is_zero() {
+            IDLE_TICK
+        } else {
+            due.min(IDLE_TICK)
+        }
+    }
+
     /// Sends a report to the committer.
     fn report(&mut self, report: Report) {
         if let Report::Ledger(
@@ -1245,6 +1262,8 @@ impl Shell {
         ) = &report
         {
             self.clock.forget(*attempt);
+            self.backoff.reset();
+            self.next_lease = self.next_lease.min(Instant::now() + AFTER_OWN_END);
         }
         if let Some(attempt) = report.ends() {
             self.ending.add(attempt);

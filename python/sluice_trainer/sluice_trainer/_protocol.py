@@ -6,6 +6,8 @@ sluice starts `sh -c CMD` once per device with
     SLUICE_DEVICES        number of devices (processes) on this machine
     SLUICE_ACK_FD         file descriptor (3) on which to acknowledge batches
     CUDA_VISIBLE_DEVICES  this device's id, when sluice was given --device-ids
+    OMP_NUM_THREADS       with several devices, the CPUs divided by them (at least
+                          1), unless sluice's environment or --env sets it
 
 and writes an Arrow IPC *stream* to stdin. One line `ack` on the ack descriptor
 acknowledges the oldest batch not yet acknowledged, and must be written only once

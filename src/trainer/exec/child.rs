@@ -698,6 +698,9 @@ fn command(spec: &ChildSpec, lifeline: RawFd, ack: RawFd, shm: Option<RawFd>) ->
         command.env(SHM_FD_ENV, SHM_FD.to_string());
         command.env(SHM_MESSAGES_ENV, "1");
     }
+    if let Some(threads) = thread_share(spec) {
+        command.env(OMP_THREADS_ENV, threads.to_string());
+    }
     command.envs(spec.env.iter().map(|(k, v)| (k, v)));
     // SAFETY: the hooks only make async-signal-safe system calls; the first returns
     // only in the trainer, so the second runs there alone.
@@ -814,6 +817,24 @@ pub(crate) fn checkpoint_id(line: &str) -> Option<&str> {
 }
 
 /// Sorts a write failure: a closed pipe means the child is gone.
+/// The thread pool size each of several trainer processes gets when neither
+/// sluice's environment nor `--env` sets `OMP_NUM_THREADS`: the machine's CPUs
+/// shared among the devices (at least 1), as torchrun does. Without it every
+/// process's OpenMP, OpenBLAS and torch pools take every CPU, and the pools of
+/// all devices (and sluice's decoding) fight over them.
+fn thread_share(spec: &ChildSpec) -> Option<usize> {
+    let set = std::env::var_os(OMP_THREADS_ENV).is_some()
+        || spec.env.iter().any(|(key, _)| key == OMP_THREADS_ENV);
+    if set || spec.devices < 2 {
+        return None;
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    Some((cpus / spec.devices).max(1))
+}
+
+/// The variable OpenMP, OpenBLAS and torch size their thread pools by.
+const OMP_THREADS_ENV: &str = "OMP_NUM_THREADS";
+
 fn send_error(error: ArrowError, action: &str) -> SendError {
     match error {
         ArrowError::IoError(_, source) if source.kind() == ErrorKind::BrokenPipe => {

@@ -244,6 +244,41 @@ fn environment_names_the_device() {
 }
 
 #[test]
+fn several_devices_share_the_cpus_among_their_thread_pools() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().display().to_string();
+    let command = format!(
+        "echo \"${{OMP_NUM_THREADS-unset}}\" > {out}/omp.$SLUICE_DEVICES.${{TAG-none}}; cat > /dev/null"
+    );
+    let plain = ExecFactory::new(command.clone());
+    let chosen = ExecFactory::new(command)
+        .with_env("OMP_NUM_THREADS", "5")
+        .with_env("TAG", "chosen");
+    within(move || {
+        for (factory, devices) in [(&plain, 1), (&plain, 2), (&chosen, 2)] {
+            let mut trainer = factory.start(0, devices).expect("start");
+            trainer.finish().expect("finish");
+        }
+    });
+    let read = |name: &str| {
+        let path = dir.path().join(name);
+        std::fs::read_to_string(path).expect("env file")
+    };
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // What the test's own environment sets is handed on untouched.
+    let inherited = std::env::var("OMP_NUM_THREADS").ok();
+    let share = inherited
+        .clone()
+        .unwrap_or_else(|| (cpus / 2).max(1).to_string());
+    assert_eq!(
+        read("omp.1.none").trim(),
+        inherited.as_deref().unwrap_or("unset")
+    );
+    assert_eq!(read("omp.2.none").trim(), share);
+    assert_eq!(read("omp.2.chosen").trim(), "5");
+}
+
+#[test]
 fn ack_pipe_is_the_only_extra_descriptor() {
     // fd 3 must be open for writing in the child, and the parent's copy closed: the
     // trainer sees end of file on the ack pipe once the child exits.
