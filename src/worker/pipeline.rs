@@ -777,19 +777,23 @@ impl Shell {
         self.consume_dropped()
     }
 
-    /// Whether to lease more: no reader is running, or the stages after the
-    /// readers are waiting for rows (nothing decoded waits for them) and the
-    /// read-ahead budget has room (no reader waits for bytes to fit: a task
-    /// leased then would only wait, held from other workers). Readers so
-    /// multiply while reading is the bottleneck, up to `prefetch`, as far as
-    /// the bytes they hold allow; a worker whose trainers are the bottleneck
-    /// holds one task at a time, and a worker joining later finds the other
-    /// tasks still in the queue.
+    /// Whether to lease more: fewer readers run than devices (up to
+    /// `prefetch`), or the stages after the readers are waiting for rows
+    /// (nothing decoded waits for them) and the read-ahead budget has room
+    /// (no reader waits for bytes to fit: a task leased then would only
+    /// wait, held from other workers). Readers so multiply while reading is
+    /// the bottleneck, up to `prefetch`, as far as the bytes they hold allow;
+    /// a worker whose trainers are the bottleneck holds one task per device,
+    /// and a worker joining later finds the other tasks still in the queue.
     fn hungry(&self, read_rx: &mpsc::Receiver<ReadEvent>) -> bool {
         if let Some(global) = &self.global {
             return global.wants_lease();
         }
-        self.books.leased_reads() == 0
+        // At least one read per device (up to --prefetch): while one task
+        // decodes, the next one's first fetch is already on its way, which
+        // on a remote store is a round trip or more.
+        let floor = self.config.prefetch.max(1).min(self.config.devices.max(1));
+        self.books.leased_reads() < floor
             || (self.books.none_starting()
                 && self.books.leased_reads() < self.config.prefetch.max(1)
                 && self.ahead.waiting() == 0
