@@ -816,7 +816,6 @@ pub(crate) fn checkpoint_id(line: &str) -> Option<&str> {
     protocol::is_checkpoint_id(id).then_some(id)
 }
 
-/// Sorts a write failure: a closed pipe means the child is gone.
 /// The thread pool size each of several trainer processes gets when neither
 /// sluice's environment nor `--env` sets `OMP_NUM_THREADS`: the machine's CPUs
 /// shared among the devices (at least 1), as torchrun does. Without it every
@@ -835,6 +834,7 @@ fn thread_share(spec: &ChildSpec) -> Option<usize> {
 /// The variable OpenMP, OpenBLAS and torch size their thread pools by.
 const OMP_THREADS_ENV: &str = "OMP_NUM_THREADS";
 
+/// Sorts a write failure: a closed pipe means the child is gone.
 fn send_error(error: ArrowError, action: &str) -> SendError {
     match error {
         ArrowError::IoError(_, source) if source.kind() == ErrorKind::BrokenPipe => {
