@@ -364,10 +364,14 @@ fn a_master_and_two_workers_with_state_on_secure_hdfs_survive_a_master_restart()
     // One worker logs in with the keytab, the other holds only a delegation token.
     let keytab_worker = job.start_worker_with("", &login);
     let exec = recorder(&job.ids, "--sleep 0.08");
+    // What the token worker says goes to a file, shown if it fails.
+    let token_log = cluster.scratch.path().join("token-worker.log");
+    let log_file = std::fs::File::create(&token_log).expect("token worker's log");
     let token_worker = job
         .worker_command(&exec)
         .env("HADOOP_TOKEN_FILE_LOCATION", &token)
         .args(["--batch-size", "40", "--prefetch", "2", "-q"])
+        .stderr(log_file)
         .spawn()
         .expect("start worker");
     // Killed once rows were committed.
@@ -380,11 +384,15 @@ fn a_master_and_two_workers_with_state_on_secure_hdfs_survive_a_master_restart()
     let _ = master.wait();
     master = job.start_master(&data);
     clean_finish(&mut master);
-    for (mut worker, what) in [
-        (keytab_worker, "keytab worker"),
-        (token_worker, "token worker"),
+    for (mut worker, what, log) in [
+        (keytab_worker, "keytab worker", None),
+        (token_worker, "token worker", Some(&token_log)),
     ] {
-        assert!(wait_exit(&mut worker, what).success(), "the {what} failed");
+        let status = wait_exit(&mut worker, what);
+        let said = log
+            .and_then(|path| std::fs::read_to_string(path).ok())
+            .unwrap_or_default();
+        assert!(status.success(), "the {what} failed ({status}): {said}");
     }
     undelivered(&recorded_ids(&job.ids, "ids-"), job.rows(), job.epochs);
 }
