@@ -640,11 +640,11 @@ impl MasterProgress {
     }
 
     fn tick(&mut self, m: &MasterState) {
-        if m.queue().is_over() {
-            return;
-        }
+        // Over: the last epoch's line is `job over`, written elsewhere; the
+        // epochs that ended since the last tick before it still get theirs.
+        let over = m.queue().is_over();
         let epoch_done = m.queue().epoch() > self.epoch;
-        if !epoch_done && !self.due.due() {
+        if !epoch_done && (over || !self.due.due()) {
             return;
         }
         self.due.reset();
@@ -685,7 +685,7 @@ impl MasterProgress {
             self.epoch += 1;
             self.epoch_began = std::time::Instant::now();
         }
-        if epoch_done {
+        if epoch_done || over {
             return;
         }
         let rate = per_second(
