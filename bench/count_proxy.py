@@ -78,7 +78,13 @@ def main():
         def log_message(self, *args):
             pass
 
-    ThreadingHTTPServer(("127.0.0.1", port), Proxy).serve_forever()
+    class Server(ThreadingHTTPServer):
+        # A store takes every connection a client opens at once; the default
+        # backlog of 5 drops the others' SYNs, which then wait a second.
+        request_queue_size = 128
+        daemon_threads = True
+
+    Server(("127.0.0.1", port), Proxy).serve_forever()
 
 
 if __name__ == "__main__":

@@ -207,9 +207,16 @@ impl Dataset {
         if let Some(partitions) = options.catalog_partitions.clone() {
             return Dataset::open_partitions(location, partitions, options).await;
         }
-        // Both list the root: side by side, one round trip to the store.
-        let (detected, is_sink) =
-            futures::join!(table::detect(&location), sink::is_sink(&location));
+        // One listing of the root tells a table, a sink and the root's
+        // files: one round trip to the store for all three.
+        let root = listing::RootListing::take(&location).await;
+        let (detected, is_sink) = match &root {
+            Some(root) => (
+                table::detect_listed(&location, root).await,
+                Ok(sink::is_sink_listed(root)),
+            ),
+            None => futures::join!(table::detect(&location), sink::is_sink(&location)),
+        };
         if let Some(kind) = detected? {
             let snapshot = table::snapshot(&location, kind, options.table_version).await?;
             return Dataset::from_table(location, snapshot, None, options).await;
@@ -221,7 +228,7 @@ impl Dataset {
                 None => Dataset::open_sink(location, Committed::default(), None, options).await,
             };
         }
-        let listing = list_unpruned_dirs(&location, &options).await?;
+        let listing = list_unpruned_dirs(&location, &options, root).await?;
         let pruned = listing.pruned;
         let (files, in_flight, mut ignored) = (listing.files, listing.in_flight, listing.ignored);
         // The marker is read while the footers are: one round trip less.
@@ -707,9 +714,13 @@ fn relative_dirs(base: &Location, root: &Path) -> Result<Vec<String>> {
 async fn list_unpruned_dirs(
     location: &Location,
     options: &DatasetOptions,
+    root: Option<listing::RootListing>,
 ) -> Result<listing::Listing> {
     let pruner = crate::prune_dirs::DirPruner::new(options);
-    let listing = listing::list_pruned(location, pruner.as_ref()).await?;
+    let listing = match root {
+        Some(root) => root.list_pruned(location, pruner.as_ref()).await?,
+        None => listing::list_pruned(location, pruner.as_ref()).await?,
+    };
     if listing.pruned.is_empty() {
         return Ok(listing);
     }

@@ -57,13 +57,61 @@ pub async fn list(location: &Location) -> Result<Listing> {
 /// [`Listing::pruned`].
 pub async fn list_pruned(location: &Location, pruner: Option<&DirPruner>) -> Result<Listing> {
     // The root is checked while it is listed: one round trip to the store.
-    let (checked, listing) = futures::join!(check_root(location), list_tree(location, pruner));
+    let (checked, listing) =
+        futures::join!(check_root(location), list_tree(location, pruner, None));
     checked?;
     listing
 }
 
-/// Lists the tree under the root (see [`list_pruned`]).
-async fn list_tree(location: &Location, pruner: Option<&DirPruner>) -> Result<Listing> {
+/// The root's own listing, taken once for every question about the root: is
+/// it a table, a streaming sink, and what does it hold. On a remote store
+/// each of those would otherwise be a round trip of its own, one after the
+/// other. The root was checked (not a single file) while it was listed.
+#[derive(Debug)]
+pub struct RootListing {
+    listed: ListResult,
+    checked: Result<()>,
+}
+
+impl RootListing {
+    /// Lists the root and checks it, side by side. `None` when the listing
+    /// failed: the callers then ask the store again, each naming the
+    /// failure its own way.
+    pub async fn take(location: &Location) -> Option<RootListing> {
+        let (checked, listed) = futures::join!(
+            check_root(location),
+            location.store.list_with_delimiter(Some(&location.root))
+        );
+        Some(RootListing {
+            listed: listed.ok()?,
+            checked,
+        })
+    }
+
+    /// The subdirectories of the root.
+    pub fn common_prefixes(&self) -> &[Path] {
+        &self.listed.common_prefixes
+    }
+
+    /// Lists everything under the root as [`list_pruned`] does, starting
+    /// from this listing of the root.
+    pub async fn list_pruned(
+        self,
+        location: &Location,
+        pruner: Option<&DirPruner>,
+    ) -> Result<Listing> {
+        self.checked?;
+        list_tree(location, pruner, Some(self.listed)).await
+    }
+}
+
+/// Lists the tree under the root (see [`list_pruned`]); `root`: the root's
+/// listing when it was already taken.
+async fn list_tree(
+    location: &Location,
+    pruner: Option<&DirPruner>,
+    mut root: Option<ListResult>,
+) -> Result<Listing> {
     let mut listing = Listing::default();
     let mut pending = FuturesUnordered::new();
     let mut queue: Vec<(Path, Vec<String>)> = vec![(location.root.clone(), Vec::new())];
@@ -74,8 +122,12 @@ async fn list_tree(location: &Location, pruner: Option<&DirPruner>) -> Result<Li
                 break;
             };
             let store = location.store.clone();
+            let listed = root.take();
             pending.push(async move {
-                let result = store.list_with_delimiter(Some(&dir)).await;
+                let result = match listed {
+                    Some(listed) => Ok(listed),
+                    None => store.list_with_delimiter(Some(&dir)).await,
+                };
                 let odd = location.oddities(&dir).await;
                 (dir, segments, result, odd)
             });

@@ -64,6 +64,13 @@ pub async fn is_sink(location: &Location) -> Result<bool> {
     }
 }
 
+/// [`is_sink`] from a listing of the root already taken.
+pub fn is_sink_listed(root: &crate::listing::RootListing) -> bool {
+    root.common_prefixes()
+        .iter()
+        .any(|p| p.filename() == Some(METADATA_DIR))
+}
+
 /// The newest batch the sink at `location` committed, from a listing of its
 /// log (no file is read); `None` when there is no `_spark_metadata` directory
 /// or no batch in it yet.

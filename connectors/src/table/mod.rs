@@ -208,11 +208,23 @@ pub async fn detect(location: &Location) -> Result<Option<TableKind>> {
             return Ok(None);
         }
     };
-    let holds = |name: &str| {
-        root.common_prefixes
-            .iter()
-            .any(|p| p.filename() == Some(name))
-    };
+    detect_in(location, &root.common_prefixes).await
+}
+
+/// [`detect`] from a listing of the root already taken.
+pub async fn detect_listed(
+    location: &Location,
+    root: &crate::listing::RootListing,
+) -> Result<Option<TableKind>> {
+    if iceberg::is_metadata_file(&location.root) {
+        return Ok(Some(TableKind::Iceberg));
+    }
+    detect_in(location, root.common_prefixes()).await
+}
+
+/// Which table the root's subdirectories `dirs` make it, if any.
+async fn detect_in(location: &Location, dirs: &[Path]) -> Result<Option<TableKind>> {
+    let holds = |name: &str| dirs.iter().any(|p| p.filename() == Some(name));
     if holds(delta::LOG_DIR) {
         return Ok(Some(TableKind::Delta));
     }
