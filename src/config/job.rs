@@ -497,7 +497,7 @@ mod tests {
         assert_eq!(file.job.on_rewrite, OnRewrite::Retrain);
         assert_eq!(file.trainer.model, ModelKind::Logistic);
         assert_eq!(file.pipeline.batch_size, 256);
-        assert_eq!(file.pipeline.read_ahead, 16 * 1024 * 1024);
+        assert_eq!(file.pipeline.read_ahead, Some(16 * 1024 * 1024));
         let train = file.train_config().expect("valid");
         assert_eq!(
             train.cache,

@@ -15,6 +15,25 @@ use crate::trainer::{HashBuckets, Transform};
 /// its trainers, all together.
 pub const DEFAULT_READ_AHEAD: &str = "64MiB";
 
+/// [`DEFAULT_READ_AHEAD`] in bytes.
+const DEFAULT_READ_AHEAD_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The most the default read-ahead grows to on a remote store.
+const REMOTE_READ_AHEAD_MAX: u64 = 256 * 1024 * 1024;
+
+/// The read-ahead when `--read-ahead` is not given: [`DEFAULT_READ_AHEAD`];
+/// from a remote store, at least enough for one split more than the devices
+/// (`largest_split` bytes each), up to 256 MiB. Each device then decodes a
+/// task while the next task's fetch is already under way, so that the
+/// store's time to first byte is hidden, not paid once per task.
+pub fn default_read_ahead(remote: bool, devices: usize, largest_split: u64) -> u64 {
+    if !remote {
+        return DEFAULT_READ_AHEAD_BYTES;
+    }
+    let wanted = largest_split.saturating_mul(devices.max(1) as u64 + 1);
+    wanted.clamp(DEFAULT_READ_AHEAD_BYTES, REMOTE_READ_AHEAD_MAX)
+}
+
 /// The default of `--shuffle-window`: rows of one window of `--shuffle global`.
 pub const DEFAULT_SHUFFLE_WINDOW: u64 = 262_144;
 
@@ -59,10 +78,10 @@ pub struct PipelineOptions {
     /// Tasks leased and read ahead of the trainers.
     #[arg(long, default_value_t = 4, help = "Tasks leased and read ahead", long_help, help_heading = heading::READING)]
     pub prefetch: usize,
-    /// Bytes the readers may hold ahead of the trainers, all together (e.g. 64MiB): row groups fetched and not yet decoded, decoded batches not yet batched. A row group larger than this is read alone.
-    #[arg(long, value_name = "SIZE", default_value = DEFAULT_READ_AHEAD, value_parser = parse_size, help = "Bytes read ahead of the trainers, in all", long_help, help_heading = heading::READING)]
-    #[serde(deserialize_with = "form::size")]
-    pub read_ahead: u64,
+    /// Bytes the readers may hold ahead of the trainers, all together (e.g. 128MiB): row groups fetched and not yet decoded, decoded batches not yet batched. A row group larger than this is read alone. Default 64MiB; from a remote store (S3, GCS, Azure, HDFS), enough for one split more than the devices, up to 256MiB, so that the next task is fetched while every device decodes.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, help = "Bytes read ahead of the trainers [default: 64MiB; remote: more]", long_help, help_heading = heading::READING)]
+    #[serde(deserialize_with = "form::some_size")]
+    pub read_ahead: Option<u64>,
     /// How long a read that fails for a reason that may pass (the file not found or refused, a connection error or timeout, HTTP 5xx or 429 from the store) is tried again, from the row it failed at, after jittered waits (0.5 s doubling up to 30 s), before it counts as a failed attempt of its task; `0` counts it at once. Corrupt data fails at once.
     #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_duration, help = "How long a read that may pass is retried", long_help, help_heading = heading::READING)]
     #[serde(deserialize_with = "form::duration")]
@@ -106,7 +125,7 @@ impl Default for PipelineOptions {
         PipelineOptions {
             batch_size: 1024,
             prefetch: 4,
-            read_ahead: 64 * 1024 * 1024,
+            read_ahead: None,
             read_retry: DEFAULT_READ_RETRY,
             shuffle_buffer: 0,
             shuffle: ShuffleMode::Tasks,
@@ -136,7 +155,7 @@ impl PipelineOptions {
             "at least one task must be read at a time",
         )?;
         rule(
-            self.read_ahead >= 1,
+            self.read_ahead.is_none_or(|bytes| bytes >= 1),
             "read-ahead",
             "the readers need at least one byte",
         )?;
@@ -214,5 +233,33 @@ mod tests {
             empty.validate().map_err(|e| e.option),
             Err("shuffle-window")
         );
+    }
+
+    #[test]
+    fn the_default_read_ahead_grows_on_remote_stores_only_and_within_a_bound() {
+        const MIB: u64 = 1024 * 1024;
+        // A local source: 64 MiB whatever its files.
+        assert_eq!(default_read_ahead(false, 2, 26 * MIB), 64 * MIB);
+        // Remote: one split more than the devices, at least the local default...
+        assert_eq!(default_read_ahead(true, 2, 40 * MIB), 120 * MIB);
+        assert_eq!(default_read_ahead(true, 2, MIB), 64 * MIB);
+        // ...and never above 256 MiB, however large the files.
+        assert_eq!(default_read_ahead(true, 8, 1024 * MIB), 256 * MIB);
+        assert_eq!(default_read_ahead(true, 0, u64::MAX), 256 * MIB);
+    }
+
+    #[test]
+    fn an_explicit_read_ahead_is_kept_and_zero_is_refused() {
+        let set = PipelineOptions {
+            read_ahead: Some(16 * 1024 * 1024),
+            ..PipelineOptions::default()
+        };
+        assert!(set.validate().is_ok());
+        assert_eq!(PipelineOptions::default().read_ahead, None);
+        let zero = PipelineOptions {
+            read_ahead: Some(0),
+            ..PipelineOptions::default()
+        };
+        assert_eq!(zero.validate().map_err(|e| e.option), Err("read-ahead"));
     }
 }

@@ -262,8 +262,8 @@ pub struct TrainConfig {
     pub columns: Option<Vec<String>>,
     /// Tasks read ahead.
     pub prefetch: usize,
-    /// Bytes read ahead (see [`super::DEFAULT_READ_AHEAD`]).
-    pub read_ahead: u64,
+    /// Bytes read ahead (`None`: see [`super::pipeline::default_read_ahead`]).
+    pub read_ahead: Option<u64>,
     /// The cache of remote files (`--cache`).
     pub cache: Option<super::CacheConfig>,
     /// How long a read that fails for a reason that may pass is tried again

@@ -165,6 +165,11 @@ pub mod form {
         parsed(d, parse_size)
     }
 
+    /// A size in bytes (see [`parse_size`]), present.
+    pub fn some_size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        parsed(d, parse_size).map(Some)
+    }
+
     /// A point in time (see [`parse_timestamp`]), present.
     pub fn some_timestamp<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
         parsed(d, parse_timestamp).map(Some)

@@ -30,8 +30,8 @@ pub struct WorkerConfig {
     pub batch_size: usize,
     /// Tasks read ahead.
     pub prefetch: usize,
-    /// Bytes read ahead.
-    pub read_ahead: u64,
+    /// Bytes read ahead (`None`: the default for the source).
+    pub read_ahead: Option<u64>,
     /// The cache of remote files (`--cache`).
     pub cache: Option<crate::config::CacheConfig>,
     /// How long a read that fails for a reason that may pass is tried again.

@@ -13,7 +13,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use connectors::{Location, ReadAhead, ReadPlan, Split};
+use connectors::{Location, ReadAhead, ReadPlan, Split, SplitRange};
 
 use crate::trainer::protocol::SOURCE_KEY;
 use tokio::sync::mpsc;
@@ -59,8 +59,9 @@ pub struct PipelineConfig {
     /// Tasks leased and read ahead.
     pub prefetch: usize,
     /// Bytes read ahead by all readers together: fetched row groups until
-    /// decoded, decoded batches until the coordinator takes them.
-    pub read_ahead: u64,
+    /// decoded, decoded batches until the coordinator takes them (`None`:
+    /// [`crate::config::pipeline::default_read_ahead`] for the source).
+    pub read_ahead: Option<u64>,
     /// How long a read that fails for a reason that may pass is tried again
     /// before it counts as a failed attempt (see [`super::read_retry`]).
     pub read_retry: Duration,
@@ -421,6 +422,9 @@ struct Shell {
     source: Arc<dyn TaskSource>,
     worker: WorkerId,
     location: Location,
+    /// The source is on a remote store: each device keeps one read more
+    /// under way (see [`Shell::hungry`]).
+    remote: bool,
     splits: Arc<Vec<Split>>,
     plan: Arc<ReadPlan>,
     config: PipelineConfig,
@@ -474,6 +478,23 @@ struct Shell {
     ending: Ending,
 }
 
+/// The bytes of the largest split: its byte range, or its whole file where
+/// it is cut by row groups.
+fn largest(splits: &[Split]) -> u64 {
+    splits
+        .iter()
+        .map(|split| match &split.range {
+            SplitRange::Bytes { start, end } | SplitRange::Stripes { start, end } => {
+                end.saturating_sub(*start)
+            }
+            SplitRange::Whole | SplitRange::RowGroups(_) | SplitRange::Unreadable { .. } => {
+                split.size
+            }
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 /// Device events handled in one go before the loop looks at anything else.
 const EVENTS_PER_ROUND: usize = 4096;
 
@@ -488,10 +509,15 @@ impl Shell {
             replay_to_device: config.shuffle_window.is_some() && !config.lockstep,
         });
         let schema = job.plan.output_schema();
+        let remote = !job.location.is_local();
+        let read_ahead = config.read_ahead.unwrap_or_else(|| {
+            crate::config::pipeline::default_read_ahead(remote, devices_n, largest(&job.splits))
+        });
         Shell {
             books,
             read_tx: wiring.read_tx,
-            ahead: ReadAhead::new(config.read_ahead),
+            ahead: ReadAhead::new(read_ahead),
+            remote,
             to_offer: Vec::new(),
             unsynced: false,
             worker,
@@ -789,11 +815,15 @@ impl Shell {
         if let Some(global) = &self.global {
             return global.wants_lease();
         }
-        // At least one read per device (up to --prefetch): while one task
-        // decodes, the next one's first fetch is already on its way, which
-        // on a remote store is a round trip or more. (One read more than the
-        // devices measured no faster at 50 ms.)
-        let floor = self.config.prefetch.max(1).min(self.config.devices.max(1));
+        // At least one read per device (up to --prefetch), and on a remote
+        // store one more: while every device decodes a task, the next one's
+        // first fetch, a round trip or more, is already on its way. (The
+        // default read-ahead there holds that many row groups.)
+        let floor = self
+            .config
+            .prefetch
+            .max(1)
+            .min(self.config.devices.max(1) + usize::from(self.remote));
         self.books.leased_reads() < floor
             || (self.books.none_starting()
                 && self.books.leased_reads() < self.config.prefetch.max(1)
