@@ -55,6 +55,11 @@
 #   SLUICE_HDFS_PORT           namenode RPC port (default 9000; HA: 9100 and 9101)
 #   SLUICE_HDFS_START_TIMEOUT  seconds to wait for "Ready!" (default 180)
 #   SLUICE_HDFS_EXIT_WITH      a pid: the cluster stops when that process exits
+#   SLUICE_HDFS_BLOCK_SIZE     block size in bytes (default 1048576: files of a few MB
+#                              span several blocks, as large files do on a real cluster)
+#   SLUICE_HDFS_DATANODE_ADDRESS  HOST:PORT the (one) datanode listens on; the namenode
+#                              still gives clients 127.0.0.1 and that port, so a proxy on
+#                              127.0.0.1:PORT stands in front of it (bench/remote.sh)
 #                              (used by test fixtures that start it themselves)
 set -euo pipefail
 
@@ -187,6 +192,9 @@ start() {
   if [[ -n "${SLUICE_HDFS_EXIT_WITH:-}" ]]; then
     args+=(--exit-with "$SLUICE_HDFS_EXIT_WITH")
   fi
+  [[ -z "${SLUICE_HDFS_BLOCK_SIZE:-}" ]] || args+=(--block-size "$SLUICE_HDFS_BLOCK_SIZE")
+  [[ -z "${SLUICE_HDFS_DATANODE_ADDRESS:-}" ]] ||
+    args+=(--datanode-address "$SLUICE_HDFS_DATANODE_ADDRESS")
   local t0=$SECONDS
   # setsid: the cluster outlives the shell that started it and ignores its Ctrl-C.
   # The pid file is the java process itself: setsid execs it in place.

@@ -56,6 +56,7 @@ public final class Main {
         long ticketLifetime = 60;
         File control = null;
         boolean kdcOnly = false;
+        String dataNodeAddress = null;
 
         static Options parse(String[] args) {
             Options o = new Options();
@@ -75,6 +76,7 @@ public final class Main {
                     case "--ticket-lifetime": o.ticketLifetime = Long.parseLong(value(args, ++i, arg)); break;
                     case "--control": o.control = new File(value(args, ++i, arg)); break;
                     case "--kdc-only": o.kdcOnly = true; break;
+                    case "--datanode-address": o.dataNodeAddress = value(args, ++i, arg); break;
                     default: throw new IllegalArgumentException("unknown option " + arg);
                 }
             }
@@ -112,6 +114,16 @@ public final class Main {
         conf.setLong("dfs.heartbeat.interval", 1);
         // The clients under test speak RPC only; WebHDFS's Jersey set-up costs seconds.
         conf.setBoolean("dfs.webhdfs.enabled", false);
+        if (options.dataNodeAddress != null) {
+            // The datanode listens there; the namenode still hands clients the
+            // address the datanode registered from (127.0.0.1) and this port,
+            // so a proxy on 127.0.0.1 and the port stands between them.
+            conf.set("dfs.datanode.address", options.dataNodeAddress);
+            // Kept as configured too: any free port, not the fixed defaults.
+            String host = options.dataNodeAddress.substring(0, options.dataNodeAddress.lastIndexOf(':'));
+            conf.set("dfs.datanode.http.address", host + ":0");
+            conf.set("dfs.datanode.ipc.address", host + ":0");
+        }
         Secure secure = null;
         if (options.secureDir != null) {
             secure = Secure.start(options.secureDir, options.protection, options.ticketLifetime);
@@ -128,6 +140,7 @@ public final class Main {
         MiniDFSCluster cluster = new MiniDFSCluster.Builder(conf)
             .nnTopology(topology)
             .numDataNodes(options.dataNodes)
+            .checkDataNodeAddrConfig(options.dataNodeAddress != null)
             .format(true)
             .build();
         final Secure kdc = secure;
