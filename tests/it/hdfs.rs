@@ -458,3 +458,50 @@ fn a_namenode_in_safe_mode_serves_reads_and_refuses_state_writes_by_name() {
     assert!(started.elapsed() < Duration::from_secs(30), "{out}");
     assert_one_line_error(&out, &[&state, "safe mode"]);
 }
+
+#[test]
+fn range_reads_span_blocks_see_a_rewritten_file_and_refuse_a_range_past_the_end() {
+    let (cluster, _shared) = Cluster::plain();
+    let url = cluster.fresh_dir("ranges");
+    let location = HdfsStoreBuilder::new(&url)
+        .with_config_dir(cluster.conf_dir.clone())
+        .build()
+        .unwrap_or_else(|e| panic!("cannot open {url}: {e}"));
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    let path = ObjectPath::parse(format!("{}/part-00000", location.root)).expect("path");
+    // 2.5 blocks of the test cluster's 1 MiB, every byte telling its offset.
+    let first: Vec<u8> = (0..2_621_440u32).map(|i| (i % 251) as u8).collect();
+    let put = |bytes: &Vec<u8>| {
+        runtime
+            .block_on(location.store.put(&path, PutPayload::from(bytes.clone())))
+            .unwrap_or_else(|e| panic!("cannot write {url}: {e}"));
+    };
+    let read =
+        |range: std::ops::Range<u64>| runtime.block_on(location.store.get_range(&path, range));
+    put(&first);
+    for range in [
+        0..10,
+        1_048_000..1_049_000,
+        1_000_000..2_621_440,
+        2_621_430..2_621_440,
+    ] {
+        let got = read(range.clone()).unwrap_or_else(|e| panic!("read {range:?}: {e}"));
+        assert_eq!(
+            &got[..],
+            &first[range.start as usize..range.end as usize],
+            "bytes {range:?}"
+        );
+    }
+    // The same size, other bytes, written later: never the old ones.
+    std::thread::sleep(Duration::from_millis(20));
+    let second: Vec<u8> = first.iter().map(|b| b.wrapping_add(1)).collect();
+    put(&second);
+    let got = read(1_048_000..1_049_000).expect("read after the rewrite");
+    assert_eq!(
+        &got[..],
+        &second[1_048_000..1_049_000],
+        "the rewritten bytes"
+    );
+    let past = read(2_621_440..2_621_450);
+    assert!(past.is_err(), "a range past the end is an error: {past:?}");
+}

@@ -22,17 +22,19 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::{self, BoxStream, StreamExt};
+use hdfs_native::file::FileReader;
 use hdfs_native::{Client, ClientBuilder, HdfsError};
 use hdfs_native_object_store::HdfsObjectStore;
 use object_store::path::Path;
 #[allow(deprecated)]
 use object_store::{
     CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta,
-    ObjectStore, PutMultipartOpts, PutOptions, PutPayload, PutResult, RenameOptions,
-    Result as StoreResult,
+    ObjectStore, ObjectStoreExt, PutMultipartOpts, PutOptions, PutPayload, PutResult,
+    RenameOptions, Result as StoreResult,
 };
 use tokio::sync::OnceCell;
 
+use super::hdfs_open::OpenFiles;
 use super::kerberos::{self, KerberosError};
 use super::Location;
 use crate::error::{Error, Result};
@@ -206,6 +208,7 @@ impl HdfsStoreBuilder {
             connect_timeout: self.connect_timeout,
             connected: Arc::new(OnceCell::new()),
             security,
+            open: Arc::default(),
         };
         Ok(Location::new(Arc::new(store), root, parsed.base))
     }
@@ -227,6 +230,8 @@ struct HdfsStore {
     connected: Arc<OnceCell<std::result::Result<(), Arc<ConnectError>>>>,
     /// What the client configuration says about Kerberos.
     security: Security,
+    /// Block locations of the files read, shared by all clones.
+    open: Arc<OpenFiles>,
 }
 
 /// The client configuration's security settings, as far as errors need them.
@@ -472,6 +477,106 @@ fn classify(path: &Path, err: object_store::Error) -> object_store::Error {
     }
 }
 
+impl HdfsStore {
+    /// A range of a file, read through its kept block locations (see
+    /// [`super::hdfs_open`]): one round trip to the namenode for the
+    /// file's status, then the datanodes.
+    async fn get_range_open(&self, location: &Path, options: GetOptions) -> StoreResult<GetResult> {
+        let path = format!("/{}", location.as_ref());
+        if let Some(kept) = self.open.kept(&path) {
+            // The status and the first bytes side by side; the bytes count
+            // only if the file is still the one the locations are of.
+            let range = byte_range(&options, kept.size)?;
+            let mut stream = self.range_stream(location, &path, &kept.reader, &range);
+            let (meta, first) = futures::join!(self.head(location), stream.next());
+            let meta = meta?;
+            if kept.matches(&meta) {
+                options.check_preconditions(&meta)?;
+                let first = match first {
+                    Some(Err(e)) => return Err(e),
+                    first => first,
+                };
+                let payload = stream::iter(first).chain(stream).boxed();
+                return Ok(GetResult {
+                    payload: GetResultPayload::Stream(payload),
+                    meta,
+                    range,
+                    attributes: Default::default(),
+                });
+            }
+            self.open.forget(&path);
+        }
+        let fail = |e: HdfsError| self.classify(location, native_error(e));
+        let (meta, reader) = futures::join!(self.head(location), self.client.read(&path));
+        let (meta, reader) = (meta?, Arc::new(reader.map_err(fail)?));
+        if reader.file_length() as u64 != meta.size {
+            // The file changed between the two answers: read it the plain way.
+            let result = self.inner.get_opts(location, options).await;
+            return result.map_err(|e| self.classify(location, e));
+        }
+        self.open.keep(&path, &meta, reader.clone());
+        options.check_preconditions(&meta)?;
+        let range = byte_range(&options, meta.size)?;
+        let payload = self.range_stream(location, &path, &reader, &range);
+        Ok(GetResult {
+            payload: GetResultPayload::Stream(payload),
+            meta,
+            range,
+            attributes: Default::default(),
+        })
+    }
+
+    /// The bytes `range` of the file through `reader`; a failure drops the
+    /// kept locations, so that the next read asks the namenode again.
+    fn range_stream(
+        &self,
+        location: &Path,
+        path: &str,
+        reader: &FileReader,
+        range: &Range<u64>,
+    ) -> BoxStream<'static, StoreResult<Bytes>> {
+        let this = self.clone();
+        let (at, path) = (location.clone(), path.to_string());
+        reader
+            .read_range_stream(range.start as usize, (range.end - range.start) as usize)
+            .map(move |chunk| {
+                chunk.map_err(|e| {
+                    this.open.forget(&path);
+                    this.classify(&at, native_error(e))
+                })
+            })
+            .boxed()
+    }
+}
+
+/// The bytes a ranged read asks for, in a file of `size` bytes.
+fn byte_range(options: &GetOptions, size: u64) -> StoreResult<Range<u64>> {
+    match &options.range {
+        Some(range) => range
+            .as_range(size)
+            .map_err(|e| object_store::Error::Generic {
+                store: STORE,
+                source: Box::new(e),
+            }),
+        None => Ok(0..size),
+    }
+}
+
+/// An error of the native client as `hdfs-native-object-store` gives it
+/// (what [`HdfsStore::classify`] explains).
+fn native_error(err: HdfsError) -> object_store::Error {
+    match err {
+        HdfsError::FileNotFound(path) => object_store::Error::NotFound {
+            path: path.clone(),
+            source: Box::new(HdfsError::FileNotFound(path)),
+        },
+        err => object_store::Error::Generic {
+            store: STORE,
+            source: Box::new(err),
+        },
+    }
+}
+
 impl fmt::Display for HdfsStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "HdfsStore({})", self.base)
@@ -506,6 +611,9 @@ impl ObjectStore for HdfsStore {
     /// which the listing relies on to tell a file root from a directory root.
     async fn get_opts(&self, location: &Path, options: GetOptions) -> StoreResult<GetResult> {
         self.ready().await?;
+        if !options.head && options.range.is_some() && options.version.is_none() {
+            return self.get_range_open(location, options).await;
+        }
         let result = self.inner.get_opts(location, options).await;
         let mut result = result.map_err(|e| self.classify(location, e))?;
         // Block transfers fail while the body streams: explain those too.

@@ -8,6 +8,7 @@ mod cloud;
 mod gcs;
 pub mod gssapi;
 mod hdfs;
+mod hdfs_open;
 pub mod kerberos;
 mod local;
 pub(crate) mod pinned;
