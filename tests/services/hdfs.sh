@@ -151,9 +151,14 @@ build() {
   echo "hdfs.sh: built in $((SECONDS - t0))s" >&2
 }
 
+# Whether the cluster of $STATE is up, and stays up: one whose owner
+# (SLUICE_HDFS_EXIT_WITH when it started) has exited is going away, and a later
+# start replaces it.
 running() {
   [[ -f "$STATE/pid" && -f "$STATE/ready" && -f "$STATE/conf/core-site.xml" ]] || return 1
-  local pid
+  local pid owner
+  owner="$(cat "$STATE/owner" 2>/dev/null || true)"
+  [[ -z "$owner" ]] || kill -0 "$owner" 2>/dev/null || return 1
   pid="$(cat "$STATE/pid")"
   kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'sluice.minidfs.Main'
 }
@@ -192,6 +197,7 @@ start() {
   if [[ -n "${SLUICE_HDFS_EXIT_WITH:-}" ]]; then
     args+=(--exit-with "$SLUICE_HDFS_EXIT_WITH")
   fi
+  echo "${SLUICE_HDFS_EXIT_WITH:-}" >"$STATE/owner"
   [[ -z "${SLUICE_HDFS_BLOCK_SIZE:-}" ]] || args+=(--block-size "$SLUICE_HDFS_BLOCK_SIZE")
   [[ -z "${SLUICE_HDFS_DATANODE_ADDRESS:-}" ]] ||
     args+=(--datanode-address "$SLUICE_HDFS_DATANODE_ADDRESS")

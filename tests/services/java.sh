@@ -59,9 +59,13 @@ build() {
   CLASSPATH_FILE="$BUILD/classpath.txt"
 }
 
+# Whether the server of $STATE is up, and stays up: one whose owner (EXIT_WITH
+# when it started) has exited is going away, and a later start replaces it.
 running() {
   [[ -f "$STATE/pid" && -f "$STATE/ready" ]] || return 1
-  local pid
+  local pid owner
+  owner="$(cat "$STATE/owner" 2>/dev/null || true)"
+  [[ -z "$owner" ]] || kill -0 "$owner" 2>/dev/null || return 1
   pid="$(cat "$STATE/pid")"
   kill -0 "$pid" 2>/dev/null &&
     tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "$MAIN" &&
@@ -94,6 +98,7 @@ start() {
   stop_quietly
   build
   echo "$DATA" >"$STATE/data"
+  echo "$EXIT_WITH" >"$STATE/owner"
   local t0=$SECONDS
   launch
   local pid=$!
