@@ -10,7 +10,7 @@ use crate::common;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{OnceLock, RwLock, RwLockReadGuard};
+use std::sync::{Mutex, OnceLock, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::common::{
@@ -24,6 +24,9 @@ use serde_json::Value;
 /// Taken for writing by the test that puts the namenode in safe mode, for
 /// reading by every other test of the plain cluster.
 static SAFE_MODE: RwLock<()> = RwLock::new(());
+
+/// Held by each test of the HA cluster: one of them restarts its datanode.
+static HA: Mutex<()> = Mutex::new(());
 
 /// A running MiniDFSCluster, as `tests/services/hdfs.sh` reports it.
 struct Cluster {
@@ -399,6 +402,7 @@ fn a_viewfs_mount_lists_what_the_namenode_holds() {
 
 #[test]
 fn an_ha_nameservice_resolves_through_hadoop_conf_dir() {
+    let _alone = HA.lock().unwrap_or_else(|e| e.into_inner());
     let cluster = Cluster::ha();
     let url = cluster.fresh_dir("parquet_partitioned");
     cluster.upload(&fixture("parquet_partitioned"), &url);
@@ -504,4 +508,35 @@ fn range_reads_span_blocks_see_a_rewritten_file_and_refuse_a_range_past_the_end(
     );
     let past = read(2_621_440..2_621_450);
     assert!(past.is_err(), "a range past the end is an error: {past:?}");
+}
+
+#[test]
+fn a_range_read_after_its_datanode_moved_asks_the_namenode_again() {
+    let _alone = HA.lock().unwrap_or_else(|e| e.into_inner());
+    let cluster = Cluster::ha();
+    let url = cluster.fresh_dir("moved");
+    let location = HdfsStoreBuilder::new(&url)
+        .with_config_dir(cluster.conf_dir.clone())
+        .build()
+        .unwrap_or_else(|e| panic!("cannot open {url}: {e}"));
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    let path = ObjectPath::parse(format!("{}/part-00000", location.root)).expect("path");
+    let bytes: Vec<u8> = (0..1_500_000u32).map(|i| (i % 253) as u8).collect();
+    runtime
+        .block_on(location.store.put(&path, PutPayload::from(bytes.clone())))
+        .unwrap_or_else(|e| panic!("cannot write {url}: {e}"));
+    let read =
+        |range: std::ops::Range<u64>| runtime.block_on(location.store.get_range(&path, range));
+    // The first range keeps the file's block locations (the datanode's port).
+    let got = read(10..1_000).unwrap_or_else(|e| panic!("first read: {e}"));
+    assert_eq!(&got[..], &bytes[10..1_000]);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/services/hdfs.sh");
+    let out = run(Command::new("bash").arg(&script).arg("restart-datanode-ha"));
+    assert!(out.status.success(), "the datanode did not restart: {out}");
+    // The kept port answers no more: the read is asked for again, once, with
+    // the locations the namenode gives now.
+    let got = read(1_040_000..1_100_000).unwrap_or_else(|e| panic!("read after the move: {e}"));
+    assert_eq!(&got[..], &bytes[1_040_000..1_100_000]);
+    let got = read(0..1_500_000).unwrap_or_else(|e| panic!("a later read: {e}"));
+    assert_eq!(&got[..], &bytes[..]);
 }

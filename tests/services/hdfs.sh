@@ -19,6 +19,9 @@
 #                                     restarts the running cluster's namenode(s) on the same
 #                                     ports and data (clients must connect, and authenticate,
 #                                     anew); returns once the datanodes are back
+#   tests/services/hdfs.sh restart-datanode-ha
+#                                     restarts the HA cluster's datanode on another port
+#                                     (block locations a client kept no longer reach it)
 #   tests/services/hdfs.sh dfsadmin ARGS...   Hadoop's DFSAdmin on the plain cluster
 #   tests/services/hdfs.sh put LOCAL_DIR URL  Hadoop's own client (`hdfs dfs -put`) copies a
 #                                     local directory into a running cluster, as the job
@@ -258,31 +261,33 @@ stop() {
 
 # Restarts the namenode(s) of the running cluster through its control pipe and
 # waits for the launcher's answer.
-restart_namenode() {
-  MODE="$1"
-  select_mode "$1"
+# restart_node namenode|datanode MODE: restarts that node of the cluster.
+restart_node() {
+  local node="$1"
+  MODE="$2"
+  select_mode "$2"
   [[ -d "$STATE" ]] || die "no HDFS running in $STATE"
   exec 9>"$STATE/lock"
   flock 9
   running || die "no HDFS running in $STATE"
   [[ -p "$STATE/control" ]] || die "the cluster in $STATE takes no commands (stop and start it)"
-  local answers='^(Restarted namenode|Control failed): '
+  local answers="^(Restarted $node|Control failed): "
   local before t0=$SECONDS pid
   pid="$(cat "$STATE/pid")"
   before="$(grep -cE "$answers" "$STATE/stdout.log" || true)"
-  timeout 10 bash -c 'echo restart-namenode >"$1"' _ "$STATE/control" ||
+  timeout 10 bash -c 'echo "restart-$2" >"$1"' _ "$STATE/control" "$node" ||
     die "the cluster in $STATE did not take the command"
   while (($(grep -cE "$answers" "$STATE/stdout.log" || true) <= before)); do
     kill -0 "$pid" 2>/dev/null || die "the MiniDFSCluster exited (log: $STATE/cluster.log)"
     if ((SECONDS - t0 >= START_TIMEOUT)); then
-      die "the namenode was not back after ${START_TIMEOUT}s (log: $STATE/cluster.log)"
+      die "the $node was not back after ${START_TIMEOUT}s (log: $STATE/cluster.log)"
     fi
     sleep 0.2
   done
   local answer
   answer="$(grep -E "$answers" "$STATE/stdout.log" | tail -n 1)"
   [[ "$answer" == Restarted* ]] || die "$answer (log: $STATE/cluster.log)"
-  echo "hdfs.sh: namenode of $URL restarted in $((SECONDS - t0))s" >&2
+  echo "hdfs.sh: $node of $URL restarted in $((SECONDS - t0))s" >&2
 }
 
 env_of() {
@@ -309,9 +314,10 @@ case "${1:-}" in
   start-kdc) start kdc ;;
   stop-kdc) stop kdc ;;
   env-kdc) env_of kdc ;;
-  restart-namenode) restart_namenode plain ;;
-  restart-namenode-ha) restart_namenode ha ;;
-  restart-namenode-secure) shift && parse_protection "$@" && restart_namenode secure ;;
+  restart-namenode) restart_node namenode plain ;;
+  restart-namenode-ha) restart_node namenode ha ;;
+  restart-namenode-secure) shift && parse_protection "$@" && restart_node namenode secure ;;
+  restart-datanode-ha) restart_node datanode ha ;;
   put | fetchdt)
     # Hadoop's own client, as the user of the cluster HADOOP_CONF_DIR describes.
     tool="$1"
@@ -335,5 +341,5 @@ case "${1:-}" in
     exec java -cp "$BUILD/minidfs.jar:$(cat "$BUILD/classpath.txt")" \
       org.apache.hadoop.hdfs.tools.DFSAdmin -fs "$URL" "$@"
     ;;
-  *) die "usage: $0 start|start-ha|start-secure|start-kdc|stop|stop-ha|stop-secure|stop-kdc|env|env-ha|env-secure|env-kdc|restart-namenode[-ha|-secure]|build|dfsadmin ARGS...|put LOCAL_DIR URL|fetchdt [ARGS] FILE" ;;
+  *) die "usage: $0 start|start-ha|start-secure|start-kdc|stop|stop-ha|stop-secure|stop-kdc|env|env-ha|env-secure|env-kdc|restart-namenode[-ha|-secure]|restart-datanode-ha|build|dfsadmin ARGS...|put LOCAL_DIR URL|fetchdt [ARGS] FILE" ;;
 esac

@@ -490,12 +490,11 @@ impl HdfsStore {
             let mut stream = self.range_stream(location, &path, &kept.reader, &range);
             let (meta, first) = futures::join!(self.head(location), stream.next());
             let meta = meta?;
-            if kept.matches(&meta) {
+            // A first chunk that failed (a block moved, its access token
+            // expired) is asked for again below with fresh locations.
+            let served = !matches!(first, Some(Err(_)));
+            if kept.matches(&meta) && served {
                 options.check_preconditions(&meta)?;
-                let first = match first {
-                    Some(Err(e)) => return Err(e),
-                    first => first,
-                };
                 let payload = stream::iter(first).chain(stream).boxed();
                 return Ok(GetResult {
                     payload: GetResultPayload::Stream(payload),
@@ -503,6 +502,9 @@ impl HdfsStore {
                     range,
                     attributes: Default::default(),
                 });
+            }
+            if !served {
+                tracing::debug!(%path, "kept block locations failed; asking the namenode again");
             }
             self.open.forget(&path);
         }

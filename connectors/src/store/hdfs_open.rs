@@ -14,8 +14,10 @@
 //! locations side by side, then reads.
 //!
 //! What is kept is dropped when the status no longer matches, and when a read
-//! through it fails (a datanode gone, a block moved): the next read asks the
-//! namenode again. At most [`MAX_OPEN`] files are kept.
+//! through it fails (a datanode gone, a block moved, a block access token
+//! expired): the next read asks the namenode again, and a range whose first
+//! bytes failed that way is asked for again at once. At most [`MAX_OPEN`]
+//! files are kept.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -4,7 +4,8 @@
 // until that process exits). With --control FIFO it takes commands, one a line, from
 // that named pipe: `restart-namenode` restarts the namenode(s) on the same ports and
 // data, waits until the datanodes are back and prints "Restarted namenode: N" (the
-// N-th restart), or "Control failed: WHY". With --secure-dir DIR it is Kerberized
+// N-th restart), or "Control failed: WHY"; `restart-datanode` restarts the first
+// datanode on another port and prints "Restarted datanode: N". With --secure-dir DIR it is Kerberized
 // (see Secure): a MiniKdc, keytabs and krb5.conf in DIR, the client's krb5.conf
 // beside the Hadoop files, and the user principal printed as "Principal: NAME".
 // With --kdc-only (and --secure-dir DIR) it runs the MiniKdc alone, for services
@@ -203,6 +204,18 @@ public final class Main {
                             continue;
                         }
                         try {
+                            if (command.equals("restart-datanode")) {
+                                // On another port: what a client kept of its
+                                // address no longer reaches it.
+                                if (!cluster.restartDataNode(0, false)) {
+                                    throw new IllegalStateException("no datanode to restart");
+                                }
+                                cluster.waitActive();
+                                restarts++;
+                                System.out.println("Restarted datanode: " + restarts);
+                                System.out.flush();
+                                continue;
+                            }
                             if (!command.equals("restart-namenode")) {
                                 throw new IllegalArgumentException("unknown command " + command);
                             }
