@@ -66,6 +66,41 @@ if [[ ! -f "$DATA/_SUCCESS" ]]; then
     2> >(grep -v -e WARN -e 'Stage ' -e 'setLogLevel' -e FutureWarning -e require_minimum >&2)
 fi
 
+# summarize STORE: the best run of each reader and delay in $WORK/runs.jsonl, and
+# sluice's ratios to itself without the delay and to pyarrow (where it ran).
+summarize() {
+  python3 - "$WORK/runs.jsonl" "$ROWS" "$FILES" "${OUT:-}" "$1" <<'PY'
+import json, sys
+runs_file, rows, files, out, store = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+best = {}
+for line in open(runs_file):
+    r = json.loads(line)
+    key = (r["name"], r["delay_ms"])
+    if key not in best or r["seconds"] < best[key]["seconds"]:
+        best[key] = r
+lines = [f"{rows:,} rows in {files} Parquet files (Spark), {store}; best of the runs, "
+         "wall time.", "",
+         "| reader | delay | seconds | rows/s | GETs | MB fetched |",
+         "|---|---:|---:|---:|---:|---:|"]
+for (name, delay), r in sorted(best.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+    lines.append(f"| {name} | {delay} ms | {r['seconds']:.2f} | {rows / r['seconds']:,.0f} "
+                 f"| {r.get('gets', '-')} | {r['bytes'] / 1e6:.0f} |")
+lines += ["", "| delay | sluice / sluice at 0 ms (goal ≥ 0.8) | sluice / pyarrow (goal ≥ 2) |",
+          "|---:|---:|---:|"]
+base = best[("sluice", 0)]["seconds"]
+for (name, delay), r in sorted(best.items()):
+    if name != "sluice":
+        continue
+    peer = best.get(("pyarrow", delay))
+    vs_peer = f"{peer['seconds'] / r['seconds']:.2f}×" if peer else "-"
+    lines.append(f"| {delay} ms | {base / r['seconds']:.2f}× | {vs_peer} |")
+text = "\n".join(lines)
+print(text)
+if out:
+    open(out, "w").write(text + "\n")
+PY
+}
+
 if [[ "$STORE" == hdfs ]]; then
   WORK="$(mktemp -d)"
   export SLUICE_SERVICES="$WORK/services" SLUICE_HDFS_PORT=9330
@@ -120,28 +155,7 @@ PY
   for ((rep = 0; rep < REPS; rep++)); do
     for delay in 0 ${DELAYS//,/ }; do hdfs_run "$delay"; done
   done
-  python3 - "$WORK/runs.jsonl" "$ROWS" "$FILES" "${OUT:-}" <<'PY'
-import json, sys
-runs_file, rows, files, out = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-best = {}
-for line in open(runs_file):
-    r = json.loads(line)
-    if r["delay_ms"] not in best or r["seconds"] < best[r["delay_ms"]]["seconds"]:
-        best[r["delay_ms"]] = r
-base = best[0]["seconds"]
-lines = [f"{rows:,} rows in {files} Parquet files (Spark), HDFS (a MiniDFSCluster, 128 MiB "
-         "blocks) behind a TCP proxy that delays every request to the namenode and the "
-         "datanode; best of the runs, wall time.", "",
-         "| reader | delay | seconds | rows/s | MB fetched | sluice / sluice at 0 ms (goal ≥ 0.8) |",
-         "|---|---:|---:|---:|---:|---:|"]
-for delay, r in sorted(best.items()):
-    lines.append(f"| sluice | {delay} ms | {r['seconds']:.2f} | {rows / r['seconds']:,.0f} "
-                 f"| {r['bytes'] / 1e6:.0f} | {base / r['seconds']:.2f}× |")
-text = "\n".join(lines)
-print(text)
-if out:
-    open(out, "w").write(text + "\n")
-PY
+  summarize "HDFS (a MiniDFSCluster, 128 MiB blocks) behind a TCP proxy that delays every request to the namenode and the datanode"
   exit 0
 fi
 
@@ -216,33 +230,4 @@ for ((rep = 0; rep < REPS; rep++)); do
   pyarrow 0
 done
 
-python3 - "$WORK/runs.jsonl" "$ROWS" "$FILES" "${OUT:-}" <<'PY'
-import json, sys
-runs_file, rows, files, out = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-best = {}
-for line in open(runs_file):
-    r = json.loads(line)
-    key = (r["name"], r["delay_ms"])
-    if key not in best or r["seconds"] < best[key]["seconds"]:
-        best[key] = r
-lines = [f"{rows:,} rows in {files} Parquet files (Spark), S3 API (moto) behind a proxy "
-         "that delays every request; best of the runs, wall time.", "",
-         "| reader | delay | seconds | rows/s | GETs | MB fetched |",
-         "|---|---:|---:|---:|---:|---:|"]
-for (name, delay), r in sorted(best.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-    lines.append(f"| {name} | {delay} ms | {r['seconds']:.2f} | {rows / r['seconds']:,.0f} "
-                 f"| {r['gets']} | {r['bytes'] / 1e6:.0f} |")
-lines += ["", "| delay | sluice / sluice at 0 ms (goal ≥ 0.8) | sluice / pyarrow (goal ≥ 2) |",
-          "|---:|---:|---:|"]
-base = best[("sluice", 0)]["seconds"]
-for (name, delay), r in sorted(best.items()):
-    if name != "sluice":
-        continue
-    peer = best.get(("pyarrow", delay))
-    vs_peer = f"{peer['seconds'] / r['seconds']:.2f}×" if peer else "-"
-    lines.append(f"| {delay} ms | {base / r['seconds']:.2f}× | {vs_peer} |")
-text = "\n".join(lines)
-print(text)
-if out:
-    open(out, "w").write(text + "\n")
-PY
+summarize "S3 API (moto) behind a proxy that delays every request"

@@ -466,22 +466,10 @@ fn a_namenode_in_safe_mode_serves_reads_and_refuses_state_writes_by_name() {
 #[test]
 fn range_reads_span_blocks_see_a_rewritten_file_and_refuse_a_range_past_the_end() {
     let (cluster, _shared) = Cluster::plain();
-    let url = cluster.fresh_dir("ranges");
-    let location = HdfsStoreBuilder::new(&url)
-        .with_config_dir(cluster.conf_dir.clone())
-        .build()
-        .unwrap_or_else(|e| panic!("cannot open {url}: {e}"));
-    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
-    let path = ObjectPath::parse(format!("{}/part-00000", location.root)).expect("path");
+    let file = OneFile::new(cluster, "ranges");
+    let (put, read) = (|b: &Vec<u8>| file.put(b), |r| file.read(r));
     // 2.5 blocks of the test cluster's 1 MiB, every byte telling its offset.
     let first: Vec<u8> = (0..2_621_440u32).map(|i| (i % 251) as u8).collect();
-    let put = |bytes: &Vec<u8>| {
-        runtime
-            .block_on(location.store.put(&path, PutPayload::from(bytes.clone())))
-            .unwrap_or_else(|e| panic!("cannot write {url}: {e}"));
-    };
-    let read =
-        |range: std::ops::Range<u64>| runtime.block_on(location.store.get_range(&path, range));
     put(&first);
     for range in [
         0..10,
@@ -513,20 +501,10 @@ fn range_reads_span_blocks_see_a_rewritten_file_and_refuse_a_range_past_the_end(
 #[test]
 fn a_range_read_after_its_datanode_moved_asks_the_namenode_again() {
     let _alone = HA.lock().unwrap_or_else(|e| e.into_inner());
-    let cluster = Cluster::ha();
-    let url = cluster.fresh_dir("moved");
-    let location = HdfsStoreBuilder::new(&url)
-        .with_config_dir(cluster.conf_dir.clone())
-        .build()
-        .unwrap_or_else(|e| panic!("cannot open {url}: {e}"));
-    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
-    let path = ObjectPath::parse(format!("{}/part-00000", location.root)).expect("path");
+    let file = OneFile::new(Cluster::ha(), "moved");
+    let read = |range| file.read(range);
     let bytes: Vec<u8> = (0..1_500_000u32).map(|i| (i % 253) as u8).collect();
-    runtime
-        .block_on(location.store.put(&path, PutPayload::from(bytes.clone())))
-        .unwrap_or_else(|e| panic!("cannot write {url}: {e}"));
-    let read =
-        |range: std::ops::Range<u64>| runtime.block_on(location.store.get_range(&path, range));
+    file.put(&bytes);
     // The first range keeps the file's block locations (the datanode's port).
     let got = read(10..1_000).unwrap_or_else(|e| panic!("first read: {e}"));
     assert_eq!(&got[..], &bytes[10..1_000]);
@@ -539,4 +517,43 @@ fn a_range_read_after_its_datanode_moved_asks_the_namenode_again() {
     assert_eq!(&got[..], &bytes[1_040_000..1_100_000]);
     let got = read(0..1_500_000).unwrap_or_else(|e| panic!("a later read: {e}"));
     assert_eq!(&got[..], &bytes[..]);
+}
+
+/// One file of a fresh directory of `cluster`, written and read in ranges
+/// through sluice's HDFS store.
+struct OneFile {
+    url: String,
+    location: connectors::store::Location,
+    path: ObjectPath,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl OneFile {
+    fn new(cluster: &Cluster, name: &str) -> OneFile {
+        let url = cluster.fresh_dir(name);
+        let location = HdfsStoreBuilder::new(&url)
+            .with_config_dir(cluster.conf_dir.clone())
+            .build()
+            .unwrap_or_else(|e| panic!("cannot open {url}: {e}"));
+        let path = ObjectPath::parse(format!("{}/part-00000", location.root)).expect("path");
+        let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+        OneFile {
+            url,
+            location,
+            path,
+            runtime,
+        }
+    }
+
+    fn put(&self, bytes: &[u8]) {
+        let payload = PutPayload::from(bytes.to_vec());
+        self.runtime
+            .block_on(self.location.store.put(&self.path, payload))
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", self.url));
+    }
+
+    fn read(&self, range: std::ops::Range<u64>) -> object_store::Result<Vec<u8>> {
+        let get = self.location.store.get_range(&self.path, range);
+        self.runtime.block_on(get).map(|bytes| bytes.to_vec())
+    }
 }

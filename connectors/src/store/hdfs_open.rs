@@ -32,10 +32,11 @@ const MAX_OPEN: usize = 4096;
 /// Files whose block locations are known, by absolute path.
 #[derive(Debug, Default)]
 pub(super) struct OpenFiles {
-    files: Mutex<HashMap<String, Open>>,
+    files: Mutex<HashMap<String, Kept>>,
 }
 
 /// A kept reader and the status it went with.
+#[derive(Clone)]
 pub(super) struct Kept {
     /// The file's size then.
     pub size: u64,
@@ -52,16 +53,9 @@ impl Kept {
     }
 }
 
-/// One open file, and the status its block locations went with.
-struct Open {
-    size: u64,
-    modified: DateTime<Utc>,
-    reader: Arc<FileReader>,
-}
-
-impl std::fmt::Debug for Open {
+impl std::fmt::Debug for Kept {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Open")
+        f.debug_struct("Kept")
             .field("size", &self.size)
             .field("modified", &self.modified)
             .finish_non_exhaustive()
@@ -69,37 +63,28 @@ impl std::fmt::Debug for Open {
 }
 
 impl OpenFiles {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Open>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Kept>> {
         self.files.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The reader kept for `path`, and the status it went with.
     pub fn kept(&self, path: &str) -> Option<Kept> {
-        self.lock().get(path).map(|open| Kept {
-            size: open.size,
-            modified: open.modified,
-            reader: open.reader.clone(),
-        })
+        self.lock().get(path).cloned()
     }
 
-    /// Keeps `reader` for `path`, opened with the status `meta`, when the two
-    /// agree on the file's size.
+    /// Keeps `reader` for `path`, opened with the status `meta` (the caller
+    /// has checked that the two agree on the file's size).
     pub fn keep(&self, path: &str, meta: &ObjectMeta, reader: Arc<FileReader>) {
-        if reader.file_length() as u64 != meta.size {
-            return;
-        }
         let mut files = self.lock();
         if files.len() >= MAX_OPEN {
             files.clear();
         }
-        files.insert(
-            path.to_string(),
-            Open {
-                size: meta.size,
-                modified: meta.last_modified,
-                reader,
-            },
-        );
+        let kept = Kept {
+            size: meta.size,
+            modified: meta.last_modified,
+            reader,
+        };
+        files.insert(path.to_string(), kept);
     }
 
     /// Drops what is kept for `path` (a read through it failed).
