@@ -21,16 +21,24 @@ const DEFAULT_READ_AHEAD_BYTES: u64 = 64 * 1024 * 1024;
 /// The most the default read-ahead grows to on a remote store.
 const REMOTE_READ_AHEAD_MAX: u64 = 256 * 1024 * 1024;
 
+/// Reads a worker keeps leased beyond one per device on a remote store
+/// (within `--prefetch`): while every device decodes a task, the next two
+/// tasks' fetches are on their way. One was not enough at 50 ms a request:
+/// a 26 MB row group took about as long to arrive as a device took to
+/// decode one, so devices waited on every other task.
+pub const REMOTE_EXTRA_READS: usize = 2;
+
 /// The read-ahead when `--read-ahead` is not given: [`DEFAULT_READ_AHEAD`];
-/// from a remote store, at least enough for one split more than the devices
-/// (`largest_split` bytes each), up to 256 MiB. Each device then decodes a
-/// task while the next task's fetch is already under way, so that the
-/// store's time to first byte is hidden, not paid once per task.
+/// from a remote store, at least enough for [`REMOTE_EXTRA_READS`] splits
+/// more than the devices (`largest_split` bytes each), up to 256 MiB. Each
+/// device then decodes a task while the next tasks' fetches are already
+/// under way, so that the store's time to first byte is hidden, not paid
+/// once per task.
 pub fn default_read_ahead(remote: bool, devices: usize, largest_split: u64) -> u64 {
     if !remote {
         return DEFAULT_READ_AHEAD_BYTES;
     }
-    let wanted = largest_split.saturating_mul(devices.max(1) as u64 + 1);
+    let wanted = largest_split.saturating_mul((devices.max(1) + REMOTE_EXTRA_READS) as u64);
     wanted.clamp(DEFAULT_READ_AHEAD_BYTES, REMOTE_READ_AHEAD_MAX)
 }
 
@@ -78,7 +86,7 @@ pub struct PipelineOptions {
     /// Tasks leased and read ahead of the trainers.
     #[arg(long, default_value_t = 4, help = "Tasks leased and read ahead", long_help, help_heading = heading::READING)]
     pub prefetch: usize,
-    /// Bytes the readers may hold ahead of the trainers, all together (e.g. 128MiB): row groups fetched and not yet decoded, decoded batches not yet batched. A row group larger than this is read alone. Default 64MiB; from a remote store (S3, GCS, Azure, HDFS), enough for one split more than the devices, up to 256MiB, so that the next task is fetched while every device decodes.
+    /// Bytes the readers may hold ahead of the trainers, all together (e.g. 128MiB): row groups fetched and not yet decoded, decoded batches not yet batched. A row group larger than this is read alone. Default 64MiB; from a remote store (S3, GCS, Azure, HDFS), enough for two splits more than the devices, up to 256MiB, so that the next tasks are fetched while every device decodes.
     #[arg(long, value_name = "SIZE", value_parser = parse_size, help = "Bytes read ahead of the trainers [default: 64MiB; remote: more]", long_help, help_heading = heading::READING)]
     #[serde(deserialize_with = "form::some_size")]
     pub read_ahead: Option<u64>,
@@ -240,8 +248,8 @@ mod tests {
         const MIB: u64 = 1024 * 1024;
         // A local source: 64 MiB whatever its files.
         assert_eq!(default_read_ahead(false, 2, 26 * MIB), 64 * MIB);
-        // Remote: one split more than the devices, at least the local default...
-        assert_eq!(default_read_ahead(true, 2, 40 * MIB), 120 * MIB);
+        // Remote: two splits more than the devices, at least the local default...
+        assert_eq!(default_read_ahead(true, 2, 40 * MIB), 160 * MIB);
         assert_eq!(default_read_ahead(true, 2, MIB), 64 * MIB);
         // ...and never above 256 MiB, however large the files.
         assert_eq!(default_read_ahead(true, 8, 1024 * MIB), 256 * MIB);

@@ -422,8 +422,8 @@ struct Shell {
     source: Arc<dyn TaskSource>,
     worker: WorkerId,
     location: Location,
-    /// The source is on a remote store: each device keeps one read more
-    /// under way (see [`Shell::hungry`]).
+    /// The source is on a remote store: the worker keeps reads beyond its
+    /// devices under way (see [`Shell::hungry`]).
     remote: bool,
     splits: Arc<Vec<Split>>,
     plan: Arc<ReadPlan>,
@@ -733,9 +733,21 @@ impl Shell {
                 self.hand_back_all().await?;
                 return Ok(true);
             }
-        } else if !self.books.is_over() && Instant::now() >= self.next_lease && self.hungry(read_rx)
-        {
-            self.top_up().await?;
+        } else {
+            // Lease while the pipeline is hungry: at the start every device's
+            // first task (and on a remote store the next one) side by side, not
+            // one per event of the loop (a round trip to the store each).
+            for _ in 0..self.config.prefetch.max(1) {
+                if self.books.is_over() || Instant::now() < self.next_lease || !self.hungry(read_rx)
+                {
+                    break;
+                }
+                let before = self.books.leased_reads();
+                self.top_up().await?;
+                if self.books.leased_reads() <= before {
+                    break;
+                }
+            }
         }
         self.consume_dropped()?;
         self.pump_global()?;
@@ -816,14 +828,17 @@ impl Shell {
             return global.wants_lease();
         }
         // At least one read per device (up to --prefetch), and on a remote
-        // store one more: while every device decodes a task, the next one's
-        // first fetch, a round trip or more, is already on its way. (The
-        // default read-ahead there holds that many row groups.)
-        let floor = self
-            .config
-            .prefetch
-            .max(1)
-            .min(self.config.devices.max(1) + usize::from(self.remote));
+        // store two more: while every device decodes a task, the next ones'
+        // fetches, a round trip and a transfer each, are already on their
+        // way. (The default read-ahead there holds that many row groups.)
+        let floor = self.config.prefetch.max(1).min(
+            self.config.devices.max(1)
+                + if self.remote {
+                    crate::config::pipeline::REMOTE_EXTRA_READS
+                } else {
+                    0
+                },
+        );
         self.books.leased_reads() < floor
             || (self.books.none_starting()
                 && self.books.leased_reads() < self.config.prefetch.max(1)
