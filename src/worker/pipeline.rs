@@ -735,8 +735,9 @@ impl Shell {
             }
         } else {
             // Lease while the pipeline is hungry: at the start every device's
-            // first task (and on a remote store the next one) side by side, not
-            // one per event of the loop (a round trip to the store each).
+            // first task (and on a remote store the reads kept beyond them)
+            // side by side, not one per turn of the loop (a turn can wait a
+            // round trip to the store).
             for _ in 0..self.config.prefetch.max(1) {
                 if self.books.is_over() || Instant::now() < self.next_lease || !self.hungry(read_rx)
                 {
@@ -831,14 +832,12 @@ impl Shell {
         // store two more: while every device decodes a task, the next ones'
         // fetches, a round trip and a transfer each, are already on their
         // way. (The default read-ahead there holds that many row groups.)
-        let floor = self.config.prefetch.max(1).min(
-            self.config.devices.max(1)
-                + if self.remote {
-                    crate::config::pipeline::REMOTE_EXTRA_READS
-                } else {
-                    0
-                },
-        );
+        let extra = usize::from(self.remote) * crate::config::pipeline::REMOTE_EXTRA_READS;
+        let floor = self
+            .config
+            .prefetch
+            .max(1)
+            .min(self.config.devices.max(1) + extra);
         self.books.leased_reads() < floor
             || (self.books.none_starting()
                 && self.books.leased_reads() < self.config.prefetch.max(1)
