@@ -467,17 +467,18 @@ fn a_namenode_in_safe_mode_serves_reads_and_refuses_state_writes_by_name() {
 fn range_reads_span_blocks_see_a_rewritten_file_and_refuse_a_range_past_the_end() {
     let (cluster, _shared) = Cluster::plain();
     let file = OneFile::new(cluster, "ranges");
-    let (put, read) = (|b: &Vec<u8>| file.put(b), |r| file.read(r));
     // 2.5 blocks of the test cluster's 1 MiB, every byte telling its offset.
     let first: Vec<u8> = (0..2_621_440u32).map(|i| (i % 251) as u8).collect();
-    put(&first);
+    file.put(&first);
     for range in [
         0..10,
         1_048_000..1_049_000,
         1_000_000..2_621_440,
         2_621_430..2_621_440,
     ] {
-        let got = read(range.clone()).unwrap_or_else(|e| panic!("read {range:?}: {e}"));
+        let got = file
+            .read(range.clone())
+            .unwrap_or_else(|e| panic!("read {range:?}: {e}"));
         assert_eq!(
             &got[..],
             &first[range.start as usize..range.end as usize],
@@ -487,14 +488,16 @@ fn range_reads_span_blocks_see_a_rewritten_file_and_refuse_a_range_past_the_end(
     // The same size, other bytes, written later: never the old ones.
     std::thread::sleep(Duration::from_millis(20));
     let second: Vec<u8> = first.iter().map(|b| b.wrapping_add(1)).collect();
-    put(&second);
-    let got = read(1_048_000..1_049_000).expect("read after the rewrite");
+    file.put(&second);
+    let got = file
+        .read(1_048_000..1_049_000)
+        .expect("read after the rewrite");
     assert_eq!(
         &got[..],
         &second[1_048_000..1_049_000],
         "the rewritten bytes"
     );
-    let past = read(2_621_440..2_621_450);
+    let past = file.read(2_621_440..2_621_450);
     assert!(past.is_err(), "a range past the end is an error: {past:?}");
 }
 
@@ -502,20 +505,25 @@ fn range_reads_span_blocks_see_a_rewritten_file_and_refuse_a_range_past_the_end(
 fn a_range_read_after_its_datanode_moved_asks_the_namenode_again() {
     let _alone = HA.lock().unwrap_or_else(|e| e.into_inner());
     let file = OneFile::new(Cluster::ha(), "moved");
-    let read = |range| file.read(range);
     let bytes: Vec<u8> = (0..1_500_000u32).map(|i| (i % 253) as u8).collect();
     file.put(&bytes);
     // The first range keeps the file's block locations (the datanode's port).
-    let got = read(10..1_000).unwrap_or_else(|e| panic!("first read: {e}"));
+    let got = file
+        .read(10..1_000)
+        .unwrap_or_else(|e| panic!("first read: {e}"));
     assert_eq!(&got[..], &bytes[10..1_000]);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/services/hdfs.sh");
     let out = run(Command::new("bash").arg(&script).arg("restart-datanode-ha"));
     assert!(out.status.success(), "the datanode did not restart: {out}");
     // The kept port answers no more: the read is asked for again, once, with
     // the locations the namenode gives now.
-    let got = read(1_040_000..1_100_000).unwrap_or_else(|e| panic!("read after the move: {e}"));
+    let got = file
+        .read(1_040_000..1_100_000)
+        .unwrap_or_else(|e| panic!("read after the move: {e}"));
     assert_eq!(&got[..], &bytes[1_040_000..1_100_000]);
-    let got = read(0..1_500_000).unwrap_or_else(|e| panic!("a later read: {e}"));
+    let got = file
+        .read(0..1_500_000)
+        .unwrap_or_else(|e| panic!("a later read: {e}"));
     assert_eq!(&got[..], &bytes[..]);
 }
 
