@@ -7,16 +7,19 @@ use arrow::array::{
     ArrayRef, BooleanArray, Date32Array, Decimal128Array, Float64Array, Int64Array, StringArray,
     TimestampMicrosecondArray,
 };
-use arrow::datatypes::{DataType, Field, Schema};
+use arrow::datatypes::{DataType, Schema};
 
-use super::parse::{parse_date, parse_timestamp, Col, Lit, Literal, Node, Op};
+use super::expr::Expr;
+use super::like::{self, Matcher};
+use super::parse::{parse_date, parse_timestamp, CmpOp, Col, LikeKind, Lit, Literal, Node, Op};
+use super::resolve::{literal_value, Resolver};
 use super::{Pos, RowFilterError};
 
 /// A bound filter: columns resolved, literals typed.
 #[derive(Debug, Clone)]
 pub(crate) enum Pred {
-    And(Box<Pred>, Box<Pred>),
-    Or(Box<Pred>, Box<Pred>),
+    And(Vec<Pred>),
+    Or(Vec<Pred>),
     Not(Box<Pred>),
     /// Always this (`None`: unknown, as a comparison with NULL).
     Const(Option<bool>),
@@ -36,27 +39,33 @@ pub(crate) enum Pred {
         column: String,
         negated: bool,
     },
+    /// `column [NOT] LIKE pattern` (or `ILIKE`, `RLIKE`).
     Like {
         column: String,
-        pattern: String,
+        matcher: Arc<Matcher>,
         negated: bool,
     },
+    /// Any other condition: computed on the rows, anything for pruning.
+    Rows(Arc<Expr>),
 }
 
 impl Pred {
     /// The columns the predicate reads.
     pub(crate) fn columns(&self, out: &mut Vec<String>) {
-        match self {
-            Pred::And(a, b) | Pred::Or(a, b) => {
-                a.columns(out);
-                b.columns(out);
-            }
-            Pred::Not(a) => a.columns(out),
-            Pred::Const(_) | Pred::Opaque => {}
-            Pred::Cmp { column, .. } | Pred::IsNull { column, .. } | Pred::Like { column, .. } => {
-                if !out.contains(column) {
-                    out.push(column.clone());
+        let mut stack = vec![self];
+        while let Some(p) = stack.pop() {
+            match p {
+                Pred::And(list) | Pred::Or(list) => stack.extend(list.iter().rev()),
+                Pred::Not(a) => stack.push(a),
+                Pred::Const(_) | Pred::Opaque => {}
+                Pred::Cmp { column, .. }
+                | Pred::IsNull { column, .. }
+                | Pred::Like { column, .. } => {
+                    if !out.contains(column) {
+                        out.push(column.clone());
+                    }
                 }
+                Pred::Rows(e) => e.columns(out),
             }
         }
     }
@@ -64,11 +73,7 @@ impl Pred {
     /// The top-level conjuncts (`a AND b AND c`).
     pub(crate) fn conjuncts(&self) -> Vec<&Pred> {
         match self {
-            Pred::And(a, b) => {
-                let mut out = a.conjuncts();
-                out.extend(b.conjuncts());
-                out
-            }
+            Pred::And(list) => list.iter().flat_map(|p| p.conjuncts()).collect(),
             other => vec![other],
         }
     }
@@ -127,11 +132,30 @@ enum Plan {
     Unknown,
 }
 
+/// `IN` lists up to this long are an `OR` of comparisons (pruned by
+/// statistics and bloom filters); longer ones are searched in a sorted copy.
+const SHORT_IN: usize = 64;
+
 impl Binder<'_> {
+    fn resolver(&self) -> Resolver<'_> {
+        Resolver {
+            schema: self.schema,
+            text: self.text,
+        }
+    }
+
     fn bind(&self, node: &Node) -> Result<Pred, RowFilterError> {
         Ok(match node {
-            Node::And(a, b) => Pred::And(Box::new(self.bind(a)?), Box::new(self.bind(b)?)),
-            Node::Or(a, b) => Pred::Or(Box::new(self.bind(a)?), Box::new(self.bind(b)?)),
+            Node::And(list) => Pred::And(
+                list.iter()
+                    .map(|n| self.bind(n))
+                    .collect::<Result<_, _>>()?,
+            ),
+            Node::Or(list) => Pred::Or(
+                list.iter()
+                    .map(|n| self.bind(n))
+                    .collect::<Result<_, _>>()?,
+            ),
             Node::Not(a) => Pred::Not(Box::new(self.bind(a)?)),
             leaf if self.lenient => match self.leaf(leaf) {
                 Ok(pred) => pred,
@@ -143,44 +167,175 @@ impl Binder<'_> {
         })
     }
 
+    /// A condition that is no `AND`, `OR` or `NOT`: a comparison of a column
+    /// with a literal (pruned by statistics), or anything else on the rows.
     fn leaf(&self, node: &Node) -> Result<Pred, RowFilterError> {
-        Ok(match node {
-            Node::And(..) | Node::Or(..) | Node::Not(..) => self.bind(node)?,
-            Node::Cmp(col, op, lit) => self.compare(col, *op, lit)?,
-            Node::In(col, list, negated) => {
-                let mut any: Option<Pred> = None;
-                for lit in list {
-                    let eq = self.compare(col, Op::Eq, lit)?;
-                    any = Some(match any {
-                        None => eq,
-                        Some(before) => Pred::Or(Box::new(before), Box::new(eq)),
-                    });
+        if let Some(pred) = self.simple(node)? {
+            return Ok(pred);
+        }
+        let expr = self.resolver().condition(node)?;
+        Ok(match expr.literal() {
+            Some(v) => {
+                use arrow::array::AsArray;
+                Pred::Const(v.is_valid(0).then(|| v.as_boolean().value(0)))
+            }
+            None => Pred::Rows(Arc::new(expr)),
+        })
+    }
+
+    /// The shapes statistics can decide, bound as such; `None` for others.
+    fn simple(&self, node: &Node) -> Result<Option<Pred>, RowFilterError> {
+        let column = |n: &Node| match n {
+            Node::Column(c) => Some(c.clone()),
+            _ => None,
+        };
+        let literal = |n: &Node| match n {
+            Node::Lit(l) => Some(Lit {
+                value: literal_value(&l.value),
+                at: l.at,
+            }),
+            _ => None,
+        };
+        Ok(Some(match node {
+            Node::Lit(Lit {
+                value: Literal::Bool(b),
+                ..
+            }) => Pred::Const(Some(*b)),
+            Node::Lit(Lit {
+                value: Literal::Null,
+                ..
+            }) => Pred::Const(None),
+            Node::Cmp(a, op, b, _) => {
+                let (col, op, lit) = match (column(a), literal(b), column(b), literal(a)) {
+                    (Some(c), Some(l), _, _) => (c, *op, l),
+                    (_, _, Some(c), Some(l)) => (
+                        c,
+                        match op {
+                            CmpOp::Plain(o) => CmpOp::Plain(o.flipped()),
+                            other => *other,
+                        },
+                        l,
+                    ),
+                    _ => return Ok(None),
+                };
+                match op {
+                    CmpOp::Plain(op) => match self.compare(&col, op, &lit)? {
+                        Some(p) => p,
+                        None => return Ok(None),
+                    },
+                    // `c <=> v`: `c IS NOT NULL AND c = v`; `c <=> NULL`: `c IS NULL`.
+                    CmpOp::NullSafeEq => {
+                        let field = self.resolver().field(&col)?.name().clone();
+                        if lit.value == Literal::Null {
+                            Pred::IsNull {
+                                column: field,
+                                negated: false,
+                            }
+                        } else {
+                            let Some(eq) = self.compare(&col, Op::Eq, &lit)? else {
+                                return Ok(None);
+                            };
+                            Pred::And(vec![
+                                Pred::IsNull {
+                                    column: field,
+                                    negated: true,
+                                },
+                                eq,
+                            ])
+                        }
+                    }
                 }
-                let any = any.unwrap_or(Pred::Const(Some(false)));
+            }
+            Node::In(a, list, negated, _) if list.len() <= SHORT_IN => {
+                let Some(col) = column(a) else {
+                    return Ok(None);
+                };
+                let mut any = Vec::with_capacity(list.len());
+                for item in list {
+                    let Some(lit) = literal(item) else {
+                        return Ok(None);
+                    };
+                    match self.compare(&col, Op::Eq, &lit)? {
+                        Some(p) => any.push(p),
+                        None => return Ok(None),
+                    }
+                }
+                let any = Pred::Or(any);
                 if *negated {
                     Pred::Not(Box::new(any))
                 } else {
                     any
                 }
             }
-            Node::Between(col, low, high, negated) => {
-                let both = Pred::And(
-                    Box::new(self.compare(col, Op::Ge, low)?),
-                    Box::new(self.compare(col, Op::Le, high)?),
-                );
+            Node::Between(a, low, high, negated, _) => {
+                let (Some(col), Some(lo), Some(hi)) = (column(a), literal(low), literal(high))
+                else {
+                    return Ok(None);
+                };
+                let (Some(ge), Some(le)) = (
+                    self.compare(&col, Op::Ge, &lo)?,
+                    self.compare(&col, Op::Le, &hi)?,
+                ) else {
+                    return Ok(None);
+                };
+                let both = Pred::And(vec![ge, le]);
                 if *negated {
                     Pred::Not(Box::new(both))
                 } else {
                     both
                 }
             }
-            Node::IsNull(col, negated) => Pred::IsNull {
-                column: self.field(col)?.name().clone(),
-                negated: *negated,
-            },
-            Node::Like(col, pattern, negated) => self.like(col, pattern, *negated)?,
+            Node::IsNull(a, negated, _) => {
+                let Some(col) = column(a) else {
+                    return Ok(None);
+                };
+                Pred::IsNull {
+                    column: self.resolver().field(&col)?.name().clone(),
+                    negated: *negated,
+                }
+            }
+            Node::Like {
+                expr,
+                pattern,
+                escape,
+                kind,
+                negated,
+                at,
+            } => {
+                let (
+                    Some(col),
+                    Some(Lit {
+                        value: Literal::Str(p),
+                        ..
+                    }),
+                ) = (column(expr), literal(pattern))
+                else {
+                    return Ok(None);
+                };
+                let field = self.resolver().field(&col)?;
+                if !is_string(field.data_type()) {
+                    return Err(self.mismatch(
+                        format!(
+                            "LIKE matches strings, and column {} is {}",
+                            field.name(),
+                            field.data_type()
+                        ),
+                        col.at,
+                    ));
+                }
+                let matcher = match kind {
+                    LikeKind::RLike => like::rlike(&p),
+                    _ => like::like(&p, escape.unwrap_or('\\'), *kind == LikeKind::ILike),
+                }
+                .map_err(|reason| self.mismatch(reason, *at))?;
+                Pred::Like {
+                    column: field.name().clone(),
+                    matcher: Arc::new(matcher),
+                    negated: *negated,
+                }
+            }
             Node::Column(col) => {
-                let field = self.field(col)?;
+                let field = self.resolver().field(col)?;
                 if field.data_type() != &DataType::Boolean {
                     return Err(self.mismatch(
                         format!(
@@ -198,31 +353,8 @@ impl Binder<'_> {
                     value: Arc::new(BooleanArray::from(vec![true])),
                 }
             }
-        })
-    }
-
-    fn field(&self, col: &Col) -> Result<&Field, RowFilterError> {
-        let fields = self.schema.fields();
-        fields
-            .iter()
-            .find(|f| f.name() == &col.name)
-            .or_else(|| {
-                // Spark resolves names without regard to case.
-                fields
-                    .iter()
-                    .find(|f| f.name().eq_ignore_ascii_case(&col.name))
-            })
-            .map(|f| f.as_ref())
-            .ok_or_else(|| RowFilterError::UnknownColumn {
-                text: self.text.to_string(),
-                column: col.name.clone(),
-                at: col.at,
-                available: fields
-                    .iter()
-                    .map(|f| f.name().as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })
+            _ => return Ok(None),
+        }))
     }
 
     fn mismatch(&self, reason: String, at: Pos) -> RowFilterError {
@@ -233,59 +365,27 @@ impl Binder<'_> {
         }
     }
 
-    fn compare(&self, col: &Col, op: Op, lit: &Lit) -> Result<Pred, RowFilterError> {
-        let field = self.field(col)?;
+    /// `col op lit` where statistics can decide it; `None` where the
+    /// general path types it (or refuses it).
+    fn compare(&self, col: &Col, op: Op, lit: &Lit) -> Result<Option<Pred>, RowFilterError> {
+        let field = self.resolver().field(col)?;
         let column = field.name().clone();
-        match plan(field.data_type(), &lit.value) {
-            Some(Plan::Cast(cast, value)) => Ok(Pred::Cmp {
+        Ok(match plan(field.data_type(), &lit.value) {
+            Some(Plan::Cast(cast, value)) => Some(Pred::Cmp {
                 column,
                 op,
                 cast: Some(cast),
                 value,
             }),
-            Some(Plan::Own(value)) => Ok(Pred::Cmp {
+            Some(Plan::Own(value)) => Some(Pred::Cmp {
                 column,
                 op,
                 cast: None,
                 value,
             }),
-            Some(Plan::Unknown) => Ok(Pred::Const(None)),
-            None => Err(self.mismatch(
-                format!(
-                    "cannot compare column {} ({}) with {}",
-                    field.name(),
-                    field.data_type(),
-                    lit.value
-                ),
-                lit.at,
-            )),
-        }
-    }
-
-    fn like(&self, col: &Col, pattern: &Lit, negated: bool) -> Result<Pred, RowFilterError> {
-        let field = self.field(col)?;
-        if !is_string(field.data_type()) {
-            return Err(self.mismatch(
-                format!(
-                    "LIKE matches strings, and column {} is {}",
-                    field.name(),
-                    field.data_type()
-                ),
-                col.at,
-            ));
-        }
-        match &pattern.value {
-            Literal::Str(p) => Ok(Pred::Like {
-                column: field.name().clone(),
-                pattern: p.clone(),
-                negated,
-            }),
-            Literal::Null => Ok(Pred::Const(None)),
-            other => Err(self.mismatch(
-                format!("LIKE takes a string pattern, not {other}"),
-                pattern.at,
-            )),
-        }
+            Some(Plan::Unknown) => Some(Pred::Const(None)),
+            None => None,
+        })
     }
 }
 

@@ -119,10 +119,7 @@ fn lookup(conjunct: &Pred, stats: &FileStats<'_>) -> Option<Lookup> {
     let mut stack = vec![conjunct];
     while let Some(p) = stack.pop() {
         match p {
-            Pred::Or(a, b) => {
-                stack.push(a);
-                stack.push(b);
-            }
+            Pred::Or(list) => stack.extend(list.iter()),
             // `IN (..., NULL)`: that member is never true.
             Pred::Const(None | Some(false)) => {}
             Pred::Cmp {

@@ -2,14 +2,19 @@
 //! whose null handling is SQL's (a comparison with null is null, `AND` and
 //! `OR` are Kleene's); only rows where the result is true are kept.
 
-use arrow::array::{Array, ArrayRef, BooleanArray, Datum, Scalar};
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Datum, Scalar, UInt32Array};
 use arrow::compute::kernels::cmp;
-use arrow::compute::{and_kleene, cast, filter_record_batch, is_not_null, is_null, not, or_kleene};
+use arrow::compute::{
+    and_kleene, cast, filter_record_batch, is_not_null, is_null, not, or_kleene, take,
+};
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 
 use super::bind::Pred;
 use super::parse::Op;
+use super::types::normalize_floats;
 
 /// The column `name` of `batch` as the comparison wants it: cast to `to`
 /// when given and different.
@@ -36,12 +41,35 @@ pub(crate) fn literal_for(
     Ok(Scalar::new(value))
 }
 
-/// `left op right` with arrow's comparison kernels.
+/// `left op right` with arrow's comparison kernels, floats first made
+/// ready to compare as Spark does (`-0.0 = 0.0`, NaN equal to itself and
+/// above every number).
 pub(crate) fn compare(
     left: &dyn Datum,
     op: Op,
     right: &dyn Datum,
 ) -> Result<BooleanArray, ArrowError> {
+    let (l, l_scalar) = left.get();
+    let (r, r_scalar) = right.get();
+    if !matches!(
+        l.data_type(),
+        arrow::datatypes::DataType::Float32 | arrow::datatypes::DataType::Float64
+    ) {
+        return compare_raw(left, op, right);
+    }
+    let norm = |a: &dyn Array| normalize_floats(&arrow::array::make_array(a.to_data()));
+    let (l, r) = (norm(l), norm(r));
+    let side = |a: ArrayRef, scalar: bool| -> Box<dyn Datum> {
+        if scalar {
+            Box::new(Scalar::new(a))
+        } else {
+            Box::new(a)
+        }
+    };
+    compare_raw(side(l, l_scalar).as_ref(), op, side(r, r_scalar).as_ref())
+}
+
+fn compare_raw(left: &dyn Datum, op: Op, right: &dyn Datum) -> Result<BooleanArray, ArrowError> {
     match op {
         Op::Eq => cmp::eq(left, right),
         Op::Ne => cmp::neq(left, right),
@@ -52,7 +80,9 @@ pub(crate) fn compare(
     }
 }
 
-/// The filter's value for every row of `batch`: true, false or null (unknown).
+/// The filter's value for every row of `batch`: true, false or null
+/// (unknown). The operands of `AND` and `OR` after the first are computed
+/// only on the rows still open, as Spark leaves them unevaluated.
 pub(crate) fn eval(pred: &Pred, batch: &RecordBatch) -> Result<BooleanArray, ArrowError> {
     let rows = batch.num_rows();
     let column = |name: &str| {
@@ -61,8 +91,8 @@ pub(crate) fn eval(pred: &Pred, batch: &RecordBatch) -> Result<BooleanArray, Arr
         })
     };
     match pred {
-        Pred::And(a, b) => and_kleene(&eval(a, batch)?, &eval(b, batch)?),
-        Pred::Or(a, b) => or_kleene(&eval(a, batch)?, &eval(b, batch)?),
+        Pred::And(list) => connective(list, batch, false),
+        Pred::Or(list) => connective(list, batch, true),
         Pred::Not(a) => not(&eval(a, batch)?),
         Pred::Const(value) => Ok(BooleanArray::from(vec![*value; rows])),
         Pred::Opaque => Err(ArrowError::InvalidArgumentError(
@@ -91,20 +121,64 @@ pub(crate) fn eval(pred: &Pred, batch: &RecordBatch) -> Result<BooleanArray, Arr
         }
         Pred::Like {
             column: name,
-            pattern,
+            matcher,
             negated,
         } => {
-            let col = column(name)?;
-            let pattern: ArrayRef =
-                std::sync::Arc::new(arrow::array::StringArray::from(vec![pattern.as_str()]));
-            let pattern = literal_for(&pattern, col.as_ref())?;
-            if *negated {
-                arrow::compute::kernels::comparison::nlike(&col, &pattern)
-            } else {
-                arrow::compute::kernels::comparison::like(&col, &pattern)
-            }
+            let col = cast(&column(name)?, &arrow::datatypes::DataType::Utf8)?;
+            Ok(col
+                .as_string::<i32>()
+                .iter()
+                .map(|v| v.map(|s| matcher.matches(s) != *negated))
+                .collect())
         }
+        Pred::Rows(expr) => Ok(super::expr::eval(expr, batch)?.as_boolean().clone()),
     }
+}
+
+/// Whether a predicate is cheap and cannot fail: evaluated on every row
+/// without regard to the operands before it.
+fn plain(pred: &Pred) -> bool {
+    !matches!(
+        pred,
+        Pred::Rows(_) | Pred::And(_) | Pred::Or(_) | Pred::Not(_)
+    )
+}
+
+fn connective(list: &[Pred], batch: &RecordBatch, or: bool) -> Result<BooleanArray, ArrowError> {
+    let mut acc: Option<BooleanArray> = None;
+    for p in list {
+        let next = match &acc {
+            Some(before) if !plain(p) => {
+                let open: BooleanArray = before.iter().map(|v| Some(v != Some(or))).collect();
+                if open.true_count() == 0 {
+                    break;
+                }
+                if open.true_count() == batch.num_rows() {
+                    eval(p, batch)?
+                } else {
+                    let part = filter_record_batch(batch, &open)?;
+                    let values: ArrayRef = Arc::new(eval(p, &part)?);
+                    let mut next = 0u32;
+                    let indices: UInt32Array = (0..batch.num_rows())
+                        .map(|i| {
+                            open.value(i).then(|| {
+                                next += 1;
+                                next - 1
+                            })
+                        })
+                        .collect();
+                    take(values.as_ref(), &indices, None)?.as_boolean().clone()
+                }
+            }
+            _ => eval(p, batch)?,
+        };
+        acc = Some(match acc {
+            None => next,
+            Some(before) if or => or_kleene(&before, &next)?,
+            Some(before) => and_kleene(&before, &next)?,
+        });
+    }
+    Ok(acc.unwrap_or_else(|| BooleanArray::from(vec![!or; batch.num_rows()])))
 }
 
 /// The rows of `batch` the filter keeps (those where it is true).

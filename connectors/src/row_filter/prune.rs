@@ -66,28 +66,24 @@ pub(crate) fn may_match(pred: &Pred, stats: &dyn Stats) -> Vec<bool> {
 fn maybe(pred: &Pred, stats: &dyn Stats) -> Maybe {
     let len = stats.len();
     match pred {
-        Pred::And(a, b) => {
-            let (a, b) = (maybe(a, stats), maybe(b, stats));
-            let n = (0..len)
-                .map(|i| (a.n[i] && (b.t[i] || b.n[i])) || (b.n[i] && (a.t[i] || a.n[i])))
-                .collect();
-            Maybe {
-                t: (0..len).map(|i| a.t[i] && b.t[i]).collect(),
-                f: (0..len).map(|i| a.f[i] || b.f[i]).collect(),
-                n,
-            }
-        }
-        Pred::Or(a, b) => {
-            let (a, b) = (maybe(a, stats), maybe(b, stats));
-            let n = (0..len)
-                .map(|i| (a.n[i] && (b.f[i] || b.n[i])) || (b.n[i] && (a.f[i] || a.n[i])))
-                .collect();
-            Maybe {
-                t: (0..len).map(|i| a.t[i] || b.t[i]).collect(),
-                f: (0..len).map(|i| a.f[i] && b.f[i]).collect(),
-                n,
-            }
-        }
+        Pred::And(list) => list
+            .iter()
+            .map(|p| maybe(p, stats))
+            .reduce(|a, b| both(a, b, len))
+            .unwrap_or(Maybe {
+                t: vec![true; len],
+                f: vec![false; len],
+                n: vec![false; len],
+            }),
+        Pred::Or(list) => list
+            .iter()
+            .map(|p| maybe(p, stats))
+            .reduce(|a, b| either(a, b, len))
+            .unwrap_or(Maybe {
+                t: vec![false; len],
+                f: vec![true; len],
+                n: vec![false; len],
+            }),
         Pred::Not(a) => {
             let a = maybe(a, stats);
             Maybe {
@@ -96,7 +92,7 @@ fn maybe(pred: &Pred, stats: &dyn Stats) -> Maybe {
                 n: a.n,
             }
         }
-        Pred::Opaque => Maybe::anything(len),
+        Pred::Opaque | Pred::Rows(_) => Maybe::anything(len),
         Pred::Const(v) => Maybe {
             t: vec![*v == Some(true); len],
             f: vec![*v == Some(false); len],
@@ -130,13 +126,40 @@ fn maybe(pred: &Pred, stats: &dyn Stats) -> Maybe {
             }
         },
         Pred::Like {
-            column, pattern, ..
-        } => match (stats.column(column), prefix_of(pattern)) {
-            (Some(s), Some(prefix)) if !matches!(pred, Pred::Like { negated: true, .. }) => {
-                prefixed(&s, &prefix, len).unwrap_or_else(|| Maybe::anything(len))
+            column,
+            matcher,
+            negated: false,
+        } => match (stats.column(column), &matcher.prefix) {
+            (Some(s), Some(prefix)) => {
+                prefixed(&s, prefix, len).unwrap_or_else(|| Maybe::anything(len))
             }
             _ => Maybe::anything(len),
         },
+        Pred::Like { .. } => Maybe::anything(len),
+    }
+}
+
+/// `a AND b` in each container.
+fn both(a: Maybe, b: Maybe, len: usize) -> Maybe {
+    let n = (0..len)
+        .map(|i| (a.n[i] && (b.t[i] || b.n[i])) || (b.n[i] && (a.t[i] || a.n[i])))
+        .collect();
+    Maybe {
+        t: (0..len).map(|i| a.t[i] && b.t[i]).collect(),
+        f: (0..len).map(|i| a.f[i] || b.f[i]).collect(),
+        n,
+    }
+}
+
+/// `a OR b` in each container.
+fn either(a: Maybe, b: Maybe, len: usize) -> Maybe {
+    let n = (0..len)
+        .map(|i| (a.n[i] && (b.f[i] || b.n[i])) || (b.n[i] && (a.f[i] || a.n[i])))
+        .collect();
+    Maybe {
+        t: (0..len).map(|i| a.t[i] || b.t[i]).collect(),
+        f: (0..len).map(|i| a.f[i] && b.f[i]).collect(),
+        n,
     }
 }
 
@@ -214,13 +237,6 @@ fn and(a: Vec<bool>, b: Vec<bool>) -> Vec<bool> {
 
 fn or(a: Vec<bool>, b: Vec<bool>) -> Vec<bool> {
     a.into_iter().zip(b).map(|(a, b)| a || b).collect()
-}
-
-/// The fixed start of a `LIKE` pattern that is `prefix%` (no other
-/// wildcard, no escape).
-fn prefix_of(pattern: &str) -> Option<String> {
-    let prefix = pattern.strip_suffix('%')?;
-    (!prefix.contains(['%', '_', '\\'])).then(|| prefix.to_string())
 }
 
 /// The least string greater than every string starting with `prefix`.

@@ -1,0 +1,491 @@
+//! `CAST` as Spark 4 casts in ANSI mode: a string that is no value of the
+//! type fails (`TRY_CAST` gives null), a number out of the type's range
+//! fails, decimals round half up, strings are trimmed, `NaN` and
+//! `Infinity` read as Spark reads them. Casts sluice cannot do exactly as
+//! Spark (a double written as a string, say) are refused when the filter is
+//! bound, never approximated.
+
+use std::sync::Arc;
+
+use arrow::array::{
+    new_null_array, Array, ArrayRef, AsArray, BinaryArray, BooleanArray, Date32Array,
+    Decimal128Array, Float32Array, Float64Array, Int16Array, Int32Array, Int64Array, Int8Array,
+    StringArray, TimestampMicrosecondArray,
+};
+use arrow::compute::{cast_with_options, CastOptions};
+use arrow::datatypes::{
+    DataType, Date32Type, Decimal128Type, Float32Type, Float64Type, Int64Type,
+    TimestampMicrosecondType,
+};
+use arrow::error::ArrowError;
+
+use super::parse::{parse_date, parse_number, parse_timestamp, Literal};
+use super::types::{is_fractional, is_integral};
+
+/// How a cast treats a value it cannot convert.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CastMode {
+    /// One the analyzer added (ANSI: fails).
+    Implicit,
+    /// `CAST` (ANSI: fails).
+    Ansi,
+    /// `TRY_CAST`: null.
+    Try,
+}
+
+const DAY_MICROS: i64 = 86_400_000_000;
+
+fn fail(what: String) -> ArrowError {
+    ArrowError::CastError(what)
+}
+
+/// A parsed literal as a one-value array of its Spark type.
+pub(crate) fn literal_array(lit: &Literal) -> Option<ArrayRef> {
+    Some(match lit {
+        Literal::Null => new_null_array(&DataType::Null, 1),
+        Literal::Bool(b) => Arc::new(BooleanArray::from(vec![*b])),
+        Literal::Str(s) => Arc::new(StringArray::from(vec![s.as_str()])),
+        Literal::Int(i) => match (i32::try_from(*i), i64::try_from(*i)) {
+            (Ok(v), _) => Arc::new(Int32Array::from(vec![v])),
+            (_, Ok(v)) => Arc::new(Int64Array::from(vec![v])),
+            _ => decimal(*i, 0)?,
+        },
+        Literal::SizedInt(i, 8) => Arc::new(Int8Array::from(vec![i8::try_from(*i).ok()?])),
+        Literal::SizedInt(i, 16) => Arc::new(Int16Array::from(vec![i16::try_from(*i).ok()?])),
+        Literal::SizedInt(i, _) => Arc::new(Int64Array::from(vec![i64::try_from(*i).ok()?])),
+        Literal::Decimal(d, s) => decimal(*d, *s)?,
+        Literal::Float(x) => Arc::new(Float64Array::from(vec![*x])),
+        Literal::Float32(x) => Arc::new(Float32Array::from(vec![*x])),
+        Literal::Bytes(b) => Arc::new(BinaryArray::from_vec(vec![b.as_slice()])),
+        Literal::Date(d) => Arc::new(Date32Array::from(vec![*d])),
+        Literal::Timestamp(t) => {
+            Arc::new(TimestampMicrosecondArray::from(vec![*t]).with_timezone("UTC"))
+        }
+    })
+}
+
+/// Digits of `|v|`.
+fn digits(v: i128) -> u32 {
+    let mut n = 1;
+    let mut x = v.unsigned_abs();
+    while x >= 10 {
+        x /= 10;
+        n += 1;
+    }
+    n
+}
+
+/// A decimal literal as Spark types it: as many digits as it has, at least
+/// its scale.
+fn decimal(v: i128, scale: u32) -> Option<ArrayRef> {
+    let precision = digits(v).max(scale).max(1);
+    if precision > 38 {
+        return None;
+    }
+    let a = Decimal128Array::from(vec![v])
+        .with_precision_and_scale(precision as u8, scale as i8)
+        .ok()?;
+    Some(Arc::new(a))
+}
+
+/// Whether sluice casts `from` to `to` exactly as Spark does.
+pub(crate) fn castable(from: &DataType, to: &DataType) -> bool {
+    use DataType::*;
+    if from == to || *from == Null {
+        return true;
+    }
+    match (from, to) {
+        (Utf8, t) => {
+            is_integral(t)
+                || is_fractional(t)
+                || matches!(
+                    t,
+                    Decimal128(..) | Date32 | Timestamp(..) | Boolean | Binary
+                )
+        }
+        (f, t) if is_integral(f) => {
+            is_integral(t) || is_fractional(t) || matches!(t, Decimal128(..) | Boolean | Utf8)
+        }
+        (f, t) if is_fractional(f) => is_integral(t) || is_fractional(t) || matches!(t, Boolean),
+        (Decimal128(..), t) => is_integral(t) || is_fractional(t) || matches!(t, Decimal128(..)),
+        (Boolean, t) => is_integral(t) || is_fractional(t) || matches!(t, Utf8),
+        (Date32, t) => matches!(t, Timestamp(..) | Utf8),
+        (Timestamp(..), t) => matches!(t, Date32 | Timestamp(..) | Utf8),
+        _ => false,
+    }
+}
+
+/// `a` cast to `to`.
+pub(crate) fn cast_to(a: &ArrayRef, to: &DataType, mode: CastMode) -> Result<ArrayRef, ArrowError> {
+    use DataType::*;
+    let from = a.data_type().clone();
+    if &from == to {
+        return Ok(a.clone());
+    }
+    let strict = mode != CastMode::Try;
+    let arrow_cast = |a: &ArrayRef| {
+        cast_with_options(
+            a,
+            to,
+            &CastOptions {
+                safe: !strict,
+                ..Default::default()
+            },
+        )
+        .map_err(|e| fail(format!("[CAST_OVERFLOW] {e}")))
+    };
+    match (&from, to) {
+        (Null, _) => Ok(new_null_array(to, a.len())),
+        (Utf8, Utf8) => Ok(a.clone()),
+        (Utf8, t) => from_strings(a.as_string::<i32>(), t, strict),
+        (Decimal128(..), Float64) => {
+            let d = a.as_primitive::<Decimal128Type>();
+            let scale = d.scale();
+            Ok(Arc::new(
+                d.iter()
+                    .map(|v| v.map(|v| decimal_text(v, scale).parse::<f64>().unwrap_or(f64::NAN)))
+                    .collect::<Float64Array>(),
+            ))
+        }
+        (Decimal128(_, s), Decimal128(p, s2)) => rescale(a, *s, *p, *s2, strict),
+        (Decimal128(_, s), t) if is_integral(t) => {
+            let d = a.as_primitive::<Decimal128Type>();
+            let div = 10i128.pow(*s as u32);
+            let longs: Vec<Option<i64>> = d
+                .iter()
+                .map(|v| match v {
+                    None => Ok(None),
+                    Some(v) => match i64::try_from(v / div) {
+                        Ok(x) => Ok(Some(x)),
+                        Err(_) if strict => Err(fail(format!(
+                            "[CAST_OVERFLOW] the value {} cannot be cast to {t} due to an overflow",
+                            decimal_text(v, *s)
+                        ))),
+                        Err(_) => Ok(None),
+                    },
+                })
+                .collect::<Result<_, _>>()?;
+            let longs: ArrayRef = Arc::new(Int64Array::from(longs));
+            cast_to(&longs, t, mode)
+        }
+        (Boolean, t) if is_integral(t) || is_fractional(t) => {
+            let b = a.as_boolean();
+            let ints: ArrayRef =
+                Arc::new(b.iter().map(|v| v.map(i32::from)).collect::<Int32Array>());
+            cast_to(&ints, t, mode)
+        }
+        (f, Boolean) if is_integral(f) || is_fractional(f) => arrow_cast(a),
+        (Boolean, Utf8) => Ok(Arc::new(
+            a.as_boolean()
+                .iter()
+                .map(|v| v.map(|b| if b { "true" } else { "false" }))
+                .collect::<StringArray>(),
+        )),
+        (f, Utf8) if is_integral(f) => arrow_cast(a),
+        (Date32, Timestamp(..)) => {
+            let d = a.as_primitive::<Date32Type>();
+            Ok(Arc::new(
+                d.unary::<_, TimestampMicrosecondType>(|v| i64::from(v) * DAY_MICROS)
+                    .with_timezone("UTC"),
+            ))
+        }
+        (Timestamp(..), Date32) => {
+            let t = a.as_primitive::<TimestampMicrosecondType>();
+            Ok(Arc::new(t.unary::<_, Date32Type>(|v| {
+                v.div_euclid(DAY_MICROS) as i32
+            })))
+        }
+        (Timestamp(..), Timestamp(..)) => Ok(Arc::new(
+            a.as_primitive::<TimestampMicrosecondType>()
+                .clone()
+                .with_timezone("UTC"),
+        )),
+        (Date32, Utf8) => Ok(Arc::new(
+            a.as_primitive::<Date32Type>()
+                .iter()
+                .map(|v| v.map(date_text))
+                .collect::<StringArray>(),
+        )),
+        (Timestamp(..), Utf8) => Ok(Arc::new(
+            a.as_primitive::<TimestampMicrosecondType>()
+                .iter()
+                .map(|v| v.map(timestamp_text))
+                .collect::<StringArray>(),
+        )),
+        (f, t) if (is_integral(f) || is_fractional(f)) && (is_integral(t) || is_fractional(t)) => {
+            if is_fractional(f) && is_integral(t) && strict {
+                check_float_range(a, t)?;
+            }
+            arrow_cast(a)
+        }
+        (f, Decimal128(p, s)) if is_integral(f) => {
+            let longs = arrow::compute::cast(a, &Int64)?;
+            let scale = 10i128.pow(*s as u32);
+            let out: Vec<Option<i128>> = longs
+                .as_primitive::<Int64Type>()
+                .iter()
+                .map(|v| match v {
+                    None => Ok(None),
+                    Some(v) => {
+                        let x = i128::from(v) * scale;
+                        if digits(x) > *p as u32 && x != 0 {
+                            if strict {
+                                return Err(fail(format!(
+                                    "[NUMERIC_VALUE_OUT_OF_RANGE] {v} cannot be represented as decimal({p}, {s})"
+                                )));
+                            }
+                            return Ok(None);
+                        }
+                        Ok(Some(x))
+                    }
+                })
+                .collect::<Result<_, _>>()?;
+            Ok(Arc::new(
+                Decimal128Array::from(out).with_precision_and_scale(*p, *s)?,
+            ))
+        }
+        _ => Err(fail(format!(
+            "[DATATYPE_MISMATCH.CAST_WITHOUT_SUGGESTION] cannot cast {from} to {to}"
+        ))),
+    }
+}
+
+/// A float or double outside an integer type's range (or NaN) fails the
+/// cast in ANSI mode; arrow's cast would not say which value.
+fn check_float_range(a: &ArrayRef, to: &DataType) -> Result<(), ArrowError> {
+    let (lo, hi) = match to {
+        DataType::Int8 => (i8::MIN as f64, i8::MAX as f64),
+        DataType::Int16 => (i16::MIN as f64, i16::MAX as f64),
+        DataType::Int32 => (i32::MIN as f64, i32::MAX as f64),
+        _ => (i64::MIN as f64, 9_223_372_036_854_775_807.0),
+    };
+    let values: Vec<Option<f64>> = match a.data_type() {
+        DataType::Float32 => a
+            .as_primitive::<Float32Type>()
+            .iter()
+            .map(|v| v.map(f64::from))
+            .collect(),
+        _ => a.as_primitive::<Float64Type>().iter().collect(),
+    };
+    for v in values.into_iter().flatten() {
+        let t = v.trunc();
+        if v.is_nan() || t < lo || t > hi || (to == &DataType::Int64 && t >= hi) {
+            return Err(fail(format!(
+                "[CAST_OVERFLOW] the value {v} of the type double cannot be cast to {to} due to an overflow"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A decimal's digits at `scale` as plain text (`-1.50`).
+pub(crate) fn decimal_text(v: i128, scale: i8) -> String {
+    if scale <= 0 {
+        return format!("{v}");
+    }
+    let s = scale as usize;
+    let text = v.unsigned_abs().to_string();
+    let padded = format!("{text:0>width$}", width = s + 1);
+    let (int, frac) = padded.split_at(padded.len() - s);
+    let sign = if v < 0 { "-" } else { "" };
+    format!("{sign}{int}.{frac}")
+}
+
+/// `v` at `from` scale brought to `to` scale, half up, as Spark's
+/// `Decimal.changePrecision` rounds.
+pub(crate) fn round_half_up(v: i128, from: i8, to: i8) -> Option<i128> {
+    if to >= from {
+        return v.checked_mul(10i128.checked_pow((to - from) as u32)?);
+    }
+    let div = 10i128.checked_pow((from - to) as u32)?;
+    let q = v / div;
+    let r = v % div;
+    Some(if r.unsigned_abs() * 2 >= div.unsigned_abs() {
+        q + v.signum()
+    } else {
+        q
+    })
+}
+
+fn rescale(a: &ArrayRef, from: i8, p: u8, s: i8, strict: bool) -> Result<ArrayRef, ArrowError> {
+    let d = a.as_primitive::<Decimal128Type>();
+    let out: Vec<Option<i128>> = d
+        .iter()
+        .map(|v| match v {
+            None => Ok(None),
+            Some(v) => {
+                match round_half_up(v, from, s).filter(|x| digits(*x) <= p as u32 || *x == 0) {
+                    Some(x) => Ok(Some(x)),
+                    None if strict => Err(fail(format!(
+                    "[NUMERIC_VALUE_OUT_OF_RANGE] {} cannot be represented as decimal({p}, {s})",
+                    decimal_text(v, from)
+                ))),
+                    None => Ok(None),
+                }
+            }
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(Arc::new(
+        Decimal128Array::from(out).with_precision_and_scale(p, s)?,
+    ))
+}
+
+/// Spark's whitespace for casts from strings: trimmed at both ends.
+fn trimmed(s: &str) -> &str {
+    s.trim_matches(|c: char| c.is_whitespace() || c.is_control())
+}
+
+/// A string as an integer the way ANSI casts read it: a sign and digits.
+fn parse_integer(s: &str) -> Option<i128> {
+    let t = trimmed(s);
+    let digits = t.strip_prefix(['+', '-']).unwrap_or(t);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    t.parse::<i128>().ok()
+}
+
+/// A string as a double the way Spark reads it (`NaN`, `Infinity`, `inf`,
+/// a `d` or `f` suffix).
+pub(crate) fn parse_double(s: &str) -> Option<f64> {
+    let t = trimmed(s);
+    let lower = t.to_ascii_lowercase();
+    match lower.as_str() {
+        "nan" => return Some(f64::NAN),
+        "inf" | "+inf" | "infinity" | "+infinity" => return Some(f64::INFINITY),
+        "-inf" | "-infinity" => return Some(f64::NEG_INFINITY),
+        _ => {}
+    }
+    let body = lower.strip_suffix(['d', 'f']).unwrap_or(&lower);
+    if body.is_empty()
+        || !body
+            .bytes()
+            .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'+' | b'-'))
+        || !body.bytes().any(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    body.parse::<f64>().ok()
+}
+
+fn from_strings(
+    s: &arrow::array::StringArray,
+    to: &DataType,
+    strict: bool,
+) -> Result<ArrayRef, ArrowError> {
+    use DataType::*;
+    let bad = |v: &str| {
+        fail(format!(
+            "[CAST_INVALID_INPUT] the value '{v}' of the type \"STRING\" cannot be cast to \"{}\" because it is malformed",
+            super::types::spark_name(to).to_uppercase()
+        ))
+    };
+    macro_rules! each {
+        ($parse:expr, $array:ty) => {{
+            let out: Vec<_> = s
+                .iter()
+                .map(|v| match v {
+                    None => Ok(None),
+                    Some(v) => match $parse(v) {
+                        Some(x) => Ok(Some(x)),
+                        None if strict => Err(bad(v)),
+                        None => Ok(None),
+                    },
+                })
+                .collect::<Result<_, ArrowError>>()?;
+            Arc::new(<$array>::from(out)) as ArrayRef
+        }};
+    }
+    Ok(match to {
+        Int8 => each!(
+            |v| parse_integer(v).and_then(|i| i8::try_from(i).ok()),
+            Int8Array
+        ),
+        Int16 => each!(
+            |v| parse_integer(v).and_then(|i| i16::try_from(i).ok()),
+            Int16Array
+        ),
+        Int32 => each!(
+            |v| parse_integer(v).and_then(|i| i32::try_from(i).ok()),
+            Int32Array
+        ),
+        Int64 => each!(
+            |v| parse_integer(v).and_then(|i| i64::try_from(i).ok()),
+            Int64Array
+        ),
+        Float64 => each!(parse_double, Float64Array),
+        Float32 => each!(|v| parse_double(v).map(|x| x as f32), Float32Array),
+        Boolean => each!(
+            |v: &str| match trimmed(v).to_ascii_lowercase().as_str() {
+                "t" | "true" | "y" | "yes" | "1" => Some(true),
+                "f" | "false" | "n" | "no" | "0" => Some(false),
+                _ => None,
+            },
+            BooleanArray
+        ),
+        Date32 => each!(|v: &str| parse_date(trimmed(v)), Date32Array),
+        Timestamp(..) => {
+            let a = each!(
+                |v: &str| parse_timestamp(trimmed(v)),
+                TimestampMicrosecondArray
+            );
+            Arc::new(
+                a.as_primitive::<TimestampMicrosecondType>()
+                    .clone()
+                    .with_timezone("UTC"),
+            )
+        }
+        Binary => Arc::new(
+            s.iter()
+                .map(|v| v.map(str::as_bytes))
+                .collect::<BinaryArray>(),
+        ),
+        Decimal128(p, sc) => {
+            let (p, sc) = (*p, *sc);
+            let out: Vec<Option<i128>> = s
+                .iter()
+                .map(|v| match v {
+                    None => Ok(None),
+                    Some(v) => {
+                        let x = match parse_number(trimmed(v)) {
+                            Some(Literal::Int(i)) => round_half_up(i, 0, sc),
+                            Some(Literal::Decimal(d, ds)) => round_half_up(d, ds as i8, sc),
+                            _ => None,
+                        }
+                        .filter(|x| digits(*x) <= p as u32 || *x == 0);
+                        match x {
+                            Some(x) => Ok(Some(x)),
+                            None if strict => Err(bad(v)),
+                            None => Ok(None),
+                        }
+                    }
+                })
+                .collect::<Result<_, _>>()?;
+            Arc::new(Decimal128Array::from(out).with_precision_and_scale(p, sc)?)
+        }
+        other => return Err(fail(format!("cannot cast a string to {other}"))),
+    })
+}
+
+fn date_text(days: i32) -> String {
+    let date = chrono::NaiveDate::from_ymd_opt(1970, 1, 1)
+        .and_then(|e| e.checked_add_signed(chrono::Duration::days(i64::from(days))));
+    match date {
+        Some(d) => d.format("%Y-%m-%d").to_string(),
+        None => days.to_string(),
+    }
+}
+
+fn timestamp_text(micros: i64) -> String {
+    let Some(t) = chrono::DateTime::from_timestamp_micros(micros) else {
+        return micros.to_string();
+    };
+    let base = t.format("%Y-%m-%d %H:%M:%S").to_string();
+    let frac = micros.rem_euclid(1_000_000);
+    if frac == 0 {
+        base
+    } else {
+        let f = format!("{frac:06}");
+        format!("{base}.{}", f.trim_end_matches('0'))
+    }
+}

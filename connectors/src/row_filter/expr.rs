@@ -1,0 +1,378 @@
+//! Expressions over rows, typed and evaluated as Spark 4 evaluates them in
+//! ANSI mode: arithmetic that fails on overflow and on division by zero,
+//! comparisons of floats with `-0.0 = 0.0` and NaN equal to itself and
+//! greater than every number, `AND`, `OR`, `CASE` and `COALESCE` that leave
+//! unevaluated what Spark leaves unevaluated (so `b <> 0 AND a / b > 1`
+//! never divides by zero), and the functions of [`super::func`].
+
+use std::sync::Arc;
+
+use arrow::array::{new_null_array, Array, ArrayRef, AsArray, BooleanArray, UInt32Array};
+use arrow::compute::kernels::cmp;
+use arrow::compute::{and_kleene, filter_record_batch, is_not_null, is_null, not, or_kleene, take};
+use arrow::datatypes::{DataType, Schema};
+use arrow::error::ArrowError;
+use arrow::record_batch::RecordBatch;
+
+use super::cast::{cast_to, literal_array, CastMode};
+use super::func::Func;
+use super::like::Matcher;
+use super::parse::{Arith, CmpOp, Op};
+use super::types::{engine_array, normalize_floats};
+
+/// A typed expression.
+#[derive(Debug, Clone)]
+pub(crate) struct Expr {
+    pub kind: Kind,
+    /// The type of its value (arrow's form of a Spark type, see
+    /// [`types::engine_type`]).
+    pub ty: DataType,
+}
+
+/// What an expression computes.
+#[derive(Debug, Clone)]
+pub(crate) enum Kind {
+    /// A column of the batch, by name.
+    Column(String),
+    /// One value (an array of length 1).
+    Lit(ArrayRef),
+    /// Its operand as [`Expr::ty`].
+    Cast(Box<Expr>, CastMode),
+    Neg(Box<Expr>),
+    BitNot(Box<Expr>),
+    Arith(Arith, Box<Expr>, Box<Expr>),
+    /// Both sides of one type.
+    Cmp(CmpOp, Box<Expr>, Box<Expr>),
+    And(Vec<Expr>),
+    Or(Vec<Expr>),
+    Not(Box<Expr>),
+    IsNull(Box<Expr>, bool),
+    /// `x IN (list)`, every member of `x`'s type.
+    In(Box<Expr>, Vec<Expr>, bool),
+    Like(Box<Expr>, Arc<Matcher>, bool),
+    /// `CASE WHEN c THEN v … ELSE e END`.
+    Case(Vec<(Expr, Expr)>, Option<Box<Expr>>),
+    Coalesce(Vec<Expr>),
+    Call(Func, Vec<Expr>),
+}
+
+impl Expr {
+    pub(crate) fn new(kind: Kind, ty: DataType) -> Expr {
+        Expr { kind, ty }
+    }
+
+    /// `self` as `to`, with Spark's implicit cast (no cast where it is one).
+    pub(crate) fn implicit(self, to: &DataType) -> Expr {
+        if &self.ty == to {
+            return self;
+        }
+        if let Kind::Lit(value) = &self.kind {
+            if let Ok(array) = cast_to(value, to, CastMode::Implicit) {
+                return Expr::new(Kind::Lit(array), to.clone());
+            }
+        }
+        Expr::new(Kind::Cast(Box::new(self), CastMode::Implicit), to.clone())
+    }
+
+    /// The columns it reads.
+    pub(crate) fn columns(&self, out: &mut Vec<String>) {
+        let mut stack = vec![self];
+        while let Some(e) = stack.pop() {
+            match &e.kind {
+                Kind::Column(name) => {
+                    if !out.contains(name) {
+                        out.push(name.clone());
+                    }
+                }
+                Kind::Lit(_) => {}
+                Kind::Cast(a, _) | Kind::Neg(a) | Kind::BitNot(a) | Kind::Not(a) => stack.push(a),
+                Kind::IsNull(a, _) | Kind::Like(a, ..) => stack.push(a),
+                Kind::Arith(_, a, b) | Kind::Cmp(_, a, b) => stack.extend([a.as_ref(), b.as_ref()]),
+                Kind::And(list) | Kind::Or(list) | Kind::Coalesce(list) | Kind::Call(_, list) => {
+                    stack.extend(list.iter())
+                }
+                Kind::In(a, list, _) => {
+                    stack.push(a);
+                    stack.extend(list.iter());
+                }
+                Kind::Case(arms, otherwise) => {
+                    for (w, t) in arms {
+                        stack.extend([w, t]);
+                    }
+                    stack.extend(otherwise.as_deref());
+                }
+            }
+        }
+    }
+
+    /// Whether it is one value whatever the row.
+    pub(crate) fn literal(&self) -> Option<&ArrayRef> {
+        match &self.kind {
+            Kind::Lit(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// A value repeated for every row.
+pub(crate) fn repeat(value: &ArrayRef, rows: usize) -> Result<ArrayRef, ArrowError> {
+    if value.len() == rows {
+        return Ok(value.clone());
+    }
+    let indices = UInt32Array::from(vec![0u32; rows]);
+    take(value.as_ref(), &indices, None)
+}
+
+/// The schema's column `name` of the batch, as the engine computes with it.
+fn column(batch: &RecordBatch, name: &str) -> Result<ArrayRef, ArrowError> {
+    let col = batch.column_by_name(name).ok_or_else(|| {
+        ArrowError::SchemaError(format!("the filter's column {name} is not read"))
+    })?;
+    engine_array(col)
+}
+
+/// The value of `expr` for every row of `batch`.
+pub(crate) fn eval(expr: &Expr, batch: &RecordBatch) -> Result<ArrayRef, ArrowError> {
+    let rows = batch.num_rows();
+    Ok(match &expr.kind {
+        Kind::Column(name) => column(batch, name)?,
+        Kind::Lit(v) => repeat(v, rows)?,
+        Kind::Cast(a, mode) => cast_to(&eval(a, batch)?, &expr.ty, *mode)?,
+        Kind::Neg(a) => super::arith::negate(&eval(a, batch)?)?,
+        Kind::BitNot(a) => super::arith::bit_not(&eval(a, batch)?)?,
+        Kind::Arith(op, a, b) => {
+            super::arith::apply(*op, &eval(a, batch)?, &eval(b, batch)?, &expr.ty)?
+        }
+        Kind::Cmp(op, a, b) => Arc::new(compare(*op, &eval(a, batch)?, &eval(b, batch)?)?),
+        Kind::And(list) => Arc::new(connective(list, batch, false)?),
+        Kind::Or(list) => Arc::new(connective(list, batch, true)?),
+        Kind::Not(a) => Arc::new(not(eval(a, batch)?.as_boolean())?),
+        Kind::IsNull(a, negated) => {
+            let v = eval(a, batch)?;
+            Arc::new(if *negated {
+                is_not_null(&v)?
+            } else {
+                is_null(&v)?
+            })
+        }
+        Kind::In(a, list, negated) => {
+            let v = eval(a, batch)?;
+            let found = in_list(&v, list, batch)?;
+            Arc::new(if *negated { not(&found)? } else { found })
+        }
+        Kind::Like(a, matcher, negated) => {
+            let v = eval(a, batch)?;
+            let strings = v.as_string::<i32>();
+            let out: BooleanArray = strings
+                .iter()
+                .map(|s| s.map(|s| matcher.matches(s) != *negated))
+                .collect();
+            Arc::new(out)
+        }
+        Kind::Case(arms, otherwise) => case(arms, otherwise.as_deref(), &expr.ty, batch)?,
+        Kind::Coalesce(list) => coalesce(list, &expr.ty, batch)?,
+        Kind::Call(f, args) => super::func::call(*f, args, &expr.ty, batch)?,
+    })
+}
+
+/// `a op b`, both of one type, floats compared as Spark compares them.
+pub(crate) fn compare(op: CmpOp, a: &ArrayRef, b: &ArrayRef) -> Result<BooleanArray, ArrowError> {
+    let (a, b) = (normalize_floats(a), normalize_floats(b));
+    match op {
+        CmpOp::NullSafeEq => cmp::not_distinct(&a, &b),
+        CmpOp::Plain(Op::Eq) => cmp::eq(&a, &b),
+        CmpOp::Plain(Op::Ne) => cmp::neq(&a, &b),
+        CmpOp::Plain(Op::Lt) => cmp::lt(&a, &b),
+        CmpOp::Plain(Op::Le) => cmp::lt_eq(&a, &b),
+        CmpOp::Plain(Op::Gt) => cmp::gt(&a, &b),
+        CmpOp::Plain(Op::Ge) => cmp::gt_eq(&a, &b),
+    }
+}
+
+/// `list` evaluated only on the rows of `batch` where `rows` is true; null
+/// elsewhere.
+pub(crate) fn eval_where(
+    expr: &Expr,
+    batch: &RecordBatch,
+    rows: &BooleanArray,
+) -> Result<ArrayRef, ArrowError> {
+    let selected = rows.true_count();
+    if selected == batch.num_rows() && rows.null_count() == 0 {
+        return eval(expr, batch);
+    }
+    if selected == 0 {
+        return Ok(new_null_array(&expr.ty, batch.num_rows()));
+    }
+    let part = filter_record_batch(batch, rows)?;
+    let values = eval(expr, &part)?;
+    let mut next = 0u32;
+    let indices: UInt32Array = (0..batch.num_rows())
+        .map(|i| {
+            (rows.is_valid(i) && rows.value(i)).then(|| {
+                next += 1;
+                next - 1
+            })
+        })
+        .collect();
+    take(values.as_ref(), &indices, None)
+}
+
+/// `AND` (`or` false) or `OR` of `list`: each operand evaluated only where
+/// the operands before it left the answer open, as Spark evaluates them.
+fn connective(list: &[Expr], batch: &RecordBatch, or: bool) -> Result<BooleanArray, ArrowError> {
+    let mut acc: Option<BooleanArray> = None;
+    for e in list {
+        let next = match &acc {
+            None => eval(e, batch)?,
+            Some(acc) => {
+                // Open: not yet decided (true for AND, false for OR, or null).
+                let open: BooleanArray = acc.iter().map(|v| Some(v != Some(or))).collect();
+                if open.true_count() == 0 {
+                    break;
+                }
+                eval_where(e, batch, &open)?
+            }
+        };
+        let next = next.as_boolean().clone();
+        acc = Some(match acc {
+            None => next,
+            Some(before) if or => or_kleene(&before, &next)?,
+            Some(before) => and_kleene(&before, &next)?,
+        });
+    }
+    Ok(acc.unwrap_or_else(|| BooleanArray::from(vec![!or; batch.num_rows()])))
+}
+
+fn in_list(v: &ArrayRef, list: &[Expr], batch: &RecordBatch) -> Result<BooleanArray, ArrowError> {
+    let rows = batch.num_rows();
+    if list.iter().all(|e| e.literal().is_some()) {
+        let values: Vec<ArrayRef> = list.iter().filter_map(|e| e.literal().cloned()).collect();
+        return in_literals(v, &values);
+    }
+    let mut acc: Option<BooleanArray> = None;
+    for e in list {
+        let other = eval(e, batch)?;
+        let eq = compare(CmpOp::Plain(Op::Eq), v, &other)?;
+        acc = Some(match acc {
+            None => eq,
+            Some(a) => or_kleene(&a, &eq)?,
+        });
+    }
+    Ok(acc.unwrap_or_else(|| BooleanArray::from(vec![false; rows])))
+}
+
+/// `v IN (values)` for literal values (of `v`'s type): sorted once, each row
+/// found by binary search; true where found, null where not found and `v`
+/// or a member is null, false otherwise.
+pub(crate) fn in_literals(v: &ArrayRef, values: &[ArrayRef]) -> Result<BooleanArray, ArrowError> {
+    let refs: Vec<&dyn Array> = values.iter().map(|a| a.as_ref()).collect();
+    if refs.is_empty() {
+        return Ok(BooleanArray::from(vec![false; v.len()]));
+    }
+    let all = normalize_floats(&arrow::compute::concat(&refs)?);
+    let has_null = all.null_count() > 0;
+    let sorted = arrow::compute::sort(&all, None)?;
+    let members = sorted.len() - sorted.null_count();
+    // Nulls sort first by default.
+    let sorted = sorted.slice(sorted.null_count(), members);
+    let v = normalize_floats(v);
+    let cmp = arrow::array::make_comparator(v.as_ref(), sorted.as_ref(), Default::default())?;
+    Ok((0..v.len())
+        .map(|i| {
+            if v.is_null(i) {
+                return None;
+            }
+            let (mut lo, mut hi) = (0usize, members);
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                match cmp(i, mid) {
+                    std::cmp::Ordering::Equal => return Some(true),
+                    std::cmp::Ordering::Less => hi = mid,
+                    std::cmp::Ordering::Greater => lo = mid + 1,
+                }
+            }
+            if has_null {
+                None
+            } else {
+                Some(false)
+            }
+        })
+        .collect())
+}
+
+fn case(
+    arms: &[(Expr, Expr)],
+    otherwise: Option<&Expr>,
+    ty: &DataType,
+    batch: &RecordBatch,
+) -> Result<ArrayRef, ArrowError> {
+    let rows = batch.num_rows();
+    let mut out = new_null_array(ty, rows);
+    // Rows no arm has taken yet.
+    let mut open = BooleanArray::from(vec![true; rows]);
+    for (when, then) in arms {
+        if open.true_count() == 0 {
+            break;
+        }
+        let cond = eval_where(when, batch, &open)?;
+        let cond = cond.as_boolean();
+        let taken: BooleanArray = (0..rows)
+            .map(|i| Some(open.value(i) && cond.is_valid(i) && cond.value(i)))
+            .collect();
+        if taken.true_count() > 0 {
+            let values = eval_where(then, batch, &taken)?;
+            out = arrow::compute::kernels::zip::zip(&taken, &values, &out)?;
+        }
+        open = (0..rows)
+            .map(|i| Some(open.value(i) && !taken.value(i)))
+            .collect();
+    }
+    if let Some(e) = otherwise {
+        if open.true_count() > 0 {
+            let values = eval_where(e, batch, &open)?;
+            out = arrow::compute::kernels::zip::zip(&open, &values, &out)?;
+        }
+    }
+    Ok(out)
+}
+
+fn coalesce(list: &[Expr], ty: &DataType, batch: &RecordBatch) -> Result<ArrayRef, ArrowError> {
+    let rows = batch.num_rows();
+    let mut out = new_null_array(ty, rows);
+    for e in list {
+        let open = is_null(&out)?;
+        if open.true_count() == 0 {
+            break;
+        }
+        let values = eval_where(e, batch, &open)?;
+        out = arrow::compute::kernels::zip::zip(&open, &values, &out)?;
+    }
+    Ok(out)
+}
+
+/// A one-row batch of nothing: to evaluate expressions of literals once.
+pub(crate) fn one_row() -> RecordBatch {
+    let options = arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(1));
+    RecordBatch::try_new_with_options(Arc::new(Schema::empty()), Vec::new(), &options)
+        .unwrap_or_else(|_| RecordBatch::new_empty(Arc::new(Schema::empty())))
+}
+
+/// An expression without columns evaluated once, to a literal; `None` where
+/// it reads a column, or fails (the failure then comes with the rows, as in
+/// Spark, where a filter that fails fails only when it runs).
+pub(crate) fn fold(expr: &Expr) -> Option<ArrayRef> {
+    let mut cols = Vec::new();
+    expr.columns(&mut cols);
+    if !cols.is_empty() || matches!(expr.kind, Kind::Lit(_)) {
+        return None;
+    }
+    let value = eval(expr, &one_row()).ok()?;
+    (value.len() == 1).then_some(value)
+}
+
+/// A literal of `ty` built from a parsed literal (see [`literal_array`]).
+pub(crate) fn lit(value: &super::parse::Literal) -> Option<Expr> {
+    let array = literal_array(value)?;
+    let ty = array.data_type().clone();
+    Some(Expr::new(Kind::Lit(array), ty))
+}
