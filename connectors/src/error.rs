@@ -80,6 +80,18 @@ pub enum Error {
         /// What the decoder said.
         reason: String,
     },
+    /// A `--filter` whose computation fails on a row of a file (an overflow,
+    /// a division by zero, a malformed string cast in ANSI mode), where
+    /// Spark's query fails too.
+    #[error("{what} fails on a row of {path}: {reason} (Spark fails the query on this row too)")]
+    FilterFailed {
+        /// The file.
+        path: String,
+        /// The expression, as `--filter `EXPR`` or `--columns `EXPR AS name``.
+        what: String,
+        /// What failed.
+        reason: String,
+    },
     /// A data file that changed since the dataset was planned (its size, entity
     /// tag or modification time differ): it is not read, and reading it again
     /// does not help.
@@ -166,6 +178,18 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A setting a store reads besides its URL (an environment variable, an
+    /// option a catalog vended) is malformed; found before any client is
+    /// built. The value is shown unless it is a credential.
+    #[error("invalid {name}{}: {reason}", .value.as_ref().map(|v| format!("={v}")).unwrap_or_default())]
+    InvalidSetting {
+        /// The variable or key, as the user knows it.
+        name: String,
+        /// Its value as shown (quoted, escaped), `None` for credentials.
+        value: Option<String>,
+        /// What is wrong.
+        reason: String,
+    },
     /// A caller-supplied option is invalid.
     #[error("invalid option {option}: {reason}")]
     InvalidOption {
@@ -207,10 +231,11 @@ impl Error {
                 ErrorKind::NotFound
             }
             Error::PermissionDenied { .. } => ErrorKind::PermissionDenied,
-            Error::Corrupt { .. } => ErrorKind::Corrupt,
+            Error::Corrupt { .. } | Error::FilterFailed { .. } => ErrorKind::Corrupt,
             Error::InvalidUrl { .. }
             | Error::UnknownColumn { .. }
             | Error::InvalidOption { .. }
+            | Error::InvalidSetting { .. }
             | Error::Filter(_)
             | Error::RowFilter(_)
             | Error::StoreConfig { .. } => ErrorKind::Invalid,
@@ -273,6 +298,7 @@ impl Error {
             | Error::NoSuchBucket { .. }
             | Error::StoreConfig { .. }
             | Error::Corrupt { .. }
+            | Error::FilterFailed { .. }
             | Error::Changed { .. }
             | Error::Layout { .. }
             | Error::SchemaClash { .. }
@@ -283,7 +309,8 @@ impl Error {
             | Error::SinkLog { .. }
             | Error::Filter(_)
             | Error::RowFilter(_)
-            | Error::InvalidOption { .. } => false,
+            | Error::InvalidOption { .. }
+            | Error::InvalidSetting { .. } => false,
         }
     }
 

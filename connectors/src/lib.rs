@@ -37,7 +37,7 @@ pub use dataset::{
 pub use error::{Error, ErrorKind, Report, Result};
 pub use filter::{FilterError, PartitionFilter};
 pub use format::{CsvHeader, Format, FormatOptions};
-pub use read::{read_split, read_split_within, ReadPlan};
+pub use read::{read_split, read_split_within, DerivedColumn, ReadPlan};
 pub use read_ahead::ReadAhead;
 pub use row_filter::{RowFilter, RowFilterError};
 pub use sink::SinkInfo;

@@ -58,6 +58,96 @@ pub struct ReadPlan {
     /// (`--source-column`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_column: Option<String>,
+    /// Output columns computed from others (`--columns "label, hash(user) %
+    /// 1000 AS user_bucket"`), each named in `columns` where it stands.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub derived: Vec<DerivedColumn>,
+}
+
+/// A column computed from the dataset's columns with a Spark SQL expression.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DerivedColumn {
+    /// Its name in the output.
+    pub name: String,
+    /// The expression, as written.
+    pub expr: String,
+    /// The type of its values.
+    pub data_type: DataType,
+}
+
+/// The output columns `columns` asks for, and those it computes: plain
+/// names as they are; a list with expressions parsed as Spark reads a
+/// select list (the items were cut at commas, so they are joined again).
+fn plan_columns(
+    cols: &[String],
+    full: &Schema,
+    dataset: &Dataset,
+) -> Result<(Vec<String>, Vec<DerivedColumn>)> {
+    let unknown = |c: &str| Error::UnknownColumn {
+        column: c.to_string(),
+        path: dataset.location.url(),
+        available: full
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    if cols.iter().all(|c| full.field_with_name(c).is_ok()) {
+        return Ok((cols.to_vec(), Vec::new()));
+    }
+    let invalid = |reason: String| Error::InvalidOption {
+        option: "--columns".to_string(),
+        reason: reason
+            .strip_prefix("--filter: ")
+            .map(str::to_string)
+            .unwrap_or(reason),
+    };
+    let items = row_filter::parse_columns(&cols.join(", ")).map_err(|e| match e {
+        row_filter::RowFilterError::UnknownColumn { column, .. } => unknown(&column),
+        other => invalid(other.to_string()),
+    })?;
+    let mut columns = Vec::with_capacity(items.len());
+    let mut derived = Vec::new();
+    for item in items {
+        if columns.contains(&item.name) {
+            return Err(invalid(format!("the column {} is named twice", item.name)));
+        }
+        match item.expr {
+            None => {
+                let field = full
+                    .field_with_name(&item.name)
+                    .ok()
+                    .or_else(|| {
+                        full.fields()
+                            .iter()
+                            .find(|f| f.name().eq_ignore_ascii_case(&item.name))
+                            .map(|f| f.as_ref())
+                    })
+                    .ok_or_else(|| unknown(&item.name))?;
+                columns.push(field.name().clone());
+            }
+            Some(expr) => {
+                if full.field_with_name(&item.name).is_ok() {
+                    return Err(invalid(format!(
+                        "`{expr} AS {}`: the dataset has a column {} already; name the computed one otherwise",
+                        item.name, item.name
+                    )));
+                }
+                let computed = row_filter::ComputedColumn::bind(&expr, full).map_err(|e| match e {
+                    row_filter::RowFilterError::UnknownColumn { column, .. } => unknown(&column),
+                    other => invalid(other.to_string()),
+                })?;
+                columns.push(item.name.clone());
+                derived.push(DerivedColumn {
+                    name: item.name,
+                    expr,
+                    data_type: computed.data_type().clone(),
+                });
+            }
+        }
+    }
+    Ok((columns, derived))
 }
 
 fn views_by_default() -> bool {
@@ -77,25 +167,12 @@ impl ReadPlan {
     /// Plans reading `columns` (all when `None`) of the dataset.
     pub fn new(dataset: &Dataset, columns: Option<&[String]>, batch_size: usize) -> Result<Self> {
         let full = dataset.schema();
-        let columns: Vec<String> = match columns {
-            Some(cols) => {
-                for c in cols {
-                    if full.field_with_name(c).is_err() {
-                        return Err(Error::UnknownColumn {
-                            column: c.clone(),
-                            path: dataset.location.url(),
-                            available: full
-                                .fields()
-                                .iter()
-                                .map(|f| f.name().as_str())
-                                .collect::<Vec<_>>()
-                                .join(", "),
-                        });
-                    }
-                }
-                cols.to_vec()
-            }
-            None => full.fields().iter().map(|f| f.name().clone()).collect(),
+        let (columns, derived) = match columns {
+            Some(cols) => plan_columns(cols, &full, dataset)?,
+            None => (
+                full.fields().iter().map(|f| f.name().clone()).collect(),
+                Vec::new(),
+            ),
         };
         let filter = dataset.options.row_filter.clone();
         if let Some(filter) = &filter {
@@ -114,6 +191,7 @@ impl ReadPlan {
             sources: Vec::new(),
             source_names: Vec::new(),
             source_column: None,
+            derived,
         })
     }
 
@@ -127,6 +205,9 @@ impl ReadPlan {
     }
 
     fn field(&self, name: &str) -> Option<Field> {
+        if let Some(d) = self.derived.iter().find(|d| d.name == name) {
+            return Some(Field::new(&d.name, d.data_type.clone(), true));
+        }
         self.partition_fields
             .iter()
             .find(|f| f.name() == name)
@@ -173,6 +254,26 @@ impl ReadPlan {
         Ok(Some((pred, wider)))
     }
 
+    /// The plan without computed columns, reading what they need (after
+    /// the columns read as they are), and the computed columns bound.
+    fn computed(&self) -> Result<(ReadPlan, Vec<(String, row_filter::ComputedColumn)>)> {
+        let full = self.full_schema();
+        let mut base = self.clone();
+        base.derived.clear();
+        base.columns.retain(|c| !self.derived.iter().any(|d| &d.name == c));
+        let mut bound = Vec::with_capacity(self.derived.len());
+        for d in &self.derived {
+            let computed = row_filter::ComputedColumn::bind(&d.expr, &full)?;
+            for column in computed.columns() {
+                if !base.columns.contains(&column) {
+                    base.columns.push(column);
+                }
+            }
+            bound.push((d.name.clone(), computed));
+        }
+        Ok((base, bound))
+    }
+
     fn is_partition(&self, name: &str) -> bool {
         self.partition_fields.iter().any(|f| f.name() == name)
     }
@@ -211,6 +312,54 @@ pub(crate) fn read_one(
     skip: u64,
     ahead: &ReadAhead,
 ) -> BoxStream<'static, Result<RecordBatch>> {
+    if plan.derived.is_empty() {
+        return read_filtered(loc, split, plan, skip, ahead);
+    }
+    let (base, computed) = match plan.computed() {
+        Ok(parts) => parts,
+        Err(e) => return futures::stream::once(async move { Err(e) }).boxed(),
+    };
+    let output = plan.output_schema();
+    let display = loc.display(&split.object_path());
+    read_filtered(loc, split, &base, skip, ahead)
+        .map(move |item| {
+            let batch = item?;
+            let fail = |e: arrow::error::ArrowError| Error::FilterFailed {
+                path: display.clone(),
+                what: "a computed column of --columns".to_string(),
+                reason: e.to_string(),
+            };
+            let mut columns = Vec::with_capacity(output.fields().len());
+            for field in output.fields() {
+                let column = match computed.iter().find(|(name, _)| name == field.name()) {
+                    Some((_, c)) => c.eval(&batch).map_err(fail)?,
+                    None => batch.column_by_name(field.name()).cloned().ok_or_else(|| {
+                        fail(arrow::error::ArrowError::SchemaError(format!(
+                            "column {} not read",
+                            field.name()
+                        )))
+                    })?,
+                };
+                columns.push(column);
+            }
+            RecordBatch::try_new_with_options(
+                output.clone(),
+                columns,
+                &RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
+            )
+            .map_err(fail)
+        })
+        .boxed()
+}
+
+/// [`read_one`] of the columns read as they are, the filter applied.
+fn read_filtered(
+    loc: &Location,
+    split: &Split,
+    plan: &ReadPlan,
+    skip: u64,
+    ahead: &ReadAhead,
+) -> BoxStream<'static, Result<RecordBatch>> {
     match plan.filtered() {
         Ok(None) => read_plain(loc, split, plan, skip, ahead, None),
         Ok(Some((pred, wider))) => {
@@ -219,6 +368,11 @@ pub(crate) fn read_one(
             let output = plan.output_schema();
             let read = read_plain(loc, split, &wider, 0, ahead, Some(pred.clone()));
             let display = loc.display(&split.object_path());
+            let text = plan
+                .filter
+                .as_ref()
+                .map(|f| f.as_str().to_string())
+                .unwrap_or_default();
             let kept = read.map(move |item| {
                 let batch = item?;
                 let rows = batch.num_rows() as u64;
@@ -231,7 +385,11 @@ pub(crate) fn read_one(
                             &RecordBatchOptions::new().with_row_count(Some(b.num_rows())),
                         )
                     })
-                    .map_err(|e| Error::corrupt(&display, "data", format!("--filter: {e}")))?;
+                    .map_err(|e| Error::FilterFailed {
+                        path: display.clone(),
+                        what: format!("--filter `{text}`"),
+                        reason: e.to_string(),
+                    })?;
                 row_filter::count_rows(rows, kept.num_rows() as u64);
                 Ok(kept)
             });
@@ -339,6 +497,7 @@ impl Conformer {
 /// Counts the rows of a split by reading it (for formats without metadata).
 pub async fn count_rows(loc: &Location, split: &Split, plan: &ReadPlan) -> Result<u64> {
     let mut plan = plan.clone();
+    plan.derived.clear();
     plan.columns = plan
         .data_schema
         .fields()

@@ -125,8 +125,11 @@ pub fn check_columns(columns: &[String]) -> Result<(), OptionError> {
             reason: "an empty column name: name the columns, e.g. --columns id,x1,label, or leave the flag out for all".to_string(),
         });
     }
+    // Pieces of a computed column (`substring(s, 1, 3) AS p` is cut at its
+    // commas) are checked once joined, when the dataset is known.
+    let plain = |c: &&String| !c.contains(['(', ')', ' ', '\'', '"', '`']);
     let mut seen = std::collections::HashSet::new();
-    match columns.iter().find(|c| !seen.insert(c.as_str())) {
+    match columns.iter().filter(plain).find(|c| !seen.insert(c.as_str())) {
         Some(twice) => Err(OptionError::new(
             "columns",
             format!("column `{twice}` is listed twice"),

@@ -984,6 +984,7 @@ pub(crate) mod tests {
                     sources: Vec::new(),
                     source_names: Vec::new(),
                     source_column: None,
+                    derived: Vec::new(),
                 },
                 epochs: 2,
                 seed: 1,

@@ -393,3 +393,117 @@ fn a_python_dataset_takes_a_filter() {
     // ctry is US where id % 10 < 5: 1000 of the first 2000 ids.
     assert_eq!(run.stdout.trim(), "1000 1000 0 1994", "{run}");
 }
+
+#[test]
+fn long_in_lists_and_or_chains_train_exactly_their_rows() {
+    let total = filter_expected()["rows"].as_i64().expect("rows");
+    // 10,000 values in IN and a chain of 10,000 ORs: flat lists, no stack
+    // depth per term (they crashed the process with a stack overflow).
+    let evens: Vec<String> = (0..10_000).map(|i| (i * 2).to_string()).collect();
+    let (ids, _) = train(&format!("id IN ({})", evens.join(",")), &[]);
+    let mut got: Vec<i64> = ids.keys().copied().collect();
+    got.sort_unstable();
+    let want: Vec<i64> = (0..10_000).map(|i| i * 2).filter(|i| *i < total).collect();
+    assert_eq!(got, want, "IN of 10,000 values");
+    assert!(ids.values().all(|&n| n == 1), "an id trained twice");
+
+    let chain: Vec<String> = (0..10_000).map(|i| format!("id = {}", i * 3)).collect();
+    let (ids, _) = train(&chain.join(" OR "), &[]);
+    let mut got: Vec<i64> = ids.keys().copied().collect();
+    got.sort_unstable();
+    let want: Vec<i64> = (0..10_000).map(|i| i * 3).filter(|i| *i < total).collect();
+    assert_eq!(got, want, "OR chain of 10,000 terms");
+}
+
+#[test]
+fn expressions_beyond_column_and_literal_keep_the_rows_spark_would() {
+    // `i` is id % 100 (null where id % 11 = 0), `x` (id % 1000) / 1000.0
+    // (null where id % 13 = 0): the rows each expression keeps are known.
+    let total = filter_expected()["rows"].as_i64().expect("rows");
+    let cases: [(&str, fn(i64) -> bool); 4] = [
+        ("i * 2 + 1 > 150 AND pmod(id, 7) = 3", |id| {
+            id % 11 != 0 && (id % 100) * 2 + 1 > 150 && id % 7 == 3
+        }),
+        ("CASE WHEN i IS NULL THEN id < 50 ELSE i = 42 END", |id| {
+            if id % 11 == 0 { id < 50 } else { id % 100 == 42 }
+        }),
+        ("coalesce(i, -1) < 0 AND NOT id <=> 0", |id| id % 11 == 0 && id != 0),
+        // An integer division by zero would fail the query; AND leaves it
+        // unevaluated where the left side is false, as Spark does.
+        ("i <> 0 AND id DIV i = 101", |id| {
+            let i = id % 100;
+            id % 11 != 0 && i != 0 && id / i == 101
+        }),
+    ];
+    for (expr, keeps) in cases {
+        let (ids, _) = train(expr, &[]);
+        let mut got: Vec<i64> = ids.keys().copied().collect();
+        got.sort_unstable();
+        let want: Vec<i64> = (0..total).filter(|id| keeps(*id)).collect();
+        assert_eq!(got, want, "`{expr}`");
+    }
+}
+
+#[test]
+fn a_filter_that_fails_on_a_row_fails_its_task_naming_the_file() {
+    // Spark's ANSI mode fails `id DIV (i - i)` on the first row where i is
+    // not null; sluice fails the tasks, naming the filter and the file, and
+    // the job exits 2 (failed tasks), never training rows as if it held.
+    let data = data_dir().display().to_string();
+    let run = sluice([
+        "train",
+        data.as_str(),
+        "--model",
+        "none",
+        "--filter",
+        "id DIV (i - i) > 0",
+        "--quiet",
+    ]);
+    assert_eq!(run.status.code(), Some(2), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("id DIV (i - i) > 0") && run.stderr.contains("DIVIDE_BY_ZERO"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains(".parquet"), "names the file: {}", run.stderr);
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+}
+
+#[test]
+fn computed_columns_reach_the_trainer() {
+    let out = tempfile::tempdir().expect("tempdir");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/trainers/row_dump.py");
+    let exec = format!("{} {} --out {}", python(), script.display(), out.path().display());
+    let data = data_dir().display().to_string();
+    sluice([
+        "train",
+        data.as_str(),
+        "--columns",
+        "id, i * 2 + 1 AS j, upper(substring(s, 1, 2)) AS s2",
+        "--filter",
+        "id < 500",
+        "--exec",
+        &exec,
+        "--devices",
+        "1",
+        "--quiet",
+    ])
+    .success();
+    let mut rows = 0;
+    for entry in std::fs::read_dir(out.path()).expect("list") {
+        let text = std::fs::read_to_string(entry.expect("entry").path()).expect("read");
+        for line in text.lines() {
+            let row: Value = serde_json::from_str(line).expect("row");
+            let keys: Vec<&String> = row.as_object().expect("object").keys().collect();
+            assert_eq!(keys.len(), 3, "{row}");
+            let id = row["id"].as_i64().expect("id");
+            let want = (id % 11 != 0).then(|| (id % 100) * 2 + 1);
+            assert_eq!(row["j"].as_i64(), want, "{row}");
+            if let Some(s2) = row["s2"].as_str() {
+                assert!(s2.len() <= 2 && s2 == s2.to_uppercase(), "{row}");
+            }
+            rows += 1;
+        }
+    }
+    assert_eq!(rows, 500);
+}

@@ -24,8 +24,12 @@ fn overflow(what: &str) -> ArrowError {
     ))
 }
 
-fn divide_by_zero() -> ArrowError {
-    ArrowError::DivideByZero
+fn divide_by_zero(op: Arith) -> ArrowError {
+    ArrowError::ComputeError(if op == Arith::Rem {
+        "[REMAINDER_BY_ZERO] remainder by zero".to_string()
+    } else {
+        "[DIVIDE_BY_ZERO] division by zero".to_string()
+    })
 }
 
 fn as_longs(a: &ArrayRef) -> Result<Vec<Option<i64>>, ArrowError> {
@@ -112,7 +116,7 @@ fn integral(
             Arith::Add => x.checked_add(y),
             Arith::Sub => x.checked_sub(y),
             Arith::Mul => x.checked_mul(y),
-            Arith::Rem | Arith::IntDiv if y == 0 => return Err(divide_by_zero()),
+            Arith::Rem | Arith::IntDiv if y == 0 => return Err(divide_by_zero(op)),
             // Java's remainder: MIN % -1 is 0.
             Arith::Rem => Some(x.wrapping_rem(y)),
             Arith::IntDiv => x.checked_div(y),
@@ -144,7 +148,7 @@ fn fractional(op: Arith, a: &ArrayRef, b: &ArrayRef, t: &DataType) -> Result<Arr
             Arith::Add => r(x + y),
             Arith::Sub => r(x - y),
             Arith::Mul => r(x * y),
-            Arith::Div | Arith::Rem if y == 0.0 => return Err(divide_by_zero()),
+            Arith::Div | Arith::Rem if y == 0.0 => return Err(divide_by_zero(op)),
             Arith::Div => r(x / y),
             Arith::Rem => r(x % y),
             _ => {

@@ -11,6 +11,8 @@ use super::{Pos, RowFilterError};
 pub(crate) struct Token {
     pub kind: Tok,
     pub at: Pos,
+    /// Where it starts in the text, in bytes.
+    pub offset: usize,
 }
 
 /// What a token is.
@@ -73,8 +75,13 @@ pub(crate) fn lex(text: &str) -> Result<Vec<Token>, RowFilterError> {
     loop {
         lexer.skip_space()?;
         let at = lexer.pos();
+        let offset = lexer.chars.get(lexer.i).map_or(text.len(), |(o, _)| *o);
         let Some(c) = lexer.peek(0) else {
-            out.push(Token { kind: Tok::End, at });
+            out.push(Token {
+                kind: Tok::End,
+                at,
+                offset,
+            });
             return Ok(out);
         };
         let kind = lexer.token(c, at)?;
@@ -90,7 +97,7 @@ pub(crate) fn lex(text: &str) -> Result<Vec<Token>, RowFilterError> {
             before.push_str(s);
             continue;
         }
-        out.push(Token { kind, at });
+        out.push(Token { kind, at, offset });
     }
 }
 

@@ -311,6 +311,67 @@ pub(crate) fn parse(text: &str) -> Result<Node, RowFilterError> {
     Ok(node)
 }
 
+/// An item of a column list: an expression, its name when given (`AS
+/// name`, or a name right after it), and its text.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SelectItem {
+    pub node: Node,
+    pub alias: Option<String>,
+    pub text: String,
+}
+
+/// Parses a comma-separated list of expressions, each with an optional name
+/// (`label, hash(user) % 1000 AS user_bucket`).
+pub(crate) fn parse_select(text: &str) -> Result<Vec<SelectItem>, RowFilterError> {
+    let tokens = lex(text)?;
+    let mut p = Parser {
+        text,
+        tokens,
+        i: 0,
+        depth: 0,
+    };
+    let mut items = Vec::new();
+    loop {
+        let start = p.peek().offset;
+        let node = p.or()?;
+        let end = p.peek().offset;
+        let alias = if p.eat_word("AS") {
+            let t = p.next();
+            match t.kind {
+                Tok::Word(w) | Tok::Quoted(w) => Some(w),
+                other => return Err(p.error(format!("expected a name after AS but found {other}"), t.at)),
+            }
+        } else {
+            match &p.peek().kind {
+                Tok::Quoted(w) => {
+                    let w = w.clone();
+                    p.next();
+                    Some(w)
+                }
+                Tok::Word(w) if !STOP_WORDS.contains(&w.to_ascii_uppercase().as_str()) => {
+                    let w = w.clone();
+                    p.next();
+                    Some(w)
+                }
+                _ => None,
+            }
+        };
+        items.push(SelectItem {
+            node,
+            alias,
+            text: text[start..end].trim().to_string(),
+        });
+        if !p.eat_sym(",") {
+            break;
+        }
+    }
+    let next = p.peek();
+    if next.kind != Tok::End {
+        return Err(p.error(format!("unexpected {} after the column list", next.kind), next.at));
+    }
+    Ok(items)
+}
+
 struct Parser<'a> {
     text: &'a str,
     tokens: Vec<Token>,
