@@ -34,8 +34,16 @@ fn spark_read(name: &str) -> &'static Value {
 
 /// Every row `sluice train` hands a trainer, every column, as row_dump.py writes them.
 fn train_rows(dir: &Path, extra: &[&str]) -> Vec<BTreeMap<String, Value>> {
+    trainer_rows("row_dump.py", dir, extra)
+}
+
+/// Every line the test trainer `script` (in tests/trainers) writes for the
+/// rows `sluice train` hands it.
+fn trainer_rows(script: &str, dir: &Path, extra: &[&str]) -> Vec<BTreeMap<String, Value>> {
     let out = tempfile::tempdir().expect("tempdir");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/trainers/row_dump.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/trainers")
+        .join(script);
     let exec = format!(
         "{} {} --out {}",
         python(),
@@ -311,5 +319,132 @@ fn parquet_reads_as_spark_reads() {
         "parquet_julian_micros",
     ] {
         assert_reads_as_spark(name, &[]);
+    }
+}
+
+/// One row a trainer wrote: its values by column.
+type Row = BTreeMap<String, Value>;
+
+/// What sluice hands a trainer from a dataset of make_formats.py's
+/// `calendar`: each row by id (dates in days, timestamps in their unit since
+/// 1970, as epoch_values.py writes them), and the Arrow type of each column.
+fn epoch_rows(name: &str, extra: &[&str]) -> (BTreeMap<i64, Row>, BTreeMap<String, Value>) {
+    let mut rows = BTreeMap::new();
+    let mut types = BTreeMap::new();
+    for row in trainer_rows("epoch_values.py", &formats_dir().join(name), extra) {
+        if let Some(Value::Object(t)) = row.get("__types__") {
+            types.extend(t.clone());
+            continue;
+        }
+        let id = row["id"].as_i64().expect("an id");
+        assert!(rows.insert(id, row).is_none(), "{name}: id {id} twice");
+    }
+    (rows, types)
+}
+
+/// Spark's rows of a dataset of make_formats.py's `calendar`, by id.
+fn spark_epoch_rows(name: &str) -> BTreeMap<i64, &'static serde_json::Map<String, Value>> {
+    spark_read(name)["epoch_rows"]
+        .as_array()
+        .expect("epoch_rows")
+        .iter()
+        .map(|r| {
+            let r = r.as_object().expect("a row");
+            (r["id"].as_i64().expect("an id"), r)
+        })
+        .collect()
+}
+
+/// Microseconds since 1970 of midnight (UTC) of a date.
+fn midnight_micros(y: i32, m: u32, d: u32) -> i64 {
+    let date = chrono::NaiveDate::from_ymd_opt(y, m, d).expect("a date");
+    let epoch = chrono::NaiveDate::from_ymd_opt(1970, 1, 1).expect("the epoch");
+    (date - epoch).num_days() * 86_400_000_000
+}
+
+/// Dates from year 1 to 9999 and timestamps outside 1677-2262, as Spark
+/// writes them to ORC (hybrid Julian calendar: Spark rebases them when it
+/// reads) and to Parquet: sluice hands on exactly the days and microseconds
+/// Spark reads, timestamps in microseconds, Spark's timestamp_ntz as a
+/// timestamp. Issue 52: ORC's were 5-10 days off before 1582, and a file
+/// holding 1500-01-01 could not be read at all.
+#[test]
+fn dates_and_timestamps_far_from_1970_read_as_spark_reads() {
+    for name in ["orc_calendar", "orc_proleptic", "parquet_calendar"] {
+        let want = spark_epoch_rows(name);
+        let (got, types) = epoch_rows(name, &[]);
+        assert_eq!(
+            got.keys().collect::<Vec<_>>(),
+            want.keys().collect::<Vec<_>>(),
+            "{name}: ids"
+        );
+        for column in ["ts", "ntz"] {
+            let ty = types[column].as_str().unwrap_or_default();
+            assert!(ty.starts_with("timestamp[us"), "{name}: {column} is {ty}");
+        }
+        assert_eq!(types["day"], "date32[day]", "{name}");
+        for (id, spark) in &want {
+            let row = &got[id];
+            for column in ["name", "day", "ts", "ntz"] {
+                assert_eq!(
+                    row[column], spark[column],
+                    "{name}: id {id}, {column}: sluice {} where Spark reads {} ({} {})",
+                    row[column], spark[column], spark["day_text"], spark["ts_text"]
+                );
+            }
+        }
+    }
+}
+
+/// A file holding timestamps that nanoseconds cannot, read for another of
+/// its columns only: no error, every row.
+#[test]
+fn orc_with_ancient_timestamps_reads_for_other_columns() {
+    let (got, types) = epoch_rows("orc_calendar", &["--columns", "id,name"]);
+    assert_eq!(
+        types.keys().collect::<Vec<_>>(),
+        ["id", "name"],
+        "{types:?}"
+    );
+    let want = spark_epoch_rows("orc_calendar");
+    let names: Vec<&Value> = got.values().map(|r| &r["name"]).collect();
+    let spark: Vec<&Value> = want.values().map(|r| &r["name"]).collect();
+    assert_eq!(names, spark);
+}
+
+/// A filter, the column it reads, and which of Spark's values it keeps.
+type FilterCase = (&'static str, &'static str, fn(i64) -> bool);
+
+/// Filters on dates and timestamps before 1582 and after 2262 keep the
+/// rows Spark's values say, in ORC (whose stripe statistics hold stored,
+/// unrebased dates) as in Parquet.
+#[test]
+fn filters_on_ancient_dates_and_timestamps_keep_spark_rows() {
+    let cases: [FilterCase; 5] = [
+        ("ts < '1600-01-01'", "ts", |v| {
+            v < midnight_micros(1600, 1, 1)
+        }),
+        ("ts > '2262-04-12'", "ts", |v| {
+            v > midnight_micros(2262, 4, 12)
+        }),
+        ("day < '1582-10-05'", "day", |v| v < -141_437),
+        // Ids 3-5 (1582-10-04, 1582-10-15, 1900-01-01) share an ORC file whose
+        // statistics hold Julian 1582-10-04, ten days later than the value read.
+        ("day < '1582-10-10'", "day", |v| v < -141_432),
+        ("day >= '1000-03-01'", "day", |v| v >= -354_226),
+    ];
+    for name in ["orc_calendar", "parquet_calendar"] {
+        let spark = spark_epoch_rows(name);
+        for (filter, column, keeps) in &cases {
+            let want: Vec<i64> = spark
+                .iter()
+                .filter(|(_, r)| r[*column].as_i64().is_some_and(*keeps))
+                .map(|(id, _)| *id)
+                .collect();
+            assert!(!want.is_empty(), "{filter} keeps something");
+            let (got, _) = epoch_rows(name, &["--filter", filter]);
+            let got: Vec<i64> = got.keys().copied().collect();
+            assert_eq!(got, want, "{name}: --filter \"{filter}\"");
+        }
     }
 }

@@ -1,37 +1,79 @@
-//! ORC: footer and stripes through orc-rust's async reader over the store.
+//! ORC: footer and stripes through orc-rust's async reader over the store;
+//! dates and timestamps as Spark's ORC reader reads them ([`shape`]).
 
+mod footer;
+mod shape;
+
+use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
 use arrow::record_batch::RecordBatch;
 use async_trait::async_trait;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use futures::future::BoxFuture;
-use futures::stream::{BoxStream, StreamExt, TryStreamExt};
+use futures::stream::{BoxStream, Stream, StreamExt, TryStreamExt};
 use futures::FutureExt;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use orc_rust::reader::AsyncChunkReader;
 use orc_rust::ArrowReaderBuilder;
 
-use super::{FileFormat, FileInfo, FileRef, FormatOptions, ReadRequest, Unit};
+use super::{spark_legacy, FileFormat, FileInfo, FileRef, FormatOptions, ReadRequest, Unit};
 use crate::error::{store_error_within, Error, Result};
 use crate::row_filter::Pred;
 use crate::split::{Split, SplitRange};
 use crate::store::Location;
+use shape::Shape;
 
 /// The reads that opened an ORC file (its tail: postscript, footer,
 /// metadata), kept to open it again without fetching them.
-type Reads = Arc<Mutex<Vec<(u64, u64, Bytes)>>>;
+type Reads = Arc<Mutex<Recorded>>;
+
+/// Byte ranges read from a file while it was opened.
+#[derive(Default)]
+struct Recorded {
+    /// Each read: its offset and bytes.
+    reads: Vec<(u64, Bytes)>,
+    /// The file is open: later reads (stripes) are not kept.
+    sealed: bool,
+}
+
+impl Recorded {
+    /// The bytes `offset..offset + length`, if the reads kept cover them.
+    fn covering(&self, offset: u64, length: u64) -> Option<Bytes> {
+        let end = offset.checked_add(length)?;
+        let within = |at: u64| {
+            self.reads
+                .iter()
+                .find(|(o, b)| *o <= at && at < o + b.len() as u64)
+        };
+        let (o, first) = within(offset)?;
+        if end <= o + first.len() as u64 {
+            return Some(first.slice((offset - o) as usize..(end - o) as usize));
+        }
+        // Across reads that meet (a tail read in two).
+        let mut out = BytesMut::with_capacity(usize::try_from(length).ok()?);
+        let mut at = offset;
+        while at < end {
+            let (o, bytes) = within(at)?;
+            let stop = end.min(o + bytes.len() as u64);
+            out.extend_from_slice(&bytes[(at - o) as usize..(stop - o) as usize]);
+            at = stop;
+        }
+        Some(out.freeze())
+    }
+}
 
 /// Byte ranges of one ORC object.
+#[derive(Clone)]
 struct StoreChunks {
     store: Arc<dyn ObjectStore>,
     path: Path,
     size: u64,
     /// The file as users see it, for store errors.
     display: String,
-    /// Reads recorded (while opening) or answered from (opening again).
-    reads: Option<Reads>,
+    /// Reads recorded (while opening) and answered from (opening again).
+    reads: Reads,
 }
 
 impl AsyncChunkReader for StoreChunks {
@@ -46,21 +88,16 @@ impl AsyncChunkReader for StoreChunks {
         let display = self.display.clone();
         let reads = self.reads.clone();
         async move {
-            if let Some(reads) = &reads {
-                let known = lock(reads)
-                    .iter()
-                    .find(|(o, l, _)| (*o, *l) == (offset, length))
-                    .map(|(_, _, b)| b.clone());
-                if let Some(bytes) = known {
-                    return Ok(bytes);
-                }
+            if let Some(bytes) = lock(&reads).covering(offset, length) {
+                return Ok(bytes);
             }
             let bytes = store
                 .get_range(&path, offset..offset + length)
                 .await
                 .map_err(|e| std::io::Error::other(Error::from_store(display, e)))?;
-            if let Some(reads) = &reads {
-                lock(reads).push((offset, length, bytes.clone()));
+            let mut recorded = lock(&reads);
+            if !recorded.sealed {
+                recorded.reads.push((offset, bytes.clone()));
             }
             Ok(bytes)
         }
@@ -74,11 +111,11 @@ fn chunks(loc: &Location, path: &Path, size: u64) -> StoreChunks {
         path: path.clone(),
         size,
         display: loc.display(path),
-        reads: None,
+        reads: Reads::default(),
     }
 }
 
-fn lock(reads: &Reads) -> std::sync::MutexGuard<'_, Vec<(u64, u64, Bytes)>> {
+fn lock(reads: &Reads) -> std::sync::MutexGuard<'_, Recorded> {
     reads
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -88,6 +125,72 @@ fn lock(reads: &Reads) -> std::sync::MutexGuard<'_, Vec<(u64, u64, Bytes)>> {
 /// failed underneath, else corrupt data.
 fn orc_error(display: &str, e: impl std::error::Error + 'static) -> Error {
     store_error_within(&e).unwrap_or_else(|| Error::corrupt(display, "orc", e))
+}
+
+/// Opens an ORC file: orc-rust's reader of it, set to decode the columns
+/// as `shape.read` says, and its shape (read from its footer unless given).
+/// The reads that opened it are kept (for opening it again), no others.
+async fn open(
+    chunks: StoreChunks,
+    shape: Option<Arc<Shape>>,
+) -> Result<(ArrowReaderBuilder<StoreChunks>, Arc<Shape>)> {
+    let mut tail = chunks.clone();
+    let builder = ArrowReaderBuilder::try_new_async(chunks)
+        .await
+        .map_err(|e| orc_error(&tail.display, e))?;
+    let shape = match shape {
+        Some(shape) => shape,
+        None => Arc::new(shape_of(&mut tail, &builder).await?),
+    };
+    lock(&tail.reads).sealed = true;
+    Ok((builder.with_schema(shape.read.clone()), shape))
+}
+
+/// The shape of an opened file, from what its footer says besides what
+/// orc-rust reads (from the reads that opened it: nothing is fetched again).
+async fn shape_of(
+    tail: &mut StoreChunks,
+    builder: &ArrowReaderBuilder<StoreChunks>,
+) -> Result<Shape> {
+    let display = tail.display.clone();
+    let size = tail.size;
+    // The postscript (at most 255 bytes) and its length byte.
+    let last = size.min(256);
+    let end = tail
+        .get_bytes(size - last, last)
+        .await
+        .map_err(|e| orc_error(&display, e))?;
+    let bad = |e: footer::FooterError| Error::corrupt(&display, "orc", e);
+    let range = footer::footer_range(&end, size).map_err(bad)?;
+    let stored = tail
+        .get_bytes(range.start, range.end - range.start)
+        .await
+        .map_err(|e| orc_error(&display, e))?;
+    let meta = builder.file_metadata();
+    let extras = footer::parse_footer(stored, meta.compression()).map_err(bad)?;
+    Ok(Shape::new(
+        meta.root_data_type(),
+        &builder.schema(),
+        &extras,
+    ))
+}
+
+/// The batches of an opened reader, as its shape hands them on.
+fn batches(
+    builder: ArrowReaderBuilder<StoreChunks>,
+    shape: Arc<Shape>,
+    display: String,
+) -> impl Stream<Item = Result<RecordBatch>> {
+    let d2 = display.clone();
+    builder
+        .build_async()
+        .map_err(move |e| orc_error(&d2, e))
+        .and_then(move |batch| {
+            let out = shape
+                .convert(batch)
+                .map_err(|e| Error::corrupt(&display, "orc", e));
+            futures::future::ready(out)
+        })
 }
 
 /// ORC: a footer with the schema, rows and stripes; files cut at stripes.
@@ -102,9 +205,7 @@ impl FileFormat for Orc {
         file: &FileRef,
         _opts: &FormatOptions,
     ) -> Result<FileInfo> {
-        let builder = ArrowReaderBuilder::try_new_async(chunks(loc, &file.path, file.size))
-            .await
-            .map_err(|e| orc_error(&loc.display(&file.path), e))?;
+        let (builder, shape) = open(chunks(loc, &file.path, file.size), None).await?;
         let meta = builder.file_metadata();
         let units = meta
             .stripe_metadatas()
@@ -117,7 +218,7 @@ impl FileFormat for Orc {
             })
             .collect();
         Ok(FileInfo {
-            schema: builder.schema(),
+            schema: shape.out.clone(),
             rows: Some(meta.number_of_rows()),
             units,
             csv_head: None,
@@ -140,18 +241,15 @@ impl FileFormat for Orc {
         if let Some(filter) = request.filter.clone() {
             return decode_filtered(reader, range, batch_size, filter);
         }
-        let open = async move {
-            let mut builder = ArrowReaderBuilder::try_new_async(reader)
-                .await
-                .map_err(|e| orc_error(&display, e))?
-                .with_batch_size(batch_size);
+        let opened = async move {
+            let (builder, shape) = open(reader, None).await?;
+            let mut builder = builder.with_batch_size(batch_size);
             if let SplitRange::Stripes { start, end } = range {
                 builder = builder.with_file_byte_range(start as usize..end as usize);
             }
-            let d2 = display.clone();
-            Ok::<_, Error>(builder.build_async().map_err(move |e| orc_error(&d2, e)))
+            Ok::<_, Error>(batches(builder, shape, display))
         };
-        futures::stream::once(open).try_flatten().boxed()
+        futures::stream::once(opened).try_flatten().boxed()
     }
 }
 
@@ -160,25 +258,14 @@ impl FileFormat for Orc {
 /// stripes kept is read by a reader of its own, opened on the reads that
 /// opened the file (fetched once).
 fn decode_filtered(
-    mut reader: StoreChunks,
+    reader: StoreChunks,
     range: SplitRange,
     batch_size: usize,
     filter: Arc<Pred>,
 ) -> BoxStream<'static, Result<RecordBatch>> {
-    let display = reader.display.clone();
-    let reads: Reads = Arc::default();
-    reader.reads = Some(reads.clone());
-    let template = StoreChunks {
-        store: reader.store.clone(),
-        path: reader.path.clone(),
-        size: reader.size,
-        display: reader.display.clone(),
-        reads: Some(reads),
-    };
-    let open = async move {
-        let probe = ArrowReaderBuilder::try_new_async(reader)
-            .await
-            .map_err(|e| orc_error(&display, e))?;
+    let template = reader.clone();
+    let open_all = async move {
+        let (probe, shape) = open(reader, None).await?;
         let meta = probe.file_metadata();
         let within = |offset: u64| match &range {
             SplitRange::Stripes { start, end } => (*start..*end).contains(&offset),
@@ -187,25 +274,23 @@ fn decode_filtered(
         let stripes: Vec<usize> = (0..meta.stripe_metadatas().len())
             .filter(|&i| within(meta.stripe_metadatas()[i].offset()))
             .collect();
-        let kept = crate::row_filter::orc::stripes_kept(meta, &probe.schema(), &filter, &stripes);
+        // Statistics hold the values as stored: rebased as the values are.
+        let rebase_days = shape
+            .hybrid
+            .then_some(spark_legacy::julian_to_gregorian_days as fn(i64) -> i64);
+        let kept =
+            crate::row_filter::orc::stripes_kept(meta, &shape.out, &filter, &stripes, rebase_days);
         let runs = runs(meta, &stripes, &kept);
         let streams = runs.into_iter().map(move |run| {
-            let chunks = StoreChunks {
-                store: template.store.clone(),
-                path: template.path.clone(),
-                size: template.size,
-                display: template.display.clone(),
-                reads: template.reads.clone(),
-            };
-            let display = template.display.clone();
+            let chunks = template.clone();
+            let shape = shape.clone();
             async move {
-                let builder = ArrowReaderBuilder::try_new_async(chunks)
-                    .await
-                    .map_err(|e| orc_error(&display, e))?
+                let display = chunks.display.clone();
+                let (builder, shape) = open(chunks, Some(shape)).await?;
+                let builder = builder
                     .with_batch_size(batch_size)
                     .with_file_byte_range(run);
-                let d2 = display.clone();
-                Ok::<_, Error>(builder.build_async().map_err(move |e| orc_error(&d2, e)))
+                Ok::<_, Error>(batches(builder, shape, display))
             }
         });
         Ok::<_, Error>(
@@ -214,7 +299,7 @@ fn decode_filtered(
                 .try_flatten(),
         )
     };
-    futures::stream::once(open).try_flatten().boxed()
+    futures::stream::once(open_all).try_flatten().boxed()
 }
 
 /// The byte ranges of the runs of consecutive stripes kept, each from its
@@ -223,8 +308,8 @@ fn runs(
     meta: &orc_rust::reader::metadata::FileMetadata,
     stripes: &[usize],
     kept: &[bool],
-) -> Vec<std::ops::Range<usize>> {
-    let mut out: Vec<std::ops::Range<usize>> = Vec::new();
+) -> Vec<Range<usize>> {
+    let mut out: Vec<Range<usize>> = Vec::new();
     let mut last: Option<usize> = None;
     for (&s, &k) in stripes.iter().zip(kept) {
         if !k {

@@ -1,7 +1,8 @@
 //! Dates and timestamps as Spark wrote them in its legacy (hybrid Julian)
 //! calendar: Spark 2, and Spark 3 and 4 with `datetimeRebaseModeInWrite`
 //! (or `int96RebaseModeInWrite`) `LEGACY`, mark such Parquet and Avro files
-//! and store days before 1582-10-15 as Julian calendar days. Spark's reader
+//! and store days before 1582-10-15 as Julian calendar days; Spark's ORC
+//! writer stores every file so (its footer names the calendar). Spark's reader
 //! rebases them to the proleptic Gregorian calendar, field by field (the
 //! same year, month, day and time of day), in UTC; so does this module.
 
@@ -64,6 +65,12 @@ fn rebase_instant(value: i64, per_day: i64) -> i64 {
     julian_to_gregorian_days(days)
         .saturating_mul(per_day)
         .saturating_add(within)
+}
+
+/// Microseconds since the epoch of a timestamp Spark wrote in the hybrid
+/// calendar, rebased like its day (what Spark's readers do, in UTC).
+pub(crate) fn rebase_micros(micros: i64) -> i64 {
+    rebase_instant(micros, 86_400_000_000)
 }
 
 fn rebase_timestamps<T: ArrowTimestampType>(array: &ArrayRef, per_day: i64) -> Option<ArrayRef> {

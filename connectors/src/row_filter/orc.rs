@@ -1,7 +1,9 @@
 //! ORC's stripe statistics for [`super::prune`]: each stripe's least and
 //! greatest value, and its nulls, of integer, string and date columns (the
 //! kinds whose statistics order as Spark compares; floating point,
-//! decimal and timestamp columns decide nothing here).
+//! decimal and timestamp columns decide nothing here). Dates of a file in
+//! the hybrid Julian calendar are rebased as its values are: the rebase
+//! never reorders days, so rebased bounds still bound the rebased values.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -19,13 +21,15 @@ pub(crate) static STRIPES_READ: AtomicU64 = AtomicU64::new(0);
 pub(crate) static STRIPES_PRUNED: AtomicU64 = AtomicU64::new(0);
 
 /// Which of `stripes` may hold a row `pred` keeps, from their statistics;
-/// `schema` is the file's Arrow schema (its columns in the file's order).
-/// Counts what it skips.
+/// `schema` is the file's Arrow schema (its columns in the file's order);
+/// `rebase_days`, where the file's dates are read rebased, how a stored day
+/// is read. Counts what it skips.
 pub(crate) fn stripes_kept(
     meta: &FileMetadata,
     schema: &Schema,
     pred: &Pred,
     stripes: &[usize],
+    rebase_days: Option<fn(i64) -> i64>,
 ) -> Vec<bool> {
     let kept = may_match(
         pred,
@@ -33,6 +37,7 @@ pub(crate) fn stripes_kept(
             meta,
             schema,
             stripes,
+            rebase_days,
         },
     );
     let pruned = kept.iter().filter(|k| !**k).count() as u64;
@@ -45,11 +50,16 @@ struct Stripes<'a> {
     meta: &'a FileMetadata,
     schema: &'a Schema,
     stripes: &'a [usize],
+    rebase_days: Option<fn(i64) -> i64>,
 }
 
 /// The least and greatest value of one stripe's column, as Arrow scalars of
-/// the kind statistics give (`None`: nothing known).
-fn bounds(stats: Option<&TypeStatistics>) -> (Option<Bound>, Option<Bound>) {
+/// the kind statistics give (`None`: nothing known); dates read through
+/// `rebase_days` where given.
+fn bounds(
+    stats: Option<&TypeStatistics>,
+    rebase_days: Option<fn(i64) -> i64>,
+) -> (Option<Bound>, Option<Bound>) {
     match stats {
         Some(TypeStatistics::Integer { min, max, .. }) => {
             (Some(Bound::Int(*min)), Some(Bound::Int(*max)))
@@ -63,7 +73,11 @@ fn bounds(stats: Option<&TypeStatistics>) -> (Option<Bound>, Option<Bound>) {
             Some(Bound::Str(upper_bound.clone())),
         ),
         Some(TypeStatistics::Date { min, max }) => {
-            (Some(Bound::Date(*min)), Some(Bound::Date(*max)))
+            let day = |d: i32| match rebase_days {
+                Some(rebase) => i32::try_from(rebase(i64::from(d))).ok(),
+                None => Some(d),
+            };
+            (day(*min).map(Bound::Date), day(*max).map(Bound::Date))
         }
         _ => (None, None),
     }
@@ -135,7 +149,7 @@ impl Stats for Stripes<'_> {
         for &s in self.stripes {
             let stripe = all.get(s)?;
             let stats = stripe.column_statistics().get(index);
-            let (lo, hi) = bounds(stats.and_then(|c| c.type_statistics()));
+            let (lo, hi) = bounds(stats.and_then(|c| c.type_statistics()), self.rebase_days);
             mins.push(lo);
             maxes.push(hi);
             let n = stripe.number_of_rows();
