@@ -327,7 +327,7 @@ impl Binder<'_> {
                     LikeKind::RLike => like::rlike(&p),
                     _ => like::like(&p, escape.unwrap_or('\\'), *kind == LikeKind::ILike),
                 }
-                .map_err(|reason| self.mismatch(reason, *at))?;
+                .map_err(|reason| self.mismatch(reason, pattern.pos()))?;
                 Pred::Like {
                     column: field.name().clone(),
                     matcher: Arc::new(matcher),

@@ -49,6 +49,8 @@ pub(crate) enum Kind {
     IsNull(Box<Expr>, bool),
     /// `x IN (list)`, every member of `x`'s type.
     In(Box<Expr>, Vec<Expr>, bool),
+    /// `x IN (literals)`: the literals sorted once, when bound.
+    InSet(Box<Expr>, Arc<Members>, bool),
     Like(Box<Expr>, Arc<Matcher>, bool),
     /// `CASE WHEN c THEN v … ELSE e END`.
     Case(Vec<(Expr, Expr)>, Option<Box<Expr>>),
@@ -86,7 +88,7 @@ impl Expr {
                 }
                 Kind::Lit(_) => {}
                 Kind::Cast(a, _) | Kind::Neg(a) | Kind::BitNot(a) | Kind::Not(a) => stack.push(a),
-                Kind::IsNull(a, _) | Kind::Like(a, ..) => stack.push(a),
+                Kind::IsNull(a, _) | Kind::Like(a, ..) | Kind::InSet(a, ..) => stack.push(a),
                 Kind::Arith(_, a, b) | Kind::Cmp(_, a, b) => stack.extend([a.as_ref(), b.as_ref()]),
                 Kind::And(list) | Kind::Or(list) | Kind::Coalesce(list) | Kind::Call(_, list) => {
                     stack.extend(list.iter())
@@ -158,6 +160,10 @@ pub(crate) fn eval(expr: &Expr, batch: &RecordBatch) -> Result<ArrayRef, ArrowEr
         Kind::In(a, list, negated) => {
             let v = eval(a, batch)?;
             let found = in_list(&v, list, batch)?;
+            Arc::new(if *negated { not(&found)? } else { found })
+        }
+        Kind::InSet(a, members, negated) => {
+            let found = members.contains(&eval(a, batch)?)?;
             Arc::new(if *negated { not(&found)? } else { found })
         }
         Kind::Like(a, matcher, negated) => {
@@ -245,10 +251,6 @@ fn connective(list: &[Expr], batch: &RecordBatch, or: bool) -> Result<BooleanArr
 
 fn in_list(v: &ArrayRef, list: &[Expr], batch: &RecordBatch) -> Result<BooleanArray, ArrowError> {
     let rows = batch.num_rows();
-    if list.iter().all(|e| e.literal().is_some()) {
-        let values: Vec<ArrayRef> = list.iter().filter_map(|e| e.literal().cloned()).collect();
-        return in_literals(v, &values);
-    }
     let mut acc: Option<BooleanArray> = None;
     for e in list {
         let other = eval(e, batch)?;
@@ -261,43 +263,60 @@ fn in_list(v: &ArrayRef, list: &[Expr], batch: &RecordBatch) -> Result<BooleanAr
     Ok(acc.unwrap_or_else(|| BooleanArray::from(vec![false; rows])))
 }
 
-/// `v IN (values)` for literal values (of `v`'s type): sorted once, each row
-/// found by binary search; true where found, null where not found and `v`
-/// or a member is null, false otherwise.
-pub(crate) fn in_literals(v: &ArrayRef, values: &[ArrayRef]) -> Result<BooleanArray, ArrowError> {
-    let refs: Vec<&dyn Array> = values.iter().map(|a| a.as_ref()).collect();
-    if refs.is_empty() {
-        return Ok(BooleanArray::from(vec![false; v.len()]));
-    }
-    let all = normalize_floats(&arrow::compute::concat(&refs)?);
-    let has_null = all.null_count() > 0;
-    let sorted = arrow::compute::sort(&all, None)?;
-    let members = sorted.len() - sorted.null_count();
-    // Nulls sort first by default.
-    let sorted = sorted.slice(sorted.null_count(), members);
-    let v = normalize_floats(v);
-    let cmp = arrow::array::make_comparator(v.as_ref(), sorted.as_ref(), Default::default())?;
-    Ok((0..v.len())
-        .map(|i| {
-            if v.is_null(i) {
-                return None;
-            }
-            let (mut lo, mut hi) = (0usize, members);
-            while lo < hi {
-                let mid = (lo + hi) / 2;
-                match cmp(i, mid) {
-                    std::cmp::Ordering::Equal => return Some(true),
-                    std::cmp::Ordering::Less => hi = mid,
-                    std::cmp::Ordering::Greater => lo = mid + 1,
-                }
-            }
-            if has_null {
-                None
-            } else {
-                Some(false)
-            }
+/// The literal members of an `IN` list, sorted once: each row is found by
+/// binary search, so a list of any length costs a logarithm per row.
+#[derive(Debug)]
+pub(crate) struct Members {
+    /// The members that are not null, sorted (floats normalized).
+    sorted: ArrayRef,
+    /// Whether the list holds a null.
+    has_null: bool,
+}
+
+impl Members {
+    /// Sorts `values` (one-value arrays of one type).
+    pub(crate) fn new(values: &[ArrayRef]) -> Result<Members, ArrowError> {
+        let refs: Vec<&dyn Array> = values.iter().map(|a| a.as_ref()).collect();
+        let all = normalize_floats(&arrow::compute::concat(&refs)?);
+        let has_null = all.null_count() > 0;
+        let sorted = arrow::compute::sort(&all, None)?;
+        // Nulls sort first by default.
+        let members = sorted.len() - sorted.null_count();
+        Ok(Members {
+            sorted: sorted.slice(sorted.null_count(), members),
+            has_null,
         })
-        .collect())
+    }
+
+    /// `v IN (members)`: true where found, null where not found and `v` or
+    /// a member is null, false otherwise.
+    pub(crate) fn contains(&self, v: &ArrayRef) -> Result<BooleanArray, ArrowError> {
+        let v = normalize_floats(v);
+        let n = self.sorted.len();
+        let cmp =
+            arrow::array::make_comparator(v.as_ref(), self.sorted.as_ref(), Default::default())?;
+        Ok((0..v.len())
+            .map(|i| {
+                if v.is_null(i) {
+                    return None;
+                }
+                let (mut lo, mut hi) = (0usize, n);
+                while lo < hi {
+                    let mid = (lo + hi) / 2;
+                    match cmp(i, mid) {
+                        std::cmp::Ordering::Equal => return Some(true),
+                        std::cmp::Ordering::Less => hi = mid,
+                        std::cmp::Ordering::Greater => lo = mid + 1,
+                    }
+                }
+                if self.has_null {
+                    None
+                } else {
+                    Some(false)
+                }
+            })
+            .collect())
+    }
 }
 
 fn case(

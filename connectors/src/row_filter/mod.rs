@@ -281,10 +281,7 @@ pub fn parse_columns(text: &str) -> Result<Vec<ColumnItem>, RowFilterError> {
             }),
             (node, None) => Err(RowFilterError::Syntax {
                 text: text.to_string(),
-                reason: format!(
-                    "a computed column needs a name: `{} AS name`",
-                    item.text
-                ),
+                reason: format!("a computed column needs a name: `{} AS name`", item.text),
                 at: node.pos(),
             }),
         })
@@ -453,13 +450,24 @@ mod tests {
             Some(f64::INFINITY),
             None,
         ]);
-        let s = StringArray::from(vec![Some("a\\b"), Some("O'Brien"), Some("50%"), Some(""), None]);
-        let b = RecordBatch::try_new(Arc::new(schema), vec![Arc::new(d), Arc::new(s)])
-            .expect("batch");
+        let s = StringArray::from(vec![
+            Some("a\\b"),
+            Some("O'Brien"),
+            Some("50%"),
+            Some(""),
+            None,
+        ]);
+        let b =
+            RecordBatch::try_new(Arc::new(schema), vec![Arc::new(d), Arc::new(s)]).expect("batch");
         let values = |expr: &str| -> Vec<Option<bool>> {
-            let pred = RowFilter::parse(expr).expect("parses").bind(&b.schema()).expect("binds");
+            let pred = RowFilter::parse(expr)
+                .expect("parses")
+                .bind(&b.schema())
+                .expect("binds");
             let out = eval::eval(&pred, &b).expect("evaluates");
-            (0..out.len()).map(|i| out.is_valid(i).then(|| out.value(i))).collect()
+            (0..out.len())
+                .map(|i| out.is_valid(i).then(|| out.value(i)))
+                .collect()
         };
         assert_eq!(values("d = 0"), [t, t, f, f, n]);
         assert_eq!(values("d < 0"), [f, f, f, f, n]);
@@ -492,11 +500,24 @@ mod tests {
                 let schema = Schema::new(vec![Field::new("i", DataType::Int32, true)]);
                 let i = Int32Array::from((0..5000).collect::<Vec<i32>>());
                 let b = RecordBatch::try_new(Arc::new(schema), vec![Arc::new(i)]).expect("batch");
-                let list = (0..100_000).map(|v| (v * 2).to_string()).collect::<Vec<_>>().join(",");
-                let chain = (0..10_000).map(|v| format!("i = {}", v * 3)).collect::<Vec<_>>().join(" OR ");
+                let list = (0..100_000)
+                    .map(|v| (v * 2).to_string())
+                    .collect::<Vec<_>>()
+                    .join(",");
+                let chain = (0..10_000)
+                    .map(|v| format!("i = {}", v * 3))
+                    .collect::<Vec<_>>()
+                    .join(" OR ");
                 let mut kept = Vec::new();
-                for expr in [format!("i IN ({list})"), chain, format!("abs(i) IN ({list})")] {
-                    let pred = RowFilter::parse(&expr).expect("parses").bind(&b.schema()).expect("binds");
+                for expr in [
+                    format!("i IN ({list})"),
+                    chain,
+                    format!("abs(i) IN ({list})"),
+                ] {
+                    let pred = RowFilter::parse(&expr)
+                        .expect("parses")
+                        .bind(&b.schema())
+                        .expect("binds");
                     let out = eval::eval(&pred, &b).expect("evaluates");
                     kept.push(out.true_count());
                 }

@@ -339,7 +339,9 @@ pub(crate) fn parse_select(text: &str) -> Result<Vec<SelectItem>, RowFilterError
             let t = p.next();
             match t.kind {
                 Tok::Word(w) | Tok::Quoted(w) => Some(w),
-                other => return Err(p.error(format!("expected a name after AS but found {other}"), t.at)),
+                other => {
+                    return Err(p.error(format!("expected a name after AS but found {other}"), t.at))
+                }
             }
         } else {
             match &p.peek().kind {
@@ -367,7 +369,10 @@ pub(crate) fn parse_select(text: &str) -> Result<Vec<SelectItem>, RowFilterError
     }
     let next = p.peek();
     if next.kind != Tok::End {
-        return Err(p.error(format!("unexpected {} after the column list", next.kind), next.at));
+        return Err(p.error(
+            format!("unexpected {} after the column list", next.kind),
+            next.at,
+        ));
     }
     Ok(items)
 }
@@ -619,7 +624,8 @@ impl Parser<'_> {
             if prec < min {
                 return Ok(left);
             }
-            let at = self.next().at;
+            self.next();
+            let at = left.pos();
             let right = self.value(prec + 1)?;
             let l = Box::new(left);
             left = match op {

@@ -169,11 +169,15 @@ impl<'a> Resolver<'a> {
                 for (e, n) in items.iter().zip(list) {
                     self.literal_fits(e, &ty, n.pos())?;
                 }
-                let items = items.into_iter().map(|e| e.implicit(&ty)).collect();
-                Expr::new(
-                    Kind::In(Box::new(x.implicit(&ty)), items, *negated),
-                    DataType::Boolean,
-                )
+                let items: Vec<Expr> = items.into_iter().map(|e| e.implicit(&ty)).collect();
+                let x = Box::new(x.implicit(&ty));
+                let literals: Option<Vec<arrow::array::ArrayRef>> =
+                    items.iter().map(|e| e.literal().cloned()).collect();
+                let kind = match literals.map(|l| super::expr::Members::new(&l)) {
+                    Some(Ok(members)) => Kind::InSet(x, Arc::new(members), *negated),
+                    _ => Kind::In(x, items, *negated),
+                };
+                Expr::new(kind, DataType::Boolean)
             }
             Node::Between(x, low, high, negated, at) => {
                 // `x BETWEEN a AND b` is `x >= a AND x <= b` in Spark.
