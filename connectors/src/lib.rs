@@ -20,6 +20,7 @@ pub mod format;
 pub mod layout;
 pub mod listing;
 pub mod mixed;
+pub mod private;
 pub mod prune_dirs;
 pub mod read;
 pub mod read_ahead;

@@ -3,7 +3,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -163,11 +163,7 @@ impl FileJournal {
             .map_err(|source| io_err(path, source))?;
         // A journal an older build left readable by others (it holds
         // worker secrets) is made private too.
-        if let Err(e) = file.set_permissions(std::fs::Permissions::from_mode(
-            crate::sys::fd::PRIVATE_FILE,
-        )) {
-            tracing::warn!(path = %path.display(), error = %e, "cannot make the journal private to its user");
-        }
+        connectors::private::tighten_file(&file, path, "journal");
         if let Some(dir) = path.parent() {
             sync_dir(dir).map_err(|source| io_err(dir, source))?;
         }

@@ -742,25 +742,17 @@ impl Replica {
 /// Creates the state directory when missing, durably: the directory that
 /// holds it is synced too.
 fn create_dir(dir: &Path) -> Result<(), StateError> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    let private = crate::sys::fd::PRIVATE_DIR;
-    if dir.is_dir() {
-        // Only its user reads a job's state (its journal holds worker
-        // secrets), a directory an older build made included.
-        if let Err(e) = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(private)) {
-            tracing::warn!(dir = %dir.display(), error = %e, "cannot make the state directory private to its user");
-        }
-        return Ok(());
-    }
     let io = |path: &Path, source| StateError::Io {
         path: path.display().to_string(),
         cause: source,
     };
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(private)
-        .create(dir)
-        .map_err(|e| io(dir, e))?;
+    // Only its user reads a job's state (its journal holds worker
+    // secrets), a directory an older build made included.
+    let created =
+        connectors::private::create_dir(dir, "state directory").map_err(|e| io(dir, e))?;
+    if !created {
+        return Ok(());
+    }
     let parent = match dir.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),

@@ -166,9 +166,12 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
-    /// Starts writing at `temp` (created; an old file there is replaced).
+    /// Starts writing at `temp` (created private to its user; an old file
+    /// there is replaced).
     pub(crate) fn create(temp: PathBuf) -> io::Result<Writer> {
-        let file = File::create(&temp)?;
+        let file =
+            crate::private::file_options(File::options().write(true).create(true).truncate(true))
+                .open(&temp)?;
         Ok(Writer {
             file,
             temp,

@@ -174,7 +174,7 @@ impl Cache {
             dir: dir.to_path_buf(),
             cause: source,
         };
-        std::fs::create_dir_all(dir).map_err(fail)?;
+        crate::private::create_dir(dir, "cache directory").map_err(fail)?;
         let cache = Cache {
             dir: dir.to_path_buf(),
             capacity,
@@ -187,7 +187,7 @@ impl Cache {
             bytes: AtomicU64::new(0),
             generation: AtomicU64::new(0),
         };
-        let held = cache.locked_scan().map_err(fail)?;
+        let held = cache.locked_scan(true).map_err(fail)?;
         *locked(&cache.present) = held.iter().map(|h| h.name.clone()).collect();
         Ok(Arc::new(cache))
     }
@@ -516,18 +516,27 @@ impl Cache {
 
     /// The directory's lock, held until dropped.
     fn lock(&self) -> io::Result<File> {
-        let file = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(self.dir.join(".lock"))?;
+        let path = self.dir.join(".lock");
+        let file =
+            crate::private::file_options(File::options().create(true).truncate(false).write(true))
+                .open(&path)?;
+        crate::private::tighten_file(&file, &path, "cache lock");
         rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)?;
         Ok(file)
     }
 
-    /// [`Cache::scan`] under the directory's lock.
-    fn locked_scan(&self) -> io::Result<Vec<Held>> {
+    /// [`Cache::scan`] under the directory's lock; `tighten` makes the
+    /// entries an older build left readable by others private first.
+    fn locked_scan(&self, tighten: bool) -> io::Result<Vec<Held>> {
         let _lock = self.lock()?;
+        if tighten {
+            for item in std::fs::read_dir(&self.dir)? {
+                let item = item?;
+                if item.file_type()?.is_file() {
+                    crate::private::tighten_path(&item.path(), "cache entry");
+                }
+            }
+        }
         self.scan()
     }
 

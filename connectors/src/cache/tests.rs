@@ -226,3 +226,62 @@ async fn processes_sharing_a_directory_share_its_room() {
     assert_eq!(&got[..], &[5, 5, 5], "served from the shared entry");
     assert_eq!(second.stats().hit_bytes, 3);
 }
+
+/// The permission bits of `path`, in octal.
+fn mode_of(path: &std::path::Path) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    format!(
+        "{:o}",
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    )
+}
+
+#[tokio::test]
+async fn a_cache_is_private_to_its_user_from_the_start() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("cache");
+    let data = vec![7u8; 1000];
+    let store = store_with("d/a", &data).await;
+    let key = FileKey::of("mem://", &split("d/a", data.len() as u64, "t1")).unwrap();
+    let cache = Cache::open(&dir, 1 << 30).unwrap();
+    read(&cache, store.as_ref(), &Path::from("d/a"), &key, 0..10)
+        .await
+        .unwrap();
+    assert_eq!(mode_of(&dir), "700", "the directory");
+    let mut files = 0;
+    for item in std::fs::read_dir(&dir).unwrap() {
+        let path = item.unwrap().path();
+        assert_eq!(mode_of(&path), "600", "{}", path.display());
+        files += 1;
+    }
+    assert_eq!(files, 2, "the entry and .lock");
+}
+
+#[tokio::test]
+async fn a_cache_an_older_build_left_readable_is_made_private_when_opened() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("cache");
+    let data = vec![7u8; 1000];
+    let store = store_with("d/a", &data).await;
+    let key = FileKey::of("mem://", &split("d/a", data.len() as u64, "t1")).unwrap();
+    let cache = Cache::open(&dir, 1 << 30).unwrap();
+    read(&cache, store.as_ref(), &Path::from("d/a"), &key, 0..10)
+        .await
+        .unwrap();
+    drop(cache);
+    let loose = |path: &std::path::Path, mode| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    loose(&dir, 0o755);
+    for item in std::fs::read_dir(&dir).unwrap() {
+        loose(&item.unwrap().path(), 0o644);
+    }
+    let again = Cache::open(&dir, 1 << 30).unwrap();
+    assert!(again.holds(&key));
+    assert_eq!(mode_of(&dir), "700", "the directory");
+    for item in std::fs::read_dir(&dir).unwrap() {
+        let path = item.unwrap().path();
+        assert_eq!(mode_of(&path), "600", "{}", path.display());
+    }
+}
