@@ -45,7 +45,8 @@ pub const HELD: u8 = 3;
 /// The command line or job file is wrong, found before anything runs: an
 /// unknown flag, a bad value, a missing argument, a master URL without
 /// `http://`, an unknown URL scheme, a column the dataset does not have, an
-/// unknown key in a job file (`EX_USAGE` of sysexits.h).
+/// unknown key in a job file, a malformed setting of a store (an endpoint
+/// without a scheme, a region with a space) (`EX_USAGE` of sysexits.h).
 pub const USAGE: u8 = 64;
 /// Stopped by SIGINT or SIGTERM before the job was over, after committing
 /// what was acknowledged (128 + SIGINT, as shells report it), whatever the
@@ -65,7 +66,8 @@ Exit codes:
   3   another run or master holds the job's state or lock
   64  usage error (unknown flag, bad value, missing argument, a master URL
       without http://, an unknown URL scheme or column, a job file's
-      unknown key or bad value)
+      unknown key or bad value, a malformed store setting such as
+      AWS_ENDPOINT_URL or HTTPS_PROXY)
   130 stopped by SIGINT or SIGTERM before the job was over (any command; a
       worker exits with its --stopped-exit-code when given one)";
 
@@ -211,6 +213,7 @@ impl ExitCode for connectors::Error {
                 E::InvalidUrl { .. }
                     | E::UnknownColumn { .. }
                     | E::InvalidOption { .. }
+                    | E::InvalidSetting { .. }
                     | E::Filter(_)
                     | E::RowFilter(_)
             ),

@@ -27,13 +27,22 @@ impl CatalogKind {
     /// The kind of catalog `uri` names.
     pub fn of(uri: &str) -> Result<CatalogKind, CatalogError> {
         let scheme = uri.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
-        match scheme.as_deref() {
-            Some("thrift") => Ok(CatalogKind::Hive),
-            Some("http" | "https") => Ok(CatalogKind::IcebergRest),
-            _ => Err(CatalogError::InvalidUri {
+        let kind = match scheme.as_deref() {
+            Some("thrift") => CatalogKind::Hive,
+            Some("http" | "https") => CatalogKind::IcebergRest,
+            _ => return Err(CatalogError::InvalidUri {
                 uri: uri.to_string(),
                 reason: "use thrift://HOST:PORT for a Hive Metastore or http(s)://HOST:PORT for an Iceberg REST catalog".to_string(),
             }),
+        };
+        // A host with a space, a port past 65535: refused here, not found
+        // unreachable after a lookup.
+        match connectors::store::settings::url_problem(uri, &[]) {
+            Some(reason) => Err(CatalogError::InvalidUri {
+                uri: uri.to_string(),
+                reason,
+            }),
+            None => Ok(kind),
         }
     }
 }
@@ -253,7 +262,7 @@ impl CatalogTable {
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
     /// The `--catalog` value is no catalog URI.
-    #[error("invalid --catalog {uri}: {reason}")]
+    #[error("invalid --catalog (or SLUICE_CATALOG) {uri:?}: {reason}")]
     InvalidUri {
         /// The URI as given.
         uri: String,

@@ -41,6 +41,7 @@ mod sources;
 mod sources_more;
 mod spark_launcher;
 mod status_page;
+mod store_settings;
 mod streaming_sink;
 mod tables;
 mod tables_iceberg;

@@ -16,13 +16,18 @@ use std::sync::Arc;
 use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
 use object_store::ClientConfigKey;
 
-use super::{cloud, vended, Location};
+use super::{cloud, settings, vended, Location};
 use crate::error::{Error, Result};
 
 /// Opens an `az://`, `abfs://` or `abfss://` URL.
 pub(super) fn open(url: &str) -> Result<Location> {
     let parsed = cloud::parse(url)?;
     let target = Target::parse(url, parsed.authority)?;
+    cloud::check_name(url, target.container, "container")?;
+    if let Some(account) = target.account {
+        cloud::check_name(url, account, "account")?;
+    }
+    settings::check_azure_env()?;
     let mut builder = MicrosoftAzureBuilder::from_env().with_container_name(target.container);
     if let Some(account) = target.account {
         builder = builder.with_account(account);
@@ -36,6 +41,13 @@ pub(super) fn open(url: &str) -> Result<Location> {
         }
     }
     let (_, vended_options) = vended::vended();
+    if let Some((key, name)) = vended_options
+        .iter()
+        .find(|(k, v)| k == "adls.auth.shared-key.account.name" && !v.is_empty())
+    {
+        let key = format!("{key} (vended by the catalog)");
+        settings::check(&key, name, settings::Shape::Name)?;
+    }
     builder = vended_settings(builder, &vended_options);
     let account = builder.get_config_value(&AzureConfigKey::AccountName);
     let mut builder = configure(builder);

@@ -187,6 +187,19 @@ fn redact(url: &str) -> String {
     }
 }
 
+/// Checks the bucket, container or account `name` of `url` (its `noun`):
+/// a name with a space or a character that is not ASCII would make no
+/// valid request.
+pub(super) fn check_name(url: &str, name: &str, noun: &str) -> Result<()> {
+    match super::settings::problem(name, super::settings::Shape::Name) {
+        None => Ok(()),
+        Some(reason) => Err(Error::InvalidUrl {
+            url: redact(url),
+            reason: format!("the {noun} name {reason}"),
+        }),
+    }
+}
+
 /// The error for a builder that refused its configuration.
 pub(super) fn config_error(url: &str, source: object_store::Error) -> Error {
     Error::StoreConfig {

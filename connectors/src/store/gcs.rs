@@ -13,6 +13,7 @@ use std::sync::Arc;
 use object_store::gcp::{GcpCredential, GoogleCloudStorageBuilder, GoogleConfigKey};
 use object_store::{ClientConfigKey, StaticCredentialProvider};
 
+use super::settings::{self, Shape};
 use super::{cloud, vended, Location};
 use crate::error::Result;
 
@@ -31,6 +32,8 @@ pub(super) fn open(url: &str) -> Result<Location> {
             "set GOOGLE_APPLICATION_CREDENTIALS instead",
         ));
     }
+    cloud::check_name(url, parsed.authority, "bucket")?;
+    settings::check_gcs_env()?;
     let emulator = std::env::var(EMULATOR_HOST).ok().filter(|h| !h.is_empty());
     let (_, vended_options) = vended::vended();
     let mut builder = GoogleCloudStorageBuilder::from_env().with_bucket_name(parsed.authority);
@@ -39,6 +42,7 @@ pub(super) fn open(url: &str) -> Result<Location> {
         .iter()
         .find(|(k, v)| k == "gcs.service.host" && !v.is_empty())
     {
+        settings::check("gcs.service.host (vended by the catalog)", host, Shape::Url)?;
         builder = builder.with_base_url(host.trim_end_matches('/'));
     }
     let mut builder = configure(builder, emulator.as_deref());

@@ -13,6 +13,7 @@ pub mod kerberos;
 mod local;
 pub(crate) mod pinned;
 mod s3;
+pub mod settings;
 mod vended;
 
 pub use cloud::{

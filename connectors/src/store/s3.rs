@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 
+use super::settings::{self, Shape};
 use super::{cloud, vended, Location};
 use crate::error::Result;
 
@@ -23,7 +24,10 @@ pub(super) fn open(url: &str) -> Result<Location> {
             "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY instead",
         ));
     }
+    cloud::check_name(url, parsed.authority, "bucket")?;
+    settings::check_s3_env()?;
     let (_, vended_options) = vended::vended();
+    check_vended(&vended_options)?;
     let builder = vended_settings(
         AmazonS3Builder::from_env().with_bucket_name(parsed.authority),
         &vended_options,
@@ -43,11 +47,27 @@ pub(super) fn open(url: &str) -> Result<Location> {
     ))
 }
 
+/// Checks the settings a catalog vended that become part of requests.
+fn check_vended(options: &[(String, String)]) -> Result<()> {
+    for (key, value) in options {
+        let shape = match key.as_str() {
+            "s3.endpoint" => Shape::Url,
+            "s3.region" | "client.region" => Shape::Region,
+            "s3.access-key-id" | "s3.secret-access-key" | "s3.session-token" => Shape::Secret,
+            _ => continue,
+        };
+        if !value.is_empty() {
+            settings::check(&format!("{key} (vended by the catalog)"), value, shape)?;
+        }
+    }
+    Ok(())
+}
+
 /// Applies the storage settings a catalog vended for the table (Iceberg's
-/// `s3.*` keys) over what the environment configured; its credentials are
+/// `s3.*` keys; an empty one is none) over what the environment configured; its credentials are
 /// a provider of their own, read again on each request.
 fn vended_settings(mut builder: AmazonS3Builder, options: &[(String, String)]) -> AmazonS3Builder {
-    for (key, value) in options {
+    for (key, value) in options.iter().filter(|(_, v)| !v.is_empty()) {
         let config = match key.as_str() {
             "s3.endpoint" => AmazonS3ConfigKey::Endpoint,
             "s3.region" | "client.region" => AmazonS3ConfigKey::Region,
