@@ -82,6 +82,21 @@ pub struct MixConfig {
 }
 
 impl MixConfig {
+    /// Each source's weight over the largest: at most 1, never 0 (see
+    /// [`check_weights`]), whatever their size (`1e308,1e308` as `1,1`).
+    pub fn relative_weights(&self) -> Vec<f64> {
+        let most = self.sources.iter().map(|s| s.weight).fold(0.0, f64::max);
+        self.sources.iter().map(|s| s.weight / most).collect()
+    }
+
+    /// Each source's share of an epoch: its weight over the sum of all,
+    /// summed after each is divided by the largest, so no sum overflows.
+    pub fn shares(&self) -> Vec<f64> {
+        let relative = self.relative_weights();
+        let total: f64 = relative.iter().sum();
+        relative.into_iter().map(|r| r / total).collect()
+    }
+
     /// The sources and weights as one line, for the job's identity.
     pub fn describe(&self) -> String {
         let parts: Vec<String> = self
@@ -125,11 +140,9 @@ impl MixOptions {
                         urls.len()
                     ),
                 )?;
-                rule(
-                    w.iter().all(|w| w.is_finite() && *w > 0.0),
-                    "weights",
-                    "each weight is a positive number",
-                )?;
+                if let Err(reason) = check_weights(w) {
+                    return Err(OptionError::new("weights", reason));
+                }
                 w.clone()
             }
             None => vec![1.0; urls.len()],
@@ -157,6 +170,42 @@ impl MixOptions {
             epoch_rows: self.epoch_rows,
             source_column: self.source_column.clone(),
         }))
+    }
+}
+
+/// Why `weight` cannot be a source's weight, if it cannot: a weight is a
+/// positive normal number (not 0, negative, NaN, infinite or so small that
+/// it is subnormal, below 2.2e-308).
+pub fn weight_problem(weight: f64) -> Option<String> {
+    let why = if weight.is_nan() {
+        "is not a number"
+    } else if weight.is_infinite() {
+        "is infinite"
+    } else if weight <= 0.0 {
+        "is not positive"
+    } else if !weight.is_normal() {
+        "is too small to compute with (below 2.2e-308)"
+    } else {
+        return None;
+    };
+    Some(format!(
+        "weight {weight:?} {why}; each weight is a positive number"
+    ))
+}
+
+/// Checks every weight ([`weight_problem`]) and that each is within the
+/// range of a normal number of the largest, so that [`MixConfig::shares`]
+/// divides without underflow.
+fn check_weights(weights: &[f64]) -> Result<(), String> {
+    if let Some(problem) = weights.iter().find_map(|w| weight_problem(*w)) {
+        return Err(problem);
+    }
+    let most = weights.iter().copied().fold(0.0, f64::max);
+    match weights.iter().find(|w| !(**w / most).is_normal()) {
+        Some(w) => Err(format!(
+            "weight {w:?} is too small beside {most:?}: it would get no share at all"
+        )),
+        None => Ok(()),
     }
 }
 
@@ -216,12 +265,16 @@ impl MixOptions {
             reason,
         };
         for (index, table) in tables.iter().enumerate() {
-            if let Some(w) = table.weight.filter(|w| !(w.is_finite() && *w > 0.0)) {
-                return Err(fail(index, format!("weight {w} is not a positive number")).into());
+            if let Some(problem) = table.weight.and_then(weight_problem) {
+                return Err(fail(index, problem).into());
             }
         }
+        let weights: Vec<f64> = tables.iter().map(|t| t.weight.unwrap_or(1.0)).collect();
+        if let Err(reason) = check_weights(&weights) {
+            return Err(fail(0, reason).into());
+        }
         let options = MixOptions {
-            weights: Some(tables.iter().map(|t| t.weight.unwrap_or(1.0)).collect()),
+            weights: Some(weights),
             ..self.clone()
         };
         let Some(mut mix) = options.config(urls)? else {
@@ -297,6 +350,40 @@ mod tests {
             .expect("a mix");
         let names: Vec<&str> = mix.sources.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["x", "x-2"]);
+    }
+
+    #[test]
+    fn weights_are_positive_normal_numbers() {
+        let two = urls(&["/a", "/b"]);
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e-320] {
+            let options = MixOptions {
+                weights: Some(vec![bad, 1.0]),
+                ..MixOptions::default()
+            };
+            let err = options.config(&two).expect_err("refused");
+            assert_eq!(err.option, "weights");
+            assert!(err.reason.contains(&format!("{bad:?}")), "{err}");
+        }
+        let apart = MixOptions {
+            weights: Some(vec![1e-300, 1e300]),
+            ..MixOptions::default()
+        };
+        let err = apart.config(&two).expect_err("refused");
+        assert!(err.reason.contains("too small beside"), "{err}");
+    }
+
+    #[test]
+    fn shares_of_huge_weights_do_not_overflow() {
+        let options = MixOptions {
+            weights: Some(vec![1e308, 1e308, 5e307]),
+            ..MixOptions::default()
+        };
+        let mix = options
+            .config(&urls(&["/a", "/b", "/c"]))
+            .expect("valid")
+            .expect("a mix");
+        assert_eq!(mix.shares(), vec![0.4, 0.4, 0.2]);
+        assert_eq!(mix.relative_weights(), vec![1.0, 1.0, 0.5]);
     }
 
     #[test]

@@ -113,7 +113,7 @@ fn passes(
     rows: u64,
     seed: u64,
 ) -> Result<(Vec<Split>, EpochRows), MixError> {
-    let total_weight: f64 = mix.sources.iter().map(|s| s.weight).sum();
+    let shares = mix.shares();
     let mut plan = EpochRows {
         seed,
         ..EpochRows::default()
@@ -136,7 +136,8 @@ fn passes(
             firsts.push(have);
             have += n;
         }
-        let taken = (rows as f64 * source.weight / total_weight).round() as u64;
+        let share = shares.get(index).copied().unwrap_or_default();
+        let taken = (rows as f64 * share).round() as u64;
         let count = if have == 0 {
             1
         } else {
@@ -173,10 +174,9 @@ fn interleave(splits: &[Split], mix: &MixConfig, count: usize, passes: bool) -> 
         }
         read.into_iter().map(|r| r.max(1)).collect()
     } else {
-        let most = mix.sources.iter().map(|s| s.weight).fold(0.0, f64::max);
-        mix.sources
-            .iter()
-            .map(|s| ((s.weight / most) * 1_000_000.0).round().max(1.0) as u64)
+        mix.relative_weights()
+            .into_iter()
+            .map(|r| (r * 1_000_000.0).round().max(1.0) as u64)
             .collect()
     };
     Interleave { source, rows, pace }

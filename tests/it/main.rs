@@ -49,4 +49,5 @@ mod train;
 mod trainer_supervision;
 mod transforms;
 mod usage_errors;
+mod weights;
 mod wheel;
