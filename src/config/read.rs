@@ -72,6 +72,24 @@ pub struct ReadOptions {
     pub row_filter: Option<RowFilter>,
 }
 
+/// The filters of `options` (`--where`, `--filter`) as the subject of a
+/// sentence (``the filter `id < 0` (--filter)``), for a job that kept no
+/// row; `None` when it has none.
+pub fn filters_named(options: &DatasetOptions) -> Option<String> {
+    let partitions = options
+        .partition_filter
+        .as_ref()
+        .map(|f| format!("the partition filter `{}` (--where)", f.as_str()));
+    let rows = options
+        .row_filter
+        .as_ref()
+        .map(|f| format!("the filter `{}` (--filter)", f.as_str()));
+    match (partitions, rows) {
+        (Some(p), Some(r)) => Some(format!("{p} and {r}")),
+        (p, r) => p.or(r),
+    }
+}
+
 /// Parses `--filter`.
 fn parse_row_filter(text: &str) -> Result<RowFilter, String> {
     RowFilter::parse(text).map_err(|e| e.to_string())

@@ -66,6 +66,14 @@ pub enum TrainError {
         /// The dataset.
         url: String,
     },
+    /// The job's filters kept no row, and `--allow-empty` was not given.
+    #[error("{filters} kept no row of {url} (pass --allow-empty if that is expected)")]
+    Filtered {
+        /// The filters, named ([`crate::config::read::filters_named`]).
+        filters: String,
+        /// The dataset.
+        url: String,
+    },
     /// The trainer refused the schema or could not be set up.
     #[error(transparent)]
     Trainer(#[from] crate::trainer::TrainerError),
@@ -170,6 +178,7 @@ fn with_cache(config: &TrainConfig, mut dataset: Dataset) -> Result<Dataset, Tra
         return Ok(dataset);
     };
     if dataset.location.is_all_local() {
+        cache_unused(cache);
         return Ok(dataset);
     }
     let cache = connectors::cache::Cache::open(&cache.dir, cache.size)
@@ -182,6 +191,15 @@ fn with_cache(config: &TrainConfig, mut dataset: Dataset) -> Result<Dataset, Tra
     cache.set_job(&keys);
     dataset.location = dataset.location.clone().with_cache(cache);
     Ok(dataset)
+}
+
+/// Says once per process that `--cache` is not used: every source of the
+/// job is on the local filesystem, read where it lies.
+pub(crate) fn cache_unused(cache: &crate::config::CacheConfig) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        warn!(dir = %cache.dir.display(), "--cache is not used: the source is on the local filesystem, read where it lies");
+    });
 }
 
 /// Runs a training job and returns how it ended; `stop`, when given, stops
@@ -364,9 +382,7 @@ async fn run_job(
     let dataset = with_cache(&config, dataset)?;
     if dataset.known_empty() && follow.is_none() {
         if !config.allow_empty {
-            return Err(TrainError::Empty {
-                url: dataset.location.url(),
-            });
+            return Err(empty(&config, dataset.location.url()));
         }
         if dataset.schema().fields().is_empty() {
             return nothing_to_train(&config, &dataset, started, waited);
@@ -1065,10 +1081,22 @@ fn check_rows(
     }
     let url = dataset.location.url();
     if !config.allow_empty {
-        return Err(TrainError::Empty { url });
+        return Err(empty(config, url));
     }
-    warn!(url = %url, "empty output: no data rows (allowed by --allow-empty)");
+    match crate::config::read::filters_named(&config.dataset) {
+        Some(filters) => warn!(url = %url, "{filters} kept no row (allowed by --allow-empty)"),
+        None => warn!(url = %url, "empty output: no data rows (allowed by --allow-empty)"),
+    }
     Ok(())
+}
+
+/// The error of a job on `url` that has no row to train: the filters it
+/// was given kept none, or (without filters) the output holds none.
+fn empty(config: &TrainConfig, url: String) -> TrainError {
+    match crate::config::read::filters_named(&config.dataset) {
+        Some(filters) => TrainError::Filtered { filters, url },
+        None => TrainError::Empty { url },
+    }
 }
 
 /// Builds the trainers' factory for a trainer choice; `lockstep` makes exec

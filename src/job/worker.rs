@@ -256,6 +256,9 @@ async fn run_once(
             .collect::<Result<Vec<_>, _>>()?;
         location = location.with_sources(all);
     }
+    if let (Some(cache), true) = (&config.cache, location.is_all_local()) {
+        super::train::cache_unused(cache);
+    }
     if let (Some(cache), false) = (&config.cache, location.is_all_local()) {
         let cache = connectors::cache::Cache::open(&cache.dir, cache.size)
             .map_err(|e| TrainError::Cache(Report(&e).to_string()))?;

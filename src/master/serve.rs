@@ -124,6 +124,14 @@ pub enum MasterError {
         /// The dataset.
         url: String,
     },
+    /// The job's filters kept no row, and `--allow-empty` was not given.
+    #[error("{filters} kept no row of {url} (pass --allow-empty if that is expected)")]
+    Filtered {
+        /// The filters, named ([`crate::config::read::filters_named`]).
+        filters: String,
+        /// The dataset.
+        url: String,
+    },
     /// Following the source failed (`--follow`); what was taken before was served.
     #[error(transparent)]
     Follow(#[from] crate::follow::FollowError),
@@ -238,9 +246,7 @@ async fn make_job(config: &MasterConfig) -> Result<Option<JobRecord>, MasterErro
         });
     }
     if position.is_none() && dataset.known_empty() && !config.allow_empty {
-        return Err(MasterError::Empty {
-            url: dataset.location.url(),
-        });
+        return Err(empty(config, dataset.location.url()));
     }
     let plan = ReadPlan::new(&dataset, config.columns.as_deref(), DECODE_BATCH_ROWS)?;
     let mut job = JobRecord::build::<MasterError>(
@@ -256,6 +262,15 @@ async fn make_job(config: &MasterConfig) -> Result<Option<JobRecord>, MasterErro
         vended: table.vended,
     });
     Ok(Some(job))
+}
+
+/// The error of a job on `url` that has no row to serve: the filters it
+/// was given kept none, or (without filters) the output holds none.
+fn empty(config: &MasterConfig, url: String) -> MasterError {
+    match crate::config::read::filters_named(&config.dataset) {
+        Some(filters) => MasterError::Filtered { filters, url },
+        None => MasterError::Empty { url },
+    }
 }
 
 /// Lists every source of `mix` and builds the job of their mix.
@@ -292,9 +307,7 @@ async fn make_mixed_job(
     )
     .await?;
     if dataset.known_empty() && !config.allow_empty {
-        return Err(MasterError::Empty {
-            url: dataset.location.url(),
-        });
+        return Err(empty(config, dataset.location.url()));
     }
     mixed_job(config, mix, &dataset, &mixed, None).map(Some)
 }
@@ -556,9 +569,7 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
     if queue.job_over && queue.rows_done == 0 && status.failed.is_empty() {
         // Rows a listing cannot tell (text formats) turned out to be none.
         if !config.allow_empty {
-            return Err(MasterError::Empty {
-                url: m.spec.url.clone(),
-            });
+            return Err(empty(&config, m.spec.url.clone()));
         }
         tracing::warn!(url = %m.spec.url, "empty output: no data rows (allowed by --allow-empty)");
     }

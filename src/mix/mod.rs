@@ -32,7 +32,8 @@ pub enum MixError {
         /// The columns of `lacks`.
         columns: String,
     },
-    /// `--epoch-rows` over a source whose rows are not known before reading.
+    /// `--epoch-rows` over a source whose rows are not known before reading
+    /// (found when the sources are opened, the file shown whole).
     #[error("--epoch-rows: the rows of {path} (source {name}) are not known before it is read (text files); --epoch-rows needs row counts (Parquet, ORC, tables)")]
     UnknownRows {
         /// The source.
@@ -129,6 +130,15 @@ pub async fn finish(
             count_kept(dataset, columns, batch_size)
                 .await
                 .map_err(|cause| named(source, cause))?;
+        }
+        if let (Some(_), Some(split)) = (
+            mix.epoch_rows,
+            dataset.splits.iter().find(|s| s.rows.is_none()),
+        ) {
+            return Err(MixError::UnknownRows {
+                name: source.name.clone(),
+                path: dataset.location.display(&split.object_path()),
+            });
         }
     }
     combine(mix, datasets, columns, batch_size)

@@ -128,6 +128,8 @@ fn passes(
         let mut have = 0u64;
         for split in &own {
             let Some(n) = split.rows else {
+                // Found when the sources were opened (`super::finish`),
+                // the file shown whole; kept for a plan made otherwise.
                 return Err(MixError::UnknownRows {
                     name: source.name.clone(),
                     path: split.path.clone(),

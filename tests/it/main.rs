@@ -25,6 +25,7 @@ mod lockstep;
 mod logs;
 mod ls;
 mod master_api;
+mod messages;
 mod model_checkpoints;
 mod object_stores;
 mod pipelines;
