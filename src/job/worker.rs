@@ -129,8 +129,14 @@ pub async fn run(
     // one: the rows in none are served once more (the master keeps them for
     // the next worker that joins, this one), and a second such end fails.
     let mut ended_unsaved = false;
+    // Batches acknowledged in every join of the job, as rows are (the
+    // source's counter): the last line counts them all.
+    let batches = Arc::new(std::sync::atomic::AtomicU64::new(0));
     loop {
-        let before = source.rows_counter().load(Ordering::Relaxed);
+        let before = Counted {
+            rows: source.rows_counter().load(Ordering::Relaxed),
+            batches: batches.clone(),
+        };
         let joins = rolled_back + rejoined;
         match run_once(&config, stop.as_ref(), &source, joins, before, &mut asked).await? {
             Ran::Ended(mut outcome) => {
@@ -221,20 +227,31 @@ enum Ran {
     RolledBack(String),
 }
 
+/// What earlier joins of the job acknowledged: its rows, and the counter
+/// of its batches that this join adds to.
+struct Counted {
+    rows: u64,
+    batches: Arc<std::sync::atomic::AtomicU64>,
+}
+
 /// Joins the job (again) and trains until the job is over for this worker.
 async fn run_once(
     config: &WorkerConfig,
     stop: Option<&crate::worker::pipeline::Stop>,
     source: &Arc<RemoteSource>,
     joins: u32,
-    before: u64,
+    counted: Counted,
     asked: &mut bool,
 ) -> Result<Ran, WorkerError> {
+    let before = counted.rows;
+    let batches_before = counted.batches.load(Ordering::Relaxed);
     // Stopped before it joined: nothing is held, nothing to hand back.
     let spec = tokio::select! {
         spec = source.job_for(&config.name) => spec?,
         () = stopped(stop) => {
             return Ok(Ran::Ended(WorkerOutcome {
+                rows: before,
+                batches: batches_before,
                 stopped: true,
                 joined: joins > 0,
                 master_lost: Some(config.master.clone()),
@@ -285,6 +302,7 @@ async fn run_once(
         .map_err(TrainError::from)?;
     let rows = source.rows_counter();
     let acknowledged = rows.clone();
+    let batches_counted = counted.batches.clone();
     let gave_up = source.clone();
     let progress = WorkerProgress::spawn(rows.clone(), config.progress);
     let pipeline_config = PipelineConfig {
@@ -314,6 +332,9 @@ async fn run_once(
         pipeline_config,
         move |p| {
             rows.store(before + p.rows, Ordering::Relaxed);
+            counted
+                .batches
+                .store(batches_before + p.batches, Ordering::Relaxed);
             progress.epoch.store(p.epoch, Ordering::Relaxed);
         },
     )
@@ -326,6 +347,7 @@ async fn run_once(
             tracing::warn!(error = %Report(&e), "the master did not answer after the stop");
             return Ok(Ran::Ended(WorkerOutcome {
                 rows: acknowledged.load(Ordering::Relaxed),
+                batches: batches_counted.load(Ordering::Relaxed),
                 stopped: true,
                 joined: true,
                 master_lost: Some(config.master.clone()),
@@ -342,7 +364,7 @@ async fn run_once(
     }
     Ok(Ran::Ended(WorkerOutcome {
         rows: before + outcome.rows,
-        batches: outcome.batches,
+        batches: batches_before + outcome.batches,
         stopped: outcome.stopped,
         dropped: outcome.dropped,
         joined: true,

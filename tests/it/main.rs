@@ -9,6 +9,7 @@ mod catalogs_kerberos;
 mod checkpoints;
 mod cli_help;
 mod common;
+mod counts;
 mod crash_loops;
 mod distributed;
 mod exactly_once;
