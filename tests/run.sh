@@ -55,6 +55,9 @@ phase "row filters: Spark's df.filter counts (real Spark) -> $SLUICE_FIXTURES/fi
 phase "row filters: bloom filters, ORC stripes (real Spark) -> $SLUICE_FIXTURES/filter_pushdown"
 "$PY" tests/fixtures/make_filter_pushdown.py "$SLUICE_FIXTURES"
 
+phase "SequenceFiles and pickle files of Spark's RDD API (real Spark) -> $SLUICE_FIXTURES/hadoop"
+"$PY" tests/fixtures/make_hadoop.py "$SLUICE_FIXTURES"
+
 phase "Delta and Iceberg tables (real Spark 4.0) -> $SLUICE_FIXTURES/tables"
 "$TABLES_PY" tests/fixtures/make_tables.py "$SLUICE_FIXTURES"
 

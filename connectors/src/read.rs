@@ -134,10 +134,13 @@ fn plan_columns(
                         item.name, item.name
                     )));
                 }
-                let computed = row_filter::ComputedColumn::bind(&expr, full).map_err(|e| match e {
-                    row_filter::RowFilterError::UnknownColumn { column, .. } => unknown(&column),
-                    other => invalid(other.to_string()),
-                })?;
+                let computed =
+                    row_filter::ComputedColumn::bind(&expr, full).map_err(|e| match e {
+                        row_filter::RowFilterError::UnknownColumn { column, .. } => {
+                            unknown(&column)
+                        }
+                        other => invalid(other.to_string()),
+                    })?;
                 columns.push(item.name.clone());
                 derived.push(DerivedColumn {
                     name: item.name,
@@ -260,7 +263,8 @@ impl ReadPlan {
         let full = self.full_schema();
         let mut base = self.clone();
         base.derived.clear();
-        base.columns.retain(|c| !self.derived.iter().any(|d| &d.name == c));
+        base.columns
+            .retain(|c| !self.derived.iter().any(|d| &d.name == c));
         let mut bound = Vec::with_capacity(self.derived.len());
         for d in &self.derived {
             let computed = row_filter::ComputedColumn::bind(&d.expr, &full)?;

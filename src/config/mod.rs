@@ -129,7 +129,11 @@ pub fn check_columns(columns: &[String]) -> Result<(), OptionError> {
     // commas) are checked once joined, when the dataset is known.
     let plain = |c: &&String| !c.contains(['(', ')', ' ', '\'', '"', '`']);
     let mut seen = std::collections::HashSet::new();
-    match columns.iter().filter(plain).find(|c| !seen.insert(c.as_str())) {
+    match columns
+        .iter()
+        .filter(plain)
+        .find(|c| !seen.insert(c.as_str()))
+    {
         Some(twice) => Err(OptionError::new(
             "columns",
             format!("column `{twice}` is listed twice"),

@@ -8,6 +8,7 @@ mod orc;
 mod parquet;
 mod parquet_ahead;
 pub(crate) mod parquet_footers;
+mod sniff;
 mod spark_legacy;
 mod text;
 mod text_io;

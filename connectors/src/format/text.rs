@@ -38,12 +38,15 @@ pub(super) struct Text;
 #[async_trait]
 impl FileFormat for Text {
     /// Text files have a fixed schema and no metadata.
+    /// The schema the options give; the file's head is looked at only to
+    /// refuse a binary file taken for text.
     async fn inspect(
         &self,
-        _loc: &Location,
-        _file: &FileRef,
+        loc: &Location,
+        file: &FileRef,
         opts: &FormatOptions,
     ) -> Result<FileInfo> {
+        super::text_io::read_head(loc, file, "text", |_, _| Ok(())).await?;
         Ok(FileInfo::schema_only(schema(opts)))
     }
 

@@ -291,9 +291,17 @@ where
     let path = file.path.clone();
     let display = loc.display(&path);
     let shown = display.clone();
-    tokio::task::spawn_blocking(move || read(open_head(&loc, &path), &shown))
-        .await
-        .map_err(|e| Error::corrupt(&display, format, e))?
+    tokio::task::spawn_blocking(move || {
+        let mut input = open_head(&loc, &path);
+        // Lines are never read out of a binary file (a SequenceFile named
+        // part-00000, say).
+        if matches!(format, "text" | "csv" | "json") {
+            super::sniff::refuse_binary(&mut input, &shown, format)?;
+        }
+        read(input, &shown)
+    })
+    .await
+    .map_err(|e| Error::corrupt(&display, format, e))?
 }
 
 #[cfg(test)]

@@ -300,7 +300,7 @@ impl Binder<'_> {
                 escape,
                 kind,
                 negated,
-                at,
+                ..
             } => {
                 let (
                     Some(col),

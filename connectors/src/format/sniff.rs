@@ -1,0 +1,180 @@
+//! What a file's first bytes say it holds. A line-based file (text, CSV,
+//! JSON lines) whose content is one of the binary formats Hadoop, Hive,
+//! Spark and TensorFlow write is refused naming the file and what it holds,
+//! never read as lines: a SequenceFile (`SEQ` and its version), Parquet
+//! (`PAR1`), ORC (`ORC`), Avro (`Obj` 1), RCFile (`RCF`), and TFRecord
+//! framing (a length whose masked CRC32C follows it).
+
+use std::io::BufRead;
+
+use crate::error::{Error, Result};
+
+/// Looks at the start of `input` (nothing is consumed) and fails when it
+/// holds a binary format, naming `display` and what it holds.
+pub(crate) fn refuse_binary(input: &mut dyn BufRead, display: &str, read_as: &str) -> Result<()> {
+    let head = input
+        .fill_buf()
+        .map_err(|e| Error::corrupt(display, read_as, e))?;
+    match binary_format(head) {
+        Some(found) => Err(Error::Format {
+            path: display.to_string(),
+            reason: format!("it holds {found}, not {read_as} lines; {}", advice(&found)),
+        }),
+        None => Ok(()),
+    }
+}
+
+fn advice(found: &str) -> &'static str {
+    if found.starts_with("Parquet") {
+        "pass --format parquet"
+    } else if found.starts_with("ORC") {
+        "pass --format orc"
+    } else if found.starts_with("Avro") {
+        "pass --format avro"
+    } else if found.contains("saveAsPickleFile") || found.contains("saveAsObjectFile") {
+        "sluice does not read pickled or Java-serialized objects: write the data with a DataFrame writer (df.write.parquet)"
+    } else {
+        "sluice does not read this format: write the data with a DataFrame writer (df.write.parquet)"
+    }
+}
+
+/// The binary format `head` starts with, described; `None` for text.
+pub(crate) fn binary_format(head: &[u8]) -> Option<String> {
+    if head.len() >= 4 && head.starts_with(b"SEQ") && (4..=6).contains(&head[3]) {
+        return Some(sequence_file(head));
+    }
+    if head.starts_with(b"PAR1") {
+        return Some("Parquet".to_string());
+    }
+    if head.starts_with(b"ORC") {
+        return Some("ORC".to_string());
+    }
+    if head.starts_with(b"Obj\x01") {
+        return Some("Avro".to_string());
+    }
+    if head.starts_with(b"RCF") && head.len() >= 4 && head[3] <= 1 {
+        return Some("a Hive RCFile".to_string());
+    }
+    if head.len() >= 12 {
+        let length: [u8; 8] = head[..8].try_into().ok()?;
+        let crc = u32::from_le_bytes(head[8..12].try_into().ok()?);
+        if masked_crc32c(&length) == crc {
+            return Some("TFRecord records".to_string());
+        }
+    }
+    None
+}
+
+/// A SequenceFile's header: its key and value classes where they read.
+fn sequence_file(head: &[u8]) -> String {
+    let mut at = 4;
+    let key = read_text(head, &mut at);
+    let value = read_text(head, &mut at);
+    match (key, value) {
+        (Some(k), Some(v)) => {
+            let writer = match (k.as_str(), v.as_str()) {
+                ("org.apache.hadoop.io.NullWritable", "org.apache.hadoop.io.BytesWritable") => {
+                    " (as PySpark's saveAsPickleFile or Spark's saveAsObjectFile write it)"
+                }
+                _ => "",
+            };
+            format!("a Hadoop SequenceFile (key {k}, value {v}){writer}")
+        }
+        _ => "a Hadoop SequenceFile".to_string(),
+    }
+}
+
+/// A Hadoop `Text` string: a variable-length length, then UTF-8 bytes.
+fn read_text(bytes: &[u8], at: &mut usize) -> Option<String> {
+    let len = read_vlong(bytes, at)?;
+    let len = usize::try_from(len).ok()?;
+    let end = at.checked_add(len)?;
+    let text = std::str::from_utf8(bytes.get(*at..end)?).ok()?.to_string();
+    *at = end;
+    Some(text)
+}
+
+/// Hadoop's `WritableUtils.readVLong`.
+fn read_vlong(bytes: &[u8], at: &mut usize) -> Option<i64> {
+    let first = *bytes.get(*at)? as i8;
+    *at += 1;
+    if first >= -112 {
+        return Some(i64::from(first));
+    }
+    let negative = first < -120;
+    let len = if negative {
+        -119 - i32::from(first)
+    } else {
+        -111 - i32::from(first)
+    };
+    let mut value: i64 = 0;
+    for _ in 1..len {
+        value = (value << 8) | i64::from(*bytes.get(*at)?);
+        *at += 1;
+    }
+    Some(if negative { !value } else { value })
+}
+
+/// TFRecord's masked CRC32C.
+pub(crate) fn masked_crc32c(data: &[u8]) -> u32 {
+    let crc = crc32c(data);
+    (crc.rotate_right(15)).wrapping_add(0xa282_ead8)
+}
+
+/// CRC-32C (Castagnoli), bit by bit: only headers are checked here.
+fn crc32c(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in data {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0x82f6_3b78
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binary_heads_are_named() {
+        let mut seq = b"SEQ\x06".to_vec();
+        for class in [
+            "org.apache.hadoop.io.IntWritable",
+            "org.apache.hadoop.io.Text",
+        ] {
+            seq.push(class.len() as u8);
+            seq.extend_from_slice(class.as_bytes());
+        }
+        seq.extend_from_slice(&[0, 0]);
+        assert_eq!(
+            binary_format(&seq).as_deref(),
+            Some("a Hadoop SequenceFile (key org.apache.hadoop.io.IntWritable, value org.apache.hadoop.io.Text)")
+        );
+        assert_eq!(binary_format(b"PAR1\x15\x00").as_deref(), Some("Parquet"));
+        assert_eq!(binary_format(b"ORC\x0a").as_deref(), Some("ORC"));
+        assert_eq!(binary_format(b"Obj\x01\x04").as_deref(), Some("Avro"));
+        let mut tf = 17u64.to_le_bytes().to_vec();
+        tf.extend_from_slice(&masked_crc32c(&17u64.to_le_bytes()).to_le_bytes());
+        tf.extend_from_slice(b"payload");
+        assert_eq!(binary_format(&tf).as_deref(), Some("TFRecord records"));
+        for text in [
+            &b"id,name\n1,a\n"[..],
+            b"{\"a\": 1}\n",
+            b"SEQUENCE of lines\n",
+            b"",
+        ] {
+            assert_eq!(binary_format(text), None, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn crc32c_check_value() {
+        assert_eq!(crc32c(b"123456789"), 0xe306_9283);
+    }
+}
