@@ -62,11 +62,11 @@ pub struct ReadOptions {
     #[arg(long, value_name = "T", value_parser = parse_timestamp, help = "Read the table's version current at this time", long_help, help_heading = heading::SOURCE)]
     #[serde(deserialize_with = "form::some_timestamp")]
     pub timestamp: Option<i64>,
-    /// Read only the partitions whose values match this filter on partition columns, e.g. "dt >= '2026-11-01' AND country IN ('DE', 'FR')": =, !=, <, <=, >, >=, IN (...), IS [NOT] NULL, AND, OR, NOT, parentheses; literals typed by their column.
+    /// Read only the partitions whose values match this filter on partition columns, e.g. "dt >= '2026-11-01' AND country IN ('DE', 'FR')": the Spark SQL expressions of --filter, over partition columns only; values typed by their column.
     #[arg(long = "where", value_name = "EXPR", value_parser = parse_filter, help = "Read only the partitions matching this filter", long_help, help_heading = heading::ROWS)]
     #[serde(rename = "where")]
     pub partition_filter: Option<PartitionFilter>,
-    /// Read only the rows this Spark SQL condition keeps, e.g. "label IS NOT NULL AND country = 'US'": comparisons (= <> != < <= > >=), AND, OR, NOT, IN (...), BETWEEN, IS [NOT] NULL, LIKE; strings, numbers, DATE '...', TIMESTAMP '...' (UTC), true/false; data and partition columns. Rows are exactly those Spark's df.filter(EXPR) keeps; partitions, Parquet row groups and pages that cannot hold one are not read.
+    /// Read only the rows this Spark SQL condition keeps, e.g. "label IS NOT NULL AND country = 'US'" or "hash(user) % 10 < 8 AND lower(country) = 'us'": comparisons (= <> != < <= > >= <=>), AND, OR, NOT, IN (...), BETWEEN, IS [NOT] NULL, LIKE, ILIKE, RLIKE, arithmetic, CASE, CAST, COALESCE and Spark's common string, date, math and hash functions; data and partition columns; timestamps in UTC. Rows are exactly those Spark's df.filter(EXPR) keeps (ANSI mode, its default); partitions, Parquet row groups and pages that cannot hold one are not read.
     #[arg(long = "filter", value_name = "EXPR", value_parser = parse_row_filter, help = "Read only the rows this Spark SQL condition keeps", long_help, help_heading = heading::ROWS)]
     #[serde(rename = "filter")]
     pub row_filter: Option<RowFilter>,
