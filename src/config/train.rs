@@ -25,7 +25,7 @@ pub struct TrainOptions {
     #[arg(long, default_value_t = 1, help = "Passes over the data", long_help, help_heading = heading::TRAINING)]
     pub epochs: u32,
     /// Only these columns reach the trainer (comma-separated); default all. A column may be computed with a Spark SQL expression and a name: "label, hash(user) % 1000 AS user_bucket, lower(country) AS country_lc" (the functions and operators of --filter).
-    #[arg(long, value_delimiter = ',', help = "Only these columns reach the trainer (a,b,c; EXPR AS name computes one)", long_help, help_heading = heading::ROWS)]
+    #[arg(long, value_delimiter = ',', help = "Only these columns reach the trainer (a,b,c)", long_help, help_heading = heading::ROWS)]
     #[serde(deserialize_with = "form::some_list")]
     pub columns: Option<Vec<String>>,
     /// Seed of task order and shuffling.

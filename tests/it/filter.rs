@@ -429,7 +429,8 @@ fn expressions_beyond_column_and_literal_keep_the_rows_spark_would() {
     // `i` is id % 100 (null where id % 11 = 0), `x` (id % 1000) / 1000.0
     // (null where id % 13 = 0): the rows each expression keeps are known.
     let total = filter_expected()["rows"].as_i64().expect("rows");
-    let cases: [(&str, fn(i64) -> bool); 4] = [
+    type Keeps = fn(i64) -> bool;
+    let cases: [(&str, Keeps); 4] = [
         ("i * 2 + 1 > 150 AND pmod(id, 7) = 3", |id| {
             id % 11 != 0 && (id % 100) * 2 + 1 > 150 && id % 7 == 3
         }),
