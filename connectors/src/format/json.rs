@@ -117,8 +117,12 @@ impl FileFormat for Json {
             _ => None,
         };
         decode_blocking(loc, split, "json", move |input, emit| {
+            // A number or boolean in a column inferred as a string (Spark's
+            // writer puts NaN and Infinity in strings beside numbers) is its
+            // text, as Spark reads it.
             let decoder = ReaderBuilder::new(schema)
                 .with_batch_size(batch_size)
+                .with_coerce_primitive(true)
                 .build_decoder()
                 .map_err(|e| Error::corrupt(&display, "json", e))?;
             let lines = Lines {

@@ -250,6 +250,29 @@ impl Binder<'_> {
                 let Some(col) = column(a) else {
                     return Ok(None);
                 };
+                // Spark compares every member as the list's common type
+                // (`l IN (1, 1e18)` in doubles): a list of mixed kinds of
+                // literals is typed whole by the general path.
+                let kind = |n: &Node| match n {
+                    Node::Lit(l) => Some(std::mem::discriminant(&literal_value(&l.value))),
+                    _ => None,
+                };
+                let kinds: std::collections::HashSet<_> = list
+                    .iter()
+                    .filter(|n| {
+                        !matches!(
+                            n,
+                            Node::Lit(Lit {
+                                value: Literal::Null,
+                                ..
+                            })
+                        )
+                    })
+                    .map(kind)
+                    .collect();
+                if kinds.len() > 1 || kinds.contains(&None) {
+                    return Ok(None);
+                }
                 let mut any = Vec::with_capacity(list.len());
                 for item in list {
                     let Some(lit) = literal(item) else {

@@ -138,6 +138,15 @@ pub(crate) fn cast_to(a: &ArrayRef, to: &DataType, mode: CastMode) -> Result<Arr
         (Null, _) => Ok(new_null_array(to, a.len())),
         (Utf8, Utf8) => Ok(a.clone()),
         (Utf8, t) => from_strings(a.as_string::<i32>(), t, strict),
+        (Decimal128(..), Float32) => {
+            let d = a.as_primitive::<Decimal128Type>();
+            let scale = d.scale();
+            Ok(Arc::new(
+                d.iter()
+                    .map(|v| v.map(|v| decimal_text(v, scale).parse::<f32>().unwrap_or(f32::NAN)))
+                    .collect::<Float32Array>(),
+            ))
+        }
         (Decimal128(..), Float64) => {
             let d = a.as_primitive::<Decimal128Type>();
             let scale = d.scale();

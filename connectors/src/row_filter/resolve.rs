@@ -211,7 +211,7 @@ impl<'a> Resolver<'a> {
                 };
                 let p = self.expr(pattern)?;
                 let text = match p.literal() {
-                    Some(v) if v.is_null(0) => {
+                    Some(v) if v.data_type() == &DataType::Null || v.is_null(0) => {
                         return Ok(Expr::new(
                             Kind::Lit(arrow::array::new_null_array(&DataType::Boolean, 1)),
                             DataType::Boolean,
@@ -514,6 +514,35 @@ impl<'a> Resolver<'a> {
                     Kind::Case(vec![(cmp, null)], Some(Box::new(first))),
                     ty,
                 ));
+            }
+            // `double(x)`, `int(x)`, `date(x)`...: Spark's casts by type name.
+            "boolean" | "tinyint" | "smallint" | "int" | "bigint" | "float" | "double"
+            | "decimal" | "string" | "binary" | "date" | "timestamp"
+                if values.len() == 1 =>
+            {
+                let ty = self.type_of(&TypeName {
+                    name: name.to_string(),
+                    params: Vec::new(),
+                    at,
+                })?;
+                let Some(x) = values.into_iter().next() else {
+                    return Err(self.mismatch(format!("{name} takes 1 argument"), at));
+                };
+                if !castable(&x.ty, &ty) {
+                    return Err(self.mismatch(
+                        format!(
+                            "a cast from {} to {} is not supported",
+                            spark_name(&x.ty),
+                            spark_name(&ty)
+                        ),
+                        at,
+                    ));
+                }
+                return Ok(if x.ty == ty {
+                    x
+                } else {
+                    Expr::new(Kind::Cast(Box::new(x), CastMode::Ansi), ty)
+                });
             }
             "isnull" | "isnotnull" => {
                 if values.len() != 1 {
