@@ -55,6 +55,9 @@ phase "row filters: Spark's df.filter counts (real Spark) -> $SLUICE_FIXTURES/fi
 phase "row filters: bloom filters, ORC stripes (real Spark) -> $SLUICE_FIXTURES/filter_pushdown"
 "$PY" tests/fixtures/make_filter_pushdown.py "$SLUICE_FIXTURES"
 
+phase "row filters: Spark's answers to generated predicates over edge values, four formats (real Spark) -> $SLUICE_FIXTURES/filter_diff"
+"$PY" tests/fixtures/make_filter_diff.py "$SLUICE_FIXTURES"
+
 phase "SequenceFiles and pickle files of Spark's RDD API (real Spark) -> $SLUICE_FIXTURES/hadoop"
 "$PY" tests/fixtures/make_hadoop.py "$SLUICE_FIXTURES"
 

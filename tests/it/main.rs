@@ -15,6 +15,7 @@ mod crash_loops;
 mod distributed;
 mod exactly_once;
 mod filter;
+mod filter_diff;
 mod filter_listing;
 mod filter_pushdown;
 mod follow;
