@@ -96,6 +96,12 @@ fn plan_columns(
     if cols.iter().all(|c| full.field_with_name(c).is_ok()) {
         return Ok((cols.to_vec(), Vec::new()));
     }
+    // A filter that left out every partition leaves no file whose columns
+    // could be checked: nothing is read, and the columns asked stay as they
+    // are (the job then says that the filter kept no row).
+    if dataset.splits.is_empty() && dataset.data_schema.fields().is_empty() {
+        return Ok((cols.to_vec(), Vec::new()));
+    }
     let invalid = |reason: String| Error::InvalidOption {
         option: "--columns".to_string(),
         reason: reason

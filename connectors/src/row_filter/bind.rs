@@ -80,6 +80,19 @@ impl Pred {
 }
 
 pub(crate) fn bind(node: &Node, schema: &Schema, text: &str) -> Result<Pred, RowFilterError> {
+    // `NULL` alone is no condition (Spark: FILTER_NOT_BOOLEAN); inside one
+    // (`a AND NULL`) it is an unknown boolean.
+    if let Node::Lit(Lit {
+        value: Literal::Null,
+        at,
+    }) = node
+    {
+        return Err(RowFilterError::Type {
+            text: text.to_string(),
+            reason: "NULL alone is no condition (a filter is a boolean expression)".to_string(),
+            at: *at,
+        });
+    }
     Binder {
         schema,
         text,
