@@ -201,6 +201,7 @@ fn infer(head: &[u8], delimiter: u8, header: bool, display: &str) -> Result<(Sch
         .with_header(header)
         .infer_schema(Cursor::new(head), None)
         .map_err(|e| Error::corrupt(display, "csv", e))?;
+    let schema = as_spark_infers(schema, head, delimiter, header);
     if header {
         return Ok((schema, records));
     }
@@ -211,6 +212,74 @@ fn infer(head: &[u8], delimiter: u8, header: bool, display: &str) -> Result<(Sch
         .map(|(i, f)| f.as_ref().clone().with_name(spark_column_name(i)))
         .collect();
     Ok((Schema::new(fields), records))
+}
+
+/// The inferred types brought to Spark's `inferSchema`: every timestamp in
+/// microseconds (however many digits of a second the head showed), and a
+/// column of numbers holding `NaN`, `Infinity` or `-Infinity` (what Spark
+/// writes for them) a double, not a string.
+fn as_spark_infers(schema: Schema, head: &[u8], delimiter: u8, header: bool) -> Schema {
+    let text_columns: Vec<usize> = schema
+        .fields()
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.data_type() == &DataType::Utf8)
+        .map(|(i, _)| i)
+        .collect();
+    let doubles = numeric_text_columns(head, delimiter, header, &text_columns);
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| match f.data_type() {
+            DataType::Timestamp(_, tz) => f.as_ref().clone().with_data_type(DataType::Timestamp(
+                arrow::datatypes::TimeUnit::Microsecond,
+                tz.clone(),
+            )),
+            DataType::Utf8 if doubles.contains(&i) => {
+                f.as_ref().clone().with_data_type(DataType::Float64)
+            }
+            _ => f.as_ref().clone(),
+        })
+        .collect();
+    Schema::new(fields)
+}
+
+/// Which of `columns` hold, in every record of the head, nothing, a
+/// number, or one of Spark's words for the non-finite doubles, with at
+/// least one such word (a column of plain numbers was typed already).
+fn numeric_text_columns(head: &[u8], delimiter: u8, header: bool, columns: &[usize]) -> Vec<usize> {
+    if columns.is_empty() {
+        return Vec::new();
+    }
+    let mut reader = ::csv::ReaderBuilder::new()
+        .delimiter(delimiter)
+        .has_headers(header)
+        .flexible(true)
+        .from_reader(head);
+    let mut numeric = vec![true; columns.len()];
+    let mut special = vec![false; columns.len()];
+    for record in reader.records() {
+        let Ok(record) = record else { break };
+        for (k, &i) in columns.iter().enumerate() {
+            let Some(value) = record.get(i) else { continue };
+            match value {
+                "" => {}
+                "NaN" | "Infinity" | "-Infinity" | "+Infinity" => special[k] = true,
+                v if v.parse::<f64>().is_ok()
+                    && !v
+                        .chars()
+                        .any(|c| c.is_ascii_alphabetic() && !matches!(c, 'e' | 'E')) => {}
+                _ => numeric[k] = false,
+            }
+        }
+    }
+    columns
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| numeric[*k] && special[*k])
+        .map(|(_, &i)| i)
+        .collect()
 }
 
 /// Reads the head of a CSV file: its schema with the header choice given,
@@ -352,6 +421,38 @@ impl FileFormat for Csv {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn non_finite_doubles_and_fine_timestamps_as_spark_infers_them() {
+        let head = b"d,ts,s\n1.0E-5,2026-01-01 00:00:00.123,a\nNaN,2026-01-01 00:00:00.123456,b\nInfinity,,c\n-Infinity,2026-01-02 10:00:00.5,Infinity\n";
+        let (schema, _) = infer(head, b',', true, "x.csv").expect("infers");
+        assert_eq!(schema.field(0).data_type(), &DataType::Float64);
+        assert!(matches!(
+            schema.field(1).data_type(),
+            DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, _)
+        ));
+        assert_eq!(schema.field(2).data_type(), &DataType::Utf8);
+        let mut reader = ReaderBuilder::new(Arc::new(schema))
+            .with_header(true)
+            .build(Cursor::new(&head[..]))
+            .expect("reader");
+        let batch = reader.next().expect("a batch").expect("decodes");
+        let d = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<arrow::array::Float64Array>()
+            .expect("doubles");
+        assert_eq!(d.value(0), 1e-5);
+        assert!(d.value(1).is_nan());
+        assert_eq!(d.value(2), f64::INFINITY);
+        assert_eq!(d.value(3), f64::NEG_INFINITY);
+        let ts = batch
+            .column(1)
+            .as_any()
+            .downcast_ref::<arrow::array::TimestampMicrosecondArray>()
+            .expect("micros");
+        assert_eq!(ts.value(1) % 1_000_000, 123_456);
+    }
+
     use super::*;
 
     fn head_of(text: &str) -> CsvHead {
