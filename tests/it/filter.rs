@@ -188,9 +188,9 @@ fn bad_expressions_are_one_line_naming_the_place() {
             ],
         ),
         (
-            "id > 3 AND\n s = 5",
+            "id > 3 AND\n dt = true",
             &[
-                "--filter: cannot compare string with int",
+                "--filter: cannot compare date with boolean",
                 "at 2:2",
                 "`id > 3 AND",
             ],

@@ -422,17 +422,25 @@ mod tests {
             err.to_string(),
             "--filter: unknown column ctry at 1:1 in `ctry = 'US'`; columns are: i, s, d"
         );
-        let err = bind("i > 1 AND s = 3").expect_err("mismatch").to_string();
+        let err = bind("i > 1 AND d = true")
+            .expect_err("mismatch")
+            .to_string();
         assert!(
-            err.contains("cannot compare string with int") && err.contains("at 1:"),
+            err.contains("cannot compare decimal(10,2) with boolean") && err.contains("at 1:11"),
             "{err}"
         );
+        // Spark casts the column to bigint and fails the query on the first
+        // value that is no number; sluice refuses it.
+        assert!(bind("s = 3").is_err());
         let err = bind("i >").expect_err("syntax").to_string();
         assert!(
             err.starts_with("--filter: ") && err.contains("at 1:"),
             "{err}"
         );
-        assert!(bind("i = s").is_err());
+        assert!(
+            bind("i = 'x'").is_err(),
+            "'x' is no bigint: Spark fails the query"
+        );
         assert!(bind("i").is_err(), "an integer column is no condition");
     }
 
