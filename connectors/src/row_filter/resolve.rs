@@ -324,6 +324,22 @@ impl<'a> Resolver<'a> {
 
     fn arith(&self, a: &Node, op: Arith, b: &Node, at: Pos) -> Result<Expr, RowFilterError> {
         let (x, y) = (self.expr(a)?, self.expr(b)?);
+        // `date + n`, `n + date` and `date - n` are `date_add` and `date_sub`,
+        // as Spark's analyzer rewrites them.
+        let days = |t: &DataType| types::is_integral(t) && *t != DataType::Int64;
+        let shift = match (op, &x.ty, &y.ty) {
+            (Arith::Add, DataType::Date32, t) if days(t) => Some((func::Func::DateAdd, false)),
+            (Arith::Add, t, DataType::Date32) if days(t) => Some((func::Func::DateAdd, true)),
+            (Arith::Sub, DataType::Date32, t) if days(t) => Some((func::Func::DateSub, false)),
+            _ => None,
+        };
+        if let Some((f, swapped)) = shift {
+            let (date, n) = if swapped { (y, x) } else { (x, y) };
+            return Ok(Expr::new(
+                Kind::Call(f, vec![date, n.implicit(&DataType::Int32)]),
+                DataType::Date32,
+            ));
+        }
         let Some((result, operand)) = super::arith::types(op, &x.ty, &y.ty) else {
             return Err(self.mismatch(
                 format!(
