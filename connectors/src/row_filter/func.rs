@@ -61,6 +61,8 @@ pub(crate) enum Func {
     XxHash64,
     Greatest,
     Least,
+    /// `round(decimal, d)`: half up to `d` digits (the scale a literal).
+    RoundDecimal(i32),
 }
 
 /// What a call's arguments must be cast to, and what it returns.
@@ -711,6 +713,7 @@ pub(crate) fn call(
             }
             Arc::new(Int64Array::from(h))
         }
+        Func::RoundDecimal(d) => round_decimal(&a, d, ret)?,
         Func::Greatest | Func::Least => {
             let mut out = a.clone();
             for v in &values[1..] {
@@ -737,6 +740,41 @@ pub(crate) fn call(
             out
         }
     })
+}
+
+/// Spark's `round` of a decimal: half up to `d` digits after the point (or
+/// to a multiple of `10^-d`), in the precision and scale of `ret`.
+fn round_decimal(a: &ArrayRef, d: i32, ret: &DataType) -> Result<ArrayRef, ArrowError> {
+    use super::cast::round_half_up;
+    let DataType::Decimal128(p, to) = ret else {
+        return Err(ArrowError::InvalidArgumentError(
+            "round of a decimal".into(),
+        ));
+    };
+    let x = a.as_primitive::<Decimal128Type>();
+    let s = x.scale();
+    let limit = 10i128.pow(u32::from(*p));
+    let out = x
+        .iter()
+        .map(|v| {
+            let Some(v) = v else { return Ok(None) };
+            let r = if d >= 0 {
+                round_half_up(v, s, *to)
+            } else {
+                let step = i8::try_from(d).ok();
+                step.and_then(|step| round_half_up(v, s, step))
+                    .and_then(|r| r.checked_mul(10i128.checked_pow(d.unsigned_abs())?))
+            };
+            match r.filter(|r| r.abs() < limit) {
+                Some(r) => Ok(Some(r)),
+                None => Err(overflow(&format!(
+                    "round({}, {d})",
+                    super::cast::decimal_text(v, s)
+                ))),
+            }
+        })
+        .collect::<Result<arrow::array::Decimal128Array, ArrowError>>()?;
+    Ok(Arc::new(out.with_precision_and_scale(*p, *to)?))
 }
 
 fn overflow(what: &str) -> ArrowError {

@@ -575,6 +575,11 @@ impl<'a> Resolver<'a> {
             }
             _ => {}
         }
+        if let ("round", Some(DataType::Decimal128(p, s))) =
+            (name, values.first().map(|e| e.ty.clone()))
+        {
+            return self.round_decimal(values, p, s, at);
+        }
         let types: Vec<DataType> = values.iter().map(|e| e.ty.clone()).collect();
         let sig = func::resolve(name, &types).map_err(|reason| RowFilterError::Syntax {
             text: self.text.to_string(),
@@ -594,6 +599,49 @@ impl<'a> Resolver<'a> {
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Expr::new(Kind::Call(sig.func, args), sig.ret))
+    }
+
+    /// `round(x, d)` of a decimal `x`, typed as Spark types it: the scale `d`
+    /// (a literal), the precision one digit more in the whole part.
+    fn round_decimal(
+        &self,
+        values: Vec<Expr>,
+        p: u8,
+        s: i8,
+        at: Pos,
+    ) -> Result<Expr, RowFilterError> {
+        use arrow::array::AsArray;
+        let d: i32 = match values.get(1) {
+            None => 0,
+            Some(e) => match e.literal() {
+                Some(v) if types::is_integral(v.data_type()) && v.is_valid(0) => {
+                    let v = arrow::compute::cast(v, &DataType::Int64)
+                        .map_err(|e| self.mismatch(e.to_string(), at))?;
+                    i32::try_from(v.as_primitive::<arrow::datatypes::Int64Type>().value(0))
+                        .map_err(|_| self.mismatch("round's scale is out of range".into(), at))?
+                }
+                _ => {
+                    return Err(self.mismatch("round's scale is an integer literal".to_string(), at))
+                }
+            },
+        };
+        if values.len() > 2 {
+            return Err(self.mismatch("round takes 1 or 2 arguments".to_string(), at));
+        }
+        let whole = i32::from(p) - i32::from(s) + 1;
+        let ty = if d < 0 {
+            DataType::Decimal128(whole.max(1 - d).min(38) as u8, 0)
+        } else {
+            let scale = i32::from(s).min(d);
+            DataType::Decimal128((whole + scale).min(38) as u8, scale as i8)
+        };
+        let Some(x) = values.into_iter().next() else {
+            return Err(self.mismatch("round takes 1 or 2 arguments".to_string(), at));
+        };
+        Ok(Expr::new(
+            Kind::Call(func::Func::RoundDecimal(d), vec![x]),
+            ty,
+        ))
     }
 
     /// A type named in a cast.
