@@ -492,9 +492,58 @@ pub(crate) fn call(
         .first()
         .cloned()
         .unwrap_or_else(|| arrow::array::new_null_array(ret, rows));
+    let family = match f {
+        Func::Lower
+        | Func::Upper
+        | Func::Length
+        | Func::Substring
+        | Func::Trim
+        | Func::LTrim
+        | Func::RTrim
+        | Func::Concat
+        | Func::StartsWith
+        | Func::EndsWith
+        | Func::Contains => strings_call,
+        Func::Year
+        | Func::Quarter
+        | Func::Month
+        | Func::Day
+        | Func::DayOfWeek
+        | Func::Hour
+        | Func::Minute
+        | Func::Second
+        | Func::ToDate
+        | Func::ToTimestamp
+        | Func::DateTrunc
+        | Func::Trunc
+        | Func::DateDiff
+        | Func::DateAdd
+        | Func::DateSub => dates_call,
+        Func::Hash | Func::XxHash64 => hashes_call,
+        Func::Abs
+        | Func::Pmod
+        | Func::Round
+        | Func::Floor
+        | Func::Ceil
+        | Func::IsNan
+        | Func::RoundDecimal(_)
+        | Func::Greatest
+        | Func::Least => numbers_call,
+    };
+    family(f, &a, &values, rows, ret)
+}
+
+/// The string functions.
+fn strings_call(
+    f: Func,
+    a: &ArrayRef,
+    values: &[ArrayRef],
+    rows: usize,
+    _ret: &DataType,
+) -> Result<ArrayRef, ArrowError> {
     Ok(match f {
-        Func::Lower => map_str(&a, str::to_lowercase),
-        Func::Upper => map_str(&a, str::to_uppercase),
+        Func::Lower => map_str(a, str::to_lowercase),
+        Func::Upper => map_str(a, str::to_uppercase),
         Func::Length => match a.data_type() {
             DataType::Binary => Arc::new(
                 a.as_binary::<i32>()
@@ -503,7 +552,7 @@ pub(crate) fn call(
                     .collect::<Int32Array>(),
             ),
             _ => Arc::new(
-                strings(&a)
+                strings(a)
                     .iter()
                     .map(|v| v.map(|s| s.chars().count() as i32))
                     .collect::<Int32Array>(),
@@ -515,7 +564,7 @@ pub(crate) fn call(
             Arc::new(
                 (0..rows)
                     .map(|i| {
-                        let s = strings(&a);
+                        let s = strings(a);
                         if s.is_null(i) || pos.is_null(i) || len.is_some_and(|l| l.is_null(i)) {
                             return None;
                         }
@@ -524,14 +573,14 @@ pub(crate) fn call(
                     .collect::<StringArray>(),
             )
         }
-        Func::Trim => map_str(&a, |s| s.trim_matches(' ').to_string()),
-        Func::LTrim => map_str(&a, |s| s.trim_start_matches(' ').to_string()),
-        Func::RTrim => map_str(&a, |s| s.trim_end_matches(' ').to_string()),
+        Func::Trim => map_str(a, |s| s.trim_matches(' ').to_string()),
+        Func::LTrim => map_str(a, |s| s.trim_start_matches(' ').to_string()),
+        Func::RTrim => map_str(a, |s| s.trim_end_matches(' ').to_string()),
         Func::Concat => Arc::new(
             (0..rows)
                 .map(|i| {
                     let mut out = String::new();
-                    for v in &values {
+                    for v in values {
                         let s = strings(v);
                         if s.is_null(i) {
                             return None;
@@ -543,7 +592,7 @@ pub(crate) fn call(
                 .collect::<StringArray>(),
         ),
         Func::StartsWith | Func::EndsWith | Func::Contains => {
-            let (x, y) = (strings(&a), strings(&values[1]));
+            let (x, y) = (strings(a), strings(&values[1]));
             Arc::new(
                 x.iter()
                     .zip(y.iter())
@@ -558,8 +607,25 @@ pub(crate) fn call(
                     .collect::<BooleanArray>(),
             )
         }
-        Func::Abs => abs(&a)?,
-        Func::Pmod => pmod(&a, &values[1])?,
+        other => {
+            return Err(ArrowError::InvalidArgumentError(format!(
+                "{other:?} is no string function"
+            )))
+        }
+    })
+}
+
+/// The math functions.
+fn numbers_call(
+    f: Func,
+    a: &ArrayRef,
+    values: &[ArrayRef],
+    rows: usize,
+    ret: &DataType,
+) -> Result<ArrayRef, ArrowError> {
+    Ok(match f {
+        Func::Abs => abs(a)?,
+        Func::Pmod => pmod(a, &values[1])?,
         Func::Round => {
             let d: Vec<Option<i32>> = match values.get(1) {
                 Some(d) => ints(d).iter().collect(),
@@ -626,17 +692,60 @@ pub(crate) fn call(
                     .collect::<BooleanArray>(),
             )
         }
-        Func::Year => map_date(&a, |d| d.year()),
-        Func::Quarter => map_date(&a, |d| (d.month() as i32 - 1) / 3 + 1),
-        Func::Month => map_date(&a, |d| d.month() as i32),
-        Func::Day => map_date(&a, |d| d.day() as i32),
-        Func::DayOfWeek => map_date(&a, |d| d.weekday().num_days_from_sunday() as i32 + 1),
-        Func::Hour => map_ts(&a, |t| t.hour() as i32),
-        Func::Minute => map_ts(&a, |t| t.minute() as i32),
-        Func::Second => map_ts(&a, |t| t.second() as i32),
-        Func::ToDate | Func::ToTimestamp => a,
+        Func::RoundDecimal(d) => round_decimal(a, d, ret)?,
+        Func::Greatest | Func::Least => {
+            let mut out = a.clone();
+            for v in &values[1..] {
+                let (o, v2) = (
+                    super::types::normalize_floats(&out),
+                    super::types::normalize_floats(v),
+                );
+                // Nulls are skipped: take v where out is null or v wins.
+                let wins = if f == Func::Greatest {
+                    arrow::compute::kernels::cmp::gt(&v2, &o)?
+                } else {
+                    arrow::compute::kernels::cmp::lt(&v2, &o)?
+                };
+                let take_v: BooleanArray = (0..rows)
+                    .map(|i| {
+                        Some(
+                            v.is_valid(i)
+                                && (out.is_null(i) || (wins.is_valid(i) && wins.value(i))),
+                        )
+                    })
+                    .collect();
+                out = arrow::compute::kernels::zip::zip(&take_v, v, &out)?;
+            }
+            out
+        }
+        other => {
+            return Err(ArrowError::InvalidArgumentError(format!(
+                "{other:?} is no math function"
+            )))
+        }
+    })
+}
+
+/// The date and time functions (UTC).
+fn dates_call(
+    f: Func,
+    a: &ArrayRef,
+    values: &[ArrayRef],
+    _rows: usize,
+    _ret: &DataType,
+) -> Result<ArrayRef, ArrowError> {
+    Ok(match f {
+        Func::Year => map_date(a, |d| d.year()),
+        Func::Quarter => map_date(a, |d| (d.month() as i32 - 1) / 3 + 1),
+        Func::Month => map_date(a, |d| d.month() as i32),
+        Func::Day => map_date(a, |d| d.day() as i32),
+        Func::DayOfWeek => map_date(a, |d| d.weekday().num_days_from_sunday() as i32 + 1),
+        Func::Hour => map_ts(a, |t| t.hour() as i32),
+        Func::Minute => map_ts(a, |t| t.minute() as i32),
+        Func::Second => map_ts(a, |t| t.second() as i32),
+        Func::ToDate | Func::ToTimestamp => a.clone(),
         Func::DateTrunc => {
-            let units = strings(&a);
+            let units = strings(a);
             let ts = values[1].as_primitive::<TimestampMicrosecondType>();
             let out: TimestampMicrosecondArray = units
                 .iter()
@@ -699,45 +808,41 @@ pub(crate) fn call(
                 .collect::<Result<Date32Array, _>>()?;
             Arc::new(out)
         }
+        other => {
+            return Err(ArrowError::InvalidArgumentError(format!(
+                "{other:?} is no date function"
+            )))
+        }
+    })
+}
+
+/// Spark's hashes, chained over the arguments.
+fn hashes_call(
+    f: Func,
+    _a: &ArrayRef,
+    values: &[ArrayRef],
+    rows: usize,
+    _ret: &DataType,
+) -> Result<ArrayRef, ArrowError> {
+    Ok(match f {
         Func::Hash => {
             let mut h = vec![SEED as i32; rows];
-            for v in &values {
+            for v in values {
                 hash_column(v, |i, value| h[i] = murmur3(value, h[i]))?;
             }
             Arc::new(Int32Array::from(h))
         }
         Func::XxHash64 => {
             let mut h = vec![SEED as i64; rows];
-            for v in &values {
+            for v in values {
                 hash_column(v, |i, value| h[i] = xxhash64(value, h[i]))?;
             }
             Arc::new(Int64Array::from(h))
         }
-        Func::RoundDecimal(d) => round_decimal(&a, d, ret)?,
-        Func::Greatest | Func::Least => {
-            let mut out = a.clone();
-            for v in &values[1..] {
-                let (o, v2) = (
-                    super::types::normalize_floats(&out),
-                    super::types::normalize_floats(v),
-                );
-                // Nulls are skipped: take v where out is null or v wins.
-                let wins = if f == Func::Greatest {
-                    arrow::compute::kernels::cmp::gt(&v2, &o)?
-                } else {
-                    arrow::compute::kernels::cmp::lt(&v2, &o)?
-                };
-                let take_v: BooleanArray = (0..rows)
-                    .map(|i| {
-                        Some(
-                            v.is_valid(i)
-                                && (out.is_null(i) || (wins.is_valid(i) && wins.value(i))),
-                        )
-                    })
-                    .collect();
-                out = arrow::compute::kernels::zip::zip(&take_v, v, &out)?;
-            }
-            out
+        other => {
+            return Err(ArrowError::InvalidArgumentError(format!(
+                "{other:?} is no hash function"
+            )))
         }
     })
 }
