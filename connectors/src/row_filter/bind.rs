@@ -11,7 +11,7 @@ use arrow::datatypes::{DataType, Schema};
 
 use super::expr::Expr;
 use super::like::{self, Matcher};
-use super::parse::{parse_date, parse_timestamp, CmpOp, Col, LikeKind, Lit, Literal, Node, Op};
+use super::parse::{parse_date, parse_timestamp, CmpOp, Col, Lit, Literal, Node, Op};
 use super::resolve::{literal_value, Resolver};
 use super::{Pos, RowFilterError};
 
@@ -359,11 +359,8 @@ impl Binder<'_> {
                         col.at,
                     ));
                 }
-                let matcher = match kind {
-                    LikeKind::RLike => like::rlike(&p),
-                    _ => like::like(&p, escape.unwrap_or('\\'), *kind == LikeKind::ILike),
-                }
-                .map_err(|reason| self.mismatch(reason, pattern.pos()))?;
+                let matcher = like::matcher(*kind, &p, *escape)
+                    .map_err(|reason| self.mismatch(reason, pattern.pos()))?;
                 Pred::Like {
                     column: field.name().clone(),
                     matcher: Arc::new(matcher),

@@ -2,13 +2,9 @@
 //! whose null handling is SQL's (a comparison with null is null, `AND` and
 //! `OR` are Kleene's); only rows where the result is true are kept.
 
-use std::sync::Arc;
-
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Datum, Scalar, UInt32Array};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Datum, Scalar};
 use arrow::compute::kernels::cmp;
-use arrow::compute::{
-    and_kleene, cast, filter_record_batch, is_not_null, is_null, not, or_kleene, take,
-};
+use arrow::compute::{and_kleene, cast, filter_record_batch, is_not_null, is_null, not, or_kleene};
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 
@@ -157,17 +153,9 @@ fn connective(list: &[Pred], batch: &RecordBatch, or: bool) -> Result<BooleanArr
                     eval(p, batch)?
                 } else {
                     let part = filter_record_batch(batch, &open)?;
-                    let values: ArrayRef = Arc::new(eval(p, &part)?);
-                    let mut next = 0u32;
-                    let indices: UInt32Array = (0..batch.num_rows())
-                        .map(|i| {
-                            open.value(i).then(|| {
-                                next += 1;
-                                next - 1
-                            })
-                        })
-                        .collect();
-                    take(values.as_ref(), &indices, None)?.as_boolean().clone()
+                    super::expr::spread(&eval(p, &part)?, &open)?
+                        .as_boolean()
+                        .clone()
                 }
             }
             _ => eval(p, batch)?,

@@ -210,9 +210,14 @@ pub(crate) fn eval_where(
         return Ok(new_null_array(&expr.ty, batch.num_rows()));
     }
     let part = filter_record_batch(batch, rows)?;
-    let values = eval(expr, &part)?;
+    spread(eval(expr, &part)?.as_ref(), rows)
+}
+
+/// `values`, one for each row where `rows` is true, put back in those rows
+/// (null elsewhere): the inverse of filtering by `rows`.
+pub(crate) fn spread(values: &dyn Array, rows: &BooleanArray) -> Result<ArrayRef, ArrowError> {
     let mut next = 0u32;
-    let indices: UInt32Array = (0..batch.num_rows())
+    let indices: UInt32Array = (0..rows.len())
         .map(|i| {
             (rows.is_valid(i) && rows.value(i)).then(|| {
                 next += 1;
@@ -220,7 +225,7 @@ pub(crate) fn eval_where(
             })
         })
         .collect();
-    take(values.as_ref(), &indices, None)
+    take(values, &indices, None)
 }
 
 /// `AND` (`or` false) or `OR` of `list`: each operand evaluated only where

@@ -925,7 +925,6 @@ fn abs(a: &ArrayRef) -> Result<ArrayRef, ArrowError> {
 fn pmod(a: &ArrayRef, n: &ArrayRef) -> Result<ArrayRef, ArrowError> {
     let t = a.data_type().clone();
     let r = super::arith::apply(super::parse::Arith::Rem, a, n, &t)?;
-    let plus = |r: &ArrayRef| super::arith::apply(super::parse::Arith::Add, r, n, &t);
     let negative = match &t {
         t if is_integral(t) => arrow::compute::kernels::cmp::lt(
             &arrow::compute::cast(&r, &DataType::Int64)?,
@@ -947,17 +946,7 @@ fn pmod(a: &ArrayRef, n: &ArrayRef) -> Result<ArrayRef, ArrowError> {
         let sum = super::arith::apply(super::parse::Arith::Add, &part_r, &part_n, &t)?;
         super::arith::apply(super::parse::Arith::Rem, &sum, &part_n, &t)?
     };
-    let _ = plus;
-    let mut next = 0u32;
-    let indices: arrow::array::UInt32Array = (0..r.len())
-        .map(|i| {
-            (negative.is_valid(i) && negative.value(i)).then(|| {
-                next += 1;
-                next - 1
-            })
-        })
-        .collect();
-    let spread = arrow::compute::take(shifted.as_ref(), &indices, None)?;
+    let spread = super::expr::spread(shifted.as_ref(), &negative)?;
     arrow::compute::kernels::zip::zip(&negative, &spread, &r)
 }
 

@@ -7,6 +7,8 @@
 
 use regex::Regex;
 
+use super::parse::LikeKind;
+
 /// A pattern ready to match, and the fixed text every match starts with
 /// (for pruning by statistics).
 #[derive(Debug, Clone)]
@@ -29,8 +31,23 @@ impl Matcher {
     }
 }
 
+/// The matcher of a `LIKE`, `ILIKE` (the `ESCAPE` character, `\\` when
+/// none is given) or `RLIKE` pattern; the reason when Spark refuses it.
+pub(crate) fn matcher(
+    kind: LikeKind,
+    pattern: &str,
+    escape: Option<char>,
+) -> Result<Matcher, String> {
+    match kind {
+        LikeKind::RLike => rlike(pattern),
+        LikeKind::Like | LikeKind::ILike => {
+            like(pattern, escape.unwrap_or('\\'), kind == LikeKind::ILike)
+        }
+    }
+}
+
 /// A `LIKE` pattern (`lower`: for `ILIKE`); the reason when Spark refuses it.
-pub(crate) fn like(pattern: &str, escape: char, lower: bool) -> Result<Matcher, String> {
+fn like(pattern: &str, escape: char, lower: bool) -> Result<Matcher, String> {
     let pattern = if lower {
         pattern.to_lowercase()
     } else {
@@ -83,7 +100,7 @@ pub(crate) fn like(pattern: &str, escape: char, lower: bool) -> Result<Matcher, 
 }
 
 /// An `RLIKE` regular expression, found anywhere in the value.
-pub(crate) fn rlike(pattern: &str) -> Result<Matcher, String> {
+fn rlike(pattern: &str) -> Result<Matcher, String> {
     let regex = Regex::new(pattern).map_err(|e| {
         format!(
             "the RLIKE pattern '{pattern}' is no regular expression sluice reads: {}",

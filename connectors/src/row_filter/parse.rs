@@ -293,21 +293,9 @@ pub(crate) fn parse(text: &str) -> Result<Node, RowFilterError> {
             at: Pos { line: 1, column: 1 },
         });
     }
-    let tokens = lex(text)?;
-    let mut p = Parser {
-        text,
-        tokens,
-        i: 0,
-        depth: 0,
-    };
+    let mut p = Parser::new(text)?;
     let node = p.or()?;
-    let next = p.peek();
-    if next.kind != Tok::End {
-        return Err(p.error(
-            format!("unexpected {} after the expression", next.kind),
-            next.at,
-        ));
-    }
+    p.finish("the expression")?;
     Ok(node)
 }
 
@@ -323,13 +311,7 @@ pub(crate) struct SelectItem {
 /// Parses a comma-separated list of expressions, each with an optional name
 /// (`label, hash(user) % 1000 AS user_bucket`).
 pub(crate) fn parse_select(text: &str) -> Result<Vec<SelectItem>, RowFilterError> {
-    let tokens = lex(text)?;
-    let mut p = Parser {
-        text,
-        tokens,
-        i: 0,
-        depth: 0,
-    };
+    let mut p = Parser::new(text)?;
     let mut items = Vec::new();
     loop {
         let start = p.peek().offset;
@@ -367,13 +349,7 @@ pub(crate) fn parse_select(text: &str) -> Result<Vec<SelectItem>, RowFilterError
             break;
         }
     }
-    let next = p.peek();
-    if next.kind != Tok::End {
-        return Err(p.error(
-            format!("unexpected {} after the column list", next.kind),
-            next.at,
-        ));
-    }
+    p.finish("the column list")?;
     Ok(items)
 }
 
@@ -384,7 +360,25 @@ struct Parser<'a> {
     depth: usize,
 }
 
-impl Parser<'_> {
+impl<'a> Parser<'a> {
+    fn new(text: &'a str) -> Result<Parser<'a>, RowFilterError> {
+        Ok(Parser {
+            text,
+            tokens: lex(text)?,
+            i: 0,
+            depth: 0,
+        })
+    }
+
+    /// Fails unless every token was taken (`what` was all the text).
+    fn finish(&self, what: &str) -> Result<(), RowFilterError> {
+        let next = self.peek();
+        if next.kind == Tok::End {
+            return Ok(());
+        }
+        Err(self.error(format!("unexpected {} after {what}", next.kind), next.at))
+    }
+
     fn peek(&self) -> &Token {
         self.peek_at(0)
     }

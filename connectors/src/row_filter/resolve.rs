@@ -13,7 +13,7 @@ use super::cast::{castable, CastMode};
 use super::expr::{fold, lit, Expr, Kind};
 use super::func;
 use super::like;
-use super::parse::{Arith, CmpOp, Col, LikeKind, Literal, Node, TypeName};
+use super::parse::{Arith, CmpOp, Col, Literal, Node, TypeName};
 use super::types::{self, comparison_type, engine_type, spark_name, timestamp};
 use super::{Pos, RowFilterError};
 
@@ -228,13 +228,8 @@ impl<'a> Resolver<'a> {
                         ))
                     }
                 };
-                let matcher = match kind {
-                    LikeKind::RLike => like::rlike(&text),
-                    LikeKind::Like | LikeKind::ILike => {
-                        like::like(&text, escape.unwrap_or('\\'), *kind == LikeKind::ILike)
-                    }
-                }
-                .map_err(|reason| self.mismatch(reason, pattern.pos()))?;
+                let matcher = like::matcher(*kind, &text, *escape)
+                    .map_err(|reason| self.mismatch(reason, pattern.pos()))?;
                 Expr::new(
                     Kind::Like(Box::new(x), Arc::new(matcher), *negated),
                     DataType::Boolean,
