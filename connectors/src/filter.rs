@@ -6,12 +6,7 @@
 //! are. Comparisons with a null value are unknown (SQL's three-valued
 //! logic): a partition is kept only when the whole filter is true.
 
-use std::sync::Arc;
-
-use arrow::array::{ArrayRef, StringArray};
-use arrow::compute::cast;
 use arrow::datatypes::{Field, Schema};
-use arrow::record_batch::RecordBatch;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::row_filter::{RowFilter, RowFilterError};
@@ -121,25 +116,6 @@ impl PartitionFilter {
     pub fn may_match_known(&self, fields: &[Field], values: &[Option<String>]) -> bool {
         self.filter.on_values(fields, values, true) != Some(false)
     }
-}
-
-/// One row of partition values typed as their fields (a value that is no
-/// value of its type is null); `None` where a value cannot be typed at all.
-pub(crate) fn values_batch(fields: &[Field], values: &[Option<String>]) -> Option<RecordBatch> {
-    let mut columns: Vec<ArrayRef> = Vec::with_capacity(fields.len());
-    for (i, field) in fields.iter().enumerate() {
-        let value = values.get(i).cloned().flatten();
-        let strings: ArrayRef = Arc::new(StringArray::from(vec![value.as_deref().map(str::trim)]));
-        columns.push(cast(&strings, field.data_type()).ok()?);
-    }
-    let schema = Schema::new(
-        fields
-            .iter()
-            .map(|f| f.clone().with_nullable(true))
-            .collect::<Vec<_>>(),
-    );
-    let options = arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(1));
-    RecordBatch::try_new_with_options(Arc::new(schema), columns, &options).ok()
 }
 
 impl Serialize for PartitionFilter {

@@ -153,7 +153,7 @@ fn connective(list: &[Pred], batch: &RecordBatch, or: bool) -> Result<BooleanArr
                     eval(p, batch)?
                 } else {
                     let part = filter_record_batch(batch, &open)?;
-                    super::expr::spread(&eval(p, &part)?, &open)?
+                    super::rows::spread(&eval(p, &part)?, &open)?
                         .as_boolean()
                         .clone()
                 }

@@ -177,7 +177,13 @@ pub(crate) fn eval(expr: &Expr, batch: &RecordBatch) -> Result<ArrayRef, ArrowEr
         }
         Kind::Case(arms, otherwise) => case(arms, otherwise.as_deref(), &expr.ty, batch)?,
         Kind::Coalesce(list) => coalesce(list, &expr.ty, batch)?,
-        Kind::Call(f, args) => super::func::call(*f, args, &expr.ty, batch)?,
+        Kind::Call(f, args) => {
+            let values = args
+                .iter()
+                .map(|a| eval(a, batch))
+                .collect::<Result<Vec<_>, _>>()?;
+            super::func::call(*f, &values, batch.num_rows(), &expr.ty)?
+        }
     })
 }
 
@@ -210,22 +216,7 @@ pub(crate) fn eval_where(
         return Ok(new_null_array(&expr.ty, batch.num_rows()));
     }
     let part = filter_record_batch(batch, rows)?;
-    spread(eval(expr, &part)?.as_ref(), rows)
-}
-
-/// `values`, one for each row where `rows` is true, put back in those rows
-/// (null elsewhere): the inverse of filtering by `rows`.
-pub(crate) fn spread(values: &dyn Array, rows: &BooleanArray) -> Result<ArrayRef, ArrowError> {
-    let mut next = 0u32;
-    let indices: UInt32Array = (0..rows.len())
-        .map(|i| {
-            (rows.is_valid(i) && rows.value(i)).then(|| {
-                next += 1;
-                next - 1
-            })
-        })
-        .collect();
-    take(values, &indices, None)
+    super::rows::spread(eval(expr, &part)?.as_ref(), rows)
 }
 
 /// `AND` (`or` false) or `OR` of `list`: each operand evaluated only where

@@ -15,10 +15,8 @@ use arrow::datatypes::{
     Int64Type, Int8Type, TimestampMicrosecondType,
 };
 use arrow::error::ArrowError;
-use arrow::record_batch::RecordBatch;
 use chrono::{Datelike, Timelike};
 
-use super::expr::{eval, Expr};
 use super::hash::{murmur3, xxhash64, Hashed, SEED};
 use super::types::{is_fractional, is_integral, is_numeric, timestamp};
 
@@ -479,15 +477,10 @@ fn trunc_ts(t: chrono::NaiveDateTime, unit: &str) -> Option<chrono::NaiveDateTim
 /// Evaluates `f` on its (already cast) arguments.
 pub(crate) fn call(
     f: Func,
-    args: &[Expr],
+    values: &[ArrayRef],
+    rows: usize,
     ret: &DataType,
-    batch: &RecordBatch,
 ) -> Result<ArrayRef, ArrowError> {
-    let values: Vec<ArrayRef> = args
-        .iter()
-        .map(|a| eval(a, batch))
-        .collect::<Result<_, _>>()?;
-    let rows = batch.num_rows();
     let a = values
         .first()
         .cloned()
@@ -530,7 +523,7 @@ pub(crate) fn call(
         | Func::Greatest
         | Func::Least => numbers_call,
     };
-    family(f, &a, &values, rows, ret)
+    family(f, &a, values, rows, ret)
 }
 
 /// The string functions.
@@ -946,7 +939,7 @@ fn pmod(a: &ArrayRef, n: &ArrayRef) -> Result<ArrayRef, ArrowError> {
         let sum = super::arith::apply(super::parse::Arith::Add, &part_r, &part_n, &t)?;
         super::arith::apply(super::parse::Arith::Rem, &sum, &part_n, &t)?
     };
-    let spread = super::expr::spread(shifted.as_ref(), &negative)?;
+    let spread = super::rows::spread(shifted.as_ref(), &negative)?;
     arrow::compute::kernels::zip::zip(&negative, &spread, &r)
 }
 

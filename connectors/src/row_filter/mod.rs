@@ -31,6 +31,7 @@ pub(crate) mod parquet;
 mod parse;
 pub(crate) mod prune;
 mod resolve;
+mod rows;
 mod types;
 
 use std::fmt;
@@ -185,7 +186,7 @@ impl RowFilter {
         known_only: bool,
     ) -> Option<bool> {
         use arrow::array::Array;
-        let batch = crate::filter::values_batch(fields, values)?;
+        let batch = values_batch(fields, values)?;
         let schema = batch.schema();
         let nodes: Vec<&parse::Node> = match (&self.node, known_only) {
             (parse::Node::And(list), true) => list.iter().collect(),
@@ -250,6 +251,36 @@ impl<'de> Deserialize<'de> for RowFilter {
 }
 
 pub(crate) use eval::keep;
+
+/// One row of partition values typed as their fields (a value that is no
+/// value of its type is null); `None` where a value cannot be typed at all.
+fn values_batch(
+    fields: &[arrow::datatypes::Field],
+    values: &[Option<String>],
+) -> Option<arrow::record_batch::RecordBatch> {
+    let mut columns: Vec<arrow::array::ArrayRef> = Vec::with_capacity(fields.len());
+    for (i, field) in fields.iter().enumerate() {
+        let value = values.get(i).cloned().flatten();
+        let strings: arrow::array::ArrayRef =
+            std::sync::Arc::new(arrow::array::StringArray::from(vec![value
+                .as_deref()
+                .map(str::trim)]));
+        columns.push(arrow::compute::cast(&strings, field.data_type()).ok()?);
+    }
+    let schema = Schema::new(
+        fields
+            .iter()
+            .map(|f| f.clone().with_nullable(true))
+            .collect::<Vec<_>>(),
+    );
+    let options = arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(1));
+    arrow::record_batch::RecordBatch::try_new_with_options(
+        std::sync::Arc::new(schema),
+        columns,
+        &options,
+    )
+    .ok()
+}
 
 /// One item of `--columns`: a column of the dataset, or an expression that
 /// computes one (`hash(user) % 1000 AS user_bucket`).
