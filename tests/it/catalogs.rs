@@ -222,7 +222,7 @@ fn rest_wrong_names_are_one_line_errors_naming_close_matches() {
     let run = ls("clicks", catalog, &[]);
     assert_one_line_error(&run, &["clicks", "namespace.table"]);
     let run = ls("ads.clicks", "ftp://127.0.0.1:1", &[]);
-    assert_one_line_error(&run, &["--catalog ftp://127.0.0.1:1", "thrift://"]);
+    assert_one_line_error(&run, &["--catalog", "\"ftp://127.0.0.1:1\"", "thrift://"]);
 }
 
 #[test]
