@@ -306,7 +306,7 @@ impl Dataset {
     ) -> Result<Dataset> {
         let mut ignored = found.ignored;
         let (files, partition_names) = assign_partitions(&location, files, &mut ignored)?;
-        let format = decide_format(&location, &files, options.format)?;
+        let format = decide_format(&location, &files, options.format).await?;
         let partition_fields = partition_fields(
             &partition_names,
             &files,
@@ -570,7 +570,7 @@ impl Dataset {
                 });
             }
         }
-        let format = decide_format(&location, &candidates, options.format)?;
+        let format = decide_format(&location, &candidates, options.format).await?;
         let inspected = inspect_all(&location, candidates, format, &options).await?;
         let data_schema = merge_schemas(&location, &inspected.files, &inspected.infos)?;
         let mut dataset = Dataset {
@@ -1106,7 +1106,12 @@ fn assign_partitions(
 }
 
 /// The format of all files: forced, or read from the names (one format only).
-fn decide_format(
+/// Files whose names say nothing (MapReduce's `part-r-00000`) are what the
+/// first bytes of the first of them hold: a SequenceFile, RCFile, TFRecord
+/// records or another binary format by its magic, text otherwise. Each file
+/// is checked against that format when inspected, so a file that holds
+/// something else is refused by name, never read as rows.
+async fn decide_format(
     loc: &Location,
     files: &[Candidate],
     forced: Option<Format>,
@@ -1115,9 +1120,20 @@ fn decide_format(
         return Ok(forced);
     }
     let mut found: BTreeMap<&'static str, (Format, String)> = BTreeMap::new();
+    let mut by_content: Option<Format> = None;
     for file in files {
         let name = file.meta.location.filename().unwrap_or_default();
-        let format = Format::from_name(name).unwrap_or(Format::Text);
+        let format = match Format::from_name(name) {
+            Some(format) => format,
+            None => match by_content {
+                Some(format) => format,
+                None => {
+                    let format = crate::format::format_by_content(loc, &file.meta).await?;
+                    by_content = Some(format);
+                    format
+                }
+            },
+        };
         found
             .entry(format.as_str())
             .or_insert((format, loc.display(&file.meta.location)));

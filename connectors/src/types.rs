@@ -29,17 +29,27 @@ pub enum Format {
     Json,
     /// Plain text lines (`saveAsTextFile`, MapReduce `TextOutputFormat`).
     Text,
+    /// Hadoop SequenceFiles (`saveAsSequenceFile`, MapReduce
+    /// `SequenceFileOutputFormat`, Hive `STORED AS SEQUENCEFILE`).
+    Sequencefile,
+    /// Hive's RCFile (`STORED AS RCFILE`).
+    Rcfile,
+    /// TFRecord files of `tf.train.Example` records.
+    Tfrecord,
 }
 
 impl Format {
     /// Every format, for messages.
-    pub const ALL: [Format; 6] = [
+    pub const ALL: [Format; 9] = [
         Format::Parquet,
         Format::Orc,
         Format::Avro,
         Format::Csv,
         Format::Json,
         Format::Text,
+        Format::Sequencefile,
+        Format::Rcfile,
+        Format::Tfrecord,
     ];
 
     /// The lowercase name.
@@ -51,6 +61,9 @@ impl Format {
             Format::Csv => "csv",
             Format::Json => "json",
             Format::Text => "text",
+            Format::Sequencefile => "sequencefile",
+            Format::Rcfile => "rcfile",
+            Format::Tfrecord => "tfrecord",
         }
     }
 
@@ -69,6 +82,9 @@ impl Format {
             "csv" | "tsv" => Some(Format::Csv),
             "json" | "jsonl" | "ndjson" => Some(Format::Json),
             "txt" | "text" => Some(Format::Text),
+            "seq" => Some(Format::Sequencefile),
+            "rc" | "rcfile" => Some(Format::Rcfile),
+            "tfrecord" | "tfrecords" => Some(Format::Tfrecord),
             _ => None,
         }
     }
@@ -94,7 +110,10 @@ impl FromStr for Format {
             .find(|f| f.as_str() == s.to_ascii_lowercase())
             .ok_or_else(|| Error::InvalidOption {
                 option: "--format".to_string(),
-                reason: format!("unknown format `{s}` (parquet, orc, avro, csv, json, text)"),
+                reason: format!(
+                    "unknown format `{s}` ({})",
+                    Format::ALL.map(Format::as_str).join(", ")
+                ),
             })
     }
 }

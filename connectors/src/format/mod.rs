@@ -8,10 +8,13 @@ mod orc;
 mod parquet;
 mod parquet_ahead;
 pub(crate) mod parquet_footers;
+mod rcfile;
+mod sequencefile;
 mod sniff;
 mod spark_legacy;
 mod text;
 mod text_io;
+mod tfrecord;
 
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
@@ -178,7 +181,31 @@ fn driver(format: Format) -> &'static dyn FileFormat {
         Format::Csv => &csv::Csv,
         Format::Json => &json::Json,
         Format::Text => &text::Text,
+        Format::Sequencefile => &sequencefile::SequenceFile,
+        Format::Rcfile => &rcfile::RcFile,
+        Format::Tfrecord => &tfrecord::TfRecord,
     }
+}
+
+/// Bytes read from a file's start to decide its format by content.
+const SNIFF_BYTES: u64 = 64;
+
+/// The format a file holds by its first bytes (a SequenceFile, RCFile,
+/// TFRecord records, Parquet, ORC or Avro by their magic), text when they
+/// name none; for files whose names say nothing.
+pub(crate) async fn format_by_content(
+    loc: &Location,
+    meta: &object_store::ObjectMeta,
+) -> Result<Format> {
+    if meta.size == 0 {
+        return Ok(Format::Text);
+    }
+    let display = loc.display(&meta.location);
+    let end = meta.size.min(SNIFF_BYTES);
+    let head = object_store::ObjectStoreExt::get_range(&*loc.store, &meta.location, 0..end)
+        .await
+        .map_err(|e| Error::from_store(&display, e))?;
+    Ok(sniff::format_of(&head).unwrap_or(Format::Text))
 }
 
 /// Reads a file's schema, row count and split units (footers only where the format has them).

@@ -8,6 +8,7 @@
 use std::io::BufRead;
 
 use crate::error::{Error, Result};
+use crate::types::Format;
 
 /// Looks at the start of `input` (nothing is consumed) and fails when it
 /// holds a binary format, naming `display` and what it holds.
@@ -38,6 +39,42 @@ fn advice(found: &str) -> &'static str {
     }
 }
 
+/// The format a file starting with `head` holds by its magic bytes; `None`
+/// when they name none (text, CSV or JSON lines).
+pub(crate) fn format_of(head: &[u8]) -> Option<Format> {
+    if head.len() >= 4 && head.starts_with(b"SEQ") && (4..=6).contains(&head[3]) {
+        return Some(Format::Sequencefile);
+    }
+    if head.starts_with(b"PAR1") {
+        return Some(Format::Parquet);
+    }
+    if head.starts_with(b"ORC") {
+        return Some(Format::Orc);
+    }
+    if head.starts_with(b"Obj\x01") {
+        return Some(Format::Avro);
+    }
+    if head.starts_with(b"RCF") && head.len() >= 4 && head[3] <= 1 {
+        return Some(Format::Rcfile);
+    }
+    if is_tfrecord(head) {
+        return Some(Format::Tfrecord);
+    }
+    None
+}
+
+/// Whether `head` starts with TFRecord framing: a length whose masked
+/// CRC32C follows it.
+fn is_tfrecord(head: &[u8]) -> bool {
+    head.len() >= 12
+        && head[..8]
+            .try_into()
+            .map(|length: [u8; 8]| {
+                masked_crc32c(&length) == u32::from_le_bytes([head[8], head[9], head[10], head[11]])
+            })
+            .unwrap_or(false)
+}
+
 /// The binary format `head` starts with, described; `None` for text.
 pub(crate) fn binary_format(head: &[u8]) -> Option<String> {
     if head.len() >= 4 && head.starts_with(b"SEQ") && (4..=6).contains(&head[3]) {
@@ -55,12 +92,8 @@ pub(crate) fn binary_format(head: &[u8]) -> Option<String> {
     if head.starts_with(b"RCF") && head.len() >= 4 && head[3] <= 1 {
         return Some("a Hive RCFile".to_string());
     }
-    if head.len() >= 12 {
-        let length: [u8; 8] = head[..8].try_into().ok()?;
-        let crc = u32::from_le_bytes(head[8..12].try_into().ok()?);
-        if masked_crc32c(&length) == crc {
-            return Some("TFRecord records".to_string());
-        }
+    if is_tfrecord(head) {
+        return Some("TFRecord records".to_string());
     }
     None
 }
