@@ -61,6 +61,9 @@ phase "row filters: Spark's answers to generated predicates over edge values, fo
 phase "SequenceFiles and pickle files of Spark's RDD API (real Spark) -> $SLUICE_FIXTURES/hadoop"
 "$PY" tests/fixtures/make_hadoop.py "$SLUICE_FIXTURES"
 
+phase "MapReduce output (Hadoop's LocalJobRunner, tests/services/mapreduce.sh) -> $SLUICE_FIXTURES/mapreduce"
+tests/services/mapreduce.sh "$SLUICE_FIXTURES"
+
 phase "Delta and Iceberg tables (real Spark 4.0) -> $SLUICE_FIXTURES/tables"
 "$TABLES_PY" tests/fixtures/make_tables.py "$SLUICE_FIXTURES"
 
