@@ -296,6 +296,7 @@ impl ExitCode for MasterError {
             MasterError::Follow(e) => decided(e),
             MasterError::Mix(e) => decided(e),
             MasterError::Journal(e) => Some(of_error(e)),
+            MasterError::NoFinalCheckpoint(_) => Some(TASKS_FAILED),
             _ => None,
         }
     }

@@ -449,7 +449,8 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<u8> {
                 .map_or_else(String::new, |t| format!(" of {t}"));
             let mut t = format!(
             "{}\n{}: epoch {}/{}, tasks todo {} leased {} done {} failed {}, {} tasks done in all, \
-             {}{total} rows committed ({} in tasks done), {} workers live, {} departed\n",
+             {}{total} rows committed ({} in tasks done), {} workers live, {} departed, \
+             eta {}\n",
             s.url,
             if q.job_over { "job over" } else { "running" },
             crate::epoch::Epoch(q.epoch),
@@ -462,7 +463,8 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<u8> {
             s.rows_committed,
             s.rows_done,
             s.workers.len(),
-            s.workers_departed
+            s.workers_departed,
+            crate::master::page::eta_text(s.eta_seconds)
         );
             for source in &s.sources {
                 t.push_str(&format!(

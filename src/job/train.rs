@@ -633,6 +633,7 @@ fn add_runs(first: pipeline::RunOutcome, then: pipeline::RunOutcome) -> pipeline
         replayed: first.replayed + then.replayed + first.unsaved_at_end,
         cut: first.cut + then.cut,
         unsaved_at_end: then.unsaved_at_end,
+        unsaved_pieces_at_end: then.unsaved_pieces_at_end,
         source_rows: add_counts(first.source_rows, &then.source_rows),
     }
 }

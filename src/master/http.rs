@@ -420,6 +420,7 @@ pub fn status_of(master: &MasterState) -> StatusReply {
         rows_done: queue.rows_done,
         rows_total: master.rows_total(),
         workers_departed: queue.workers.saturating_sub(workers.len()),
+        eta_seconds: master.eta(now).map(|d| d.as_secs_f64()),
         queue,
         workers,
         failed,
@@ -461,7 +462,15 @@ async fn status_page(
     Query(q): Query<TokenQuery>,
 ) -> Response {
     if !authorized(&state, &headers, q.token.as_deref()) {
-        return unauthorized();
+        // Still 401 and nothing of the job, but a person learns how to open
+        // it (the token given, if any, is never shown back).
+        let given = q.token.is_some() || headers.contains_key(header::AUTHORIZATION);
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer")],
+            Html(page::how_to_open(given)),
+        )
+            .into_response();
     }
     let master = state.master.lock().unwrap_or_else(|e| e.into_inner());
     Html(page::render(&status_of(&master), &master.history)).into_response()

@@ -269,6 +269,14 @@ impl Collector for Figures {
             "1 once every epoch is finished.",
             i64::from(q.job_over),
         )?;
+        if let Some(eta) = s.eta_seconds {
+            gauge(
+                &mut e,
+                "sluice_eta_seconds",
+                "Seconds the job has left at the pace since the master started (its log's ETA; 0 once the job is over, absent before a row was committed).",
+                eta,
+            )?;
+        }
         if let Some(f) = &s.follow {
             gauge(
                 &mut e,
@@ -328,6 +336,7 @@ mod tests {
             "sluice_job_rows 4000",
             "sluice_workers 1",
             "sluice_workers_departed 2",
+            "sluice_eta_seconds 725.0",
             "sluice_tasks{state=\"todo\"} 4",
             "sluice_requests_total 10",
             "sluice_journal_records_total 5",

@@ -29,8 +29,8 @@ td,th{{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:right}}th{{back
 <table><tr><th>epoch</th><th>todo</th><th>leased</th><th>done</th><th>failed</th><th>tasks done (all epochs)</th></tr>
 <tr><td id="epoch">{epoch} / {epochs}</td><td id="todo">{todo}</td><td id="leased">{leased}</td><td id="done">{done}</td><td id="failed">{failed}</td><td id="tasks-done">{tasks_done}</td></tr></table>
 <h2>rows (all epochs)</h2>
-<table><tr><th>committed</th><th>in tasks done</th><th>in the job</th><th>progress</th></tr>
-<tr><td id="rows-committed">{committed}</td><td id="rows-done">{rows_done}</td><td id="rows-total">{rows_total}</td><td id="rows-percent">{percent}</td></tr></table>
+<table><tr><th>committed</th><th>in tasks done</th><th>in the job</th><th>progress</th><th>time left</th></tr>
+<tr><td id="rows-committed">{committed}</td><td id="rows-done">{rows_done}</td><td id="rows-total">{rows_total}</td><td id="rows-percent">{percent}</td><td id="eta">{eta}</td></tr></table>
 "#,
         url = esc(&s.url),
         cls = if q.job_over { "over" } else { "" },
@@ -53,6 +53,7 @@ td,th{{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:right}}th{{back
             }
             _ => "-".to_string(),
         },
+        eta = eta_text(s.eta_seconds),
     );
     if let Some(f) = &s.follow {
         let _ = write!(
@@ -107,6 +108,37 @@ td,th{{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:right}}th{{back
     html
 }
 
+/// The page a request without the job's token gets instead of the status
+/// (answered `401`): it shows nothing of the job, only how to open the
+/// page. `given`: a token was sent, and it was not the job's.
+pub fn how_to_open(given: bool) -> String {
+    let why = if given {
+        "The token given is not this job's."
+    } else {
+        "No token was given."
+    };
+    format!(
+        r#"<!doctype html><html><head><meta charset="utf-8"><title>sluice: job token needed</title>
+<style>body{{font-family:system-ui,sans-serif;margin:2em;color:#222}}code{{background:#f4f4f4;padding:.1em .3em}}</style></head><body>
+<h1>sluice job</h1><p id="refused">missing or wrong job token: {why}</p>
+<p>This status page shows a job only to those who hold its token, the one the master was started with
+(<code>SLUICE_TOKEN</code>, or the file given to <code>--token-file</code>).</p>
+<p>Open it as <code>/?token=TOKEN</code>, for example <code>http://HOST:PORT/?token=$(cat TOKEN_FILE)</code>,
+or send the header <code>Authorization: Bearer TOKEN</code>. <code>sluice status --master URL</code> shows the same
+figures in a terminal.</p>
+</body></html>
+"#
+    )
+}
+
+/// The time left for people (`12m 5s`), `-` while it is unknown.
+pub fn eta_text(seconds: Option<f64>) -> String {
+    match seconds.and_then(|s| std::time::Duration::try_from_secs_f64(s).ok()) {
+        Some(left) => crate::logging::short_duration(left),
+        None => "-".to_string(),
+    }
+}
+
 /// A small SVG line chart of rows/s samples.
 fn chart(history: &VecDeque<f64>) -> String {
     let (w, h) = (480.0, 100.0);
@@ -157,6 +189,7 @@ pub(crate) mod tests {
                 seconds_since_heartbeat: 0.4,
             }],
             workers_departed: 2,
+            eta_seconds: Some(725.0),
             failed: Vec::new(),
             cache: Some(connectors::cache::CacheStats {
                 hit_bytes: 300,
@@ -179,6 +212,7 @@ pub(crate) mod tests {
             r#"<td id="rows-total">4000</td>"#,
             r#"<td id="rows-percent">37.5%</td>"#,
             r#"<span id="workers-departed">2</span>"#,
+            r#"<td id="eta">12m 5s</td>"#,
             "&lt;b&gt;w&lt;/b&gt;",
             "file:///data/&lt;clicks&gt;",
         ] {
@@ -186,5 +220,17 @@ pub(crate) mod tests {
         }
         let unknown = render(&status(None, "w"), &VecDeque::new());
         assert!(unknown.contains(r#"<td id="rows-total">unknown</td>"#));
+    }
+
+    #[test]
+    fn the_page_without_a_token_says_how_to_open_it_and_nothing_more() {
+        for given in [false, true] {
+            let html = how_to_open(given);
+            assert!(
+                html.contains("/?token=") && html.contains("--token-file"),
+                "{html}"
+            );
+            assert!(!html.contains("rows-committed"), "{html}");
+        }
     }
 }

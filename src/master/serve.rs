@@ -102,6 +102,11 @@ pub enum MasterError {
     /// change was answered, and a restart on the same state continues.
     #[error("{}; the master stopped: start it again on the same state to continue", Report(.0))]
     Journal(CommitError),
+    /// Trainers that keep checkpoints ended their streams without a final
+    /// `checkpoint ID` twice over the same rows (the second time after
+    /// those rows were served again), whichever workers' trainers they were.
+    #[error(transparent)]
+    NoFinalCheckpoint(crate::worker::pipeline::PipelineError),
     /// The job token is too short to keep strangers out.
     #[error("the job token has {bytes} bytes, fewer than the {min} a master needs: make one with `openssl rand -hex 24`")]
     ShortToken {
@@ -566,6 +571,12 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
     let m = master.lock().unwrap_or_else(|e| e.into_inner());
     let status = status_of(&m);
     let queue = &status.queue;
+    if let Some(rows) = m.queue().no_final_checkpoint() {
+        use crate::worker::pipeline::PipelineError;
+        return Err(MasterError::NoFinalCheckpoint(
+            PipelineError::NoFinalCheckpoint { rows },
+        ));
+    }
     if queue.job_over && queue.rows_done == 0 && status.failed.is_empty() {
         // Rows a listing cannot tell (text formats) turned out to be none.
         if !config.allow_empty {
@@ -621,10 +632,8 @@ async fn job_over(master: Arc<Mutex<MasterState>>, linger: Duration) {
 /// runs, and at the end of each epoch (the last one's is `job over`).
 /// Written whether or not stderr is a terminal: a master draws no bar.
 struct MasterProgress {
-    started: std::time::Instant,
-    /// Rows committed and tasks done when this master started.
+    /// Rows committed when this master started.
     rows_before: u64,
-    tasks_before: u64,
     epoch: u32,
     due: crate::logging::Every,
     /// Rows committed at the last line, and when: rows per second are over
@@ -639,9 +648,7 @@ impl MasterProgress {
     fn new(m: &MasterState) -> MasterProgress {
         let status = m.queue().status();
         MasterProgress {
-            started: std::time::Instant::now(),
             rows_before: status.rows_committed,
-            tasks_before: status.tasks_done,
             epoch: status.epoch,
             due: crate::logging::Every::new(crate::logging::settings().every),
             rows_then: status.rows_committed,
@@ -662,19 +669,7 @@ impl MasterProgress {
         let status = status_of(m);
         let queue = &status.queue;
         let tasks = (queue.splits as u64).saturating_mul(u64::from(queue.epochs));
-        let elapsed = self.started.elapsed();
-        let eta = match status.rows_total {
-            Some(total) => crate::logging::eta(
-                status.rows_committed.saturating_sub(self.rows_before),
-                total.saturating_sub(self.rows_before),
-                elapsed,
-            ),
-            None => crate::logging::eta(
-                queue.tasks_done.saturating_sub(self.tasks_before),
-                tasks.saturating_sub(self.tasks_before),
-                elapsed,
-            ),
-        };
+        let eta = m.eta(std::time::Instant::now());
         let line = |epoch, epoch_done, rows, rows_per_second| crate::logging::ProgressLine {
             epoch,
             epochs: queue.epochs,

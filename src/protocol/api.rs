@@ -218,6 +218,11 @@ pub struct StatusReply {
     pub workers: Vec<WorkerStatus>,
     /// Workers registered that are no longer live.
     pub workers_departed: usize,
+    /// Seconds the job has left at the pace since the master started (the
+    /// ETA of its progress lines): `None` before a row was committed, 0
+    /// once the job is over.
+    #[serde(default)]
+    pub eta_seconds: Option<f64>,
     /// Failed tasks with their files.
     pub failed: Vec<FailedTaskStatus>,
     /// A followed job's position and lag (`--follow`).

@@ -306,6 +306,10 @@ pub struct Checkpoint {
     /// that are in none of its complete checkpoints.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unsaved: Option<Vec<CutPiece>>,
+    /// With `unsaved`: the trainers ended their streams holding these rows
+    /// in no checkpoint (no `checkpoint ID` after their last batch).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ended: bool,
 }
 
 impl Operation for Checkpoint {
@@ -322,6 +326,11 @@ impl Operation for Checkpoint {
     }
     fn command(self, now: Millis) -> Command {
         match (self.unsaved, self.id) {
+            (Some(pieces), _) if self.ended => Command::UnsavedAtEnd {
+                now,
+                worker: self.worker,
+                pieces,
+            },
             (Some(pieces), _) => Command::Unsaved {
                 now,
                 worker: self.worker,
@@ -443,6 +452,7 @@ mod tests {
             id: id.map(str::to_string),
             pieces: Vec::new(),
             unsaved,
+            ended: false,
         };
         assert!(matches!(
             report(None, None).command(1),

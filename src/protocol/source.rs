@@ -136,6 +136,17 @@ pub trait TaskSource: Send + Sync {
     async fn unsaved(&self, _worker: WorkerId, _pieces: Vec<CutPiece>) -> Result<(), SourceError> {
         Ok(())
     }
+    /// Reports, as the worker's trainers ended their streams, the rows they
+    /// hold in no checkpoint (no `checkpoint ID` after their last batch):
+    /// the master serves them once more, and fails the job when rows of an
+    /// earlier such end are left in no checkpoint again.
+    async fn unsaved_at_end(
+        &self,
+        _worker: WorkerId,
+        _pieces: Vec<CutPiece>,
+    ) -> Result<(), SourceError> {
+        Ok(())
+    }
     /// Counts for progress.
     async fn status(&self) -> Result<QueueStatus, SourceError>;
     /// The job's splits from index `from` on: a followed job adds splits

@@ -92,6 +92,11 @@ struct WorkerRecord {
     /// config's `affinity_wait_ms` past this before it takes one of them.
     #[serde(default)]
     last_granted: Millis,
+    /// Its trainers ended their streams with rows in no checkpoint, as it
+    /// reported ([`Queue::unsaved_at_end`]): a repeat of the report (sent
+    /// again when its answer was lost) counts once.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    ended_unsaved: bool,
 }
 
 /// Leases the tasks (split × epoch) of one job to workers. See the module docs.
@@ -172,6 +177,18 @@ pub struct Queue {
     /// say so ([`Lease::repaired`]).
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     repaired: BTreeSet<u32>,
+    /// Rows some worker's trainers held in no checkpoint when they ended
+    /// their streams (no `checkpoint ID` after their last batch), whichever
+    /// worker it was: they are served once more, and rows of them held in
+    /// no checkpoint at an end of streams again fail the job
+    /// ([`Queue::no_final_checkpoint`]). Disjoint ranges.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    ended_unsaved: Vec<CutPiece>,
+    /// The job failed: trainers ended their streams a second time without
+    /// a final checkpoint over rows already served again for that reason;
+    /// the rows in no checkpoint the second time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    no_final_checkpoint: Option<u64>,
     /// No tick before this time finds anything to do (see [`Due`]).
     #[serde(skip)]
     due: Due,
@@ -270,6 +287,8 @@ impl Queue {
             failures: Vec::new(),
             over: false,
             split_rows,
+            ended_unsaved: Vec::new(),
+            no_final_checkpoint: None,
             cut: Cut::default(),
             makeup: Makeup::default(),
             checkpoint_of: BTreeMap::new(),
@@ -964,6 +983,45 @@ impl Queue {
         self.touch(worker, now);
         self.settle_makeup();
         Ok(())
+    }
+
+    /// [`Queue::unsaved`] reported as `worker`'s trainers ended their
+    /// streams: `pieces` are in no checkpoint and are served once more
+    /// (once the worker is counted gone). Rows among them that were in no
+    /// checkpoint at an earlier end of streams, of any worker, end the job
+    /// as failed: serving them again changes nothing
+    /// ([`Queue::no_final_checkpoint`]).
+    pub fn unsaved_at_end(
+        &mut self,
+        now: Millis,
+        worker: WorkerId,
+        pieces: Vec<CutPiece>,
+    ) -> Result<(), QueueError> {
+        self.unsaved(now, worker, pieces.clone())?;
+        match self.workers.get_mut(&worker) {
+            Some(record) if !record.ended_unsaved => record.ended_unsaved = true,
+            _ => return Ok(()),
+        }
+        let again: u64 = pieces.iter().map(|p| p.end - p.start).sum::<u64>()
+            - subtract(pieces.clone(), &self.ended_unsaved)
+                .iter()
+                .map(|p| p.end - p.start)
+                .sum::<u64>();
+        if again > 0 {
+            let rows = pieces.iter().map(|p| p.end - p.start).sum();
+            self.no_final_checkpoint = Some(rows);
+            self.over = true;
+        } else {
+            forfeit_rows(&mut self.ended_unsaved, pieces);
+        }
+        Ok(())
+    }
+
+    /// Rows in no checkpoint when trainers ended their streams a second
+    /// time over rows served again for that reason: the job failed
+    /// (`None` while it did not).
+    pub fn no_final_checkpoint(&self) -> Option<u64> {
+        self.no_final_checkpoint
     }
 
     /// A master started again after a crash: every lease and every worker

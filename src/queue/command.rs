@@ -99,6 +99,12 @@ pub enum Command {
         worker: WorkerId,
         pieces: Vec<CutPiece>,
     },
+    /// [`Queue::unsaved_at_end`].
+    UnsavedAtEnd {
+        now: Millis,
+        worker: WorkerId,
+        pieces: Vec<CutPiece>,
+    },
     /// [`Queue::rewind`].
     Rewind { now: Millis },
     /// [`Queue::renew_all`].
@@ -137,6 +143,7 @@ impl Command {
             | Command::DeclareCheckpoints { now }
             | Command::Checkpoint { now, .. }
             | Command::Unsaved { now, .. }
+            | Command::UnsavedAtEnd { now, .. }
             | Command::Rewind { now }
             | Command::RenewAll { now }
             | Command::Tick { now }
@@ -166,7 +173,7 @@ pub enum Reply {
     Fail(Result<FailOutcome, QueueError>),
     /// Answer to [`Command::HandBack`].
     HandBack(Result<(), QueueError>),
-    /// Answer to [`Command::Unsaved`].
+    /// Answer to [`Command::Unsaved`] and [`Command::UnsavedAtEnd`].
     Unsaved(Result<(), QueueError>),
     /// Answer to [`Command::Checkpoint`].
     Checkpoint(Result<(), QueueError>),
@@ -278,6 +285,11 @@ impl Queue {
                 worker,
                 pieces,
             } => Reply::Unsaved(self.unsaved(*now, *worker, pieces.clone())),
+            Command::UnsavedAtEnd {
+                now,
+                worker,
+                pieces,
+            } => Reply::Unsaved(self.unsaved_at_end(*now, *worker, pieces.clone())),
             Command::Rewind { now } => {
                 self.rewind(*now);
                 Reply::Recorded

@@ -6,7 +6,7 @@ use connectors::Report;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use connectors::store::Location;
 use object_store::ObjectStoreExt;
@@ -276,6 +276,17 @@ pub struct MasterState {
     /// What each worker's cache did, as its last heartbeat said (kept when
     /// it departs: the job's totals count it).
     cache: BTreeMap<WorkerId, connectors::cache::CacheStats>,
+    /// When this master started, and the queue's figures then: the time
+    /// left is told at the pace since ([`MasterState::eta`]).
+    began: Began,
+}
+
+/// When a master started, with the rows committed and tasks done then.
+#[derive(Debug, Clone, Copy)]
+struct Began {
+    at: Instant,
+    rows: u64,
+    tasks: u64,
 }
 
 impl MasterState {
@@ -356,6 +367,7 @@ impl MasterState {
             queue.apply(command);
         }
         let snapshot_every = SNAPSHOT_EVERY.max(job.spec.splits.len() as u64);
+        let (queue_rows, queue_tasks) = (queue.rows_committed(), queue.status().tasks_done);
         let mut spec = job.spec;
         for growth in queue.grown() {
             spec.splits.extend(grown_splits(growth)?);
@@ -377,6 +389,11 @@ impl MasterState {
             requests: 0,
             journaled: 0,
             over_since: None,
+            began: Began {
+                at: Instant::now(),
+                rows: queue_rows,
+                tasks: queue_tasks,
+            },
         })
     }
 
@@ -620,6 +637,34 @@ impl MasterState {
         }
         let total = per_epoch.saturating_mul(u64::from(self.queue.config().epochs));
         Some(*self.rows_total.get_or_init(|| total))
+    }
+
+    /// The time left at `now`, at the pace of this master so far: the rows
+    /// left at the rows per second committed since it started (tasks, while
+    /// a split's row count is unknown). `None` before it saw a row
+    /// committed; 0 once the job is over. The master's progress lines, its
+    /// status, page and metrics all tell this one figure.
+    pub fn eta(&self, now: Instant) -> Option<Duration> {
+        if self.queue.is_over() {
+            return Some(Duration::ZERO);
+        }
+        let elapsed = now.saturating_duration_since(self.began.at);
+        let status = self.queue.status();
+        match self.rows_total() {
+            Some(total) => crate::logging::eta(
+                status.rows_committed.saturating_sub(self.began.rows),
+                total.saturating_sub(self.began.rows),
+                elapsed,
+            ),
+            None => {
+                let tasks = (status.splits as u64).saturating_mul(u64::from(status.epochs));
+                crate::logging::eta(
+                    status.tasks_done.saturating_sub(self.began.tasks),
+                    tasks.saturating_sub(self.began.tasks),
+                    elapsed,
+                )
+            }
+        }
     }
 
     /// Forgets the workers departed by `now` and adds a sample of the

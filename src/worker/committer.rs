@@ -50,7 +50,10 @@ impl Merged {
             }
             Report::GiveUp { reason, .. } => self.end = Some(End::Fail(reason, false)),
             Report::HandBack { .. } => self.end = Some(End::HandBack),
-            Report::Declare | Report::Checkpoint { .. } | Report::Unsaved(_) => {}
+            Report::Declare
+            | Report::Checkpoint { .. }
+            | Report::Unsaved(_)
+            | Report::UnsavedAtEnd(_) => {}
         }
     }
 
@@ -75,7 +78,10 @@ impl Merged {
 
 fn attempt_of(report: &Report) -> AttemptId {
     match report {
-        Report::Declare | Report::Checkpoint { .. } | Report::Unsaved(_) => AttemptId(0),
+        Report::Declare
+        | Report::Checkpoint { .. }
+        | Report::Unsaved(_)
+        | Report::UnsavedAtEnd(_) => AttemptId(0),
         Report::Ledger(
             ledger::Action::Commit { attempt, .. }
             | ledger::Action::Finish { attempt, .. }
@@ -101,9 +107,10 @@ pub(super) async fn committer(
         let mut pending: BTreeMap<AttemptId, Merged> = BTreeMap::new();
         let mut records = Vec::new();
         let mut add = |report: Report| match report {
-            Report::Declare | Report::Checkpoint { .. } | Report::Unsaved(_) => {
-                records.push(report)
-            }
+            Report::Declare
+            | Report::Checkpoint { .. }
+            | Report::Unsaved(_)
+            | Report::UnsavedAtEnd(_) => records.push(report),
             report => pending.entry(attempt_of(&report)).or_default().add(report),
         };
         add(first);
@@ -129,6 +136,7 @@ pub(super) async fn committer(
                     source.unsaved(worker, pieces).await
                 }
                 Report::Unsaved(_) => Ok(()),
+                Report::UnsavedAtEnd(pieces) => source.unsaved_at_end(worker, pieces).await,
                 _ => source.declare_checkpoints(worker).await,
             };
             if let Err(e) = result {

@@ -312,6 +312,12 @@ pub async fn run(
     } = state;
     let mut outcome = books.into_outcome(result.is_ok());
     outcome.source_rows = source_rows;
+    if !outcome.unsaved_pieces_at_end.is_empty() {
+        // The master serves them once more, and fails the job should rows
+        // of them be left in no checkpoint at an end again.
+        let pieces = std::mem::take(&mut outcome.unsaved_pieces_at_end);
+        let _ = reports.send(Report::UnsavedAtEnd(pieces));
+    }
     drop(reports);
     let _ = committer.await;
     if let Some(joined) = joined {

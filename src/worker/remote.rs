@@ -634,6 +634,7 @@ impl TaskSource for RemoteSource {
             id: None,
             pieces: Vec::new(),
             unsaved: None,
+            ended: false,
         })
         .await
     }
@@ -649,6 +650,7 @@ impl TaskSource for RemoteSource {
             id: Some(id),
             pieces,
             unsaved: None,
+            ended: false,
         })
         .await
     }
@@ -667,6 +669,22 @@ impl TaskSource for RemoteSource {
             id: None,
             pieces: Vec::new(),
             unsaved: Some(pieces),
+            ended: false,
+        })
+        .await
+    }
+
+    async fn unsaved_at_end(
+        &self,
+        worker: WorkerId,
+        pieces: Vec<crate::queue::CutPiece>,
+    ) -> Result<(), SourceError> {
+        self.apply(ops::Checkpoint {
+            worker,
+            id: None,
+            pieces: Vec::new(),
+            unsaved: Some(pieces),
+            ended: true,
         })
         .await
     }

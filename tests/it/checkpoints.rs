@@ -611,3 +611,53 @@ fn a_trainer_that_never_writes_a_final_checkpoint_fails_train_and_worker_alike()
     assert_eq!(words(&worker_error), words(&train_error));
     let _ = master.kill();
 }
+
+/// A supervisor's loop (Kubernetes, systemd, the Spark launcher): a worker
+/// named `name` training with `trainer` flags started again each time it
+/// exits, at most `starts` times, until the master exits. Returns the
+/// master's exit status and log, and the starts it took.
+fn supervised(
+    job: &common::cluster::Job,
+    master: &mut common::cluster::Master,
+    trainer: &str,
+    starts: usize,
+) -> (std::process::ExitStatus, String, usize) {
+    use common::cluster;
+    let mut started = 0;
+    while started < starts {
+        if let Ok(Some(_)) = master.try_wait() {
+            break;
+        }
+        let out = job.ids.join(format!("start-{started}"));
+        std::fs::create_dir_all(&out).expect("mkdir");
+        started += 1;
+        let mut worker = checkpointing_worker_with(job, "w1", &out, trainer);
+        cluster::wait_exit(&mut worker, "worker");
+    }
+    let status = cluster::wait_exit(master, "master");
+    (status, cluster::stderr_of(master), started)
+}
+
+/// Rows that come back without end end the job: a trainer that never
+/// writes a final checkpoint, under a supervisor that starts its worker
+/// again each time it exits, fails the master with exit 2 and the line
+/// `sluice train` prints, within 5 worker starts.
+#[test]
+fn a_master_whose_rows_come_back_without_end_fails_under_a_supervisor() {
+    use common::cluster;
+    let trainer = "--every 7 --sleep 0.002 --no-final";
+    let mut job = cluster::Job::new(DATASET, 1);
+    job.master_args = vec!["--split-size".to_string(), "64KiB".to_string()];
+    let mut master = job.start_master(fixture(DATASET));
+    let (status, log, starts) = supervised(&job, &mut master, trainer, 5);
+    assert_eq!(
+        status.code(),
+        Some(2),
+        "after {starts} worker starts: {log}"
+    );
+    let error = no_final_checkpoint_error(&log);
+    assert!(
+        error.contains("must write `checkpoint ID` after the end of its stream"),
+        "{error}"
+    );
+}

@@ -274,3 +274,94 @@ fn the_page_metrics_and_status_show_the_queues_rows_mid_job_and_at_the_end() {
     }
     undelivered(&recorded_ids(&job.ids, "ids-"), job.rows(), job.epochs);
 }
+
+/// `sluice status` of `job`'s master, as text.
+fn status_text(job: &Job) -> String {
+    let out = Command::new(crate::common::SLUICE)
+        .args(["status", "--master", &job.url()])
+        .env("SLUICE_TOKEN", TOKEN)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("sluice status");
+    assert!(out.status.success(), "sluice status failed");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The HTTP status code of a GET of `url`.
+fn http_code(url: &str) -> String {
+    let out = Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-m", "10", "-w", "%{http_code}"])
+        .arg(url)
+        .output()
+        .expect("curl");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The time left, as the master's log tells it, on every surface: `sluice
+/// status`, its `--json`, the page and `/metrics`, mid-job and (0) at the
+/// end; the page opened without the token, or with a wrong one, says how
+/// to open it and shows nothing of the job.
+#[test]
+fn every_view_tells_the_time_left_and_the_page_without_a_token_says_how_to_open_it() {
+    let mut job = Job::new("parquet_small_files", 3);
+    job.lease_timeout = "30s".to_string();
+    job.linger = "120s".to_string();
+    let mut master = job.start_master(fixture("parquet_small_files"));
+    let mut workers = Killed(vec![job.start_worker_with("--sleep 0.15", &[])]);
+
+    wait_until("an ETA in the status", Duration::from_secs(60), || {
+        job.status()["eta_seconds"]
+            .as_f64()
+            .is_some_and(|s| s > 0.0)
+    });
+    let dom = chromium_dom(&format!("{}/?token={TOKEN}", job.url()));
+    let eta = cell(&dom, "eta");
+    assert!(eta != "-" && eta.ends_with('s'), "the page's ETA: {eta}");
+    let metrics = job.metrics();
+    assert!(
+        metric(&metrics, "sluice_eta_seconds").is_some_and(|s| s >= 0.0),
+        "{metrics}"
+    );
+    let text = status_text(&job);
+    assert!(
+        text.contains(", eta ") && !text.contains(", eta -"),
+        "sluice status: {text}"
+    );
+
+    wait_until("the job to end", Duration::from_secs(120), || {
+        job.status()["queue"]["job_over"].as_bool() == Some(true)
+    });
+    assert_eq!(job.status()["eta_seconds"].as_f64(), Some(0.0));
+    assert_eq!(metric(&job.metrics(), "sluice_eta_seconds"), Some(0.0));
+    let dom = chromium_dom(&format!("{}/?token={TOKEN}", job.url()));
+    assert_eq!(cell(&dom, "eta"), "0s");
+    assert!(status_text(&job).contains(", eta 0s"));
+
+    let wrong = "wrong-token-of-some-length-7c1e";
+    for (url, said) in [
+        (job.url(), "No token was given."),
+        (format!("{}/?token={wrong}", job.url()), "not this job's"),
+    ] {
+        assert_eq!(http_code(&url), "401", "{url}");
+        let page = chromium_dom(&url);
+        for how in ["/?token=", "--token-file", "SLUICE_TOKEN", said] {
+            assert!(page.contains(how), "no `{how}` on the page: {page}");
+        }
+        for data in [
+            "parquet_small_files",
+            "rows-committed",
+            "id=\"eta\"",
+            wrong,
+            TOKEN,
+        ] {
+            assert!(!page.contains(data), "`{data}` on the page: {page}");
+        }
+    }
+
+    signal(&master, libc::SIGTERM);
+    let status = wait_exit(&mut master, "master");
+    assert_eq!(status.code(), Some(0), "{}", stderr_of(&mut master));
+    for worker in &mut workers.0 {
+        assert!(wait_exit(worker, "worker").success());
+    }
+}

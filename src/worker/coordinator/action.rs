@@ -50,6 +50,9 @@ pub enum Report {
     Declare,
     /// The rows acknowledged that are in no complete checkpoint.
     Unsaved(Vec<CutPiece>),
+    /// The rows acknowledged that are in no complete checkpoint as the
+    /// trainers ended their streams (none after their last batch).
+    UnsavedAtEnd(Vec<CutPiece>),
     /// A complete checkpoint and the rows it adds.
     Checkpoint {
         /// Its ID.

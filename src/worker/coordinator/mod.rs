@@ -228,6 +228,9 @@ impl Coordinator {
             // What to do about it (serve the rows once more, or fail) is the
             // job's: a worker joins again, `sluice train` rewinds its queue.
             self.outcome.unsaved_at_end = self.checkpoints.after_last_lines();
+            if self.outcome.unsaved_at_end > 0 {
+                self.outcome.unsaved_pieces_at_end = self.checkpoints.unsaved();
+            }
         }
         self.outcome.checkpointed = declared;
         self.outcome

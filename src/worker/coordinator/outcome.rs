@@ -39,6 +39,9 @@ pub struct RunOutcome {
     /// none after their last batch (see
     /// [`crate::worker::pipeline::PipelineError::NoFinalCheckpoint`]).
     pub unsaved_at_end: u64,
+    /// The rows acknowledged that were in no complete checkpoint when the
+    /// trainers ended their streams (where `unsaved_at_end` is not 0).
+    pub unsaved_pieces_at_end: Vec<crate::queue::CutPiece>,
     /// Rows acknowledged of each source of a job that mixes several, by
     /// the source's index (empty for one source).
     pub source_rows: Vec<u64>,

@@ -1089,7 +1089,10 @@ impl Sim {
                 reports.into_iter().enumerate().partition(|(_, r)| {
                     matches!(
                         r,
-                        Report::Declare | Report::Checkpoint { .. } | Report::Unsaved(_)
+                        Report::Declare
+                            | Report::Checkpoint { .. }
+                            | Report::Unsaved(_)
+                            | Report::UnsavedAtEnd(_)
                     )
                 });
             for (at, report) in records.into_iter().chain(rest) {
@@ -1212,7 +1215,10 @@ impl Sim {
                     self.seen.insert("unsaved rows refused");
                 }
             }
-            Report::Declare | Report::Checkpoint { .. } | Report::Unsaved(_) => {}
+            Report::Declare
+            | Report::Checkpoint { .. }
+            | Report::Unsaved(_)
+            | Report::UnsavedAtEnd(_) => {}
         }
     }
 
