@@ -171,6 +171,10 @@ pub struct Dataset {
     /// found out from the data, taken to have none, or told. What was taken
     /// is in `options.format_options.csv_header`.
     pub csv_header: Option<CsvHeader>,
+    /// What the files are besides their format, as `ls` shows it
+    /// (`key IntWritable, value Text, block zlib`): the first file's, or
+    /// `mixed` when files differ.
+    pub format_detail: Option<String>,
 }
 
 /// What a listing found besides the files to read.
@@ -333,6 +337,7 @@ impl Dataset {
             columns: ColumnMapping::default(),
             sink: found.sink,
             csv_header: None,
+            format_detail: None,
         };
         dataset.finish(inspected);
         Ok(dataset)
@@ -436,6 +441,7 @@ impl Dataset {
             columns: snapshot.columns,
             sink: None,
             csv_header: None,
+            format_detail: None,
         };
         dataset.finish(inspected);
         Ok(dataset)
@@ -590,6 +596,7 @@ impl Dataset {
             columns: ColumnMapping::default(),
             sink: None,
             csv_header: None,
+            format_detail: None,
         };
         dataset.finish(inspected);
         Ok(dataset)
@@ -606,6 +613,7 @@ impl Dataset {
             self.options.format_options.csv_header = Some(header);
             self.csv_header = Some(verdict);
         }
+        self.format_detail = format_detail(&infos);
         for (file, info) in files.into_iter().zip(infos) {
             let path = file.meta.location.to_string();
             let codec = Codec::from_path(&path);
@@ -1226,6 +1234,17 @@ async fn inspect_all(
         inspected.csv_header = Some(csv_header(loc, &mut inspected, opts.csv_header)?);
     }
     Ok(inspected)
+}
+
+/// What the files say of themselves besides their format: the first one's
+/// detail when all agree, `mixed` otherwise.
+fn format_detail(infos: &[FileInfo]) -> Option<String> {
+    let first = infos.first()?.detail.clone()?;
+    if infos.iter().all(|i| i.detail.as_deref() == Some(first.as_str())) {
+        Some(first)
+    } else {
+        Some("mixed".to_string())
+    }
 }
 
 /// Whether the CSV files start with a header line: as given, or decided

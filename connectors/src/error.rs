@@ -134,6 +134,15 @@ pub enum Error {
         /// What is ambiguous.
         reason: String,
     },
+    /// A file holds what sluice does not read as rows (pickled or
+    /// Java-serialized objects).
+    #[error("{path} holds objects, not rows: {reason}")]
+    NotRows {
+        /// The file.
+        path: String,
+        /// What it holds, and what to do instead.
+        reason: String,
+    },
     /// A requested column does not exist.
     #[error("unknown column `{column}` in {path}; columns are: {available}")]
     UnknownColumn {
@@ -243,6 +252,7 @@ impl Error {
             | Error::DanglingLink { .. }
             | Error::SchemaClash { .. }
             | Error::Format { .. }
+            | Error::NotRows { .. }
             | Error::Table { .. }
             | Error::SinkLog { .. }
             | Error::Changed { .. } => ErrorKind::Dataset,
@@ -303,6 +313,7 @@ impl Error {
             | Error::Layout { .. }
             | Error::SchemaClash { .. }
             | Error::Format { .. }
+            | Error::NotRows { .. }
             | Error::UnknownColumn { .. }
             | Error::Table { .. }
             | Error::NoSuchVersion { .. }

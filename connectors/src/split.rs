@@ -182,16 +182,21 @@ pub fn split_file(file: &FileToSplit<'_>, split_size: u64) -> Vec<Split> {
                 make(range, Some(rows))
             })
             .collect(),
-        // Uncompressed and bzip2 text: byte ranges, as Hadoop cuts them.
-        f if f.is_line_based() && file.codec.is_splittable() => byte_ranges(file.size, split_size)
-            .into_iter()
-            .map(|(start, end)| {
-                let rows = (start == 0 && end == file.size)
-                    .then_some(file.rows)
-                    .flatten();
-                make(SplitRange::Bytes { start, end }, rows)
-            })
-            .collect(),
+        // Uncompressed and bzip2 text, SequenceFiles and RCFiles (at their
+        // sync markers): byte ranges, as Hadoop cuts them.
+        f if f.is_line_based() && file.codec.is_splittable()
+            || matches!(f, Format::Sequencefile | Format::Rcfile) =>
+        {
+            byte_ranges(file.size, split_size)
+                .into_iter()
+                .map(|(start, end)| {
+                    let rows = (start == 0 && end == file.size)
+                        .then_some(file.rows)
+                        .flatten();
+                    make(SplitRange::Bytes { start, end }, rows)
+                })
+                .collect()
+        }
         _ => vec![make(SplitRange::Whole, file.rows)],
     }
 }

@@ -198,6 +198,7 @@ fn to_json(dataset: &Dataset, partitions: &BTreeMap<String, PartitionTotals>) ->
         "url": dataset.location.url(),
         "complete": dataset.complete,
         "format": dataset.format.map(|f| f.as_str()),
+        "format_detail": dataset.format_detail,
         "rows": partitions.values().map(|p| p.rows).sum::<u64>(),
         "files": dataset.files.len(),
         "bytes": dataset.files.iter().map(|f| f.size).sum::<u64>(),
@@ -248,10 +249,11 @@ fn table(dataset: &Dataset, partitions: &BTreeMap<String, PartitionTotals>) -> S
     } else {
         "no _SUCCESS marker (completeness unknown)".to_string()
     };
-    let format = dataset
-        .format
-        .map(|f| f.as_str())
-        .unwrap_or("no data files");
+    let format = match (dataset.format, &dataset.format_detail) {
+        (Some(format), Some(detail)) => format!("{format} ({detail})"),
+        (Some(format), None) => format.to_string(),
+        (None, _) => "no data files".to_string(),
+    };
     let _ = writeln!(out, "{}  {}  {}", dataset.location.url(), format, status);
     let width = partitions.keys().map(|k| k.len()).max().unwrap_or(0).max(9);
     let _ = writeln!(

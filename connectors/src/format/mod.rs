@@ -51,6 +51,7 @@ pub struct FormatOptions {
     /// text table's row format), not one `value` column.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delimited: Option<DelimitedText>,
+
 }
 
 /// The row format of a Hive text table (`LazySimpleSerDe`, `ROW FORMAT
@@ -119,6 +120,9 @@ pub struct FileInfo {
         std::sync::Arc<::parquet::file::metadata::ParquetMetaData>,
         bool,
     )>,
+    /// What `ls` says of the file besides its format: a SequenceFile's
+    /// classes and compression, say.
+    pub detail: Option<String>,
 }
 
 impl FileInfo {
@@ -130,6 +134,15 @@ impl FileInfo {
             units: Vec::new(),
             csv_head: None,
             parquet_meta: None,
+            detail: None,
+        }
+    }
+
+    /// The same, with what `ls` says of the file.
+    pub(crate) fn with_detail(self, detail: String) -> FileInfo {
+        FileInfo {
+            detail: Some(detail),
+            ..self
         }
     }
 }

@@ -223,6 +223,7 @@ impl FileFormat for Orc {
             units,
             csv_head: None,
             parquet_meta: None,
+            detail: None,
         })
     }
 

@@ -320,6 +320,7 @@ async fn inspect(loc: &Location, file: &FileRef) -> Result<FileInfo> {
         units,
         csv_head: None,
         parquet_meta: Some((meta.metadata().clone(), legacy)),
+        detail: None,
     })
 }
 

@@ -119,15 +119,17 @@ fn read_delimited(
 
 /// Builds a text table's columns from its lines: strings first, then each
 /// parsed as its column's type.
-struct DelimitedBatcher<'a> {
+pub(super) struct DelimitedBatcher<'a> {
     format: &'a DelimitedText,
     columns: Vec<StringBuilder>,
     field: Vec<u8>,
-    rows: usize,
+    /// Rows pushed since the last batch.
+    pub(super) rows: usize,
 }
 
 impl<'a> DelimitedBatcher<'a> {
-    fn new(format: &'a DelimitedText, capacity: usize) -> Self {
+    /// A batcher for rows of `format`.
+    pub(super) fn new(format: &'a DelimitedText, capacity: usize) -> Self {
         DelimitedBatcher {
             format,
             columns: format
@@ -140,7 +142,8 @@ impl<'a> DelimitedBatcher<'a> {
         }
     }
 
-    fn push(&mut self, raw: &[u8]) {
+    /// Splits one line (its newline, if any, dropped) into the columns.
+    pub(super) fn push(&mut self, raw: &[u8]) {
         let line = raw.strip_suffix(b"\n").unwrap_or(raw);
         let mut column = 0;
         let mut at = 0;
@@ -180,7 +183,8 @@ impl<'a> DelimitedBatcher<'a> {
         self.rows += 1;
     }
 
-    fn finish(&mut self, schema: &SchemaRef, display: &str) -> Result<RecordBatch> {
+    /// The rows so far as a batch of `schema`, each column parsed as its type.
+    pub(super) fn finish(&mut self, schema: &SchemaRef, display: &str) -> Result<RecordBatch> {
         self.rows = 0;
         let options = arrow::compute::CastOptions {
             safe: true,

@@ -232,18 +232,26 @@ where
         + Send
         + 'static,
 {
-    let (tx, rx) = mpsc::channel::<Result<RecordBatch>>(BATCHES_IN_FLIGHT);
     let loc = loc.clone();
     let split = split.clone();
     let display = loc.display(&split.object_path());
+    stream_blocking(move |emit| match open_split(&loc, &split) {
+        Ok(input) => decode(input, emit),
+        Err(e) => Err(from_io(&display, format, e)),
+    })
+}
+
+/// Runs `decode` on a blocking thread and streams the batches it emits; an
+/// error it returns is the stream's last item. `emit` returns `false` once
+/// the consumer has gone.
+pub(crate) fn stream_blocking<F>(decode: F) -> BoxStream<'static, Result<RecordBatch>>
+where
+    F: FnOnce(&mut dyn FnMut(Result<RecordBatch>) -> bool) -> Result<()> + Send + 'static,
+{
+    let (tx, rx) = mpsc::channel::<Result<RecordBatch>>(BATCHES_IN_FLIGHT);
     tokio::task::spawn_blocking(move || {
         let mut emit = |item: Result<RecordBatch>| tx.blocking_send(item).is_ok();
-        let input = open_split(&loc, &split);
-        let outcome = match input {
-            Ok(input) => decode(input, &mut emit),
-            Err(e) => Err(from_io(&display, format, e)),
-        };
-        if let Err(e) = outcome {
+        if let Err(e) = decode(&mut emit) {
             emit(Err(e));
         }
     });
