@@ -276,12 +276,12 @@ fn load_blocking(
         partition_keys,
         partitions,
     );
-    if UNREAD_FORMATS.contains(&described.format.as_str()) {
+    if let Some(column) = unread_binary_column(&described, table) {
         return Err(CatalogError::Protocol {
             catalog: uri.to_string(),
             reason: format!(
-                "table {} is stored as {}, which sluice does not read (Parquet, ORC, Avro, text, the CSV and JSON SerDes, Iceberg and Delta are read)",
-                described.name, described.format
+                "table {} is stored as RCFile with LazyBinaryColumnarSerDe, and its column {column} is not a primitive type: sluice reads such a table's primitive columns only",
+                described.name
             ),
         });
     }
@@ -333,11 +333,17 @@ fn describe(
             )
         };
     let columns = || fields_of(sd.map(|sd| sd.list(1)).unwrap_or_default());
+    // SequenceFile values and RCFile fields are a text table's rows and
+    // fields (LazySimpleSerDe, ColumnarSerDe), or LazyBinary.
     let text = match format.as_str() {
-        "text" => Some(delimited_text(&serde_params, &columns())),
+        "text" | "sequencefile" | "rcfile" => Some(delimited_text(&serde_params, &columns())),
         "csv" => Some(open_csv(&serde_params, &columns())),
         _ => None,
     };
+    let binary_columnar = format == "rcfile"
+        && serde_lib
+            .to_ascii_lowercase()
+            .contains("lazybinarycolumnar");
     CatalogTable {
         catalog: uri.to_string(),
         name: full_name.to_string(),
@@ -348,6 +354,7 @@ fn describe(
         partition_keys,
         partitions,
         text,
+        binary_columnar,
     }
 }
 
@@ -455,8 +462,18 @@ fn hive_format(provider: Option<&str>, input_format: &str, serde_lib: &str) -> S
     }
 }
 
-/// Formats a Hive table may be stored as that sluice does not read.
-const UNREAD_FORMATS: [&str; 2] = ["sequencefile", "rcfile"];
+/// The first column of a LazyBinary RCFile table whose type is not
+/// primitive (a struct, array, map or union), which is not read.
+fn unread_binary_column(described: &CatalogTable, table: &Value) -> Option<String> {
+    if !described.binary_columnar {
+        return None;
+    }
+    let columns = fields_of(table.field(7).map(|sd| sd.list(1)).unwrap_or_default());
+    columns
+        .into_iter()
+        .find(|(_, ty)| ty.contains('<') || ty.trim().eq_ignore_ascii_case("uniontype"))
+        .map(|(name, ty)| format!("{name} ({ty})"))
+}
 
 /// (name, Hive type) of each FieldSchema.
 fn fields_of(list: &[Value]) -> Vec<(String, String)> {

@@ -114,8 +114,12 @@ pub struct CatalogTable {
     pub partitions: Option<Vec<HivePartition>>,
     /// A Hive text or CSV SerDe table's row format (its SerDe's delimiter,
     /// escape, quote and null text, and the table's columns): how its lines
-    /// are split.
+    /// are split; for a SequenceFile or RCFile table, how its values or
+    /// fields are read.
     pub text: Option<connectors::format::DelimitedText>,
+    /// An RCFile table whose fields are LazyBinary (`LazyBinaryColumnarSerDe`),
+    /// not text (`ColumnarSerDe`).
+    pub binary_columnar: bool,
 }
 
 impl fmt::Debug for CatalogTable {
@@ -131,6 +135,7 @@ impl fmt::Debug for CatalogTable {
             .field("partition_keys", &self.partition_keys)
             .field("partitions", &self.partitions.as_ref().map(Vec::len))
             .field("text", &self.text)
+            .field("binary_columnar", &self.binary_columnar)
             .finish()
     }
 }
@@ -200,10 +205,14 @@ impl CatalogTable {
     pub fn apply(&self, options: &mut connectors::DatasetOptions) {
         if options.format.is_none() && !matches!(self.format.as_str(), "iceberg" | "delta") {
             options.format = self.format.parse().ok();
-            // Text and CSV SerDe tables: lines split as their SerDe splits them.
+            // Text and CSV SerDe tables: lines split as their SerDe splits
+            // them; SequenceFile values and RCFile fields likewise.
             if let Some(text) = &self.text {
-                options.format = Some(connectors::Format::Text);
+                if matches!(self.format.as_str(), "text" | "csv") {
+                    options.format = Some(connectors::Format::Text);
+                }
                 options.format_options.delimited = Some(text.clone());
+                options.format_options.binary_columnar = self.binary_columnar;
             }
         }
         let Some(partitions) = &self.partitions else {
@@ -565,6 +574,7 @@ mod tests {
             partition_keys: Vec::new(),
             partitions: None,
             text: None,
+            binary_columnar: false,
         };
         let shown = format!("{table:?}");
         assert!(shown.contains("s3.secret-access-key"), "{shown}");

@@ -254,6 +254,7 @@ impl RestCatalog {
             partition_keys: Vec::new(),
             partitions: None,
             text: None,
+            binary_columnar: false,
         })
     }
 

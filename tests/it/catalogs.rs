@@ -954,6 +954,163 @@ fn a_csv_serde_table_keeps_quoted_separators_in_their_fields() {
     assert_eq!(got, want);
 }
 
+/// Every row `sluice train NAME --catalog URI` hands a trainer, every
+/// column, as tests/trainers/row_dump.py writes them, sorted by id.
+fn trained_rows(name: &str, catalog: &str, extra: &[&str]) -> Vec<Value> {
+    let out = tempfile::tempdir().expect("tempdir");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/trainers/row_dump.py");
+    let exec = format!(
+        "{} {} --out {}",
+        common::python(),
+        script.display(),
+        out.path().display()
+    );
+    let mut args = vec![
+        "train",
+        name,
+        "--catalog",
+        catalog,
+        "--exec",
+        &exec,
+        "--devices",
+        "2",
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    sluice(&args).success();
+    let mut rows: Vec<Value> = Vec::new();
+    for entry in std::fs::read_dir(out.path()).expect("list trainer output") {
+        let path = entry.expect("list trainer output").path();
+        let text = std::fs::read_to_string(&path).expect("read rows");
+        rows.extend(text.lines().map(|line| parse_json(line, "a dumped row")));
+    }
+    rows.sort_by_key(|r| r["id"].as_i64());
+    rows
+}
+
+/// Hive's older formats by name: what Spark SQL wrote through
+/// LazyBinaryColumnarSerDe (its RCFile default), ColumnarSerDe with
+/// zlib-compressed columns, and LazySimpleSerDe rows in a SequenceFile.
+const OLD_FORMAT_TABLES: [(&str, &str); 3] = [
+    ("web.rc_logs", "rcfile"),
+    ("web.rc_text", "rcfile"),
+    ("web.seq_lines", "sequencefile"),
+];
+
+#[test]
+fn rcfile_and_sequencefile_tables_train_by_name_as_spark_reads_them() {
+    let hms = hive_metastore();
+    assert_eq!(
+        hive_table("web.rc_text")["compressed"],
+        true,
+        "zlib columns"
+    );
+    for (name, format) in OLD_FORMAT_TABLES {
+        let table = hive_table(name);
+        let listed = ls(name, hms, &[]).success().json();
+        assert_eq!(listed["format"], format, "{name}: {listed}");
+        assert_eq!(listed["catalog"]["format"], format, "{name}: {listed}");
+        assert_eq!(listed["rows"], table["count"], "{name}: {listed}");
+        let (ids, twice) = train_ids(name, hms, &[]);
+        assert_eq!(twice, 0, "{name}: ids delivered twice");
+        assert_eq!(ids, ids_of(&table["ids"]), "{name}");
+        // Every value of every row Spark wrote (web.rc_logs: its first 60).
+        let want = table["rows"].as_array().expect("rows");
+        let last = want.last().and_then(|r| r["id"].as_i64()).expect("an id");
+        let got: Vec<Value> = trained_rows(name, hms, &[])
+            .into_iter()
+            .filter(|r| r["id"].as_i64().is_some_and(|id| id <= last))
+            .collect();
+        assert_eq!(got.len(), want.len(), "{name}");
+        for (got, want) in got.iter().zip(want) {
+            assert_eq!(got, want, "{name}");
+        }
+    }
+}
+
+#[test]
+fn rcfile_splits_start_and_end_at_sync_markers() {
+    let hms = hive_metastore();
+    let table = hive_table("web.rc_logs");
+    let whole = ls("web.rc_logs", hms, &[]).success().json();
+    let cut = ls("web.rc_logs", hms, &["--split-size", "3000"])
+        .success()
+        .json();
+    let (whole_tasks, cut_tasks) = (whole["tasks"].as_u64(), cut["tasks"].as_u64());
+    assert!(
+        cut_tasks > whole_tasks.map(|n| n + 20),
+        "{whole_tasks:?} then {cut_tasks:?}"
+    );
+    let (ids, twice) = train_ids("web.rc_logs", hms, &["--split-size", "3000"]);
+    assert_eq!(twice, 0, "ids delivered twice");
+    assert_eq!(ids, ids_of(&table["ids"]));
+}
+
+#[test]
+fn where_and_filter_on_rcfile_and_sequencefile_tables_keep_what_spark_keeps() {
+    let hms = hive_metastore();
+    for name in ["web.rc_logs", "web.seq_lines"] {
+        let cases = hive_table(name)["where"].as_object().expect("where");
+        for (filter, want) in cases {
+            let listed = ls(name, hms, &["--where", filter]).success().json();
+            let want = ids_of(want);
+            assert_eq!(
+                listed["rows"].as_u64(),
+                Some(want.len() as u64),
+                "{name} --where {filter}: {listed}"
+            );
+        }
+        let filter = "dt >= '2026-11-02'";
+        let (ids, _) = train_ids(name, hms, &["--where", filter]);
+        assert_eq!(
+            ids,
+            ids_of(&hive_table(name)["where"][filter]),
+            "{name} --where {filter}"
+        );
+    }
+    // Data columns, typed by the table: a row filter.
+    let cases = hive_table("web.rc_logs")["filter"]
+        .as_object()
+        .expect("filter");
+    for (filter, want) in cases {
+        let (ids, twice) = train_ids("web.rc_logs", hms, &["--filter", filter]);
+        assert_eq!(twice, 0);
+        assert_eq!(ids, ids_of(want), "--filter {filter}");
+    }
+}
+
+#[test]
+fn an_rcfile_directory_without_its_table_reads_strings() {
+    let table = hive_table("web.rc_text");
+    let dir = table["location"].as_str().expect("location");
+    let listed = sluice(["ls", dir, "--json"]).success().json();
+    assert_eq!(listed["format"], "rcfile", "{listed}");
+    assert_eq!(listed["rows"], table["count"], "{listed}");
+    let schema: Vec<(&str, &str)> = listed["schema"]
+        .as_array()
+        .expect("schema")
+        .iter()
+        .map(|f| {
+            (
+                f["name"].as_str().unwrap_or(""),
+                f["type"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(schema.len(), 9, "{listed}");
+    assert_eq!(schema[0], ("_col0", "Utf8"));
+    assert!(schema.iter().all(|(_, ty)| *ty == "Utf8"), "{schema:?}");
+    // ColumnarSerDe's fields are text: the ids as Spark wrote them.
+    let out = tempfile::tempdir().expect("tempdir");
+    let exec = recorder(out.path(), "--column _col0");
+    sluice(["train", dir, "--exec", &exec, "--quiet"]).success();
+    let counts = recorded_ids(out.path(), "ids-");
+    let mut ids: Vec<i64> = counts.keys().copied().collect();
+    ids.sort();
+    assert!(counts.values().all(|&n| n == 1));
+    assert_eq!(ids, ids_of(&table["ids"]));
+}
+
 #[test]
 fn a_metastore_that_requires_sasl_is_a_one_line_error_saying_so() {
     // A SASL (or framed) metastore reads a plain Thrift call as a bad

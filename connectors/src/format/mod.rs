@@ -51,7 +51,11 @@ pub struct FormatOptions {
     /// text table's row format), not one `value` column.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delimited: Option<DelimitedText>,
-
+    /// RCFile fields are LazyBinary encoded (Hive's `LazyBinaryColumnarSerDe`,
+    /// what Spark SQL's `STORED AS RCFILE` writes), typed by `delimited`'s
+    /// columns; otherwise they are text (`ColumnarSerDe`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub binary_columnar: bool,
 }
 
 /// The row format of a Hive text table (`LazySimpleSerDe`, `ROW FORMAT
@@ -88,6 +92,7 @@ impl Default for FormatOptions {
             batch_size: 8192,
             infer_records: 1000,
             delimited: None,
+            binary_columnar: false,
         }
     }
 }
