@@ -20,10 +20,14 @@ use crate::common::{
 };
 use serde_json::Value;
 
-/// The port of the tests' REST catalog (the fixture script uses another).
-const REST_PORT: &str = "18181";
-/// The port of the tests' metastore (the fixture script uses another).
-const HMS_PORT: &str = "19083";
+/// A port of 127.0.0.1 free now, for a catalog this test process starts:
+/// two test runs on one machine never meet on a fixed one.
+fn free_port() -> String {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port().to_string())
+        .expect("a free port")
+}
 
 /// Writes `login` (`client:secret`) to a file in `dir` for
 /// `--catalog-credential-file`; returns its path.
@@ -49,7 +53,11 @@ fn rest_catalog() -> &'static str {
         let out = Command::new(script)
             .arg("start")
             .env("SLUICE_ICEBERG_REST_DIR", dir)
-            .env("SLUICE_ICEBERG_REST_PORT", REST_PORT)
+            .env("SLUICE_ICEBERG_REST_PORT", free_port())
+            .env(
+                "SLUICE_SERVICES",
+                crate::object_stores::service::services_root(),
+            )
             .env(
                 "SLUICE_ICEBERG_REST_EXIT_WITH",
                 std::process::id().to_string(),
@@ -80,7 +88,11 @@ fn hive_metastore() -> &'static str {
         let out = Command::new(script)
             .arg("start")
             .env("SLUICE_HIVE_METASTORE_DIR", dir)
-            .env("SLUICE_HIVE_METASTORE_PORT", HMS_PORT)
+            .env("SLUICE_HIVE_METASTORE_PORT", free_port())
+            .env(
+                "SLUICE_SERVICES",
+                crate::object_stores::service::services_root(),
+            )
             .env(
                 "SLUICE_HIVE_METASTORE_EXIT_WITH",
                 std::process::id().to_string(),

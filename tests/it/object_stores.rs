@@ -780,3 +780,89 @@ fn an_s3_part_file_changed_since_planning_fails_its_task_at_once_naming_it() {
         assert!(ids.values().all(|&n| n == 1), "{change:?}: an id twice");
     }
 }
+
+/// `tests/services/s3.sh ACTION` with its state under `root`; its output.
+fn s3_script(root: &std::path::Path, action: &str) -> common::Run {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/services/s3.sh");
+    common::run(
+        Command::new("bash")
+            .arg(script)
+            .arg(action)
+            .env("SLUICE_SERVICES", root)
+            .env_remove("SLUICE_S3_PORT")
+            .env_remove("SLUICE_S3_NAME")
+            .env("SLUICE_SERVICE_EXIT_WITH", std::process::id().to_string()),
+    )
+}
+
+/// Whether moto answers at `endpoint`.
+fn moto_answers(endpoint: &str) -> bool {
+    let out = Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-m", "5", "-w", "%{http_code}"])
+        .arg(format!("{endpoint}/moto-api/"))
+        .output()
+        .expect("curl");
+    !matches!(String::from_utf8_lossy(&out.stdout).as_ref(), "" | "000")
+}
+
+/// Two test runs on one machine (each with a state root of its own, as
+/// tests/run.sh makes them) start their emulators at once: each gets its
+/// own, on a port of its own, with data of its own, and stopping one leaves
+/// the other up.
+#[test]
+fn two_runs_start_emulators_of_their_own_and_stop_only_theirs() {
+    let roots = [
+        tempfile::tempdir().expect("tempdir"),
+        tempfile::tempdir().expect("tempdir"),
+    ];
+    let started: Vec<common::Run> = std::thread::scope(|scope| {
+        let runs: Vec<_> = roots
+            .iter()
+            .map(|root| scope.spawn(|| s3_script(root.path(), "start")))
+            .collect();
+        runs.into_iter()
+            .map(|run| run.join().expect("start thread"))
+            .collect()
+    });
+    let endpoints: Vec<String> = started
+        .iter()
+        .map(|run| {
+            assert!(run.status.success(), "s3.sh start: {run}");
+            run.stdout
+                .lines()
+                .last()
+                .unwrap_or_default()
+                .trim()
+                .to_string()
+        })
+        .collect();
+    assert_ne!(endpoints[0], endpoints[1], "one port for two runs");
+    for endpoint in &endpoints {
+        assert!(moto_answers(endpoint), "{endpoint} does not answer");
+    }
+    // Data of its own: a bucket made in one is not in the other.
+    let made = http::request("PUT", &format!("{}/first-run", endpoints[0]), &[], b"");
+    assert!(made.status < 300, "create bucket: {}", made.body);
+    let other = http::request("GET", &format!("{}/first-run", endpoints[1]), &[], b"");
+    assert_eq!(other.status, 404, "the second run sees the first's bucket");
+    // A start again in the first run's root finds its own server.
+    let again = s3_script(roots[0].path(), "start");
+    assert_eq!(
+        again.stdout.lines().last().map(str::trim),
+        Some(endpoints[0].as_str())
+    );
+
+    let stopped = s3_script(roots[0].path(), "stop");
+    assert!(stopped.status.success(), "s3.sh stop: {stopped}");
+    assert!(
+        !moto_answers(&endpoints[0]),
+        "the first run's emulator still answers"
+    );
+    assert!(
+        moto_answers(&endpoints[1]),
+        "stopping the first run's emulator stopped the second's"
+    );
+    let stopped = s3_script(roots[1].path(), "stop");
+    assert!(stopped.status.success(), "s3.sh stop: {stopped}");
+    assert!(!moto_answers(&endpoints[1]));
+}

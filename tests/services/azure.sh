@@ -2,7 +2,7 @@
 # A local Azure Blob Storage for the tests: Azurite (npm `azurite`, installed into
 # the cache when missing), blob service only, in memory, on 127.0.0.1.
 #
-#   tests/services/azure.sh start     prints the endpoint (http://127.0.0.1:10000) once it answers
+#   tests/services/azure.sh start     prints the endpoint (http://127.0.0.1:PORT) once it answers
 #   tests/services/azure.sh stop | install
 #
 # Point sluice at it with AZURE_STORAGE_USE_EMULATOR=true (and
@@ -10,7 +10,8 @@
 # well-known devstoreaccount1. Idempotent: when it already runs, `start` only
 # prints the endpoint. State in $SLUICE_SERVICES/azure (see server.sh).
 #
-# Environment: SLUICE_AZURE_PORT (default 10000) and those of server.sh.
+# Environment: SLUICE_AZURE_PORT (default: one free at start,
+# see server.sh) and those of server.sh.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=tests/services/server.sh
@@ -19,9 +20,12 @@ source "$HERE/server.sh"
 NAME=azure
 PACKAGE="azurite@3.37.0"
 PREFIX="$CACHE/node"
-PORT="${SLUICE_AZURE_PORT:-10000}"
-ENDPOINT="http://127.0.0.1:$PORT"
-READY_URL="$ENDPOINT/devstoreaccount1?comp=list"
+PORT="${SLUICE_AZURE_PORT:-}"
+
+urls() {
+  ENDPOINT="http://127.0.0.1:$PORT"
+  READY_URL="$ENDPOINT/devstoreaccount1?comp=list"
+}
 
 install() {
   local stamp="$PREFIX/azurite.version"

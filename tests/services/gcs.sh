@@ -3,14 +3,15 @@
 # github.com/fsouza/fake-gcs-server, `go install`ed into the cache when missing),
 # in memory, plain HTTP on 127.0.0.1.
 #
-#   tests/services/gcs.sh start     prints the endpoint (http://127.0.0.1:4443) once it answers
+#   tests/services/gcs.sh start     prints the endpoint (http://127.0.0.1:PORT) once it answers
 #   tests/services/gcs.sh stop | install
 #
 # Point sluice at it with STORAGE_EMULATOR_HOST=<endpoint> (or GOOGLE_BASE_URL).
 # Idempotent: when it already runs, `start` only prints the endpoint. State in
 # $SLUICE_SERVICES/gcs (see server.sh).
 #
-# Environment: SLUICE_GCS_PORT (default 4443) and those of server.sh.
+# Environment: SLUICE_GCS_PORT (default: one free at start,
+# see server.sh) and those of server.sh.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=tests/services/server.sh
@@ -19,9 +20,12 @@ source "$HERE/server.sh"
 NAME=gcs
 MODULE="github.com/fsouza/fake-gcs-server@v1.56.1"
 BIN="$CACHE/bin"
-PORT="${SLUICE_GCS_PORT:-4443}"
-ENDPOINT="http://127.0.0.1:$PORT"
-READY_URL="$ENDPOINT/storage/v1/b"
+PORT="${SLUICE_GCS_PORT:-}"
+
+urls() {
+  ENDPOINT="http://127.0.0.1:$PORT"
+  READY_URL="$ENDPOINT/storage/v1/b"
+}
 
 install() {
   local stamp="$BIN/fake-gcs-server.version"

@@ -2,7 +2,7 @@
 # A local S3 for the tests: moto's server (PyPI `moto[server]`, installed into the
 # test venv when missing), in memory, on 127.0.0.1.
 #
-#   tests/services/s3.sh start     prints the endpoint (http://127.0.0.1:9300) once it answers
+#   tests/services/s3.sh start     prints the endpoint (http://127.0.0.1:PORT) once it answers
 #   tests/services/s3.sh stop | install
 #
 # Point sluice at it with AWS_ENDPOINT_URL=<endpoint> and any AWS_ACCESS_KEY_ID /
@@ -10,8 +10,8 @@
 # endpoint. State in $SLUICE_SERVICES/s3 (see server.sh).
 #
 # Environment: SLUICE_VENV (default ~/.cache/sluice/venv), SLUICE_S3_NAME (state
-# directory name, default s3: a second instance needs its own), SLUICE_S3_PORT (default
-# 9300; 9100/9101 belong to the HDFS HA pair), and those of server.sh.
+# directory name, default s3: a second instance needs its own), SLUICE_S3_PORT (default:
+# one free at start, see server.sh), and those of server.sh.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=tests/services/server.sh
@@ -21,9 +21,12 @@ NAME="${SLUICE_S3_NAME:-s3}"
 MOTO_VERSION=5.2.5
 MOTO="moto[server]==$MOTO_VERSION"
 VENV="${SLUICE_VENV:-$CACHE/venv}"
-PORT="${SLUICE_S3_PORT:-9300}"
-ENDPOINT="http://127.0.0.1:$PORT"
-READY_URL="$ENDPOINT/moto-api/"
+PORT="${SLUICE_S3_PORT:-}"
+
+urls() {
+  ENDPOINT="http://127.0.0.1:$PORT"
+  READY_URL="$ENDPOINT/moto-api/"
+}
 
 install() {
   local have

@@ -3,17 +3,26 @@
 # Shared by the object store emulator scripts (s3.sh, gcs.sh, azure.sh): start a
 # server in the background once, wait until it answers HTTP, stop it. Sourced, not run.
 #
-# A script sets NAME, PORT, ENDPOINT (what `start` prints on stdout) and READY_URL
-# (any HTTP answer from it means ready), defines `install` (idempotent) and
-# `server_command` (prints nothing, fills the array CMD), then calls `main "$@"`.
+# A script sets NAME and PORT (the port asked for; empty: any free one), defines
+# `urls` (sets ENDPOINT, what `start` prints on stdout, and READY_URL, where any
+# HTTP answer means ready, from PORT), `install` (idempotent) and `server_command`
+# (prints nothing, fills the array CMD), then calls `main "$@"`.
+#
+# Ports: a server started without a port asked for listens on one that was free
+# when it started, recorded in $SLUICE_SERVICES/$NAME/port; a later `start` of
+# the same state prints its endpoint. So runs with state roots of their own (as
+# tests/run.sh and the tests make them) never meet: none stops, or uses, the
+# other's servers.
 #
 # Environment:
-#   SLUICE_SERVICES               state root (default /tmp/sluice-services); this
-#                                 server lives in $SLUICE_SERVICES/$NAME: pid, log, data
+#   SLUICE_SERVICES               state root (default $TMPDIR/sluice-services); this
+#                                 server lives in $SLUICE_SERVICES/$NAME: pid, port,
+#                                 log, data
 #   SLUICE_CACHE                  install cache (default ~/.cache/sluice)
 #   SLUICE_SERVICE_START_TIMEOUT  seconds to wait for an answer (default 60)
+#   SLUICE_SERVICE_EXIT_WITH      a pid: the server stops when that process exits
 
-SERVICES="${SLUICE_SERVICES:-/tmp/sluice-services}"
+SERVICES="${SLUICE_SERVICES:-${TMPDIR:-/tmp}/sluice-services}"
 CACHE="${SLUICE_CACHE:-$HOME/.cache/sluice}"
 START_TIMEOUT="${SLUICE_SERVICE_START_TIMEOUT:-60}"
 
@@ -29,6 +38,27 @@ answers() {
   [[ -n "$code" && "$code" != 000 ]]
 }
 
+# A TCP port of 127.0.0.1 free now.
+free_port() {
+  python3 -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])'
+}
+
+# Sets PORT (the one asked for, the running server's, or a free one) and the
+# script's URLs. Called under the state's lock.
+choose_port() {
+  if [[ -z "$PORT" ]]; then
+    if running && [[ -s "$STATE/port" ]]; then
+      PORT="$(cat "$STATE/port")"
+    else
+      PORT="$(free_port)"
+    fi
+  fi
+  urls
+}
+
 running() {
   [[ -f "$STATE/pid" ]] && kill -0 "$(cat "$STATE/pid")" 2>/dev/null && [[ -f "$STATE/ready" ]]
 }
@@ -38,6 +68,7 @@ start() {
   # One starter at a time per state dir (tests and scripts may race).
   exec 9>"$STATE/lock"
   flock 9
+  choose_port
   if running && answers; then
     echo "$ENDPOINT"
     return 0
@@ -57,6 +88,14 @@ start() {
   (cd "$STATE/data" && exec setsid "${CMD[@]}" </dev/null >"$STATE/server.log" 2>&1 9>&-) &
   local pid=$!
   echo "$pid" >"$STATE/pid"
+  echo "$PORT" >"$STATE/port"
+  if [[ -n "${SLUICE_SERVICE_EXIT_WITH:-}" ]]; then
+    # The server goes when its owner (a test process) does, however it ends.
+    (
+      while kill -0 "$SLUICE_SERVICE_EXIT_WITH" 2>/dev/null; do sleep 1; done
+      kill -- "-$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true
+    ) </dev/null >/dev/null 2>&1 9>&- &
+  fi
   until answers; do
     if ! kill -0 "$pid" 2>/dev/null; then
       tail -n 40 "$STATE/server.log" >&2
@@ -88,7 +127,7 @@ stop_quietly() {
     done
     kill -9 -- "-$pid" 2>/dev/null || kill -9 "$pid" 2>/dev/null || true
   fi
-  rm -f "$STATE/pid" "$STATE/ready"
+  rm -f "$STATE/pid" "$STATE/ready" "$STATE/port"
 }
 
 stop() {

@@ -2,6 +2,11 @@
 //! by the tests of this binary that use it, and stopped when the last of them
 //! drops it — unless it was already running (started by tests/run.sh), in which
 //! case whoever started it stops it.
+//!
+//! Services live under a state root of their own run's: `$SLUICE_SERVICES`
+//! (tests/run.sh makes one per run), or else one of this test process's, and
+//! listen on ports chosen free when they start. Two runs on one machine never
+//! stop, or use, each other's.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -115,21 +120,37 @@ fn script_path(script: &str) -> PathBuf {
 
 fn script_command(script: &str, env: &[(String, String)], action: &str) -> Command {
     let mut cmd = Command::new("bash");
-    cmd.arg(script_path(script)).arg(action);
+    cmd.arg(script_path(script))
+        .arg(action)
+        .env("SLUICE_SERVICES", services_root())
+        // What this process starts goes with it, however it ends.
+        .env("SLUICE_SERVICE_EXIT_WITH", std::process::id().to_string());
     for (k, v) in env {
         cmd.env(k, v);
     }
     cmd
 }
 
+/// The state root of this run's services: `$SLUICE_SERVICES` where the run
+/// set one (tests/run.sh), else one of this process's own under the temp
+/// directory, so that a test run started alone shares nothing with another.
+pub fn services_root() -> PathBuf {
+    static ROOT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    ROOT.get_or_init(|| {
+        std::env::var_os("SLUICE_SERVICES")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                std::env::temp_dir().join(format!("sluice-services-{}", std::process::id()))
+            })
+    })
+    .clone()
+}
+
 /// Whether the instance's state says it runs already (its pid is alive and it
 /// was seen ready), in which case the one who started it will stop it.
 fn already_running(instance: &str) -> bool {
-    let root = std::env::var_os("SLUICE_SERVICES")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/tmp/sluice-services"));
-    let state = root.join(instance);
+    let state = services_root().join(instance);
     let Ok(pid) = std::fs::read_to_string(state.join("pid")) else {
         return false;
     };
