@@ -165,7 +165,12 @@ rm -rf "$LOAD_OUT"
 
 phase "object store emulators (tests/services: moto, fake-gcs-server, Azurite)"
 # Started once here so the tests share them (a test that finds one missing starts
-# it itself); stopped on any exit.
+# it itself); stopped on any exit. This run's services live under a state root of
+# its own, each on a port chosen free when it starts (the tests ask the scripts,
+# which print the endpoint of the server running in that root): another run on
+# this machine, beside this one, never stops or uses them.
+SLUICE_SERVICES="$(mktemp -d "${TMPDIR:-/tmp}/sluice-services.XXXXXX")"
+export SLUICE_SERVICES
 stop_emulators() {
   for service in s3 gcs azure; do
     tests/services/$service.sh stop || true
@@ -188,7 +193,7 @@ stop_hdfs() {
   done
   tests/services/hdfs.sh stop-kdc || true
 }
-trap 'stop_emulators; stop_hdfs; phase ""' EXIT
+trap 'stop_emulators; stop_hdfs; rm -rf "$SLUICE_SERVICES"; phase ""' EXIT
 tests/services/hdfs.sh start >/dev/null
 
 phase "cargo test"
