@@ -26,6 +26,11 @@ if ! "$AIRFLOW_PY" -c 'import importlib.metadata as m; m.version("apache-airflow
   echo "tests/run.sh: no venv with Apache Airflow at $AIRFLOW_PY; run .ci/run (it installs one)" >&2
   exit 1
 fi
+TF_PY="${SLUICE_TF_VENV:-$HOME/.cache/sluice/venv-tf}/bin/python"
+if ! "$TF_PY" -c 'import importlib.metadata as m; m.version("tensorflow-cpu")' 2>/dev/null; then
+  echo "tests/run.sh: no venv with tensorflow-cpu at $TF_PY; run .ci/run (it installs one)" >&2
+  exit 1
+fi
 CACHE="${SLUICE_CACHE:-$HOME/.cache/sluice}"
 PRISTINE=""
 if [[ -z "${SLUICE_FIXTURES:-}" ]]; then
@@ -63,6 +68,9 @@ phase "SequenceFiles and pickle files of Spark's RDD API (real Spark) -> $SLUICE
 
 phase "MapReduce output (Hadoop's LocalJobRunner, tests/services/mapreduce.sh) -> $SLUICE_FIXTURES/mapreduce"
 tests/services/mapreduce.sh "$SLUICE_FIXTURES"
+
+phase "TFRecord files (TensorFlow's TFRecordWriter and TFRecordDataset) -> $SLUICE_FIXTURES/tfrecord"
+"$TF_PY" tests/fixtures/make_tfrecord.py "$SLUICE_FIXTURES"
 
 phase "Delta and Iceberg tables (real Spark 4.0) -> $SLUICE_FIXTURES/tables"
 "$TABLES_PY" tests/fixtures/make_tables.py "$SLUICE_FIXTURES"

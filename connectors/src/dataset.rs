@@ -1233,6 +1233,9 @@ async fn inspect_all(
     if format == Format::Csv {
         inspected.csv_header = Some(csv_header(loc, &mut inspected, opts.csv_header)?);
     }
+    if format == Format::Tfrecord {
+        format::widen_tfrecord_features(&mut inspected.infos);
+    }
     Ok(inspected)
 }
 
@@ -1240,7 +1243,10 @@ async fn inspect_all(
 /// detail when all agree, `mixed` otherwise.
 fn format_detail(infos: &[FileInfo]) -> Option<String> {
     let first = infos.first()?.detail.clone()?;
-    if infos.iter().all(|i| i.detail.as_deref() == Some(first.as_str())) {
+    if infos
+        .iter()
+        .all(|i| i.detail.as_deref() == Some(first.as_str()))
+    {
         Some(first)
     } else {
         Some("mixed".to_string())

@@ -49,6 +49,7 @@ mod store_settings;
 mod streaming_sink;
 mod tables;
 mod tables_iceberg;
+mod tfrecord;
 mod train;
 mod trainer_supervision;
 mod transforms;

@@ -30,6 +30,7 @@ use crate::types::ColumnMapping;
 pub use crate::types::{Format, Unit};
 pub(crate) use csv::decide_header;
 pub use csv::{CsvHead, CsvHeader};
+pub(crate) use tfrecord::widen_across_files as widen_tfrecord_features;
 
 /// How text formats are parsed.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
