@@ -39,6 +39,7 @@ mod read_retry;
 mod remote_reads;
 mod reproducible;
 mod select;
+mod sequencefile;
 mod shared_memory;
 mod signals;
 mod sources;
