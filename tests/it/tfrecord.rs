@@ -166,6 +166,33 @@ fn ls_names_the_records_and_their_compression() {
 }
 
 #[test]
+fn files_whose_names_say_nothing_are_read_by_content() {
+    // An uncompressed file named as MapReduce names its output is found by
+    // its framing; a GZIP one is read with --format tfrecord, its
+    // compression found by its first bytes.
+    let examples = tfrecord_dir("examples");
+    for (file, extra) in [
+        ("part-00000.tfrecord", None),
+        ("part-00003.tfrecord", Some("tfrecord")),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::copy(examples.join(file), dir.path().join("part-r-00000")).expect("copy");
+        let path = dir.path().display().to_string();
+        let mut args = vec!["ls", path.as_str(), "--json"];
+        if let Some(format) = extra {
+            args.extend(["--format", format]);
+        }
+        let listing = parse_json(&sluice(&args).success().stdout, "ls --json");
+        assert_eq!(listing["format"], "tfrecord", "{file}: {listing}");
+        assert_eq!(
+            listing["rows"],
+            expected()["files"][file],
+            "{file}: {listing}"
+        );
+    }
+}
+
+#[test]
 fn train_delivers_every_example_once_as_tensorflow_reads_it() {
     let rows = train_rows(&tfrecord_dir("examples"));
     let examples = expected()["examples"].as_object().expect("examples");
