@@ -134,13 +134,16 @@ impl<R: Read> Records<R> {
         if length > MAX_RECORD {
             return Err(self.damaged(format!("a length of {length} bytes")));
         }
-        let wanted = length as usize + 4;
-        self.data.resize(wanted, 0);
-        let got = read_full(&mut self.input, &mut self.data)?;
-        if got < wanted {
+        // Read as it arrives, so that a file cut short never costs the
+        // memory of the length it claims.
+        let wanted = length + 4;
+        self.data.clear();
+        let got = Read::by_ref(&mut self.input)
+            .take(wanted)
+            .read_to_end(&mut self.data)?;
+        if (got as u64) < wanted {
             return Err(self.damaged(format!(
-                "cut short ({} of {length} bytes and the checksum)",
-                got
+                "cut short ({got} of {length} bytes and the checksum)"
             )));
         }
         let (data, crc) = self.data.split_at(length as usize);
@@ -244,6 +247,40 @@ pub(crate) mod tests {
             assert_eq!(codec_of(&bytes), codec, "{name}");
             let back = read_all(bytes).expect(name);
             assert_eq!(back, records.map(|r| r.to_vec()), "{name}");
+        }
+    }
+
+    #[test]
+    fn any_damage_is_an_error_never_a_panic() {
+        let record = super::super::wire::tests::example(&[
+            (
+                "id",
+                3,
+                super::super::wire::tests::int64s(&[1, -2, 3], true),
+            ),
+            ("s", 1, vec![0x0a, 2, b'h', b'i']),
+        ]);
+        let plain = frame(&[&record, &record]);
+        for at in 0..plain.len() {
+            for bit in [0x01u8, 0x80] {
+                let mut damaged = plain.clone();
+                damaged[at] ^= bit;
+                assert!(read_all(damaged).is_err(), "byte {at} bit {bit:#x}");
+            }
+            // Cut short anywhere but between records.
+            if at != 0 && at != plain.len() / 2 {
+                assert!(read_all(plain[..at].to_vec()).is_err(), "cut at {at}");
+            }
+        }
+        // The record's bytes damaged past their checksum: parsing fails or
+        // reads something, and never panics.
+        for at in 0..record.len() {
+            for bit in 0..8 {
+                let mut damaged = record.clone();
+                damaged[at] ^= 1 << bit;
+                let _ = super::super::wire::parse_example(&damaged);
+                let _ = super::super::wire::parse_example(&damaged[..at]);
+            }
         }
     }
 
