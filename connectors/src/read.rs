@@ -173,7 +173,20 @@ fn reads_views(dataset: &Dataset) -> bool {
 }
 
 impl ReadPlan {
-    /// Plans reading `columns` (all when `None`) of the dataset.
+    /// The same plan, its readers cutting decoded batches at `batch_bytes`
+    /// too (each source of a mix alike).
+    pub fn with_batch_bytes(mut self, batch_bytes: Option<u64>) -> Self {
+        self.options.batch_bytes = batch_bytes;
+        self.sources = self
+            .sources
+            .into_iter()
+            .map(|s| s.with_batch_bytes(batch_bytes))
+            .collect();
+        self
+    }
+
+    /// Plans the read of `dataset`'s `columns` (all when `None`) in decoded
+    /// batches of `batch_size` rows.
     pub fn new(dataset: &Dataset, columns: Option<&[String]>, batch_size: usize) -> Result<Self> {
         let full = dataset.schema();
         let (columns, derived) = match columns {

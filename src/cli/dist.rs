@@ -291,6 +291,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Ended> {
         devices: trainer.device_count(),
         device_ids: trainer.device_ids.clone(),
         batch_size: pipeline.batch_size,
+        batch_bytes: pipeline.batch_bytes,
         prefetch: pipeline.prefetch,
         read_ahead: pipeline.read_ahead,
         cache: pipeline.cache_config(),

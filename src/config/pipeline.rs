@@ -83,6 +83,10 @@ pub struct PipelineOptions {
     /// Rows per batch handed to a trainer (only the last batch of an epoch may be short).
     #[arg(long, default_value_t = 1024, help = "Rows per batch handed to a trainer", long_help, help_heading = heading::TRAINING)]
     pub batch_size: usize,
+    /// Most bytes of a batch handed to a trainer (e.g. 16MiB): a batch ends at whichever of --batch-size rows and this many bytes comes first, so that rows of large values (audio, images) bound memory by bytes, not rows. Readers cut what they decode the same way (Parquet by its row groups' sizes, SequenceFiles by their records). Rows count by their Arrow size; a batch holds at least one row. Not with --lockstep or --shuffle global, whose batches are --batch-size rows.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, help = "Most bytes per batch (cut at rows or bytes, first)", long_help, help_heading = heading::TRAINING)]
+    #[serde(deserialize_with = "form::some_size")]
+    pub batch_bytes: Option<u64>,
     /// Tasks leased and read ahead of the trainers.
     #[arg(long, default_value_t = 4, help = "Tasks leased and read ahead", long_help, help_heading = heading::READING)]
     pub prefetch: usize,
@@ -132,6 +136,7 @@ impl Default for PipelineOptions {
     fn default() -> Self {
         PipelineOptions {
             batch_size: 1024,
+            batch_bytes: None,
             prefetch: 4,
             read_ahead: None,
             read_retry: DEFAULT_READ_RETRY,
@@ -156,6 +161,21 @@ impl PipelineOptions {
             self.batch_size >= 1,
             "batch-size",
             "a batch holds at least one row",
+        )?;
+        rule(
+            self.batch_bytes.is_none_or(|bytes| bytes >= 1),
+            "batch-bytes",
+            "a batch holds at least one byte",
+        )?;
+        rule(
+            self.batch_bytes.is_none() || !self.lockstep,
+            "batch-bytes",
+            "--lockstep gives every device batches of --batch-size rows; set --batch-size for the bytes you want",
+        )?;
+        rule(
+            self.batch_bytes.is_none() || self.shuffle != ShuffleMode::Global,
+            "batch-bytes",
+            "--shuffle global cuts its windows into batches of --batch-size rows; set --batch-size for the bytes you want",
         )?;
         rule(
             self.prefetch >= 1,

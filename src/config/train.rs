@@ -172,6 +172,7 @@ impl TrainParts<'_> {
             devices: trainer.device_count(),
             device_ids: trainer.device_ids.clone(),
             batch_size: pipeline.batch_size,
+            batch_bytes: pipeline.batch_bytes,
             epochs: train.epochs,
             trainer: choice,
             columns: train.columns.clone(),
@@ -254,6 +255,8 @@ pub struct TrainConfig {
     pub device_ids: Option<Vec<String>>,
     /// Rows per batch.
     pub batch_size: usize,
+    /// Most bytes per batch, if bounded.
+    pub batch_bytes: Option<u64>,
     /// Epochs.
     pub epochs: u32,
     /// The trainer.

@@ -724,6 +724,7 @@ async fn train(
     let builtin = matches!(config.trainer, TrainerChoice::Model(_));
     let pipeline_config = PipelineConfig {
         batch_size: config.batch_size,
+        batch_bytes: config.batch_bytes,
         devices: config.devices,
         prefetch: if builtin { 1 } else { config.prefetch },
         read_ahead: config.read_ahead,

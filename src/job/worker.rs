@@ -28,6 +28,8 @@ pub struct WorkerConfig {
     pub device_ids: Option<Vec<String>>,
     /// Rows per batch.
     pub batch_size: usize,
+    /// Most bytes per batch handed to a trainer, if bounded.
+    pub batch_bytes: Option<u64>,
     /// Tasks read ahead.
     pub prefetch: usize,
     /// Bytes read ahead (`None`: the default for the source).
@@ -307,6 +309,7 @@ async fn run_once(
     let progress = WorkerProgress::spawn(rows.clone(), config.progress);
     let pipeline_config = PipelineConfig {
         batch_size: config.batch_size,
+        batch_bytes: config.batch_bytes,
         devices: config.devices,
         prefetch: config.prefetch,
         read_ahead: config.read_ahead,

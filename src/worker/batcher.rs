@@ -30,6 +30,11 @@ pub struct OutBatch {
 pub struct Batcher {
     schema: SchemaRef,
     batch_size: usize,
+    /// Most bytes per batch (`--batch-bytes`), if bounded.
+    batch_bytes: Option<u64>,
+    /// Rows per batch now: `batch_size`, or fewer where the rows last
+    /// pushed are so large that `batch_bytes` comes first.
+    size_now: usize,
     epoch: u32,
     mode: Mode,
 }
@@ -56,9 +61,34 @@ impl Batcher {
         Batcher {
             schema,
             batch_size: batch_size.max(1),
+            batch_bytes: None,
+            size_now: batch_size.max(1),
             epoch: 0,
             mode,
         }
+    }
+
+    /// Cuts batches at `batch_bytes` too, whichever of it and the batch
+    /// size comes first, by the bytes per row of the rows last pushed.
+    pub fn with_batch_bytes(self, batch_bytes: Option<u64>) -> Self {
+        Batcher {
+            batch_bytes,
+            ..self
+        }
+    }
+
+    /// Rows per batch for rows the size of `batch`'s.
+    fn size_for(&self, batch: &RecordBatch) -> usize {
+        let (Some(limit), n) = (self.batch_bytes, batch.num_rows()) else {
+            return self.batch_size;
+        };
+        if n == 0 {
+            return self.size_now;
+        }
+        let per_row = arrow_bytes(batch).div_ceil(n as u64).max(1);
+        usize::try_from(limit / per_row)
+            .unwrap_or(usize::MAX)
+            .clamp(1, self.batch_size)
     }
 
     /// Rows held.
@@ -77,10 +107,11 @@ impl Batcher {
         epoch: u32,
     ) -> Result<Vec<OutBatch>, ArrowError> {
         self.epoch = epoch;
+        self.size_now = self.size_for(&batch);
         let mut out = Vec::new();
         match &mut self.mode {
             Mode::InOrder { pending, rows } => {
-                let size = self.batch_size;
+                let size = self.size_now;
                 let n = batch.num_rows();
                 // Whole batches go out as slices of the reader's buffers, without a
                 // copy; only a remainder (the tail of a task or row group) waits to
@@ -149,10 +180,11 @@ impl Batcher {
     fn drain(&mut self, all: bool) -> Result<Vec<OutBatch>, ArrowError> {
         let mut out = Vec::new();
         loop {
+            let size = self.size_now;
             let ready = match &self.mode {
-                Mode::InOrder { rows, .. } => *rows >= self.batch_size || (all && *rows > 0),
+                Mode::InOrder { rows, .. } => *rows >= size || (all && *rows > 0),
                 Mode::Shuffled(s) => {
-                    s.rows.len() >= s.capacity.max(self.batch_size) || (all && !s.rows.is_empty())
+                    s.rows.len() >= s.capacity.max(size) || (all && !s.rows.is_empty())
                 }
             };
             if !ready {
@@ -160,9 +192,9 @@ impl Batcher {
             }
             let (data, provenance) = match &mut self.mode {
                 Mode::InOrder { pending, rows } => {
-                    take_in_order(&self.schema, pending, rows, self.batch_size)?
+                    take_in_order(&self.schema, pending, rows, size)?
                 }
-                Mode::Shuffled(s) => s.take(&self.schema, self.batch_size)?,
+                Mode::Shuffled(s) => s.take(&self.schema, size)?,
             };
             out.push(OutBatch {
                 data,
@@ -171,6 +203,32 @@ impl Batcher {
             });
         }
     }
+}
+
+/// The bytes `batch`'s rows take in Arrow (a slice counts its own rows'
+/// bytes only; a view's out-of-line strings count).
+pub fn arrow_bytes(batch: &RecordBatch) -> u64 {
+    batch
+        .columns()
+        .iter()
+        .map(|column| {
+            let data = column.to_data();
+            let own = data
+                .get_slice_memory_size()
+                .unwrap_or_else(|_| column.get_array_memory_size());
+            let views = match column.data_type() {
+                arrow::datatypes::DataType::Utf8View | arrow::datatypes::DataType::BinaryView => {
+                    data.buffer::<u128>(0)
+                        .iter()
+                        .map(|view| u64::from(*view as u32))
+                        .filter(|&len| len > 12)
+                        .sum()
+                }
+                _ => 0,
+            };
+            own as u64 + views
+        })
+        .sum()
 }
 
 /// The runs of rows of `out`, one per piece of its provenance, in row order.

@@ -54,6 +54,8 @@ const AFTER_OWN_END: Duration = Duration::from_millis(2);
 pub struct PipelineConfig {
     /// Rows per batch handed to a trainer.
     pub batch_size: usize,
+    /// Most bytes per batch handed to a trainer, if bounded.
+    pub batch_bytes: Option<u64>,
     /// Device threads.
     pub devices: usize,
     /// Tasks leased and read ahead.
@@ -530,13 +532,19 @@ impl Shell {
             source: job.source,
             location: job.location,
             splits: job.splits,
-            plan: job.plan,
+            plan: match config.batch_bytes {
+                Some(bytes) => {
+                    std::sync::Arc::new((*job.plan).clone().with_batch_bytes(Some(bytes)))
+                }
+                None => job.plan,
+            },
             batcher: Batcher::new(
                 schema.clone(),
                 config.batch_size,
                 config.shuffle_buffer,
                 config.seed,
-            ),
+            )
+            .with_batch_bytes(config.batch_bytes),
             handles: HashMap::new(),
             // With several devices the batch each gets depends on their speed
             // anyway; the global shuffle orders its windows itself.

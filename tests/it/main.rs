@@ -2,6 +2,7 @@
 //! tests share the services and fixtures they start, run in parallel.
 
 mod airflow;
+mod batch_bytes;
 mod binary_as_text;
 mod cache;
 mod cache_wire;

@@ -46,6 +46,11 @@ pub struct FormatOptions {
     pub text_key_value: bool,
     /// Rows per decoded batch.
     pub batch_size: usize,
+    /// Most bytes per decoded batch, if bounded (`--batch-bytes`): Parquet
+    /// cuts by its row groups' uncompressed bytes per row, SequenceFiles by
+    /// their records' bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_bytes: Option<u64>,
     /// Records read per file to infer a CSV/JSON schema.
     pub infer_records: usize,
     /// Text lines are rows of delimited fields with these columns (a Hive
@@ -91,6 +96,7 @@ impl Default for FormatOptions {
             csv_delimiter: b',',
             text_key_value: false,
             batch_size: 8192,
+            batch_bytes: None,
             infer_records: 1000,
             delimited: None,
             binary_columnar: false,

@@ -361,6 +361,7 @@ fn read(
         columns: request.columns.clone(),
         mapping: request.file_columns.clone(),
         batch_size: request.options.batch_size,
+        batch_bytes: request.options.batch_bytes,
         skip,
         limit: request.limit,
         pruned: None,
@@ -442,10 +443,11 @@ fn read(
                             chunks.clone(),
                             meta.clone(),
                         );
+                        let rows = shape.rows_per_batch(builder.metadata(), &groups);
                         let builder = shape
                             .project(builder, &names)
                             .with_row_groups(groups)
-                            .with_batch_size(shape.batch_size);
+                            .with_batch_size(rows);
                         match part {
                             Some(part) => builder.with_row_selection(part),
                             None => builder,
@@ -528,6 +530,8 @@ struct Shape {
     columns: Vec<String>,
     mapping: ColumnMapping,
     batch_size: usize,
+    /// Most bytes per decoded batch, if bounded.
+    batch_bytes: Option<u64>,
     skip: u64,
     /// Rows to decode after `skip` (a window), the rest left out.
     limit: Option<u64>,
@@ -537,6 +541,28 @@ struct Shape {
 }
 
 impl Shape {
+    /// Rows per decoded batch of `groups`: the batch size, or fewer where
+    /// their rows are so large (by the row groups' uncompressed bytes) that
+    /// `batch_bytes` comes first.
+    fn rows_per_batch(&self, metadata: &ParquetMetaData, groups: &[usize]) -> usize {
+        let Some(limit) = self.batch_bytes else {
+            return self.batch_size;
+        };
+        let (bytes, rows) = groups
+            .iter()
+            .filter_map(|&g| metadata.row_groups().get(g))
+            .fold((0u64, 0u64), |(b, r), rg| {
+                (
+                    b + rg.total_byte_size().max(0) as u64,
+                    r + rg.num_rows().max(0) as u64,
+                )
+            });
+        let per_row = bytes.checked_div(rows).unwrap_or(0).max(1);
+        usize::try_from(limit / per_row)
+            .unwrap_or(usize::MAX)
+            .clamp(1, self.batch_size)
+    }
+
     /// The row groups the split decodes.
     fn groups(&self, metadata: &ParquetMetaData) -> Vec<usize> {
         if let Some((groups, _)) = &self.pruned {
@@ -653,10 +679,11 @@ impl Shape {
     fn apply<T>(&self, builder: ArrowReaderBuilder<T>, names: &[String]) -> ArrowReaderBuilder<T> {
         let groups = self.groups(builder.metadata());
         let selection = self.selection(builder.metadata(), &groups);
+        let rows = self.rows_per_batch(builder.metadata(), &groups);
         let builder = self
             .project(builder, names)
             .with_row_groups(groups)
-            .with_batch_size(self.batch_size);
+            .with_batch_size(rows);
         match selection {
             Some(selection) => builder.with_row_selection(selection),
             None => builder,

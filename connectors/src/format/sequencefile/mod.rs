@@ -199,6 +199,9 @@ struct Batcher<'a> {
     value: Option<Column>,
     delimited: Option<(DelimitedBatcher<'a>, Writable)>,
     rows: usize,
+    /// Bytes of the records gathered, for `--batch-bytes`.
+    bytes: u64,
+    batch_bytes: u64,
 }
 
 impl<'a> Batcher<'a> {
@@ -215,6 +218,8 @@ impl<'a> Batcher<'a> {
             value: Column::new(value_kind).filter(|_| plain),
             delimited,
             rows: 0,
+            bytes: 0,
+            batch_bytes: opts.batch_bytes.unwrap_or(u64::MAX),
         }
     }
 
@@ -232,7 +237,8 @@ impl<'a> Batcher<'a> {
         {
             self.push(&key, &value)
                 .map_err(|what| Error::corrupt(display, FORMAT, what))?;
-            if self.rows >= batch_size.max(1) && !emit(self.finish(display)) {
+            let full = self.rows >= batch_size.max(1) || self.bytes >= self.batch_bytes;
+            if full && !emit(self.finish(display)) {
                 return Ok(());
             }
         }
@@ -258,11 +264,13 @@ impl<'a> Batcher<'a> {
             column.push(value).map_err(|e| format!("a value: {e}"))?;
         }
         self.rows += 1;
+        self.bytes += (key.len() + value.len()) as u64;
         Ok(())
     }
 
     fn finish(&mut self, display: &str) -> Result<RecordBatch> {
         let rows = std::mem::take(&mut self.rows);
+        self.bytes = 0;
         if let Some((rows, _)) = &mut self.delimited {
             return rows.finish(&self.schema, display);
         }
