@@ -1009,6 +1009,15 @@ const OLD_FORMAT_TABLES: [(&str, &str); 3] = [
     ("web.seq_lines", "sequencefile"),
 ];
 
+/// What `ls` says of an RCFile table's files besides their format.
+fn rcfile_detail(name: &str) -> Option<&'static str> {
+    match name {
+        "web.rc_logs" => Some("binary columnar"),
+        "web.rc_text" => Some("columnar, deflate"),
+        _ => None,
+    }
+}
+
 #[test]
 fn rcfile_and_sequencefile_tables_train_by_name_as_spark_reads_them() {
     let hms = hive_metastore();
@@ -1026,6 +1035,11 @@ fn rcfile_and_sequencefile_tables_train_by_name_as_spark_reads_them() {
         let (ids, twice) = train_ids(name, hms, &[]);
         assert_eq!(twice, 0, "{name}: ids delivered twice");
         assert_eq!(ids, ids_of(&table["ids"]), "{name}");
+        if let Some(detail) = rcfile_detail(name) {
+            assert_eq!(listed["format_detail"], detail, "{name}: {listed}");
+            let text = sluice(["ls", name, "--catalog", hms]).success().stdout;
+            assert!(text.contains(&format!("rcfile ({detail})")), "{text}");
+        }
         // Every value of every row Spark wrote (web.rc_logs: its first 60).
         let want = table["rows"].as_array().expect("rows");
         let last = want.last().and_then(|r| r["id"].as_i64()).expect("an id");

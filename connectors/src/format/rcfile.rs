@@ -54,6 +54,9 @@ const KEY_CLASS: &str = "org.apache.hadoop.hive.ql.io.RCFile$KeyBuffer";
 const READ_BUFFER: usize = 256 * 1024;
 /// Decoded batches buffered between the decoder and the consumer.
 const BATCHES_IN_FLIGHT: usize = 2;
+/// The most items a length read from the file reserves room for at once
+/// (a corrupt length fails when the bytes run out, not by reserving).
+const PREALLOCATED: usize = 1 << 20;
 
 /// The rcfile format.
 pub(super) struct RcFile;
@@ -69,7 +72,7 @@ impl FileFormat for RcFile {
         opts: &FormatOptions,
     ) -> Result<FileInfo> {
         if file.size == 0 {
-            return Ok(FileInfo::schema_only(schema(0, opts)));
+            return Ok(FileInfo::schema_only(schema(0, opts)).with_detail(detail(None, opts)));
         }
         let loc = loc.clone();
         let path = file.path.clone();
@@ -80,7 +83,8 @@ impl FileFormat for RcFile {
         })
         .await
         .map_err(|e| Error::corrupt(&display, FORMAT, e))??;
-        Ok(FileInfo::schema_only(schema(header.columns, opts)))
+        Ok(FileInfo::schema_only(schema(header.columns, opts))
+            .with_detail(detail(header.codec, opts)))
     }
 
     /// Streams the row groups of a split, a batch per row group (cut at the
@@ -118,6 +122,25 @@ fn schema(file_columns: usize, opts: &FormatOptions) -> SchemaRef {
         .map(|i| Field::new(format!("_col{i}"), DataType::Utf8, true))
         .collect();
     Arc::new(Schema::new(fields))
+}
+
+/// What `ls` says of a file: how its fields are read (`columnar`: text,
+/// `binary columnar`: LazyBinary) and its columns' codec.
+fn detail(codec: Option<Codec>, opts: &FormatOptions) -> String {
+    let serde = if binary(opts) {
+        "binary columnar"
+    } else {
+        "columnar"
+    };
+    match codec {
+        Some(codec) => format!("{serde}, {codec}"),
+        None => serde.to_string(),
+    }
+}
+
+/// Whether fields are read as LazyBinary: a table's, said so.
+fn binary(opts: &FormatOptions) -> bool {
+    opts.binary_columnar && opts.delimited.is_some()
 }
 
 /// What the header of an RCFile says.
@@ -389,7 +412,7 @@ struct ColumnKey {
 
 /// Decompresses `raw` with `codec`: exactly `plain` bytes, or an error.
 fn decompress(codec: Codec, raw: Vec<u8>, plain: usize) -> io::Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(plain);
+    let mut out = Vec::with_capacity(plain.min(PREALLOCATED));
     codec::decoder(codec, Box::new(io::Cursor::new(raw)))
         .take(plain as u64 + 1)
         .read_to_end(&mut out)?;
@@ -449,8 +472,9 @@ fn read_group<R: BufRead>(
 fn parse_key(key: &[u8], columns: usize) -> Option<(usize, Vec<ColumnKey>)> {
     let mut at = 0;
     let length = |at: &mut usize| usize::try_from(vlong_at(key, at)?).ok();
-    let rows = length(&mut at)?;
-    let mut keys = Vec::with_capacity(columns);
+    // Hive counts rows in an int.
+    let rows = length(&mut at).filter(|&n| i32::try_from(n).is_ok())?;
+    let mut keys = Vec::with_capacity(columns.min(PREALLOCATED));
     for _ in 0..columns {
         let on_disk = length(&mut at)?;
         let plain = length(&mut at)?;
@@ -470,7 +494,7 @@ fn parse_key(key: &[u8], columns: usize) -> Option<(usize, Vec<ColumnKey>)> {
 /// length, or the complement of how many more times the previous one
 /// repeats. `None` when they are malformed or overrun the column's bytes.
 fn field_lengths(buf: &[u8], rows: usize, data_len: usize) -> Option<Vec<u32>> {
-    let mut out: Vec<u32> = Vec::with_capacity(rows);
+    let mut out: Vec<u32> = Vec::with_capacity(rows.min(PREALLOCATED));
     let mut at = 0;
     let mut total: usize = 0;
     while out.len() < rows {
@@ -570,7 +594,6 @@ struct Layout {
 
 impl Layout {
     fn new(header: &Header, opts: &FormatOptions) -> Layout {
-        let binary = opts.binary_columnar && opts.delimited.is_some();
         let null = opts
             .delimited
             .as_ref()
@@ -578,7 +601,7 @@ impl Layout {
             .unwrap_or_else(|| "\\N".to_string());
         Layout {
             schema: schema(header.columns, opts),
-            encoding: if binary {
+            encoding: if binary(opts) {
                 Encoding::Binary
             } else {
                 Encoding::Text
