@@ -9,12 +9,18 @@
 //!   (failed or lapsed attempt) goes to the back of the line, so one bad split does
 //!   not hold up the others and a flaky worker does not take it again at once.
 //! - Epoch `e + 1` starts only when every task of epoch `e` is done or failed.
-//! - A lease lapses at `deadline` (a tick at `now >= deadline` expires it). A lapse
-//!   (the worker died, was stopped or cut off) is never an attempt: the task goes
-//!   back at its committed offset. Only a reported read failure counts towards
-//!   `max_attempts`, and a commit that moves the offset forward resets the count:
-//!   only failures without progress exhaust a task. Heartbeats renew all of a worker's leases at once; a
-//!   commit renews its own lease.
+//! - A lease lapses at `deadline` (a tick at `now >= deadline` expires it): the
+//!   task goes back at its committed offset. A lapse counts towards
+//!   `max_attempts` only when its worker committed no row at all (of any of
+//!   its leases) since it was granted: a worker that dies on this task again
+//!   and again (a trainer that keeps failing, a worker killed for memory on it,
+//!   a read that hangs past the lease) ends with the task failed instead of a
+//!   job that never ends, while a worker killed at a random moment, busy with
+//!   its other leases, costs its prefetched tasks nothing. A reported read
+//!   failure always counts, a hand-back never does, and a commit that moves
+//!   the offset forward resets the count: only ends without progress exhaust
+//!   a task. Heartbeats renew all of a worker's leases at once; a commit
+//!   renews its own lease.
 //! - Renewals never shorten a deadline, so calls arriving out of time order are
 //!   harmless.
 //! - A refused call (an `Err`) changes nothing; see [`super::Reply::changed`] for the
@@ -189,6 +195,11 @@ pub struct Queue {
     /// the rows in no checkpoint the second time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     no_final_checkpoint: Option<u64>,
+    /// Live leases of tasks whose worker committed no row (of any lease)
+    /// since they were granted: should one lapse, it counts as an attempt
+    /// of its task (see the module docs). A subset of `live`.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    idle: BTreeSet<AttemptId>,
     /// No tick before this time finds anything to do (see [`Due`]).
     #[serde(skip)]
     due: Due,
@@ -289,6 +300,7 @@ impl Queue {
             split_rows,
             ended_unsaved: Vec::new(),
             no_final_checkpoint: None,
+            idle: BTreeSet::new(),
             cut: Cut::default(),
             makeup: Makeup::default(),
             checkpoint_of: BTreeMap::new(),
@@ -600,6 +612,7 @@ impl Queue {
             // Progress proves the task is not what kills its attempts: an
             // attempt that committed rows does not count towards `max_attempts`.
             task.attempts = 0;
+            self.progressed(worker);
         }
         Ok(())
     }
@@ -634,6 +647,7 @@ impl Queue {
                 rows: known,
             });
         }
+        self.progressed(worker);
         self.release(attempt)?;
         let mut before = committed;
         if let Some(task) = self.tasks.get_mut(split as usize) {
@@ -732,11 +746,15 @@ impl Queue {
                 }
                 let done = self.makeup.committed.entry(attempt).or_default();
                 let rows = std::iter::once((piece.start, offset)).chain(ranges.iter().copied());
+                let before = covered(0, done);
                 for (start, end) in rows {
                     let (start, end) = (start.max(piece.start), end.min(piece.end));
                     if end > start {
                         crate::queue::cut::insert(done, (start, end));
                     }
+                }
+                if covered(0, done) > before {
+                    self.progressed(worker);
                 }
             }
             None => self.commit_task(now, worker, attempt, offset, ranges)?,
@@ -768,6 +786,7 @@ impl Queue {
                 self.makeup.live.remove(&attempt);
                 self.makeup.committed.remove(&attempt);
                 self.rows_committed = self.rows_committed.saturating_add(piece.end - piece.start);
+                self.progressed(worker);
                 self.settle_makeup();
             }
             None => self.finish_task(now, worker, attempt, rows)?,
@@ -1244,6 +1263,7 @@ impl Queue {
             .collect();
         let mut expired = Vec::with_capacity(lapsed.len());
         for attempt in lapsed {
+            let idle = self.idle.contains(&attempt);
             let Ok((worker, split)) = self.release(attempt) else {
                 continue;
             };
@@ -1254,7 +1274,11 @@ impl Queue {
                     forfeit_rows(&mut record.forfeit, forfeit);
                 }
             }
-            let outcome = self.lapse(split);
+            let outcome = if idle {
+                self.lapse_idle(split)
+            } else {
+                self.lapse(split)
+            };
             expired.push(Expired {
                 attempt,
                 worker,
@@ -1464,6 +1488,7 @@ impl Queue {
             };
         }
         self.live.insert(attempt, split);
+        self.idle.insert(attempt);
         let epoch = self.epoch;
         if let Some(record) = self.workers.get_mut(&worker) {
             record.leases.insert(attempt, split);
@@ -1539,6 +1564,7 @@ impl Queue {
             _ => return Err(stale),
         };
         self.live.remove(&attempt);
+        self.idle.remove(&attempt);
         if let Some(record) = self.workers.get_mut(&worker) {
             record.leases.remove(&attempt);
         }
@@ -1576,6 +1602,37 @@ impl Queue {
             self.todo.push_back(split);
         }
         FailOutcome::Retried
+    }
+
+    /// A just-released lease of `split` lapsed with no row committed by its
+    /// worker since it was granted: an attempt of the task, failed once it
+    /// has used every attempt (what kills its workers would kill the next).
+    fn lapse_idle(&mut self, split: u32) -> FailOutcome {
+        let Some(task) = self.tasks.get_mut(split as usize) else {
+            return FailOutcome::Retried;
+        };
+        task.attempts = task.attempts.saturating_add(1);
+        let reason = format!(
+            "its lease lapsed {} times with no row committed by the worker holding it \
+             (the worker died, was killed or stopped answering while it held this task, \
+             every time: a trainer that keeps failing, a worker killed on these rows, \
+             e.g. for memory, or a read that hangs past the lease timeout); \
+             --max-attempts {} allows no more",
+            task.attempts, self.config.max_attempts
+        );
+        self.end_attempt(split, reason, false)
+    }
+
+    /// `worker` committed rows: none of its live leases lapses idle now.
+    fn progressed(&mut self, worker: WorkerId) {
+        if self.idle.is_empty() {
+            return;
+        }
+        if let Some(record) = self.workers.get(&worker) {
+            for attempt in record.leases.keys() {
+                self.idle.remove(attempt);
+            }
+        }
     }
 
     /// Sets a just-released task to todo at its committed offset, without
@@ -1879,6 +1936,7 @@ impl Queue {
             return;
         }
         self.live.clear();
+        self.idle.clear();
         for record in self.workers.values_mut() {
             record.leases.clear();
             record.lost.clear();

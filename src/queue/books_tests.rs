@@ -45,6 +45,9 @@ fn state(q: &Queue, split: u32) -> &TaskState {
 pub(crate) fn check_invariants(q: &Queue) -> Result<(), String> {
     let n = q.tasks.len();
     let (mut todo, mut leased, mut done, mut failed) = (0, 0, 0, 0);
+    if let Some(attempt) = q.idle.iter().find(|a| !q.live.contains_key(a)) {
+        return Err(format!("idle attempt {attempt} not live"));
+    }
     for (split, task) in q.tasks.iter().enumerate() {
         if task.attempts > q.config.max_attempts {
             return Err(format!("split {split} has {} attempts", task.attempts));
@@ -64,6 +67,9 @@ pub(crate) fn check_invariants(q: &Queue) -> Result<(), String> {
                 }
                 if attempt.0 >= q.next_attempt {
                     return Err(format!("attempt {attempt} not yet handed out"));
+                }
+                if q.idle.contains(attempt) && !record.leases.contains_key(attempt) {
+                    return Err(format!("idle attempt {attempt} not its worker's"));
                 }
             }
             TaskState::Done { .. } => done += 1,
@@ -324,7 +330,7 @@ fn max_attempts_fails_the_task_and_keeps_the_reason() {
 }
 
 #[test]
-fn a_lapse_is_never_an_attempt() {
+fn a_lapse_after_progress_is_never_an_attempt() {
     // max_attempts 1: a single counted attempt would fail the task.
     let mut q = queue(1, 1, 1);
     let w = q.register(0);
@@ -340,33 +346,134 @@ fn a_lapse_is_never_an_attempt() {
         outcome: FailOutcome::Retried,
     };
     assert_eq!(expired, vec![expected]);
-    // Ten crashes in a row without progress (a run killed again and again
-    // before it reads anything): the task is never failed.
+    // Ten crashes in a row, each after a commit (a run killed again and
+    // again at random moments): the task is never failed.
     let mut now = TIMEOUT + 1;
-    for _ in 0..10 {
+    for round in 0..10u64 {
         let lease = lease_one(&mut q, now, w);
-        assert_eq!(lease.offset, 40, "resumes at its committed rows");
+        assert_eq!(lease.offset, 40 + round, "resumes at its committed rows");
+        q.commit(now, w, lease.attempt, 41 + round).expect("commit");
         now += 2 * TIMEOUT;
         let expired = q.tick(now);
         assert_eq!(expired[0].outcome, FailOutcome::Retried);
-        assert_eq!(state(&q, 0), &TaskState::Todo { offset: 40 });
+        assert_eq!(state(&q, 0), &TaskState::Todo { offset: 41 + round });
         assert_eq!(q.tasks()[0].attempts, 0);
     }
     assert!(q.failures().is_empty());
-    // A read failure is what counts.
-    let lease = lease_one(&mut q, now, w);
-    assert_eq!(
-        q.fail(now + 1, w, lease.attempt, "bad magic".into()),
-        Ok(FailOutcome::Failed)
+    check_invariants(&q).expect("invariants");
+}
+
+/// Leases of a worker that dies on them again and again, committing
+/// nothing (a trainer that keeps failing, a worker killed for memory on
+/// these rows): each lapse is an attempt, and the last fails the task,
+/// naming why, so the job ends.
+#[test]
+fn lapses_without_a_row_committed_fail_the_task_at_max_attempts() {
+    let mut q = queue(1, 1, 3);
+    let mut now = 0;
+    for round in 1..=3u32 {
+        // A worker started again by a supervisor: a new one each time.
+        let w = q.register(now);
+        let lease = lease_one(&mut q, now, w);
+        assert_eq!(q.heartbeat(now + TIMEOUT / 2, w), Ok(Vec::new()));
+        now += 2 * TIMEOUT;
+        let expired = q.tick(now);
+        let outcome = if round < 3 {
+            FailOutcome::Retried
+        } else {
+            FailOutcome::Failed
+        };
+        assert_eq!(
+            expired,
+            vec![Expired {
+                attempt: lease.attempt,
+                worker: w,
+                epoch: 0,
+                split: 0,
+                outcome,
+            }],
+            "lapse {round}"
+        );
+        assert_eq!(q.tasks()[0].attempts, round);
+        check_invariants(&q).expect("invariants");
+    }
+    let failure = &q.failures()[0];
+    assert_eq!((failure.split, failure.attempts), (0, 3));
+    assert!(
+        failure
+            .reason
+            .contains("lease lapsed 3 times with no row committed"),
+        "{}",
+        failure.reason
     );
+    assert!(q.is_over(), "the job ends with its task failed");
+}
+
+/// What resets the count, and what does not count: a commit of the task
+/// resets it; a commit by its worker of another lease makes the lapse not
+/// count (the worker was busy elsewhere: a prefetched task); a hand-back
+/// never counts; a reported failure counts with the lapses.
+#[test]
+fn only_a_lapse_with_no_progress_of_its_worker_since_the_grant_counts() {
+    let mut q = queue(2, 1, 2);
+    let w = q.register(0);
+    let leases = match q.lease(0, w, 2) {
+        Ok(LeaseReply::Tasks(leases)) => leases,
+        other => panic!("{other:?}"),
+    };
+    let (busy, prefetched) = (&leases[0], &leases[1]);
+    q.commit(1, w, busy.attempt, 5).expect("commit");
+    let expired = q.tick(2 * TIMEOUT);
+    assert!(expired.iter().all(|e| e.outcome == FailOutcome::Retried));
     assert_eq!(
-        state(&q, 0),
-        &TaskState::Failed {
-            reason: "bad magic".into(),
-            offset: 40,
-        }
+        (q.tasks()[0].attempts, q.tasks()[1].attempts),
+        (0, 0),
+        "its worker committed rows after both were granted"
     );
-    assert!(q.is_over());
+    // Idle lapse of split `prefetched`: counted once.
+    let now = 3 * TIMEOUT;
+    let v = q.register(now);
+    let again = lease_one(&mut q, now, v);
+    assert_eq!(again.split, busy.split);
+    let idle = lease_one(&mut q, now, v);
+    assert_eq!(idle.split, prefetched.split);
+    q.hand_back(now + 1, v, again.attempt).expect("hand back");
+    q.tick(now + 2 * TIMEOUT);
+    let split = prefetched.split as usize;
+    assert_eq!(q.tasks()[split].attempts, 1, "an idle lapse");
+    assert_eq!(q.tasks()[busy.split as usize].attempts, 0, "a hand-back");
+    // A commit of the task resets its count.
+    let now = 6 * TIMEOUT;
+    let u = q.register(now);
+    let of = |leases: Vec<Lease>| leases.into_iter().find(|l| l.split == prefetched.split);
+    let lease = of(tasks(q.lease(now, u, 2))).expect("leased");
+    q.commit(now, u, lease.attempt, 1).expect("commit");
+    assert_eq!(q.tasks()[split].attempts, 0, "progress resets it");
+    // A reported failure and an idle lapse: two attempts, failed.
+    assert_eq!(
+        q.fail(now, u, lease.attempt, "bad magic".into()),
+        Ok(FailOutcome::Retried)
+    );
+    let t = q.register(now);
+    let lease = of(tasks(q.lease(now, t, 2))).expect("leased");
+    let expired = q.tick(now + 2 * TIMEOUT);
+    let outcome = expired.iter().find(|e| e.attempt == lease.attempt);
+    assert_eq!(outcome.map(|e| e.outcome), Some(FailOutcome::Failed));
+    check_invariants(&q).expect("invariants");
+}
+
+/// A queue saved and loaded keeps which leases are idle: a master started
+/// again counts their lapses as the one before would have.
+#[test]
+fn idle_leases_survive_a_snapshot() {
+    let mut q = queue(1, 1, 1);
+    let w = q.register(0);
+    lease_one(&mut q, 0, w);
+    let saved = serde_json::to_string(&q).expect("save");
+    let mut loaded: Queue = serde_json::from_str(&saved).expect("load");
+    assert_eq!(loaded, q);
+    let expired = loaded.tick(2 * TIMEOUT);
+    assert_eq!(expired[0].outcome, FailOutcome::Failed);
 }
 
 #[test]

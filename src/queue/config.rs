@@ -9,8 +9,9 @@ use serde::{Deserialize, Serialize};
 pub struct QueueConfig {
     /// Passes over every split (at least 1).
     pub epochs: u32,
-    /// Leases a task may get in one epoch before it is failed (at least 1); a lapsed
-    /// lease counts as an attempt.
+    /// Attempts a task may use in one epoch before it is failed (at least 1):
+    /// reported read failures, and leases that lapsed with no row committed
+    /// by their worker since they were granted; progress resets the count.
     pub max_attempts: u32,
     /// A lease lapses this long after it was granted or last renewed (at least 1).
     pub lease_timeout_ms: u64,

@@ -137,6 +137,9 @@ struct LiveAttempt {
     split: u32,
     worker: WorkerId,
     deadline: Millis,
+    /// Its worker committed no row since it was granted: a lapse counts as
+    /// an attempt of its task.
+    idle: bool,
 }
 
 /// What the queue should hold, kept by simple rules independent of its code.
@@ -185,6 +188,15 @@ impl Model {
         }
     }
 
+    /// `worker` committed rows: none of its live attempts is idle now.
+    fn progressed(&mut self, worker: WorkerId) {
+        for attempt in self.by_worker.get(&worker).into_iter().flatten() {
+            if let Some(live) = self.live.get_mut(attempt) {
+                live.idle = false;
+            }
+        }
+    }
+
     fn remove_live(&mut self, attempt: AttemptId) -> Option<LiveAttempt> {
         let live = self.live.remove(&attempt)?;
         self.holder[live.split as usize] = None;
@@ -202,6 +214,7 @@ type Coverage = BTreeMap<&'static str, u64>;
 /// Paths a run of many seeds must take at least once.
 const REQUIRED: &[&str] = &[
     "expired",
+    "idle lapse",
     "retried",
     "failed",
     "stale",
@@ -520,13 +533,21 @@ impl Sim {
                 .push(attempt);
             self.cover("expired");
             self.touched.push(live.split);
+            // A lapse is an attempt only when its worker committed nothing
+            // since the grant; otherwise back to todo, counted nowhere.
+            let outcome = if live.idle {
+                self.cover("idle lapse");
+                self.model.attempts[live.split as usize] += 1;
+                self.model_end_attempt(live.split as usize)
+            } else {
+                FailOutcome::Retried
+            };
             expected.push(Expired {
                 attempt,
                 worker: live.worker,
                 epoch,
                 split: live.split,
-                // A lapse is not an attempt: back to todo, counted nowhere.
-                outcome: FailOutcome::Retried,
+                outcome,
             });
         }
         let tick = Command::Tick { now };
@@ -637,6 +658,7 @@ impl Sim {
                 split: lease.split,
                 worker,
                 deadline: lease.deadline,
+                idle: true,
             },
         );
     }
@@ -828,14 +850,23 @@ impl Sim {
             }
             Report::Commit(offset) => {
                 if offset > committed {
-                    // Progress: this attempt does not count against the task.
+                    // Progress: this attempt does not count against the task,
+                    // nor does a lapse of any lease its worker holds.
                     self.model.attempts[split] = 0;
+                    if let Some(live) = self.model.live.get(&attempt) {
+                        let worker = live.worker;
+                        self.model.progressed(worker);
+                    }
                 }
                 self.model.committed[split] = offset;
                 self.model.renew(attempt, self.now + self.timeout);
                 Reply::Commit(Ok(()))
             }
             Report::Finish(rows) => {
+                if let Some(live) = self.model.live.get(&attempt) {
+                    let worker = live.worker;
+                    self.model.progressed(worker);
+                }
                 self.model.remove_live(attempt);
                 self.model.committed[split] = rows;
                 self.model.known[split].get_or_insert(rows);

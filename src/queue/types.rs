@@ -96,10 +96,13 @@ pub struct Task {
     /// Where the task stands.
     pub state: TaskState,
     /// Failed reads of this task in the current epoch since its committed
-    /// offset last moved (`<= max_attempts`). Lapsed and handed-back leases
-    /// are not counted (a crash or a stop is not the task's failure), nor are
-    /// attempts that made progress, so a job killed and resumed many times
-    /// never fails a task.
+    /// offset last moved (`<= max_attempts`), and leases of it that lapsed
+    /// with no row committed by their worker since they were granted (the
+    /// worker died on it: a trainer that keeps failing, a worker killed on
+    /// these rows). Handed-back leases are not counted (a stop is not the
+    /// task's failure), nor lapses of a worker that was committing rows,
+    /// nor attempts that made progress, so a job killed and resumed many
+    /// times never fails a task.
     pub attempts: u32,
     /// Rows past the committed offset that are already in the job's
     /// checkpoint (after a resume): not to be served again.

@@ -745,3 +745,106 @@ fn a_master_restarted_with_retry_failed_serves_its_failed_tasks_again() {
     }
     common::assert_exactly_once(&all, ROWS, "a failed task retried by its master");
 }
+
+/// How a worker dies on the rows it is handed, each time a supervisor
+/// starts it again.
+#[derive(Debug, Clone, Copy)]
+enum Death {
+    /// Its trainer fails on its first batch, restart after restart, until
+    /// the worker gives up and exits.
+    TrainerFails,
+    /// Killed (SIGKILL, as the OOM killer does) once its trainer holds rows.
+    KilledOnTheRows,
+    /// Frozen on the rows past the lease timeout (a read stuck in the
+    /// kernel), then killed by the supervisor's liveness probe.
+    HangsPastTheLease,
+}
+
+/// A supervisor's loop (Kubernetes, systemd): a worker started again each
+/// time it exits, at most `starts` times, until the master exits; each one
+/// dies on its rows as `death` says. Returns the master's exit status and
+/// log, and the starts it took.
+fn supervised_deaths(
+    job: &common::cluster::Job,
+    master: &mut common::cluster::Master,
+    death: Death,
+    starts: usize,
+) -> (std::process::ExitStatus, String, usize) {
+    use common::cluster;
+    let mut started = 0;
+    while started < starts {
+        if let Ok(Some(_)) = master.try_wait() {
+            break;
+        }
+        let out = fresh(&job.ids, &format!("start-{started}"));
+        started += 1;
+        let exec = match death {
+            Death::TrainerFails => format!(
+                "{} -c 'import sys; sys.stdin.buffer.read(1); sys.exit(3)'",
+                common::python()
+            ),
+            Death::KilledOnTheRows | Death::HangsPastTheLease => ack_log(&out, 600.0),
+        };
+        let mut worker = job.worker_command(&exec);
+        worker.args(["--exec-restarts", "1", "--prefetch", "2", "-q"]);
+        let mut child = worker.spawn().expect("start worker");
+        if !matches!(death, Death::TrainerFails) {
+            // Until its trainer holds rows (or it ends: the job may be over).
+            let holds = || count_lines(&out, "ids-") > 0;
+            while !holds() && child.try_wait().expect("poll").is_none() {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if let Death::HangsPastTheLease = death {
+                cluster::signal(&child, libc::SIGSTOP);
+                std::thread::sleep(Duration::from_secs(3));
+            }
+            let _ = child.kill();
+        }
+        cluster::wait_exit(&mut child, "worker");
+    }
+    let status = cluster::wait_exit(master, "master");
+    (status, cluster::stderr_of(master), started)
+}
+
+/// Rows that come back without end end the job, whatever kills the
+/// workers they are handed to: under a supervisor of 5 worker starts, the
+/// master exits 2 with a line naming the file of each task and why.
+fn rows_that_kill_every_worker_fail_their_tasks(death: Death) {
+    use common::cluster;
+    // Two files, one task each, both leased by every worker (prefetch 2).
+    let mut job = cluster::Job::new("csv_plain", 1);
+    job.master_args = ["--split-size", "1GiB", "--max-attempts", "2"]
+        .map(String::from)
+        .to_vec();
+    let mut master = job.start_master(fixture("csv_plain"));
+    let (status, log, starts) = supervised_deaths(&job, &mut master, death, 5);
+    assert_eq!(
+        status.code(),
+        Some(2),
+        "{death:?}, after {starts} worker starts: {log}"
+    );
+    let failed: Vec<&str> = log.lines().filter(|l| l.contains("failed task:")).collect();
+    assert_eq!(failed.len(), 2, "{death:?}: {log}");
+    for line in failed {
+        assert!(line.contains("part-0000"), "names the file: {line}");
+        assert!(
+            line.contains("lease lapsed 2 times with no row committed"),
+            "names the cause: {line}"
+        );
+    }
+}
+
+#[test]
+fn a_trainer_that_keeps_failing_under_a_supervisor_fails_its_tasks_and_the_master() {
+    rows_that_kill_every_worker_fail_their_tasks(Death::TrainerFails);
+}
+
+#[test]
+fn a_worker_killed_on_the_same_rows_under_a_supervisor_fails_its_tasks_and_the_master() {
+    rows_that_kill_every_worker_fail_their_tasks(Death::KilledOnTheRows);
+}
+
+#[test]
+fn a_worker_that_hangs_past_the_lease_on_the_same_rows_fails_its_tasks_and_the_master() {
+    rows_that_kill_every_worker_fail_their_tasks(Death::HangsPastTheLease);
+}
