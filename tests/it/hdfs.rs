@@ -6,6 +6,7 @@
 //! Never skipped: when the cluster cannot start, every test here fails.
 
 use crate::common;
+use crate::object_stores::service::services_root;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -30,7 +31,7 @@ static HA: Mutex<()> = Mutex::new(());
 
 /// A running MiniDFSCluster, as `tests/services/hdfs.sh` reports it.
 struct Cluster {
-    /// `hdfs://127.0.0.1:9000` or `hdfs://ns`.
+    /// `hdfs://127.0.0.1:PORT` or `hdfs://ns`.
     url: String,
     /// The client configuration directory (`HADOOP_CONF_DIR`).
     conf_dir: String,
@@ -46,6 +47,7 @@ impl Cluster {
         let out = run(Command::new("bash")
             .arg(&script)
             .arg(command)
+            .env("SLUICE_SERVICES", services_root())
             .env("SLUICE_HDFS_EXIT_WITH", std::process::id().to_string()));
         assert!(
             out.status.success(),
@@ -57,7 +59,8 @@ impl Cluster {
         }
     }
 
-    /// The plain cluster (one namenode on 127.0.0.1:9000), shared by the
+    /// The plain cluster (one namenode on 127.0.0.1, on a port free when it
+    /// started), shared by the
     /// tests; the guard keeps the safe-mode test from running meanwhile.
     fn plain() -> (&'static Cluster, RwLockReadGuard<'static, ()>) {
         let shared = SAFE_MODE.read().unwrap_or_else(|e| e.into_inner());
@@ -423,7 +426,11 @@ fn an_ha_nameservice_resolves_through_hadoop_conf_dir() {
 /// Runs Hadoop's DFSAdmin on the plain cluster.
 fn dfsadmin(args: &[&str]) -> Run {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/services/hdfs.sh");
-    run(Command::new("bash").arg(&script).arg("dfsadmin").args(args))
+    run(Command::new("bash")
+        .arg(&script)
+        .env("SLUICE_SERVICES", services_root())
+        .arg("dfsadmin")
+        .args(args))
 }
 
 /// Leaves safe mode when dropped, so a failing assertion does not leave the
@@ -513,7 +520,10 @@ fn a_range_read_after_its_datanode_moved_asks_the_namenode_again() {
         .unwrap_or_else(|e| panic!("first read: {e}"));
     assert_eq!(&got[..], &bytes[10..1_000]);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/services/hdfs.sh");
-    let out = run(Command::new("bash").arg(&script).arg("restart-datanode-ha"));
+    let out = run(Command::new("bash")
+        .arg(&script)
+        .env("SLUICE_SERVICES", services_root())
+        .arg("restart-datanode-ha"));
     assert!(out.status.success(), "the datanode did not restart: {out}");
     // The kept port answers no more: the read is asked for again, once, with
     // the locations the namenode gives now.

@@ -8,6 +8,7 @@
 //! Never skipped: when a cluster cannot start, every test here fails.
 
 use crate::common;
+use crate::object_stores::service::services_root;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -42,9 +43,10 @@ struct Secure {
     /// Ticket caches and token files of the tests.
     scratch: tempfile::TempDir,
     protection: String,
-    /// A cluster of one test's own: `hdfs.sh`'s state root and namenode port
-    /// (`SLUICE_SERVICES`, `SLUICE_HDFS_PORT`). It stops when dropped.
-    own: Option<(PathBuf, u16)>,
+    /// A cluster of one test's own: `hdfs.sh`'s state root
+    /// (`SLUICE_SERVICES`; its namenode listens on a port free when it
+    /// started). It stops when dropped.
+    own: Option<PathBuf>,
 }
 
 fn script() -> PathBuf {
@@ -57,17 +59,15 @@ impl Secure {
         Secure::start_in(protection, None)
     }
 
-    /// Starts a cluster of `protection` for one test alone, its namenode on
-    /// `port`; it stops when dropped, or when this process exits.
-    fn start_own(protection: &str, port: u16) -> Secure {
-        let services = std::env::var_os("SLUICE_SERVICES")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("/tmp/sluice-services"))
-            .join(format!("own-{port}"));
-        Secure::start_in(protection, Some((services, port)))
+    /// Starts a cluster of `protection` for one test alone (`name`), under
+    /// this run's state root, its namenode on a free port; it
+    /// stops when dropped, or when this process exits.
+    fn start_own(protection: &str, name: &str) -> Secure {
+        let services = services_root().join(format!("own-{name}"));
+        Secure::start_in(protection, Some(services))
     }
 
-    fn start_in(protection: &str, own: Option<(PathBuf, u16)>) -> Secure {
+    fn start_in(protection: &str, own: Option<PathBuf>) -> Secure {
         let out = run(hdfs_sh(&own)
             .args(["start-secure", "--protection", protection])
             .env("SLUICE_HDFS_EXIT_WITH", std::process::id().to_string()));
@@ -183,13 +183,13 @@ impl Drop for Secure {
 }
 
 /// `bash hdfs.sh`, for the shared clusters or a test's own (`Secure::own`).
-fn hdfs_sh(own: &Option<(PathBuf, u16)>) -> Command {
+fn hdfs_sh(own: &Option<PathBuf>) -> Command {
     let mut cmd = Command::new("bash");
     cmd.arg(script());
-    if let Some((services, port)) = own {
-        cmd.env("SLUICE_SERVICES", services)
-            .env("SLUICE_HDFS_PORT", port.to_string());
-    }
+    match own {
+        Some(services) => cmd.env("SLUICE_SERVICES", services),
+        None => cmd.env("SLUICE_SERVICES", services_root()),
+    };
     cmd
 }
 
@@ -276,7 +276,7 @@ impl Drop for OpenGate {
 #[test]
 fn a_keytab_login_renews_where_an_expired_ticket_fails() {
     // A cluster of its own: its namenode restarts mid-job.
-    let cluster = Secure::start_own("privacy", 9230);
+    let cluster = Secure::start_own("privacy", "restarted-namenode");
     // 40 files of 50 rows: a few are read ahead before the trainers start, the
     // rest are opened (a namenode call each) after the restart.
     let dataset = "parquet_small_files";

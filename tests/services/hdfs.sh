@@ -2,14 +2,13 @@
 # A real HDFS for the tests: a MiniDFSCluster (hadoop-client-minicluster, see
 # tests/services/minidfs/) run in the background, one per state directory.
 #
-#   tests/services/hdfs.sh start      plain cluster, namenode RPC on 127.0.0.1:9000
-#   tests/services/hdfs.sh start-ha   HA pair, nameservice `ns` (namenodes on 9100, 9101)
+#   tests/services/hdfs.sh start      plain cluster, namenode RPC on 127.0.0.1:PORT
+#   tests/services/hdfs.sh start-ha   HA pair, nameservice `ns` (namenodes on PORT, PORT+1)
 #   tests/services/hdfs.sh stop | stop-ha | env | env-ha
 #   tests/services/hdfs.sh start-secure [--protection authentication|integrity|privacy]
 #                                     Kerberized cluster (default privacy) with its MiniKdc:
 #                                     block access tokens, SASL RPC and data-transfer
-#                                     protection at that level; namenode on 9200 (privacy),
-#                                     9210 (integrity) or 9220 (authentication)
+#                                     protection at that level
 #   tests/services/hdfs.sh stop-secure | env-secure [--protection LEVEL]
 #   tests/services/hdfs.sh start-kdc | stop-kdc | env-kdc
 #                                     the MiniKdc alone (no HDFS), for other Kerberized
@@ -33,10 +32,10 @@
 #   KRB5_CONFIG, all as start-secure prints them.
 #
 # `start` prints, once the cluster answers, lines KEY=VALUE on stdout:
-#   SLUICE_HDFS_URL=hdfs://127.0.0.1:9000
+#   SLUICE_HDFS_URL=hdfs://127.0.0.1:PORT
 #   HADOOP_CONF_DIR=<state>/conf          (core-site.xml and hdfs-site.xml for clients;
 #                                          the plain one also mounts viewfs://sluice/warehouse
-#                                          on hdfs://127.0.0.1:9000/sluice-tests)
+#                                          on hdfs://127.0.0.1:PORT/sluice-tests)
 # `start-secure` prints SLUICE_HDFS_URL and HADOOP_CONF_DIR too, and
 #   KRB5_CONFIG=<state>/conf/krb5.conf       (the realm and its KDC, for MIT and Java)
 #   SLUICE_KEYTAB=<state>/kdc/sluice.keytab  (the keytab of a user principal)
@@ -55,7 +54,11 @@
 #                              conf/, data/
 #   SLUICE_CACHE               build cache root (default ~/.cache/sluice): the built
 #                              launcher and its classpath, keyed by the sources' hash
-#   SLUICE_HDFS_PORT           namenode RPC port (default 9000; HA: 9100 and 9101)
+#   SLUICE_HDFS_PORT           namenode RPC port (HA: it and the next). Default: one free
+#                              when the cluster starts (for HA two in a row), recorded in
+#                              <state>/port, where a later command of the same state root
+#                              finds it; so runs with state roots of their own (as
+#                              tests/run.sh and the tests make them) never meet
 #   SLUICE_HDFS_START_TIMEOUT  seconds to wait for "Ready!" (default 180)
 #   SLUICE_HDFS_EXIT_WITH      a pid: the cluster stops when that process exits
 #   SLUICE_HDFS_BLOCK_SIZE     block size in bytes (default 1048576: files of a few MB
@@ -78,27 +81,25 @@ select_mode() {
   case "$1" in
     plain)
       STATE="$SERVICES/hdfs"
-      PORT="${SLUICE_HDFS_PORT:-9000}"
-      URL="hdfs://127.0.0.1:$PORT"
+      PORT="${SLUICE_HDFS_PORT:-}"
+      URL="hdfs://127.0.0.1:@PORT@"
       URL_KEY="SLUICE_HDFS_URL"
       MODE_ARGS=()
       ;;
     ha)
       STATE="$SERVICES/hdfs-ha"
-      PORT="${SLUICE_HDFS_PORT:-9100}"
+      PORT="${SLUICE_HDFS_PORT:-}"
       URL="hdfs://ns"
       URL_KEY="SLUICE_HDFS_HA_URL"
       MODE_ARGS=(--ha)
       ;;
     secure)
       case "$PROTECTION" in
-        privacy) PORT="${SLUICE_HDFS_PORT:-9200}" ;;
-        integrity) PORT="${SLUICE_HDFS_PORT:-9210}" ;;
-        authentication) PORT="${SLUICE_HDFS_PORT:-9220}" ;;
+        privacy | integrity | authentication) PORT="${SLUICE_HDFS_PORT:-}" ;;
         *) die "--protection must be authentication, integrity or privacy, not '$PROTECTION'" ;;
       esac
       STATE="$SERVICES/hdfs-secure-$PROTECTION"
-      URL="hdfs://127.0.0.1:$PORT"
+      URL="hdfs://127.0.0.1:@PORT@"
       URL_KEY="SLUICE_HDFS_URL"
       MODE_ARGS=(--secure-dir "$STATE/kdc" --protection "$PROTECTION"
         --ticket-lifetime "${SLUICE_KDC_TICKET_LIFETIME:-60}")
@@ -112,6 +113,48 @@ select_mode() {
         --ticket-lifetime "${SLUICE_KDC_TICKET_LIFETIME:-60}")
       ;;
   esac
+}
+
+# Whether TCP port $1 of 127.0.0.1 is free now.
+port_free() {
+  python3 -c 'import socket, sys
+s = socket.socket()
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    sys.exit(1)' "$1"
+}
+
+# A TCP port of 127.0.0.1 free now, and with --pair the next one too.
+free_port() {
+  local port
+  for _ in $(seq 1 50); do
+    port="$(python3 -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])')"
+    if [[ "${1:-}" != --pair ]] || { ((port < 65535)) && port_free $((port + 1)); }; then
+      echo "$port"
+      return 0
+    fi
+  done
+  die "no two free ports in a row"
+}
+
+# Sets PORT (the one asked for in SLUICE_HDFS_PORT, the running cluster's, or a
+# free one: two in a row for HA) and the URL holding it. Called under the
+# state's lock, or where a cluster runs (its port is in $STATE/port).
+choose_port() {
+  if [[ -z "$PORT" ]]; then
+    if running && [[ -s "$STATE/port" ]]; then
+      PORT="$(cat "$STATE/port")"
+    elif [[ "$MODE" == ha ]]; then
+      PORT="$(free_port --pair)"
+    else
+      PORT="$(free_port)"
+    fi
+  fi
+  URL="${URL//@PORT@/$PORT}"
 }
 
 # Reads `--protection LEVEL` (the only option of the secure commands) into PROTECTION.
@@ -187,6 +230,7 @@ start() {
   # One starter at a time per state dir (tests and scripts may race).
   exec 9>"$STATE/lock"
   flock 9
+  choose_port
   if running; then
     print_env
     return 0
@@ -216,6 +260,7 @@ start() {
     </dev/null >"$STATE/stdout.log" 2>"$STATE/cluster.log" 9>&- &
   local pid=$!
   echo "$pid" >"$STATE/pid"
+  echo "$PORT" >"$STATE/port"
   while ! grep -q '^Ready!' "$STATE/stdout.log" 2>/dev/null; do
     if ! kill -0 "$pid" 2>/dev/null; then
       tail -n 40 "$STATE/cluster.log" >&2
@@ -270,6 +315,7 @@ restart_node() {
   exec 9>"$STATE/lock"
   flock 9
   running || die "no HDFS running in $STATE"
+  choose_port
   [[ -p "$STATE/control" ]] || die "the cluster in $STATE takes no commands (stop and start it)"
   local answers="^(Restarted $node|Control failed): "
   local before t0=$SECONDS pid
@@ -298,6 +344,7 @@ env_of() {
   [[ "$1" == secure ]] && how="start-secure --protection $PROTECTION"
   [[ "$1" == kdc ]] && how="start-kdc"
   running || die "no HDFS running in $STATE (run: $0 $how)"
+  choose_port
   print_env
 }
 
@@ -336,7 +383,10 @@ case "${1:-}" in
   dfsadmin)
     # Hadoop's own admin tool against the plain cluster, e.g. `dfsadmin -safemode enter`.
     shift
+    MODE=plain
     select_mode plain
+    running || die "no HDFS running in $STATE (run: $0 start)"
+    choose_port
     build
     exec java -cp "$BUILD/minidfs.jar:$(cat "$BUILD/classpath.txt")" \
       org.apache.hadoop.hdfs.tools.DFSAdmin -fs "$URL" "$@"
