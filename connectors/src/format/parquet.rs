@@ -354,7 +354,6 @@ fn read(
 ) -> BoxStream<'static, Result<RecordBatch>> {
     let loc = loc.clone();
     let path = split.object_path();
-    let size = split.size;
     let shape = Shape {
         range: split.range.clone(),
         deleted: split.deleted.clone(),
@@ -372,141 +371,218 @@ fn read(
     let planned = split.clone();
     let open = async move {
         let mut shape = shape;
-        let mut reader = StoreReader::new(loc.store.clone(), path.clone(), size);
+        let mut reader = StoreReader::new(loc.store.clone(), path.clone(), planned.size);
         reader.ahead = ahead;
         // The offset index lets a window fetch only the pages of its rows.
         reader.page_index = filter.is_some() || shape.limit.is_some();
-        // The footer the planner or an earlier epoch read, when kept.
-        let key = FooterKey::new(loc.display(&path), size, &planned.stamp);
-        reader.metadata = key
-            .as_ref()
-            .and_then(|k| parquet_footers::get(k, reader.page_index));
-        let fetched = reader.metadata.is_none();
-        let meta = ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new())
-            .await
-            .map_err(|e| map_err(&loc, &path, e))?;
-        if let (Some(key), true) = (key, fetched) {
-            parquet_footers::keep(key, meta.metadata().clone(), reader.page_index);
-        }
-        let legacy = legacy_calendar_columns(&meta);
-        let meta = int96_as_micros(meta).map_err(|e| map_err(&loc, &path, e))?;
-        // The file's own schema names its columns; views change types only.
-        let schema = meta.schema().clone();
-        let meta = if string_view {
-            as_views(meta).map_err(|e| map_err(&loc, &path, e))?
-        } else {
-            meta
-        };
-        let names: Vec<String> = schema
+        let opened = open_footer(&loc, &path, &planned, &mut reader, string_view).await?;
+        let names: Vec<String> = opened
+            .schema
             .fields()
             .iter()
             .map(|f| shape.mapping.logical_name(f).to_string())
             .collect();
-        if let (Some(filter), true) = (&filter, legacy.is_empty()) {
+        if let (Some(filter), true) = (&filter, opened.legacy.is_empty()) {
             let stats = crate::row_filter::parquet::FileStats {
-                meta: meta.metadata(),
-                schema: &schema,
+                meta: opened.meta.metadata(),
+                schema: &opened.schema,
                 names: &names,
             };
-            let candidates: Vec<usize> = {
-                let groups = shape.split_groups(stats.meta);
-                let kept = stats.groups_kept(filter, &groups);
-                groups
-                    .into_iter()
-                    .zip(kept)
-                    .filter(|(_, k)| *k)
-                    .map(|(g, _)| g)
-                    .collect()
-            };
-            let bloom =
-                crate::row_filter::bloom::ruled_out(&stats, filter, &candidates, &mut reader).await;
-            shape.prune(&stats, filter, &bloom);
+            prune_groups(&mut shape, &stats, filter, &mut reader).await;
         }
-        let (batches, out_schema): (BoxStream<'static, Result<RecordBatch>>, SchemaRef) =
-            match loc.local_path(&path) {
-                Some(file) => {
-                    let chunks = LocalChunks::open(&file)
-                        .map_err(|e| Error::from_store(loc.display(&path), e))?;
-                    // Read from here on by its descriptor, not through the store.
-                    if let Some(reason) = chunks.differs(&planned) {
-                        return Err(Error::Changed {
-                            path: loc.display(&path),
-                            reason,
-                        });
-                    }
-                    // One decoder per row group, one after the other: a batch
-                    // never spans two row groups, so a damaged row group fails
-                    // at its own first row and every row before it is sent.
-                    let err = |e| map_err(&loc, &path, e);
-                    let decoder = |groups: Vec<usize>, part: Option<RowSelection>| {
-                        let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(
-                            chunks.clone(),
-                            meta.clone(),
-                        );
-                        let rows = shape.rows_per_batch(builder.metadata(), &groups);
-                        let builder = shape
-                            .project(builder, &names)
-                            .with_row_groups(groups)
-                            .with_batch_size(rows);
-                        match part {
-                            Some(part) => builder.with_row_selection(part),
-                            None => builder,
-                        }
-                        .build()
-                    };
-                    let out_schema = decoder(Vec::new(), None).map_err(err)?.schema();
-                    let groups = shape.groups(meta.metadata());
-                    let mut rest = shape.selection(meta.metadata(), &groups);
-                    let mut decoders = Vec::with_capacity(groups.len());
-                    for g in groups {
-                        let rows = meta
-                            .metadata()
-                            .row_groups()
-                            .get(g)
-                            .map_or(0, |rg| rg.num_rows().max(0) as usize);
-                        let part = rest.as_mut().map(|s| s.split_off(rows));
-                        if part.as_ref().is_some_and(|p| !p.selects_any()) {
-                            continue;
-                        }
-                        decoders.push(decoder(vec![g], part).map_err(err)?);
-                    }
-                    let (loc, path) = (loc.clone(), path.clone());
-                    let batches = futures::stream::iter(decoders.into_iter().flatten())
-                        .map(move |item| item.map_err(|e| corrupt(&loc, &path, e)))
-                        .boxed();
-                    (batches, out_schema)
-                }
-                None => {
-                    reader.metadata = Some(meta.metadata().clone());
-                    let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, meta);
-                    let stream = shape
-                        .apply(builder, &names)
-                        .build()
-                        .map_err(|e| map_err(&loc, &path, e))?;
-                    let out_schema = stream.schema().clone();
-                    let (loc, path) = (loc.clone(), path.clone());
-                    let batches = super::parquet_ahead::one_ahead(stream)
-                        .map_err(move |e| map_err(&loc, &path, e))
-                        .boxed();
-                    (batches, out_schema)
-                }
-            };
-        // The file's columns under the names the dataset gives them.
-        let renamed = (!shape.mapping.is_identity()).then(|| {
-            let fields: Vec<FieldRef> = out_schema
-                .fields()
-                .iter()
-                .map(|f| Arc::new(f.as_ref().clone().with_name(shape.mapping.logical_name(f))))
-                .collect();
-            Arc::new(Schema::new(fields))
+        let (batches, out_schema) = match loc.local_path(&path) {
+            Some(file) => local_batches(&loc, &path, &file, &planned, &shape, &opened, &names)?,
+            None => store_batches(&loc, &path, reader, &shape, &opened, &names)?,
+        };
+        Ok::<_, Error>(as_planned(
+            batches,
+            &out_schema,
+            &shape,
+            opened.legacy,
+            loc,
+            path,
+        ))
+    };
+    futures::stream::once(open).try_flatten().boxed()
+}
+
+/// A file's footer as a split decodes it.
+struct Opened {
+    /// The footer, INT96 read as microseconds, strings as views if asked.
+    meta: ArrowReaderMetadata,
+    /// The file's own schema (before views).
+    schema: SchemaRef,
+    /// Columns written in Spark's legacy calendar.
+    legacy: Vec<String>,
+}
+
+/// Reads a split's footer: the one the planner or an earlier epoch kept, or
+/// fetched (and kept).
+async fn open_footer(
+    loc: &Location,
+    path: &Path,
+    planned: &Split,
+    reader: &mut StoreReader,
+    string_view: bool,
+) -> Result<Opened> {
+    let key = FooterKey::new(loc.display(path), planned.size, &planned.stamp);
+    reader.metadata = key
+        .as_ref()
+        .and_then(|k| parquet_footers::get(k, reader.page_index));
+    let fetched = reader.metadata.is_none();
+    let meta = ArrowReaderMetadata::load_async(reader, ArrowReaderOptions::new())
+        .await
+        .map_err(|e| map_err(loc, path, e))?;
+    if let (Some(key), true) = (key, fetched) {
+        parquet_footers::keep(key, meta.metadata().clone(), reader.page_index);
+    }
+    let legacy = legacy_calendar_columns(&meta);
+    let meta = int96_as_micros(meta).map_err(|e| map_err(loc, path, e))?;
+    // The file's own schema names its columns; views change types only.
+    let schema = meta.schema().clone();
+    let meta = if string_view {
+        as_views(meta).map_err(|e| map_err(loc, path, e))?
+    } else {
+        meta
+    };
+    Ok(Opened {
+        meta,
+        schema,
+        legacy,
+    })
+}
+
+/// Leaves out of `shape` the row groups, pages and rows a row filter rules
+/// out by statistics, the page index and bloom filters.
+async fn prune_groups(
+    shape: &mut Shape,
+    stats: &crate::row_filter::parquet::FileStats<'_>,
+    filter: &crate::row_filter::Pred,
+    reader: &mut StoreReader,
+) {
+    let groups = shape.split_groups(stats.meta);
+    let kept = stats.groups_kept(filter, &groups);
+    let candidates: Vec<usize> = groups
+        .into_iter()
+        .zip(kept)
+        .filter(|(_, k)| *k)
+        .map(|(g, _)| g)
+        .collect();
+    let bloom = crate::row_filter::bloom::ruled_out(stats, filter, &candidates, reader).await;
+    shape.prune(stats, filter, &bloom);
+}
+
+type Batches = BoxStream<'static, Result<RecordBatch>>;
+
+/// A local file decoded page by page: one decoder per row group, one after
+/// the other, so a batch never spans two row groups and a damaged row group
+/// fails at its own first row with every row before it sent.
+fn local_batches(
+    loc: &Location,
+    path: &Path,
+    file: &std::path::Path,
+    planned: &Split,
+    shape: &Shape,
+    opened: &Opened,
+    names: &[String],
+) -> Result<(Batches, SchemaRef)> {
+    let chunks = LocalChunks::open(file).map_err(|e| Error::from_store(loc.display(path), e))?;
+    // Read from here on by its descriptor, not through the store.
+    if let Some(reason) = chunks.differs(planned) {
+        return Err(Error::Changed {
+            path: loc.display(path),
+            reason,
         });
-        let (legacy_loc, legacy_path) = (loc.clone(), path.clone());
-        let batches = batches.and_then(move |batch| {
-            let out = spark_legacy::rebase(batch, &legacy)
-                .map_err(|e| corrupt(&legacy_loc, &legacy_path, e));
-            futures::future::ready(out)
-        });
-        Ok::<_, Error>(batches.and_then(move |batch| {
+    }
+    let meta = &opened.meta;
+    let err = |e| map_err(loc, path, e);
+    let decoder = |groups: Vec<usize>, part: Option<RowSelection>| {
+        let builder =
+            ParquetRecordBatchReaderBuilder::new_with_metadata(chunks.clone(), meta.clone());
+        let rows = shape.rows_per_batch(builder.metadata(), &groups);
+        let builder = shape
+            .project(builder, names)
+            .with_row_groups(groups)
+            .with_batch_size(rows);
+        match part {
+            Some(part) => builder.with_row_selection(part),
+            None => builder,
+        }
+        .build()
+    };
+    let out_schema = decoder(Vec::new(), None).map_err(err)?.schema();
+    let groups = shape.groups(meta.metadata());
+    let mut rest = shape.selection(meta.metadata(), &groups);
+    let mut decoders = Vec::with_capacity(groups.len());
+    for g in groups {
+        let rows = meta
+            .metadata()
+            .row_groups()
+            .get(g)
+            .map_or(0, |rg| rg.num_rows().max(0) as usize);
+        let part = rest.as_mut().map(|s| s.split_off(rows));
+        if part.as_ref().is_some_and(|p| !p.selects_any()) {
+            continue;
+        }
+        decoders.push(decoder(vec![g], part).map_err(err)?);
+    }
+    let (loc, path) = (loc.clone(), path.clone());
+    let batches = futures::stream::iter(decoders.into_iter().flatten())
+        .map(move |item| item.map_err(|e| corrupt(&loc, &path, e)))
+        .boxed();
+    Ok((batches, out_schema))
+}
+
+/// A file of another store, its row groups' column chunks fetched whole
+/// within the read-ahead budget, one row group ahead.
+fn store_batches(
+    loc: &Location,
+    path: &Path,
+    mut reader: StoreReader,
+    shape: &Shape,
+    opened: &Opened,
+    names: &[String],
+) -> Result<(Batches, SchemaRef)> {
+    reader.metadata = Some(opened.meta.metadata().clone());
+    let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, opened.meta.clone());
+    let stream = shape
+        .apply(builder, names)
+        .build()
+        .map_err(|e| map_err(loc, path, e))?;
+    let out_schema = stream.schema().clone();
+    let (loc, path) = (loc.clone(), path.clone());
+    let batches = super::parquet_ahead::one_ahead(stream)
+        .map_err(move |e| map_err(&loc, &path, e))
+        .boxed();
+    Ok((batches, out_schema))
+}
+
+/// Decoded batches as the plan wants them: legacy-calendar columns rebased,
+/// the file's columns under the names the dataset gives them.
+fn as_planned(
+    batches: Batches,
+    out_schema: &SchemaRef,
+    shape: &Shape,
+    legacy: Vec<String>,
+    loc: Location,
+    path: Path,
+) -> Batches {
+    let renamed = (!shape.mapping.is_identity()).then(|| {
+        let fields: Vec<FieldRef> = out_schema
+            .fields()
+            .iter()
+            .map(|f| Arc::new(f.as_ref().clone().with_name(shape.mapping.logical_name(f))))
+            .collect();
+        Arc::new(Schema::new(fields))
+    });
+    let (legacy_loc, legacy_path) = (loc.clone(), path.clone());
+    let batches = batches.and_then(move |batch| {
+        let out =
+            spark_legacy::rebase(batch, &legacy).map_err(|e| corrupt(&legacy_loc, &legacy_path, e));
+        futures::future::ready(out)
+    });
+    batches
+        .and_then(move |batch| {
             let out = match &renamed {
                 Some(schema) => RecordBatch::try_new_with_options(
                     schema.clone(),
@@ -517,9 +593,8 @@ fn read(
                 None => Ok(batch),
             };
             futures::future::ready(out)
-        }))
-    };
-    futures::stream::once(open).try_flatten().boxed()
+        })
+        .boxed()
 }
 
 /// What of a file a split decodes: which row groups and columns, which rows,
