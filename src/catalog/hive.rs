@@ -639,6 +639,89 @@ mod tests {
         );
     }
 
+    /// A metastore Table struct: its storage descriptor's columns, location,
+    /// input format and SerDe.
+    fn table_value(columns: &[(&str, &str)], input_format: &str, serde: &str) -> Value {
+        let s = |v: &str| Value::Str(v.as_bytes().to_vec());
+        let columns = columns
+            .iter()
+            .map(|(name, ty)| Value::Struct(vec![(1, s(name)), (2, s(ty))]))
+            .collect();
+        let serde_info = Value::Struct(vec![(2, s(serde)), (3, Value::Map(Vec::new()))]);
+        let sd = Value::Struct(vec![
+            (1, Value::List(columns)),
+            (2, s("file:/warehouse/web.db/t")),
+            (3, s(input_format)),
+            (7, serde_info),
+        ]);
+        Value::Struct(vec![(7, sd), (9, Value::Map(Vec::new()))])
+    }
+
+    #[test]
+    fn rcfile_and_sequencefile_tables_are_read_by_their_serde() {
+        let rcfile = "org.apache.hadoop.hive.ql.io.RCFileInputFormat";
+        let columns = [("id", "bigint"), ("d", "date")];
+        let binary = "org.apache.hadoop.hive.serde2.columnar.LazyBinaryColumnarSerDe";
+        let t = describe(
+            "thrift://h:1",
+            "web.t",
+            &table_value(&columns, rcfile, binary),
+            Vec::new(),
+            None,
+        );
+        assert_eq!(t.format, "rcfile");
+        assert!(t.binary_columnar);
+        let text = t.text.as_ref().expect("typed columns");
+        assert_eq!(
+            text.columns[1].data_type(),
+            &arrow::datatypes::DataType::Date32
+        );
+        assert_eq!(
+            unread_binary_column(&t, &table_value(&columns, rcfile, binary)),
+            None
+        );
+        let nested = [("id", "bigint"), ("tags", "array<string>")];
+        let t = describe(
+            "thrift://h:1",
+            "web.t",
+            &table_value(&nested, rcfile, binary),
+            Vec::new(),
+            None,
+        );
+        assert_eq!(
+            unread_binary_column(&t, &table_value(&nested, rcfile, binary)).as_deref(),
+            Some("tags (array<string>)")
+        );
+        let columnar = "org.apache.hadoop.hive.serde2.columnar.ColumnarSerDe";
+        let t = describe(
+            "thrift://h:1",
+            "web.t",
+            &table_value(&nested, rcfile, columnar),
+            Vec::new(),
+            None,
+        );
+        assert!(!t.binary_columnar);
+        assert_eq!(
+            unread_binary_column(&t, &table_value(&nested, rcfile, columnar)),
+            None
+        );
+        let seq = "org.apache.hadoop.mapred.SequenceFileInputFormat";
+        let lazy = "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe";
+        let t = describe(
+            "thrift://h:1",
+            "web.t",
+            &table_value(&columns, seq, lazy),
+            Vec::new(),
+            None,
+        );
+        assert_eq!(t.format, "sequencefile");
+        assert_eq!(t.text.as_ref().map(|d| d.delimiter), Some(1));
+        let mut options = connectors::DatasetOptions::default();
+        t.apply(&mut options);
+        assert_eq!(options.format, Some(connectors::Format::Sequencefile));
+        assert!(options.format_options.delimited.is_some());
+    }
+
     #[test]
     fn uris_give_host_and_port() {
         assert_eq!(

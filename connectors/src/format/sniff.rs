@@ -39,10 +39,21 @@ fn advice(found: &str) -> &'static str {
     }
 }
 
+/// The key class an RCFile with the old SequenceFile header names.
+const RCFILE_KEY_CLASS: &[u8] = b"org.apache.hadoop.hive.ql.io.RCFile$KeyBuffer";
+
 /// The format a file starting with `head` holds by its magic bytes; `None`
 /// when they name none (text, CSV or JSON lines).
 pub(crate) fn format_of(head: &[u8]) -> Option<Format> {
     if head.len() >= 4 && head.starts_with(b"SEQ") && (4..=6).contains(&head[3]) {
+        // RCFiles written before Hive 0.9 carry a SequenceFile header
+        // naming the RCFile key class.
+        if head
+            .get(5..)
+            .is_some_and(|c| c.starts_with(RCFILE_KEY_CLASS))
+        {
+            return Some(Format::Rcfile);
+        }
         return Some(Format::Sequencefile);
     }
     if head.starts_with(b"PAR1") {
@@ -204,6 +215,19 @@ mod tests {
         ] {
             assert_eq!(binary_format(text), None, "{text:?}");
         }
+    }
+
+    #[test]
+    fn rcfiles_with_a_sequencefile_header_are_rcfiles() {
+        let mut head = b"SEQ\x06".to_vec();
+        head.push(RCFILE_KEY_CLASS.len() as u8);
+        head.extend_from_slice(RCFILE_KEY_CLASS);
+        assert_eq!(format_of(&head), Some(Format::Rcfile));
+        assert_eq!(format_of(b"RCF\x01\x00"), Some(Format::Rcfile));
+        assert_eq!(
+            format_of(b"SEQ\x06\x19org.apache.hadoop.io.Text"),
+            Some(Format::Sequencefile)
+        );
     }
 
     #[test]
