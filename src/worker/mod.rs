@@ -19,6 +19,7 @@ pub mod checkpoints;
 mod committer;
 pub mod coordinator;
 pub mod devices;
+pub mod epoch_steps;
 mod heartbeats;
 mod in_order;
 pub mod ledger;

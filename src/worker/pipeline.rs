@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use connectors::{Location, ReadAhead, ReadPlan, Split, SplitRange};
 
-use crate::trainer::protocol::SOURCE_KEY;
+use crate::trainer::protocol::{
+    EPOCH_KEY, EPOCH_STEPS_KEY, EPOCH_STEPS_UNKNOWN_KEY, SOURCE_KEY, STEP_KEY,
+};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 use tracing::{debug, warn};
@@ -28,6 +30,7 @@ use super::checkpoints::Completed;
 use super::committer::{committer, Ending};
 use super::coordinator::{Action, Coordinator, Event, Report, Settings};
 use super::devices::{Brakes, DeviceEvent, Devices, Queues};
+use super::epoch_steps::{epoch_steps, EpochSteps};
 use super::heartbeats::{Beat, Heartbeats};
 use super::in_order::InOrder;
 use super::ledger;
@@ -484,6 +487,11 @@ struct Shell {
     held: Arc<tokio::sync::Mutex<Vec<AttemptId>>>,
     /// Attempts whose end is on its way to the master (see [`Ending`]).
     ending: Ending,
+    /// The steps of an epoch on each process, or why they are not known
+    /// (`sluice.epoch_steps`).
+    epoch_steps: EpochSteps,
+    /// Without lockstep: the next step of each epoch (`sluice.step`).
+    next_step: HashMap<u32, u64>,
 }
 
 /// The bytes of the largest split: its byte range, or its whole file where
@@ -521,7 +529,10 @@ impl Shell {
         let read_ahead = config.read_ahead.unwrap_or_else(|| {
             crate::config::pipeline::default_read_ahead(remote, devices_n, largest(&job.splits))
         });
+        let epoch_steps = epoch_steps(&job.splits, &job.plan, &config);
         Shell {
+            epoch_steps,
+            next_step: HashMap::new(),
             books,
             read_tx: wiring.read_tx,
             ahead: ReadAhead::new(read_ahead),
@@ -1558,18 +1569,28 @@ impl Shell {
         sources.all(|s| s == Some(first)).then_some(first)
     }
 
-    /// `out` with its source's name in its metadata (`sluice.source`) when
-    /// all its rows came from one source of a mixed job.
-    fn tagged(&self, mut out: OutBatch) -> OutBatch {
-        let Some(name) = self
-            .source_of(&out.provenance)
-            .and_then(|s| self.plan.source_names.get(s as usize))
-        else {
-            return out;
-        };
+    /// `out` with its epoch, step and the steps of its epoch in its metadata
+    /// (under lockstep the stepper gave the first two), and its source's name
+    /// (`sluice.source`) when all its rows came from one source of a mixed job.
+    fn tagged(&mut self, mut out: OutBatch) -> OutBatch {
         let schema = out.data.schema();
         let mut metadata = schema.metadata().clone();
-        metadata.insert(SOURCE_KEY.to_string(), name.clone());
+        if !metadata.contains_key(EPOCH_KEY) {
+            let next = self.next_step.entry(out.epoch).or_insert(0);
+            metadata.insert(EPOCH_KEY.to_string(), out.epoch.to_string());
+            metadata.insert(STEP_KEY.to_string(), next.to_string());
+            *next += 1;
+        }
+        match &self.epoch_steps {
+            Ok(steps) => metadata.insert(EPOCH_STEPS_KEY.to_string(), steps.to_string()),
+            Err(why) => metadata.insert(EPOCH_STEPS_UNKNOWN_KEY.to_string(), why.clone()),
+        };
+        if let Some(name) = self
+            .source_of(&out.provenance)
+            .and_then(|s| self.plan.source_names.get(s as usize))
+        {
+            metadata.insert(SOURCE_KEY.to_string(), name.clone());
+        }
         let tagged = Arc::new(schema.as_ref().clone().with_metadata(metadata));
         if let Ok(data) = out.data.clone().with_schema(tagged) {
             out.data = data;

@@ -494,3 +494,143 @@ print(sum(b.num_rows for b in pa.ipc.open_stream(_WholeReads(r))))
     .success();
     assert_eq!(out.stdout.trim(), "200000", "{out}");
 }
+
+/// `OUT/epochs.json` of the `epochs` scenario over `parquet_partitioned`,
+/// 2 epochs of batches of 100 rows, with `extra` options.
+fn epochs_seen(extra: &[&str]) -> Vec<serde_json::Value> {
+    let out = tempfile::tempdir().expect("tempdir");
+    let data = fixture("parquet_partitioned");
+    let mut args = vec![
+        "epochs",
+        data.to_str().expect("utf-8"),
+        out.path().to_str().expect("utf-8"),
+        "--epochs",
+        "2",
+        "--batch-size",
+        "100",
+    ];
+    args.extend_from_slice(extra);
+    run_loop(&args).success();
+    let text = std::fs::read_to_string(out.path().join("epochs.json")).expect("epochs.json");
+    let value: serde_json::Value = serde_json::from_str(&text).expect("json");
+    value.as_array().expect("epochs").clone()
+}
+
+/// Every batch of `epoch` is tagged with its index and its steps 0, 1, ...
+fn assert_tagged(epoch: &serde_json::Value) -> usize {
+    let index = epoch["index"].as_u64().expect("index");
+    let batches = epoch["batches"].as_array().expect("batches");
+    for (step, batch) in batches.iter().enumerate() {
+        assert_eq!(batch[0].as_u64(), Some(index), "ds.epoch: {batch:?}");
+        assert_eq!(batch[1].as_u64(), Some(step as u64), "ds.step: {batch:?}");
+    }
+    batches.len()
+}
+
+#[test]
+fn a_loop_sees_each_epoch_its_batches_epoch_and_step_and_its_length() {
+    let epochs = epochs_seen(&[]);
+    assert_eq!(epochs.len(), 2, "{epochs:?}");
+    let mut ids = Vec::new();
+    for (index, epoch) in epochs.iter().enumerate() {
+        assert_eq!(epoch["index"].as_u64(), Some(index as u64));
+        let steps = assert_tagged(epoch);
+        assert_eq!(
+            epoch["len"].as_u64(),
+            Some(steps as u64),
+            "len(epoch): {epoch:?}"
+        );
+        for batch in epoch["batches"].as_array().expect("batches") {
+            ids.extend(
+                batch[3]
+                    .as_array()
+                    .expect("ids")
+                    .iter()
+                    .filter_map(|v| v.as_i64()),
+            );
+        }
+    }
+    let rows = rows("parquet_partitioned");
+    assert_eq!(ids.len() as u64, 2 * rows);
+    assert!(
+        counts(ids).values().all(|&c| c == 2),
+        "each id once per epoch"
+    );
+}
+
+#[test]
+fn a_filter_decided_only_as_rows_are_read_makes_len_a_type_error_naming_it() {
+    let epochs = epochs_seen(&["--option", "filter=x1 > 0.5"]);
+    assert_eq!(epochs.len(), 2, "{epochs:?}");
+    for epoch in &epochs {
+        let steps = assert_tagged(epoch);
+        assert!(steps > 0);
+        let why = epoch["len"].as_str().expect("a TypeError's message");
+        assert!(
+            why.contains("--filter") && why.contains("x1 > 0.5"),
+            "{why}"
+        );
+    }
+}
+
+#[test]
+fn len_of_torch_iterable_is_the_steps_each_of_its_epochs_yields() {
+    let out = tempfile::tempdir().expect("tempdir");
+    let data = fixture("parquet_partitioned");
+    run_loop(&[
+        "torchlen",
+        data.to_str().expect("utf-8"),
+        out.path().to_str().expect("utf-8"),
+        "--epochs",
+        "2",
+        "--batch-size",
+        "100",
+    ])
+    .success();
+    let text = std::fs::read_to_string(out.path().join("torchlen.json")).expect("json file");
+    let value: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let steps = rows("parquet_partitioned").div_ceil(100);
+    assert_eq!(value["len"].as_u64(), Some(steps), "{value}");
+    assert_eq!(
+        value["epochs"],
+        serde_json::json!([steps, steps]),
+        "{value}"
+    );
+}
+
+#[test]
+fn a_state_dict_loaded_into_a_new_dataset_resumes_with_every_row_once() {
+    let out = tempfile::tempdir().expect("tempdir");
+    let state = out.path().join("state");
+    let data = fixture("parquet_partitioned");
+    let common = [
+        data.to_str().expect("utf-8"),
+        out.path().to_str().expect("utf-8"),
+        "--epochs",
+        "2",
+        "--batch-size",
+        "100",
+    ];
+    let mut first = vec!["resume"];
+    first.extend_from_slice(&common);
+    first.extend_from_slice(&[
+        "--state",
+        state.to_str().expect("utf-8"),
+        "--stop-after",
+        "5",
+    ]);
+    run_loop(&first).success();
+    let sd = out.path().join("sd.json");
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&sd).expect("sd.json")).expect("json");
+    assert_eq!(saved["epoch"].as_u64(), Some(0), "{saved}");
+    assert_eq!(saved["step"].as_u64(), Some(4), "{saved}");
+    // A Dataset made without state= resumes from the one the state_dict names.
+    let mut second = vec!["resume"];
+    second.extend_from_slice(&common);
+    second.extend_from_slice(&["--load", sd.to_str().expect("utf-8")]);
+    run_loop(&second).success();
+    let ids = ids_file(out.path());
+    assert_eq!(ids.len() as u64, rows("parquet_partitioned"), "every id");
+    assert!(ids.values().all(|&c| c == 2), "each id once per epoch");
+}

@@ -19,6 +19,16 @@ MODE:
                 in OUT/model-<ID>.json; resumes from ds.resume_checkpoint(); with
                 --kill-after N the process SIGKILLs itself after N batches unless
                 OUT/killed exists (created first); writes OUT/final.json at the end
+    epochs      `for epoch in ds.epochs()`: writes OUT/epochs.json, for each epoch its
+                index, len() (or the TypeError's message) and each batch's
+                [ds.epoch, ds.step, rows, ids]; then len(ds.torch_iterable()) is not
+                asked (see torchlen)
+    torchlen    len(ds.torch_iterable()) before the loop, then one DataLoader-style
+                loop per epoch over it: OUT/torchlen.json {"len": N or the
+                TypeError's message, "epochs": [steps yielded by each iter()]}
+    resume      iterate --stop-after N batches, save ds.state_dict() to OUT/sd.json,
+                leave the loop; with --load F, load_state_dict(F's) first and run to
+                the end; appends ids to OUT/ids.txt
     worker      one worker of a distributed job: DATA is the master's URL; with
                 torch.distributed initialised (torchrun), trains a DDP linear model and
                 writes OUT/rank-<R>.json: ids, steps, final parameters
@@ -68,6 +78,8 @@ def main():
     ap.add_argument("--token-file")
     ap.add_argument("--option", action="append", default=[])
     ap.add_argument("--sleep", type=float, default=0.0)
+    ap.add_argument("--stop-after", type=int)
+    ap.add_argument("--load")
     args = ap.parse_args()
     extra = dict(o.split("=", 1) for o in args.option)
     out = args.out
@@ -94,6 +106,43 @@ def main():
         with open(os.path.join(out, "ids.txt"), "w") as f:
             f.write("".join(f"{i}\n" for i in ids))
         write_json(os.path.join(out, "forms.json"), forms)
+        return 0
+
+    if args.mode == "epochs":
+        epochs = []
+        for epoch in ds.epochs():
+            try:
+                steps = len(epoch)
+            except TypeError as e:
+                steps = str(e)
+            batches = [[ds.epoch, ds.step, b.num_rows, b.column("id").to_pylist()]
+                       for b in epoch]
+            epochs.append({"index": epoch.index, "len": steps, "batches": batches})
+        write_json(os.path.join(out, "epochs.json"), epochs)
+        return 0
+
+    if args.mode == "torchlen":
+        iterable = ds.torch_iterable(columns=["id"])
+        try:
+            steps = len(iterable)
+        except TypeError as e:
+            steps = str(e)
+        yielded = [sum(1 for _ in iterable) for _ in range(args.epochs)]
+        write_json(os.path.join(out, "torchlen.json"), {"len": steps, "epochs": yielded})
+        return 0
+
+    if args.mode == "resume":
+        if args.load:
+            with open(args.load) as f:
+                ds.load_state_dict(json.load(f))
+        ids = []
+        for n, batch in enumerate(ds):
+            ids.extend(batch.column("id").to_pylist())
+            if args.stop_after is not None and n + 1 >= args.stop_after:
+                write_json(os.path.join(out, "sd.json"), ds.state_dict())
+                break
+        with open(os.path.join(out, "ids.txt"), "a") as f:
+            f.write("".join(f"{i}\n" for i in ids))
         return 0
 
     if args.mode == "log":

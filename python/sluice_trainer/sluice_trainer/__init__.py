@@ -31,9 +31,11 @@ Under `sluice train --lockstep` the processes are one torch.distributed group (R
 WORLD_SIZE, MASTER_ADDR and MASTER_PORT are set: `torch.distributed.init_process_group()`
 needs no arguments), each gets one batch per step and the same steps per epoch, so
 DistributedDataParallel never waits on a process that ran out of data.
-`sluice_trainer.lockstep`, `rank` and `world_size` say so; after each batch,
-`sluice_trainer.epoch`, `step` and `epoch_end` (True on this process's last batch of
-the epoch) describe it.
+`sluice_trainer.lockstep`, `rank` and `world_size` say so, and `epoch_end` is True
+on this process's last batch of an epoch. After each batch (lockstep or not)
+`sluice_trainer.epoch` and `step` (0-based) say where it stands, and `epoch_steps`
+is the steps of its epoch on this process (None, with `epoch_steps_unknown` saying
+why, where sluice cannot know them before the epoch starts).
 Started without sluice, every entry point raises `NotUnderSluice`, printed as one line.
 """
 
@@ -188,7 +190,8 @@ def _check_torch():
 
 def __getattr__(name):
     if name in ("device", "devices", "cuda_visible_devices", "ack_fd", "lockstep", "rank",
-                "world_size", "epoch", "step", "epoch_end"):
+                "world_size", "epoch", "step", "epoch_end", "epoch_steps",
+                "epoch_steps_unknown"):
         return getattr(connect(), name)
     raise AttributeError(f"module 'sluice_trainer' has no attribute {name!r}")
 

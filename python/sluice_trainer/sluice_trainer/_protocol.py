@@ -21,12 +21,16 @@ batch acknowledged before that line. ID is 1 to 128 characters of [A-Za-z0-9._-]
 A process started with SLUICE_RESUME_CHECKPOINT=ID must load the checkpoint ID before
 training: it is served only the rows that checkpoint does not hold.
 
+Every batch message carries custom metadata sluice.epoch and sluice.step (0-based: the
+batch's epoch and its step in that epoch), and sluice.epoch_steps (the steps of that
+epoch on this process) where sluice knows them before the epoch starts, else
+sluice.epoch_steps_unknown saying why.
+
 Under `sluice train --lockstep` (SLUICE_LOCKSTEP=1) the device processes are one
 torch.distributed group: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR
 (127.0.0.1) and MASTER_PORT are set, every process gets one batch per step and the
-same number of steps per epoch, and each batch message carries custom metadata:
-sluice.epoch and sluice.step (0-based), and on a process's last batch of an epoch
-sluice.epoch_end. A process that dies is not restarted: the run stops.
+same number of steps per epoch (sluice.step is the step all of them are at), and on a
+process's last batch of an epoch the batch message carries sluice.epoch_end. A process that dies is not restarted: the run stops.
 
 Batches in shared memory: when SLUICE_SHM_FD is set, that descriptor is a memory file
 sluice writes batches into. A trainer that writes the line `shm` on the ack descriptor
@@ -74,6 +78,8 @@ MAX_CHECKPOINT_ID = 128
 EPOCH_KEY = "sluice.epoch"
 STEP_KEY = "sluice.step"
 EPOCH_END_KEY = "sluice.epoch_end"
+EPOCH_STEPS_KEY = "sluice.epoch_steps"
+EPOCH_STEPS_UNKNOWN_KEY = "sluice.epoch_steps_unknown"
 SOURCE_KEY = "sluice.source"
 CHECKPOINT_COMPLETE_KEY = "sluice.checkpoint_complete"
 RESUME_KEY = "sluice.resume_checkpoint"
@@ -132,9 +138,13 @@ class Connection:
         lockstep              started under --lockstep (SLUICE_LOCKSTEP=1)
         rank, world_size      RANK and WORLD_SIZE under --lockstep (else device, devices)
         epoch, step           sluice.epoch and sluice.step of the last batch read (ints,
-                              None without --lockstep or before the first batch)
+                              0-based; None before the first batch)
         epoch_end             whether the last batch read was this process's last of
-                              its epoch (sluice.epoch_end)
+                              its epoch (sluice.epoch_end, --lockstep)
+        epoch_steps           the steps of the last batch's epoch on this process
+                              (sluice.epoch_steps), or None when sluice cannot know
+                              them before the epoch starts
+        epoch_steps_unknown   why not (sluice.epoch_steps_unknown), or None
     """
 
     def __init__(self, env=None, stdin=None):
@@ -162,6 +172,8 @@ class Connection:
         self.epoch = None
         self.step = None
         self.epoch_end = False
+        self.epoch_steps = None
+        self.epoch_steps_unknown = None
         self.checkpoint_complete = None
         self._resume = env.get(RESUME_ENV) or None
         if self._resume is not None and not _CHECKPOINT_ID.fullmatch(self._resume):
@@ -320,7 +332,8 @@ class Connection:
         return batch
 
     def _note_metadata(self, metadata):
-        """Takes sluice.epoch, sluice.step and sluice.epoch_end of a batch message;
+        """Takes sluice.epoch, sluice.step, sluice.epoch_end and the epoch's steps (or
+        why they are unknown) of a batch message;
         returns its pointer into shared memory, if any, and whether it points to a
         lone message (sluice.shm_message) rather than a stream (sluice.shm)."""
         tags = {}
@@ -336,6 +349,8 @@ class Connection:
         self.epoch = number(EPOCH_KEY)
         self.step = number(STEP_KEY)
         self.epoch_end = EPOCH_END_KEY in tags
+        self.epoch_steps = number(EPOCH_STEPS_KEY)
+        self.epoch_steps_unknown = tags.get(EPOCH_STEPS_UNKNOWN_KEY)
         if tags.get(CHECKPOINT_COMPLETE_KEY):
             self.checkpoint_complete = tags[CHECKPOINT_COMPLETE_KEY]
         if SHM_MESSAGE_KEY in tags:

@@ -32,7 +32,7 @@ from ._protocol import (ACK_FD_ENV, DEVICE_ENV, DEVICES_ENV, SHM_FD_ENV, SHM_MES
                         SluiceError, _import_torch)
 from ._tensors import TorchConverter
 
-__all__ = ["Dataset"]
+__all__ = ["Dataset", "Epoch"]
 
 # Under lockstep: how long a rank waits for a batch of its own before the step
 # goes on with the batches of the other ranks.
@@ -197,6 +197,71 @@ def _batches_of(data):
     return list(pa.ipc.open_stream(pa.py_buffer(data)))
 
 
+class _Feed:
+    """A Dataset's one stream of batches, read one batch ahead where an epoch must be
+    told before its first batch is yielded (its number, its steps). A batch is read
+    only when the loop asks for the next (the one before is then acknowledged) or
+    when `len()` asks before an epoch's first batch."""
+
+    def __init__(self, source, dataset, raw):
+        self._source = source
+        self._dataset = dataset
+        self.raw = raw
+        self._held = None
+        self._ended = False
+        self.shown = None
+
+    def holds(self):
+        return self._held is not None
+
+    def peek(self):
+        """The next (batch, tags) without taking it; None at the end."""
+        if self._held is None and not self._ended:
+            batch = next(self._source, None)
+            if batch is None:
+                self._ended = True
+            else:
+                self._held = (batch, self._dataset._tags)
+        return self._held
+
+    def take(self):
+        held = self.peek()
+        self._held = None
+        if held is not None:
+            self.shown = held[1]
+        return held
+
+
+class Epoch:
+    """One epoch of a `Dataset` (`Dataset.epochs()`): iterate it for its batches.
+    `index` is its number, 0-based, as `Dataset.epoch` counts; `len()` is its steps
+    where sluice knows them before it starts (every file's row count is in its
+    footer, and no filter on data columns, --follow, --batch-bytes or mixing
+    decides them as rows are read), else `TypeError` says why."""
+
+    def __init__(self, feed, convert=None):
+        self._feed = feed
+        self._convert = convert
+        self.finished = False
+        _, (self.index, _, self._steps, self._why) = feed.peek()
+
+    def __len__(self):
+        if self._steps is None:
+            raise TypeError(
+                f"the steps of epoch {self.index} are not known before it starts: "
+                f"{self._why or 'sluice did not say why'}")
+        return self._steps
+
+    def __iter__(self):
+        while True:
+            held = self._feed.peek()
+            if held is None or held[1][0] != self.index:
+                self.finished = True
+                return
+            batch, _ = self._feed.take()
+            yield batch if self._convert is None else self._convert(batch)
+
+
 class Dataset:
     """The batches of a sluice job, for a loop this process runs.
 
@@ -204,7 +269,8 @@ class Dataset:
     hash_buckets=..., fill_nulls=..., state=..., **options)` runs the job on this
     machine, as `sluice train SOURCE` does (its master embedded); every other
     option of `sluice train` is a keyword (`filter="label IS NOT NULL AND
-    country = 'US'"` reads only the rows Spark's `df.filter` keeps, `split="train=0.9,valid=0.1",
+    country = 'US'"` reads only the rows Spark's `df.filter` keeps, `timezone="America/Los_Angeles"`
+    computes its timestamps in that zone as Spark's `spark.sql.session.timeZone`, `split="train=0.9,valid=0.1",
     split_key="id", take="valid"`, `limit=1000`, `shuffle_buffer=8192`...).
     `Dataset(sources=[A, B], weights=[3, 1])` mixes several sources by weight
     (`sluice train A B --weights 3,1`; `epoch_rows=N` sets an epoch's rows, and
@@ -277,7 +343,8 @@ class Dataset:
                   "fill_nulls": fill_nulls, "cache": cache, "cache_size": cache_size}
         if master is not None:
             given = [k for k, v in (("columns", columns), ("filter", filter), ("epochs", epochs),
-                                    ("seed", seed), ("state", state)) if v is not None]
+                                    ("seed", seed), ("state", state),
+                                    ("timezone", options.get("timezone"))) if v is not None]
             if given:
                 raise SluiceError(
                     f"{', '.join(given)}: the master of a distributed job decides "
@@ -293,6 +360,11 @@ class Dataset:
         # where this pyarrow reads views (16 and later).
         common.setdefault("string_view", _reads_views())
         argv = [_binary(binary)] + head + _option_args(common) + ["--quiet"]
+        self._argv, self._shared_memory = argv, shared_memory
+        self._state = None if master is not None or state is None else str(state)
+        self._checkpoints = checkpoints
+        self._feed = None
+        self._tags = (None, None, None, None)
         self._start(argv, shared_memory)
         if checkpoints:
             self._guard(self._conn.declare_checkpoints)
@@ -482,6 +554,8 @@ class Dataset:
                 if batch is None:
                     self._finish()
                     return
+                conn = self._conn
+                self._tags = (conn.epoch, conn.step, conn.epoch_steps, conn.epoch_steps_unknown)
                 yield batch
         finally:
             self._default_sigterm(installed)
@@ -583,8 +657,95 @@ class Dataset:
 
     def ack(self, count=None):
         """Acknowledges the `count` oldest unacknowledged batches (default: all
-        received): call it once they are applied (for `ack=False`)."""
+        yielded): call it once they are applied (for `ack=False`)."""
+        if count is None:
+            held = self._feed is not None and self._feed.holds()
+            count = self._conn.pending - (1 if held else 0)
         self._guard(lambda: self._conn.ack(count))
+
+    @property
+    def epoch(self):
+        """The epoch of the last batch yielded, 0-based (None before the first)."""
+        return self._shown[0]
+
+    @property
+    def step(self):
+        """The step of the last batch yielded in its epoch, 0-based (None before the
+        first)."""
+        return self._shown[1]
+
+    @property
+    def _shown(self):
+        if self._feed is not None and self._feed.shown is not None:
+            return self._feed.shown
+        return self._tags
+
+    def epochs(self):
+        """Yields each epoch in turn as an `Epoch`: iterate it for its batches
+        (`pyarrow.RecordBatch`es); `len(epoch)` is its steps where sluice knows them
+        before it starts, else `TypeError` says why. Leaving an epoch's loop before
+        its end ends the iteration as leaving a Dataset's loop does."""
+        return self._epochs(raw=False)
+
+    def _epochs(self, raw, convert=None):
+        feed = self._feeder(raw)
+        while feed.peek() is not None:
+            epoch = Epoch(feed, convert)
+            yield epoch
+            if not epoch.finished:
+                self.close()
+                return
+
+    def _feeder(self, raw):
+        if self._feed is None:
+            self._feed = _Feed(self._iterate(raw), self, raw)
+        elif self._feed.raw != raw:
+            raise SluiceError("a Dataset is iterated once, in one form (batches, or "
+                              "torch_iterable()'s tensors)")
+        return self._feed
+
+    def state_dict(self):
+        """sluice's position, in the convention of torchdata's `StatefulDataLoader`:
+        save it with the model, and `load_state_dict()` it into a new `Dataset` of
+        the same job before its loop to resume there. The position is what sluice
+        committed in `state=` (where `Dataset(state=...)` resumes from): with
+        `ack=True` the batches yielded so far are acknowledged first (they are in the
+        model saved with it). Needs `state=`."""
+        if self._state is None:
+            raise SluiceError(
+                "state_dict() needs Dataset(..., state=DIR): sluice keeps its committed "
+                "position there (a distributed job's master keeps its own)")
+        if self._auto_ack and self._conn is not None and not self._done:
+            self.ack()
+        epoch, step = self._shown[0], self._shown[1]
+        return {"sluice_state": self._state, "epoch": epoch, "step": step,
+                "acked": self.acked}
+
+    def load_state_dict(self, state_dict):
+        """Resumes from `state_dict` (from `state_dict()`) at the position sluice
+        committed in its `state=` location. Call it before the loop; a Dataset made
+        with another `state=` (or none) starts sluice again on that one."""
+        if self._iterated:
+            raise SluiceError("load_state_dict() after the loop started: call it before")
+        try:
+            location = str(state_dict["sluice_state"])
+        except (KeyError, TypeError):
+            raise SluiceError(
+                "load_state_dict(): not a Dataset state_dict() (no 'sluice_state')") from None
+        if location == self._state:
+            return
+        if "--master" in self._argv:
+            raise SluiceError("load_state_dict(): a distributed job's master keeps its "
+                              "position (sluice master --state)")
+        self.close()
+        argv = [a for a in self._argv if not a.startswith("--state=")]
+        self._argv = argv[:-1] + [f"--state={location}"] + argv[-1:]
+        self._state = location
+        self._closed = self._done = False
+        self._lines = []
+        self._start(self._argv, self._shared_memory)
+        if self._checkpoints:
+            self._guard(self._conn.declare_checkpoints)
 
     def resume_checkpoint(self):
         """Declares checkpoints and returns the ID of the checkpoint to load before
@@ -635,9 +796,22 @@ class Dataset:
         use no DataLoader workers: this process is the trainer)."""
         torch = _import_torch("Dataset.torch_iterable()")
         outer = self
+        convert = TorchConverter(torch_options.get("columns"), torch_options.get("hash_buckets"),
+                                 torch_options.get("nulls", "raise"),
+                                 torch_options.get("fill_value", 0))
 
         class _Iterable(torch.utils.data.IterableDataset):
+            """Each `iter()` is the next epoch (as a DataLoader starts one per
+            epoch); `len()` its steps where sluice knows them before it starts."""
+
             def __iter__(self):
-                return outer.torch(**torch_options)
+                epoch = next(outer._epochs(raw=True, convert=convert), None)
+                return iter(()) if epoch is None else iter(epoch)
+
+            def __len__(self):
+                feed = outer._feeder(raw=True)
+                if feed.peek() is None:
+                    return 0
+                return len(Epoch(feed, convert))
 
         return _Iterable()

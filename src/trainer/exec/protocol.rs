@@ -58,10 +58,20 @@ pub const MAX_CHECKPOINT_ID: usize = 128;
 
 /// The prefix of every key sluice puts in a batch's custom metadata.
 pub const KEY_PREFIX: &str = "sluice.";
-/// The batch's epoch, 0-based (`--lockstep`).
+/// The batch's epoch, 0-based, on every batch (as the queue and the state count
+/// epochs; lines and the status page show them from 1).
 pub const EPOCH_KEY: &str = "sluice.epoch";
-/// The batch's step in its epoch, 0-based (`--lockstep`).
+/// The batch's step in its epoch, 0-based, on every batch: under `--lockstep`
+/// the step every device is at, otherwise the batch's place among the batches
+/// this worker cut of its epoch in this run.
 pub const STEP_KEY: &str = "sluice.step";
+/// The steps of the batch's epoch on this process, on every batch when they
+/// are known before the epoch starts (the row count of every task is, and
+/// nothing decides at read time which rows or batches there are).
+pub const EPOCH_STEPS_KEY: &str = "sluice.epoch_steps";
+/// Why the steps of the batch's epoch are not known before it starts, on
+/// every batch that has no [`EPOCH_STEPS_KEY`].
+pub const EPOCH_STEPS_UNKNOWN_KEY: &str = "sluice.epoch_steps_unknown";
 /// Present on a process's last batch of an epoch (`--lockstep`).
 pub const EPOCH_END_KEY: &str = "sluice.epoch_end";
 /// The newest checkpoint ID that is complete (every device of its worker wrote it
@@ -100,6 +110,8 @@ pub const NAMES: &[(&str, &str)] = &[
     ("EPOCH_KEY", EPOCH_KEY),
     ("STEP_KEY", STEP_KEY),
     ("EPOCH_END_KEY", EPOCH_END_KEY),
+    ("EPOCH_STEPS_KEY", EPOCH_STEPS_KEY),
+    ("EPOCH_STEPS_UNKNOWN_KEY", EPOCH_STEPS_UNKNOWN_KEY),
     ("CHECKPOINT_COMPLETE_KEY", CHECKPOINT_COMPLETE_KEY),
     ("SOURCE_KEY", SOURCE_KEY),
     ("RESUME_KEY", RESUME_KEY),
