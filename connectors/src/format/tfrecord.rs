@@ -8,7 +8,9 @@
 //! that has it is a scalar, otherwise a list; `int64` is Int64, `float`
 //! Float32, `bytes` Utf8 when every value is valid UTF-8, else Binary. A
 //! feature missing from a record is null there. Columns are in the order of
-//! their names. `tf.train.SequenceExample` records are refused.
+//! their names. A `tf.train.SequenceExample` reads as its context's
+//! features, as an `Example`'s, and its feature lists as lists of lists (a
+//! list a step).
 
 mod columns;
 mod framing;
@@ -24,7 +26,7 @@ use async_trait::async_trait;
 use futures::stream::BoxStream;
 
 use self::framing::{FrameError, Records};
-use self::wire::{Values, WireError};
+use self::wire::{Record, Values, WireError};
 use super::text_io::{decode_blocking, from_io, read_head};
 use super::{FileFormat, FileInfo, FileRef, FormatOptions, ReadRequest};
 use crate::codec::Codec;
@@ -57,7 +59,7 @@ impl FileFormat for TfRecord {
             Ok((schema, rows, codec))
         })
         .await?;
-        let mut info = FileInfo::schema_only(schema).with_detail(detail(codec));
+        let mut info = FileInfo::schema_only(schema.clone()).with_detail(detail(codec, &schema));
         info.rows = Some(rows);
         Ok(info)
     }
@@ -80,13 +82,19 @@ impl FileFormat for TfRecord {
     }
 }
 
-/// What `ls` says of a file: its records and their compression, as
+/// What `ls` says of a file: its records (`SequenceExample` when it has
+/// feature lists, read as lists of lists) and their compression, as
 /// TensorFlow names it.
-fn detail(codec: Codec) -> String {
+fn detail(codec: Codec, schema: &Schema) -> String {
+    let records = if schema.fields().iter().any(|f| nested(f.data_type())) {
+        "SequenceExample"
+    } else {
+        "Example"
+    };
     match codec {
-        Codec::None => "Example".to_string(),
-        Codec::Deflate => "Example, zlib".to_string(),
-        other => format!("Example, {other}"),
+        Codec::None => records.to_string(),
+        Codec::Deflate => format!("{records}, zlib"),
+        other => format!("{records}, {other}"),
     }
 }
 
@@ -107,8 +115,8 @@ fn read_rows(
             Err(e) => return Err(frame_error(display, e)),
         };
         count += 1;
-        let example = wire::parse_example(data).map_err(|e| wire_error(display, count, e))?;
-        rows.push(&example, count)?;
+        let record = wire::parse_record(data).map_err(|e| wire_error(display, count, e))?;
+        rows.push(&record, count)?;
         if rows.len() >= batch_size && !emit(rows.finish()) {
             return Ok(());
         }
@@ -129,15 +137,7 @@ fn frame_error(display: &str, e: FrameError) -> Error {
 
 /// A record that is not an `Example`, naming the file and the record.
 fn wire_error(display: &str, record: u64, e: WireError) -> Error {
-    match e {
-        WireError::SequenceExample => Error::Format {
-            path: display.to_string(),
-            reason: format!("record {record} is {e}"),
-        },
-        WireError::Malformed(_) => {
-            Error::corrupt(display, FORMAT, format!("record {record} is {e}"))
-        }
-    }
+    Error::corrupt(display, FORMAT, format!("record {record} is {e}"))
 }
 
 /// The kind of a feature's list.
@@ -168,6 +168,8 @@ struct Seen {
     list: bool,
     /// Some value was not valid UTF-8.
     binary: bool,
+    /// It is a feature list of a `SequenceExample` (a list a step).
+    sequence: bool,
 }
 
 impl Seen {
@@ -178,12 +180,37 @@ impl Seen {
             Kind::Bytes if self.binary => DataType::Binary,
             Kind::Bytes => DataType::Utf8,
         };
-        if self.list {
-            DataType::List(Arc::new(Field::new_list_field(item, true)))
+        if self.sequence {
+            list_of(list_of(item))
+        } else if self.list {
+            list_of(item)
         } else {
             item
         }
     }
+
+    /// What it is, in messages.
+    fn describe(&self) -> String {
+        let kind = self.kind.name();
+        if self.sequence {
+            format!("a feature list of {kind}")
+        } else {
+            kind.to_string()
+        }
+    }
+}
+
+/// Whether a column is a list of lists (a feature list's steps).
+fn nested(data_type: &DataType) -> bool {
+    match data_type {
+        DataType::List(item) => matches!(item.data_type(), DataType::List(_)),
+        _ => false,
+    }
+}
+
+/// A list of `item`s, nullable.
+fn list_of(item: DataType) -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(item, true)))
 }
 
 /// Reads every record: the schema they show (columns by name) and how many
@@ -198,13 +225,17 @@ fn infer<R: std::io::Read>(mut records: Records<R>, display: &str) -> Result<(Sc
             Err(e) => return Err(frame_error(display, e)),
         };
         count += 1;
-        let example = wire::parse_example(record).map_err(|e| wire_error(display, count, e))?;
-        for (key, values) in example {
-            observe(&mut seen, key, &values, count, display)?;
-        }
+        let parsed = wire::parse_record(record).map_err(|e| wire_error(display, count, e))?;
+        observe_record(&mut seen, &parsed, count, display)?;
     }
     let (file, codec) = (display, records.codec());
-    tracing::debug!(path = file, records = count, %codec, features = seen.len(), "tfrecord inspected");
+    tracing::debug!(
+        path = file,
+        records = count,
+        %codec,
+        features = seen.len(),
+        "tfrecord inspected"
+    );
     let fields: Vec<Field> = seen
         .iter()
         .map(|(name, s)| Field::new(name, s.data_type(), true))
@@ -212,11 +243,31 @@ fn infer<R: std::io::Read>(mut records: Records<R>, display: &str) -> Result<(Sc
     Ok((Arc::new(Schema::new(fields)), count))
 }
 
-/// Adds one record's values of feature `key` to what was seen of it.
+/// Adds what record number `number` holds to what was seen.
+fn observe_record(
+    seen: &mut BTreeMap<String, Seen>,
+    record: &Record<'_>,
+    number: u64,
+    display: &str,
+) -> Result<()> {
+    for (key, values) in &record.features {
+        observe(seen, key, values, false, number, display)?;
+    }
+    for (key, steps) in &record.lists {
+        for values in steps {
+            observe(seen, key, values, true, number, display)?;
+        }
+    }
+    Ok(())
+}
+
+/// Adds one record's values of feature `key` (a step of a feature list
+/// when `sequence`) to what was seen of it.
 fn observe(
     seen: &mut BTreeMap<String, Seen>,
     key: &[u8],
     values: &Values<'_>,
+    sequence: bool,
     record: u64,
     display: &str,
 ) -> Result<()> {
@@ -231,13 +282,20 @@ fn observe(
     };
     let name = String::from_utf8_lossy(key);
     let list = values.len() != 1;
+    let new = Seen {
+        kind,
+        first: record,
+        list,
+        binary,
+        sequence,
+    };
     match seen.get_mut(&*name) {
-        Some(s) if s.kind != kind => Err(Error::SchemaClash {
+        Some(s) if s.kind != kind || s.sequence != sequence => Err(Error::SchemaClash {
             column: name.into_owned(),
             left: format!("{display} (record {})", s.first),
-            left_type: s.kind.name().to_string(),
+            left_type: s.describe(),
             right: format!("{display} (record {record})"),
-            right_type: kind.name().to_string(),
+            right_type: new.describe(),
         }),
         Some(s) => {
             s.list |= list;
@@ -245,40 +303,28 @@ fn observe(
             Ok(())
         }
         None => {
-            let s = Seen {
-                kind,
-                first: record,
-                list,
-                binary,
-            };
-            seen.insert(name.into_owned(), s);
+            seen.insert(name.into_owned(), new);
             Ok(())
         }
     }
 }
 
-/// A column type split into its item type and whether it is a list.
-fn shape(data_type: &DataType) -> (&DataType, bool) {
-    match data_type {
-        DataType::List(item) => (item.data_type(), true),
-        other => (other, false),
-    }
-}
-
-/// The type both `a` and `b` read as: a list if either is, Binary if either
-/// is Binary and the other Utf8; `None` when their kinds differ.
+/// The type both `a` and `b` read as: a list if either is (a scalar is a
+/// list of one), Binary if either is Binary and the other Utf8; `None` when
+/// their kinds differ, or a feature list meets a feature.
 fn widen_pair(a: &DataType, b: &DataType) -> Option<DataType> {
-    let ((item_a, list_a), (item_b, list_b)) = (shape(a), shape(b));
-    let item = match (item_a, item_b) {
-        (x, y) if x == y => x.clone(),
-        (DataType::Utf8, DataType::Binary) | (DataType::Binary, DataType::Utf8) => DataType::Binary,
-        _ => return None,
-    };
-    Some(if list_a || list_b {
-        DataType::List(Arc::new(Field::new_list_field(item, true)))
-    } else {
-        item
-    })
+    use DataType::{Binary, List, Utf8};
+    match (a, b) {
+        (x, y) if x == y => Some(x.clone()),
+        (Utf8, Binary) | (Binary, Utf8) => Some(Binary),
+        (List(x), List(y)) if nested(a) == nested(b) => {
+            Some(list_of(widen_pair(x.data_type(), y.data_type())?))
+        }
+        (List(x), y) | (y, List(x)) if !nested(a) && !nested(b) && !matches!(y, List(_)) => {
+            Some(list_of(widen_pair(x.data_type(), y)?))
+        }
+        _ => None,
+    }
 }
 
 /// Infers the features' types across the files, as spark-tfrecord does

@@ -1,17 +1,19 @@
 //! Rows of `Example` records built into the columns of the merged schema:
 //! a scalar column takes a feature's one value, a list column all of them,
-//! and a feature missing from a record is null there.
+//! a list-of-lists column a feature list's steps, and a feature missing from
+//! a record is null there.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, BinaryBuilder, Float32Builder, Int64Builder, ListBuilder, StringBuilder,
+    ArrayRef, BinaryBuilder, Float32Builder, Int64Builder, ListArray, ListBuilder, StringBuilder,
 };
+use arrow::buffer::{NullBuffer, OffsetBuffer};
 use arrow::datatypes::{DataType, FieldRef, SchemaRef};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 
-use super::wire::{Example, Values};
+use super::wire::{Record, Values};
 use super::FORMAT;
 use crate::error::{Error, Result};
 
@@ -25,6 +27,51 @@ enum Column {
     Floats(ListBuilder<Float32Builder>),
     Utf8s(ListBuilder<StringBuilder>),
     Binaries(ListBuilder<BinaryBuilder>),
+    /// A list of lists: a feature list's steps.
+    Steps(Box<Steps>),
+}
+
+/// The steps of feature lists: a list column of the steps' values, and
+/// where each row's steps start.
+struct Steps {
+    field: FieldRef,
+    inner: Column,
+    offsets: Vec<i32>,
+    valid: Vec<bool>,
+}
+
+impl Steps {
+    /// Appends one record's steps.
+    fn push(&mut self, steps: &[Values<'_>]) -> std::result::Result<(), String> {
+        for step in steps {
+            self.inner.push(step)?;
+        }
+        self.end_row(steps.len(), true)
+    }
+
+    fn end_row(&mut self, steps: usize, valid: bool) -> std::result::Result<(), String> {
+        let last = self.offsets.last().copied().unwrap_or(0);
+        let next = i32::try_from(steps)
+            .ok()
+            .and_then(|n| last.checked_add(n))
+            .ok_or_else(|| "more steps than a batch holds".to_string())?;
+        self.offsets.push(next);
+        self.valid.push(valid);
+        Ok(())
+    }
+
+    fn finish(&mut self) -> std::result::Result<ArrayRef, String> {
+        let offsets = std::mem::replace(&mut self.offsets, vec![0]);
+        let valid = std::mem::take(&mut self.valid);
+        let array = ListArray::try_new(
+            self.field.clone(),
+            OffsetBuffer::new(offsets.into()),
+            self.inner.finish()?,
+            Some(NullBuffer::from(valid)),
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(Arc::new(array))
+    }
 }
 
 impl Column {
@@ -36,6 +83,17 @@ impl Column {
             DataType::Float32 => Column::Float(Float32Builder::new()),
             DataType::Utf8 => Column::Utf8(StringBuilder::new()),
             DataType::Binary => Column::Binary(BinaryBuilder::new()),
+            DataType::List(item) if matches!(item.data_type(), DataType::List(_)) => {
+                let DataType::List(inner) = item.data_type() else {
+                    return None;
+                };
+                Column::Steps(Box::new(Steps {
+                    field: item.clone(),
+                    inner: Self::list(inner)?,
+                    offsets: vec![0],
+                    valid: Vec::new(),
+                }))
+            }
             DataType::List(item) => Self::list(item)?,
             _ => return None,
         })
@@ -77,6 +135,10 @@ impl Column {
             Column::Floats(b) => b.append_null(),
             Column::Utf8s(b) => b.append_null(),
             Column::Binaries(b) => b.append_null(),
+            Column::Steps(s) => {
+                // A null row: no steps, so the offset cannot overflow.
+                let _ = s.end_row(0, false);
+            }
         }
     }
 
@@ -114,13 +176,23 @@ impl Column {
                 }
                 b.append(true);
             }
+            (Column::Steps(_), _) => return Err("a feature, not a feature list".to_string()),
             (_, other) => return Err(format!("{} values", kind_name(other))),
         }
         Ok(())
     }
 
-    fn finish(&mut self) -> ArrayRef {
+    /// Appends one record's feature list.
+    fn push_steps(&mut self, steps: &[Values<'_>]) -> std::result::Result<(), String> {
         match self {
+            Column::Steps(s) => s.push(steps),
+            _ => Err("a feature list".to_string()),
+        }
+    }
+
+    fn finish(&mut self) -> std::result::Result<ArrayRef, String> {
+        Ok(match self {
+            Column::Steps(s) => return s.finish(),
             Column::Int64(b) => Arc::new(b.finish()),
             Column::Float(b) => Arc::new(b.finish()),
             Column::Utf8(b) => Arc::new(b.finish()),
@@ -129,7 +201,7 @@ impl Column {
             Column::Floats(b) => Arc::new(b.finish()),
             Column::Utf8s(b) => Arc::new(b.finish()),
             Column::Binaries(b) => Arc::new(b.finish()),
-        }
+        })
     }
 }
 
@@ -196,25 +268,14 @@ impl Rows {
         self.rows
     }
 
-    /// Appends record number `record`.
-    pub(super) fn push(&mut self, example: &Example<'_>, record: u64) -> Result<()> {
+    /// Appends record number `number`.
+    pub(super) fn push(&mut self, record: &Record<'_>, number: u64) -> Result<()> {
         self.filled.iter_mut().for_each(|f| *f = false);
-        for (key, values) in example {
-            let name = String::from_utf8_lossy(key);
-            let Some(&i) = self.index.get(&*name) else {
-                continue;
-            };
-            self.columns[i].push(values).map_err(|why| {
-                Error::corrupt(
-                    &self.display,
-                    FORMAT,
-                    format!(
-                        "record {record}: feature `{name}` has {why}, but its column is {} (the file changed after it was inspected?)",
-                        self.schema.field(i).data_type()
-                    ),
-                )
-            })?;
-            self.filled[i] = true;
+        for (key, values) in &record.features {
+            self.fill(key, number, |column| column.push(values))?;
+        }
+        for (key, steps) in &record.lists {
+            self.fill(key, number, |column| column.push_steps(steps))?;
         }
         for (column, filled) in self.columns.iter_mut().zip(&self.filled) {
             if !filled {
@@ -225,10 +286,40 @@ impl Rows {
         Ok(())
     }
 
+    /// Fills the column of feature `key` (if the schema has it) with `push`.
+    fn fill(
+        &mut self,
+        key: &[u8],
+        record: u64,
+        push: impl FnOnce(&mut Column) -> std::result::Result<(), String>,
+    ) -> Result<()> {
+        let name = String::from_utf8_lossy(key);
+        let Some(&i) = self.index.get(&*name) else {
+            return Ok(());
+        };
+        push(&mut self.columns[i]).map_err(|why| {
+            Error::corrupt(
+                &self.display,
+                FORMAT,
+                format!(
+                    "record {record}: feature `{name}` has {why}, but its column is {} (the file changed after it was inspected?)",
+                    self.schema.field(i).data_type()
+                ),
+            )
+        })?;
+        self.filled[i] = true;
+        Ok(())
+    }
+
     /// The rows pushed so far as a batch; the builders start again.
     pub(super) fn finish(&mut self) -> Result<RecordBatch> {
         let rows = std::mem::take(&mut self.rows);
-        let arrays: Vec<ArrayRef> = self.columns.iter_mut().map(Column::finish).collect();
+        let arrays = self
+            .columns
+            .iter_mut()
+            .map(Column::finish)
+            .collect::<std::result::Result<Vec<ArrayRef>, String>>()
+            .map_err(|e| Error::corrupt(&self.display, FORMAT, e))?;
         let options = RecordBatchOptions::new().with_row_count(Some(rows));
         RecordBatch::try_new_with_options(self.schema.clone(), arrays, &options)
             .map_err(|e| Error::corrupt(&self.display, FORMAT, e))

@@ -278,8 +278,8 @@ pub(crate) mod tests {
             for bit in 0..8 {
                 let mut damaged = record.clone();
                 damaged[at] ^= 1 << bit;
-                let _ = super::super::wire::parse_example(&damaged);
-                let _ = super::super::wire::parse_example(&damaged[..at]);
+                let _ = super::super::wire::parse_record(&damaged);
+                let _ = super::super::wire::parse_record(&damaged[..at]);
             }
         }
     }

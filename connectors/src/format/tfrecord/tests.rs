@@ -4,7 +4,7 @@ use arrow::array::{Array, AsArray, ListArray};
 use arrow::datatypes::{Float32Type, Int64Type};
 
 use super::framing::tests::frame;
-use super::wire::tests::{example, field, int64s};
+use super::wire::tests::{example, feature_list, field, int64s, sequence_example};
 use super::*;
 
 fn list(item: DataType) -> DataType {
@@ -173,10 +173,23 @@ fn damaged_records_and_sequence_examples_are_refused() {
         "{text}"
     );
 
-    let mut sequence = example(&[("ctx", 3, int64s(&[1], true))]);
-    field(2, b"", &mut sequence);
-    let err = infer(records(frame(&[&sequence])), "seq.tfrecord").expect_err("refused");
-    assert!(err.to_string().contains("SequenceExample"), "{err}");
+    let mut not_a_record = example(&[("x", 3, int64s(&[1], true))]);
+    not_a_record.push(0x0a);
+    let err = infer(records(frame(&[&not_a_record])), "x.tfrecord").expect_err("refused");
+    assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains("record 1 is not a tf.train.Example"),
+        "{err}"
+    );
+
+    // A feature in one record, a feature list of the same name in another.
+    let both = frame(&[
+        &example(&[("x", 3, int64s(&[1], true))]),
+        &sequence_example(&[], &[("x", feature_list(&[(3, int64s(&[1], true))]))]),
+    ]);
+    let err = infer(records(both), "both.tfrecord").expect_err("clash");
+    assert!(err.to_string().contains("a feature list of int64"), "{err}");
 
     let mixed = frame(&[
         &example(&[("x", 3, int64s(&[1], true))]),
@@ -184,4 +197,85 @@ fn damaged_records_and_sequence_examples_are_refused() {
     ]);
     let err = infer(records(mixed), "mixed.tfrecord").expect_err("clash");
     assert!(matches!(err, Error::SchemaClash { .. }), "{err}");
+}
+
+#[test]
+fn sequence_examples_read_as_context_and_lists_of_lists() {
+    let data = frame(&[
+        &sequence_example(
+            &[("id", 3, int64s(&[0], true))],
+            &[
+                (
+                    "steps",
+                    feature_list(&[(3, int64s(&[1, 2], true)), (3, int64s(&[3], true))]),
+                ),
+                ("words", feature_list(&[(1, bytes(&[b"a", b"b"]))])),
+            ],
+        ),
+        &sequence_example(
+            &[("id", 3, int64s(&[1], true))],
+            &[("steps", feature_list(&[]))],
+        ),
+        &example(&[("id", 3, int64s(&[2], true))]),
+    ]);
+    let (schema, rows) = infer(records(data.clone()), "f").expect("infer");
+    assert_eq!(rows, 3);
+    let types: Vec<DataType> = schema
+        .fields()
+        .iter()
+        .map(|f| f.data_type().clone())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            DataType::Int64,
+            list(list(DataType::Int64)),
+            list(list(DataType::Utf8)),
+        ]
+    );
+    let mut batches = Vec::new();
+    let mut emit = |b: Result<RecordBatch>| {
+        batches.push(b.expect("a batch"));
+        true
+    };
+    read_rows(records(data), &schema, 10, "f", &mut emit).expect("read");
+    let steps = batches[0].column(1).as_list::<i32>();
+    let row0 = steps.value(0);
+    let row0 = row0.as_list::<i32>();
+    assert_eq!(row0.len(), 2);
+    assert_eq!(
+        row0.value(0).as_primitive::<Int64Type>().values().to_vec(),
+        vec![1, 2]
+    );
+    assert_eq!(
+        row0.value(1).as_primitive::<Int64Type>().values().to_vec(),
+        vec![3]
+    );
+    assert_eq!(steps.value(1).len(), 0, "no steps: an empty list");
+    assert!(!steps.is_null(1));
+    assert!(steps.is_null(2), "an Example has no feature lists");
+    let words = batches[0].column(2).as_list::<i32>();
+    let row0 = words.value(0);
+    let step0 = row0.as_list::<i32>().value(0);
+    let words0: Vec<_> = step0.as_string::<i32>().iter().collect();
+    assert_eq!(words0, [Some("a"), Some("b")]);
+    assert!(words.is_null(1) && words.is_null(2));
+}
+
+#[test]
+fn lists_of_lists_widen_their_items_only() {
+    let ll = |t| list(list(t));
+    assert_eq!(
+        widen_pair(&ll(DataType::Utf8), &ll(DataType::Binary)),
+        Some(ll(DataType::Binary))
+    );
+    assert_eq!(widen_pair(&ll(DataType::Int64), &DataType::Int64), None);
+    assert_eq!(
+        widen_pair(&ll(DataType::Int64), &list(DataType::Int64)),
+        None
+    );
+    assert_eq!(
+        widen_pair(&DataType::Utf8, &list(DataType::Binary)),
+        Some(list(DataType::Binary))
+    );
 }
