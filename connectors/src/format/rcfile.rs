@@ -545,16 +545,38 @@ fn read_split(
     let layout = Layout::new(&header, opts);
     while let Some((rows, chunks)) = next_group(&mut input, &header, end)? {
         let batch = layout.batch(rows, &chunks).map_err(|e| input.corrupt(e))?;
-        let mut offset = 0;
-        while offset < rows {
-            let n = opts.batch_size.max(1).min(rows - offset);
+        for (offset, n) in cuts(&chunks, rows, opts) {
             if !emit(Ok(batch.slice(offset, n))) {
                 return Ok(());
             }
-            offset += n;
         }
     }
     Ok(())
+}
+
+/// Where a row group's rows are cut into batches: at `--batch-size` rows,
+/// or sooner where its fields' bytes reach `--batch-bytes`; (first row,
+/// rows) of each.
+fn cuts(chunks: &[ColumnChunk], rows: usize, opts: &FormatOptions) -> Vec<(usize, usize)> {
+    let most_rows = opts.batch_size.max(1);
+    let most_bytes = opts.batch_bytes.unwrap_or(u64::MAX);
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 0u64);
+    for row in 0..rows {
+        bytes += chunks
+            .iter()
+            .filter_map(|c| c.lengths.as_ref()?.get(row))
+            .map(|&n| u64::from(n))
+            .sum::<u64>();
+        if row + 1 - start >= most_rows || bytes >= most_bytes {
+            out.push((start, row + 1 - start));
+            (start, bytes) = (row + 1, 0);
+        }
+    }
+    if start < rows {
+        out.push((start, rows - start));
+    }
+    out
 }
 
 /// The next row group of a split that ends at the first sync marker at or

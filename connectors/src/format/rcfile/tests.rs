@@ -275,6 +275,26 @@ async fn every_row_in_exactly_one_byte_range_split() {
     }
 }
 
+#[test]
+fn row_groups_are_cut_at_the_batch_size_or_batch_bytes() {
+    let chunk = |lengths: Vec<u32>| ColumnChunk {
+        data: vec![0; lengths.iter().sum::<u32>() as usize],
+        lengths: Some(lengths),
+    };
+    let chunks = [chunk(vec![1, 1, 8, 1, 1]), chunk(vec![1, 1, 1, 1, 1])];
+    let opts = |rows: usize, bytes: Option<u64>| FormatOptions {
+        batch_size: rows,
+        batch_bytes: bytes,
+        ..FormatOptions::default()
+    };
+    assert_eq!(cuts(&chunks, 5, &opts(2, None)), [(0, 2), (2, 2), (4, 1)]);
+    assert_eq!(
+        cuts(&chunks, 5, &opts(100, Some(4))),
+        [(0, 2), (2, 1), (3, 2)]
+    );
+    assert_eq!(cuts(&chunks, 5, &opts(100, None)), [(0, 5)]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_fields_are_typed_by_the_table() {
     let mut w = Writer::new(2, false, false);
