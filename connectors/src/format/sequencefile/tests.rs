@@ -20,12 +20,15 @@ fn write(records: &[(String, String)], sync_every: usize, block: Option<usize>) 
     )
 }
 
-/// The same, blocks compressed with `codec` (its class and an encoder).
+/// A codec's class and an encoder of its streams.
+type Codec<'a> = (&'a str, fn(&[u8]) -> Vec<u8>);
+
+/// The same, blocks compressed with `codec`.
 fn write_with(
     records: &[(String, String)],
     sync_every: usize,
     block: Option<usize>,
-    (class, encode): (&str, fn(&[u8]) -> Vec<u8>),
+    (class, encode): Codec<'_>,
 ) -> Vec<u8> {
     let text = "org.apache.hadoop.io.Text";
     let codec = block.map(|_| (class, true));
