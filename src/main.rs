@@ -175,13 +175,14 @@ fn print_only(command: &CliCommand) -> Option<anyhow::Result<()>> {
     }
 }
 
-/// The message of a `--filter` expression clap's parser refused, one line.
+/// The message of a `--filter` expression or a `--timezone` clap's parser
+/// refused, one line.
 fn filter_error(e: &clap::Error) -> Option<String> {
     if e.kind() != clap::error::ErrorKind::ValueValidation {
         return None;
     }
     let message = std::error::Error::source(e)?.to_string();
-    message.starts_with("--filter: ").then_some(message)
+    (message.starts_with("--filter: ") || message.starts_with("--timezone: ")).then_some(message)
 }
 
 async fn dispatch(

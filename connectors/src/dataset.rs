@@ -19,7 +19,7 @@ use crate::layout::names::{classify_dir, dbio_txn, DirClass, FileClass};
 use crate::layout::partition::{infer_type, parse_value, unescape, widen};
 use crate::layout::success::SuccessMarker;
 use crate::listing::{self, ListedFile};
-use crate::row_filter::RowFilter;
+use crate::row_filter::{RowFilter, SessionTz};
 use crate::schema::SchemaMerger;
 use crate::sink::{self, Committed, SinkInfo};
 use crate::split::{split_file, FileStamp, FileToSplit, Split, SplitRange};
@@ -61,6 +61,11 @@ pub struct DatasetOptions {
     /// and the splits' row counts are unknown until read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub row_filter: Option<RowFilter>,
+    /// The session time zone (`--timezone`) computed columns compute their
+    /// timestamps in, as Spark's `spark.sql.session.timeZone` (the filters
+    /// carry theirs).
+    #[serde(default, skip_serializing_if = "SessionTz::is_utc")]
+    pub timezone: SessionTz,
     /// The partitions a catalog (a Hive Metastore) lists for the table: read
     /// instead of a listing of the root, each from its own location with the
     /// catalog's values.
@@ -97,6 +102,7 @@ impl Default for DatasetOptions {
             table_version: TableVersion::Latest,
             partition_filter: None,
             row_filter: None,
+            timezone: SessionTz::Utc,
             catalog_partitions: None,
         }
     }

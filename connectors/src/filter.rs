@@ -9,7 +9,7 @@
 use arrow::datatypes::{Field, Schema};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::row_filter::{RowFilter, RowFilterError};
+use crate::row_filter::{FilterForm, RowFilter, RowFilterError, SessionTz};
 
 /// A parsed `--where` expression.
 #[derive(Debug, Clone, PartialEq)]
@@ -70,6 +70,13 @@ impl PartitionFilter {
         Ok(PartitionFilter { filter })
     }
 
+    /// The filter with its timestamps computed in `tz` (`--timezone`).
+    pub fn with_timezone(self, tz: SessionTz) -> PartitionFilter {
+        PartitionFilter {
+            filter: self.filter.with_timezone(tz),
+        }
+    }
+
     /// The expression as given.
     pub fn as_str(&self) -> &str {
         self.filter.as_str()
@@ -120,14 +127,19 @@ impl PartitionFilter {
 
 impl Serialize for PartitionFilter {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
+        self.filter.serialize(s)
     }
 }
 
 impl<'de> Deserialize<'de> for PartitionFilter {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(d)?;
-        PartitionFilter::parse(&text).map_err(serde::de::Error::custom)
+        let (text, tz) = match FilterForm::deserialize(d)? {
+            FilterForm::Text(text) => (text, SessionTz::Utc),
+            FilterForm::Zoned { filter, timezone } => (filter, timezone),
+        };
+        PartitionFilter::parse(&text)
+            .map(|f| f.with_timezone(tz))
+            .map_err(serde::de::Error::custom)
     }
 }
 

@@ -40,7 +40,7 @@ pub use filter::{FilterError, PartitionFilter};
 pub use format::{CsvHeader, Format, FormatOptions};
 pub use read::{read_split, read_split_within, DerivedColumn, ReadPlan};
 pub use read_ahead::ReadAhead;
-pub use row_filter::{RowFilter, RowFilterError};
+pub use row_filter::{RowFilter, RowFilterError, SessionTz, TimeZoneError};
 pub use sink::SinkInfo;
 pub use split::{FileStamp, Split, SplitRange};
 pub use store::Location;

@@ -62,6 +62,10 @@ pub struct ReadPlan {
     /// 1000 AS user_bucket"`), each named in `columns` where it stands.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub derived: Vec<DerivedColumn>,
+    /// The session time zone the computed columns compute timestamps in
+    /// (`--timezone`).
+    #[serde(default, skip_serializing_if = "row_filter::SessionTz::is_utc")]
+    pub timezone: row_filter::SessionTz,
 }
 
 /// A column computed from the dataset's columns with a Spark SQL expression.
@@ -141,12 +145,13 @@ fn plan_columns(
                     )));
                 }
                 let computed =
-                    row_filter::ComputedColumn::bind(&expr, full).map_err(|e| match e {
-                        row_filter::RowFilterError::UnknownColumn { column, .. } => {
-                            unknown(&column)
-                        }
-                        other => invalid(other.to_string()),
-                    })?;
+                    row_filter::ComputedColumn::bind(&expr, full, dataset.options.timezone)
+                        .map_err(|e| match e {
+                            row_filter::RowFilterError::UnknownColumn { column, .. } => {
+                                unknown(&column)
+                            }
+                            other => invalid(other.to_string()),
+                        })?;
                 columns.push(item.name.clone());
                 derived.push(DerivedColumn {
                     name: item.name,
@@ -220,6 +225,7 @@ impl ReadPlan {
             source_names: Vec::new(),
             source_column: None,
             derived,
+            timezone: dataset.options.timezone,
         })
     }
 
@@ -292,7 +298,7 @@ impl ReadPlan {
             .retain(|c| !self.derived.iter().any(|d| &d.name == c));
         let mut bound = Vec::with_capacity(self.derived.len());
         for d in &self.derived {
-            let computed = row_filter::ComputedColumn::bind(&d.expr, &full)?;
+            let computed = row_filter::ComputedColumn::bind(&d.expr, &full, self.timezone)?;
             for column in computed.columns() {
                 if !base.columns.contains(&column) {
                     base.columns.push(column);

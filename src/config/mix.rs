@@ -42,7 +42,7 @@ pub struct MixSource {
 
 impl MixSource {
     /// `options` for reading this source: its own `where` and `filter`
-    /// added to the job's by AND.
+    /// added to the job's by AND, in the job's time zone.
     pub fn options(
         &self,
         options: &connectors::DatasetOptions,
@@ -50,16 +50,22 @@ impl MixSource {
         let both = |all: &str, mine: &str| format!("({all}) AND ({mine})");
         let mut own = options.clone();
         if let Some(mine) = &self.partition_filter {
-            own.partition_filter = Some(match &options.partition_filter {
-                Some(all) => PartitionFilter::parse(&both(all.as_str(), mine.as_str()))?,
-                None => mine.clone(),
-            });
+            own.partition_filter = Some(
+                match &options.partition_filter {
+                    Some(all) => PartitionFilter::parse(&both(all.as_str(), mine.as_str()))?,
+                    None => mine.clone(),
+                }
+                .with_timezone(options.timezone),
+            );
         }
         if let Some(mine) = &self.row_filter {
-            own.row_filter = Some(match &options.row_filter {
-                Some(all) => RowFilter::parse(&both(all.as_str(), mine.as_str()))?,
-                None => mine.clone(),
-            });
+            own.row_filter = Some(
+                match &options.row_filter {
+                    Some(all) => RowFilter::parse(&both(all.as_str(), mine.as_str()))?,
+                    None => mine.clone(),
+                }
+                .with_timezone(options.timezone),
+            );
         }
         Ok(own)
     }

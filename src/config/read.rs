@@ -3,7 +3,7 @@
 
 use clap::Args;
 use connectors::table::TableVersion;
-use connectors::{DatasetOptions, Format, FormatOptions, PartitionFilter, RowFilter};
+use connectors::{DatasetOptions, Format, FormatOptions, PartitionFilter, RowFilter, SessionTz};
 use serde::Deserialize;
 
 use super::heading;
@@ -66,10 +66,13 @@ pub struct ReadOptions {
     #[arg(long = "where", value_name = "EXPR", value_parser = parse_filter, help = "Read only the partitions matching this filter", long_help, help_heading = heading::ROWS)]
     #[serde(rename = "where")]
     pub partition_filter: Option<PartitionFilter>,
-    /// Read only the rows this Spark SQL condition keeps, e.g. "label IS NOT NULL AND country = 'US'" or "hash(user) % 10 < 8 AND lower(country) = 'us'": comparisons (= <> != < <= > >= <=>), AND, OR, NOT, IN (...), BETWEEN, IS [NOT] NULL, LIKE, ILIKE, RLIKE, arithmetic, CASE, CAST, COALESCE and Spark's common string, date, math and hash functions; data and partition columns; timestamps in UTC. Rows are exactly those Spark's df.filter(EXPR) keeps (ANSI mode, its default); partitions, Parquet row groups and pages that cannot hold one are not read.
+    /// Read only the rows this Spark SQL condition keeps, e.g. "label IS NOT NULL AND country = 'US'" or "hash(user) % 10 < 8 AND lower(country) = 'us'": comparisons (= <> != < <= > >= <=>), AND, OR, NOT, IN (...), BETWEEN, IS [NOT] NULL, LIKE, ILIKE, RLIKE, arithmetic, CASE, CAST, COALESCE and Spark's common string, date, math and hash functions; data and partition columns; timestamps in the --timezone (UTC unless given). Rows are exactly those Spark's df.filter(EXPR) keeps (ANSI mode, its default); partitions, Parquet row groups and pages that cannot hold one are not read.
     #[arg(long = "filter", value_name = "EXPR", value_parser = parse_row_filter, help = "Read only the rows this Spark SQL condition keeps", long_help, help_heading = heading::ROWS)]
     #[serde(rename = "filter")]
     pub row_filter: Option<RowFilter>,
+    /// The session time zone of --filter, --where and computed --columns, as Spark's spark.sql.session.timeZone: a region (America/Los_Angeles), an offset (+05:30) or UTC. A timestamp's hour, day, date, truncation and text are those of its wall-clock time there, and a date or a timestamp written without a zone ('2026-03-08 02:30:00') is read there (a time a change to summer time skips moved on by the gap, one it repeats taken the first time, as java.time does). timestamp_ntz columns are wall-clock times no zone shifts. The values read are unchanged: a timestamp stays the instant it is.
+    #[arg(long, value_name = "TZ", default_value = "UTC", value_parser = parse_with::<SessionTz>, help = "Time zone of timestamps in --filter, --where and --columns", long_help, help_heading = heading::ROWS)]
+    pub timezone: SessionTz,
 }
 
 /// The filters of `options` (`--where`, `--filter`) as the subject of a
@@ -115,6 +118,7 @@ impl Default for ReadOptions {
             timestamp: None,
             partition_filter: None,
             row_filter: None,
+            timezone: SessionTz::Utc,
         }
     }
 }
@@ -179,8 +183,15 @@ impl ReadOptions {
                 (_, _, Some(ms)) => TableVersion::Timestamp(ms),
                 _ => TableVersion::Latest,
             },
-            partition_filter: self.partition_filter.clone(),
-            row_filter: self.row_filter.clone(),
+            partition_filter: self
+                .partition_filter
+                .clone()
+                .map(|f| f.with_timezone(self.timezone)),
+            row_filter: self
+                .row_filter
+                .clone()
+                .map(|f| f.with_timezone(self.timezone)),
+            timezone: self.timezone,
             catalog_partitions: None,
         })
     }

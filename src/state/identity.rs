@@ -76,6 +76,10 @@ impl Identity {
             )
             .with_opt("filter", options.row_filter.as_ref().map(|f| f.as_str()))
             .with_opt(
+                "timezone",
+                (!options.timezone.is_utc()).then(|| options.timezone.name()),
+            )
+            .with_opt(
                 "table-version",
                 (!options.table_version.is_latest())
                     .then(|| format!("{:?}", options.table_version)),

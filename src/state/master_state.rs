@@ -1022,6 +1022,7 @@ pub(crate) mod tests {
                     source_names: Vec::new(),
                     source_column: None,
                     derived: Vec::new(),
+                    timezone: Default::default(),
                 },
                 epochs: 2,
                 seed: 1,

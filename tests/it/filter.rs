@@ -24,9 +24,14 @@ fn filter_expected() -> &'static Value {
 /// Trains the filtered dataset with a trainer that records ids; the ids it
 /// was handed (each with how often) and the summary.
 fn train(filter: &str, extra: &[&str]) -> (HashMap<i64, u32>, Value) {
+    train_dir(&data_dir(), filter, extra)
+}
+
+/// [`train`] of the dataset at `dir`.
+fn train_dir(dir: &std::path::Path, filter: &str, extra: &[&str]) -> (HashMap<i64, u32>, Value) {
     let out = tempfile::tempdir().expect("tempdir");
     let summary = out.path().join("summary.json");
-    let data = data_dir().display().to_string();
+    let data = dir.display().to_string();
     let exec = recorder(out.path(), "");
     let summary_arg = summary.display().to_string();
     let mut args = vec![
@@ -365,6 +370,46 @@ fn a_distributed_job_with_a_killed_worker_trains_every_kept_row() {
         extra.is_empty(),
         "rows the filter drops were trained: {extra:?}"
     );
+}
+
+/// `--timezone`: with Spark's `spark.sql.session.timeZone` set to a region,
+/// the hours, days, truncations and text of timestamps (and the strings and
+/// dates compared with them) around the days its clocks change, and around
+/// midnight, keep exactly the rows Spark keeps; `timestamp_ntz` is no zone's.
+#[test]
+fn timestamps_in_the_session_time_zone_as_spark() {
+    let zones = filter_expected()["timezones"]
+        .as_object()
+        .expect("make_filter.py records answers per time zone");
+    let dir = fixtures_dir().join("filter/tz/data");
+    let mut wrong = Vec::new();
+    let mut checked = 0;
+    for (zone, cases) in zones {
+        for case in cases.as_array().expect("cases") {
+            let expr = case["expr"].as_str().expect("expr");
+            let want: Vec<i64> = case["ids"]
+                .as_array()
+                .expect("ids")
+                .iter()
+                .map(|v| v.as_i64().expect("id"))
+                .collect();
+            let (ids, _) = train_dir(&dir, expr, &["--timezone", zone]);
+            let mut got: Vec<i64> = ids.keys().copied().collect();
+            got.sort_unstable();
+            checked += 1;
+            if got != want {
+                wrong.push(format!("{zone}: `{expr}`: Spark keeps {want:?}, sluice {got:?}"));
+            }
+        }
+    }
+    assert!(checked >= 40, "make_filter.py lists 20 predicates per zone or more");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    // An unknown zone: one line naming it, a usage error.
+    let out = sluice(["ls", &dir.display().to_string(), "--timezone", "Mars/Olympus"]).failure();
+    assert_eq!(out.status.code(), Some(64), "{}", out.stderr);
+    let err = out.stderr;
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("`Mars/Olympus`"), "{err}");
 }
 
 /// The ids Spark keeps for `expr` (one of make_filter.py's expressions).

@@ -11,8 +11,11 @@ use arrow::datatypes::{DataType, Schema};
 
 use super::expr::Expr;
 use super::like::{self, Matcher};
-use super::parse::{parse_date, parse_timestamp, CmpOp, Col, Lit, Literal, Node, Op};
+use super::parse::{
+    parse_date, parse_timestamp, parse_timestamp_ntz, CmpOp, Col, Lit, Literal, Node, Op,
+};
 use super::resolve::{literal_value, Resolver};
+use super::tz::SessionTz;
 use super::{Pos, RowFilterError};
 
 /// A bound filter: columns resolved, literals typed.
@@ -79,7 +82,12 @@ impl Pred {
     }
 }
 
-pub(crate) fn bind(node: &Node, schema: &Schema, text: &str) -> Result<Pred, RowFilterError> {
+pub(crate) fn bind(
+    node: &Node,
+    schema: &Schema,
+    text: &str,
+    tz: SessionTz,
+) -> Result<Pred, RowFilterError> {
     // `NULL` alone is no condition (Spark: FILTER_NOT_BOOLEAN); inside one
     // (`a AND NULL`) it is an unknown boolean.
     if let Node::Lit(Lit {
@@ -96,6 +104,7 @@ pub(crate) fn bind(node: &Node, schema: &Schema, text: &str) -> Result<Pred, Row
     Binder {
         schema,
         text,
+        tz,
         lenient: false,
         partial: false,
     }
@@ -104,10 +113,11 @@ pub(crate) fn bind(node: &Node, schema: &Schema, text: &str) -> Result<Pred, Row
 
 /// Binds what `schema` (the partition columns) can decide; every condition
 /// on another column, or one that does not fit, is [`Pred::Opaque`].
-pub(crate) fn bind_lenient(node: &Node, schema: &Schema) -> Pred {
+pub(crate) fn bind_lenient(node: &Node, schema: &Schema, tz: SessionTz) -> Pred {
     let binder = Binder {
         schema,
         text: "",
+        tz,
         lenient: true,
         partial: false,
     };
@@ -117,10 +127,11 @@ pub(crate) fn bind_lenient(node: &Node, schema: &Schema) -> Pred {
 /// Binds as [`bind_lenient`] does, except that a condition on a column of
 /// `schema` that does not fit it fails the whole: `None`, as strict binding
 /// would fail on any schema where that column has that type.
-pub(crate) fn bind_partial(node: &Node, schema: &Schema) -> Option<Pred> {
+pub(crate) fn bind_partial(node: &Node, schema: &Schema, tz: SessionTz) -> Option<Pred> {
     let binder = Binder {
         schema,
         text: "",
+        tz,
         lenient: true,
         partial: true,
     };
@@ -130,6 +141,8 @@ pub(crate) fn bind_partial(node: &Node, schema: &Schema) -> Option<Pred> {
 struct Binder<'a> {
     schema: &'a Schema,
     text: &'a str,
+    /// The session time zone.
+    tz: SessionTz,
     lenient: bool,
     /// With `lenient`: only unknown columns are opaque.
     partial: bool,
@@ -154,6 +167,7 @@ impl Binder<'_> {
         Resolver {
             schema: self.schema,
             text: self.text,
+            tz: self.tz,
         }
     }
 
@@ -403,7 +417,7 @@ impl Binder<'_> {
     fn compare(&self, col: &Col, op: Op, lit: &Lit) -> Result<Option<Pred>, RowFilterError> {
         let field = self.resolver().field(col)?;
         let column = field.name().clone();
-        Ok(match plan(field.data_type(), &lit.value) {
+        Ok(match plan(field.data_type(), &lit.value, &self.tz) {
             Some(Plan::Cast(cast, value)) => Some(Pred::Cmp {
                 column,
                 op,
@@ -451,8 +465,9 @@ fn rescale(digits: i128, scale: u32, to: u32) -> Option<i128> {
 }
 
 /// How a literal compares with a column of type `t`, as Spark widens the
-/// two sides of a comparison; `None` when they do not compare.
-fn plan(t: &DataType, lit: &Literal) -> Option<Plan> {
+/// two sides of a comparison (timestamps and dates in `tz`, the session's
+/// zone); `None` when they do not compare here.
+fn plan(t: &DataType, lit: &Literal, tz: &SessionTz) -> Option<Plan> {
     if *lit == Literal::Null {
         return Some(Plan::Unknown);
     }
@@ -460,7 +475,7 @@ fn plan(t: &DataType, lit: &Literal) -> Option<Plan> {
     // the column's type, as Spark casts it.
     if let Literal::Str(s) = lit {
         if !is_string(t) {
-            return plan(t, &typed_string(t, s)?);
+            return plan(t, &typed_string(t, s)?, tz);
         }
     }
     match (t, lit) {
@@ -501,19 +516,35 @@ fn plan(t: &DataType, lit: &Literal) -> Option<Plan> {
             DataType::Date32,
             Arc::new(Date32Array::from(vec![*d])),
         )),
-        (DataType::Date32 | DataType::Date64, Literal::Timestamp(us)) => {
+        // A date column meets a timestamp as a timestamp: its midnight in
+        // UTC only where the session's zone is UTC (else on the rows).
+        (DataType::Date32 | DataType::Date64, Literal::Timestamp(text)) if tz.is_utc() => {
+            let us = parse_timestamp(text, tz)?;
             let utc =
                 DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, Some("UTC".into()));
-            let value = TimestampMicrosecondArray::from(vec![*us]).with_timezone("UTC");
+            let value = TimestampMicrosecondArray::from(vec![us]).with_timezone("UTC");
             Some(Plan::Cast(utc, Arc::new(value)))
         }
-        (DataType::Timestamp(_, tz), Literal::Timestamp(us)) => Some(Plan::Own(Arc::new(
-            TimestampMicrosecondArray::from(vec![*us]).with_timezone_opt(tz.clone()),
-        ))),
-        (DataType::Timestamp(_, tz), Literal::Date(d)) => Some(Plan::Own(Arc::new(
-            TimestampMicrosecondArray::from(vec![i64::from(*d) * 86_400_000_000])
-                .with_timezone_opt(tz.clone()),
-        ))),
+        // A timestamp column: the literal's instant in the session's zone,
+        // or its wall-clock time for a `timestamp_ntz`.
+        (DataType::Timestamp(_, zone), Literal::Timestamp(text)) => {
+            let us = match zone {
+                Some(_) => parse_timestamp(text, tz)?,
+                None => parse_timestamp_ntz(text)?,
+            };
+            Some(Plan::Own(Arc::new(
+                TimestampMicrosecondArray::from(vec![us]).with_timezone_opt(zone.clone()),
+            )))
+        }
+        (DataType::Timestamp(_, zone), Literal::Date(d)) => {
+            let us = match zone {
+                Some(_) => tz.day_start(*d)?,
+                None => i64::from(*d) * 86_400_000_000,
+            };
+            Some(Plan::Own(Arc::new(
+                TimestampMicrosecondArray::from(vec![us]).with_timezone_opt(zone.clone()),
+            )))
+        }
         _ => None,
     }
 }
@@ -551,7 +582,9 @@ fn typed_string(t: &DataType, s: &str) -> Option<Literal> {
             _ => None,
         },
         DataType::Date32 | DataType::Date64 => parse_date(s).map(Literal::Date),
-        DataType::Timestamp(..) => parse_timestamp(s).map(Literal::Timestamp),
+        DataType::Timestamp(..) => {
+            parse_timestamp_ntz(s).map(|_| Literal::Timestamp(s.to_string()))
+        }
         t if is_integer(t) => s.parse::<i128>().ok().map(Literal::Int),
         t if is_float(t) => s.parse::<f64>().ok().map(Literal::Float),
         t if is_decimal(t) => match super::parse::parse_number(s)? {

@@ -19,8 +19,9 @@ use arrow::datatypes::{
 };
 use arrow::error::ArrowError;
 
-use super::parse::{parse_date, parse_number, parse_timestamp, Literal};
+use super::parse::{parse_date, parse_number, parse_timestamp, parse_timestamp_ntz, Literal};
 use super::types::{is_fractional, is_integral};
+use super::tz::SessionTz;
 
 /// How a cast treats a value it cannot convert.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,8 +40,9 @@ fn fail(what: String) -> ArrowError {
     ArrowError::CastError(what)
 }
 
-/// A parsed literal as a one-value array of its Spark type.
-pub(crate) fn literal_array(lit: &Literal) -> Option<ArrayRef> {
+/// A parsed literal as a one-value array of its Spark type (a timestamp
+/// read in `tz`, the session's zone).
+pub(crate) fn literal_array(lit: &Literal, tz: &SessionTz) -> Option<ArrayRef> {
     Some(match lit {
         Literal::Null => new_null_array(&DataType::Null, 1),
         Literal::Bool(b) => Arc::new(BooleanArray::from(vec![*b])),
@@ -58,9 +60,10 @@ pub(crate) fn literal_array(lit: &Literal) -> Option<ArrayRef> {
         Literal::Float32(x) => Arc::new(Float32Array::from(vec![*x])),
         Literal::Bytes(b) => Arc::new(BinaryArray::from_vec(vec![b.as_slice()])),
         Literal::Date(d) => Arc::new(Date32Array::from(vec![*d])),
-        Literal::Timestamp(t) => {
-            Arc::new(TimestampMicrosecondArray::from(vec![*t]).with_timezone("UTC"))
-        }
+        Literal::Timestamp(text) => Arc::new(
+            TimestampMicrosecondArray::from(vec![parse_timestamp(text, tz)?])
+                .with_timezone(tz.name()),
+        ),
     })
 }
 
@@ -191,34 +194,13 @@ pub(crate) fn cast_to(a: &ArrayRef, to: &DataType, mode: CastMode) -> Result<Arr
                 .collect::<StringArray>(),
         )),
         (f, Utf8) if is_integral(f) => arrow_cast(a),
-        (Date32, Timestamp(..)) => {
-            let d = a.as_primitive::<Date32Type>();
-            Ok(Arc::new(
-                d.unary::<_, TimestampMicrosecondType>(|v| i64::from(v) * DAY_MICROS)
-                    .with_timezone("UTC"),
-            ))
+        (Date32, Timestamp(..)) | (Timestamp(..), Date32 | Timestamp(..) | Utf8) => {
+            Ok(times(a, to))
         }
-        (Timestamp(..), Date32) => {
-            let t = a.as_primitive::<TimestampMicrosecondType>();
-            Ok(Arc::new(t.unary::<_, Date32Type>(|v| {
-                v.div_euclid(DAY_MICROS) as i32
-            })))
-        }
-        (Timestamp(..), Timestamp(..)) => Ok(Arc::new(
-            a.as_primitive::<TimestampMicrosecondType>()
-                .clone()
-                .with_timezone("UTC"),
-        )),
         (Date32, Utf8) => Ok(Arc::new(
             a.as_primitive::<Date32Type>()
                 .iter()
                 .map(|v| v.map(date_text))
-                .collect::<StringArray>(),
-        )),
-        (Timestamp(..), Utf8) => Ok(Arc::new(
-            a.as_primitive::<TimestampMicrosecondType>()
-                .iter()
-                .map(|v| v.map(timestamp_text))
                 .collect::<StringArray>(),
         )),
         (f, t) if (is_integral(f) || is_fractional(f)) && (is_integral(t) || is_fractional(t)) => {
@@ -433,15 +415,21 @@ fn from_strings(
             BooleanArray
         ),
         Date32 => each!(|v: &str| parse_date(trimmed(v)), Date32Array),
-        Timestamp(..) => {
-            let a = each!(
-                |v: &str| parse_timestamp(trimmed(v)),
-                TimestampMicrosecondArray
-            );
+        Timestamp(_, zone) => {
+            let a = match SessionTz::of_type(to) {
+                Some(tz) => each!(
+                    |v: &str| parse_timestamp(trimmed(v), &tz),
+                    TimestampMicrosecondArray
+                ),
+                None => each!(
+                    |v: &str| parse_timestamp_ntz(trimmed(v)),
+                    TimestampMicrosecondArray
+                ),
+            };
             Arc::new(
                 a.as_primitive::<TimestampMicrosecondType>()
                     .clone()
-                    .with_timezone("UTC"),
+                    .with_timezone_opt(zone.clone()),
             )
         }
         Binary => Arc::new(
@@ -485,16 +473,78 @@ fn date_text(days: i32) -> String {
     }
 }
 
-fn timestamp_text(micros: i64) -> String {
-    let Some(t) = chrono::DateTime::from_timestamp_micros(micros) else {
-        return micros.to_string();
-    };
-    let base = t.format("%Y-%m-%d %H:%M:%S").to_string();
-    let frac = micros.rem_euclid(1_000_000);
+/// A wall-clock time as Spark shows a timestamp: `2026-01-01 10:00:00`,
+/// with the fraction of a second where there is one (`.5`, `.123456`).
+fn timestamp_text(local: chrono::NaiveDateTime) -> String {
+    use chrono::Timelike;
+    let base = local.format("%Y-%m-%d %H:%M:%S").to_string();
+    let frac = local.nanosecond() / 1000;
     if frac == 0 {
         base
     } else {
         let f = format!("{frac:06}");
         format!("{base}.{}", f.trim_end_matches('0'))
+    }
+}
+
+/// The wall-clock time of a timestamp's value: in `zone` for a
+/// `timestamp`, as it is for a `timestamp_ntz` (`zone` `None`).
+pub(crate) fn wall_clock(micros: i64, zone: Option<&SessionTz>) -> Option<chrono::NaiveDateTime> {
+    match zone {
+        Some(tz) => tz.local(micros),
+        None => Some(chrono::DateTime::from_timestamp_micros(micros)?.naive_utc()),
+    }
+}
+
+/// Casts between dates, timestamps (in their zone), timestamps without a
+/// zone and strings, as Spark's session time zone has them: a date starts
+/// at its midnight in the zone, a timestamp's date and text are those of
+/// its wall-clock time there, a `timestamp_ntz` becomes the `timestamp`
+/// of its wall-clock time in the zone and back.
+fn times(a: &ArrayRef, to: &DataType) -> ArrayRef {
+    let from = a.data_type();
+    let (from_zone, to_zone) = (SessionTz::of_type(from), SessionTz::of_type(to));
+    let out_ts = |values: Vec<Option<i64>>| -> ArrayRef {
+        let zone = match to {
+            DataType::Timestamp(_, z) => z.clone(),
+            _ => None,
+        };
+        Arc::new(TimestampMicrosecondArray::from(values).with_timezone_opt(zone))
+    };
+    if let DataType::Date32 = from {
+        let d = a.as_primitive::<Date32Type>();
+        return out_ts(
+            d.iter()
+                .map(|v| match &to_zone {
+                    Some(tz) => tz.day_start(v?),
+                    None => i64::from(v?).checked_mul(DAY_MICROS),
+                })
+                .collect(),
+        );
+    }
+    let t = a.as_primitive::<TimestampMicrosecondType>();
+    let wall = |v: i64| wall_clock(v, from_zone.as_ref());
+    match to {
+        DataType::Date32 => Arc::new(
+            t.iter()
+                .map(|v| match &from_zone {
+                    Some(tz) => tz.day_of(v?),
+                    None => i32::try_from(v?.div_euclid(DAY_MICROS)).ok(),
+                })
+                .collect::<Date32Array>(),
+        ),
+        DataType::Utf8 => Arc::new(
+            t.iter()
+                .map(|v| wall(v?).map(timestamp_text))
+                .collect::<StringArray>(),
+        ),
+        _ => out_ts(match (&from_zone, &to_zone) {
+            (None, Some(tz)) => t.iter().map(|v| tz.instant(&wall(v?)?)).collect(),
+            (Some(_), None) => t
+                .iter()
+                .map(|v| Some(wall(v?)?.and_utc().timestamp_micros()))
+                .collect(),
+            _ => t.iter().collect(),
+        }),
     }
 }

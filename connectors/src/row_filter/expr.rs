@@ -125,19 +125,32 @@ pub(crate) fn repeat(value: &ArrayRef, rows: usize) -> Result<ArrayRef, ArrowErr
     take(value.as_ref(), &indices, None)
 }
 
-/// The schema's column `name` of the batch, as the engine computes with it.
-fn column(batch: &RecordBatch, name: &str) -> Result<ArrayRef, ArrowError> {
+/// The schema's column `name` of the batch, as the engine computes with it
+/// (of type `ty`: a `timestamp` labelled with the session's zone).
+fn column(batch: &RecordBatch, name: &str, ty: &DataType) -> Result<ArrayRef, ArrowError> {
     let col = batch.column_by_name(name).ok_or_else(|| {
         ArrowError::SchemaError(format!("the filter's column {name} is not read"))
     })?;
-    engine_array(col)
+    let col = engine_array(col)?;
+    match (col.data_type(), ty) {
+        (DataType::Timestamp(_, Some(have)), DataType::Timestamp(_, Some(want)))
+            if have != want =>
+        {
+            Ok(Arc::new(
+                col.as_primitive::<arrow::datatypes::TimestampMicrosecondType>()
+                    .clone()
+                    .with_timezone(want.clone()),
+            ))
+        }
+        _ => Ok(col),
+    }
 }
 
 /// The value of `expr` for every row of `batch`.
 pub(crate) fn eval(expr: &Expr, batch: &RecordBatch) -> Result<ArrayRef, ArrowError> {
     let rows = batch.num_rows();
     Ok(match &expr.kind {
-        Kind::Column(name) => column(batch, name)?,
+        Kind::Column(name) => column(batch, name, &expr.ty)?,
         Kind::Lit(v) => repeat(v, rows)?,
         Kind::Cast(a, mode) => cast_to(&eval(a, batch)?, &expr.ty, *mode)?,
         Kind::Neg(a) => super::arith::negate(&eval(a, batch)?)?,
@@ -385,9 +398,10 @@ pub(crate) fn fold(expr: &Expr) -> Option<ArrayRef> {
     (value.len() == 1).then_some(value)
 }
 
-/// A literal of `ty` built from a parsed literal (see [`literal_array`]).
-pub(crate) fn lit(value: &super::parse::Literal) -> Option<Expr> {
-    let array = literal_array(value)?;
+/// A literal of `ty` built from a parsed literal (see [`literal_array`]),
+/// a timestamp read in `tz`.
+pub(crate) fn lit(value: &super::parse::Literal, tz: &super::tz::SessionTz) -> Option<Expr> {
+    let array = literal_array(value, tz)?;
     let ty = array.data_type().clone();
     Some(Expr::new(Kind::Lit(array), ty))
 }

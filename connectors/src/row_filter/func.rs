@@ -1,6 +1,6 @@
 //! The functions a filter calls, each typed and computed as Spark 4 does:
 //! strings (`lower`, `upper`, `length`, `substring`, `trim`, `concat`, …),
-//! dates and times in UTC (`year`, `month`, `hour`, `to_date`,
+//! dates and times in the session time zone (`year`, `month`, `hour`, `to_date`,
 //! `date_trunc`, `datediff`, …), numbers (`abs`, `pmod`, `round`, `floor`,
 //! `ceil`, `isnan`, …) and hashes (`hash`, `xxhash64`).
 
@@ -18,7 +18,8 @@ use arrow::error::ArrowError;
 use chrono::{Datelike, Timelike};
 
 use super::hash::{murmur3, xxhash64, Hashed, SEED};
-use super::types::{is_fractional, is_integral, is_numeric, timestamp};
+use super::types::{is_fractional, is_integral, is_numeric};
+use super::tz::SessionTz;
 
 /// A function sluice computes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,9 +71,9 @@ pub(crate) struct Signature {
     pub ret: DataType,
 }
 
-/// The signature of `name` called with arguments of `types`; `Err` says
-/// why not (an unknown function, wrong arguments).
-pub(crate) fn resolve(name: &str, types: &[DataType]) -> Result<Signature, String> {
+/// The signature of `name` called with arguments of `types`, timestamps in
+/// `tz`; `Err` says why not (an unknown function, wrong arguments).
+pub(crate) fn resolve(name: &str, types: &[DataType], tz: &SessionTz) -> Result<Signature, String> {
     use DataType::*;
     let n = types.len();
     let arity = |min: usize, max: usize| -> Result<(), String> {
@@ -115,9 +116,12 @@ pub(crate) fn resolve(name: &str, types: &[DataType]) -> Result<Signature, Strin
             )),
         }
     };
+    // A timestamp argument: a timestamp (with or without a zone) as it is,
+    // a date or a string as a timestamp in the session's zone.
     let ts_arg = |i: usize| -> Result<DataType, String> {
         match &types[i] {
-            Date32 | Timestamp(..) | Utf8 | Null => Ok(timestamp()),
+            t @ Timestamp(..) => Ok(t.clone()),
+            Date32 | Utf8 | Null => Ok(tz.timestamp()),
             other => Err(format!(
                 "{name} takes a timestamp, not {}",
                 super::types::spark_name(other)
@@ -237,11 +241,13 @@ pub(crate) fn resolve(name: &str, types: &[DataType]) -> Result<Signature, Strin
             if n != 1 {
                 return Err("to_timestamp with a format is not supported (to_timestamp(x) is)".into());
             }
-            sig(Func::ToTimestamp, vec![ts_arg(0)?], timestamp())
+            let t = ts_arg(0)?;
+            sig(Func::ToTimestamp, vec![t.clone()], t)
         }
         "date_trunc" => {
             arity(2, 2)?;
-            sig(Func::DateTrunc, vec![string_arg(0)?, ts_arg(1)?], timestamp())
+            let t = ts_arg(1)?;
+            sig(Func::DateTrunc, vec![string_arg(0)?, t.clone()], t)
         }
         "trunc" => {
             arity(2, 2)?;
@@ -335,14 +341,13 @@ fn map_date(a: &ArrayRef, f: impl Fn(chrono::NaiveDate) -> i32) -> ArrayRef {
     Arc::new(out)
 }
 
+/// `f` of each timestamp's wall-clock time (in its zone).
 fn map_ts(a: &ArrayRef, f: impl Fn(chrono::NaiveDateTime) -> i32) -> ArrayRef {
+    let zone = SessionTz::of_type(a.data_type());
     let out: Int32Array = a
         .as_primitive::<TimestampMicrosecondType>()
         .iter()
-        .map(|v| {
-            v.and_then(chrono::DateTime::from_timestamp_micros)
-                .map(|t| f(t.naive_utc()))
-        })
+        .map(|v| super::cast::wall_clock(v?, zone.as_ref()).map(&f))
         .collect();
     Arc::new(out)
 }
@@ -471,6 +476,19 @@ fn trunc_ts(t: chrono::NaiveDateTime, unit: &str) -> Option<chrono::NaiveDateTim
         "millisecond" => Some(t.with_nanosecond(t.nanosecond() / 1_000_000 * 1_000_000)?),
         "microsecond" => Some(t),
         _ => None,
+    }
+}
+
+/// `date_trunc(unit, t)` of a timestamp's value as Spark's
+/// `truncTimestamp`: its wall-clock time in `zone` cut to `unit`, and the
+/// instant of that (the offset it had kept where the time is twice);
+/// without a zone (`timestamp_ntz`), the wall-clock time cut.
+fn trunc_instant(t: i64, unit: &str, zone: Option<&SessionTz>) -> Option<i64> {
+    let local = super::cast::wall_clock(t, zone)?;
+    let cut = trunc_ts(local, unit)?;
+    match zone {
+        Some(tz) => tz.instant_preferring(&cut, tz.offset_of(t)),
+        None => Some(cut.and_utc().timestamp_micros()),
     }
 }
 
@@ -739,16 +757,14 @@ fn dates_call(
         Func::ToDate | Func::ToTimestamp => a.clone(),
         Func::DateTrunc => {
             let units = strings(a);
+            let zone = SessionTz::of_type(values[1].data_type());
             let ts = values[1].as_primitive::<TimestampMicrosecondType>();
             let out: TimestampMicrosecondArray = units
                 .iter()
                 .zip(ts.iter())
-                .map(|(u, t)| {
-                    let t = chrono::DateTime::from_timestamp_micros(t?)?.naive_utc();
-                    Some(trunc_ts(t, u?)?.and_utc().timestamp_micros())
-                })
+                .map(|(u, t)| trunc_instant(t?, u?, zone.as_ref()))
                 .collect();
-            Arc::new(out.with_timezone("UTC"))
+            Arc::new(out.with_timezone_opt(ts.timezone().map(Arc::from)))
         }
         Func::Trunc => {
             let units = strings(&values[1]);

@@ -4,8 +4,8 @@
 //! null is unknown, `NOT` of unknown is unknown, only rows where the whole
 //! filter is true are kept), numbers compared after Spark's widening with
 //! `-0.0 = 0.0` and NaN above every number, strings by their bytes, dates
-//! and timestamps in UTC (the session time zone sluice reads timestamps in),
-//! arithmetic that fails where Spark's fails.
+//! and timestamps in the session time zone (`--timezone`, UTC unless given:
+//! see [`tz`]), arithmetic that fails where Spark's fails.
 //!
 //! The text is read by Spark's lexical rules ([`lex`]) and parsed by its
 //! grammar ([`parse`]) into a tree of our own, bound to the dataset's
@@ -33,6 +33,7 @@ pub(crate) mod prune;
 mod resolve;
 mod rows;
 mod types;
+mod tz;
 
 use std::fmt;
 
@@ -42,6 +43,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub(crate) use bind::Pred;
 pub use parquet::{filter_counts, FilterCounts};
 pub use prune::PruneCounts;
+pub use tz::{SessionTz, TimeZoneError};
 
 /// A place in the expression: line and column, both from 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -95,21 +97,36 @@ pub enum RowFilterError {
     },
 }
 
-/// A parsed `--filter` expression (not yet bound to a schema).
+/// A parsed `--filter` expression (not yet bound to a schema), with the
+/// session time zone its timestamps are computed in.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RowFilter {
     text: String,
     node: parse::Node,
+    tz: SessionTz,
 }
 
 impl RowFilter {
-    /// Parses a `--filter` expression.
+    /// Parses a `--filter` expression (timestamps in UTC until
+    /// [`RowFilter::with_timezone`] says otherwise).
     pub fn parse(text: &str) -> Result<RowFilter, RowFilterError> {
         let node = parse::parse(text)?;
         Ok(RowFilter {
             text: text.to_string(),
             node,
+            tz: SessionTz::Utc,
         })
+    }
+
+    /// The filter with its timestamps computed in `tz` (`--timezone`).
+    pub fn with_timezone(mut self, tz: SessionTz) -> RowFilter {
+        self.tz = tz;
+        self
+    }
+
+    /// The session time zone its timestamps are computed in.
+    pub fn timezone(&self) -> SessionTz {
+        self.tz
     }
 
     /// The expression as given.
@@ -127,7 +144,7 @@ impl RowFilter {
     /// Checks the expression against `schema` (data and partition columns)
     /// and types every literal by its column.
     pub(crate) fn bind(&self, schema: &Schema) -> Result<Pred, RowFilterError> {
-        bind::bind(&self.node, schema, &self.text)
+        bind::bind(&self.node, schema, &self.text, self.tz)
     }
 
     /// Whether a partition with these values (aligned with `fields`, `None`
@@ -142,7 +159,7 @@ impl RowFilter {
             return true;
         }
         let schema = Schema::new(fields.to_vec());
-        let pred = bind::bind_lenient(&self.node, &schema);
+        let pred = bind::bind_lenient(&self.node, &schema, self.tz);
         let stats = prune::PartitionStats { fields, values };
         prune::may_match(&pred, &stats)
             .first()
@@ -159,7 +176,7 @@ impl RowFilter {
         values: &[Option<String>],
     ) -> Option<bool> {
         let schema = Schema::new(fields.to_vec());
-        let pred = bind::bind_partial(&self.node, &schema)?;
+        let pred = bind::bind_partial(&self.node, &schema, self.tz)?;
         let stats = prune::PartitionStats { fields, values };
         Some(
             prune::may_match(&pred, &stats)
@@ -172,7 +189,7 @@ impl RowFilter {
     /// The expression bound to what `schema` can decide; conditions on
     /// other columns (or that do not fit) may be anything (for pruning).
     pub(crate) fn lenient(&self, schema: &Schema) -> Pred {
-        bind::bind_lenient(&self.node, schema)
+        bind::bind_lenient(&self.node, schema, self.tz)
     }
 
     /// The filter's value on one row of partition values (`values` aligned
@@ -204,7 +221,7 @@ impl RowFilter {
                     continue;
                 }
             }
-            let value = bind::bind(node, &schema, &self.text)
+            let value = bind::bind(node, &schema, &self.text, self.tz)
                 .and_then(|pred| {
                     eval::eval(&pred, &batch).map_err(|e| RowFilterError::Type {
                         text: self.text.clone(),
@@ -237,16 +254,40 @@ impl fmt::Display for RowFilter {
     }
 }
 
+/// A filter as it travels: its text alone where its zone is UTC, else its
+/// text and zone.
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum FilterForm {
+    /// The text, in UTC.
+    Text(String),
+    /// The text and its zone.
+    Zoned { filter: String, timezone: SessionTz },
+}
+
 impl Serialize for RowFilter {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.text)
+        if self.tz.is_utc() {
+            s.serialize_str(&self.text)
+        } else {
+            FilterForm::Zoned {
+                filter: self.text.clone(),
+                timezone: self.tz,
+            }
+            .serialize(s)
+        }
     }
 }
 
 impl<'de> Deserialize<'de> for RowFilter {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(d)?;
-        RowFilter::parse(&text).map_err(serde::de::Error::custom)
+        let (text, tz) = match FilterForm::deserialize(d)? {
+            FilterForm::Text(text) => (text, SessionTz::Utc),
+            FilterForm::Zoned { filter, timezone } => (filter, timezone),
+        };
+        RowFilter::parse(&text)
+            .map(|f| f.with_timezone(tz))
+            .map_err(serde::de::Error::custom)
     }
 }
 
@@ -326,10 +367,14 @@ pub struct ComputedColumn {
 }
 
 impl ComputedColumn {
-    /// Parses and types `text` against `schema`.
-    pub fn bind(text: &str, schema: &Schema) -> Result<ComputedColumn, RowFilterError> {
+    /// Parses and types `text` against `schema`, timestamps in `tz`.
+    pub fn bind(
+        text: &str,
+        schema: &Schema,
+        tz: SessionTz,
+    ) -> Result<ComputedColumn, RowFilterError> {
         let node = parse::parse(text)?;
-        let expr = resolve::Resolver { schema, text }.expr(&node)?;
+        let expr = resolve::Resolver { schema, text, tz }.expr(&node)?;
         if expr.ty == arrow::datatypes::DataType::Null {
             return Ok(ComputedColumn {
                 expr: expr.implicit(&arrow::datatypes::DataType::Utf8),
@@ -564,6 +609,84 @@ mod tests {
             })
             .expect("thread");
         assert_eq!(worker.join().expect("no overflow"), [2500, 1667, 2500]);
+    }
+
+    /// Timestamps in the session's zone; `timestamp_ntz` untouched.
+    #[test]
+    fn timestamps_in_the_session_time_zone() {
+        use arrow::array::TimestampMicrosecondArray;
+        use arrow::datatypes::TimeUnit;
+        let utc = |s: &str| {
+            chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S")
+                .expect("a time")
+                .and_utc()
+                .timestamp_micros()
+        };
+        let times = [
+            "2026-03-08 09:59:59",
+            "2026-03-08 10:30:00",
+            "2026-11-01 08:30:00",
+            "2026-11-01 09:30:00",
+            "2026-01-02 07:30:00",
+        ];
+        let schema = Schema::new(vec![
+            Field::new(
+                "ts",
+                DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+                true,
+            ),
+            Field::new(
+                "ntz",
+                DataType::Timestamp(TimeUnit::Microsecond, None),
+                true,
+            ),
+        ]);
+        let ts = TimestampMicrosecondArray::from(times.iter().map(|t| utc(t)).collect::<Vec<_>>())
+            .with_timezone("UTC");
+        let ntz = TimestampMicrosecondArray::from(times.iter().map(|t| utc(t)).collect::<Vec<_>>());
+        let b = RecordBatch::try_new(Arc::new(schema), vec![Arc::new(ts), Arc::new(ntz)])
+            .expect("batch");
+        let la = SessionTz::parse("America/Los_Angeles").expect("zone");
+        let kept = |expr: &str| -> Vec<bool> {
+            let pred = RowFilter::parse(expr)
+                .expect("parses")
+                .with_timezone(la)
+                .bind(&b.schema())
+                .expect("binds");
+            let out = eval::eval(&pred, &b).expect("evaluates");
+            (0..out.len())
+                .map(|i| out.is_valid(i) && out.value(i))
+                .collect()
+        };
+        let (t, f) = (true, false);
+        assert_eq!(kept("hour(ts) = 1"), [t, f, t, t, f]);
+        assert_eq!(kept("ts >= '2026-03-08 02:30:00'"), [f, t, t, t, f]);
+        assert_eq!(
+            kept("ts = TIMESTAMP '2026-11-01 01:30:00'"),
+            [f, f, t, f, f]
+        );
+        assert_eq!(kept("to_date(ts) = '2026-01-01'"), [f, f, f, f, t]);
+        assert_eq!(
+            kept("cast(ts AS string) LIKE '2026-11-01 01:30%'"),
+            [f, f, t, t, f]
+        );
+        assert_eq!(
+            kept("date_trunc('day', ts) = '2026-11-01'"),
+            [f, f, t, t, f]
+        );
+        assert_eq!(
+            kept("date_trunc('hour', ts) = '2026-11-01 01:00:00'"),
+            [f, f, t, f, f]
+        );
+        assert_eq!(kept("day(ts) = 1 AND month(ts) = 1"), [f, f, f, f, t]);
+        assert_eq!(
+            kept("cast(ts AS date) = DATE '2026-03-08'"),
+            [t, t, f, f, f]
+        );
+        // `timestamp_ntz`: wall-clock times, no zone shifts them.
+        assert_eq!(kept("hour(ntz) = 9"), [t, f, f, t, f]);
+        assert_eq!(kept("ntz = '2026-11-01 08:30:00'"), [f, f, t, f, f]);
+        assert_eq!(kept("to_date(ntz) = '2026-01-02'"), [f, f, f, f, t]);
     }
 
     #[test]

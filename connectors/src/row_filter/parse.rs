@@ -10,7 +10,10 @@
 //! pruning or evaluation recurses once per term. Only parentheses and calls
 //! nest, to at most [`MAX_DEPTH`] levels.
 
+use chrono::NaiveDateTime;
+
 use super::lex::{lex, Tok, Token};
+use super::tz::SessionTz;
 use super::{Pos, RowFilterError};
 
 /// How deeply parentheses, calls and `NOT`s may nest.
@@ -125,8 +128,9 @@ pub(crate) enum Literal {
     Bytes(Vec<u8>),
     /// `DATE '2026-11-01'`: days since the epoch.
     Date(i32),
-    /// `TIMESTAMP '2026-11-01 10:00:00'`: microseconds since the epoch, UTC.
-    Timestamp(i64),
+    /// `TIMESTAMP '2026-11-01 10:00:00'`: its text (a valid timestamp),
+    /// read in the session time zone when bound.
+    Timestamp(String),
 }
 
 impl std::fmt::Display for Literal {
@@ -148,7 +152,7 @@ impl std::fmt::Display for Literal {
             Literal::Float32(x) => write!(f, "{x:e}F"),
             Literal::Bytes(b) => write!(f, "X'{}'", hex(b)),
             Literal::Date(d) => write!(f, "DATE {d}"),
-            Literal::Timestamp(t) => write!(f, "TIMESTAMP {t}"),
+            Literal::Timestamp(t) => write!(f, "TIMESTAMP '{t}'"),
         }
     }
 }
@@ -726,8 +730,8 @@ impl<'a> Parser<'a> {
                 let Tok::Str(s) = self.next().kind else {
                     unreachable!("checked above")
                 };
-                return match parse_timestamp(&s) {
-                    Some(t) => lit(Literal::Timestamp(t)),
+                return match parse_timestamp(&s, &SessionTz::Utc) {
+                    Some(_) => lit(Literal::Timestamp(s)),
                     None => Err(self.error(
                         format!("TIMESTAMP '{s}' is no timestamp (YYYY-MM-DD[ HH:MM:SS[.ffffff]])"),
                         at,
@@ -1008,30 +1012,72 @@ pub(crate) fn parse_date(text: &str) -> Option<i32> {
     i32::try_from((date - epoch).num_days()).ok()
 }
 
-/// Microseconds since the epoch of a timestamp read in UTC (the session
-/// time zone): `YYYY-MM-DD`, `YYYY-MM-DD HH:MM[:SS[.f]]` (or with `T`), or
-/// RFC 3339 with its own offset.
-pub(crate) fn parse_timestamp(text: &str) -> Option<i64> {
+/// A timestamp's text as Spark's cast reads it: `YYYY-MM-DD`,
+/// `YYYY-MM-DD HH:MM[:SS[.f]]` (or with `T`), optionally followed by a zone
+/// (`Z`, an offset as `+05:30`, or a region after a space); the wall-clock
+/// time and the zone it names, if any.
+pub(crate) fn parse_timestamp_parts(text: &str) -> Option<(NaiveDateTime, Option<SessionTz>)> {
     let text = text.trim();
     if let Ok(t) = chrono::DateTime::parse_from_rfc3339(text) {
-        return Some(t.timestamp_micros());
+        let zone = SessionTz::parse(&t.offset().to_string()).ok()?;
+        return Some((t.naive_local(), Some(zone)));
     }
-    let plain = text.strip_suffix('Z').unwrap_or(text);
+    let (plain, zone) = split_zone(text);
     for format in [
         "%Y-%m-%d %H:%M:%S%.f",
         "%Y-%m-%dT%H:%M:%S%.f",
         "%Y-%m-%d %H:%M",
         "%Y-%m-%dT%H:%M",
     ] {
-        if let Ok(t) = chrono::NaiveDateTime::parse_from_str(plain, format) {
-            return Some(t.and_utc().timestamp_micros());
+        if let Ok(t) = NaiveDateTime::parse_from_str(plain, format) {
+            return Some((t, zone));
         }
     }
     if text.contains([' ', 'T']) {
         return None;
     }
     let days = parse_date(text)?;
-    Some(i64::from(days) * 86_400_000_000)
+    let date = chrono::NaiveDate::from_ymd_opt(1970, 1, 1)?
+        .checked_add_signed(chrono::Duration::days(i64::from(days)))?;
+    Some((date.and_hms_opt(0, 0, 0)?, None))
+}
+
+/// A timestamp's text cut before the zone it ends with, if any.
+fn split_zone(text: &str) -> (&str, Option<SessionTz>) {
+    if let Some(plain) = text.strip_suffix('Z') {
+        return (plain, Some(SessionTz::Utc));
+    }
+    if let Some((plain, zone)) = text.rsplit_once(' ') {
+        if plain.contains(':') {
+            if let Ok(z) = SessionTz::parse(zone) {
+                return (plain, Some(z));
+            }
+        }
+    }
+    // An offset right after the time: `10:00:00+05:30`, `10:00-08`.
+    if let Some(i) = text.rfind(['+', '-']) {
+        let (plain, zone) = text.split_at(i);
+        if plain.contains(':') && plain.len() > 10 {
+            if let Ok(z) = SessionTz::parse(zone) {
+                return (plain, Some(z));
+            }
+        }
+    }
+    (text, None)
+}
+
+/// Microseconds since the epoch of a timestamp's text read in `tz` (the
+/// session time zone), unless it names its own.
+pub(crate) fn parse_timestamp(text: &str, tz: &SessionTz) -> Option<i64> {
+    let (local, zone) = parse_timestamp_parts(text)?;
+    zone.as_ref().unwrap_or(tz).instant(&local)
+}
+
+/// A `timestamp_ntz`'s microseconds from a timestamp's text: its wall-clock
+/// time, any zone it names left aside.
+pub(crate) fn parse_timestamp_ntz(text: &str) -> Option<i64> {
+    let (local, _) = parse_timestamp_parts(text)?;
+    Some(local.and_utc().timestamp_micros())
 }
 
 #[cfg(test)]

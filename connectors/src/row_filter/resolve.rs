@@ -14,13 +14,16 @@ use super::expr::{fold, lit, Expr, Kind};
 use super::func;
 use super::like;
 use super::parse::{Arith, CmpOp, Col, Literal, Node, TypeName};
-use super::types::{self, comparison_type, engine_type, spark_name, timestamp};
+use super::types::{self, comparison_type, engine_type, spark_name};
+use super::tz::SessionTz;
 use super::{Pos, RowFilterError};
 
 /// Resolves expressions against one schema.
 pub(crate) struct Resolver<'a> {
     pub schema: &'a Schema,
     pub text: &'a str,
+    /// The session time zone every `timestamp` is computed in.
+    pub tz: SessionTz,
 }
 
 impl<'a> Resolver<'a> {
@@ -96,9 +99,14 @@ impl<'a> Resolver<'a> {
                         col.at,
                     )
                 })?;
+                // A `timestamp` is computed in the session's zone.
+                let ty = match ty {
+                    DataType::Timestamp(_, Some(_)) => self.tz.timestamp(),
+                    other => other,
+                };
                 Expr::new(Kind::Column(field.name().clone()), ty)
             }
-            Node::Lit(l) => lit(&l.value).ok_or_else(|| {
+            Node::Lit(l) => lit(&l.value, &self.tz).ok_or_else(|| {
                 self.mismatch(
                     format!("the literal {} is out of its type's range", l.value),
                     l.at,
@@ -576,11 +584,12 @@ impl<'a> Resolver<'a> {
             return self.round_decimal(values, p, s, at);
         }
         let types: Vec<DataType> = values.iter().map(|e| e.ty.clone()).collect();
-        let sig = func::resolve(name, &types).map_err(|reason| RowFilterError::Syntax {
-            text: self.text.to_string(),
-            reason,
-            at,
-        })?;
+        let sig =
+            func::resolve(name, &types, &self.tz).map_err(|reason| RowFilterError::Syntax {
+                text: self.text.to_string(),
+                reason,
+                at,
+            })?;
         let args = values
             .into_iter()
             .zip(&sig.args)
@@ -663,7 +672,8 @@ impl<'a> Resolver<'a> {
             "string" | "varchar" | "char" => DataType::Utf8,
             "binary" => DataType::Binary,
             "date" => DataType::Date32,
-            "timestamp" | "timestamp_ltz" => timestamp(),
+            "timestamp" | "timestamp_ltz" => self.tz.timestamp(),
+            "timestamp_ntz" => DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, None),
             other => return Err(self.mismatch(format!("a cast to {other} is not supported"), t.at)),
         })
     }

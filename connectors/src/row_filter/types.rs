@@ -8,15 +8,11 @@ use arrow::compute::cast;
 use arrow::datatypes::{DataType, TimeUnit};
 use arrow::error::ArrowError;
 
-/// Spark's `timestamp`: microseconds, an instant (shown in UTC).
-pub(crate) fn timestamp() -> DataType {
-    DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
-}
-
 /// A column's type as the expression engine computes with it: string and
 /// binary views and large variants as plain ones, every timestamp in
-/// microseconds, unsigned integers widened; `None` for what a filter does
-/// not compute with (lists, maps, structs).
+/// microseconds (a `timestamp` keeps a zone, a `timestamp_ntz` has none),
+/// unsigned integers widened; `None` for what a filter does not compute
+/// with (lists, maps, structs).
 pub(crate) fn engine_type(t: &DataType) -> Option<DataType> {
     Some(match t {
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => DataType::Utf8,
@@ -24,10 +20,7 @@ pub(crate) fn engine_type(t: &DataType) -> Option<DataType> {
         | DataType::LargeBinary
         | DataType::BinaryView
         | DataType::FixedSizeBinary(_) => DataType::Binary,
-        DataType::Timestamp(_, tz) => DataType::Timestamp(
-            TimeUnit::Microsecond,
-            Some(tz.clone().unwrap_or_else(|| "UTC".into())),
-        ),
+        DataType::Timestamp(_, tz) => DataType::Timestamp(TimeUnit::Microsecond, tz.clone()),
         DataType::Date64 => DataType::Date32,
         DataType::UInt8 => DataType::Int16,
         DataType::UInt16 => DataType::Int32,
@@ -64,6 +57,7 @@ pub(crate) fn spark_name(t: &DataType) -> String {
         DataType::Utf8 => "string".into(),
         DataType::Binary => "binary".into(),
         DataType::Date32 => "date".into(),
+        DataType::Timestamp(_, None) => "timestamp_ntz".into(),
         DataType::Timestamp(..) => "timestamp".into(),
         DataType::Null => "void".into(),
         other => other.to_string(),
@@ -156,9 +150,13 @@ pub(crate) fn comparison_type(a: &DataType, b: &DataType) -> Option<DataType> {
         (Null, t) | (t, Null) => Some(t.clone()),
         (x, y) if is_numeric(x) && is_numeric(y) => wider_numeric(x, y),
         (Utf8, Date32) | (Date32, Utf8) => Some(Date32),
-        (Utf8, Timestamp(..)) | (Timestamp(..), Utf8) => Some(timestamp()),
-        (Date32, Timestamp(..)) | (Timestamp(..), Date32) => Some(timestamp()),
-        (Timestamp(..), Timestamp(..)) => Some(timestamp()),
+        // A string or a date meets a timestamp as that timestamp (in the
+        // session's zone, or without one); a `timestamp_ntz` meets a
+        // `timestamp` as the `timestamp`.
+        (Utf8 | Date32, t @ Timestamp(..)) | (t @ Timestamp(..), Utf8 | Date32) => Some(t.clone()),
+        (Timestamp(_, None), t @ Timestamp(..)) | (t @ Timestamp(..), Timestamp(..)) => {
+            Some(t.clone())
+        }
         _ => None,
     }
 }
