@@ -6,12 +6,13 @@
 //! position is every source's ([`FollowPosition::Sources`]), so a resumed
 //! job follows each source on from where it was.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::SystemTime;
 
 use connectors::{Dataset, DatasetOptions, Split};
 use tracing::warn;
 
+use super::dirs::DirWatch;
 use super::{first_dataset, nothing_yet, Ends, First, FollowError, Follower, Found, Watch};
 use crate::config::{FollowConfig, MixConfig};
 use crate::protocol::follow::{source_position_of, FollowPosition};
@@ -91,11 +92,7 @@ impl Follower {
             options: options.clone(),
             plan: state.spec.plan.clone(),
             config,
-            watch: Watch::Partitions {
-                taken: BTreeSet::new(),
-                pending: BTreeMap::new(),
-                warned_root: false,
-            },
+            watch: Watch::Partitions(DirWatch::new(BTreeSet::new())),
             local: None,
             unknown_columns: BTreeSet::new(),
             table: None,
