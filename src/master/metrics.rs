@@ -108,20 +108,31 @@ fn count(n: impl TryInto<i64>) -> i64 {
 
 impl Collector for Figures {
     fn encode(&self, mut e: DescriptorEncoder) -> std::fmt::Result {
+        self.encode_queue(&mut e)?;
+        encode_filter(&mut e)?;
+        self.encode_rows(&mut e)?;
+        self.encode_workers(&mut e)?;
+        self.encode_service(&mut e)?;
+        self.encode_follow(&mut e)?;
+        match &self.timings {
+            Some(timings) => timings.encode(&mut e),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Figures {
+    /// The queue's figures: the epoch, tasks by state, tasks and rows done.
+    fn encode_queue(&self, e: &mut DescriptorEncoder) -> std::fmt::Result {
         let s = &self.status;
         let q = &s.queue;
         gauge(
-            &mut e,
+            e,
             "sluice_epoch",
             "Current epoch (1-based).",
             count(crate::epoch::Epoch(q.epoch).number()),
         )?;
-        gauge(
-            &mut e,
-            "sluice_epochs",
-            "Epochs in the job.",
-            count(q.epochs),
-        )?;
+        gauge(e, "sluice_epochs", "Epochs in the job.", count(q.epochs))?;
         let mut tasks = e.encode_descriptor(
             "sluice_tasks",
             "Tasks of the current epoch by state.",
@@ -137,46 +148,29 @@ impl Collector for Figures {
             ConstGauge::new(count(n)).encode(tasks.encode_family(&[("state", state)])?)?;
         }
         counter(
-            &mut e,
+            e,
             "sluice_tasks_done",
             "Tasks done over all epochs.",
             q.tasks_done,
         )?;
         counter(
-            &mut e,
+            e,
             "sluice_rows_committed",
             "Rows acknowledged by trainers and durably committed, over all epochs.",
             s.rows_committed,
         )?;
         counter(
-            &mut e,
+            e,
             "sluice_rows_done",
             "Rows of tasks done, over all epochs.",
             s.rows_done,
         )?;
-        // What `--filter` skipped in this process: planning (the master's)
-        // and, for `train`, reading.
-        let f = connectors::row_filter::filter_counts();
-        if f != connectors::row_filter::FilterCounts::default() {
-            counter(
-                &mut e,
-                "sluice_filter_row_groups_pruned",
-                "Parquet row groups --filter skipped on their statistics in this process.",
-                f.row_groups_pruned,
-            )?;
-            counter(
-                &mut e,
-                "sluice_filter_files_pruned",
-                "Files none of whose row groups may hold a row --filter keeps: never read.",
-                f.files_pruned,
-            )?;
-            counter(
-                &mut e,
-                "sluice_filter_rows_dropped",
-                "Rows read in this process and dropped by --filter row by row.",
-                f.rows_filtered,
-            )?;
-        }
+        Ok(())
+    }
+
+    /// Rows per source of a mixed job, and the rows the whole job serves.
+    fn encode_rows(&self, e: &mut DescriptorEncoder) -> std::fmt::Result {
+        let s = &self.status;
         if !s.sources.is_empty() {
             let mut family = e.encode_descriptor(
                 "sluice_source_rows",
@@ -191,20 +185,27 @@ impl Collector for Figures {
         }
         if let Some(total) = s.rows_total {
             gauge(
-                &mut e,
+                e,
                 "sluice_job_rows",
                 "Rows the whole job serves: the splits' rows times the epochs.",
                 count(total),
             )?;
         }
+        Ok(())
+    }
+
+    /// The workers: live and departed, their caches, and each live one's
+    /// rows, pace and last heartbeat.
+    fn encode_workers(&self, e: &mut DescriptorEncoder) -> std::fmt::Result {
+        let s = &self.status;
         gauge(
-            &mut e,
+            e,
             "sluice_workers",
             "Live workers (heard from within the lease timeout).",
             count(s.workers.len()),
         )?;
         gauge(
-            &mut e,
+            e,
             "sluice_workers_departed",
             "Workers registered that are no longer live.",
             count(s.workers_departed),
@@ -227,87 +228,124 @@ impl Collector for Figures {
                     cache.bytes,
                 ),
             ] {
-                gauge(&mut e, name, help, count(value))?;
+                gauge(e, name, help, count(value))?;
             }
         }
         per_worker(
-            &mut e,
+            e,
             &s.workers,
             "sluice_worker_rows",
             "Rows a live worker's trainers acknowledged, as its last heartbeat reported them.",
             |w| count(w.rows),
         )?;
         per_worker(
-            &mut e,
+            e,
             &s.workers,
             "sluice_worker_rows_per_second",
             "A live worker's rows per second, from its heartbeats.",
             |w| w.rows_per_second,
         )?;
         per_worker(
-            &mut e,
+            e,
             &s.workers,
             "sluice_worker_seconds_since_heartbeat",
             "Seconds since a live worker's last heartbeat.",
             |w| w.seconds_since_heartbeat,
         )?;
+        Ok(())
+    }
+
+    /// The master's own work: requests, journal records, whether the job
+    /// is over and its ETA.
+    fn encode_service(&self, e: &mut DescriptorEncoder) -> std::fmt::Result {
+        let s = &self.status;
+        let q = &s.queue;
         counter(
-            &mut e,
+            e,
             "sluice_requests",
             "Queue requests served.",
             self.requests,
         )?;
         counter(
-            &mut e,
+            e,
             "sluice_journal_records",
             "Commands journaled.",
             self.journaled,
         )?;
         gauge(
-            &mut e,
+            e,
             "sluice_job_over",
             "1 once every epoch is finished.",
             i64::from(q.job_over),
         )?;
         if let Some(eta) = s.eta_seconds {
             gauge(
-                &mut e,
+                e,
                 "sluice_eta_seconds",
                 "Seconds the job has left at the pace since the master started (its log's ETA; 0 once the job is over, absent before a row was committed).",
                 eta,
             )?;
         }
-        if let Some(f) = &s.follow {
+        Ok(())
+    }
+
+    /// A followed job's lag, steps and whether it is open.
+    fn encode_follow(&self, e: &mut DescriptorEncoder) -> std::fmt::Result {
+        if let Some(f) = &self.status.follow {
             gauge(
-                &mut e,
+                e,
                 "sluice_follow_lag_seconds",
                 "A followed job: seconds since the oldest step taken from the source and not yet wholly trained was seen (0 when all is trained).",
                 f.lag_seconds,
             )?;
             gauge(
-                &mut e,
+                e,
                 "sluice_follow_lag_rows",
                 "A followed job: rows taken from the source and not yet trained.",
                 count(f.lag_rows),
             )?;
             counter(
-                &mut e,
+                e,
                 "sluice_follow_steps",
                 "A followed job: steps taken from the source (sink batches, table versions, partition sets).",
                 f.steps as u64,
             )?;
             gauge(
-                &mut e,
+                e,
                 "sluice_follow_open",
                 "A followed job: 1 while it takes what its source commits.",
                 i64::from(f.open),
             )?;
         }
-        match &self.timings {
-            Some(timings) => timings.encode(&mut e),
-            None => Ok(()),
-        }
+        Ok(())
     }
+}
+
+/// What `--filter` skipped in this process: planning (the master's) and,
+/// for `train`, reading; nothing while it skipped nothing.
+fn encode_filter(e: &mut DescriptorEncoder) -> std::fmt::Result {
+    let f = connectors::row_filter::filter_counts();
+    if f != connectors::row_filter::FilterCounts::default() {
+        counter(
+            e,
+            "sluice_filter_row_groups_pruned",
+            "Parquet row groups --filter skipped on their statistics in this process.",
+            f.row_groups_pruned,
+        )?;
+        counter(
+            e,
+            "sluice_filter_files_pruned",
+            "Files none of whose row groups may hold a row --filter keeps: never read.",
+            f.files_pruned,
+        )?;
+        counter(
+            e,
+            "sluice_filter_rows_dropped",
+            "Rows read in this process and dropped by --filter row by row.",
+            f.rows_filtered,
+        )?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
