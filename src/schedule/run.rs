@@ -5,7 +5,9 @@
 use connectors::Report;
 use std::collections::BTreeMap;
 
-use connectors::table::{self, CommitKind, TableCommit, TableKind, TableVersion};
+use connectors::table::{
+    self, CommitKind, TableCommit, TableFile, TableKind, TableSnapshot, TableVersion,
+};
 use connectors::{Dataset, Location};
 use serde::Serialize;
 use tracing::{info, warn};
@@ -135,30 +137,10 @@ impl RunReport {
 
     /// Lines for people.
     pub fn lines(&self) -> Vec<String> {
-        let mut lines = Vec::new();
-        if let Some(table) = &self.table {
-            let noun = noun(table.kind);
-            for commit in &table.commits {
-                let what = match commit.kind {
-                    CommitKind::Append => "appended rows".to_string(),
-                    CommitKind::Compaction => "compaction (rows unchanged), skipped".to_string(),
-                    CommitKind::Metadata => "metadata only".to_string(),
-                    CommitKind::Rewrite => match table.on_rewrite {
-                        OnRewrite::Skip => {
-                            "removed or rewrote trained rows; not trained again (on-rewrite = \"skip\")".to_string()
-                        }
-                        OnRewrite::Retrain => {
-                            "removed or rewrote trained rows; the whole table is trained again (on-rewrite = \"retrain\")".to_string()
-                        }
-                        OnRewrite::Fail => "removed or rewrote trained rows".to_string(),
-                    },
-                };
-                lines.push(format!(
-                    "{noun} {} ({}): {what}",
-                    commit.version, commit.operation
-                ));
-            }
-        }
+        let mut lines = match &self.table {
+            Some(table) => table.commit_lines(),
+            None => Vec::new(),
+        };
         let verb = if self.dry_run {
             "would train"
         } else {
@@ -174,7 +156,19 @@ impl RunReport {
         for w in &self.waiting {
             lines.push(format!("waiting: {} ({})", w.path, w.reason));
         }
-        let last = if self.matched == 0 {
+        lines.push(self.last_line());
+        if self.skipped_rewritten_rows > 0 {
+            lines.push(format!(
+                "skipped_rewritten_rows: {} rows in files the rewrites added were not trained (on-rewrite = \"skip\")",
+                self.skipped_rewritten_rows
+            ));
+        }
+        lines
+    }
+
+    /// The last line: what the run did, or why it did nothing.
+    fn last_line(&self) -> String {
+        if self.matched == 0 {
             format!("nothing to train: {} matches nothing", self.source)
         } else if self.new.is_empty() {
             format!(
@@ -206,12 +200,34 @@ impl RunReport {
                 }
                 None => format!("{summary}; {} partition(s) {recorded}", self.new.len()),
             }
-        };
-        lines.push(last);
-        if self.skipped_rewritten_rows > 0 {
+        }
+    }
+}
+
+impl TableRun {
+    /// A line per commit since the version trained before: what it did,
+    /// and what the run does with it.
+    fn commit_lines(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        let noun = noun(self.kind);
+        for commit in &self.commits {
+            let what = match commit.kind {
+                CommitKind::Append => "appended rows".to_string(),
+                CommitKind::Compaction => "compaction (rows unchanged), skipped".to_string(),
+                CommitKind::Metadata => "metadata only".to_string(),
+                CommitKind::Rewrite => match self.on_rewrite {
+                    OnRewrite::Skip => {
+                        "removed or rewrote trained rows; not trained again (on-rewrite = \"skip\")".to_string()
+                    }
+                    OnRewrite::Retrain => {
+                        "removed or rewrote trained rows; the whole table is trained again (on-rewrite = \"retrain\")".to_string()
+                    }
+                    OnRewrite::Fail => "removed or rewrote trained rows".to_string(),
+                },
+            };
             lines.push(format!(
-                "skipped_rewritten_rows: {} rows in files the rewrites added were not trained (on-rewrite = \"skip\")",
-                self.skipped_rewritten_rows
+                "{noun} {} ({}): {what}",
+                commit.version, commit.operation
             ));
         }
         lines
@@ -266,12 +282,7 @@ pub(super) struct Context<'a> {
 }
 
 async fn run_locked(pattern: Option<&Pattern>, cx: Context<'_>) -> Result<RunReport, RunError> {
-    let Context {
-        job,
-        state,
-        options,
-        ..
-    } = cx;
+    let Context { job, state, .. } = cx;
     if let (Some(_), Some(_)) = (&job.train.follow, &job.train.mix) {
         return Err(RunError::Source {
             source_url: job.source.clone(),
@@ -287,20 +298,7 @@ async fn run_locked(pattern: Option<&Pattern>, cx: Context<'_>) -> Result<RunRep
     let rows = job.train.select.describe();
     let loaded = state.load(&job.identity(), rows.as_deref()).await?;
     if let Some(table) = &job.table {
-        let location = connectors::store::open(&table.read_url)?;
-        if table.partitions.is_some() {
-            return run_hive(&cx, loaded, table, location).await;
-        }
-        let Some(kind) = table::detect(&location).await? else {
-            return Err(RunError::Source {
-                source_url: table.identity(),
-                reason: format!(
-                    "the catalog's {} table at {} is neither partitioned nor a Delta or Iceberg table: `sluice run` trains what is new in partitions or table versions",
-                    table.format, table.location
-                ),
-            });
-        };
-        return run_table(&cx, loaded, location, kind).await;
+        return run_named(&cx, loaded, table).await;
     }
     let Some(pattern) = pattern else {
         return Err(RunError::Source {
@@ -314,6 +312,40 @@ async fn run_locked(pattern: Option<&Pattern>, cx: Context<'_>) -> Result<RunRep
             return run_table(&cx, loaded, location, kind).await;
         }
     }
+    run_partitions(&cx, loaded, pattern).await
+}
+
+/// A run over a table by name (`table` in the job file): a partitioned
+/// one's new partitions, or a Delta or Iceberg table's new versions.
+async fn run_named(
+    cx: &Context<'_>,
+    loaded: Loaded,
+    table: &crate::catalog::CatalogTable,
+) -> Result<RunReport, RunError> {
+    let location = connectors::store::open(&table.read_url)?;
+    if table.partitions.is_some() {
+        return run_hive(cx, loaded, table, location).await;
+    }
+    let Some(kind) = table::detect(&location).await? else {
+        return Err(RunError::Source {
+            source_url: table.identity(),
+            reason: format!(
+                "the catalog's {} table at {} is neither partitioned nor a Delta or Iceberg table: `sluice run` trains what is new in partitions or table versions",
+                table.format, table.location
+            ),
+        });
+    };
+    run_table(cx, loaded, location, kind).await
+}
+
+/// A run over the partitions `pattern` matches: those no earlier run
+/// trained and whose writes are complete.
+async fn run_partitions(
+    cx: &Context<'_>,
+    loaded: Loaded,
+    pattern: &Pattern,
+) -> Result<RunReport, RunError> {
+    let Context { job, options, .. } = cx;
     let expansion = partitions::expand(pattern).await?;
     if expansion.partitions.is_empty() {
         if !options.allow_empty {
@@ -323,7 +355,7 @@ async fn run_locked(pattern: Option<&Pattern>, cx: Context<'_>) -> Result<RunRep
         }
         warn!(source = %job.source, "the source matches nothing (allowed by allow-empty)");
     }
-    let mut report = RunReport::start(&cx, expansion.partitions.len());
+    let mut report = RunReport::start(cx, expansion.partitions.len());
     let mut roots = Vec::new();
     for p in &expansion.partitions {
         if loaded.trained.partitions.contains_key(&p.name) {
@@ -360,7 +392,7 @@ async fn run_locked(pattern: Option<&Pattern>, cx: Context<'_>) -> Result<RunRep
     }
     let mut config = job.train.clone();
     config.url = expansion.base.url();
-    train_and_record(&cx, loaded, config, dataset, report, None, None).await
+    train_and_record(cx, loaded, config, dataset, report, None, None).await
 }
 
 /// A run over a partitioned Hive table by name: the partitions the
@@ -592,54 +624,7 @@ async fn run_table(
             let snapshot = table::snapshot(&location, kind, TableVersion::Latest).await?;
             (snapshot, None, Vec::new(), "all")
         }
-        Some(since) => {
-            let changes = table::changes(&location, kind, since, TableVersion::Latest).await?;
-            let rewrites: Vec<String> = changes
-                .commits
-                .iter()
-                .filter(|c| c.kind == CommitKind::Rewrite)
-                .map(|c| format!("{} {} ({})", noun(kind), c.version, c.operation))
-                .collect();
-            let policy = if rewrites.is_empty() {
-                OnRewrite::Skip
-            } else {
-                job.on_rewrite
-            };
-            match policy {
-                OnRewrite::Fail => {
-                    return Err(RunError::Rewritten {
-                        kind: kind.as_str(),
-                        source_url: job.source.clone(),
-                        noun: noun(kind),
-                        since,
-                        commits: rewrites.join(", "),
-                    })
-                }
-                OnRewrite::Retrain => (changes.snapshot, None, changes.commits, "all"),
-                OnRewrite::Skip => {
-                    if !rewrites.is_empty() {
-                        let rows = rewritten_rows(&location, &changes, job).await?;
-                        warn!(
-                            rows,
-                            commits = %rewrites.join(", "),
-                            "rows in files the rewrites added are not trained (on-rewrite = \"skip\")"
-                        );
-                        report.skipped_rewritten_rows = rows;
-                    }
-                    let trains = if changes.appended.is_empty() {
-                        "nothing"
-                    } else {
-                        "appended"
-                    };
-                    (
-                        changes.snapshot,
-                        Some(changes.appended),
-                        changes.commits,
-                        trains,
-                    )
-                }
-            }
-        }
+        Some(since) => changes_to_train(cx, &location, kind, since, &mut report).await?,
     };
     let to = snapshot.version;
     report.table = Some(TableRun {
@@ -671,17 +656,9 @@ async fn run_table(
         });
     }
     if !record_only {
-        report.new.push(NewPartition {
-            path: format!("{kind} {to}"),
-            url: location.url(),
-            rows: dataset
-                .files
-                .iter()
-                .map(|f| f.rows)
-                .try_fold(0u64, |sum, rows| rows.map(|r| sum + r)),
-            files: dataset.files.len(),
-            source: None,
-        });
+        report
+            .new
+            .push(table_partition(kind, to, &location, &dataset));
     }
     if cx.options.dry_run {
         if !record_only {
@@ -695,25 +672,122 @@ async fn run_table(
         run: cx.run_id.to_string(),
     };
     if record_only {
-        // Only compactions, metadata or skipped rewrites: nothing to train,
-        // but the next run starts after them.
-        let trained = record(
-            &loaded.trained,
-            &report,
-            None,
-            cx.started_at.clone(),
-            Some(table),
-        );
-        if let Some(lock) = cx.lock {
-            lock.check().await?;
-        }
-        cx.state.save(&loaded, &trained).await?;
-        report.recorded = true;
-        return Ok(report);
+        return record_only_run(cx, loaded, report, table).await;
     }
     let mut config = job.train.clone();
     config.url = location.url();
     train_and_record(cx, loaded, config, dataset, report, Some(table), None).await
+}
+
+/// What a table's run after version `since` trains, by the job's
+/// `on-rewrite` where commits since rewrote rows: the snapshot read, its
+/// files to train (`None`: all), the commits since, and what it trains
+/// (`all`, `appended` or `nothing`).
+async fn changes_to_train(
+    cx: &Context<'_>,
+    location: &Location,
+    kind: TableKind,
+    since: i64,
+    report: &mut RunReport,
+) -> Result<
+    (
+        TableSnapshot,
+        Option<Vec<TableFile>>,
+        Vec<TableCommit>,
+        &'static str,
+    ),
+    RunError,
+> {
+    let job = cx.job;
+    let changes = table::changes(location, kind, since, TableVersion::Latest).await?;
+    let rewrites: Vec<String> = changes
+        .commits
+        .iter()
+        .filter(|c| c.kind == CommitKind::Rewrite)
+        .map(|c| format!("{} {} ({})", noun(kind), c.version, c.operation))
+        .collect();
+    let policy = if rewrites.is_empty() {
+        OnRewrite::Skip
+    } else {
+        job.on_rewrite
+    };
+    match policy {
+        OnRewrite::Fail => Err(RunError::Rewritten {
+            kind: kind.as_str(),
+            source_url: job.source.clone(),
+            noun: noun(kind),
+            since,
+            commits: rewrites.join(", "),
+        }),
+        OnRewrite::Retrain => Ok((changes.snapshot, None, changes.commits, "all")),
+        OnRewrite::Skip => {
+            if !rewrites.is_empty() {
+                let rows = rewritten_rows(location, &changes, job).await?;
+                warn!(
+                    rows,
+                    commits = %rewrites.join(", "),
+                    "rows in files the rewrites added are not trained (on-rewrite = \"skip\")"
+                );
+                report.skipped_rewritten_rows = rows;
+            }
+            let trains = if changes.appended.is_empty() {
+                "nothing"
+            } else {
+                "appended"
+            };
+            Ok((
+                changes.snapshot,
+                Some(changes.appended),
+                changes.commits,
+                trains,
+            ))
+        }
+    }
+}
+
+/// A table's run that trains nothing (only compactions, metadata or
+/// skipped rewrites since the last): recorded, so that the next run starts
+/// after them.
+async fn record_only_run(
+    cx: &Context<'_>,
+    loaded: Loaded,
+    mut report: RunReport,
+    table: TrainedTable,
+) -> Result<RunReport, RunError> {
+    let trained = record(
+        &loaded.trained,
+        &report,
+        None,
+        cx.started_at.clone(),
+        Some(table),
+    );
+    if let Some(lock) = cx.lock {
+        lock.check().await?;
+    }
+    cx.state.save(&loaded, &trained).await?;
+    report.recorded = true;
+    Ok(report)
+}
+
+/// What a table's run trains, as the report lists it: the table at
+/// version `to`.
+fn table_partition(
+    kind: TableKind,
+    to: i64,
+    location: &Location,
+    dataset: &Dataset,
+) -> NewPartition {
+    NewPartition {
+        path: format!("{kind} {to}"),
+        url: location.url(),
+        rows: dataset
+            .files
+            .iter()
+            .map(|f| f.rows)
+            .try_fold(0u64, |sum, rows| rows.map(|r| sum + r)),
+        files: dataset.files.len(),
+        source: None,
+    }
 }
 
 /// Rows in the files of the table's new version that rewriting commits added,
