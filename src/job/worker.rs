@@ -9,6 +9,8 @@ use tracing::info;
 
 use super::train::{make_factory, write_json, TrainError};
 use crate::config::TrainerChoice;
+use crate::protocol::spec::JobSpec;
+use crate::trainer::TrainerFactory;
 use crate::trainer::RESUME_CHECKPOINT_ENV;
 use crate::worker::pipeline::{self, FinalCheckpointRule, PipelineConfig};
 use crate::worker::remote::{RemoteError, RemoteSource};
@@ -266,66 +268,14 @@ async fn run_once(
         *asked = true;
         vended_credentials(table, &config.catalog).await;
     }
-    let mut location = connectors::store::open(&spec.url)?;
-    if !spec.sources.is_empty() {
-        let all = spec
-            .sources
-            .iter()
-            .map(|url| connectors::store::open(url))
-            .collect::<Result<Vec<_>, _>>()?;
-        location = location.with_sources(all);
-    }
-    if let (Some(cache), true) = (&config.cache, location.is_all_local()) {
-        super::train::cache_unused(cache);
-    }
-    if let (Some(cache), false) = (&config.cache, location.is_all_local()) {
-        let cache = connectors::cache::Cache::open(&cache.dir, cache.size)
-            .map_err(|e| TrainError::Cache(Report(&e).to_string()))?;
-        let keys: Vec<_> = spec.splits.iter().map(|s| location.cache_key(s)).collect();
-        cache.set_job(keys.iter().flatten());
-        source.report_cache(cache.clone(), keys);
-        location = location.with_cache(cache);
-    }
-    let mut trainer = config.trainer.clone();
-    if let (Some(id), TrainerChoice::Exec { env, .. }) = (&spec.resume_checkpoint, &mut trainer) {
-        // A worker started again under its name: its trainers load the last
-        // checkpoint the name's trainers completed.
-        info!(checkpoint = %id, name = %config.name, "trainers resume from this worker's last complete checkpoint");
-        env.push((RESUME_CHECKPOINT_ENV.to_string(), id.clone()));
-    }
-    let factory = make_factory(
-        &trainer,
-        config.device_ids.as_ref(),
-        config.lockstep,
-        &config.transform,
-    )?;
-    factory
-        .validate(&spec.plan.output_schema())
-        .map_err(TrainError::from)?;
+    let location = with_cache(config, &spec, source, job_location(&spec)?)?;
+    let factory = job_factory(config, &spec)?;
     let rows = source.rows_counter();
     let acknowledged = rows.clone();
     let batches_counted = counted.batches.clone();
     let gave_up = source.clone();
     let progress = WorkerProgress::spawn(rows.clone(), config.progress);
-    let pipeline_config = PipelineConfig {
-        batch_size: config.batch_size,
-        batch_bytes: config.batch_bytes,
-        devices: config.devices,
-        prefetch: config.prefetch,
-        read_ahead: config.read_ahead,
-        read_retry: config.read_retry,
-        shuffle_buffer: config.shuffle_buffer,
-        shuffle_window: config.shuffle_window,
-        seed: spec.seed,
-        lease_timeout: spec.lease_timeout_ms.map(Duration::from_millis),
-        stop: stop.cloned(),
-        // A built-in model's devices step in lockstep (see `job::train`).
-        lockstep: config.lockstep || matches!(config.trainer, TrainerChoice::Model(_)),
-        drop_last: config.drop_last,
-        follow: spec.follow.is_some(),
-        select: Arc::new(spec.select.clone()),
-        only_worker: false,
-    };
+    let pipeline_config = pipeline_config(config, &spec, stop);
     let outcome = pipeline::run(
         source.clone(),
         location,
@@ -378,6 +328,92 @@ async fn run_once(
         replayed: outcome.replayed,
         unsaved_at_end: outcome.unsaved_at_end,
     }))
+}
+
+/// Where a joined job's data is read: its source (or sources).
+fn job_location(spec: &JobSpec) -> Result<connectors::Location, connectors::Error> {
+    let mut location = connectors::store::open(&spec.url)?;
+    if !spec.sources.is_empty() {
+        let all = spec
+            .sources
+            .iter()
+            .map(|url| connectors::store::open(url))
+            .collect::<Result<Vec<_>, _>>()?;
+        location = location.with_sources(all);
+    }
+    Ok(location)
+}
+
+/// `location` read through the worker's `--cache` where the data is not
+/// local (the cache reported to the master through `source`).
+fn with_cache(
+    config: &WorkerConfig,
+    spec: &JobSpec,
+    source: &Arc<RemoteSource>,
+    mut location: connectors::Location,
+) -> Result<connectors::Location, TrainError> {
+    if let (Some(cache), true) = (&config.cache, location.is_all_local()) {
+        super::train::cache_unused(cache);
+    }
+    if let (Some(cache), false) = (&config.cache, location.is_all_local()) {
+        let cache = connectors::cache::Cache::open(&cache.dir, cache.size)
+            .map_err(|e| TrainError::Cache(Report(&e).to_string()))?;
+        let keys: Vec<_> = spec.splits.iter().map(|s| location.cache_key(s)).collect();
+        cache.set_job(keys.iter().flatten());
+        source.report_cache(cache.clone(), keys);
+        location = location.with_cache(cache);
+    }
+    Ok(location)
+}
+
+/// The trainers of a joined job, checked against the batches it makes; a
+/// worker started again under its name resumes from its last checkpoint.
+fn job_factory(
+    config: &WorkerConfig,
+    spec: &JobSpec,
+) -> Result<Arc<dyn TrainerFactory>, TrainError> {
+    let mut trainer = config.trainer.clone();
+    if let (Some(id), TrainerChoice::Exec { env, .. }) = (&spec.resume_checkpoint, &mut trainer) {
+        // A worker started again under its name: its trainers load the last
+        // checkpoint the name's trainers completed.
+        info!(checkpoint = %id, name = %config.name, "trainers resume from this worker's last complete checkpoint");
+        env.push((RESUME_CHECKPOINT_ENV.to_string(), id.clone()));
+    }
+    let factory = make_factory(
+        &trainer,
+        config.device_ids.as_ref(),
+        config.lockstep,
+        &config.transform,
+    )?;
+    factory.validate(&spec.plan.output_schema())?;
+    Ok(factory)
+}
+
+/// The pipeline of a joined job: the worker's options and the job's.
+fn pipeline_config(
+    config: &WorkerConfig,
+    spec: &JobSpec,
+    stop: Option<&crate::worker::pipeline::Stop>,
+) -> PipelineConfig {
+    PipelineConfig {
+        batch_size: config.batch_size,
+        batch_bytes: config.batch_bytes,
+        devices: config.devices,
+        prefetch: config.prefetch,
+        read_ahead: config.read_ahead,
+        read_retry: config.read_retry,
+        shuffle_buffer: config.shuffle_buffer,
+        shuffle_window: config.shuffle_window,
+        seed: spec.seed,
+        lease_timeout: spec.lease_timeout_ms.map(Duration::from_millis),
+        stop: stop.cloned(),
+        // A built-in model's devices step in lockstep (see `job::train`).
+        lockstep: config.lockstep || matches!(config.trainer, TrainerChoice::Model(_)),
+        drop_last: config.drop_last,
+        follow: spec.follow.is_some(),
+        select: Arc::new(spec.select.clone()),
+        only_worker: false,
+    }
 }
 
 /// Resolves once `stop` is requested (never without one).
