@@ -213,10 +213,10 @@ fn to_json(dataset: &Dataset, partitions: &BTreeMap<String, PartitionTotals>) ->
     })
 }
 
-fn table(dataset: &Dataset, partitions: &BTreeMap<String, PartitionTotals>) -> String {
-    use std::fmt::Write;
-    let mut out = String::new();
-    let status = if let Some(table) = &dataset.table {
+/// What `ls` says of a dataset's state in its first line: a table's
+/// version, a sink's batch, or whether its write is complete.
+fn status(dataset: &Dataset) -> String {
+    if let Some(table) = &dataset.table {
         let when = table
             .timestamp_ms
             .and_then(chrono::DateTime::from_timestamp_millis)
@@ -248,7 +248,13 @@ fn table(dataset: &Dataset, partitions: &BTreeMap<String, PartitionTotals>) -> S
         )
     } else {
         "no _SUCCESS marker (completeness unknown)".to_string()
-    };
+    }
+}
+
+fn table(dataset: &Dataset, partitions: &BTreeMap<String, PartitionTotals>) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let status = status(dataset);
     let format = match (dataset.format, &dataset.format_detail) {
         (Some(format), Some(detail)) => format!("{format} ({detail})"),
         (Some(format), None) => format.to_string(),
