@@ -22,6 +22,7 @@ use crate::job::train::TrainError;
 use crate::job::wait::WaitError;
 use crate::job::worker::WorkerError;
 use crate::master::serve::{MasterError, StopSignal};
+use crate::plan::PlanError;
 use crate::protocol::select::SelectError;
 use crate::schedule::lock::LockError;
 use crate::schedule::RunError;
@@ -135,6 +136,7 @@ pub fn decided(cause: &(dyn Error + 'static)) -> Option<u8> {
         TrainerError,
         SelectError,
         crate::mix::MixError,
+        PlanError,
         TrainError,
         RunError,
         MasterError,
@@ -254,15 +256,28 @@ impl ExitCode for TrainError {
             TrainError::Stopped { .. } => Some(INTERRUPTED),
             TrainError::Pipeline(PipelineError::NoFinalCheckpoint { .. }) => Some(TASKS_FAILED),
             TrainError::Connector(e) => decided(e),
-            TrainError::Options(e) => decided(e),
-            TrainError::Select(e) => decided(e),
+            TrainError::Plan(e) => decided(e.as_ref()),
             TrainError::Wait(e) => decided(e),
             TrainError::Trainer(e) => decided(e),
             TrainError::State(e) => decided(e),
             TrainError::Pipeline(e) => decided(e),
-            TrainError::Follow(e) => decided(e),
-            TrainError::Mix(e) => decided(e),
             _ => None,
+        }
+    }
+}
+
+/// A job that cannot be planned: its causes decide.
+impl ExitCode for PlanError {
+    fn exit_code(&self) -> Option<u8> {
+        match self {
+            PlanError::Connector(e) => decided(e),
+            PlanError::Options(e) => decided(e),
+            PlanError::Select(e) => decided(e),
+            PlanError::Follow(e) => decided(e),
+            PlanError::Mix(e) => decided(e),
+            PlanError::Unfinished { .. } | PlanError::Empty { .. } | PlanError::Filtered { .. } => {
+                None
+            }
         }
     }
 }
@@ -289,12 +304,8 @@ impl ExitCode for RunError {
 impl ExitCode for MasterError {
     fn exit_code(&self) -> Option<u8> {
         match self {
-            MasterError::Connector(e) => decided(e),
-            MasterError::Options(e) => decided(e),
-            MasterError::Select(e) => decided(e),
+            MasterError::Plan(e) => decided(e.as_ref()),
             MasterError::State(e) => decided(e),
-            MasterError::Follow(e) => decided(e),
-            MasterError::Mix(e) => decided(e),
             MasterError::Journal(e) => Some(of_error(e)),
             MasterError::NoFinalCheckpoint(_) => Some(TASKS_FAILED),
             _ => None,
@@ -493,16 +504,28 @@ mod tests {
     #[test]
     fn usage_errors_are_found_through_every_wrapper() {
         let option = || crate::config::OptionError::new("epochs", "must be at least 1");
-        assert_eq!(of_error(&TrainError::Options(option())), USAGE);
-        assert_eq!(of_error(&MasterError::Options(option())), USAGE);
-        assert_eq!(of_error(&MasterError::Connector(invalid_url())), USAGE);
+        assert_eq!(
+            of_error(&TrainError::from(PlanError::Options(option()))),
+            USAGE
+        );
+        assert_eq!(
+            of_error(&MasterError::from(PlanError::Options(option()))),
+            USAGE
+        );
+        assert_eq!(
+            of_error(&MasterError::from(PlanError::Connector(invalid_url()))),
+            USAGE
+        );
         let worker = WorkerError::Train(TrainError::Connector(invalid_url()));
         assert_eq!(of_error(&worker), USAGE);
         let select = SelectError::UnknownKey {
             column: "user".into(),
             available: "a, b".into(),
         };
-        assert_eq!(of_error(&TrainError::Select(select)), USAGE);
+        assert_eq!(
+            of_error(&TrainError::from(PlanError::Select(select))),
+            USAGE
+        );
         let waited = TrainError::Wait(WaitError::Connector(invalid_url()));
         assert_eq!(of_error(&waited), USAGE);
         let missing = JobFileError::Missing {

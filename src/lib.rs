@@ -21,6 +21,7 @@ pub mod logging;
 pub mod master;
 pub mod mix;
 pub mod percent;
+pub mod plan;
 pub mod protocol;
 pub mod queue;
 pub mod schedule;

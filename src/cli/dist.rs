@@ -203,38 +203,31 @@ pub async fn master(mut args: MasterArgs) -> anyhow::Result<u8> {
     }
     let follow = args.follow.config(options.epochs)?;
     args.select.validate()?;
-    if mix.as_ref().is_some_and(|m| m.epoch_rows.is_some()) && follow.is_some() {
-        return Err(usage(
-            "--epoch-rows sizes epochs of sources whose rows are known at the start; a followed job grows as its sources commit (leave out --epoch-rows or --follow)",
-        ));
-    }
-    if mix.is_some() && args.select.limit.is_some() {
-        return Err(usage(
-            "--limit takes the first rows of one dataset; with several sources use --epoch-rows",
-        ));
-    }
-    if args.select.limit.is_some() && follow.is_some() {
-        return Err(usage(
-            "--limit takes the first rows of one dataset; a followed job (--follow) trains what its source commits",
-        ));
-    }
-    let config = crate::master::serve::MasterConfig {
+    refuse_master_clashes(mix.as_ref(), follow.as_ref(), &args.select)?;
+    let plan = crate::plan::PlanRequest {
+        kind: crate::plan::JobKind::Master,
         url: args.url,
         dataset,
         queue: options.queue(follow.is_some()),
         follow,
         columns: options.columns,
         select: args.select,
+        allow_incomplete: options.allow_incomplete,
+        allow_empty: options.allow_empty,
+        table: table.as_ref().map(|t| t.table_ref(&args.catalog)),
+        mix,
+        batch_rows: crate::master::serve::DECODE_BATCH_ROWS,
+        task_rows: crate::mix::plan::MASTER_TASK_ROWS,
+        trainer: None,
+    };
+    let config = crate::master::serve::MasterConfig {
+        plan,
         listen: options.listen,
         state: crate::state::master_state::StateLocation::parse(&options.state),
         token: args.token.token()?,
         linger: options.linger,
-        allow_incomplete: options.allow_incomplete,
-        allow_empty: options.allow_empty,
         tls: options.tls_cert.zip(options.tls_key),
         retry_failed: options.retry_failed,
-        table: table.as_ref().map(|t| t.table_ref(&args.catalog)),
-        mix,
     };
     let state = config.state.to_string();
     let outcome = crate::master::serve::run(config).await?;
@@ -262,6 +255,30 @@ pub async fn master(mut args: MasterArgs) -> anyhow::Result<u8> {
         }
     ));
     Ok(exit::of_failed_tasks(&outcome.failed))
+}
+
+/// Refuses the options of `sluice master` that cannot go together.
+fn refuse_master_clashes(
+    mix: Option<&crate::config::MixConfig>,
+    follow: Option<&crate::config::FollowConfig>,
+    select: &crate::config::SelectOptions,
+) -> anyhow::Result<()> {
+    if mix.is_some_and(|m| m.epoch_rows.is_some()) && follow.is_some() {
+        return Err(usage(
+            "--epoch-rows sizes epochs of sources whose rows are known at the start; a followed job grows as its sources commit (leave out --epoch-rows or --follow)",
+        ));
+    }
+    if mix.is_some() && select.limit.is_some() {
+        return Err(usage(
+            "--limit takes the first rows of one dataset; with several sources use --epoch-rows",
+        ));
+    }
+    if select.limit.is_some() && follow.is_some() {
+        return Err(usage(
+            "--limit takes the first rows of one dataset; a followed job (--follow) trains what its source commits",
+        ));
+    }
+    Ok(())
 }
 
 /// Runs `sluice worker`.

@@ -14,13 +14,11 @@ use super::progress::{Intake, Sample, Tally};
 use super::summary::{FailedTask, Resumed, ServedAgain, Summary};
 use super::wait;
 use crate::config::{ModelChoice, TrainConfig, TrainerChoice};
-use crate::follow::{First, FollowError, Follower};
+use crate::plan::{Followed, PlanError, PlanRequest, Sources};
 use crate::protocol::follow::FollowPosition;
-use crate::protocol::select;
 use crate::protocol::spec::JobSpec;
-use crate::queue::{Command, QueueConfig};
+use crate::queue::Command;
 use crate::state::dir_log::write_durably;
-use crate::state::identity::{Identity, DATASET};
 use crate::state::journal::MemoryJournal;
 use crate::state::LocalQueue;
 use crate::state::{JobRecord, MasterState, StateError, StateLocation};
@@ -40,40 +38,15 @@ pub enum TrainError {
     /// The cache directory (`--cache`) cannot be used.
     #[error("{0}")]
     Cache(String),
-    /// An option breaks a rule.
+    /// The job could not be planned, or its source followed. A pure
+    /// pass-through: the planner's errors say what failed in the words
+    /// `sluice train` and `sluice master` share, and one line repeats
+    /// nothing (boxed: it is large).
     #[error(transparent)]
-    Options(#[from] crate::config::OptionError),
-    /// Several sources cannot be mixed as asked.
-    #[error(transparent)]
-    Mix(#[from] crate::mix::MixError),
-    /// The rows to train cannot be chosen by the key asked for (`--split-key`).
-    #[error(transparent)]
-    Select(#[from] select::SelectError),
+    Plan(Box<PlanError>),
     /// `_SUCCESS` never came.
     #[error(transparent)]
     Wait(#[from] wait::WaitError),
-    /// The output is visibly unfinished.
-    #[error("{url} is not finished: no _SUCCESS and in-flight output present ({markers}); wait for the job with --wait-success, or pass --allow-incomplete")]
-    Unfinished {
-        /// The dataset.
-        url: String,
-        /// In-flight names.
-        markers: String,
-    },
-    /// The output has no data rows, and `--allow-empty` was not given.
-    #[error("{url} is empty output: no data rows (pass --allow-empty if that is expected)")]
-    Empty {
-        /// The dataset.
-        url: String,
-    },
-    /// The job's filters kept no row, and `--allow-empty` was not given.
-    #[error("{filters} kept no row of {url} (pass --allow-empty if that is expected)")]
-    Filtered {
-        /// The filters, named ([`crate::config::read::filters_named`]).
-        filters: String,
-        /// The dataset.
-        url: String,
-    },
     /// The trainer refused the schema or could not be set up.
     #[error(transparent)]
     Trainer(#[from] crate::trainer::TrainerError),
@@ -110,10 +83,6 @@ pub enum TrainError {
         /// How to go on.
         resume: String,
     },
-    /// Following the source failed (`--follow`): what was taken before is
-    /// trained and committed.
-    #[error(transparent)]
-    Follow(#[from] crate::follow::FollowError),
     /// Writing an output file failed.
     #[error("cannot write {path}: {cause}")]
     Write {
@@ -122,6 +91,12 @@ pub enum TrainError {
         /// The failure.
         cause: std::io::Error,
     },
+}
+
+impl From<PlanError> for TrainError {
+    fn from(e: PlanError) -> Self {
+        TrainError::Plan(Box::new(e))
+    }
 }
 
 /// The file in the state directory written when a run has ended, after its
@@ -208,99 +183,34 @@ pub(crate) fn cache_unused(cache: &crate::config::CacheConfig) {
 pub async fn run(config: TrainConfig, stop: Option<Stop>) -> Result<Outcome, TrainError> {
     let location = connectors::store::open(&config.url)?;
     let waiting = Instant::now();
-    if let (Some(follow), Some(mix)) = (&config.follow, config.mix.clone()) {
-        return follow_sources(config.clone(), stop, &mix, *follow, &location, waiting).await;
-    }
-    if let Some(follow) = &config.follow {
-        let first =
-            crate::follow::first_dataset(&location, &config.dataset, follow, config.table.as_ref());
-        let (dataset, position) = match until_stopped(stop.as_ref(), first).await.transpose()? {
-            None => return Err(stopped_waiting(&config)),
-            Some(First::Found(dataset, position)) => (dataset, position),
-            Some(First::Ended { .. }) => {
-                return nothing_followed(&config, &location, waiting.elapsed())
-            }
+    let request = PlanRequest::of_train(&config);
+    if let (None, None, Some(timeout)) = (&config.follow, &config.mix, config.wait_success) {
+        let wait = wait::until_success(&location, &config.dataset, timeout, config.writer_pid);
+        let Some(dataset) = until_stopped(stop.as_ref(), wait).await else {
+            return Err(stopped_waiting(&config));
         };
-        for ignored in &dataset.ignored {
-            warn!(path = %ignored.path, reason = %ignored.reason, "file not read");
-        }
-        return run_job(
-            config,
-            stop,
-            dataset,
-            Some(position),
-            waiting.elapsed(),
-            None,
-        )
-        .await;
+        let dataset = dataset?;
+        request.check_finished(&dataset)?;
+        return run_dataset(config, stop, dataset, waiting.elapsed()).await;
     }
-    if let Some(mix) = config.mix.clone() {
-        let open = open_sources(&config, &mix);
-        let (dataset, mixed) = match until_stopped(stop.as_ref(), open).await {
-            Some(opened) => opened?,
-            None => return Err(stopped_waiting(&config)),
-        };
-        return run_dataset_mixed(config, stop, dataset, Some(mixed)).await;
-    }
-    let (dataset, waited) = match config.wait_success {
-        Some(timeout) => {
-            let wait = wait::until_success(&location, &config.dataset, timeout, config.writer_pid);
-            match until_stopped(stop.as_ref(), wait).await {
-                Some(dataset) => (dataset?, waiting.elapsed()),
-                None => return Err(stopped_waiting(&config)),
-            }
-        }
-        None => {
-            let open = Dataset::open(location.clone(), config.dataset.clone());
-            match until_stopped(stop.as_ref(), open).await {
-                Some(dataset) => (dataset?, Duration::ZERO),
-                None => return Err(stopped_waiting(&config)),
-            }
-        }
-    };
-    check_finished(&dataset, config.allow_incomplete)?;
-    run_dataset(config, stop, dataset, waited).await
-}
-
-/// Follows every source of `mix` (`sluice train A B --follow`): once each
-/// holds data, the job trains it and grows by what any source commits.
-async fn follow_sources(
-    config: TrainConfig,
-    stop: Option<Stop>,
-    mix: &crate::config::MixConfig,
-    follow: crate::config::FollowConfig,
-    location: &connectors::Location,
-    waiting: Instant,
-) -> Result<Outcome, TrainError> {
-    use crate::follow::several::{first_datasets, FirstOfAll};
-    let first = first_datasets(mix, &config.dataset, &follow);
-    let (datasets, position) = match until_stopped(stop.as_ref(), first).await.transpose()? {
+    let opened = match until_stopped(stop.as_ref(), request.open(&location)).await {
+        Some(opened) => opened?,
         None => return Err(stopped_waiting(&config)),
-        Some(FirstOfAll::Found(datasets, position)) => (datasets, position),
-        Some(FirstOfAll::Ended) => return nothing_followed(&config, location, waiting.elapsed()),
     };
-    for ignored in datasets.iter().flat_map(|d| &d.ignored) {
-        warn!(path = %ignored.path, reason = %ignored.reason, "file not read");
-    }
-    let columns = config.columns.as_deref();
-    let (dataset, mixed) = crate::mix::finish(mix, datasets, columns, config.batch_size).await?;
-    let waited = waiting.elapsed();
-    run_job(config, stop, dataset, Some(position), waited, Some(mixed)).await
-}
-
-/// Opens every source of `mix`, each checked finished, as one dataset.
-async fn open_sources(
-    config: &TrainConfig,
-    mix: &crate::config::MixConfig,
-) -> Result<(Dataset, crate::mix::Mixed), TrainError> {
-    crate::mix::open(
-        mix,
-        &config.dataset,
-        config.columns.as_deref(),
-        config.batch_size,
-        |dataset| check_finished(dataset, config.allow_incomplete),
-    )
-    .await
+    let Sources::Found {
+        dataset,
+        mixed,
+        position,
+    } = opened
+    else {
+        return nothing_followed(&config, &location, waiting.elapsed());
+    };
+    // A followed job's wait for its first data is in its summary.
+    let waited = match position {
+        Some(_) => waiting.elapsed(),
+        None => Duration::ZERO,
+    };
+    run_job(config, stop, dataset, position, waited, mixed).await
 }
 
 /// Runs `work` until it is done (`Some`) or `stop` is requested first
@@ -380,28 +290,23 @@ async fn run_job(
 ) -> Result<Outcome, TrainError> {
     let started = Instant::now();
     let dataset = with_cache(&config, dataset)?;
-    if dataset.known_empty() && follow.is_none() {
-        if !config.allow_empty {
-            return Err(empty(&config, dataset.location.url()));
-        }
-        if dataset.schema().fields().is_empty() {
-            return nothing_to_train(&config, &dataset, started, waited);
-        }
+    let request = PlanRequest::of_train(&config);
+    request.refuse_empty(&dataset, follow.as_ref())?;
+    if dataset.known_empty() && follow.is_none() && dataset.schema().fields().is_empty() {
+        return nothing_to_train(&config, &dataset, started, waited);
     }
-    let (mut job, factory, _) = plan_job(&config, &dataset, follow)?;
-    if let (Some(mixed), Some(mix)) = (&mixed, &config.mix) {
-        let task_rows = crate::mix::plan::task_rows(config.batch_size);
-        crate::mix::apply(&mut job, mixed, mix, task_rows)?;
-    }
+    let (job, factory) = plan_job(&config, &request, &dataset, follow, mixed.as_ref())?;
     let schema = job.spec.plan.output_schema();
     if config.mix.is_some() {
         factory.validate(&schema)?;
     }
     let ready = match &config.state {
-        Some(dir) => match open_state(&config, &dataset, dir, job, factory, &schema).await? {
-            Opened::Ready(ready) => ready,
-            Opened::Finished(finished) => return Ok(Outcome::AlreadyFinished(finished)),
-        },
+        Some(dir) => {
+            match open_state(&config, &request, &dataset, dir, job, factory, &schema).await? {
+                Opened::Ready(ready) => ready,
+                Opened::Finished(finished) => return Ok(Outcome::AlreadyFinished(finished)),
+            }
+        }
         None => Ready {
             state: MasterState::with_journal(job, Box::new(MemoryJournal::default()))?,
             factory,
@@ -412,35 +317,29 @@ async fn run_job(
     };
     // `--follow-until` counts from the start, the wait for the first data included.
     let since = started.checked_sub(waited).unwrap_or(started);
-    let trained = train(&config, stop, &dataset, since, ready).await?;
+    let trained = train(&config, &request, stop, &dataset, since, ready).await?;
     finish(&config, &dataset, started, waited, trained)
 }
 
-/// Plans the job: how to read `dataset`, the trainers' factory (checked
-/// against the columns read, `schema`), and the job of its splits.
+/// Plans the job of `dataset` (see [`PlanRequest::job`]) with the trainers'
+/// factory, checked against the columns read.
 fn plan_job(
     config: &TrainConfig,
+    request: &PlanRequest,
     dataset: &Dataset,
     follow: Option<FollowPosition>,
-) -> Result<(JobRecord, Arc<dyn TrainerFactory>, SchemaRef), TrainError> {
-    let plan = ReadPlan::new(dataset, config.columns.as_deref(), config.batch_size)?;
-    let schema = plan.output_schema();
+    mixed: Option<&crate::mix::Mixed>,
+) -> Result<(JobRecord, Arc<dyn TrainerFactory>), TrainError> {
+    let plan = request.read_plan(dataset)?;
     let factory = make_factory(
         &config.trainer,
         config.device_ids.as_ref(),
         config.lockstep,
         &config.transform,
     )?;
-    factory.validate(&schema)?;
-    let queue = QueueConfig::new(
-        config.epochs,
-        config.max_attempts,
-        config.lease_timeout,
-        config.seed,
-        follow.is_some(),
-    );
-    let job = JobRecord::build::<TrainError>(dataset, plan, &config.select, follow, queue)?;
-    Ok((job, factory, schema))
+    factory.validate(&plan.output_schema())?;
+    let job = request.job(dataset, plan, follow, mixed)?;
+    Ok((job, factory))
 }
 
 /// A job's queue ready to train, with its trainers' factory, and what
@@ -472,6 +371,7 @@ enum Opened {
 /// `schema`, the columns read.
 async fn open_state(
     config: &TrainConfig,
+    request: &PlanRequest,
     dataset: &Dataset,
     dir: &std::path::Path,
     job: JobRecord,
@@ -479,11 +379,7 @@ async fn open_state(
     schema: &SchemaRef,
 ) -> Result<Opened, TrainError> {
     let location = StateLocation::Dir(dir.to_path_buf());
-    let source = match &config.table {
-        Some(table) => table.identity.clone(),
-        None => dataset.location.url(),
-    };
-    let identity = identity(config, &source);
+    let identity = request.identity(|| Ok(dataset.location.url()))?;
     let (state, resumed) = MasterState::open(&location, identity, move || Ok(job)).await?;
     let mut ready = Ready {
         after_stop: resumed && !state.queue().is_over(),
@@ -498,12 +394,8 @@ async fn open_state(
             .retry_failed(crate::wall::wall_millis())
             .map_err(StateError::from)?;
     }
-    if resumed && config.follow.is_some() && !state.queue().is_open() {
-        // A followed job closed by --idle-exit or --follow-until:
-        // this run follows on from where it stopped.
-        state
-            .execute(Command::Reopen { now: wall_millis() })
-            .map_err(StateError::from)?;
+    if resumed {
+        request.reopen(state)?;
     }
     let mut finishing = false;
     if resumed && state.queue().is_over() {
@@ -528,7 +420,12 @@ async fn open_state(
         rewind_to_checkpoint(config, dir, schema, &mut ready)?;
     } else if resumed {
         // The run that wrote this state is gone: take its leases back now
-        // instead of waiting for them to lapse.
+        // instead of waiting for them to lapse. Its master went with it:
+        // a crash, not an attempt of the tasks it held (RenewAll first).
+        let now = crate::wall::wall_millis();
+        state
+            .execute(Command::RenewAll { now })
+            .map_err(StateError::from)?;
         state
             .execute(Command::Tick { now: u64::MAX / 2 })
             .map_err(StateError::from)?;
@@ -665,6 +562,7 @@ struct Trained {
 /// progress bar or progress lines.
 async fn train(
     config: &TrainConfig,
+    request: &PlanRequest,
     stop: Option<Stop>,
     dataset: &Dataset,
     started: Instant,
@@ -678,42 +576,15 @@ async fn train(
         after_stop,
     } = ready;
     let spec = state.spec.clone();
-    let following = match (&config.follow, &spec.follow, &config.mix) {
-        (Some(follow), Some(_), Some(mix)) if state.queue().is_open() => {
-            let started_at = std::time::SystemTime::now() - started.elapsed();
-            Some(Follower::resume_several(&state, mix, &config.dataset, *follow, started_at).await?)
-        }
-        (Some(follow), Some(_), None) if state.queue().is_open() => {
-            let started_at = std::time::SystemTime::now() - started.elapsed();
-            Some(
-                Follower::resume(
-                    &state,
-                    dataset.location.clone(),
-                    config.dataset.clone(),
-                    *follow,
-                    started_at,
-                    config.table.clone(),
-                )
-                .await?,
-            )
-        }
-        _ => None,
-    };
+    let started_at = std::time::SystemTime::now() - started.elapsed();
+    let following = request
+        .follower(&state, || Ok(dataset.location.clone()), started_at)
+        .await?;
     let source = LocalQueue::new(state);
-    // The follower runs beside the pipeline in this task; it is dropped
-    // (not closed: a resume follows on) when the pipeline stops first.
-    let followed: std::cell::RefCell<Option<Result<(), FollowError>>> = Default::default();
-    let follow_fut = {
-        let grow = source.clone();
-        let followed = &followed;
-        async move {
-            if let Some((follower, next, ends)) = following {
-                let result = crate::follow::run(follower, &grow, next, ends).await;
-                *followed.borrow_mut() = Some(result);
-            }
-            std::future::pending::<std::convert::Infallible>().await
-        }
-    };
+    // The follower runs beside the pipeline in this task.
+    let followed = Followed::default();
+    let grow = source.clone();
+    let follow_fut = followed.follow(following, &grow, |_| {});
     let total_tasks = spec.splits.len() as u64 * config.epochs as u64;
     // Where progress is written as lines (no terminal, or JSON), no bar.
     let lines = crate::logging::settings().progress_lines();
@@ -812,9 +683,7 @@ async fn train(
     }
     bar.finish_and_clear();
     let (outcome, factory) = outcome?;
-    if let Some(Err(e)) = followed.into_inner() {
-        return Err(TrainError::Follow(e));
-    }
+    followed.failed()?;
     if outcome.stopped {
         return Err(TrainError::Stopped {
             rows: outcome.rows,
@@ -924,50 +793,6 @@ fn failed_tasks(
         .collect()
 }
 
-/// The options of `config` that decide what is trained (see [`Identity`]);
-/// `dataset` is the dataset's URL as opened, or `CATALOG#TABLE` for a table
-/// by name. Not among them: the `--exec`
-/// command line (it often carries paths that differ between runs), devices,
-/// prefetch and the output files.
-fn identity(config: &TrainConfig, dataset: &str) -> Identity {
-    let model = match &config.trainer {
-        TrainerChoice::Model(m) => Some(m),
-        _ => None,
-    };
-    let kind = match &config.trainer {
-        TrainerChoice::None => "none",
-        TrainerChoice::Exec { .. } => "--exec",
-        TrainerChoice::Model(m) if m.logistic => "logistic",
-        TrainerChoice::Model(_) => "linear",
-    };
-    Identity::default()
-        .with(DATASET, dataset)
-        .with("model", kind)
-        .with_opt("label", model.map(|m| &m.label))
-        .with_opt("features", model.map(|m| m.features.join(",")))
-        .with("epochs", config.epochs)
-        .with("seed", config.seed)
-        .with("batch-size", config.batch_size)
-        .with("shuffle-buffer", config.shuffle_buffer)
-        .with_opt("shuffle", config.shuffle_window.map(|_| "global"))
-        .with_opt("shuffle-window", config.shuffle_window)
-        .with_opt("columns", config.columns.as_ref().map(|c| c.join(",")))
-        .with_opt("follow", config.follow.map(|_| "true"))
-        .with_opt("learning-rate", model.and_then(|m| m.learning_rate))
-        .with_opt(
-            "init-model",
-            model.and_then(|m| m.init.as_ref()).map(|p| p.display()),
-        )
-        .with_select(&config.select)
-        .with_dataset(&config.dataset)
-        .with_opt("sources", config.mix.as_ref().map(|m| m.describe()))
-        .with_opt("epoch-rows", config.mix.as_ref().and_then(|m| m.epoch_rows))
-        .with_opt(
-            "source-column",
-            config.mix.as_ref().and_then(|m| m.source_column.clone()),
-        )
-}
-
 /// Checks what the job asks of the dataset's schema without training: its
 /// `--columns`, and the trainer's label, features and transforms. A dry run
 /// so fails where the run would, naming the column.
@@ -983,25 +808,6 @@ pub fn check_schema(config: &TrainConfig, dataset: &Dataset) -> Result<(), Train
     }
     let factory = make_factory(&trainer, None, false, &config.transform)?;
     factory.validate(&plan.output_schema())?;
-    Ok(())
-}
-
-/// Refuses visibly unfinished output; warns when completeness cannot be told.
-fn check_finished(dataset: &Dataset, allow_incomplete: bool) -> Result<(), TrainError> {
-    if dataset.visibly_unfinished() {
-        if !allow_incomplete {
-            return Err(TrainError::Unfinished {
-                url: dataset.location.url(),
-                markers: dataset.in_flight.join(", "),
-            });
-        }
-        warn!(url = %dataset.location.url(), "training on unfinished output (--allow-incomplete)");
-    } else if !dataset.complete {
-        warn!(url = %dataset.location.url(), "no _SUCCESS marker: cannot tell whether the output is complete");
-    }
-    for ignored in &dataset.ignored {
-        warn!(path = %ignored.path, reason = %ignored.reason, "file not read");
-    }
     Ok(())
 }
 
@@ -1083,22 +889,13 @@ fn check_rows(
     }
     let url = dataset.location.url();
     if !config.allow_empty {
-        return Err(empty(config, url));
+        return Err(PlanRequest::of_train(config).empty(url).into());
     }
     match crate::config::read::filters_named(&config.dataset) {
         Some(filters) => warn!(url = %url, "{filters} kept no row (allowed by --allow-empty)"),
         None => warn!(url = %url, "empty output: no data rows (allowed by --allow-empty)"),
     }
     Ok(())
-}
-
-/// The error of a job on `url` that has no row to train: the filters it
-/// was given kept none, or (without filters) the output holds none.
-fn empty(config: &TrainConfig, url: String) -> TrainError {
-    match crate::config::read::filters_named(&config.dataset) {
-        Some(filters) => TrainError::Filtered { filters, url },
-        None => TrainError::Empty { url },
-    }
 }
 
 /// Builds the trainers' factory for a trainer choice; `lockstep` makes exec

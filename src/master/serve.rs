@@ -1,20 +1,21 @@
-//! Running a master: open the state, list the dataset on first start, serve
-//! HTTP until every epoch is done and the linger period has passed, or until
-//! SIGTERM or SIGINT stops it gracefully (requests in flight answered, every
-//! change applied made durable; a restart on the same state continues).
+//! Running a master: open the state, have the job planned on first start
+//! ([`crate::plan`]), serve HTTP until every epoch is done and the linger
+//! period has passed, or until SIGTERM or SIGINT stops it gracefully
+//! (requests in flight answered, every change applied made durable; a
+//! restart on the same state continues).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use connectors::{Dataset, DatasetOptions, ReadPlan, Report};
+use connectors::Report;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 use tracing::info;
 
 use super::http::{router, status_of, AppState};
-use crate::protocol::spec::CatalogSource;
-use crate::queue::QueueConfig;
+use crate::plan::{Followed, Following, PlanError, PlanRequest, Sources};
 use crate::state::commit::{CommitError, GroupCommit};
-use crate::state::identity::{Identity, DATASET};
 use crate::state::master_state::{JobRecord, MasterState, StateError, StateLocation};
 
 /// Rows per decoded batch in the read plan a master serves (recorded in its
@@ -28,16 +29,9 @@ pub const MIN_TOKEN_BYTES: usize = 16;
 /// Settings of `sluice master`.
 #[derive(Debug, Clone)]
 pub struct MasterConfig {
-    /// The dataset URL.
-    pub url: String,
-    /// How to read it.
-    pub dataset: DatasetOptions,
-    /// Columns workers read (all when `None`).
-    pub columns: Option<Vec<String>>,
-    /// The rows trained (`--split`, `--sample`, `--limit`).
-    pub select: crate::config::SelectOptions,
-    /// Queue settings.
-    pub queue: QueueConfig,
+    /// What the job is planned of (its sources, how they are read, the
+    /// rows chosen, the queue settings).
+    pub plan: PlanRequest,
     /// Where to listen.
     pub listen: SocketAddr,
     /// Where the job's state lives (a directory or an object store prefix).
@@ -46,38 +40,21 @@ pub struct MasterConfig {
     pub token: String,
     /// How long "job over" is served before exiting.
     pub linger: Duration,
-    /// Train on visibly unfinished output.
-    pub allow_incomplete: bool,
-    /// Output with no data rows is a warning, not an error.
-    pub allow_empty: bool,
     /// Serve HTTPS with this PEM certificate chain and key.
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
     /// Resuming: put the failed tasks back and serve them (`--retry-failed`).
     pub retry_failed: bool,
-    /// Follow the source as it grows (`--follow`).
-    pub follow: Option<crate::config::FollowConfig>,
-    /// The table the URL was resolved from, when the source was a table
-    /// name: the job's identity, and what a followed job asks about.
-    pub table: Option<crate::config::TableRef>,
-    /// Several sources mixed by weight (`url` is the first of them).
-    pub mix: Option<crate::config::MixConfig>,
 }
 
 /// Errors of the master.
 #[derive(Debug, thiserror::Error)]
 pub enum MasterError {
-    /// The dataset could not be read.
+    /// The job could not be planned, or its source followed. A pure
+    /// pass-through: the planner's errors say what failed in the words
+    /// `sluice train` and `sluice master` share, and one line repeats
+    /// nothing (boxed: it is large).
     #[error(transparent)]
-    Connector(#[from] connectors::Error),
-    /// An option breaks a rule.
-    #[error(transparent)]
-    Options(#[from] crate::config::OptionError),
-    /// Several sources cannot be mixed as asked.
-    #[error(transparent)]
-    Mix(#[from] crate::mix::MixError),
-    /// The rows to train cannot be chosen by the key asked for (`--split-key`).
-    #[error(transparent)]
-    Select(#[from] crate::protocol::select::SelectError),
+    Plan(Box<PlanError>),
     /// The state could not be opened.
     #[error(transparent)]
     State(#[from] StateError),
@@ -115,31 +92,12 @@ pub enum MasterError {
         /// The least accepted.
         min: usize,
     },
-    /// The output is visibly unfinished.
-    #[error("{url} is not finished: no _SUCCESS and in-flight output present ({markers}); pass --allow-incomplete to train anyway")]
-    Unfinished {
-        /// The dataset.
-        url: String,
-        /// In-flight names.
-        markers: String,
-    },
-    /// The output has no data rows, and `--allow-empty` was not given.
-    #[error("{url} is empty output: no data rows (pass --allow-empty if that is expected)")]
-    Empty {
-        /// The dataset.
-        url: String,
-    },
-    /// The job's filters kept no row, and `--allow-empty` was not given.
-    #[error("{filters} kept no row of {url} (pass --allow-empty if that is expected)")]
-    Filtered {
-        /// The filters, named ([`crate::config::read::filters_named`]).
-        filters: String,
-        /// The dataset.
-        url: String,
-    },
-    /// Following the source failed (`--follow`); what was taken before was served.
-    #[error(transparent)]
-    Follow(#[from] crate::follow::FollowError),
+}
+
+impl From<PlanError> for MasterError {
+    fn from(e: PlanError) -> Self {
+        MasterError::Plan(Box::new(e))
+    }
 }
 
 /// How the job ended.
@@ -223,154 +181,86 @@ impl StopSignals {
 /// Lists the dataset and builds the job (first start only); `None` where a
 /// followed source held nothing until `--idle-exit` or `--follow-until`
 /// ended the wait for it.
-async fn make_job(config: &MasterConfig) -> Result<Option<JobRecord>, MasterError> {
-    if let Some(mix) = &config.mix {
-        return make_mixed_job(config, mix).await;
-    }
-    let location = connectors::store::open(&config.url)?;
-    let (dataset, position) = match &config.follow {
-        Some(follow) => {
-            let first = crate::follow::first_dataset(
-                &location,
-                &config.dataset,
-                follow,
-                config.table.as_ref(),
-            )
-            .await?;
-            match first {
-                crate::follow::First::Found(dataset, position) => (dataset, Some(position)),
-                crate::follow::First::Ended { .. } => return Ok(None),
-            }
-        }
-        None => (Dataset::open(location, config.dataset.clone()).await?, None),
-    };
-    if position.is_none() && dataset.visibly_unfinished() && !config.allow_incomplete {
-        return Err(MasterError::Unfinished {
-            url: dataset.location.url(),
-            markers: dataset.in_flight.join(", "),
-        });
-    }
-    if position.is_none() && dataset.known_empty() && !config.allow_empty {
-        return Err(empty(config, dataset.location.url()));
-    }
-    let plan = ReadPlan::new(&dataset, config.columns.as_deref(), DECODE_BATCH_ROWS)?;
-    let mut job = JobRecord::build::<MasterError>(
-        &dataset,
-        plan,
-        &config.select,
-        position,
-        config.queue.clone(),
-    )?;
-    job.spec.catalog_table = config.table.as_ref().map(|table| CatalogSource {
-        catalog: without_userinfo(table.catalog.catalog.as_deref().unwrap_or_default()),
-        name: table.name.clone(),
-        vended: table.vended,
-    });
-    Ok(Some(job))
-}
-
-/// The error of a job on `url` that has no row to serve: the filters it
-/// was given kept none, or (without filters) the output holds none.
-fn empty(config: &MasterConfig, url: String) -> MasterError {
-    match crate::config::read::filters_named(&config.dataset) {
-        Some(filters) => MasterError::Filtered { filters, url },
-        None => MasterError::Empty { url },
-    }
-}
-
-/// Lists every source of `mix` and builds the job of their mix.
-async fn make_mixed_job(
-    config: &MasterConfig,
-    mix: &crate::config::MixConfig,
-) -> Result<Option<JobRecord>, MasterError> {
-    let columns = config.columns.as_deref();
-    if let Some(follow) = &config.follow {
-        use crate::follow::several::{first_datasets, FirstOfAll};
-        let FirstOfAll::Found(datasets, position) =
-            first_datasets(mix, &config.dataset, follow).await?
-        else {
-            return Ok(None);
-        };
-        let (dataset, mixed) =
-            crate::mix::finish(mix, datasets, columns, DECODE_BATCH_ROWS).await?;
-        return mixed_job(config, mix, &dataset, &mixed, Some(position)).map(Some);
-    }
-    let (dataset, mixed) = crate::mix::open(
-        mix,
-        &config.dataset,
-        columns,
-        DECODE_BATCH_ROWS,
-        |dataset| {
-            if dataset.visibly_unfinished() && !config.allow_incomplete {
-                return Err(MasterError::Unfinished {
-                    url: dataset.location.url(),
-                    markers: dataset.in_flight.join(", "),
-                });
-            }
-            Ok(())
-        },
-    )
-    .await?;
-    if dataset.known_empty() && !config.allow_empty {
-        return Err(empty(config, dataset.location.url()));
-    }
-    mixed_job(config, mix, &dataset, &mixed, None).map(Some)
-}
-
-/// The job of the sources of `mix` opened as `dataset` (`position`: where a
-/// followed job stands in each).
-fn mixed_job(
-    config: &MasterConfig,
-    mix: &crate::config::MixConfig,
-    dataset: &Dataset,
-    mixed: &crate::mix::Mixed,
-    position: Option<crate::protocol::follow::FollowPosition>,
-) -> Result<JobRecord, MasterError> {
-    let plan = ReadPlan::new(dataset, config.columns.as_deref(), DECODE_BATCH_ROWS)?;
-    let mut job = JobRecord::build::<MasterError>(
+async fn make_job(plan: &PlanRequest) -> Result<Option<JobRecord>, PlanError> {
+    let location = connectors::store::open(&plan.url)?;
+    let Sources::Found {
         dataset,
-        plan,
-        &config.select,
+        mixed,
         position,
-        config.queue.clone(),
-    )?;
-    let task_rows = crate::mix::plan::MASTER_TASK_ROWS;
-    crate::mix::apply(&mut job, mixed, mix, task_rows)?;
-    Ok(job)
-}
-
-/// `uri` without the user and password it may carry.
-fn without_userinfo(uri: &str) -> String {
-    match reqwest::Url::parse(uri) {
-        Ok(mut url) if !url.username().is_empty() || url.password().is_some() => {
-            let _ = url.set_username("");
-            let _ = url.set_password(None);
-            url.to_string()
-        }
-        _ => uri.to_string(),
-    }
-}
-
-/// The options of `config` that decide what is trained (see [`Identity`]).
-fn identity(config: &MasterConfig) -> Result<Identity, MasterError> {
-    let dataset = match &config.table {
-        Some(table) => table.identity.clone(),
-        None => connectors::store::open(&config.url)?.url(),
+    } = plan.open(&location).await?
+    else {
+        return Ok(None);
     };
-    Ok(Identity::default()
-        .with(DATASET, dataset)
-        .with("epochs", config.queue.epochs)
-        .with("seed", config.queue.seed)
-        .with_opt("columns", config.columns.as_ref().map(|c| c.join(",")))
-        .with_opt("follow", config.follow.map(|_| "true"))
-        .with_select(&config.select)
-        .with_dataset(&config.dataset)
-        .with_opt("sources", config.mix.as_ref().map(|m| m.describe()))
-        .with_opt("epoch-rows", config.mix.as_ref().and_then(|m| m.epoch_rows))
-        .with_opt(
-            "source-column",
-            config.mix.as_ref().and_then(|m| m.source_column.clone()),
-        ))
+    plan.refuse_empty(&dataset, position.as_ref())?;
+    let read = plan.read_plan(&dataset)?;
+    plan.job(&dataset, read, position, mixed.as_ref()).map(Some)
+}
+
+/// A master's state, ready to serve, or how the master ended before its
+/// job existed.
+#[allow(clippy::large_enum_variant)] // one per run
+enum Started {
+    /// The job's state, and its follower when it follows its source.
+    Ready(MasterState, Option<Following>),
+    /// Stopped, or with nothing to follow, before the job was made.
+    Before(MasterOutcome),
+}
+
+/// Opens the job's state, planning the job first where there is none
+/// (`signals` stop the master while its source is listed or awaited),
+/// and resumes it.
+async fn start(config: &MasterConfig, signals: &mut StopSignals) -> Result<Started, MasterError> {
+    let plan = &config.plan;
+    let identity = plan.identity(|| Ok(connectors::store::open(&plan.url)?.url()))?;
+    let made = if MasterState::exists(&config.state).await? {
+        None
+    } else {
+        let made = tokio::select! {
+            made = make_job(plan) => made?,
+            signal = signals.next() => return Ok(Started::Before(MasterOutcome::before_job(Some(signal)))),
+        };
+        match made {
+            Some(job) => Some(job),
+            None => return Ok(Started::Before(MasterOutcome::before_job(None))),
+        }
+    };
+    let (mut state, resumed) = MasterState::open(&config.state, identity, move || {
+        made.ok_or_else(|| StateError::JobVanished {
+            path: "job.json".to_string(),
+            what: "disappeared",
+        })
+    })
+    .await?;
+    if resumed {
+        resume(config, &mut state)?;
+    }
+    info!(
+        resumed,
+        splits = state.spec.splits.len(),
+        "master state ready"
+    );
+    let location = || connectors::store::open(&plan.url);
+    let following = plan
+        .follower(&state, location, std::time::SystemTime::now())
+        .await?;
+    Ok(Started::Ready(state, following))
+}
+
+/// A state opened again: the workers went on while this master was down,
+/// so its downtime must not expire their leases nor count them gone; a
+/// followed job follows on, and `--retry-failed` puts failed tasks back.
+fn resume(config: &MasterConfig, state: &mut MasterState) -> Result<(), MasterError> {
+    let now = crate::wall::wall_millis();
+    state
+        .execute(crate::queue::Command::RenewAll { now })
+        .map_err(|e| MasterError::State(e.into()))?;
+    config.plan.reopen(state)?;
+    if config.retry_failed {
+        state
+            .retry_failed(crate::wall::wall_millis())
+            .map_err(|e| MasterError::State(e.into()))?;
+    }
+    Ok(())
 }
 
 /// Runs the master until the job is over and the linger period passed.
@@ -381,157 +271,73 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
             min: MIN_TOKEN_BYTES,
         });
     }
-    let identity = identity(&config)?;
     // From the start: a signal while the source is listed or awaited stops
     // the master before it has written anything.
     let mut signals =
         StopSignals::listen().map_err(|source| MasterError::Signals { cause: source })?;
-    let job_exists = MasterState::exists(&config.state).await?;
-    let made = if job_exists {
-        None
-    } else {
-        let made = tokio::select! {
-            made = make_job(&config) => made?,
-            signal = signals.next() => return Ok(MasterOutcome::before_job(Some(signal))),
-        };
-        match made {
-            Some(job) => Some(job),
-            None => return Ok(MasterOutcome::before_job(None)),
-        }
-    };
-    let (state, resumed) = MasterState::open(&config.state, identity, move || {
-        made.ok_or_else(|| StateError::JobVanished {
-            path: "job.json".to_string(),
-            what: "disappeared",
-        })
-    })
-    .await?;
-    let mut state = state;
-    if resumed {
-        // The workers went on while this master was down: its downtime must
-        // not expire their leases nor count them gone.
-        state
-            .execute(crate::queue::Command::RenewAll {
-                now: crate::wall::wall_millis(),
-            })
-            .map_err(|e| MasterError::State(e.into()))?;
-        if config.follow.is_some() && !state.queue().is_open() {
-            // Closed by --idle-exit or --follow-until: follow on.
-            state
-                .execute(crate::queue::Command::Reopen {
-                    now: crate::wall::wall_millis(),
-                })
-                .map_err(|e| MasterError::State(e.into()))?;
-        }
-        if config.retry_failed {
-            state
-                .retry_failed(crate::wall::wall_millis())
-                .map_err(|e| MasterError::State(e.into()))?;
-        }
-    }
-    info!(
-        resumed,
-        splits = state.spec.splits.len(),
-        "master state ready"
-    );
-    let following = match (&config.follow, &state.spec.follow, &config.mix) {
-        (Some(follow), Some(_), Some(mix)) if state.queue().is_open() => Some(
-            crate::follow::Follower::resume_several(
-                &state,
-                mix,
-                &config.dataset,
-                *follow,
-                std::time::SystemTime::now(),
-            )
-            .await?,
-        ),
-        (Some(follow), Some(_), None) if state.queue().is_open() => {
-            let location = connectors::store::open(&config.url)?;
-            Some(
-                crate::follow::Follower::resume(
-                    &state,
-                    location,
-                    config.dataset.clone(),
-                    *follow,
-                    std::time::SystemTime::now(),
-                    config.table.clone(),
-                )
-                .await?,
-            )
-        }
-        _ => None,
+    let (state, following) = match start(&config, &mut signals).await? {
+        Started::Ready(state, following) => (state, following),
+        Started::Before(outcome) => return Ok(outcome),
     };
     let master = Arc::new(Mutex::new(state));
     let commit = GroupCommit::start(master.clone()).map_err(|source| MasterError::Listen {
         addr: config.listen,
         cause: source,
     })?;
-    // The follower runs beside the server in this task; it is dropped (not
-    // closed: a restarted master follows on) when serving stops first.
-    let followed: std::cell::RefCell<Option<Result<(), crate::follow::FollowError>>> =
-        Default::default();
-    let follow_fut = {
-        let grow = commit.clone();
-        let followed = &followed;
-        async move {
-            if let Some((follower, next, ends)) = following {
-                let result = crate::follow::run(follower, &grow, next, ends).await;
-                if let Err(e) = &result {
-                    tracing::error!(error = %Report(e), "following stopped; the master serves what it took, then ends");
-                }
-                *followed.borrow_mut() = Some(result);
-            }
-            std::future::pending::<std::convert::Infallible>().await
-        }
-    };
-    let app = AppState {
-        master: master.clone(),
-        commit: commit.clone(),
-        token: Arc::new(config.token.clone()),
-    };
-    // Checked before binding, so a bad certificate fails the start at once.
+    let stopped_by = serve(&config, &master, &commit, following, signals).await?;
+    let m = master.lock().unwrap_or_else(|e| e.into_inner());
+    outcome(&config, &m, stopped_by)
+}
+
+/// The TLS acceptor (checked before binding, so a bad certificate fails
+/// the start at once) and the bound listener, announced.
+async fn bind(config: &MasterConfig) -> Result<(TcpListener, Option<TlsAcceptor>), MasterError> {
     let acceptor = match &config.tls {
         Some((cert, key)) => Some(super::tls::acceptor(cert, key)?),
         None => None,
     };
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|source| MasterError::Listen {
-            addr: config.listen,
-            cause: source,
-        })?;
+    let listener =
+        TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| MasterError::Listen {
+                addr: config.listen,
+                cause: source,
+            })?;
     let addr = listener.local_addr().unwrap_or(config.listen);
     let scheme = if acceptor.is_some() { "https" } else { "http" };
     crate::logging::result(format!(
         "sluice master listening on {scheme}://{addr} (state {})",
         config.state
     ));
+    Ok((listener, acceptor))
+}
+
+/// Serves the job, following its source beside (`following`), until it
+/// has been over for the linger period or a signal stops it; returns the
+/// signal, if one did. Every answered change is durable when it returns.
+async fn serve(
+    config: &MasterConfig,
+    master: &Arc<Mutex<MasterState>>,
+    commit: &GroupCommit,
+    following: Option<Following>,
+    signals: StopSignals,
+) -> Result<Option<StopSignal>, MasterError> {
+    // The follower runs beside the server in this task.
+    let followed = Followed::default();
+    let follow_fut = followed.follow(following, commit, |e| {
+        tracing::error!(error = %Report(e), "following stopped; the master serves what it took, then ends");
+    });
+    let app = AppState {
+        master: master.clone(),
+        commit: commit.clone(),
+        token: Arc::new(config.token.clone()),
+    };
+    let (listener, acceptor) = bind(config).await?;
     let stopped_by = Arc::new(Mutex::new(None));
     // A second signal while the requests in flight are answered.
     let (now_tx, now_rx) = tokio::sync::oneshot::channel::<StopSignal>();
-    let shutdown = {
-        let stopped_by = stopped_by.clone();
-        let over = job_over(master.clone(), config.linger);
-        async move {
-            tokio::select! {
-                () = over => {}
-                signal = signals.next() => {
-                    crate::logging::result_warning(format!(
-                        "sluice master: {}: stopping; answering the requests in flight",
-                        signal.name()
-                    ));
-                    *stopped_by.lock().unwrap_or_else(|e| e.into_inner()) = Some(signal);
-                    // A second signal while those finish stops at once: what
-                    // was answered is durable, the rest a restart redoes.
-                    tokio::spawn(async move {
-                        let again = signals.next().await;
-                        crate::logging::result_warning(format!("sluice master: {}: stopping now", again.name()));
-                        let _ = now_tx.send(again);
-                    });
-                }
-            }
-        }
-    };
+    let over = job_over(master.clone(), config.linger);
+    let shutdown = shutdown(over, signals, stopped_by.clone(), now_tx);
     let serving = async {
         let serve = async {
             match acceptor {
@@ -564,12 +370,47 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
         // What was answered is durable; the rest a restart redoes.
         _ = stop_now => {}
     }
-    if let Some(Err(e)) = followed.take() {
-        return Err(MasterError::Follow(e));
-    }
+    followed.failed()?;
     let stopped_by = *stopped_by.lock().unwrap_or_else(|e| e.into_inner());
-    let m = master.lock().unwrap_or_else(|e| e.into_inner());
-    let status = status_of(&m);
+    Ok(stopped_by)
+}
+
+/// Resolves when the job is `over`, or when a signal asks to stop (kept in
+/// `stopped_by`): then requests in flight are answered, and a second
+/// signal meanwhile is sent on `now` to stop at once.
+async fn shutdown(
+    over: impl std::future::Future<Output = ()>,
+    mut signals: StopSignals,
+    stopped_by: Arc<Mutex<Option<StopSignal>>>,
+    now: tokio::sync::oneshot::Sender<StopSignal>,
+) {
+    tokio::select! {
+        () = over => {}
+        signal = signals.next() => {
+            crate::logging::result_warning(format!(
+                "sluice master: {}: stopping; answering the requests in flight",
+                signal.name()
+            ));
+            *stopped_by.lock().unwrap_or_else(|e| e.into_inner()) = Some(signal);
+            // A second signal while those finish stops at once: what
+            // was answered is durable, the rest a restart redoes.
+            tokio::spawn(async move {
+                let again = signals.next().await;
+                crate::logging::result_warning(format!("sluice master: {}: stopping now", again.name()));
+                let _ = now.send(again);
+            });
+        }
+    }
+}
+
+/// How the job ended, from the master's state `m` once serving stopped
+/// (`stopped_by`: the signal that stopped it).
+fn outcome(
+    config: &MasterConfig,
+    m: &MasterState,
+    stopped_by: Option<StopSignal>,
+) -> Result<MasterOutcome, MasterError> {
+    let status = status_of(m);
     let queue = &status.queue;
     if let Some(rows) = m.queue().no_final_checkpoint() {
         use crate::worker::pipeline::PipelineError;
@@ -579,24 +420,17 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
     }
     if queue.job_over && queue.rows_done == 0 && status.failed.is_empty() {
         // Rows a listing cannot tell (text formats) turned out to be none.
-        if !config.allow_empty {
-            return Err(empty(&config, m.spec.url.clone()));
+        if !config.plan.allow_empty {
+            return Err(config.plan.empty(m.spec.url.clone()).into());
         }
         tracing::warn!(url = %m.spec.url, "empty output: no data rows (allowed by --allow-empty)");
     }
+    let failed = status.failed.iter().map(|f| {
+        let epoch = crate::epoch::Epoch(f.epoch);
+        format!("{} (epoch {epoch}): {}", f.file, f.reason)
+    });
     Ok(MasterOutcome {
-        failed: status
-            .failed
-            .iter()
-            .map(|f| {
-                format!(
-                    "{} (epoch {}): {}",
-                    f.file,
-                    crate::epoch::Epoch(f.epoch),
-                    f.reason
-                )
-            })
-            .collect(),
+        failed: failed.collect(),
         tasks_done: status.queue.tasks_done,
         tasks: (status.queue.splits as u64).saturating_mul(u64::from(status.queue.epochs)),
         job_over: status.queue.job_over,
@@ -749,23 +583,5 @@ fn per_second(rows: u64, seconds: f64) -> f64 {
         rows as f64 / seconds
     } else {
         0.0
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::without_userinfo;
-
-    #[test]
-    fn a_catalog_uri_told_to_workers_carries_no_user_or_password() {
-        assert_eq!(
-            without_userinfo("https://svc:p4ss@catalog.example:8181/ws"),
-            "https://catalog.example:8181/ws"
-        );
-        assert_eq!(
-            without_userinfo("http://127.0.0.1:8181"),
-            "http://127.0.0.1:8181"
-        );
-        assert_eq!(without_userinfo("thrift://hms:9083"), "thrift://hms:9083");
     }
 }

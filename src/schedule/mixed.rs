@@ -15,6 +15,7 @@ use super::state::Loaded;
 use super::RunError;
 use crate::config::MixConfig;
 use crate::job::train::TrainError;
+use crate::plan::{PlanError, PlanRequest};
 
 /// What one source holds that is new.
 struct SourceNews {
@@ -73,14 +74,10 @@ pub(super) async fn run_mixed(cx: &Context<'_>, mix: &MixConfig) -> Result<RunRe
     };
     let datasets: Vec<Dataset> = news.into_iter().map(|n| n.dataset).collect();
     let mut config = job.train.clone();
-    let (dataset, mixed) = crate::mix::finish(
-        &present,
-        datasets,
-        config.columns.as_deref(),
-        config.batch_size,
-    )
-    .await
-    .map_err(TrainError::from)?;
+    let (dataset, mixed) = PlanRequest::of_train(&config)
+        .mix_opened(&present, datasets)
+        .await
+        .map_err(TrainError::from)?;
     if cx.options.dry_run {
         return Ok(report);
     }
@@ -132,7 +129,9 @@ async fn source_news(
     }
     let paths: Vec<_> = roots.iter().map(|p| p.path.clone()).collect();
     let named = |cause| match source.has_own_filter() {
-        true => RunError::from(TrainError::from(crate::mix::named(source, cause))),
+        true => RunError::from(TrainError::from(PlanError::from(crate::mix::named(
+            source, cause,
+        )))),
         false => RunError::from(cause),
     };
     let options = source.options(&cx.job.train.dataset).map_err(named)?;
