@@ -1045,8 +1045,12 @@ impl Queue {
 
     /// A master started again after a crash: every lease and every worker
     /// gets a full lease timeout from `now`, so the master's own downtime
-    /// neither expires leases nor counts live workers gone.
+    /// neither expires leases nor counts live workers gone. Nor does a lease
+    /// granted before it count as an attempt should it lapse: the crash was
+    /// the master's (in `train --state` the worker's too, one process), and
+    /// what its worker committed meanwhile went unseen.
     pub fn renew_all(&mut self, now: Millis) {
+        self.idle.clear();
         let deadline = self.deadline(now);
         for task in &mut self.tasks {
             if let TaskState::Leased { deadline: d, .. } = &mut task.state {

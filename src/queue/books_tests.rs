@@ -330,6 +330,33 @@ fn max_attempts_fails_the_task_and_keeps_the_reason() {
 }
 
 #[test]
+fn a_lapse_of_a_lease_granted_before_a_master_restart_is_never_an_attempt() {
+    // max_attempts 1: a single counted attempt would fail the task.
+    let mut q = queue(1, 1, 1);
+    let w = q.register(0);
+    let first = lease_one(&mut q, 0, w);
+    // The master (in `train --state` the whole run) crashed and started again.
+    q.renew_all(1);
+    let expired = q.tick(u64::MAX / 2);
+    assert_eq!(
+        expired,
+        vec![Expired {
+            attempt: first.attempt,
+            worker: w,
+            epoch: 0,
+            split: 0,
+            outcome: FailOutcome::Retried,
+        }]
+    );
+    assert!(q.failures().is_empty(), "{:?}", q.failures());
+    // A lease granted after the restart counts again.
+    let w2 = q.register(2);
+    lease_one(&mut q, 2, w2);
+    q.tick(u64::MAX / 2);
+    assert_eq!(q.failures().len(), 1, "{:?}", q.failures());
+}
+
+#[test]
 fn a_lapse_after_progress_is_never_an_attempt() {
     // max_attempts 1: a single counted attempt would fail the task.
     let mut q = queue(1, 1, 1);
