@@ -632,7 +632,24 @@ fn supervised(
         std::fs::create_dir_all(&out).expect("mkdir");
         started += 1;
         let mut worker = checkpointing_worker_with(job, "w1", &out, trainer);
-        cluster::wait_exit(&mut worker, "worker");
+        // A worker ends with its trainer, or is stopped once the master has
+        // ended the job (it would otherwise wait for a master that is gone).
+        let limit = std::time::Instant::now() + std::time::Duration::from_secs(300);
+        loop {
+            if let Ok(Some(_)) = worker.try_wait() {
+                break;
+            }
+            if let Ok(Some(_)) = master.try_wait() {
+                let _ = worker.kill();
+                let _ = worker.wait();
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < limit,
+                "worker start {started} did not end within 300 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
     }
     let status = cluster::wait_exit(master, "master");
     (status, cluster::stderr_of(master), started)
