@@ -398,14 +398,25 @@ fn timestamps_in_the_session_time_zone_as_spark() {
             got.sort_unstable();
             checked += 1;
             if got != want {
-                wrong.push(format!("{zone}: `{expr}`: Spark keeps {want:?}, sluice {got:?}"));
+                wrong.push(format!(
+                    "{zone}: `{expr}`: Spark keeps {want:?}, sluice {got:?}"
+                ));
             }
         }
     }
-    assert!(checked >= 40, "make_filter.py lists 20 predicates per zone or more");
+    assert!(
+        checked >= 40,
+        "make_filter.py lists 20 predicates per zone or more"
+    );
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     // An unknown zone: one line naming it, a usage error.
-    let out = sluice(["ls", &dir.display().to_string(), "--timezone", "Mars/Olympus"]).failure();
+    let out = sluice([
+        "ls",
+        &dir.display().to_string(),
+        "--timezone",
+        "Mars/Olympus",
+    ])
+    .failure();
     assert_eq!(out.status.code(), Some(64), "{}", out.stderr);
     let err = out.stderr;
     assert_eq!(err.trim().lines().count(), 1, "{err}");
