@@ -213,7 +213,7 @@ fn driver(format: Format) -> &'static dyn FileFormat {
 }
 
 /// Bytes read from a file's start to decide its format by content.
-const SNIFF_BYTES: u64 = 64;
+const SNIFF_BYTES: u64 = 4096;
 
 /// The format a file holds by its first bytes (a SequenceFile, RCFile,
 /// TFRecord records, Parquet, ORC or Avro by their magic), text when they

@@ -26,16 +26,22 @@ pub(crate) fn refuse_binary(input: &mut dyn BufRead, display: &str, read_as: &st
 }
 
 fn advice(found: &str) -> &'static str {
-    if found.starts_with("Parquet") {
+    if found.contains("saveAsPickleFile") || found.contains("saveAsObjectFile") {
+        "sluice does not read pickled or Java-serialized objects: write the data with a DataFrame writer (df.write.parquet)"
+    } else if found.starts_with("Parquet") {
         "pass --format parquet"
     } else if found.starts_with("ORC") {
         "pass --format orc"
     } else if found.starts_with("Avro") {
         "pass --format avro"
-    } else if found.contains("saveAsPickleFile") || found.contains("saveAsObjectFile") {
-        "sluice does not read pickled or Java-serialized objects: write the data with a DataFrame writer (df.write.parquet)"
+    } else if found.starts_with("a Hadoop SequenceFile") {
+        "pass --format sequencefile"
+    } else if found.starts_with("a Hive RCFile") {
+        "pass --format rcfile"
+    } else if found.starts_with("TFRecord") {
+        "pass --format tfrecord"
     } else {
-        "sluice does not read this format: write the data with a DataFrame writer (df.write.parquet)"
+        "give the file a name ending in .gz, or pass --format tfrecord for TensorFlow's GZIP records"
     }
 }
 
@@ -71,7 +77,31 @@ pub(crate) fn format_of(head: &[u8]) -> Option<Format> {
     if is_tfrecord(head) {
         return Some(Format::Tfrecord);
     }
+    // TensorFlow's GZIP records under a name without `.gz`.
+    if is_gzip(head) && is_tfrecord(&gunzip_head(head)) {
+        return Some(Format::Tfrecord);
+    }
     None
+}
+
+/// Whether `head` starts with gzip's magic.
+fn is_gzip(head: &[u8]) -> bool {
+    head.starts_with(&[0x1f, 0x8b, 0x08])
+}
+
+/// As much of a gzip stream's content as `head` (its start) holds.
+fn gunzip_head(head: &[u8]) -> Vec<u8> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    let mut decoder = flate2::read::GzDecoder::new(head);
+    let mut buf = [0u8; 64];
+    while let Ok(n) = decoder.read(&mut buf) {
+        if n == 0 || out.len() >= 64 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    out
 }
 
 /// Whether `head` starts with TFRecord framing: a length whose masked
@@ -105,6 +135,10 @@ pub(crate) fn binary_format(head: &[u8]) -> Option<String> {
     }
     if is_tfrecord(head) {
         return Some("TFRecord records".to_string());
+    }
+    // A name without `.gz` is read as it is: gzip's bytes are no text.
+    if is_gzip(head) {
+        return Some("gzip-compressed data under a name without .gz".to_string());
     }
     None
 }
@@ -233,5 +267,27 @@ mod tests {
     #[test]
     fn crc32c_check_value() {
         assert_eq!(crc32c(b"123456789"), 0xe306_9283);
+    }
+
+    #[test]
+    fn gzip_under_a_plain_name_is_never_text() {
+        use std::io::Write;
+        let gzip = |data: &[u8]| {
+            let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            enc.write_all(data).expect("gzip");
+            enc.finish().expect("gzip")
+        };
+        let payload = b"\x0a\x03abc";
+        let mut record = (payload.len() as u64).to_le_bytes().to_vec();
+        let length_crc = masked_crc32c(&record);
+        record.extend_from_slice(&length_crc.to_le_bytes());
+        record.extend_from_slice(payload);
+        record.extend_from_slice(&masked_crc32c(payload).to_le_bytes());
+        assert_eq!(format_of(&gzip(&record)), Some(Format::Tfrecord));
+        let text = gzip(b"id,name\n1,a\n");
+        assert_eq!(format_of(&text), None);
+        let found = binary_format(&text).expect("gzip is not text");
+        assert!(advice(&found).contains(".gz"), "{found}");
+        assert_eq!(binary_format(b"id,name\n1,a\n"), None);
     }
 }
