@@ -3,7 +3,8 @@
 //! (or decimals), `DIV` in longs, both failing on a zero divisor
 //! (`[DIVIDE_BY_ZERO]`), as `%` does; `%` keeps the dividend's sign (Java's
 //! remainder); decimals exact, at the precision and scale Spark gives the
-//! result.
+//! result (`DecimalPrecision` with precision loss allowed, its default), an
+//! integer literal beside a decimal as the decimal of its digits.
 
 use std::sync::Arc;
 
@@ -169,8 +170,10 @@ fn fractional(op: Arith, a: &ArrayRef, b: &ArrayRef, t: &DataType) -> Result<Arr
     Ok(Arc::new(Float64Array::from(out)))
 }
 
-/// Decimal `+`, `-` and `*`: exact in 128 bits, then at the result's scale
-/// (half up where Spark cuts digits) and checked against its precision.
+/// Decimal `+`, `-`, `*`, `/` and `%`: exact (a quotient to the result's
+/// scale, half up, as Spark's `Decimal./` then `changePrecision`), then at
+/// the result's scale (half up where Spark cuts digits) and checked against
+/// its precision; a zero divisor fails.
 fn decimal(
     op: Arith,
     a: &ArrayRef,
@@ -210,6 +213,17 @@ fn decimal(
                 }
             }
             Arith::Mul => u.checked_mul(v).map(|r| (r, sx + sy)),
+            Arith::Div | Arith::Rem if v == 0 => return Err(divide_by_zero(op)),
+            Arith::Div => quotient(u, sx, v, sy, *s).map(|q| (q, *s)),
+            Arith::Rem => {
+                // Java's `BigDecimal.remainder`: the dividend's sign, exact
+                // at the larger scale.
+                let scale = sx.max(sy);
+                match (round_half_up(u, sx, scale), round_half_up(v, sy, scale)) {
+                    (Some(u2), Some(v2)) => Some((u2 % v2, scale)),
+                    _ => None,
+                }
+            }
             _ => None,
         };
         let value = exact
@@ -230,6 +244,36 @@ fn decimal(
     Ok(Arc::new(
         Decimal128Array::from(out).with_precision_and_scale(*p, *s)?,
     ))
+}
+
+/// `u / v` (at scales `su` and `sv`) at `scale`, rounded half up; `None`
+/// where it does not fit 256 bits on the way.
+fn quotient(u: i128, su: i8, v: i128, sv: i8, scale: i8) -> Option<i128> {
+    use arrow::datatypes::i256;
+    // u / 10^su / (v / 10^sv) * 10^scale = u * 10^(scale + sv - su) / v.
+    let shift = i32::from(scale) + i32::from(sv) - i32::from(su);
+    let ten = i256::from_i128(10);
+    let (mut num, mut den) = (i256::from_i128(u), i256::from_i128(v));
+    if shift >= 0 {
+        num = num.checked_mul(ten.checked_pow(shift as u32)?)?;
+    } else {
+        den = den.checked_mul(ten.checked_pow((-shift) as u32)?)?;
+    }
+    let q = num.checked_div(den)?;
+    let r = num.checked_rem(den)?;
+    // Half up: away from zero where the remainder is half the divisor or more.
+    let twice = r.checked_mul(i256::from_i128(2))?.wrapping_abs();
+    let q = if twice >= den.wrapping_abs() {
+        let away = if (num < i256::ZERO) != (den < i256::ZERO) {
+            i256::MINUS_ONE
+        } else {
+            i256::ONE
+        };
+        q.checked_add(away)?
+    } else {
+        q
+    };
+    q.to_i128()
 }
 
 /// `-x`, failing on the least integer.
@@ -287,11 +331,21 @@ pub(crate) fn types(op: Arith, a: &DataType, b: &DataType) -> Option<(DataType, 
         }
         Arith::IntDiv => (is_integral(a) && is_integral(b)).then_some((Int64, Int64)),
         Arith::Div => {
-            if matches!(a, Decimal128(..)) || matches!(b, Decimal128(..)) {
+            if !(super::types::is_numeric(a) && super::types::is_numeric(b)) {
                 return None;
             }
-            (super::types::is_numeric(a) && super::types::is_numeric(b))
-                .then_some((Float64, Float64))
+            let decimal = matches!(a, Decimal128(..)) || matches!(b, Decimal128(..));
+            if !decimal || is_fractional(a) || is_fractional(b) {
+                return Some((Float64, Float64));
+            }
+            // Spark's `Divide` of decimals: the whole digits of the dividend
+            // and the scale of the divisor, a scale of at least 6.
+            let (p1, s1) = super::types::integral_as_decimal(a)?;
+            let (p2, s2) = super::types::integral_as_decimal(b)?;
+            let (p1, s1, p2, s2) = (p1 as i32, s1 as i32, p2 as i32, s2 as i32);
+            let scale = (s1 + p2 + 1).max(6);
+            let (p, s) = adjust(p1 - s1 + s2 + scale, scale);
+            Some((Decimal128(p as u8, s as i8), Null))
         }
         Arith::Add | Arith::Sub | Arith::Mul | Arith::Rem => {
             if !(super::types::is_numeric(a) && super::types::is_numeric(b)) {
@@ -301,7 +355,7 @@ pub(crate) fn types(op: Arith, a: &DataType, b: &DataType) -> Option<(DataType, 
             let Decimal128(..) = t else {
                 return Some((t.clone(), t));
             };
-            if op == Arith::Rem || is_fractional(a) || is_fractional(b) {
+            if is_fractional(a) || is_fractional(b) {
                 return None;
             }
             let (p1, s1) = super::types::integral_as_decimal(a)?;
@@ -309,6 +363,10 @@ pub(crate) fn types(op: Arith, a: &DataType, b: &DataType) -> Option<(DataType, 
             let (p1, s1, p2, s2) = (p1 as i32, s1 as i32, p2 as i32, s2 as i32);
             let (p, s) = match op {
                 Arith::Mul => (p1 + p2 + 1, s1 + s2),
+                Arith::Rem => {
+                    let s = s1.max(s2);
+                    ((p1 - s1).min(p2 - s2) + s, s)
+                }
                 _ => {
                     let s = s1.max(s2);
                     (s + (p1 - s1).max(p2 - s2) + 1, s)

@@ -482,6 +482,26 @@ mod tests {
     }
 
     #[test]
+    fn decimal_division_and_remainder_as_spark() {
+        let (t, f, n) = (Some(true), Some(false), None);
+        // decimal(10,2) / decimal(1,0): decimal(14,6), half up.
+        assert_eq!(values("d / 3 = 0.416667"), [t, n, f, f]);
+        assert_eq!(values("d / 3 = 4.166667"), [f, n, t, f]);
+        assert_eq!(values("d / 3 = -0.016667"), [f, n, f, t]);
+        // decimal(10,2) / int: decimal(21,13).
+        assert_eq!(values("d / i = 0.0166666666667"), [f, n, f, t]);
+        assert_eq!(values("d % 3 = 0.50 OR d % 3 = -0.05"), [f, n, t, t]);
+        assert_eq!(values("d % 0.5 = 0.25"), [t, n, f, f]);
+        let b = batch();
+        let pred = RowFilter::parse("d / (i - i) > 0")
+            .expect("parses")
+            .bind(&b.schema())
+            .expect("binds");
+        let err = eval::eval(&pred, &b).expect_err("by zero").to_string();
+        assert!(err.contains("DIVIDE_BY_ZERO"), "{err}");
+    }
+
+    #[test]
     fn like_and_strings_by_their_bytes() {
         let (t, f, n) = (Some(true), Some(false), None);
         assert_eq!(values("s LIKE 'ap%'"), [t, f, n, t]);

@@ -343,6 +343,11 @@ impl<'a> Resolver<'a> {
                 DataType::Date32,
             ));
         }
+        // An integer literal beside a decimal is the decimal of its digits
+        // (Spark's `DecimalType.fromLiteral`: `d / 2` divides by a
+        // `decimal(1,0)`).
+        let (xt, yt) = (x.ty.clone(), y.ty.clone());
+        let (x, y) = (literal_as_decimal(x, &yt), literal_as_decimal(y, &xt));
         let Some((result, operand)) = super::arith::types(op, &x.ty, &y.ty) else {
             return Err(self.mismatch(
                 format!(
@@ -691,6 +696,31 @@ pub(crate) fn quoted_name(name: &str) -> String {
         name.to_string()
     } else {
         format!("`{}`", name.replace('`', "``"))
+    }
+}
+
+/// `e` as the decimal of its digits where it is an integer literal (not a
+/// `tinyint`) and `other` a decimal; else `e`.
+fn literal_as_decimal(e: Expr, other: &DataType) -> Expr {
+    use arrow::array::Array;
+    if !matches!(other, DataType::Decimal128(..))
+        || !matches!(e.ty, DataType::Int16 | DataType::Int32 | DataType::Int64)
+    {
+        return e;
+    }
+    let Some(v) = e.literal().filter(|v| v.is_valid(0)) else {
+        return e;
+    };
+    let Ok(long) = arrow::compute::cast(v, &DataType::Int64) else {
+        return e;
+    };
+    use arrow::array::AsArray;
+    let n = long.as_primitive::<arrow::datatypes::Int64Type>().value(0);
+    let digits = n.unsigned_abs().checked_ilog10().map_or(1, |d| d + 1) as u8;
+    let ty = DataType::Decimal128(digits, 0);
+    match super::cast::cast_to(v, &ty, CastMode::Implicit) {
+        Ok(array) => Expr::new(Kind::Lit(array), ty),
+        Err(_) => e,
     }
 }
 
