@@ -11,15 +11,16 @@
 //! Never skipped: when the metastore or its KDC cannot start, every test here
 //! fails.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use crate::common::{
     assert_one_line_error, copy_dir, fixtures_dir, recorded_ids, recorder, run, sluice_command, Run,
 };
+use crate::object_stores::service::services_root;
 use serde_json::Value;
 
 /// The table trained: partitioned, one partition outside the table's root.
@@ -46,8 +47,7 @@ struct Metastore {
 
 /// A copy of the metastore database the fixtures' tables are registered in,
 /// for the metastore of `protection` (Derby serves one process), one per
-/// version of the fixtures, made once: a second test process finds the
-/// metastore on it running.
+/// version of the fixtures under this run's state root, made once.
 fn database_copy(protection: &str) -> PathBuf {
     let bytes =
         std::fs::read(fixtures_dir().join("catalogs/expected.json")).expect("expected.json");
@@ -55,10 +55,7 @@ fn database_copy(protection: &str) -> PathBuf {
     let hash = bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     });
-    let services = std::env::var_os("SLUICE_SERVICES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/tmp/sluice-services"));
-    let data = services.join(format!("hive-metastore-kerberos-{protection}-{hash:016x}"));
+    let data = services_root().join(format!("hive-metastore-kerberos-{protection}-{hash:016x}"));
     if !data.join("metastore_db").is_dir() {
         let source = Path::new(expected()["dir"].as_str().expect("hive.dir")).join("metastore_db");
         let partial = PathBuf::from(format!("{}.{}", data.display(), std::process::id()));
@@ -74,8 +71,27 @@ fn database_copy(protection: &str) -> PathBuf {
     data
 }
 
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/services/hive-metastore.sh")
+/// `bash hive-metastore.sh` for the metastore of `protection`: under this
+/// run's state root (`SLUICE_SERVICES`), with its KDC, on a port free when
+/// this process first asked for one for `protection`, so that runs beside
+/// each other never meet.
+fn script(protection: &str) -> Command {
+    static PORTS: Mutex<BTreeMap<String, u16>> = Mutex::new(BTreeMap::new());
+    let port = *PORTS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(protection.to_string())
+        .or_insert_with(|| {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map(|a| a.port())
+                .expect("a free port")
+        });
+    let mut cmd = Command::new("bash");
+    cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/services/hive-metastore.sh"))
+        .env("SLUICE_SERVICES", services_root())
+        .env("SLUICE_HIVE_METASTORE_PORT", port.to_string());
+    cmd
 }
 
 /// `catalogs/expected.json`'s Hive part, written by make_catalogs.py.
@@ -90,8 +106,7 @@ impl Metastore {
     fn start(protection: &str) -> Metastore {
         let scratch = tempfile::tempdir().expect("tempdir");
         let data = database_copy(protection);
-        let out = run(Command::new("bash")
-            .arg(script())
+        let out = run(script(protection)
             .args(["start-secure", "--protection", protection])
             .env("SLUICE_HIVE_METASTORE_DIR", &data)
             .env(
@@ -118,11 +133,8 @@ impl Metastore {
     }
 
     fn stop(&self) {
-        let out = run(Command::new("bash").arg(script()).args([
-            "stop-secure",
-            "--protection",
-            &self.protection,
-        ]));
+        let out =
+            run(script(&self.protection).args(["stop-secure", "--protection", &self.protection]));
         assert!(out.status.success(), "{out}");
     }
 
