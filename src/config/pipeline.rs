@@ -84,7 +84,7 @@ pub struct PipelineOptions {
     #[arg(long, default_value_t = 1024, help = "Rows per batch handed to a trainer", long_help, help_heading = heading::TRAINING)]
     pub batch_size: usize,
     /// Most bytes of a batch handed to a trainer (e.g. 16MiB): a batch ends at whichever of --batch-size rows and this many bytes comes first, so that rows of large values (audio, images) bound memory by bytes, not rows. Readers cut what they decode the same way (Parquet by its row groups' sizes, SequenceFiles by their records). Rows count by their Arrow size; a batch holds at least one row. Not with --lockstep or --shuffle global, whose batches are --batch-size rows.
-    #[arg(long, value_name = "SIZE", value_parser = parse_size, help = "Most bytes per batch (cut at rows or bytes, first)", long_help, help_heading = heading::TRAINING)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, help = "Most bytes per batch (cut at rows or bytes, first)", long_help, help_heading = heading::TRAINING, hide_short_help = true)]
     #[serde(deserialize_with = "form::some_size")]
     pub batch_bytes: Option<u64>,
     /// Tasks leased and read ahead of the trainers.

@@ -71,7 +71,7 @@ pub struct ReadOptions {
     #[serde(rename = "filter")]
     pub row_filter: Option<RowFilter>,
     /// The session time zone of --filter, --where and computed --columns, as Spark's spark.sql.session.timeZone: a region (America/Los_Angeles), an offset (+05:30) or UTC. A timestamp's hour, day, date, truncation and text are those of its wall-clock time there, and a date or a timestamp written without a zone ('2026-03-08 02:30:00') is read there (a time a change to summer time skips moved on by the gap, one it repeats taken the first time, as java.time does). timestamp_ntz columns are wall-clock times no zone shifts. The values read are unchanged: a timestamp stays the instant it is.
-    #[arg(long, value_name = "TZ", default_value = "UTC", value_parser = parse_with::<SessionTz>, help = "Time zone of timestamps in --filter, --where and --columns", long_help, help_heading = heading::ROWS)]
+    #[arg(long, value_name = "TZ", default_value = "UTC", value_parser = parse_with::<SessionTz>, help = "Time zone of timestamps in --filter, --where and --columns", long_help, help_heading = heading::ROWS, hide_short_help = true)]
     pub timezone: SessionTz,
 }
 

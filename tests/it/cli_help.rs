@@ -283,7 +283,17 @@ fn version_json_has_what_a_bug_report_needs() {
     assert_eq!(names("stores"), ["file", "hdfs", "s3", "gs", "az"]);
     assert_eq!(
         names("formats"),
-        ["parquet", "orc", "avro", "csv", "json", "text"]
+        [
+            "parquet",
+            "orc",
+            "avro",
+            "csv",
+            "json",
+            "text",
+            "sequencefile",
+            "rcfile",
+            "tfrecord"
+        ]
     );
     assert_eq!(names("tables"), ["delta", "iceberg"]);
 }
