@@ -23,20 +23,18 @@ use std::fmt::Display;
 use std::io::{self, BufRead, BufReader, Read};
 use std::sync::Arc;
 
-use arrow::array::ArrayRef;
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use arrow::record_batch::{RecordBatch, RecordBatchOptions};
-use async_trait::async_trait;
-use futures::stream::{BoxStream, StreamExt};
-use object_store::path::Path;
-use tokio::sync::mpsc;
-
-use super::text_io::{fetch, from_io};
+use super::text_io::{fetch, from_io, stream_blocking};
 use super::{FileFormat, FileInfo, FileRef, FormatOptions, ReadRequest};
 use crate::codec::{self, Codec};
 use crate::error::{Error, Result};
 use crate::split::{Split, SplitRange};
 use crate::store::Location;
+use arrow::array::ArrayRef;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use object_store::path::Path;
 
 use self::fields::Encoding;
 
@@ -52,8 +50,6 @@ const COLUMN_NUMBER: &str = "hive.io.rcfile.column.number";
 const KEY_CLASS: &str = "org.apache.hadoop.hive.ql.io.RCFile$KeyBuffer";
 /// Bytes buffered between the store and the decoder.
 const READ_BUFFER: usize = 256 * 1024;
-/// Decoded batches buffered between the decoder and the consumer.
-const BATCHES_IN_FLIGHT: usize = 2;
 /// The most items a length read from the file reserves room for at once
 /// (a corrupt length fails when the bytes run out, not by reserving).
 const PREALLOCATED: usize = 1 << 20;
@@ -95,20 +91,10 @@ impl FileFormat for RcFile {
         split: &Split,
         request: &ReadRequest,
     ) -> BoxStream<'static, Result<RecordBatch>> {
-        let (tx, rx) = mpsc::channel::<Result<RecordBatch>>(BATCHES_IN_FLIGHT);
         let loc = loc.clone();
         let split = split.clone();
         let opts = request.options.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut emit = |item: Result<RecordBatch>| tx.blocking_send(item).is_ok();
-            if let Err(e) = read_split(&loc, &split, &opts, &mut emit) {
-                emit(Err(e));
-            }
-        });
-        futures::stream::unfold(rx, |mut rx| async move {
-            rx.recv().await.map(|item| (item, rx))
-        })
-        .boxed()
+        stream_blocking(move |emit| read_split(&loc, &split, &opts, emit))
     }
 }
 
