@@ -172,35 +172,46 @@ impl Binder<'_> {
     }
 
     fn bind(&self, node: &Node) -> Result<Pred, RowFilterError> {
+        self.bind_in(node, true)
+    }
+
+    /// Binds `node`; `keeps` when it is in a predicate's position (not
+    /// under a `NOT`), where a null filters like `false`.
+    fn bind_in(&self, node: &Node, keeps: bool) -> Result<Pred, RowFilterError> {
         Ok(match node {
             Node::And(list) => Pred::And(
                 list.iter()
-                    .map(|n| self.bind(n))
+                    .map(|n| self.bind_in(n, keeps))
                     .collect::<Result<_, _>>()?,
             ),
             Node::Or(list) => Pred::Or(
                 list.iter()
-                    .map(|n| self.bind(n))
+                    .map(|n| self.bind_in(n, keeps))
                     .collect::<Result<_, _>>()?,
             ),
-            Node::Not(a) => Pred::Not(Box::new(self.bind(a)?)),
-            leaf if self.lenient => match self.leaf(leaf) {
+            Node::Not(a) => Pred::Not(Box::new(self.bind_in(a, false)?)),
+            leaf if self.lenient => match self.leaf(leaf, keeps) {
                 Ok(pred) => pred,
                 Err(RowFilterError::UnknownColumn { .. }) => Pred::Opaque,
                 Err(e) if self.partial => return Err(e),
                 Err(_) => Pred::Opaque,
             },
-            leaf => self.leaf(leaf)?,
+            leaf => self.leaf(leaf, keeps)?,
         })
     }
 
     /// A condition that is no `AND`, `OR` or `NOT`: a comparison of a column
     /// with a literal (pruned by statistics), or anything else on the rows.
-    fn leaf(&self, node: &Node) -> Result<Pred, RowFilterError> {
+    fn leaf(&self, node: &Node, keeps: bool) -> Result<Pred, RowFilterError> {
         if let Some(pred) = self.simple(node)? {
             return Ok(pred);
         }
         let expr = self.resolver().condition(node)?;
+        let expr = if keeps {
+            super::unwrap::in_predicate(expr)
+        } else {
+            expr
+        };
         Ok(match expr.literal() {
             Some(v) => {
                 use arrow::array::AsArray;
@@ -364,14 +375,8 @@ impl Binder<'_> {
                 };
                 let field = self.resolver().field(&col)?;
                 if !is_string(field.data_type()) {
-                    return Err(self.mismatch(
-                        format!(
-                            "LIKE matches strings, and column {} is {}",
-                            field.name(),
-                            field.data_type()
-                        ),
-                        col.at,
-                    ));
+                    // A number or date is matched as its text, on the rows.
+                    return Ok(None);
                 }
                 let matcher = like::matcher(*kind, &p, *escape)
                     .map_err(|reason| self.mismatch(reason, pattern.pos()))?;
@@ -585,12 +590,10 @@ fn typed_string(t: &DataType, s: &str) -> Option<Literal> {
         DataType::Timestamp(..) => {
             parse_timestamp_ntz(s).map(|_| Literal::Timestamp(s.to_string()))
         }
+        // Spark 4 promotes a string beside an integer to a `bigint` and
+        // beside a float, double or decimal to a `double`.
         t if is_integer(t) => s.parse::<i128>().ok().map(Literal::Int),
-        t if is_float(t) => s.parse::<f64>().ok().map(Literal::Float),
-        t if is_decimal(t) => match super::parse::parse_number(s)? {
-            n @ (Literal::Int(_) | Literal::Decimal(..)) => Some(n),
-            _ => None,
-        },
+        t if is_float(t) || is_decimal(t) => super::cast::parse_double(s).map(Literal::Float),
         _ => None,
     }
 }

@@ -109,8 +109,12 @@ pub(crate) fn castable(from: &DataType, to: &DataType) -> bool {
         (f, t) if is_integral(f) => {
             is_integral(t) || is_fractional(t) || matches!(t, Decimal128(..) | Boolean | Utf8)
         }
-        (f, t) if is_fractional(f) => is_integral(t) || is_fractional(t) || matches!(t, Boolean),
-        (Decimal128(..), t) => is_integral(t) || is_fractional(t) || matches!(t, Decimal128(..)),
+        (f, t) if is_fractional(f) => {
+            is_integral(t) || is_fractional(t) || matches!(t, Boolean | Utf8)
+        }
+        (Decimal128(..), t) => {
+            is_integral(t) || is_fractional(t) || matches!(t, Decimal128(..) | Utf8)
+        }
         (Boolean, t) => is_integral(t) || is_fractional(t) || matches!(t, Utf8),
         (Date32, t) => matches!(t, Timestamp(..) | Utf8),
         (Timestamp(..), t) => matches!(t, Date32 | Timestamp(..) | Utf8),
@@ -194,6 +198,35 @@ pub(crate) fn cast_to(a: &ArrayRef, to: &DataType, mode: CastMode) -> Result<Arr
                 .collect::<StringArray>(),
         )),
         (f, Utf8) if is_integral(f) => arrow_cast(a),
+        (Float64, Utf8) => Ok(Arc::new(
+            a.as_primitive::<Float64Type>()
+                .iter()
+                .map(|v| {
+                    v.map(|x| {
+                        java_double_text(format!("{x:e}"), x.is_nan(), x.is_infinite(), x < 0.0)
+                    })
+                })
+                .collect::<StringArray>(),
+        )),
+        (Float32, Utf8) => Ok(Arc::new(
+            a.as_primitive::<Float32Type>()
+                .iter()
+                .map(|v| {
+                    v.map(|x| {
+                        java_double_text(format!("{x:e}"), x.is_nan(), x.is_infinite(), x < 0.0)
+                    })
+                })
+                .collect::<StringArray>(),
+        )),
+        (Decimal128(_, s), Utf8) => {
+            let scale = *s;
+            Ok(Arc::new(
+                a.as_primitive::<Decimal128Type>()
+                    .iter()
+                    .map(|v| v.map(|v| decimal_text(v, scale)))
+                    .collect::<StringArray>(),
+            ))
+        }
         (Date32, Timestamp(..)) | (Timestamp(..), Date32 | Timestamp(..) | Utf8) => {
             Ok(times(a, to))
         }
@@ -267,6 +300,46 @@ fn check_float_range(a: &ArrayRef, to: &DataType) -> Result<(), ArrowError> {
         }
     }
     Ok(())
+}
+
+/// A float or double as Java's `Double.toString` writes it (what Spark's
+/// cast to string gives), from its shortest digits in Rust's scientific
+/// form (`1.5e-7`): `NaN`, `Infinity`, plain digits with at least one
+/// after the point from 10^-3 up to 10^7 (`0.001`, `1.0`, `1234567.0`),
+/// `1.0E7` and `1.5E-7` outside.
+fn java_double_text(sci: String, nan: bool, infinite: bool, negative: bool) -> String {
+    if nan {
+        return "NaN".into();
+    }
+    if infinite {
+        return if negative { "-Infinity" } else { "Infinity" }.into();
+    }
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let (sign, mantissa) = match mantissa.strip_prefix('-') {
+        Some(m) => ("-", m),
+        None => ("", mantissa),
+    };
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    if digits.chars().all(|c| c == '0') {
+        return format!("{sign}0.0");
+    }
+    if (-3..7).contains(&exp) {
+        // Plain: the point after digit `exp + 1`.
+        let point = exp + 1;
+        if point <= 0 {
+            let zeros = "0".repeat((-point) as usize);
+            return format!("{sign}0.{zeros}{digits}");
+        }
+        let point = point as usize;
+        let padded = format!("{digits:0<point$}");
+        let (int, frac) = padded.split_at(point);
+        let frac = if frac.is_empty() { "0" } else { frac };
+        return format!("{sign}{int}.{frac}");
+    }
+    let (first, rest) = digits.split_at(1);
+    let rest = if rest.is_empty() { "0" } else { rest };
+    format!("{sign}{first}.{rest}E{exp}")
 }
 
 /// A decimal's digits at `scale` as plain text (`-1.50`).
@@ -546,5 +619,45 @@ fn times(a: &ArrayRef, to: &DataType) -> ArrayRef {
                 .collect(),
             _ => t.iter().collect(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(x: f64) -> String {
+        java_double_text(format!("{x:e}"), x.is_nan(), x.is_infinite(), x < 0.0)
+    }
+
+    #[test]
+    fn doubles_as_java_writes_them() {
+        let cases = [
+            (0.0, "0.0"),
+            (-0.0, "-0.0"),
+            (1.0, "1.0"),
+            (1.5, "1.5"),
+            (-2.25, "-2.25"),
+            (0.001, "0.001"),
+            (0.0001, "1.0E-4"),
+            (1234567.0, "1234567.0"),
+            (1.0e7, "1.0E7"),
+            (1.2345e10, "1.2345E10"),
+            (100.0, "100.0"),
+            (0.1, "0.1"),
+            (f64::NAN, "NaN"),
+            (f64::INFINITY, "Infinity"),
+            (f64::NEG_INFINITY, "-Infinity"),
+            (f64::MAX, "1.7976931348623157E308"),
+            (1.0e-5, "1.0E-5"),
+        ];
+        for (x, want) in cases {
+            assert_eq!(text(x), want, "{x:e}");
+        }
+        let f = 0.1f32;
+        assert_eq!(
+            java_double_text(format!("{f:e}"), false, false, false),
+            "0.1"
+        );
     }
 }

@@ -156,9 +156,16 @@ pub(crate) fn eval(expr: &Expr, batch: &RecordBatch) -> Result<ArrayRef, ArrowEr
         Kind::Neg(a) => super::arith::negate(&eval(a, batch)?)?,
         Kind::BitNot(a) => super::arith::bit_not(&eval(a, batch)?)?,
         Kind::Arith(op, a, b) => {
-            super::arith::apply(*op, &eval(a, batch)?, &eval(b, batch)?, &expr.ty)?
+            let (x, y) = null_intolerant(a, b, batch)?;
+            super::arith::apply(*op, &x, &y, &expr.ty)?
         }
-        Kind::Cmp(op, a, b) => Arc::new(compare(*op, &eval(a, batch)?, &eval(b, batch)?)?),
+        Kind::Cmp(op @ CmpOp::NullSafeEq, a, b) => {
+            Arc::new(compare(*op, &eval(a, batch)?, &eval(b, batch)?)?)
+        }
+        Kind::Cmp(op, a, b) => {
+            let (x, y) = null_intolerant(a, b, batch)?;
+            Arc::new(compare(*op, &x, &y)?)
+        }
         Kind::And(list) => Arc::new(connective(list, batch, false)?),
         Kind::Or(list) => Arc::new(connective(list, batch, true)?),
         Kind::Not(a) => Arc::new(not(eval(a, batch)?.as_boolean())?),
@@ -198,6 +205,24 @@ pub(crate) fn eval(expr: &Expr, batch: &RecordBatch) -> Result<ArrayRef, ArrowEr
             super::func::call(*f, &values, batch.num_rows(), &expr.ty)?
         }
     })
+}
+
+/// Both operands of an operator whose value is null where either is:
+/// the right one computed only on the rows where the left one is not null,
+/// as Spark leaves it unevaluated there (a string that is no number
+/// fails no cast on a row whose other side is null).
+fn null_intolerant(
+    a: &Expr,
+    b: &Expr,
+    batch: &RecordBatch,
+) -> Result<(ArrayRef, ArrayRef), ArrowError> {
+    let x = eval(a, batch)?;
+    let y = if x.null_count() > 0 && !matches!(b.kind, Kind::Column(_) | Kind::Lit(_)) {
+        eval_where(b, batch, &is_not_null(&x)?)?
+    } else {
+        eval(b, batch)?
+    };
+    Ok((x, y))
 }
 
 /// `a op b`, both of one type, floats compared as Spark compares them.

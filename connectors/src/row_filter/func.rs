@@ -87,9 +87,12 @@ pub(crate) fn resolve(name: &str, types: &[DataType], tz: &SessionTz) -> Result<
         }
         Ok(())
     };
+    // A string argument: a number, boolean, date or timestamp is cast to
+    // its text (Spark's implicit cast to `StringType`).
     let string_arg = |i: usize| -> Result<DataType, String> {
         match &types[i] {
             Utf8 | Null => Ok(Utf8),
+            t if *t != Binary && super::cast::castable(t, &Utf8) => Ok(Utf8),
             other => Err(format!(
                 "{name} takes a string, not {}",
                 super::types::spark_name(other)
@@ -180,7 +183,13 @@ pub(crate) fn resolve(name: &str, types: &[DataType], tz: &SessionTz) -> Result<
         }
         "pmod" => {
             arity(2, 2)?;
-            let t = super::types::wider_numeric(&numeric(name, &types[0])?, &numeric(name, &types[1])?)
+            // `pmod` is arithmetic: a string beside a number is promoted.
+            let promoted = |i: usize, other: usize| match (&types[i], &types[other]) {
+                (Utf8, t) if is_numeric(t) => super::types::string_promotion(t)
+                    .ok_or_else(|| format!("{name} takes a number, not string")),
+                (t, _) => numeric(name, t),
+            };
+            let t = super::types::wider_numeric(&promoted(0, 1)?, &promoted(1, 0)?)
                 .filter(|t| !matches!(t, Decimal128(..)))
                 .ok_or_else(|| format!("{name} of decimals is not supported"))?;
             sig(Func::Pmod, vec![t.clone(), t.clone()], t)
@@ -290,9 +299,12 @@ pub(crate) fn resolve(name: &str, types: &[DataType], tz: &SessionTz) -> Result<
     }
 }
 
+/// A numeric argument's type; a string is read as the double it holds
+/// (Spark's implicit cast to `NumericType`).
 fn numeric(name: &str, t: &DataType) -> Result<DataType, String> {
     match t {
         DataType::Null => Ok(DataType::Int32),
+        DataType::Utf8 => Ok(DataType::Float64),
         t if is_numeric(t) => Ok(t.clone()),
         other => Err(format!(
             "{name} takes a number, not {}",
@@ -303,7 +315,6 @@ fn numeric(name: &str, t: &DataType) -> Result<DataType, String> {
 
 fn hashable(t: &DataType) -> Option<()> {
     match t {
-        DataType::Decimal128(p, _) if *p > 18 => None,
         t if is_numeric(t) => Some(()),
         DataType::Boolean
         | DataType::Utf8
@@ -959,6 +970,22 @@ fn pmod(a: &ArrayRef, n: &ArrayRef) -> Result<ArrayRef, ArrowError> {
     arrow::compute::kernels::zip::zip(&negative, &spread, &r)
 }
 
+/// `v` in the fewest big-endian two's complement bytes that hold its sign
+/// (Java's `BigInteger.toByteArray`: `0` is `[0]`, `128` is `[0, 128]`).
+fn big_integer_bytes(v: i128) -> Vec<u8> {
+    let bytes = v.to_be_bytes();
+    let mut start = 0;
+    while start + 1 < bytes.len() {
+        let (b, next) = (bytes[start], bytes[start + 1]);
+        let redundant = (b == 0x00 && next & 0x80 == 0) || (b == 0xff && next & 0x80 != 0);
+        if !redundant {
+            break;
+        }
+        start += 1;
+    }
+    bytes[start..].to_vec()
+}
+
 /// Calls `f` with each non-null value of `v` as Spark's hashes see it.
 fn hash_column(v: &ArrayRef, mut f: impl FnMut(usize, Hashed<'_>)) -> Result<(), ArrowError> {
     let rows = v.len();
@@ -1005,6 +1032,17 @@ fn hash_column(v: &ArrayRef, mut f: impl FnMut(usize, Hashed<'_>)) -> Result<(),
         DataType::Decimal128(p, _) if *p <= 18 => {
             ints!(Decimal128Type, |x: i128| Hashed::Long(x as i64))
         }
+        // Wider decimals hash the bytes of their unscaled value as Java's
+        // `BigInteger.toByteArray` writes them.
+        DataType::Decimal128(..) => {
+            let a = v.as_primitive::<Decimal128Type>();
+            for i in 0..rows {
+                if a.is_valid(i) {
+                    let bytes = big_integer_bytes(a.value(i));
+                    f(i, Hashed::Bytes(&bytes));
+                }
+            }
+        }
         DataType::Utf8 => {
             let a = v.as_string::<i32>();
             for i in 0..rows {
@@ -1033,6 +1071,17 @@ fn hash_column(v: &ArrayRef, mut f: impl FnMut(usize, Hashed<'_>)) -> Result<(),
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn big_integers_in_as_few_bytes_as_java_writes() {
+        assert_eq!(big_integer_bytes(0), vec![0]);
+        assert_eq!(big_integer_bytes(127), vec![127]);
+        assert_eq!(big_integer_bytes(128), vec![0, 128]);
+        assert_eq!(big_integer_bytes(-1), vec![0xff]);
+        assert_eq!(big_integer_bytes(-128), vec![0x80]);
+        assert_eq!(big_integer_bytes(-129), vec![0xff, 0x7f]);
+        assert_eq!(big_integer_bytes(1 << 70).len(), 9);
+    }
 
     #[test]
     fn substring_as_spark_counts() {

@@ -568,12 +568,10 @@ impl<'a> Parser<'a> {
             None
         };
         if let Some(kind) = kind {
-            if self.at_word("ANY") || self.at_word("ALL") || self.at_word("SOME") {
-                let t = self.peek();
-                return Err(self.error(
-                    "LIKE ANY/ALL/SOME is not supported (LIKE 'pattern' is)".to_string(),
-                    t.at,
-                ));
+            if kind != LikeKind::RLike
+                && (self.at_word("ANY") || self.at_word("ALL") || self.at_word("SOME"))
+            {
+                return self.like_quantified(left, kind, negated, at);
             }
             let pattern = self.value(0)?;
             let escape = if kind != LikeKind::RLike && self.eat_word("ESCAPE") {
@@ -707,6 +705,49 @@ impl<'a> Parser<'a> {
             Tok::Word(w) => self.word(w, at),
             other => Err(self.error(format!("expected a value but found {other}"), at)),
         }
+    }
+
+    /// `x [NOT] LIKE ANY|SOME|ALL (p1, p2, ...)` (and `ILIKE`): the
+    /// patterns' matches joined by `OR` (any, some) or `AND` (all), each
+    /// negated under `NOT`, which is Spark's `LikeAny`, `LikeAll`,
+    /// `NotLikeAny` and `NotLikeAll` with their nulls.
+    fn like_quantified(
+        &mut self,
+        left: Node,
+        kind: LikeKind,
+        negated: bool,
+        at: Pos,
+    ) -> Result<Node, RowFilterError> {
+        let all = self.eat_word("ALL");
+        if !all && !self.eat_word("ANY") {
+            self.eat_word("SOME");
+        }
+        self.expect_sym("(")?;
+        if self.at_sym(")") {
+            let t = self.peek();
+            return Err(self.error("LIKE ANY/ALL takes at least one pattern".to_string(), t.at));
+        }
+        let mut likes = Vec::new();
+        loop {
+            let pattern = self.value(0)?;
+            likes.push(Node::Like {
+                expr: Box::new(left.clone()),
+                pattern: Box::new(pattern),
+                escape: None,
+                kind,
+                negated,
+                at,
+            });
+            if !self.eat_sym(",") {
+                break;
+            }
+        }
+        self.expect_sym(")")?;
+        Ok(if all {
+            Node::And(likes)
+        } else {
+            Node::Or(likes)
+        })
     }
 
     fn word(&mut self, w: String, at: Pos) -> Result<Node, RowFilterError> {

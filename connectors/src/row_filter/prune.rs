@@ -39,6 +39,11 @@ pub(crate) trait Stats {
     fn len(&self) -> usize;
     /// What is known of `column`, `None` when nothing is.
     fn column(&self, column: &str) -> Option<ColumnStats>;
+    /// The one row every container holds, where that is known (a
+    /// partition's values): any condition on its columns is then computed.
+    fn row(&self) -> Option<arrow::record_batch::RecordBatch> {
+        None
+    }
 }
 
 /// The truth values a part of the filter may take in each container.
@@ -92,7 +97,11 @@ fn maybe(pred: &Pred, stats: &dyn Stats) -> Maybe {
                 n: a.n,
             }
         }
-        Pred::Opaque | Pred::Rows(_) => Maybe::anything(len),
+        Pred::Rows(expr) => stats
+            .row()
+            .and_then(|row| computed(expr, &row, len))
+            .unwrap_or_else(|| Maybe::anything(len)),
+        Pred::Opaque => Maybe::anything(len),
         Pred::Const(v) => Maybe {
             t: vec![*v == Some(true); len],
             f: vec![*v == Some(false); len],
@@ -137,6 +146,33 @@ fn maybe(pred: &Pred, stats: &dyn Stats) -> Maybe {
         },
         Pred::Like { .. } => Maybe::anything(len),
     }
+}
+
+/// A condition computed on the one row of a partition's values, in each
+/// of its `len` containers; `None` when it names another column or fails
+/// (a value that is no number: the rows will say).
+fn computed(
+    expr: &super::expr::Expr,
+    row: &arrow::record_batch::RecordBatch,
+    len: usize,
+) -> Option<Maybe> {
+    let mut names = Vec::new();
+    expr.columns(&mut names);
+    if names.iter().any(|n| row.column_by_name(n).is_none()) {
+        return None;
+    }
+    let value = super::expr::eval(expr, row).ok()?;
+    let value = value.as_any().downcast_ref::<BooleanArray>()?;
+    let (t, f, n) = match value.is_valid(0).then(|| value.value(0)) {
+        Some(true) => (true, false, false),
+        Some(false) => (false, true, false),
+        None => (false, false, true),
+    };
+    Some(Maybe {
+        t: vec![t; len],
+        f: vec![f; len],
+        n: vec![n; len],
+    })
 }
 
 /// `a AND b` in each container.
@@ -279,6 +315,10 @@ pub(crate) struct PartitionStats<'a> {
 impl Stats for PartitionStats<'_> {
     fn len(&self) -> usize {
         1
+    }
+
+    fn row(&self) -> Option<arrow::record_batch::RecordBatch> {
+        super::values_batch(self.fields, self.values)
     }
 
     fn column(&self, column: &str) -> Option<ColumnStats> {

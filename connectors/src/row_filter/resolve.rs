@@ -127,10 +127,11 @@ impl<'a> Resolver<'a> {
             Node::Not(a) => Expr::new(Kind::Not(Box::new(self.condition(a)?)), DataType::Boolean),
             Node::Neg(a, at) => {
                 let e = self.expr(a)?;
-                let e = if e.ty == DataType::Null {
-                    e.implicit(&DataType::Int32)
-                } else {
-                    e
+                let e = match e.ty {
+                    DataType::Null => e.implicit(&DataType::Int32),
+                    // `-s` of a string is of the double it holds.
+                    DataType::Utf8 => e.implicit(&DataType::Float64),
+                    _ => e,
                 };
                 if !types::is_numeric(&e.ty) {
                     return Err(self.mismatch(
@@ -210,6 +211,10 @@ impl<'a> Resolver<'a> {
                 let x = match x.ty {
                     DataType::Utf8 => x,
                     DataType::Null => x.implicit(&DataType::Utf8),
+                    // A number, date or timestamp is matched as its text.
+                    ref t if *t != DataType::Binary && castable(t, &DataType::Utf8) => {
+                        x.implicit(&DataType::Utf8)
+                    }
                     ref other => {
                         return Err(self.mismatch(
                             format!("LIKE matches strings, and this is {}", spark_name(other)),
@@ -343,6 +348,7 @@ impl<'a> Resolver<'a> {
                 DataType::Date32,
             ));
         }
+        let (x, y) = promote_strings(x, y);
         // An integer literal beside a decimal is the decimal of its digits
         // (Spark's `DecimalType.fromLiteral`: `d / 2` divides by a
         // `decimal(1,0)`).
@@ -436,17 +442,10 @@ impl<'a> Resolver<'a> {
             })
     }
 
-    /// The type two sides compare as; a string literal beside a number is
-    /// read as that number's type (as Spark's analyzer casts it).
+    /// The type two sides compare as: a string beside a number is read as
+    /// a `bigint` or a `double` (Spark 4's string promotion).
     fn comparison(&self, x: &Expr, y: &Expr) -> Option<DataType> {
-        let string_literal = |e: &Expr| e.literal().is_some() && e.ty == DataType::Utf8;
-        match (&x.ty, &y.ty) {
-            (DataType::Utf8, t) if types::is_numeric(t) && string_literal(x) => Some(t.clone()),
-            (t, DataType::Utf8) if types::is_numeric(t) && string_literal(y) => Some(t.clone()),
-            (DataType::Utf8, DataType::Boolean) if string_literal(x) => Some(DataType::Boolean),
-            (DataType::Boolean, DataType::Utf8) if string_literal(y) => Some(DataType::Boolean),
-            (a, b) => comparison_type(a, b),
-        }
+        comparison_type(&x.ty, &y.ty)
     }
 
     fn case(
@@ -730,5 +729,21 @@ pub(crate) fn literal_value(l: &Literal) -> Literal {
         Literal::SizedInt(i, _) => Literal::Int(*i),
         Literal::Float32(x) => Literal::Float(f64::from(*x)),
         other => other.clone(),
+    }
+}
+
+/// Both sides of an arithmetic operator where one is a string: cast to
+/// the `bigint` or `double` Spark 4 promotes them to (two strings are
+/// refused, as Spark refuses them).
+fn promote_strings(x: Expr, y: Expr) -> (Expr, Expr) {
+    let to = match (&x.ty, &y.ty) {
+        (DataType::Utf8, t) | (t, DataType::Utf8) if types::is_numeric(t) => {
+            types::string_promotion(t)
+        }
+        _ => None,
+    };
+    match to {
+        Some(t) => (x.implicit(&t), y.implicit(&t)),
+        None => (x, y),
     }
 }

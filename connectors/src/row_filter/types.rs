@@ -128,11 +128,10 @@ pub(crate) fn wider_numeric(a: &DataType, b: &DataType) -> Option<DataType> {
         return Some(DataType::Decimal128(precision as u8, scale));
     }
     let (ra, rb) = (rank(a)?, rank(b)?);
-    // In ANSI mode a float and an int or bigint meet in a double (the
-    // float cannot hold every integer).
-    let float_with_wide_int = |x: &DataType, y: &DataType| {
-        *x == DataType::Float32 && matches!(y, DataType::Int32 | DataType::Int64)
-    };
+    // In ANSI mode a float and any integer meet in a double (Spark's
+    // `findTightestCommonType`: the float cannot hold every integer).
+    let float_with_wide_int =
+        |x: &DataType, y: &DataType| *x == DataType::Float32 && is_integral(y);
     if float_with_wide_int(a, b) || float_with_wide_int(b, a) {
         return Some(DataType::Float64);
     }
@@ -149,14 +148,32 @@ pub(crate) fn comparison_type(a: &DataType, b: &DataType) -> Option<DataType> {
     match (a, b) {
         (Null, t) | (t, Null) => Some(t.clone()),
         (x, y) if is_numeric(x) && is_numeric(y) => wider_numeric(x, y),
-        (Utf8, Date32) | (Date32, Utf8) => Some(Date32),
-        // A string or a date meets a timestamp as that timestamp (in the
-        // session's zone, or without one); a `timestamp_ntz` meets a
-        // `timestamp` as the `timestamp`.
-        (Utf8 | Date32, t @ Timestamp(..)) | (t @ Timestamp(..), Utf8 | Date32) => Some(t.clone()),
+        (Utf8, t) | (t, Utf8) => string_promotion(t),
+        // A date meets a timestamp as that timestamp (in the session's
+        // zone, or without one); a `timestamp_ntz` meets a `timestamp` as
+        // the `timestamp`.
+        (Date32, t @ Timestamp(..)) | (t @ Timestamp(..), Date32) => Some(t.clone()),
         (Timestamp(_, None), t @ Timestamp(..)) | (t @ Timestamp(..), Timestamp(..)) => {
             Some(t.clone())
         }
+        _ => None,
+    }
+}
+
+/// The type a string meets another type as (Spark 4's ANSI
+/// `findWiderTypeForString`): an integer as a `bigint`, a float, double or
+/// decimal as a `double`, a date, timestamp, boolean or binary as that
+/// type; both sides are cast to it.
+pub(crate) fn string_promotion(other: &DataType) -> Option<DataType> {
+    match other {
+        t if is_integral(t) => Some(DataType::Int64),
+        t if is_fractional(t) || matches!(t, DataType::Decimal128(..)) => Some(DataType::Float64),
+        DataType::Date32
+        | DataType::Timestamp(..)
+        | DataType::Boolean
+        | DataType::Binary
+        | DataType::Utf8
+        | DataType::Null => Some(other.clone()),
         _ => None,
     }
 }
