@@ -311,11 +311,11 @@ pub async fn run(
     // Every report made so far reaches the master before the worker goes on.
     let Shell {
         reports,
-        books,
+        coordinator,
         source_rows,
         ..
     } = state;
-    let mut outcome = books.into_outcome(result.is_ok());
+    let mut outcome = coordinator.into_outcome(result.is_ok());
     outcome.source_rows = source_rows;
     if !outcome.unsaved_pieces_at_end.is_empty() {
         // The master serves them once more, and fails the job should rows
@@ -423,13 +423,28 @@ async fn stopped(signal: &mut Option<tokio::sync::watch::Receiver<bool>>) {
     }
 }
 
+/// The rows of one read event, waiting for the coordinator's word.
+struct Arrived {
+    batch: arrow::record_batch::RecordBatch,
+    piece: Piece,
+    epoch: u32,
+    /// Its share of the read-ahead budget, given back once it is taken.
+    held: connectors::read_ahead::Reservation,
+}
+
 /// The async shell around the [`Coordinator`]: it feeds it what happens
 /// (replies of the master, readers' rows, devices' acknowledgements) and
 /// performs what it asks, and holds the rows themselves on their way to the
 /// devices.
 struct Shell {
     /// The rules of this worker's leases and rows.
-    books: Coordinator,
+    coordinator: Coordinator,
+    /// The rows of the read event at hand, until the coordinator says
+    /// whether they go to the batcher ([`Action::Feed`]).
+    arrived: Option<Arrived>,
+    /// The error of the failed read at hand, until the coordinator says
+    /// whether it ends the run ([`Action::ReplayFailed`]).
+    failure: Option<connectors::Error>,
     source: Arc<dyn TaskSource>,
     worker: WorkerId,
     location: Location,
@@ -517,7 +532,7 @@ const EVENTS_PER_ROUND: usize = 4096;
 impl Shell {
     fn new(job: Job, config: PipelineConfig, worker: WorkerId, wiring: Wiring) -> Shell {
         let devices_n = config.devices.max(1);
-        let books = Coordinator::new(Settings {
+        let coordinator = Coordinator::new(Settings {
             devices: devices_n,
             splits: job.splits.len(),
             keeps_unsaved: job.source.keeps_unsaved(),
@@ -533,7 +548,9 @@ impl Shell {
         Shell {
             epoch_steps,
             next_step: HashMap::new(),
-            books,
+            coordinator,
+            arrived: None,
+            failure: None,
             read_tx: wiring.read_tx,
             ahead: ReadAhead::new(read_ahead),
             remote,
@@ -628,9 +645,12 @@ impl Shell {
         Option<tokio::task::JoinHandle<()>>,
     ) {
         let mut result = match result {
-            Err(e) if e.is_gone() && self.books.rolls_back() => Err(PipelineError::RolledBack(
-                "the master counted this worker gone (silent past the lease timeout)".to_string(),
-            )),
+            Err(e) if e.is_gone() && self.coordinator.rolls_back() => {
+                Err(PipelineError::RolledBack(
+                    "the master counted this worker gone (silent past the lease timeout)"
+                        .to_string(),
+                ))
+            }
             result => result,
         };
         let rolled_back = matches!(result, Err(PipelineError::RolledBack(_)));
@@ -656,7 +676,7 @@ impl Shell {
             while event_rx.recv().await.is_some() {}
             return (result, Some(joined));
         }
-        if self.books.stopped() || stop_requested {
+        if self.coordinator.stopped() || stop_requested {
             // Stopped, leases handed back (or a stop was asked for and the run
             // failed meanwhile): trainers still busy past the grace period end
             // with the process (their process groups are killed).
@@ -664,7 +684,7 @@ impl Shell {
         }
         // The trainers end their streams: their last acknowledgements and
         // checkpoints (a trainer's final one) still count.
-        self.books.handle(Event::Tail);
+        self.coordinator.handle(Event::Tail);
         let joined = tokio::task::spawn_blocking(move || devices.join());
         while let Some(event) = event_rx.recv().await {
             if let (Err(e), true) = (self.on_device(event), result.is_ok()) {
@@ -764,20 +784,22 @@ impl Shell {
             // side by side, not one per turn of the loop (a turn can wait a
             // round trip to the store).
             for _ in 0..self.config.prefetch.max(1) {
-                if self.books.is_over() || Instant::now() < self.next_lease || !self.hungry(read_rx)
+                if self.coordinator.is_over()
+                    || Instant::now() < self.next_lease
+                    || !self.hungry(read_rx)
                 {
                     break;
                 }
-                let before = self.books.leased_reads();
+                let before = self.coordinator.leased_reads();
                 self.top_up().await?;
-                if self.books.leased_reads() <= before {
+                if self.coordinator.leased_reads() <= before {
                     break;
                 }
             }
         }
         self.consume_dropped()?;
         self.pump_global()?;
-        if self.books.is_done()
+        if self.coordinator.is_done()
             && self.dealt.is_empty()
             && self.global.as_ref().is_none_or(GlobalShuffle::is_empty)
             && self.outbox.is_empty()
@@ -786,7 +808,7 @@ impl Shell {
             return Ok(true);
         }
         let open_step = self.stepper.as_ref().is_some_and(Stepper::open);
-        if self.books.reads_none()
+        if self.coordinator.reads_none()
             && self.global.as_ref().is_none_or(|g| !g.holds_rows())
             && (self.batcher.buffered() > 0 || open_step)
             && !*flushed
@@ -816,7 +838,7 @@ impl Shell {
             let Ok(event) = events.try_recv() else { break };
             self.on_device(event)?;
         }
-        on_progress(self.books.progress());
+        on_progress(self.coordinator.progress());
         Ok(())
     }
 
@@ -863,9 +885,9 @@ impl Shell {
             .prefetch
             .max(1)
             .min(self.config.devices.max(1) + extra);
-        self.books.leased_reads() < floor
-            || (self.books.none_starting()
-                && self.books.leased_reads() < self.config.prefetch.max(1)
+        self.coordinator.leased_reads() < floor
+            || (self.coordinator.none_starting()
+                && self.coordinator.leased_reads() < self.config.prefetch.max(1)
                 && self.ahead.waiting() == 0
                 && read_rx.is_empty()
                 && !self.backed_up()
@@ -942,7 +964,7 @@ impl Shell {
         if let Some(stepper) = &mut self.stepper {
             stepper.clear();
         }
-        for attempt in self.books.attempts() {
+        for attempt in self.coordinator.attempts() {
             self.batcher.drop_attempt(attempt);
         }
         // Batches still queued for the devices are dropped by them, unfed
@@ -1002,14 +1024,14 @@ impl Shell {
         let held = self.held.clone();
         let mut held = held.lock().await;
         let result = self.lease_more().await;
-        *held = self.books.attempts();
+        *held = self.coordinator.attempts();
         self.unsynced = false;
         result
     }
 
     /// Publishes the attempts held to the heartbeat task.
     async fn sync_held(&mut self) {
-        *self.held.lock().await = self.books.attempts();
+        *self.held.lock().await = self.coordinator.attempts();
         self.unsynced = false;
     }
 
@@ -1024,7 +1046,7 @@ impl Shell {
         let prefetch = self.config.prefetch.max(1);
         // One task at a time: the next only once this one delivers rows and
         // the pipeline still waits for more (see `hungry`).
-        if self.global.is_none() && self.books.leased_reads() >= prefetch {
+        if self.global.is_none() && self.coordinator.leased_reads() >= prefetch {
             return Ok(());
         }
         let sent = Instant::now();
@@ -1033,8 +1055,8 @@ impl Shell {
                 self.backoff.reset();
                 for lease in leases {
                     self.clock.granted(lease.attempt, sent);
-                    let reachable =
-                        (lease.split as usize) < self.books.splits() || self.learn_splits().await;
+                    let reachable = (lease.split as usize) < self.coordinator.splits()
+                        || self.learn_splits().await;
                     self.act(Event::Granted { lease, reachable })?;
                     for lease in std::mem::take(&mut self.to_offer) {
                         // Read once its window is (see `pump_global`).
@@ -1078,7 +1100,7 @@ impl Shell {
 
     /// Tells the coordinator `event` and does what it asks.
     fn act(&mut self, event: Event) -> Result<(), PipelineError> {
-        let actions = self.books.handle(event);
+        let actions = self.coordinator.handle(event);
         self.perform_all(actions)
     }
 
@@ -1089,7 +1111,8 @@ impl Shell {
     }
 
     /// Does what the coordinator asks. `Feed` and `ReplayFailed` concern the
-    /// read event at hand: its handler looks for them.
+    /// read event at hand, whose rows or error wait in `arrived` and
+    /// `failure` while the coordinator decides.
     fn perform(&mut self, action: Action) -> Result<(), PipelineError> {
         match action {
             Action::Read(lease) => self.start_read(lease)?,
@@ -1103,8 +1126,29 @@ impl Shell {
             Action::Drain => self.drain(),
             Action::SyncHeld => self.unsynced = true,
             Action::RollBack(why) => return Err(PipelineError::RolledBack(why)),
-            Action::Feed(_) | Action::ReplayFailed => {}
+            Action::Feed(attempt) => self.feed(attempt)?,
+            Action::ReplayFailed => {
+                if let Some(error) = self.failure.take() {
+                    return Err(PipelineError::Replay {
+                        source: Box::new(error),
+                    });
+                }
+            }
         }
+        Ok(())
+    }
+
+    /// Gives the rows of the read event at hand to the batcher.
+    fn feed(&mut self, attempt: AttemptId) -> Result<(), PipelineError> {
+        let Some(arrived) = self.arrived.take_if(|a| a.piece.attempt == attempt) else {
+            return Ok(());
+        };
+        let ready = self
+            .batcher
+            .push(arrived.batch, arrived.piece, arrived.epoch)?;
+        // Taken: the batch's bytes leave the read-ahead budget.
+        drop(arrived.held);
+        self.ready(ready);
         Ok(())
     }
 
@@ -1152,7 +1196,7 @@ impl Shell {
             return Ok(());
         };
         let room = self.config.prefetch.max(1).saturating_sub(global.reading());
-        let orders = global.pump(&self.splits, room, self.books.made_up_ids());
+        let orders = global.pump(&self.splits, room, self.coordinator.made_up_ids());
         for order in orders {
             let lease = order.lease;
             let Some(split) = self.splits.get(lease.split as usize).cloned() else {
@@ -1248,19 +1292,17 @@ impl Shell {
         error: connectors::Error,
         window: bool,
     ) -> Result<(), PipelineError> {
-        let actions = self.books.handle(Event::ReadFailed {
+        let event = Event::ReadFailed {
             attempt,
             at,
             reason: connectors::Report(&error).to_string(),
             for_good: error.is_for_good(),
             window,
-        });
-        if actions.contains(&Action::ReplayFailed) {
-            return Err(PipelineError::Replay {
-                source: Box::new(error),
-            });
-        }
-        self.perform_all(actions)
+        };
+        self.failure = Some(error);
+        let done = self.act(event);
+        self.failure = None;
+        done
     }
 
     /// Under `--shuffle global` without lockstep, rows read again for a
@@ -1277,7 +1319,7 @@ impl Shell {
         else {
             return false;
         };
-        let Some(device) = self.books.replay_device(*attempt) else {
+        let Some(device) = self.coordinator.replay_device(*attempt) else {
             return false;
         };
         let size = self.config.batch_size.max(1);
@@ -1307,7 +1349,7 @@ impl Shell {
                     debug!(added = more.len(), "the job grew: new splits");
                     Arc::make_mut(&mut self.splits).extend(more);
                     let count = self.splits.len();
-                    self.books.handle(Event::Splits { count });
+                    self.coordinator.handle(Event::Splits { count });
                 }
                 true
             }
@@ -1425,7 +1467,7 @@ impl Shell {
         }
         if let ReadEvent::Batch { .. } = &event {
             // Started: the next task may be leased meanwhile.
-            self.books.handle(Event::Started { attempt });
+            self.coordinator.handle(Event::Started { attempt });
         }
         order.wait(attempt, event);
         Ok(())
@@ -1442,7 +1484,7 @@ impl Shell {
             let Some(first) = order.first() else {
                 return Ok(());
             };
-            if !self.books.is_reading(first) {
+            if !self.coordinator.is_reading(first) {
                 // Over: what it still held was of a read stopped meanwhile.
                 order.forget_first();
                 continue;
@@ -1485,21 +1527,21 @@ impl Shell {
                 batch,
                 held,
             } => {
-                let actions = self.books.handle(Event::Rows { attempt });
-                let feed = actions.contains(&Action::Feed(attempt));
-                self.perform_all(actions)?;
-                if feed {
-                    let piece = Piece {
-                        attempt,
-                        start,
-                        len: batch.num_rows() as u64,
-                    };
-                    let ready = self.batcher.push(batch, piece, epoch)?;
-                    // Taken: the batch's bytes leave the read-ahead budget.
-                    drop(held);
-                    self.ready(ready);
-                }
-                Ok(())
+                let piece = Piece {
+                    attempt,
+                    start,
+                    len: batch.num_rows() as u64,
+                };
+                self.arrived = Some(Arrived {
+                    batch,
+                    piece,
+                    epoch,
+                    held,
+                });
+                let done = self.act(Event::Rows { attempt });
+                // Rows the coordinator did not take are dropped here.
+                self.arrived = None;
+                done
             }
             ReadEvent::Cut {
                 attempt,
@@ -1562,7 +1604,7 @@ impl Shell {
             return None;
         }
         let mut sources = provenance.iter().map(|p| {
-            let (_, split) = self.books.origin(p.attempt)?;
+            let (_, split) = self.coordinator.origin(p.attempt)?;
             self.splits.get(split as usize).map(|s| s.source)
         });
         let first = sources.next()??;
@@ -1606,7 +1648,7 @@ impl Shell {
         let sources = self.plan.source_names.len();
         self.source_rows.resize(sources, 0);
         for piece in provenance {
-            let Some((_, split)) = self.books.origin(piece.attempt) else {
+            let Some((_, split)) = self.coordinator.origin(piece.attempt) else {
                 continue;
             };
             let source = self.splits.get(split as usize).map_or(0, |s| s.source);
