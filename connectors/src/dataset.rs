@@ -651,8 +651,18 @@ impl Dataset {
                 rows: info.rows.map(|r| r.saturating_sub(deleted)),
             });
         }
-        // A filtered split holds as many rows as its read keeps: known once read.
-        if self.options.row_filter.is_some() {
+        // A filtered split holds as many rows as its read keeps: known once
+        // read, unless the filter names partition columns only (the files
+        // of the partitions it rejects are left out, the others kept whole).
+        let on_data = self.options.row_filter.as_ref().is_some_and(|f| {
+            f.columns().iter().any(|c| {
+                !self
+                    .partition_fields
+                    .iter()
+                    .any(|p| p.name().eq_ignore_ascii_case(c))
+            })
+        });
+        if on_data {
             for split in &mut self.splits {
                 split.rows = None;
             }

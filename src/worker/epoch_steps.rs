@@ -1,6 +1,6 @@
 //! The steps of an epoch on one trainer process, when they are known before
 //! the epoch starts: every task's row count is known from the files' footers,
-//! and nothing decided at read time (a `--filter`, a selection by
+//! and nothing decided at read time (a `--filter` on data columns, a selection by
 //! key, bytes per batch, a shuffle window's cut) changes which rows there are
 //! or where batches end. Trainers get the number as `sluice.epoch_steps` on
 //! every batch, or `sluice.epoch_steps_unknown` saying why not.
@@ -70,10 +70,19 @@ fn layout_known(plan: &ReadPlan, config: &PipelineConfig) -> Result<(), String> 
         );
     }
     if let Some(filter) = &plan.filter {
-        return Err(format!(
-            "--filter {:?}: the rows it keeps are counted only as they are read",
-            filter.as_str()
-        ));
+        // A filter on partition columns only left out the files of the
+        // partitions it rejects, and keeps every row of the others.
+        let on_partitions = filter.columns().iter().all(|c| {
+            plan.partition_fields
+                .iter()
+                .any(|f| f.name().eq_ignore_ascii_case(c))
+        });
+        if !on_partitions {
+            return Err(format!(
+                "--filter {:?}: the rows it keeps are counted only as they are read",
+                filter.as_str()
+            ));
+        }
     }
     Ok(())
 }

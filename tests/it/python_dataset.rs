@@ -574,6 +574,23 @@ fn a_filter_decided_only_as_rows_are_read_makes_len_a_type_error_naming_it() {
 }
 
 #[test]
+fn a_filter_on_partition_columns_only_keeps_len_known() {
+    let epochs = epochs_seen(&["--option", "filter=country = 'US'"]);
+    assert_eq!(epochs.len(), 2, "{epochs:?}");
+    let all = epochs_seen(&[]);
+    let all_steps = assert_tagged(&all[0]);
+    for epoch in &epochs {
+        let steps = assert_tagged(epoch);
+        assert!(steps > 0 && steps < all_steps, "{steps} of {all_steps}");
+        assert_eq!(
+            epoch["len"].as_u64(),
+            Some(steps as u64),
+            "len(epoch) is the steps the filtered epoch yields: {epoch:?}"
+        );
+    }
+}
+
+#[test]
 fn len_of_torch_iterable_is_the_steps_each_of_its_epochs_yields() {
     let out = tempfile::tempdir().expect("tempdir");
     let data = fixture("parquet_partitioned");
