@@ -56,6 +56,8 @@ import sys
 import pyarrow as pa
 import pyarrow.ipc
 
+from ._errors import NotUnderSluice, SluiceError
+
 # Every name of the protocol. sluice's own list (src/trainer/exec/protocol.rs) is
 # checked against these lines by a test: keep one `NAME = value` per line.
 VERSION = 1
@@ -88,18 +90,6 @@ SHM_MESSAGE_KEY = "sluice.shm_message"
 HASH_BUCKETS_KEY = "sluice.hash_buckets"
 
 _CHECKPOINT_ID = re.compile(r"[A-Za-z0-9._-]{1,%d}" % MAX_CHECKPOINT_ID)
-
-
-class SluiceError(RuntimeError):
-    """Something about the exchange with sluice went wrong; the message says what.
-
-    Uncaught, it is printed as one line (`sluice_trainer: ...`) rather than a traceback;
-    set SLUICE_TRAINER_TRACEBACK=1 to see the traceback as well.
-    """
-
-
-class NotUnderSluice(SluiceError):
-    """The process was not started by `sluice train --exec` or `sluice worker --exec`."""
 
 
 def _line(text):
