@@ -58,8 +58,9 @@ import pyarrow.ipc
 
 from ._errors import NotUnderSluice, SluiceError
 
-# Every name of the protocol. sluice's own list (src/trainer/exec/protocol.rs) is
-# checked against these lines by a test: keep one `NAME = value` per line.
+# Every name of the protocol. A test compares these lines with sluice's own lists
+# (NAMES and NUMBERS in src/trainer/exec/protocol.rs), both ways: keep one
+# `NAME = value` per line, and no other such line here.
 VERSION = 1
 VERSION_ENV = "SLUICE_PROTOCOL_VERSION"
 ACK_FD_ENV = "SLUICE_ACK_FD"
@@ -69,6 +70,8 @@ RESUME_ENV = "SLUICE_RESUME_CHECKPOINT"
 LOCKSTEP_ENV = "SLUICE_LOCKSTEP"
 SHM_FD_ENV = "SLUICE_SHM_FD"
 SHM_MESSAGES_ENV = "SLUICE_SHM_MESSAGES"
+CHECKPOINT_DIR_ENV = "SLUICE_CHECKPOINT_DIR"
+TOKEN_ENV = "SLUICE_TOKEN"
 ACK_FD = 3
 SHM_FD = 4
 ACK_LINE = "ack"
