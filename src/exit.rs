@@ -11,7 +11,9 @@
 //!
 //! This module sits above the modules whose errors it reads (`job`,
 //! `master`, `schedule`, `config`, `catalog`, `trainer`, `protocol`): only
-//! `cli` and `main` import it.
+//! `cli` and `main` import it. The codes themselves are in
+//! [`crate::exit_codes`], a leaf that any module may name (a default of an
+//! option, say), re-exported here.
 
 use std::error::Error;
 
@@ -32,45 +34,7 @@ use crate::state::journal::JournalError;
 use crate::state::master_state::StateError;
 use crate::trainer::TrainerError;
 
-/// Done: every task was done (or there was nothing to do).
-pub const DONE: u8 = 0;
-/// An error stopped the command; stderr holds one line saying which.
-pub const ERROR: u8 = 1;
-/// The job ran to its end but tasks failed; the summary names their files.
-/// Also `sluice run` stopped by a table rewrite (`on-rewrite = "fail"`):
-/// data the job should train is left untrained; and trainers that keep
-/// checkpoints and end their streams twice without a final one.
-pub const TASKS_FAILED: u8 = 2;
-/// Another run or master holds the job's state or lock; nothing was changed.
-pub const HELD: u8 = 3;
-/// The command line or job file is wrong, found before anything runs: an
-/// unknown flag, a bad value, a missing argument, a master URL without
-/// `http://`, an unknown URL scheme, a column the dataset does not have, an
-/// unknown key in a job file, a malformed setting of a store (an endpoint
-/// without a scheme, a region with a space) (`EX_USAGE` of sysexits.h).
-pub const USAGE: u8 = 64;
-/// Stopped by SIGINT or SIGTERM before the job was over, after committing
-/// what was acknowledged (128 + SIGINT, as shells report it), whatever the
-/// command: one code a supervisor tells from a failure, resumable with the
-/// same `--state`.
-pub const INTERRUPTED: u8 = 130;
-
-/// The table of exit codes, as `sluice --help` ends.
-pub const TABLE: &str = "\
-Exit codes:
-  0   done (every task done, or nothing to do)
-  1   error (one line on stderr says which)
-  2   tasks failed (the summary names their files), sluice run stopped
-      by a table rewrite (on-rewrite = \"fail\", the default), or trainers
-      that keep checkpoints ended their streams twice without a final
-      `checkpoint ID`
-  3   another run or master holds the job's state or lock
-  64  usage error (unknown flag, bad value, missing argument, a master URL
-      without http://, an unknown URL scheme or column, a job file's
-      unknown key or bad value, a malformed store setting such as
-      AWS_ENDPOINT_URL or HTTPS_PROXY)
-  130 stopped by SIGINT or SIGTERM before the job was over (any command; a
-      worker exits with its --stopped-exit-code when given one)";
+pub use crate::exit_codes::{DONE, ERROR, HELD, INTERRUPTED, TABLE, TASKS_FAILED, USAGE};
 
 /// The exit code an error decides by itself.
 pub trait ExitCode {

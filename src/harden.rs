@@ -5,6 +5,9 @@
 
 use std::io;
 
+use crate::trainer::exec::hide::{self, Hidden, HIDE_ARG};
+use crate::trainer::protocol::SECRET_ENV;
+
 /// Makes this process non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`, as ssh-agent and
 /// gpg-agent do): its `/proc/PID/environ`, `mem`, `maps` and `fd` are then owned by
 /// root, and no process of the same user may read them or attach to it (only root
@@ -13,40 +16,6 @@ use std::io;
 pub fn keep_secrets_private() -> io::Result<()> {
     crate::sys::process::set_not_dumpable()
 }
-
-/// The first argument that makes the `sluice` binary hide files and run a
-/// trainer: `HIDE_ARG N PATH... PROGRAM ARG...`.
-pub const HIDE_ARG: &str = "--sluice-hide-paths";
-
-/// A file the trainers this process starts must not read, and the program
-/// (this binary) that hides it before it runs a trainer.
-#[derive(Debug)]
-pub struct Hidden {
-    /// This binary.
-    pub program: std::path::PathBuf,
-    /// The file.
-    pub path: std::path::PathBuf,
-}
-
-impl Hidden {
-    /// The arguments that make [`Hidden::program`] hide the file, then run
-    /// `command` (program and arguments).
-    pub fn args<'a>(
-        &'a self,
-        command: &'a [&'a std::ffi::OsStr],
-    ) -> impl Iterator<Item = &'a std::ffi::OsStr> {
-        [
-            std::ffi::OsStr::new(HIDE_ARG),
-            std::ffi::OsStr::new("1"),
-            self.path.as_os_str(),
-        ]
-        .into_iter()
-        .chain(command.iter().copied())
-    }
-}
-
-/// What [`hide_from_trainers`] hides, once the kernel was found to allow it.
-static HIDDEN: std::sync::OnceLock<std::sync::Arc<Hidden>> = std::sync::OnceLock::new();
 
 /// Hides `path` from every trainer this process will start: each is run by
 /// this binary again ([`hide_if_asked`]), which enters a user and mount
@@ -66,9 +35,12 @@ pub fn hide_from_trainers(path: &std::path::Path) -> Result<(), String> {
         std::ffi::OsStr::new("exec test ! -s \"$0\""),
         path.as_os_str(),
     ];
-    let hides = std::process::Command::new(&hidden.program)
-        .args(hidden.args(&check))
-        .env_remove("SLUICE_TOKEN")
+    let mut command = std::process::Command::new(&hidden.program);
+    command.args(hidden.args(&check));
+    for secret in SECRET_ENV {
+        command.env_remove(secret);
+    }
+    let hides = command
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -77,13 +49,8 @@ pub fn hide_from_trainers(path: &std::path::Path) -> Result<(), String> {
     if !hides {
         return Err("the kernel allows no unprivileged user namespaces here".to_string());
     }
-    let _ = HIDDEN.set(std::sync::Arc::new(hidden));
+    hide::set(hidden);
     Ok(())
-}
-
-/// What the trainers must not read, if anything is hidden from them.
-pub fn hidden_from_trainers() -> Option<std::sync::Arc<Hidden>> {
-    HIDDEN.get().cloned()
 }
 
 /// Hides the files and runs the program that follow, if this process was
@@ -141,16 +108,5 @@ mod tests {
             .expect("wait")
             .expect("the child ended");
         assert_eq!(status, 0, "the child was not made non-dumpable");
-    }
-
-    #[test]
-    fn hidden_paths_come_before_the_trainers_command() {
-        let hidden = Hidden {
-            program: "/bin/sluice".into(),
-            path: "/run/token".into(),
-        };
-        let command = [std::ffi::OsStr::new("sh"), std::ffi::OsStr::new("-c")];
-        let args: Vec<_> = hidden.args(&command).collect();
-        assert_eq!(args, [HIDE_ARG, "1", "/run/token", "sh", "-c"]);
     }
 }

@@ -13,6 +13,7 @@ pub mod cli;
 pub mod config;
 pub mod epoch;
 pub mod exit;
+pub mod exit_codes;
 pub mod follow;
 pub mod harden;
 pub mod host;

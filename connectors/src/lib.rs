@@ -19,7 +19,7 @@ pub mod filter;
 pub mod format;
 pub mod layout;
 pub mod listing;
-pub mod mixed;
+pub mod options;
 pub mod private;
 pub mod prune_dirs;
 pub mod read;

@@ -14,10 +14,10 @@
 
 use arrow::datatypes::{DataType, Field, TimeUnit};
 
-use crate::dataset::DatasetOptions;
 use crate::filter::PartitionFilter;
 use crate::layout::names::{classify_dir, DirClass};
 use crate::layout::partition::{infer_type, parse_value, unescape, widen};
+use crate::options::DatasetOptions;
 use crate::row_filter::RowFilter;
 
 /// Above this many combinations of column types a directory is listed.

@@ -1,8 +1,9 @@
 //! The plain types that the planning modules share (`format`, `split`,
-//! `table`, `dataset`, `listing`, `sink`): a file format's name, a unit a
-//! file splits at, how table columns map to file columns, and a file left
-//! out of a dataset. This module imports none of them, so that each of them
-//! imports it and none needs another's types.
+//! `table`, `options`, `dataset`, `listing`, `sink`): a file format's name, a
+//! unit a file splits at, how table columns map to file columns, which
+//! version of a table to read, and a file left out of a dataset. This module
+//! imports none of them, so that each of them imports it and none needs
+//! another's types.
 
 use std::fmt;
 use std::str::FromStr;
@@ -175,6 +176,29 @@ impl ColumnMapping {
 /// The field metadata key under which the Parquet reader reports field ids.
 pub fn parquet_field_id_key() -> &'static str {
     parquet::arrow::PARQUET_FIELD_ID_META_KEY
+}
+
+/// Which version of a table to read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TableVersion {
+    /// The latest version (Delta) or the current snapshot (Iceberg).
+    #[default]
+    Latest,
+    /// A Delta table version (`--version N`).
+    Version(u64),
+    /// An Iceberg snapshot id (`--snapshot-id N`).
+    SnapshotId(i64),
+    /// The version that was current at this time, in milliseconds since the
+    /// epoch (`--timestamp T`): the last commit at or before it.
+    Timestamp(i64),
+}
+
+impl TableVersion {
+    /// Whether this asks for the latest version.
+    pub fn is_latest(&self) -> bool {
+        matches!(self, TableVersion::Latest)
+    }
 }
 
 /// A file that is present but not part of the data, and why.

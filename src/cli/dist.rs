@@ -13,6 +13,7 @@ use crate::config::{
 };
 use crate::exit;
 use crate::logging;
+use crate::trainer::protocol::TOKEN_ENV;
 
 /// Where the job token comes from.
 #[derive(Debug, Clone, Args)]
@@ -41,13 +42,13 @@ impl TokenArgs {
                 token
             }
             (None, Some(fd)) => read_token_fd(fd)?,
-            (None, None) => std::env::var("SLUICE_TOKEN").unwrap_or_default(),
+            (None, None) => std::env::var(TOKEN_ENV).unwrap_or_default(),
         };
         let token = token.trim().to_string();
         if token.is_empty() {
-            return Err(usage(
-                "no job token: pass --token-file FILE or --token-fd N, or set SLUICE_TOKEN",
-            ));
+            return Err(usage(format!(
+                "no job token: pass --token-file FILE or --token-fd N, or set {TOKEN_ENV}"
+            )));
         }
         Ok(token)
     }
@@ -63,7 +64,7 @@ impl TokenArgs {
         if let Err(reason) = crate::harden::hide_from_trainers(path) {
             tracing::warn!(
                 "trainers run as the same user can read --token-file {} ({reason}): pass the \
-                 token with --token-fd N or SLUICE_TOKEN, which trainers never get",
+                 token with --token-fd N or {TOKEN_ENV}, which trainers never get",
                 path.display()
             );
         }

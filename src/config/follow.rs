@@ -4,7 +4,7 @@
 use std::time::{Duration, SystemTime};
 
 use clap::Args;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::heading;
 use super::value::{form, parse_duration, parse_timestamp};
@@ -118,9 +118,27 @@ impl FollowOptions {
             settle: self.settle,
             until: self.follow_until,
             idle_exit: self.idle_exit,
-            on_rewrite: super::OnRewrite::Fail,
+            on_rewrite: OnRewrite::Fail,
         }))
     }
+}
+
+/// What `sluice run` does on a table when commits since the last run removed
+/// or rewrote rows it trained (overwrite, delete, merge, update). Compactions,
+/// which rewrite files without changing rows, are always skipped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnRewrite {
+    /// Stop without training or recording anything (exit 2), naming the
+    /// rewriting versions and the other choices: a rewrite is never left
+    /// untrained unless the job file says so.
+    #[default]
+    Fail,
+    /// Train the table's whole current version again.
+    Retrain,
+    /// Train only the rows appended since; the rows of files the rewrites
+    /// added are not trained, and counted as `skipped_rewritten_rows`.
+    Skip,
 }
 
 /// How a job follows its source (see [`FollowOptions`]).
@@ -138,7 +156,7 @@ pub struct FollowConfig {
     /// What a table commit that deleted or rewrote rows does: stop the job
     /// (the default), or, from a job file's `on-rewrite`, take only the
     /// appends (`skip`) or the whole new version (`retrain`).
-    pub on_rewrite: super::OnRewrite,
+    pub on_rewrite: OnRewrite,
 }
 
 #[cfg(test)]

@@ -8,35 +8,17 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use super::value::{field_names, form};
 use super::{
-    CatalogOptions, FollowOptions, KerberosOptions, MixConfig, MixOptions, OptionError,
+    CatalogOptions, FollowOptions, KerberosOptions, MixConfig, MixOptions, OnRewrite, OptionError,
     PipelineOptions, ReadOptions, SelectOptions, SourceTable, StoreOptions, TablesError,
     TrainConfig, TrainOptions, TrainerOptions,
 };
 
 /// How long a lock lives without being refreshed, unless the job file says otherwise.
 pub const DEFAULT_LOCK_TTL: Duration = Duration::from_secs(600);
-
-/// What `sluice run` does on a table when commits since the last run removed
-/// or rewrote rows it trained (overwrite, delete, merge, update). Compactions,
-/// which rewrite files without changing rows, are always skipped.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OnRewrite {
-    /// Stop without training or recording anything (exit 2), naming the
-    /// rewriting versions and the other choices: a rewrite is never left
-    /// untrained unless the job file says so.
-    #[default]
-    Fail,
-    /// Train the table's whole current version again.
-    Retrain,
-    /// Train only the rows appended since; the rows of files the rewrites
-    /// added are not trained, and counted as `skipped_rewritten_rows`.
-    Skip,
-}
 
 /// The keys of the job itself; every other key is an option of `sluice train`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

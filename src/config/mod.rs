@@ -41,8 +41,8 @@ pub mod value;
 pub mod worker;
 
 pub use catalog::{CatalogOptions, TableRef, WorkerCatalogOptions};
-pub use follow::{FollowConfig, FollowOptions, FollowUntil};
-pub use job::{JobFile, JobFileError, JobKeys, OnRewrite, DEFAULT_LOCK_TTL};
+pub use follow::{FollowConfig, FollowOptions, FollowUntil, OnRewrite};
+pub use job::{JobFile, JobFileError, JobKeys, DEFAULT_LOCK_TTL};
 pub use kerberos::KerberosOptions;
 pub use log::{LogFormat, LogOptions};
 pub use master::MasterOptions;

@@ -37,7 +37,7 @@ pub struct WorkerOptions {
     #[arg(long, help = "The worker's name on the status page and metrics", long_help, help_heading = heading::DISTRIBUTED)]
     pub name: Option<String>,
     /// Exit with this code when a signal stopped the worker before the job was over (default 130, as every command; e.g. 143 under a Kubernetes Job or as a Spark task, or 0 where a pre-empted worker must not count as failed).
-    #[arg(long, value_name = "CODE", default_value_t = crate::exit::INTERRUPTED, help = "Exit code when a signal stopped the worker", long_help, help_heading = heading::STATE, hide_short_help = true)]
+    #[arg(long, value_name = "CODE", default_value_t = crate::exit_codes::INTERRUPTED, help = "Exit code when a signal stopped the worker", long_help, help_heading = heading::STATE, hide_short_help = true)]
     pub stopped_exit_code: u8,
 }
 
@@ -49,7 +49,7 @@ impl Default for WorkerOptions {
             ca_file: None,
             grace: Duration::from_secs(20),
             name: None,
-            stopped_exit_code: crate::exit::INTERRUPTED,
+            stopped_exit_code: crate::exit_codes::INTERRUPTED,
         }
     }
 }

@@ -11,8 +11,12 @@ use super::{table as follow_table, FollowError, Taken};
 use crate::config::OnRewrite;
 use crate::protocol::follow::FollowPosition;
 
-/// What the Delta log calls one of its commits.
-pub(super) const NOUN: &str = "version";
+/// What a Delta table is to what all tables share.
+const DELTA: follow_table::Kind = follow_table::Kind {
+    table: TableKind::Delta,
+    noun: "version",
+    at,
+};
 
 /// What a Delta table holds at the start of its job: its current version,
 /// once it has one.
@@ -41,11 +45,11 @@ pub(super) async fn poll(
             return Ok(None);
         }
     }
-    follow_table::poll(TableKind::Delta, version, location, options, on_rewrite).await
+    follow_table::poll(&DELTA, version, location, options, on_rewrite).await
 }
 
 /// The version the changes up to `latest` are read at.
-pub(super) fn at(latest: &TableSnapshot) -> TableVersion {
+fn at(latest: &TableSnapshot) -> TableVersion {
     TableVersion::Version(latest.version.max(0) as u64)
 }
 

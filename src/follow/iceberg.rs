@@ -10,8 +10,12 @@ use super::{table as follow_table, FollowError, Taken};
 use crate::config::OnRewrite;
 use crate::protocol::follow::FollowPosition;
 
-/// What Iceberg calls one of a table's commits.
-pub(super) const NOUN: &str = "snapshot";
+/// What an Iceberg table is to what all tables share.
+const ICEBERG: follow_table::Kind = follow_table::Kind {
+    table: TableKind::Iceberg,
+    noun: "snapshot",
+    at,
+};
 
 /// What an Iceberg table holds at the start of its job: its current snapshot.
 pub(super) async fn first(
@@ -28,10 +32,10 @@ pub(super) async fn poll(
     options: &DatasetOptions,
     on_rewrite: OnRewrite,
 ) -> Result<Option<Taken>, FollowError> {
-    follow_table::poll(TableKind::Iceberg, version, location, options, on_rewrite).await
+    follow_table::poll(&ICEBERG, version, location, options, on_rewrite).await
 }
 
 /// The snapshot the changes up to `latest` are read at.
-pub(super) fn at(latest: &TableSnapshot) -> TableVersion {
+fn at(latest: &TableSnapshot) -> TableVersion {
     TableVersion::SnapshotId(latest.version)
 }

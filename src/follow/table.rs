@@ -1,15 +1,27 @@
 //! What follows a Delta or Iceberg table has in common (each format's own
-//! part is in [`super::delta`] and [`super::iceberg`]): the files its new
-//! versions append, read from its log; compactions add nothing, and a
-//! commit that rewrote rows stops the job (or as `on-rewrite` says).
+//! part is in [`super::delta`] and [`super::iceberg`], which hand what
+//! differs down as a [`Kind`]): the files its new versions append, read
+//! from its log; compactions add nothing, and a commit that rewrote rows
+//! stops the job (or as `on-rewrite` says).
 
 use connectors::table::{self, CommitKind, TableFile, TableKind, TableSnapshot, TableVersion};
 use connectors::{Dataset, DatasetOptions, Location};
 use tracing::{info, warn};
 
-use super::{delta, has_schema, iceberg, FollowError, Taken};
+use super::{has_schema, FollowError, Taken};
 use crate::config::OnRewrite;
 use crate::protocol::follow::FollowPosition;
+
+/// What differs between the kinds of table followed; each kind's module
+/// has one.
+pub(super) struct Kind {
+    /// Which kind of table.
+    pub table: TableKind,
+    /// What the table's log calls one of its versions.
+    pub noun: &'static str,
+    /// The version the changes up to the latest snapshot are read at.
+    pub at: fn(&TableSnapshot) -> TableVersion,
+}
 
 /// What a table holds at the start of its job: its current version.
 pub(super) async fn first(
@@ -24,13 +36,13 @@ pub(super) async fn first(
 /// Looks at the table once: what its versions after `version` append,
 /// taken (`version` moves to the latest).
 pub(super) async fn poll(
-    kind: TableKind,
+    kind: &Kind,
     version: &mut Option<i64>,
     location: &Location,
     options: &DatasetOptions,
     on_rewrite: OnRewrite,
 ) -> Result<Option<Taken>, FollowError> {
-    let latest = table::snapshot(location, kind, TableVersion::Latest).await?;
+    let latest = table::snapshot(location, kind.table, TableVersion::Latest).await?;
     if *version == Some(latest.version) {
         return Ok(None);
     }
@@ -44,12 +56,12 @@ pub(super) async fn poll(
         Dataset::from_table(location.clone(), snapshot, Some(files), options.clone()).await?;
     let from = *version;
     *version = Some(to);
-    info!(from = ?from, to, files = dataset.files.len(), "following: new {} of the table", noun(kind));
+    info!(from = ?from, to, files = dataset.files.len(), "following: new {} of the table", kind.noun);
     Ok(Some(Taken {
         dataset,
         position: FollowPosition::Table { version: Some(to) },
         committed_ms,
-        what: format!("{} {to}", noun(kind)),
+        what: format!("{} {to}", kind.noun),
     }))
 }
 
@@ -57,17 +69,14 @@ pub(super) async fn poll(
 /// the snapshot they are read from: the appends, unless a commit rewrote
 /// rows, which `on_rewrite` decides.
 async fn since_version(
-    kind: TableKind,
+    kind: &Kind,
     since: i64,
     latest: TableSnapshot,
     location: &Location,
     on_rewrite: OnRewrite,
 ) -> Result<(Vec<TableFile>, TableSnapshot), FollowError> {
-    let at = match kind {
-        TableKind::Delta => delta::at(&latest),
-        TableKind::Iceberg => iceberg::at(&latest),
-    };
-    let changes = table_changes(location.clone(), kind, since, at).await?;
+    let at = (kind.at)(&latest);
+    let changes = table_changes(location.clone(), kind.table, since, at).await?;
     let rewrite = changes
         .commits
         .iter()
@@ -76,7 +85,7 @@ async fn since_version(
         (None, _) => Ok((changes.appended, changes.snapshot)),
         (Some(bad), OnRewrite::Fail) => Err(FollowError::Rewrite {
             url: location.url(),
-            noun: noun(kind),
+            noun: kind.noun,
             version: bad.version,
             operation: bad.operation.clone(),
         }),
@@ -101,12 +110,4 @@ async fn table_changes(
     at: TableVersion,
 ) -> Result<table::TableChanges, connectors::Error> {
     table::changes(&location, kind, since, at).await
-}
-
-/// What the table's log calls one of its versions.
-fn noun(kind: TableKind) -> &'static str {
-    match kind {
-        TableKind::Delta => delta::NOUN,
-        TableKind::Iceberg => iceberg::NOUN,
-    }
 }

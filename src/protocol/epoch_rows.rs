@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::select::mix;
+use super::splitmix::mix;
 
 /// Salt of the permutations, apart from every other seeded stream.
 const SALT: u64 = 0x6570_6f63_6872_6f77;

@@ -13,6 +13,7 @@ pub mod ops;
 pub mod select;
 pub mod source;
 pub mod spec;
+mod splitmix;
 
 pub use source::{Halt, SourceError, TaskSource};
 pub use spec::JobSpec;

@@ -14,6 +14,8 @@ use arrow::datatypes::{DataType, Schema};
 use connectors::Split;
 use serde::{Deserialize, Serialize};
 
+use super::splitmix::mix;
+
 /// XORed into a key's hash before it is mixed again for `--sample`.
 pub const SAMPLE_SALT: u64 = 0x5A4D_504C_4553_4C43;
 
@@ -155,14 +157,6 @@ fn hashable(data_type: &DataType) -> bool {
 /// A hash as a number in `[0, 1)`: its top 53 bits.
 pub fn unit(hash: u64) -> f64 {
     (hash >> 11) as f64 / (1u64 << 53) as f64
-}
-
-/// The splitmix64 finaliser (as `trainer::hashing` mixes).
-pub(crate) fn mix(x: u64) -> u64 {
-    let mut x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
 }
 
 /// Which splits a job with `--limit rows` keeps, given each split's rows where

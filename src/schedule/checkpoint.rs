@@ -15,9 +15,7 @@ use object_store::PutMode;
 use super::state::StateStore;
 use super::RunError;
 use crate::config::TrainerChoice;
-
-/// The environment variable naming an exec trainer's checkpoint directory.
-pub const CHECKPOINT_DIR_ENV: &str = "SLUICE_CHECKPOINT_DIR";
+use crate::trainer::protocol::CHECKPOINT_DIR_ENV;
 
 /// The object name of a built-in model inside a checkpoint.
 const MODEL: &str = "model.json";

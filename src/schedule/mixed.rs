@@ -9,8 +9,10 @@ use connectors::table;
 use connectors::Dataset;
 use tracing::{info, warn};
 
+use super::common::{
+    new_partitions, record, train_and_record, Context, RunReport, WaitingPartition,
+};
 use super::partitions::{self, Pattern, Status};
-use super::run::{new_partitions, record, train_and_record, Context, RunReport, WaitingPartition};
 use super::state::Loaded;
 use super::RunError;
 use crate::config::MixConfig;

@@ -9,9 +9,12 @@
 //! pattern and tells complete partitions from waiting ones; [`state`] keeps
 //! `trained.json`; [`lock`] keeps two runs of one job apart; [`checkpoint`] carries
 //! the model from one run to the next; [`run`](mod@run) joins them, and
-//! [`mixed`] runs a job of several sources (`[[source]]` tables).
+//! [`mixed`] runs a job of several sources (`[[source]]` tables); both end
+//! with what [`common`] holds (a run's context and report, the training and
+//! its record).
 
 pub mod checkpoint;
+pub mod common;
 pub mod error;
 pub mod job;
 pub mod lock;
@@ -20,6 +23,7 @@ pub mod partitions;
 pub mod run;
 pub mod state;
 
+pub use common::{RunOptions, RunReport};
 pub use error::RunError;
 pub use job::{Job, OnRewrite};
-pub use run::{run, RunOptions, RunReport};
+pub use run::run;

@@ -1,11 +1,10 @@
-//! The errors trainers and trainer factories report.
+//! The errors trainers and trainer factories report (the built-in models'
+//! all-reduce's among them, which [`super::model`] re-exports).
 
 use std::process::ExitStatus;
 
 use arrow::datatypes::DataType;
 use arrow::error::ArrowError;
-
-use super::model::AllReduceError;
 
 /// Why a trainer could not be built or could not apply its batches.
 #[derive(thiserror::Error, Debug)]
@@ -254,5 +253,25 @@ pub enum TrainerError {
         action: String,
         /// The failure.
         cause: ArrowError,
+    },
+}
+
+/// Why a thread could not take part in a step of an all-reduce
+/// ([`super::model::AllReduce`]).
+#[derive(thiserror::Error, Debug, Clone, PartialEq, Eq)]
+pub enum AllReduceError {
+    /// The thread number is not below the thread count.
+    #[error("all-reduce member {member} out of range for {members} members")]
+    OutOfRange {
+        /// The thread number.
+        member: usize,
+        /// The thread count.
+        members: usize,
+    },
+    /// The thread already finished.
+    #[error("all-reduce member {member} contributed after finishing")]
+    Finished {
+        /// The thread number.
+        member: usize,
     },
 }

@@ -8,7 +8,7 @@
 use connectors::read::ReadPlan;
 use connectors::Split;
 
-use super::pipeline::PipelineConfig;
+use super::pipeline_config::PipelineConfig;
 
 /// The steps of each epoch on one process, or why they are not known.
 pub type EpochSteps = Result<u64, String>;

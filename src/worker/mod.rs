@@ -24,6 +24,7 @@ mod heartbeats;
 mod in_order;
 pub mod ledger;
 pub mod pipeline;
+pub mod pipeline_config;
 pub mod read_retry;
 pub mod reader;
 pub mod remote;

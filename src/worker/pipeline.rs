@@ -34,6 +34,7 @@ use super::epoch_steps::{epoch_steps, EpochSteps};
 use super::heartbeats::{Beat, Heartbeats};
 use super::in_order::InOrder;
 use super::ledger;
+pub use super::pipeline_config::{PipelineConfig, Stop};
 use super::reader::{self, ReadEvent};
 use super::shuffle::GlobalShuffle;
 use super::stepper::{Step, Stepper};
@@ -51,70 +52,6 @@ const IDLE_TICK: Duration = Duration::from_millis(50);
 /// within a moment. Without it the worker would wait out its backoff, up to a
 /// second, at the end of every epoch.
 const AFTER_OWN_END: Duration = Duration::from_millis(2);
-
-/// Settings of one worker pipeline.
-#[derive(Debug, Clone)]
-pub struct PipelineConfig {
-    /// Rows per batch handed to a trainer.
-    pub batch_size: usize,
-    /// Most bytes per batch handed to a trainer, if bounded.
-    pub batch_bytes: Option<u64>,
-    /// Device threads.
-    pub devices: usize,
-    /// Tasks leased and read ahead.
-    pub prefetch: usize,
-    /// Bytes read ahead by all readers together: fetched row groups until
-    /// decoded, decoded batches until the coordinator takes them (`None`:
-    /// [`crate::config::pipeline::default_read_ahead`] for the source).
-    pub read_ahead: Option<u64>,
-    /// How long a read that fails for a reason that may pass is tried again
-    /// before it counts as a failed attempt (see [`super::read_retry`]).
-    pub read_retry: Duration,
-    /// Rows of the shuffle buffer (0: no shuffle).
-    pub shuffle_buffer: usize,
-    /// `--shuffle global`: the rows of a window (`None`: tasks in the
-    /// order they are leased, see [`super::shuffle`]).
-    pub shuffle_window: Option<u64>,
-    /// Seed of the shuffle buffer and of the global shuffle.
-    pub seed: u64,
-    /// The master's lease timeout, when known: a lease not renewed for that
-    /// long is dead on this worker too, even before the master says so.
-    pub lease_timeout: Option<Duration>,
-    /// Asks the pipeline to stop before the job is over (pre-emption).
-    pub stop: Option<Stop>,
-    /// `--lockstep`: every step hands each device one batch, and every device
-    /// gets the same number of steps per epoch (see [`super::stepper`]).
-    pub lockstep: bool,
-    /// With `lockstep`, the epoch's last partial step is dropped: its rows
-    /// are consumed (committed) without reaching a trainer.
-    pub drop_last: bool,
-    /// The job follows its source (`--follow`): with nothing to lease, ask
-    /// again within [`super::backoff::FOLLOW_LONGEST`], so that what the
-    /// source commits reaches a trainer soon.
-    pub follow: bool,
-    /// The rows the job trains (`--split`, `--sample`, `--limit`): the
-    /// readers cut the others.
-    pub select: Arc<crate::protocol::select::Selection>,
-    /// The job's one worker (`sluice train`): with one device, rows reach the
-    /// batcher in the order their tasks were leased (see [`InOrder`]), so
-    /// that a seed gives the same batches run after run. A worker of a
-    /// master, whose lease order depends on the other workers, takes rows
-    /// as they come.
-    pub only_worker: bool,
-}
-
-/// A request to stop early, as Kubernetes makes one before pre-empting a pod
-/// (SIGTERM, then SIGKILL after its grace period): the worker leases nothing
-/// more, drops the rows no trainer holds yet, lets the trainers finish the
-/// batches they hold within `grace`, commits what they acknowledged and hands
-/// every lease back so the master leases those tasks again at once.
-#[derive(Debug, Clone)]
-pub struct Stop {
-    /// Turns true when the pipeline should stop.
-    pub signal: tokio::sync::watch::Receiver<bool>,
-    /// How long the trainers may take to finish the batches they hold.
-    pub grace: Duration,
-}
 
 /// Errors that stop a worker.
 #[derive(Debug, thiserror::Error)]

@@ -14,12 +14,13 @@ use crate::protocol::{SourceError, TaskSource};
 use crate::queue::{
     AttemptId, FailOutcome, LeaseReply, QueueError, QueueStatus, WorkerId, WorkerSecret,
 };
+use crate::trainer::protocol::TOKEN_ENV;
 
 /// Errors talking to the master.
 #[derive(Debug, thiserror::Error)]
 pub enum RemoteError {
     /// The master refused the token.
-    #[error("the master at {url} refused the job token (401): check --token-file or SLUICE_TOKEN")]
+    #[error("the master at {url} refused the job token (401): check --token-file or {TOKEN_ENV}")]
     Unauthorized {
         /// The master.
         url: String,

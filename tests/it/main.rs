@@ -24,6 +24,7 @@ mod formats;
 mod global_shuffle;
 mod hdfs;
 mod hdfs_kerberos;
+mod imports;
 mod k8s_manifests;
 mod lockstep;
 mod logs;

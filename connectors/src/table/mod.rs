@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, ErrorKind, Result};
 use crate::store::Location;
 use crate::types::Format;
-pub use crate::types::{parquet_field_id_key, ColumnMapping};
+pub use crate::types::{parquet_field_id_key, ColumnMapping, TableVersion};
 
 /// The kind of table a directory holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,29 +46,6 @@ impl TableKind {
 impl fmt::Display for TableKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-/// Which version of a table to read.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TableVersion {
-    /// The latest version (Delta) or the current snapshot (Iceberg).
-    #[default]
-    Latest,
-    /// A Delta table version (`--version N`).
-    Version(u64),
-    /// An Iceberg snapshot id (`--snapshot-id N`).
-    SnapshotId(i64),
-    /// The version that was current at this time, in milliseconds since the
-    /// epoch (`--timestamp T`): the last commit at or before it.
-    Timestamp(i64),
-}
-
-impl TableVersion {
-    /// Whether this asks for the latest version.
-    pub fn is_latest(&self) -> bool {
-        matches!(self, TableVersion::Latest)
     }
 }
 

@@ -44,9 +44,10 @@ import sys
 
 from ._binary import SluiceNotFound, find_sluice_bin
 from ._device import DeviceFeeder
+from ._errors import NotUnderSluice, SluiceError
 from ._hashing import bucket_of, hash64, hash_array
 from ._numpy import Strings, to_numpy
-from ._protocol import Connection, NotUnderSluice, SluiceError
+from ._protocol import Connection
 from ._tensors import TorchConverter, column_tensor, to_torch
 from .dataset import Dataset
 

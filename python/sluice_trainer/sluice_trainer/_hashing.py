@@ -18,7 +18,7 @@ Python work per row.
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ._protocol import SluiceError
+from ._errors import SluiceError
 
 _M = (1 << 64) - 1
 _P = 0x100000001B3

@@ -18,6 +18,8 @@ except ImportError:  # numpy comes with the [torch] extra; numpy_batches() needs
     np = None
 import pyarrow as pa
 
+from ._errors import SluiceError
+
 _U8 = struct.Struct("<B")
 _U16 = struct.Struct("<H")
 _I32 = struct.Struct("<i")
@@ -63,7 +65,6 @@ def _layout(kind):
 def asked(schema, columns):
     """(name, index) of each column asked for (`columns`, or every column when None),
     in that order; raises `SluiceError` naming a column the batch lacks."""
-    from ._protocol import SluiceError
     names = schema.names if columns is None else columns
     out = []
     for name in names:

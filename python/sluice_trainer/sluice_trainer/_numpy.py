@@ -7,8 +7,8 @@ except ImportError:  # numpy comes with the [torch] extra; numpy_batches() needs
 import pyarrow as pa
 
 from . import _message
+from ._errors import SluiceError
 from ._message import Message
-from ._protocol import SluiceError
 
 STRINGS = ("buffers", "objects")
 

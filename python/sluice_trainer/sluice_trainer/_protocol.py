@@ -56,8 +56,11 @@ import sys
 import pyarrow as pa
 import pyarrow.ipc
 
-# Every name of the protocol. sluice's own list (src/trainer/exec/protocol.rs) is
-# checked against these lines by a test: keep one `NAME = value` per line.
+from ._errors import NotUnderSluice, SluiceError
+
+# Every name of the protocol. A test compares these lines with sluice's own lists
+# (NAMES and NUMBERS in src/trainer/exec/protocol.rs), both ways: keep one
+# `NAME = value` per line, and no other such line here.
 VERSION = 1
 VERSION_ENV = "SLUICE_PROTOCOL_VERSION"
 ACK_FD_ENV = "SLUICE_ACK_FD"
@@ -67,6 +70,8 @@ RESUME_ENV = "SLUICE_RESUME_CHECKPOINT"
 LOCKSTEP_ENV = "SLUICE_LOCKSTEP"
 SHM_FD_ENV = "SLUICE_SHM_FD"
 SHM_MESSAGES_ENV = "SLUICE_SHM_MESSAGES"
+CHECKPOINT_DIR_ENV = "SLUICE_CHECKPOINT_DIR"
+TOKEN_ENV = "SLUICE_TOKEN"
 ACK_FD = 3
 SHM_FD = 4
 ACK_LINE = "ack"
@@ -88,18 +93,6 @@ SHM_MESSAGE_KEY = "sluice.shm_message"
 HASH_BUCKETS_KEY = "sluice.hash_buckets"
 
 _CHECKPOINT_ID = re.compile(r"[A-Za-z0-9._-]{1,%d}" % MAX_CHECKPOINT_ID)
-
-
-class SluiceError(RuntimeError):
-    """Something about the exchange with sluice went wrong; the message says what.
-
-    Uncaught, it is printed as one line (`sluice_trainer: ...`) rather than a traceback;
-    set SLUICE_TRAINER_TRACEBACK=1 to see the traceback as well.
-    """
-
-
-class NotUnderSluice(SluiceError):
-    """The process was not started by `sluice train --exec` or `sluice worker --exec`."""
 
 
 def _line(text):

@@ -86,11 +86,20 @@ __all__ = [
     "SluiceTrainOperator", "SluiceUsageError", "sluice_binary",
 ]
 
-# sluice's exit codes (README, "The CLI").
+# sluice's exit codes, as src/exit_codes.rs defines them. A test compares these
+# lines with that file, both ways: keep one `EXIT_NAME = code` per line, NAME
+# as sluice names it, and no other such line here.
+EXIT_DONE = 0
+EXIT_ERROR = 1
 EXIT_TASKS_FAILED = 2
-EXIT_STATE_HELD = 3
+EXIT_HELD = 3
 EXIT_USAGE = 64
-EXIT_STOPPED = (130, 143)
+EXIT_INTERRUPTED = 130
+# Not one of sluice's: 128 + SIGTERM, what a shell (a wrapper script run as the
+# binary) reports for a sluice that SIGTERM ended before sluice could handle it.
+_KILLED_BY_SIGTERM = 143
+# Stopped by a signal after committing what was acknowledged.
+_STOPPED = (EXIT_INTERRUPTED, _KILLED_BY_SIGTERM)
 # sluice train's default --grace.
 DEFAULT_GRACE_S = 20.0
 # Stderr lines kept for error messages.
@@ -426,7 +435,7 @@ class SluiceTrainOperator(BaseOperator):
                 except ValueError:
                     self.log.warning("%s is not JSON", summary_path)
                     return None
-        if code == 0 and self.state is not None:
+        if code == EXIT_DONE and self.state is not None:
             # The job was found finished in its state (an earlier try did it):
             # sluice trained nothing and wrote no summary; the state keeps the
             # summary of the run that finished it.
@@ -445,7 +454,7 @@ class SluiceTrainOperator(BaseOperator):
 
     def _outcome(self, code, summary, tail):
         what = "sluice run" if self.job_file is not None else "sluice train"
-        if code == 0:
+        if code == EXIT_DONE:
             rows = (summary or {}).get("rows")
             self.log.info("%s done: %s rows trained", what, rows)
             return summary
@@ -462,11 +471,11 @@ class SluiceTrainOperator(BaseOperator):
             raise SluiceTasksFailed(message, summary)
         if code == EXIT_USAGE:
             raise SluiceUsageError(f"{what}: usage error: {_first_error(tail)}")
-        if code == EXIT_STATE_HELD:
+        if code == EXIT_HELD:
             raise SluiceExitError(
                 f"{what} exited 3, another run holds the job's state or lock: "
                 f"{_first_error(tail)}", code, summary)
-        if code in EXIT_STOPPED:
+        if code in _STOPPED:
             resume = " the next try resumes from its state" if (
                 self.state is not None or self.job_file is not None) else ""
             raise SluiceExitError(
@@ -512,9 +521,9 @@ def _readiness(code, stdout, stderr, source=None, job_file=None, after_version=N
     if code == EXIT_USAGE:
         return "usage", error
     if job_file is not None:
-        if code == EXIT_STATE_HELD:
+        if code == EXIT_HELD:
             return "waiting", f"the job's lock is held: {error}"
-        if code != 0:
+        if code != EXIT_DONE:
             return "error", f"sluice run {job_file} --dry-run failed (exit {code}): {error}"
         try:
             report = json.loads(stdout)
@@ -529,7 +538,7 @@ def _readiness(code, stdout, stderr, source=None, job_file=None, after_version=N
                                f"{'; waiting: ' + waiting if waiting else ''})")
         info = {k: report.get(k) for k in ("job", "source", "state", "new", "waiting", "table")}
         return "ready", info
-    if code != 0:
+    if code != EXIT_DONE:
         if any(s in error for s in _NOT_YET):
             return "waiting", error
         return "error", f"sluice ls {source} failed (exit {code}): {error}"

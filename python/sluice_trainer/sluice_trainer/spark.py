@@ -57,6 +57,7 @@ import threading
 import time
 
 from ._binary import find_sluice_bin
+from ._protocol import TOKEN_ENV
 
 __all__ = ["SluiceSparkError", "check_slots", "train", "write_summary"]
 
@@ -168,7 +169,7 @@ def train(path, num_workers, exec, *, spark=None, state=None, sluice=None, port=
     reports = None
     restore = _stop_on_sigterm()
     try:
-        env = dict(os.environ, SLUICE_TOKEN=token)
+        env = {**os.environ, TOKEN_ENV: token}
         master_cmd = [binary, "master", str(path), "--listen",
                       f"{_url_host(bind_host)}:{port}", "--state", str(state), *master_args]
         # The master's stdout is the driver's stderr: the driver's stdout is
@@ -567,7 +568,7 @@ def _worker_task(conf, _partition):
     worker = f"{conf['name']}-{partition}"
     cmd = [binary, "worker", "--master", conf["url"], "--name", worker,
            "--exec", conf["exec"], *conf["args"]]
-    env = dict(os.environ, SLUICE_TOKEN=conf["token"])
+    env = {**os.environ, TOKEN_ENV: conf["token"]}
     started = time.time()
     tail = collections.deque(maxlen=_TAIL_LINES)
     cause = None

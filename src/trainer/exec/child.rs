@@ -666,7 +666,7 @@ fn command(spec: &ChildSpec, lifeline: RawFd, ack: RawFd, shm: Option<RawFd>) ->
     ];
     // Where the job's token file is hidden from trainers, this binary runs
     // first in the trainer's place: it hides the file, then runs the shell.
-    let mut command = match crate::harden::hidden_from_trainers() {
+    let mut command = match super::hide::hidden_from_trainers() {
         Some(hidden) => {
             let mut command = Command::new(&hidden.program);
             command.args(hidden.args(&shell));

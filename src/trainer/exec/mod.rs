@@ -5,6 +5,7 @@
 
 mod child;
 mod factory;
+pub mod hide;
 mod ipc;
 mod line;
 mod lockstep;

@@ -35,8 +35,15 @@ pub const RESUME_CHECKPOINT_ENV: &str = "SLUICE_RESUME_CHECKPOINT";
 /// `1` when the device processes are one `torch.distributed` group
 /// (`--lockstep`, `SLUICE_LOCKSTEP`).
 pub const LOCKSTEP_ENV: &str = "SLUICE_LOCKSTEP";
+/// The local directory of an exec trainer's checkpoint in a scheduled job
+/// (`sluice run`): filled with the previous run's checkpoint before the
+/// trainer starts, saved once the run succeeded (`SLUICE_CHECKPOINT_DIR`).
+pub const CHECKPOINT_DIR_ENV: &str = "SLUICE_CHECKPOINT_DIR";
+/// The job token in sluice's own environment, where neither `--token-file`
+/// nor `--token-fd` gives it (`SLUICE_TOKEN`); never passed on to a trainer.
+pub const TOKEN_ENV: &str = "SLUICE_TOKEN";
 /// Variables of sluice's own environment that no trainer may see (secrets).
-pub const SECRET_ENV: [&str; 1] = ["SLUICE_TOKEN"];
+pub const SECRET_ENV: [&str; 1] = [TOKEN_ENV];
 
 /// The trainer's descriptor for acknowledgements.
 pub const ACK_FD: RawFd = 3;
@@ -102,6 +109,8 @@ pub const NAMES: &[(&str, &str)] = &[
     ("SHM_MESSAGES_ENV", SHM_MESSAGES_ENV),
     ("RESUME_ENV", RESUME_CHECKPOINT_ENV),
     ("LOCKSTEP_ENV", LOCKSTEP_ENV),
+    ("CHECKPOINT_DIR_ENV", CHECKPOINT_DIR_ENV),
+    ("TOKEN_ENV", TOKEN_ENV),
     ("ACK_LINE", ACK_LINE),
     ("CHECKPOINTS_LINE", CHECKPOINTS_LINE),
     ("CHECKPOINT_PREFIX", CHECKPOINT_PREFIX),
@@ -118,6 +127,14 @@ pub const NAMES: &[(&str, &str)] = &[
     ("SHM_KEY", SHM_KEY),
     ("SHM_MESSAGE_KEY", SHM_MESSAGE_KEY),
     ("HASH_BUCKETS_KEY", HASH_BUCKETS_KEY),
+];
+
+/// Every number of the protocol with the name the Python library gives it.
+pub const NUMBERS: &[(&str, u64)] = &[
+    ("VERSION", VERSION as u64),
+    ("ACK_FD", ACK_FD as u64),
+    ("SHM_FD", SHM_FD as u64),
+    ("MAX_CHECKPOINT_ID", MAX_CHECKPOINT_ID as u64),
 ];
 
 /// Whether `id` is a valid checkpoint ID: 1 to [`MAX_CHECKPOINT_ID`] characters of
@@ -154,22 +171,38 @@ mod tests {
             .collect()
     }
 
+    /// Every name and number of the protocol, as [`NAMES`] and [`NUMBERS`]
+    /// hold them.
+    fn sluice_names() -> BTreeMap<String, String> {
+        let names = NAMES.iter().map(|(n, v)| (n.to_string(), v.to_string()));
+        let numbers = NUMBERS.iter().map(|(n, v)| (n.to_string(), v.to_string()));
+        names.chain(numbers).collect()
+    }
+
+    /// Both ways: every name sluice has, the Python library spells the same;
+    /// every constant of the Python library is one sluice has.
     #[test]
     fn python_library_spells_every_name_as_sluice_does() {
-        let python = python_names();
-        for (name, value) in NAMES {
-            assert_eq!(
-                python.get(*name).map(String::as_str),
-                Some(*value),
-                "sluice_trainer/_protocol.py: {name} must be {value:?}"
-            );
+        let (sluice, python) = (sluice_names(), python_names());
+        let mut wrong = Vec::new();
+        for (name, value) in &sluice {
+            match python.get(name) {
+                Some(v) if v == value => {}
+                Some(v) => wrong.push(format!("{name} is {v:?} there, {value:?} in sluice")),
+                None => wrong.push(format!("{name} = {value:?} is missing there")),
+            }
         }
-        assert_eq!(python.get("VERSION"), Some(&VERSION.to_string()));
-        assert_eq!(python.get("ACK_FD"), Some(&ACK_FD.to_string()));
-        assert_eq!(python.get("SHM_FD"), Some(&SHM_FD.to_string()));
-        assert_eq!(
-            python.get("MAX_CHECKPOINT_ID"),
-            Some(&MAX_CHECKPOINT_ID.to_string())
+        for (name, value) in &python {
+            if !sluice.contains_key(name) {
+                wrong.push(format!(
+                    "{name} = {value:?} is not a name of sluice's (NAMES, NUMBERS)"
+                ));
+            }
+        }
+        assert!(
+            wrong.is_empty(),
+            "sluice_trainer/_protocol.py: {}",
+            wrong.join("; ")
         );
         for key in NAMES
             .iter()
@@ -178,6 +211,7 @@ mod tests {
         {
             assert!(key.starts_with(KEY_PREFIX));
         }
+        assert_eq!(SECRET_ENV, [TOKEN_ENV]);
     }
 
     #[test]

@@ -20,6 +20,8 @@
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+pub use crate::trainer::error::AllReduceError;
+
 /// How long an ordered step waits for idle members before it is applied without them.
 pub const ORDERED_WAIT: Duration = Duration::from_secs(2);
 
@@ -31,25 +33,6 @@ pub trait Reduce: Send {
     fn add(&mut self, part: Self::Part);
     /// Ends the step: applies the parts added since the last call.
     fn apply(&mut self);
-}
-
-/// Why a thread could not take part in a step.
-#[derive(thiserror::Error, Debug, Clone, PartialEq, Eq)]
-pub enum AllReduceError {
-    /// The thread number is not below the thread count.
-    #[error("all-reduce member {member} out of range for {members} members")]
-    OutOfRange {
-        /// The thread number.
-        member: usize,
-        /// The thread count.
-        members: usize,
-    },
-    /// The thread already finished.
-    #[error("all-reduce member {member} contributed after finishing")]
-    Finished {
-        /// The thread number.
-        member: usize,
-    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

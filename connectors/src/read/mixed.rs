@@ -8,8 +8,9 @@ use arrow::array::{ArrayRef, StringArray};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use futures::stream::{self, BoxStream, StreamExt};
 
+use super::one::read_one;
+use super::plan::ReadPlan;
 use crate::error::{Error, Result};
-use crate::read::{read_one, ReadPlan};
 use crate::read_ahead::ReadAhead;
 use crate::split::Split;
 use crate::store::Location;
@@ -32,7 +33,7 @@ impl ReadPlan {
 
 /// Reads rows from `skip` on of `split` (counted from its window's start):
 /// the rows of its window only, from its source, as `plan` says.
-pub fn read(
+pub(super) fn read(
     loc: &Location,
     split: &Split,
     plan: &ReadPlan,
