@@ -1172,6 +1172,7 @@ async fn inspect_all(
     }
     if format == Format::Csv {
         inspected.csv_header = Some(csv_header(loc, &mut inspected, opts.csv_header)?);
+        format::widen_csv_types(&mut inspected.infos);
     }
     if format == Format::Tfrecord {
         format::widen_tfrecord_features(&mut inspected.infos);

@@ -329,8 +329,10 @@ impl Follower {
     }
 
     /// New data must fit the schema the job was planned with: the same
-    /// types for the columns it has, the same partition columns. Columns
-    /// the job lacks are not read (warned once).
+    /// types for the columns it has (for CSV, types the job's widen them
+    /// to: an `int` column of new files is read as the job's `bigint`),
+    /// the same partition columns. Columns the job lacks are not read
+    /// (warned once).
     fn check_schema(&mut self, dataset: &Dataset, what: &str) -> Result<(), FollowError> {
         let clash = |reason: String| FollowError::Schema {
             url: self.location.url(),
@@ -342,7 +344,13 @@ impl Follower {
         }
         for field in dataset.data_schema.fields() {
             match self.plan.data_schema.field_with_name(field.name()) {
-                Ok(known) if known.data_type() != field.data_type() => {
+                Ok(known)
+                    if !connectors::format::reads_as(
+                        dataset.format,
+                        field.data_type(),
+                        known.data_type(),
+                    ) =>
+                {
                     return Err(clash(format!(
                         "column {} is {} there, {} in the job",
                         field.name(),

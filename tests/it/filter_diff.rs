@@ -422,6 +422,47 @@ fn short(text: &str) -> String {
     }
 }
 
+/// The CSV files Spark wrote are typed as Spark's `inferSchema` typed them
+/// when it read them back (`df.schema`): `int` where every value fits 32
+/// bits, `bigint` where one does not, `timestamp` an instant, and so on.
+#[test]
+fn csv_columns_are_typed_as_spark_infers_them() {
+    let expected = fixture_json("filter_diff/expected.json", "make_filter_diff.py");
+    let entry = &expected["formats"]["csv"];
+    let dir = fixtures_dir()
+        .join("filter_diff")
+        .join(entry["dir"].as_str().expect("csv without `dir`"));
+    let schema = entry["schema"]
+        .as_str()
+        .expect("csv without Spark's schema");
+    let spark = spark_columns(schema);
+    for (column, spark_type) in [("id", "int"), ("l", "bigint"), ("ts", "timestamp")] {
+        assert!(
+            spark.contains(&(column.to_string(), spark_type.to_string())),
+            "the fixture's {column} is no longer {spark_type} in Spark: {schema}"
+        );
+    }
+    let dir = dir.display().to_string();
+    let differing = differing_types(&dir, schema);
+    assert!(
+        differing.is_empty(),
+        "CSV columns typed otherwise than Spark's {schema}: {differing:?}"
+    );
+    // A `timestamp` is an instant (a zone in its arrow type), not a
+    // wall-clock `timestamp_ntz`.
+    let dataset = runtime()
+        .block_on(open(&dir, None))
+        .unwrap_or_else(|e| panic!("cannot open {dir}: {e}"));
+    let ts = dataset.schema().field_with_name("ts").cloned();
+    assert!(
+        matches!(
+            ts.as_ref().map(|f| f.data_type()),
+            Ok(DataType::Timestamp(_, Some(_)))
+        ),
+        "{ts:?}"
+    );
+}
+
 #[test]
 fn sluice_keeps_exactly_the_rows_spark_keeps() {
     let expected = fixture_json("filter_diff/expected.json", "make_filter_diff.py");

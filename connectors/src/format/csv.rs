@@ -2,6 +2,9 @@
 //! the files have one (told, or found out from the data as DuckDB's sniffer
 //! does), inferred types, byte-range splits of uncompressed files.
 
+mod columns;
+mod types;
+
 use std::io::{BufRead, Cursor};
 use std::sync::Arc;
 
@@ -14,7 +17,10 @@ use futures::stream::BoxStream;
 use object_store::path::Path;
 use serde::{Deserialize, Serialize};
 
-use super::text_io::{self, decode_blocking, emit_all, from_io, open_head};
+use self::columns::Columns;
+use self::types::Numbers;
+pub(crate) use self::types::{compatible as widen_types, widen_across_files};
+use super::text_io::{self, decode_blocking, from_io, open_head};
 use super::{FileFormat, FileInfo, FileRef, FormatOptions, ReadRequest};
 use crate::error::{Error, Result};
 use crate::split::{Split, SplitRange};
@@ -214,72 +220,56 @@ fn infer(head: &[u8], delimiter: u8, header: bool, display: &str) -> Result<(Sch
     Ok((Schema::new(fields), records))
 }
 
-/// The inferred types brought to Spark's `inferSchema`: every timestamp in
-/// microseconds (however many digits of a second the head showed), and a
-/// column of numbers holding `NaN`, `Infinity` or `-Infinity` (what Spark
-/// writes for them) a double, not a string.
+/// The inferred types brought to Spark's `inferSchema`: numbers as Spark
+/// types them ([`types::Numbers`]: `int`, `bigint`, `decimal(p,0)` or
+/// `double`, `NaN`, `Inf` and `Infinity` doubles), every timestamp an
+/// instant in microseconds (however many digits of a second the head
+/// showed).
 fn as_spark_infers(schema: Schema, head: &[u8], delimiter: u8, header: bool) -> Schema {
-    let text_columns: Vec<usize> = schema
+    let candidates: Vec<usize> = schema
         .fields()
         .iter()
         .enumerate()
-        .filter(|(_, f)| f.data_type() == &DataType::Utf8)
+        .filter(|(_, f)| types::may_be_numbers(f.data_type()))
         .map(|(i, _)| i)
         .collect();
-    let doubles = numeric_text_columns(head, delimiter, header, &text_columns);
+    let numbers = numbers_of(head, delimiter, header, &candidates);
     let fields: Vec<Field> = schema
         .fields()
         .iter()
         .enumerate()
-        .map(|(i, f)| match f.data_type() {
-            DataType::Timestamp(_, tz) => f.as_ref().clone().with_data_type(DataType::Timestamp(
-                arrow::datatypes::TimeUnit::Microsecond,
-                tz.clone(),
-            )),
-            DataType::Utf8 if doubles.contains(&i) => {
-                f.as_ref().clone().with_data_type(DataType::Float64)
-            }
-            _ => f.as_ref().clone(),
+        .map(|(i, f)| {
+            let found = candidates.iter().position(|&c| c == i).map(|k| numbers[k]);
+            let spark = types::spark_type(f.data_type(), found);
+            f.as_ref().clone().with_data_type(spark)
         })
         .collect();
     Schema::new(fields)
 }
 
-/// Which of `columns` hold, in every record of the head, nothing, a
-/// number, or one of Spark's words for the non-finite doubles, with at
-/// least one such word (a column of plain numbers was typed already).
-fn numeric_text_columns(head: &[u8], delimiter: u8, header: bool, columns: &[usize]) -> Vec<usize> {
+/// What the values of each of `columns` in the records of the head say of
+/// it as Spark numbers.
+fn numbers_of(head: &[u8], delimiter: u8, header: bool, columns: &[usize]) -> Vec<Numbers> {
+    let mut numbers = vec![Numbers::default(); columns.len()];
     if columns.is_empty() {
-        return Vec::new();
+        return numbers;
     }
     let mut reader = ::csv::ReaderBuilder::new()
         .delimiter(delimiter)
+        .quote(QUOTE)
+        .escape(Some(ESCAPE))
         .has_headers(header)
         .flexible(true)
         .from_reader(head);
-    let mut numeric = vec![true; columns.len()];
-    let mut special = vec![false; columns.len()];
     for record in reader.records() {
         let Ok(record) = record else { break };
         for (k, &i) in columns.iter().enumerate() {
-            let Some(value) = record.get(i) else { continue };
-            match value {
-                "" => {}
-                "NaN" | "Infinity" | "-Infinity" | "+Infinity" => special[k] = true,
-                v if v.parse::<f64>().is_ok()
-                    && !v
-                        .chars()
-                        .any(|c| c.is_ascii_alphabetic() && !matches!(c, 'e' | 'E')) => {}
-                _ => numeric[k] = false,
+            if let Some(value) = record.get(i) {
+                numbers[k] = numbers[k].with(value);
             }
         }
     }
-    columns
-        .iter()
-        .enumerate()
-        .filter(|(k, _)| numeric[*k] && special[*k])
-        .map(|(_, &i)| i)
-        .collect()
+    numbers
 }
 
 /// Reads the head of a CSV file: its schema with the header choice given,
@@ -386,6 +376,7 @@ impl FileFormat for Csv {
         // Planned datasets always say; Spark's reader default otherwise.
         let has_header = opts.csv_header.unwrap_or(false);
         let target = request.data_schema.clone();
+        let zone = request.timezone;
         let display = loc.display(&split.object_path());
         let path = split.object_path();
         let starts_at_zero = !matches!(split.range, SplitRange::Bytes { start, .. } if start > 0);
@@ -397,147 +388,27 @@ impl FileFormat for Csv {
             } else {
                 target.fields().iter().map(|f| f.name().clone()).collect()
             };
-            let fields: Vec<Field> = names
-                .iter()
-                .map(|n| {
-                    let ty = target
-                        .field_with_name(n)
-                        .map(|f| f.data_type().clone())
-                        .unwrap_or(DataType::Utf8);
-                    Field::new(n, ty, true)
-                })
-                .collect();
-            let reader = ReaderBuilder::new(Arc::new(Schema::new(fields)))
+            let columns = Columns::new(&names, &target, zone, opts.infer_records);
+            let reader = ReaderBuilder::new(columns.read.clone())
                 .with_format(dialect(opts.csv_delimiter))
                 .with_header(has_header && starts_at_zero)
                 .with_batch_size(opts.batch_size)
                 .build(input)
                 .map_err(|e| Error::corrupt(&display, "csv", e))?;
-            emit_all(reader, &display, "csv", emit);
+            for batch in reader {
+                let item = batch
+                    .map_err(|e| columns.explain(&e))
+                    .and_then(|b| columns.finish(b))
+                    .map_err(|reason| Error::corrupt(&display, "csv", reason));
+                let failed = item.is_err();
+                if !emit(item) || failed {
+                    break;
+                }
+            }
             Ok(())
         })
     }
 }
 
 #[cfg(test)]
-mod tests {
-    #[test]
-    fn non_finite_doubles_and_fine_timestamps_as_spark_infers_them() {
-        let head = b"d,ts,s\n1.0E-5,2026-01-01 00:00:00.123,a\nNaN,2026-01-01 00:00:00.123456,b\nInfinity,,c\n-Infinity,2026-01-02 10:00:00.5,Infinity\n";
-        let (schema, _) = infer(head, b',', true, "x.csv").expect("infers");
-        assert_eq!(schema.field(0).data_type(), &DataType::Float64);
-        assert!(matches!(
-            schema.field(1).data_type(),
-            DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, _)
-        ));
-        assert_eq!(schema.field(2).data_type(), &DataType::Utf8);
-        let mut reader = ReaderBuilder::new(Arc::new(schema))
-            .with_header(true)
-            .build(Cursor::new(&head[..]))
-            .expect("reader");
-        let batch = reader.next().expect("a batch").expect("decodes");
-        let d = batch
-            .column(0)
-            .as_any()
-            .downcast_ref::<arrow::array::Float64Array>()
-            .expect("doubles");
-        assert_eq!(d.value(0), 1e-5);
-        assert!(d.value(1).is_nan());
-        assert_eq!(d.value(2), f64::INFINITY);
-        assert_eq!(d.value(3), f64::NEG_INFINITY);
-        let ts = batch
-            .column(1)
-            .as_any()
-            .downcast_ref::<arrow::array::TimestampMicrosecondArray>()
-            .expect("micros");
-        assert_eq!(ts.value(1) % 1_000_000, 123_456);
-    }
-
-    use super::*;
-
-    fn head_of(text: &str) -> CsvHead {
-        let opts = FormatOptions::default();
-        let (_, head) = read_head(text.as_bytes(), &opts, "f.csv").expect("a head");
-        head.expect("a head to decide from")
-    }
-
-    #[test]
-    fn a_header_over_typed_columns_is_detected() {
-        let head = head_of("id,name,score\n1,a,0.5\n2,b,1.5\n");
-        assert_eq!(head.evidence, HeaderEvidence::Header);
-        let names: Vec<&str> = head
-            .with_header
-            .fields()
-            .iter()
-            .map(|f| f.name().as_str())
-            .collect();
-        assert_eq!(names, ["id", "name", "score"]);
-        assert_eq!(
-            head.with_header.field(0).data_type(),
-            &DataType::Int64,
-            "{:?}",
-            head.with_header
-        );
-    }
-
-    #[test]
-    fn data_in_the_first_line_is_data() {
-        let head = head_of("6134,n6134,876.2857142857143\n1,a,0.5\n2,b,1.5\n");
-        assert_eq!(head.evidence, HeaderEvidence::Data);
-        let names: Vec<&str> = head
-            .without_header
-            .fields()
-            .iter()
-            .map(|f| f.name().as_str())
-            .collect();
-        assert_eq!(names, ["_c0", "_c1", "_c2"]);
-        // An integer over a column of floats is data too.
-        assert_eq!(head_of("1,2\n1.5,x\n").evidence, HeaderEvidence::Data);
-    }
-
-    #[test]
-    fn text_only_or_one_line_cannot_tell() {
-        assert_eq!(
-            head_of("name,city\nann,rome\nbob,oslo\n").evidence,
-            HeaderEvidence::Undecided
-        );
-        assert_eq!(head_of("id,x\n").evidence, HeaderEvidence::Undecided);
-        // An empty value over a typed column says nothing.
-        assert_eq!(head_of(",a\n1,b\n").evidence, HeaderEvidence::Data);
-    }
-
-    #[test]
-    fn quoted_line_breaks_stay_in_their_record() {
-        let text = "id,s\n1,\"a\nb\"\n2,\"say \\\"hi\\\"\"\n3,x\n";
-        let (head, first_end) = read_records(&mut text.as_bytes(), 3, b',').expect("read");
-        assert_eq!(first_end, 5);
-        assert_eq!(
-            std::str::from_utf8(&head).expect("utf8"),
-            &text[..text.len() - 4]
-        );
-        assert_eq!(head_of(text).evidence, HeaderEvidence::Header);
-        // Doubled quotes inside quotes, and a quote inside an unquoted value.
-        let text = "1,\"a \"\"q\"\"\nb\"\n2,5\" screen\n3,x\n4,y\n";
-        let (head, first_end) = read_records(&mut text.as_bytes(), 3, b',').expect("read");
-        assert_eq!(&text[..first_end], "1,\"a \"\"q\"\"\nb\"\n");
-        assert_eq!(
-            std::str::from_utf8(&head).expect("utf8"),
-            &text[..text.len() - 4]
-        );
-    }
-
-    #[test]
-    fn files_that_disagree_are_named() {
-        let header = head_of("id,s\n1,a\n");
-        let data = head_of("0,z\n1,a\n");
-        let text = head_of("a,b\nc,d\n");
-        let decide = |heads: &[(&str, &CsvHead)]| decide_header(heads.iter().copied());
-        assert!(decide(&[("a", &header), ("b", &text)]).expect("decided"));
-        assert!(!decide(&[("a", &data), ("b", &text)]).expect("decided"));
-        assert!(!decide(&[("a", &text)]).expect("decided"));
-        let err = decide(&[("a", &header), ("b", &text), ("c", &data)])
-            .expect_err("files disagree")
-            .to_string();
-        assert!(err.contains("a:") && err.contains(" c "), "{err}");
-    }
-}
+mod tests;

@@ -16,7 +16,7 @@ mod text;
 mod text_io;
 mod tfrecord;
 
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use async_trait::async_trait;
 use futures::stream::{BoxStream, StreamExt};
@@ -29,6 +29,7 @@ use crate::store::Location;
 use crate::types::ColumnMapping;
 pub use crate::types::{Format, Unit};
 pub(crate) use csv::decide_header;
+pub(crate) use csv::widen_across_files as widen_csv_types;
 pub use csv::{CsvHead, CsvHeader};
 pub(crate) use tfrecord::widen_across_files as widen_tfrecord_features;
 
@@ -212,6 +213,15 @@ fn driver(format: Format) -> &'static dyn FileFormat {
     }
 }
 
+/// Whether a column that new files of `format` type as `found` is read as
+/// `planned`, the type a job planned it as: the same type, or for CSV
+/// (typed from each file's head) a type that Spark's inference widens to
+/// `planned` (an `int` column as a `bigint`, an integer as a `double`).
+pub fn reads_as(format: Option<Format>, found: &DataType, planned: &DataType) -> bool {
+    found == planned
+        || (format == Some(Format::Csv) && csv::widen_types(planned, found) == *planned)
+}
+
 /// Bytes read from a file's start to decide its format by content.
 const SNIFF_BYTES: u64 = 4096;
 
@@ -263,6 +273,10 @@ pub struct ReadRequest {
     /// A row filter whose statistics a format may skip row groups and pages
     /// on (Parquet); the rows it keeps are decided after decoding.
     pub(crate) filter: Option<std::sync::Arc<crate::row_filter::Pred>>,
+    /// The session time zone (`--timezone`): CSV timestamps without an
+    /// offset are wall-clock times in it, as Spark's
+    /// `spark.sql.session.timeZone` reads them.
+    pub timezone: crate::row_filter::SessionTz,
     /// Rows to decode after those skipped, where fewer than the rest of the
     /// split are wanted (a window of a split): a format may leave the rest
     /// unfetched (Parquet, with the offset index, fetches only their pages).
@@ -338,5 +352,25 @@ mod tests {
         assert_eq!(Format::from_name("part-r-00000"), None);
         assert_eq!("CSV".parse::<Format>().ok(), Some(Format::Csv));
         assert!("xls".parse::<Format>().is_err());
+    }
+
+    #[test]
+    fn new_csv_files_read_as_the_wider_types_of_a_job() {
+        let csv = Some(Format::Csv);
+        assert!(reads_as(csv, &DataType::Int32, &DataType::Int64));
+        assert!(reads_as(csv, &DataType::Int64, &DataType::Float64));
+        assert!(reads_as(
+            csv,
+            &DataType::Int32,
+            &DataType::Decimal128(23, 0)
+        ));
+        assert!(reads_as(csv, &DataType::Float64, &DataType::Utf8));
+        assert!(!reads_as(csv, &DataType::Int64, &DataType::Int32));
+        assert!(!reads_as(csv, &DataType::Utf8, &DataType::Int64));
+        assert!(!reads_as(
+            Some(Format::Parquet),
+            &DataType::Int32,
+            &DataType::Int64
+        ));
     }
 }
