@@ -136,6 +136,7 @@ fn read_plain(
         file_columns: plan.file_columns.clone(),
         read_ahead: ahead.clone(),
         string_view: plan.string_view,
+        timezone: plan.timezone,
         // A window ends before its split does; under a filter, offsets
         // count kept rows, so the read goes on to the split's end.
         limit: match (&filter, split.window) {
