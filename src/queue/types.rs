@@ -227,7 +227,9 @@ pub struct QueueStatus {
     pub rows_committed: u64,
     /// Workers ever registered.
     pub workers: usize,
-    /// Every task given up so far, oldest first.
+    /// Every task given up so far, oldest first (JSON counts their epochs
+    /// from 1, as every epoch people read).
+    #[serde(with = "failures_one_based")]
     pub failures: Vec<TaskFailure>,
     /// True once every epoch is finished.
     pub job_over: bool,
@@ -235,4 +237,84 @@ pub struct QueueStatus {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+/// Serde for the failures of a [`QueueStatus`]: their epochs counted from
+/// 1 in JSON (the queue's own snapshot keeps [`TaskFailure`]'s 0-based
+/// index).
+mod failures_one_based {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::TaskFailure;
+
+    /// A failure as the status shows it.
+    #[derive(Serialize, Deserialize)]
+    struct Shown {
+        #[serde(with = "crate::epoch::one_based")]
+        epoch: u32,
+        split: u32,
+        attempts: u32,
+        reason: String,
+    }
+
+    /// Writes each failure with its epoch counted from 1.
+    pub fn serialize<S: Serializer>(
+        failures: &[TaskFailure],
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        let shown: Vec<Shown> = failures
+            .iter()
+            .map(|f| Shown {
+                epoch: f.epoch,
+                split: f.split,
+                attempts: f.attempts,
+                reason: f.reason.clone(),
+            })
+            .collect();
+        shown.serialize(serializer)
+    }
+
+    /// Reads failures whose epochs count from 1.
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<TaskFailure>, D::Error> {
+        let shown = Vec::<Shown>::deserialize(deserializer)?;
+        Ok(shown
+            .into_iter()
+            .map(|s| TaskFailure {
+                epoch: s.epoch,
+                split: s.split,
+                attempts: s.attempts,
+                reason: s.reason,
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod failures_tests {
+    use super::TaskFailure;
+
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct Status {
+        #[serde(with = "super::failures_one_based")]
+        failures: Vec<TaskFailure>,
+    }
+
+    #[test]
+    fn a_failure_shows_its_epoch_counted_from_one_as_every_epoch_in_json() {
+        let failure = TaskFailure {
+            epoch: 0,
+            split: 3,
+            attempts: 2,
+            reason: "corrupt".into(),
+        };
+        let text = serde_json::to_string(&Status {
+            failures: vec![failure.clone()],
+        })
+        .expect("json");
+        assert!(text.contains(r#""epoch":1"#), "{text}");
+        let back: Status = serde_json::from_str(&text).expect("read back");
+        assert_eq!(back.failures, vec![failure]);
+    }
 }

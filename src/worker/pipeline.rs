@@ -864,7 +864,7 @@ impl Shell {
         for out in dropped {
             debug!(
                 rows = out.data.num_rows(),
-                epoch = out.epoch,
+                epoch = crate::epoch::Epoch(out.epoch).number(),
                 "rows of the epoch's partial step dropped (--drop-last)"
             );
             self.act(Event::Dropped {

@@ -250,7 +250,7 @@ impl Coordinator {
             out.push(Action::Report(Report::GiveUp { attempt, reason }));
             return;
         }
-        debug!(%attempt, split = lease.split, epoch = lease.epoch, offset = lease.offset, "leased");
+        debug!(%attempt, split = lease.split, epoch = crate::epoch::Epoch(lease.epoch).number(), offset = lease.offset, "leased");
         self.ledger.start(lease.clone());
         self.origins.insert(attempt, (lease.epoch, lease.split));
         if !self.settings.global {
