@@ -487,15 +487,7 @@ impl Dataset {
         // A filtered split holds as many rows as its read keeps: known once
         // read, unless the filter names partition columns only (the files
         // of the partitions it rejects are left out, the others kept whole).
-        let on_data = self.options.row_filter.as_ref().is_some_and(|f| {
-            f.columns().iter().any(|c| {
-                !self
-                    .partition_fields
-                    .iter()
-                    .any(|p| p.name().eq_ignore_ascii_case(c))
-            })
-        });
-        if on_data {
+        if self.filters_data_columns() {
             for split in &mut self.splits {
                 split.rows = None;
             }
@@ -503,6 +495,24 @@ impl Dataset {
         let Some(format) = self.format else {
             return;
         };
+        self.plan_corrupt(format, corrupt);
+    }
+
+    /// Whether the row filter names a column that is no partition column.
+    fn filters_data_columns(&self) -> bool {
+        self.options.row_filter.as_ref().is_some_and(|f| {
+            f.columns().iter().any(|c| {
+                !self
+                    .partition_fields
+                    .iter()
+                    .any(|p| p.name().eq_ignore_ascii_case(c))
+            })
+        })
+    }
+
+    /// Lists the files that could not be inspected in [`Dataset::corrupt`],
+    /// each with one split whose reading fails naming it.
+    fn plan_corrupt(&mut self, format: Format, corrupt: Vec<(Candidate, String)>) {
         for (file, reason) in corrupt {
             let path = file.meta.location.to_string();
             self.corrupt.push(Ignored {
