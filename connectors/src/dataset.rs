@@ -287,61 +287,13 @@ impl Dataset {
         if let (TableKind::Iceberg, Some(filter)) = (snapshot.kind, &options.partition_filter) {
             files = prune_table_files(&location, files, &snapshot.pruning, filter)?;
         }
-        let mut format = None;
-        for file in &files {
-            match format {
-                None => format = Some(file.format),
-                Some(f) if f != file.format => {
-                    return Err(Error::Table {
-                        kind,
-                        path: location.url(),
-                        reason: format!(
-                            "data files of several formats ({f} and {} in {})",
-                            file.format,
-                            location.display(&file.path)
-                        ),
-                    })
-                }
-                Some(_) => {}
-            }
-            if file.format != Format::Parquet && !file.deleted.is_empty() {
-                return Err(Error::Table {
-                    kind,
-                    path: location.url(),
-                    reason: format!(
-                        "rows deleted from the {} file {}: deletes are read for Parquet files only",
-                        file.format,
-                        location.display(&file.path)
-                    ),
-                });
-            }
-        }
+        let format = table_format(kind, &location, &files)?;
         let names: Vec<String> = snapshot
             .partition_fields
             .iter()
             .map(|f| f.name().clone())
             .collect();
-        let candidates: Vec<Candidate> = files
-            .into_iter()
-            .map(|file| Candidate {
-                partition_dir: names
-                    .iter()
-                    .zip(&file.partition_values)
-                    .map(|(n, v)| format!("{n}={}", v.as_deref().unwrap_or("null")))
-                    .collect::<Vec<_>>()
-                    .join("/"),
-                meta: object_store::ObjectMeta {
-                    location: file.path,
-                    last_modified: chrono::DateTime::<chrono::Utc>::UNIX_EPOCH,
-                    size: file.size,
-                    e_tag: None,
-                    version: None,
-                },
-                columns: names.clone(),
-                values: file.partition_values,
-                deleted: file.deleted,
-            })
-            .collect();
+        let candidates = table_candidates(&names, files);
         // An Iceberg table's files were pruned on their partition tuples above.
         let candidates = if snapshot.kind == TableKind::Iceberg {
             candidates
@@ -441,46 +393,8 @@ impl Dataset {
     ) -> Result<Dataset> {
         let fields = catalog.fields;
         let names: Vec<String> = fields.iter().map(|f| f.name().clone()).collect();
-        let mut kept = Vec::new();
-        for p in catalog.partitions {
-            if let Some(filter) = &options.partition_filter {
-                filter.check(&fields)?;
-                if !filter.matches(&fields, &p.values) {
-                    continue;
-                }
-            }
-            if let Some(filter) = &options.row_filter {
-                if !filter.partition_may_match(&fields, &p.values) {
-                    continue;
-                }
-            }
-            let at = crate::store::open(&p.url)?;
-            if at.base() != location.base() {
-                return Err(Error::Layout {
-                    path: location.url(),
-                    reason: format!("partition {} is in another store than the table", p.url),
-                });
-            }
-            kept.push((at.root, p.values));
-        }
-        if let Some(filter) = &options.partition_filter {
-            filter.check(&fields)?;
-        }
-        let listings = stream::iter(kept.iter().map(|(root, _)| {
-            let mut at = location.clone();
-            at.root = root.clone();
-            async move {
-                match listing::list(&at).await {
-                    // A partition the metastore lists whose directory is gone
-                    // (or was never written) holds no rows, as for Spark.
-                    Err(Error::NotFound { .. }) => Ok(listing::Listing::default()),
-                    other => other,
-                }
-            }
-        }))
-        .buffered(INSPECT_CONCURRENCY)
-        .try_collect::<Vec<_>>()
-        .await?;
+        let kept = kept_partitions(&location, &fields, catalog.partitions, &options)?;
+        let listings = list_partitions(&location, &kept).await?;
         let mut ignored = Vec::new();
         let mut candidates = Vec::new();
         for ((_, values), listing) in kept.iter().zip(listings) {
@@ -490,16 +404,11 @@ impl Dataset {
                 .into_iter()
                 .filter(|f| f.class != FileClass::Success)
                 .collect();
-            let partition_dir = names
-                .iter()
-                .zip(values)
-                .map(|(n, v)| format!("{n}={}", v.as_deref().unwrap_or("null")))
-                .collect::<Vec<_>>()
-                .join("/");
+            let dir = partition_dir(&names, values);
             for file in live_files(&location, &files, &mut ignored).await? {
                 candidates.push(Candidate {
                     meta: file.meta,
-                    partition_dir: partition_dir.clone(),
+                    partition_dir: dir.clone(),
                     columns: names.clone(),
                     values: values.clone(),
                     deleted: Vec::new(),
@@ -578,15 +487,7 @@ impl Dataset {
         // A filtered split holds as many rows as its read keeps: known once
         // read, unless the filter names partition columns only (the files
         // of the partitions it rejects are left out, the others kept whole).
-        let on_data = self.options.row_filter.as_ref().is_some_and(|f| {
-            f.columns().iter().any(|c| {
-                !self
-                    .partition_fields
-                    .iter()
-                    .any(|p| p.name().eq_ignore_ascii_case(c))
-            })
-        });
-        if on_data {
+        if self.filters_data_columns() {
             for split in &mut self.splits {
                 split.rows = None;
             }
@@ -594,6 +495,24 @@ impl Dataset {
         let Some(format) = self.format else {
             return;
         };
+        self.plan_corrupt(format, corrupt);
+    }
+
+    /// Whether the row filter names a column that is no partition column.
+    fn filters_data_columns(&self) -> bool {
+        self.options.row_filter.as_ref().is_some_and(|f| {
+            f.columns().iter().any(|c| {
+                !self
+                    .partition_fields
+                    .iter()
+                    .any(|p| p.name().eq_ignore_ascii_case(c))
+            })
+        })
+    }
+
+    /// Lists the files that could not be inspected in [`Dataset::corrupt`],
+    /// each with one split whose reading fails naming it.
+    fn plan_corrupt(&mut self, format: Format, corrupt: Vec<(Candidate, String)>) {
         for (file, reason) in corrupt {
             let path = file.meta.location.to_string();
             self.corrupt.push(Ignored {
@@ -722,6 +641,138 @@ fn prune_units(filter: &RowFilter, info: &mut FileInfo) {
     let before = info.units.len();
     info.units.retain(|_| keep.next().unwrap_or(true));
     crate::row_filter::parquet::count_planned(before - info.units.len(), info.units.is_empty());
+}
+
+/// The format of a table's data files (`None` for no file); files of
+/// several formats, or rows deleted from a file that is no Parquet file,
+/// are refused.
+fn table_format(
+    kind: &'static str,
+    location: &Location,
+    files: &[table::TableFile],
+) -> Result<Option<Format>> {
+    let mut format = None;
+    for file in files {
+        match format {
+            None => format = Some(file.format),
+            Some(f) if f != file.format => {
+                return Err(Error::Table {
+                    kind,
+                    path: location.url(),
+                    reason: format!(
+                        "data files of several formats ({f} and {} in {})",
+                        file.format,
+                        location.display(&file.path)
+                    ),
+                })
+            }
+            Some(_) => {}
+        }
+        if file.format != Format::Parquet && !file.deleted.is_empty() {
+            return Err(Error::Table {
+                kind,
+                path: location.url(),
+                reason: format!(
+                    "rows deleted from the {} file {}: deletes are read for Parquet files only",
+                    file.format,
+                    location.display(&file.path)
+                ),
+            });
+        }
+    }
+    Ok(format)
+}
+
+/// A table's files as candidates, each with its partition values under the
+/// partition columns `names`.
+fn table_candidates(names: &[String], files: Vec<table::TableFile>) -> Vec<Candidate> {
+    files
+        .into_iter()
+        .map(|file| Candidate {
+            partition_dir: partition_dir(names, &file.partition_values),
+            meta: object_store::ObjectMeta {
+                location: file.path,
+                last_modified: chrono::DateTime::<chrono::Utc>::UNIX_EPOCH,
+                size: file.size,
+                e_tag: None,
+                version: None,
+            },
+            columns: names.to_vec(),
+            values: file.partition_values,
+            deleted: file.deleted,
+        })
+        .collect()
+}
+
+/// The partition directory of `values` under the columns `names`
+/// (`a=1/b=null`).
+fn partition_dir(names: &[String], values: &[Option<String>]) -> String {
+    names
+        .iter()
+        .zip(values)
+        .map(|(n, v)| format!("{n}={}", v.as_deref().unwrap_or("null")))
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// The roots and values of the catalog's partitions that `--where` and
+/// `--filter` keep; a partition in another store than the table is
+/// refused.
+fn kept_partitions(
+    location: &Location,
+    fields: &[Field],
+    partitions: Vec<CatalogPartition>,
+    options: &DatasetOptions,
+) -> Result<Vec<(Path, Vec<Option<String>>)>> {
+    let mut kept = Vec::new();
+    for p in partitions {
+        if let Some(filter) = &options.partition_filter {
+            filter.check(fields)?;
+            if !filter.matches(fields, &p.values) {
+                continue;
+            }
+        }
+        if let Some(filter) = &options.row_filter {
+            if !filter.partition_may_match(fields, &p.values) {
+                continue;
+            }
+        }
+        let at = crate::store::open(&p.url)?;
+        if at.base() != location.base() {
+            return Err(Error::Layout {
+                path: location.url(),
+                reason: format!("partition {} is in another store than the table", p.url),
+            });
+        }
+        kept.push((at.root, p.values));
+    }
+    if let Some(filter) = &options.partition_filter {
+        filter.check(fields)?;
+    }
+    Ok(kept)
+}
+
+/// Lists each kept partition's root, several at once, in order; a
+/// partition whose directory is missing is empty.
+async fn list_partitions(
+    location: &Location,
+    kept: &[(Path, Vec<Option<String>>)],
+) -> Result<Vec<listing::Listing>> {
+    stream::iter(kept.iter().map(|(root, _)| {
+        let mut at = location.clone();
+        at.root = root.clone();
+        async move {
+            match listing::list(&at).await {
+                // A partition the metastore lists whose directory is gone
+                // (or was never written) holds no rows, as for Spark.
+                Err(Error::NotFound { .. }) => Ok(listing::Listing::default()),
+                other => other,
+            }
+        }
+    }))
+    .buffered(INSPECT_CONCURRENCY)
+    .try_collect::<Vec<_>>()
+    .await
 }
 
 /// The files of the partitions `--where` keeps (all without a filter);

@@ -139,52 +139,17 @@ async fn list_tree(
         seen_any |= !result.objects.is_empty() || !result.common_prefixes.is_empty();
         seen_any |= !odd.as_ref().map_or(true, Vec::is_empty);
         odd_entries(location, &dir, &segments, odd?, &mut result, &mut listing)?;
-        for prefix in result.common_prefixes {
-            let name = prefix.filename().unwrap_or_default().to_string();
-            let mut child = segments.clone();
-            child.push(name.clone());
-            match classify_dir(&name) {
-                DirClass::InFlight => listing.in_flight.push(child.join("/")),
-                DirClass::Hidden => listing.hidden += 1,
-                DirClass::Partition { .. } if pruner.is_some_and(|p| !p.may_hold_kept(&child)) => {
-                    listing.pruned.push(child)
-                }
-                DirClass::Partition { .. } | DirClass::Plain => queue.push((prefix, child)),
-            }
-        }
-        for meta in result.objects {
-            if meta.location == dir || meta.location.as_ref().ends_with('/') {
-                continue; // a directory-marker key
-            }
-            let name = meta.location.filename().unwrap_or_default().to_string();
-            let class = classify_file(&name);
-            match class {
-                FileClass::Hidden => listing.hidden += 1,
-                FileClass::InFlight => {
-                    let mut rel = segments.clone();
-                    rel.push(name);
-                    listing.in_flight.push(rel.join("/"));
-                }
-                _ => listing.files.push(ListedFile {
-                    meta,
-                    dirs: segments.clone(),
-                    class,
-                }),
-            }
-        }
+        queue_subdirs(
+            result.common_prefixes,
+            &segments,
+            pruner,
+            &mut queue,
+            &mut listing,
+        );
+        add_objects(&dir, &segments, result.objects, &mut listing);
     }
     if !seen_any {
-        let is_dir = location
-            .local_path(&location.root)
-            .is_some_and(|p| p.is_dir());
-        return Err(match is_dir {
-            true => Error::EmptyDir {
-                path: location.url(),
-            },
-            false => Error::NotFound {
-                path: location.url(),
-            },
-        });
+        return Err(nothing_under(location));
     }
     listing
         .files
@@ -192,6 +157,73 @@ async fn list_tree(
     listing.in_flight.sort();
     listing.pruned.sort();
     Ok(listing)
+}
+
+/// Applies the rules for the subdirectories of one directory (at
+/// `segments`): an in-flight one is recorded, a hidden one counted, a
+/// partition `pruner` rejects recorded as pruned, the others queued.
+fn queue_subdirs(
+    prefixes: Vec<Path>,
+    segments: &[String],
+    pruner: Option<&DirPruner>,
+    queue: &mut Vec<(Path, Vec<String>)>,
+    listing: &mut Listing,
+) {
+    for prefix in prefixes {
+        let name = prefix.filename().unwrap_or_default().to_string();
+        let mut child = segments.to_vec();
+        child.push(name.clone());
+        match classify_dir(&name) {
+            DirClass::InFlight => listing.in_flight.push(child.join("/")),
+            DirClass::Hidden => listing.hidden += 1,
+            DirClass::Partition { .. } if pruner.is_some_and(|p| !p.may_hold_kept(&child)) => {
+                listing.pruned.push(child)
+            }
+            DirClass::Partition { .. } | DirClass::Plain => queue.push((prefix, child)),
+        }
+    }
+}
+
+/// Applies the rules for the objects of the directory `dir` (at
+/// `segments`): directory markers are skipped, hidden files counted,
+/// in-flight ones recorded, the others listed.
+fn add_objects(dir: &Path, segments: &[String], objects: Vec<ObjectMeta>, listing: &mut Listing) {
+    for meta in objects {
+        if meta.location == *dir || meta.location.as_ref().ends_with('/') {
+            continue; // a directory-marker key
+        }
+        let name = meta.location.filename().unwrap_or_default().to_string();
+        let class = classify_file(&name);
+        match class {
+            FileClass::Hidden => listing.hidden += 1,
+            FileClass::InFlight => {
+                let mut rel = segments.to_vec();
+                rel.push(name);
+                listing.in_flight.push(rel.join("/"));
+            }
+            _ => listing.files.push(ListedFile {
+                meta,
+                dirs: segments.to_vec(),
+                class,
+            }),
+        }
+    }
+}
+
+/// The error for a root under which nothing was found: an empty directory
+/// where it is a local one, else not found.
+fn nothing_under(location: &Location) -> Error {
+    let is_dir = location
+        .local_path(&location.root)
+        .is_some_and(|p| p.is_dir());
+    match is_dir {
+        true => Error::EmptyDir {
+            path: location.url(),
+        },
+        false => Error::NotFound {
+            path: location.url(),
+        },
+    }
 }
 
 /// Applies the rules for the odd entries of one local directory: a broken link

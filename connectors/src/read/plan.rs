@@ -81,16 +81,6 @@ fn plan_columns(
     full: &Schema,
     dataset: &Dataset,
 ) -> Result<(Vec<String>, Vec<DerivedColumn>)> {
-    let unknown = |c: &str| Error::UnknownColumn {
-        column: c.to_string(),
-        path: dataset.location.url(),
-        available: full
-            .fields()
-            .iter()
-            .map(|f| f.name().as_str())
-            .collect::<Vec<_>>()
-            .join(", "),
-    };
     if cols.iter().all(|c| full.field_with_name(c).is_ok()) {
         return Ok((cols.to_vec(), Vec::new()));
     }
@@ -100,62 +90,98 @@ fn plan_columns(
     if dataset.splits.is_empty() && dataset.data_schema.fields().is_empty() {
         return Ok((cols.to_vec(), Vec::new()));
     }
-    let invalid = |reason: String| Error::InvalidOption {
-        option: "--columns".to_string(),
-        reason: reason
-            .strip_prefix("--filter: ")
-            .map(str::to_string)
-            .unwrap_or(reason),
-    };
     let items = row_filter::parse_columns(&cols.join(", ")).map_err(|e| match e {
-        row_filter::RowFilterError::UnknownColumn { column, .. } => unknown(&column),
-        other => invalid(other.to_string()),
+        row_filter::RowFilterError::UnknownColumn { column, .. } => {
+            unknown_column(&column, full, dataset)
+        }
+        other => invalid_columns(other.to_string()),
     })?;
     let mut columns = Vec::with_capacity(items.len());
     let mut derived = Vec::new();
     for item in items {
         if columns.contains(&item.name) {
-            return Err(invalid(format!("the column {} is named twice", item.name)));
+            return Err(invalid_columns(format!(
+                "the column {} is named twice",
+                item.name
+            )));
         }
         match item.expr {
             None => {
-                let field = full
-                    .field_with_name(&item.name)
-                    .ok()
-                    .or_else(|| {
-                        full.fields()
-                            .iter()
-                            .find(|f| f.name().eq_ignore_ascii_case(&item.name))
-                            .map(|f| f.as_ref())
-                    })
-                    .ok_or_else(|| unknown(&item.name))?;
+                let field = column_named(full, &item.name)
+                    .ok_or_else(|| unknown_column(&item.name, full, dataset))?;
                 columns.push(field.name().clone());
             }
             Some(expr) => {
-                if full.field_with_name(&item.name).is_ok() {
-                    return Err(invalid(format!(
-                        "`{expr} AS {}`: the dataset has a column {} already; name the computed one otherwise",
-                        item.name, item.name
-                    )));
-                }
-                let computed =
-                    row_filter::ComputedColumn::bind(&expr, full, dataset.options.timezone)
-                        .map_err(|e| match e {
-                            row_filter::RowFilterError::UnknownColumn { column, .. } => {
-                                unknown(&column)
-                            }
-                            other => invalid(other.to_string()),
-                        })?;
-                columns.push(item.name.clone());
-                derived.push(DerivedColumn {
-                    name: item.name,
-                    expr,
-                    data_type: computed.data_type().clone(),
-                });
+                let column = derived_column(item.name, expr, full, dataset)?;
+                columns.push(column.name.clone());
+                derived.push(column);
             }
         }
     }
     Ok((columns, derived))
+}
+
+/// The error for a column `c` that `full` does not have.
+fn unknown_column(c: &str, full: &Schema, dataset: &Dataset) -> Error {
+    Error::UnknownColumn {
+        column: c.to_string(),
+        path: dataset.location.url(),
+        available: full
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+/// The error for a `--columns` that cannot be read, saying `reason`.
+fn invalid_columns(reason: String) -> Error {
+    Error::InvalidOption {
+        option: "--columns".to_string(),
+        reason: reason
+            .strip_prefix("--filter: ")
+            .map(str::to_string)
+            .unwrap_or(reason),
+    }
+}
+
+/// The column of `full` named `name`: exactly, else without regard to case.
+fn column_named<'a>(full: &'a Schema, name: &str) -> Option<&'a Field> {
+    full.field_with_name(name).ok().or_else(|| {
+        full.fields()
+            .iter()
+            .find(|f| f.name().eq_ignore_ascii_case(name))
+            .map(|f| f.as_ref())
+    })
+}
+
+/// The column `name` computed by `expr` (`expr AS name`), typed; a name the
+/// dataset has already is refused.
+fn derived_column(
+    name: String,
+    expr: String,
+    full: &Schema,
+    dataset: &Dataset,
+) -> Result<DerivedColumn> {
+    if full.field_with_name(&name).is_ok() {
+        return Err(invalid_columns(format!(
+            "`{expr} AS {}`: the dataset has a column {} already; name the computed one otherwise",
+            name, name
+        )));
+    }
+    let computed = row_filter::ComputedColumn::bind(&expr, full, dataset.options.timezone)
+        .map_err(|e| match e {
+            row_filter::RowFilterError::UnknownColumn { column, .. } => {
+                unknown_column(&column, full, dataset)
+            }
+            other => invalid_columns(other.to_string()),
+        })?;
+    Ok(DerivedColumn {
+        name,
+        expr,
+        data_type: computed.data_type().clone(),
+    })
 }
 
 fn views_by_default() -> bool {

@@ -12,7 +12,7 @@ use arrow::datatypes::{DataType, Schema};
 use super::expr::Expr;
 use super::like::{self, Matcher};
 use super::parse::{
-    parse_date, parse_timestamp, parse_timestamp_ntz, CmpOp, Col, Lit, Literal, Node, Op,
+    parse_date, parse_timestamp, parse_timestamp_ntz, CmpOp, Col, LikeKind, Lit, Literal, Node, Op,
 };
 use super::resolve::{literal_value, Resolver};
 use super::tz::SessionTz;
@@ -223,138 +223,21 @@ impl Binder<'_> {
 
     /// The shapes statistics can decide, bound as such; `None` for others.
     fn simple(&self, node: &Node) -> Result<Option<Pred>, RowFilterError> {
-        let column = |n: &Node| match n {
-            Node::Column(c) => Some(c.clone()),
-            _ => None,
-        };
-        let literal = |n: &Node| match n {
-            Node::Lit(l) => Some(Lit {
-                value: literal_value(&l.value),
-                at: l.at,
-            }),
-            _ => None,
-        };
-        Ok(Some(match node {
+        match node {
             Node::Lit(Lit {
                 value: Literal::Bool(b),
                 ..
-            }) => Pred::Const(Some(*b)),
+            }) => Ok(Some(Pred::Const(Some(*b)))),
             Node::Lit(Lit {
                 value: Literal::Null,
                 ..
-            }) => Pred::Const(None),
-            Node::Cmp(a, op, b, _) => {
-                let (col, op, lit) = match (column(a), literal(b), column(b), literal(a)) {
-                    (Some(c), Some(l), _, _) => (c, *op, l),
-                    (_, _, Some(c), Some(l)) => (
-                        c,
-                        match op {
-                            CmpOp::Plain(o) => CmpOp::Plain(o.flipped()),
-                            other => *other,
-                        },
-                        l,
-                    ),
-                    _ => return Ok(None),
-                };
-                match op {
-                    CmpOp::Plain(op) => match self.compare(&col, op, &lit)? {
-                        Some(p) => p,
-                        None => return Ok(None),
-                    },
-                    // `c <=> v`: `c IS NOT NULL AND c = v`; `c <=> NULL`: `c IS NULL`.
-                    CmpOp::NullSafeEq => {
-                        let field = self.resolver().field(&col)?.name().clone();
-                        if lit.value == Literal::Null {
-                            Pred::IsNull {
-                                column: field,
-                                negated: false,
-                            }
-                        } else {
-                            let Some(eq) = self.compare(&col, Op::Eq, &lit)? else {
-                                return Ok(None);
-                            };
-                            Pred::And(vec![
-                                Pred::IsNull {
-                                    column: field,
-                                    negated: true,
-                                },
-                                eq,
-                            ])
-                        }
-                    }
-                }
-            }
+            }) => Ok(Some(Pred::Const(None))),
+            Node::Cmp(a, op, b, _) => self.simple_cmp(a, *op, b),
             Node::In(a, list, negated, _) if list.len() <= SHORT_IN => {
-                let Some(col) = column(a) else {
-                    return Ok(None);
-                };
-                // Spark compares every member as the list's common type
-                // (`l IN (1, 1e18)` in doubles): a list of mixed kinds of
-                // literals is typed whole by the general path.
-                let kind = |n: &Node| match n {
-                    Node::Lit(l) => Some(std::mem::discriminant(&literal_value(&l.value))),
-                    _ => None,
-                };
-                let kinds: std::collections::HashSet<_> = list
-                    .iter()
-                    .filter(|n| {
-                        !matches!(
-                            n,
-                            Node::Lit(Lit {
-                                value: Literal::Null,
-                                ..
-                            })
-                        )
-                    })
-                    .map(kind)
-                    .collect();
-                if kinds.len() > 1 || kinds.contains(&None) {
-                    return Ok(None);
-                }
-                let mut any = Vec::with_capacity(list.len());
-                for item in list {
-                    let Some(lit) = literal(item) else {
-                        return Ok(None);
-                    };
-                    match self.compare(&col, Op::Eq, &lit)? {
-                        Some(p) => any.push(p),
-                        None => return Ok(None),
-                    }
-                }
-                let any = Pred::Or(any);
-                if *negated {
-                    Pred::Not(Box::new(any))
-                } else {
-                    any
-                }
+                self.simple_in(a, list, *negated)
             }
-            Node::Between(a, low, high, negated, _) => {
-                let (Some(col), Some(lo), Some(hi)) = (column(a), literal(low), literal(high))
-                else {
-                    return Ok(None);
-                };
-                let (Some(ge), Some(le)) = (
-                    self.compare(&col, Op::Ge, &lo)?,
-                    self.compare(&col, Op::Le, &hi)?,
-                ) else {
-                    return Ok(None);
-                };
-                let both = Pred::And(vec![ge, le]);
-                if *negated {
-                    Pred::Not(Box::new(both))
-                } else {
-                    both
-                }
-            }
-            Node::IsNull(a, negated, _) => {
-                let Some(col) = column(a) else {
-                    return Ok(None);
-                };
-                Pred::IsNull {
-                    column: self.resolver().field(&col)?.name().clone(),
-                    negated: *negated,
-                }
-            }
+            Node::Between(a, low, high, negated, _) => self.simple_between(a, low, high, *negated),
+            Node::IsNull(a, negated, _) => self.simple_is_null(a, *negated),
             Node::Like {
                 expr,
                 pattern,
@@ -362,51 +245,196 @@ impl Binder<'_> {
                 kind,
                 negated,
                 ..
-            } => {
-                let (
-                    Some(col),
-                    Some(Lit {
-                        value: Literal::Str(p),
-                        ..
-                    }),
-                ) = (column(expr), literal(pattern))
-                else {
-                    return Ok(None);
-                };
-                let field = self.resolver().field(&col)?;
-                if !is_string(field.data_type()) {
-                    // A number or date is matched as its text, on the rows.
-                    return Ok(None);
-                }
-                let matcher = like::matcher(*kind, &p, *escape)
-                    .map_err(|reason| self.mismatch(reason, pattern.pos()))?;
-                Pred::Like {
-                    column: field.name().clone(),
-                    matcher: Arc::new(matcher),
-                    negated: *negated,
-                }
-            }
-            Node::Column(col) => {
-                let field = self.resolver().field(col)?;
-                if field.data_type() != &DataType::Boolean {
-                    return Err(self.mismatch(
-                        format!(
-                            "column {} ({}) stands alone where a condition is expected; only a boolean column can",
-                            field.name(),
-                            field.data_type()
-                        ),
-                        col.at,
-                    ));
-                }
-                Pred::Cmp {
-                    column: field.name().clone(),
-                    op: Op::Eq,
-                    cast: None,
-                    value: Arc::new(BooleanArray::from(vec![true])),
-                }
-            }
+            } => self.simple_like(expr, pattern, *escape, *kind, *negated),
+            Node::Column(col) => self.boolean_column(col).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    /// `column op literal` (either way round), `column <=> literal`.
+    fn simple_cmp(&self, a: &Node, op: CmpOp, b: &Node) -> Result<Option<Pred>, RowFilterError> {
+        let (col, op, lit) = match (column_of(a), literal_of(b), column_of(b), literal_of(a)) {
+            (Some(c), Some(l), _, _) => (c, op, l),
+            (_, _, Some(c), Some(l)) => (
+                c,
+                match op {
+                    CmpOp::Plain(o) => CmpOp::Plain(o.flipped()),
+                    other => other,
+                },
+                l,
+            ),
             _ => return Ok(None),
+        };
+        Ok(Some(match op {
+            CmpOp::Plain(op) => match self.compare(&col, op, &lit)? {
+                Some(p) => p,
+                None => return Ok(None),
+            },
+            // `c <=> v`: `c IS NOT NULL AND c = v`; `c <=> NULL`: `c IS NULL`.
+            CmpOp::NullSafeEq => {
+                let field = self.resolver().field(&col)?.name().clone();
+                if lit.value == Literal::Null {
+                    Pred::IsNull {
+                        column: field,
+                        negated: false,
+                    }
+                } else {
+                    let Some(eq) = self.compare(&col, Op::Eq, &lit)? else {
+                        return Ok(None);
+                    };
+                    Pred::And(vec![
+                        Pred::IsNull {
+                            column: field,
+                            negated: true,
+                        },
+                        eq,
+                    ])
+                }
+            }
         }))
+    }
+
+    /// `column [NOT] IN (literals)` of one kind of literal: an `OR` of
+    /// equalities.
+    fn simple_in(
+        &self,
+        a: &Node,
+        list: &[Node],
+        negated: bool,
+    ) -> Result<Option<Pred>, RowFilterError> {
+        let Some(col) = column_of(a) else {
+            return Ok(None);
+        };
+        // Spark compares every member as the list's common type
+        // (`l IN (1, 1e18)` in doubles): a list of mixed kinds of
+        // literals is typed whole by the general path.
+        let kind = |n: &Node| match n {
+            Node::Lit(l) => Some(std::mem::discriminant(&literal_value(&l.value))),
+            _ => None,
+        };
+        let kinds: std::collections::HashSet<_> = list
+            .iter()
+            .filter(|n| {
+                !matches!(
+                    n,
+                    Node::Lit(Lit {
+                        value: Literal::Null,
+                        ..
+                    })
+                )
+            })
+            .map(kind)
+            .collect();
+        if kinds.len() > 1 || kinds.contains(&None) {
+            return Ok(None);
+        }
+        let mut any = Vec::with_capacity(list.len());
+        for item in list {
+            let Some(lit) = literal_of(item) else {
+                return Ok(None);
+            };
+            match self.compare(&col, Op::Eq, &lit)? {
+                Some(p) => any.push(p),
+                None => return Ok(None),
+            }
+        }
+        let any = Pred::Or(any);
+        Ok(Some(if negated {
+            Pred::Not(Box::new(any))
+        } else {
+            any
+        }))
+    }
+
+    /// `column [NOT] BETWEEN literal AND literal`.
+    fn simple_between(
+        &self,
+        a: &Node,
+        low: &Node,
+        high: &Node,
+        negated: bool,
+    ) -> Result<Option<Pred>, RowFilterError> {
+        let (Some(col), Some(lo), Some(hi)) = (column_of(a), literal_of(low), literal_of(high))
+        else {
+            return Ok(None);
+        };
+        let (Some(ge), Some(le)) = (
+            self.compare(&col, Op::Ge, &lo)?,
+            self.compare(&col, Op::Le, &hi)?,
+        ) else {
+            return Ok(None);
+        };
+        let both = Pred::And(vec![ge, le]);
+        Ok(Some(if negated {
+            Pred::Not(Box::new(both))
+        } else {
+            both
+        }))
+    }
+
+    /// `column IS [NOT] NULL`.
+    fn simple_is_null(&self, a: &Node, negated: bool) -> Result<Option<Pred>, RowFilterError> {
+        let Some(col) = column_of(a) else {
+            return Ok(None);
+        };
+        Ok(Some(Pred::IsNull {
+            column: self.resolver().field(&col)?.name().clone(),
+            negated,
+        }))
+    }
+
+    /// `column [NOT] LIKE 'pattern'` of a string column.
+    fn simple_like(
+        &self,
+        expr: &Node,
+        pattern: &Node,
+        escape: Option<char>,
+        kind: LikeKind,
+        negated: bool,
+    ) -> Result<Option<Pred>, RowFilterError> {
+        let (
+            Some(col),
+            Some(Lit {
+                value: Literal::Str(p),
+                ..
+            }),
+        ) = (column_of(expr), literal_of(pattern))
+        else {
+            return Ok(None);
+        };
+        let field = self.resolver().field(&col)?;
+        if !is_string(field.data_type()) {
+            // A number or date is matched as its text, on the rows.
+            return Ok(None);
+        }
+        let matcher = like::matcher(kind, &p, escape)
+            .map_err(|reason| self.mismatch(reason, pattern.pos()))?;
+        Ok(Some(Pred::Like {
+            column: field.name().clone(),
+            matcher: Arc::new(matcher),
+            negated,
+        }))
+    }
+
+    /// A column alone: a boolean column, `column = true`; any other fails.
+    fn boolean_column(&self, col: &Col) -> Result<Pred, RowFilterError> {
+        let field = self.resolver().field(col)?;
+        if field.data_type() != &DataType::Boolean {
+            return Err(self.mismatch(
+                format!(
+                    "column {} ({}) stands alone where a condition is expected; only a boolean column can",
+                    field.name(),
+                    field.data_type()
+                ),
+                col.at,
+            ));
+        }
+        Ok(Pred::Cmp {
+            column: field.name().clone(),
+            op: Op::Eq,
+            cast: None,
+            value: Arc::new(BooleanArray::from(vec![true])),
+        })
     }
 
     fn mismatch(&self, reason: String, at: Pos) -> RowFilterError {
@@ -438,6 +466,25 @@ impl Binder<'_> {
             Some(Plan::Unknown) => Some(Pred::Const(None)),
             None => None,
         })
+    }
+}
+
+/// The column `n` names, where it is a column.
+fn column_of(n: &Node) -> Option<Col> {
+    match n {
+        Node::Column(c) => Some(c.clone()),
+        _ => None,
+    }
+}
+
+/// The literal `n` is, as a number where it is one, where it is a literal.
+fn literal_of(n: &Node) -> Option<Lit> {
+    match n {
+        Node::Lit(l) => Some(Lit {
+            value: literal_value(&l.value),
+            at: l.at,
+        }),
+        _ => None,
     }
 }
 
@@ -517,6 +564,15 @@ fn plan(t: &DataType, lit: &Literal, tz: &SessionTz) -> Option<Plan> {
         (DataType::Decimal128(p, s) | DataType::Decimal256(p, s), Literal::Decimal(d, ls)) => {
             exact(u32::try_from(*s).ok()?, *p as u32, *d, *ls)
         }
+        (_, Literal::Date(_) | Literal::Timestamp(_)) => temporal_plan(t, lit, tz),
+        _ => None,
+    }
+}
+
+/// How a date or timestamp literal compares with a column of type `t` (see
+/// [`plan`]).
+fn temporal_plan(t: &DataType, lit: &Literal, tz: &SessionTz) -> Option<Plan> {
+    match (t, lit) {
         (DataType::Date32 | DataType::Date64, Literal::Date(d)) => Some(Plan::Cast(
             DataType::Date32,
             Arc::new(Date32Array::from(vec![*d])),

@@ -130,22 +130,54 @@ pub(crate) fn cast_to(a: &ArrayRef, to: &DataType, mode: CastMode) -> Result<Arr
         return Ok(a.clone());
     }
     let strict = mode != CastMode::Try;
-    let arrow_cast = |a: &ArrayRef| {
-        cast_with_options(
-            a,
-            to,
-            &CastOptions {
-                safe: !strict,
-                ..Default::default()
-            },
-        )
-        .map_err(|e| fail(format!("[CAST_OVERFLOW] {e}")))
-    };
-    match (&from, to) {
-        (Null, _) => Ok(new_null_array(to, a.len())),
-        (Utf8, Utf8) => Ok(a.clone()),
-        (Utf8, t) => from_strings(a.as_string::<i32>(), t, strict),
-        (Decimal128(..), Float32) => {
+    match &from {
+        Null => Ok(new_null_array(to, a.len())),
+        Utf8 => match to {
+            Utf8 => Ok(a.clone()),
+            t => from_strings(a.as_string::<i32>(), t, strict),
+        },
+        Decimal128(_, s) => from_decimals(a, *s, to, mode),
+        Boolean => from_booleans(a, to, mode),
+        f if is_integral(f) => from_integers(a, to, strict),
+        f if is_fractional(f) => from_floats(a, to, strict),
+        Date32 | Timestamp(..) => from_times(a, to),
+        _ => Err(no_cast(&from, to)),
+    }
+}
+
+/// The error for a cast sluice does not do.
+fn no_cast(from: &DataType, to: &DataType) -> ArrowError {
+    fail(format!(
+        "[DATATYPE_MISMATCH.CAST_WITHOUT_SUGGESTION] cannot cast {from} to {to}"
+    ))
+}
+
+/// `a` cast to `to` by arrow: safe (null where a value does not fit)
+/// unless `strict`.
+fn arrow_cast(a: &ArrayRef, to: &DataType, strict: bool) -> Result<ArrayRef, ArrowError> {
+    cast_with_options(
+        a,
+        to,
+        &CastOptions {
+            safe: !strict,
+            ..Default::default()
+        },
+    )
+    .map_err(|e| fail(format!("[CAST_OVERFLOW] {e}")))
+}
+
+/// Decimals (at scale `s`) cast to `to`: a float or double of their text,
+/// another decimal rounded half up, an integer truncated, or their text.
+fn from_decimals(
+    a: &ArrayRef,
+    s: i8,
+    to: &DataType,
+    mode: CastMode,
+) -> Result<ArrayRef, ArrowError> {
+    use DataType::*;
+    let strict = mode != CastMode::Try;
+    match to {
+        Float32 => {
             let d = a.as_primitive::<Decimal128Type>();
             let scale = d.scale();
             Ok(Arc::new(
@@ -154,7 +186,7 @@ pub(crate) fn cast_to(a: &ArrayRef, to: &DataType, mode: CastMode) -> Result<Arr
                     .collect::<Float32Array>(),
             ))
         }
-        (Decimal128(..), Float64) => {
+        Float64 => {
             let d = a.as_primitive::<Decimal128Type>();
             let scale = d.scale();
             Ok(Arc::new(
@@ -163,10 +195,10 @@ pub(crate) fn cast_to(a: &ArrayRef, to: &DataType, mode: CastMode) -> Result<Arr
                     .collect::<Float64Array>(),
             ))
         }
-        (Decimal128(_, s), Decimal128(p, s2)) => rescale(a, *s, *p, *s2, strict),
-        (Decimal128(_, s), t) if is_integral(t) => {
+        Decimal128(p, s2) => rescale(a, s, *p, *s2, strict),
+        t if is_integral(t) => {
             let d = a.as_primitive::<Decimal128Type>();
-            let div = 10i128.pow(*s as u32);
+            let div = 10i128.pow(s as u32);
             let longs: Vec<Option<i64>> = d
                 .iter()
                 .map(|v| match v {
@@ -175,7 +207,7 @@ pub(crate) fn cast_to(a: &ArrayRef, to: &DataType, mode: CastMode) -> Result<Arr
                         Ok(x) => Ok(Some(x)),
                         Err(_) if strict => Err(fail(format!(
                             "[CAST_OVERFLOW] the value {} cannot be cast to {t} due to an overflow",
-                            decimal_text(v, *s)
+                            decimal_text(v, s)
                         ))),
                         Err(_) => Ok(None),
                     },
@@ -184,20 +216,78 @@ pub(crate) fn cast_to(a: &ArrayRef, to: &DataType, mode: CastMode) -> Result<Arr
             let longs: ArrayRef = Arc::new(Int64Array::from(longs));
             cast_to(&longs, t, mode)
         }
-        (Boolean, t) if is_integral(t) || is_fractional(t) => {
+        Utf8 => Ok(Arc::new(
+            a.as_primitive::<Decimal128Type>()
+                .iter()
+                .map(|v| v.map(|v| decimal_text(v, s)))
+                .collect::<StringArray>(),
+        )),
+        _ => Err(no_cast(a.data_type(), to)),
+    }
+}
+
+/// Booleans cast to `to`: a number 1 or 0, or `true` or `false`.
+fn from_booleans(a: &ArrayRef, to: &DataType, mode: CastMode) -> Result<ArrayRef, ArrowError> {
+    match to {
+        t if is_integral(t) || is_fractional(t) => {
             let b = a.as_boolean();
             let ints: ArrayRef =
                 Arc::new(b.iter().map(|v| v.map(i32::from)).collect::<Int32Array>());
             cast_to(&ints, t, mode)
         }
-        (f, Boolean) if is_integral(f) || is_fractional(f) => arrow_cast(a),
-        (Boolean, Utf8) => Ok(Arc::new(
+        DataType::Utf8 => Ok(Arc::new(
             a.as_boolean()
                 .iter()
                 .map(|v| v.map(|b| if b { "true" } else { "false" }))
                 .collect::<StringArray>(),
         )),
-        (f, Utf8) if is_integral(f) => arrow_cast(a),
+        _ => Err(no_cast(a.data_type(), to)),
+    }
+}
+
+/// Integers cast to `to`: a boolean, their text, another number (out of
+/// range failing when `strict`) or a decimal that holds them.
+fn from_integers(a: &ArrayRef, to: &DataType, strict: bool) -> Result<ArrayRef, ArrowError> {
+    match to {
+        DataType::Boolean | DataType::Utf8 => arrow_cast(a, to, strict),
+        t if is_integral(t) || is_fractional(t) => arrow_cast(a, to, strict),
+        DataType::Decimal128(p, s) => {
+            let (p, s) = (*p, *s);
+            let longs = arrow::compute::cast(a, &DataType::Int64)?;
+            let scale = 10i128.pow(s as u32);
+            let out: Vec<Option<i128>> = longs
+                .as_primitive::<Int64Type>()
+                .iter()
+                .map(|v| match v {
+                    None => Ok(None),
+                    Some(v) => {
+                        let x = i128::from(v) * scale;
+                        if digits(x) > p as u32 && x != 0 {
+                            if strict {
+                                return Err(fail(format!(
+                                    "[NUMERIC_VALUE_OUT_OF_RANGE] {v} cannot be represented as decimal({p}, {s})"
+                                )));
+                            }
+                            return Ok(None);
+                        }
+                        Ok(Some(x))
+                    }
+                })
+                .collect::<Result<_, _>>()?;
+            Ok(Arc::new(
+                Decimal128Array::from(out).with_precision_and_scale(p, s)?,
+            ))
+        }
+        _ => Err(no_cast(a.data_type(), to)),
+    }
+}
+
+/// Floats and doubles cast to `to`: a boolean, their text as Java writes
+/// it, or another number (an integer out of range failing when `strict`).
+fn from_floats(a: &ArrayRef, to: &DataType, strict: bool) -> Result<ArrayRef, ArrowError> {
+    use DataType::*;
+    match (a.data_type(), to) {
+        (_, Boolean) => arrow_cast(a, to, strict),
         (Float64, Utf8) => Ok(Arc::new(
             a.as_primitive::<Float64Type>()
                 .iter()
@@ -218,15 +308,20 @@ pub(crate) fn cast_to(a: &ArrayRef, to: &DataType, mode: CastMode) -> Result<Arr
                 })
                 .collect::<StringArray>(),
         )),
-        (Decimal128(_, s), Utf8) => {
-            let scale = *s;
-            Ok(Arc::new(
-                a.as_primitive::<Decimal128Type>()
-                    .iter()
-                    .map(|v| v.map(|v| decimal_text(v, scale)))
-                    .collect::<StringArray>(),
-            ))
+        (_, t) if is_integral(t) || is_fractional(t) => {
+            if is_integral(t) && strict {
+                check_float_range(a, t)?;
+            }
+            arrow_cast(a, to, strict)
         }
+        _ => Err(no_cast(a.data_type(), to)),
+    }
+}
+
+/// Dates and timestamps cast to `to`: a timestamp, a date or their text.
+fn from_times(a: &ArrayRef, to: &DataType) -> Result<ArrayRef, ArrowError> {
+    use DataType::*;
+    match (a.data_type(), to) {
         (Date32, Timestamp(..)) | (Timestamp(..), Date32 | Timestamp(..) | Utf8) => {
             Ok(times(a, to))
         }
@@ -236,41 +331,7 @@ pub(crate) fn cast_to(a: &ArrayRef, to: &DataType, mode: CastMode) -> Result<Arr
                 .map(|v| v.map(date_text))
                 .collect::<StringArray>(),
         )),
-        (f, t) if (is_integral(f) || is_fractional(f)) && (is_integral(t) || is_fractional(t)) => {
-            if is_fractional(f) && is_integral(t) && strict {
-                check_float_range(a, t)?;
-            }
-            arrow_cast(a)
-        }
-        (f, Decimal128(p, s)) if is_integral(f) => {
-            let longs = arrow::compute::cast(a, &Int64)?;
-            let scale = 10i128.pow(*s as u32);
-            let out: Vec<Option<i128>> = longs
-                .as_primitive::<Int64Type>()
-                .iter()
-                .map(|v| match v {
-                    None => Ok(None),
-                    Some(v) => {
-                        let x = i128::from(v) * scale;
-                        if digits(x) > *p as u32 && x != 0 {
-                            if strict {
-                                return Err(fail(format!(
-                                    "[NUMERIC_VALUE_OUT_OF_RANGE] {v} cannot be represented as decimal({p}, {s})"
-                                )));
-                            }
-                            return Ok(None);
-                        }
-                        Ok(Some(x))
-                    }
-                })
-                .collect::<Result<_, _>>()?;
-            Ok(Arc::new(
-                Decimal128Array::from(out).with_precision_and_scale(*p, *s)?,
-            ))
-        }
-        _ => Err(fail(format!(
-            "[DATATYPE_MISMATCH.CAST_WITHOUT_SUGGESTION] cannot cast {from} to {to}"
-        ))),
+        _ => Err(no_cast(a.data_type(), to)),
     }
 }
 
@@ -432,109 +493,133 @@ pub(crate) fn parse_double(s: &str) -> Option<f64> {
     body.parse::<f64>().ok()
 }
 
+/// Strings cast to `to` as Spark reads them: trimmed, a string that is no
+/// value of `to` failing when `strict` (else null).
 fn from_strings(
     s: &arrow::array::StringArray,
     to: &DataType,
     strict: bool,
 ) -> Result<ArrayRef, ArrowError> {
     use DataType::*;
-    let bad = |v: &str| {
-        fail(format!(
-            "[CAST_INVALID_INPUT] the value '{v}' of the type \"STRING\" cannot be cast to \"{}\" because it is malformed",
-            super::types::spark_name(to).to_uppercase()
-        ))
-    };
-    macro_rules! each {
-        ($parse:expr, $array:ty) => {{
-            let out: Vec<_> = s
-                .iter()
-                .map(|v| match v {
-                    None => Ok(None),
-                    Some(v) => match $parse(v) {
-                        Some(x) => Ok(Some(x)),
-                        None if strict => Err(bad(v)),
-                        None => Ok(None),
-                    },
-                })
-                .collect::<Result<_, ArrowError>>()?;
-            Arc::new(<$array>::from(out)) as ArrayRef
-        }};
-    }
     Ok(match to {
-        Int8 => each!(
-            |v| parse_integer(v).and_then(|i| i8::try_from(i).ok()),
-            Int8Array
-        ),
-        Int16 => each!(
-            |v| parse_integer(v).and_then(|i| i16::try_from(i).ok()),
-            Int16Array
-        ),
-        Int32 => each!(
-            |v| parse_integer(v).and_then(|i| i32::try_from(i).ok()),
-            Int32Array
-        ),
-        Int64 => each!(
-            |v| parse_integer(v).and_then(|i| i64::try_from(i).ok()),
-            Int64Array
-        ),
-        Float64 => each!(parse_double, Float64Array),
-        Float32 => each!(|v| parse_double(v).map(|x| x as f32), Float32Array),
-        Boolean => each!(
-            |v: &str| match trimmed(v).to_ascii_lowercase().as_str() {
+        Int8 => each::<_, Int8Array>(s, to, strict, |v| {
+            parse_integer(v).and_then(|i| i8::try_from(i).ok())
+        })?,
+        Int16 => each::<_, Int16Array>(s, to, strict, |v| {
+            parse_integer(v).and_then(|i| i16::try_from(i).ok())
+        })?,
+        Int32 => each::<_, Int32Array>(s, to, strict, |v| {
+            parse_integer(v).and_then(|i| i32::try_from(i).ok())
+        })?,
+        Int64 => each::<_, Int64Array>(s, to, strict, |v| {
+            parse_integer(v).and_then(|i| i64::try_from(i).ok())
+        })?,
+        Float64 => each::<_, Float64Array>(s, to, strict, parse_double)?,
+        Float32 => each::<_, Float32Array>(s, to, strict, |v| parse_double(v).map(|x| x as f32))?,
+        Boolean => each::<_, BooleanArray>(s, to, strict, |v: &str| {
+            match trimmed(v).to_ascii_lowercase().as_str() {
                 "t" | "true" | "y" | "yes" | "1" => Some(true),
                 "f" | "false" | "n" | "no" | "0" => Some(false),
                 _ => None,
-            },
-            BooleanArray
-        ),
-        Date32 => each!(|v: &str| parse_date(trimmed(v)), Date32Array),
-        Timestamp(_, zone) => {
-            let a = match SessionTz::of_type(to) {
-                Some(tz) => each!(
-                    |v: &str| parse_timestamp(trimmed(v), &tz),
-                    TimestampMicrosecondArray
-                ),
-                None => each!(
-                    |v: &str| parse_timestamp_ntz(trimmed(v)),
-                    TimestampMicrosecondArray
-                ),
-            };
-            Arc::new(
-                a.as_primitive::<TimestampMicrosecondType>()
-                    .clone()
-                    .with_timezone_opt(zone.clone()),
-            )
-        }
+            }
+        })?,
+        Date32 => each::<_, Date32Array>(s, to, strict, |v: &str| parse_date(trimmed(v)))?,
+        Timestamp(_, zone) => strings_to_timestamps(s, to, zone, strict)?,
         Binary => Arc::new(
             s.iter()
                 .map(|v| v.map(str::as_bytes))
                 .collect::<BinaryArray>(),
         ),
-        Decimal128(p, sc) => {
-            let (p, sc) = (*p, *sc);
-            let out: Vec<Option<i128>> = s
-                .iter()
-                .map(|v| match v {
-                    None => Ok(None),
-                    Some(v) => {
-                        let x = match parse_number(trimmed(v)) {
-                            Some(Literal::Int(i)) => round_half_up(i, 0, sc),
-                            Some(Literal::Decimal(d, ds)) => round_half_up(d, ds as i8, sc),
-                            _ => None,
-                        }
-                        .filter(|x| digits(*x) <= p as u32 || *x == 0);
-                        match x {
-                            Some(x) => Ok(Some(x)),
-                            None if strict => Err(bad(v)),
-                            None => Ok(None),
-                        }
-                    }
-                })
-                .collect::<Result<_, _>>()?;
-            Arc::new(Decimal128Array::from(out).with_precision_and_scale(p, sc)?)
-        }
+        Decimal128(p, sc) => strings_to_decimals(s, to, *p, *sc, strict)?,
         other => return Err(fail(format!("cannot cast a string to {other}"))),
     })
+}
+
+/// The error for a string that is no value of `to`.
+fn malformed(v: &str, to: &DataType) -> ArrowError {
+    fail(format!(
+        "[CAST_INVALID_INPUT] the value '{v}' of the type \"STRING\" cannot be cast to \"{}\" because it is malformed",
+        super::types::spark_name(to).to_uppercase()
+    ))
+}
+
+/// Each string read by `parse` into an array `A` of `to`'s values: null
+/// for null, a string `parse` refuses failing when `strict` (else null).
+fn each<T, A>(
+    s: &StringArray,
+    to: &DataType,
+    strict: bool,
+    parse: impl Fn(&str) -> Option<T>,
+) -> Result<ArrayRef, ArrowError>
+where
+    A: From<Vec<Option<T>>> + Array + 'static,
+{
+    let out: Vec<_> = s
+        .iter()
+        .map(|v| match v {
+            None => Ok(None),
+            Some(v) => match parse(v) {
+                Some(x) => Ok(Some(x)),
+                None if strict => Err(malformed(v, to)),
+                None => Ok(None),
+            },
+        })
+        .collect::<Result<_, ArrowError>>()?;
+    Ok(Arc::new(A::from(out)) as ArrayRef)
+}
+
+/// Strings cast to a timestamp of `to` (in `zone`, else without a zone).
+fn strings_to_timestamps(
+    s: &StringArray,
+    to: &DataType,
+    zone: &Option<Arc<str>>,
+    strict: bool,
+) -> Result<ArrayRef, ArrowError> {
+    let a = match SessionTz::of_type(to) {
+        Some(tz) => each::<_, TimestampMicrosecondArray>(s, to, strict, |v: &str| {
+            parse_timestamp(trimmed(v), &tz)
+        })?,
+        None => each::<_, TimestampMicrosecondArray>(s, to, strict, |v: &str| {
+            parse_timestamp_ntz(trimmed(v))
+        })?,
+    };
+    Ok(Arc::new(
+        a.as_primitive::<TimestampMicrosecondType>()
+            .clone()
+            .with_timezone_opt(zone.clone()),
+    ))
+}
+
+/// Strings cast to `decimal(p, sc)`, rounded half up to the scale.
+fn strings_to_decimals(
+    s: &StringArray,
+    to: &DataType,
+    p: u8,
+    sc: i8,
+    strict: bool,
+) -> Result<ArrayRef, ArrowError> {
+    let out: Vec<Option<i128>> = s
+        .iter()
+        .map(|v| match v {
+            None => Ok(None),
+            Some(v) => {
+                let x = match parse_number(trimmed(v)) {
+                    Some(Literal::Int(i)) => round_half_up(i, 0, sc),
+                    Some(Literal::Decimal(d, ds)) => round_half_up(d, ds as i8, sc),
+                    _ => None,
+                }
+                .filter(|x| digits(*x) <= p as u32 || *x == 0);
+                match x {
+                    Some(x) => Ok(Some(x)),
+                    None if strict => Err(malformed(v, to)),
+                    None => Ok(None),
+                }
+            }
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(Arc::new(
+        Decimal128Array::from(out).with_precision_and_scale(p, sc)?,
+    ))
 }
 
 fn date_text(days: i32) -> String {

@@ -74,9 +74,44 @@ pub(crate) struct Signature {
 /// The signature of `name` called with arguments of `types`, timestamps in
 /// `tz`; `Err` says why not (an unknown function, wrong arguments).
 pub(crate) fn resolve(name: &str, types: &[DataType], tz: &SessionTz) -> Result<Signature, String> {
-    use DataType::*;
-    let n = types.len();
-    let arity = |min: usize, max: usize| -> Result<(), String> {
+    let call = Call { name, types, tz };
+    let families: [fn(&Call) -> Resolved; 4] = [
+        strings_signature,
+        numbers_signature,
+        dates_signature,
+        hashes_signature,
+    ];
+    for family in families {
+        if let Some(sig) = family(&call)? {
+            return Ok(sig);
+        }
+    }
+    Err(format!(
+        "the function {name} is not one a filter computes (see the filter page of the docs for those that are)"
+    ))
+}
+
+/// A family's signature of a call: `None` where the function is not one of
+/// the family's.
+type Resolved = Result<Option<Signature>, String>;
+
+/// A call being resolved: the function's name, its arguments' types and the
+/// session time zone.
+struct Call<'a> {
+    name: &'a str,
+    types: &'a [DataType],
+    tz: &'a SessionTz,
+}
+
+impl Call<'_> {
+    /// The number of arguments.
+    fn n(&self) -> usize {
+        self.types.len()
+    }
+
+    /// Fails unless there are `min` to `max` arguments.
+    fn arity(&self, min: usize, max: usize) -> Result<(), String> {
+        let (name, n) = (self.name, self.n());
         if n < min || n > max {
             let want = if min == max {
                 format!("{min}")
@@ -86,103 +121,139 @@ pub(crate) fn resolve(name: &str, types: &[DataType], tz: &SessionTz) -> Result<
             return Err(format!("{name} takes {want} arguments, not {n}"));
         }
         Ok(())
-    };
-    // A string argument: a number, boolean, date or timestamp is cast to
-    // its text (Spark's implicit cast to `StringType`).
-    let string_arg = |i: usize| -> Result<DataType, String> {
-        match &types[i] {
+    }
+
+    /// A string argument: a number, boolean, date or timestamp is cast to
+    /// its text (Spark's implicit cast to `StringType`).
+    fn string_arg(&self, i: usize) -> Result<DataType, String> {
+        use DataType::*;
+        match &self.types[i] {
             Utf8 | Null => Ok(Utf8),
             t if *t != Binary && super::cast::castable(t, &Utf8) => Ok(Utf8),
             other => Err(format!(
-                "{name} takes a string, not {}",
+                "{} takes a string, not {}",
+                self.name,
                 super::types::spark_name(other)
             )),
         }
-    };
-    let int_arg = |i: usize| -> Result<DataType, String> {
-        match &types[i] {
+    }
+
+    /// An integer argument, as an `int`.
+    fn int_arg(&self, i: usize) -> Result<DataType, String> {
+        use DataType::*;
+        match &self.types[i] {
             t if is_integral(t) => Ok(Int32),
             Null => Ok(Int32),
             other => Err(format!(
-                "{name} takes an integer here, not {}",
+                "{} takes an integer here, not {}",
+                self.name,
                 super::types::spark_name(other)
             )),
         }
-    };
-    // A date argument: a date, a timestamp (its day) or a string (cast).
-    let date_arg = |i: usize| -> Result<DataType, String> {
-        match &types[i] {
+    }
+
+    /// A date argument: a date, a timestamp (its day) or a string (cast).
+    fn date_arg(&self, i: usize) -> Result<DataType, String> {
+        use DataType::*;
+        match &self.types[i] {
             Date32 | Timestamp(..) | Utf8 | Null => Ok(Date32),
             other => Err(format!(
-                "{name} takes a date, not {}",
+                "{} takes a date, not {}",
+                self.name,
                 super::types::spark_name(other)
             )),
         }
-    };
-    // A timestamp argument: a timestamp (with or without a zone) as it is,
-    // a date or a string as a timestamp in the session's zone.
-    let ts_arg = |i: usize| -> Result<DataType, String> {
-        match &types[i] {
+    }
+
+    /// A timestamp argument: a timestamp (with or without a zone) as it is,
+    /// a date or a string as a timestamp in the session's zone.
+    fn ts_arg(&self, i: usize) -> Result<DataType, String> {
+        use DataType::*;
+        match &self.types[i] {
             t @ Timestamp(..) => Ok(t.clone()),
-            Date32 | Utf8 | Null => Ok(tz.timestamp()),
+            Date32 | Utf8 | Null => Ok(self.tz.timestamp()),
             other => Err(format!(
-                "{name} takes a timestamp, not {}",
+                "{} takes a timestamp, not {}",
+                self.name,
                 super::types::spark_name(other)
             )),
         }
-    };
-    let sig = |func, args, ret| Ok(Signature { func, args, ret });
+    }
+}
+
+/// A signature found: `func` taking `args`, returning `ret`.
+fn sig(func: Func, args: Vec<DataType>, ret: DataType) -> Resolved {
+    Ok(Some(Signature { func, args, ret }))
+}
+
+/// The signatures of the string functions.
+fn strings_signature(c: &Call) -> Resolved {
+    use DataType::*;
+    let (name, n) = (c.name, c.n());
     match name {
         "lower" | "lcase" | "upper" | "ucase" => {
-            arity(1, 1)?;
-            let f = if name.starts_with('l') { Func::Lower } else { Func::Upper };
-            sig(f, vec![string_arg(0)?], Utf8)
+            c.arity(1, 1)?;
+            let f = if name.starts_with('l') {
+                Func::Lower
+            } else {
+                Func::Upper
+            };
+            sig(f, vec![c.string_arg(0)?], Utf8)
         }
         "length" | "char_length" | "character_length" | "len" => {
-            arity(1, 1)?;
-            match &types[0] {
+            c.arity(1, 1)?;
+            match &c.types[0] {
                 Binary => sig(Func::Length, vec![Binary], Int32),
-                _ => sig(Func::Length, vec![string_arg(0)?], Int32),
+                _ => sig(Func::Length, vec![c.string_arg(0)?], Int32),
             }
         }
         "substring" | "substr" => {
-            arity(2, 3)?;
-            let mut args = vec![string_arg(0)?, int_arg(1)?];
+            c.arity(2, 3)?;
+            let mut args = vec![c.string_arg(0)?, c.int_arg(1)?];
             if n == 3 {
-                args.push(int_arg(2)?);
+                args.push(c.int_arg(2)?);
             }
             sig(Func::Substring, args, Utf8)
         }
         "trim" | "ltrim" | "rtrim" => {
-            arity(1, 1)?;
+            c.arity(1, 1)?;
             let f = match name {
                 "trim" => Func::Trim,
                 "ltrim" => Func::LTrim,
                 _ => Func::RTrim,
             };
-            sig(f, vec![string_arg(0)?], Utf8)
+            sig(f, vec![c.string_arg(0)?], Utf8)
         }
         "concat" => {
-            arity(1, 255)?;
-            let args = (0..n).map(string_arg).collect::<Result<_, _>>()?;
+            c.arity(1, 255)?;
+            let args = (0..n).map(|i| c.string_arg(i)).collect::<Result<_, _>>()?;
             sig(Func::Concat, args, Utf8)
         }
         "startswith" | "endswith" | "contains" => {
-            arity(2, 2)?;
+            c.arity(2, 2)?;
             let f = match name {
                 "startswith" => Func::StartsWith,
                 "endswith" => Func::EndsWith,
                 _ => Func::Contains,
             };
-            sig(f, vec![string_arg(0)?, string_arg(1)?], Boolean)
+            sig(f, vec![c.string_arg(0)?, c.string_arg(1)?], Boolean)
         }
+        _ => Ok(None),
+    }
+}
+
+/// The signatures of the math functions (`greatest` and `least` among them).
+fn numbers_signature(c: &Call) -> Resolved {
+    use DataType::*;
+    let (name, types, n) = (c.name, c.types, c.n());
+    match name {
         "abs" => {
-            arity(1, 1)?;
+            c.arity(1, 1)?;
             let t = numeric(name, &types[0])?;
             sig(Func::Abs, vec![t.clone()], t)
         }
         "pmod" => {
-            arity(2, 2)?;
+            c.arity(2, 2)?;
             // `pmod` is arithmetic: a string beside a number is promoted.
             let promoted = |i: usize, other: usize| match (&types[i], &types[other]) {
                 (Utf8, t) if is_numeric(t) => super::types::string_promotion(t)
@@ -195,33 +266,62 @@ pub(crate) fn resolve(name: &str, types: &[DataType], tz: &SessionTz) -> Result<
             sig(Func::Pmod, vec![t.clone(), t.clone()], t)
         }
         "round" => {
-            arity(1, 2)?;
+            c.arity(1, 2)?;
             let t = numeric(name, &types[0])?;
             if matches!(t, Decimal128(..)) {
                 return Err("round of a decimal is not supported".into());
             }
             let mut args = vec![t.clone()];
             if n == 2 {
-                args.push(int_arg(1)?);
+                args.push(c.int_arg(1)?);
             }
             sig(Func::Round, args, t)
         }
         "floor" | "ceil" | "ceiling" => {
-            arity(1, 1)?;
+            c.arity(1, 1)?;
             let t = numeric(name, &types[0])?;
             if matches!(t, Decimal128(..)) {
                 return Err(format!("{name} of a decimal is not supported"));
             }
-            let f = if name == "floor" { Func::Floor } else { Func::Ceil };
+            let f = if name == "floor" {
+                Func::Floor
+            } else {
+                Func::Ceil
+            };
             sig(f, vec![Float64], Int64)
         }
         "isnan" => {
-            arity(1, 1)?;
+            c.arity(1, 1)?;
             let t = numeric(name, &types[0])?;
-            sig(Func::IsNan, vec![if is_fractional(&t) { t } else { Float64 }], Boolean)
+            sig(
+                Func::IsNan,
+                vec![if is_fractional(&t) { t } else { Float64 }],
+                Boolean,
+            )
         }
+        "greatest" | "least" => {
+            c.arity(2, 255)?;
+            let t = super::types::common_type(types.iter())
+                .filter(|t| *t != Null)
+                .ok_or_else(|| format!("{name} of these types is not supported"))?;
+            let f = if name == "greatest" {
+                Func::Greatest
+            } else {
+                Func::Least
+            };
+            sig(f, vec![t.clone(); n], t)
+        }
+        _ => Ok(None),
+    }
+}
+
+/// The signatures of the date and time functions.
+fn dates_signature(c: &Call) -> Resolved {
+    use DataType::*;
+    let (name, n) = (c.name, c.n());
+    match name {
         "year" | "quarter" | "month" | "day" | "dayofmonth" | "dayofweek" => {
-            arity(1, 1)?;
+            c.arity(1, 1)?;
             let f = match name {
                 "year" => Func::Year,
                 "quarter" => Func::Quarter,
@@ -229,50 +329,65 @@ pub(crate) fn resolve(name: &str, types: &[DataType], tz: &SessionTz) -> Result<
                 "dayofweek" => Func::DayOfWeek,
                 _ => Func::Day,
             };
-            sig(f, vec![date_arg(0)?], Int32)
+            sig(f, vec![c.date_arg(0)?], Int32)
         }
         "hour" | "minute" | "second" => {
-            arity(1, 1)?;
+            c.arity(1, 1)?;
             let f = match name {
                 "hour" => Func::Hour,
                 "minute" => Func::Minute,
                 _ => Func::Second,
             };
-            sig(f, vec![ts_arg(0)?], Int32)
+            sig(f, vec![c.ts_arg(0)?], Int32)
         }
         "to_date" => {
             if n != 1 {
                 return Err("to_date with a format is not supported (to_date(x) is)".into());
             }
-            sig(Func::ToDate, vec![date_arg(0)?], Date32)
+            sig(Func::ToDate, vec![c.date_arg(0)?], Date32)
         }
         "to_timestamp" => {
             if n != 1 {
-                return Err("to_timestamp with a format is not supported (to_timestamp(x) is)".into());
+                return Err(
+                    "to_timestamp with a format is not supported (to_timestamp(x) is)".into(),
+                );
             }
-            let t = ts_arg(0)?;
+            let t = c.ts_arg(0)?;
             sig(Func::ToTimestamp, vec![t.clone()], t)
         }
         "date_trunc" => {
-            arity(2, 2)?;
-            let t = ts_arg(1)?;
-            sig(Func::DateTrunc, vec![string_arg(0)?, t.clone()], t)
+            c.arity(2, 2)?;
+            let t = c.ts_arg(1)?;
+            sig(Func::DateTrunc, vec![c.string_arg(0)?, t.clone()], t)
         }
         "trunc" => {
-            arity(2, 2)?;
-            sig(Func::Trunc, vec![date_arg(0)?, string_arg(1)?], Date32)
+            c.arity(2, 2)?;
+            sig(Func::Trunc, vec![c.date_arg(0)?, c.string_arg(1)?], Date32)
         }
         "datediff" | "date_diff" => {
-            arity(2, 2)?;
-            sig(Func::DateDiff, vec![date_arg(0)?, date_arg(1)?], Int32)
+            c.arity(2, 2)?;
+            sig(Func::DateDiff, vec![c.date_arg(0)?, c.date_arg(1)?], Int32)
         }
         "date_add" | "date_sub" => {
-            arity(2, 2)?;
-            let f = if name == "date_add" { Func::DateAdd } else { Func::DateSub };
-            sig(f, vec![date_arg(0)?, int_arg(1)?], Date32)
+            c.arity(2, 2)?;
+            let f = if name == "date_add" {
+                Func::DateAdd
+            } else {
+                Func::DateSub
+            };
+            sig(f, vec![c.date_arg(0)?, c.int_arg(1)?], Date32)
         }
+        _ => Ok(None),
+    }
+}
+
+/// The signatures of the hashes.
+fn hashes_signature(c: &Call) -> Resolved {
+    use DataType::*;
+    let (name, types) = (c.name, c.types);
+    match name {
         "hash" | "xxhash64" => {
-            arity(1, 255)?;
+            c.arity(1, 255)?;
             for t in types {
                 hashable(t).ok_or_else(|| {
                     format!("{name} of {} is not supported", super::types::spark_name(t))
@@ -285,17 +400,7 @@ pub(crate) fn resolve(name: &str, types: &[DataType], tz: &SessionTz) -> Result<
             };
             sig(f, types.to_vec(), ret)
         }
-        "greatest" | "least" => {
-            arity(2, 255)?;
-            let t = super::types::common_type(types.iter())
-                .filter(|t| *t != Null)
-                .ok_or_else(|| format!("{name} of these types is not supported"))?;
-            let f = if name == "greatest" { Func::Greatest } else { Func::Least };
-            sig(f, vec![t.clone(); n], t)
-        }
-        _ => Err(format!(
-            "the function {name} is not one a filter computes (see the filter page of the docs for those that are)"
-        )),
+        _ => Ok(None),
     }
 }
 
@@ -648,63 +753,8 @@ fn numbers_call(
     Ok(match f {
         Func::Abs => abs(a)?,
         Func::Pmod => pmod(a, &values[1])?,
-        Func::Round => {
-            let d: Vec<Option<i32>> = match values.get(1) {
-                Some(d) => ints(d).iter().collect(),
-                None => vec![Some(0); rows],
-            };
-            match a.data_type() {
-                DataType::Float64 | DataType::Float32 => {
-                    let x = arrow::compute::cast(&a, &DataType::Float64)?;
-                    let out: Float64Array = x
-                        .as_primitive::<Float64Type>()
-                        .iter()
-                        .zip(d)
-                        .map(|(x, d)| Some(round_double(x?, d?)))
-                        .collect();
-                    arrow::compute::cast(&(Arc::new(out) as ArrayRef), a.data_type())?
-                }
-                t => {
-                    let x = arrow::compute::cast(&a, &DataType::Int64)?;
-                    let out = x
-                        .as_primitive::<Int64Type>()
-                        .iter()
-                        .zip(d)
-                        .map(|(x, d)| match (x, d) {
-                            (Some(x), Some(d)) => round_long(x, d)
-                                .map(Some)
-                                .ok_or_else(|| overflow(&format!("round({x}, {d})"))),
-                            _ => Ok(None),
-                        })
-                        .collect::<Result<Int64Array, _>>()?;
-                    super::cast::cast_to(
-                        &(Arc::new(out) as ArrayRef),
-                        t,
-                        super::cast::CastMode::Ansi,
-                    )?
-                }
-            }
-        }
-        Func::Floor | Func::Ceil => {
-            let out = a
-                .as_primitive::<Float64Type>()
-                .iter()
-                .map(|v| match v {
-                    None => Ok(None),
-                    Some(v) => {
-                        let r = if f == Func::Floor {
-                            v.floor()
-                        } else {
-                            v.ceil()
-                        };
-                        // Java's Math.floor then a cast to long: NaN is 0,
-                        // out of range the nearest long.
-                        Ok(Some(if r.is_nan() { 0 } else { r as i64 }))
-                    }
-                })
-                .collect::<Result<Int64Array, ArrowError>>()?;
-            Arc::new(out)
-        }
+        Func::Round => round_call(a, values, rows)?,
+        Func::Floor | Func::Ceil => floor_ceil(f, a)?,
         Func::IsNan => {
             let x = arrow::compute::cast(&a, &DataType::Float64)?;
             Arc::new(
@@ -715,37 +765,98 @@ fn numbers_call(
             )
         }
         Func::RoundDecimal(d) => round_decimal(a, d, ret)?,
-        Func::Greatest | Func::Least => {
-            let mut out = a.clone();
-            for v in &values[1..] {
-                let (o, v2) = (
-                    super::types::normalize_floats(&out),
-                    super::types::normalize_floats(v),
-                );
-                // Nulls are skipped: take v where out is null or v wins.
-                let wins = if f == Func::Greatest {
-                    arrow::compute::kernels::cmp::gt(&v2, &o)?
-                } else {
-                    arrow::compute::kernels::cmp::lt(&v2, &o)?
-                };
-                let take_v: BooleanArray = (0..rows)
-                    .map(|i| {
-                        Some(
-                            v.is_valid(i)
-                                && (out.is_null(i) || (wins.is_valid(i) && wins.value(i))),
-                        )
-                    })
-                    .collect();
-                out = arrow::compute::kernels::zip::zip(&take_v, v, &out)?;
-            }
-            out
-        }
+        Func::Greatest | Func::Least => greatest_least(f, a, values, rows)?,
         other => {
             return Err(ArrowError::InvalidArgumentError(format!(
                 "{other:?} is no math function"
             )))
         }
     })
+}
+
+/// `round(x, d)` of a float, double or integer, half up (`d` 0 where not
+/// given); an integer that overflows fails.
+fn round_call(a: &ArrayRef, values: &[ArrayRef], rows: usize) -> Result<ArrayRef, ArrowError> {
+    let d: Vec<Option<i32>> = match values.get(1) {
+        Some(d) => ints(d).iter().collect(),
+        None => vec![Some(0); rows],
+    };
+    Ok(match a.data_type() {
+        DataType::Float64 | DataType::Float32 => {
+            let x = arrow::compute::cast(&a, &DataType::Float64)?;
+            let out: Float64Array = x
+                .as_primitive::<Float64Type>()
+                .iter()
+                .zip(d)
+                .map(|(x, d)| Some(round_double(x?, d?)))
+                .collect();
+            arrow::compute::cast(&(Arc::new(out) as ArrayRef), a.data_type())?
+        }
+        t => {
+            let x = arrow::compute::cast(&a, &DataType::Int64)?;
+            let out = x
+                .as_primitive::<Int64Type>()
+                .iter()
+                .zip(d)
+                .map(|(x, d)| match (x, d) {
+                    (Some(x), Some(d)) => round_long(x, d)
+                        .map(Some)
+                        .ok_or_else(|| overflow(&format!("round({x}, {d})"))),
+                    _ => Ok(None),
+                })
+                .collect::<Result<Int64Array, _>>()?;
+            super::cast::cast_to(&(Arc::new(out) as ArrayRef), t, super::cast::CastMode::Ansi)?
+        }
+    })
+}
+
+/// `floor(x)` or `ceil(x)` of a double, as a `bigint`.
+fn floor_ceil(f: Func, a: &ArrayRef) -> Result<ArrayRef, ArrowError> {
+    let out = a
+        .as_primitive::<Float64Type>()
+        .iter()
+        .map(|v| match v {
+            None => Ok(None),
+            Some(v) => {
+                let r = if f == Func::Floor {
+                    v.floor()
+                } else {
+                    v.ceil()
+                };
+                // Java's Math.floor then a cast to long: NaN is 0,
+                // out of range the nearest long.
+                Ok(Some(if r.is_nan() { 0 } else { r as i64 }))
+            }
+        })
+        .collect::<Result<Int64Array, ArrowError>>()?;
+    Ok(Arc::new(out))
+}
+
+/// `greatest(...)` or `least(...)` of values of one type, nulls skipped.
+fn greatest_least(
+    f: Func,
+    a: &ArrayRef,
+    values: &[ArrayRef],
+    rows: usize,
+) -> Result<ArrayRef, ArrowError> {
+    let mut out = a.clone();
+    for v in &values[1..] {
+        let (o, v2) = (
+            super::types::normalize_floats(&out),
+            super::types::normalize_floats(v),
+        );
+        // Nulls are skipped: take v where out is null or v wins.
+        let wins = if f == Func::Greatest {
+            arrow::compute::kernels::cmp::gt(&v2, &o)?
+        } else {
+            arrow::compute::kernels::cmp::lt(&v2, &o)?
+        };
+        let take_v: BooleanArray = (0..rows)
+            .map(|i| Some(v.is_valid(i) && (out.is_null(i) || (wins.is_valid(i) && wins.value(i)))))
+            .collect();
+        out = arrow::compute::kernels::zip::zip(&take_v, v, &out)?;
+    }
+    Ok(out)
 }
 
 /// The date and time functions (UTC).
@@ -777,26 +888,7 @@ fn dates_call(
                 .collect();
             Arc::new(out.with_timezone_opt(ts.timezone().map(Arc::from)))
         }
-        Func::Trunc => {
-            let units = strings(&values[1]);
-            let d = a.as_primitive::<Date32Type>();
-            let out: Date32Array = d
-                .iter()
-                .zip(units.iter())
-                .map(|(d, u)| {
-                    let u = u?.to_ascii_lowercase();
-                    if !matches!(
-                        u.as_str(),
-                        "year" | "yyyy" | "yy" | "quarter" | "month" | "mon" | "mm" | "week"
-                    ) {
-                        return None;
-                    }
-                    let t = trunc_ts(day(d?)?.and_hms_opt(0, 0, 0)?, &u)?;
-                    Some(days_of(t.date()))
-                })
-                .collect();
-            Arc::new(out)
-        }
+        Func::Trunc => trunc_dates(a, values),
         Func::DateDiff => {
             let (x, y) = (
                 a.as_primitive::<Date32Type>(),
@@ -809,31 +901,58 @@ fn dates_call(
                     .collect::<Int32Array>(),
             )
         }
-        Func::DateAdd | Func::DateSub => {
-            let (x, n) = (a.as_primitive::<Date32Type>(), ints(&values[1]));
-            let out = x
-                .iter()
-                .zip(n.iter())
-                .map(|(x, n)| match (x, n) {
-                    (Some(x), Some(n)) => {
-                        let r = if f == Func::DateAdd {
-                            x.checked_add(n)
-                        } else {
-                            x.checked_sub(n)
-                        };
-                        r.map(Some).ok_or_else(|| overflow("date_add"))
-                    }
-                    _ => Ok(None),
-                })
-                .collect::<Result<Date32Array, _>>()?;
-            Arc::new(out)
-        }
+        Func::DateAdd | Func::DateSub => shift_days(f, a, values)?,
         other => {
             return Err(ArrowError::InvalidArgumentError(format!(
                 "{other:?} is no date function"
             )))
         }
     })
+}
+
+/// `trunc(date, unit)`: the date's year, quarter, month or week start
+/// (null for another unit).
+fn trunc_dates(a: &ArrayRef, values: &[ArrayRef]) -> ArrayRef {
+    let units = strings(&values[1]);
+    let d = a.as_primitive::<Date32Type>();
+    let out: Date32Array = d
+        .iter()
+        .zip(units.iter())
+        .map(|(d, u)| {
+            let u = u?.to_ascii_lowercase();
+            if !matches!(
+                u.as_str(),
+                "year" | "yyyy" | "yy" | "quarter" | "month" | "mon" | "mm" | "week"
+            ) {
+                return None;
+            }
+            let t = trunc_ts(day(d?)?.and_hms_opt(0, 0, 0)?, &u)?;
+            Some(days_of(t.date()))
+        })
+        .collect();
+    Arc::new(out)
+}
+
+/// `date_add(date, n)` or `date_sub(date, n)`: the date `n` days later or
+/// earlier.
+fn shift_days(f: Func, a: &ArrayRef, values: &[ArrayRef]) -> Result<ArrayRef, ArrowError> {
+    let (x, n) = (a.as_primitive::<Date32Type>(), ints(&values[1]));
+    let out = x
+        .iter()
+        .zip(n.iter())
+        .map(|(x, n)| match (x, n) {
+            (Some(x), Some(n)) => {
+                let r = if f == Func::DateAdd {
+                    x.checked_add(n)
+                } else {
+                    x.checked_sub(n)
+                };
+                r.map(Some).ok_or_else(|| overflow("date_add"))
+            }
+            _ => Ok(None),
+        })
+        .collect::<Result<Date32Array, _>>()?;
+    Ok(Arc::new(out))
 }
 
 /// Spark's hashes, chained over the arguments.

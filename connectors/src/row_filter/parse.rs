@@ -500,32 +500,7 @@ impl<'a> Parser<'a> {
         let left = self.value(0)?;
         let at = left.pos();
         if self.eat_word("IS") {
-            let negated = self.eat_word("NOT");
-            let t = self.next();
-            let word = match &t.kind {
-                Tok::Word(w) => w.to_ascii_uppercase(),
-                other => {
-                    return Err(self.error(
-                        format!("expected NULL, TRUE, FALSE, UNKNOWN or DISTINCT FROM after IS but found {other}"),
-                        t.at,
-                    ))
-                }
-            };
-            return match word.as_str() {
-                "NULL" => Ok(Node::IsNull(Box::new(left), negated, at)),
-                "TRUE" => Ok(Node::IsBool(Box::new(left), Some(true), negated, at)),
-                "FALSE" => Ok(Node::IsBool(Box::new(left), Some(false), negated, at)),
-                "UNKNOWN" => Ok(Node::IsBool(Box::new(left), None, negated, at)),
-                "DISTINCT" => {
-                    self.expect_word("FROM")?;
-                    let right = self.value(0)?;
-                    Ok(Node::Distinct(Box::new(left), Box::new(right), negated, at))
-                }
-                _ => Err(self.error(
-                    format!("expected NULL, TRUE, FALSE, UNKNOWN or DISTINCT FROM after IS but found {}", t.kind),
-                    t.at,
-                )),
-            };
+            return self.is_predicate(left, at);
         }
         let negated = if self.at_word("NOT")
             && ["IN", "BETWEEN", "LIKE", "ILIKE", "RLIKE", "REGEXP"]
@@ -538,13 +513,7 @@ impl<'a> Parser<'a> {
             false
         };
         if self.eat_word("IN") {
-            self.expect_sym("(")?;
-            let mut list = vec![self.or()?];
-            while self.eat_sym(",") {
-                list.push(self.or()?);
-            }
-            self.expect_sym(")")?;
-            return Ok(Node::In(Box::new(left), list, negated, at));
+            return self.in_list(left, negated, at);
         }
         if self.eat_word("BETWEEN") {
             let low = self.value(0)?;
@@ -573,28 +542,7 @@ impl<'a> Parser<'a> {
             {
                 return self.like_quantified(left, kind, negated, at);
             }
-            let pattern = self.value(0)?;
-            let escape = if kind != LikeKind::RLike && self.eat_word("ESCAPE") {
-                let t = self.next();
-                match &t.kind {
-                    Tok::Str(s) if s.chars().count() == 1 => s.chars().next(),
-                    _ => {
-                        return Err(
-                            self.error("ESCAPE takes a string of one character".to_string(), t.at)
-                        )
-                    }
-                }
-            } else {
-                None
-            };
-            return Ok(Node::Like {
-                expr: Box::new(left),
-                pattern: Box::new(pattern),
-                escape,
-                kind,
-                negated,
-                at,
-            });
+            return self.like(left, kind, negated, at);
         }
         if negated {
             let t = self.peek();
@@ -607,6 +555,84 @@ impl<'a> Parser<'a> {
             ));
         }
         Ok(left)
+    }
+
+    /// What follows `left IS`: `[NOT] NULL`, `TRUE`, `FALSE`, `UNKNOWN` or
+    /// `DISTINCT FROM right`.
+    fn is_predicate(&mut self, left: Node, at: Pos) -> Result<Node, RowFilterError> {
+        let negated = self.eat_word("NOT");
+        let t = self.next();
+        let word = match &t.kind {
+            Tok::Word(w) => w.to_ascii_uppercase(),
+            other => {
+                return Err(self.error(
+                    format!("expected NULL, TRUE, FALSE, UNKNOWN or DISTINCT FROM after IS but found {other}"),
+                    t.at,
+                ))
+            }
+        };
+        match word.as_str() {
+            "NULL" => Ok(Node::IsNull(Box::new(left), negated, at)),
+            "TRUE" => Ok(Node::IsBool(Box::new(left), Some(true), negated, at)),
+            "FALSE" => Ok(Node::IsBool(Box::new(left), Some(false), negated, at)),
+            "UNKNOWN" => Ok(Node::IsBool(Box::new(left), None, negated, at)),
+            "DISTINCT" => {
+                self.expect_word("FROM")?;
+                let right = self.value(0)?;
+                Ok(Node::Distinct(Box::new(left), Box::new(right), negated, at))
+            }
+            _ => Err(self.error(
+                format!(
+                    "expected NULL, TRUE, FALSE, UNKNOWN or DISTINCT FROM after IS but found {}",
+                    t.kind
+                ),
+                t.at,
+            )),
+        }
+    }
+
+    /// What follows `left [NOT] IN`: a parenthesized list.
+    fn in_list(&mut self, left: Node, negated: bool, at: Pos) -> Result<Node, RowFilterError> {
+        self.expect_sym("(")?;
+        let mut list = vec![self.or()?];
+        while self.eat_sym(",") {
+            list.push(self.or()?);
+        }
+        self.expect_sym(")")?;
+        Ok(Node::In(Box::new(left), list, negated, at))
+    }
+
+    /// What follows `left [NOT] LIKE` (or `ILIKE`, `RLIKE`) but a quantifier:
+    /// the pattern and its `ESCAPE` character.
+    fn like(
+        &mut self,
+        left: Node,
+        kind: LikeKind,
+        negated: bool,
+        at: Pos,
+    ) -> Result<Node, RowFilterError> {
+        let pattern = self.value(0)?;
+        let escape = if kind != LikeKind::RLike && self.eat_word("ESCAPE") {
+            let t = self.next();
+            match &t.kind {
+                Tok::Str(s) if s.chars().count() == 1 => s.chars().next(),
+                _ => {
+                    return Err(
+                        self.error("ESCAPE takes a string of one character".to_string(), t.at)
+                    )
+                }
+            }
+        } else {
+            None
+        };
+        Ok(Node::Like {
+            expr: Box::new(left),
+            pattern: Box::new(pattern),
+            escape,
+            kind,
+            negated,
+            at,
+        })
     }
 
     /// Binary operators by precedence climbing: each loop takes a chain of

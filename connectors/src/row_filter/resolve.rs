@@ -13,7 +13,7 @@ use super::cast::{castable, CastMode};
 use super::expr::{fold, lit, Expr, Kind};
 use super::func;
 use super::like;
-use super::parse::{Arith, CmpOp, Col, Literal, Node, TypeName};
+use super::parse::{Arith, CmpOp, Col, LikeKind, Literal, Node, TypeName};
 use super::types::{self, comparison_type, engine_type, spark_name};
 use super::tz::SessionTz;
 use super::{Pos, RowFilterError};
@@ -87,25 +87,7 @@ impl<'a> Resolver<'a> {
 
     fn expr_unfolded(&self, node: &Node) -> Result<Expr, RowFilterError> {
         Ok(match node {
-            Node::Column(col) => {
-                let field = self.field(col)?;
-                let ty = engine_type(field.data_type()).ok_or_else(|| {
-                    self.mismatch(
-                        format!(
-                            "column {} is {}, which a filter does not compute with",
-                            field.name(),
-                            field.data_type()
-                        ),
-                        col.at,
-                    )
-                })?;
-                // A `timestamp` is computed in the session's zone.
-                let ty = match ty {
-                    DataType::Timestamp(_, Some(_)) => self.tz.timestamp(),
-                    other => other,
-                };
-                Expr::new(Kind::Column(field.name().clone()), ty)
-            }
+            Node::Column(col) => self.column(col)?,
             Node::Lit(l) => lit(&l.value, &self.tz).ok_or_else(|| {
                 self.mismatch(
                     format!("the literal {} is out of its type's range", l.value),
@@ -125,34 +107,8 @@ impl<'a> Resolver<'a> {
                 Expr::new(kind, DataType::Boolean)
             }
             Node::Not(a) => Expr::new(Kind::Not(Box::new(self.condition(a)?)), DataType::Boolean),
-            Node::Neg(a, at) => {
-                let e = self.expr(a)?;
-                let e = match e.ty {
-                    DataType::Null => e.implicit(&DataType::Int32),
-                    // `-s` of a string is of the double it holds.
-                    DataType::Utf8 => e.implicit(&DataType::Float64),
-                    _ => e,
-                };
-                if !types::is_numeric(&e.ty) {
-                    return Err(self.mismatch(
-                        format!("`-` takes a number, not {}", spark_name(&e.ty)),
-                        *at,
-                    ));
-                }
-                let ty = e.ty.clone();
-                Expr::new(Kind::Neg(Box::new(e)), ty)
-            }
-            Node::BitNot(a, at) => {
-                let e = self.expr(a)?;
-                if !types::is_integral(&e.ty) {
-                    return Err(self.mismatch(
-                        format!("`~` takes an integer, not {}", spark_name(&e.ty)),
-                        *at,
-                    ));
-                }
-                let ty = e.ty.clone();
-                Expr::new(Kind::BitNot(Box::new(e)), ty)
-            }
+            Node::Neg(a, at) => self.neg(a, *at)?,
+            Node::BitNot(a, at) => self.bit_not(a, *at)?,
             Node::Arith(a, op, b, at) => self.arith(a, *op, b, *at)?,
             Node::Cmp(a, op, b, at) => self.compare(a, *op, b, *at)?,
             Node::Distinct(a, b, negated, at) => {
@@ -163,31 +119,7 @@ impl<'a> Resolver<'a> {
                     Expr::new(Kind::Not(Box::new(eq)), DataType::Boolean)
                 }
             }
-            Node::In(a, list, negated, at) => {
-                let x = self.expr(a)?;
-                let items = list
-                    .iter()
-                    .map(|n| self.expr(n))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let ty = self.common(
-                    std::iter::once(&x.ty).chain(items.iter().map(|e| &e.ty)),
-                    *at,
-                    "IN",
-                )?;
-                self.literal_fits(&x, &ty, a.pos())?;
-                for (e, n) in items.iter().zip(list) {
-                    self.literal_fits(e, &ty, n.pos())?;
-                }
-                let items: Vec<Expr> = items.into_iter().map(|e| e.implicit(&ty)).collect();
-                let x = Box::new(x.implicit(&ty));
-                let literals: Option<Vec<arrow::array::ArrayRef>> =
-                    items.iter().map(|e| e.literal().cloned()).collect();
-                let kind = match literals.map(|l| super::expr::Members::new(&l)) {
-                    Some(Ok(members)) => Kind::InSet(x, Arc::new(members), *negated),
-                    _ => Kind::In(x, items, *negated),
-                };
-                Expr::new(kind, DataType::Boolean)
-            }
+            Node::In(a, list, negated, at) => self.in_list(a, list, *negated, *at)?,
             Node::Between(x, low, high, negated, at) => {
                 // `x BETWEEN a AND b` is `x >= a AND x <= b` in Spark.
                 let ge = self.compare(x, CmpOp::Plain(super::parse::Op::Ge), low, *at)?;
@@ -206,74 +138,12 @@ impl<'a> Resolver<'a> {
                 kind,
                 negated,
                 at,
-            } => {
-                let x = self.expr(expr)?;
-                let x = match x.ty {
-                    DataType::Utf8 => x,
-                    DataType::Null => x.implicit(&DataType::Utf8),
-                    // A number, date or timestamp is matched as its text.
-                    ref t if *t != DataType::Binary && castable(t, &DataType::Utf8) => {
-                        x.implicit(&DataType::Utf8)
-                    }
-                    ref other => {
-                        return Err(self.mismatch(
-                            format!("LIKE matches strings, and this is {}", spark_name(other)),
-                            *at,
-                        ))
-                    }
-                };
-                let p = self.expr(pattern)?;
-                let text = match p.literal() {
-                    Some(v) if v.data_type() == &DataType::Null || v.is_null(0) => {
-                        return Ok(Expr::new(
-                            Kind::Lit(arrow::array::new_null_array(&DataType::Boolean, 1)),
-                            DataType::Boolean,
-                        ))
-                    }
-                    Some(v) if *v.data_type() == DataType::Utf8 => {
-                        use arrow::array::AsArray;
-                        v.as_string::<i32>().value(0).to_string()
-                    }
-                    _ => {
-                        return Err(self.mismatch(
-                            "a pattern is a string literal here (a pattern from a column is not supported)".to_string(),
-                            pattern.pos(),
-                        ))
-                    }
-                };
-                let matcher = like::matcher(*kind, &text, *escape)
-                    .map_err(|reason| self.mismatch(reason, pattern.pos()))?;
-                Expr::new(
-                    Kind::Like(Box::new(x), Arc::new(matcher), *negated),
-                    DataType::Boolean,
-                )
-            }
+            } => self.like(expr, pattern, *escape, *kind, *negated, *at)?,
             Node::IsNull(a, negated, _) => Expr::new(
                 Kind::IsNull(Box::new(self.expr(a)?), *negated),
                 DataType::Boolean,
             ),
-            Node::IsBool(a, value, negated, _) => {
-                let x = self.condition(a)?;
-                // `x IS TRUE` is `x <=> true`; `x IS UNKNOWN` is `x IS NULL`.
-                let e = match value {
-                    None => Expr::new(Kind::IsNull(Box::new(x), false), DataType::Boolean),
-                    Some(b) => {
-                        let v = Expr::new(
-                            Kind::Lit(Arc::new(arrow::array::BooleanArray::from(vec![*b]))),
-                            DataType::Boolean,
-                        );
-                        Expr::new(
-                            Kind::Cmp(CmpOp::NullSafeEq, Box::new(x), Box::new(v)),
-                            DataType::Boolean,
-                        )
-                    }
-                };
-                if *negated {
-                    Expr::new(Kind::Not(Box::new(e)), DataType::Boolean)
-                } else {
-                    e
-                }
-            }
+            Node::IsBool(a, value, negated, _) => self.is_bool(a, *value, *negated)?,
             Node::Case {
                 operand,
                 arms,
@@ -283,28 +153,199 @@ impl<'a> Resolver<'a> {
             Node::Cast(a, to, try_cast, at) => {
                 let x = self.expr(a)?;
                 let ty = self.type_of(to)?;
-                if !castable(&x.ty, &ty) {
-                    return Err(self.mismatch(
-                        format!(
-                            "a cast from {} to {} is not supported",
-                            spark_name(&x.ty),
-                            spark_name(&ty)
-                        ),
-                        *at,
-                    ));
-                }
                 let mode = if *try_cast {
                     CastMode::Try
                 } else {
                     CastMode::Ansi
                 };
-                if x.ty == ty {
-                    x
-                } else {
-                    Expr::new(Kind::Cast(Box::new(x), mode), ty)
-                }
+                self.cast(x, ty, mode, *at)?
             }
             Node::Call(name, args, at) => self.call(name, args, *at)?,
+        })
+    }
+
+    /// A column, typed as a filter computes with it.
+    fn column(&self, col: &Col) -> Result<Expr, RowFilterError> {
+        let field = self.field(col)?;
+        let ty = engine_type(field.data_type()).ok_or_else(|| {
+            self.mismatch(
+                format!(
+                    "column {} is {}, which a filter does not compute with",
+                    field.name(),
+                    field.data_type()
+                ),
+                col.at,
+            )
+        })?;
+        // A `timestamp` is computed in the session's zone.
+        let ty = match ty {
+            DataType::Timestamp(_, Some(_)) => self.tz.timestamp(),
+            other => other,
+        };
+        Ok(Expr::new(Kind::Column(field.name().clone()), ty))
+    }
+
+    /// `-a`: a number (a string as the double it holds).
+    fn neg(&self, a: &Node, at: Pos) -> Result<Expr, RowFilterError> {
+        let e = self.expr(a)?;
+        let e = match e.ty {
+            DataType::Null => e.implicit(&DataType::Int32),
+            // `-s` of a string is of the double it holds.
+            DataType::Utf8 => e.implicit(&DataType::Float64),
+            _ => e,
+        };
+        if !types::is_numeric(&e.ty) {
+            return Err(self.mismatch(format!("`-` takes a number, not {}", spark_name(&e.ty)), at));
+        }
+        let ty = e.ty.clone();
+        Ok(Expr::new(Kind::Neg(Box::new(e)), ty))
+    }
+
+    /// `~a`: an integer.
+    fn bit_not(&self, a: &Node, at: Pos) -> Result<Expr, RowFilterError> {
+        let e = self.expr(a)?;
+        if !types::is_integral(&e.ty) {
+            return Err(self.mismatch(
+                format!("`~` takes an integer, not {}", spark_name(&e.ty)),
+                at,
+            ));
+        }
+        let ty = e.ty.clone();
+        Ok(Expr::new(Kind::BitNot(Box::new(e)), ty))
+    }
+
+    /// `a [NOT] IN (list)`: every member brought to the list's common type.
+    fn in_list(
+        &self,
+        a: &Node,
+        list: &[Node],
+        negated: bool,
+        at: Pos,
+    ) -> Result<Expr, RowFilterError> {
+        let x = self.expr(a)?;
+        let items = list
+            .iter()
+            .map(|n| self.expr(n))
+            .collect::<Result<Vec<_>, _>>()?;
+        let ty = self.common(
+            std::iter::once(&x.ty).chain(items.iter().map(|e| &e.ty)),
+            at,
+            "IN",
+        )?;
+        self.literal_fits(&x, &ty, a.pos())?;
+        for (e, n) in items.iter().zip(list) {
+            self.literal_fits(e, &ty, n.pos())?;
+        }
+        let items: Vec<Expr> = items.into_iter().map(|e| e.implicit(&ty)).collect();
+        let x = Box::new(x.implicit(&ty));
+        let literals: Option<Vec<arrow::array::ArrayRef>> =
+            items.iter().map(|e| e.literal().cloned()).collect();
+        let kind = match literals.map(|l| super::expr::Members::new(&l)) {
+            Some(Ok(members)) => Kind::InSet(x, Arc::new(members), negated),
+            _ => Kind::In(x, items, negated),
+        };
+        Ok(Expr::new(kind, DataType::Boolean))
+    }
+
+    /// `expr [NOT] LIKE pattern` (or `ILIKE`, `RLIKE`): a string (a number,
+    /// date or timestamp as its text) matched with a literal pattern.
+    fn like(
+        &self,
+        expr: &Node,
+        pattern: &Node,
+        escape: Option<char>,
+        kind: LikeKind,
+        negated: bool,
+        at: Pos,
+    ) -> Result<Expr, RowFilterError> {
+        let x = self.expr(expr)?;
+        let x = match x.ty {
+            DataType::Utf8 => x,
+            DataType::Null => x.implicit(&DataType::Utf8),
+            // A number, date or timestamp is matched as its text.
+            ref t if *t != DataType::Binary && castable(t, &DataType::Utf8) => {
+                x.implicit(&DataType::Utf8)
+            }
+            ref other => {
+                return Err(self.mismatch(
+                    format!("LIKE matches strings, and this is {}", spark_name(other)),
+                    at,
+                ))
+            }
+        };
+        let p = self.expr(pattern)?;
+        let text =
+            match p.literal() {
+                Some(v) if v.data_type() == &DataType::Null || v.is_null(0) => {
+                    return Ok(Expr::new(
+                        Kind::Lit(arrow::array::new_null_array(&DataType::Boolean, 1)),
+                        DataType::Boolean,
+                    ))
+                }
+                Some(v) if *v.data_type() == DataType::Utf8 => {
+                    use arrow::array::AsArray;
+                    v.as_string::<i32>().value(0).to_string()
+                }
+                _ => return Err(self.mismatch(
+                    "a pattern is a string literal here (a pattern from a column is not supported)"
+                        .to_string(),
+                    pattern.pos(),
+                )),
+            };
+        let matcher = like::matcher(kind, &text, escape)
+            .map_err(|reason| self.mismatch(reason, pattern.pos()))?;
+        Ok(Expr::new(
+            Kind::Like(Box::new(x), Arc::new(matcher), negated),
+            DataType::Boolean,
+        ))
+    }
+
+    /// `a IS [NOT] TRUE`, `FALSE` (`value`) or `UNKNOWN` (`None`).
+    fn is_bool(
+        &self,
+        a: &Node,
+        value: Option<bool>,
+        negated: bool,
+    ) -> Result<Expr, RowFilterError> {
+        let x = self.condition(a)?;
+        // `x IS TRUE` is `x <=> true`; `x IS UNKNOWN` is `x IS NULL`.
+        let e = match value {
+            None => Expr::new(Kind::IsNull(Box::new(x), false), DataType::Boolean),
+            Some(b) => {
+                let v = Expr::new(
+                    Kind::Lit(Arc::new(arrow::array::BooleanArray::from(vec![b]))),
+                    DataType::Boolean,
+                );
+                Expr::new(
+                    Kind::Cmp(CmpOp::NullSafeEq, Box::new(x), Box::new(v)),
+                    DataType::Boolean,
+                )
+            }
+        };
+        Ok(if negated {
+            Expr::new(Kind::Not(Box::new(e)), DataType::Boolean)
+        } else {
+            e
+        })
+    }
+
+    /// `x` cast to `ty` (as it is where it is of `ty` already); a cast
+    /// sluice does not do as Spark does is refused.
+    fn cast(&self, x: Expr, ty: DataType, mode: CastMode, at: Pos) -> Result<Expr, RowFilterError> {
+        if !castable(&x.ty, &ty) {
+            return Err(self.mismatch(
+                format!(
+                    "a cast from {} to {} is not supported",
+                    spark_name(&x.ty),
+                    spark_name(&ty)
+                ),
+                at,
+            ));
+        }
+        Ok(if x.ty == ty {
+            x
+        } else {
+            Expr::new(Kind::Cast(Box::new(x), mode), ty)
         })
     }
 
@@ -487,101 +528,110 @@ impl<'a> Resolver<'a> {
         ))
     }
 
+    /// A function call: the conditional functions, casts by a type's name
+    /// and null tests here, the others as [`func`] types them.
     fn call(&self, name: &str, args: &[Node], at: Pos) -> Result<Expr, RowFilterError> {
         let values = args
             .iter()
             .map(|n| self.expr(n))
             .collect::<Result<Vec<_>, _>>()?;
         match name {
-            "coalesce" | "nvl" | "ifnull" => {
-                if values.is_empty() || (name != "coalesce" && values.len() != 2) {
-                    return Err(self.mismatch(format!("{name} takes arguments"), at));
-                }
-                let ty = self.common(values.iter().map(|e| &e.ty), at, name)?;
-                let list = values.into_iter().map(|e| e.implicit(&ty)).collect();
-                return Ok(Expr::new(Kind::Coalesce(list), ty));
-            }
-            "if" | "iff" => {
-                if values.len() != 3 {
-                    return Err(self.mismatch("if takes 3 arguments".to_string(), at));
-                }
-                let mut it = values.into_iter();
-                let (c, a, b) = (it.next(), it.next(), it.next());
-                let (Some(c), Some(a), Some(b)) = (c, a, b) else {
-                    return Err(self.mismatch("if takes 3 arguments".to_string(), at));
-                };
-                let c = if c.ty == DataType::Boolean || c.ty == DataType::Null {
-                    c.implicit(&DataType::Boolean)
-                } else {
-                    return Err(self.mismatch("if's first argument is a condition".into(), at));
-                };
-                let ty = self.common([&a.ty, &b.ty], at, name)?;
-                return Ok(Expr::new(
-                    Kind::Case(vec![(c, a.implicit(&ty))], Some(Box::new(b.implicit(&ty)))),
-                    ty,
-                ));
-            }
-            "nullif" => {
-                if values.len() != 2 {
-                    return Err(self.mismatch("nullif takes 2 arguments".to_string(), at));
-                }
-                let cmp =
-                    self.compare(&args[0], CmpOp::Plain(super::parse::Op::Eq), &args[1], at)?;
-                let ty = values[0].ty.clone();
-                let null = Expr::new(Kind::Lit(arrow::array::new_null_array(&ty, 1)), ty.clone());
-                let first = values
-                    .into_iter()
-                    .next()
-                    .ok_or_else(|| self.mismatch("nullif takes 2 arguments".to_string(), at))?;
-                return Ok(Expr::new(
-                    Kind::Case(vec![(cmp, null)], Some(Box::new(first))),
-                    ty,
-                ));
-            }
+            "coalesce" | "nvl" | "ifnull" => self.coalesce(name, values, at),
+            "if" | "iff" => self.if_call(name, values, at),
+            "nullif" => self.nullif(args, values, at),
             // `double(x)`, `int(x)`, `date(x)`...: Spark's casts by type name.
             "boolean" | "tinyint" | "smallint" | "int" | "bigint" | "float" | "double"
             | "decimal" | "string" | "binary" | "date" | "timestamp"
                 if values.len() == 1 =>
             {
-                let ty = self.type_of(&TypeName {
-                    name: name.to_string(),
-                    params: Vec::new(),
-                    at,
-                })?;
-                let Some(x) = values.into_iter().next() else {
-                    return Err(self.mismatch(format!("{name} takes 1 argument"), at));
-                };
-                if !castable(&x.ty, &ty) {
-                    return Err(self.mismatch(
-                        format!(
-                            "a cast from {} to {} is not supported",
-                            spark_name(&x.ty),
-                            spark_name(&ty)
-                        ),
-                        at,
-                    ));
-                }
-                return Ok(if x.ty == ty {
-                    x
-                } else {
-                    Expr::new(Kind::Cast(Box::new(x), CastMode::Ansi), ty)
-                });
+                self.cast_by_name(name, values, at)
             }
-            "isnull" | "isnotnull" => {
-                if values.len() != 1 {
-                    return Err(self.mismatch(format!("{name} takes 1 argument"), at));
-                }
-                let e = values
-                    .into_iter()
-                    .next()
-                    .ok_or_else(|| self.mismatch(format!("{name} takes 1 argument"), at))?;
-                return Ok(Expr::new(
-                    Kind::IsNull(Box::new(e), name == "isnotnull"),
-                    DataType::Boolean,
-                ));
-            }
-            _ => {}
+            "isnull" | "isnotnull" => self.is_null_call(name, values, at),
+            _ => self.function(name, values, at),
         }
+    }
+
+    /// `coalesce(...)`, `nvl(a, b)`, `ifnull(a, b)`: the first value not
+    /// null, all brought to their common type.
+    fn coalesce(&self, name: &str, values: Vec<Expr>, at: Pos) -> Result<Expr, RowFilterError> {
+        if values.is_empty() || (name != "coalesce" && values.len() != 2) {
+            return Err(self.mismatch(format!("{name} takes arguments"), at));
+        }
+        let ty = self.common(values.iter().map(|e| &e.ty), at, name)?;
+        let list = values.into_iter().map(|e| e.implicit(&ty)).collect();
+        Ok(Expr::new(Kind::Coalesce(list), ty))
+    }
+
+    /// `if(c, a, b)`: a `CASE WHEN c THEN a ELSE b END`.
+    fn if_call(&self, name: &str, values: Vec<Expr>, at: Pos) -> Result<Expr, RowFilterError> {
+        if values.len() != 3 {
+            return Err(self.mismatch("if takes 3 arguments".to_string(), at));
+        }
+        let mut it = values.into_iter();
+        let (c, a, b) = (it.next(), it.next(), it.next());
+        let (Some(c), Some(a), Some(b)) = (c, a, b) else {
+            return Err(self.mismatch("if takes 3 arguments".to_string(), at));
+        };
+        let c = if c.ty == DataType::Boolean || c.ty == DataType::Null {
+            c.implicit(&DataType::Boolean)
+        } else {
+            return Err(self.mismatch("if's first argument is a condition".into(), at));
+        };
+        let ty = self.common([&a.ty, &b.ty], at, name)?;
+        Ok(Expr::new(
+            Kind::Case(vec![(c, a.implicit(&ty))], Some(Box::new(b.implicit(&ty)))),
+            ty,
+        ))
+    }
+
+    /// `nullif(a, b)`: null where `a = b`, else `a`.
+    fn nullif(&self, args: &[Node], values: Vec<Expr>, at: Pos) -> Result<Expr, RowFilterError> {
+        if values.len() != 2 {
+            return Err(self.mismatch("nullif takes 2 arguments".to_string(), at));
+        }
+        let cmp = self.compare(&args[0], CmpOp::Plain(super::parse::Op::Eq), &args[1], at)?;
+        let ty = values[0].ty.clone();
+        let null = Expr::new(Kind::Lit(arrow::array::new_null_array(&ty, 1)), ty.clone());
+        let first = values
+            .into_iter()
+            .next()
+            .ok_or_else(|| self.mismatch("nullif takes 2 arguments".to_string(), at))?;
+        Ok(Expr::new(
+            Kind::Case(vec![(cmp, null)], Some(Box::new(first))),
+            ty,
+        ))
+    }
+
+    /// `double(x)`, `int(x)`, `date(x)`...: a cast to the type `name` names.
+    fn cast_by_name(&self, name: &str, values: Vec<Expr>, at: Pos) -> Result<Expr, RowFilterError> {
+        let ty = self.type_of(&TypeName {
+            name: name.to_string(),
+            params: Vec::new(),
+            at,
+        })?;
+        let Some(x) = values.into_iter().next() else {
+            return Err(self.mismatch(format!("{name} takes 1 argument"), at));
+        };
+        self.cast(x, ty, CastMode::Ansi, at)
+    }
+
+    /// `isnull(x)`, `isnotnull(x)`.
+    fn is_null_call(&self, name: &str, values: Vec<Expr>, at: Pos) -> Result<Expr, RowFilterError> {
+        if values.len() != 1 {
+            return Err(self.mismatch(format!("{name} takes 1 argument"), at));
+        }
+        let e = values
+            .into_iter()
+            .next()
+            .ok_or_else(|| self.mismatch(format!("{name} takes 1 argument"), at))?;
+        Ok(Expr::new(
+            Kind::IsNull(Box::new(e), name == "isnotnull"),
+            DataType::Boolean,
+        ))
+    }
+
+    /// A function [`func`] computes, its arguments cast to its signature.
+    fn function(&self, name: &str, values: Vec<Expr>, at: Pos) -> Result<Expr, RowFilterError> {
         if let ("round", Some(DataType::Decimal128(p, s))) =
             (name, values.first().map(|e| e.ty.clone()))
         {

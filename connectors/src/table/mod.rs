@@ -254,13 +254,13 @@ async fn compacted_appends(
     if !commits.iter().any(|c| c.kind == CommitKind::Compaction) {
         return Ok(Vec::new());
     }
-    let at = |version: i64| match kind {
-        TableKind::Delta => TableVersion::Version(version.max(0) as u64),
-        TableKind::Iceberg => TableVersion::SnapshotId(version),
-    };
     let live: std::collections::HashSet<&Path> =
         changes.snapshot.files.iter().map(|f| &f.path).collect();
-    let mut snapshots: std::collections::HashMap<i64, TableSnapshot> = Default::default();
+    let mut snapshots = Snapshots {
+        location,
+        kind,
+        taken: Default::default(),
+    };
     let mut out = Vec::new();
     for (i, commit) in commits.iter().enumerate() {
         if commit.kind != CommitKind::Append {
@@ -272,58 +272,88 @@ async fn compacted_appends(
             commits[i - 1].version
         };
         for version in [before, commit.version] {
-            if let std::collections::hash_map::Entry::Vacant(slot) = snapshots.entry(version) {
-                slot.insert(snapshot(location, kind, at(version)).await?);
-            }
+            snapshots.take(version).await?;
         }
-        let old: std::collections::HashSet<&Path> =
-            snapshots[&before].files.iter().map(|f| &f.path).collect();
-        let added: Vec<TableFile> = snapshots[&commit.version]
+        let old: std::collections::HashSet<&Path> = snapshots.taken[&before]
+            .files
+            .iter()
+            .map(|f| &f.path)
+            .collect();
+        let added: Vec<TableFile> = snapshots.taken[&commit.version]
             .files
             .iter()
             .filter(|f| !old.contains(&f.path) && !live.contains(&f.path))
             .cloned()
             .collect();
         for file in added {
-            // The first later commit it is gone after decides.
-            let mut last_seen = commit.version;
-            for later in &commits[i + 1..] {
-                if later.kind == CommitKind::Append || later.kind == CommitKind::Metadata {
-                    last_seen = later.version;
-                    continue;
-                }
-                if let std::collections::hash_map::Entry::Vacant(slot) =
-                    snapshots.entry(later.version)
-                {
-                    slot.insert(snapshot(location, kind, at(later.version)).await?);
-                }
-                let found = snapshots[&later.version]
-                    .files
-                    .iter()
-                    .any(|f| f.path == file.path);
-                if found {
-                    last_seen = later.version;
-                    continue;
-                }
-                if later.kind == CommitKind::Compaction {
-                    if let std::collections::hash_map::Entry::Vacant(slot) =
-                        snapshots.entry(last_seen)
-                    {
-                        slot.insert(snapshot(location, kind, at(last_seen)).await?);
-                    }
-                    if let Some(f) = snapshots[&last_seen]
-                        .files
-                        .iter()
-                        .find(|f| f.path == file.path)
-                    {
-                        out.push(f.clone());
-                    }
-                }
-                break;
+            if let Some(f) = before_compaction(&mut snapshots, commits, i, &file.path).await? {
+                out.push(f);
             }
         }
     }
     Ok(out)
+}
+
+/// The snapshots of one table, each taken once.
+struct Snapshots<'a> {
+    location: &'a Location,
+    kind: TableKind,
+    /// The snapshots taken, by Delta version or Iceberg snapshot id.
+    taken: std::collections::HashMap<i64, TableSnapshot>,
+}
+
+impl Snapshots<'_> {
+    /// Takes the snapshot at `version` unless it was taken already.
+    async fn take(&mut self, version: i64) -> Result<()> {
+        if let std::collections::hash_map::Entry::Vacant(slot) = self.taken.entry(version) {
+            let at = match self.kind {
+                TableKind::Delta => TableVersion::Version(version.max(0) as u64),
+                TableKind::Iceberg => TableVersion::SnapshotId(version),
+            };
+            slot.insert(snapshot(self.location, self.kind, at).await?);
+        }
+        Ok(())
+    }
+}
+
+/// The file at `path`, appended by `commits[i]`, as it was just before the
+/// first later commit it is gone after, where that commit is a compaction
+/// and the file is still there; `None` otherwise.
+async fn before_compaction(
+    snapshots: &mut Snapshots<'_>,
+    commits: &[TableCommit],
+    i: usize,
+    path: &Path,
+) -> Result<Option<TableFile>> {
+    // The first later commit it is gone after decides.
+    let mut last_seen = commits[i].version;
+    for later in &commits[i + 1..] {
+        if later.kind == CommitKind::Append || later.kind == CommitKind::Metadata {
+            last_seen = later.version;
+            continue;
+        }
+        snapshots.take(later.version).await?;
+        let found = snapshots.taken[&later.version]
+            .files
+            .iter()
+            .any(|f| f.path == *path);
+        if found {
+            last_seen = later.version;
+            continue;
+        }
+        if later.kind == CommitKind::Compaction {
+            snapshots.take(last_seen).await?;
+            if let Some(f) = snapshots.taken[&last_seen]
+                .files
+                .iter()
+                .find(|f| f.path == *path)
+            {
+                return Ok(Some(f.clone()));
+            }
+        }
+        break;
+    }
+    Ok(None)
 }
 
 /// The error for a table of `kind` whose log cannot be read as it should.

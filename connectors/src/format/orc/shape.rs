@@ -226,6 +226,15 @@ fn convert(array: &ArrayRef, out: &DataType, hybrid: bool) -> Result<ArrayRef, S
                 spark_legacy::julian_to_gregorian_days(i64::from(d)) as i32
             }))
         }
+        _ => convert_nested(array, out, hybrid)?,
+    };
+    Ok(converted)
+}
+
+/// A struct, list, map or union column as decoded, its children converted
+/// to those of `out` (see [`convert`]); any other as it is.
+fn convert_nested(array: &ArrayRef, out: &DataType, hybrid: bool) -> Result<ArrayRef, ShapeError> {
+    Ok(match (array.data_type(), out) {
         (DataType::Struct(_), DataType::Struct(fields)) => {
             let s = array.as_struct();
             let columns = s
@@ -280,8 +289,7 @@ fn convert(array: &ArrayRef, out: &DataType, hybrid: bool) -> Result<ArrayRef, S
             )?)
         }
         _ => array.clone(),
-    };
-    Ok(converted)
+    })
 }
 
 #[cfg(test)]
