@@ -331,7 +331,7 @@ impl ExitCode for StateError {
     fn exit_code(&self) -> Option<u8> {
         match self {
             StateError::Locked(e) => e.exit_code(),
-            StateError::Journal(e) => e.exit_code(),
+            StateError::Journal { source, .. } => source.exit_code(),
             _ => None,
         }
         .or(Some(ERROR))
@@ -343,7 +343,7 @@ impl ExitCode for StateError {
 impl ExitCode for CommitError {
     fn exit_code(&self) -> Option<u8> {
         match self {
-            CommitError::Journal(e) => e.exit_code(),
+            CommitError::Journal { source } => source.exit_code(),
             CommitError::Panicked => None,
         }
     }
@@ -439,13 +439,22 @@ mod tests {
 
     #[test]
     fn a_journal_another_master_wrote_is_held() {
-        assert_eq!(of_error(&StateError::Journal(taken())), HELD);
-        let commit = CommitError::Journal(Arc::new(taken()));
+        let state = StateError::Journal {
+            state: "s3://b/state".into(),
+            doing: "replay its journal",
+            source: taken(),
+        };
+        assert_eq!(of_error(&state), HELD);
+        let commit = CommitError::Journal {
+            source: Arc::new(taken()),
+        };
         assert_eq!(of_error(&MasterError::Journal(commit)), HELD);
-        let failed = CommitError::Journal(Arc::new(JournalError::Io {
-            path: "/state/journal".into(),
-            cause: std::io::Error::other("no space left on device"),
-        }));
+        let failed = CommitError::Journal {
+            source: Arc::new(JournalError::Io {
+                path: "/state/journal".into(),
+                cause: std::io::Error::other("no space left on device"),
+            }),
+        };
         assert_eq!(of_error(&MasterError::Journal(failed)), ERROR);
         assert_eq!(of_error(&CommitError::Panicked), ERROR);
     }
@@ -542,7 +551,10 @@ mod tests {
 
     #[test]
     fn a_state_that_cannot_be_used_is_an_error_whatever_the_cause() {
-        let url = StateError::Location(invalid_url());
+        let url = StateError::Location {
+            url: "foo://x".into(),
+            source: invalid_url(),
+        };
         assert_eq!(of_error(&url), ERROR);
         assert_eq!(of_error(&MasterError::State(url)), ERROR);
     }

@@ -390,9 +390,13 @@ async fn open_state(
     };
     let state = &mut ready.state;
     if resumed && config.retry_failed && !state.queue().failures().is_empty() {
+        let retry = StateError::journal(
+            state.describe(),
+            "put its failed tasks back (--retry-failed)",
+        );
         state
             .retry_failed(crate::wall::wall_millis())
-            .map_err(StateError::from)?;
+            .map_err(retry)?;
     }
     if resumed {
         request.reopen(state)?;
@@ -423,12 +427,17 @@ async fn open_state(
         // instead of waiting for them to lapse. Its master went with it:
         // a crash, not an attempt of the tasks it held (RenewAll first).
         let now = crate::wall::wall_millis();
-        state
-            .execute(Command::RenewAll { now })
-            .map_err(StateError::from)?;
+        let take_back = || {
+            StateError::journal(
+                state.describe(),
+                "take back the leases of the run that wrote it",
+            )
+        };
+        let (renew, tick) = (take_back(), take_back());
+        state.execute(Command::RenewAll { now }).map_err(renew)?;
         state
             .execute(Command::Tick { now: u64::MAX / 2 })
-            .map_err(StateError::from)?;
+            .map_err(tick)?;
         if !finishing {
             warn!(state = %dir.display(), done = state.queue().status().tasks_done, "resuming from saved state");
         }
@@ -465,9 +474,10 @@ fn rewind_to_checkpoint(
 ) -> Result<(), TrainError> {
     let state = &mut ready.state;
     let committed = state.queue().rows_committed();
+    let rewind = StateError::journal(state.describe(), "go back to its last complete checkpoint");
     state
         .execute(Command::Rewind { now: wall_millis() })
-        .map_err(StateError::from)?;
+        .map_err(rewind)?;
     let cut = state.queue().cut();
     ready.rewound = committed.saturating_sub(cut.rows);
     warn!(
@@ -763,7 +773,10 @@ fn finish(
     }
     if let Some(dir) = &config.state {
         let value = serde_json::to_vec_pretty(&summary).unwrap_or_default();
-        write_durably(&dir.join(FINISHED), &value).map_err(StateError::from)?;
+        write_durably(&dir.join(FINISHED), &value).map_err(StateError::journal(
+            dir.display().to_string(),
+            "record that the run ended (finished.json)",
+        ))?;
     }
     check_rows(config, dataset, &source.status_now())?;
     Ok(Outcome::Trained(summary))

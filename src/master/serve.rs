@@ -251,14 +251,19 @@ async fn start(config: &MasterConfig, signals: &mut StopSignals) -> Result<Start
 /// followed job follows on, and `--retry-failed` puts failed tasks back.
 fn resume(config: &MasterConfig, state: &mut MasterState) -> Result<(), MasterError> {
     let now = crate::wall::wall_millis();
+    let renew = StateError::journal(state.describe(), "renew the workers' leases");
     state
         .execute(crate::queue::Command::RenewAll { now })
-        .map_err(|e| MasterError::State(e.into()))?;
+        .map_err(renew)?;
     config.plan.reopen(state)?;
     if config.retry_failed {
+        let retry = StateError::journal(
+            state.describe(),
+            "put its failed tasks back (--retry-failed)",
+        );
         state
             .retry_failed(crate::wall::wall_millis())
-            .map_err(|e| MasterError::State(e.into()))?;
+            .map_err(retry)?;
     }
     Ok(())
 }

@@ -21,9 +21,13 @@ impl PlanRequest {
     /// follows on from where it stopped.
     pub fn reopen(&self, state: &mut MasterState) -> Result<(), StateError> {
         if self.follow.is_some() && !state.queue().is_open() {
-            state.execute(Command::Reopen {
-                now: crate::wall::wall_millis(),
-            })?;
+            let doing =
+                StateError::journal(state.describe(), "reopen the queue of its followed job");
+            state
+                .execute(Command::Reopen {
+                    now: crate::wall::wall_millis(),
+                })
+                .map_err(doing)?;
         }
         Ok(())
     }
