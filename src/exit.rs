@@ -291,9 +291,9 @@ impl ExitCode for RunError {
         match self {
             RunError::Source { .. } => Some(USAGE),
             RunError::Rewritten { .. } => Some(TASKS_FAILED),
-            RunError::Connector(e) => e.exit_code(),
-            RunError::Train(e) => e.exit_code(),
-            RunError::Lock(e) => e.exit_code(),
+            RunError::Connector { source, .. } => source.exit_code(),
+            RunError::Train { source, .. } => source.exit_code(),
+            RunError::Lock { source, .. } => source.exit_code(),
             _ => None,
         }
     }
@@ -420,6 +420,14 @@ mod tests {
         }
     }
 
+    /// `sluice run` stopped by `e` while it trained.
+    fn trained(e: TrainError) -> RunError {
+        RunError::Train {
+            what: "what is new in /data/dt=*".into(),
+            source: Box::new(e),
+        }
+    }
+
     fn taken() -> JournalError {
         JournalError::Taken {
             location: "s3://b/state/journal-1".into(),
@@ -431,7 +439,7 @@ mod tests {
         assert_eq!(of_error(&held_dir()), HELD);
         assert_eq!(of_error(&TrainError::State(held_dir())), HELD);
         assert_eq!(of_error(&MasterError::State(held_dir())), HELD);
-        let run = RunError::from(TrainError::State(held_dir()));
+        let run = trained(TrainError::State(held_dir()));
         assert_eq!(of_error(&run), HELD);
         let worker = WorkerError::Train(TrainError::State(held_dir()));
         assert_eq!(of_error(&worker), HELD);
@@ -462,18 +470,18 @@ mod tests {
     #[test]
     fn a_train_error_inside_a_run_error_decides() {
         assert_eq!(of_error(&stopped()), INTERRUPTED);
-        assert_eq!(of_error(&RunError::from(stopped())), INTERRUPTED);
+        assert_eq!(of_error(&trained(stopped())), INTERRUPTED);
         let column = TrainError::Trainer(TrainerError::UnknownColumn {
             column: "labl".into(),
             available: "label".into(),
         });
-        assert_eq!(of_error(&RunError::from(column)), USAGE);
+        assert_eq!(of_error(&trained(column)), USAGE);
         let url = TrainError::Connector(invalid_url());
-        assert_eq!(of_error(&RunError::from(url)), USAGE);
+        assert_eq!(of_error(&trained(url)), USAGE);
         let missing = TrainError::Connector(connectors::Error::NotFound {
             path: "/data".into(),
         });
-        assert_eq!(of_error(&RunError::from(missing)), ERROR);
+        assert_eq!(of_error(&trained(missing)), ERROR);
     }
 
     #[test]
@@ -491,7 +499,13 @@ mod tests {
             reason: "two stars".into(),
         };
         assert_eq!(of_error(&source), USAGE);
-        assert_eq!(of_error(&RunError::from(invalid_url())), USAGE);
+        assert_eq!(
+            of_error(&RunError::Connector {
+                doing: "open the source".into(),
+                source: Box::new(invalid_url()),
+            }),
+            USAGE
+        );
         let held = LockError::Held {
             path: "/state/lock.json".into(),
             holder: Box::new(crate::schedule::lock::Holder {
@@ -502,12 +516,24 @@ mod tests {
                 expires_in: 60,
             }),
         };
-        assert_eq!(of_error(&RunError::Lock(held)), HELD);
+        assert_eq!(
+            of_error(&RunError::Lock {
+                doing: "take the job's lock",
+                source: held,
+            }),
+            HELD
+        );
         let lost = LockError::Lost {
             path: "/state/lock.json".into(),
             run: "r2".into(),
         };
-        assert_eq!(of_error(&RunError::Lock(lost)), HELD);
+        assert_eq!(
+            of_error(&RunError::Lock {
+                doing: "record the run",
+                source: lost,
+            }),
+            HELD
+        );
     }
 
     #[test]
@@ -561,7 +587,7 @@ mod tests {
 
     #[test]
     fn context_added_at_the_command_line_keeps_the_code() {
-        let e = anyhow::Error::new(RunError::from(stopped())).context("sluice run job.toml");
+        let e = anyhow::Error::new(trained(stopped())).context("sluice run job.toml");
         assert_eq!(of_chain(e.chain()), INTERRUPTED);
         let usage = anyhow::Error::new(UsageError {
             message: "--grace needs --state".into(),
