@@ -373,13 +373,11 @@ impl ExitCode for LockError {
     }
 }
 
-/// Waiting for `_SUCCESS` decides nothing itself.
+/// Waiting for `_SUCCESS` decides nothing itself: a listing that failed
+/// leaves it to its cause, which `source()` hands on.
 impl ExitCode for WaitError {
     fn exit_code(&self) -> Option<u8> {
-        match self {
-            WaitError::Connector(e) => decided(e),
-            _ => None,
-        }
+        None
     }
 }
 
@@ -561,7 +559,10 @@ mod tests {
             of_error(&TrainError::from(PlanError::Select(select))),
             USAGE
         );
-        let waited = TrainError::Wait(WaitError::Connector(invalid_url()));
+        let waited = TrainError::Wait(WaitError::Connector {
+            url: "foo://x".into(),
+            source: invalid_url(),
+        });
         assert_eq!(of_error(&waited), USAGE);
         let missing = JobFileError::Missing {
             path: "job.toml".into(),
