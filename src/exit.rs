@@ -176,7 +176,7 @@ impl ExitCode for UsageError {
 impl ExitCode for crate::mix::MixError {
     fn exit_code(&self) -> Option<u8> {
         match self {
-            crate::mix::MixError::Plan(e) => e.exit_code(),
+            crate::mix::MixError::Plan { source, .. } => source.exit_code(),
             _ => Some(USAGE),
         }
     }

@@ -42,8 +42,14 @@ pub enum MixError {
         path: String,
     },
     /// A source cannot be planned (a column `--columns` names that it lacks).
-    #[error(transparent)]
-    Plan(#[from] connectors::Error),
+    #[error("cannot plan the read of source {name}")]
+    Plan {
+        /// The source.
+        name: String,
+        /// Why, naming the column or file.
+        #[source]
+        source: connectors::Error,
+    },
     /// No source at all.
     #[error("several sources: none given")]
     NoSource,
@@ -152,7 +158,10 @@ pub fn named(source: &MixSource, cause: connectors::Error) -> MixError {
             name: source.name.clone(),
             cause: Box::new(cause),
         },
-        false => MixError::Plan(cause),
+        false => MixError::Plan {
+            name: source.name.clone(),
+            source: cause,
+        },
     }
 }
 
@@ -192,8 +201,15 @@ pub fn combine(
     batch_size: usize,
 ) -> Result<(Dataset, Mixed), MixError> {
     let mut plans = Vec::with_capacity(datasets.len());
-    for dataset in &datasets {
-        plans.push(ReadPlan::new(dataset, columns, batch_size)?);
+    for (index, dataset) in datasets.iter().enumerate() {
+        let plan = ReadPlan::new(dataset, columns, batch_size).map_err(|cause| MixError::Plan {
+            name: mix
+                .sources
+                .get(index)
+                .map_or_else(|| dataset.location.url(), |s| s.name.clone()),
+            source: cause,
+        })?;
+        plans.push(plan);
     }
     let names: Vec<&str> = mix.sources.iter().map(|s| s.name.as_str()).collect();
     check_columns(&plans, &names)?;
