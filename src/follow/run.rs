@@ -29,7 +29,8 @@ pub trait Grow: Send + Sync {
 #[async_trait::async_trait]
 impl Grow for crate::state::LocalQueue {
     async fn apply(&self, command: Command) -> Result<Reply, String> {
-        self.run(command).map_err(|e| Report(&e).to_string())
+        self.run("grow or close the followed job", command)
+            .map_err(|e| Report(&e).to_string())
     }
     fn busy(&self) -> bool {
         self.has_work()
