@@ -305,9 +305,8 @@ impl ExitCode for MasterError {
     fn exit_code(&self) -> Option<u8> {
         match self {
             MasterError::Plan(e) => decided(e.as_ref()),
-            MasterError::State(e) => decided(e),
             MasterError::Journal(e) => Some(of_error(e)),
-            MasterError::NoFinalCheckpoint(_) => Some(TASKS_FAILED),
+            MasterError::NoFinalCheckpoint { .. } => Some(TASKS_FAILED),
             _ => None,
         }
     }
@@ -436,7 +435,11 @@ mod tests {
     fn a_lock_held_inside_a_state_error_is_held_however_deep() {
         assert_eq!(of_error(&held_dir()), HELD);
         assert_eq!(of_error(&TrainError::State(held_dir())), HELD);
-        assert_eq!(of_error(&MasterError::State(held_dir())), HELD);
+        let master = MasterError::State {
+            doing: "open",
+            source: held_dir(),
+        };
+        assert_eq!(of_error(&master), HELD);
         let run = trained(TrainError::State(held_dir()));
         assert_eq!(of_error(&run), HELD);
         let worker = WorkerError::Train(TrainError::State(held_dir()));
@@ -583,7 +586,11 @@ mod tests {
             source: invalid_url(),
         };
         assert_eq!(of_error(&url), ERROR);
-        assert_eq!(of_error(&MasterError::State(url)), ERROR);
+        let master = MasterError::State {
+            doing: "open",
+            source: url,
+        };
+        assert_eq!(of_error(&master), ERROR);
     }
 
     #[test]

@@ -38,10 +38,11 @@ pub enum TrainError {
     /// The cache directory (`--cache`) cannot be used.
     #[error("{0}")]
     Cache(String),
-    /// The job could not be planned, or its source followed. A pure
-    /// pass-through: the planner's errors say what failed in the words
-    /// `sluice train` and `sluice master` share, and one line repeats
-    /// nothing (boxed: it is large).
+    /// The job could not be planned, or its source followed (boxed: it is
+    /// large).
+    // transparent: each PlanError says what the planner was doing and on
+    // which source, in the words `sluice train` and `sluice master` share;
+    // "cannot plan the job" before it would say nothing more.
     #[error(transparent)]
     Plan(Box<PlanError>),
     /// `_SUCCESS` never came.
