@@ -176,7 +176,8 @@ impl ExitCode for UsageError {
 impl ExitCode for crate::mix::MixError {
     fn exit_code(&self) -> Option<u8> {
         match self {
-            crate::mix::MixError::Plan { source, .. } => source.exit_code(),
+            crate::mix::MixError::Plan { source, .. }
+            | crate::mix::MixError::Open { source, .. } => source.exit_code(),
             _ => Some(USAGE),
         }
     }
@@ -270,11 +271,11 @@ impl ExitCode for TrainError {
 impl ExitCode for PlanError {
     fn exit_code(&self) -> Option<u8> {
         match self {
-            PlanError::Connector(e) => decided(e),
-            PlanError::Options(e) => decided(e),
-            PlanError::Select(e) => decided(e),
-            PlanError::Follow(e) => decided(e),
-            PlanError::Mix(e) => decided(e),
+            PlanError::Connector { source, .. } => decided(source),
+            PlanError::Options { source } => decided(source),
+            PlanError::Select { source } => decided(source),
+            PlanError::Follow { source, .. } => decided(source),
+            PlanError::Mix { source } => decided(source),
             PlanError::Unfinished { .. } | PlanError::Empty { .. } | PlanError::Filtered { .. } => {
                 None
             }
@@ -380,13 +381,11 @@ impl ExitCode for WaitError {
     }
 }
 
-/// Following a source decides nothing itself.
+/// Following a source decides nothing itself: a source that cannot be read
+/// leaves it to its cause, which `source()` hands on.
 impl ExitCode for FollowError {
     fn exit_code(&self) -> Option<u8> {
-        match self {
-            FollowError::Connector(e) => decided(e),
-            _ => None,
-        }
+        None
     }
 }
 
@@ -541,15 +540,17 @@ mod tests {
     fn usage_errors_are_found_through_every_wrapper() {
         let option = || crate::config::OptionError::new("epochs", "must be at least 1");
         assert_eq!(
-            of_error(&TrainError::from(PlanError::Options(option()))),
+            of_error(&TrainError::from(PlanError::from(option()))),
             USAGE
         );
         assert_eq!(
-            of_error(&MasterError::from(PlanError::Options(option()))),
+            of_error(&MasterError::from(PlanError::from(option()))),
             USAGE
         );
         assert_eq!(
-            of_error(&MasterError::from(PlanError::Connector(invalid_url()))),
+            of_error(&MasterError::from(PlanError::read("open the source")(
+                invalid_url()
+            ))),
             USAGE
         );
         let worker = WorkerError::Train(TrainError::Connector(invalid_url()));
@@ -558,10 +559,7 @@ mod tests {
             column: "user".into(),
             available: "a, b".into(),
         };
-        assert_eq!(
-            of_error(&TrainError::from(PlanError::Select(select))),
-            USAGE
-        );
+        assert_eq!(of_error(&TrainError::from(PlanError::from(select))), USAGE);
         let waited = TrainError::Wait(WaitError::Connector {
             url: "foo://x".into(),
             source: invalid_url(),

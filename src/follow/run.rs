@@ -99,7 +99,9 @@ pub async fn run(
                     info!(target: crate::logging::PROGRESS, idle_seconds = last_change.elapsed().as_secs(), "following: no new data for {idle}");
                 }
             }
-            Err(FollowError::Connector(e)) if e.is_transient() || nothing_yet(&e) => {
+            Err(FollowError::Connector { source: e, .. })
+                if e.is_transient() || nothing_yet(&e) =>
+            {
                 if warned.elapsed() >= Duration::from_secs(60) {
                     warn!(error = %Report(&e), "following: cannot read the source now; trying again");
                     warned = Instant::now();

@@ -30,7 +30,9 @@ pub(super) async fn poll(
     options: &DatasetOptions,
     on_rewrite: OnRewrite,
 ) -> Result<Option<Taken>, FollowError> {
-    let latest = table::snapshot(location, kind, TableVersion::Latest).await?;
+    let latest = table::snapshot(location, kind, TableVersion::Latest)
+        .await
+        .map_err(FollowError::read("read the table's latest version"))?;
     if *version == Some(latest.version) {
         return Ok(None);
     }
@@ -40,8 +42,12 @@ pub(super) async fn poll(
     };
     let to = snapshot.version;
     let committed_ms = snapshot.timestamp_ms;
-    let dataset =
-        Dataset::from_table(location.clone(), snapshot, Some(files), options.clone()).await?;
+    let dataset = Dataset::from_table(location.clone(), snapshot, Some(files), options.clone())
+        .await
+        .map_err(FollowError::read(format!(
+            "list the files of {} {to}",
+            noun(kind)
+        )))?;
     let from = *version;
     *version = Some(to);
     info!(from = ?from, to, files = dataset.files.len(), "following: new {} of the table", noun(kind));
@@ -67,7 +73,12 @@ async fn since_version(
         TableKind::Delta => delta::at(&latest),
         TableKind::Iceberg => iceberg::at(&latest),
     };
-    let changes = table_changes(location.clone(), kind, since, at).await?;
+    let changes = table_changes(location.clone(), kind, since, at)
+        .await
+        .map_err(FollowError::read(format!(
+            "read the table's commits after {} {since}",
+            noun(kind)
+        )))?;
     let rewrite = changes
         .commits
         .iter()

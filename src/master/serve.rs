@@ -205,7 +205,8 @@ impl StopSignals {
 /// followed source held nothing until `--idle-exit` or `--follow-until`
 /// ended the wait for it.
 async fn make_job(plan: &PlanRequest) -> Result<Option<JobRecord>, PlanError> {
-    let location = connectors::store::open(&plan.url)?;
+    let location =
+        connectors::store::open(&plan.url).map_err(PlanError::read("open the source"))?;
     let Sources::Found {
         dataset,
         mixed,

@@ -50,6 +50,15 @@ pub enum MixError {
         #[source]
         source: connectors::Error,
     },
+    /// A source cannot be opened or listed.
+    #[error("cannot open source {name}")]
+    Open {
+        /// The source.
+        name: String,
+        /// Why, naming the path.
+        #[source]
+        source: connectors::Error,
+    },
     /// No source at all.
     #[error("several sources: none given")]
     NoSource,
@@ -101,16 +110,20 @@ pub async fn open<E>(
     check: impl Fn(&Dataset) -> Result<(), E>,
 ) -> Result<(Dataset, Mixed), E>
 where
-    E: From<MixError> + From<connectors::Error>,
+    E: From<MixError>,
 {
     let mut datasets = Vec::with_capacity(mix.sources.len());
     for source in &mix.sources {
+        let opening = |cause| MixError::Open {
+            name: source.name.clone(),
+            source: cause,
+        };
         let fail = |cause| match source.has_own_filter() {
             true => E::from(named(source, cause)),
-            false => E::from(cause),
+            false => E::from(opening(cause)),
         };
         let own = source.options(options).map_err(fail)?;
-        let location = connectors::store::open(&source.url)?;
+        let location = connectors::store::open(&source.url).map_err(opening)?;
         let dataset = Dataset::open(location, own).await.map_err(fail)?;
         check(&dataset)?;
         datasets.push(dataset);

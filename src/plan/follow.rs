@@ -49,20 +49,19 @@ impl PlanRequest {
             return Ok(None);
         }
         let following = match &self.mix {
-            Some(mix) => {
-                Follower::resume_several(state, mix, &self.dataset, follow, started).await?
-            }
-            None => {
-                Follower::resume(
-                    state,
-                    location()?,
-                    self.dataset.clone(),
-                    follow,
-                    started,
-                    self.table.clone(),
-                )
-                .await?
-            }
+            Some(mix) => Follower::resume_several(state, mix, &self.dataset, follow, started)
+                .await
+                .map_err(PlanError::read("resume following the sources"))?,
+            None => Follower::resume(
+                state,
+                location().map_err(PlanError::read("open the source"))?,
+                self.dataset.clone(),
+                follow,
+                started,
+                self.table.clone(),
+            )
+            .await
+            .map_err(PlanError::read("resume following the source"))?,
         };
         Ok(Some(following))
     }
@@ -97,7 +96,7 @@ impl Followed {
     /// The failure that stopped following, if one did.
     pub fn failed(self) -> Result<(), PlanError> {
         match self.0.into_inner() {
-            Some(Err(e)) => Err(PlanError::Follow(e)),
+            Some(Err(e)) => Err(PlanError::follow("go on following the source")(e)),
             _ => Ok(()),
         }
     }
