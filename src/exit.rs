@@ -255,13 +255,15 @@ impl ExitCode for TrainError {
         use crate::worker::pipeline::PipelineError;
         match self {
             TrainError::Stopped { .. } => Some(INTERRUPTED),
-            TrainError::Pipeline(PipelineError::NoFinalCheckpoint { .. }) => Some(TASKS_FAILED),
-            TrainError::Connector(e) => decided(e),
+            TrainError::Pipeline {
+                source: PipelineError::NoFinalCheckpoint { .. },
+            } => Some(TASKS_FAILED),
+            TrainError::Connector { source, .. } => decided(source),
             TrainError::Plan(e) => decided(e.as_ref()),
-            TrainError::Wait(e) => decided(e),
-            TrainError::Trainer(e) => decided(e),
-            TrainError::State(e) => decided(e),
-            TrainError::Pipeline(e) => decided(e),
+            TrainError::Wait { source } => decided(source),
+            TrainError::Trainer { source, .. } => decided(source),
+            TrainError::State { source, .. } => decided(source),
+            TrainError::Pipeline { source } => decided(source),
             _ => None,
         }
     }
@@ -313,13 +315,20 @@ impl ExitCode for MasterError {
     }
 }
 
-/// A worker's errors are their causes'.
+/// A worker's errors are their causes', except trainers that keep
+/// checkpoints and end their streams twice without a final one
+/// ([`TASKS_FAILED`], as in `sluice train`).
 impl ExitCode for WorkerError {
     fn exit_code(&self) -> Option<u8> {
+        use crate::worker::pipeline::PipelineError;
         match self {
-            WorkerError::Remote(_) => None,
-            WorkerError::Train(e) => decided(e),
-            WorkerError::Connector(e) => decided(e),
+            WorkerError::Remote { .. } => None,
+            WorkerError::Pipeline {
+                source: PipelineError::NoFinalCheckpoint { .. },
+            } => Some(TASKS_FAILED),
+            WorkerError::Pipeline { .. } => None,
+            WorkerError::Train { source, .. } => decided(source),
+            WorkerError::Connector { source } => decided(source),
         }
     }
 }
@@ -433,15 +442,18 @@ mod tests {
     #[test]
     fn a_lock_held_inside_a_state_error_is_held_however_deep() {
         assert_eq!(of_error(&held_dir()), HELD);
-        assert_eq!(of_error(&TrainError::State(held_dir())), HELD);
+        assert_eq!(of_error(&TrainError::state("open")(held_dir())), HELD);
         let master = MasterError::State {
             doing: "open",
             source: held_dir(),
         };
         assert_eq!(of_error(&master), HELD);
-        let run = trained(TrainError::State(held_dir()));
+        let run = trained(TrainError::state("open")(held_dir()));
         assert_eq!(of_error(&run), HELD);
-        let worker = WorkerError::Train(TrainError::State(held_dir()));
+        let worker = WorkerError::Train {
+            doing: "start training the job",
+            source: TrainError::state("open")(held_dir()),
+        };
         assert_eq!(of_error(&worker), HELD);
     }
 
@@ -471,14 +483,16 @@ mod tests {
     fn a_train_error_inside_a_run_error_decides() {
         assert_eq!(of_error(&stopped()), INTERRUPTED);
         assert_eq!(of_error(&trained(stopped())), INTERRUPTED);
-        let column = TrainError::Trainer(TrainerError::UnknownColumn {
-            column: "labl".into(),
-            available: "label".into(),
-        });
+        let column = TrainError::trainer("set the trainer up for the columns read")(
+            TrainerError::UnknownColumn {
+                column: "labl".into(),
+                available: "label".into(),
+            },
+        );
         assert_eq!(of_error(&trained(column)), USAGE);
-        let url = TrainError::Connector(invalid_url());
+        let url = TrainError::read("open the source")(invalid_url());
         assert_eq!(of_error(&trained(url)), USAGE);
-        let missing = TrainError::Connector(connectors::Error::NotFound {
+        let missing = TrainError::read("open the source")(connectors::Error::NotFound {
             path: "/data".into(),
         });
         assert_eq!(of_error(&trained(missing)), ERROR);
@@ -553,17 +567,22 @@ mod tests {
             ))),
             USAGE
         );
-        let worker = WorkerError::Train(TrainError::Connector(invalid_url()));
+        let worker = WorkerError::Train {
+            doing: "start training the job",
+            source: TrainError::read("open the source")(invalid_url()),
+        };
         assert_eq!(of_error(&worker), USAGE);
         let select = SelectError::UnknownKey {
             column: "user".into(),
             available: "a, b".into(),
         };
         assert_eq!(of_error(&TrainError::from(PlanError::from(select))), USAGE);
-        let waited = TrainError::Wait(WaitError::Connector {
-            url: "foo://x".into(),
-            source: invalid_url(),
-        });
+        let waited = TrainError::Wait {
+            source: WaitError::Connector {
+                url: "foo://x".into(),
+                source: invalid_url(),
+            },
+        };
         assert_eq!(of_error(&waited), USAGE);
         let missing = JobFileError::Missing {
             path: "job.toml".into(),
