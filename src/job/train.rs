@@ -887,9 +887,9 @@ pub fn check_schema(config: &TrainConfig, dataset: &Dataset) -> Result<(), Train
     if dataset.schema().fields().is_empty() {
         return Ok(());
     }
-    let plan = ReadPlan::new(dataset, config.columns.as_deref(), config.batch_size).map_err(
-        TrainError::read(format!("plan the read of {}", dataset.location.url())),
-    )?;
+    // Each error of the plan names the path or the flag at fault.
+    let plan = ReadPlan::new(dataset, config.columns.as_deref(), config.batch_size)
+        .map_err(TrainError::read("plan the read"))?;
     let mut trainer = config.trainer.clone();
     if let TrainerChoice::Model(model) = &mut trainer {
         // The model a run continues from is no part of the schema.

@@ -108,9 +108,9 @@ impl PlanRequest {
     /// How `dataset` is read: the columns asked for, in batches of
     /// [`PlanRequest::batch_rows`].
     pub fn read_plan(&self, dataset: &Dataset) -> Result<ReadPlan, PlanError> {
-        ReadPlan::new(dataset, self.columns.as_deref(), self.batch_rows).map_err(PlanError::read(
-            format!("plan the read of {}", dataset.location.url()),
-        ))
+        // Each error of the plan names the path or the flag at fault.
+        ReadPlan::new(dataset, self.columns.as_deref(), self.batch_rows)
+            .map_err(PlanError::read("plan the read"))
     }
 
     /// The job of `dataset` read by `plan`: its splits (the rows chosen),
@@ -211,7 +211,7 @@ pub enum PlanError {
     /// The dataset could not be read.
     #[error("cannot {doing}")]
     Connector {
-        /// What was being done (`open the source`, `plan the read of URL`).
+        /// What was being done (`open the source`, `plan the read`).
         doing: String,
         /// Why, naming the path or column.
         #[source]

@@ -118,3 +118,45 @@ impl RunError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use connectors::Report;
+
+    use super::*;
+    use crate::plan::PlanError;
+    use crate::state::journal::JournalError;
+    use crate::state::master_state::StateError;
+
+    /// Each wrapper says what was being done, its cause follows once, and
+    /// a foreign cause (I/O) ends the line inside the message that met it.
+    #[test]
+    fn a_chain_reads_as_one_line_saying_each_step_once() {
+        let journal = JournalError::Io {
+            path: "/s/journal".into(),
+            cause: std::io::Error::other("disk on fire"),
+        };
+        let state = StateError::journal("/s", "replay its journal")(journal);
+        let run = RunError::train("what is new in /data/dt=*")(TrainError::state("open")(state));
+        assert_eq!(
+            Report(&run).to_string(),
+            "cannot train what is new in /data/dt=*: cannot open the job's state: \
+             state /s: cannot replay its journal: journal /s/journal: disk on fire"
+        );
+    }
+
+    /// A pass-through shows the error it wraps as itself, once.
+    #[test]
+    fn a_plan_error_shows_through_a_training_error_once() {
+        let unknown = connectors::Error::UnknownColumn {
+            column: "nope".into(),
+            path: "/d".into(),
+            available: "a, b".into(),
+        };
+        let train = TrainError::from(PlanError::read("plan the read")(unknown));
+        assert_eq!(
+            Report(&train).to_string(),
+            "cannot plan the read: unknown column `nope` in /d; columns are: a, b"
+        );
+    }
+}

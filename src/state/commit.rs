@@ -472,10 +472,10 @@ mod tests {
             {
                 Ok(opened) => break opened,
                 Err(e) if Instant::now() < deadline => {
-                    tracing::debug!(error = %e, "not closed yet");
+                    tracing::debug!(error = %Report(&e), "not closed yet");
                     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
                 }
-                Err(e) => panic!("the state never reopened: {e}"),
+                Err(e) => panic!("the state never reopened: {}", Report(&e)),
             }
         };
         assert!(resumed);
