@@ -258,11 +258,11 @@ impl ExitCode for TrainError {
             TrainError::Pipeline {
                 source: PipelineError::NoFinalCheckpoint { .. },
             } => Some(TASKS_FAILED),
-            TrainError::Connector { source, .. } => decided(source),
+            TrainError::Connector { source, .. } => decided(source.as_ref()),
             TrainError::Plan(e) => decided(e.as_ref()),
             TrainError::Wait { source } => decided(source),
             TrainError::Trainer { source, .. } => decided(source),
-            TrainError::State { source, .. } => decided(source),
+            TrainError::State { source, .. } => decided(source.as_ref()),
             TrainError::Pipeline { source } => decided(source),
             _ => None,
         }
@@ -273,7 +273,7 @@ impl ExitCode for TrainError {
 impl ExitCode for PlanError {
     fn exit_code(&self) -> Option<u8> {
         match self {
-            PlanError::Connector { source, .. } => decided(source),
+            PlanError::Connector { source, .. } => decided(source.as_ref()),
             PlanError::Options { source } => decided(source),
             PlanError::Select { source } => decided(source),
             PlanError::Follow { source, .. } => decided(source),
@@ -308,6 +308,7 @@ impl ExitCode for MasterError {
     fn exit_code(&self) -> Option<u8> {
         match self {
             MasterError::Plan(e) => decided(e.as_ref()),
+            MasterError::State { source, .. } => decided(source.as_ref()),
             MasterError::Journal(e) => Some(of_error(e)),
             MasterError::NoFinalCheckpoint { .. } => Some(TASKS_FAILED),
             _ => None,
@@ -328,7 +329,7 @@ impl ExitCode for WorkerError {
             } => Some(TASKS_FAILED),
             WorkerError::Pipeline { .. } => None,
             WorkerError::Train { source, .. } => decided(source),
-            WorkerError::Connector { source } => decided(source),
+            WorkerError::Connector { source } => decided(source.as_ref()),
         }
     }
 }
@@ -383,18 +384,24 @@ impl ExitCode for LockError {
 }
 
 /// Waiting for `_SUCCESS` decides nothing itself: a listing that failed
-/// leaves it to its cause, which `source()` hands on.
+/// leaves it to its cause (asked here: the box hides its type).
 impl ExitCode for WaitError {
     fn exit_code(&self) -> Option<u8> {
-        None
+        match self {
+            WaitError::Connector { source, .. } => decided(source.as_ref()),
+            _ => None,
+        }
     }
 }
 
 /// Following a source decides nothing itself: a source that cannot be read
-/// leaves it to its cause, which `source()` hands on.
+/// leaves it to its cause (asked here: the box hides its type).
 impl ExitCode for FollowError {
     fn exit_code(&self) -> Option<u8> {
-        None
+        match self {
+            FollowError::Connector { source, .. } => decided(source.as_ref()),
+            _ => None,
+        }
     }
 }
 
@@ -445,7 +452,7 @@ mod tests {
         assert_eq!(of_error(&TrainError::state("open")(held_dir())), HELD);
         let master = MasterError::State {
             doing: "open",
-            source: held_dir(),
+            source: Box::new(held_dir()),
         };
         assert_eq!(of_error(&master), HELD);
         let run = trained(TrainError::state("open")(held_dir()));
@@ -462,7 +469,7 @@ mod tests {
         let state = StateError::Journal {
             state: "s3://b/state".into(),
             doing: "replay its journal",
-            source: taken(),
+            source: Box::new(taken()),
         };
         assert_eq!(of_error(&state), HELD);
         let commit = CommitError::Journal {
@@ -580,7 +587,7 @@ mod tests {
         let waited = TrainError::Wait {
             source: WaitError::Connector {
                 url: "foo://x".into(),
-                source: invalid_url(),
+                source: Box::new(invalid_url()),
             },
         };
         assert_eq!(of_error(&waited), USAGE);
@@ -600,12 +607,12 @@ mod tests {
     fn a_state_that_cannot_be_used_is_an_error_whatever_the_cause() {
         let url = StateError::Location {
             url: "foo://x".into(),
-            source: invalid_url(),
+            source: Box::new(invalid_url()),
         };
         assert_eq!(of_error(&url), ERROR);
         let master = MasterError::State {
             doing: "open",
-            source: url,
+            source: Box::new(url),
         };
         assert_eq!(of_error(&master), ERROR);
     }

@@ -54,9 +54,9 @@ pub enum FollowError {
     Connector {
         /// What was being done (`list the new partitions of URL`).
         doing: String,
-        /// Why, naming the path.
+        /// Why, naming the path (boxed: it is large).
         #[source]
-        source: connectors::Error,
+        source: Box<connectors::Error>,
     },
     /// New data has columns the job's trainers were not set up for.
     #[error("{what} of {url} does not fit the job: {reason}; a followed job keeps the schema it started with (start a new job, with another --state, to take the new schema)")]
@@ -92,7 +92,10 @@ impl FollowError {
     /// The error of the source, which failed while `doing`, for `map_err`.
     pub(crate) fn read(doing: impl Into<String>) -> impl FnOnce(connectors::Error) -> FollowError {
         let doing = doing.into();
-        move |source| FollowError::Connector { doing, source }
+        move |source| FollowError::Connector {
+            doing,
+            source: Box::new(source),
+        }
     }
 }
 

@@ -37,9 +37,9 @@ pub enum TrainError {
     Connector {
         /// What was being done (`open the source`).
         doing: String,
-        /// Why, naming the path or column.
+        /// Why, naming the path or column (boxed: it is large).
         #[source]
-        source: connectors::Error,
+        source: Box<connectors::Error>,
     },
     /// The cache directory (`--cache`) cannot be used.
     #[error("{0}")]
@@ -72,9 +72,9 @@ pub enum TrainError {
     State {
         /// What was being done (`open`, `resume`).
         doing: &'static str,
-        /// Why, naming the state.
+        /// Why, naming the state (boxed: it is large).
         #[source]
-        source: StateError,
+        source: Box<StateError>,
     },
     /// The pipeline stopped.
     #[error("training stopped")]
@@ -121,7 +121,10 @@ impl TrainError {
     /// The error of the source, which failed while `doing`, for `map_err`.
     pub fn read(doing: impl Into<String>) -> impl FnOnce(connectors::Error) -> TrainError {
         let doing = doing.into();
-        move |source| TrainError::Connector { doing, source }
+        move |source| TrainError::Connector {
+            doing,
+            source: Box::new(source),
+        }
     }
 
     /// The error of the trainer, which refused while `doing`, for `map_err`.
@@ -132,7 +135,10 @@ impl TrainError {
     /// The error of the job's state, which failed while the run was to
     /// `doing` it (`open`), for `map_err`.
     pub fn state(doing: &'static str) -> impl FnOnce(StateError) -> TrainError {
-        move |source| TrainError::State { doing, source }
+        move |source| TrainError::State {
+            doing,
+            source: Box::new(source),
+        }
     }
 }
 

@@ -40,9 +40,9 @@ pub enum WaitError {
     Connector {
         /// The dataset.
         url: String,
-        /// Why listing it failed.
+        /// Why listing it failed (boxed: it is large).
         #[source]
-        source: connectors::Error,
+        source: Box<connectors::Error>,
     },
 }
 
@@ -93,7 +93,7 @@ pub async fn until_success(
             Err(source) => {
                 return Err(WaitError::Connector {
                     url: location.url(),
-                    source,
+                    source: Box::new(source),
                 })
             }
         };

@@ -94,9 +94,9 @@ pub enum WorkerError {
     /// The dataset could not be opened.
     #[error("cannot open the job's source")]
     Connector {
-        /// Why, naming the URL.
+        /// Why, naming the URL (boxed: it is large).
         #[source]
-        source: connectors::Error,
+        source: Box<connectors::Error>,
     },
 }
 
@@ -305,7 +305,9 @@ async fn run_once(
         *asked = true;
         vended_credentials(table, &config.catalog).await;
     }
-    let location = job_location(&spec).map_err(|source| WorkerError::Connector { source })?;
+    let location = job_location(&spec).map_err(|source| WorkerError::Connector {
+        source: Box::new(source),
+    })?;
     let location = with_cache(config, &spec, source, location)
         .map_err(WorkerError::train("start training the job"))?;
     let factory =

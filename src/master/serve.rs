@@ -61,9 +61,9 @@ pub enum MasterError {
     State {
         /// What was being done (`open`, `resume`).
         doing: &'static str,
-        /// Why, naming the state.
+        /// Why, naming the state (boxed: it is large).
         #[source]
-        source: StateError,
+        source: Box<StateError>,
     },
     /// The address could not be bound.
     #[error("cannot listen on {addr}: {cause}")]
@@ -113,7 +113,10 @@ impl MasterError {
     /// The error of the job's state, which failed while the master was to
     /// `doing` it (`open`), for `map_err`.
     fn state(doing: &'static str) -> impl FnOnce(StateError) -> MasterError {
-        move |source| MasterError::State { doing, source }
+        move |source| MasterError::State {
+            doing,
+            source: Box::new(source),
+        }
     }
 }
 

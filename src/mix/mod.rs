@@ -46,18 +46,18 @@ pub enum MixError {
     Plan {
         /// The source.
         name: String,
-        /// Why, naming the column or file.
+        /// Why, naming the column or file (boxed: it is large).
         #[source]
-        source: connectors::Error,
+        source: Box<connectors::Error>,
     },
     /// A source cannot be opened or listed.
     #[error("cannot open source {name}")]
     Open {
         /// The source.
         name: String,
-        /// Why, naming the path.
+        /// Why, naming the path (boxed: it is large).
         #[source]
-        source: connectors::Error,
+        source: Box<connectors::Error>,
     },
     /// No source at all.
     #[error("several sources: none given")]
@@ -116,7 +116,7 @@ where
     for source in &mix.sources {
         let opening = |cause| MixError::Open {
             name: source.name.clone(),
-            source: cause,
+            source: Box::new(cause),
         };
         let fail = |cause| match source.has_own_filter() {
             true => E::from(named(source, cause)),
@@ -173,7 +173,7 @@ pub fn named(source: &MixSource, cause: connectors::Error) -> MixError {
         },
         false => MixError::Plan {
             name: source.name.clone(),
-            source: cause,
+            source: Box::new(cause),
         },
     }
 }
@@ -220,7 +220,7 @@ pub fn combine(
                 .sources
                 .get(index)
                 .map_or_else(|| dataset.location.url(), |s| s.name.clone()),
-            source: cause,
+            source: Box::new(cause),
         })?;
         plans.push(plan);
     }

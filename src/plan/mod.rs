@@ -213,9 +213,9 @@ pub enum PlanError {
     Connector {
         /// What was being done (`open the source`, `plan the read`).
         doing: String,
-        /// Why, naming the path or column.
+        /// Why, naming the path or column (boxed: it is large).
         #[source]
-        source: connectors::Error,
+        source: Box<connectors::Error>,
     },
     /// An option of the rows to train (`--split`, `--sample`) breaks a rule.
     #[error("cannot choose the rows to train")]
@@ -278,7 +278,10 @@ impl PlanError {
     /// The error of the source, which failed while `doing`, for `map_err`.
     pub fn read(doing: impl Into<String>) -> impl FnOnce(connectors::Error) -> PlanError {
         let doing = doing.into();
-        move |source| PlanError::Connector { doing, source }
+        move |source| PlanError::Connector {
+            doing,
+            source: Box::new(source),
+        }
     }
 
     /// The error of following the source, which stopped while `doing`,

@@ -47,16 +47,19 @@ pub enum LockError {
     State {
         /// What was being done (`read`, `create`, `take over`).
         doing: &'static str,
-        /// The store's failure, naming the lock object.
+        /// The store's failure, naming the lock object (boxed: it is large).
         #[source]
-        source: StoreError,
+        source: Box<StoreError>,
     },
 }
 
 impl LockError {
     /// The error of the lock's store, which failed while `doing` (`read`).
     fn store(doing: &'static str) -> impl FnOnce(StoreError) -> LockError {
-        move |source| LockError::State { doing, source }
+        move |source| LockError::State {
+            doing,
+            source: Box::new(source),
+        }
     }
 }
 

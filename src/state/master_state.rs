@@ -133,9 +133,9 @@ pub enum StateError {
         state: String,
         /// What was being done (`replay its journal`, `read its job.json`).
         doing: &'static str,
-        /// The journal's failure, naming the file.
+        /// The journal's failure, naming the file (boxed: it is large).
         #[source]
-        source: JournalError,
+        source: Box<JournalError>,
     },
     /// The state directory is unusable.
     #[error("state {path}: {cause}")]
@@ -205,9 +205,9 @@ pub enum StateError {
     Location {
         /// The state URL.
         url: String,
-        /// Why its store cannot be used.
+        /// Why its store cannot be used (boxed: it is large).
         #[source]
-        source: connectors::Error,
+        source: Box<connectors::Error>,
     },
     /// The journal holds splits a followed job took that cannot be read.
     #[error(
@@ -232,7 +232,7 @@ impl StateError {
         move |source| StateError::Journal {
             state,
             doing,
-            source,
+            source: Box::new(source),
         }
     }
 
@@ -240,7 +240,7 @@ impl StateError {
     fn location(url: &str) -> impl FnOnce(connectors::Error) -> StateError + '_ {
         move |source| StateError::Location {
             url: url.to_string(),
-            source,
+            source: Box::new(source),
         }
     }
 }
