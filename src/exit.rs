@@ -140,7 +140,8 @@ impl ExitCode for UsageError {
 impl ExitCode for crate::mix::MixError {
     fn exit_code(&self) -> Option<u8> {
         match self {
-            crate::mix::MixError::Plan(e) => e.exit_code(),
+            crate::mix::MixError::Plan { source, .. }
+            | crate::mix::MixError::Open { source, .. } => source.exit_code(),
             _ => Some(USAGE),
         }
     }
@@ -218,13 +219,15 @@ impl ExitCode for TrainError {
         use crate::worker::pipeline::PipelineError;
         match self {
             TrainError::Stopped { .. } => Some(INTERRUPTED),
-            TrainError::Pipeline(PipelineError::NoFinalCheckpoint { .. }) => Some(TASKS_FAILED),
-            TrainError::Connector(e) => decided(e),
+            TrainError::Pipeline {
+                source: PipelineError::NoFinalCheckpoint { .. },
+            } => Some(TASKS_FAILED),
+            TrainError::Connector { source, .. } => decided(source.as_ref()),
             TrainError::Plan(e) => decided(e.as_ref()),
-            TrainError::Wait(e) => decided(e),
-            TrainError::Trainer(e) => decided(e),
-            TrainError::State(e) => decided(e),
-            TrainError::Pipeline(e) => decided(e),
+            TrainError::Wait { source } => decided(source),
+            TrainError::Trainer { source, .. } => decided(source),
+            TrainError::State { source, .. } => decided(source.as_ref()),
+            TrainError::Pipeline { source } => decided(source),
             _ => None,
         }
     }
@@ -234,11 +237,11 @@ impl ExitCode for TrainError {
 impl ExitCode for PlanError {
     fn exit_code(&self) -> Option<u8> {
         match self {
-            PlanError::Connector(e) => decided(e),
-            PlanError::Options(e) => decided(e),
-            PlanError::Select(e) => decided(e),
-            PlanError::Follow(e) => decided(e),
-            PlanError::Mix(e) => decided(e),
+            PlanError::Connector { source, .. } => decided(source.as_ref()),
+            PlanError::Options { source } => decided(source),
+            PlanError::Select { source } => decided(source),
+            PlanError::Follow { source, .. } => decided(source),
+            PlanError::Mix { source } => decided(source),
             PlanError::Unfinished { .. } | PlanError::Empty { .. } | PlanError::Filtered { .. } => {
                 None
             }
@@ -255,9 +258,9 @@ impl ExitCode for RunError {
         match self {
             RunError::Source { .. } => Some(USAGE),
             RunError::Rewritten { .. } => Some(TASKS_FAILED),
-            RunError::Connector(e) => e.exit_code(),
-            RunError::Train(e) => e.exit_code(),
-            RunError::Lock(e) => e.exit_code(),
+            RunError::Connector { source, .. } => source.exit_code(),
+            RunError::Train { source, .. } => source.exit_code(),
+            RunError::Lock { source, .. } => source.exit_code(),
             _ => None,
         }
     }
@@ -269,21 +272,28 @@ impl ExitCode for MasterError {
     fn exit_code(&self) -> Option<u8> {
         match self {
             MasterError::Plan(e) => decided(e.as_ref()),
-            MasterError::State(e) => decided(e),
+            MasterError::State { source, .. } => decided(source.as_ref()),
             MasterError::Journal(e) => Some(of_error(e)),
-            MasterError::NoFinalCheckpoint(_) => Some(TASKS_FAILED),
+            MasterError::NoFinalCheckpoint { .. } => Some(TASKS_FAILED),
             _ => None,
         }
     }
 }
 
-/// A worker's errors are their causes'.
+/// A worker's errors are their causes', except trainers that keep
+/// checkpoints and end their streams twice without a final one
+/// ([`TASKS_FAILED`], as in `sluice train`).
 impl ExitCode for WorkerError {
     fn exit_code(&self) -> Option<u8> {
+        use crate::worker::pipeline::PipelineError;
         match self {
-            WorkerError::Remote(_) => None,
-            WorkerError::Train(e) => decided(e),
-            WorkerError::Connector(e) => decided(e),
+            WorkerError::Remote { .. } => None,
+            WorkerError::Pipeline {
+                source: PipelineError::NoFinalCheckpoint { .. },
+            } => Some(TASKS_FAILED),
+            WorkerError::Pipeline { .. } => None,
+            WorkerError::Train { source, .. } => decided(source),
+            WorkerError::Connector { source } => decided(source.as_ref()),
         }
     }
 }
@@ -295,7 +305,7 @@ impl ExitCode for StateError {
     fn exit_code(&self) -> Option<u8> {
         match self {
             StateError::Locked(e) => e.exit_code(),
-            StateError::Journal(e) => e.exit_code(),
+            StateError::Journal { source, .. } => source.exit_code(),
             _ => None,
         }
         .or(Some(ERROR))
@@ -307,7 +317,7 @@ impl ExitCode for StateError {
 impl ExitCode for CommitError {
     fn exit_code(&self) -> Option<u8> {
         match self {
-            CommitError::Journal(e) => e.exit_code(),
+            CommitError::Journal { source } => source.exit_code(),
             CommitError::Panicked => None,
         }
     }
@@ -337,21 +347,23 @@ impl ExitCode for LockError {
     }
 }
 
-/// Waiting for `_SUCCESS` decides nothing itself.
+/// Waiting for `_SUCCESS` decides nothing itself: a listing that failed
+/// leaves it to its cause (asked here: the box hides its type).
 impl ExitCode for WaitError {
     fn exit_code(&self) -> Option<u8> {
         match self {
-            WaitError::Connector(e) => decided(e),
+            WaitError::Connector { source, .. } => decided(source.as_ref()),
             _ => None,
         }
     }
 }
 
-/// Following a source decides nothing itself.
+/// Following a source decides nothing itself: a source that cannot be read
+/// leaves it to its cause (asked here: the box hides its type).
 impl ExitCode for FollowError {
     fn exit_code(&self) -> Option<u8> {
         match self {
-            FollowError::Connector(e) => decided(e),
+            FollowError::Connector { source, .. } => decided(source.as_ref()),
             _ => None,
         }
     }
@@ -384,6 +396,14 @@ mod tests {
         }
     }
 
+    /// `sluice run` stopped by `e` while it trained.
+    fn trained(e: TrainError) -> RunError {
+        RunError::Train {
+            what: "what is new in /data/dt=*".into(),
+            source: Box::new(e),
+        }
+    }
+
     fn taken() -> JournalError {
         JournalError::Taken {
             location: "s3://b/state/journal-1".into(),
@@ -393,23 +413,39 @@ mod tests {
     #[test]
     fn a_lock_held_inside_a_state_error_is_held_however_deep() {
         assert_eq!(of_error(&held_dir()), HELD);
-        assert_eq!(of_error(&TrainError::State(held_dir())), HELD);
-        assert_eq!(of_error(&MasterError::State(held_dir())), HELD);
-        let run = RunError::from(TrainError::State(held_dir()));
+        assert_eq!(of_error(&TrainError::state("open")(held_dir())), HELD);
+        let master = MasterError::State {
+            doing: "open",
+            source: Box::new(held_dir()),
+        };
+        assert_eq!(of_error(&master), HELD);
+        let run = trained(TrainError::state("open")(held_dir()));
         assert_eq!(of_error(&run), HELD);
-        let worker = WorkerError::Train(TrainError::State(held_dir()));
+        let worker = WorkerError::Train {
+            doing: "start training the job",
+            source: TrainError::state("open")(held_dir()),
+        };
         assert_eq!(of_error(&worker), HELD);
     }
 
     #[test]
     fn a_journal_another_master_wrote_is_held() {
-        assert_eq!(of_error(&StateError::Journal(taken())), HELD);
-        let commit = CommitError::Journal(Arc::new(taken()));
+        let state = StateError::Journal {
+            state: "s3://b/state".into(),
+            doing: "replay its journal",
+            source: Box::new(taken()),
+        };
+        assert_eq!(of_error(&state), HELD);
+        let commit = CommitError::Journal {
+            source: Arc::new(taken()),
+        };
         assert_eq!(of_error(&MasterError::Journal(commit)), HELD);
-        let failed = CommitError::Journal(Arc::new(JournalError::Io {
-            path: "/state/journal".into(),
-            cause: std::io::Error::other("no space left on device"),
-        }));
+        let failed = CommitError::Journal {
+            source: Arc::new(JournalError::Io {
+                path: "/state/journal".into(),
+                cause: std::io::Error::other("no space left on device"),
+            }),
+        };
         assert_eq!(of_error(&MasterError::Journal(failed)), ERROR);
         assert_eq!(of_error(&CommitError::Panicked), ERROR);
     }
@@ -417,18 +453,20 @@ mod tests {
     #[test]
     fn a_train_error_inside_a_run_error_decides() {
         assert_eq!(of_error(&stopped()), INTERRUPTED);
-        assert_eq!(of_error(&RunError::from(stopped())), INTERRUPTED);
-        let column = TrainError::Trainer(TrainerError::UnknownColumn {
-            column: "labl".into(),
-            available: "label".into(),
-        });
-        assert_eq!(of_error(&RunError::from(column)), USAGE);
-        let url = TrainError::Connector(invalid_url());
-        assert_eq!(of_error(&RunError::from(url)), USAGE);
-        let missing = TrainError::Connector(connectors::Error::NotFound {
+        assert_eq!(of_error(&trained(stopped())), INTERRUPTED);
+        let column = TrainError::trainer("set the trainer up for the columns read")(
+            TrainerError::UnknownColumn {
+                column: "labl".into(),
+                available: "label".into(),
+            },
+        );
+        assert_eq!(of_error(&trained(column)), USAGE);
+        let url = TrainError::read("open the source")(invalid_url());
+        assert_eq!(of_error(&trained(url)), USAGE);
+        let missing = TrainError::read("open the source")(connectors::Error::NotFound {
             path: "/data".into(),
         });
-        assert_eq!(of_error(&RunError::from(missing)), ERROR);
+        assert_eq!(of_error(&trained(missing)), ERROR);
     }
 
     #[test]
@@ -446,7 +484,13 @@ mod tests {
             reason: "two stars".into(),
         };
         assert_eq!(of_error(&source), USAGE);
-        assert_eq!(of_error(&RunError::from(invalid_url())), USAGE);
+        assert_eq!(
+            of_error(&RunError::Connector {
+                doing: "open the source".into(),
+                source: Box::new(invalid_url()),
+            }),
+            USAGE
+        );
         let held = LockError::Held {
             path: "/state/lock.json".into(),
             holder: Box::new(crate::schedule::lock::Holder {
@@ -457,40 +501,59 @@ mod tests {
                 expires_in: 60,
             }),
         };
-        assert_eq!(of_error(&RunError::Lock(held)), HELD);
+        assert_eq!(
+            of_error(&RunError::Lock {
+                doing: "take the job's lock",
+                source: held,
+            }),
+            HELD
+        );
         let lost = LockError::Lost {
             path: "/state/lock.json".into(),
             run: "r2".into(),
         };
-        assert_eq!(of_error(&RunError::Lock(lost)), HELD);
+        assert_eq!(
+            of_error(&RunError::Lock {
+                doing: "record the run",
+                source: lost,
+            }),
+            HELD
+        );
     }
 
     #[test]
     fn usage_errors_are_found_through_every_wrapper() {
         let option = || crate::config::OptionError::new("epochs", "must be at least 1");
         assert_eq!(
-            of_error(&TrainError::from(PlanError::Options(option()))),
+            of_error(&TrainError::from(PlanError::from(option()))),
             USAGE
         );
         assert_eq!(
-            of_error(&MasterError::from(PlanError::Options(option()))),
+            of_error(&MasterError::from(PlanError::from(option()))),
             USAGE
         );
         assert_eq!(
-            of_error(&MasterError::from(PlanError::Connector(invalid_url()))),
+            of_error(&MasterError::from(PlanError::read("open the source")(
+                invalid_url()
+            ))),
             USAGE
         );
-        let worker = WorkerError::Train(TrainError::Connector(invalid_url()));
+        let worker = WorkerError::Train {
+            doing: "start training the job",
+            source: TrainError::read("open the source")(invalid_url()),
+        };
         assert_eq!(of_error(&worker), USAGE);
         let select = SelectError::UnknownKey {
             column: "user".into(),
             available: "a, b".into(),
         };
-        assert_eq!(
-            of_error(&TrainError::from(PlanError::Select(select))),
-            USAGE
-        );
-        let waited = TrainError::Wait(WaitError::Connector(invalid_url()));
+        assert_eq!(of_error(&TrainError::from(PlanError::from(select))), USAGE);
+        let waited = TrainError::Wait {
+            source: WaitError::Connector {
+                url: "foo://x".into(),
+                source: Box::new(invalid_url()),
+            },
+        };
         assert_eq!(of_error(&waited), USAGE);
         let missing = JobFileError::Missing {
             path: "job.toml".into(),
@@ -506,14 +569,21 @@ mod tests {
 
     #[test]
     fn a_state_that_cannot_be_used_is_an_error_whatever_the_cause() {
-        let url = StateError::Location(invalid_url());
+        let url = StateError::Location {
+            url: "foo://x".into(),
+            source: Box::new(invalid_url()),
+        };
         assert_eq!(of_error(&url), ERROR);
-        assert_eq!(of_error(&MasterError::State(url)), ERROR);
+        let master = MasterError::State {
+            doing: "open",
+            source: Box::new(url),
+        };
+        assert_eq!(of_error(&master), ERROR);
     }
 
     #[test]
     fn context_added_at_the_command_line_keeps_the_code() {
-        let e = anyhow::Error::new(RunError::from(stopped())).context("sluice run job.toml");
+        let e = anyhow::Error::new(trained(stopped())).context("sluice run job.toml");
         assert_eq!(of_chain(e.chain()), INTERRUPTED);
         let usage = anyhow::Error::new(UsageError {
             message: "--grace needs --state".into(),

@@ -208,9 +208,15 @@ pub enum Error {
         reason: String,
     },
     /// A `--where` partition filter that cannot be used on this dataset.
+    // transparent: every FilterError names the flag (`--where`) and the
+    // expression, which is all the context a caller has; a prefix would
+    // only repeat them.
     #[error(transparent)]
     Filter(#[from] crate::filter::FilterError),
     /// A `--filter` row filter that does not parse or fit the dataset.
+    // transparent: every RowFilterError names the flag (`--filter: ...`)
+    // and the expression, which is all the context a caller has; a prefix
+    // would only repeat them.
     #[error(transparent)]
     RowFilter(#[from] crate::row_filter::RowFilterError),
 }

@@ -86,10 +86,15 @@ fn call_failed(uri: &str, e: ThriftError) -> CatalogError {
             catalog: uri.to_string(),
             reason: io.to_string(),
         },
-        ThriftError::Sasl(SaslError::Kerberos(e)) => CatalogError::Kerberos(e),
+        ThriftError::Sasl {
+            source: SaslError::Kerberos { source },
+        } => CatalogError::Kerberos {
+            catalog: uri.to_string(),
+            source,
+        },
         other => CatalogError::Protocol {
             catalog: uri.to_string(),
-            reason: other.to_string(),
+            reason: Report(&other).to_string(),
         },
     }
 }
@@ -123,12 +128,14 @@ fn connect_and_call(
             |(e, target)| match e {
                 ThriftError::Io(_)
                 | ThriftError::Protocol(_)
-                | ThriftError::Sasl(SaslError::Protocol(_)) => CatalogError::Protocol {
+                | ThriftError::Sasl {
+                    source: SaslError::Protocol(_),
+                } => CatalogError::Protocol {
                     catalog: uri.to_string(),
                     reason: NO_SASL.to_string(),
                 },
                 e => match sasl_failed(uri, e, &target) {
-                    CatalogError::Kerberos(source) => CatalogError::KerberosAsked {
+                    CatalogError::Kerberos { source, .. } => CatalogError::KerberosAsked {
                         catalog: uri.to_string(),
                         source,
                     },
@@ -154,7 +161,9 @@ fn call_sasl(
 ) -> Result<(Connection, Value), (ThriftError, String)> {
     let gss = Initiator::new(uri, service).map_err(|e| {
         (
-            ThriftError::Sasl(SaslError::Kerberos(e)),
+            ThriftError::Sasl {
+                source: SaslError::Kerberos { source: e },
+            },
             service.to_string(),
         )
     })?;
@@ -176,7 +185,9 @@ fn call_sasl(
 fn sasl_failed(uri: &str, e: ThriftError, target: &str) -> CatalogError {
     match e {
         // A ticket for another service than the metastore's, most likely.
-        ThriftError::Sasl(refused @ SaslError::Refused(_)) => CatalogError::Protocol {
+        ThriftError::Sasl {
+            source: refused @ SaslError::Refused(_),
+        } => CatalogError::Protocol {
             catalog: uri.to_string(),
             reason: format!(
                 "{refused} (the ticket was for {target}: --catalog-principal names the metastore's principal)"
@@ -184,14 +195,18 @@ fn sasl_failed(uri: &str, e: ThriftError, target: &str) -> CatalogError {
         },
         e => match call_failed(uri, e) {
             // Kerberos' own words, and the principal it was asked for.
-            CatalogError::Kerberos(KerberosError::Other { url, detail }) => {
-                CatalogError::Kerberos(KerberosError::Other {
+            CatalogError::Kerberos {
+                catalog,
+                source: KerberosError::Other { url, detail },
+            } => CatalogError::Kerberos {
+                catalog,
+                source: KerberosError::Other {
                     url,
                     detail: format!(
                         "{detail} (the metastore's principal {target}: --catalog-principal names it)"
                     ),
-                })
-            }
+                },
+            },
             other => other,
         },
     }

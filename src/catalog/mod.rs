@@ -336,8 +336,14 @@ pub enum CatalogError {
     },
     /// Kerberos authentication to a Kerberized Hive Metastore failed (the
     /// same words as HDFS's).
-    #[error(transparent)]
-    Kerberos(connectors::store::kerberos::KerberosError),
+    #[error("cannot log in to catalog {catalog} with Kerberos")]
+    Kerberos {
+        /// The catalog.
+        catalog: String,
+        /// Why Kerberos failed, naming the metastore and what to do.
+        #[source]
+        source: connectors::store::kerberos::KerberosError,
+    },
     /// A metastore that turned a plain call down (so it asks for SASL), and
     /// Kerberos authentication to it failed.
     #[error("catalog {catalog} closed the connection on a plain Thrift call, so it requires SASL (Kerberos, hive.metastore.sasl.enabled)")]

@@ -82,18 +82,48 @@ impl Qop {
 /// Why the SASL transport failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SaslError {
-    /// Sending or receiving failed.
-    #[error(transparent)]
-    Io(#[from] std::io::Error),
+    /// Sending or receiving failed: a foreign error, told in the message
+    /// (a Thrift call over the transport hands the I/O error itself on).
+    #[error("cannot {doing} over the SASL transport: {cause}")]
+    Io {
+        /// What was being done (`send`, `receive`).
+        doing: &'static str,
+        /// The failure.
+        cause: std::io::Error,
+    },
     /// Kerberos refused (no ticket, an expired one, an unknown principal...).
-    #[error(transparent)]
-    Kerberos(#[from] KerberosError),
+    #[error("Kerberos failed in the SASL negotiation")]
+    Kerberos {
+        /// Kerberos' own words, naming the metastore.
+        #[source]
+        source: KerberosError,
+    },
     /// The server ended the negotiation with BAD or ERROR.
     #[error("the metastore refused the SASL negotiation: {0}")]
     Refused(String),
     /// The server said something the negotiation does not allow.
     #[error("SASL negotiation: {0}")]
     Protocol(String),
+}
+
+impl SaslError {
+    fn sending(cause: std::io::Error) -> SaslError {
+        SaslError::Io {
+            doing: "send",
+            cause,
+        }
+    }
+
+    fn receiving(cause: std::io::Error) -> SaslError {
+        SaslError::Io {
+            doing: "receive",
+            cause,
+        }
+    }
+
+    fn kerberos(source: KerberosError) -> SaslError {
+        SaslError::Kerberos { source }
+    }
 }
 
 /// A Thrift connection over SASL/GSSAPI, negotiated.
@@ -111,17 +141,17 @@ impl SaslTransport {
     /// Negotiates over `stream` (connected, its timeouts set) as the client
     /// of the context `gss` (not yet set up).
     pub fn open(stream: TcpStream, mut gss: Initiator) -> Result<SaslTransport, SaslError> {
-        let mut reader = BufReader::new(stream.try_clone()?);
+        let mut reader = BufReader::new(stream.try_clone().map_err(SaslError::receiving)?);
         let mut writer = stream;
-        let first = gss.step(None)?;
+        let first = gss.step(None).map_err(SaslError::kerberos)?;
         let mut out = frame(START, MECHANISM);
         out.extend_from_slice(&frame(OK, &first));
-        writer.write_all(&out)?;
-        writer.flush()?;
+        writer.write_all(&out).map_err(SaslError::sending)?;
+        writer.flush().map_err(SaslError::sending)?;
         let (qop, last) = loop {
             let (status, payload) = receive(&mut reader)?;
             if !gss.is_established() {
-                let token = gss.step(Some(&payload))?;
+                let token = gss.step(Some(&payload)).map_err(SaslError::kerberos)?;
                 send(&mut writer, OK, &token)?;
                 continue;
             }
@@ -162,14 +192,14 @@ impl SaslTransport {
     pub fn send(&mut self, message: &[u8]) -> Result<(), SaslError> {
         let payload = match self.qop {
             Qop::Auth => message.to_vec(),
-            Qop::Integrity => self.gss.wrap(message, false)?,
-            Qop::Privacy => self.gss.wrap(message, true)?,
+            Qop::Integrity => self.gss.wrap(message, false).map_err(SaslError::kerberos)?,
+            Qop::Privacy => self.gss.wrap(message, true).map_err(SaslError::kerberos)?,
         };
         let mut out = Vec::with_capacity(4 + payload.len());
         out.extend_from_slice(&(payload.len() as u32).to_be_bytes());
         out.extend_from_slice(&payload);
-        self.writer.write_all(&out)?;
-        self.writer.flush()?;
+        self.writer.write_all(&out).map_err(SaslError::sending)?;
+        self.writer.flush().map_err(SaslError::sending)?;
         Ok(())
     }
 
@@ -180,7 +210,9 @@ impl SaslTransport {
             let payload = read_payload(&mut self.reader, len)?;
             self.frame = match self.qop {
                 Qop::Auth => payload,
-                Qop::Integrity | Qop::Privacy => self.gss.unwrap(&payload)?,
+                Qop::Integrity | Qop::Privacy => {
+                    self.gss.unwrap(&payload).map_err(SaslError::kerberos)?
+                }
             };
             self.at = 0;
             if !self.frame.is_empty() {
@@ -197,7 +229,7 @@ impl Read for SaslTransport {
         }
         if self.at == self.frame.len() {
             self.next_frame().map_err(|e| match e {
-                SaslError::Io(io) => io,
+                SaslError::Io { cause, .. } => cause,
                 other => std::io::Error::other(other),
             })?;
         }
@@ -212,7 +244,7 @@ impl Read for SaslTransport {
 /// this client's largest message, no authorization id (the server then
 /// authorizes the principal authenticated).
 fn choose_layer(gss: &Initiator, wrapped: &[u8]) -> Result<(Qop, Vec<u8>), SaslError> {
-    let offer = gss.unwrap(wrapped)?;
+    let offer = gss.unwrap(wrapped).map_err(SaslError::kerberos)?;
     let [mask, ..] = offer[..] else {
         return Err(SaslError::Protocol(
             "the security layer offer is empty".to_string(),
@@ -230,7 +262,7 @@ fn choose_layer(gss: &Initiator, wrapped: &[u8]) -> Result<(Qop, Vec<u8>), SaslE
     let max = if qop == Qop::Auth { 0 } else { MAX_RECEIVE };
     let mut choice = max.to_be_bytes();
     choice[0] = qop.bit();
-    Ok((qop, gss.wrap(&choice, false)?))
+    Ok((qop, gss.wrap(&choice, false).map_err(SaslError::kerberos)?))
 }
 
 /// A negotiation frame.
@@ -243,15 +275,19 @@ fn frame(status: u8, payload: &[u8]) -> Vec<u8> {
 }
 
 fn send(writer: &mut TcpStream, status: u8, payload: &[u8]) -> Result<(), SaslError> {
-    writer.write_all(&frame(status, payload))?;
-    writer.flush()?;
+    writer
+        .write_all(&frame(status, payload))
+        .map_err(SaslError::sending)?;
+    writer.flush().map_err(SaslError::sending)?;
     Ok(())
 }
 
 /// The next negotiation frame; BAD and ERROR are the server's refusal.
 fn receive(reader: &mut impl Read) -> Result<(u8, Vec<u8>), SaslError> {
     let mut status = [0u8; 1];
-    reader.read_exact(&mut status)?;
+    reader
+        .read_exact(&mut status)
+        .map_err(SaslError::receiving)?;
     let len = read_len(reader)?;
     let payload = read_payload(reader, len)?;
     match status[0] {
@@ -265,7 +301,7 @@ fn receive(reader: &mut impl Read) -> Result<(u8, Vec<u8>), SaslError> {
 
 fn read_len(reader: &mut impl Read) -> Result<usize, SaslError> {
     let mut len = [0u8; 4];
-    reader.read_exact(&mut len)?;
+    reader.read_exact(&mut len).map_err(SaslError::receiving)?;
     let len = u32::from_be_bytes(len) as usize;
     if len > MAX_FRAME {
         return Err(SaslError::Protocol(format!("a frame of {len} bytes")));
@@ -275,9 +311,14 @@ fn read_len(reader: &mut impl Read) -> Result<usize, SaslError> {
 
 fn read_payload(reader: &mut impl Read, len: usize) -> Result<Vec<u8>, SaslError> {
     let mut payload = Vec::new();
-    reader.take(len as u64).read_to_end(&mut payload)?;
+    reader
+        .take(len as u64)
+        .read_to_end(&mut payload)
+        .map_err(SaslError::receiving)?;
     if payload.len() != len {
-        return Err(SaslError::Io(std::io::ErrorKind::UnexpectedEof.into()));
+        return Err(SaslError::receiving(
+            std::io::ErrorKind::UnexpectedEof.into(),
+        ));
     }
     Ok(payload)
 }

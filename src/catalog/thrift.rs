@@ -126,8 +126,12 @@ pub enum ThriftError {
     #[error("{0}")]
     Io(std::io::Error),
     /// The SASL transport failed (Kerberos, the negotiation).
-    #[error(transparent)]
-    Sasl(SaslError),
+    #[error("the SASL transport failed")]
+    Sasl {
+        /// How it failed.
+        #[source]
+        source: SaslError,
+    },
     /// The server answered a plain call with a SASL negotiation frame: it
     /// speaks Thrift's SASL transport only.
     #[error("the server speaks Thrift's SASL transport only")]
@@ -150,7 +154,7 @@ impl From<std::io::Error> for ThriftError {
     fn from(e: std::io::Error) -> ThriftError {
         if e.get_ref().is_some_and(|inner| inner.is::<SaslError>()) {
             if let Some(Ok(sasl)) = e.into_inner().map(|inner| inner.downcast::<SaslError>()) {
-                return ThriftError::Sasl(*sasl);
+                return ThriftError::Sasl { source: *sasl };
             }
             return ThriftError::Protocol("a SASL error lost on the way".to_string());
         }
@@ -161,8 +165,8 @@ impl From<std::io::Error> for ThriftError {
 impl From<SaslError> for ThriftError {
     fn from(e: SaslError) -> ThriftError {
         match e {
-            SaslError::Io(io) => ThriftError::Io(io),
-            other => ThriftError::Sasl(other),
+            SaslError::Io { cause, .. } => ThriftError::Io(cause),
+            other => ThriftError::Sasl { source: other },
         }
     }
 }

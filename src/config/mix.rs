@@ -248,11 +248,26 @@ pub struct SourceTableError {
 #[derive(Debug, thiserror::Error)]
 pub enum TablesError {
     /// One table is not a source.
-    #[error(transparent)]
-    Table(#[from] SourceTableError),
+    #[error("the [[source]] tables make no mix")]
+    Table {
+        /// Which table, and why.
+        #[source]
+        source: SourceTableError,
+    },
     /// An option of the mix (`epoch-rows`, `source-column`) breaks a rule.
-    #[error(transparent)]
-    Option(#[from] OptionError),
+    #[error("the [[source]] tables make no mix")]
+    Option {
+        /// The option and the rule.
+        #[source]
+        source: OptionError,
+    },
+}
+
+impl From<SourceTableError> for TablesError {
+    /// A table that is not a source makes no mix.
+    fn from(source: SourceTableError) -> Self {
+        TablesError::Table { source }
+    }
 }
 
 impl MixOptions {
@@ -283,7 +298,10 @@ impl MixOptions {
             weights: Some(weights),
             ..self.clone()
         };
-        let Some(mut mix) = options.config(urls)? else {
+        let mix = options
+            .config(urls)
+            .map_err(|source| TablesError::Option { source })?;
+        let Some(mut mix) = mix else {
             return Err(fail(0, "no source".to_string()).into());
         };
         for (index, (table, source)) in tables.iter().zip(&mut mix.sources).enumerate() {

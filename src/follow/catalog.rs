@@ -66,7 +66,9 @@ pub(super) async fn poll(
     }
     let mut options = options.clone();
     options.catalog_partitions = None;
-    let dataset = Dataset::open_partitions(location.clone(), fresh, options).await?;
+    let dataset = Dataset::open_partitions(location.clone(), fresh, options)
+        .await
+        .map_err(FollowError::read("list the table's new partitions"))?;
     let names: BTreeSet<String> = dataset
         .files
         .iter()
@@ -152,7 +154,9 @@ impl Follower {
             }
             Err(e) => return Err(FollowError::Catalog(Report(&e).to_string())),
         };
-        take(&found, &mut self.location, &mut self.options)?;
+        take(&found, &mut self.location, &mut self.options).map_err(FollowError::read(
+            "take the table's new location from the catalog",
+        ))?;
         Ok(())
     }
 }

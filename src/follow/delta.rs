@@ -41,7 +41,13 @@ pub(super) async fn poll(
     // A Delta table's next version is one file: look for it before
     // reading the log.
     if let Some(v) = *version {
-        if !has(location, v.saturating_add(1)).await? {
+        let next = v.saturating_add(1);
+        let found = has(location, next)
+            .await
+            .map_err(FollowError::read(format!(
+                "look for version {next} of the table"
+            )))?;
+        if !found {
             return Ok(None);
         }
     }

@@ -56,7 +56,7 @@ impl DirWatch {
         let listing = match connectors::listing::list(location).await {
             Ok(listing) => listing,
             Err(e) if nothing_yet(&e) => return Ok(None),
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(FollowError::read("list the followed directory")(e)),
         };
         let units = units(&listing);
         if units.root_files && !self.warned_root {
@@ -70,7 +70,9 @@ impl DirWatch {
         let roots: Vec<Path> = ready.iter().map(|u| u.path.clone()).collect();
         let names: Vec<String> = ready.iter().map(|u| u.name.clone()).collect();
         let committed_ms = ready.iter().map(|u| u.committed_ms(&units)).max().flatten();
-        let dataset = open_roots(location.clone(), roots, options.clone()).await?;
+        let dataset = open_roots(location.clone(), roots, options.clone())
+            .await
+            .map_err(FollowError::read("list the new partition directories"))?;
         for name in &names {
             self.pending.remove(name);
             self.taken.insert(name.clone());

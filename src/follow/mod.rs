@@ -50,8 +50,14 @@ pub use run::{run, Ends, Grow};
 #[derive(Debug, thiserror::Error)]
 pub enum FollowError {
     /// The source could not be read.
-    #[error(transparent)]
-    Connector(#[from] connectors::Error),
+    #[error("cannot {doing}")]
+    Connector {
+        /// What was being done (`list the new partitions of URL`).
+        doing: String,
+        /// Why, naming the path (boxed: it is large).
+        #[source]
+        source: Box<connectors::Error>,
+    },
     /// New data has columns the job's trainers were not set up for.
     #[error("{what} of {url} does not fit the job: {reason}; a followed job keeps the schema it started with (start a new job, with another --state, to take the new schema)")]
     Schema {
@@ -80,6 +86,17 @@ pub enum FollowError {
     /// The queue refused the new splits, or its journal failed.
     #[error("the job could not take new splits: {0}")]
     Grow(String),
+}
+
+impl FollowError {
+    /// The error of the source, which failed while `doing`, for `map_err`.
+    pub(crate) fn read(doing: impl Into<String>) -> impl FnOnce(connectors::Error) -> FollowError {
+        let doing = doing.into();
+        move |source| FollowError::Connector {
+            doing,
+            source: Box::new(source),
+        }
+    }
 }
 
 /// What a followed job found committed.

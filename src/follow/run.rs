@@ -29,7 +29,8 @@ pub trait Grow: Send + Sync {
 #[async_trait::async_trait]
 impl Grow for crate::state::LocalQueue {
     async fn apply(&self, command: Command) -> Result<Reply, String> {
-        self.run(command).map_err(|e| Report(&e).to_string())
+        self.run("grow or close the followed job", command)
+            .map_err(|e| Report(&e).to_string())
     }
     fn busy(&self) -> bool {
         self.has_work()
@@ -98,7 +99,9 @@ pub async fn run(
                     info!(target: crate::logging::PROGRESS, idle_seconds = last_change.elapsed().as_secs(), "following: no new data for {idle}");
                 }
             }
-            Err(FollowError::Connector(e)) if e.is_transient() || nothing_yet(&e) => {
+            Err(FollowError::Connector { source: e, .. })
+                if e.is_transient() || nothing_yet(&e) =>
+            {
                 if warned.elapsed() >= Duration::from_secs(60) {
                     warn!(error = %Report(&e), "following: cannot read the source now; trying again");
                     warned = Instant::now();

@@ -118,7 +118,9 @@ impl Follower {
             let found = match Box::pin(follower.poll()).await {
                 Ok(Some(found)) => found,
                 Ok(None) => continue,
-                Err(FollowError::Connector(e)) if e.is_transient() || nothing_yet(&e) => {
+                Err(FollowError::Connector { source: e, .. })
+                    if e.is_transient() || nothing_yet(&e) =>
+                {
                     warn!(source = %follower.location.url(), error = %connectors::Report(&e), "following: cannot read this source now; trying again");
                     continue;
                 }

@@ -30,14 +30,20 @@ pub(super) async fn poll(
     location: &Location,
     options: &DatasetOptions,
 ) -> Result<Option<Taken>, FollowError> {
-    let Some(newest) = connectors::sink::newest_batch(location).await? else {
+    let newest = connectors::sink::newest_batch(location)
+        .await
+        .map_err(FollowError::read("find the sink's newest batch"))?;
+    let Some(newest) = newest else {
         return Ok(None);
     };
     if batch.is_some_and(|b| newest <= b) {
         return Ok(None);
     }
-    let dataset =
-        Dataset::open_sink_batches(location.clone(), *batch, newest, options.clone()).await?;
+    let dataset = Dataset::open_sink_batches(location.clone(), *batch, newest, options.clone())
+        .await
+        .map_err(FollowError::read(format!(
+            "list the sink's batches up to {newest}"
+        )))?;
     *batch = Some(newest);
     info!(
         batch = newest,

@@ -42,7 +42,9 @@ pub(super) async fn poll(
     options: &DatasetOptions,
     on_rewrite: OnRewrite,
 ) -> Result<Option<Taken>, FollowError> {
-    let latest = table::snapshot(location, kind.table, TableVersion::Latest).await?;
+    let latest = table::snapshot(location, kind.table, TableVersion::Latest)
+        .await
+        .map_err(FollowError::read("read the table's latest version"))?;
     if *version == Some(latest.version) {
         return Ok(None);
     }
@@ -52,8 +54,12 @@ pub(super) async fn poll(
     };
     let to = snapshot.version;
     let committed_ms = snapshot.timestamp_ms;
-    let dataset =
-        Dataset::from_table(location.clone(), snapshot, Some(files), options.clone()).await?;
+    let dataset = Dataset::from_table(location.clone(), snapshot, Some(files), options.clone())
+        .await
+        .map_err(FollowError::read(format!(
+            "list the files of {} {to}",
+            kind.noun
+        )))?;
     let from = *version;
     *version = Some(to);
     info!(from = ?from, to, files = dataset.files.len(), "following: new {} of the table", kind.noun);
@@ -76,7 +82,12 @@ async fn since_version(
     on_rewrite: OnRewrite,
 ) -> Result<(Vec<TableFile>, TableSnapshot), FollowError> {
     let at = (kind.at)(&latest);
-    let changes = table_changes(location.clone(), kind.table, since, at).await?;
+    let changes = table_changes(location.clone(), kind.table, since, at)
+        .await
+        .map_err(FollowError::read(format!(
+            "read the table's commits after {} {since}",
+            kind.noun
+        )))?;
     let rewrite = changes
         .commits
         .iter()

@@ -32,33 +32,57 @@ use crate::worker::pipeline::{self, PipelineConfig, Progress, Stop};
 /// Errors that stop a training job before or while it runs.
 #[derive(Debug, thiserror::Error)]
 pub enum TrainError {
-    /// Reading the dataset failed.
-    #[error(transparent)]
-    Connector(#[from] connectors::Error),
+    /// The source could not be opened, or its read planned.
+    #[error("cannot {doing}")]
+    Connector {
+        /// What was being done (`open the source`).
+        doing: String,
+        /// Why, naming the path or column (boxed: it is large).
+        #[source]
+        source: Box<connectors::Error>,
+    },
     /// The cache directory (`--cache`) cannot be used.
     #[error("{0}")]
     Cache(String),
-    /// The job could not be planned, or its source followed. A pure
-    /// pass-through: the planner's errors say what failed in the words
-    /// `sluice train` and `sluice master` share, and one line repeats
-    /// nothing (boxed: it is large).
+    /// The job could not be planned, or its source followed (boxed: it is
+    /// large).
+    // transparent: each PlanError says what the planner was doing and on
+    // which source, in the words `sluice train` and `sluice master` share;
+    // "cannot plan the job" before it would say nothing more.
     #[error(transparent)]
     Plan(Box<PlanError>),
     /// `_SUCCESS` never came.
-    #[error(transparent)]
-    Wait(#[from] wait::WaitError),
+    #[error("cannot wait for the output to finish (--wait-success)")]
+    Wait {
+        /// Why the wait ended, naming the output.
+        #[source]
+        source: wait::WaitError,
+    },
     /// The trainer refused the schema or could not be set up.
-    #[error(transparent)]
-    Trainer(#[from] crate::trainer::TrainerError),
-    /// The queue configuration is invalid.
-    #[error(transparent)]
-    Queue(#[from] crate::queue::ConfigError),
+    #[error("cannot {doing}")]
+    Trainer {
+        /// What was being done (`set the trainer up for the columns read`).
+        doing: &'static str,
+        /// Why, naming the column or option.
+        #[source]
+        source: crate::trainer::TrainerError,
+    },
     /// The state directory is unusable.
-    #[error(transparent)]
-    State(#[from] StateError),
+    #[error("cannot {doing} the job's state")]
+    State {
+        /// What was being done (`open`, `resume`).
+        doing: &'static str,
+        /// Why, naming the state (boxed: it is large).
+        #[source]
+        source: Box<StateError>,
+    },
     /// The pipeline stopped.
-    #[error(transparent)]
-    Pipeline(#[from] pipeline::PipelineError),
+    #[error("training stopped")]
+    Pipeline {
+        /// Why: the trainer, the queue or the reads.
+        #[source]
+        source: pipeline::PipelineError,
+    },
     /// The model to continue from (`--init-model`) cannot be read.
     #[error("cannot read the model to continue from, {path}: {cause}")]
     InitModel {
@@ -91,6 +115,38 @@ pub enum TrainError {
         /// The failure.
         cause: std::io::Error,
     },
+}
+
+impl TrainError {
+    /// The error of the source, which failed while `doing`, for `map_err`.
+    pub fn read(doing: impl Into<String>) -> impl FnOnce(connectors::Error) -> TrainError {
+        let doing = doing.into();
+        move |source| TrainError::Connector {
+            doing,
+            source: Box::new(source),
+        }
+    }
+
+    /// The error of the trainer, which refused while `doing`, for `map_err`.
+    pub fn trainer(doing: &'static str) -> impl FnOnce(crate::trainer::TrainerError) -> TrainError {
+        move |source| TrainError::Trainer { doing, source }
+    }
+
+    /// The error of the job's state, which failed while the run was to
+    /// `doing` it (`open`), for `map_err`.
+    pub fn state(doing: &'static str) -> impl FnOnce(StateError) -> TrainError {
+        move |source| TrainError::State {
+            doing,
+            source: Box::new(source),
+        }
+    }
+}
+
+/// The pipeline stops the training: every pipeline error is the training's.
+impl From<pipeline::PipelineError> for TrainError {
+    fn from(source: pipeline::PipelineError) -> Self {
+        TrainError::Pipeline { source }
+    }
 }
 
 impl From<PlanError> for TrainError {
@@ -181,7 +237,8 @@ pub(crate) fn cache_unused(cache: &crate::config::CacheConfig) {
 /// it early (SIGINT/SIGTERM): acknowledged rows are committed and the tasks
 /// handed back, so `--state` resumes where it stopped.
 pub async fn run(config: TrainConfig, stop: Option<Stop>) -> Result<Outcome, TrainError> {
-    let location = connectors::store::open(&config.url)?;
+    let location =
+        connectors::store::open(&config.url).map_err(TrainError::read("open the source"))?;
     let waiting = Instant::now();
     let request = PlanRequest::of_train(&config);
     if let (None, None, Some(timeout)) = (&config.follow, &config.mix, config.wait_success) {
@@ -189,7 +246,7 @@ pub async fn run(config: TrainConfig, stop: Option<Stop>) -> Result<Outcome, Tra
         let Some(dataset) = until_stopped(stop.as_ref(), wait).await else {
             return Err(stopped_waiting(&config));
         };
-        let dataset = dataset?;
+        let dataset = dataset.map_err(|source| TrainError::Wait { source })?;
         request.check_finished(&dataset)?;
         return run_dataset(config, stop, dataset, waiting.elapsed()).await;
     }
@@ -298,7 +355,9 @@ async fn run_job(
     let (job, factory) = plan_job(&config, &request, &dataset, follow, mixed.as_ref())?;
     let schema = job.spec.plan.output_schema();
     if config.mix.is_some() {
-        factory.validate(&schema)?;
+        factory.validate(&schema).map_err(TrainError::trainer(
+            "set the trainer up for the columns read",
+        ))?;
     }
     let ready = match &config.state {
         Some(dir) => {
@@ -308,7 +367,8 @@ async fn run_job(
             }
         }
         None => Ready {
-            state: MasterState::with_journal(job, Box::new(MemoryJournal::default()))?,
+            state: MasterState::with_journal(job, Box::new(MemoryJournal::default()))
+                .map_err(TrainError::state("open"))?,
             factory,
             resumed_from: None,
             rewound: 0,
@@ -337,7 +397,11 @@ fn plan_job(
         config.lockstep,
         &config.transform,
     )?;
-    factory.validate(&plan.output_schema())?;
+    factory
+        .validate(&plan.output_schema())
+        .map_err(TrainError::trainer(
+            "set the trainer up for the columns read",
+        ))?;
     let job = request.job(dataset, plan, follow, mixed)?;
     Ok((job, factory))
 }
@@ -380,7 +444,9 @@ async fn open_state(
 ) -> Result<Opened, TrainError> {
     let location = StateLocation::Dir(dir.to_path_buf());
     let identity = request.identity(|| Ok(dataset.location.url()))?;
-    let (state, resumed) = MasterState::open(&location, identity, move || Ok(job)).await?;
+    let (state, resumed) = MasterState::open(&location, identity, move || Ok(job))
+        .await
+        .map_err(TrainError::state("open"))?;
     let mut ready = Ready {
         after_stop: resumed && !state.queue().is_over(),
         state,
@@ -390,12 +456,17 @@ async fn open_state(
     };
     let state = &mut ready.state;
     if resumed && config.retry_failed && !state.queue().failures().is_empty() {
+        let retry = StateError::journal(
+            state.describe(),
+            "put its failed tasks back (--retry-failed)",
+        );
         state
             .retry_failed(crate::wall::wall_millis())
-            .map_err(StateError::from)?;
+            .map_err(retry)
+            .map_err(TrainError::state("resume"))?;
     }
     if resumed {
-        request.reopen(state)?;
+        request.reopen(state).map_err(TrainError::state("resume"))?;
     }
     let mut finishing = false;
     if resumed && state.queue().is_over() {
@@ -423,12 +494,21 @@ async fn open_state(
         // instead of waiting for them to lapse. Its master went with it:
         // a crash, not an attempt of the tasks it held (RenewAll first).
         let now = crate::wall::wall_millis();
+        let take_back = || {
+            StateError::journal(
+                state.describe(),
+                "take back the leases of the run that wrote it",
+            )
+        };
+        let (renew, tick) = (take_back(), take_back());
         state
             .execute(Command::RenewAll { now })
-            .map_err(StateError::from)?;
+            .map_err(renew)
+            .map_err(TrainError::state("resume"))?;
         state
             .execute(Command::Tick { now: u64::MAX / 2 })
-            .map_err(StateError::from)?;
+            .map_err(tick)
+            .map_err(TrainError::state("resume"))?;
         if !finishing {
             warn!(state = %dir.display(), done = state.queue().status().tasks_done, "resuming from saved state");
         }
@@ -446,7 +526,9 @@ async fn open_state(
             Arc::new(linear_factory(model, Some(checkpoints))?),
             &config.transform,
         );
-        ready.factory.validate(schema)?;
+        ready.factory.validate(schema).map_err(TrainError::trainer(
+            "set the trainer up for the columns read",
+        ))?;
         if let Some(path) = path {
             warn!(path = %path.display(), "the model continues from its checkpoint");
         }
@@ -465,9 +547,11 @@ fn rewind_to_checkpoint(
 ) -> Result<(), TrainError> {
     let state = &mut ready.state;
     let committed = state.queue().rows_committed();
+    let rewind = StateError::journal(state.describe(), "go back to its last complete checkpoint");
     state
         .execute(Command::Rewind { now: wall_millis() })
-        .map_err(StateError::from)?;
+        .map_err(rewind)
+        .map_err(TrainError::state("resume"))?;
     let cut = state.queue().cut();
     ready.rewound = committed.saturating_sub(cut.rows);
     warn!(
@@ -491,7 +575,9 @@ fn rewind_to_checkpoint(
             config.lockstep,
             &config.transform,
         )?;
-        ready.factory.validate(schema)?;
+        ready.factory.validate(schema).map_err(TrainError::trainer(
+            "set the trainer up for the columns read",
+        ))?;
     }
     Ok(())
 }
@@ -514,7 +600,9 @@ fn resumed_factory(
         config.lockstep,
         &config.transform,
     )?;
-    factory.validate(&schema)?;
+    factory.validate(&schema).map_err(TrainError::trainer(
+        "set the trainer up for the columns read",
+    ))?;
     Ok(factory)
 }
 
@@ -763,7 +851,12 @@ fn finish(
     }
     if let Some(dir) = &config.state {
         let value = serde_json::to_vec_pretty(&summary).unwrap_or_default();
-        write_durably(&dir.join(FINISHED), &value).map_err(StateError::from)?;
+        write_durably(&dir.join(FINISHED), &value)
+            .map_err(StateError::journal(
+                dir.display().to_string(),
+                "record that the run ended (finished.json)",
+            ))
+            .map_err(TrainError::state("close"))?;
     }
     check_rows(config, dataset, &source.status_now())?;
     Ok(Outcome::Trained(summary))
@@ -800,14 +893,20 @@ pub fn check_schema(config: &TrainConfig, dataset: &Dataset) -> Result<(), Train
     if dataset.schema().fields().is_empty() {
         return Ok(());
     }
-    let plan = ReadPlan::new(dataset, config.columns.as_deref(), config.batch_size)?;
+    // Each error of the plan names the path or the flag at fault.
+    let plan = ReadPlan::new(dataset, config.columns.as_deref(), config.batch_size)
+        .map_err(TrainError::read("plan the read"))?;
     let mut trainer = config.trainer.clone();
     if let TrainerChoice::Model(model) = &mut trainer {
         // The model a run continues from is no part of the schema.
         model.init = None;
     }
     let factory = make_factory(&trainer, None, false, &config.transform)?;
-    factory.validate(&plan.output_schema())?;
+    factory
+        .validate(&plan.output_schema())
+        .map_err(TrainError::trainer(
+            "set the trainer up for the columns read",
+        ))?;
     Ok(())
 }
 
@@ -929,7 +1028,9 @@ pub fn make_factory(
                 f = f.with_device_ids(ids.clone());
             }
             if lockstep {
-                f = f.with_lockstep()?;
+                f = f.with_lockstep().map_err(TrainError::trainer(
+                    "set the trainers up in lockstep (--lockstep)",
+                ))?;
             }
             Arc::new(f)
         }

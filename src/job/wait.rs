@@ -36,8 +36,14 @@ pub enum WaitError {
         detail: String,
     },
     /// Listing failed for a reason other than absence.
-    #[error(transparent)]
-    Connector(#[from] connectors::Error),
+    #[error("cannot wait for {url}/_SUCCESS")]
+    Connector {
+        /// The dataset.
+        url: String,
+        /// Why listing it failed (boxed: it is large).
+        #[source]
+        source: Box<connectors::Error>,
+    },
 }
 
 /// Whether the error is a missing bucket or container rather than a missing directory.
@@ -84,7 +90,12 @@ pub async fn until_success(
             Err(e) if e.kind() == ErrorKind::NotFound && !is_missing_bucket(&e) => {
                 "; the directory does not exist yet".to_string()
             }
-            Err(e) => return Err(e.into()),
+            Err(source) => {
+                return Err(WaitError::Connector {
+                    url: location.url(),
+                    source: Box::new(source),
+                })
+            }
         };
         if let Some(pid) = writer_gone {
             return Err(WaitError::WriterFailed {

@@ -67,14 +67,50 @@ pub struct WorkerConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
     /// Talking to the master failed.
-    #[error(transparent)]
-    Remote(#[from] RemoteError),
-    /// Setting up or running training failed.
-    #[error(transparent)]
-    Train(#[from] TrainError),
+    #[error("cannot {doing}")]
+    Remote {
+        /// What was being done (`join the job`).
+        doing: &'static str,
+        /// Why, naming the master.
+        #[source]
+        source: RemoteError,
+    },
+    /// Setting training up, or writing what it made, failed.
+    #[error("cannot {doing}")]
+    Train {
+        /// What was being done (`start training the job`).
+        doing: &'static str,
+        /// Why.
+        #[source]
+        source: TrainError,
+    },
+    /// The pipeline stopped: a trainer, the queue or the reads.
+    #[error("training stopped")]
+    Pipeline {
+        /// Why.
+        #[source]
+        source: crate::worker::pipeline::PipelineError,
+    },
     /// The dataset could not be opened.
-    #[error(transparent)]
-    Connector(#[from] connectors::Error),
+    #[error("cannot open the job's source")]
+    Connector {
+        /// Why, naming the URL (boxed: it is large).
+        #[source]
+        source: Box<connectors::Error>,
+    },
+}
+
+impl WorkerError {
+    /// The error of the master, met while `doing`, for `map_err`.
+    fn remote(doing: &'static str) -> impl FnOnce(RemoteError) -> WorkerError {
+        move |source| WorkerError::Remote { doing, source }
+    }
+
+    /// The error of setting training up or finishing it, met while
+    /// `doing`, for `map_err`.
+    fn train(doing: &'static str) -> impl FnOnce(TrainError) -> WorkerError {
+        move |source| WorkerError::Train { doing, source }
+    }
 }
 
 /// What a worker did.
@@ -118,7 +154,8 @@ pub async fn run(
         config.token.clone(),
         config.patience,
         config.ca_file.as_deref(),
-    )?
+    )
+    .map_err(WorkerError::remote("set up the connection to the master"))?
     .with_name(config.name.clone());
     if let Some(stop) = &stop {
         source = source.with_stop(stop);
@@ -152,7 +189,7 @@ pub async fn run(
                     }
                     (Some(rows), FinalCheckpointRule::Enforced) if ended_unsaved => {
                         let error = pipeline::PipelineError::NoFinalCheckpoint { rows };
-                        return Err(TrainError::from(error).into());
+                        return Err(WorkerError::Pipeline { source: error });
                     }
                     (Some(rows), FinalCheckpointRule::Enforced) => {
                         ended_unsaved = true;
@@ -251,7 +288,7 @@ async fn run_once(
     let batches_before = counted.batches.load(Ordering::Relaxed);
     // Stopped before it joined: nothing is held, nothing to hand back.
     let spec = tokio::select! {
-        spec = source.job_for(&config.name) => spec?,
+        spec = source.job_for(&config.name) => spec.map_err(WorkerError::remote("join the job"))?,
         () = stopped(stop) => {
             return Ok(Ran::Ended(WorkerOutcome {
                 rows: before,
@@ -268,8 +305,13 @@ async fn run_once(
         *asked = true;
         vended_credentials(table, &config.catalog).await;
     }
-    let location = with_cache(config, &spec, source, job_location(&spec)?)?;
-    let factory = job_factory(config, &spec)?;
+    let location = job_location(&spec).map_err(|source| WorkerError::Connector {
+        source: Box::new(source),
+    })?;
+    let location = with_cache(config, &spec, source, location)
+        .map_err(WorkerError::train("start training the job"))?;
+    let factory =
+        job_factory(config, &spec).map_err(WorkerError::train("start training the job"))?;
     let rows = source.rows_counter();
     let acknowledged = rows.clone();
     let batches_counted = counted.batches.clone();
@@ -308,11 +350,11 @@ async fn run_once(
             }));
         }
         Err(pipeline::PipelineError::RolledBack(why)) => return Ok(Ran::RolledBack(why)),
-        Err(e) => return Err(TrainError::from(e).into()),
+        Err(e) => return Err(WorkerError::Pipeline { source: e }),
     };
     if let (TrainerChoice::Model(m), Some(model)) = (&config.trainer, factory.report().model) {
         if let Some(path) = &m.output {
-            write_json(path, &model)?;
+            write_json(path, &model).map_err(WorkerError::train("write the model (--output)"))?;
         }
     }
     Ok(Ran::Ended(WorkerOutcome {
@@ -385,7 +427,11 @@ fn job_factory(
         config.lockstep,
         &config.transform,
     )?;
-    factory.validate(&spec.plan.output_schema())?;
+    factory
+        .validate(&spec.plan.output_schema())
+        .map_err(TrainError::trainer(
+            "set the trainer up for the columns read",
+        ))?;
     Ok(factory)
 }
 

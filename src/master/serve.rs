@@ -49,15 +49,22 @@ pub struct MasterConfig {
 /// Errors of the master.
 #[derive(Debug, thiserror::Error)]
 pub enum MasterError {
-    /// The job could not be planned, or its source followed. A pure
-    /// pass-through: the planner's errors say what failed in the words
-    /// `sluice train` and `sluice master` share, and one line repeats
-    /// nothing (boxed: it is large).
+    /// The job could not be planned, or its source followed (boxed: it is
+    /// large).
+    // transparent: each PlanError says what the planner was doing and on
+    // which source, in the words `sluice train` and `sluice master` share;
+    // "cannot plan the job" before it would say nothing more.
     #[error(transparent)]
     Plan(Box<PlanError>),
-    /// The state could not be opened.
-    #[error(transparent)]
-    State(#[from] StateError),
+    /// The state could not be opened or resumed.
+    #[error("cannot {doing} the job's state")]
+    State {
+        /// What was being done (`open`, `resume`).
+        doing: &'static str,
+        /// Why, naming the state (boxed: it is large).
+        #[source]
+        source: Box<StateError>,
+    },
     /// The address could not be bound.
     #[error("cannot listen on {addr}: {cause}")]
     Listen {
@@ -73,8 +80,12 @@ pub enum MasterError {
         cause: std::io::Error,
     },
     /// TLS could not be set up.
-    #[error(transparent)]
-    Tls(#[from] super::tls::TlsError),
+    #[error("cannot serve HTTPS (--tls-cert, --tls-key)")]
+    Tls {
+        /// Which file is wrong, and how.
+        #[source]
+        source: super::tls::TlsError,
+    },
     /// The journal could not be written: nothing after the last durable
     /// change was answered, and a restart on the same state continues.
     #[error("{}; the master stopped: start it again on the same state to continue", Report(.0))]
@@ -82,8 +93,12 @@ pub enum MasterError {
     /// Trainers that keep checkpoints ended their streams without a final
     /// `checkpoint ID` twice over the same rows (the second time after
     /// those rows were served again), whichever workers' trainers they were.
-    #[error(transparent)]
-    NoFinalCheckpoint(crate::worker::pipeline::PipelineError),
+    #[error("the job ended with rows in no checkpoint")]
+    NoFinalCheckpoint {
+        /// What the trainers did, and how many rows it left out.
+        #[source]
+        source: crate::worker::pipeline::PipelineError,
+    },
     /// The job token is too short to keep strangers out.
     #[error("the job token has {bytes} bytes, fewer than the {min} a master needs: make one with `openssl rand -hex 24`")]
     ShortToken {
@@ -92,6 +107,17 @@ pub enum MasterError {
         /// The least accepted.
         min: usize,
     },
+}
+
+impl MasterError {
+    /// The error of the job's state, which failed while the master was to
+    /// `doing` it (`open`), for `map_err`.
+    fn state(doing: &'static str) -> impl FnOnce(StateError) -> MasterError {
+        move |source| MasterError::State {
+            doing,
+            source: Box::new(source),
+        }
+    }
 }
 
 impl From<PlanError> for MasterError {
@@ -182,7 +208,8 @@ impl StopSignals {
 /// followed source held nothing until `--idle-exit` or `--follow-until`
 /// ended the wait for it.
 async fn make_job(plan: &PlanRequest) -> Result<Option<JobRecord>, PlanError> {
-    let location = connectors::store::open(&plan.url)?;
+    let location =
+        connectors::store::open(&plan.url).map_err(PlanError::read("open the source"))?;
     let Sources::Found {
         dataset,
         mixed,
@@ -212,7 +239,10 @@ enum Started {
 async fn start(config: &MasterConfig, signals: &mut StopSignals) -> Result<Started, MasterError> {
     let plan = &config.plan;
     let identity = plan.identity(|| Ok(connectors::store::open(&plan.url)?.url()))?;
-    let made = if MasterState::exists(&config.state).await? {
+    let exists = MasterState::exists(&config.state)
+        .await
+        .map_err(MasterError::state("read"))?;
+    let made = if exists {
         None
     } else {
         let made = tokio::select! {
@@ -230,7 +260,8 @@ async fn start(config: &MasterConfig, signals: &mut StopSignals) -> Result<Start
             what: "disappeared",
         })
     })
-    .await?;
+    .await
+    .map_err(MasterError::state("open"))?;
     if resumed {
         resume(config, &mut state)?;
     }
@@ -251,14 +282,24 @@ async fn start(config: &MasterConfig, signals: &mut StopSignals) -> Result<Start
 /// followed job follows on, and `--retry-failed` puts failed tasks back.
 fn resume(config: &MasterConfig, state: &mut MasterState) -> Result<(), MasterError> {
     let now = crate::wall::wall_millis();
+    let renew = StateError::journal(state.describe(), "renew the workers' leases");
     state
         .execute(crate::queue::Command::RenewAll { now })
-        .map_err(|e| MasterError::State(e.into()))?;
-    config.plan.reopen(state)?;
+        .map_err(renew)
+        .map_err(MasterError::state("resume"))?;
+    config
+        .plan
+        .reopen(state)
+        .map_err(MasterError::state("resume"))?;
     if config.retry_failed {
+        let retry = StateError::journal(
+            state.describe(),
+            "put its failed tasks back (--retry-failed)",
+        );
         state
             .retry_failed(crate::wall::wall_millis())
-            .map_err(|e| MasterError::State(e.into()))?;
+            .map_err(retry)
+            .map_err(MasterError::state("resume"))?;
     }
     Ok(())
 }
@@ -293,7 +334,9 @@ pub async fn run(config: MasterConfig) -> Result<MasterOutcome, MasterError> {
 /// the start at once) and the bound listener, announced.
 async fn bind(config: &MasterConfig) -> Result<(TcpListener, Option<TlsAcceptor>), MasterError> {
     let acceptor = match &config.tls {
-        Some((cert, key)) => Some(super::tls::acceptor(cert, key)?),
+        Some((cert, key)) => {
+            Some(super::tls::acceptor(cert, key).map_err(|source| MasterError::Tls { source })?)
+        }
         None => None,
     };
     let listener =
@@ -414,9 +457,9 @@ fn outcome(
     let queue = &status.queue;
     if let Some(rows) = m.queue().no_final_checkpoint() {
         use crate::worker::pipeline::PipelineError;
-        return Err(MasterError::NoFinalCheckpoint(
-            PipelineError::NoFinalCheckpoint { rows },
-        ));
+        return Err(MasterError::NoFinalCheckpoint {
+            source: PipelineError::NoFinalCheckpoint { rows },
+        });
     }
     if queue.job_over && queue.rows_done == 0 && status.failed.is_empty() {
         // Rows a listing cannot tell (text formats) turned out to be none.

@@ -42,8 +42,23 @@ pub enum MixError {
         path: String,
     },
     /// A source cannot be planned (a column `--columns` names that it lacks).
-    #[error(transparent)]
-    Plan(#[from] connectors::Error),
+    #[error("cannot plan the read of source {name}")]
+    Plan {
+        /// The source.
+        name: String,
+        /// Why, naming the column or file (boxed: it is large).
+        #[source]
+        source: Box<connectors::Error>,
+    },
+    /// A source cannot be opened or listed.
+    #[error("cannot open source {name}")]
+    Open {
+        /// The source.
+        name: String,
+        /// Why, naming the path (boxed: it is large).
+        #[source]
+        source: Box<connectors::Error>,
+    },
     /// No source at all.
     #[error("several sources: none given")]
     NoSource,
@@ -95,16 +110,20 @@ pub async fn open<E>(
     check: impl Fn(&Dataset) -> Result<(), E>,
 ) -> Result<(Dataset, Mixed), E>
 where
-    E: From<MixError> + From<connectors::Error>,
+    E: From<MixError>,
 {
     let mut datasets = Vec::with_capacity(mix.sources.len());
     for source in &mix.sources {
+        let opening = |cause| MixError::Open {
+            name: source.name.clone(),
+            source: Box::new(cause),
+        };
         let fail = |cause| match source.has_own_filter() {
             true => E::from(named(source, cause)),
-            false => E::from(cause),
+            false => E::from(opening(cause)),
         };
         let own = source.options(options).map_err(fail)?;
-        let location = connectors::store::open(&source.url)?;
+        let location = connectors::store::open(&source.url).map_err(opening)?;
         let dataset = Dataset::open(location, own).await.map_err(fail)?;
         check(&dataset)?;
         datasets.push(dataset);
@@ -152,7 +171,10 @@ pub fn named(source: &MixSource, cause: connectors::Error) -> MixError {
             name: source.name.clone(),
             cause: Box::new(cause),
         },
-        false => MixError::Plan(cause),
+        false => MixError::Plan {
+            name: source.name.clone(),
+            source: Box::new(cause),
+        },
     }
 }
 
@@ -192,8 +214,15 @@ pub fn combine(
     batch_size: usize,
 ) -> Result<(Dataset, Mixed), MixError> {
     let mut plans = Vec::with_capacity(datasets.len());
-    for dataset in &datasets {
-        plans.push(ReadPlan::new(dataset, columns, batch_size)?);
+    for (index, dataset) in datasets.iter().enumerate() {
+        let plan = ReadPlan::new(dataset, columns, batch_size).map_err(|cause| MixError::Plan {
+            name: mix
+                .sources
+                .get(index)
+                .map_or_else(|| dataset.location.url(), |s| s.name.clone()),
+            source: Box::new(cause),
+        })?;
+        plans.push(plan);
     }
     let names: Vec<&str> = mix.sources.iter().map(|s| s.name.as_str()).collect();
     check_columns(&plans, &names)?;

@@ -21,9 +21,13 @@ impl PlanRequest {
     /// follows on from where it stopped.
     pub fn reopen(&self, state: &mut MasterState) -> Result<(), StateError> {
         if self.follow.is_some() && !state.queue().is_open() {
-            state.execute(Command::Reopen {
-                now: crate::wall::wall_millis(),
-            })?;
+            let doing =
+                StateError::journal(state.describe(), "reopen the queue of its followed job");
+            state
+                .execute(Command::Reopen {
+                    now: crate::wall::wall_millis(),
+                })
+                .map_err(doing)?;
         }
         Ok(())
     }
@@ -45,20 +49,19 @@ impl PlanRequest {
             return Ok(None);
         }
         let following = match &self.mix {
-            Some(mix) => {
-                Follower::resume_several(state, mix, &self.dataset, follow, started).await?
-            }
-            None => {
-                Follower::resume(
-                    state,
-                    location()?,
-                    self.dataset.clone(),
-                    follow,
-                    started,
-                    self.table.clone(),
-                )
-                .await?
-            }
+            Some(mix) => Follower::resume_several(state, mix, &self.dataset, follow, started)
+                .await
+                .map_err(PlanError::read("resume following the sources"))?,
+            None => Follower::resume(
+                state,
+                location().map_err(PlanError::read("open the source"))?,
+                self.dataset.clone(),
+                follow,
+                started,
+                self.table.clone(),
+            )
+            .await
+            .map_err(PlanError::read("resume following the source"))?,
         };
         Ok(Some(following))
     }
@@ -93,7 +96,7 @@ impl Followed {
     /// The failure that stopped following, if one did.
     pub fn failed(self) -> Result<(), PlanError> {
         match self.0.into_inner() {
-            Some(Err(e)) => Err(PlanError::Follow(e)),
+            Some(Err(e)) => Err(PlanError::follow("go on following the source")(e)),
             _ => Ok(()),
         }
     }

@@ -58,7 +58,7 @@ impl PlanRequest {
     ) -> Result<Identity, PlanError> {
         let dataset = match &self.table {
             Some(table) => table.identity.clone(),
-            None => opened()?,
+            None => opened().map_err(PlanError::read("open the source"))?,
         };
         let trainer = self.trainer.as_ref();
         let mut identity = Identity::default().with(DATASET, dataset);

@@ -108,11 +108,9 @@ impl PlanRequest {
     /// How `dataset` is read: the columns asked for, in batches of
     /// [`PlanRequest::batch_rows`].
     pub fn read_plan(&self, dataset: &Dataset) -> Result<ReadPlan, PlanError> {
-        Ok(ReadPlan::new(
-            dataset,
-            self.columns.as_deref(),
-            self.batch_rows,
-        )?)
+        // Each error of the plan names the path or the flag at fault.
+        ReadPlan::new(dataset, self.columns.as_deref(), self.batch_rows)
+            .map_err(PlanError::read("plan the read"))
     }
 
     /// The job of `dataset` read by `plan`: its splits (the rows chosen),
@@ -211,17 +209,35 @@ fn without_userinfo(uri: &str) -> String {
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
     /// The dataset could not be read.
-    #[error(transparent)]
-    Connector(#[from] connectors::Error),
-    /// An option breaks a rule.
-    #[error(transparent)]
-    Options(#[from] crate::config::OptionError),
+    #[error("cannot {doing}")]
+    Connector {
+        /// What was being done (`open the source`, `plan the read`).
+        doing: String,
+        /// Why, naming the path or column (boxed: it is large).
+        #[source]
+        source: Box<connectors::Error>,
+    },
+    /// An option of the rows to train (`--split`, `--sample`) breaks a rule.
+    #[error("cannot choose the rows to train")]
+    Options {
+        /// The option and the rule.
+        #[source]
+        source: crate::config::OptionError,
+    },
     /// Several sources cannot be mixed as asked.
-    #[error(transparent)]
-    Mix(#[from] crate::mix::MixError),
+    #[error("cannot mix the sources")]
+    Mix {
+        /// Which sources disagree, and how.
+        #[source]
+        source: crate::mix::MixError,
+    },
     /// The rows to train cannot be chosen by the key asked for (`--split-key`).
-    #[error(transparent)]
-    Select(#[from] crate::protocol::select::SelectError),
+    #[error("cannot choose the rows to train")]
+    Select {
+        /// The key, and why.
+        #[source]
+        source: crate::protocol::select::SelectError,
+    },
     /// The output is visibly unfinished.
     #[error("{url} is not finished: no _SUCCESS and in-flight output present ({markers}); {hint}")]
     Unfinished {
@@ -248,8 +264,55 @@ pub enum PlanError {
     },
     /// Following the source failed (`--follow`); what was taken before was
     /// trained or served.
-    #[error(transparent)]
-    Follow(#[from] crate::follow::FollowError),
+    #[error("cannot {doing}")]
+    Follow {
+        /// What was being done (`go on following the source`).
+        doing: &'static str,
+        /// Why following stopped.
+        #[source]
+        source: crate::follow::FollowError,
+    },
+}
+
+impl PlanError {
+    /// The error of the source, which failed while `doing`, for `map_err`.
+    pub fn read(doing: impl Into<String>) -> impl FnOnce(connectors::Error) -> PlanError {
+        let doing = doing.into();
+        move |source| PlanError::Connector {
+            doing,
+            source: Box::new(source),
+        }
+    }
+
+    /// The error of following the source, which stopped while `doing`,
+    /// for `map_err`.
+    pub fn follow(doing: &'static str) -> impl FnOnce(crate::follow::FollowError) -> PlanError {
+        move |source| PlanError::Follow { doing, source }
+    }
+}
+
+/// Every option error the planner meets is one of the rows to train
+/// (`--split`, `--sample`, `--limit`; [`JobRecord::build`]).
+impl From<crate::config::OptionError> for PlanError {
+    fn from(source: crate::config::OptionError) -> Self {
+        PlanError::Options { source }
+    }
+}
+
+/// A key that cannot place rows fails the choice of the rows to train
+/// ([`JobRecord::build`]).
+impl From<crate::protocol::select::SelectError> for PlanError {
+    fn from(source: crate::protocol::select::SelectError) -> Self {
+        PlanError::Select { source }
+    }
+}
+
+/// Every error of mixing sources (their columns, `--epoch-rows`, a source
+/// that cannot be opened; [`crate::mix::open`]) fails the mix.
+impl From<crate::mix::MixError> for PlanError {
+    fn from(source: crate::mix::MixError) -> Self {
+        PlanError::Mix { source }
+    }
 }
 
 #[cfg(test)]

@@ -36,7 +36,9 @@ impl PlanRequest {
         match (&self.follow, &self.mix) {
             (Some(follow), Some(mix)) => {
                 let FirstOfAll::Found(datasets, position) =
-                    first_datasets(mix, &self.dataset, follow).await?
+                    first_datasets(mix, &self.dataset, follow)
+                        .await
+                        .map_err(PlanError::read("wait for the sources' first data"))?
                 else {
                     return Ok(Sources::Ended);
                 };
@@ -57,7 +59,8 @@ impl PlanRequest {
                     follow,
                     self.table.as_ref(),
                 )
-                .await?;
+                .await
+                .map_err(PlanError::read("wait for the source's first data"))?;
                 let First::Found(dataset, position) = first else {
                     return Ok(Sources::Ended);
                 };
@@ -83,7 +86,9 @@ impl PlanRequest {
                 })
             }
             (None, None) => {
-                let dataset = Dataset::open(location.clone(), self.dataset.clone()).await?;
+                let dataset = Dataset::open(location.clone(), self.dataset.clone())
+                    .await
+                    .map_err(PlanError::read("open the source"))?;
                 self.check_finished(&dataset)?;
                 Ok(Sources::Found {
                     dataset,

@@ -24,6 +24,8 @@ pub const MAX_REASON_CHARS: usize = 2000;
 
 /// An operation on the queue.
 pub trait Operation: Send + Sync + 'static {
+    /// What it does, for messages (`lease tasks`).
+    const DOING: &'static str;
     /// The answer when the queue accepts it.
     type Output: Serialize + DeserializeOwned + Send;
     /// The command that records it, made at `now`.
@@ -61,6 +63,7 @@ pub struct Register {
 }
 
 impl Operation for Register {
+    const DOING: &'static str = "register the worker";
     type Output = WorkerId;
     fn command(self, now: Millis) -> Command {
         Command::Register {
@@ -87,6 +90,7 @@ pub struct Lease {
 }
 
 impl Operation for Lease {
+    const DOING: &'static str = "lease tasks";
     type Output = LeaseReply;
     fn command(self, now: Millis) -> Command {
         Command::Lease {
@@ -134,6 +138,7 @@ pub struct HeartbeatReply {
 }
 
 impl Operation for Heartbeat {
+    const DOING: &'static str = "renew the worker's leases";
     type Output = HeartbeatReply;
     fn command(self, now: Millis) -> Command {
         Command::Heartbeat {
@@ -166,6 +171,7 @@ pub struct Commit {
 }
 
 impl Operation for Commit {
+    const DOING: &'static str = "commit acknowledged rows";
     type Output = ();
     fn check(&self) -> Result<(), String> {
         let mut last = self.offset;
@@ -211,6 +217,7 @@ pub struct Finish {
 }
 
 impl Operation for Finish {
+    const DOING: &'static str = "finish a task";
     type Output = ();
     fn command(self, now: Millis) -> Command {
         Command::Finish {
@@ -245,6 +252,7 @@ pub struct Fail {
 }
 
 impl Operation for Fail {
+    const DOING: &'static str = "fail a task";
     type Output = FailOutcome;
     fn command(self, now: Millis) -> Command {
         Command::Fail {
@@ -273,6 +281,7 @@ pub struct HandBack {
 }
 
 impl Operation for HandBack {
+    const DOING: &'static str = "hand a task back";
     type Output = ();
     fn command(self, now: Millis) -> Command {
         Command::HandBack {
@@ -313,6 +322,7 @@ pub struct Checkpoint {
 }
 
 impl Operation for Checkpoint {
+    const DOING: &'static str = "record a trainer's checkpoint";
     type Output = ();
     fn check(&self) -> Result<(), String> {
         let pieces = self.pieces.iter().chain(self.unsaved.iter().flatten());
@@ -362,6 +372,7 @@ pub struct JobCheckpoint {
 }
 
 impl Operation for JobCheckpoint {
+    const DOING: &'static str = "record the job's checkpoint";
     type Output = ();
     fn command(self, now: Millis) -> Command {
         match self.id {

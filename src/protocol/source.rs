@@ -14,19 +14,43 @@ use crate::queue::{
 pub enum SourceError {
     /// The queue answered and refused the request (a lease that lapsed, an
     /// offset behind the committed one, ...).
-    #[error(transparent)]
-    Refused(#[from] QueueError),
+    #[error("the queue refused to {doing}")]
+    Refused {
+        /// What the request was to do (`commit acknowledged rows`).
+        doing: &'static str,
+        /// The queue's refusal.
+        #[source]
+        source: QueueError,
+    },
     /// No answer: the master stayed unreachable past the worker's patience,
     /// refused the job token, or answered outside the protocol; or the
     /// embedded queue's journal could not be written.
-    #[error(transparent)]
-    Unavailable(Cause),
+    #[error("no answer to the request to {doing}")]
+    Unavailable {
+        /// What the request was to do (`lease tasks`).
+        doing: &'static str,
+        /// Why no answer came.
+        #[source]
+        source: Cause,
+    },
 }
 
 impl SourceError {
-    /// No answer, because of `cause`.
-    pub fn unavailable(cause: impl std::error::Error + Send + Sync + 'static) -> SourceError {
-        SourceError::Unavailable(Cause(Box::new(cause)))
+    /// The queue's refusal of the request to do `doing`, for `map_err`.
+    pub fn refused(doing: &'static str) -> impl FnOnce(QueueError) -> SourceError {
+        move |source| SourceError::Refused { doing, source }
+    }
+
+    /// No answer to the request to do `doing`, because of a cause, for
+    /// `map_err`.
+    pub fn unavailable<E>(doing: &'static str) -> impl FnOnce(E) -> SourceError
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        move |cause| SourceError::Unavailable {
+            doing,
+            source: Cause(Box::new(cause)),
+        }
     }
 }
 
@@ -49,8 +73,8 @@ impl Halt {
     }
 }
 
-/// The error that kept an answer from coming (shown as itself; its sources
-/// follow it in an error's chain).
+/// The error that kept an answer from coming, of whatever type (shown as
+/// itself; its sources follow it in an error's chain).
 #[derive(Debug)]
 pub struct Cause(Box<dyn std::error::Error + Send + Sync + 'static>);
 

@@ -67,7 +67,11 @@ pub async fn restore(
                 return Ok(());
             };
             let name = format!("{previous}/{MODEL}");
-            let Some((bytes, _)) = state.get(&state.path(&name)).await? else {
+            let Some((bytes, _)) = state
+                .get(&state.path(&name))
+                .await
+                .map_err(RunError::state("read the last run's model"))?
+            else {
                 return Ok(());
             };
             let file = work.path.join("init-model.json");
@@ -101,7 +105,10 @@ pub async fn save(
         (TrainerChoice::Model(_), Some(model)) => {
             let text = serde_json::to_string_pretty(model).unwrap_or_default() + "\n";
             let path = state.path(&format!("{prefix}/{MODEL}"));
-            state.put(&path, text.into(), PutMode::Overwrite).await?;
+            state
+                .put(&path, text.into(), PutMode::Overwrite)
+                .await
+                .map_err(RunError::state("save this run's model"))?;
             Ok(Some(prefix))
         }
         (TrainerChoice::Exec { .. }, _) => {
@@ -115,13 +122,21 @@ pub async fn save(
 /// Copies every object below `prefix` into `dir`.
 async fn download(state: &StateStore, prefix: &str, dir: &Path) -> Result<(), RunError> {
     let root = state.path(prefix);
-    for path in state.list(prefix).await? {
+    let listed = state
+        .list(prefix)
+        .await
+        .map_err(RunError::state("list the last run's checkpoint"))?;
+    for path in listed {
         let Some(parts) = path.prefix_match(&root) else {
             continue;
         };
         let relative: PathBuf = parts.map(|p| p.as_ref().to_string()).collect();
         let file = dir.join(relative);
-        let Some((bytes, _)) = state.get(&path).await? else {
+        let Some((bytes, _)) = state
+            .get(&path)
+            .await
+            .map_err(RunError::state("read the last run's checkpoint"))?
+        else {
             continue;
         };
         if let Some(parent) = file.parent() {
@@ -138,7 +153,10 @@ async fn upload(state: &StateStore, dir: &Path, prefix: &str) -> Result<(), RunE
     for (file, relative) in files_below(dir)? {
         let bytes = std::fs::read(&file).map_err(|e| local(&file, e))?;
         let path = state.path(&format!("{prefix}/{relative}"));
-        state.put(&path, bytes.into(), PutMode::Overwrite).await?;
+        state
+            .put(&path, bytes.into(), PutMode::Overwrite)
+            .await
+            .map_err(RunError::state("save this run's checkpoint"))?;
     }
     Ok(())
 }

@@ -272,18 +272,15 @@ pub(super) async fn train_and_record(
     )
     .await?;
     let trainer = config.trainer.clone();
-    let summary = match crate::job::train::run_dataset_mixed(
-        config,
-        cx.stop.clone(),
-        dataset,
-        mixed,
-    )
-    .await?
-    {
-        Outcome::Trained(summary) => summary,
-        // A job file's runs keep no queue state: nothing is ever found finished.
-        Outcome::AlreadyFinished(_) => return Ok(report),
-    };
+    let summary =
+        match crate::job::train::run_dataset_mixed(config, cx.stop.clone(), dataset, mixed)
+            .await
+            .map_err(RunError::train(format!("what is new in {}", report.source)))?
+        {
+            Outcome::Trained(summary) => summary,
+            // A job file's runs keep no queue state: nothing is ever found finished.
+            Outcome::AlreadyFinished(_) => return Ok(report),
+        };
     report.rows = summary.rows;
     let failed = !summary.tasks_failed.is_empty();
     let model = summary.trainer.model.clone();
@@ -301,9 +298,14 @@ pub(super) async fn train_and_record(
         table,
     );
     if let Some(lock) = cx.lock {
-        lock.check().await?;
+        lock.check()
+            .await
+            .map_err(RunError::lock("record the run"))?;
     }
-    state.save(&loaded, &trained).await?;
+    state
+        .save(&loaded, &trained)
+        .await
+        .map_err(RunError::state("record what this run trained"))?;
     report.recorded = true;
     if let Some(old) = loaded.trained.checkpoint.as_deref() {
         if saved.as_deref() != Some(old) {

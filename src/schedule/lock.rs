@@ -43,8 +43,24 @@ pub enum LockError {
         run: String,
     },
     /// Reading or writing the lock failed.
-    #[error(transparent)]
-    State(#[from] StoreError),
+    #[error("cannot {doing} the lock of this job")]
+    State {
+        /// What was being done (`read`, `create`, `take over`).
+        doing: &'static str,
+        /// The store's failure, naming the lock object (boxed: it is large).
+        #[source]
+        source: Box<StoreError>,
+    },
+}
+
+impl LockError {
+    /// The error of the lock's store, which failed while `doing` (`read`).
+    fn store(doing: &'static str) -> impl FnOnce(StoreError) -> LockError {
+        move |source| LockError::State {
+            doing,
+            source: Box::new(source),
+        }
+    }
 }
 
 /// The run holding a lock, as a refusal names it.
@@ -169,7 +185,7 @@ async fn create(state: &StateStore, path: &Path, info: &LockInfo) -> Result<bool
             cause: object_store::Error::AlreadyExists { .. },
             ..
         }) => Ok(false),
-        Err(e) => Err(e.into()),
+        Err(e) => Err(LockError::store("create")(e)),
     }
 }
 
@@ -202,7 +218,7 @@ async fn take_over(state: &StateStore, path: &Path, info: &LockInfo) -> Result<(
                         expires_in: 0,
                     }),
                 },
-                other => other.into(),
+                other => LockError::store("take over")(other),
             })?;
         return Ok(());
     }
@@ -245,7 +261,7 @@ async fn read(
     state: &StateStore,
     path: &Path,
 ) -> Result<Option<(LockInfo, UpdateVersion)>, LockError> {
-    let Some((bytes, version)) = state.get(path).await? else {
+    let Some((bytes, version)) = state.get(path).await.map_err(LockError::store("read"))? else {
         return Ok(None);
     };
     let info = serde_json::from_slice(&bytes).unwrap_or_else(|e| {

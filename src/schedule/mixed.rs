@@ -38,7 +38,11 @@ pub(super) async fn run_mixed(cx: &Context<'_>, mix: &MixConfig) -> Result<RunRe
     }
     let identity = mix.describe();
     let rows = job.train.select.describe();
-    let loaded = cx.state.load(&identity, rows.as_deref()).await?;
+    let loaded = cx
+        .state
+        .load(&identity, rows.as_deref())
+        .await
+        .map_err(RunError::state("read what earlier runs trained"))?;
     let mut report = RunReport::start(cx, 0);
     report.source = identity;
     let mut news = Vec::new();
@@ -79,7 +83,7 @@ pub(super) async fn run_mixed(cx: &Context<'_>, mix: &MixConfig) -> Result<RunRe
     let (dataset, mixed) = PlanRequest::of_train(&config)
         .mix_opened(&present, datasets)
         .await
-        .map_err(TrainError::from)?;
+        .map_err(|e| RunError::train("the mixed sources")(TrainError::from(e)))?;
     if cx.options.dry_run {
         return Ok(report);
     }
@@ -101,8 +105,15 @@ async fn source_news(
     let source = &mix.sources[index];
     let pattern = Pattern::parse(&source.url)?;
     if !source.url.contains('*') {
-        let location = connectors::store::open(&source.url)?;
-        if let Some(kind) = table::detect(&location).await? {
+        let location =
+            connectors::store::open(&source.url).map_err(RunError::read("open the source"))?;
+        let detected = table::detect(&location)
+            .await
+            .map_err(RunError::read(format!(
+                "tell whether source {} is a Delta or Iceberg table",
+                source.url
+            )))?;
+        if let Some(kind) = detected {
             return Err(RunError::Source {
                 source_url: source.url.clone(),
                 reason: format!("a {kind} table cannot be a [[source]] of a job file yet: `sluice run` mixes directories and partition patterns; train the table in a job of its own"),
@@ -131,10 +142,10 @@ async fn source_news(
     }
     let paths: Vec<_> = roots.iter().map(|p| p.path.clone()).collect();
     let named = |cause| match source.has_own_filter() {
-        true => RunError::from(TrainError::from(PlanError::from(crate::mix::named(
-            source, cause,
-        )))),
-        false => RunError::from(cause),
+        true => RunError::train(format!("the new partitions of source {}", source.url))(
+            TrainError::from(PlanError::from(crate::mix::named(source, cause))),
+        ),
+        false => RunError::read(format!("list the new partitions of source {}", source.url))(cause),
     };
     let options = source.options(&cx.job.train.dataset).map_err(named)?;
     let dataset = Dataset::open_roots(expansion.base.clone(), &paths, options)
@@ -155,9 +166,14 @@ async fn record_empty(
 ) -> Result<(), RunError> {
     let trained = record(&loaded.trained, report, None, cx.started_at.clone(), None);
     if let Some(lock) = cx.lock {
-        lock.check().await?;
+        lock.check()
+            .await
+            .map_err(RunError::lock("record the run"))?;
     }
-    cx.state.save(loaded, &trained).await?;
+    cx.state
+        .save(loaded, &trained)
+        .await
+        .map_err(RunError::state("record what this run trained"))?;
     report.recorded = true;
     Ok(())
 }

@@ -125,7 +125,7 @@ struct DirFacts {
 
 /// Lists the store to expand `pattern`.
 pub async fn expand(pattern: &Pattern) -> Result<Expansion, RunError> {
-    let base = connectors::store::open(&pattern.base)?;
+    let base = connectors::store::open(&pattern.base).map_err(RunError::read("open the source"))?;
     let mut level = vec![base.root.clone()];
     // Directories whose `_SUCCESS` commits everything below them.
     let mut committed: HashSet<Path> = HashSet::new();
@@ -185,7 +185,8 @@ async fn list_dir(base: &Location, dir: &Path) -> Result<DirFacts, RunError> {
         .store
         .list_with_delimiter(Some(dir))
         .await
-        .map_err(|e| connectors::Error::from_store(base.display(dir), e))?;
+        .map_err(|e| connectors::Error::from_store(base.display(dir), e))
+        .map_err(RunError::read("list the source's partitions"))?;
     let mut facts = DirFacts {
         empty: listed.objects.is_empty() && listed.common_prefixes.is_empty(),
         children: Vec::new(),

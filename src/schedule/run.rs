@@ -34,10 +34,14 @@ pub async fn run(
         Some(_) => None,
         None => Some(Pattern::parse(&job.source)?),
     };
-    let state = StateStore::open(&job.state)?;
+    let state = StateStore::open(&job.state).map_err(RunError::state("open the job's state"))?;
     let lock = match options.dry_run {
         true => None,
-        false => Some(Lock::acquire(&state, &run_id, job.lock_ttl).await?),
+        false => Some(
+            Lock::acquire(&state, &run_id, job.lock_ttl)
+                .await
+                .map_err(RunError::lock("take the job's lock"))?,
+        ),
     };
     let context = Context {
         job,
@@ -70,7 +74,10 @@ async fn run_locked(pattern: Option<&Pattern>, cx: Context<'_>) -> Result<RunRep
         return super::mixed::run_mixed(&cx, mix).await;
     }
     let rows = job.train.select.describe();
-    let loaded = state.load(&job.identity(), rows.as_deref()).await?;
+    let loaded = state
+        .load(&job.identity(), rows.as_deref())
+        .await
+        .map_err(RunError::state("read what earlier runs trained"))?;
     if let Some(table) = &job.table {
         return run_named(&cx, loaded, table).await;
     }
@@ -81,8 +88,12 @@ async fn run_locked(pattern: Option<&Pattern>, cx: Context<'_>) -> Result<RunRep
         });
     };
     if !job.source.contains('*') {
-        let location = connectors::store::open(&job.source)?;
-        if let Some(kind) = table::detect(&location).await? {
+        let location =
+            connectors::store::open(&job.source).map_err(RunError::read("open the source"))?;
+        let detected = table::detect(&location).await.map_err(RunError::read(
+            "tell whether the source is a Delta or Iceberg table",
+        ))?;
+        if let Some(kind) = detected {
             return run_table(&cx, loaded, location, kind).await;
         }
     }
@@ -96,11 +107,20 @@ async fn run_named(
     loaded: Loaded,
     table: &crate::catalog::CatalogTable,
 ) -> Result<RunReport, RunError> {
-    let location = connectors::store::open(&table.read_url)?;
+    let location = connectors::store::open(&table.read_url).map_err(RunError::read(format!(
+        "open the location of table {}",
+        table.identity()
+    )))?;
     if table.partitions.is_some() {
         return run_hive(cx, loaded, table, location).await;
     }
-    let Some(kind) = table::detect(&location).await? else {
+    let detected = table::detect(&location)
+        .await
+        .map_err(RunError::read(format!(
+            "tell whether table {} is a Delta or Iceberg table",
+            table.identity()
+        )))?;
+    let Some(kind) = detected else {
         return Err(RunError::Source {
             source_url: table.identity(),
             reason: format!(
@@ -149,8 +169,9 @@ async fn run_partitions(
         return Ok(report);
     }
     let paths: Vec<_> = roots.iter().map(|p| p.path.clone()).collect();
-    let dataset =
-        Dataset::open_roots(expansion.base.clone(), &paths, job.train.dataset.clone()).await?;
+    let dataset = Dataset::open_roots(expansion.base.clone(), &paths, job.train.dataset.clone())
+        .await
+        .map_err(RunError::read("list the new partitions"))?;
     report.new = new_partitions(&expansion, &roots, &dataset);
     if dataset.known_empty() && !options.allow_empty {
         let urls: Vec<&str> = report.new.iter().map(|p| p.url.as_str()).collect();
@@ -161,7 +182,8 @@ async fn run_partitions(
         return Err(RunError::Empty { what });
     }
     if options.dry_run {
-        crate::job::train::check_schema(&job.train, &dataset)?;
+        crate::job::train::check_schema(&job.train, &dataset)
+            .map_err(RunError::train("the new data (dry run)"))?;
         return Ok(report);
     }
     let mut config = job.train.clone();
@@ -196,7 +218,11 @@ async fn run_hive(
     if let Some(filter) = &options.partition_filter {
         filter
             .check(&catalog.fields)
-            .map_err(connectors::Error::from)?;
+            .map_err(connectors::Error::from)
+            .map_err(RunError::read(format!(
+                "choose the partitions of table {}",
+                table.identity()
+            )))?;
         catalog
             .partitions
             .retain(|p| filter.matches(&catalog.fields, &p.values));
@@ -216,7 +242,12 @@ async fn run_hive(
     }
     catalog.partitions = new.clone();
     options.catalog_partitions = Some(catalog);
-    let dataset = Dataset::open(location, options).await?;
+    let dataset = Dataset::open(location, options)
+        .await
+        .map_err(RunError::read(format!(
+            "list the new partitions of table {}",
+            table.identity()
+        )))?;
     report.new = new
         .iter()
         .map(|p| {
@@ -242,7 +273,8 @@ async fn run_hive(
         });
     }
     if cx.options.dry_run {
-        crate::job::train::check_schema(&job.train, &dataset)?;
+        crate::job::train::check_schema(&job.train, &dataset)
+            .map_err(RunError::train("the new data (dry run)"))?;
         return Ok(report);
     }
     let mut config = job.train.clone();
@@ -291,7 +323,13 @@ async fn run_followed(cx: &Context<'_>) -> Result<RunReport, RunError> {
     if let Some(follow) = &mut config.follow {
         follow.on_rewrite = job.on_rewrite;
     }
-    match crate::job::train::run(config, cx.stop.clone()).await? {
+    let outcome = crate::job::train::run(config, cx.stop.clone())
+        .await
+        .map_err(RunError::train(format!(
+            "{} as it is committed",
+            job.source
+        )))?;
+    match outcome {
         Outcome::Trained(summary) => {
             report.rows = summary.rows;
             report.recorded = summary.tasks_failed.is_empty();
@@ -326,7 +364,9 @@ async fn run_table(
     report.trained_before = usize::from(since.is_some());
     let (snapshot, files, commits, trains) = match since {
         None => {
-            let snapshot = table::snapshot(&location, kind, TableVersion::Latest).await?;
+            let snapshot = table::snapshot(&location, kind, TableVersion::Latest)
+                .await
+                .map_err(RunError::read("read the table's latest version"))?;
             (snapshot, None, Vec::new(), "all")
         }
         Some(since) => changes_to_train(cx, &location, kind, since, &mut report).await?,
@@ -346,8 +386,12 @@ async fn run_table(
     }
     let record_only = trains == "nothing";
     let appends_since = since.filter(|_| files.is_some());
-    let dataset =
-        Dataset::from_table(location.clone(), snapshot, files, job.train.dataset.clone()).await?;
+    let dataset = Dataset::from_table(location.clone(), snapshot, files, job.train.dataset.clone())
+        .await
+        .map_err(RunError::read(format!(
+            "list the files of {noun} {to}",
+            noun = noun(kind)
+        )))?;
     if !record_only && dataset.known_empty() && !cx.options.allow_empty {
         let noun = noun(kind);
         let appends = appends_since
@@ -367,7 +411,8 @@ async fn run_table(
     }
     if cx.options.dry_run {
         if !record_only {
-            crate::job::train::check_schema(&job.train, &dataset)?;
+            crate::job::train::check_schema(&job.train, &dataset)
+                .map_err(RunError::train("the new data (dry run)"))?;
         }
         return Ok(report);
     }
@@ -404,7 +449,12 @@ async fn changes_to_train(
     RunError,
 > {
     let job = cx.job;
-    let changes = table::changes(location, kind, since, TableVersion::Latest).await?;
+    let changes = table::changes(location, kind, since, TableVersion::Latest)
+        .await
+        .map_err(RunError::read(format!(
+            "read the table's commits after {} {since}",
+            noun(kind)
+        )))?;
     let rewrites: Vec<String> = changes
         .commits
         .iter()
@@ -467,9 +517,14 @@ async fn record_only_run(
         Some(table),
     );
     if let Some(lock) = cx.lock {
-        lock.check().await?;
+        lock.check()
+            .await
+            .map_err(RunError::lock("record the run"))?;
     }
-    cx.state.save(&loaded, &trained).await?;
+    cx.state
+        .save(&loaded, &trained)
+        .await
+        .map_err(RunError::state("record what this run trained"))?;
     report.recorded = true;
     Ok(report)
 }
@@ -517,7 +572,8 @@ async fn rewritten_rows(
         Some(files.clone()),
         job.train.dataset.clone(),
     )
-    .await?;
+    .await
+    .map_err(RunError::read("count the rows the rewrites added"))?;
     Ok(dataset.files.iter().filter_map(|f| f.rows).sum())
 }
 

@@ -49,8 +49,13 @@ pub const COMMITTERS: usize = 1;
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum CommitError {
     /// The journal could not be written or synced.
-    #[error(transparent)]
-    Journal(Arc<JournalError>),
+    #[error("cannot make the job's changes durable")]
+    Journal {
+        /// The journal's failure, naming the file (shared by every handler
+        /// that waited).
+        #[source]
+        source: Arc<JournalError>,
+    },
     /// A committer thread panicked while it held a batch.
     #[error("a journal committer failed unexpectedly; the changes it held were not made durable")]
     Panicked,
@@ -332,7 +337,9 @@ fn committer(shared: &Shared) {
             // Answering without durability would break the guarantees: this
             // batch and every later one stay undeclared.
             shared.halted.store(true, Ordering::Release);
-            shared.durable.fail(CommitError::Journal(Arc::new(e)));
+            shared.durable.fail(CommitError::Journal {
+                source: Arc::new(e),
+            });
             return;
         }
         let mut order = lock(&shared.order);
@@ -465,10 +472,10 @@ mod tests {
             {
                 Ok(opened) => break opened,
                 Err(e) if Instant::now() < deadline => {
-                    tracing::debug!(error = %e, "not closed yet");
+                    tracing::debug!(error = %Report(&e), "not closed yet");
                     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
                 }
-                Err(e) => panic!("the state never reopened: {e}"),
+                Err(e) => panic!("the state never reopened: {}", Report(&e)),
             }
         };
         assert!(resumed);
@@ -527,14 +534,14 @@ mod tests {
         );
         let second = commit.run(register()).await;
         assert!(
-            matches!(&second, Err(CommitError::Journal(e)) if e.to_string().contains("no space left")),
+            matches!(&second, Err(CommitError::Journal { source: e }) if e.to_string().contains("no space left")),
             "the failed write is not answered: {second:?}"
         );
         let failed = tokio::time::timeout(std::time::Duration::from_secs(5), commit.failed())
             .await
             .expect("the server is told");
         assert!(
-            matches!(&failed, CommitError::Journal(e) if !matches!(**e, JournalError::Taken { .. })),
+            matches!(&failed, CommitError::Journal { source: e } if !matches!(**e, JournalError::Taken { .. })),
             "{failed}"
         );
         let applied = lock(&master).applied();

@@ -221,9 +221,10 @@ struct Scan {
 /// What is wrong with a damaged journal, snapshot or log object.
 #[derive(Debug, thiserror::Error)]
 pub enum Damage {
-    /// A record is not the JSON of a command.
-    #[error(transparent)]
-    Json(#[from] serde_json::Error),
+    /// A record (or snapshot) is not the JSON of one: the parser's error,
+    /// a foreign one, told in the message.
+    #[error("not a record this sluice reads: {0}")]
+    Json(serde_json::Error),
     /// An empty line before more records.
     #[error("an empty line")]
     EmptyLine,

@@ -34,17 +34,17 @@ impl LocalQueue {
         }
     }
 
-    /// Applies `command` (journaled when the state has a journal); refused
-    /// once a journal write failed.
-    pub fn run(&self, command: Command) -> Result<Reply, SourceError> {
+    /// Applies `command`, which is to do `doing` (`lease tasks`), journaled
+    /// when the state has a journal; refused once a journal write failed.
+    pub fn run(&self, doing: &'static str, command: Command) -> Result<Reply, SourceError> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(why) = self.halt.reason() {
-            return Err(SourceError::unavailable(Halted(why.to_string())));
+            return Err(SourceError::unavailable(doing)(Halted(why.to_string())));
         }
         state.execute(command).map_err(|e| {
             self.halt.set(Report(&e).to_string());
             tracing::debug!(error = %Report(&e), "the journal cannot be written: no further batch is handed to a trainer");
-            SourceError::unavailable(e)
+            SourceError::unavailable(doing)(e)
         })
     }
 
@@ -75,7 +75,10 @@ impl LocalQueue {
     /// the rows after it are served again. Returns the checkpoint's ID, if
     /// any was complete.
     pub fn rewind(&self) -> Result<Option<String>, SourceError> {
-        self.run(Command::Rewind { now: wall_millis() })?;
+        self.run(
+            "go back to the last complete checkpoint",
+            Command::Rewind { now: wall_millis() },
+        )?;
         Ok(self.snapshot(|q| q.cut().id.clone()))
     }
 
@@ -99,10 +102,10 @@ struct Mismatch;
 impl LocalQueue {
     /// Applies `op`, made now.
     fn apply<O: Operation>(&self, op: O) -> Result<O::Output, SourceError> {
-        let reply = self.run(op.command(wall_millis()))?;
+        let reply = self.run(O::DOING, op.command(wall_millis()))?;
         match O::output(reply) {
-            Some(result) => Ok(result?),
-            None => Err(SourceError::unavailable(Mismatch)),
+            Some(result) => result.map_err(SourceError::refused(O::DOING)),
+            None => Err(SourceError::unavailable(O::DOING)(Mismatch)),
         }
     }
 }

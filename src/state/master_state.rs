@@ -125,9 +125,18 @@ fn grown_splits(growth: &crate::queue::Growth) -> Result<Vec<connectors::Split>,
 /// Errors opening or running the master's state.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
-    /// The journal failed.
-    #[error(transparent)]
-    Journal(#[from] JournalError),
+    /// The journal, or a record of the state beside it (`job.json`), could
+    /// not be read or written.
+    #[error("state {state}: cannot {doing}")]
+    Journal {
+        /// The state location.
+        state: String,
+        /// What was being done (`replay its journal`, `read its job.json`).
+        doing: &'static str,
+        /// The journal's failure, naming the file (boxed: it is large).
+        #[source]
+        source: Box<JournalError>,
+    },
     /// The state directory is unusable.
     #[error("state {path}: {cause}")]
     Io {
@@ -163,7 +172,11 @@ pub enum StateError {
         /// What happened to it.
         what: &'static str,
     },
-    /// Another process holds the state directory.
+    /// Another process holds the state directory, or its lock cannot be
+    /// taken.
+    // transparent: each DirLockError names the state and says the lock is
+    // what failed (`state DIR is in use by ...`, `cannot lock state ...`),
+    // which is all the context there is.
     #[error(transparent)]
     Locked(#[from] DirLockError),
     /// The state belongs to a job with other options.
@@ -178,12 +191,24 @@ pub enum StateError {
         /// Its value now.
         given: String,
     },
-    /// The queue refused its settings.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
+    /// The queue of the recorded job refused its settings.
+    #[error("state {state}: cannot rebuild the queue of its job")]
+    Config {
+        /// The state location.
+        state: String,
+        /// The rule the settings break.
+        #[source]
+        source: ConfigError,
+    },
     /// The state URL cannot be opened.
-    #[error(transparent)]
-    Location(#[from] connectors::Error),
+    #[error("cannot open state {url}")]
+    Location {
+        /// The state URL.
+        url: String,
+        /// Why its store cannot be used (boxed: it is large).
+        #[source]
+        source: Box<connectors::Error>,
+    },
     /// The journal holds splits a followed job took that cannot be read.
     #[error(
         "the splits the job took from split {first} on cannot be read from its journal: {cause}"
@@ -194,6 +219,30 @@ pub enum StateError {
         /// What the JSON parser found.
         cause: serde_json::Error,
     },
+}
+
+impl StateError {
+    /// The error of a journal of `state` that failed while `doing` (`replay
+    /// its journal`), for `map_err`.
+    pub fn journal(
+        state: impl Into<String>,
+        doing: &'static str,
+    ) -> impl FnOnce(JournalError) -> StateError {
+        let state = state.into();
+        move |source| StateError::Journal {
+            state,
+            doing,
+            source: Box::new(source),
+        }
+    }
+
+    /// The error of the state URL `url` that cannot be opened, for `map_err`.
+    fn location(url: &str) -> impl FnOnce(connectors::Error) -> StateError + '_ {
+        move |source| StateError::Location {
+            url: url.to_string(),
+            source: Box::new(source),
+        }
+    }
 }
 
 /// Where a job's state lives: a local directory, or a prefix on an object
@@ -304,12 +353,19 @@ impl MasterState {
                 create_dir(dir)?;
                 let lock = DirLock::acquire(dir)?;
                 let (job, resumed) = open_dir_job(dir, identity, make)?;
-                (job, resumed, Box::new(DirLog::open(dir, lock)?))
+                let journal = DirLog::open(dir, lock).map_err(StateError::journal(
+                    dir.display().to_string(),
+                    "open its journal",
+                ))?;
+                (job, resumed, Box::new(journal))
             }
             StateLocation::Store(url) => {
-                let location = connectors::store::open(url)?;
+                let location = connectors::store::open(url).map_err(StateError::location(url))?;
                 let (job, resumed) = open_store_job(&location, identity, make).await?;
-                (job, resumed, Box::new(ObjectLog::open(location).await?))
+                let journal = ObjectLog::open(location)
+                    .await
+                    .map_err(StateError::journal(url.as_str(), "open its journal"))?;
+                (job, resumed, Box::new(journal))
             }
         };
         Ok((MasterState::replay(job, journal)?, resumed))
@@ -320,9 +376,11 @@ impl MasterState {
         match location {
             StateLocation::Dir(dir) => Ok(dir.join("job.json").exists()),
             StateLocation::Store(url) => {
-                let location = connectors::store::open(url)?;
+                let location = connectors::store::open(url).map_err(StateError::location(url))?;
                 let path = location.root.clone().join("job.json");
-                Ok(object_log::exists(&location, &path).await?)
+                object_log::exists(&location, &path)
+                    .await
+                    .map_err(StateError::journal(url.as_str(), "look for its job.json"))
             }
         }
     }
@@ -335,6 +393,15 @@ impl MasterState {
     /// The queue, to read (changes go through [`MasterState::apply`]).
     pub fn queue(&self) -> &Queue {
         &self.queue
+    }
+
+    /// Where the state's journal lives, for messages (`memory` when it was
+    /// handed to the committers).
+    pub fn describe(&self) -> String {
+        match &self.journal {
+            Some(journal) => journal.describe(),
+            None => "memory".to_string(),
+        }
     }
 
     /// Whether a snapshot is due.
@@ -354,14 +421,22 @@ impl MasterState {
     /// Replays the journal over its snapshot or over a fresh queue. The
     /// splits' row counts from the files' metadata bound what workers report.
     fn replay(job: JobRecord, mut journal: Box<dyn Journal>) -> Result<MasterState, StateError> {
-        let loaded = journal.load()?;
+        let loaded = journal.load().map_err(StateError::journal(
+            journal.describe(),
+            "replay its journal",
+        ))?;
         let rows: Vec<Option<u64>> = job.spec.splits.iter().map(|s| s.rows).collect();
         let mut queue = match loaded.base {
             Some(mut queue) => {
                 queue.know_rows(&rows);
                 queue
             }
-            None => Queue::with_rows(rows, job.queue.clone())?,
+            None => {
+                Queue::with_rows(rows, job.queue.clone()).map_err(|source| StateError::Config {
+                    state: journal.describe(),
+                    source,
+                })?
+            }
         };
         for command in &loaded.commands {
             queue.apply(command);
@@ -825,13 +900,19 @@ fn open_dir_job(
         if job.format < STATE_FORMAT {
             // Marked before anything of this build's format is appended.
             job.format = STATE_FORMAT;
-            write_durably(&path, &job_bytes(&job)?)?;
+            write_durably(&path, &job_bytes(&job)?).map_err(StateError::journal(
+                dir.display().to_string(),
+                "mark its job.json with this build's format",
+            ))?;
         }
         return Ok((job, true));
     }
     let mut job = make()?;
     job.identity = identity;
-    write_durably(&path, &job_bytes(&job)?)?;
+    write_durably(&path, &job_bytes(&job)?).map_err(StateError::journal(
+        dir.display().to_string(),
+        "write its job.json",
+    ))?;
     Ok((job, false))
 }
 
@@ -856,7 +937,10 @@ async fn open_store_job(
     let path = location.root.clone().join("job.json");
     let shown = location.display(&path);
     let state = location.url();
-    if let Some(bytes) = object_log::read(location, &path).await? {
+    let read = object_log::read(location, &path)
+        .await
+        .map_err(StateError::journal(state.as_str(), "read its job.json"))?;
+    if let Some(bytes) = read {
         let mut job = parse_job(&state, &shown, &bytes)?;
         check_identity(&state, &job, &identity)?;
         if job.format < STATE_FORMAT {
@@ -869,24 +953,31 @@ async fn open_store_job(
                 .map_err(|source| JournalError::Store {
                     location: shown.clone(),
                     cause: source,
-                })?;
+                })
+                .map_err(StateError::journal(
+                    state.as_str(),
+                    "mark its job.json with this build's format",
+                ))?;
         }
         return Ok((job, true));
     }
     let mut job = make()?;
     job.identity = identity.clone();
     let mut conditional = true;
-    if object_log::create(location, &path, job_bytes(&job)?, &mut conditional).await? {
+    let created = object_log::create(location, &path, job_bytes(&job)?, &mut conditional)
+        .await
+        .map_err(StateError::journal(state.as_str(), "write its job.json"))?;
+    if created {
         return Ok((job, false));
     }
     // Another master created the job first: use its version.
-    let bytes =
-        object_log::read(location, &path)
-            .await?
-            .ok_or_else(|| StateError::JobVanished {
-                path: shown.clone(),
-                what: "was created and removed",
-            })?;
+    let bytes = object_log::read(location, &path)
+        .await
+        .map_err(StateError::journal(state.as_str(), "read its job.json"))?
+        .ok_or_else(|| StateError::JobVanished {
+            path: shown.clone(),
+            what: "was created and removed",
+        })?;
     let job = parse_job(&state, &shown, &bytes)?;
     check_identity(&state, &job, &identity)?;
     Ok((job, true))

@@ -87,8 +87,16 @@ pub enum TrainerError {
         devices: usize,
     },
     /// The synchronous all-reduce refused a step.
-    #[error(transparent)]
-    AllReduce(#[from] AllReduceError),
+    #[error("device {device} cannot take part in the model's {doing}")]
+    AllReduce {
+        /// The device.
+        device: usize,
+        /// What it was doing (`step`, `next step`).
+        doing: &'static str,
+        /// Why the all-reduce refused.
+        #[source]
+        source: AllReduceError,
+    },
     /// `--device-ids` lists fewer ids than there are devices.
     #[error("no device id for device {device}: {given} device ids given for {devices} devices")]
     MissingDeviceId {

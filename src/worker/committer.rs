@@ -196,12 +196,12 @@ async fn send_merged(
     match result {
         Ok(()) => {}
         // A stale attempt (lease lost meanwhile): its rows will be served again.
-        Err(SourceError::Refused(e)) => {
+        Err(SourceError::Refused { source: e, .. }) => {
             warn!(%attempt, error = %connectors::Report(&e), "master refused a report")
         }
         // The master stayed away past the worker's patience: the lease
         // lapses there and its uncommitted rows are served again.
-        Err(e @ SourceError::Unavailable(_)) => {
+        Err(e @ SourceError::Unavailable { .. }) => {
             if source.halt().is_some_and(|h| h.reason().is_some()) {
                 // The run's error says why, once.
                 tracing::debug!(%attempt, error = %connectors::Report(&e), "report not recorded");

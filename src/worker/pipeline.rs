@@ -80,9 +80,10 @@ pub enum PipelineError {
         source: Box<connectors::Error>,
     },
     /// The store refused this process's login: every read would fail alike.
-    #[error(transparent)]
+    #[error("stopped reading the job: the store refused this process's login")]
     LoginRefused {
         /// The read's failure, naming the file and what to do.
+        #[source]
         source: Box<connectors::Error>,
     },
     /// Re-batching failed.
@@ -176,7 +177,10 @@ impl PipelineError {
     fn is_gone(&self) -> bool {
         matches!(
             self,
-            PipelineError::Queue(SourceError::Refused(crate::queue::QueueError::Gone { .. }))
+            PipelineError::Queue(SourceError::Refused {
+                source: crate::queue::QueueError::Gone { .. },
+                ..
+            })
         )
     }
 }

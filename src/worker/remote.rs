@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::protocol::api::*;
-use crate::protocol::ops::{self, WorkerOperation};
+use crate::protocol::ops::{self, Operation, WorkerOperation};
 use crate::protocol::spec::JobSpec;
 use crate::protocol::{SourceError, TaskSource};
 use crate::queue::{
@@ -83,9 +83,6 @@ pub enum RemoteError {
         /// The file.
         path: String,
     },
-    /// The queue refused the request.
-    #[error(transparent)]
-    Refused(#[from] QueueError),
 }
 
 /// A master reached over HTTP.
@@ -441,7 +438,9 @@ impl RemoteSource {
     /// Sends a worker's operation, signed; the queue's refusal is its error.
     async fn apply<O: WorkerOperation>(&self, op: O) -> Result<O::Output, SourceError> {
         let signed = Signed {
-            secret: self.secret(op.worker())?,
+            secret: self
+                .secret(op.worker())
+                .map_err(SourceError::refused(O::DOING))?,
             op,
         };
         match self
@@ -449,8 +448,8 @@ impl RemoteSource {
             .await
         {
             Ok(Answer::Ok(v)) => Ok(v),
-            Ok(Answer::Refused(e)) => Err(SourceError::Refused(e)),
-            Err(e) => Err(SourceError::unavailable(e)),
+            Ok(Answer::Refused(e)) => Err(SourceError::refused(O::DOING)(e)),
+            Err(e) => Err(SourceError::unavailable(O::DOING)(e)),
         }
     }
 
@@ -542,7 +541,7 @@ impl TaskSource for RemoteSource {
                 RegisterRequest::IDEMPOTENT,
             )
             .await
-            .map_err(SourceError::unavailable)?;
+            .map_err(SourceError::unavailable(ops::Register::DOING))?;
         let mut secrets = self.secrets.lock().unwrap_or_else(|e| e.into_inner());
         secrets.insert(reply.worker, reply.secret);
         Ok(reply.worker)
@@ -698,12 +697,12 @@ impl TaskSource for RemoteSource {
         self.status_reply()
             .await
             .map(|s| s.queue)
-            .map_err(SourceError::unavailable)
+            .map_err(SourceError::unavailable("ask the job's status"))
     }
 
     async fn splits_from(&self, from: usize) -> Result<Vec<connectors::Split>, SourceError> {
         self.get(&SplitsQuery { from })
             .await
-            .map_err(SourceError::unavailable)
+            .map_err(SourceError::unavailable("fetch the job's new splits"))
     }
 }

@@ -57,8 +57,9 @@ enum ConnectError {
         /// What the client said.
         cause: HdfsError,
     },
-    /// The namenode asks for Kerberos, and it failed.
-    #[error(transparent)]
+    /// The namenode asks for Kerberos, and the login failed (the Kerberos
+    /// error names the store and what to do).
+    #[error("cannot log in to the namenode: {0}")]
     Kerberos(KerberosError),
     /// No answer in time (a silent address, a firewall dropping packets).
     #[error("no answer from the namenode of {url} within {timeout:?}")]
@@ -378,7 +379,7 @@ impl fmt::Display for SharedError {
 impl std::error::Error for SharedError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &*self.0 {
-            // Transparent in messages, yet visible to callers asking whether a
+            // Told in the message, yet visible to callers asking whether a
             // login failed.
             ConnectError::Kerberos(e) => Some(e),
             other => other.source(),

@@ -21,9 +21,10 @@ pub(crate) enum LineError {
         /// At most its first 100 bytes.
         start: String,
     },
-    /// Reading failed.
-    #[error(transparent)]
-    Io(#[from] io::Error),
+    /// Reading failed: a foreign error, told in the message (a caller that
+    /// says whose line it was reading takes the I/O error itself).
+    #[error("cannot read a line: {0}")]
+    Io(io::Error),
 }
 
 /// Reads the next line of at most `limit` bytes (without its `\n`), lossily as UTF-8;
@@ -37,7 +38,7 @@ pub(crate) fn read_line(
         let buf = match reader.fill_buf() {
             Ok(buf) => buf,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(LineError::Io(e)),
         };
         if buf.is_empty() {
             if line.is_empty() {

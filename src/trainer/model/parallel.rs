@@ -287,7 +287,13 @@ impl LinearTrainer {
         let rows = self.layout.rows(&batch.data)?;
         let snapshot = self.group.read(|shared| shared.model.snapshot());
         let part = linear::gradient(self.kind, &snapshot, &rows, batch.epoch);
-        self.group.step(self.device, (self.device, part))?;
+        self.group
+            .step(self.device, (self.device, part))
+            .map_err(|source| TrainerError::AllReduce {
+                device: self.device,
+                doing: "step",
+                source,
+            })?;
         match self.group.update(SharedModel::take_failure) {
             Some(error) => Err(error),
             None => Ok(()),
@@ -324,7 +330,13 @@ impl Trainer for LinearTrainer {
                 device: self.device,
             });
         }
-        self.group.activate(self.device)?;
+        self.group
+            .activate(self.device)
+            .map_err(|source| TrainerError::AllReduce {
+                device: self.device,
+                doing: "next step",
+                source,
+            })?;
         if let Err(error) = self.step(&batch) {
             // A thread that failed its batch must not hold up the others' step.
             self.group.set_idle(self.device, true);

@@ -35,9 +35,10 @@ pub(crate) enum ShapeError {
         /// Seconds since 1970.
         seconds: i128,
     },
-    /// Arrow refused the converted columns.
-    #[error(transparent)]
-    Arrow(#[from] ArrowError),
+    /// Arrow refused the converted columns as an array or batch of the
+    /// types handed on: a foreign error, told in the message.
+    #[error("the decoded columns cannot be handed on as the file's types: {0}")]
+    Arrow(ArrowError),
 }
 
 /// How one ORC file's batches are decoded and handed on.
@@ -98,11 +99,8 @@ impl Shape {
             .map(|(f, c)| Arc::new(f.as_ref().clone().with_data_type(c.data_type().clone())))
             .collect();
         let schema = Schema::new_with_metadata(fields, self.out.metadata().clone());
-        Ok(RecordBatch::try_new_with_options(
-            Arc::new(schema),
-            columns,
-            &options,
-        )?)
+        RecordBatch::try_new_with_options(Arc::new(schema), columns, &options)
+            .map_err(ShapeError::Arrow)
     }
 }
 
@@ -243,50 +241,61 @@ fn convert_nested(array: &ArrayRef, out: &DataType, hybrid: bool) -> Result<Arra
                 .zip(fields.iter())
                 .map(|(c, f)| convert(c, f.data_type(), hybrid))
                 .collect::<Result<Vec<_>, _>>()?;
-            Arc::new(StructArray::try_new_with_length(
-                fields.clone(),
-                columns,
-                s.nulls().cloned(),
-                s.len(),
-            )?)
+            Arc::new(
+                StructArray::try_new_with_length(
+                    fields.clone(),
+                    columns,
+                    s.nulls().cloned(),
+                    s.len(),
+                )
+                .map_err(ShapeError::Arrow)?,
+            )
         }
         (DataType::List(_), DataType::List(field)) => {
             let list = array.as_list::<i32>();
             let values = convert(list.values(), field.data_type(), hybrid)?;
-            Arc::new(ListArray::try_new(
-                field.clone(),
-                list.offsets().clone(),
-                values,
-                list.nulls().cloned(),
-            )?)
+            Arc::new(
+                ListArray::try_new(
+                    field.clone(),
+                    list.offsets().clone(),
+                    values,
+                    list.nulls().cloned(),
+                )
+                .map_err(ShapeError::Arrow)?,
+            )
         }
         (DataType::Map(..), DataType::Map(field, sorted)) => {
             let map = array.as_map();
             let entries: ArrayRef = Arc::new(map.entries().clone());
             let entries = convert(&entries, field.data_type(), hybrid)?;
-            Arc::new(MapArray::try_new(
-                field.clone(),
-                map.offsets().clone(),
-                entries.as_struct().clone(),
-                map.nulls().cloned(),
-                *sorted,
-            )?)
+            Arc::new(
+                MapArray::try_new(
+                    field.clone(),
+                    map.offsets().clone(),
+                    entries.as_struct().clone(),
+                    map.nulls().cloned(),
+                    *sorted,
+                )
+                .map_err(ShapeError::Arrow)?,
+            )
         }
         (DataType::Union(..), DataType::Union(fields, _)) => {
-            let union = array
-                .as_any()
-                .downcast_ref::<UnionArray>()
-                .ok_or_else(|| ArrowError::CastError("not a union array".to_string()))?;
+            let union = array.as_any().downcast_ref::<UnionArray>().ok_or_else(|| {
+                ShapeError::Arrow(ArrowError::CastError("not a union array".to_string()))
+            })?;
             let children = fields
                 .iter()
                 .map(|(id, f)| convert(union.child(id), f.data_type(), hybrid))
                 .collect::<Result<Vec<_>, _>>()?;
-            Arc::new(UnionArray::try_new(
-                fields.clone(),
-                union.type_ids().clone(),
-                union.offsets().cloned(),
-                children,
-            )?)
+            Arc::new(
+                UnionArray::try_new(
+                    fields.clone(),
+                    union.type_ids().clone(),
+                    union.offsets().cloned(),
+                    children,
+                )
+                .map_err(ShapeError::Arrow)?,
+            )
         }
         _ => array.clone(),
     })

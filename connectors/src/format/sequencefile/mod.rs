@@ -151,7 +151,8 @@ fn refuse_objects(input: impl BufRead, header: &Header, display: &str) -> Result
 
 fn record_error(display: &str, e: RecordError) -> Error {
     match e {
-        RecordError::Io(e) => from_io(display, FORMAT, e),
+        // The file and the store's failure within, as every format tells them.
+        RecordError::Io { cause, .. } => from_io(display, FORMAT, cause),
         corrupt => Error::corrupt(display, FORMAT, corrupt),
     }
 }

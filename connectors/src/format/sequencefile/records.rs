@@ -27,9 +27,15 @@ pub(crate) enum RecordError {
         /// What is wrong.
         what: String,
     },
-    /// Reading failed.
-    #[error(transparent)]
-    Io(#[from] io::Error),
+    /// Reading the bytes of a record or block failed (the store, the
+    /// stream): a foreign error, told in the message.
+    #[error("cannot read the record or block at byte {at}: {cause}")]
+    Io {
+        /// Where the record or block starts.
+        at: u64,
+        /// The read's failure.
+        cause: io::Error,
+    },
 }
 
 fn corrupt(at: u64, what: impl Into<String>) -> RecordError {
@@ -199,7 +205,12 @@ impl<R: BufRead> Records<R> {
     }
 
     fn at_eof(&mut self) -> Result<bool, RecordError> {
-        Ok(self.input.fill_buf()?.is_empty())
+        let at = self.pos;
+        let buf = self
+            .input
+            .fill_buf()
+            .map_err(|cause| RecordError::Io { at, cause })?;
+        Ok(buf.is_empty())
     }
 
     fn int(&mut self, at: u64) -> Result<i32, RecordError> {
@@ -239,7 +250,7 @@ fn cut(at: u64, e: io::Error) -> RecordError {
     if e.kind() == io::ErrorKind::UnexpectedEof {
         corrupt(at, "the file ends inside a record or block")
     } else {
-        RecordError::Io(e)
+        RecordError::Io { at, cause: e }
     }
 }
 
