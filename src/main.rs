@@ -20,32 +20,14 @@ use sluice::logging;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    // A trainer's watcher is this binary run again: it watches and exits.
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    quiet_panics_after_the_end();
-    sluice::trainer::watch_if_asked(&args);
-    // A trainer's program run where the job's token file reads as empty.
-    sluice::harden::hide_if_asked(&args);
-    if let Ok(program) = std::env::current_exe() {
-        sluice::trainer::run_watchers_as(&program);
+    if let Some(code) = before_parsing(&args) {
+        return code;
     }
-    if let Some(hint) = sluice::cli::table_version_hint(&args) {
-        eprintln!("sluice: {hint}");
-        return ExitCode::from(exit::USAGE);
-    }
-    if let Some(hint) = sluice::cli::equals_hint(&args) {
-        eprintln!("sluice: {hint}");
-        return ExitCode::from(exit::USAGE);
-    }
-    let cli = match Cli::try_parse() {
+    let cli = match parse() {
         Ok(cli) => cli,
-        Err(e) => return clap_error(&e),
+        Err(code) => return code,
     };
-    if let Err(e) = cli.log.validate() {
-        eprintln!("sluice: {e}");
-        return ExitCode::from(exit::USAGE);
-    }
-    sluice::logging::init(cli.verbose, &cli.log);
     // Commands that only print what this build is: no runtime, no secrets.
     if let Some(done) = print_only(&cli.command) {
         return match done {
@@ -53,26 +35,8 @@ fn main() -> ExitCode {
             Err(e) => failed(&e),
         };
     }
-    // The child of its trainer (`--attach`) ends with it, however it ends.
-    let attached = match &cli.command {
-        CliCommand::Train(a) => a.trainer.attach.is_some(),
-        CliCommand::Worker(a) => a.trainer.attach.is_some(),
-        _ => false,
-    };
-    if attached {
-        if let Err(e) = sluice::trainer::die_with_parent() {
-            logging::fatal(&format!("--attach: {e}"), exit::ERROR);
-            return ExitCode::from(exit::ERROR);
-        }
-    }
-    // Before any secret is read and any trainer started.
-    if let Err(e) = sluice::harden::keep_secrets_private() {
-        tracing::warn!("cannot make sluice non-dumpable (other processes of this user may read its memory): {e}");
-    }
-    // Object store timeouts hold for every store the command opens.
-    if let Some(Err(e)) = cli.command.store().map(|s| s.apply()) {
-        logging::fatal(&e.to_string(), exit::USAGE);
-        return ExitCode::from(exit::USAGE);
+    if let Err(code) = harden(&cli.command) {
+        return code;
     }
     // A keytab login sets the process's Kerberos environment: before any thread.
     let _login = match cli
@@ -92,6 +56,74 @@ fn main() -> ExitCode {
         },
         _ => (None, None),
     };
+    run(cli.command, job)
+}
+
+/// What this binary does before its flags are parsed: a trainer's watcher or
+/// hidden program, and the hints for flags clap would misread.
+fn before_parsing(args: &[std::ffi::OsString]) -> Option<ExitCode> {
+    quiet_panics_after_the_end();
+    // A trainer's watcher is this binary run again: it watches and exits.
+    sluice::trainer::watch_if_asked(args);
+    // A trainer's program run where the job's token file reads as empty.
+    sluice::harden::hide_if_asked(args);
+    if let Ok(program) = std::env::current_exe() {
+        sluice::trainer::run_watchers_as(&program);
+    }
+    if let Some(hint) = sluice::cli::table_version_hint(args) {
+        eprintln!("sluice: {hint}");
+        return Some(ExitCode::from(exit::USAGE));
+    }
+    if let Some(hint) = sluice::cli::equals_hint(args) {
+        eprintln!("sluice: {hint}");
+        return Some(ExitCode::from(exit::USAGE));
+    }
+    None
+}
+
+/// The command line parsed, its logging options checked and logging started.
+fn parse() -> Result<Cli, ExitCode> {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return Err(clap_error(&e)),
+    };
+    if let Err(e) = cli.log.validate() {
+        eprintln!("sluice: {e}");
+        return Err(ExitCode::from(exit::USAGE));
+    }
+    sluice::logging::init(cli.verbose, &cli.log);
+    Ok(cli)
+}
+
+/// Readies the process for `command`: tied to its trainer's life with
+/// `--attach`, its memory kept private, its object store timeouts set.
+fn harden(command: &CliCommand) -> Result<(), ExitCode> {
+    // The child of its trainer (`--attach`) ends with it, however it ends.
+    let attached = match command {
+        CliCommand::Train(a) => a.trainer.attach.is_some(),
+        CliCommand::Worker(a) => a.trainer.attach.is_some(),
+        _ => false,
+    };
+    if attached {
+        if let Err(e) = sluice::trainer::die_with_parent() {
+            logging::fatal(&format!("--attach: {e}"), exit::ERROR);
+            return Err(ExitCode::from(exit::ERROR));
+        }
+    }
+    // Before any secret is read and any trainer started.
+    if let Err(e) = sluice::harden::keep_secrets_private() {
+        tracing::warn!("cannot make sluice non-dumpable (other processes of this user may read its memory): {e}");
+    }
+    // Object store timeouts hold for every store the command opens.
+    if let Some(Err(e)) = command.store().map(|s| s.apply()) {
+        logging::fatal(&e.to_string(), exit::USAGE);
+        return Err(ExitCode::from(exit::USAGE));
+    }
+    Ok(())
+}
+
+/// Runs `command` on the async runtime: its exit code.
+fn run(command: CliCommand, job: Option<sluice::schedule::Job>) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -102,7 +134,7 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::ERROR);
         }
     };
-    match runtime.block_on(dispatch(cli.command, job)) {
+    match runtime.block_on(dispatch(command, job)) {
         Ok(Ended::Code(code)) => ExitCode::from(code),
         Ok(Ended::Aborted) => {
             // The abandoned run's threads are not waited for.

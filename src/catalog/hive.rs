@@ -212,22 +212,14 @@ fn sasl_failed(uri: &str, e: ThriftError, target: &str) -> CatalogError {
     }
 }
 
+/// The table `name` as the metastore at `uri` describes it, with its partitions.
 fn load_blocking(
     uri: &str,
     name: &TableName,
     principal: Option<&str>,
 ) -> Result<CatalogTable, CatalogError> {
     let (host, port) = host_port(uri)?;
-    let database = match name.namespace.as_slice() {
-        [] => DEFAULT_DATABASE.to_string(),
-        [db] => db.clone(),
-        _ => {
-            return Err(CatalogError::InvalidName {
-                name: name.to_string(),
-                reason: "a Hive Metastore names tables `table` or `database.table`".to_string(),
-            })
-        }
-    };
+    let database = database_of(name)?;
     let failed = |e: ThriftError| call_failed(uri, e);
     let request = vec![
         Arg::Str(1, database.clone()),
@@ -248,41 +240,7 @@ fn load_blocking(
     let partitions = if partition_keys.is_empty() {
         None
     } else {
-        let reply = conn
-            .call(
-                "get_partitions",
-                &[
-                    Arg::Str(1, database.clone()),
-                    Arg::Str(2, name.table.clone()),
-                    Arg::I16(3, -1),
-                ],
-            )
-            .map_err(failed)?;
-        let list = match reply.field(0) {
-            Some(Value::List(items)) => items.clone(),
-            _ => {
-                return Err(CatalogError::Protocol {
-                    catalog: uri.to_string(),
-                    reason: format!(
-                        "get_partitions of {database}.{}: {}",
-                        name.table,
-                        exception_message(&reply)
-                    ),
-                })
-            }
-        };
-        Some(
-            list.iter()
-                .map(|p| HivePartition {
-                    values: p.list(1).iter().filter_map(Value::as_string).collect(),
-                    location: p
-                        .field(6)
-                        .and_then(|sd| sd.str(2))
-                        .map(|l| store_url(&l))
-                        .unwrap_or_default(),
-                })
-                .collect(),
-        )
+        Some(table_partitions(&mut conn, uri, &database, name)?)
     };
     let described = describe(
         uri,
@@ -301,6 +259,61 @@ fn load_blocking(
         });
     }
     Ok(described)
+}
+
+/// The database of the table `name`: its namespace, or the default one.
+fn database_of(name: &TableName) -> Result<String, CatalogError> {
+    match name.namespace.as_slice() {
+        [] => Ok(DEFAULT_DATABASE.to_string()),
+        [db] => Ok(db.clone()),
+        _ => Err(CatalogError::InvalidName {
+            name: name.to_string(),
+            reason: "a Hive Metastore names tables `table` or `database.table`".to_string(),
+        }),
+    }
+}
+
+/// The partitions of the partitioned table `name`: their values and locations.
+fn table_partitions(
+    conn: &mut Connection,
+    uri: &str,
+    database: &str,
+    name: &TableName,
+) -> Result<Vec<HivePartition>, CatalogError> {
+    let reply = conn
+        .call(
+            "get_partitions",
+            &[
+                Arg::Str(1, database.to_string()),
+                Arg::Str(2, name.table.clone()),
+                Arg::I16(3, -1),
+            ],
+        )
+        .map_err(|e| call_failed(uri, e))?;
+    let list = match reply.field(0) {
+        Some(Value::List(items)) => items.clone(),
+        _ => {
+            return Err(CatalogError::Protocol {
+                catalog: uri.to_string(),
+                reason: format!(
+                    "get_partitions of {database}.{}: {}",
+                    name.table,
+                    exception_message(&reply)
+                ),
+            })
+        }
+    };
+    Ok(list
+        .iter()
+        .map(|p| HivePartition {
+            values: p.list(1).iter().filter_map(Value::as_string).collect(),
+            location: p
+                .field(6)
+                .and_then(|sd| sd.str(2))
+                .map(|l| store_url(&l))
+                .unwrap_or_default(),
+        })
+        .collect())
 }
 
 /// What the metastore's table says: its format, location, and what to read.

@@ -295,6 +295,27 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Ended> {
     worker.validate()?;
     pipeline.validate()?;
     let (stop, abort) = stop_on_signals(worker.grace)?;
+    let stopped_exit_code = worker.stopped_exit_code;
+    let config = worker_config(worker, &trainer, &pipeline, &token, catalog)?;
+    let outcome = tokio::select! {
+        outcome = crate::job::worker::run(config, Some(stop)) => outcome?,
+        name = abort.signalled() => {
+            logging::result_warning(format!("{name} again: exiting now"));
+            return Ok(Ended::Aborted);
+        }
+    };
+    Ok(worker_ended(&outcome, stopped_exit_code))
+}
+
+/// The worker's configuration from its options; hides the job token from
+/// trainers that are not attached.
+fn worker_config(
+    worker: WorkerOptions,
+    trainer: &TrainerOptions,
+    pipeline: &PipelineOptions,
+    token: &TokenArgs,
+    catalog: crate::config::WorkerCatalogOptions,
+) -> anyhow::Result<crate::job::worker::WorkerConfig> {
     let trainer_choice = trainer.trainer()?;
     if matches!(
         trainer_choice,
@@ -302,7 +323,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Ended> {
     ) {
         token.hide_from_trainers();
     }
-    let config = crate::job::worker::WorkerConfig {
+    Ok(crate::job::worker::WorkerConfig {
         master: worker.master,
         token: token.token()?,
         trainer: trainer_choice,
@@ -324,20 +345,16 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Ended> {
         name: worker.name.unwrap_or_else(default_worker_name),
         progress: !trainer.quiet,
         catalog,
-    };
-    let stopped_exit_code = worker.stopped_exit_code;
-    let outcome = tokio::select! {
-        outcome = crate::job::worker::run(config, Some(stop)) => outcome?,
-        name = abort.signalled() => {
-            logging::result_warning(format!("{name} again: exiting now"));
-            return Ok(Ended::Aborted);
-        }
-    };
+    })
+}
+
+/// Reports how the worker's run ended and gives its exit code.
+fn worker_ended(outcome: &crate::job::worker::WorkerOutcome, stopped_exit_code: u8) -> Ended {
     if let (Some(master), false) = (&outcome.master_lost, outcome.joined) {
         logging::result_warning(format!(
             "worker stopped before the master at {master} answered: it trained and held nothing"
         ));
-        return Ok(Ended::Code(stopped_exit_code));
+        return Ended::Code(stopped_exit_code);
     }
     if let Some(master) = &outcome.master_lost {
         logging::result_warning(format!(
@@ -345,43 +362,47 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<Ended> {
              the --grace period, so the tasks this worker held lapse there and are served again",
             outcome.rows
         ));
-        return Ok(Ended::Code(stopped_exit_code));
+        return Ended::Code(stopped_exit_code);
     }
     if outcome.stopped {
         logging::result_warning(format!(
             "worker stopped: {} rows in {} batches; its unfinished tasks were handed back",
             outcome.rows, outcome.batches
         ));
-        return Ok(Ended::Code(stopped_exit_code));
-    } else {
-        logging::result(format!(
-            "worker done: {} rows in {} batches{}; {} rows served again{}{}",
-            outcome.rows,
-            outcome.batches,
-            if outcome.dropped > 0 {
-                format!("; {} rows dropped (--drop-last)", outcome.dropped)
-            } else {
-                String::new()
-            },
-            outcome.replayed,
-            if outcome.replayed > 0 {
-                " (acknowledged after the checkpoint a restarted trainer loaded)"
-            } else {
-                ""
-            },
-            if outcome.rolled_back > 0 {
-                format!(
-                    "; its trainers were rolled back to their last complete checkpoint {} time(s), \
-                     a lease of theirs having gone to another worker (the master serves again \
-                     what they held in none)",
-                    outcome.rolled_back
-                )
-            } else {
-                String::new()
-            }
-        ));
+        return Ended::Code(stopped_exit_code);
     }
-    Ok(Ended::Code(exit::DONE))
+    logging::result(worker_done(outcome));
+    Ended::Code(exit::DONE)
+}
+
+/// The line that reports a worker's finished run.
+fn worker_done(outcome: &crate::job::worker::WorkerOutcome) -> String {
+    format!(
+        "worker done: {} rows in {} batches{}; {} rows served again{}{}",
+        outcome.rows,
+        outcome.batches,
+        if outcome.dropped > 0 {
+            format!("; {} rows dropped (--drop-last)", outcome.dropped)
+        } else {
+            String::new()
+        },
+        outcome.replayed,
+        if outcome.replayed > 0 {
+            " (acknowledged after the checkpoint a restarted trainer loaded)"
+        } else {
+            ""
+        },
+        if outcome.rolled_back > 0 {
+            format!(
+                "; its trainers were rolled back to their last complete checkpoint {} time(s), \
+                 a lease of theirs having gone to another worker (the master serves again \
+                 what they held in none)",
+                outcome.rolled_back
+            )
+        } else {
+            String::new()
+        }
+    )
 }
 
 /// How a command ended.

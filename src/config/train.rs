@@ -128,44 +128,10 @@ impl TrainParts<'_> {
         train.validate()?;
         let follow = follow.config(train.epochs)?;
         select.validate()?;
-        rule(
-            select.limit.is_none() || follow.is_none(),
-            "limit",
-            "a followed job trains what its source commits, as it comes; --limit takes the first rows of one dataset",
-        )?;
-        rule(
-            pipeline.global_window().is_none() || follow.is_none(),
-            "shuffle",
-            "--shuffle global permutes the tasks of an epoch known in advance; a followed job's tasks come as its source commits them",
-        )?;
-        if follow.is_some() {
-            rule(
-                train.wait_success.is_none(),
-                "wait-success",
-                "--follow takes each partition once it is committed; it does not wait for one _SUCCESS",
-            )?;
-        }
+        rules_of_following(train, pipeline, select, follow.is_some())?;
         let state = state.map(local_state).transpose()?;
         let is_model = matches!(choice, TrainerChoice::Model(_));
-        let checkpoint_every = match train.checkpoint_every {
-            Some(steps) => {
-                if steps > 0 {
-                    rule(
-                        state.is_some(),
-                        "checkpoint-every",
-                        "needs --state: the checkpoints are kept in the job's state directory",
-                    )?;
-                    rule(
-                        is_model,
-                        "checkpoint-every",
-                        "applies to the built-in models (--model linear|logistic); an exec trainer writes its own checkpoints",
-                    )?;
-                }
-                steps
-            }
-            None if is_model && state.is_some() => DEFAULT_CHECKPOINT_EVERY,
-            None => 0,
-        };
+        let checkpoint_every = checkpoint_every(train, is_model, state.is_some())?;
         Ok(TrainConfig {
             url,
             dataset,
@@ -203,6 +169,62 @@ impl TrainParts<'_> {
             mix: None,
         })
     }
+}
+
+/// The rules of a followed job (`followed`: `--follow`) with the other parts'
+/// options.
+fn rules_of_following(
+    train: &TrainOptions,
+    pipeline: &PipelineOptions,
+    select: &SelectOptions,
+    followed: bool,
+) -> Result<(), OptionError> {
+    rule(
+        select.limit.is_none() || !followed,
+        "limit",
+        "a followed job trains what its source commits, as it comes; --limit takes the first rows of one dataset",
+    )?;
+    rule(
+        pipeline.global_window().is_none() || !followed,
+        "shuffle",
+        "--shuffle global permutes the tasks of an epoch known in advance; a followed job's tasks come as its source commits them",
+    )?;
+    if followed {
+        rule(
+            train.wait_success.is_none(),
+            "wait-success",
+            "--follow takes each partition once it is committed; it does not wait for one _SUCCESS",
+        )?;
+    }
+    Ok(())
+}
+
+/// The steps between a built-in model's checkpoints (0: none), checked against
+/// the trainer (`is_model`) and the state directory (`has_state`).
+fn checkpoint_every(
+    train: &TrainOptions,
+    is_model: bool,
+    has_state: bool,
+) -> Result<u64, OptionError> {
+    Ok(match train.checkpoint_every {
+        Some(steps) => {
+            if steps > 0 {
+                rule(
+                    has_state,
+                    "checkpoint-every",
+                    "needs --state: the checkpoints are kept in the job's state directory",
+                )?;
+                rule(
+                    is_model,
+                    "checkpoint-every",
+                    "applies to the built-in models (--model linear|logistic); an exec trainer writes its own checkpoints",
+                )?;
+            }
+            steps
+        }
+        None if is_model && has_state => DEFAULT_CHECKPOINT_EVERY,
+        None => 0,
+    })
 }
 
 impl TrainOptions {

@@ -4,6 +4,7 @@ use std::collections::VecDeque;
 use std::fmt::Write;
 
 use crate::protocol::api::StatusReply;
+use crate::protocol::follow::FollowStatus;
 
 /// Escapes text for HTML.
 fn esc(s: &str) -> String {
@@ -15,8 +16,22 @@ fn esc(s: &str) -> String {
 
 /// The status page: refreshes itself every 2 seconds.
 pub fn render(s: &StatusReply, history: &VecDeque<f64>) -> String {
-    let q = &s.queue;
     let mut html = String::new();
+    progress(&mut html, s);
+    if let Some(f) = &s.follow {
+        following(&mut html, f);
+    }
+    html.push_str("<h2>committed rows/s</h2>");
+    html.push_str(&chart(history));
+    workers(&mut html, s);
+    failures(&mut html, s);
+    html.push_str("</body></html>\n");
+    html
+}
+
+/// The page's head, and the job's state, tasks and rows.
+fn progress(html: &mut String, s: &StatusReply) {
+    let q = &s.queue;
     let _ = write!(
         html,
         r#"<!doctype html><html><head><meta charset="utf-8"><meta http-equiv="refresh" content="2">
@@ -55,21 +70,25 @@ td,th{{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:right}}th{{back
         },
         eta = eta_text(s.eta_seconds),
     );
-    if let Some(f) = &s.follow {
-        let _ = write!(
-            html,
-            "<h2>following the source</h2><table><tr><th>newest taken</th><th>newest trained</th><th>lag (rows)</th><th>lag (seconds)</th><th>steps</th><th>state</th></tr>\
+}
+
+/// How far a followed job is behind its source.
+fn following(html: &mut String, f: &FollowStatus) {
+    let _ = write!(
+        html,
+        "<h2>following the source</h2><table><tr><th>newest taken</th><th>newest trained</th><th>lag (rows)</th><th>lag (seconds)</th><th>steps</th><th>state</th></tr>\
 <tr><td id=\"follow-seen\">{}</td><td id=\"follow-trained\">{}</td><td id=\"follow-lag-rows\">{}</td><td id=\"follow-lag-seconds\">{:.1}</td><td id=\"follow-steps\">{}</td><td id=\"follow-state\">{}</td></tr></table>",
-            esc(&f.seen),
-            esc(f.trained.as_deref().unwrap_or("-")),
-            f.lag_rows,
-            f.lag_seconds,
-            f.steps,
-            if f.open { "following" } else { "closed: training what was taken" }
-        );
-    }
-    html.push_str("<h2>committed rows/s</h2>");
-    html.push_str(&chart(history));
+        esc(&f.seen),
+        esc(f.trained.as_deref().unwrap_or("-")),
+        f.lag_rows,
+        f.lag_seconds,
+        f.steps,
+        if f.open { "following" } else { "closed: training what was taken" }
+    );
+}
+
+/// The workers: how many are live and departed, and what each acknowledged.
+fn workers(html: &mut String, s: &StatusReply) {
     let _ = write!(
         html,
         "<h2>workers</h2><p><span id=\"workers-live\">{}</span> live, <span id=\"workers-departed\">{}</span> departed (no heartbeat within the lease timeout)</p>",
@@ -88,7 +107,12 @@ td,th{{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:right}}th{{back
             w.seconds_since_heartbeat
         );
     }
-    html.push_str("</table><h2>failures</h2>");
+    html.push_str("</table>");
+}
+
+/// The failed tasks: their files, epochs and reasons.
+fn failures(html: &mut String, s: &StatusReply) {
+    html.push_str("<h2>failures</h2>");
     if s.failed.is_empty() {
         html.push_str("<p>none</p>");
     } else {
@@ -104,8 +128,6 @@ td,th{{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:right}}th{{back
         }
         html.push_str("</table>");
     }
-    html.push_str("</body></html>\n");
-    html
 }
 
 /// The page a request without the job's token gets instead of the status

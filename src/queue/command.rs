@@ -242,41 +242,26 @@ impl Queue {
                 attempt,
                 offset,
                 ranges,
-            } => Reply::Commit(
-                self.reporter(*worker, *attempt)
-                    .and_then(|w| self.commit_ranges(*now, w, *attempt, *offset, ranges)),
-            ),
+            } => self.apply_commit(*now, *worker, *attempt, *offset, ranges),
             Command::Finish {
                 now,
                 worker,
                 attempt,
                 rows,
-            } => Reply::Finish(
-                self.reporter(*worker, *attempt)
-                    .and_then(|w| self.finish(*now, w, *attempt, *rows)),
-            ),
+            } => self.apply_finish(*now, *worker, *attempt, *rows),
             Command::Fail {
                 now,
                 worker,
                 attempt,
                 reason,
                 for_good,
-            } => Reply::Fail(self.reporter(*worker, *attempt).and_then(|w| {
-                if *for_good {
-                    self.fail_for_good(*now, w, *attempt, reason.clone())
-                } else {
-                    self.fail(*now, w, *attempt, reason.clone())
-                }
-            })),
+            } => self.apply_fail(*now, *worker, *attempt, reason, *for_good),
             Command::HandBack {
                 now,
                 worker,
                 attempt,
             } => Reply::HandBack(self.hand_back(*now, *worker, *attempt)),
-            Command::DeclareCheckpoints { now } => {
-                self.declare_checkpoints(*now);
-                Reply::Recorded
-            }
+            Command::DeclareCheckpoints { now } => self.recorded(|q| q.declare_checkpoints(*now)),
             Command::Checkpoint {
                 id, pieces, worker, ..
             } => Reply::Checkpoint(self.checkpoint_by(*worker, id, pieces)),
@@ -290,43 +275,102 @@ impl Queue {
                 worker,
                 pieces,
             } => Reply::Unsaved(self.unsaved_at_end(*now, *worker, pieces.clone())),
-            Command::Rewind { now } => {
-                self.rewind(*now);
-                Reply::Recorded
-            }
-            Command::RenewAll { now } => {
-                self.renew_all(*now);
-                Reply::Recorded
-            }
-            Command::Tick { now } => {
-                let (expired, gone) = self.tick_all(*now);
-                Reply::Tick { expired, gone }
-            }
-            Command::RetryFailed { now } => {
-                let (retried, kept) = self.retry_failed(*now);
-                Reply::RetryFailed { retried, kept }
-            }
+            Command::Rewind { now } => self.recorded(|q| q.rewind(*now)),
+            Command::RenewAll { now } => self.recorded(|q| q.renew_all(*now)),
+            Command::Tick { now } => self.apply_tick(*now),
+            Command::RetryFailed { now } => self.apply_retry_failed(*now),
             Command::Grow {
                 now,
                 first,
                 rows,
                 record,
                 sources,
-            } => Reply::Grow(
-                self.grow(*now, *first, rows.clone(), record.clone())
-                    .map(|()| {
-                        self.grew_sources(sources, rows);
-                    }),
-            ),
-            Command::Close { now } => {
-                self.close(*now);
-                Reply::Recorded
-            }
-            Command::Reopen { now } => {
-                self.reopen(*now);
-                Reply::Recorded
-            }
+            } => self.apply_grow(*now, *first, rows, record, sources),
+            Command::Close { now } => self.recorded(|q| q.close(*now)),
+            Command::Reopen { now } => self.recorded(|q| q.reopen(*now)),
         }
+    }
+
+    /// Performs a command whose only answer is [`Reply::Recorded`].
+    fn recorded(&mut self, change: impl FnOnce(&mut Self)) -> Reply {
+        change(self);
+        Reply::Recorded
+    }
+
+    /// Performs [`Command::Commit`].
+    fn apply_commit(
+        &mut self,
+        now: Millis,
+        worker: Option<WorkerId>,
+        attempt: AttemptId,
+        offset: u64,
+        ranges: &[(u64, u64)],
+    ) -> Reply {
+        Reply::Commit(
+            self.reporter(worker, attempt)
+                .and_then(|w| self.commit_ranges(now, w, attempt, offset, ranges)),
+        )
+    }
+
+    /// Performs [`Command::Finish`].
+    fn apply_finish(
+        &mut self,
+        now: Millis,
+        worker: Option<WorkerId>,
+        attempt: AttemptId,
+        rows: u64,
+    ) -> Reply {
+        Reply::Finish(
+            self.reporter(worker, attempt)
+                .and_then(|w| self.finish(now, w, attempt, rows)),
+        )
+    }
+
+    /// Performs [`Command::Fail`]: for good, or counting an attempt.
+    fn apply_fail(
+        &mut self,
+        now: Millis,
+        worker: Option<WorkerId>,
+        attempt: AttemptId,
+        reason: &str,
+        for_good: bool,
+    ) -> Reply {
+        Reply::Fail(self.reporter(worker, attempt).and_then(|w| {
+            if for_good {
+                self.fail_for_good(now, w, attempt, reason.to_string())
+            } else {
+                self.fail(now, w, attempt, reason.to_string())
+            }
+        }))
+    }
+
+    /// Performs [`Command::Tick`].
+    fn apply_tick(&mut self, now: Millis) -> Reply {
+        let (expired, gone) = self.tick_all(now);
+        Reply::Tick { expired, gone }
+    }
+
+    /// Performs [`Command::RetryFailed`].
+    fn apply_retry_failed(&mut self, now: Millis) -> Reply {
+        let (retried, kept) = self.retry_failed(now);
+        Reply::RetryFailed { retried, kept }
+    }
+
+    /// Performs [`Command::Grow`], then counts the new tasks to their sources.
+    fn apply_grow(
+        &mut self,
+        now: Millis,
+        first: u32,
+        rows: &[Option<u64>],
+        record: &serde_json::Value,
+        sources: &[u32],
+    ) -> Reply {
+        Reply::Grow(
+            self.grow(now, first, rows.to_vec(), record.clone())
+                .map(|()| {
+                    self.grew_sources(sources, rows);
+                }),
+        )
     }
 
     /// The worker a report speaks for: the one it names, or for a record of
