@@ -490,50 +490,67 @@ async fn open_state(
     if resumed && state.queue().cut().checkpointed {
         rewind_to_checkpoint(config, dir, schema, &mut ready)?;
     } else if resumed {
-        // The run that wrote this state is gone: take its leases back now
-        // instead of waiting for them to lapse. Its master went with it:
-        // a crash, not an attempt of the tasks it held (RenewAll first).
-        let now = crate::wall::wall_millis();
-        let take_back = || {
-            StateError::journal(
-                state.describe(),
-                "take back the leases of the run that wrote it",
-            )
-        };
-        let (renew, tick) = (take_back(), take_back());
-        state
-            .execute(Command::RenewAll { now })
-            .map_err(renew)
-            .map_err(TrainError::state("resume"))?;
-        state
-            .execute(Command::Tick { now: u64::MAX / 2 })
-            .map_err(tick)
-            .map_err(TrainError::state("resume"))?;
+        take_back_leases(state)?;
         if !finishing {
             warn!(state = %dir.display(), done = state.queue().status().tasks_done, "resuming from saved state");
         }
     }
     if let TrainerChoice::Model(model) = &config.trainer {
-        // A built-in model keeps its checkpoints in the state, and a
-        // resume continues the last complete one.
-        let checkpoints = ModelCheckpoints {
-            dir: dir.join(CHECKPOINTS),
-            every: config.checkpoint_every,
-            resume: ready.resumed_from.as_ref().map(|r| r.checkpoint.clone()),
-        };
-        let path = checkpoints.resume.as_ref().map(|id| checkpoints.path(id));
-        ready.factory = TransformFactory::wrap(
-            Arc::new(linear_factory(model, Some(checkpoints))?),
-            &config.transform,
-        );
-        ready.factory.validate(schema).map_err(TrainError::trainer(
-            "set the trainer up for the columns read",
-        ))?;
-        if let Some(path) = path {
-            warn!(path = %path.display(), "the model continues from its checkpoint");
-        }
+        model_from_state(config, model, dir, schema, &mut ready)?;
     }
     Ok(Opened::Ready(ready))
+}
+
+/// The run that wrote this state is gone: its leases are taken back now
+/// instead of waiting for them to lapse. Its master went with it: a crash,
+/// not an attempt of the tasks it held (RenewAll first).
+fn take_back_leases(state: &mut MasterState) -> Result<(), TrainError> {
+    let now = crate::wall::wall_millis();
+    let take_back = || {
+        StateError::journal(
+            state.describe(),
+            "take back the leases of the run that wrote it",
+        )
+    };
+    let (renew, tick) = (take_back(), take_back());
+    state
+        .execute(Command::RenewAll { now })
+        .map_err(renew)
+        .map_err(TrainError::state("resume"))?;
+    state
+        .execute(Command::Tick { now: u64::MAX / 2 })
+        .map_err(tick)
+        .map_err(TrainError::state("resume"))?;
+    Ok(())
+}
+
+/// A built-in model keeps its checkpoints in the state, and a resume
+/// continues the last complete one: the trainer built so, checked against
+/// the columns read.
+fn model_from_state(
+    config: &TrainConfig,
+    model: &ModelChoice,
+    dir: &std::path::Path,
+    schema: &SchemaRef,
+    ready: &mut Ready,
+) -> Result<(), TrainError> {
+    let checkpoints = ModelCheckpoints {
+        dir: dir.join(CHECKPOINTS),
+        every: config.checkpoint_every,
+        resume: ready.resumed_from.as_ref().map(|r| r.checkpoint.clone()),
+    };
+    let path = checkpoints.resume.as_ref().map(|id| checkpoints.path(id));
+    ready.factory = TransformFactory::wrap(
+        Arc::new(linear_factory(model, Some(checkpoints))?),
+        &config.transform,
+    );
+    ready.factory.validate(schema).map_err(TrainError::trainer(
+        "set the trainer up for the columns read",
+    ))?;
+    if let Some(path) = path {
+        warn!(path = %path.display(), "the model continues from its checkpoint");
+    }
+    Ok(())
 }
 
 /// A resumed job whose trainers keep checkpoints goes back to the last
@@ -677,38 +694,10 @@ async fn train(
     // Where progress is written as lines (no terminal, or JSON), no bar.
     let lines = crate::logging::settings().progress_lines();
     let bar = progress_bar(config.progress && !lines, total_tasks);
-    // A built-in model is the same from run to run with the same --seed: its
-    // tasks are read one at a time, in the order they are leased, and its
-    // devices step in lockstep (one batch each per step, summed in device order).
-    let builtin = matches!(config.trainer, TrainerChoice::Model(_));
-    let pipeline_config = PipelineConfig {
-        batch_size: config.batch_size,
-        batch_bytes: config.batch_bytes,
-        devices: config.devices,
-        prefetch: if builtin { 1 } else { config.prefetch },
-        read_ahead: config.read_ahead,
-        read_retry: config.read_retry,
-        shuffle_buffer: config.shuffle_buffer,
-        shuffle_window: config.shuffle_window,
-        seed: config.seed,
-        lease_timeout: Some(config.lease_timeout),
-        stop,
-        lockstep: config.lockstep || builtin,
-        drop_last: config.drop_last,
-        follow: spec.follow.is_some(),
-        select: Arc::new(spec.select.clone()),
-        only_worker: true,
-    };
+    let pipeline_config = pipeline_config_of(config, &spec, stop);
     let splits = Arc::new(spec.splits.clone());
     let drawer = Drawer::new(bar.clone(), source.clone(), factory.clone(), config.epochs);
-    // A followed job's rows grow as its source commits: no total to show.
-    let rows_total = spec
-        .splits
-        .iter()
-        .map(|s| s.rows)
-        .try_fold(0u64, |sum, rows| rows.map(|r| sum.saturating_add(r)))
-        .map(|per_epoch| per_epoch.saturating_mul(u64::from(config.epochs)))
-        .filter(|_| spec.follow.is_none());
+    let rows_total = rows_total(&spec, config.epochs);
     let progress_lines = (config.progress && lines).then(|| {
         ProgressLines::spawn(
             source.clone(),
@@ -718,50 +707,18 @@ async fn train(
         )
     });
     let plan = Arc::new(spec.plan.clone());
-    let pipeline_fut = async {
-        let mut factory = factory.clone();
-        let mut before: Option<pipeline::RunOutcome> = None;
-        loop {
-            let outcome = pipeline::run(
-                Arc::new(source.clone()),
-                dataset.location.clone(),
-                splits.clone(),
-                plan.clone(),
-                factory.clone(),
-                pipeline_config.clone(),
-                |p| drawer.draw(p),
-            )
-            .await?;
-            let unsaved = (!outcome.stopped).then_some(outcome.unsaved_at_end);
-            let served_once = before.is_some();
-            let outcome = match before.take() {
-                Some(first) => add_runs(first, outcome),
-                None => outcome,
-            };
-            let rule = pipeline::FinalCheckpointRule::of(&config.trainer);
-            match (unsaved, rule) {
-                (None | Some(0), _) | (_, pipeline::FinalCheckpointRule::Unchecked) => {
-                    return Ok::<_, TrainError>((outcome, factory));
-                }
-                (Some(rows), pipeline::FinalCheckpointRule::Warned) => {
-                    pipeline::warn_attached_without_final_checkpoint(rows);
-                    return Ok((outcome, factory));
-                }
-                (Some(rows), pipeline::FinalCheckpointRule::Enforced) if served_once => {
-                    return Err(pipeline::PipelineError::NoFinalCheckpoint { rows }.into());
-                }
-                (Some(rows), pipeline::FinalCheckpointRule::Enforced) => {
-                    // As a worker that joins again: the trainers start from
-                    // the last complete checkpoint and the rows after it are
-                    // served once more.
-                    pipeline::warn_no_final_checkpoint(rows);
-                    let id = source.rewind().map_err(pipeline::PipelineError::from)?;
-                    factory = resumed_factory(config, plan.output_schema(), id.as_deref())?;
-                    before = Some(outcome);
-                }
-            }
-        }
-    };
+    let pipeline_fut = run_to_final_checkpoint(
+        config,
+        &source,
+        dataset,
+        Reading {
+            splits,
+            plan,
+            pipeline: pipeline_config,
+        },
+        factory.clone(),
+        &drawer,
+    );
     let outcome = tokio::select! {
         outcome = pipeline_fut => outcome,
         never = follow_fut => match never {},
@@ -787,6 +744,110 @@ async fn train(
         rewound,
         after_stop,
     })
+}
+
+/// How `sluice train` runs its pipeline. A built-in model is the same from
+/// run to run with the same --seed: its tasks are read one at a time, in
+/// the order they are leased, and its devices step in lockstep (one batch
+/// each per step, summed in device order).
+fn pipeline_config_of(config: &TrainConfig, spec: &JobSpec, stop: Option<Stop>) -> PipelineConfig {
+    let builtin = matches!(config.trainer, TrainerChoice::Model(_));
+    PipelineConfig {
+        batch_size: config.batch_size,
+        batch_bytes: config.batch_bytes,
+        devices: config.devices,
+        prefetch: if builtin { 1 } else { config.prefetch },
+        read_ahead: config.read_ahead,
+        read_retry: config.read_retry,
+        shuffle_buffer: config.shuffle_buffer,
+        shuffle_window: config.shuffle_window,
+        seed: config.seed,
+        lease_timeout: Some(config.lease_timeout),
+        stop,
+        lockstep: config.lockstep || builtin,
+        drop_last: config.drop_last,
+        follow: spec.follow.is_some(),
+        select: Arc::new(spec.select.clone()),
+        only_worker: true,
+    }
+}
+
+/// The rows of every epoch, where every split's count is known; `None`
+/// for a followed job, whose rows grow as its source commits.
+fn rows_total(spec: &JobSpec, epochs: u32) -> Option<u64> {
+    spec.splits
+        .iter()
+        .map(|s| s.rows)
+        .try_fold(0u64, |sum, rows| rows.map(|r| sum.saturating_add(r)))
+        .map(|per_epoch| per_epoch.saturating_mul(u64::from(epochs)))
+        .filter(|_| spec.follow.is_none())
+}
+
+/// What one pipeline run reads: the job's splits, its read plan and how.
+struct Reading {
+    splits: Arc<Vec<connectors::Split>>,
+    plan: Arc<ReadPlan>,
+    pipeline: PipelineConfig,
+}
+
+/// Runs the pipeline until the job is over; where a trainer that keeps
+/// checkpoints ended with rows in none, once more from its last complete
+/// checkpoint (as a worker that joins again), and then refused.
+async fn run_to_final_checkpoint(
+    config: &TrainConfig,
+    source: &LocalQueue,
+    dataset: &Dataset,
+    reading: Reading,
+    factory: Arc<dyn TrainerFactory>,
+    drawer: &Drawer,
+) -> Result<(pipeline::RunOutcome, Arc<dyn TrainerFactory>), TrainError> {
+    let Reading {
+        splits,
+        plan,
+        pipeline: pipeline_config,
+    } = reading;
+    let mut factory = factory;
+    let mut before: Option<pipeline::RunOutcome> = None;
+    loop {
+        let outcome = pipeline::run(
+            Arc::new(source.clone()),
+            dataset.location.clone(),
+            splits.clone(),
+            plan.clone(),
+            factory.clone(),
+            pipeline_config.clone(),
+            |p| drawer.draw(p),
+        )
+        .await?;
+        let unsaved = (!outcome.stopped).then_some(outcome.unsaved_at_end);
+        let served_once = before.is_some();
+        let outcome = match before.take() {
+            Some(first) => add_runs(first, outcome),
+            None => outcome,
+        };
+        let rule = pipeline::FinalCheckpointRule::of(&config.trainer);
+        match (unsaved, rule) {
+            (None | Some(0), _) | (_, pipeline::FinalCheckpointRule::Unchecked) => {
+                return Ok((outcome, factory));
+            }
+            (Some(rows), pipeline::FinalCheckpointRule::Warned) => {
+                pipeline::warn_attached_without_final_checkpoint(rows);
+                return Ok((outcome, factory));
+            }
+            (Some(rows), pipeline::FinalCheckpointRule::Enforced) if served_once => {
+                return Err(pipeline::PipelineError::NoFinalCheckpoint { rows }.into());
+            }
+            (Some(rows), pipeline::FinalCheckpointRule::Enforced) => {
+                // As a worker that joins again: the trainers start from
+                // the last complete checkpoint and the rows after it are
+                // served once more.
+                pipeline::warn_no_final_checkpoint(rows);
+                let id = source.rewind().map_err(pipeline::PipelineError::from)?;
+                factory = resumed_factory(config, plan.output_schema(), id.as_deref())?;
+                before = Some(outcome);
+            }
+        }
+    }
 }
 
 /// Ends a job that trained to its end: writes the model (`--output`) and

@@ -290,14 +290,7 @@ async fn run_once(
     let spec = tokio::select! {
         spec = source.job_for(&config.name) => spec.map_err(WorkerError::remote("join the job"))?,
         () = stopped(stop) => {
-            return Ok(Ran::Ended(WorkerOutcome {
-                rows: before,
-                batches: batches_before,
-                stopped: true,
-                joined: joins > 0,
-                master_lost: Some(config.master.clone()),
-                ..WorkerOutcome::default()
-            }));
+            return Ok(Ran::Ended(stopped_outcome(config, before, batches_before, joins > 0)));
         }
     };
     info!(url = %spec.url, splits = spec.splits.len(), name = %config.name, "joined job");
@@ -340,14 +333,12 @@ async fn run_once(
         // worker stops anyway; its leases lapse at the master.
         Err(e) if gave_up.gave_up_stopping() => {
             tracing::warn!(error = %Report(&e), "the master did not answer after the stop");
-            return Ok(Ran::Ended(WorkerOutcome {
-                rows: acknowledged.load(Ordering::Relaxed),
-                batches: batches_counted.load(Ordering::Relaxed),
-                stopped: true,
-                joined: true,
-                master_lost: Some(config.master.clone()),
-                ..WorkerOutcome::default()
-            }));
+            return Ok(Ran::Ended(stopped_outcome(
+                config,
+                acknowledged.load(Ordering::Relaxed),
+                batches_counted.load(Ordering::Relaxed),
+                true,
+            )));
         }
         Err(pipeline::PipelineError::RolledBack(why)) => return Ok(Ran::RolledBack(why)),
         Err(e) => return Err(WorkerError::Pipeline { source: e }),
@@ -357,19 +348,49 @@ async fn run_once(
             write_json(path, &model).map_err(WorkerError::train("write the model (--output)"))?;
         }
     }
-    Ok(Ran::Ended(WorkerOutcome {
-        rows: before + outcome.rows,
-        batches: batches_before + outcome.batches,
+    let master_lost = outcome.stopped && gave_up.gave_up_stopping();
+    Ok(Ran::Ended(joined_outcome(
+        config,
+        outcome,
+        (before, batches_before),
+        master_lost,
+    )))
+}
+
+/// A worker stopped without the master's answer: its rows and batches so
+/// far, its leases left to lapse at the master.
+fn stopped_outcome(config: &WorkerConfig, rows: u64, batches: u64, joined: bool) -> WorkerOutcome {
+    WorkerOutcome {
+        rows,
+        batches,
+        stopped: true,
+        joined,
+        master_lost: Some(config.master.clone()),
+        ..WorkerOutcome::default()
+    }
+}
+
+/// What a join that ran to its end adds to the rows and batches counted
+/// before it (`counted`); `master_lost` when its hand-backs did not reach
+/// the master.
+fn joined_outcome(
+    config: &WorkerConfig,
+    outcome: pipeline::RunOutcome,
+    counted: (u64, u64),
+    master_lost: bool,
+) -> WorkerOutcome {
+    WorkerOutcome {
+        rows: counted.0 + outcome.rows,
+        batches: counted.1 + outcome.batches,
         stopped: outcome.stopped,
         dropped: outcome.dropped,
         joined: true,
-        // Its hand-backs did not reach the master.
-        master_lost: (outcome.stopped && gave_up.gave_up_stopping()).then(|| config.master.clone()),
+        master_lost: master_lost.then(|| config.master.clone()),
         rolled_back: 0,
         checkpointed: outcome.checkpointed,
         replayed: outcome.replayed,
         unsaved_at_end: outcome.unsaved_at_end,
-    }))
+    }
 }
 
 /// Where a joined job's data is read: its source (or sources).

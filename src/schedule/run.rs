@@ -250,21 +250,7 @@ async fn run_hive(
         )))?;
     report.new = new
         .iter()
-        .map(|p| {
-            let name = name_of(p);
-            let files: Vec<_> = dataset
-                .files
-                .iter()
-                .filter(|f| f.partition_dir == name)
-                .collect();
-            NewPartition {
-                path: name,
-                url: p.url.clone(),
-                rows: files.iter().try_fold(0, |sum, f| f.rows.map(|r| sum + r)),
-                files: files.len(),
-                source: None,
-            }
-        })
+        .map(|p| new_partition(&dataset, name_of(p), p))
         .collect();
     if dataset.known_empty() && !cx.options.allow_empty {
         let urls: Vec<&str> = report.new.iter().map(|p| p.url.as_str()).collect();
@@ -281,6 +267,27 @@ async fn run_hive(
     config.url = table.read_url.clone();
     config.dataset = dataset.options.clone();
     train_and_record(cx, loaded, config, dataset, report, None, None).await
+}
+
+/// A new metastore partition `name` as the report shows it: its location,
+/// its files in `dataset` and their rows where every file records them.
+fn new_partition(
+    dataset: &Dataset,
+    name: String,
+    partition: &connectors::CatalogPartition,
+) -> NewPartition {
+    let files: Vec<_> = dataset
+        .files
+        .iter()
+        .filter(|f| f.partition_dir == name)
+        .collect();
+    NewPartition {
+        path: name,
+        url: partition.url.clone(),
+        rows: files.iter().try_fold(0, |sum, f| f.rows.map(|r| sum + r)),
+        files: files.len(),
+        source: None,
+    }
 }
 
 /// A job file with `follow = true`: one long run that trains what the
@@ -393,16 +400,7 @@ async fn run_table(
             noun = noun(kind)
         )))?;
     if !record_only && dataset.known_empty() && !cx.options.allow_empty {
-        let noun = noun(kind);
-        let appends = appends_since
-            .map(|from| format!(" (the rows appended after {noun} {from})"))
-            .unwrap_or_default();
-        return Err(RunError::Empty {
-            what: format!(
-                "the {kind} table {} at {noun} {to}{appends}",
-                location.url()
-            ),
-        });
+        return Err(empty_table(kind, &location, to, appends_since));
     }
     if !record_only {
         report
@@ -427,6 +425,26 @@ async fn run_table(
     let mut config = job.train.clone();
     config.url = location.url();
     train_and_record(cx, loaded, config, dataset, report, Some(table), None).await
+}
+
+/// The error of a table run that finds no row to train at version `to`
+/// (the rows appended after `appends_since`, where only those are read).
+fn empty_table(
+    kind: TableKind,
+    location: &Location,
+    to: i64,
+    appends_since: Option<i64>,
+) -> RunError {
+    let noun = noun(kind);
+    let appends = appends_since
+        .map(|from| format!(" (the rows appended after {noun} {from})"))
+        .unwrap_or_default();
+    RunError::Empty {
+        what: format!(
+            "the {kind} table {} at {noun} {to}{appends}",
+            location.url()
+        ),
+    }
 }
 
 /// What a table's run after version `since` trains, by the job's

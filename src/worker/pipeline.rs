@@ -249,14 +249,24 @@ pub async fn run(
     let (result, joined) = state
         .wind_down(result, devices, &mut event_rx, &abandon)
         .await;
-    // Every report made so far reaches the master before the worker goes on.
+    let outcome = finish(state, result.is_ok(), committer).await;
+    if let Some(joined) = joined {
+        let _ = joined.await;
+    }
+    result.map(|_| outcome)
+}
+
+/// The run's outcome, once every report made so far has reached the master
+/// (the committer ended): rows left in no checkpoint at the end are sent
+/// back to be served once more.
+async fn finish(state: Shell, ok: bool, committer: tokio::task::JoinHandle<()>) -> RunOutcome {
     let Shell {
         reports,
         coordinator,
         source_rows,
         ..
     } = state;
-    let mut outcome = coordinator.into_outcome(result.is_ok());
+    let mut outcome = coordinator.into_outcome(ok);
     outcome.source_rows = source_rows;
     if !outcome.unsaved_pieces_at_end.is_empty() {
         // The master serves them once more, and fails the job should rows
@@ -266,10 +276,7 @@ pub async fn run(
     }
     drop(reports);
     let _ = committer.await;
-    if let Some(joined) = joined {
-        let _ = joined.await;
-    }
-    result.map(|_| outcome)
+    outcome
 }
 
 /// The device threads' queues: the shared one's sender (`None` under
