@@ -234,7 +234,8 @@ fn sluice_errors_are_python_exceptions_with_sluice_s_message() {
     .success();
     let line = out.stdout.trim();
     assert!(
-        line.starts_with("SluiceError: --split-key nope") && !line.contains('\n'),
+        line.starts_with("SluiceError: cannot choose the rows to train: --split-key nope")
+            && !line.contains('\n'),
         "{out}"
     );
 }
