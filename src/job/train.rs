@@ -456,13 +456,8 @@ async fn open_state(
     };
     let state = &mut ready.state;
     if resumed && config.retry_failed && !state.queue().failures().is_empty() {
-        let retry = StateError::journal(
-            state.describe(),
-            "put its failed tasks back (--retry-failed)",
-        );
         state
             .retry_failed(crate::wall::wall_millis())
-            .map_err(retry)
             .map_err(TrainError::state("resume"))?;
     }
     if resumed {

@@ -292,13 +292,8 @@ fn resume(config: &MasterConfig, state: &mut MasterState) -> Result<(), MasterEr
         .reopen(state)
         .map_err(MasterError::state("resume"))?;
     if config.retry_failed {
-        let retry = StateError::journal(
-            state.describe(),
-            "put its failed tasks back (--retry-failed)",
-        );
         state
             .retry_failed(crate::wall::wall_millis())
-            .map_err(retry)
             .map_err(MasterError::state("resume"))?;
     }
     Ok(())

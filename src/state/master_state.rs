@@ -622,8 +622,12 @@ impl MasterState {
 
     /// Puts the failed tasks back (`--retry-failed`, see
     /// [`Queue::retry_failed`]) at `now`, durably, and says how many on the log.
-    pub fn retry_failed(&mut self, now: Millis) -> Result<(), JournalError> {
-        let reply = self.execute(Command::RetryFailed { now })?;
+    pub fn retry_failed(&mut self, now: Millis) -> Result<(), StateError> {
+        let retry = StateError::journal(
+            self.describe(),
+            "put its failed tasks back (--retry-failed)",
+        );
+        let reply = self.execute(Command::RetryFailed { now }).map_err(retry)?;
         if let Reply::RetryFailed { retried, kept } = reply {
             tracing::warn!(retried, "failed tasks put back (--retry-failed)");
             if kept > 0 {

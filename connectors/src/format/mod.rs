@@ -332,6 +332,38 @@ pub(crate) fn skip_rows(
         .boxed()
 }
 
+/// Gives each column of `infos` the type `merge` brings its files' types
+/// to, in every file, each field rebuilt by `retype`; a column `merge`
+/// finds no common type for (`None`, once for any two files) keeps each
+/// file's own, for the schema merge to judge.
+pub(crate) fn widen_columns(
+    infos: &mut [FileInfo],
+    merge: impl Fn(&DataType, &DataType) -> Option<DataType>,
+    retype: impl Fn(&arrow::datatypes::Field, &DataType) -> arrow::datatypes::Field,
+) {
+    let mut wide: std::collections::HashMap<String, Option<DataType>> =
+        std::collections::HashMap::new();
+    for info in infos.iter() {
+        for field in info.schema.fields() {
+            wide.entry(field.name().clone())
+                .and_modify(|t| *t = t.as_ref().and_then(|t| merge(t, field.data_type())))
+                .or_insert_with(|| Some(field.data_type().clone()));
+        }
+    }
+    for info in infos.iter_mut() {
+        let fields: Vec<arrow::datatypes::Field> = info
+            .schema
+            .fields()
+            .iter()
+            .map(|f| match wide.get(f.name()) {
+                Some(Some(t)) => retype(f, t),
+                _ => f.as_ref().clone(),
+            })
+            .collect();
+        info.schema = std::sync::Arc::new(arrow::datatypes::Schema::new(fields));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

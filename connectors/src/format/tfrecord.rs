@@ -16,7 +16,7 @@ mod columns;
 mod framing;
 mod wire;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io::BufRead;
 use std::sync::Arc;
 
@@ -333,26 +333,9 @@ fn widen_pair(a: &DataType, b: &DataType) -> Option<DataType> {
 /// whose kinds differ between files are left as they are, for the schema
 /// merge to refuse naming both files.
 pub(crate) fn widen_across_files(infos: &mut [FileInfo]) {
-    let mut wide: HashMap<String, Option<DataType>> = HashMap::new();
-    for info in infos.iter() {
-        for field in info.schema.fields() {
-            wide.entry(field.name().clone())
-                .and_modify(|t| *t = t.as_ref().and_then(|t| widen_pair(t, field.data_type())))
-                .or_insert_with(|| Some(field.data_type().clone()));
-        }
-    }
-    for info in infos.iter_mut() {
-        let fields: Vec<Field> = info
-            .schema
-            .fields()
-            .iter()
-            .map(|f| match wide.get(f.name()) {
-                Some(Some(t)) => Field::new(f.name(), t.clone(), true),
-                _ => f.as_ref().clone(),
-            })
-            .collect();
-        info.schema = Arc::new(Schema::new(fields));
-    }
+    super::widen_columns(infos, widen_pair, |f, t| {
+        Field::new(f.name(), t.clone(), true)
+    });
 }
 
 #[cfg(test)]

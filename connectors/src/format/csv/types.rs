@@ -5,10 +5,9 @@
 //! `compatibleType` (`int` and `bigint` make `bigint`, an integer and a
 //! `double` make `double`, types with nothing in common make `string`).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use arrow::datatypes::{DataType, TimeUnit};
 
 use crate::format::FileInfo;
 
@@ -230,24 +229,9 @@ pub(crate) fn compatible(a: &DataType, b: &DataType) -> DataType {
 /// (`compatibleType` of the types each file's head gave it), so that a
 /// column `int` in one file and `bigint` in another is `bigint` in both.
 pub(crate) fn widen_across_files(infos: &mut [FileInfo]) {
-    let mut wide: HashMap<String, DataType> = HashMap::new();
-    for info in infos.iter() {
-        for field in info.schema.fields() {
-            wide.entry(field.name().clone())
-                .and_modify(|t| *t = compatible(t, field.data_type()))
-                .or_insert_with(|| field.data_type().clone());
-        }
-    }
-    for info in infos.iter_mut() {
-        let fields: Vec<Field> = info
-            .schema
-            .fields()
-            .iter()
-            .map(|f| match wide.get(f.name()) {
-                Some(t) if t != f.data_type() => f.as_ref().clone().with_data_type(t.clone()),
-                _ => f.as_ref().clone(),
-            })
-            .collect();
-        info.schema = Arc::new(Schema::new(fields));
-    }
+    crate::format::widen_columns(
+        infos,
+        |a, b| Some(compatible(a, b)),
+        |f, t| f.clone().with_data_type(t.clone()),
+    );
 }
