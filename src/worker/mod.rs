@@ -6,12 +6,14 @@
 //! (split to batches), [`batcher`] (exact batch sizes, optional shuffle),
 //! [`devices`] (one thread per device owning a trainer), [`ledger`]
 //! (acknowledged rows to committed offsets), joined in [`pipeline`]; under
-//! `--lockstep`, [`stepper`] (one batch per device per step). A reader tries
-//! again reads that fail for a reason that may pass ([`read_retry`]).
+//! `--lockstep`, [`stepper`] (one batch per device per step). Batches reach
+//! the device threads through one [`delivery`]. A reader tries again reads
+//! that fail for a reason that may pass ([`read_retry`]).
 //!
 //! The rules of the worker's leases and rows are [`coordinator`], a pure state
-//! machine (events in, actions out) tested by a seeded simulation;
-//! [`pipeline`] is the async shell that feeds it and performs its actions.
+//! machine (events in, actions out) tested by a seeded simulation; `shell` is
+//! the async shell that feeds it and performs its actions, started and joined
+//! by [`pipeline`].
 
 pub mod backoff;
 pub mod batcher;
