@@ -147,6 +147,29 @@ impl Delivery {
         }
     }
 
+    /// A step cut whole already (global batches): under lockstep it goes as
+    /// it is, else each batch to its device in step order (none of 0 rows).
+    pub fn deal_step(&mut self, step: Step) {
+        match &mut self.stepper {
+            Some(stepper) => stepper.push_step(step),
+            None => self.waiting.extend(
+                step.batches
+                    .into_iter()
+                    .enumerate()
+                    .filter(|(_, out)| out.data.num_rows() > 0)
+                    .map(|(device, out)| (Some(device), out)),
+            ),
+        }
+    }
+
+    /// Batches dropped whole already (global batches, `--drop-last`, which
+    /// comes with `--lockstep` only).
+    pub fn dropped(&mut self, batches: Vec<OutBatch>) {
+        if let Some(stepper) = &mut self.stepper {
+            stepper.push_dropped(batches);
+        }
+    }
+
     /// Whether enough waits that no more should join for now. Under
     /// lockstep only while a step can go: rows that wait for more rows (to
     /// make a step) never count.

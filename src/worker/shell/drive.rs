@@ -213,6 +213,10 @@ impl Shell {
             let tail = self.batcher.flush()?;
             self.ready(tail);
             self.delivery.end_epoch();
+            if let Some(global) = &mut self.global {
+                global.end_epoch();
+            }
+            self.pump_global()?;
             self.consume_dropped()?;
             *flushed = true;
         }

@@ -7,6 +7,7 @@ use crate::queue::Lease;
 use crate::worker::batcher::OutBatch;
 use crate::worker::coordinator::Event;
 use crate::worker::reader::ReadEvent;
+use crate::worker::shuffle::Cut;
 use crate::worker::Piece;
 
 impl Shell {
@@ -78,10 +79,26 @@ impl Shell {
             let Some(global) = &mut self.global else {
                 return Ok(());
             };
+            if global.global_batches() {
+                let Some(cut) = global.next_step()? else {
+                    return Ok(());
+                };
+                self.take_cut(cut);
+                continue;
+            }
             let Some((device, out)) = global.next_batch()? else {
                 return Ok(());
             };
             self.delivery.deal(device, out);
+        }
+    }
+
+    /// A global batch cut: under lockstep a step for the stepper, else each
+    /// rank's batch for its device in step order (none of 0 rows).
+    fn take_cut(&mut self, cut: Cut) {
+        match cut {
+            Cut::Step(step) => self.delivery.deal_step(step),
+            Cut::Dropped(batches) => self.delivery.dropped(batches),
         }
     }
 

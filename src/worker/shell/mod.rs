@@ -238,9 +238,7 @@ impl Shell {
             in_order: (config.only_worker && devices_n == 1 && config.shuffle_window.is_none())
                 .then(InOrder::default),
             delivery: delivery(&config, schema, wiring.lanes),
-            global: config
-                .shuffle_window
-                .map(|rows| GlobalShuffle::new(config.seed, rows, config.batch_size, devices_n)),
+            global: GlobalShuffle::of(&config),
             draining: None,
             devices_done: false,
             source_rows: Vec::new(),
