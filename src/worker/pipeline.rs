@@ -27,6 +27,7 @@ use super::devices::{Brakes, DeviceEvent, Devices};
 pub use super::pipeline_config::{PipelineConfig, Stop};
 pub use super::pipeline_error::PipelineError;
 use super::reader::ReadEvent;
+use super::shell::edges::{StoreReaders, SystemClock};
 use super::shell::{Job, Shell, Wiring};
 use super::LeaseClock;
 use crate::protocol::Halt;
@@ -129,9 +130,12 @@ pub async fn run(
         ending.clone(),
     ));
     let (read_tx, mut read_rx) = mpsc::channel::<ReadEvent>(config.prefetch.max(1) * 2);
+    let (plan, readers) = store_readers(&location, plan, &config);
     let wiring = Wiring {
         read_tx,
         lanes,
+        readers: Arc::new(readers),
+        time: Arc::new(SystemClock),
         reports: report_tx,
         clock: clock.clone(),
         ending: ending.clone(),
@@ -156,4 +160,24 @@ pub async fn run(
         let _ = joined.await;
     }
     result.map(|_| outcome)
+}
+
+/// The job's plan as this worker reads it (`--batch-bytes`), and the
+/// readers of its store.
+fn store_readers(
+    location: &Location,
+    plan: Arc<ReadPlan>,
+    config: &PipelineConfig,
+) -> (Arc<ReadPlan>, StoreReaders) {
+    let plan = match config.batch_bytes {
+        Some(bytes) => Arc::new((*plan).clone().with_batch_bytes(Some(bytes))),
+        None => plan,
+    };
+    let readers = StoreReaders {
+        location: location.clone(),
+        plan: plan.clone(),
+        select: config.select.clone(),
+        read_retry: config.read_retry,
+    };
+    (plan, readers)
 }

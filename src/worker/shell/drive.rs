@@ -2,7 +2,7 @@
 //! (devices' events, heartbeats' word, room for the next batch, a stop,
 //! readers' rows), and its end (the trainers' last words, the outcome).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 
@@ -171,7 +171,7 @@ impl Shell {
         }
         self.drop_lapsed()?;
         if let Some(deadline) = self.draining {
-            if self.devices_done || Instant::now() >= deadline {
+            if self.devices_done || self.time.now() >= deadline {
                 self.hand_back_all().await?;
                 return Ok(true);
             }
@@ -182,7 +182,7 @@ impl Shell {
             // round trip to the store).
             for _ in 0..self.config.prefetch.max(1) {
                 if self.coordinator.is_over()
-                    || Instant::now() < self.next_lease
+                    || self.time.now() < self.next_lease
                     || !self.hungry(read_rx)
                 {
                     break;
@@ -242,7 +242,7 @@ impl Shell {
     /// How long the loop may sleep with nothing to do: until the next lease
     /// request is due, at most [`IDLE_TICK`].
     pub(super) fn idle_wait(&self) -> Duration {
-        let due = self.next_lease.saturating_duration_since(Instant::now());
+        let due = self.next_lease.saturating_duration_since(self.time.now());
         if due.is_zero() {
             IDLE_TICK
         } else {

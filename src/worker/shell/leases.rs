@@ -3,7 +3,6 @@
 //! lapsed by this worker's clock.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
@@ -77,7 +76,7 @@ impl Shell {
         if self.global.is_none() && self.coordinator.leased_reads() >= prefetch {
             return Ok(());
         }
-        let sent = Instant::now();
+        let sent = self.time.now();
         match self.source.lease(self.worker, 1).await? {
             LeaseReply::Tasks(leases) if !leases.is_empty() => {
                 self.backoff.reset();
@@ -93,7 +92,7 @@ impl Shell {
                 }
             }
             LeaseReply::Tasks(_) | LeaseReply::Wait => {
-                self.next_lease = Instant::now() + self.backoff.next_wait();
+                self.next_lease = self.time.now() + self.backoff.next_wait();
                 self.global_waits().await?;
             }
             LeaseReply::JobOver => {
@@ -131,7 +130,7 @@ impl Shell {
     /// master renews them (a restarted master renews every lease) or says
     /// they are lost (then their rows are dropped).
     pub(super) fn drop_lapsed(&mut self) -> Result<(), PipelineError> {
-        let attempts = self.clock.lapsed(Instant::now());
+        let attempts = self.clock.lapsed(self.time.now());
         self.act(Event::Lapsed { attempts })
     }
 }

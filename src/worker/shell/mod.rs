@@ -11,6 +11,7 @@
 //! coordinator.
 
 mod drive;
+pub(super) mod edges;
 mod global;
 mod leases;
 mod reads;
@@ -25,6 +26,7 @@ use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 use tracing::{debug, warn};
 
+use self::edges::{Clock, Readers};
 use super::backoff::Backoff;
 use super::batcher::{Batcher, OutBatch};
 use super::committer::Ending;
@@ -65,15 +67,10 @@ pub(in crate::worker) struct Wiring {
     pub(in crate::worker) reports: mpsc::UnboundedSender<Report>,
     pub(in crate::worker) clock: LeaseClock,
     pub(in crate::worker) ending: Ending,
-}
-
-/// A seed for the worker's lease backoff: its id and this process's time, so
-/// that workers of one job wait apart.
-fn backoff_seed(worker: WorkerId) -> u64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    worker.0.rotate_left(32) ^ u64::from(nanos) ^ u64::from(std::process::id())
+    /// Where reads run.
+    pub(in crate::worker) readers: Arc<dyn Readers>,
+    /// The time.
+    pub(in crate::worker) time: Arc<dyn Clock>,
 }
 
 /// The rows of one read event, waiting for the coordinator's word.
@@ -100,7 +97,10 @@ pub(in crate::worker) struct Shell {
     failure: Option<connectors::Error>,
     source: Arc<dyn TaskSource>,
     worker: WorkerId,
-    location: Location,
+    /// Where reads run.
+    readers: Arc<dyn Readers>,
+    /// The time.
+    time: Arc<dyn Clock>,
     /// The source is on a remote store: the worker keeps reads beyond its
     /// devices under way (see [`Shell::hungry`]).
     remote: bool,
@@ -217,14 +217,8 @@ impl Shell {
             unsynced: false,
             worker,
             source: job.source,
-            location: job.location,
             splits: job.splits,
-            plan: match config.batch_bytes {
-                Some(bytes) => {
-                    std::sync::Arc::new((*job.plan).clone().with_batch_bytes(Some(bytes)))
-                }
-                None => job.plan,
-            },
+            plan: job.plan,
             batcher: Batcher::new(
                 schema.clone(),
                 config.batch_size,
@@ -244,18 +238,20 @@ impl Shell {
             source_rows: Vec::new(),
             reports: wiring.reports,
             clock: wiring.clock,
-            next_lease: Instant::now(),
+            next_lease: wiring.time.now(),
             backoff: if config.follow {
                 Backoff::between(
                     super::backoff::FIRST,
                     super::backoff::FOLLOW_LONGEST,
-                    Some(backoff_seed(worker)),
+                    Some(wiring.time.backoff_seed(worker)),
                 )
             } else {
-                Backoff::new(backoff_seed(worker))
+                Backoff::new(wiring.time.backoff_seed(worker))
             },
             held: Arc::new(tokio::sync::Mutex::new(Vec::new())),
             ending: wiring.ending,
+            readers: wiring.readers,
+            time: wiring.time,
             config,
         }
     }
@@ -322,7 +318,7 @@ impl Shell {
         {
             self.clock.forget(*attempt);
             self.backoff.reset();
-            self.next_lease = self.next_lease.min(Instant::now() + AFTER_OWN_END);
+            self.next_lease = self.next_lease.min(self.time.now() + AFTER_OWN_END);
         }
         if let Some(attempt) = report.ends() {
             self.ending.add(attempt);
@@ -429,7 +425,7 @@ impl Shell {
             grace_secs = grace.as_secs_f64(),
             "stopping: the trainers finish the batches they hold, the rest is handed back"
         );
-        self.draining = Some(Instant::now() + grace);
+        self.draining = Some(self.time.now() + grace);
         self.act(Event::Stop)
     }
 

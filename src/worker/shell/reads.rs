@@ -9,7 +9,7 @@ use super::{Arrived, PipelineError, Shell};
 use crate::queue::{AttemptId, Lease};
 use crate::worker::coordinator::Event;
 use crate::worker::in_order::InOrder;
-use crate::worker::reader::{self, ReadEvent};
+use crate::worker::reader::ReadEvent;
 use crate::worker::Piece;
 
 impl Shell {
@@ -30,17 +30,7 @@ impl Shell {
         tx: mpsc::Sender<ReadEvent>,
         ahead: ReadAhead,
     ) -> AbortHandle {
-        reader::ReadTask {
-            location: self.location.clone(),
-            split,
-            plan: self.plan.clone(),
-            select: self.config.select.clone(),
-            lease,
-            ahead,
-            read_retry: self.config.read_retry,
-            tx,
-        }
-        .spawn()
+        self.readers.start(split, lease, ahead, tx)
     }
 
     /// A reader's event, taken now or, with one device, once the reads
