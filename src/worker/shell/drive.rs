@@ -196,7 +196,11 @@ impl Shell {
         }
         self.consume_dropped()?;
         self.pump_global()?;
+        // Rows read again for a restarted trainer may still wait in the
+        // batcher: they are in no lease, so the coordinator is done without
+        // them.
         if self.coordinator.is_done()
+            && self.batcher.buffered() == 0
             && self.global.as_ref().is_none_or(GlobalShuffle::is_empty)
             && self.delivery.is_empty()
         {
