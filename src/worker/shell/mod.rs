@@ -7,14 +7,21 @@
 //! One file per side of it: [`drive`] (the loop, and its end), [`leases`]
 //! (leasing, heartbeats' list, lapses), [`reads`] (readers and their events),
 //! [`global`] (`--shuffle global`'s windows), [`sources`] (a mixed job's
-//! sources); this file holds the shell itself and what it does for the
-//! coordinator.
+//! sources), [`edges`] (where reads run and what time it is, which a
+//! simulation replaces); this file holds the shell itself and what it does
+//! for the coordinator. `sim.rs` drives the real shell through seeded
+//! schedules over an in-memory world (`sim_world.rs`: the real queue,
+//! readers and a clock the simulation moves).
 
 mod drive;
 pub(super) mod edges;
 mod global;
 mod leases;
 mod reads;
+#[cfg(test)]
+mod sim;
+#[cfg(test)]
+mod sim_world;
 mod sources;
 
 use std::collections::HashMap;
