@@ -241,6 +241,9 @@ fn without_a_view_windows_are_the_leases_as_they_come() {
     assert_eq!(first, HashSet::from([0, 1]));
 }
 
+/// A step's number and each rank's ids.
+type CutStep = (u64, Vec<Vec<i64>>);
+
 /// Runs a shuffle cut into global batches of `size` rows for `ranks` ranks
 /// over 6 splits leased whole but for `offsets` (rows committed before, per
 /// split); returns each step as (step, ranks' ids), and the rows dropped.
@@ -249,7 +252,7 @@ fn global_steps(
     size: u64,
     offsets: &[(u32, u64)],
     drop_last: bool,
-) -> (Vec<(u64, Vec<Vec<i64>>)>, usize) {
+) -> (Vec<CutStep>, usize) {
     let all: Vec<Split> = (0..6).map(|_| split(ROWS)).collect();
     let mut shuffle =
         GlobalShuffle::new(7, 250, 32, ranks).with_global_batches(size, ranks, drop_last);
