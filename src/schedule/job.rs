@@ -8,7 +8,7 @@ use crate::catalog::{CatalogError, CatalogTable};
 use crate::config::{
     CatalogOptions, JobFile, JobFileError, KerberosOptions, StoreOptions, TrainConfig,
 };
-pub use crate::config::{OnRewrite, DEFAULT_LOCK_TTL};
+pub use crate::config::OnRewrite;
 
 /// A parsed and validated job.
 #[derive(Debug, Clone)]

@@ -10,26 +10,21 @@
 //!   and reads its acknowledgements (see "The exec trainer protocol" in the design notes).
 
 mod error;
-pub mod exec;
+pub(crate) mod exec;
 pub(crate) mod hashing;
-pub mod model;
+pub(crate) mod model;
 mod plain;
 mod stats;
 mod transform;
 
-pub use error::TrainerError;
-pub use exec::protocol::{self, LOCKSTEP_ENV, RESUME_CHECKPOINT_ENV};
-pub use exec::{
-    die_with_parent, run_watchers_as, watch_if_asked, Attach, ExecFactory, ExecTrainer,
-    LockstepGroup, DEFAULT_MAX_RESTARTS, DEFAULT_TRAINER_TIMEOUT, DEFAULT_WINDOW, WATCHER_ARG,
+pub(crate) use error::TrainerError;
+pub(crate) use exec::protocol::{self, RESUME_CHECKPOINT_ENV};
+pub use exec::{die_with_parent, run_watchers_as, watch_if_asked};
+pub(crate) use exec::{Attach, ExecFactory, DEFAULT_MAX_RESTARTS, DEFAULT_TRAINER_TIMEOUT};
+pub(crate) use model::{
+    LinearFactory, LinearKind, ModelCheckpoints, NoneFactory, DEFAULT_CHECKPOINT_EVERY,
 };
-pub use hashing::{hash_bytes, hash_column, hash_int, NULL_HASH};
-pub use model::{
-    checkpoint_path, AllReduce, AllReduceError, FeatureLayout, LinearFactory, LinearKind,
-    LinearTrainer, ModelCheckpoints, NoneFactory, NoneTrainer, Reduce, Rows,
-    DEFAULT_CHECKPOINT_EVERY, DEFAULT_LEARNING_RATE,
-};
-pub use transform::{HashBuckets, Transform, TransformFactory, HASH_BUCKETS_KEY};
+pub(crate) use transform::{HashBuckets, Transform, TransformFactory};
 
 use arrow::datatypes::Schema;
 use arrow::record_batch::RecordBatch;
