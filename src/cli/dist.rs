@@ -317,6 +317,12 @@ fn worker_config(
     catalog: crate::config::WorkerCatalogOptions,
 ) -> anyhow::Result<crate::job::worker::WorkerConfig> {
     let trainer_choice = trainer.trainer()?;
+    crate::config::rule(
+        pipeline.global_batch_size.is_none(),
+        "global-batch-size",
+        "the workers of a master lease tasks as they come, without one order of global batches; \
+         `sluice train` cuts it for its devices",
+    )?;
     if matches!(
         trainer_choice,
         crate::config::TrainerChoice::Exec { attach: None, .. }

@@ -104,6 +104,9 @@ pub struct PipelineOptions {
     /// With --shuffle global: rows of one window (at least one whole task; a task whose row count its files do not record is a window of its own). The shuffle's memory bound: the rows of up to two windows are held, the one whose batches go out and the next, read meanwhile.
     #[arg(long, value_name = "ROWS", default_value_t = DEFAULT_SHUFFLE_WINDOW, help = "Rows per window of --shuffle global", long_help, help_heading = heading::TRAINING, hide_short_help = true)]
     pub shuffle_window: u64,
+    /// With --shuffle global: step k of an epoch is rows [kG, (k+1)G) of the epoch's order, and each of the W devices (ranks) gets the r-th of W equal slices of it (G/W rows; --batch-size is not used). The order, and so every global batch, depends only on --seed, the epoch and the data, never on the number of devices: a job resumed with other --devices goes on with the same global batches. W must divide G. The epoch's last step holds the rows left, split as evenly as possible (--drop-last drops it).
+    #[arg(long, value_name = "G", help = "Rows per step across all devices (--shuffle global)", long_help, help_heading = heading::TRAINING)]
+    pub global_batch_size: Option<u64>,
     /// Every step gives each device one batch, and every device the same number of steps per epoch (the epoch's last partial step split evenly); exec trainers get RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT for torch.distributed, and are not restarted (a device process that dies stops the run).
     #[arg(long, help = "One batch per device per step (torch.distributed)", long_help, help_heading = heading::TRAINING)]
     pub lockstep: bool,
@@ -140,6 +143,7 @@ impl Default for PipelineOptions {
             shuffle_buffer: 0,
             shuffle: ShuffleMode::Tasks,
             shuffle_window: DEFAULT_SHUFFLE_WINDOW,
+            global_batch_size: None,
             lockstep: false,
             drop_last: false,
             hash_buckets: None,
@@ -193,6 +197,16 @@ impl PipelineOptions {
             self.shuffle != ShuffleMode::Global || self.shuffle_buffer == 0,
             "shuffle-buffer",
             "--shuffle global permutes whole windows; a shuffle buffer applies to --shuffle tasks",
+        )?;
+        rule(
+            self.global_batch_size.is_none_or(|g| g >= 1),
+            "global-batch-size",
+            "a step holds at least one row",
+        )?;
+        rule(
+            self.global_batch_size.is_none() || self.shuffle == ShuffleMode::Global,
+            "global-batch-size",
+            "it cuts the order of --shuffle global into steps; add --shuffle global",
         )?;
         rule(
             self.lockstep || !self.drop_last,

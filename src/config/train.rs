@@ -125,6 +125,7 @@ impl TrainParts<'_> {
         let dataset = read.dataset_options(train.ignore_corrupt_files)?;
         let choice = trainer.trainer()?;
         pipeline.validate()?;
+        ranks_divide(pipeline, trainer.device_count())?;
         train.validate()?;
         let follow = follow.config(train.epochs)?;
         select.validate()?;
@@ -148,6 +149,7 @@ impl TrainParts<'_> {
             read_retry: pipeline.read_retry,
             shuffle_buffer: pipeline.shuffle_buffer,
             shuffle_window: pipeline.global_window(),
+            global_batch_size: pipeline.global_batch_size,
             lockstep: pipeline.lockstep,
             drop_last: pipeline.drop_last,
             transform: pipeline.transform(),
@@ -169,6 +171,22 @@ impl TrainParts<'_> {
             mix: None,
         })
     }
+}
+
+/// `--global-batch-size G` gives each of the `ranks` devices an equal slice
+/// of every step: the ranks must divide `G`.
+pub(crate) fn ranks_divide(pipeline: &PipelineOptions, ranks: usize) -> Result<(), OptionError> {
+    let Some(size) = pipeline.global_batch_size else {
+        return Ok(());
+    };
+    rule(
+        size % (ranks.max(1) as u64) == 0,
+        "global-batch-size",
+        &format!(
+            "{size} rows per step cannot be cut into {ranks} equal slices, one per device; \
+             make it a multiple of {ranks}"
+        ),
+    )
 }
 
 /// The rules of a followed job (`followed`: `--follow`) with the other parts'
@@ -298,6 +316,8 @@ pub struct TrainConfig {
     pub shuffle_buffer: usize,
     /// `--shuffle global`: the rows of a window (`None`: `--shuffle tasks`).
     pub shuffle_window: Option<u64>,
+    /// `--global-batch-size`: rows per step across the devices.
+    pub global_batch_size: Option<u64>,
     /// One batch per device per step, the same steps per epoch on every device.
     pub lockstep: bool,
     /// With `lockstep`: drop the epoch's last partial step.

@@ -756,6 +756,7 @@ fn pipeline_config_of(config: &TrainConfig, spec: &JobSpec, stop: Option<Stop>) 
         read_retry: config.read_retry,
         shuffle_buffer: config.shuffle_buffer,
         shuffle_window: config.shuffle_window,
+        global_batch_size: config.global_batch_size,
         seed: config.seed,
         lease_timeout: Some(config.lease_timeout),
         stop,

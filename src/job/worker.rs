@@ -471,6 +471,7 @@ fn pipeline_config(
         read_retry: config.read_retry,
         shuffle_buffer: config.shuffle_buffer,
         shuffle_window: config.shuffle_window,
+        global_batch_size: None,
         seed: spec.seed,
         lease_timeout: spec.lease_timeout_ms.map(Duration::from_millis),
         stop: stop.cloned(),

@@ -31,6 +31,15 @@ pub fn epoch_steps(splits: &[Split], plan: &ReadPlan, config: &PipelineConfig) -
         let before: u64 = splits.iter().take(at as usize).filter_map(|s| s.rows).sum();
         rows = rows.min(before + kept);
     }
+    if let Some(size) = config.global_batch_size {
+        // Steps of G rows across the devices, the last one short (or dropped).
+        let size = size.max(1);
+        return Ok(if config.drop_last {
+            rows / size
+        } else {
+            rows.div_ceil(size)
+        });
+    }
     Ok(steps_of(
         rows,
         config.batch_size as u64,
@@ -48,7 +57,8 @@ fn layout_known(plan: &ReadPlan, config: &PipelineConfig) -> Result<(), String> 
     if !config.only_worker {
         return Err("the workers of a master share an epoch's tasks as they lease them".into());
     }
-    if config.devices > 1 && !config.lockstep {
+    let global = config.global_batch_size.is_some();
+    if config.devices > 1 && !config.lockstep && !global {
         return Err(format!(
             "{} devices without --lockstep take batches as each is free",
             config.devices
@@ -57,8 +67,11 @@ fn layout_known(plan: &ReadPlan, config: &PipelineConfig) -> Result<(), String> 
     if config.batch_bytes.is_some() {
         return Err("--batch-bytes cuts batches by their bytes as they are read".into());
     }
-    if config.shuffle_window.is_some() {
-        return Err("--shuffle global cuts each window's rows into batches of its own".into());
+    if config.shuffle_window.is_some() && !global {
+        return Err(
+            "--shuffle global without --global-batch-size cuts each window's rows into batches of its own"
+                .into(),
+        );
     }
     if !plan.sources.is_empty() {
         return Err("a job that mixes several sources takes their rows by weight".into());

@@ -36,7 +36,7 @@ use super::in_order::InOrder;
 use super::ledger;
 pub use super::pipeline_config::{PipelineConfig, Stop};
 use super::reader::{self, ReadEvent};
-use super::shuffle::GlobalShuffle;
+use super::shuffle::{Cut, GlobalShuffle};
 use super::stepper::{Step, Stepper};
 use super::{LeaseClock, Piece};
 use crate::protocol::TaskSource;
@@ -530,9 +530,7 @@ impl Shell {
                 .lockstep
                 .then(|| Stepper::new(schema, devices_n, config.batch_size, config.drop_last)),
             batch_tx: wiring.batch_tx,
-            global: config
-                .shuffle_window
-                .map(|rows| GlobalShuffle::new(config.seed, rows, config.batch_size, devices_n)),
+            global: GlobalShuffle::of(&config),
             dealt: VecDeque::new(),
             lanes: wiring.lanes,
             draining: None,
@@ -768,6 +766,10 @@ impl Shell {
             if let Some(stepper) = &mut self.stepper {
                 stepper.end_epoch();
             }
+            if let Some(global) = &mut self.global {
+                global.end_epoch();
+            }
+            self.pump_global()?;
             self.consume_dropped()?;
             *flushed = true;
         }
@@ -1172,6 +1174,13 @@ impl Shell {
             let Some(global) = &mut self.global else {
                 return Ok(());
             };
+            if global.global_batches() {
+                let Some(cut) = global.next_step()? else {
+                    return Ok(());
+                };
+                self.take_cut(cut);
+                continue;
+            }
             let Some((device, out)) = global.next_batch()? else {
                 return Ok(());
             };
@@ -1179,6 +1188,23 @@ impl Shell {
                 Some(stepper) => stepper.push(out),
                 None => self.dealt.push_back((device, out)),
             }
+        }
+    }
+
+    /// A global batch cut: under lockstep a step for the stepper, else each
+    /// rank's batch for its device in step order (none of 0 rows).
+    fn take_cut(&mut self, cut: Cut) {
+        match (cut, &mut self.stepper) {
+            (Cut::Step(step), Some(stepper)) => stepper.push_step(step),
+            (Cut::Step(step), None) => self.dealt.extend(
+                step.batches
+                    .into_iter()
+                    .enumerate()
+                    .filter(|(_, out)| out.data.num_rows() > 0),
+            ),
+            (Cut::Dropped(batches), Some(stepper)) => stepper.push_dropped(batches),
+            // --drop-last comes with --lockstep only.
+            (Cut::Dropped(_), None) => {}
         }
     }
 

@@ -28,6 +28,9 @@ pub struct PipelineConfig {
     /// `--shuffle global`: the rows of a window (`None`: tasks in the
     /// order they are leased, see [`super::shuffle`]).
     pub shuffle_window: Option<u64>,
+    /// `--global-batch-size`: rows of each step of the global shuffle's
+    /// order, cut into one slice per device (see [`super::shuffle::steps`]).
+    pub global_batch_size: Option<u64>,
     /// Seed of the shuffle buffer and of the global shuffle.
     pub seed: u64,
     /// The master's lease timeout, when known: a lease not renewed for that

@@ -34,6 +34,8 @@ use connectors::Split;
 use super::batcher::OutBatch;
 use super::{push_piece, Piece, Provenance};
 use crate::queue::{window_order, AttemptId, EpochView, Lease};
+pub use steps::Cut;
+use steps::GlobalSteps;
 
 /// A read the coordinator starts for the window being read.
 #[derive(Debug, Clone)]
@@ -67,6 +69,10 @@ pub struct GlobalShuffle {
     numbers: HashMap<u32, u64>,
     /// Attempts whose lease was lost: their rows go to no one.
     dead: HashSet<AttemptId>,
+    /// `--global-batch-size`: the windows cut into global batches instead.
+    steps: Option<GlobalSteps>,
+    /// Epochs the pipeline saw end (nothing more to read).
+    ended: Option<u32>,
 }
 
 #[derive(Debug)]
@@ -197,6 +203,83 @@ impl GlobalShuffle {
             dealing: VecDeque::new(),
             numbers: HashMap::new(),
             dead: HashSet::new(),
+            steps: None,
+            ended: None,
+        }
+    }
+
+    /// The global shuffle `config` asks for (`--shuffle global`), if any.
+    pub fn of(config: &super::pipeline_config::PipelineConfig) -> Option<Self> {
+        let devices = config.devices.max(1);
+        let rows = config.shuffle_window?;
+        let shuffle = GlobalShuffle::new(config.seed, rows, config.batch_size, devices);
+        Some(match config.global_batch_size {
+            Some(size) => shuffle.with_global_batches(size, devices, config.drop_last),
+            None => shuffle,
+        })
+    }
+
+    /// Cuts the epoch's order into global batches of `size` rows, one
+    /// slice per rank of `ranks` (see [`steps`]), instead of batches of
+    /// `--batch-size` per window.
+    pub fn with_global_batches(mut self, size: u64, ranks: usize, drop_last: bool) -> Self {
+        self.steps = Some(GlobalSteps::new(size, ranks, drop_last));
+        self
+    }
+
+    /// Whether the order is cut into global batches ([`Self::next_step`]).
+    pub fn global_batches(&self) -> bool {
+        self.steps.is_some()
+    }
+
+    /// Nothing more is read for now: the epochs dealt so far are over.
+    pub fn end_epoch(&mut self) {
+        if self.building.is_none() && self.held.is_empty() {
+            self.ended = self.dealing.back().map(|d| d.epoch).max(self.ended);
+        }
+    }
+
+    /// Whether no window of `epoch` is still to come: a later epoch's
+    /// window is read, its plan has no window left, or it ended.
+    fn epoch_over(&self, epoch: u32) -> bool {
+        if self.ended.is_some_and(|e| e >= epoch)
+            || self.building.as_ref().is_some_and(|b| b.epoch > epoch)
+        {
+            return true;
+        }
+        self.ordered == Some(true)
+            && self.building.is_none()
+            && !self.held.iter().any(|l| l.epoch == epoch)
+            && self
+                .plan
+                .as_ref()
+                .is_some_and(|p| p.epoch == epoch && p.next >= p.windows.len())
+    }
+
+    /// The next global batch, once one can be cut (see [`steps`]).
+    pub fn next_step(&mut self) -> Result<Option<Cut>, ArrowError> {
+        let front = self.dealing.front().map(|d| d.epoch);
+        let over = front.map(|e| (e, self.epoch_over(e)));
+        let Some(steps) = &mut self.steps else {
+            return Ok(None);
+        };
+        let ended = |e: u32| over.is_some_and(|(f, o)| f == e && o);
+        steps.next(&mut self.dealing, ended, &self.dead)
+    }
+
+    /// Whether the windows dealt hold too few rows to go on, so that the
+    /// next one is read (two windows, or under global batches a step's).
+    fn wants_window(&self) -> bool {
+        match &self.steps {
+            Some(steps) => {
+                let left: u64 = self
+                    .dealing
+                    .iter()
+                    .map(|d| (d.rows.len() - d.next) as u64)
+                    .sum();
+                self.dealing.len() < 2 || left < steps.wanted()
+            }
+            None => self.dealing.len() < 2,
         }
     }
 
@@ -340,7 +423,7 @@ impl GlobalShuffle {
 
     /// Whether the shuffle waits for a lease.
     pub fn wants_lease(&self) -> bool {
-        if self.dealing.len() >= 2 {
+        if !self.wants_window() {
             return false;
         }
         match (&self.building, self.ordered) {
@@ -377,12 +460,19 @@ impl GlobalShuffle {
         if self.building.as_ref().is_some_and(Building::is_read) {
             if let Some(building) = self.building.take() {
                 let dealt = self.permute(building);
-                if dealt.rows.iter().any(Option::is_some) {
+                // Under global batches, rows committed before keep their
+                // positions: the window counts whole.
+                let keep = if self.steps.is_some() {
+                    !dealt.rows.is_empty()
+                } else {
+                    dealt.rows.iter().any(Option::is_some)
+                };
+                if keep {
                     self.dealing.push_back(dealt);
                 }
             }
         }
-        if self.building.is_none() && self.dealing.len() < 2 {
+        if self.building.is_none() && self.wants_window() {
             self.start_window(splits);
         }
         let mut orders = Vec::new();
@@ -471,9 +561,10 @@ impl GlobalShuffle {
             let number = plan.next as u64;
             let window = &plan.windows[plan.next];
             plan.next += 1;
-            if window
-                .iter()
-                .all(|s| plan.done.contains(s) || plan.failed.contains(s))
+            if self.steps.is_none()
+                && window
+                    .iter()
+                    .all(|s| plan.done.contains(s) || plan.failed.contains(s))
             {
                 // Every row dealt before: nothing to read.
                 continue;
@@ -622,9 +713,20 @@ impl GlobalShuffle {
         self.dealing.clear();
     }
 
-    /// Whether rows are held: read for a window, or waiting to go out.
+    /// Whether rows are held: read for a window, or waiting to go out
+    /// (under global batches: enough to cut a step without the epoch's end).
     pub fn holds_rows(&self) -> bool {
-        !self.dealing.is_empty()
+        let dealt = match &self.steps {
+            Some(steps) => {
+                self.dealing
+                    .iter()
+                    .map(|d| (d.rows.len() - d.next) as u64)
+                    .sum::<u64>()
+                    >= steps.wanted()
+            }
+            None => !self.dealing.is_empty(),
+        };
+        dealt
             || self
                 .building
                 .as_ref()
@@ -764,6 +866,9 @@ impl Dealt {
         Ok(None)
     }
 }
+
+#[path = "global_steps.rs"]
+pub mod steps;
 
 #[cfg(test)]
 #[path = "shuffle_tests.rs"]

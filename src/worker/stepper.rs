@@ -65,6 +65,8 @@ pub struct Stepper {
     batch_size: usize,
     drop_last: bool,
     groups: VecDeque<Group>,
+    /// Steps cut whole before they came (`--global-batch-size`), in order.
+    formed: VecDeque<Step>,
     /// Batches dropped (`--drop-last`), not yet taken.
     dropped: Vec<OutBatch>,
 }
@@ -78,8 +80,19 @@ impl Stepper {
             batch_size: batch_size.max(1),
             drop_last,
             groups: VecDeque::new(),
+            formed: VecDeque::new(),
             dropped: Vec::new(),
         }
+    }
+
+    /// Adds a step cut whole already (global batches): it goes as it is.
+    pub fn push_step(&mut self, step: Step) {
+        self.formed.push_back(step);
+    }
+
+    /// Adds batches dropped whole already (global batches, `--drop-last`).
+    pub fn push_dropped(&mut self, batches: Vec<OutBatch>) {
+        self.dropped.extend(batches);
     }
 
     /// Adds a batch from the batcher. A batch of another epoch than the
@@ -122,23 +135,29 @@ impl Stepper {
 
     /// Batches held.
     pub fn held(&self) -> usize {
-        self.groups.iter().map(|g| g.batches.len()).sum()
+        let formed: usize = self.formed.iter().map(|s| s.batches.len()).sum();
+        formed + self.groups.iter().map(|g| g.batches.len()).sum::<usize>()
     }
 
     /// Whether nothing is held (dropped batches not taken aside).
     pub fn is_empty(&self) -> bool {
-        self.groups.is_empty() && self.dropped.is_empty()
+        self.groups.is_empty() && self.formed.is_empty() && self.dropped.is_empty()
     }
 
     /// Whether [`Stepper::next_step`] has a step to give.
     pub fn ready(&self) -> bool {
-        self.groups
-            .front()
-            .is_some_and(|g| matches!(self.plan(g), Plan::Full { .. } | Plan::Split))
+        !self.formed.is_empty()
+            || self
+                .groups
+                .front()
+                .is_some_and(|g| matches!(self.plan(g), Plan::Full { .. } | Plan::Split))
     }
 
     /// The next step, if one is ready.
     pub fn next_step(&mut self) -> Result<Option<Step>, ArrowError> {
+        if let Some(step) = self.formed.pop_front() {
+            return Ok(Some(step));
+        }
         let Some(group) = self.groups.front() else {
             return Ok(None);
         };
@@ -183,6 +202,20 @@ impl Stepper {
     /// rows were dropped.
     pub fn drop_attempt(&mut self, attempt: AttemptId) -> Result<usize, ArrowError> {
         let mut dropped = 0;
+        for step in &mut self.formed {
+            for out in &mut step.batches {
+                let rows = out.data.num_rows();
+                let schema = out.data.schema();
+                let kept = batcher::without(out.clone(), |a| a == attempt)?;
+                let kept = kept.unwrap_or_else(|| OutBatch {
+                    data: RecordBatch::new_empty(schema),
+                    epoch: out.epoch,
+                    provenance: Vec::new(),
+                });
+                dropped += rows - kept.data.num_rows();
+                *out = kept;
+            }
+        }
         for group in &mut self.groups {
             let mut kept = VecDeque::with_capacity(group.batches.len());
             for out in group.batches.drain(..) {
@@ -203,6 +236,7 @@ impl Stepper {
     /// Forgets everything held (the worker is stopping).
     pub fn clear(&mut self) {
         self.groups.clear();
+        self.formed.clear();
     }
 
     /// The batches dropped since last asked (`--drop-last`): their rows are
@@ -294,7 +328,7 @@ fn split_even(
 }
 
 /// `out` with its epoch and step in its schema's metadata (see [`EPOCH_KEY`]).
-fn tag(out: OutBatch, step: u64, last: bool) -> Result<OutBatch, ArrowError> {
+pub(crate) fn tag(out: OutBatch, step: u64, last: bool) -> Result<OutBatch, ArrowError> {
     let schema = out.data.schema();
     let mut metadata: HashMap<String, String> = schema.metadata().clone();
     metadata.insert(EPOCH_KEY.to_string(), out.epoch.to_string());

@@ -21,6 +21,7 @@ mod filter_listing;
 mod filter_pushdown;
 mod follow;
 mod formats;
+mod global_batches;
 mod global_shuffle;
 mod hdfs;
 mod hdfs_kerberos;

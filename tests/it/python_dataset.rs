@@ -652,3 +652,31 @@ fn a_state_dict_loaded_into_a_new_dataset_resumes_with_every_row_once() {
     assert_eq!(ids.len() as u64, rows("parquet_partitioned"), "every id");
     assert!(ids.values().all(|&c| c == 2), "each id once per epoch");
 }
+
+#[test]
+fn global_batches_give_a_loop_steps_of_g_rows_and_their_count() {
+    let epochs = epochs_seen(&[
+        "--option",
+        "shuffle=global",
+        "--option",
+        "global_batch_size=96",
+        "--option",
+        "seed=5",
+    ]);
+    assert_eq!(epochs.len(), 2, "{epochs:?}");
+    let total = rows("parquet_partitioned");
+    for epoch in &epochs {
+        let steps = assert_tagged(epoch);
+        assert_eq!(steps as u64, total.div_ceil(96), "steps of 96 rows: {epoch:?}");
+        assert_eq!(epoch["len"].as_u64(), Some(steps as u64), "len(epoch): {epoch:?}");
+        let sizes: Vec<usize> = epoch["batches"]
+            .as_array()
+            .expect("batches")
+            .iter()
+            .map(|b| b[3].as_array().map_or(0, Vec::len))
+            .collect();
+        let (last, full) = sizes.split_last().expect("a batch");
+        assert!(full.iter().all(|&n| n == 96), "{sizes:?}");
+        assert_eq!(*last as u64, total - 96 * (steps as u64 - 1), "{sizes:?}");
+    }
+}

@@ -1,0 +1,213 @@
+//! `--global-batch-size G`: the epoch's order of `--shuffle global` cut into
+//! global batches.
+//!
+//! The windows of an epoch, each permuted, are one sequence of positions (a
+//! row committed before this run keeps its position, so that a resumed run
+//! counts as an uninterrupted one). Step `k` of the epoch is positions
+//! `[kG, (k+1)G)`, across windows; its `W` ranks (`--devices` of the one
+//! worker) get the `W` equal slices of it in rank order. The epoch's last
+//! step holds what is left, `R < G` positions, and rank `r` gets positions
+//! `[rR/W, (r+1)R/W)` of it (sizes differ by at most one row), or it is
+//! dropped with `--drop-last`. Neither `W` nor timing changes which rows a
+//! step holds or their order: the same seed and data give the same global
+//! batches on any number of devices.
+//!
+//! A step whose positions were all committed before is skipped (its number
+//! kept); one that was partly committed goes out with the rest of its rows.
+
+use std::collections::{HashSet, VecDeque};
+
+use arrow::array::{Array, ArrayRef};
+use arrow::compute::interleave;
+use arrow::error::ArrowError;
+use arrow::record_batch::{RecordBatch, RecordBatchOptions};
+
+use super::Dealt;
+use crate::queue::AttemptId;
+use crate::worker::batcher::OutBatch;
+use crate::worker::stepper::{tag, Step};
+use crate::worker::{push_piece, Piece, Provenance};
+
+/// What cutting the next global batch gave.
+#[derive(Debug)]
+pub enum Cut {
+    /// A step: one batch per rank, tagged with its epoch and step.
+    Step(Step),
+    /// The epoch's last partial step, dropped (`--drop-last`): its rows
+    /// are consumed without reaching a trainer.
+    Dropped(Vec<OutBatch>),
+}
+
+/// Cuts the dealt windows into global batches (see the module docs).
+#[derive(Debug)]
+pub(super) struct GlobalSteps {
+    /// Rows per global batch (`G`).
+    size: u64,
+    /// Ranks sharing each step (`W`, a divisor of `G`).
+    ranks: u64,
+    drop_last: bool,
+    /// The epoch being cut, and its next step.
+    at: Option<(u32, u64)>,
+}
+
+/// One position of a step: (window in the dealing queue, batch, row), or
+/// `None` when its row was committed before (or its lease was lost).
+type Pick = Option<(usize, u32, u32)>;
+
+impl GlobalSteps {
+    /// Steps of `size` rows for `ranks` ranks.
+    pub(super) fn new(size: u64, ranks: usize, drop_last: bool) -> Self {
+        GlobalSteps {
+            size: size.max(1),
+            ranks: (ranks as u64).max(1),
+            drop_last,
+            at: None,
+        }
+    }
+
+    /// Positions a window queue must still hold to cut a step now, beyond
+    /// which no further window is needed.
+    pub(super) fn wanted(&self) -> u64 {
+        self.size + 1
+    }
+
+    /// The next step of the windows in `dealing` (oldest first), if one can
+    /// be cut: a full step once a position follows it (so that the last
+    /// one is known), and the last one once `ended` says the front
+    /// window's epoch has no more windows.
+    pub(super) fn next(
+        &mut self,
+        dealing: &mut VecDeque<Dealt>,
+        ended: impl Fn(u32) -> bool,
+        dead: &HashSet<AttemptId>,
+    ) -> Result<Option<Cut>, ArrowError> {
+        loop {
+            while dealing.front().is_some_and(|d| d.next >= d.rows.len()) {
+                dealing.pop_front();
+            }
+            let Some(epoch) = dealing.front().map(|d| d.epoch) else {
+                return Ok(None);
+            };
+            let step = match self.at {
+                Some((e, step)) if e == epoch => step,
+                _ => 0,
+            };
+            let left: u64 = dealing
+                .iter()
+                .take_while(|d| d.epoch == epoch)
+                .map(|d| (d.rows.len() - d.next) as u64)
+                .sum();
+            let over = ended(epoch) || dealing.iter().any(|d| d.epoch != epoch);
+            let take = if left > self.size || (over && left == self.size) {
+                self.size
+            } else if over {
+                left
+            } else {
+                return Ok(None);
+            };
+            let last = over && left == take;
+            self.at = Some((epoch, step + 1));
+            let picks = take_positions(dealing, take as usize, dead);
+            if picks.iter().all(Option::is_none) {
+                // Committed before: the step keeps its number, and goes to no one.
+                continue;
+            }
+            let slices = self.slices(&picks);
+            if take < self.size && self.drop_last {
+                let dropped = slices
+                    .iter()
+                    .map(|slice| gather(dealing, slice, epoch))
+                    .collect::<Result<Vec<_>, _>>()?;
+                return Ok(Some(Cut::Dropped(dropped)));
+            }
+            let batches = slices
+                .iter()
+                .map(|slice| gather(dealing, slice, epoch).and_then(|out| tag(out, step, last)))
+                .collect::<Result<Vec<_>, _>>()?;
+            return Ok(Some(Cut::Step(Step { epoch, batches })));
+        }
+    }
+
+    /// The positions of a step cut into one slice per rank: `G / W` each in
+    /// a full step, sizes within one row of each other in a last one.
+    fn slices<'a>(&self, picks: &'a [Pick]) -> Vec<&'a [Pick]> {
+        // A full step's slices are G / W each (W divides G); the last
+        // step's differ by at most one row.
+        let (n, w) = (picks.len() as u64, self.ranks);
+        (0..w)
+            .map(|r| &picks[(r * n / w) as usize..((r + 1) * n / w) as usize])
+            .collect()
+    }
+}
+
+/// Takes `n` positions from the front windows, oldest first.
+fn take_positions(dealing: &mut VecDeque<Dealt>, n: usize, dead: &HashSet<AttemptId>) -> Vec<Pick> {
+    let mut picks = Vec::with_capacity(n);
+    for (index, dealt) in dealing.iter_mut().enumerate() {
+        while picks.len() < n && dealt.next < dealt.rows.len() {
+            let pick = dealt.rows[dealt.next]
+                .filter(|&(b, _)| !dead.contains(&dealt.origin[b as usize].0))
+                .map(|(b, r)| (index, b, r));
+            picks.push(pick);
+            dealt.next += 1;
+        }
+        if picks.len() == n {
+            break;
+        }
+    }
+    picks
+}
+
+/// The rows of `slice` as one batch of `epoch` (0 rows where all were
+/// committed before), with where each came from.
+fn gather(dealing: &VecDeque<Dealt>, slice: &[Pick], epoch: u32) -> Result<OutBatch, ArrowError> {
+    let picked: Vec<(usize, u32, u32)> = slice.iter().flatten().copied().collect();
+    let mut used: Vec<(usize, u32)> = picked.iter().map(|&(d, b, _)| (d, b)).collect();
+    used.sort_unstable();
+    used.dedup();
+    let batch_of = |(d, b): (usize, u32)| &dealing[d].batches[b as usize];
+    let Some(&first) = used.first() else {
+        let schema = dealing
+            .iter()
+            .find_map(|d| d.batches.first())
+            .map(RecordBatch::schema)
+            .ok_or_else(|| ArrowError::InvalidArgumentError("a step without rows".into()))?;
+        return Ok(OutBatch {
+            data: RecordBatch::new_empty(schema),
+            epoch,
+            provenance: Provenance::new(),
+        });
+    };
+    let indices: Vec<(usize, usize)> = picked
+        .iter()
+        .map(|&(d, b, r)| (used.partition_point(|&u| u < (d, b)), r as usize))
+        .collect();
+    let width = batch_of(first).num_columns();
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(width);
+    for c in 0..width {
+        let arrays: Vec<&dyn Array> = used
+            .iter()
+            .map(|&u| batch_of(u).column(c).as_ref())
+            .collect();
+        columns.push(interleave(&arrays, &indices)?);
+    }
+    let mut provenance = Provenance::new();
+    for &(d, b, r) in &picked {
+        let (attempt, start) = dealing[d].origin[b as usize];
+        push_piece(
+            &mut provenance,
+            Piece {
+                attempt,
+                start: start + u64::from(r),
+                len: 1,
+            },
+        );
+    }
+    let options = RecordBatchOptions::new().with_row_count(Some(picked.len()));
+    let data = RecordBatch::try_new_with_options(batch_of(first).schema(), columns, &options)?;
+    Ok(OutBatch {
+        data,
+        epoch,
+        provenance,
+    })
+}
