@@ -10,6 +10,9 @@
 // Library code says why each `unsafe` block is sound and never unwraps (tests may).
 #![warn(clippy::undocumented_unsafe_blocks, clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
+// Most modules are pub(crate): the docs are read with `cargo doc
+// --document-private-items`, where a public item's links to private ones resolve.
+#![allow(rustdoc::private_intra_doc_links)]
 
 pub mod cache;
 pub mod codec;

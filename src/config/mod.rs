@@ -47,16 +47,16 @@ pub use kerberos::KerberosOptions;
 pub use log::{LogFormat, LogOptions};
 pub use master::MasterOptions;
 pub use mix::{MixConfig, MixOptions, SourceTable, SourceTableError, TablesError};
-pub use pipeline::{CacheConfig, PipelineOptions};
 #[cfg(test)]
 pub use pipeline::ShuffleMode;
+pub use pipeline::{CacheConfig, PipelineOptions};
 pub use read::ReadOptions;
 pub use select::SelectOptions;
 pub use store::StoreOptions;
 pub use train::{TrainConfig, TrainOptions};
-pub use trainer::{ModelChoice, TrainerChoice, TrainerOptions};
 #[cfg(test)]
 pub use trainer::ModelKind;
+pub use trainer::{ModelChoice, TrainerChoice, TrainerOptions};
 pub use worker::WorkerOptions;
 
 /// An option whose value breaks a rule; the message names the option as a flag

@@ -399,7 +399,6 @@ impl Follower {
         }
         Ok(())
     }
-
 }
 
 /// Waits `poll`, or less when the local directory `local` watches changes.

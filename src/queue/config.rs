@@ -24,7 +24,7 @@ pub struct QueueConfig {
     pub follow: bool,
     /// From the second epoch, how long a worker that asks while every task
     /// left is held in another live worker's cache waits before it takes
-    /// one of them (see [`crate::queue::Queue::lease_holding`]).
+    /// one of them (see `Queue::next_for`).
     pub affinity_wait_ms: u64,
     /// A job that mixes several sources: how their tasks interleave in each
     /// epoch's order (see [`super::order::Interleave`]).

@@ -31,8 +31,6 @@ pub mod remote;
 pub mod shuffle;
 pub mod stepper;
 
-pub use pipeline::{run, PipelineConfig, RunOutcome};
-
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

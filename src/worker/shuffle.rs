@@ -659,15 +659,6 @@ impl GlobalShuffle {
         }
     }
 
-    /// Whether `attempt` is a read outside any lease.
-    pub fn is_context(&self, attempt: AttemptId) -> bool {
-        self.building.as_ref().is_some_and(|b| {
-            b.parts
-                .iter()
-                .any(|p| p.attempt == Some(attempt) && p.context)
-        })
-    }
-
     /// The runs of rows `start..start + len` of `attempt` not committed
     /// before this read.
     pub fn uncommitted(&self, attempt: AttemptId, start: u64, len: u64) -> Vec<(u64, u64)> {

@@ -25,7 +25,8 @@ pub use crate::trainer::protocol::{EPOCH_END_KEY, EPOCH_KEY, STEP_KEY};
 /// One batch per device, in device order.
 #[derive(Debug)]
 pub struct Step {
-    /// Epoch of the rows.
+    /// Epoch of the rows (the batches carry it in their tags: only tests read it here).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub epoch: u32,
     /// The batches, tagged (see [`EPOCH_KEY`]).
     pub batches: Vec<OutBatch>,

@@ -174,11 +174,6 @@ impl Coordinator {
         self.reads.kind(attempt) == Some(ReadKind::Leased)
     }
 
-    /// Whether a replay or context read runs (besides leased reads).
-    pub fn reads_outside_leases(&self) -> bool {
-        self.reads.any(|k| k != ReadKind::Leased)
-    }
-
     /// Whether no leased read is still starting (has delivered no rows).
     pub fn none_starting(&self) -> bool {
         self.reads.none_starting()
