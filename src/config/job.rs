@@ -734,6 +734,20 @@ mod tests {
     }
 
     #[test]
+    fn global_batch_size_is_a_key_the_devices_must_divide() {
+        let file = parse(&format!(
+            "{BASE}shuffle = \"global\"\nglobal-batch-size = 1536\n"
+        ))
+        .expect("valid job");
+        let train = file.train_config().expect("valid");
+        assert_eq!(train.global_batch_size, Some(1536));
+        let uneven = parse(&format!(
+            "{BASE}shuffle = \"global\"\nglobal-batch-size = 1000\ndevices = 3\n"
+        ));
+        assert!(uneven.is_err_and(|e| Report(&e).to_string().contains("3 equal slices")));
+    }
+
+    #[test]
     fn read_retry_and_store_timeouts_are_keys() {
         let file = parse(&format!(
             "{BASE}read-retry = \"30s\"\nrequest-timeout = \"5s\"\nconnect_timeout = \"2s\"\n"

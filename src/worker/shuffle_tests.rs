@@ -240,3 +240,133 @@ fn without_a_view_windows_are_the_leases_as_they_come() {
     let first: HashSet<i64> = batches[..4].iter().flatten().map(|id| id / 1000).collect();
     assert_eq!(first, HashSet::from([0, 1]));
 }
+
+/// A step's number and each rank's ids.
+type CutStep = (u64, Vec<Vec<i64>>);
+
+/// Runs a shuffle cut into global batches of `size` rows for `ranks` ranks
+/// over 6 splits leased whole but for `offsets` (rows committed before, per
+/// split); returns each step as (step, ranks' ids), and the rows dropped.
+fn global_steps(
+    ranks: usize,
+    size: u64,
+    offsets: &[(u32, u64)],
+    drop_last: bool,
+) -> (Vec<CutStep>, usize) {
+    let all: Vec<Split> = (0..6).map(|_| split(ROWS)).collect();
+    let mut shuffle =
+        GlobalShuffle::new(7, 250, 32, ranks).with_global_batches(size, ranks, drop_last);
+    let view = EpochView {
+        epoch: 0,
+        order: (0..6).rev().collect(),
+        done: Vec::new(),
+        failed: Vec::new(),
+    };
+    shuffle.set_view(Some(view), &all);
+    for s in 0..6u32 {
+        let offset = offsets.iter().find(|(o, _)| *o == s).map_or(0, |(_, n)| *n);
+        shuffle.offer(lease(u64::from(s) + 1, s, offset, Vec::new()), &all);
+    }
+    let (mut next_id, mut steps, mut dropped) = (u64::MAX, Vec::new(), 0);
+    loop {
+        let orders = shuffle.pump(&all, 2, &mut next_id);
+        for order in &orders {
+            let first = i64::from(order.lease.split) * 1000;
+            shuffle.add(order.lease.attempt, 0, rows(first, ROWS as i64));
+            shuffle.read_ended(order.lease.attempt);
+        }
+        if orders.is_empty() && shuffle.building.is_none() {
+            shuffle.end_epoch();
+        }
+        let mut cut = false;
+        while let Some(next) = shuffle.next_step().expect("a step") {
+            cut = true;
+            match next {
+                Cut::Step(step) => {
+                    let number = step.batches[0].data.schema().metadata()
+                        [crate::trainer::protocol::STEP_KEY]
+                        .parse()
+                        .expect("a step number");
+                    let ids = step
+                        .batches
+                        .iter()
+                        .map(|b| {
+                            b.data
+                                .column(0)
+                                .as_primitive::<Int64Type>()
+                                .values()
+                                .to_vec()
+                        })
+                        .collect();
+                    steps.push((number, ids));
+                }
+                Cut::Dropped(batches) => {
+                    dropped += batches.iter().map(|b| b.data.num_rows()).sum::<usize>()
+                }
+            }
+        }
+        if orders.is_empty() && !cut && shuffle.building.is_none() {
+            break;
+        }
+    }
+    (steps, dropped)
+}
+
+#[test]
+fn global_batches_are_the_same_for_any_number_of_ranks() {
+    let (one, _) = global_steps(1, 96, &[], false);
+    // 600 rows: 6 steps of 96 across windows of 200 rows, and one of 24.
+    let sizes: Vec<usize> = one.iter().map(|(_, r)| r.concat().len()).collect();
+    assert_eq!(sizes, [96, 96, 96, 96, 96, 96, 24]);
+    let mut ids: Vec<i64> = one.iter().flat_map(|(_, r)| r.concat()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 600, "every row once");
+    for ranks in [2, 3, 4] {
+        let (steps, _) = global_steps(ranks, 96, &[], false);
+        let joined: Vec<(u64, Vec<i64>)> = steps.iter().map(|(k, r)| (*k, r.concat())).collect();
+        let first: Vec<(u64, Vec<i64>)> = one.iter().map(|(k, r)| (*k, r.concat())).collect();
+        assert_eq!(joined, first, "{ranks} ranks");
+        for (k, slices) in &steps {
+            let (min, max) = slices
+                .iter()
+                .map(Vec::len)
+                .fold((usize::MAX, 0), |(a, b), n| (a.min(n), b.max(n)));
+            assert!(
+                max - min <= 1,
+                "step {k} with {ranks} ranks: slices of {min} to {max} rows"
+            );
+        }
+    }
+}
+
+#[test]
+fn rows_committed_before_keep_their_steps_and_places() {
+    let (whole, _) = global_steps(2, 96, &[], false);
+    // Splits 5 and 4 (the first window) half committed, split 0 whole.
+    let (resumed, _) = global_steps(3, 96, &[(5, 50), (4, 50), (0, 100)], false);
+    let committed =
+        |id: &i64| (id / 1000 == 5 || id / 1000 == 4) && id % 1000 < 50 || id / 1000 == 0;
+    let expected: Vec<(u64, Vec<i64>)> = whole
+        .iter()
+        .map(|(k, r)| {
+            (
+                *k,
+                r.concat()
+                    .into_iter()
+                    .filter(|id| !committed(id))
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .filter(|(_, ids)| !ids.is_empty())
+        .collect();
+    let got: Vec<(u64, Vec<i64>)> = resumed.iter().map(|(k, r)| (*k, r.concat())).collect();
+    assert_eq!(got, expected);
+}
+
+#[test]
+fn drop_last_drops_the_epochs_short_step() {
+    let (steps, dropped) = global_steps(2, 96, &[], true);
+    assert_eq!(steps.len(), 6);
+    assert_eq!(dropped, 24);
+}

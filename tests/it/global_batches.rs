@@ -205,7 +205,10 @@ fn ten_kills_resumed_on_other_device_counts_go_on_with_the_same_global_batches()
         let _ = child.kill();
         let _ = child.wait();
     }
-    assert!(killed >= 8, "only {killed} of 10 runs were killed before they ended");
+    assert!(
+        killed >= 8,
+        "only {killed} of 10 runs were killed before they ended"
+    );
     let last = 1 + draw.below(3) as usize;
     let done = run(&mut train(&out, last, &args, 0.0));
     assert!(done.status.success(), "{done}");
@@ -281,5 +284,31 @@ fn global_batches_devices_cannot_share_evenly_are_refused_in_one_line() {
         without.stderr.contains("--global-batch-size")
             && without.stderr.contains("--shuffle global"),
         "{without}"
+    );
+}
+
+#[test]
+fn two_sources_mixed_by_weight_give_the_same_global_batches_on_one_or_three_devices() {
+    let mut seen = Vec::new();
+    for devices in [1, 3] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut cmd = train(
+            dir.path(),
+            devices,
+            &["--lockstep", "--weights", "3,1"],
+            0.0,
+        );
+        // The same data twice: a source of 20,000 rows weighted 3, one weighted 1.
+        cmd.arg(fixture(DATASET));
+        let done = run(&mut cmd);
+        assert!(done.status.success(), "{done}");
+        let batches = global_batches(dir.path());
+        let rows: usize = batches.values().map(Vec::len).sum();
+        assert_eq!(rows, 2 * ROWS, "{devices} devices: rows of both sources");
+        seen.push(batches);
+    }
+    assert!(
+        seen[0] == seen[1],
+        "3 devices gave other global batches than 1"
     );
 }

@@ -667,8 +667,16 @@ fn global_batches_give_a_loop_steps_of_g_rows_and_their_count() {
     let total = rows("parquet_partitioned");
     for epoch in &epochs {
         let steps = assert_tagged(epoch);
-        assert_eq!(steps as u64, total.div_ceil(96), "steps of 96 rows: {epoch:?}");
-        assert_eq!(epoch["len"].as_u64(), Some(steps as u64), "len(epoch): {epoch:?}");
+        assert_eq!(
+            steps as u64,
+            total.div_ceil(96),
+            "steps of 96 rows: {epoch:?}"
+        );
+        assert_eq!(
+            epoch["len"].as_u64(),
+            Some(steps as u64),
+            "len(epoch): {epoch:?}"
+        );
         let sizes: Vec<usize> = epoch["batches"]
             .as_array()
             .expect("batches")
