@@ -1,5 +1,6 @@
 //! Settings of a task queue and the rules they must obey.
 
+use crate::epoch::Epoch;
 use serde::{Deserialize, Serialize};
 
 /// How a job's tasks are leased. Build one (or take [`Default`]), then
@@ -74,7 +75,7 @@ impl QueueConfig {
 
     /// Splits `0..splits` in the order epoch `epoch` leases them: the
     /// seeded shuffle, its sources interleaved when the job mixes several.
-    pub fn order(&self, epoch: u32, splits: usize) -> Vec<u32> {
+    pub fn order(&self, epoch: Epoch, splits: usize) -> Vec<u32> {
         let order = super::order::epoch_order(self.seed, epoch, splits);
         match &self.interleave {
             Some(mix) if mix.source.len() == splits => mix.arrange(order),

@@ -26,6 +26,7 @@ pub(crate) use model::{
 };
 pub(crate) use transform::{HashBuckets, Transform, TransformFactory};
 
+use crate::epoch::Epoch;
 use arrow::datatypes::Schema;
 use arrow::record_batch::RecordBatch;
 
@@ -35,7 +36,7 @@ pub struct Batch {
     /// Position of the batch among those fed to this device thread.
     pub seq: u64,
     /// Epoch the rows belong to (0-based).
-    pub epoch: u32,
+    pub epoch: Epoch,
     /// The rows.
     pub data: RecordBatch,
 }
@@ -129,7 +130,7 @@ pub struct TrainerReport {
 pub struct EpochStats {
     /// Epoch (0-based; JSON counts from 1).
     #[serde(with = "crate::epoch::one_based")]
-    pub epoch: u32,
+    pub epoch: Epoch,
     /// Rows applied (for built-in models: rows trained on, excluding skipped rows).
     pub rows: u64,
     /// Mean training loss over the epoch's rows, each computed before its batch's update.

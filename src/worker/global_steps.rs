@@ -15,6 +15,7 @@
 //! A step whose positions were all committed before is skipped (its number
 //! kept); one that was partly committed goes out with the rest of its rows.
 
+use crate::epoch::Epoch;
 use std::collections::{HashSet, VecDeque};
 
 use arrow::array::{Array, ArrayRef};
@@ -47,7 +48,7 @@ pub(super) struct GlobalSteps {
     ranks: u64,
     drop_last: bool,
     /// The epoch being cut, and its next step.
-    at: Option<(u32, u64)>,
+    at: Option<(Epoch, u64)>,
 }
 
 /// One position of a step: (window in the dealing queue, batch, row), or
@@ -78,7 +79,7 @@ impl GlobalSteps {
     pub(super) fn next(
         &mut self,
         dealing: &mut VecDeque<Dealt>,
-        ended: impl Fn(u32) -> bool,
+        ended: impl Fn(Epoch) -> bool,
         dead: &HashSet<AttemptId>,
     ) -> Result<Option<Cut>, ArrowError> {
         loop {
@@ -160,7 +161,7 @@ fn take_positions(dealing: &mut VecDeque<Dealt>, n: usize, dead: &HashSet<Attemp
 
 /// The rows of `slice` as one batch of `epoch` (0 rows where all were
 /// committed before), with where each came from.
-fn gather(dealing: &VecDeque<Dealt>, slice: &[Pick], epoch: u32) -> Result<OutBatch, ArrowError> {
+fn gather(dealing: &VecDeque<Dealt>, slice: &[Pick], epoch: Epoch) -> Result<OutBatch, ArrowError> {
     let picked: Vec<(usize, u32, u32)> = slice.iter().flatten().copied().collect();
     let mut used: Vec<(usize, u32)> = picked.iter().map(|&(d, b, _)| (d, b)).collect();
     used.sort_unstable();

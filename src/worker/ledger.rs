@@ -286,11 +286,12 @@ fn insert(ranges: &mut Vec<Range<u64>>, new: Range<u64>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::epoch::Epoch;
 
     fn lease(attempt: u64, offset: u64) -> Lease {
         Lease {
             attempt: AttemptId(attempt),
-            epoch: 0,
+            epoch: Epoch(0),
             split: 0,
             offset,
             deadline: 0,

@@ -9,6 +9,7 @@
 //! their own, which sends whatever is pending at once, merged per attempt, so
 //! an acknowledged batch is committed within one round trip.
 
+use crate::epoch::Epoch;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -375,7 +376,7 @@ async fn stopped(signal: &mut Option<tokio::sync::watch::Receiver<bool>>) {
 struct Arrived {
     batch: arrow::record_batch::RecordBatch,
     piece: Piece,
-    epoch: u32,
+    epoch: Epoch,
     /// Its share of the read-ahead budget, given back once it is taken.
     held: connectors::read_ahead::Reservation,
 }
@@ -454,7 +455,7 @@ struct Shell {
     /// (`sluice.epoch_steps`).
     epoch_steps: EpochSteps,
     /// Without lockstep: the next step of each epoch (`sluice.step`).
-    next_step: HashMap<u32, u64>,
+    next_step: HashMap<Epoch, u64>,
 }
 
 /// The bytes of the largest split: its byte range, or its whole file where
@@ -877,7 +878,7 @@ impl Shell {
         for out in dropped {
             debug!(
                 rows = out.data.num_rows(),
-                epoch = crate::epoch::Epoch(out.epoch).number(),
+                epoch = out.epoch.number(),
                 "rows of the epoch's partial step dropped (--drop-last)"
             );
             self.act(Event::Dropped {
@@ -1593,7 +1594,7 @@ impl Shell {
         let mut metadata = schema.metadata().clone();
         if !metadata.contains_key(EPOCH_KEY) {
             let next = self.next_step.entry(out.epoch).or_insert(0);
-            metadata.insert(EPOCH_KEY.to_string(), out.epoch.to_string());
+            metadata.insert(EPOCH_KEY.to_string(), out.epoch.0.to_string());
             metadata.insert(STEP_KEY.to_string(), next.to_string());
             *next += 1;
         }

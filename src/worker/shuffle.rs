@@ -23,6 +23,7 @@
 //! them: rows are still permuted across tasks, but not in the same order from
 //! run to run.
 
+use crate::epoch::Epoch;
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use arrow::array::ArrayRef;
@@ -66,18 +67,18 @@ pub struct GlobalShuffle {
     /// Windows read and permuted, whose batches go out, oldest first.
     dealing: VecDeque<Dealt>,
     /// Windows started per epoch outside a plan (leases in the order they came).
-    numbers: HashMap<u32, u64>,
+    numbers: HashMap<Epoch, u64>,
     /// Attempts whose lease was lost: their rows go to no one.
     dead: HashSet<AttemptId>,
     /// `--global-batch-size`: the windows cut into global batches instead.
     steps: Option<GlobalSteps>,
     /// Epochs the pipeline saw end (nothing more to read).
-    ended: Option<u32>,
+    ended: Option<Epoch>,
 }
 
 #[derive(Debug)]
 struct Plan {
-    epoch: u32,
+    epoch: Epoch,
     windows: Vec<Vec<u32>>,
     next: usize,
     /// Window of each split.
@@ -91,7 +92,7 @@ struct Plan {
 
 #[derive(Debug)]
 struct Building {
-    epoch: u32,
+    epoch: Epoch,
     number: u64,
     parts: Vec<Part>,
     /// No task joins any more (always, for a planned window).
@@ -174,7 +175,7 @@ impl Part {
 
 /// A window read and permuted: its batches go out one by one.
 struct Dealt {
-    epoch: u32,
+    epoch: Epoch,
     number: u64,
     /// Every batch read, in the window's order.
     batches: Vec<RecordBatch>,
@@ -241,7 +242,7 @@ impl GlobalShuffle {
 
     /// Whether no window of `epoch` is still to come: a later epoch's
     /// window is read, its plan has no window left, or it ended.
-    fn epoch_over(&self, epoch: u32) -> bool {
+    fn epoch_over(&self, epoch: Epoch) -> bool {
         if self.ended.is_some_and(|e| e >= epoch)
             || self.building.as_ref().is_some_and(|b| b.epoch > epoch)
         {
@@ -263,7 +264,7 @@ impl GlobalShuffle {
         let Some(steps) = &mut self.steps else {
             return Ok(None);
         };
-        let ended = |e: u32| over.is_some_and(|(f, o)| f == e && o);
+        let ended = |e: Epoch| over.is_some_and(|(f, o)| f == e && o);
         steps.next(&mut self.dealing, ended, &self.dead)
     }
 
@@ -284,7 +285,7 @@ impl GlobalShuffle {
     }
 
     /// Whether the view of `epoch` is wanted before a lease of it is placed.
-    pub fn needs_view(&self, epoch: u32) -> bool {
+    pub fn needs_view(&self, epoch: Epoch) -> bool {
         self.ordered != Some(false)
             && self.plan.as_ref().is_none_or(|p| p.epoch != epoch)
             && self.next_view.as_ref().is_none_or(|v| v.epoch != epoch)
@@ -415,7 +416,7 @@ impl GlobalShuffle {
 
     /// The epoch of the planned window being read while it waits for tasks
     /// not leased yet (some may be done or given up meanwhile).
-    pub fn pending_epoch(&self) -> Option<u32> {
+    pub fn pending_epoch(&self) -> Option<Epoch> {
         let building = self.building.as_ref()?;
         (self.ordered == Some(true) && building.parts.iter().any(|p| p.state == PartState::Pending))
             .then_some(building.epoch)
