@@ -809,62 +809,73 @@ impl Dealt {
             self.next += 1;
             let from = index * size;
             let to = (from + size).min(self.rows.len());
-            let picked: Vec<(usize, usize)> = self.rows[from..to]
+            let picked: Vec<Picked<'_>> = self.rows[from..to]
                 .iter()
                 .flatten()
-                .map(|&(b, r)| (b as usize, r as usize))
-                .filter(|&(b, _)| !dead.contains(&self.origin[b].0))
+                .filter(|&&(b, _)| !dead.contains(&self.origin[b as usize].0))
+                .map(|&(b, r)| (&self.batches[b as usize], self.origin[b as usize], r))
                 .collect();
-            if picked.is_empty() {
+            let Some(out) = gather(&picked, self.epoch)? else {
                 continue;
-            }
-            let mut used: Vec<usize> = picked.iter().map(|&(b, _)| b).collect();
-            used.sort_unstable();
-            used.dedup();
-            let indices: Vec<(usize, usize)> = picked
-                .iter()
-                .map(|&(b, r)| (used.partition_point(|&u| u < b), r))
-                .collect();
-            let width = self.batches[used[0]].num_columns();
-            let mut columns: Vec<ArrayRef> = Vec::with_capacity(width);
-            for c in 0..width {
-                let arrays: Vec<&dyn arrow::array::Array> = used
-                    .iter()
-                    .map(|&b| self.batches[b].column(c).as_ref())
-                    .collect();
-                columns.push(interleave(&arrays, &indices)?);
-            }
-            let mut provenance = Provenance::new();
-            for &(b, r) in &picked {
-                let (attempt, start) = self.origin[b];
-                push_piece(
-                    &mut provenance,
-                    Piece {
-                        attempt,
-                        start: start + r as u64,
-                        len: 1,
-                    },
-                );
-            }
-            let options =
-                arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(picked.len()));
-            let schema = self.batches[used[0]].schema();
-            let data = RecordBatch::try_new_with_options(schema, columns, &options)?;
+            };
             if self.next * size >= self.rows.len() {
                 // The window's rows are all out: its batches go.
                 self.batches.clear();
             }
-            return Ok(Some((
-                index,
-                OutBatch {
-                    data,
-                    epoch: self.epoch,
-                    provenance,
-                },
-            )));
+            return Ok(Some((index, out)));
         }
         Ok(None)
     }
+}
+
+/// A row picked to go out: its batch, where the batch came from (attempt,
+/// first row in its split) and the row in it.
+type Picked<'a> = (&'a RecordBatch, (AttemptId, u64), u32);
+
+/// The rows `picked`, in order, as one batch of `epoch` with where each
+/// came from; `None` when none is picked.
+fn gather(picked: &[Picked<'_>], epoch: u32) -> Result<Option<OutBatch>, ArrowError> {
+    let Some(&(first, _, _)) = picked.first() else {
+        return Ok(None);
+    };
+    let mut used: Vec<&RecordBatch> = Vec::new();
+    let mut index_of: HashMap<*const RecordBatch, usize> = HashMap::new();
+    let indices: Vec<(usize, usize)> = picked
+        .iter()
+        .map(|&(batch, _, row)| {
+            let at = *index_of
+                .entry(std::ptr::from_ref(batch))
+                .or_insert_with(|| {
+                    used.push(batch);
+                    used.len() - 1
+                });
+            (at, row as usize)
+        })
+        .collect();
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(first.num_columns());
+    for c in 0..first.num_columns() {
+        let arrays: Vec<&dyn arrow::array::Array> =
+            used.iter().map(|b| b.column(c).as_ref()).collect();
+        columns.push(interleave(&arrays, &indices)?);
+    }
+    let mut provenance = Provenance::new();
+    for &(_, (attempt, start), row) in picked {
+        push_piece(
+            &mut provenance,
+            Piece {
+                attempt,
+                start: start + u64::from(row),
+                len: 1,
+            },
+        );
+    }
+    let options = arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(picked.len()));
+    let data = RecordBatch::try_new_with_options(first.schema(), columns, &options)?;
+    Ok(Some(OutBatch {
+        data,
+        epoch,
+        provenance,
+    }))
 }
 
 #[path = "global_steps.rs"]
