@@ -20,7 +20,7 @@ use std::collections::{HashSet, VecDeque};
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 
-use super::{Dealt, Picked};
+use super::dealt::{Dealt, Picked};
 use crate::queue::AttemptId;
 use crate::worker::batcher::OutBatch;
 use crate::worker::stepper::{tag, Step};
@@ -38,7 +38,7 @@ pub enum Cut {
 
 /// Cuts the dealt windows into global batches (see the module docs).
 #[derive(Debug)]
-pub(super) struct GlobalSteps {
+pub(crate) struct GlobalSteps {
     /// Rows per global batch (`G`).
     size: u64,
     /// Ranks sharing each step (`W`, a divisor of `G`).
@@ -167,7 +167,7 @@ fn gather(dealing: &VecDeque<Dealt>, slice: &[Pick], epoch: u32) -> Result<OutBa
             (&dealt.batches[b as usize], dealt.origin[b as usize], r)
         })
         .collect();
-    if let Some(out) = super::gather(&picked, epoch)? {
+    if let Some(out) = super::dealt::gather(&picked, epoch)? {
         return Ok(out);
     }
     let schema = dealing

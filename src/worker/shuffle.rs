@@ -25,17 +25,15 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use arrow::array::ArrayRef;
-use arrow::compute::interleave;
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 use connectors::Split;
 
 use super::batcher::OutBatch;
-use super::{push_piece, Piece, Provenance};
+use super::dealt::Dealt;
+pub use super::global_steps::Cut;
+use super::global_steps::GlobalSteps;
 use crate::queue::{window_order, AttemptId, EpochView, Lease};
-pub use steps::Cut;
-use steps::GlobalSteps;
 
 /// A read the coordinator starts for the window being read.
 #[derive(Debug, Clone)]
@@ -172,20 +170,6 @@ impl Part {
     }
 }
 
-/// A window read and permuted: its batches go out one by one.
-struct Dealt {
-    epoch: u32,
-    number: u64,
-    /// Every batch read, in the window's order.
-    batches: Vec<RecordBatch>,
-    /// The attempt and first row in its split of each batch.
-    origin: Vec<(AttemptId, u64)>,
-    /// The rows in dealing order: (batch, row in it); `None`: committed before.
-    rows: Vec<Option<(u32, u32)>>,
-    /// Batches cut so far.
-    next: usize,
-}
-
 impl GlobalShuffle {
     /// A shuffle of windows of `window_rows` rows into batches of
     /// `batch_size` for `devices` devices.
@@ -220,7 +204,7 @@ impl GlobalShuffle {
     }
 
     /// Cuts the epoch's order into global batches of `size` rows, one
-    /// slice per rank of `ranks` (see [`steps`]), instead of batches of
+    /// slice per rank of `ranks` (see [`super::global_steps`]), instead of batches of
     /// `--batch-size` per window.
     pub fn with_global_batches(mut self, size: u64, ranks: usize, drop_last: bool) -> Self {
         self.steps = Some(GlobalSteps::new(size, ranks, drop_last));
@@ -256,7 +240,7 @@ impl GlobalShuffle {
                 .is_some_and(|p| p.epoch == epoch && p.next >= p.windows.len())
     }
 
-    /// The next global batch, once one can be cut (see [`steps`]).
+    /// The next global batch, once one can be cut (see [`super::global_steps`]).
     pub fn next_step(&mut self) -> Result<Option<Cut>, ArrowError> {
         let front = self.dealing.front().map(|d| d.epoch);
         let over = front.map(|e| (e, self.epoch_over(e)));
@@ -794,92 +778,6 @@ impl Building {
         self.closed && self.parts.iter().all(|p| p.state == PartState::Read)
     }
 }
-
-impl Dealt {
-    /// The next batch with rows to deal, and its number in the window; none
-    /// once every batch is cut. Batches whose rows were all committed before
-    /// (or are of lost leases) are skipped, their numbers kept.
-    fn cut(
-        &mut self,
-        size: usize,
-        dead: &HashSet<AttemptId>,
-    ) -> Result<Option<(usize, OutBatch)>, ArrowError> {
-        while self.next * size < self.rows.len() {
-            let index = self.next;
-            self.next += 1;
-            let from = index * size;
-            let to = (from + size).min(self.rows.len());
-            let picked: Vec<Picked<'_>> = self.rows[from..to]
-                .iter()
-                .flatten()
-                .filter(|&&(b, _)| !dead.contains(&self.origin[b as usize].0))
-                .map(|&(b, r)| (&self.batches[b as usize], self.origin[b as usize], r))
-                .collect();
-            let Some(out) = gather(&picked, self.epoch)? else {
-                continue;
-            };
-            if self.next * size >= self.rows.len() {
-                // The window's rows are all out: its batches go.
-                self.batches.clear();
-            }
-            return Ok(Some((index, out)));
-        }
-        Ok(None)
-    }
-}
-
-/// A row picked to go out: its batch, where the batch came from (attempt,
-/// first row in its split) and the row in it.
-type Picked<'a> = (&'a RecordBatch, (AttemptId, u64), u32);
-
-/// The rows `picked`, in order, as one batch of `epoch` with where each
-/// came from; `None` when none is picked.
-fn gather(picked: &[Picked<'_>], epoch: u32) -> Result<Option<OutBatch>, ArrowError> {
-    let Some(&(first, _, _)) = picked.first() else {
-        return Ok(None);
-    };
-    let mut used: Vec<&RecordBatch> = Vec::new();
-    let mut index_of: HashMap<*const RecordBatch, usize> = HashMap::new();
-    let indices: Vec<(usize, usize)> = picked
-        .iter()
-        .map(|&(batch, _, row)| {
-            let at = *index_of
-                .entry(std::ptr::from_ref(batch))
-                .or_insert_with(|| {
-                    used.push(batch);
-                    used.len() - 1
-                });
-            (at, row as usize)
-        })
-        .collect();
-    let mut columns: Vec<ArrayRef> = Vec::with_capacity(first.num_columns());
-    for c in 0..first.num_columns() {
-        let arrays: Vec<&dyn arrow::array::Array> =
-            used.iter().map(|b| b.column(c).as_ref()).collect();
-        columns.push(interleave(&arrays, &indices)?);
-    }
-    let mut provenance = Provenance::new();
-    for &(_, (attempt, start), row) in picked {
-        push_piece(
-            &mut provenance,
-            Piece {
-                attempt,
-                start: start + u64::from(row),
-                len: 1,
-            },
-        );
-    }
-    let options = arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(picked.len()));
-    let data = RecordBatch::try_new_with_options(first.schema(), columns, &options)?;
-    Ok(Some(OutBatch {
-        data,
-        epoch,
-        provenance,
-    }))
-}
-
-#[path = "global_steps.rs"]
-pub mod steps;
 
 #[cfg(test)]
 #[path = "shuffle_tests.rs"]
