@@ -26,17 +26,15 @@
 use crate::epoch::Epoch;
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use arrow::array::ArrayRef;
-use arrow::compute::interleave;
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 use connectors::Split;
 
 use super::batcher::OutBatch;
-use super::{push_piece, Piece, Provenance};
+use super::dealt::Dealt;
+pub use super::global_steps::Cut;
+use super::global_steps::GlobalSteps;
 use crate::queue::{window_order, AttemptId, EpochView, Lease};
-pub use steps::Cut;
-use steps::GlobalSteps;
 
 /// A read the coordinator starts for the window being read.
 #[derive(Debug, Clone)]
@@ -173,20 +171,6 @@ impl Part {
     }
 }
 
-/// A window read and permuted: its batches go out one by one.
-struct Dealt {
-    epoch: Epoch,
-    number: u64,
-    /// Every batch read, in the window's order.
-    batches: Vec<RecordBatch>,
-    /// The attempt and first row in its split of each batch.
-    origin: Vec<(AttemptId, u64)>,
-    /// The rows in dealing order: (batch, row in it); `None`: committed before.
-    rows: Vec<Option<(u32, u32)>>,
-    /// Batches cut so far.
-    next: usize,
-}
-
 impl GlobalShuffle {
     /// A shuffle of windows of `window_rows` rows into batches of
     /// `batch_size` for `devices` devices.
@@ -221,7 +205,7 @@ impl GlobalShuffle {
     }
 
     /// Cuts the epoch's order into global batches of `size` rows, one
-    /// slice per rank of `ranks` (see [`steps`]), instead of batches of
+    /// slice per rank of `ranks` (see [`super::global_steps`]), instead of batches of
     /// `--batch-size` per window.
     pub fn with_global_batches(mut self, size: u64, ranks: usize, drop_last: bool) -> Self {
         self.steps = Some(GlobalSteps::new(size, ranks, drop_last));
@@ -257,7 +241,7 @@ impl GlobalShuffle {
                 .is_some_and(|p| p.epoch == epoch && p.next >= p.windows.len())
     }
 
-    /// The next global batch, once one can be cut (see [`steps`]).
+    /// The next global batch, once one can be cut (see [`super::global_steps`]).
     pub fn next_step(&mut self) -> Result<Option<Cut>, ArrowError> {
         let front = self.dealing.front().map(|d| d.epoch);
         let over = front.map(|e| (e, self.epoch_over(e)));
@@ -786,81 +770,6 @@ impl Building {
         self.closed && self.parts.iter().all(|p| p.state == PartState::Read)
     }
 }
-
-impl Dealt {
-    /// The next batch with rows to deal, and its number in the window; none
-    /// once every batch is cut. Batches whose rows were all committed before
-    /// (or are of lost leases) are skipped, their numbers kept.
-    fn cut(
-        &mut self,
-        size: usize,
-        dead: &HashSet<AttemptId>,
-    ) -> Result<Option<(usize, OutBatch)>, ArrowError> {
-        while self.next * size < self.rows.len() {
-            let index = self.next;
-            self.next += 1;
-            let from = index * size;
-            let to = (from + size).min(self.rows.len());
-            let picked: Vec<(usize, usize)> = self.rows[from..to]
-                .iter()
-                .flatten()
-                .map(|&(b, r)| (b as usize, r as usize))
-                .filter(|&(b, _)| !dead.contains(&self.origin[b].0))
-                .collect();
-            if picked.is_empty() {
-                continue;
-            }
-            let mut used: Vec<usize> = picked.iter().map(|&(b, _)| b).collect();
-            used.sort_unstable();
-            used.dedup();
-            let indices: Vec<(usize, usize)> = picked
-                .iter()
-                .map(|&(b, r)| (used.partition_point(|&u| u < b), r))
-                .collect();
-            let width = self.batches[used[0]].num_columns();
-            let mut columns: Vec<ArrayRef> = Vec::with_capacity(width);
-            for c in 0..width {
-                let arrays: Vec<&dyn arrow::array::Array> = used
-                    .iter()
-                    .map(|&b| self.batches[b].column(c).as_ref())
-                    .collect();
-                columns.push(interleave(&arrays, &indices)?);
-            }
-            let mut provenance = Provenance::new();
-            for &(b, r) in &picked {
-                let (attempt, start) = self.origin[b];
-                push_piece(
-                    &mut provenance,
-                    Piece {
-                        attempt,
-                        start: start + r as u64,
-                        len: 1,
-                    },
-                );
-            }
-            let options =
-                arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(picked.len()));
-            let schema = self.batches[used[0]].schema();
-            let data = RecordBatch::try_new_with_options(schema, columns, &options)?;
-            if self.next * size >= self.rows.len() {
-                // The window's rows are all out: its batches go.
-                self.batches.clear();
-            }
-            return Ok(Some((
-                index,
-                OutBatch {
-                    data,
-                    epoch: self.epoch,
-                    provenance,
-                },
-            )));
-        }
-        Ok(None)
-    }
-}
-
-#[path = "global_steps.rs"]
-pub mod steps;
 
 #[cfg(test)]
 #[path = "shuffle_tests.rs"]

@@ -279,7 +279,9 @@ class Dataset:
     remote store on local disk, so later epochs read it from there (`--cache`).
     `shuffle="global"` (with `seed=`, and `shuffle_window=ROWS`) gives the same
     batches in the same order for the same seed and data, and a `Dataset` with
-    `state=` that resumes goes on with the sequence an uninterrupted run gives.
+    `state=` that resumes goes on with the sequence an uninterrupted run gives;
+    `global_batch_size=G` with it yields steps of `G` rows of that order, each
+    batch one step (`len(epoch)` counts them where the rows are known).
 
     `Dataset(master="http://...", token_file=..., name=...)` is one worker of a
     distributed job (`sluice worker`), e.g. one `torchrun` rank. Under an
