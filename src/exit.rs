@@ -34,7 +34,8 @@ use crate::state::journal::JournalError;
 use crate::state::master_state::StateError;
 use crate::trainer::TrainerError;
 
-pub use crate::exit_codes::{DONE, ERROR, HELD, INTERRUPTED, TABLE, TASKS_FAILED, USAGE};
+pub use crate::exit_codes::{DONE, ERROR, INTERRUPTED, USAGE};
+pub(crate) use crate::exit_codes::{HELD, TABLE, TASKS_FAILED};
 
 /// The exit code an error decides by itself.
 pub trait ExitCode {

@@ -7,27 +7,30 @@
 // Library code says why each `unsafe` block is sound and never unwraps (tests may).
 #![warn(clippy::undocumented_unsafe_blocks, clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
+// Most modules are pub(crate): the docs are read with `cargo doc
+// --document-private-items`, where a public item's links to private ones resolve.
+#![allow(rustdoc::private_intra_doc_links)]
 
 pub mod catalog;
 pub mod cli;
-pub mod config;
-pub mod epoch;
+pub(crate) mod config;
+pub(crate) mod epoch;
 pub mod exit;
-pub mod exit_codes;
-pub mod follow;
+pub(crate) mod exit_codes;
+pub(crate) mod follow;
 pub mod harden;
-pub mod host;
+pub(crate) mod host;
 pub mod job;
 pub mod logging;
-pub mod master;
-pub mod mix;
-pub mod percent;
-pub mod plan;
+pub(crate) mod master;
+pub(crate) mod mix;
+pub(crate) mod percent;
+pub(crate) mod plan;
 pub mod protocol;
 pub mod queue;
 pub mod schedule;
 pub mod state;
-pub mod sys;
+pub(crate) mod sys;
 pub mod trainer;
-pub mod wall;
-pub mod worker;
+pub(crate) mod wall;
+pub(crate) mod worker;

@@ -322,7 +322,7 @@ impl Every {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ProgressLine {
     /// The epoch the line is about (0-based).
-    pub epoch: u32,
+    pub epoch: Epoch,
     /// Epochs in the job.
     pub epochs: u32,
     /// Whether that epoch just ended.
@@ -348,9 +348,9 @@ impl ProgressLine {
     /// The line for people.
     pub fn text(&self) -> String {
         let mut text = if self.epoch_done {
-            format!("epoch {}/{} done:", Epoch(self.epoch), self.epochs)
+            format!("epoch {}/{} done:", self.epoch, self.epochs)
         } else {
-            format!("progress: epoch {}/{},", Epoch(self.epoch), self.epochs)
+            format!("progress: epoch {}/{},", self.epoch, self.epochs)
         };
         text.push_str(&format!(
             " {} rows ({:.0} rows/s), {}/{} tasks done",
@@ -374,7 +374,7 @@ impl ProgressLine {
     pub fn log(&self) {
         tracing::info!(
             target: PROGRESS,
-            epoch = Epoch(self.epoch).number(),
+            epoch = self.epoch.number(),
             epochs = self.epochs,
             epoch_done = self.epoch_done,
             rows = self.rows,
@@ -526,7 +526,7 @@ mod tests {
     #[test]
     fn a_progress_line_says_where_the_job_stands() {
         let line = ProgressLine {
-            epoch: 0,
+            epoch: Epoch(0),
             epochs: 2,
             rows: 5000,
             rows_per_second: 2500.0,

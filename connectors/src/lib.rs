@@ -10,27 +10,30 @@
 // Library code says why each `unsafe` block is sound and never unwraps (tests may).
 #![warn(clippy::undocumented_unsafe_blocks, clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
+// Most modules are pub(crate): the docs are read with `cargo doc
+// --document-private-items`, where a public item's links to private ones resolve.
+#![allow(rustdoc::private_intra_doc_links)]
 
 pub mod cache;
 pub mod codec;
-pub mod dataset;
+pub(crate) mod dataset;
 pub mod error;
 pub mod filter;
 pub mod format;
 pub mod layout;
 pub mod listing;
-pub mod options;
+pub(crate) mod options;
 pub mod private;
-pub mod prune_dirs;
+pub(crate) mod prune_dirs;
 pub mod read;
 pub mod read_ahead;
 pub mod row_filter;
-pub mod schema;
+pub(crate) mod schema;
 pub mod sink;
 pub mod split;
 pub mod store;
 pub mod table;
-pub mod types;
+pub(crate) mod types;
 
 pub use dataset::{
     CatalogPartition, CatalogPartitions, DataFile, Dataset, DatasetOptions, Ignored, TableInfo,

@@ -4,9 +4,9 @@
 //! Hive) which partitions it has. What the catalog answers becomes the URL
 //! the rest of sluice reads, and the storage credentials it vends.
 
-pub mod hive;
-pub mod rest;
-pub mod sasl;
+pub(crate) mod hive;
+pub(crate) mod rest;
+pub(crate) mod sasl;
 pub mod thrift;
 
 use connectors::Report;

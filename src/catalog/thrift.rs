@@ -113,7 +113,7 @@ pub enum Arg {
     I16(i16, i16),
     /// A struct field of string fields.
     Struct(i16, Vec<Arg>),
-    /// A list<string> field.
+    /// A `list<string>` field.
     Strings(i16, Vec<String>),
     /// A bool field.
     Bool(i16, bool),

@@ -499,7 +499,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<u8> {
              eta {}\n",
             s.url,
             if q.job_over { "job over" } else { "running" },
-            crate::epoch::Epoch(q.epoch),
+            q.epoch,
             q.epochs,
             q.todo,
             q.leased,
@@ -544,9 +544,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<u8> {
             for f in &s.failed {
                 t.push_str(&format!(
                     "failed: {} (epoch {}): {}\n",
-                    f.file,
-                    crate::epoch::Epoch(f.epoch),
-                    f.reason
+                    f.file, f.epoch, f.reason
                 ));
             }
             t

@@ -2,12 +2,12 @@
 
 pub mod completions;
 pub mod dist;
-pub mod examples;
+pub(crate) mod examples;
 pub mod ls;
 pub mod man;
 pub mod reference;
 pub mod run;
-pub mod train;
+pub(crate) mod train;
 pub mod version;
 
 use clap::{Parser, Subcommand};
@@ -17,7 +17,7 @@ use crate::exit;
 
 /// A command line that asks for something impossible, found once it was
 /// parsed; exits [`exit::USAGE`].
-pub use crate::exit::UsageError;
+pub(crate) use crate::exit::UsageError;
 
 /// Hands Spark, Hive and MapReduce output to training.
 ///

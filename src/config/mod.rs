@@ -41,21 +41,22 @@ pub mod value;
 pub mod worker;
 
 pub use catalog::{CatalogOptions, TableRef, WorkerCatalogOptions};
-pub use follow::{FollowConfig, FollowOptions, FollowUntil, OnRewrite};
-pub use job::{JobFile, JobFileError, JobKeys, DEFAULT_LOCK_TTL};
+pub use follow::{FollowConfig, FollowOptions, OnRewrite};
+pub use job::{JobFile, JobFileError};
 pub use kerberos::KerberosOptions;
 pub use log::{LogFormat, LogOptions};
 pub use master::MasterOptions;
 pub use mix::{MixConfig, MixOptions, SourceTable, SourceTableError, TablesError};
-pub use pipeline::{
-    CacheConfig, PipelineOptions, ShuffleMode, DEFAULT_READ_AHEAD, DEFAULT_READ_RETRY,
-    DEFAULT_SHUFFLE_WINDOW,
-};
+#[cfg(test)]
+pub use pipeline::ShuffleMode;
+pub use pipeline::{CacheConfig, PipelineOptions};
 pub use read::ReadOptions;
 pub use select::SelectOptions;
 pub use store::StoreOptions;
-pub use train::{TrainConfig, TrainOptions, TrainParts};
-pub use trainer::{ModelChoice, ModelKind, TrainerChoice, TrainerOptions};
+pub use train::{TrainConfig, TrainOptions};
+#[cfg(test)]
+pub use trainer::ModelKind;
+pub use trainer::{ModelChoice, TrainerChoice, TrainerOptions};
 pub use worker::WorkerOptions;
 
 /// An option whose value breaks a rule; the message names the option as a flag

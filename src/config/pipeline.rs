@@ -11,11 +11,8 @@ use super::value::{form, parse_duration, parse_size};
 use super::{rule, OptionError};
 use crate::trainer::{HashBuckets, Transform};
 
-/// The default of `--read-ahead`: bytes the readers of a worker hold ahead of
-/// its trainers, all together.
-pub const DEFAULT_READ_AHEAD: &str = "64MiB";
-
-/// [`DEFAULT_READ_AHEAD`] in bytes.
+/// The default of `--read-ahead` (64 MiB): bytes the readers of a worker hold
+/// ahead of its trainers, all together.
 const DEFAULT_READ_AHEAD_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The most the default read-ahead grows to on a remote store.
@@ -28,7 +25,7 @@ const REMOTE_READ_AHEAD_MAX: u64 = 256 * 1024 * 1024;
 /// decode one, so devices waited on every other task.
 pub const REMOTE_EXTRA_READS: usize = 2;
 
-/// The read-ahead when `--read-ahead` is not given: [`DEFAULT_READ_AHEAD`];
+/// The read-ahead when `--read-ahead` is not given: [`DEFAULT_READ_AHEAD_BYTES`];
 /// from a remote store, at least enough for [`REMOTE_EXTRA_READS`] splits
 /// more than the devices (`largest_split` bytes each), up to 256 MiB. Each
 /// device then decodes a task while the next tasks' fetches are already

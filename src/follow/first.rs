@@ -19,11 +19,8 @@ pub enum First {
     /// Its first committed data, and the position it stands for.
     Found(Dataset, FollowPosition),
     /// It held nothing until `--idle-exit` or `--follow-until` ended the
-    /// wait (`by` names which): the job has nothing to train.
-    Ended {
-        /// The option that ended the wait.
-        by: &'static str,
-    },
+    /// wait (the warning written names which): the job has nothing to train.
+    Ended,
 }
 
 /// Opens what the source holds committed at the start of a followed job,
@@ -67,7 +64,7 @@ pub async fn first_dataset(
                 "following: {} held nothing to train when {by} ended the wait; nothing trained",
                 location.url()
             ));
-            return Ok(First::Ended { by });
+            return Ok(First::Ended);
         }
         let (what, detail) = waiting.said(&location.url());
         if said.as_ref().is_none_or(|(w, _)| *w != what) {

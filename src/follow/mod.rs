@@ -399,12 +399,6 @@ impl Follower {
         }
         Ok(())
     }
-
-    /// Waits until the next look: `--poll`, or sooner when a watched local
-    /// directory changes.
-    pub async fn wait(&mut self) {
-        wait(&mut self.local, self.config.poll).await;
-    }
 }
 
 /// Waits `poll`, or less when the local directory `local` watches changes.

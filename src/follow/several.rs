@@ -48,7 +48,7 @@ pub async fn first_datasets(
                 datasets.push(dataset);
                 each.push(position);
             }
-            First::Ended { .. } => return Ok(FirstOfAll::Ended),
+            First::Ended => return Ok(FirstOfAll::Ended),
         }
     }
     Ok(FirstOfAll::Found(

@@ -1,7 +1,7 @@
 //! Jobs: a whole training run from a dataset URL to a summary.
 
-pub mod progress;
-pub mod summary;
+pub(crate) mod progress;
+pub(crate) mod summary;
 pub mod train;
-pub mod wait;
-pub mod worker;
+pub(crate) mod wait;
+pub(crate) mod worker;

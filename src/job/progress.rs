@@ -7,13 +7,14 @@
 
 use std::time::{Duration, Instant};
 
+use crate::epoch::Epoch;
 use crate::logging::{FollowLine, ProgressLine};
 
 /// Where the job stands at one moment.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Sample {
     /// The queue's current epoch (0-based).
-    pub epoch: u32,
+    pub epoch: Epoch,
     /// Epochs in the job.
     pub epochs: u32,
     /// Every epoch is over.
@@ -78,7 +79,7 @@ pub struct Tally {
     first: Sample,
     started: Instant,
     /// The epoch the last line was about, and when it began.
-    epoch: u32,
+    epoch: Epoch,
     epoch_began: Instant,
     /// Rows acknowledged at the last periodic line, and when.
     rows_then: u64,
@@ -116,7 +117,7 @@ impl Tally {
             };
             while self.epoch < ended {
                 lines.push(Line::Epoch(self.epoch_line(sample, now)));
-                self.epoch += 1;
+                self.epoch = self.epoch.next();
                 self.epoch_began = now;
             }
         }
@@ -139,7 +140,7 @@ impl Tally {
     fn epoch_line(&self, sample: &Sample, now: Instant) -> ProgressLine {
         let rows = sample
             .epoch_rows
-            .get(self.epoch as usize)
+            .get(self.epoch.index())
             .copied()
             .unwrap_or(0);
         let seconds = now
@@ -221,7 +222,7 @@ fn per_second(rows: u64, seconds: f64) -> f64 {
 mod tests {
     use super::*;
 
-    fn sample(epoch: u32, tasks_done: u64, epoch_rows: &[u64]) -> Sample {
+    fn sample(epoch: Epoch, tasks_done: u64, epoch_rows: &[u64]) -> Sample {
         Sample {
             epoch,
             epochs: 2,
@@ -247,18 +248,18 @@ mod tests {
     #[test]
     fn an_epochs_line_counts_its_rows_not_those_leased_ahead() {
         let t0 = Instant::now();
-        let mut tally = Tally::new(sample(0, 0, &[]), Some(4_000_000), t0);
-        let mid = sample(0, 2, &[1_000_000]);
+        let mut tally = Tally::new(sample(Epoch(0), 0, &[]), Some(4_000_000), t0);
+        let mid = sample(Epoch(0), 2, &[1_000_000]);
         assert!(tally
             .lines(&mid, t0 + Duration::from_secs(1), false)
             .is_empty());
         // Epoch 0 is over; by the time it is seen, the prefetched tasks of
         // epoch 1 have brought 608,256 rows.
-        let later = sample(1, 5, &[2_000_000, 608_256]);
+        let later = sample(Epoch(1), 5, &[2_000_000, 608_256]);
         let lines = tally.lines(&later, t0 + Duration::from_secs(2), false);
         let done = epoch_lines(&lines);
         assert_eq!(done.len(), 1, "{lines:?}");
-        assert_eq!(done[0].epoch, 0);
+        assert_eq!(done[0].epoch, Epoch(0));
         assert_eq!(done[0].rows, 2_000_000);
         assert_eq!(done[0].rows_per_second, 1_000_000.0);
         assert!(done[0].text().starts_with("epoch 1/2 done: 2000000 rows"));
@@ -271,16 +272,16 @@ mod tests {
     #[test]
     fn epochs_that_ended_between_two_samples_each_get_their_line() {
         let t0 = Instant::now();
-        let mut first = sample(0, 0, &[]);
+        let mut first = sample(Epoch(0), 0, &[]);
         first.epochs = 3;
         let mut tally = Tally::new(first, None, t0);
-        let mut later = sample(2, 9, &[100, 100, 20]);
+        let mut later = sample(Epoch(2), 9, &[100, 100, 20]);
         later.epochs = 3;
         let lines = tally.lines(&later, t0 + Duration::from_secs(1), false);
         let rows: Vec<u64> = epoch_lines(&lines).iter().map(|l| l.rows).collect();
         assert_eq!(rows, [100, 100]);
         // The last epoch's end is the summary's.
-        let mut over = sample(2, 12, &[100, 100, 100]);
+        let mut over = sample(Epoch(2), 12, &[100, 100, 100]);
         over.epochs = 3;
         over.job_over = true;
         assert!(tally
@@ -291,18 +292,18 @@ mod tests {
     #[test]
     fn rows_per_second_are_over_the_last_interval() {
         let t0 = Instant::now();
-        let mut tally = Tally::new(sample(0, 0, &[]), None, t0);
+        let mut tally = Tally::new(sample(Epoch(0), 0, &[]), None, t0);
         let rate = |lines: Vec<Line>| match &lines[..] {
             [Line::Epoch(p)] => p.rows_per_second,
             other => panic!("{other:?}"),
         };
-        let fast = sample(0, 1, &[10_000]);
+        let fast = sample(Epoch(0), 1, &[10_000]);
         assert_eq!(
             rate(tally.lines(&fast, t0 + Duration::from_secs(10), true)),
             1000.0
         );
         // Ten seconds more and only 100 rows: 10 rows/s, not a decaying average.
-        let slow = sample(0, 1, &[10_100]);
+        let slow = sample(Epoch(0), 1, &[10_100]);
         assert_eq!(
             rate(tally.lines(&slow, t0 + Duration::from_secs(20), true)),
             10.0
@@ -313,7 +314,7 @@ mod tests {
     fn a_followed_jobs_lines_never_show_more_trained_than_taken() {
         let t0 = Instant::now();
         let follow = |splits, tasks_done, rows_committed, rows_taken, lag_rows| Sample {
-            epoch: 0,
+            epoch: Epoch(0),
             epochs: 1,
             job_over: false,
             tasks_done,

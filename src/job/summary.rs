@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use crate::epoch::Epoch;
 use crate::trainer::TrainerReport;
 
 /// A task given up, named by its file.
@@ -11,7 +12,7 @@ pub struct FailedTask {
     pub file: String,
     /// Epoch (JSON counts from 1).
     #[serde(with = "crate::epoch::one_based")]
-    pub epoch: u32,
+    pub epoch: Epoch,
     /// Split index.
     pub split: u32,
     /// Attempts made.
@@ -23,13 +24,7 @@ pub struct FailedTask {
 impl std::fmt::Display for FailedTask {
     /// `FILE (epoch N): REASON`, with epochs counted from 1 as everywhere.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} (epoch {}): {}",
-            self.file,
-            crate::epoch::Epoch(self.epoch),
-            self.reason
-        )
+        write!(f, "{} (epoch {}): {}", self.file, self.epoch, self.reason)
     }
 }
 

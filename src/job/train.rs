@@ -1216,10 +1216,7 @@ impl Drawer {
         let rate = p.rows as f64 / self.started.elapsed().as_secs_f64().max(1e-9);
         let mut msg = format!(
             "epoch {}/{} {} rows {:.0} rows/s",
-            crate::epoch::Epoch(p.epoch),
-            self.epochs,
-            p.rows,
-            rate
+            p.epoch, self.epochs, p.rows, rate
         );
         if let Some(loss) = self.factory.current_loss() {
             msg.push_str(&format!(" loss {loss:.4}"));

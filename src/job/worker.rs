@@ -323,7 +323,7 @@ async fn run_once(
             counted
                 .batches
                 .store(batches_before + p.batches, Ordering::Relaxed);
-            progress.epoch.store(p.epoch, Ordering::Relaxed);
+            progress.epoch.store(p.epoch.0, Ordering::Relaxed);
         },
     )
     .await;

@@ -130,7 +130,7 @@ impl Figures {
             e,
             "sluice_epoch",
             "Current epoch (1-based).",
-            count(crate::epoch::Epoch(q.epoch).number()),
+            count(q.epoch.number()),
         )?;
         gauge(e, "sluice_epochs", "Epochs in the job.", count(q.epochs))?;
         let mut tasks = e.encode_descriptor(

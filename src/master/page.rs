@@ -50,7 +50,7 @@ td,th{{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:right}}th{{back
         url = esc(&s.url),
         cls = if q.job_over { "over" } else { "" },
         state = if q.job_over { "job over" } else { "running" },
-        epoch = crate::epoch::Epoch(q.epoch),
+        epoch = q.epoch,
         epochs = q.epochs,
         todo = q.todo,
         leased = q.leased,
@@ -122,7 +122,7 @@ fn failures(html: &mut String, s: &StatusReply) {
                 html,
                 "<tr class=\"fail\"><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&f.file),
-                crate::epoch::Epoch(f.epoch),
+                f.epoch,
                 esc(&f.reason)
             );
         }

@@ -14,6 +14,7 @@ use tokio_rustls::TlsAcceptor;
 use tracing::info;
 
 use super::http::{router, status_of, AppState};
+use crate::epoch::Epoch;
 use crate::plan::{Followed, Following, PlanError, PlanRequest, Sources};
 use crate::state::commit::{CommitError, GroupCommit};
 use crate::state::master_state::{JobRecord, MasterState, StateError, StateLocation};
@@ -464,7 +465,7 @@ fn outcome(
         tracing::warn!(url = %m.spec.url, "empty output: no data rows (allowed by --allow-empty)");
     }
     let failed = status.failed.iter().map(|f| {
-        let epoch = crate::epoch::Epoch(f.epoch);
+        let epoch = f.epoch;
         format!("{} (epoch {epoch}): {}", f.file, f.reason)
     });
     Ok(MasterOutcome {
@@ -506,7 +507,7 @@ async fn job_over(master: Arc<Mutex<MasterState>>, linger: Duration) {
 struct MasterProgress {
     /// Rows committed when this master started.
     rows_before: u64,
-    epoch: u32,
+    epoch: Epoch,
     due: crate::logging::Every,
     /// Rows committed at the last line, and when: rows per second are over
     /// the last interval.
@@ -560,7 +561,7 @@ impl MasterProgress {
             let rows = epoch_rows(m.queue(), self.epoch);
             let seconds = self.epoch_began.elapsed().as_secs_f64();
             line(self.epoch, true, rows, per_second(rows, seconds)).log();
-            self.epoch += 1;
+            self.epoch = self.epoch.next();
             self.epoch_began = std::time::Instant::now();
         }
         if epoch_done || over {
@@ -595,7 +596,7 @@ impl MasterProgress {
 }
 
 /// The rows of `epoch`, once it is over: every split's but those failed in it.
-fn epoch_rows(queue: &crate::queue::Queue, epoch: u32) -> u64 {
+fn epoch_rows(queue: &crate::queue::Queue, epoch: Epoch) -> u64 {
     let failed: std::collections::BTreeSet<u32> = queue
         .failures()
         .iter()

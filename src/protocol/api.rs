@@ -8,6 +8,7 @@
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::epoch::Epoch;
 use crate::protocol::ops::{self, WorkerOperation};
 use crate::protocol::spec::JobSpec;
 use crate::queue::{FailOutcome, LeaseReply, QueueError, QueueStatus, WorkerId, WorkerSecret};
@@ -272,7 +273,7 @@ pub struct FailedTaskStatus {
     pub file: String,
     /// Epoch (JSON counts from 1).
     #[serde(with = "crate::epoch::one_based")]
-    pub epoch: u32,
+    pub epoch: Epoch,
     /// Why.
     pub reason: String,
 }

@@ -10,6 +10,7 @@
 //! into `0..R`, so a row's place is computed alone, in any reader, after any
 //! resume.
 
+use crate::epoch::Epoch;
 use serde::{Deserialize, Serialize};
 
 use super::splitmix::mix;
@@ -32,7 +33,7 @@ pub struct EpochRows {
 impl EpochRows {
     /// Whether epoch `epoch` trains row `row` of split `split` (counted from
     /// the split's first row).
-    pub fn keeps(&self, split: u32, epoch: u32, row: u64) -> bool {
+    pub fn keeps(&self, split: u32, epoch: Epoch, row: u64) -> bool {
         let Some(&(source, first, pass)) = self.splits.get(split as usize) else {
             return true;
         };
@@ -47,7 +48,7 @@ impl EpochRows {
             std::cmp::Ordering::Less => true,
             std::cmp::Ordering::Greater => false,
             std::cmp::Ordering::Equal => {
-                let key = mix(self.seed ^ SALT ^ (u64::from(epoch) << 32) ^ u64::from(source));
+                let key = mix(self.seed ^ SALT ^ (u64::from(epoch.0) << 32) ^ u64::from(source));
                 place(key, rows, first + row) < taken % rows
             }
         }
@@ -100,7 +101,7 @@ mod tests {
             sources: vec![(100, 30), (20, 50)],
             splits: vec![(0, 0, 0), (0, 50, 0), (1, 0, 0), (1, 0, 1), (1, 0, 2)],
         };
-        for epoch in 0..3 {
+        for epoch in Epoch::all(3) {
             let first: u64 = (0..2)
                 .map(|s| (0..50).filter(|&r| plan.keeps(s, epoch, r)).count() as u64)
                 .sum();
@@ -115,6 +116,6 @@ mod tests {
                 .filter(|&r| plan.keeps(0, epoch, r))
                 .collect::<Vec<_>>()
         };
-        assert_ne!(kept(0), kept(1), "each epoch chooses again");
+        assert_ne!(kept(Epoch(0)), kept(Epoch(1)), "each epoch chooses again");
     }
 }

@@ -7,13 +7,12 @@
 //! only, so that the master and the worker depend on it and not on each other.
 
 pub mod api;
-pub mod epoch_rows;
-pub mod follow;
+pub(crate) mod epoch_rows;
+pub(crate) mod follow;
 pub mod ops;
-pub mod select;
-pub mod source;
+pub(crate) mod select;
+pub(crate) mod source;
 pub mod spec;
 mod splitmix;
 
-pub use source::{Halt, SourceError, TaskSource};
-pub use spec::JobSpec;
+pub(crate) use source::{Halt, SourceError, TaskSource};

@@ -2,6 +2,7 @@
 //! train` ([`crate::state::LocalQueue`]) or a remote one over HTTP
 //! ([`crate::worker::remote::RemoteSource`]).
 
+use crate::epoch::Epoch;
 use crate::queue::{
     AttemptId, CutPiece, EpochView, FailOutcome, LeaseReply, QueueError, QueueStatus, WorkerId,
 };
@@ -183,7 +184,7 @@ pub trait TaskSource: Send + Sync {
     /// windows of `--shuffle global` then follow the epoch's order whatever
     /// order the leases come in, and a resumed run reads again the splits
     /// done before it. `None` where workers share the epoch (a master's).
-    async fn epoch_view(&self, _epoch: u32) -> Result<Option<EpochView>, SourceError> {
+    async fn epoch_view(&self, _epoch: Epoch) -> Result<Option<EpochView>, SourceError> {
         Ok(None)
     }
 }

@@ -32,6 +32,7 @@
 //!   and a finish must report exactly it.
 //! - Counters saturate instead of overflowing.
 
+use crate::epoch::Epoch;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::config::{ConfigError, QueueConfig};
@@ -111,7 +112,7 @@ pub struct Queue {
     config: QueueConfig,
     /// Current epoch, `< config.epochs`. Only increases, and only once every task of
     /// the epoch is done or failed.
-    epoch: u32,
+    epoch: Epoch,
     /// One entry per split for the current epoch, indexed by split. A task's committed
     /// offset never decreases within an epoch; at most one live lease per task (its
     /// state holds it); `attempts <= config.max_attempts`.
@@ -283,7 +284,7 @@ impl Queue {
         let open = config.follow;
         let mut queue = Queue {
             config,
-            epoch: 0,
+            epoch: Epoch::FIRST,
             tasks: Vec::new(),
             todo: VecDeque::new(),
             live: BTreeMap::new(),
@@ -311,7 +312,7 @@ impl Queue {
             repaired: BTreeSet::new(),
             due: Due::default(),
         };
-        queue.start_epoch(0, num_splits);
+        queue.start_epoch(Epoch::FIRST, num_splits);
         queue.settle();
         Ok(queue)
     }
@@ -467,7 +468,7 @@ impl Queue {
     /// until `affinity_wait_ms` after the worker's last grant (then the
     /// first in order). Changes nothing when it finds none.
     fn next_for(&mut self, now: Millis, worker: WorkerId) -> Option<u32> {
-        if self.epoch == 0
+        if self.epoch == Epoch::FIRST
             || self.todo.is_empty()
             || self.workers.values().all(|r| r.cached.is_empty())
         {
@@ -923,7 +924,7 @@ impl Queue {
         }
         // Rows in some trainer's checkpoint meanwhile (of an earlier lease
         // of these rows, whose commit never came) are not served again.
-        let mut skip: Vec<(u64, u64)> = if piece.epoch < self.cut.full_epochs {
+        let mut skip: Vec<(u64, u64)> = if piece.epoch < Epoch(self.cut.full_epochs) {
             vec![(piece.start, piece.end)]
         } else {
             let covered = self.cut.covered(piece.epoch, piece.split).iter();
@@ -1299,7 +1300,7 @@ impl Queue {
     /// split of an epoch before the current one is done or failed, none of
     /// a later one. `None` for a job that follows its source, whose epoch
     /// grows in the order its source commits.
-    pub fn epoch_view(&self, epoch: u32) -> Option<EpochView> {
+    pub fn epoch_view(&self, epoch: Epoch) -> Option<EpochView> {
         if self.config.follow {
             return None;
         }
@@ -1361,9 +1362,9 @@ impl Queue {
         let mut rows = vec![0u64; mix.pace.len()];
         let source = |split: usize| mix.source.get(split).map_or(0, |&s| s as usize);
         let finished = if self.over {
-            self.epoch + 1
+            self.epoch.0 + 1
         } else {
-            self.epoch
+            self.epoch.0
         };
         for (split, known) in self.split_rows.iter().enumerate() {
             let n = known.unwrap_or(0);
@@ -1372,7 +1373,7 @@ impl Queue {
             }
         }
         for failure in &self.failures {
-            if failure.epoch < finished {
+            if failure.epoch.0 < finished {
                 let split = failure.split as usize;
                 let n = self.split_rows.get(split).copied().flatten().unwrap_or(0);
                 if let Some(sum) = rows.get_mut(source(split)) {
@@ -1424,7 +1425,7 @@ impl Queue {
     }
 
     /// The current epoch (the last one once the job is over).
-    pub fn epoch(&self) -> u32 {
+    pub fn epoch(&self) -> Epoch {
         self.epoch
     }
 
@@ -1807,9 +1808,9 @@ impl Queue {
         if self.over || self.open || self.done + self.failed < self.tasks.len() {
             return;
         }
-        match self.epoch.checked_add(1) {
+        match self.epoch.0.checked_add(1) {
             Some(next) if next < self.config.epochs && !self.tasks.is_empty() => {
-                self.start_epoch(next, self.tasks.len());
+                self.start_epoch(Epoch(next), self.tasks.len());
             }
             _ => {
                 self.epochs_over = true;
@@ -1819,7 +1820,7 @@ impl Queue {
     }
 
     /// Resets every task to todo at offset 0, in epoch `epoch`'s order.
-    fn start_epoch(&mut self, epoch: u32, splits: usize) {
+    fn start_epoch(&mut self, epoch: Epoch, splits: usize) {
         self.epoch = epoch;
         let fresh = Task {
             state: TaskState::Todo { offset: 0 },
@@ -1839,7 +1840,7 @@ impl Queue {
     /// Rows of `epoch` already in the checkpoint (after a rewind): a task
     /// starts after its covered prefix and skips the rest of what is covered;
     /// a task covered whole is done.
-    fn apply_cut(&mut self, epoch: u32) {
+    fn apply_cut(&mut self, epoch: Epoch) {
         let mut whole = Vec::new();
         for split in 0..self.tasks.len() as u32 {
             let covered = self.cut.covered(epoch, split).to_vec();
@@ -1958,7 +1959,7 @@ impl Queue {
             self.over = true;
             return;
         }
-        self.start_epoch(epoch, splits);
+        self.start_epoch(Epoch(epoch), splits);
         self.tasks_done = self.tasks_done.saturating_add(self.done as u64);
         self.settle();
     }

@@ -3,6 +3,7 @@
 use std::collections::BTreeSet;
 
 use super::*;
+use crate::epoch::Epoch;
 use crate::queue::{epoch_order, Command, Reply};
 
 const TIMEOUT: Millis = 1_000;
@@ -99,7 +100,7 @@ pub(crate) fn check_invariants(q: &Queue) -> Result<(), String> {
     if held != q.live.len() {
         return Err("workers hold leases the queue does not".into());
     }
-    if q.epoch >= q.config.epochs || (q.over && (todo > 0 || leased > 0)) {
+    if q.epoch.0 >= q.config.epochs || (q.over && (todo > 0 || leased > 0)) {
         return Err(format!("epoch {} over {} with work left", q.epoch, q.over));
     }
     Ok(())
@@ -135,7 +136,7 @@ fn zero_splits_is_over_at_once() {
     assert_eq!(q.lease(0, w, 4), Ok(LeaseReply::JobOver));
     let status = q.status();
     assert!(status.job_over);
-    assert_eq!((status.splits, status.todo, status.epoch), (0, 0, 0));
+    assert_eq!((status.splits, status.todo, status.epoch), (0, 0, Epoch(0)));
 }
 
 #[test]
@@ -163,11 +164,11 @@ fn leases_follow_the_epoch_order_and_respect_max() {
     let rest = tasks(q.lease(100, w, 100));
     assert_eq!((first.len(), rest.len()), (3, 7));
     let splits: Vec<u32> = first.iter().chain(&rest).map(|l| l.split).collect();
-    assert_eq!(splits, epoch_order(5, 0, 10));
+    assert_eq!(splits, epoch_order(5, Epoch(0), 10));
     for lease in first.iter().chain(&rest) {
         assert_eq!(
             (lease.epoch, lease.offset, lease.deadline),
-            (0, 0, 100 + TIMEOUT)
+            (Epoch(0), 0, 100 + TIMEOUT)
         );
     }
     let attempts: BTreeSet<AttemptId> = first.iter().chain(&rest).map(|l| l.attempt).collect();
@@ -320,7 +321,7 @@ fn max_attempts_fails_the_task_and_keeps_the_reason() {
         }
     );
     let failure = TaskFailure {
-        epoch: 0,
+        epoch: Epoch(0),
         split: first.split,
         attempts: 2,
         reason,
@@ -343,7 +344,7 @@ fn a_lapse_of_a_lease_granted_before_a_master_restart_is_never_an_attempt() {
         vec![Expired {
             attempt: first.attempt,
             worker: w,
-            epoch: 0,
+            epoch: Epoch(0),
             split: 0,
             outcome: FailOutcome::Retried,
         }]
@@ -368,7 +369,7 @@ fn a_lapse_after_progress_is_never_an_attempt() {
     let expected = Expired {
         attempt: first.attempt,
         worker: w,
-        epoch: 0,
+        epoch: Epoch(0),
         split: 0,
         outcome: FailOutcome::Retried,
     };
@@ -415,7 +416,7 @@ fn lapses_without_a_row_committed_fail_the_task_at_max_attempts() {
             vec![Expired {
                 attempt: lease.attempt,
                 worker: w,
-                epoch: 0,
+                epoch: Epoch(0),
                 split: 0,
                 outcome,
             }],
@@ -560,7 +561,7 @@ fn a_split_put_back_by_retry_failed_is_leased_as_repaired_in_every_later_epoch()
     let next = tasks(q.lease(6, w, 2));
     assert_eq!(next.len(), 2);
     for lease in &next {
-        assert_eq!(lease.epoch, 1);
+        assert_eq!(lease.epoch, Epoch(1));
         assert_eq!(lease.repaired, lease.split == bad.split, "{lease:?}");
     }
     // A snapshot keeps it.
@@ -576,7 +577,7 @@ fn retry_failed_keeps_failures_of_earlier_epochs() {
     let first = lease_one(&mut q, 0, w);
     q.fail(1, w, first.attempt, "epoch 0".into()).expect("fail");
     let second = lease_one(&mut q, 2, w);
-    assert_eq!(second.epoch, 1);
+    assert_eq!(second.epoch, Epoch(1));
     q.fail(3, w, second.attempt, "epoch 1".into())
         .expect("fail");
     assert!(q.is_over());
@@ -660,10 +661,17 @@ fn wait_while_others_hold_leases_then_next_epoch_then_job_over() {
         "even for the holder"
     );
     q.finish(1, a, held[0].attempt, 3).expect("finish");
-    assert_eq!((q.epoch(), q.lease(1, b, 1)), (0, Ok(LeaseReply::Wait)));
+    assert_eq!(
+        (q.epoch(), q.lease(1, b, 1)),
+        (Epoch(0), Ok(LeaseReply::Wait))
+    );
     q.commit(1, a, held[1].attempt, 2).expect("commit");
     q.finish(2, a, held[1].attempt, 4).expect("finish");
-    assert_eq!(q.epoch(), 1, "epoch 1 starts when epoch 0 is all done");
+    assert_eq!(
+        q.epoch(),
+        Epoch(1),
+        "epoch 1 starts when epoch 0 is all done"
+    );
     for task in q.tasks() {
         assert_eq!(
             task,
@@ -675,14 +683,17 @@ fn wait_while_others_hold_leases_then_next_epoch_then_job_over() {
         );
     }
     let next = tasks(q.lease(3, b, 5));
-    assert!(next.iter().all(|l| l.epoch == 1 && l.offset == 0));
+    assert!(next.iter().all(|l| l.epoch == Epoch(1) && l.offset == 0));
     for lease in &next {
         let rows = q.split_rows(lease.split).expect("learned in epoch 0");
         q.finish(4, b, lease.attempt, rows).expect("finish");
     }
     assert_eq!(q.lease(5, a, 1), Ok(LeaseReply::JobOver));
     let status = q.status();
-    assert_eq!((status.epoch, status.done, status.tasks_done), (1, 2, 4));
+    assert_eq!(
+        (status.epoch, status.done, status.tasks_done),
+        (Epoch(1), 2, 4)
+    );
     assert!(status.job_over);
 }
 
@@ -695,9 +706,9 @@ fn a_task_failed_in_one_epoch_is_tried_afresh_in_the_next() {
         q.fail(1, w, lease.attempt, "bad".into()),
         Ok(FailOutcome::Failed)
     );
-    assert_eq!(q.epoch(), 1);
+    assert_eq!(q.epoch(), Epoch(1));
     let again = lease_one(&mut q, 2, w);
-    assert_eq!((again.epoch, again.split, again.offset), (1, 0, 0));
+    assert_eq!((again.epoch, again.split, again.offset), (Epoch(1), 0, 0));
     q.finish(3, w, again.attempt, 7).expect("finish");
     assert!(q.is_over());
     assert_eq!(q.failures().len(), 1);
@@ -885,7 +896,7 @@ fn rows_without_metadata_are_learned_at_the_first_finish_then_enforced() {
     q.finish(1, w, first.attempt, 5_000).expect("finish");
     assert_eq!(q.split_rows(0), Some(5_000));
     let second = lease_one(&mut q, 2, w);
-    assert_eq!(second.epoch, 1);
+    assert_eq!(second.epoch, Epoch(1));
     assert!(matches!(
         q.commit(3, w, second.attempt, 5_001),
         Err(QueueError::OffsetPastEnd { rows: 5_000, .. })
@@ -1004,7 +1015,7 @@ fn a_task_handed_back_is_next_in_line_and_keeps_its_attempts() {
     assert!(q.hand_back(6, w, lease.attempt).is_err(), "a stale attempt");
 }
 
-fn rows(epoch: u32, split: u32, start: u64, end: u64) -> CutPiece {
+fn rows(epoch: Epoch, split: u32, start: u64, end: u64) -> CutPiece {
     CutPiece {
         epoch,
         split,
@@ -1022,9 +1033,9 @@ fn a_silent_worker_with_unsaved_rows_is_gone_and_they_are_served_again() {
     q.commit(10, w, lease.attempt, 60).expect("commit");
     // Rows 0..40 are in a checkpoint, 40..60 acknowledged after it, 60..80
     // acknowledged but never committed.
-    q.unsaved(11, w, vec![rows(0, lease.split, 0, 80)])
+    q.unsaved(11, w, vec![rows(Epoch(0), lease.split, 0, 80)])
         .expect("unsaved");
-    q.checkpoint_by(Some(w), "7", &[rows(0, lease.split, 0, 40)])
+    q.checkpoint_by(Some(w), "7", &[rows(Epoch(0), lease.split, 0, 40)])
         .expect("checkpoint");
     assert_eq!(q.checkpoint_of("w1"), Some("7"));
     // Silent past the lease timeout: gone; its task resumes at 60 and rows
@@ -1062,7 +1073,7 @@ fn the_job_is_not_over_while_rows_wait_to_be_served_again() {
     let other = q.register(0);
     let first = lease_one(&mut q, 0, w);
     let second = lease_one(&mut q, 0, other);
-    q.unsaved(1, w, vec![rows(0, first.split, 0, 10)])
+    q.unsaved(1, w, vec![rows(Epoch(0), first.split, 0, 10)])
         .expect("unsaved");
     q.finish(2, w, first.attempt, 10).expect("finish");
     q.heartbeat(2 + TIMEOUT - 1, other).expect("heartbeat");
@@ -1096,7 +1107,7 @@ fn a_tick_finds_every_lapse_whatever_ticks_came_before() {
     let held = lease_one(&mut q, 6_000, other);
     q.finish(6_000, other, held.attempt, 10).expect("finish");
     assert_eq!(q.tick_all(6_500), (Vec::new(), Vec::new()));
-    q.unsaved(6_500, other, vec![rows(0, held.split, 0, 10)])
+    q.unsaved(6_500, other, vec![rows(Epoch(0), held.split, 0, 10)])
         .expect("unsaved");
     assert_eq!(q.tick_all(6_500 + TIMEOUT - 1), (Vec::new(), Vec::new()));
     assert_eq!(q.tick_all(6_500 + TIMEOUT), (Vec::new(), vec![other]));
@@ -1156,7 +1167,8 @@ fn a_gone_workers_rows_in_committed_ranges_are_made_up() {
     q.declare_checkpoints(0);
     let w = q.register(0);
     let lease = lease_one(&mut q, 0, w);
-    q.unsaved(1, w, vec![rows(0, 0, 0, 500)]).expect("unsaved");
+    q.unsaved(1, w, vec![rows(Epoch(0), 0, 0, 500)])
+        .expect("unsaved");
     q.commit_ranges(1, w, lease.attempt, 100, &[(200, 300)])
         .expect("commit");
     let (_, gone) = q.tick_all(TIMEOUT + 2);
@@ -1276,7 +1288,7 @@ fn a_checkpoint_of_a_followed_job_never_makes_its_epoch_whole() {
         3,
         "c1",
         &[CutPiece {
-            epoch: 0,
+            epoch: Epoch(0),
             split: 0,
             start: 0,
             end: 4,
@@ -1298,7 +1310,7 @@ fn the_job_waits_for_the_final_checkpoints_of_live_workers() {
     let mut q = queue(1, 1, 3);
     let w = q.register_as(0, None, Some("w1".to_string()));
     let lease = lease_one(&mut q, 0, w);
-    q.unsaved(1, w, vec![rows(0, lease.split, 0, 10)])
+    q.unsaved(1, w, vec![rows(Epoch(0), lease.split, 0, 10)])
         .expect("unsaved");
     q.finish(2, w, lease.attempt, 10).expect("finish");
     assert!(
@@ -1309,7 +1321,7 @@ fn the_job_waits_for_the_final_checkpoints_of_live_workers() {
     // Nothing more for w1 to read: it ends its trainers' streams...
     assert_eq!(q.lease(3, w, 1), Ok(LeaseReply::JobOver));
     // ... and their final checkpoint covers the rows.
-    q.checkpoint_by(Some(w), "2", &[rows(0, lease.split, 0, 10)])
+    q.checkpoint_by(Some(w), "2", &[rows(Epoch(0), lease.split, 0, 10)])
         .expect("checkpoint");
     assert!(q.is_over(), "{:?}", q.status());
 }
@@ -1320,9 +1332,9 @@ fn a_worker_that_dies_before_its_final_checkpoint_has_its_rows_made_up() {
     let w = q.register_as(0, None, Some("w1".to_string()));
     let other = q.register(0);
     let lease = lease_one(&mut q, 0, w);
-    q.checkpoint_by(Some(w), "1", &[rows(0, lease.split, 0, 4)])
+    q.checkpoint_by(Some(w), "1", &[rows(Epoch(0), lease.split, 0, 4)])
         .expect("checkpoint");
-    q.unsaved(1, w, vec![rows(0, lease.split, 4, 10)])
+    q.unsaved(1, w, vec![rows(Epoch(0), lease.split, 4, 10)])
         .expect("unsaved");
     q.finish(2, w, lease.attempt, 10).expect("finish");
     assert_eq!(q.lease(3, w, 1), Ok(LeaseReply::JobOver));
@@ -1354,7 +1366,7 @@ fn a_checkpoint_with_rows_another_worker_finished_is_refused() {
     let other = q.register(0);
     let lease = lease_one(&mut q, 0, w);
     q.commit(1, w, lease.attempt, 4).expect("commit");
-    q.checkpoint_by(Some(w), "1", &[rows(0, lease.split, 0, 4)])
+    q.checkpoint_by(Some(w), "1", &[rows(Epoch(0), lease.split, 0, 4)])
         .expect("committed rows of a live lease");
     // w1 is paused past its lease; the other worker takes the task at row
     // 4 and finishes it: rows 4..10 are committed, by the other worker.
@@ -1370,7 +1382,7 @@ fn a_checkpoint_with_rows_another_worker_finished_is_refused() {
     // Back, w1's trainer saved rows 4..6 it trained during the pause: the
     // other worker's trainer holds them too.
     assert_eq!(
-        q.checkpoint_by(Some(w), "2", &[rows(0, lease.split, 4, 6)]),
+        q.checkpoint_by(Some(w), "2", &[rows(Epoch(0), lease.split, 4, 6)]),
         Err(QueueError::Gone { worker: w })
     );
     assert_eq!(q.checkpoint_of("w1"), Some("1"));
@@ -1386,7 +1398,7 @@ fn rows_leased_again_to_the_same_worker_may_be_checkpointed() {
     let again = lease_one(&mut q, 2 + TIMEOUT, w);
     assert_eq!(again.offset, 4);
     q.commit(3 + TIMEOUT, w, again.attempt, 8).expect("commit");
-    q.checkpoint_by(Some(w), "1", &[rows(0, 0, 0, 8)])
+    q.checkpoint_by(Some(w), "1", &[rows(Epoch(0), 0, 0, 8)])
         .expect("every row was committed by this worker");
 }
 
@@ -1400,7 +1412,7 @@ fn lapsed_with_unsaved_rows() -> (Queue, WorkerId, WorkerId, Lease) {
     let other = q.register(0);
     let lease = lease_one(&mut q, 0, w);
     q.commit(0, w, lease.attempt, 4).expect("commit");
-    q.unsaved(1, w, vec![rows(0, lease.split, 0, 6)])
+    q.unsaved(1, w, vec![rows(Epoch(0), lease.split, 0, 6)])
         .expect("unsaved");
     q.heartbeat(TIMEOUT, other).expect("heartbeat");
     q.tick(TIMEOUT);
@@ -1458,10 +1470,10 @@ fn a_checkpoint_with_rows_that_went_elsewhere_is_refused_and_its_worker_gone() {
     let w = q.register_as(0, None, Some("w1".to_string()));
     let other = q.register(0);
     let lease = lease_one(&mut q, 0, w);
-    q.unsaved(1, w, vec![rows(0, lease.split, 0, 4)])
+    q.unsaved(1, w, vec![rows(Epoch(0), lease.split, 0, 4)])
         .expect("unsaved");
     q.commit(1, w, lease.attempt, 4).expect("commit");
-    q.checkpoint_by(Some(w), "1", &[rows(0, lease.split, 0, 4)])
+    q.checkpoint_by(Some(w), "1", &[rows(Epoch(0), lease.split, 0, 4)])
         .expect("committed rows of a live lease");
     // w1 is paused past its lease (it holds no unsaved rows, so it is not
     // counted gone); the task goes to another worker at row 4.
@@ -1471,7 +1483,7 @@ fn a_checkpoint_with_rows_that_went_elsewhere_is_refused_and_its_worker_gone() {
     assert_eq!(again.offset, 4);
     // Back, w1's trainer saved rows 4..6, which are the other worker's now.
     assert_eq!(
-        q.checkpoint_by(Some(w), "2", &[rows(0, lease.split, 4, 6)]),
+        q.checkpoint_by(Some(w), "2", &[rows(Epoch(0), lease.split, 4, 6)]),
         Err(QueueError::Gone { worker: w })
     );
     assert_eq!(
@@ -1521,25 +1533,32 @@ fn forfeit_of(q: &Queue, worker: WorkerId) -> Vec<CutPiece> {
 #[test]
 fn forfeit_rows_merge_ranges_that_touch_and_keep_the_others() {
     let mut forfeit = Vec::new();
-    forfeit_rows(&mut forfeit, [rows(0, 0, 4, 6), rows(0, 0, 8, 9)]);
-    forfeit_rows(&mut forfeit, [rows(0, 0, 6, 8)]);
-    assert_eq!(forfeit, vec![rows(0, 0, 4, 9)], "4..6, 6..8 and 8..9 touch");
+    forfeit_rows(
+        &mut forfeit,
+        [rows(Epoch(0), 0, 4, 6), rows(Epoch(0), 0, 8, 9)],
+    );
+    forfeit_rows(&mut forfeit, [rows(Epoch(0), 0, 6, 8)]);
+    assert_eq!(
+        forfeit,
+        vec![rows(Epoch(0), 0, 4, 9)],
+        "4..6, 6..8 and 8..9 touch"
+    );
     forfeit_rows(
         &mut forfeit,
         [
-            rows(0, 1, 4, 9),
-            rows(1, 0, 0, 2),
-            rows(0, 0, 5, 5),
-            rows(0, 0, 2, 3),
+            rows(Epoch(0), 1, 4, 9),
+            rows(Epoch(1), 0, 0, 2),
+            rows(Epoch(0), 0, 5, 5),
+            rows(Epoch(0), 0, 2, 3),
         ],
     );
     assert_eq!(
         forfeit,
         vec![
-            rows(0, 0, 4, 9),
-            rows(0, 1, 4, 9),
-            rows(1, 0, 0, 2),
-            rows(0, 0, 2, 3)
+            rows(Epoch(0), 0, 4, 9),
+            rows(Epoch(0), 1, 4, 9),
+            rows(Epoch(1), 0, 0, 2),
+            rows(Epoch(0), 0, 2, 3)
         ],
         "other splits, other epochs and gaps stay apart; empty ranges are dropped"
     );
@@ -1566,17 +1585,24 @@ fn a_worker_whose_lease_lapses_again_and_again_keeps_one_forfeit_range() {
         q.tick(now);
         let again = lease_one(&mut q, now, w);
         assert_eq!(again.offset, at);
-        assert_eq!(forfeit_of(&q, w), vec![rows(0, 0, 4, at)], "round {round}");
+        assert_eq!(
+            forfeit_of(&q, w),
+            vec![rows(Epoch(0), 0, 4, at)],
+            "round {round}"
+        );
     }
     now += TIMEOUT;
     q.tick(now);
     assert_eq!(
         forfeit_of(&q, w),
-        vec![rows(0, 0, 4, u64::MAX)],
+        vec![rows(Epoch(0), 0, 4, u64::MAX)],
         "one range however many lapses"
     );
-    assert!(q.forfeited(w, &rows(0, 0, 12, 13)));
-    assert!(!q.forfeited(w, &rows(0, 0, 0, 4)), "rows it committed");
+    assert!(q.forfeited(w, &rows(Epoch(0), 0, 12, 13)));
+    assert!(
+        !q.forfeited(w, &rows(Epoch(0), 0, 0, 4)),
+        "rows it committed"
+    );
     check_invariants(&q).expect("invariants");
 }
 
@@ -1616,7 +1642,10 @@ fn rows_made_up_are_committed_once() {
 #[test]
 fn a_worker_counted_gone_keeps_no_forfeit_rows() {
     let (mut q, w, _, lease) = lapsed_with_unsaved_rows();
-    assert_eq!(forfeit_of(&q, w), vec![rows(0, lease.split, 4, u64::MAX)]);
+    assert_eq!(
+        forfeit_of(&q, w),
+        vec![rows(Epoch(0), lease.split, 4, u64::MAX)]
+    );
     q.tick(1 + TIMEOUT);
     assert_eq!(
         q.heartbeat(2 + TIMEOUT, w),
@@ -1634,7 +1663,7 @@ fn forfeit_rows_of_an_epoch_that_is_over_still_refuse_a_checkpoint() {
     let other = q.register(0);
     let lease = lease_one(&mut q, 0, w);
     q.commit(1, w, lease.attempt, 4).expect("commit");
-    q.checkpoint_by(Some(w), "1", &[rows(0, lease.split, 0, 4)])
+    q.checkpoint_by(Some(w), "1", &[rows(Epoch(0), lease.split, 0, 4)])
         .expect("committed rows of a live lease");
     q.heartbeat(TIMEOUT, other).expect("heartbeat");
     q.tick(1 + TIMEOUT);
@@ -1642,11 +1671,11 @@ fn forfeit_rows_of_an_epoch_that_is_over_still_refuse_a_checkpoint() {
     assert_eq!(again.offset, 4);
     q.finish(2 + TIMEOUT, other, again.attempt, 10)
         .expect("finish");
-    assert_eq!(q.epoch(), 1, "{:?}", q.status());
+    assert_eq!(q.epoch(), Epoch(1), "{:?}", q.status());
     // Back, w1's trainer saved rows 4..6 of epoch 0 it trained during the
     // pause: the other worker's trainer holds them too.
     assert_eq!(
-        q.checkpoint_by(Some(w), "2", &[rows(0, lease.split, 4, 6)]),
+        q.checkpoint_by(Some(w), "2", &[rows(Epoch(0), lease.split, 4, 6)]),
         Err(QueueError::Gone { worker: w })
     );
     assert_eq!(q.checkpoint_of("w1"), Some("1"));
@@ -1669,13 +1698,13 @@ fn from_the_second_epoch_a_worker_is_leased_what_its_cache_holds() {
     q.heartbeat_holding(0, b, Some(&[2, 3])).expect("heartbeat");
     // The first epoch goes in its order: nothing is cached yet.
     let first: Vec<u32> = tasks(q.lease(1, b, 4)).iter().map(|l| l.split).collect();
-    assert_eq!(first, epoch_order(5, 0, 4));
+    assert_eq!(first, epoch_order(5, Epoch(0), 4));
     for split in 0..4 {
         if let TaskState::Leased { attempt, .. } = *state(&q, split) {
             q.finish(1, b, attempt, 1).expect("finish");
         }
     }
-    assert_eq!(q.epoch(), 1);
+    assert_eq!(q.epoch(), Epoch(1));
     let now = 10;
     q.heartbeat(now, a).expect("heartbeat");
     let of_b: BTreeSet<u32> = tasks(q.lease(now, b, 2)).iter().map(|l| l.split).collect();
@@ -1702,7 +1731,7 @@ fn a_worker_waits_a_bounded_time_for_another_live_workers_cached_tasks() {
     let taken = tasks(q.lease(950, b, 2));
     assert_eq!(taken.len(), 2);
     // ... and past the wait (since a's last grant, at 0) a takes the rest.
-    assert_eq!(lease_one(&mut q, 1_000, a).epoch, 1);
+    assert_eq!(lease_one(&mut q, 1_000, a).epoch, Epoch(1));
     check_invariants(&q).expect("invariants");
 
     // A worker silent past the lease timeout holds nothing for anyone.
@@ -1721,7 +1750,7 @@ fn a_worker_waits_a_bounded_time_for_another_live_workers_cached_tasks() {
     assert_eq!(q.lease(999, a, 1), Ok(LeaseReply::Wait));
     assert_eq!(
         lease_one(&mut q, 1_001, a).epoch,
-        1,
+        Epoch(1),
         "b is silent: a takes it"
     );
 }
@@ -1762,7 +1791,8 @@ fn rows_served_again() -> (Queue, WorkerId, WorkerId, Lease) {
     let third = q.register(0);
     let lease = lease_one(&mut q, 0, w);
     q.commit(10, w, lease.attempt, 60).expect("commit");
-    q.unsaved(11, w, vec![rows(0, 0, 40, 60)]).expect("unsaved");
+    q.unsaved(11, w, vec![rows(Epoch(0), 0, 40, 60)])
+        .expect("unsaved");
     q.tick(11 + TIMEOUT);
     let makeup = lease_one(&mut q, 2_000, other);
     assert_eq!(
@@ -1791,7 +1821,7 @@ fn a_makeup_lease_handed_back_keeps_the_rows_it_committed() {
     // again whole, and once more when the worker was counted gone.
     let (mut q, other, third, makeup) = rows_served_again();
     q.commit(2_001, other, makeup.attempt, 50).expect("commit");
-    q.unsaved(2_001, other, vec![rows(0, 0, 40, 50)])
+    q.unsaved(2_001, other, vec![rows(Epoch(0), 0, 40, 50)])
         .expect("unsaved");
     q.hand_back(2_002, other, makeup.attempt)
         .expect("hand back");
@@ -1825,7 +1855,7 @@ fn a_worker_counted_gone_as_its_makeup_lease_lapses_has_each_row_served_once() {
     // unsaved rows too.
     let (mut q, other, third, makeup) = rows_served_again();
     q.commit(2_001, other, makeup.attempt, 45).expect("commit");
-    q.unsaved(2_001, other, vec![rows(0, 0, 40, 55)])
+    q.unsaved(2_001, other, vec![rows(Epoch(0), 0, 40, 55)])
         .expect("unsaved");
     // Silent: counted gone in the tick that lapses its lease.
     q.tick(2_001 + TIMEOUT);
@@ -1837,7 +1867,7 @@ fn a_worker_counted_gone_as_its_makeup_lease_lapses_has_each_row_served_once() {
 fn rows_served_again_skip_what_a_checkpoint_holds_meanwhile() {
     let (mut q, other, third, makeup) = rows_served_again();
     // Checkpointed under its live lease; its commit never comes.
-    q.checkpoint_by(Some(other), "1", &[rows(0, 0, 40, 50)])
+    q.checkpoint_by(Some(other), "1", &[rows(Epoch(0), 0, 40, 50)])
         .expect("held under its lease");
     q.tick(makeup.deadline);
     let again = lease_one(&mut q, makeup.deadline + 1, third);

@@ -531,6 +531,7 @@ mod tests {
 #[cfg(test)]
 mod journal_tests {
     use super::*;
+    use crate::epoch::Epoch;
     use crate::queue::{CutPiece, Lease, QueueConfig};
 
     /// Applies `command` as a master does (a tick first) and records what
@@ -597,7 +598,7 @@ mod journal_tests {
             },
         ));
         let pieces = vec![CutPiece {
-            epoch: 0,
+            epoch: Epoch(0),
             split: mine.split,
             start: 0,
             end: 10,

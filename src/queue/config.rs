@@ -1,5 +1,6 @@
 //! Settings of a task queue and the rules they must obey.
 
+use crate::epoch::Epoch;
 use serde::{Deserialize, Serialize};
 
 /// How a job's tasks are leased. Build one (or take [`Default`]), then
@@ -24,7 +25,7 @@ pub struct QueueConfig {
     pub follow: bool,
     /// From the second epoch, how long a worker that asks while every task
     /// left is held in another live worker's cache waits before it takes
-    /// one of them (see [`crate::queue::Queue::lease_holding`]).
+    /// one of them (see `Queue::next_for`).
     pub affinity_wait_ms: u64,
     /// A job that mixes several sources: how their tasks interleave in each
     /// epoch's order (see [`super::order::Interleave`]).
@@ -74,7 +75,7 @@ impl QueueConfig {
 
     /// Splits `0..splits` in the order epoch `epoch` leases them: the
     /// seeded shuffle, its sources interleaved when the job mixes several.
-    pub fn order(&self, epoch: u32, splits: usize) -> Vec<u32> {
+    pub fn order(&self, epoch: Epoch, splits: usize) -> Vec<u32> {
         let order = super::order::epoch_order(self.seed, epoch, splits);
         match &self.interleave {
             Some(mix) if mix.source.len() == splits => mix.arrange(order),

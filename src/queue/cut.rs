@@ -5,6 +5,7 @@
 //!
 //! Pure data, like the queue that holds it: no I/O, no clock.
 
+use crate::epoch::Epoch;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -13,7 +14,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CutPiece {
     /// Epoch (0-based).
-    pub epoch: u32,
+    pub epoch: Epoch,
     /// Split index.
     pub split: u32,
     /// First row.
@@ -36,7 +37,7 @@ pub struct Cut {
     /// Every epoch before this one is wholly in the cut.
     pub full_epochs: u32,
     /// Rows in the cut of the later epochs: epoch -> split -> ranges.
-    covered: BTreeMap<u32, BTreeMap<u32, Ranges>>,
+    covered: BTreeMap<Epoch, BTreeMap<u32, Ranges>>,
     /// Rows in the cut over all epochs.
     pub rows: u64,
 }
@@ -55,7 +56,7 @@ impl Cut {
         self.checkpointed = true;
         self.id = Some(id.to_string());
         for piece in pieces {
-            if piece.epoch < self.full_epochs || piece.end <= piece.start {
+            if piece.epoch < Epoch(self.full_epochs) || piece.end <= piece.start {
                 continue;
             }
             let ranges = self
@@ -69,7 +70,7 @@ impl Cut {
             self.rows = self.rows.saturating_add(total(ranges) - before);
         }
         // Whole epochs collapse into `full_epochs`.
-        while let Some(splits_of) = self.covered.get(&self.full_epochs) {
+        while let Some(splits_of) = self.covered.get(&Epoch(self.full_epochs)) {
             let whole = splits > 0
                 && (0..splits as u32).all(|split| {
                     let ranges = splits_of.get(&split).map(Vec::as_slice).unwrap_or(&[]);
@@ -82,13 +83,13 @@ impl Cut {
             if !whole {
                 break;
             }
-            self.covered.remove(&self.full_epochs);
+            self.covered.remove(&Epoch(self.full_epochs));
             self.full_epochs += 1;
         }
     }
 
     /// The rows of `split` in `epoch` that are in the cut.
-    pub fn covered(&self, epoch: u32, split: u32) -> &[(u64, u64)] {
+    pub fn covered(&self, epoch: Epoch, split: u32) -> &[(u64, u64)] {
         self.covered
             .get(&epoch)
             .and_then(|splits| splits.get(&split))
@@ -97,7 +98,7 @@ impl Cut {
     }
 
     /// Whether any row of `epoch` is in the cut (beyond whole epochs).
-    pub fn touches(&self, epoch: u32) -> bool {
+    pub fn touches(&self, epoch: Epoch) -> bool {
         self.covered.contains_key(&epoch)
     }
 }
@@ -124,7 +125,7 @@ pub fn insert(ranges: &mut Ranges, new: (u64, u64)) {
 mod tests {
     use super::*;
 
-    fn piece(epoch: u32, split: u32, start: u64, end: u64) -> CutPiece {
+    fn piece(epoch: Epoch, split: u32, start: u64, end: u64) -> CutPiece {
         CutPiece {
             epoch,
             split,
@@ -137,27 +138,37 @@ mod tests {
     fn pieces_merge_and_whole_epochs_compact() {
         let mut cut = Cut::default();
         let rows = |_| Some(100);
-        cut.add("1", &[piece(0, 0, 0, 50), piece(0, 1, 50, 100)], 2, rows);
-        assert_eq!(cut.covered(0, 0), &[(0, 50)]);
-        assert_eq!(cut.covered(0, 1), &[(50, 100)]);
+        cut.add(
+            "1",
+            &[piece(Epoch(0), 0, 0, 50), piece(Epoch(0), 1, 50, 100)],
+            2,
+            rows,
+        );
+        assert_eq!(cut.covered(Epoch(0), 0), &[(0, 50)]);
+        assert_eq!(cut.covered(Epoch(0), 1), &[(50, 100)]);
         assert_eq!(cut.rows, 100);
-        cut.add("2", &[piece(0, 0, 50, 100), piece(1, 0, 0, 10)], 2, rows);
+        cut.add(
+            "2",
+            &[piece(Epoch(0), 0, 50, 100), piece(Epoch(1), 0, 0, 10)],
+            2,
+            rows,
+        );
         assert_eq!(cut.full_epochs, 0, "split 1 still has a hole");
-        cut.add("3", &[piece(0, 1, 0, 50)], 2, rows);
+        cut.add("3", &[piece(Epoch(0), 1, 0, 50)], 2, rows);
         assert_eq!(cut.full_epochs, 1);
-        assert_eq!(cut.covered(1, 0), &[(0, 10)]);
+        assert_eq!(cut.covered(Epoch(1), 0), &[(0, 10)]);
         assert_eq!(cut.id.as_deref(), Some("3"));
         assert_eq!(cut.rows, 210);
         // Pieces of a whole epoch add nothing.
-        cut.add("4", &[piece(0, 0, 0, 100)], 2, rows);
+        cut.add("4", &[piece(Epoch(0), 0, 0, 100)], 2, rows);
         assert_eq!(cut.rows, 210);
     }
 
     #[test]
     fn unknown_row_counts_never_compact() {
         let mut cut = Cut::default();
-        cut.add("a", &[piece(0, 0, 0, 100)], 1, |_| None);
+        cut.add("a", &[piece(Epoch(0), 0, 0, 100)], 1, |_| None);
         assert_eq!(cut.full_epochs, 0);
-        assert!(cut.touches(0));
+        assert!(cut.touches(Epoch(0)));
     }
 }

@@ -16,13 +16,19 @@ mod types;
 #[cfg(test)]
 mod sim;
 
-pub use books::{Growth, Queue};
+pub(crate) use books::Growth;
+pub use books::Queue;
 pub use command::{Command, Reply};
-pub use config::{ConfigError, QueueConfig};
-pub use cut::{insert as insert_range, Cut, CutPiece, Ranges};
-pub use error::QueueError;
-pub use order::{epoch_order, window_order, Interleave};
-pub use types::{
-    AttemptId, EpochView, Expired, FailOutcome, Lease, LeaseReply, Millis, QueueStatus, Task,
-    TaskFailure, TaskState, WorkerId, WorkerSecret,
+pub(crate) use config::ConfigError;
+pub use config::QueueConfig;
+pub(crate) use cut::{insert as insert_range, CutPiece};
+pub(crate) use error::QueueError;
+#[cfg(test)]
+pub(crate) use order::epoch_order;
+pub(crate) use order::{window_order, Interleave};
+#[cfg(test)]
+pub(crate) use types::Expired;
+pub use types::{AttemptId, LeaseReply, WorkerId, WorkerSecret};
+pub(crate) use types::{
+    EpochView, FailOutcome, Lease, Millis, QueueStatus, TaskFailure, TaskState,
 };

@@ -4,6 +4,7 @@
 //! replayed by a newer build must hand out the same splits under the same attempt ids;
 //! `rand` may change its shuffle between versions, while the ChaCha8 stream is fixed.
 
+use crate::epoch::Epoch;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -13,11 +14,11 @@ use serde::{Deserialize, Serialize};
 /// Each epoch reads its own ChaCha8 stream (stream number = epoch) of the generator
 /// seeded with `seed`, so epochs differ from each other and no two `(seed, epoch)`
 /// pairs share a stream. Splits beyond `u32::MAX` are not listed.
-pub fn epoch_order(seed: u64, epoch: u32, splits: usize) -> Vec<u32> {
+pub fn epoch_order(seed: u64, epoch: Epoch, splits: usize) -> Vec<u32> {
     let splits = u32::try_from(splits).unwrap_or(u32::MAX);
     let mut order: Vec<u32> = (0..splits).collect();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    rng.set_stream(u64::from(epoch));
+    rng.set_stream(u64::from(epoch.0));
     // Fisher-Yates: position i takes a uniform pick among positions 0..=i.
     for i in (1..order.len()).rev() {
         let j = below(&mut rng, i as u64 + 1);
@@ -77,11 +78,11 @@ const WINDOW_SALT: u64 = 0x676c_6f62_616c_5f77;
 /// seeded with `seed`: a Fisher-Yates shuffle on a ChaCha8 stream of its own
 /// per (epoch, window), pinned like [`epoch_order`] so that a run resumed by a
 /// later build deals the same batches. Windows beyond `u32::MAX` share streams.
-pub fn window_order(seed: u64, epoch: u32, window: u64, rows: usize) -> Vec<u32> {
+pub fn window_order(seed: u64, epoch: Epoch, window: u64, rows: usize) -> Vec<u32> {
     let rows = u32::try_from(rows).unwrap_or(u32::MAX);
     let mut order: Vec<u32> = (0..rows).collect();
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ WINDOW_SALT);
-    rng.set_stream((u64::from(epoch) << 32) | (window & 0xffff_ffff));
+    rng.set_stream((u64::from(epoch.0) << 32) | (window & 0xffff_ffff));
     for i in (1..order.len()).rev() {
         let j = below(&mut rng, i as u64 + 1);
         order.swap(i, j as usize);
@@ -112,7 +113,7 @@ mod tests {
             rows: vec![10; 8],
             pace: vec![3, 2],
         };
-        let order = mix.arrange(epoch_order(7, 0, 8));
+        let order = mix.arrange(epoch_order(7, Epoch(0), 8));
         let sources: Vec<u32> = order.iter().map(|&s| mix.source[s as usize]).collect();
         assert_eq!(sources, vec![0, 1, 0, 1, 0, 0, 0, 0], "{order:?}");
         assert!(is_permutation(&order));
@@ -127,7 +128,7 @@ mod tests {
     #[test]
     fn every_epoch_is_a_permutation() {
         for splits in [0, 1, 2, 7, 100] {
-            for epoch in 0..4 {
+            for epoch in Epoch::all(4) {
                 let order = epoch_order(42, epoch, splits);
                 assert_eq!(order.len(), splits);
                 assert!(is_permutation(&order), "splits {splits} epoch {epoch}");
@@ -137,16 +138,16 @@ mod tests {
 
     #[test]
     fn epochs_differ_and_seeds_reproduce() {
-        let first = epoch_order(7, 0, 50);
-        assert_ne!(first, epoch_order(7, 1, 50));
-        assert_ne!(first, epoch_order(8, 0, 50));
-        assert_eq!(first, epoch_order(7, 0, 50));
+        let first = epoch_order(7, Epoch(0), 50);
+        assert_ne!(first, epoch_order(7, Epoch(1), 50));
+        assert_ne!(first, epoch_order(8, Epoch(0), 50));
+        assert_eq!(first, epoch_order(7, Epoch(0), 50));
     }
 
     #[test]
     fn order_is_pinned_across_builds() {
         // A journal replayed by a later build depends on this exact order.
-        assert_eq!(epoch_order(1, 0, 8), PINNED);
+        assert_eq!(epoch_order(1, Epoch(0), 8), PINNED);
     }
 
     const PINNED: [u32; 8] = [5, 6, 2, 4, 1, 7, 0, 3];
@@ -154,22 +155,22 @@ mod tests {
 
     #[test]
     fn window_orders_are_seeded_permutations_of_their_own() {
-        let first = window_order(7, 0, 0, 1000);
+        let first = window_order(7, Epoch(0), 0, 1000);
         assert!(is_permutation(&first));
-        assert_eq!(first, window_order(7, 0, 0, 1000), "the same seed");
-        assert_ne!(first, window_order(8, 0, 0, 1000), "another seed");
-        assert_ne!(first, window_order(7, 1, 0, 1000), "another epoch");
-        assert_ne!(first, window_order(7, 0, 1, 1000), "another window");
+        assert_eq!(first, window_order(7, Epoch(0), 0, 1000), "the same seed");
+        assert_ne!(first, window_order(8, Epoch(0), 0, 1000), "another seed");
+        assert_ne!(first, window_order(7, Epoch(1), 0, 1000), "another epoch");
+        assert_ne!(first, window_order(7, Epoch(0), 1, 1000), "another window");
         let moved = first
             .iter()
             .enumerate()
             .filter(|(i, p)| *i as u32 != **p)
             .count();
         assert!(moved > 900, "hardly shuffled: {moved} of 1000 moved");
-        assert!(window_order(7, 0, 0, 0).is_empty());
-        assert_eq!(window_order(7, 0, 0, 1), vec![0]);
+        assert!(window_order(7, Epoch(0), 0, 0).is_empty());
+        assert_eq!(window_order(7, Epoch(0), 0, 1), vec![0]);
         // A resumed run of a later build deals the same batches.
-        assert_eq!(window_order(1, 0, 0, 8), WINDOW_PINNED);
+        assert_eq!(window_order(1, Epoch(0), 0, 8), WINDOW_PINNED);
     }
 
     #[test]

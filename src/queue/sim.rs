@@ -35,6 +35,7 @@
 //! cargo test --release --lib queue::sim -- --ignored --nocapture
 //! ```
 
+use crate::epoch::Epoch;
 use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::time::Instant;
@@ -145,7 +146,7 @@ struct LiveAttempt {
 /// What the queue should hold, kept by simple rules independent of its code.
 #[derive(Debug, Clone, Default)]
 struct Model {
-    epoch: u32,
+    epoch: Epoch,
     over: bool,
     next_worker: u64,
     attempts: Vec<u32>,
@@ -326,7 +327,7 @@ struct Sim {
     restarts_per_10k: usize,
     coverage: Coverage,
     /// Epoch and per-split committed offsets at the last check, which must not shrink.
-    seen: (u32, Vec<u64>),
+    seen: (Epoch, Vec<u64>),
     /// Splits whose task a command touched since the last check.
     touched: Vec<u32>,
     step: usize,
@@ -393,7 +394,7 @@ impl Sim {
             // A restart's downtime moves time as much as a few hundred steps do.
             restarts_per_10k: if crowd { 15 } else { 30 },
             coverage: Coverage::new(),
-            seen: (0, vec![0; splits]),
+            seen: (Epoch(0), vec![0; splits]),
             touched: Vec::new(),
             step: 0,
         };
@@ -605,7 +606,7 @@ impl Sim {
             Reply::Lease(Ok(LeaseReply::Tasks(leases))) => {
                 assert!(!leases.is_empty() && leases.len() <= max, "{at}");
                 for lease in leases {
-                    if lease.epoch > 0 && self.workers[index].cached.contains(&lease.split) {
+                    if lease.epoch > Epoch(0) && self.workers[index].cached.contains(&lease.split) {
                         self.cover("leased from its cache");
                     }
                     self.model_grant(&lease, worker);
@@ -620,7 +621,10 @@ impl Sim {
                 if self.model.unresolved != self.model.live.len() {
                     // Tasks left, each in another live worker's cache: only
                     // from the second epoch, and within the bounded wait.
-                    assert!(self.model.epoch > 0, "{at}: affinity wait in epoch 0");
+                    assert!(
+                        self.model.epoch > Epoch(0),
+                        "{at}: affinity wait in epoch 0"
+                    );
                     assert!(self.config.affinity_wait_ms > 0, "{at}: wait with none set");
                     self.cover("affinity wait");
                 } else {
@@ -905,8 +909,8 @@ impl Sim {
                 self.at()
             );
             self.cover("epochs");
-            if self.model.epoch + 1 < self.config.epochs {
-                self.model.epoch += 1;
+            if self.model.epoch.0 + 1 < self.config.epochs {
+                self.model.epoch = self.model.epoch.next();
                 self.reset_model_epoch();
             } else {
                 self.model.over = true;

@@ -1,5 +1,6 @@
 //! Plain data the task queue hands out and reports: ids, task states, leases, status.
 
+use crate::epoch::Epoch;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -116,7 +117,7 @@ pub struct Lease {
     /// Fencing token to quote in every report about this task.
     pub attempt: AttemptId,
     /// Epoch the task belongs to (0-based).
-    pub epoch: u32,
+    pub epoch: Epoch,
     /// Index of the split in the job's split list.
     pub split: u32,
     /// Rows of the split already committed: start reading after them.
@@ -139,7 +140,7 @@ pub struct Lease {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EpochView {
     /// The epoch.
-    pub epoch: u32,
+    pub epoch: Epoch,
     /// Its splits in [`super::epoch_order`].
     pub order: Vec<u32>,
     /// Splits read and acknowledged to their end.
@@ -179,7 +180,7 @@ pub struct Expired {
     /// The worker that held it.
     pub worker: WorkerId,
     /// Epoch of the task.
-    pub epoch: u32,
+    pub epoch: Epoch,
     /// Split of the task.
     pub split: u32,
     /// Whether the task goes back to todo or is failed.
@@ -190,7 +191,7 @@ pub struct Expired {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskFailure {
     /// Epoch of the task.
-    pub epoch: u32,
+    pub epoch: Epoch,
     /// Split of the task.
     pub split: u32,
     /// Attempts made.
@@ -204,7 +205,7 @@ pub struct TaskFailure {
 pub struct QueueStatus {
     /// Current epoch (0-based; JSON counts from 1); the last epoch once the job is over.
     #[serde(with = "crate::epoch::one_based")]
-    pub epoch: u32,
+    pub epoch: Epoch,
     /// Epochs in the job.
     pub epochs: u32,
     /// Splits (tasks per epoch).
@@ -246,12 +247,13 @@ mod failures_one_based {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     use super::TaskFailure;
+    use crate::epoch::Epoch;
 
     /// A failure as the status shows it.
     #[derive(Serialize, Deserialize)]
     struct Shown {
         #[serde(with = "crate::epoch::one_based")]
-        epoch: u32,
+        epoch: Epoch,
         split: u32,
         attempts: u32,
         reason: String,
@@ -294,6 +296,7 @@ mod failures_one_based {
 #[cfg(test)]
 mod failures_tests {
     use super::TaskFailure;
+    use crate::epoch::Epoch;
 
     #[derive(serde::Serialize, serde::Deserialize)]
     struct Status {
@@ -304,7 +307,7 @@ mod failures_tests {
     #[test]
     fn a_failure_shows_its_epoch_counted_from_one_as_every_epoch_in_json() {
         let failure = TaskFailure {
-            epoch: 0,
+            epoch: Epoch(0),
             split: 3,
             attempts: 2,
             reason: "corrupt".into(),

@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::catalog::{CatalogError, CatalogTable};
+pub use crate::config::OnRewrite;
 use crate::config::{
     CatalogOptions, JobFile, JobFileError, KerberosOptions, StoreOptions, TrainConfig,
 };
-pub use crate::config::{OnRewrite, DEFAULT_LOCK_TTL};
 
 /// A parsed and validated job.
 #[derive(Debug, Clone)]

@@ -13,17 +13,17 @@
 //! with what [`common`] holds (a run's context and report, the training and
 //! its record).
 
-pub mod checkpoint;
-pub mod common;
-pub mod error;
-pub mod job;
-pub mod lock;
-pub mod mixed;
-pub mod partitions;
-pub mod run;
-pub mod state;
+pub(crate) mod checkpoint;
+pub(crate) mod common;
+pub(crate) mod error;
+pub(crate) mod job;
+pub(crate) mod lock;
+pub(crate) mod mixed;
+pub(crate) mod partitions;
+pub(crate) mod run;
+pub(crate) mod state;
 
-pub use common::{RunOptions, RunReport};
-pub use error::RunError;
-pub use job::{Job, OnRewrite};
-pub use run::run;
+pub(crate) use common::RunOptions;
+pub(crate) use error::RunError;
+pub use job::Job;
+pub(crate) use run::run;

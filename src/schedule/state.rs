@@ -193,11 +193,6 @@ impl StateStore {
             .fold(self.location.root.clone(), |path, part| path.join(part))
     }
 
-    /// The URL of `name`, for messages.
-    pub fn url(&self, name: &str) -> String {
-        self.location.display(&self.path(name))
-    }
-
     fn store_error(&self, path: &Path, source: object_store::Error) -> StoreError {
         StoreError::Store {
             path: self.location.display(path),

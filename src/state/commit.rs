@@ -282,11 +282,6 @@ impl GroupCommit {
     pub fn timings(&self) -> Arc<Timings> {
         self.timings.clone()
     }
-
-    /// The master state this committer serves.
-    pub fn master(&self) -> &Arc<Mutex<MasterState>> {
-        &self.master
-    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {

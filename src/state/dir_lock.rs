@@ -6,7 +6,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -69,7 +69,8 @@ impl std::fmt::Display for Holder {
 /// A held lock; dropping it (or the process ending) releases it.
 #[derive(Debug)]
 pub struct DirLock {
-    path: PathBuf,
+    #[cfg(test)]
+    path: std::path::PathBuf,
     _file: File,
 }
 
@@ -113,10 +114,15 @@ impl DirLock {
             .and_then(|_| file.write_all(&line))
             .and_then(|_| file.sync_data())
             .map_err(io)?;
-        Ok(DirLock { path, _file: file })
+        Ok(DirLock {
+            #[cfg(test)]
+            path,
+            _file: file,
+        })
     }
 
     /// The lock file.
+    #[cfg(test)]
     pub fn path(&self) -> &Path {
         &self.path
     }

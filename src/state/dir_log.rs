@@ -90,6 +90,7 @@ impl DirLog {
     }
 
     /// The journal generation being written (0 until the first snapshot).
+    #[cfg(test)]
     pub fn generation(&self) -> u64 {
         self.generation
     }

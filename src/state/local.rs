@@ -6,6 +6,7 @@ use connectors::Report;
 use std::sync::{Arc, Mutex};
 
 use super::master_state::MasterState;
+use crate::epoch::Epoch;
 use crate::protocol::ops::{self, Operation};
 use crate::protocol::{Halt, SourceError, TaskSource};
 use crate::queue::{
@@ -214,7 +215,7 @@ impl TaskSource for LocalQueue {
         Ok(state.splits_from(from))
     }
 
-    async fn epoch_view(&self, epoch: u32) -> Result<Option<EpochView>, SourceError> {
+    async fn epoch_view(&self, epoch: Epoch) -> Result<Option<EpochView>, SourceError> {
         Ok(self.snapshot(|q| q.epoch_view(epoch)))
     }
 }

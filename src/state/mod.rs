@@ -4,15 +4,15 @@
 //! and [`LocalQueue`], the state in-process for `sluice train`. Both the HTTP
 //! front (`crate::master`) and `sluice train` build on it; it knows neither.
 
-pub mod commit;
-pub mod dir_lock;
-pub mod dir_log;
+pub(crate) mod commit;
+pub(crate) mod dir_lock;
+pub(crate) mod dir_log;
 pub mod identity;
-pub mod journal;
-pub mod local;
+pub(crate) mod journal;
+pub(crate) mod local;
 pub mod master_state;
-pub mod object_log;
-pub mod timing;
+pub(crate) mod object_log;
+pub(crate) mod timing;
 
-pub use local::LocalQueue;
-pub use master_state::{JobRecord, MasterState, StateError, StateLocation, STATE_FORMAT};
+pub(crate) use local::LocalQueue;
+pub(crate) use master_state::{JobRecord, MasterState, StateError, StateLocation};

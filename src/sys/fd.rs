@@ -74,7 +74,7 @@ pub fn try_lock_exclusive(file: &File) -> io::Result<bool> {
 /// The modes of files only sluice's user may read (the job's state: its
 /// journal holds worker secrets) and of the state's directory; one rule
 /// with the cache's ([`connectors::private`]).
-pub use connectors::private::{PRIVATE_DIR, PRIVATE_FILE};
+pub(crate) use connectors::private::PRIVATE_FILE;
 /// The mode of outputs (a model, a summary): as any new file (the umask applies).
 pub const PUBLIC_FILE: u32 = 0o666;
 

@@ -58,13 +58,9 @@ impl SharedMapping {
     }
 
     /// Bytes mapped.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.len
-    }
-
-    /// Whether nothing is mapped (never: a mapping has at least one byte).
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     /// Copies `bytes` into the mapping at `offset`; fails (copying nothing) if they
@@ -89,6 +85,7 @@ impl SharedMapping {
     }
 
     /// A copy of the `len` bytes at `offset`.
+    #[cfg(test)]
     pub fn read_at(&self, offset: usize, len: usize) -> io::Result<Vec<u8>> {
         offset
             .checked_add(len)

@@ -27,6 +27,7 @@ pub fn set_not_dumpable() -> io::Result<()> {
 }
 
 /// Whether this process is dumpable (`prctl(PR_GET_DUMPABLE)`).
+#[cfg(test)]
 pub fn is_dumpable() -> io::Result<bool> {
     Ok(rustix::process::dumpable_behavior()? != DumpableBehavior::NotDumpable)
 }

@@ -10,27 +10,23 @@
 //!   and reads its acknowledgements (see "The exec trainer protocol" in the design notes).
 
 mod error;
-pub mod exec;
+pub(crate) mod exec;
 pub(crate) mod hashing;
-pub mod model;
+pub(crate) mod model;
 mod plain;
 mod stats;
 mod transform;
 
-pub use error::TrainerError;
-pub use exec::protocol::{self, LOCKSTEP_ENV, RESUME_CHECKPOINT_ENV};
-pub use exec::{
-    die_with_parent, run_watchers_as, watch_if_asked, Attach, ExecFactory, ExecTrainer,
-    LockstepGroup, DEFAULT_MAX_RESTARTS, DEFAULT_TRAINER_TIMEOUT, DEFAULT_WINDOW, WATCHER_ARG,
+pub(crate) use error::TrainerError;
+pub(crate) use exec::protocol::{self, RESUME_CHECKPOINT_ENV};
+pub use exec::{die_with_parent, run_watchers_as, watch_if_asked};
+pub(crate) use exec::{Attach, ExecFactory, DEFAULT_MAX_RESTARTS, DEFAULT_TRAINER_TIMEOUT};
+pub(crate) use model::{
+    LinearFactory, LinearKind, ModelCheckpoints, NoneFactory, DEFAULT_CHECKPOINT_EVERY,
 };
-pub use hashing::{hash_bytes, hash_column, hash_int, NULL_HASH};
-pub use model::{
-    checkpoint_path, AllReduce, AllReduceError, FeatureLayout, LinearFactory, LinearKind,
-    LinearTrainer, ModelCheckpoints, NoneFactory, NoneTrainer, Reduce, Rows,
-    DEFAULT_CHECKPOINT_EVERY, DEFAULT_LEARNING_RATE,
-};
-pub use transform::{HashBuckets, Transform, TransformFactory, HASH_BUCKETS_KEY};
+pub(crate) use transform::{HashBuckets, Transform, TransformFactory};
 
+use crate::epoch::Epoch;
 use arrow::datatypes::Schema;
 use arrow::record_batch::RecordBatch;
 
@@ -40,7 +36,7 @@ pub struct Batch {
     /// Position of the batch among those fed to this device thread.
     pub seq: u64,
     /// Epoch the rows belong to (0-based).
-    pub epoch: u32,
+    pub epoch: Epoch,
     /// The rows.
     pub data: RecordBatch,
 }
@@ -134,7 +130,7 @@ pub struct TrainerReport {
 pub struct EpochStats {
     /// Epoch (0-based; JSON counts from 1).
     #[serde(with = "crate::epoch::one_based")]
-    pub epoch: u32,
+    pub epoch: Epoch,
     /// Rows applied (for built-in models: rows trained on, excluding skipped rows).
     pub rows: u64,
     /// Mean training loss over the epoch's rows, each computed before its batch's update.

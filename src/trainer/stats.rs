@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use super::EpochStats;
+use crate::epoch::Epoch;
 
 /// What one batch (or one step) adds to its epoch.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -23,7 +24,7 @@ pub(crate) struct EpochTotals {
 pub(crate) struct EpochLog {
     with_loss: bool,
     with_accuracy: bool,
-    epochs: BTreeMap<u32, EpochTotals>,
+    epochs: BTreeMap<Epoch, EpochTotals>,
 }
 
 impl EpochLog {
@@ -42,7 +43,7 @@ impl EpochLog {
     }
 
     /// Adds `totals` to `epoch`.
-    pub fn add(&mut self, epoch: u32, totals: EpochTotals) {
+    pub fn add(&mut self, epoch: Epoch, totals: EpochTotals) {
         let entry = self.epochs.entry(epoch).or_default();
         entry.rows += totals.rows;
         entry.skipped += totals.skipped;
@@ -51,7 +52,7 @@ impl EpochLog {
     }
 
     /// The totals of every epoch seen.
-    pub fn totals(&self) -> &BTreeMap<u32, EpochTotals> {
+    pub fn totals(&self) -> &BTreeMap<Epoch, EpochTotals> {
         &self.epochs
     }
 
@@ -63,7 +64,7 @@ impl EpochLog {
             .collect()
     }
 
-    fn epoch_stats(&self, epoch: u32, totals: &EpochTotals) -> EpochStats {
+    fn epoch_stats(&self, epoch: Epoch, totals: &EpochTotals) -> EpochStats {
         let mean = |sum: f64| (totals.rows > 0).then(|| sum / totals.rows as f64);
         EpochStats {
             epoch,
@@ -79,7 +80,7 @@ impl EpochLog {
 pub(crate) type SharedLog = Arc<Mutex<EpochLog>>;
 
 /// Adds `rows` applied rows to `epoch` of a shared log.
-pub(crate) fn add_rows(log: &SharedLog, epoch: u32, rows: u64) {
+pub(crate) fn add_rows(log: &SharedLog, epoch: Epoch, rows: u64) {
     let totals = EpochTotals {
         rows,
         ..EpochTotals::default()

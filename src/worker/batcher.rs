@@ -2,6 +2,7 @@
 //! (only the last one of an epoch may be short), optionally through a
 //! shuffle buffer, keeping track of where every row came from.
 
+use crate::epoch::Epoch;
 use std::collections::VecDeque;
 
 use arrow::array::ArrayRef;
@@ -21,7 +22,7 @@ pub struct OutBatch {
     /// The rows.
     pub data: RecordBatch,
     /// Epoch of the rows.
-    pub epoch: u32,
+    pub epoch: Epoch,
     /// Where the rows came from.
     pub provenance: Provenance,
 }
@@ -35,7 +36,7 @@ pub struct Batcher {
     /// Rows per batch now: `batch_size`, or fewer where the rows last
     /// pushed are so large that `batch_bytes` comes first.
     size_now: usize,
-    epoch: u32,
+    epoch: Epoch,
     mode: Mode,
 }
 
@@ -63,7 +64,7 @@ impl Batcher {
             batch_size: batch_size.max(1),
             batch_bytes: None,
             size_now: batch_size.max(1),
-            epoch: 0,
+            epoch: Epoch::FIRST,
             mode,
         }
     }
@@ -104,7 +105,7 @@ impl Batcher {
         &mut self,
         batch: RecordBatch,
         piece: Piece,
-        epoch: u32,
+        epoch: Epoch,
     ) -> Result<Vec<OutBatch>, ArrowError> {
         self.epoch = epoch;
         self.size_now = self.size_for(&batch);
@@ -451,7 +452,7 @@ mod tests {
                 start: start as u64,
                 len: n as u64,
             };
-            out.extend(b.push(input(start, n), piece, 0).expect("push"));
+            out.extend(b.push(input(start, n), piece, Epoch(0)).expect("push"));
             start += n;
         }
         out.extend(b.flush().expect("flush"));
@@ -497,7 +498,7 @@ mod tests {
                     start: (first % 1000) as u64,
                     len: n as u64,
                 };
-                out.extend(b.push(input(first, n), piece, 0).expect("push"));
+                out.extend(b.push(input(first, n), piece, Epoch(0)).expect("push"));
             }
             let dropped = b.drop_attempt(AttemptId(2));
             out.extend(b.flush().expect("flush"));
@@ -570,7 +571,7 @@ mod tests {
                 start,
                 len: n as u64,
             };
-            out.extend(b.push(batch, piece, 0).expect("push"));
+            out.extend(b.push(batch, piece, Epoch(0)).expect("push"));
         }
         out.extend(b.flush().expect("flush"));
         (out, inputs)

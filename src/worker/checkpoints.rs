@@ -231,10 +231,11 @@ fn push_merged(pieces: &mut Vec<CutPiece>, piece: CutPiece) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::epoch::Epoch;
 
     fn rows(split: u32, start: u64, end: u64) -> CutPiece {
         CutPiece {
-            epoch: 0,
+            epoch: Epoch(0),
             split,
             start,
             end,

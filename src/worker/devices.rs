@@ -1,6 +1,7 @@
 //! Device threads: one OS thread per device, each owning a trainer, pulling
 //! batches from one bounded queue and reporting acknowledged rows.
 
+use crate::epoch::Epoch;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -21,7 +22,7 @@ pub enum DeviceEvent {
         /// The device.
         device: usize,
         /// Epoch of its rows.
-        epoch: u32,
+        epoch: Epoch,
         /// Rows in it.
         rows: usize,
         /// Where they came from.
@@ -137,7 +138,7 @@ impl Devices {
 /// Batches handed to a trainer and not yet acknowledged, by sequence number.
 struct InFlight {
     next_seq: u64,
-    batches: HashMap<u64, (u32, usize, Provenance)>,
+    batches: HashMap<u64, (Epoch, usize, Provenance)>,
     /// Acknowledgements reported so far (what `Mark::after` counts).
     reported: u64,
     /// Marks not reported yet, oldest first.

@@ -15,18 +15,17 @@
 //! A step whose positions were all committed before is skipped (its number
 //! kept); one that was partly committed goes out with the rest of its rows.
 
+use crate::epoch::Epoch;
 use std::collections::{HashSet, VecDeque};
 
-use arrow::array::{Array, ArrayRef};
-use arrow::compute::interleave;
 use arrow::error::ArrowError;
-use arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use arrow::record_batch::RecordBatch;
 
-use super::Dealt;
+use super::dealt::{Dealt, Picked};
 use crate::queue::AttemptId;
 use crate::worker::batcher::OutBatch;
 use crate::worker::stepper::{tag, Step};
-use crate::worker::{push_piece, Piece, Provenance};
+use crate::worker::Provenance;
 
 /// What cutting the next global batch gave.
 #[derive(Debug)]
@@ -40,14 +39,14 @@ pub enum Cut {
 
 /// Cuts the dealt windows into global batches (see the module docs).
 #[derive(Debug)]
-pub(super) struct GlobalSteps {
+pub(crate) struct GlobalSteps {
     /// Rows per global batch (`G`).
     size: u64,
     /// Ranks sharing each step (`W`, a divisor of `G`).
     ranks: u64,
     drop_last: bool,
     /// The epoch being cut, and its next step.
-    at: Option<(u32, u64)>,
+    at: Option<(Epoch, u64)>,
 }
 
 /// One position of a step: (window in the dealing queue, batch, row), or
@@ -78,7 +77,7 @@ impl GlobalSteps {
     pub(super) fn next(
         &mut self,
         dealing: &mut VecDeque<Dealt>,
-        ended: impl Fn(u32) -> bool,
+        ended: impl Fn(Epoch) -> bool,
         dead: &HashSet<AttemptId>,
     ) -> Result<Option<Cut>, ArrowError> {
         loop {
@@ -160,54 +159,26 @@ fn take_positions(dealing: &mut VecDeque<Dealt>, n: usize, dead: &HashSet<Attemp
 
 /// The rows of `slice` as one batch of `epoch` (0 rows where all were
 /// committed before), with where each came from.
-fn gather(dealing: &VecDeque<Dealt>, slice: &[Pick], epoch: u32) -> Result<OutBatch, ArrowError> {
-    let picked: Vec<(usize, u32, u32)> = slice.iter().flatten().copied().collect();
-    let mut used: Vec<(usize, u32)> = picked.iter().map(|&(d, b, _)| (d, b)).collect();
-    used.sort_unstable();
-    used.dedup();
-    let batch_of = |(d, b): (usize, u32)| &dealing[d].batches[b as usize];
-    let Some(&first) = used.first() else {
-        let schema = dealing
-            .iter()
-            .find_map(|d| d.batches.first())
-            .map(RecordBatch::schema)
-            .ok_or_else(|| ArrowError::InvalidArgumentError("a step without rows".into()))?;
-        return Ok(OutBatch {
-            data: RecordBatch::new_empty(schema),
-            epoch,
-            provenance: Provenance::new(),
-        });
-    };
-    let indices: Vec<(usize, usize)> = picked
+fn gather(dealing: &VecDeque<Dealt>, slice: &[Pick], epoch: Epoch) -> Result<OutBatch, ArrowError> {
+    let picked: Vec<Picked<'_>> = slice
         .iter()
-        .map(|&(d, b, r)| (used.partition_point(|&u| u < (d, b)), r as usize))
+        .flatten()
+        .map(|&(d, b, r)| {
+            let dealt = &dealing[d];
+            (&dealt.batches[b as usize], dealt.origin[b as usize], r)
+        })
         .collect();
-    let width = batch_of(first).num_columns();
-    let mut columns: Vec<ArrayRef> = Vec::with_capacity(width);
-    for c in 0..width {
-        let arrays: Vec<&dyn Array> = used
-            .iter()
-            .map(|&u| batch_of(u).column(c).as_ref())
-            .collect();
-        columns.push(interleave(&arrays, &indices)?);
+    if let Some(out) = super::dealt::gather(&picked, epoch)? {
+        return Ok(out);
     }
-    let mut provenance = Provenance::new();
-    for &(d, b, r) in &picked {
-        let (attempt, start) = dealing[d].origin[b as usize];
-        push_piece(
-            &mut provenance,
-            Piece {
-                attempt,
-                start: start + u64::from(r),
-                len: 1,
-            },
-        );
-    }
-    let options = RecordBatchOptions::new().with_row_count(Some(picked.len()));
-    let data = RecordBatch::try_new_with_options(batch_of(first).schema(), columns, &options)?;
+    let schema = dealing
+        .iter()
+        .find_map(|d| d.batches.first())
+        .map(RecordBatch::schema)
+        .ok_or_else(|| ArrowError::InvalidArgumentError("a step without rows".into()))?;
     Ok(OutBatch {
-        data,
+        data: RecordBatch::new_empty(schema),
         epoch,
-        provenance,
+        provenance: Provenance::new(),
     })
 }

@@ -123,11 +123,6 @@ impl Ledger {
         attempts
     }
 
-    /// Attempts tracked.
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
     /// Whether nothing is tracked.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
@@ -166,6 +161,7 @@ impl Ledger {
     }
 
     /// Rows of a piece were acknowledged by a trainer.
+    #[cfg(test)]
     pub fn ack(&mut self, piece: &Piece) -> Option<Action> {
         let fresh = self.take_ack(piece)?;
         self.action_after_ack(piece.attempt, fresh)
@@ -290,11 +286,12 @@ fn insert(ranges: &mut Vec<Range<u64>>, new: Range<u64>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::epoch::Epoch;
 
     fn lease(attempt: u64, offset: u64) -> Lease {
         Lease {
             attempt: AttemptId(attempt),
-            epoch: 0,
+            epoch: Epoch(0),
             split: 0,
             offset,
             deadline: 0,

@@ -20,9 +20,11 @@ pub mod batcher;
 pub mod checkpoints;
 mod committer;
 pub mod coordinator;
+mod dealt;
 pub mod delivery;
 pub mod devices;
 pub mod epoch_steps;
+pub mod global_steps;
 mod heartbeats;
 mod in_order;
 pub mod ledger;
@@ -35,8 +37,6 @@ pub mod remote;
 mod shell;
 pub mod shuffle;
 pub mod stepper;
-
-pub use pipeline::{run, PipelineConfig, RunOutcome};
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};

@@ -7,6 +7,7 @@
 //! decoding take whole cores, and apart from them the coordinator, the
 //! heartbeats and the master client never wait behind a decode.
 
+use crate::epoch::Epoch;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -31,7 +32,7 @@ pub enum ReadEvent {
         /// The attempt.
         attempt: AttemptId,
         /// The task's epoch.
-        epoch: u32,
+        epoch: Epoch,
         /// First row of the batch in the split.
         start: u64,
         /// The rows.

@@ -469,11 +469,6 @@ impl RemoteSource {
             .await
     }
 
-    /// Fetches the job spec.
-    pub async fn job(&self) -> Result<JobSpec, RemoteError> {
-        self.get(&JobQuery::default()).await
-    }
-
     /// Fetches the job spec for the worker named `name`: with the last
     /// complete checkpoint that name's trainers wrote, if any.
     pub async fn job_for(&self, name: &str) -> Result<JobSpec, RemoteError> {

@@ -23,19 +23,18 @@
 //! them: rows are still permuted across tasks, but not in the same order from
 //! run to run.
 
+use crate::epoch::Epoch;
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use arrow::array::ArrayRef;
-use arrow::compute::interleave;
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 use connectors::Split;
 
 use super::batcher::OutBatch;
-use super::{push_piece, Piece, Provenance};
+use super::dealt::Dealt;
+pub use super::global_steps::Cut;
+use super::global_steps::GlobalSteps;
 use crate::queue::{window_order, AttemptId, EpochView, Lease};
-pub use steps::Cut;
-use steps::GlobalSteps;
 
 /// A read the coordinator starts for the window being read.
 #[derive(Debug, Clone)]
@@ -66,18 +65,18 @@ pub struct GlobalShuffle {
     /// Windows read and permuted, whose batches go out, oldest first.
     dealing: VecDeque<Dealt>,
     /// Windows started per epoch outside a plan (leases in the order they came).
-    numbers: HashMap<u32, u64>,
+    numbers: HashMap<Epoch, u64>,
     /// Attempts whose lease was lost: their rows go to no one.
     dead: HashSet<AttemptId>,
     /// `--global-batch-size`: the windows cut into global batches instead.
     steps: Option<GlobalSteps>,
     /// Epochs the pipeline saw end (nothing more to read).
-    ended: Option<u32>,
+    ended: Option<Epoch>,
 }
 
 #[derive(Debug)]
 struct Plan {
-    epoch: u32,
+    epoch: Epoch,
     windows: Vec<Vec<u32>>,
     next: usize,
     /// Window of each split.
@@ -91,7 +90,7 @@ struct Plan {
 
 #[derive(Debug)]
 struct Building {
-    epoch: u32,
+    epoch: Epoch,
     number: u64,
     parts: Vec<Part>,
     /// No task joins any more (always, for a planned window).
@@ -172,20 +171,6 @@ impl Part {
     }
 }
 
-/// A window read and permuted: its batches go out one by one.
-struct Dealt {
-    epoch: u32,
-    number: u64,
-    /// Every batch read, in the window's order.
-    batches: Vec<RecordBatch>,
-    /// The attempt and first row in its split of each batch.
-    origin: Vec<(AttemptId, u64)>,
-    /// The rows in dealing order: (batch, row in it); `None`: committed before.
-    rows: Vec<Option<(u32, u32)>>,
-    /// Batches cut so far.
-    next: usize,
-}
-
 impl GlobalShuffle {
     /// A shuffle of windows of `window_rows` rows into batches of
     /// `batch_size` for `devices` devices.
@@ -220,7 +205,7 @@ impl GlobalShuffle {
     }
 
     /// Cuts the epoch's order into global batches of `size` rows, one
-    /// slice per rank of `ranks` (see [`steps`]), instead of batches of
+    /// slice per rank of `ranks` (see [`super::global_steps`]), instead of batches of
     /// `--batch-size` per window.
     pub fn with_global_batches(mut self, size: u64, ranks: usize, drop_last: bool) -> Self {
         self.steps = Some(GlobalSteps::new(size, ranks, drop_last));
@@ -241,7 +226,7 @@ impl GlobalShuffle {
 
     /// Whether no window of `epoch` is still to come: a later epoch's
     /// window is read, its plan has no window left, or it ended.
-    fn epoch_over(&self, epoch: u32) -> bool {
+    fn epoch_over(&self, epoch: Epoch) -> bool {
         if self.ended.is_some_and(|e| e >= epoch)
             || self.building.as_ref().is_some_and(|b| b.epoch > epoch)
         {
@@ -256,14 +241,14 @@ impl GlobalShuffle {
                 .is_some_and(|p| p.epoch == epoch && p.next >= p.windows.len())
     }
 
-    /// The next global batch, once one can be cut (see [`steps`]).
+    /// The next global batch, once one can be cut (see [`super::global_steps`]).
     pub fn next_step(&mut self) -> Result<Option<Cut>, ArrowError> {
         let front = self.dealing.front().map(|d| d.epoch);
         let over = front.map(|e| (e, self.epoch_over(e)));
         let Some(steps) = &mut self.steps else {
             return Ok(None);
         };
-        let ended = |e: u32| over.is_some_and(|(f, o)| f == e && o);
+        let ended = |e: Epoch| over.is_some_and(|(f, o)| f == e && o);
         steps.next(&mut self.dealing, ended, &self.dead)
     }
 
@@ -284,7 +269,7 @@ impl GlobalShuffle {
     }
 
     /// Whether the view of `epoch` is wanted before a lease of it is placed.
-    pub fn needs_view(&self, epoch: u32) -> bool {
+    pub fn needs_view(&self, epoch: Epoch) -> bool {
         self.ordered != Some(false)
             && self.plan.as_ref().is_none_or(|p| p.epoch != epoch)
             && self.next_view.as_ref().is_none_or(|v| v.epoch != epoch)
@@ -415,7 +400,7 @@ impl GlobalShuffle {
 
     /// The epoch of the planned window being read while it waits for tasks
     /// not leased yet (some may be done or given up meanwhile).
-    pub fn pending_epoch(&self) -> Option<u32> {
+    pub fn pending_epoch(&self) -> Option<Epoch> {
         let building = self.building.as_ref()?;
         (self.ordered == Some(true) && building.parts.iter().any(|p| p.state == PartState::Pending))
             .then_some(building.epoch)
@@ -659,15 +644,6 @@ impl GlobalShuffle {
         }
     }
 
-    /// Whether `attempt` is a read outside any lease.
-    pub fn is_context(&self, attempt: AttemptId) -> bool {
-        self.building.as_ref().is_some_and(|b| {
-            b.parts
-                .iter()
-                .any(|p| p.attempt == Some(attempt) && p.context)
-        })
-    }
-
     /// The runs of rows `start..start + len` of `attempt` not committed
     /// before this read.
     pub fn uncommitted(&self, attempt: AttemptId, start: u64, len: u64) -> Vec<(u64, u64)> {
@@ -794,81 +770,6 @@ impl Building {
         self.closed && self.parts.iter().all(|p| p.state == PartState::Read)
     }
 }
-
-impl Dealt {
-    /// The next batch with rows to deal, and its number in the window; none
-    /// once every batch is cut. Batches whose rows were all committed before
-    /// (or are of lost leases) are skipped, their numbers kept.
-    fn cut(
-        &mut self,
-        size: usize,
-        dead: &HashSet<AttemptId>,
-    ) -> Result<Option<(usize, OutBatch)>, ArrowError> {
-        while self.next * size < self.rows.len() {
-            let index = self.next;
-            self.next += 1;
-            let from = index * size;
-            let to = (from + size).min(self.rows.len());
-            let picked: Vec<(usize, usize)> = self.rows[from..to]
-                .iter()
-                .flatten()
-                .map(|&(b, r)| (b as usize, r as usize))
-                .filter(|&(b, _)| !dead.contains(&self.origin[b].0))
-                .collect();
-            if picked.is_empty() {
-                continue;
-            }
-            let mut used: Vec<usize> = picked.iter().map(|&(b, _)| b).collect();
-            used.sort_unstable();
-            used.dedup();
-            let indices: Vec<(usize, usize)> = picked
-                .iter()
-                .map(|&(b, r)| (used.partition_point(|&u| u < b), r))
-                .collect();
-            let width = self.batches[used[0]].num_columns();
-            let mut columns: Vec<ArrayRef> = Vec::with_capacity(width);
-            for c in 0..width {
-                let arrays: Vec<&dyn arrow::array::Array> = used
-                    .iter()
-                    .map(|&b| self.batches[b].column(c).as_ref())
-                    .collect();
-                columns.push(interleave(&arrays, &indices)?);
-            }
-            let mut provenance = Provenance::new();
-            for &(b, r) in &picked {
-                let (attempt, start) = self.origin[b];
-                push_piece(
-                    &mut provenance,
-                    Piece {
-                        attempt,
-                        start: start + r as u64,
-                        len: 1,
-                    },
-                );
-            }
-            let options =
-                arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(picked.len()));
-            let schema = self.batches[used[0]].schema();
-            let data = RecordBatch::try_new_with_options(schema, columns, &options)?;
-            if self.next * size >= self.rows.len() {
-                // The window's rows are all out: its batches go.
-                self.batches.clear();
-            }
-            return Ok(Some((
-                index,
-                OutBatch {
-                    data,
-                    epoch: self.epoch,
-                    provenance,
-                },
-            )));
-        }
-        Ok(None)
-    }
-}
-
-#[path = "global_steps.rs"]
-pub mod steps;
 
 #[cfg(test)]
 #[path = "shuffle_tests.rs"]

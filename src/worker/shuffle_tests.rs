@@ -34,7 +34,7 @@ fn split(rows: u64) -> Split {
 fn lease(attempt: u64, split: u32, offset: u64, skip: Vec<(u64, u64)>) -> Lease {
     Lease {
         attempt: AttemptId(attempt),
-        epoch: 0,
+        epoch: Epoch(0),
         split,
         offset,
         deadline: 0,
@@ -62,12 +62,12 @@ fn deal(
     let all: Vec<Split> = (0..splits).map(|_| split(ROWS)).collect();
     let mut shuffle = GlobalShuffle::new(seed, window, 32, 3);
     let view = EpochView {
-        epoch: 0,
+        epoch: Epoch(0),
         order: (0..splits).rev().collect(),
         done: done.to_vec(),
         failed: Vec::new(),
     };
-    assert!(shuffle.needs_view(0));
+    assert!(shuffle.needs_view(Epoch(0)));
     shuffle.set_view(Some(view), &all);
     for (i, (split, offset, skip)) in leased.iter().enumerate() {
         shuffle.offer(lease(i as u64 + 1, *split, *offset, skip.clone()), &all);
@@ -188,7 +188,7 @@ fn a_task_of_unknown_rows_is_a_window_of_its_own() {
     let shuffle = GlobalShuffle::new(1, 1000, 10, 1);
     let plan = shuffle.plan_of(
         EpochView {
-            epoch: 0,
+            epoch: Epoch(0),
             order: vec![0, 1, 2],
             ..EpochView::default()
         },
@@ -198,7 +198,7 @@ fn a_task_of_unknown_rows_is_a_window_of_its_own() {
     let all: Vec<Split> = (0..5).map(|_| split(ROWS)).collect();
     let plan = GlobalShuffle::new(1, 250, 10, 1).plan_of(
         EpochView {
-            epoch: 0,
+            epoch: Epoch(0),
             order: vec![4, 3, 2, 1, 0],
             ..EpochView::default()
         },
@@ -212,7 +212,7 @@ fn without_a_view_windows_are_the_leases_as_they_come() {
     let all: Vec<Split> = (0..4).map(|_| split(ROWS)).collect();
     let mut shuffle = GlobalShuffle::new(5, 200, 50, 2);
     shuffle.set_view(None, &all);
-    assert!(!shuffle.needs_view(0));
+    assert!(!shuffle.needs_view(Epoch(0)));
     for s in 0..4 {
         shuffle.offer(lease(u64::from(s) + 1, s, 0, Vec::new()), &all);
     }
@@ -257,7 +257,7 @@ fn global_steps(
     let mut shuffle =
         GlobalShuffle::new(7, 250, 32, ranks).with_global_batches(size, ranks, drop_last);
     let view = EpochView {
-        epoch: 0,
+        epoch: Epoch(0),
         order: (0..6).rev().collect(),
         done: Vec::new(),
         failed: Vec::new(),

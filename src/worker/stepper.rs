@@ -10,6 +10,7 @@
 //! remainder smaller than the number of devices into it (so that no device
 //! gets an empty batch while another gets a full one).
 
+use crate::epoch::Epoch;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
@@ -25,8 +26,9 @@ pub use crate::trainer::protocol::{EPOCH_END_KEY, EPOCH_KEY, STEP_KEY};
 /// One batch per device, in device order.
 #[derive(Debug)]
 pub struct Step {
-    /// Epoch of the rows.
-    pub epoch: u32,
+    /// Epoch of the rows (the batches carry it in their tags: only tests read it here).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub epoch: Epoch,
     /// The batches, tagged (see [`EPOCH_KEY`]).
     pub batches: Vec<OutBatch>,
 }
@@ -34,7 +36,7 @@ pub struct Step {
 /// Rows of one epoch, in the order they came.
 #[derive(Debug)]
 struct Group {
-    epoch: u32,
+    epoch: Epoch,
     batches: VecDeque<OutBatch>,
     /// No more rows will join this group.
     ended: bool,
@@ -309,7 +311,7 @@ fn split_even(
     schema: &SchemaRef,
     all: Vec<OutBatch>,
     n: usize,
-    epoch: u32,
+    epoch: Epoch,
 ) -> Result<Vec<OutBatch>, ArrowError> {
     let mut pending: VecDeque<_> = all.iter().flat_map(batcher::runs).collect();
     let mut rows: usize = pending.iter().map(|(b, _)| b.num_rows()).sum();
@@ -331,10 +333,10 @@ fn split_even(
 pub(crate) fn tag(out: OutBatch, step: u64, last: bool) -> Result<OutBatch, ArrowError> {
     let schema = out.data.schema();
     let mut metadata: HashMap<String, String> = schema.metadata().clone();
-    metadata.insert(EPOCH_KEY.to_string(), out.epoch.to_string());
+    metadata.insert(EPOCH_KEY.to_string(), out.epoch.0.to_string());
     metadata.insert(STEP_KEY.to_string(), step.to_string());
     if last {
-        metadata.insert(EPOCH_END_KEY.to_string(), out.epoch.to_string());
+        metadata.insert(EPOCH_END_KEY.to_string(), out.epoch.0.to_string());
     }
     let tagged = Arc::new(Schema::new_with_metadata(schema.fields().clone(), metadata));
     let rows = RecordBatchOptions::new().with_row_count(Some(out.data.num_rows()));

@@ -4,6 +4,7 @@ use arrow::array::{AsArray, Int64Array};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema};
 
 use super::*;
+use crate::epoch::Epoch;
 use crate::worker::Piece;
 
 fn schema() -> SchemaRef {
@@ -11,7 +12,7 @@ fn schema() -> SchemaRef {
 }
 
 /// A batch of ids `start..start + n` of attempt 1 (row = id).
-fn batch(start: u64, n: u64, epoch: u32) -> OutBatch {
+fn batch(start: u64, n: u64, epoch: Epoch) -> OutBatch {
     let ids = Int64Array::from_iter_values(start as i64..(start + n) as i64);
     OutBatch {
         data: RecordBatch::try_new(schema(), vec![Arc::new(ids)]).expect("batch"),
@@ -38,7 +39,7 @@ fn steps(devices: usize, size: u64, rows: u64, drop_last: bool) -> (Vec<Vec<usiz
     };
     while at < rows {
         let n = size.min(rows - at);
-        s.push(batch(at, n, 0));
+        s.push(batch(at, n, Epoch(0)));
         at += n;
         take(&mut s, &mut out);
     }
@@ -130,9 +131,9 @@ fn drop_last_drops_the_partial_step() {
 fn a_lost_lease_leaves_steps_whole() {
     let mut s = Stepper::new(schema(), 2, 10, false);
     for k in 0..5 {
-        s.push(batch(k * 10, 10, 0));
+        s.push(batch(k * 10, 10, Epoch(0)));
     }
-    let mut other = batch(1000, 10, 0);
+    let mut other = batch(1000, 10, Epoch(0));
     other.provenance[0].attempt = AttemptId(2);
     s.push(other);
     let first = s.next_step().expect("step").expect("ready");
@@ -155,12 +156,12 @@ fn a_lost_lease_leaves_steps_whole() {
 #[test]
 fn a_new_epoch_ends_the_last_one() {
     let mut s = Stepper::new(schema(), 2, 10, false);
-    s.push(batch(0, 10, 0));
-    s.push(batch(10, 10, 0));
+    s.push(batch(0, 10, Epoch(0)));
+    s.push(batch(10, 10, Epoch(0)));
     assert!(!s.ready(), "the only full step waits for the epoch's end");
-    s.push(batch(0, 10, 1));
+    s.push(batch(0, 10, Epoch(1)));
     let step = s.next_step().expect("step").expect("epoch 0 ended");
-    assert_eq!(step.epoch, 0);
+    assert_eq!(step.epoch, Epoch(0));
     assert!(step.batches[0]
         .data
         .schema()

@@ -285,6 +285,21 @@ fn global_batches_devices_cannot_share_evenly_are_refused_in_one_line() {
             && without.stderr.contains("--shuffle global"),
         "{without}"
     );
+    // The workers of a master lease tasks as they come: no global batches there.
+    let worker = sluice([
+        "worker",
+        "--master",
+        "http://127.0.0.1:9",
+        "--shuffle",
+        "global",
+        "--global-batch-size",
+        "1024",
+        "--exec",
+        "true",
+    ])
+    .failure();
+    assert_eq!(worker.stderr.trim().lines().count(), 1, "{worker}");
+    assert!(worker.stderr.contains("--global-batch-size"), "{worker}");
 }
 
 #[test]

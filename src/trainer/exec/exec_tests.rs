@@ -1,6 +1,7 @@
 //! Tests of the exec trainer against small `sh` and Python children.
 
 use super::*;
+use crate::epoch::Epoch;
 use arrow::array::{ArrayRef, Float64Array, Int64Array};
 use arrow::record_batch::RecordBatch;
 use std::path::Path;
@@ -50,7 +51,7 @@ fn batch(seq: u64) -> Batch {
     let data = RecordBatch::try_from_iter(vec![("id", id), ("x", x)]).expect("batch");
     Batch {
         seq,
-        epoch: 0,
+        epoch: Epoch(0),
         data,
     }
 }
@@ -426,7 +427,7 @@ fn a_write_to_a_child_that_stopped_reading_times_out() {
         let mut trainer = factory.start(0, 1).expect("start");
         let batch = Batch {
             seq: 0,
-            epoch: 0,
+            epoch: Epoch(0),
             data: big,
         };
         trainer.feed(batch).expect_err("must fail")

@@ -125,12 +125,6 @@ impl ExecFactory {
         self
     }
 
-    /// Sets the number of batches in flight per child.
-    pub fn with_window(mut self, window: usize) -> Self {
-        self.window = window;
-        self
-    }
-
     /// Starts the trainer of `device` (what [`TrainerFactory::make`] boxes).
     pub fn start(&self, device: usize, devices: usize) -> Result<ExecTrainer, TrainerError> {
         if device >= devices {
@@ -257,11 +251,13 @@ pub struct ExecTrainer {
 
 impl ExecTrainer {
     /// How many times the child was restarted.
+    #[cfg(test)]
     pub fn restarts(&self) -> u32 {
         self.deaths
     }
 
     /// Batches sent but not yet acknowledged.
+    #[cfg(test)]
     pub fn in_flight(&self) -> usize {
         self.in_flight.len()
     }

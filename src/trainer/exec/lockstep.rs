@@ -32,11 +32,6 @@ impl Group {
         })
     }
 
-    /// The rendezvous port (`MASTER_PORT`).
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
     /// The variables `torch.distributed` reads, for `device` of `devices`.
     pub fn env(&self, device: usize, devices: usize) -> Vec<(&'static str, String)> {
         vec![

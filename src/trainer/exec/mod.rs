@@ -14,8 +14,5 @@ mod shm;
 mod watcher;
 
 pub use child::{die_with_parent, Attach};
-pub use factory::{
-    ExecFactory, ExecTrainer, DEFAULT_MAX_RESTARTS, DEFAULT_TRAINER_TIMEOUT, DEFAULT_WINDOW,
-};
-pub use lockstep::Group as LockstepGroup;
-pub use watcher::{run_watchers_as, watch_if_asked, WATCHER_ARG};
+pub use factory::{ExecFactory, DEFAULT_MAX_RESTARTS, DEFAULT_TRAINER_TIMEOUT};
+pub use watcher::{run_watchers_as, watch_if_asked};

@@ -99,7 +99,8 @@ pub const SHM_MESSAGE_KEY: &str = "sluice.shm_message";
 pub const HASH_BUCKETS_KEY: &str = "sluice.hash_buckets";
 
 /// Every name above with the name the Python library gives it, for the check that
-/// the two agree and for the protocol's reference page.
+/// the two agree.
+#[cfg(test)]
 pub const NAMES: &[(&str, &str)] = &[
     ("VERSION_ENV", VERSION_ENV),
     ("DEVICE_ENV", DEVICE_ENV),
@@ -130,6 +131,7 @@ pub const NAMES: &[(&str, &str)] = &[
 ];
 
 /// Every number of the protocol with the name the Python library gives it.
+#[cfg(test)]
 pub const NUMBERS: &[(&str, u64)] = &[
     ("VERSION", VERSION as u64),
     ("ACK_FD", ACK_FD as u64),

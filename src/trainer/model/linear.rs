@@ -24,6 +24,7 @@ use std::str::FromStr;
 use super::allreduce::Reduce;
 use super::features::{FeatureLayout, Rows};
 use super::scaling::{Moments, Scaling};
+use crate::epoch::Epoch;
 use crate::trainer::stats::{EpochLog, EpochTotals};
 use crate::trainer::TrainerError;
 
@@ -107,7 +108,7 @@ fn sigmoid(z: f64) -> f64 {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct BatchGradient {
     /// Epoch of the batch.
-    pub epoch: u32,
+    pub epoch: Epoch,
     /// Sum over rows of the gradient: one entry per feature, then the bias.
     pub sums: Vec<f64>,
     /// Rows, loss and correct predictions, computed before the update.
@@ -130,7 +131,7 @@ pub(crate) fn gradient(
     kind: LinearKind,
     snapshot: &ModelView,
     rows: &Rows,
-    epoch: u32,
+    epoch: Epoch,
 ) -> BatchGradient {
     let weights = &snapshot.weights;
     let width = weights.len() - 1;
@@ -229,7 +230,7 @@ pub(crate) struct LinearModel {
     pending_rows: u64,
     pending_loss: f64,
     /// Statistics of the step being gathered, logged when it is applied.
-    pending_log: Vec<(u32, EpochTotals)>,
+    pending_log: Vec<(Epoch, EpochTotals)>,
     log: EpochLog,
     last_loss: Option<f64>,
 }
@@ -314,13 +315,13 @@ impl LinearModel {
     }
 
     /// The totals behind [`LinearModel::epochs`], by epoch (saved in checkpoints).
-    pub fn epoch_totals(&self) -> BTreeMap<u32, EpochTotals> {
+    pub fn epoch_totals(&self) -> BTreeMap<Epoch, EpochTotals> {
         self.log.totals().clone()
     }
 
     /// Continues the statistics of a checkpoint: `totals` as saved by
     /// [`LinearModel::epoch_totals`].
-    pub fn with_epoch_totals(mut self, totals: BTreeMap<u32, EpochTotals>) -> Self {
+    pub fn with_epoch_totals(mut self, totals: BTreeMap<Epoch, EpochTotals>) -> Self {
         for (epoch, totals) in totals {
             self.log.add(epoch, totals);
         }
@@ -402,7 +403,7 @@ mod tests {
     #[test]
     fn linear_gradient_and_loss() {
         let batch = rows(vec![1.0, 2.0, 3.0, 4.0], vec![1.0, 0.0]);
-        let g = gradient(LinearKind::Linear, &raw(&[1.0, 0.0, 0.5]), &batch, 0);
+        let g = gradient(LinearKind::Linear, &raw(&[1.0, 0.0, 0.5]), &batch, Epoch(0));
         // scores 1.5 and 3.5; errors 0.5 and 3.5
         assert_eq!(g.sums, vec![0.5 + 3.5 * 3.0, 0.5 * 2.0 + 3.5 * 4.0, 4.0]);
         assert_eq!(g.totals.loss_sum, (0.25 + 12.25) / 2.0);
@@ -412,7 +413,7 @@ mod tests {
     #[test]
     fn logistic_loss_is_stable_and_counts_correct_rows() {
         let batch = rows(vec![1000.0, -1000.0, 0.0], vec![1.0, 1.0, 0.0]);
-        let g = gradient(LinearKind::Logistic, &raw(&[1.0, 0.0]), &batch, 0);
+        let g = gradient(LinearKind::Logistic, &raw(&[1.0, 0.0]), &batch, Epoch(0));
         assert!((g.totals.loss_sum - (1000.0 + 2f64.ln())).abs() < 1e-9);
         assert_eq!(g.totals.correct, 1);
         assert!(g.sums.iter().all(|s| s.is_finite()));
@@ -443,7 +444,7 @@ mod tests {
             weights: vec![1.0, 0.0],
             scaling: None,
         };
-        let g = gradient(LinearKind::Linear, &first, &batch, 0);
+        let g = gradient(LinearKind::Linear, &first, &batch, Epoch(0));
         // standardized features -1 and 1; scores -1 and 1; errors -2 and 1
         assert_eq!(g.sums, vec![2.0 + 1.0, -1.0]);
     }
@@ -457,7 +458,7 @@ mod tests {
         };
         let mut model = LinearModel::new(LinearKind::Linear, 1, 0.1);
         let batch = rows(vec![100.0, 300.0], vec![1.0, 0.0]);
-        let part = gradient(LinearKind::Linear, &model.snapshot(), &batch, 0);
+        let part = gradient(LinearKind::Linear, &model.snapshot(), &batch, Epoch(0));
         model.add(part);
         model.apply();
         let snapshot = model.snapshot();
@@ -480,7 +481,7 @@ mod tests {
             rows(vec![200.0, 50.0], vec![0.5, 1.5]),
         ];
         let step = |model: &mut LinearModel, batch: &Rows| {
-            let part = gradient(LinearKind::Linear, &model.snapshot(), batch, 0);
+            let part = gradient(LinearKind::Linear, &model.snapshot(), batch, Epoch(0));
             model.add(part);
             model.apply();
         };

@@ -10,9 +10,7 @@ mod parallel;
 mod scaling;
 mod shared_model;
 
-pub use allreduce::{AllReduce, AllReduceError, Reduce};
-pub use features::{FeatureLayout, Rows};
-pub use linear::{LinearKind, DEFAULT_LEARNING_RATE};
-pub use none::{NoneFactory, NoneTrainer};
-pub use parallel::{LinearFactory, LinearTrainer};
-pub use shared_model::{checkpoint_path, ModelCheckpoints, DEFAULT_CHECKPOINT_EVERY};
+pub use linear::LinearKind;
+pub use none::NoneFactory;
+pub use parallel::LinearFactory;
+pub use shared_model::{ModelCheckpoints, DEFAULT_CHECKPOINT_EVERY};

@@ -64,10 +64,11 @@ impl Trainer for NoneTrainer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::epoch::Epoch;
     use arrow::array::{ArrayRef, Int32Array};
     use arrow::record_batch::RecordBatch;
 
-    fn batch(seq: u64, epoch: u32, rows: i32) -> Batch {
+    fn batch(seq: u64, epoch: Epoch, rows: i32) -> Batch {
         let column = Arc::new(Int32Array::from_iter_values(0..rows)) as ArrayRef;
         let data = RecordBatch::try_from_iter(vec![("x", column)]).expect("batch");
         Batch { seq, epoch, data }
@@ -78,13 +79,13 @@ mod tests {
         let factory = NoneFactory::new();
         let mut first = factory.make(0, 2).expect("make");
         let mut second = factory.make(1, 2).expect("make");
-        assert_eq!(first.feed(batch(0, 0, 3)).expect("feed"), vec![0]);
-        assert_eq!(second.feed(batch(0, 0, 4)).expect("feed"), vec![0]);
-        assert_eq!(first.feed(batch(1, 1, 5)).expect("feed"), vec![1]);
+        assert_eq!(first.feed(batch(0, Epoch(0), 3)).expect("feed"), vec![0]);
+        assert_eq!(second.feed(batch(0, Epoch(0), 4)).expect("feed"), vec![0]);
+        assert_eq!(first.feed(batch(1, Epoch(1), 5)).expect("feed"), vec![1]);
         assert!(first.finish().expect("finish").is_empty());
         let report = factory.report();
-        let rows: Vec<(u32, u64)> = report.epochs.iter().map(|e| (e.epoch, e.rows)).collect();
-        assert_eq!(rows, vec![(0, 7), (1, 5)]);
+        let rows: Vec<(Epoch, u64)> = report.epochs.iter().map(|e| (e.epoch, e.rows)).collect();
+        assert_eq!(rows, vec![(Epoch(0), 7), (Epoch(1), 5)]);
         assert!(report.epochs.iter().all(|e| e.loss.is_none()));
         assert!(report.model.is_none());
     }

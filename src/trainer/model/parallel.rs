@@ -381,6 +381,7 @@ impl Drop for LinearTrainer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::epoch::Epoch;
     use arrow::array::{ArrayRef, Float64Array};
     use arrow::record_batch::RecordBatch;
     use rand::{Rng, SeedableRng};
@@ -421,7 +422,7 @@ mod tests {
         let (done, finished) = mpsc::channel();
         for device in 0..devices {
             let mut trainer = factory.make(device, devices).expect("make");
-            let mine: Vec<Batch> = (0..epochs)
+            let mine: Vec<Batch> = Epoch::all(epochs)
                 .flat_map(|epoch| batches.iter().map(move |b| (epoch, b)))
                 .enumerate()
                 .filter(|(i, _)| i % devices == device && (devices == 1 || device > 0 || *i == 0))
@@ -554,7 +555,7 @@ mod tests {
         let mut trainer = factory.make(0, 1).expect("make");
         let batch = Batch {
             seq: 4,
-            epoch: 0,
+            epoch: Epoch(0),
             data,
         };
         assert_eq!(trainer.feed(batch).expect("feed"), vec![4]);

@@ -2,6 +2,7 @@
 //! `checkpoint ID` mark comes after the acknowledgements of exactly the batches
 //! the saved model holds, whatever the order in which the devices step and idle.
 
+use crate::epoch::Epoch;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::{mpsc, Arc};
@@ -132,7 +133,7 @@ fn each_device_marks_a_checkpoint_after_exactly_the_batches_it_holds() {
                 }
                 let batch = Batch {
                     seq: seq as u64,
-                    epoch: u32::from(seq >= share / 2),
+                    epoch: Epoch(u32::from(seq >= share / 2)),
                     data: tagged(id, count),
                 };
                 let acked = trainer.feed(batch).expect("feed");
@@ -191,7 +192,7 @@ fn the_model_is_saved_as_each_epoch_left_it() {
     factory.validate(&tagged(0, 5).schema()).expect("validate");
     let mut trainer = factory.make(0, 1).expect("make");
     let mut marks = Vec::new();
-    for (seq, epoch) in [0, 0, 0, 1, 1].into_iter().enumerate() {
+    for (seq, epoch) in [0, 0, 0, 1, 1].map(Epoch).into_iter().enumerate() {
         let batch = Batch {
             seq: seq as u64,
             epoch,
@@ -230,7 +231,7 @@ fn a_resumed_model_continues_its_checkpoint_and_its_statistics() {
         for (seq, id) in range.enumerate() {
             let batch = Batch {
                 seq: seq as u64,
-                epoch: 0,
+                epoch: Epoch(0),
                 data: batches[id].clone(),
             };
             trainer.feed(batch).expect("feed");

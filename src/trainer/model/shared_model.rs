@@ -23,6 +23,7 @@ use std::sync::Arc;
 use super::allreduce::Reduce;
 use super::features::FeatureLayout;
 use super::linear::{BatchGradient, LinearModel};
+use crate::epoch::Epoch;
 use crate::trainer::stats::EpochTotals;
 use crate::trainer::TrainerError;
 
@@ -74,7 +75,7 @@ pub(crate) struct CheckpointInfo {
     /// Steps applied to the model.
     pub step: u64,
     /// Statistics of the rows in the model, by epoch.
-    pub epochs: BTreeMap<u32, EpochTotals>,
+    pub epochs: BTreeMap<Epoch, EpochTotals>,
 }
 
 /// The all-reduce's reducer of the built-in models.
@@ -89,9 +90,9 @@ pub(crate) struct SharedModel {
     /// Per device: its batches in the step being gathered.
     current: Vec<u64>,
     /// The highest epoch of a batch applied so far.
-    epoch: Option<u32>,
+    epoch: Option<Epoch>,
     /// The highest epoch of a batch in the step being gathered.
-    step_epoch: Option<u32>,
+    step_epoch: Option<Epoch>,
     saver: Option<Saver>,
 }
 

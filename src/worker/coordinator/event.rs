@@ -1,6 +1,7 @@
 //! What happens to a worker, as the coordinator hears of it.
 
 use super::super::Piece;
+use crate::epoch::Epoch;
 use crate::queue::{AttemptId, Lease};
 use crate::trainer::MarkKind;
 
@@ -83,7 +84,7 @@ pub enum Event {
         /// The device.
         device: usize,
         /// The batch's epoch.
-        epoch: u32,
+        epoch: Epoch,
         /// Its rows.
         rows: u64,
         /// Where they came from.

@@ -34,6 +34,7 @@ use reads::{ReadKind, Reads};
 use super::checkpoints::{CheckpointAction, Checkpoints};
 use super::ledger::Ledger;
 use super::Piece;
+use crate::epoch::Epoch;
 use crate::queue::{AttemptId, CutPiece, Lease};
 use crate::trainer::MarkKind;
 
@@ -62,7 +63,7 @@ pub struct Coordinator {
     ledger: Ledger,
     checkpoints: Checkpoints,
     /// The epoch and split of every attempt read here (leases and replays).
-    origins: HashMap<AttemptId, (u32, u32)>,
+    origins: HashMap<AttemptId, (Epoch, u32)>,
     reads: Reads,
     /// The next made-up attempt of a replay (counting down from `u64::MAX`).
     next_replay: u64,
@@ -174,11 +175,6 @@ impl Coordinator {
         self.reads.kind(attempt) == Some(ReadKind::Leased)
     }
 
-    /// Whether a replay or context read runs (besides leased reads).
-    pub fn reads_outside_leases(&self) -> bool {
-        self.reads.any(|k| k != ReadKind::Leased)
-    }
-
     /// Whether no leased read is still starting (has delivered no rows).
     pub fn none_starting(&self) -> bool {
         self.reads.none_starting()
@@ -250,7 +246,7 @@ impl Coordinator {
             out.push(Action::Report(Report::GiveUp { attempt, reason }));
             return;
         }
-        debug!(%attempt, split = lease.split, epoch = crate::epoch::Epoch(lease.epoch).number(), offset = lease.offset, "leased");
+        debug!(%attempt, split = lease.split, epoch = lease.epoch.number(), offset = lease.offset, "leased");
         self.ledger.start(lease.clone());
         self.origins.insert(attempt, (lease.epoch, lease.split));
         if !self.settings.global {
@@ -261,7 +257,7 @@ impl Coordinator {
 
     /// The epoch and split an attempt (or a made-up replay id) reads, once
     /// its rows were asked for.
-    pub fn origin(&self, attempt: AttemptId) -> Option<(u32, u32)> {
+    pub fn origin(&self, attempt: AttemptId) -> Option<(Epoch, u32)> {
         self.origins.get(&attempt).copied()
     }
 
@@ -349,7 +345,7 @@ impl Coordinator {
     fn applied(
         &mut self,
         device: usize,
-        epoch: u32,
+        epoch: Epoch,
         rows: u64,
         provenance: &[Piece],
         out: &mut Vec<Action>,
@@ -358,7 +354,7 @@ impl Coordinator {
         self.progress.rows += rows;
         self.progress.batches += 1;
         self.progress.epoch = epoch;
-        let slot = epoch as usize;
+        let slot = epoch.index();
         if self.progress.epoch_rows.len() <= slot {
             self.progress.epoch_rows.resize(slot + 1, 0);
         }

@@ -1,5 +1,7 @@
 //! What a run did: its progress as it goes, and its outcome.
 
+use crate::epoch::Epoch;
+
 /// Progress of a run, shared with whoever draws it.
 #[derive(Debug, Default, Clone)]
 pub struct Progress {
@@ -8,7 +10,7 @@ pub struct Progress {
     /// Batches acknowledged.
     pub batches: u64,
     /// Epoch of the last acknowledged batch.
-    pub epoch: u32,
+    pub epoch: Epoch,
     /// Rows acknowledged by trainers, by epoch (indexed by epoch).
     pub epoch_rows: Vec<u64>,
 }

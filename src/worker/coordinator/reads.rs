@@ -64,11 +64,6 @@ impl Reads {
         self.count(|k| k == ReadKind::Leased)
     }
 
-    /// Whether any read of `kind`'s sort runs.
-    pub fn any(&self, is: impl Fn(ReadKind) -> bool) -> bool {
-        self.kinds.values().any(|k| is(*k))
-    }
-
     fn count(&self, is: impl Fn(ReadKind) -> bool) -> usize {
         self.kinds.values().filter(|k| is(**k)).count()
     }

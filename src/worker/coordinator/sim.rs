@@ -50,6 +50,7 @@ use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::*;
+use crate::epoch::Epoch;
 use crate::queue::{Command, CutPiece, LeaseReply, Millis, Queue, QueueConfig, Reply, WorkerId};
 use crate::worker::ledger;
 
@@ -64,7 +65,7 @@ const SEEDS: u64 = 600;
 /// A batch on its way to a trainer.
 #[derive(Debug, Clone)]
 struct Batch {
-    epoch: u32,
+    epoch: Epoch,
     pieces: Vec<Piece>,
 }
 
@@ -72,14 +73,14 @@ struct Batch {
 #[derive(Debug)]
 struct SimRead {
     attempt: AttemptId,
-    epoch: u32,
+    epoch: Epoch,
     rows: VecDeque<(u64, u64)>,
     /// The row the read fails at, if it does.
     fails_at: Option<u64>,
 }
 
 /// Rows `start..end` of a split in an epoch: `(epoch, split, start, end)`.
-type Rows = (u32, u32, u64, u64);
+type Rows = (Epoch, u32, u64, u64);
 
 #[derive(Debug, Default)]
 struct Device {
@@ -140,7 +141,7 @@ struct Worker {
     base: Vec<Rows>,
     leases: HashMap<AttemptId, Lease>,
     reads: Vec<SimRead>,
-    buffer: VecDeque<(u32, Piece)>,
+    buffer: VecDeque<(Epoch, Piece)>,
     outbox: VecDeque<Batch>,
     devices: Vec<Device>,
     /// The lease clock: lapse times, lost attempts, stopping.
@@ -155,7 +156,7 @@ struct Worker {
     drain_until: Option<usize>,
     gone: bool,
     /// The epoch and split of each replay.
-    replays: HashMap<AttemptId, (u32, u32)>,
+    replays: HashMap<AttemptId, (Epoch, u32)>,
     /// The rows each complete checkpoint reported and not yet delivered
     /// holds, by the sim's own account, in order.
     contents: VecDeque<Vec<Rows>>,
@@ -180,9 +181,9 @@ struct Sim {
     checkpoints: bool,
     workers: Vec<Worker>,
     /// Per (epoch, split): committed rows and the attempt that committed them.
-    committed: HashMap<(u32, u32), BTreeMap<u64, AttemptId>>,
+    committed: HashMap<(Epoch, u32), BTreeMap<u64, AttemptId>>,
     /// Per (epoch, split, row): times a trainer holds it.
-    trained: HashMap<(u32, u32, u64), i64>,
+    trained: HashMap<(Epoch, u32, u64), i64>,
     lossy: bool,
     /// Workers are killed and the master stays away past the leases (on
     /// two seeds in three): else only stops, restarts and short downtimes.
@@ -855,7 +856,7 @@ impl Sim {
                 return;
             }
             let mut batch = Batch {
-                epoch: worker.buffer.front().map_or(0, |(e, _)| *e),
+                epoch: worker.buffer.front().map_or(Epoch(0), |(e, _)| *e),
                 pieces: Vec::new(),
             };
             let mut want = BATCH;
@@ -1284,7 +1285,7 @@ impl Sim {
         if self.rollback {
             return self.check_saved();
         }
-        for epoch in 0..self.epochs {
+        for epoch in Epoch::all(self.epochs) {
             for (split, &rows) in self.rows.iter().enumerate() {
                 let split = split as u32;
                 let books = self.committed.get(&(epoch, split));
@@ -1317,7 +1318,7 @@ impl Sim {
     /// end with: what they trained after it is lost), and committed or in
     /// the job's cut (a checkpoint's rows whose commit was refused).
     fn check_saved(&self) {
-        let mut saved: HashMap<(u32, u32, u64), u32> = HashMap::new();
+        let mut saved: HashMap<(Epoch, u32, u64), u32> = HashMap::new();
         for name in &self.names {
             for &(epoch, split, start, end) in name.saved.iter().flat_map(|(_, rows)| rows) {
                 for row in start..end {
@@ -1329,13 +1330,13 @@ impl Sim {
             self.trace(format_args!("n{n} saved {:?}", name.saved));
         }
         let cut = self.queue.cut();
-        for epoch in 0..self.epochs {
+        for epoch in Epoch::all(self.epochs) {
             for (split, &rows) in self.rows.iter().enumerate() {
                 let split = split as u32;
                 let books = self.committed.get(&(epoch, split));
                 let covered = cut.covered(epoch, split);
                 for row in 0..rows {
-                    let in_cut = epoch < cut.full_epochs
+                    let in_cut = epoch.0 < cut.full_epochs
                         || covered.iter().any(|&(s, e)| s <= row && row < e);
                     assert!(
                         in_cut || books.is_some_and(|b| b.contains_key(&row)),
@@ -1405,7 +1406,7 @@ impl Worker {
     }
 
     /// The epoch and split of a lease or replay read here.
-    fn origin(&self, attempt: AttemptId) -> Option<(u32, u32)> {
+    fn origin(&self, attempt: AttemptId) -> Option<(Epoch, u32)> {
         match self.leases.get(&attempt) {
             Some(lease) => Some((lease.epoch, lease.split)),
             None => self.replays.get(&attempt).copied(),

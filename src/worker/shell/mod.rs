@@ -49,6 +49,7 @@ use super::reader::ReadEvent;
 use super::shuffle::GlobalShuffle;
 use super::stepper::Stepper;
 use super::{LeaseClock, Piece};
+use crate::epoch::Epoch;
 use crate::protocol::TaskSource;
 use crate::queue::{AttemptId, Lease, WorkerId};
 
@@ -84,7 +85,7 @@ pub(in crate::worker) struct Wiring {
 struct Arrived {
     batch: arrow::record_batch::RecordBatch,
     piece: Piece,
-    epoch: u32,
+    epoch: Epoch,
     /// Its share of the read-ahead budget, given back once it is taken.
     held: connectors::read_ahead::Reservation,
 }
@@ -155,7 +156,7 @@ pub(in crate::worker) struct Shell {
     /// (`sluice.epoch_steps`).
     epoch_steps: EpochSteps,
     /// Without lockstep: the next step of each epoch (`sluice.step`).
-    next_step: HashMap<u32, u64>,
+    next_step: HashMap<Epoch, u64>,
 }
 
 /// The bytes of the largest split: its byte range, or its whole file where
@@ -355,7 +356,7 @@ impl Shell {
         for out in self.delivery.take_dropped() {
             debug!(
                 rows = out.data.num_rows(),
-                epoch = crate::epoch::Epoch(out.epoch).number(),
+                epoch = out.epoch.number(),
                 "rows of the epoch's partial step dropped (--drop-last)"
             );
             self.act(Event::Dropped {

@@ -35,6 +35,7 @@ use tokio::sync::mpsc;
 
 use super::sim_world::{Books, SimClock, SimReaders, SimSource};
 use super::{Job, PipelineError, Shell, Wiring};
+use crate::epoch::Epoch;
 use crate::protocol::TaskSource;
 use crate::queue::{AttemptId, Queue, QueueConfig};
 use crate::trainer::MarkKind;
@@ -42,8 +43,9 @@ use crate::worker::batcher::OutBatch;
 use crate::worker::coordinator::{Event, Report};
 use crate::worker::delivery::Lanes;
 use crate::worker::devices::{DeviceEvent, Queues};
+use crate::worker::pipeline_config::PipelineConfig;
 use crate::worker::reader::{unskipped, ReadEvent};
-use crate::worker::{LeaseClock, PipelineConfig};
+use crate::worker::LeaseClock;
 
 const SEEDS: u64 = 600;
 const STEPS: usize = 60_000;
@@ -58,7 +60,7 @@ struct Trainer {
     /// Batches taken from its queue, not applied yet.
     held: Vec<OutBatch>,
     /// `(epoch, id)` of every row in its model, in order.
-    trained: Vec<(u32, i64)>,
+    trained: Vec<(Epoch, i64)>,
     /// Where in `trained` its last checkpoint was written.
     saved: usize,
     /// Its last checkpoint's number.
@@ -68,7 +70,7 @@ struct Trainer {
 /// A read the shell started, and where the simulation is in it.
 #[derive(Debug)]
 struct Read {
-    epoch: u32,
+    epoch: Epoch,
     split: u32,
     end: u64,
     /// The next row to deliver.
@@ -98,7 +100,7 @@ struct Sim {
     readers: SimReaders,
     reads: HashMap<AttemptId, Read>,
     /// The epoch and split of every read's attempt.
-    origins: HashMap<AttemptId, (u32, u32)>,
+    origins: HashMap<AttemptId, (Epoch, u32)>,
     trainers: Vec<Trainer>,
     inbox: Inbox,
     /// Paths this seed took.
@@ -575,7 +577,7 @@ impl Sim {
 
     /// The rows of `out` as `(epoch, id)`, by its provenance, which must
     /// name the rows its data holds.
-    fn rows_of(&self, out: &OutBatch) -> Vec<(u32, i64)> {
+    fn rows_of(&self, out: &OutBatch) -> Vec<(Epoch, i64)> {
         let mut rows = Vec::new();
         for piece in &out.provenance {
             let (epoch, split) = self.origins[&piece.attempt];
@@ -605,13 +607,13 @@ impl Sim {
         let seed = self.seed;
         let books = self.source.books.lock().expect("books");
         assert!(books.queue.is_over(), "seed {seed}: the queue is not over");
-        let mut trained: HashMap<(u32, i64), usize> = HashMap::new();
+        let mut trained: HashMap<(Epoch, i64), usize> = HashMap::new();
         for trainer in &self.trainers {
             for row in &trainer.trained {
                 *trained.entry(*row).or_default() += 1;
             }
         }
-        for epoch in 0..self.epochs {
+        for epoch in (0..self.epochs).map(Epoch) {
             for (split, &rows) in self.rows.iter().enumerate() {
                 let owners = books.owners.get(&(epoch, split as u32));
                 for row in 0..rows {

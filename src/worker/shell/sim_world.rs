@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
 use super::edges::{Clock, Readers};
+use crate::epoch::Epoch;
 use crate::protocol::ops::{self, Operation};
 use crate::protocol::{SourceError, TaskSource};
 use crate::queue::{
@@ -94,7 +95,7 @@ pub(super) struct Books {
     pub(super) queue: Queue,
     pub(super) leases: HashMap<AttemptId, Lease>,
     /// `(epoch, split)` to the attempt that committed each row.
-    pub(super) owners: HashMap<(u32, u32), HashMap<u64, AttemptId>>,
+    pub(super) owners: HashMap<(Epoch, u32), HashMap<u64, AttemptId>>,
 }
 
 impl Books {
@@ -265,7 +266,7 @@ impl TaskSource for SimSource {
         Ok(self.books.lock().expect("books").queue.status())
     }
 
-    async fn epoch_view(&self, epoch: u32) -> Result<Option<EpochView>, SourceError> {
+    async fn epoch_view(&self, epoch: Epoch) -> Result<Option<EpochView>, SourceError> {
         Ok(self.books.lock().expect("books").queue.epoch_view(epoch))
     }
 }

@@ -36,7 +36,7 @@ impl Shell {
         let mut metadata = schema.metadata().clone();
         if !metadata.contains_key(EPOCH_KEY) {
             let next = self.next_step.entry(out.epoch).or_insert(0);
-            metadata.insert(EPOCH_KEY.to_string(), out.epoch.to_string());
+            metadata.insert(EPOCH_KEY.to_string(), out.epoch.0.to_string());
             metadata.insert(STEP_KEY.to_string(), next.to_string());
             *next += 1;
         }
