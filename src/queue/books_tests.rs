@@ -18,6 +18,7 @@ fn config(epochs: u32, max_attempts: u32) -> QueueConfig {
         affinity_wait_ms: 1_000,
         interleave: None,
         lanes: None,
+        world: None,
     }
 }
 
@@ -1247,6 +1248,7 @@ fn a_followed_job_replays_its_growth_and_refuses_epochs() {
             rows: vec![Some(3)],
             record: serde_json::json!({"batch": 4}),
             sources: Vec::new(),
+            global: None,
         },
         Command::Lease {
             now: 2,
