@@ -1248,7 +1248,6 @@ fn a_followed_job_replays_its_growth_and_refuses_epochs() {
             rows: vec![Some(3)],
             record: serde_json::json!({"batch": 4}),
             sources: Vec::new(),
-            global: None,
         },
         Command::Lease {
             now: 2,

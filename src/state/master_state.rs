@@ -1128,7 +1128,6 @@ pub(crate) mod tests {
                     string_view: true,
                     filter: None,
                     sources: Vec::new(),
-                    global: None,
                     source_names: Vec::new(),
                     source_column: None,
                     derived: Vec::new(),

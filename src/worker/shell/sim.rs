@@ -119,7 +119,6 @@ fn plan() -> ReadPlan {
         string_view: false,
         filter: None,
         sources: Vec::new(),
-        global: None,
         source_names: Vec::new(),
         source_column: None,
         derived: Vec::new(),
