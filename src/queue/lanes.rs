@@ -260,7 +260,7 @@ mod tests {
 
     #[test]
     fn every_task_is_in_one_window_of_its_lane_and_the_sequence_is_seeded() {
-        let l = lanes(&[4000, 2500, 900, 3100], 6, 500);
+        let l = lanes(&[430; 30], 6, 500);
         let lane_of = l.lane_of();
         let windows = l.windows(9, Epoch(1));
         let mut seen: Vec<u32> = windows.iter().flat_map(|w| w.tasks.clone()).collect();
