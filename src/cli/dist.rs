@@ -327,8 +327,8 @@ fn worker_config(
     crate::config::rule(
         pipeline.global_batch_size.is_none(),
         "global-batch-size",
-        "the workers of a master lease tasks as they come, without one order of global batches; \
-         `sluice train` cuts it for its devices",
+        "a distributed job's global batches are the master's: \
+         `sluice master --global-batch-size G --world-size W`",
     )?;
     if matches!(
         trainer_choice,

@@ -327,3 +327,33 @@ fn each_worker_fetches_little_more_than_its_ranks_share_of_the_data_from_s3() {
         );
     }
 }
+
+#[test]
+fn a_world_the_lanes_cannot_share_is_refused_in_one_line() {
+    let data = fixture(DATASET);
+    let data = data.to_string_lossy();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    let state = state.to_string_lossy();
+    let master = |more: &[&str]| {
+        let mut cmd = crate::common::sluice_command(["master", &data, "--state", &state]);
+        cmd.args(["--listen", "127.0.0.1:0"])
+            .args(more)
+            .env("SLUICE_TOKEN", crate::common::cluster::TOKEN);
+        run(&mut cmd)
+    };
+    // G = 1500 is cut into 20 lanes: 3 ranks divide G, not the lanes.
+    let uneven = master(&["--global-batch-size", "1500", "--world-size", "3"]);
+    crate::common::assert_one_line_error(&uneven, &["--world-size", "20 lanes"]);
+    let alone = master(&["--world-size", "2"]);
+    crate::common::assert_one_line_error(&alone, &["--world-size", "--global-batch-size"]);
+    let filtered = master(&[
+        "--global-batch-size",
+        "1536",
+        "--world-size",
+        "2",
+        "--filter",
+        "id < 100",
+    ]);
+    crate::common::assert_one_line_error(&filtered, &["--world-size 1"]);
+}
