@@ -1,17 +1,18 @@
 //! The worker's heartbeats: its leases renewed from a task of their own.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 
 use super::committer::Ending;
+use super::shell::edges::Clock;
 use super::LeaseClock;
 use crate::protocol::{SourceError, TaskSource};
 use crate::queue::{AttemptId, WorkerId};
 
 /// How often leases are renewed.
-const HEARTBEAT: Duration = Duration::from_secs(1);
+pub(super) const HEARTBEAT: Duration = Duration::from_secs(1);
 /// What the heartbeat task tells the coordinator.
 pub(super) type Beat = Result<AttemptId, SourceError>;
 
@@ -20,23 +21,22 @@ pub(super) type Beat = Result<AttemptId, SourceError>;
 pub(super) struct Heartbeats(tokio::task::JoinHandle<()>);
 
 impl Heartbeats {
-    /// Starts renewing the leases of `held` (and those `ending`) every
-    /// [`HEARTBEAT`], telling `to_coordinator` the ones lost.
+    /// Starts renewing the leases of `held` (and those `ending`) whenever
+    /// `time` says (every [`HEARTBEAT`]), telling `to_coordinator` the ones
+    /// lost.
     pub(super) fn spawn(
         source: Arc<dyn TaskSource>,
         worker: WorkerId,
         held: Arc<tokio::sync::Mutex<Vec<AttemptId>>>,
         ending: Ending,
-        clock: LeaseClock,
+        (clock, time): (LeaseClock, Arc<dyn Clock>),
         to_coordinator: mpsc::UnboundedSender<Beat>,
     ) -> Heartbeats {
+        let mut ticks = time.heartbeats();
         Heartbeats(tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(HEARTBEAT);
-            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            ticker.tick().await;
             loop {
-                ticker.tick().await;
-                let sent = Instant::now();
+                ticks.tick().await;
+                let sent = time.now();
                 let (result, renewed) = {
                     let held = held.lock().await;
                     let listed = ending.with(&held);

@@ -143,7 +143,8 @@ impl Ledger {
     }
 
     /// The reader of `attempt` failed at row `at` (rows before it were
-    /// delivered). The attempt fails once they are all acknowledged.
+    /// delivered). The attempt fails once they are all acknowledged; a
+    /// failure past the rows the lease covers ends it as done.
     pub fn read_failed(
         &mut self,
         attempt: AttemptId,
@@ -152,10 +153,13 @@ impl Ledger {
         for_good: bool,
     ) -> Option<Action> {
         let entry = self.entries.get_mut(&attempt)?;
-        entry.end = Some(ReadEnd::Failed {
-            at,
-            reason,
-            for_good,
+        entry.end = Some(match entry.limit {
+            Some(limit) if at >= limit => ReadEnd::Done(limit),
+            _ => ReadEnd::Failed {
+                at,
+                reason,
+                for_good,
+            },
         });
         self.settle(attempt)
     }

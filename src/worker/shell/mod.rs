@@ -9,9 +9,11 @@
 //! [`global`] (`--shuffle global`'s windows), [`sources`] (a mixed job's
 //! sources), [`edges`] (where reads run and what time it is, which a
 //! simulation replaces); this file holds the shell itself and what it does
-//! for the coordinator. `sim.rs` drives the real shell through seeded
-//! schedules over an in-memory world (`sim_world.rs`: the real queue,
-//! readers and a clock the simulation moves).
+//! for the coordinator. `sim.rs` drives several workers' real shells
+//! through seeded schedules over an in-memory world (`sim_world.rs`: the
+//! real queue behind a master that may be unreachable, readers and a clock
+//! the simulation moves; `sim_worker.rs`: a worker, its readers and
+//! trainers; `sim_checks.rs`: what is checked at the end).
 
 mod drive;
 pub(super) mod edges;
@@ -20,6 +22,10 @@ mod leases;
 mod reads;
 #[cfg(test)]
 mod sim;
+#[cfg(test)]
+mod sim_checks;
+#[cfg(test)]
+mod sim_worker;
 #[cfg(test)]
 mod sim_world;
 mod sources;
