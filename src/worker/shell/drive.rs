@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
+use super::heartbeats::{Beat, Heartbeats};
 use super::{PipelineError, Shell};
 use crate::protocol::Halt;
 use crate::worker::committer::Ending;
 use crate::worker::coordinator::{Event, Progress, Report, RunOutcome};
 use crate::worker::devices::{DeviceEvent, Devices};
-use crate::worker::heartbeats::{Beat, Heartbeats};
 use crate::worker::reader::ReadEvent;
 use crate::worker::shuffle::GlobalShuffle;
 use crate::worker::LeaseClock;
@@ -59,7 +59,8 @@ impl Shell {
             self.worker,
             self.held.clone(),
             ending,
-            (clock, self.time.clone()),
+            clock,
+            self.time.clone(),
             beat_tx,
         );
         (beats, beat_rx)

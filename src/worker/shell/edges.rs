@@ -14,7 +14,6 @@ use tokio::task::AbortHandle;
 
 use crate::protocol::select::Selection;
 use crate::queue::{Lease, WorkerId};
-use crate::worker::heartbeats::HEARTBEAT;
 use crate::worker::reader::{ReadEvent, ReadTask};
 
 /// Starts the reads of leased splits.
@@ -75,6 +74,9 @@ pub trait Clock: Send + Sync {
     /// When the worker's heartbeats go, from now on.
     fn heartbeats(&self) -> Box<dyn Ticks>;
 }
+
+/// How often the system's clock has the leases renewed.
+const HEARTBEAT: Duration = Duration::from_secs(1);
 
 /// When a worker's heartbeats go.
 #[async_trait::async_trait]

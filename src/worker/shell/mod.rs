@@ -5,10 +5,11 @@
 //! shuffle, [`Delivery`]).
 //!
 //! One file per side of it: [`drive`] (the loop, and its end), [`leases`]
-//! (leasing, heartbeats' list, lapses), [`reads`] (readers and their events),
+//! (leasing, heartbeats' list, lapses), [`heartbeats`] (the leases renewed
+//! from a task of their own), [`reads`] (readers and their events),
 //! [`global`] (`--shuffle global`'s windows), [`sources`] (a mixed job's
-//! sources), [`edges`] (where reads run and what time it is, which a
-//! simulation replaces); this file holds the shell itself and what it does
+//! sources), [`edges`] (where reads run, what time it is and when heartbeats go,
+//! which a simulation replaces); this file holds the shell itself and what it does
 //! for the coordinator. `sim.rs` drives several workers' real shells
 //! through seeded schedules over an in-memory world (`sim_world.rs`: the
 //! real queue behind a master that may be unreachable, readers and a clock
@@ -18,6 +19,7 @@
 mod drive;
 pub(super) mod edges;
 mod global;
+mod heartbeats;
 mod leases;
 mod reads;
 #[cfg(test)]

@@ -468,6 +468,11 @@ impl Sim {
             (Close::RolledBack, _) => self.start(name).await,
             (Close::Tail, Ok(())) => {
                 if self.checkpoints {
+                    assert!(
+                        outcome.checkpointed,
+                        "seed {}: trainers not checkpointed",
+                        self.seed
+                    );
                     assert_eq!(
                         outcome.unsaved_at_end, 0,
                         "seed {}: rows trained after the final checkpoint",

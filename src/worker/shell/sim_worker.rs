@@ -15,6 +15,7 @@ use futures::FutureExt;
 use tokio::sync::mpsc;
 
 use super::drive::Close;
+use super::heartbeats::{Beat, Heartbeats};
 use super::sim_world::{add_range, SimClock, SimMaster, SimReaders, SimSource};
 use super::{Job, PipelineError, Shell, Wiring};
 use crate::epoch::Epoch;
@@ -25,7 +26,6 @@ use crate::worker::batcher::{self, OutBatch};
 use crate::worker::coordinator::{Report, RunOutcome};
 use crate::worker::delivery::Lanes;
 use crate::worker::devices::{DeviceEvent, Queues};
-use crate::worker::heartbeats::{Beat, Heartbeats};
 use crate::worker::pipeline_config::PipelineConfig;
 use crate::worker::reader::{unskipped, ReadEvent};
 use crate::worker::LeaseClock;

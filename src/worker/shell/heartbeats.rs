@@ -1,35 +1,33 @@
 //! The worker's heartbeats: its leases renewed from a task of their own.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::committer::Ending;
-use super::shell::edges::Clock;
-use super::LeaseClock;
+use super::edges::Clock;
 use crate::protocol::{SourceError, TaskSource};
 use crate::queue::{AttemptId, WorkerId};
+use crate::worker::committer::Ending;
+use crate::worker::LeaseClock;
 
-/// How often leases are renewed.
-pub(super) const HEARTBEAT: Duration = Duration::from_secs(1);
 /// What the heartbeat task tells the coordinator.
 pub(super) type Beat = Result<AttemptId, SourceError>;
 
 /// Heartbeats in a task of their own: leases are renewed on time even while
 /// the coordinator is busy.
-pub(super) struct Heartbeats(tokio::task::JoinHandle<()>);
+pub(in crate::worker) struct Heartbeats(tokio::task::JoinHandle<()>);
 
 impl Heartbeats {
     /// Starts renewing the leases of `held` (and those `ending`) whenever
-    /// `time` says (every [`HEARTBEAT`]), telling `to_coordinator` the ones
+    /// `time` says (every second), telling `to_coordinator` the ones
     /// lost.
     pub(super) fn spawn(
         source: Arc<dyn TaskSource>,
         worker: WorkerId,
         held: Arc<tokio::sync::Mutex<Vec<AttemptId>>>,
         ending: Ending,
-        (clock, time): (LeaseClock, Arc<dyn Clock>),
+        clock: LeaseClock,
+        time: Arc<dyn Clock>,
         to_coordinator: mpsc::UnboundedSender<Beat>,
     ) -> Heartbeats {
         let mut ticks = time.heartbeats();
