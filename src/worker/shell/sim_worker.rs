@@ -104,6 +104,9 @@ pub(super) trait Fate {
     fn lossy(&mut self);
     /// A line of the trace (`SLUICE_SIM_TRACE`).
     fn trace(&self, line: std::fmt::Arguments);
+    /// Whether reads outside any lease (for a restarted trainer, or a
+    /// window's context) fail now and then, ending the run.
+    fn reads_again_fail(&self) -> bool;
 }
 
 /// A worker: its shell, and what the simulation plays around it.
@@ -319,10 +322,21 @@ impl Worker {
 
     /// The shell's loop before it waits; true when the run is over.
     pub(super) async fn step(&mut self, fate: &mut dyn Fate) -> Result<bool, PipelineError> {
+        self.note_lapsed(fate);
+        self.shell.step(&self.read_rx, &mut self.flushed).await
+    }
+
+    /// While the master does not answer (the loop goes round without
+    /// leasing): leases lapsed by this worker's clock wait for its word.
+    pub(super) fn lapse(&mut self, fate: &mut dyn Fate) -> Result<(), PipelineError> {
+        self.note_lapsed(fate);
+        self.shell.drop_lapsed()
+    }
+
+    fn note_lapsed(&self, fate: &mut dyn Fate) {
         if !self.shell.clock.lapsed(self.shell.time.now()).is_empty() {
             fate.saw("lease lapsed");
         }
-        self.shell.step(&self.read_rx, &mut self.flushed).await
     }
 
     /// Whether the run is stopping.
@@ -393,7 +407,11 @@ impl Worker {
             let runs = unskipped(s.lease.offset, end, &s.lease.skip);
             // Reads outside any lease count their ids down from the top.
             let again = s.lease.attempt.0 > u64::MAX / 2;
-            let fails = fate.chance(if again { 60 } else { 80 });
+            let fails = match again {
+                true if fate.reads_again_fail() => fate.chance(60),
+                true => false,
+                false => fate.chance(80),
+            };
             let fails_at = fails.then(|| s.lease.offset + fate.pick(end + 1 - s.lease.offset));
             let (epoch, split) = (s.lease.epoch, s.lease.split);
             fate.trace(format_args!(
