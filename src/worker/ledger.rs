@@ -117,7 +117,7 @@ impl Ledger {
     /// The attempts tracked.
     pub fn attempts(&self) -> Vec<AttemptId> {
         // In order: the same events give the same reports (a seed of the
-        // coordinator's simulation replays).
+        // shell's simulation replays).
         let mut attempts: Vec<AttemptId> = self.entries.keys().copied().collect();
         attempts.sort_unstable();
         attempts
@@ -398,6 +398,24 @@ mod tests {
                 for_good: false,
             })
         );
+    }
+
+    #[test]
+    fn read_failing_past_a_lease_of_rows_served_again_finishes_it() {
+        let mut l = Ledger::default();
+        let mut served_again = lease(6, 20);
+        served_again.skip = vec![(21, u64::MAX)];
+        l.start(served_again);
+        assert!(l.ack(&piece(6, 20, 1)).is_some());
+        assert_eq!(
+            l.read_failed(AttemptId(6), 25, "bad".into(), false),
+            Some(Action::Finish {
+                attempt: AttemptId(6),
+                rows: 21
+            }),
+            "a window reads the whole split: it failed past the lease's rows"
+        );
+        assert!(l.is_empty());
     }
 
     #[test]
