@@ -286,14 +286,14 @@ impl Sim {
         if !(self.workers.is_empty() || more) || !self.master.up() {
             return;
         }
+        if self.master.books().queue.is_over() {
+            return;
+        }
         self.saw(if self.workers.is_empty() {
             "one worker alone"
         } else {
             "a worker joins beside others"
         });
-        if self.master.books().queue.is_over() {
-            return;
-        }
         let free: Vec<usize> = (0..self.names.len())
             .filter(|n| !self.workers.iter().any(|w| w.name == *n))
             .collect();

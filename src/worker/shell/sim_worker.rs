@@ -407,10 +407,10 @@ impl Worker {
             let runs = unskipped(s.lease.offset, end, &s.lease.skip);
             // Reads outside any lease count their ids down from the top.
             let again = s.lease.attempt.0 > u64::MAX / 2;
-            let fails = match again {
-                true if fate.reads_again_fail() => fate.chance(60),
-                true => false,
-                false => fate.chance(80),
+            let fails = if again {
+                fate.reads_again_fail() && fate.chance(60)
+            } else {
+                fate.chance(80)
             };
             let fails_at = fails.then(|| s.lease.offset + fate.pick(end + 1 - s.lease.offset));
             let (epoch, split) = (s.lease.epoch, s.lease.split);
