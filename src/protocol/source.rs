@@ -1,6 +1,8 @@
 //! What a worker needs from a master, whether the embedded queue of `sluice
 //! train` ([`crate::state::LocalQueue`]) or a remote one over HTTP
-//! ([`crate::worker::remote::RemoteSource`]).
+//! ([`crate::worker::remote::RemoteSource`]). A master whose queue is at
+//! hand (the embedded queue, a simulation's) only says how it applies an
+//! operation ([`AppliesOps`]): one impl here makes it a [`TaskSource`].
 
 use crate::epoch::Epoch;
 use crate::protocol::ops::{self, Operation};
