@@ -135,6 +135,13 @@ impl Fate for Sim {
         self.lossy = true;
     }
 
+    /// After the steps in which things befall the workers: slow trainers,
+    /// that restart about as often as they train, would keep the job from
+    /// ending.
+    fn peaceful(&self) -> bool {
+        self.step > STEPS
+    }
+
     /// On a quarter of the seeds, so that the others end every run well.
     fn reads_again_fail(&self) -> bool {
         (self.seed / 6) % 4 == 3
