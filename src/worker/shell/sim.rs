@@ -12,14 +12,17 @@
 //! on others. Readers deliver rows in chunks, leave some out, and now and
 //! then fail (the task is leased again from what was committed); trainers
 //! that keep checkpoints write them and restart from their last one (the
-//! rows they acknowledged since are read again), and a read again that
-//! fails ends the worker's run. On a sixth of the seeds one worker runs at a
-//! time and nothing else befalls it. On the others workers are killed (on
+//! rows they acknowledged since are read again), and on a quarter of the
+//! seeds a read again fails now and then, which ends the worker's run. On
+//! a sixth of the seeds one worker runs at a time and nothing else befalls
+//! it. On the others workers are killed (on
 //! two seeds in three), stopped (their leases handed back once their
 //! trainers finish or their grace ends), the master is unreachable (past
 //! the leases' timeout on two seeds in three: leases lapse by the workers'
 //! clocks, their rows held back, and are lost when the master took them
-//! back), and workers join.
+//! back), and workers join. After the first 3,000 steps the job ends in
+//! peace: nothing befalls the workers, trainers restart no more and slow
+//! ones catch up.
 //!
 //! On a third of the seeds the master keeps the rows the trainers hold in
 //! no complete checkpoint, as a remote master does: a lease lost (or the
@@ -38,9 +41,9 @@
 //! its reader left out); no row is committed by two attempts (rows served
 //! again after their worker was lost are committed again, by a lease of
 //! them). At the end (see [`super::sim_checks`]): every row of every epoch
-//! is committed or in the job's checkpoint; every row reached a trainer,
-//! and on a seed where nothing was lost exactly once (rows a restarted
-//! trainer lost count as not reached, until they are served again); where
+//! is committed or in the job's checkpoint; on a seed where nothing was
+//! lost, every row reached a trainer exactly once (rows a restarted trainer
+//! lost count as not reached, until they are served again); where
 //! the master keeps unsaved rows, every row of every epoch is in exactly
 //! one name's last recorded checkpoint, by the simulation's own account of
 //! what each device trained before each checkpoint line.
