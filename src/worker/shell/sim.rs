@@ -172,6 +172,7 @@ impl Sim {
             affinity_wait_ms: 0,
             interleave: None,
             lanes: None,
+            world: None,
         };
         let queue = Queue::with_rows(rows.iter().copied().map(Some).collect(), config)
             .expect("valid config");
@@ -215,6 +216,7 @@ impl Sim {
             shuffle_window: None,
             global_batch_size: None,
             lanes: None,
+            world: None,
             seed: self.seed,
             lease_timeout: Some(Duration::from_millis(TIMEOUT - MARGIN)),
             stop: Some(Stop {
