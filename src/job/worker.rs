@@ -469,9 +469,17 @@ fn job_factory(
 /// A `Dataset` (an attached trainer) in a `torchrun` process joins a job of
 /// `--world-size` only where `torchrun`'s `WORLD_SIZE` is that world.
 fn check_world(config: &WorkerConfig, spec: &JobSpec) -> Result<(), WorkerError> {
-    let attached = matches!(&config.trainer, TrainerChoice::Exec { attach: Some(_), .. });
+    let attached = matches!(
+        &config.trainer,
+        TrainerChoice::Exec {
+            attach: Some(_),
+            ..
+        }
+    );
     let world = spec.global.as_ref().and_then(|g| g.world);
-    let torchrun = std::env::var("WORLD_SIZE").ok().and_then(|w| w.trim().parse::<u32>().ok());
+    let torchrun = std::env::var("WORLD_SIZE")
+        .ok()
+        .and_then(|w| w.trim().parse::<u32>().ok());
     match (attached, world, torchrun) {
         (true, Some(world), Some(torchrun)) if world != torchrun => {
             Err(WorkerError::World { torchrun, world })
