@@ -308,9 +308,7 @@ async fn run_once(
         *asked = true;
         vended_credentials(table, &config.catalog).await;
     }
-    let location = job_location(&spec).map_err(|source| WorkerError::Connector {
-        source: Box::new(source),
-    })?;
+    let location = job_location(&spec).map_err(|e| WorkerError::Connector { source: e.into() })?;
     let location = with_cache(config, &spec, source, location)
         .map_err(WorkerError::train("start training the job"))?;
     let factory =
