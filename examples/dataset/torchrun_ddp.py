@@ -10,6 +10,21 @@ Every rank makes `sluice_trainer.Dataset(master=...)`: sluice runs as its child
 group `torchrun` starts, the Dataset is in lockstep: every rank gets one batch per
 step and the same number of steps, so DDP never waits for a rank that is done. Each
 rank prints its step count and a digest of the final parameters (equal on all).
+
+The same global batches on any number of ranks, and a job resumed on fewer:
+
+    sluice master /data/clicks --state /data/state --global-batch-size 1536 \
+        --world-size 2 &
+    SLUICE_TOKEN=... torchrun --nproc-per-node 2 examples/dataset/torchrun_ddp.py ...
+    # killed mid-epoch (pre-empted); started again on one GPU:
+    sluice master /data/clicks --state /data/state --global-batch-size 1536 \
+        --world-size 1 &
+    SLUICE_TOKEN=... torchrun --nproc-per-node 1 examples/dataset/torchrun_ddp.py ...
+
+Each rank takes one rank of the master's world as its Dataset joins and trains its
+slice of every step (768 rows of each 1536, then all 1536); the resumed job goes on
+at the first step not committed, with the steps an uninterrupted run gives
+(tests/it/global_world.rs runs this, 2 ranks killed, then 1).
 """
 
 import argparse

@@ -357,3 +357,102 @@ fn a_world_the_lanes_cannot_share_is_refused_in_one_line() {
     ]);
     crate::common::assert_one_line_error(&filtered, &["--world-size 1"]);
 }
+
+/// `torchrun --nproc-per-node N` of `tests/trainers/dataset_loop.py world`:
+/// each rank a `Dataset(master=...)` of the job, logging its slices into
+/// `out`; in a process group of its own, to be killed whole.
+fn torchrun(job: &Job, out: &Path, nproc: usize, sleep: f64) -> Child {
+    use std::os::unix::process::CommandExt;
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::process::Command::new(python())
+        .args(["-m", "torch.distributed.run", "--standalone"])
+        .args(["--nproc-per-node", &nproc.to_string()])
+        .arg(repo.join("tests/trainers/dataset_loop.py"))
+        .args(["world", &job.url()])
+        .arg(out)
+        .args(["--sleep", &sleep.to_string()])
+        .env("PYTHONPATH", repo.join("python/sluice_trainer"))
+        .env("SLUICE_BINARY", crate::common::SLUICE)
+        .env("SLUICE_TOKEN", crate::common::cluster::TOKEN)
+        .env("OMP_NUM_THREADS", "1")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("start torchrun")
+}
+
+#[test]
+fn a_torchrun_job_of_two_ranks_killed_mid_epoch_goes_on_with_one() {
+    let whole = one_worker(1);
+    let place: HashMap<i64, (u64, usize)> = whole
+        .iter()
+        .flat_map(|(&(_, step), ids)| {
+            ids.iter()
+                .enumerate()
+                .map(move |(at, &id)| (id, (step, at)))
+        })
+        .collect();
+    let mut job = Job::new(DATASET, 1);
+    job.lease_timeout = "3s".into();
+    let out = job.ids.clone();
+    let mut first_master = master(&mut job, 2);
+    let mut two = torchrun(&job, &out, 2, 0.3);
+    wait_until(
+        "steps of two ranks logged",
+        Duration::from_secs(240),
+        || count_lines(&out, "steps-") >= 8 || two.try_wait().ok().flatten().is_some(),
+    );
+    assert!(
+        two.try_wait().ok().flatten().is_none(),
+        "torchrun ended before it was killed"
+    );
+    // SIGKILL to torchrun and its ranks (their sluice children follow), and to the master.
+    // SAFETY: kill(2) on the process group of a child we started.
+    unsafe {
+        libc::kill(-(two.id() as i32), libc::SIGKILL);
+    }
+    let _ = two.wait();
+    let _ = first_master.kill();
+    let _ = first_master.wait();
+    let before = count_lines(&out, "steps-");
+
+    let mut second_master = master(&mut job, 1);
+    let mut one = torchrun(&job, &out, 1, 0.0);
+    assert!(
+        wait_exit(&mut one, "torchrun").success(),
+        "the resumed torchrun failed"
+    );
+    clean_finish(&mut second_master);
+    assert!(
+        count_lines(&out, "steps-") > before,
+        "the resumed run trained"
+    );
+
+    let mut trained = HashSet::new();
+    let mut ranks = HashSet::new();
+    for (pid, steps) in logged(&out) {
+        for ((_, step), slices) in steps {
+            for (rank, ids) in slices {
+                ranks.insert((pid.clone(), rank));
+                let places: Vec<(u64, usize)> = ids
+                    .iter()
+                    .map(|id| place.get(id).copied().expect("an id of the dataset"))
+                    .collect();
+                assert!(
+                    places.iter().all(|&(s, _)| s == step),
+                    "process {pid} rank {rank}, step {step}: ids of other steps"
+                );
+                assert!(
+                    places.windows(2).all(|w| w[0].1 < w[1].1),
+                    "process {pid} rank {rank}, step {step}: not in the step's order"
+                );
+                trained.extend(ids);
+            }
+        }
+    }
+    assert_eq!(trained.len(), ROWS, "ids trained across the two runs");
+    assert!(ranks.len() >= 3, "two ranks, then one: {ranks:?}");
+}

@@ -32,6 +32,10 @@ MODE:
     worker      one worker of a distributed job: DATA is the master's URL; with
                 torch.distributed initialised (torchrun), trains a DDP linear model and
                 writes OUT/rank-<R>.json: ids, steps, final parameters
+    world       one rank of a torchrun job of a master with --world-size: trains a
+                DDP linear model on the global batches' slices, appending one line
+                per batch to OUT/steps-<rank>-<pid>.jsonl (the batch's sluice.rank,
+                epoch, step, ids) before it acknowledges it
 
 Options: --epochs N, --batch-size B, --state DIR, --every N (checkpoint every N
 batches), --token-file F, --sleep S, and any --option key=value passed to Dataset
@@ -86,6 +90,8 @@ def main():
 
     if args.mode == "worker":
         return worker(args, extra)
+    if args.mode == "world":
+        return world(args, extra)
 
     ds = sluice_trainer.Dataset(args.data, batch_size=args.batch_size, epochs=args.epochs,
                                 state=args.state, **extra)
@@ -217,6 +223,41 @@ def worker(args, extra):
     params = [p.detach().flatten().tolist() for p in model.parameters()]
     write_json(os.path.join(args.out, f"rank-{rank}.json"),
                {"ids": ids, "steps": steps, "params": params})
+    dist.destroy_process_group()
+    return 0
+
+
+def world(args, extra):
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    torch.manual_seed(0)
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(2, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    ds = sluice_trainer.Dataset(master=args.data, token_file=args.token_file,
+                                name=f"rank-{dist.get_rank()}", ack=False, **extra)
+    log = None
+    for epoch in ds.epochs():
+        for batch in epoch:
+            rank = ds._conn.world_rank  # the batch's sluice.rank
+            if log is None:
+                log = os.open(os.path.join(args.out, f"steps-{rank}-{os.getpid()}.jsonl"),
+                              os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            x = torch.stack([torch.tensor(batch.column(c).to_numpy(), dtype=torch.float32)
+                             for c in ("x1", "x2")], dim=1)
+            y = torch.tensor(batch.column("label").to_numpy(), dtype=torch.float32)
+            loss = torch.nn.functional.mse_loss(model(x).squeeze(1), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            line = {"rank": rank, "epoch": ds.epoch, "step": ds.step,
+                    "ids": batch.column("id").to_pylist()}
+            os.write(log, (json.dumps(line) + "\n").encode())
+            os.fsync(log)
+            if args.sleep:
+                time.sleep(args.sleep)
+            ds.ack()
     dist.destroy_process_group()
     return 0
 

@@ -166,6 +166,7 @@ class Connection:
                            else self.devices)
         self.epoch = None
         self.step = None
+        self.world_rank = None
         self.epoch_end = False
         self.epoch_steps = None
         self.epoch_steps_unknown = None
@@ -343,6 +344,7 @@ class Connection:
 
         self.epoch = number(EPOCH_KEY)
         self.step = number(STEP_KEY)
+        self.world_rank = number(RANK_KEY)
         self.epoch_end = EPOCH_END_KEY in tags
         self.epoch_steps = number(EPOCH_STEPS_KEY)
         self.epoch_steps_unknown = tags.get(EPOCH_STEPS_UNKNOWN_KEY)

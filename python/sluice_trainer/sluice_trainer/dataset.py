@@ -467,20 +467,35 @@ class Dataset:
 
         world, rank = dist.get_world_size(), dist.get_rank()
         ended = False
+        held = None
         installed = self._stop_on_sigterm()
         try:
             while True:
-                if self._auto_ack and not ended:
+                if self._auto_ack and not ended and held is None:
                     self._guard(self._conn.ack)
-                batch = None
-                if not ended and self._ready(_LOCKSTEP_WAIT):
+                batch, held = held, None
+                if batch is None and not ended and self._ready(_LOCKSTEP_WAIT):
                     batch = self._guard(self._conn.read_batch)
                     if batch is None:
                         ended = True
                         self._finish()
                 state = "ended" if ended else ("batch" if batch is not None else "wait")
                 states = [None] * world
-                dist.all_gather_object(states, state)
+                dist.all_gather_object(states, (state, self._conn.world_rank is not None))
+                if any(global_batches for _, global_batches in states):
+                    # Global batches of a master's world: each rank trains its own
+                    # slice of every step; a rank whose slice is not read yet is
+                    # waited for, never filled in with another's rows.
+                    if all(s == "batch" for s, _ in states):
+                        self._tags = (self._conn.epoch, self._conn.step,
+                                      self._conn.epoch_steps, self._conn.epoch_steps_unknown)
+                        yield batch
+                    elif all(s == "ended" for s, _ in states):
+                        return
+                    else:
+                        held = batch
+                    continue
+                states = [s for s, _ in states]
                 if all(s == "batch" for s in states):
                     yield batch
                     continue
