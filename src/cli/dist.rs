@@ -220,6 +220,7 @@ pub async fn master(mut args: MasterArgs) -> anyhow::Result<u8> {
         batch_rows: crate::master::serve::DECODE_BATCH_ROWS,
         task_rows: crate::mix::plan::MASTER_TASK_ROWS,
         trainer: None,
+        global: None,
     };
     let config = crate::master::serve::MasterConfig {
         plan,

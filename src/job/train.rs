@@ -676,6 +676,7 @@ async fn train(
         after_stop,
     } = ready;
     let spec = state.spec.clone();
+    let lanes = state.queue().config().lanes.clone();
     let started_at = std::time::SystemTime::now() - started.elapsed();
     let following = request
         .follower(&state, || Ok(dataset.location.clone()), started_at)
@@ -689,7 +690,7 @@ async fn train(
     // Where progress is written as lines (no terminal, or JSON), no bar.
     let lines = crate::logging::settings().progress_lines();
     let bar = progress_bar(config.progress && !lines, total_tasks);
-    let pipeline_config = pipeline_config_of(config, &spec, stop);
+    let pipeline_config = pipeline_config_of(config, &spec, lanes, stop);
     let splits = Arc::new(spec.splits.clone());
     let drawer = Drawer::new(bar.clone(), source.clone(), factory.clone(), config.epochs);
     let rows_total = rows_total(&spec, config.epochs);
@@ -745,7 +746,12 @@ async fn train(
 /// run to run with the same --seed: its tasks are read one at a time, in
 /// the order they are leased, and its devices step in lockstep (one batch
 /// each per step, summed in device order).
-fn pipeline_config_of(config: &TrainConfig, spec: &JobSpec, stop: Option<Stop>) -> PipelineConfig {
+fn pipeline_config_of(
+    config: &TrainConfig,
+    spec: &JobSpec,
+    lanes: Option<crate::queue::Lanes>,
+    stop: Option<Stop>,
+) -> PipelineConfig {
     let builtin = matches!(config.trainer, TrainerChoice::Model(_));
     PipelineConfig {
         batch_size: config.batch_size,
@@ -757,6 +763,7 @@ fn pipeline_config_of(config: &TrainConfig, spec: &JobSpec, stop: Option<Stop>) 
         shuffle_buffer: config.shuffle_buffer,
         shuffle_window: config.shuffle_window,
         global_batch_size: config.global_batch_size,
+        lanes: lanes.map(Arc::new),
         seed: config.seed,
         lease_timeout: Some(config.lease_timeout),
         stop,

@@ -472,6 +472,7 @@ fn pipeline_config(
         shuffle_buffer: config.shuffle_buffer,
         shuffle_window: config.shuffle_window,
         global_batch_size: None,
+        lanes: None,
         seed: spec.seed,
         lease_timeout: spec.lease_timeout_ms.map(Duration::from_millis),
         stop: stop.cloned(),

@@ -8,6 +8,7 @@
 
 mod follow;
 mod identity;
+mod lanes;
 mod open;
 
 pub use follow::{Followed, Following};
@@ -76,6 +77,9 @@ pub struct PlanRequest {
     pub allow_empty: bool,
     /// The trainer's options that are part of the identity (`sluice train`).
     pub trainer: Option<TrainerIdentity>,
+    /// `--global-batch-size` with `--shuffle global`: rows per step and per
+    /// window, which cut the job's rows into lanes ([`lanes`]).
+    pub global: Option<lanes::GlobalBatches>,
 }
 
 impl PlanRequest {
@@ -102,6 +106,10 @@ impl PlanRequest {
             allow_incomplete: config.allow_incomplete,
             allow_empty: config.allow_empty,
             trainer: Some(TrainerIdentity::of(config)),
+            global: config
+                .global_batch_size
+                .zip(config.shuffle_window)
+                .map(|(size, window)| lanes::GlobalBatches { size, window }),
         }
     }
 
@@ -136,6 +144,9 @@ impl PlanRequest {
                 });
             }
             _ => {}
+        }
+        if let Some(global) = &self.global {
+            lanes::apply(&mut job, global);
         }
         Ok(job)
     }

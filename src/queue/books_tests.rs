@@ -17,6 +17,7 @@ fn config(epochs: u32, max_attempts: u32) -> QueueConfig {
         follow: false,
         affinity_wait_ms: 1_000,
         interleave: None,
+        lanes: None,
     }
 }
 

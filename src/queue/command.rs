@@ -567,6 +567,7 @@ mod journal_tests {
             follow: false,
             affinity_wait_ms: 0,
             interleave: None,
+            lanes: None,
         };
         let mut queue = Queue::new(2, config).expect("queue");
         let fresh = queue.clone();

@@ -31,6 +31,10 @@ pub struct QueueConfig {
     /// epoch's order (see [`super::order::Interleave`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub interleave: Option<super::order::Interleave>,
+    /// `--global-batch-size`: the lanes the job's rows are cut into, whose
+    /// windows set each epoch's order (see [`super::lanes`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lanes: Option<super::lanes::Lanes>,
 }
 
 /// The default of [`QueueConfig::affinity_wait_ms`].
@@ -46,6 +50,7 @@ impl Default for QueueConfig {
             follow: false,
             affinity_wait_ms: DEFAULT_AFFINITY_WAIT_MS,
             interleave: None,
+            lanes: None,
         }
     }
 }
@@ -70,12 +75,16 @@ impl QueueConfig {
             follow,
             affinity_wait_ms: DEFAULT_AFFINITY_WAIT_MS,
             interleave: None,
+            lanes: None,
         }
     }
 
     /// Splits `0..splits` in the order epoch `epoch` leases them: the
     /// seeded shuffle, its sources interleaved when the job mixes several.
     pub fn order(&self, epoch: Epoch, splits: usize) -> Vec<u32> {
+        if let Some(lanes) = self.lanes.as_ref().filter(|l| l.rows.len() == splits) {
+            return lanes.order(self.seed, epoch);
+        }
         let order = super::order::epoch_order(self.seed, epoch, splits);
         match &self.interleave {
             Some(mix) if mix.source.len() == splits => mix.arrange(order),

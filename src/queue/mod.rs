@@ -10,6 +10,7 @@ mod command;
 mod config;
 mod cut;
 mod error;
+mod lanes;
 mod order;
 mod types;
 
@@ -23,6 +24,8 @@ pub(crate) use config::ConfigError;
 pub use config::QueueConfig;
 pub(crate) use cut::{insert as insert_range, CutPiece};
 pub(crate) use error::QueueError;
+pub use lanes::{lane_count, LaneWindow, Lanes};
+pub(crate) use lanes::cut as cut_lanes;
 #[cfg(test)]
 pub(crate) use order::epoch_order;
 pub(crate) use order::{window_order, Interleave};

@@ -359,6 +359,7 @@ impl Sim {
             // Affinity on every seed, its wait zero on some.
             affinity_wait_ms: if seed % 3 == 0 { 0 } else { timeout / 4 },
             interleave: None,
+            lanes: None,
         };
         let rows: Vec<u64> = (0..splits).map(|_| rng.next_u64() % 200).collect();
         let plan_rows: Vec<Option<u64>> = if seed % 2 == 0 {
@@ -1486,6 +1487,7 @@ fn a_random_command_log_replays_to_the_same_queue() {
             follow: false,
             affinity_wait_ms: 20,
             interleave: None,
+            lanes: None,
         };
         let mut queue = Queue::new(12, config.clone()).expect("valid config");
         let mut log = Vec::new();

@@ -19,6 +19,8 @@ use crate::queue::AttemptId;
 pub(super) struct Dealt {
     pub(super) epoch: Epoch,
     pub(super) number: u64,
+    /// Its lane ([`crate::queue::Lanes`]; 0 without lanes).
+    pub(super) lane: u32,
     /// Every batch read, in the window's order.
     pub(super) batches: Vec<RecordBatch>,
     /// The attempt and first row in its split of each batch.

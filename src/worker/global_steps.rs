@@ -45,6 +45,12 @@ pub(crate) struct GlobalSteps {
     /// Ranks sharing each step (`W`, a divisor of `G`).
     ranks: u64,
     drop_last: bool,
+    /// Rows each lane gives a step (`G / L`; `G` without lanes).
+    chunk: u64,
+    /// The lanes this worker cuts, in order (`0..1` without lanes).
+    lanes: std::ops::Range<u32>,
+    /// Whether each rank's slice is whole lanes (`W` divides the lanes).
+    by_lane: bool,
     /// The epoch being cut, and its next step.
     at: Option<(Epoch, u64)>,
 }
@@ -56,34 +62,53 @@ type Pick = Option<(usize, u32, u32)>;
 impl GlobalSteps {
     /// Steps of `size` rows for `ranks` ranks.
     pub(super) fn new(size: u64, ranks: usize, drop_last: bool) -> Self {
+        let size = size.max(1);
         GlobalSteps {
-            size: size.max(1),
+            size,
             ranks: (ranks as u64).max(1),
             drop_last,
+            chunk: size,
+            lanes: 0..1,
+            by_lane: false,
             at: None,
         }
     }
 
-    /// Positions a window queue must still hold to cut a step now, beyond
-    /// which no further window is needed.
+    /// Steps of `G / count` rows from each of lanes `mine` of `count`
+    /// ([`crate::queue::Lanes`]): the ranks' slices of a step are whole
+    /// lanes where their number divides the lanes'.
+    pub(super) fn with_lanes(mut self, count: u32, mine: std::ops::Range<u32>) -> Self {
+        let count = u64::from(count.max(1));
+        self.chunk = (self.size / count).max(1);
+        let held = u64::from(mine.end.saturating_sub(mine.start));
+        self.by_lane = held > 0 && held % self.ranks == 0;
+        self.lanes = mine;
+        self
+    }
+
+    /// The lanes cut (`0..1` without lanes).
+    pub(super) fn lanes(&self) -> std::ops::Range<u32> {
+        self.lanes.clone()
+    }
+
+    /// Positions a lane's windows must still hold to cut a step now, beyond
+    /// which no further window of it is needed.
     pub(super) fn wanted(&self) -> u64 {
-        self.size + 1
+        self.chunk + 1
     }
 
     /// The next step of the windows in `dealing` (oldest first), if one can
-    /// be cut: a full step once a position follows it (so that the last
-    /// one is known), and the last one once `ended` says the front
-    /// window's epoch has no more windows.
+    /// be cut: a full step once a position follows each lane's part of it
+    /// (so that the last one is known), and the last one once `ended` says
+    /// no window of a lane of the front window's epoch is to come.
     pub(super) fn next(
         &mut self,
         dealing: &mut VecDeque<Dealt>,
-        ended: impl Fn(Epoch) -> bool,
+        ended: impl Fn(Epoch, u32) -> bool,
         dead: &HashSet<AttemptId>,
     ) -> Result<Option<Cut>, ArrowError> {
         loop {
-            while dealing.front().is_some_and(|d| d.next >= d.rows.len()) {
-                dealing.pop_front();
-            }
+            dealing.retain(|d| d.next < d.rows.len());
             let Some(epoch) = dealing.front().map(|d| d.epoch) else {
                 return Ok(None);
             };
@@ -91,27 +116,34 @@ impl GlobalSteps {
                 Some((e, step)) if e == epoch => step,
                 _ => 0,
             };
-            let left: u64 = dealing
-                .iter()
-                .take_while(|d| d.epoch == epoch)
-                .map(|d| (d.rows.len() - d.next) as u64)
-                .sum();
-            let over = ended(epoch) || dealing.iter().any(|d| d.epoch != epoch);
-            let take = if left > self.size || (over && left == self.size) {
-                self.size
-            } else if over {
-                left
-            } else {
-                return Ok(None);
-            };
-            let last = over && left == take;
+            let mut takes = Vec::with_capacity(self.lanes.len());
+            let mut last = true;
+            for lane in self.lanes.clone() {
+                let left = left_in(dealing, epoch, lane);
+                let over = ended(epoch, lane) || dealing.iter().any(|d| d.epoch != epoch);
+                let take = if left > self.chunk || (over && left == self.chunk) {
+                    self.chunk
+                } else if over {
+                    left
+                } else {
+                    return Ok(None);
+                };
+                last &= over && left == take;
+                takes.push((lane, take));
+            }
+            let take: u64 = takes.iter().map(|(_, t)| t).sum();
             self.at = Some((epoch, step + 1));
-            let picks = take_positions(dealing, take as usize, dead);
+            let mut picks = Vec::with_capacity(take as usize);
+            let mut ends = Vec::with_capacity(takes.len());
+            for &(lane, n) in &takes {
+                picks.extend(take_positions(dealing, epoch, lane, n as usize, dead));
+                ends.push(picks.len());
+            }
             if picks.iter().all(Option::is_none) {
                 // Committed before: the step keeps its number, and goes to no one.
                 continue;
             }
-            let slices = self.slices(&picks);
+            let slices = self.slices(&picks, &ends);
             if take < self.size && self.drop_last {
                 let dropped = slices
                     .iter()
@@ -127,22 +159,50 @@ impl GlobalSteps {
         }
     }
 
-    /// The positions of a step cut into one slice per rank: `G / W` each in
-    /// a full step, sizes within one row of each other in a last one.
-    fn slices<'a>(&self, picks: &'a [Pick]) -> Vec<&'a [Pick]> {
-        // A full step's slices are G / W each (W divides G); the last
-        // step's differ by at most one row.
-        let (n, w) = (picks.len() as u64, self.ranks);
+    /// The positions of a step cut into one slice per rank: whole lanes
+    /// where the ranks divide them (`ends`: where each lane's part ends),
+    /// else `G / W` positions each in a full step and sizes within one row
+    /// of each other in a last one.
+    fn slices<'a>(&self, picks: &'a [Pick], ends: &[usize]) -> Vec<&'a [Pick]> {
+        let w = self.ranks;
+        if self.by_lane {
+            let per = ends.len() / w as usize;
+            return (0..w as usize)
+                .map(|r| {
+                    let from = if r == 0 { 0 } else { ends[r * per - 1] };
+                    &picks[from..ends[(r + 1) * per - 1]]
+                })
+                .collect();
+        }
+        let n = picks.len() as u64;
         (0..w)
             .map(|r| &picks[(r * n / w) as usize..((r + 1) * n / w) as usize])
             .collect()
     }
 }
 
-/// Takes `n` positions from the front windows, oldest first.
-fn take_positions(dealing: &mut VecDeque<Dealt>, n: usize, dead: &HashSet<AttemptId>) -> Vec<Pick> {
+/// Positions of `lane`'s windows of `epoch` not taken yet.
+pub(super) fn left_in(dealing: &VecDeque<Dealt>, epoch: Epoch, lane: u32) -> u64 {
+    dealing
+        .iter()
+        .filter(|d| d.epoch == epoch && d.lane == lane)
+        .map(|d| (d.rows.len() - d.next) as u64)
+        .sum()
+}
+
+/// Takes `n` positions from `lane`'s windows of `epoch`, oldest first.
+fn take_positions(
+    dealing: &mut VecDeque<Dealt>,
+    epoch: Epoch,
+    lane: u32,
+    n: usize,
+    dead: &HashSet<AttemptId>,
+) -> Vec<Pick> {
     let mut picks = Vec::with_capacity(n);
     for (index, dealt) in dealing.iter_mut().enumerate() {
+        if dealt.epoch != epoch || dealt.lane != lane {
+            continue;
+        }
         while picks.len() < n && dealt.next < dealt.rows.len() {
             let pick = dealt.rows[dealt.next]
                 .filter(|&(b, _)| !dead.contains(&dealt.origin[b as usize].0))

@@ -31,6 +31,9 @@ pub struct PipelineConfig {
     /// `--global-batch-size`: rows of each step of the global shuffle's
     /// order, cut into one slice per device (see [`super::shuffle::steps`]).
     pub global_batch_size: Option<u64>,
+    /// The lanes of a job of `--global-batch-size` whose rows are all known
+    /// ([`crate::queue::Lanes`]); `None`: the epoch's order is one lane.
+    pub lanes: Option<Arc<crate::queue::Lanes>>,
     /// Seed of the shuffle buffer and of the global shuffle.
     pub seed: u64,
     /// The master's lease timeout, when known: a lease not renewed for that

@@ -34,7 +34,7 @@ use super::batcher::OutBatch;
 use super::dealt::Dealt;
 pub use super::global_steps::Cut;
 use super::global_steps::GlobalSteps;
-use crate::queue::{window_order, AttemptId, EpochView, Lease};
+use crate::queue::{window_order, AttemptId, EpochView, Lanes, Lease};
 
 /// A read the coordinator starts for the window being read.
 #[derive(Debug, Clone)]
@@ -72,12 +72,20 @@ pub struct GlobalShuffle {
     steps: Option<GlobalSteps>,
     /// Epochs the pipeline saw end (nothing more to read).
     ended: Option<Epoch>,
+    /// `--global-batch-size` of a job cut into lanes: the lanes, and the
+    /// lane of each split ([`crate::queue::Lanes`]).
+    lanes: Option<(std::sync::Arc<Lanes>, Vec<u32>)>,
 }
 
 #[derive(Debug)]
 struct Plan {
     epoch: Epoch,
     windows: Vec<Vec<u32>>,
+    /// Each window's number (its permutation's seed) and lane.
+    meta: Vec<(u64, u32)>,
+    /// Windows of the epoch's sequence, this worker's or not: the extra
+    /// windows are numbered after them.
+    total: u64,
     next: usize,
     /// Window of each split.
     window_of: HashMap<u32, usize>,
@@ -92,6 +100,7 @@ struct Plan {
 struct Building {
     epoch: Epoch,
     number: u64,
+    lane: u32,
     parts: Vec<Part>,
     /// No task joins any more (always, for a planned window).
     closed: bool,
@@ -190,6 +199,7 @@ impl GlobalShuffle {
             dead: HashSet::new(),
             steps: None,
             ended: None,
+            lanes: None,
         }
     }
 
@@ -198,10 +208,34 @@ impl GlobalShuffle {
         let devices = config.devices.max(1);
         let rows = config.shuffle_window?;
         let shuffle = GlobalShuffle::new(config.seed, rows, config.batch_size, devices);
-        Some(match config.global_batch_size {
-            Some(size) => shuffle.with_global_batches(size, devices, config.drop_last),
+        let Some(size) = config.global_batch_size else {
+            return Some(shuffle);
+        };
+        let shuffle = shuffle.with_global_batches(size, devices, config.drop_last);
+        Some(match &config.lanes {
+            Some(lanes) => {
+                let count = lanes.count;
+                shuffle.with_lanes(lanes.clone(), 0..count)
+            }
             None => shuffle,
         })
+    }
+
+    /// Takes the windows of lanes `mine` of `lanes` (see
+    /// [`crate::queue::Lanes`]), each step `G / L` rows of each of them.
+    pub fn with_lanes(mut self, lanes: std::sync::Arc<Lanes>, mine: std::ops::Range<u32>) -> Self {
+        self.steps = self.steps.map(|s| s.with_lanes(lanes.count, mine));
+        let lane_of = lanes.lane_of();
+        self.lanes = Some((lanes, lane_of));
+        self
+    }
+
+    /// The lane of `split` (0 without lanes).
+    fn lane_of(&self, split: u32) -> u32 {
+        self.lanes
+            .as_ref()
+            .and_then(|(_, of)| of.get(split as usize).copied())
+            .unwrap_or(0)
     }
 
     /// Cuts the epoch's order into global batches of `size` rows, one
@@ -241,27 +275,69 @@ impl GlobalShuffle {
                 .is_some_and(|p| p.epoch == epoch && p.next >= p.windows.len())
     }
 
+    /// Whether no window of `lane` of `epoch` is still to come (see
+    /// [`Self::epoch_over`]): none left in the plan, none being read, no
+    /// lease of it held for a window of its own.
+    fn lane_over(&self, epoch: Epoch, lane: u32) -> bool {
+        if self.epoch_over(epoch) {
+            return true;
+        }
+        if self.lanes.is_none() || self.ordered != Some(true) {
+            return false;
+        }
+        let Some(plan) = self.plan.as_ref().filter(|p| p.epoch == epoch) else {
+            return false;
+        };
+        !plan.meta[plan.next.min(plan.meta.len())..]
+            .iter()
+            .any(|&(_, l)| l == lane)
+            && !self
+                .building
+                .as_ref()
+                .is_some_and(|b| b.epoch == epoch && b.lane == lane)
+            && !self
+                .held
+                .iter()
+                .any(|l| l.epoch == epoch && self.lane_of(l.split) == lane)
+    }
+
     /// The next global batch, once one can be cut (see [`super::global_steps`]).
     pub fn next_step(&mut self) -> Result<Option<Cut>, ArrowError> {
         let front = self.dealing.front().map(|d| d.epoch);
-        let over = front.map(|e| (e, self.epoch_over(e)));
+        let lanes = self.steps.as_ref().map(GlobalSteps::lanes).unwrap_or(0..0);
+        let over: Vec<(u32, bool)> = match front {
+            Some(e) => lanes.map(|l| (l, self.lane_over(e, l))).collect(),
+            None => Vec::new(),
+        };
         let Some(steps) = &mut self.steps else {
             return Ok(None);
         };
-        let ended = |e: Epoch| over.is_some_and(|(f, o)| f == e && o);
+        let ended = |e: Epoch, lane: u32| {
+            front == Some(e) && over.iter().any(|&(l, o)| l == lane && o)
+        };
         steps.next(&mut self.dealing, ended, &self.dead)
+    }
+
+    /// Positions left in the windows of each lane cut, any epoch.
+    fn lanes_left(&self, steps: &GlobalSteps) -> impl Iterator<Item = u64> + '_ {
+        steps.lanes().map(|lane| {
+            self.dealing
+                .iter()
+                .filter(|d| d.lane == lane)
+                .map(|d| (d.rows.len() - d.next) as u64)
+                .sum()
+        })
     }
 
     /// Whether the windows dealt hold too few rows to go on, so that the
     /// next one is read (two windows, or under global batches a step's).
     fn wants_window(&self) -> bool {
         match &self.steps {
+            Some(steps) if self.lanes.is_some() => {
+                self.lanes_left(steps).any(|left| left < steps.wanted())
+            }
             Some(steps) => {
-                let left: u64 = self
-                    .dealing
-                    .iter()
-                    .map(|d| (d.rows.len() - d.next) as u64)
-                    .sum();
+                let left: u64 = self.lanes_left(steps).sum();
                 self.dealing.len() < 2 || left < steps.wanted()
             }
             None => self.dealing.len() < 2,
@@ -294,6 +370,45 @@ impl GlobalShuffle {
     }
 
     fn plan_of(&self, view: EpochView, splits: &[Split]) -> Plan {
+        let (windows, meta, total) = match &self.lanes {
+            Some((lanes, _)) => {
+                let mine = self.steps.as_ref().map_or(0..lanes.count, GlobalSteps::lanes);
+                let all = lanes.windows(self.seed, view.epoch);
+                let total = all.len() as u64;
+                let (windows, meta) = all
+                    .into_iter()
+                    .filter(|w| mine.contains(&w.lane))
+                    .map(|w| (w.tasks, (w.number, w.lane)))
+                    .unzip();
+                (windows, meta, total)
+            }
+            None => {
+                let windows = self.windows_of(&view, splits);
+                let meta: Vec<(u64, u32)> = (0..windows.len() as u64).map(|n| (n, 0)).collect();
+                let total = windows.len() as u64;
+                (windows, meta, total)
+            }
+        };
+        let window_of = windows
+            .iter()
+            .enumerate()
+            .flat_map(|(w, splits)| splits.iter().map(move |&s| (s, w)))
+            .collect();
+        Plan {
+            epoch: view.epoch,
+            windows,
+            meta,
+            total,
+            next: 0,
+            window_of,
+            done: view.done.into_iter().collect(),
+            failed: view.failed.into_iter().collect(),
+            extra: 0,
+        }
+    }
+
+    /// The epoch's tasks, in its order, in windows of up to the window's rows.
+    fn windows_of(&self, view: &EpochView, splits: &[Split]) -> Vec<Vec<u32>> {
         let mut windows: Vec<Vec<u32>> = Vec::new();
         let mut rows = 0u64;
         for &split in &view.order {
@@ -309,20 +424,7 @@ impl GlobalShuffle {
                 }
             }
         }
-        let window_of = windows
-            .iter()
-            .enumerate()
-            .flat_map(|(w, splits)| splits.iter().map(move |&s| (s, w)))
-            .collect();
-        Plan {
-            epoch: view.epoch,
-            windows,
-            next: 0,
-            window_of,
-            done: view.done.into_iter().collect(),
-            failed: view.failed.into_iter().collect(),
-            extra: 0,
-        }
+        windows
     }
 
     /// Rows of `split` as its metadata records them; a whole window when it
@@ -543,7 +645,7 @@ impl GlobalShuffle {
             return;
         };
         while plan.next < plan.windows.len() {
-            let number = plan.next as u64;
+            let (number, lane) = plan.meta[plan.next];
             let window = &plan.windows[plan.next];
             plan.next += 1;
             if self.steps.is_none()
@@ -575,6 +677,7 @@ impl GlobalShuffle {
             self.building = Some(Building {
                 epoch: plan.epoch,
                 number,
+                lane,
                 parts,
                 closed: true,
                 rows: 0,
@@ -590,10 +693,11 @@ impl GlobalShuffle {
             return;
         };
         let epoch = first.epoch;
+        let lane = self.lane_of(first.split);
         let number = match &mut self.plan {
             Some(plan) if plan.epoch == epoch && self.ordered == Some(true) => {
                 plan.extra += 1;
-                plan.windows.len() as u64 + plan.extra - 1
+                plan.total + plan.extra - 1
             }
             _ => {
                 let next = self.numbers.entry(epoch).or_default();
@@ -604,6 +708,7 @@ impl GlobalShuffle {
         let mut building = Building {
             epoch,
             number,
+            lane,
             parts: Vec::new(),
             closed: false,
             rows: 0,
@@ -613,7 +718,8 @@ impl GlobalShuffle {
             let rows = self.rows_of(splits, lease.split);
             let fits =
                 building.parts.is_empty() || building.rows.saturating_add(rows) <= self.window_rows;
-            if lease.epoch == epoch && take(&lease) && !building.closed && fits {
+            let same_lane = self.lane_of(lease.split) == lane;
+            if lease.epoch == epoch && take(&lease) && same_lane && !building.closed && fits {
                 building.rows = building.rows.saturating_add(rows);
                 building.parts.push(Part::leased(lease));
             } else {
@@ -693,13 +799,7 @@ impl GlobalShuffle {
     /// (under global batches: enough to cut a step without the epoch's end).
     pub fn holds_rows(&self) -> bool {
         let dealt = match &self.steps {
-            Some(steps) => {
-                self.dealing
-                    .iter()
-                    .map(|d| (d.rows.len() - d.next) as u64)
-                    .sum::<u64>()
-                    >= steps.wanted()
-            }
+            Some(steps) => self.lanes_left(steps).all(|left| left >= steps.wanted()),
             None => !self.dealing.is_empty(),
         };
         dealt
@@ -756,6 +856,7 @@ impl GlobalShuffle {
         Dealt {
             epoch: building.epoch,
             number: building.number,
+            lane: building.lane,
             batches,
             origin,
             rows,

@@ -370,3 +370,123 @@ fn drop_last_drops_the_epochs_short_step() {
     assert_eq!(steps.len(), 6);
     assert_eq!(dropped, 24);
 }
+
+/// The splits of [`lane_steps`]: 6 splits of 100 rows cut into the tasks of
+/// 24 lanes (split `g` holds ids `g * 1000 ..`), and the lanes.
+fn laned() -> (Vec<Split>, Arc<Lanes>, Vec<i64>) {
+    let cut = crate::queue::cut_lanes(&[ROWS; 6], 24, 10);
+    let lanes = Lanes {
+        count: 24,
+        window_rows: 10,
+        rows: cut.iter().map(|&(_, s, e)| e - s).collect(),
+        group: cut.iter().map(|&(g, _, _)| g).collect(),
+    };
+    let splits = cut
+        .iter()
+        .map(|&(_, s, e)| Split {
+            window: Some((s, e)),
+            ..split(e - s)
+        })
+        .collect();
+    let first = cut.iter().map(|&(g, s, _)| i64::from(g) * 1000 + s as i64).collect();
+    (splits, Arc::new(lanes), first)
+}
+
+/// Global batches of 96 rows over [`laned`] for a worker of `ranks` ranks
+/// holding lanes `mine`, leased only its lanes' tasks: each step as (step,
+/// ranks' ids).
+fn lane_steps(ranks: usize, mine: std::ops::Range<u32>) -> Vec<CutStep> {
+    let (all, lanes, first) = laned();
+    let lane_of = lanes.lane_of();
+    let mut shuffle = GlobalShuffle::new(7, 250, 32, ranks)
+        .with_global_batches(96, ranks, false)
+        .with_lanes(lanes.clone(), mine.clone());
+    let order = lanes.order(7, Epoch(0));
+    let view = EpochView {
+        epoch: Epoch(0),
+        order: order.clone(),
+        done: Vec::new(),
+        failed: Vec::new(),
+    };
+    shuffle.set_view(Some(view), &all);
+    for &task in order.iter().filter(|&&t| mine.contains(&lane_of[t as usize])) {
+        shuffle.offer(lease(u64::from(task) + 1, task, 0, Vec::new()), &all);
+    }
+    let (mut next_id, mut steps) = (u64::MAX, Vec::new());
+    loop {
+        let orders = shuffle.pump(&all, 3, &mut next_id);
+        for order in &orders {
+            let task = order.lease.split as usize;
+            let n = all[task].rows.unwrap_or(0) as i64;
+            shuffle.add(order.lease.attempt, 0, rows(first[task], n));
+            shuffle.read_ended(order.lease.attempt);
+        }
+        if orders.is_empty() && shuffle.building.is_none() {
+            shuffle.end_epoch();
+        }
+        let mut cut = false;
+        while let Some(Cut::Step(step)) = shuffle.next_step().expect("a step") {
+            cut = true;
+            let number = step.batches[0].data.schema().metadata()
+                [crate::trainer::protocol::STEP_KEY]
+                .parse()
+                .expect("a step number");
+            let ids = step
+                .batches
+                .iter()
+                .map(|b| b.data.column(0).as_primitive::<Int64Type>().values().to_vec())
+                .collect();
+            steps.push((number, ids));
+        }
+        if orders.is_empty() && !cut && shuffle.building.is_none() {
+            break;
+        }
+    }
+    steps
+}
+
+#[test]
+fn lanes_give_the_same_global_batches_to_any_ranks_and_any_workers() {
+    let one = lane_steps(1, 0..24);
+    let sizes: Vec<usize> = one.iter().map(|(_, r)| r.concat().len()).collect();
+    assert_eq!(sizes, [96, 96, 96, 96, 96, 96, 24]);
+    let mut ids: Vec<i64> = one.iter().flat_map(|(_, r)| r.concat()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 600, "every row once");
+    let joined = |steps: &[CutStep]| -> Vec<(u64, Vec<i64>)> {
+        steps.iter().map(|(k, r)| (*k, r.concat())).collect()
+    };
+    // Lane l holds ids of rows [25l, 25l + 25) of the splits in order.
+    let lane = |id: i64| ((id / 1000) * 100 + id % 1000) / 25;
+    for ranks in [2, 3, 4, 6, 5] {
+        let steps = lane_steps(ranks, 0..24);
+        assert_eq!(joined(&steps), joined(&one), "{ranks} ranks");
+        if 24 % ranks == 0 {
+            let per = 24 / ranks as i64;
+            for (k, slices) in &steps {
+                for (r, slice) in slices.iter().enumerate() {
+                    let r = r as i64;
+                    assert!(
+                        slice.iter().all(|&id| (r * per..(r + 1) * per).contains(&lane(id))),
+                        "step {k}, rank {r} of {ranks}: a row of another rank's lanes"
+                    );
+                }
+            }
+        }
+    }
+    // Workers holding ranks [0, 2) and [2, 3) of 3, each leased only its
+    // lanes' tasks, cut the same slices as one worker of 3 ranks.
+    let three = lane_steps(3, 0..24);
+    let first = lane_steps(2, 0..16);
+    let second = lane_steps(1, 16..24);
+    let together: Vec<CutStep> = first
+        .iter()
+        .zip(&second)
+        .map(|((k, a), (j, b))| {
+            assert_eq!(k, j);
+            (*k, a.iter().chain(b).cloned().collect())
+        })
+        .collect();
+    assert_eq!(together, three);
+}

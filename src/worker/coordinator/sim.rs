@@ -236,6 +236,7 @@ impl Sim {
             follow: false,
             affinity_wait_ms: 0,
             interleave: None,
+            lanes: None,
         };
         let queue = Queue::with_rows(rows.iter().copied().map(Some).collect(), config)
             .expect("valid config");

@@ -179,6 +179,7 @@ impl Sim {
             shuffle_buffer: if self.chance(300) { 16 } else { 0 },
             shuffle_window: None,
             global_batch_size: None,
+            lanes: None,
             seed: self.seed,
             lease_timeout: None,
             stop: None,
@@ -210,6 +211,7 @@ async fn run(seed: u64) -> HashSet<&'static str> {
         follow: false,
         affinity_wait_ms: 0,
         interleave: None,
+        lanes: None,
     };
     let queue = Queue::with_rows(counts.iter().copied().map(Some).collect(), queue_config)
         .expect("valid config");
