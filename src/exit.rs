@@ -243,6 +243,7 @@ impl ExitCode for PlanError {
             PlanError::Select { source } => decided(source),
             PlanError::Follow { source, .. } => decided(source),
             PlanError::Mix { source } => decided(source),
+            PlanError::World { .. } => Some(USAGE),
             PlanError::Unfinished { .. } | PlanError::Empty { .. } | PlanError::Filtered { .. } => {
                 None
             }

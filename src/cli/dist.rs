@@ -220,7 +220,13 @@ pub async fn master(mut args: MasterArgs) -> anyhow::Result<u8> {
         batch_rows: crate::master::serve::DECODE_BATCH_ROWS,
         task_rows: crate::mix::plan::MASTER_TASK_ROWS,
         trainer: None,
-        global: None,
+        global: options
+            .global_batch_size
+            .map(|size| crate::plan::GlobalBatches {
+                size,
+                window: options.shuffle_window,
+                world: options.world_size,
+            }),
     };
     let config = crate::master::serve::MasterConfig {
         plan,

@@ -57,6 +57,15 @@ pub struct MasterOptions {
     /// Output with no data rows (a directory holding only _SUCCESS, a table version with no rows) is a warning (exit 0), not an error (exit 1, before listening).
     #[arg(long, help = "No data rows is a warning (exit 0), not an error", long_help, help_heading = heading::SOURCE, hide_short_help = true)]
     pub allow_empty: bool,
+    /// Global batches for the workers: step k of an epoch is rows [kG, (k+1)G) of an order fixed by --seed, the epoch and the data, and each of the --world-size ranks (every device of every worker, taken as workers join) gets the r-th of W equal slices of it. The same global batches for any world size and any workers: a job resumed with another --world-size goes on with them. The job's rows are cut into lanes (a divisor L of G, 24 for G = 1536), and a worker reads only its ranks' lanes.
+    #[arg(long, value_name = "G", help = "Rows per step across the world", long_help, help_heading = heading::TRAINING)]
+    pub global_batch_size: Option<u64>,
+    /// With --global-batch-size: the ranks of the job's world, one per device of its workers; it must divide the lanes (24 for G = 1536: 1, 2, 3, 4, 6, 8, 12 or 24). A worker of D devices takes D ranks as it joins, and waits while none are free.
+    #[arg(long, value_name = "W", help = "Ranks of the world (--global-batch-size)", long_help, help_heading = heading::TRAINING)]
+    pub world_size: Option<u32>,
+    /// With --global-batch-size: rows of one window of the global shuffle, spread over the lanes.
+    #[arg(long, value_name = "ROWS", default_value_t = super::pipeline::DEFAULT_SHUFFLE_WINDOW, help = "Rows per window of the global shuffle", long_help, help_heading = heading::TRAINING, hide_short_help = true)]
+    pub shuffle_window: u64,
     /// Serve HTTPS with this PEM certificate (chain); needs --tls-key.
     #[arg(long, value_name = "PEM", requires = "tls_key", help = "Serve HTTPS with this PEM certificate (chain)", long_help, help_heading = heading::DISTRIBUTED)]
     pub tls_cert: Option<PathBuf>,
@@ -82,6 +91,9 @@ impl Default for MasterOptions {
             allow_empty: false,
             tls_cert: None,
             tls_key: None,
+            global_batch_size: None,
+            world_size: None,
+            shuffle_window: super::pipeline::DEFAULT_SHUFFLE_WINDOW,
         }
     }
 }
@@ -103,17 +115,49 @@ impl MasterOptions {
         if let Some(columns) = &self.columns {
             check_columns(columns)?;
         }
-        Ok(())
+        self.check_world()
+    }
+
+    /// The rules of `--global-batch-size` and `--world-size`.
+    fn check_world(&self) -> Result<(), OptionError> {
+        rule(
+            self.global_batch_size.is_none_or(|g| g >= 1),
+            "global-batch-size",
+            "a step holds at least one row",
+        )?;
+        rule(
+            self.shuffle_window >= 1,
+            "shuffle-window",
+            "a window holds at least one row",
+        )?;
+        let (Some(size), Some(world)) = (self.global_batch_size, self.world_size) else {
+            rule(
+                self.global_batch_size.is_none() && self.world_size.is_none(),
+                "world-size",
+                "--global-batch-size and --world-size go together: the ranks of the world share each step",
+            )?;
+            return Ok(());
+        };
+        rule(world >= 1, "world-size", "a world holds at least one rank")?;
+        rule(
+            size % u64::from(world) == 0,
+            "global-batch-size",
+            &format!(
+                "{size} rows per step cannot be cut into {world} equal slices, one per rank; make it a multiple of {world}"
+            ),
+        )
     }
 
     /// The queue settings, once valid; `follow` is whether the job follows its source.
     pub fn queue(&self, follow: bool) -> crate::queue::QueueConfig {
-        crate::queue::QueueConfig::new(
+        let mut queue = crate::queue::QueueConfig::new(
             self.epochs,
             self.max_attempts,
             self.lease_timeout,
             self.seed,
             follow,
-        )
+        );
+        queue.world = self.world_size;
+        queue
     }
 }

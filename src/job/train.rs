@@ -764,6 +764,7 @@ fn pipeline_config_of(
         shuffle_window: config.shuffle_window,
         global_batch_size: config.global_batch_size,
         lanes: lanes.map(Arc::new),
+        world: None,
         seed: config.seed,
         lease_timeout: Some(config.lease_timeout),
         stop,

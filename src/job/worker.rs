@@ -470,9 +470,18 @@ fn pipeline_config(
         read_ahead: config.read_ahead,
         read_retry: config.read_retry,
         shuffle_buffer: config.shuffle_buffer,
-        shuffle_window: config.shuffle_window,
-        global_batch_size: None,
-        lanes: None,
+        shuffle_window: spec
+            .global
+            .as_ref()
+            .map(|g| g.window)
+            .or(config.shuffle_window),
+        global_batch_size: spec.global.as_ref().map(|g| g.size),
+        lanes: spec
+            .global
+            .as_ref()
+            .and_then(|g| g.lanes.clone())
+            .map(Arc::new),
+        world: spec.global.as_ref().and_then(|g| g.world),
         seed: spec.seed,
         lease_timeout: spec.lease_timeout_ms.map(Duration::from_millis),
         stop: stop.cloned(),

@@ -52,9 +52,11 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(metrics))
         .route(JobQuery::PATH, get(job))
         .route(SplitsQuery::PATH, get(splits))
+        .route(EpochQuery::PATH, get(epoch_view))
         .route(StatusQuery::PATH, get(status))
         .route(RegisterRequest::PATH, post(register))
         .route(ops::Lease::PATH, post(operate::<ops::Lease>))
+        .route(ops::TakeRanks::PATH, post(operate::<ops::TakeRanks>))
         .route(ops::Heartbeat::PATH, post(heartbeat))
         .route(ops::Commit::PATH, post(operate::<ops::Commit>))
         .route(ops::Finish::PATH, post(operate::<ops::Finish>))
@@ -325,23 +327,37 @@ async fn job(
     Query(query): Query<JobQuery>,
 ) -> Response {
     guard!(state, &headers);
-    let (spec, lease_timeout_ms, resume) = {
+    let (spec, queue, resume) = {
         let master = state.master.lock().unwrap_or_else(|e| e.into_inner());
         let resume = query
             .name
             .as_deref()
             .and_then(|name| master.queue().checkpoint_of(name.trim()))
             .map(str::to_string);
-        (
-            master.spec.clone(),
-            master.queue().config().lease_timeout_ms,
-            resume,
-        )
+        (master.spec.clone(), master.queue().config().clone(), resume)
     };
     let mut spec = spec.as_ref().clone();
-    spec.lease_timeout_ms = Some(lease_timeout_ms);
+    spec.lease_timeout_ms = Some(queue.lease_timeout_ms);
+    if let Some(global) = &mut spec.global {
+        // The world as it is now (a master resumed with another --world-size).
+        global.world = queue.world;
+        global.lanes = queue.lanes;
+    }
     spec.resume_checkpoint = resume;
     Json(spec).into_response()
+}
+
+async fn epoch_view(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Query(query): Query<EpochQuery>,
+) -> Response {
+    guard!(state, &headers);
+    let view = {
+        let master = state.master.lock().unwrap_or_else(|e| e.into_inner());
+        master.queue().epoch_view(crate::epoch::Epoch(query.epoch))
+    };
+    Json(view).into_response()
 }
 
 async fn splits(

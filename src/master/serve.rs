@@ -297,6 +297,11 @@ fn resume(config: &MasterConfig, state: &mut MasterState) -> Result<(), MasterEr
             .retry_failed(crate::wall::wall_millis())
             .map_err(MasterError::state("resume"))?;
     }
+    if let Some(world) = config.plan.global.and_then(|g| g.world) {
+        state
+            .set_world(crate::wall::wall_millis(), world)
+            .map_err(MasterError::state("resume"))?;
+    }
     Ok(())
 }
 

@@ -13,6 +13,7 @@ mod open;
 
 pub use follow::{Followed, Following};
 pub use identity::TrainerIdentity;
+pub use lanes::GlobalBatches;
 pub use open::Sources;
 
 use connectors::{Dataset, DatasetOptions, ReadPlan};
@@ -109,7 +110,11 @@ impl PlanRequest {
             global: config
                 .global_batch_size
                 .zip(config.shuffle_window)
-                .map(|(size, window)| lanes::GlobalBatches { size, window }),
+                .map(|(size, window)| lanes::GlobalBatches {
+                    size,
+                    window,
+                    world: None,
+                }),
         }
     }
 
@@ -146,7 +151,7 @@ impl PlanRequest {
             _ => {}
         }
         if let Some(global) = &self.global {
-            lanes::apply(&mut job, global);
+            lanes::apply(&mut job, global)?;
         }
         Ok(job)
     }
@@ -272,6 +277,12 @@ pub enum PlanError {
         filters: String,
         /// The dataset.
         url: String,
+    },
+    /// `--world-size` cannot share the job's lanes.
+    #[error("invalid option --world-size: {reason}")]
+    World {
+        /// Why, naming the numbers.
+        reason: String,
     },
     /// Following the source failed (`--follow`); what was taken before was
     /// trained or served.

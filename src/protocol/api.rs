@@ -83,6 +83,20 @@ impl Get for SplitsQuery {
     type Reply = Vec<connectors::Split>;
 }
 
+/// `GET /v1/epoch?epoch=N`: how epoch N (0-based) hands out its splits
+/// ([`crate::queue::EpochView`]): the workers of a job of `--world-size`
+/// order their lanes' windows by it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EpochQuery {
+    /// The epoch, counted from 0.
+    pub epoch: u32,
+}
+
+impl Get for EpochQuery {
+    const PATH: &'static str = "/v1/epoch";
+    type Reply = Option<crate::queue::EpochView>;
+}
+
 /// `GET /v1/status`: the job's status (also the page's and `sluice status`'s).
 /// A browser may give the token as `?token=`; the client sends it as a header.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

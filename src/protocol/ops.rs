@@ -107,6 +107,34 @@ impl Operation for Lease {
     }
 }
 
+/// `POST /v1/ranks`: the worker, of `devices` devices, takes as many ranks
+/// of a job of `--world-size` (see [`crate::queue::Ranks`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TakeRanks {
+    /// The asking worker.
+    pub worker: WorkerId,
+    /// Its devices: the ranks it takes.
+    pub devices: u32,
+}
+
+impl Operation for TakeRanks {
+    const DOING: &'static str = "take ranks of the job's world";
+    type Output = Option<crate::queue::Ranks>;
+    fn command(self, now: Millis) -> Command {
+        Command::TakeRanks {
+            now,
+            worker: self.worker,
+            devices: self.devices,
+        }
+    }
+    fn output(reply: Reply) -> Option<Result<Self::Output, QueueError>> {
+        match reply {
+            Reply::Ranks(result) => Some(result),
+            _ => None,
+        }
+    }
+}
+
 /// `POST /v1/heartbeat`: renews every lease of the worker.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Heartbeat {
@@ -419,9 +447,11 @@ macro_rules! worker_operations {
 // - finish, fail, hand back: once applied the attempt is no longer live, and
 //   a repeat is refused as stale without changing anything;
 // - checkpoint: records the same id with the same pieces (a set), or the
-//   same unsaved pieces (replaced, not added).
+//   same unsaved pieces (replaced, not added);
+// - take ranks: a worker takes its own ranks again.
 worker_operations! {
     Lease => "/v1/lease", idempotent: true;
+    TakeRanks => "/v1/ranks", idempotent: true;
     Heartbeat => "/v1/heartbeat", idempotent: true;
     Commit => "/v1/commit", idempotent: true;
     Finish => "/v1/finish", idempotent: true;

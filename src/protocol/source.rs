@@ -104,6 +104,16 @@ pub trait TaskSource: Send + Sync {
     async fn register(&self) -> Result<WorkerId, SourceError>;
     /// Leases up to `max` tasks.
     async fn lease(&self, worker: WorkerId, max: usize) -> Result<LeaseReply, SourceError>;
+    /// Takes ranks for `devices` devices in a job of `--world-size` (see
+    /// [`crate::queue::Ranks`]): `None` while none is free, and where the
+    /// source has no world (the embedded queue).
+    async fn take_ranks(
+        &self,
+        _worker: WorkerId,
+        _devices: u32,
+    ) -> Result<Option<crate::queue::Ranks>, SourceError> {
+        Ok(None)
+    }
     /// Renews the worker's leases; `held` lists the attempts it is working on
     /// (a lease whose reply never reached it is taken back). Returns attempts it lost.
     async fn heartbeat(

@@ -49,6 +49,26 @@ pub struct JobSpec {
     /// a split names (`url` is the first); empty for one source.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<String>,
+    /// `--global-batch-size` of a master's job: every worker cuts the same
+    /// global batches, each its ranks' slices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub global: Option<GlobalSpec>,
+}
+
+/// The global batches of a master's job, as its workers are told of them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GlobalSpec {
+    /// Rows per step across the world (`G`).
+    pub size: u64,
+    /// Rows of a window of the global shuffle (`--shuffle-window`).
+    pub window: u64,
+    /// Ranks of the world (`--world-size`), as the master serves it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world: Option<u32>,
+    /// The lanes the job's rows are cut into ([`crate::queue::Lanes`]),
+    /// as the master serves them; `None`: one lane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lanes: Option<crate::queue::Lanes>,
 }
 
 /// A table by name, as workers are told of it: no credential, no path of

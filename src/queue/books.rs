@@ -104,6 +104,10 @@ struct WorkerRecord {
     /// again when its answer was lost) counts once.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     ended_unsaved: bool,
+    /// The ranks it took in a job of `--world-size` ([`Queue::take_ranks`]):
+    /// its while it is live.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ranks: Option<(u32, u32)>,
 }
 
 /// Leases the tasks (split × epoch) of one job to workers. See the module docs.
@@ -433,9 +437,18 @@ impl Queue {
                 LeaseReply::Wait
             });
         }
+        let lanes = self.lanes_of(now, worker)?;
         let mut leases = Vec::new();
         while leases.len() < max {
-            let Some(piece) = self.makeup.todo.pop_front() else {
+            let at = match &lanes {
+                Some((lanes, lane_of)) => self
+                    .makeup
+                    .todo
+                    .iter()
+                    .position(|p| lanes.contains(&lane_of[p.split as usize])),
+                None => (!self.makeup.todo.is_empty()).then_some(0),
+            };
+            let Some(piece) = at.and_then(|at| self.makeup.todo.remove(at)) else {
                 break;
             };
             leases.push(self.grant_makeup(now, worker, piece));
@@ -444,7 +457,15 @@ impl Queue {
             return Ok(LeaseReply::Wait);
         }
         while leases.len() < max {
-            let Some(split) = self.next_for(now, worker) else {
+            let next = match &lanes {
+                Some((lanes, lane_of)) => self
+                    .todo
+                    .iter()
+                    .position(|&s| lanes.contains(&lane_of[s as usize]))
+                    .and_then(|at| self.todo.remove(at)),
+                None => self.next_for(now, worker),
+            };
+            let Some(split) = next else {
                 break;
             };
             leases.push(self.grant(now, worker, split));
@@ -459,6 +480,96 @@ impl Queue {
         }
         self.touch(worker, now);
         Ok(LeaseReply::Tasks(leases))
+    }
+
+    /// In a job of `--world-size`, the lanes of `worker`'s ranks and the
+    /// lane of every split: it is leased only their tasks. `None` in
+    /// another job; refused when the worker holds no ranks now.
+    #[allow(clippy::type_complexity)]
+    fn lanes_of(
+        &self,
+        now: Millis,
+        worker: WorkerId,
+    ) -> Result<Option<(std::ops::Range<u32>, Vec<u32>)>, QueueError> {
+        let (Some(world), Some(lanes)) = (self.config.world, &self.config.lanes) else {
+            return Ok(None);
+        };
+        let Some(ranks) = self.live_ranks(now, worker) else {
+            return Err(QueueError::NoRanks { worker });
+        };
+        let lane_of = lanes.lane_of();
+        Ok(Some((lanes.of_ranks(ranks, world), lane_of)))
+    }
+
+    /// The ranks `worker` holds, while no other live worker holds any of them.
+    fn live_ranks(&self, now: Millis, worker: WorkerId) -> Option<std::ops::Range<u32>> {
+        let (first, count) = self.workers.get(&worker)?.ranks?;
+        let run = first..first + count;
+        let taken = self
+            .held_ranks(now, worker)
+            .iter()
+            .any(|h| h.start < run.end && run.start < h.end);
+        (!taken).then_some(run)
+    }
+
+    /// The ranks the live workers other than `worker` hold.
+    fn held_ranks(&self, now: Millis, worker: WorkerId) -> Vec<std::ops::Range<u32>> {
+        let timeout = self.config.lease_timeout_ms;
+        self.workers
+            .iter()
+            .filter(|(id, r)| {
+                **id != worker && !r.gone && r.last_seen.saturating_add(timeout) > now
+            })
+            .filter_map(|(_, r)| r.ranks.map(|(first, count)| first..first + count))
+            .collect()
+    }
+
+    /// The job's world is now `world` ranks (a master resumed with another
+    /// `--world-size`): every worker takes its ranks again.
+    pub fn set_world(&mut self, world: u32) {
+        self.config.world = Some(world.max(1));
+        for record in self.workers.values_mut() {
+            record.ranks = None;
+        }
+    }
+
+    /// `worker`, of `devices` devices, takes as many ranks of the job's
+    /// world (the first run none of the live workers holds; its own again
+    /// while no other took them): `None` while none is free, and in a job
+    /// without `--world-size`.
+    pub fn take_ranks(
+        &mut self,
+        now: Millis,
+        worker: WorkerId,
+        devices: u32,
+    ) -> Result<Option<super::Ranks>, QueueError> {
+        if !self.workers.contains_key(&worker) {
+            return Err(QueueError::UnknownWorker { worker });
+        }
+        self.check_alive(worker)?;
+        let Some(world) = self.config.world else {
+            return Ok(None);
+        };
+        let devices = devices.max(1);
+        if devices > world {
+            return Err(QueueError::WorldTooSmall { devices, world });
+        }
+        let first = match self.live_ranks(now, worker) {
+            Some(run) if run.len() as u32 == devices => Some(run.start),
+            _ => super::ranks::free_run(&self.held_ranks(now, worker), world, devices),
+        };
+        self.touch(worker, now);
+        let Some(first) = first else {
+            return Ok(None);
+        };
+        if let Some(record) = self.workers.get_mut(&worker) {
+            record.ranks = Some((first, devices));
+        }
+        Ok(Some(super::Ranks {
+            first,
+            count: devices,
+            world,
+        }))
     }
 
     /// The next split of the epoch for `worker`. From the second epoch on,

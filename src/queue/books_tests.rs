@@ -18,6 +18,7 @@ fn config(epochs: u32, max_attempts: u32) -> QueueConfig {
         affinity_wait_ms: 1_000,
         interleave: None,
         lanes: None,
+        world: None,
     }
 }
 

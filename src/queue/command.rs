@@ -30,6 +30,14 @@ pub enum Command {
         worker: WorkerId,
         max: usize,
     },
+    /// [`Queue::take_ranks`].
+    TakeRanks {
+        now: Millis,
+        worker: WorkerId,
+        devices: u32,
+    },
+    /// [`Queue::set_world`]: a master resumed with another `--world-size`.
+    SetWorld { now: Millis, world: u32 },
     /// [`Queue::heartbeat_holding`].
     Heartbeat {
         now: Millis,
@@ -135,6 +143,8 @@ impl Command {
         match *self {
             Command::Register { now, .. }
             | Command::Lease { now, .. }
+            | Command::TakeRanks { now, .. }
+            | Command::SetWorld { now, .. }
             | Command::Heartbeat { now, .. }
             | Command::Commit { now, .. }
             | Command::Finish { now, .. }
@@ -163,6 +173,8 @@ pub enum Reply {
     Register(WorkerId),
     /// Answer to [`Command::Lease`].
     Lease(Result<LeaseReply, QueueError>),
+    /// Answer to [`Command::TakeRanks`]: the ranks taken, if any was free.
+    Ranks(Result<Option<super::Ranks>, QueueError>),
     /// Answer to [`Command::Heartbeat`]: the attempts the worker lost.
     Heartbeat(Result<Vec<AttemptId>, QueueError>),
     /// Answer to [`Command::Commit`].
@@ -208,6 +220,7 @@ impl Reply {
             Reply::Register(_) => true,
             Reply::Lease(Ok(LeaseReply::Tasks(leases))) => !leases.is_empty(),
             Reply::Lease(_) => false,
+            Reply::Ranks(reply) => matches!(reply, Ok(Some(_))),
             Reply::Heartbeat(reply) => reply.is_ok(),
             Reply::Commit(reply)
             | Reply::Finish(reply)
@@ -231,6 +244,15 @@ impl Queue {
                 Reply::Register(self.register_as(*now, secret.clone(), name.clone()))
             }
             Command::Lease { now, worker, max } => Reply::Lease(self.lease(*now, *worker, *max)),
+            Command::TakeRanks {
+                now,
+                worker,
+                devices,
+            } => Reply::Ranks(self.take_ranks(*now, *worker, *devices)),
+            Command::SetWorld { world, .. } => {
+                self.set_world(*world);
+                Reply::Recorded
+            }
             Command::Heartbeat {
                 now,
                 worker,
@@ -568,6 +590,7 @@ mod journal_tests {
             affinity_wait_ms: 0,
             interleave: None,
             lanes: None,
+            world: None,
         };
         let mut queue = Queue::new(2, config).expect("queue");
         let fresh = queue.clone();

@@ -35,6 +35,10 @@ pub struct QueueConfig {
     /// windows set each epoch's order (see [`super::lanes`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lanes: Option<super::lanes::Lanes>,
+    /// `--world-size`: the ranks the workers' devices take as they join
+    /// ([`super::ranks`]), each leased only its lanes' tasks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub world: Option<u32>,
 }
 
 /// The default of [`QueueConfig::affinity_wait_ms`].
@@ -51,6 +55,7 @@ impl Default for QueueConfig {
             affinity_wait_ms: DEFAULT_AFFINITY_WAIT_MS,
             interleave: None,
             lanes: None,
+            world: None,
         }
     }
 }
@@ -76,6 +81,7 @@ impl QueueConfig {
             affinity_wait_ms: DEFAULT_AFFINITY_WAIT_MS,
             interleave: None,
             lanes: None,
+            world: None,
         }
     }
 

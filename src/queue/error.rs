@@ -62,6 +62,14 @@ pub enum QueueError {
     /// Splits offered to a followed job do not come right after its last one.
     #[error("the splits offered start at {first}, but the job's next split is {next}")]
     NotNext { first: u32, next: u32 },
+    /// A worker of a job of `--world-size` leased without holding ranks
+    /// (it never took them, or another worker took them while it was
+    /// silent): it takes ranks again.
+    #[error("worker {worker} holds no ranks of the job's world; take ranks first")]
+    NoRanks { worker: WorkerId },
+    /// A worker has more devices than the job's world has ranks.
+    #[error("a worker of {devices} devices cannot join a world of {world} ranks (--world-size)")]
+    WorldTooSmall { devices: u32, world: u32 },
     /// A job cannot hold more splits than split indices (`u32`) can name.
     #[error("the job holds as many splits as a queue can name")]
     Full,

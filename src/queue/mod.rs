@@ -12,6 +12,7 @@ mod cut;
 mod error;
 mod lanes;
 mod order;
+mod ranks;
 mod types;
 
 #[cfg(test)]
@@ -24,11 +25,12 @@ pub(crate) use config::ConfigError;
 pub use config::QueueConfig;
 pub(crate) use cut::{insert as insert_range, CutPiece};
 pub(crate) use error::QueueError;
-pub use lanes::{lane_count, LaneWindow, Lanes};
 pub(crate) use lanes::cut as cut_lanes;
+pub use lanes::{lane_count, LaneWindow, Lanes};
 #[cfg(test)]
 pub(crate) use order::epoch_order;
 pub(crate) use order::{window_order, Interleave};
+pub use ranks::Ranks;
 #[cfg(test)]
 pub(crate) use types::Expired;
 pub use types::{AttemptId, LeaseReply, WorkerId, WorkerSecret};

@@ -360,6 +360,7 @@ impl Sim {
             affinity_wait_ms: if seed % 3 == 0 { 0 } else { timeout / 4 },
             interleave: None,
             lanes: None,
+            world: None,
         };
         let rows: Vec<u64> = (0..splits).map(|_| rng.next_u64() % 200).collect();
         let plan_rows: Vec<Option<u64>> = if seed % 2 == 0 {
@@ -1488,6 +1489,7 @@ fn a_random_command_log_replays_to_the_same_queue() {
             affinity_wait_ms: 20,
             interleave: None,
             lanes: None,
+            world: None,
         };
         let mut queue = Queue::new(12, config.clone()).expect("valid config");
         let mut log = Vec::new();

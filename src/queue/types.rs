@@ -137,7 +137,7 @@ pub struct Lease {
 /// How an epoch hands out its splits, as its one worker orders its windows
 /// by it (`--shuffle global`): the epoch's lease order, and the splits no
 /// lease of the epoch names again.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EpochView {
     /// The epoch.
     pub epoch: Epoch,

@@ -95,6 +95,7 @@ impl JobRecord {
                 select,
                 catalog_table: None,
                 sources: Vec::new(),
+                global: None,
             },
             queue,
             identity: Identity::default(),
@@ -640,6 +641,19 @@ impl MasterState {
         Ok(())
     }
 
+    /// A job of `--global-batch-size` resumed with `--world-size world`:
+    /// durably the queue's world, where it was another.
+    pub fn set_world(&mut self, now: Millis, world: u32) -> Result<(), StateError> {
+        if self.queue.config().world == Some(world) {
+            return Ok(());
+        }
+        let set = StateError::journal(self.describe(), "set the job's world size");
+        self.execute(Command::SetWorld { now, world })
+            .map_err(set)?;
+        tracing::info!(world, "the job's world size is now this (--world-size)");
+        Ok(())
+    }
+
     /// Expires lapsed leases, then applies `command`; changes are durable
     /// before returning (the single-process path, without group commit).
     pub fn execute(&mut self, command: Command) -> Result<Reply, JournalError> {
@@ -1128,6 +1142,7 @@ pub(crate) mod tests {
                 select: Default::default(),
                 catalog_table: None,
                 sources: Vec::new(),
+                global: None,
             },
             queue: QueueConfig {
                 epochs: 2,

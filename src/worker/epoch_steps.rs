@@ -54,7 +54,7 @@ fn layout_known(plan: &ReadPlan, config: &PipelineConfig) -> Result<(), String> 
     if config.follow {
         return Err("the job follows its source (--follow): its data has no end".into());
     }
-    if !config.only_worker {
+    if !config.only_worker && config.world.is_none() {
         return Err("the workers of a master share an epoch's tasks as they lease them".into());
     }
     let global = config.global_batch_size.is_some();

@@ -23,6 +23,7 @@ use arrow::record_batch::RecordBatch;
 
 use super::dealt::{Dealt, Picked};
 use crate::queue::AttemptId;
+use crate::trainer::protocol::RANK_KEY;
 use crate::worker::batcher::OutBatch;
 use crate::worker::stepper::{tag, Step};
 use crate::worker::Provenance;
@@ -51,6 +52,9 @@ pub(crate) struct GlobalSteps {
     lanes: std::ops::Range<u32>,
     /// Whether each rank's slice is whole lanes (`W` divides the lanes).
     by_lane: bool,
+    /// A master's job of `--world-size`: the world rank of the first slice
+    /// (each batch says its rank, [`RANK_KEY`]).
+    first_rank: Option<u32>,
     /// The epoch being cut, and its next step.
     at: Option<(Epoch, u64)>,
 }
@@ -70,6 +74,7 @@ impl GlobalSteps {
             chunk: size,
             lanes: 0..1,
             by_lane: false,
+            first_rank: None,
             at: None,
         }
     }
@@ -83,6 +88,12 @@ impl GlobalSteps {
         let held = u64::from(mine.end.saturating_sub(mine.start));
         self.by_lane = held > 0 && held % self.ranks == 0;
         self.lanes = mine;
+        self
+    }
+
+    /// Each batch says its rank of the world, the first slice's being `first`.
+    pub(super) fn with_first_rank(mut self, first: u32) -> Self {
+        self.first_rank = Some(first);
         self
     }
 
@@ -153,7 +164,14 @@ impl GlobalSteps {
             }
             let batches = slices
                 .iter()
-                .map(|slice| gather(dealing, slice, epoch).and_then(|out| tag(out, step, last)))
+                .enumerate()
+                .map(|(r, slice)| {
+                    let out = tag(gather(dealing, slice, epoch)?, step, last)?;
+                    match self.first_rank {
+                        Some(first) => with_rank(out, first + r as u32),
+                        None => Ok(out),
+                    }
+                })
                 .collect::<Result<Vec<_>, _>>()?;
             return Ok(Some(Cut::Step(Step { epoch, batches })));
         }
@@ -179,6 +197,19 @@ impl GlobalSteps {
             .map(|r| &picks[(r * n / w) as usize..((r + 1) * n / w) as usize])
             .collect()
     }
+}
+
+/// `out` saying it is the slice of world rank `rank` ([`RANK_KEY`]).
+fn with_rank(out: OutBatch, rank: u32) -> Result<OutBatch, ArrowError> {
+    let schema = out.data.schema();
+    let mut metadata = schema.metadata().clone();
+    metadata.insert(RANK_KEY.to_string(), rank.to_string());
+    let tagged = std::sync::Arc::new(arrow::datatypes::Schema::new_with_metadata(
+        schema.fields().clone(),
+        metadata,
+    ));
+    let data = out.data.with_schema(tagged)?;
+    Ok(OutBatch { data, ..out })
 }
 
 /// Positions of `lane`'s windows of `epoch` not taken yet.

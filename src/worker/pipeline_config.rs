@@ -34,6 +34,9 @@ pub struct PipelineConfig {
     /// The lanes of a job of `--global-batch-size` whose rows are all known
     /// ([`crate::queue::Lanes`]); `None`: the epoch's order is one lane.
     pub lanes: Option<Arc<crate::queue::Lanes>>,
+    /// A master's job of `--world-size`: the worker takes one rank per
+    /// device before it leases, and cuts its ranks' slices of each step.
+    pub world: Option<u32>,
     /// Seed of the shuffle buffer and of the global shuffle.
     pub seed: u64,
     /// The master's lease timeout, when known: a lease not renewed for that

@@ -546,6 +546,14 @@ impl TaskSource for RemoteSource {
         self.apply(ops::Lease { worker, max }).await
     }
 
+    async fn take_ranks(
+        &self,
+        worker: WorkerId,
+        devices: u32,
+    ) -> Result<Option<crate::queue::Ranks>, SourceError> {
+        self.apply(ops::TakeRanks { worker, devices }).await
+    }
+
     async fn heartbeat(
         &self,
         worker: WorkerId,
@@ -693,6 +701,17 @@ impl TaskSource for RemoteSource {
             .await
             .map(|s| s.queue)
             .map_err(SourceError::unavailable("ask the job's status"))
+    }
+
+    async fn epoch_view(
+        &self,
+        epoch: crate::epoch::Epoch,
+    ) -> Result<Option<crate::queue::EpochView>, SourceError> {
+        self.get(&EpochQuery { epoch: epoch.0 })
+            .await
+            .map_err(SourceError::unavailable(
+                "ask how the epoch hands out its tasks",
+            ))
     }
 
     async fn splits_from(&self, from: usize) -> Result<Vec<connectors::Split>, SourceError> {

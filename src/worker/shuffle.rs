@@ -75,6 +75,9 @@ pub struct GlobalShuffle {
     /// `--global-batch-size` of a job cut into lanes: the lanes, and the
     /// lane of each split ([`crate::queue::Lanes`]).
     lanes: Option<(std::sync::Arc<Lanes>, Vec<u32>)>,
+    /// A master's job of `--world-size`: its ranks, and this worker's once
+    /// taken ([`Self::set_ranks`]).
+    world: Option<(u32, Option<std::ops::Range<u32>>)>,
 }
 
 #[derive(Debug)]
@@ -200,6 +203,7 @@ impl GlobalShuffle {
             steps: None,
             ended: None,
             lanes: None,
+            world: None,
         }
     }
 
@@ -211,14 +215,45 @@ impl GlobalShuffle {
         let Some(size) = config.global_batch_size else {
             return Some(shuffle);
         };
-        let shuffle = shuffle.with_global_batches(size, devices, config.drop_last);
+        let mut shuffle = shuffle.with_global_batches(size, devices, config.drop_last);
+        if let Some(world) = config.world {
+            // The lanes are this worker's ranks', once it took them.
+            shuffle.world = Some((world, None));
+        }
         Some(match &config.lanes {
             Some(lanes) => {
-                let count = lanes.count;
-                shuffle.with_lanes(lanes.clone(), 0..count)
+                let mine = if config.world.is_some() {
+                    0..0
+                } else {
+                    0..lanes.count
+                };
+                shuffle.with_lanes(lanes.clone(), mine)
             }
             None => shuffle,
         })
+    }
+
+    /// Whether the worker must take ranks of the job's world before it leases.
+    pub fn awaits_ranks(&self) -> bool {
+        self.world
+            .as_ref()
+            .is_some_and(|(_, ranks)| ranks.is_none())
+    }
+
+    /// The world's ranks `ranks` are this worker's: it cuts their lanes.
+    pub fn set_ranks(&mut self, ranks: std::ops::Range<u32>) {
+        let Some((world, mine)) = &mut self.world else {
+            return;
+        };
+        if let Some((lanes, _)) = &self.lanes {
+            let lanes_held = lanes.of_ranks(ranks.clone(), *world);
+            self.steps = self
+                .steps
+                .take()
+                .map(|s| s.with_lanes(lanes.count, lanes_held));
+        }
+        self.steps = self.steps.take().map(|s| s.with_first_rank(ranks.start));
+        *mine = Some(ranks);
     }
 
     /// Takes the windows of lanes `mine` of `lanes` (see
@@ -312,9 +347,8 @@ impl GlobalShuffle {
         let Some(steps) = &mut self.steps else {
             return Ok(None);
         };
-        let ended = |e: Epoch, lane: u32| {
-            front == Some(e) && over.iter().any(|&(l, o)| l == lane && o)
-        };
+        let ended =
+            |e: Epoch, lane: u32| front == Some(e) && over.iter().any(|&(l, o)| l == lane && o);
         steps.next(&mut self.dealing, ended, &self.dead)
     }
 
@@ -372,7 +406,10 @@ impl GlobalShuffle {
     fn plan_of(&self, view: EpochView, splits: &[Split]) -> Plan {
         let (windows, meta, total) = match &self.lanes {
             Some((lanes, _)) => {
-                let mine = self.steps.as_ref().map_or(0..lanes.count, GlobalSteps::lanes);
+                let mine = self
+                    .steps
+                    .as_ref()
+                    .map_or(0..lanes.count, GlobalSteps::lanes);
                 let all = lanes.windows(self.seed, view.epoch);
                 let total = all.len() as u64;
                 let (windows, meta) = all
@@ -510,6 +547,10 @@ impl GlobalShuffle {
 
     /// Whether the shuffle waits for a lease.
     pub fn wants_lease(&self) -> bool {
+        if self.awaits_ranks() {
+            // The first lease takes the ranks, which say the lanes.
+            return true;
+        }
         if !self.wants_window() {
             return false;
         }

@@ -388,7 +388,10 @@ fn laned() -> (Vec<Split>, Arc<Lanes>, Vec<i64>) {
             ..split(e - s)
         })
         .collect();
-    let first = cut.iter().map(|&(g, s, _)| i64::from(g) * 1000 + s as i64).collect();
+    let first = cut
+        .iter()
+        .map(|&(g, s, _)| i64::from(g) * 1000 + s as i64)
+        .collect();
     (splits, Arc::new(lanes), first)
 }
 
@@ -409,7 +412,10 @@ fn lane_steps(ranks: usize, mine: std::ops::Range<u32>) -> Vec<CutStep> {
         failed: Vec::new(),
     };
     shuffle.set_view(Some(view), &all);
-    for &task in order.iter().filter(|&&t| mine.contains(&lane_of[t as usize])) {
+    for &task in order
+        .iter()
+        .filter(|&&t| mine.contains(&lane_of[t as usize]))
+    {
         shuffle.offer(lease(u64::from(task) + 1, task, 0, Vec::new()), &all);
     }
     let (mut next_id, mut steps) = (u64::MAX, Vec::new());
@@ -434,7 +440,13 @@ fn lane_steps(ranks: usize, mine: std::ops::Range<u32>) -> Vec<CutStep> {
             let ids = step
                 .batches
                 .iter()
-                .map(|b| b.data.column(0).as_primitive::<Int64Type>().values().to_vec())
+                .map(|b| {
+                    b.data
+                        .column(0)
+                        .as_primitive::<Int64Type>()
+                        .values()
+                        .to_vec()
+                })
                 .collect();
             steps.push((number, ids));
         }
@@ -468,7 +480,9 @@ fn lanes_give_the_same_global_batches_to_any_ranks_and_any_workers() {
                 for (r, slice) in slices.iter().enumerate() {
                     let r = r as i64;
                     assert!(
-                        slice.iter().all(|&id| (r * per..(r + 1) * per).contains(&lane(id))),
+                        slice
+                            .iter()
+                            .all(|&id| (r * per..(r + 1) * per).contains(&lane(id))),
                         "step {k}, rank {r} of {ranks}: a row of another rank's lanes"
                     );
                 }

@@ -14,14 +14,14 @@ use std::time::Duration;
 use crate::common::{count_lines, fixture, parse_json, python, run, sluice, wait_until, SLUICE};
 
 /// One Spark part file of 20,000 rows (ids 0..20000), cut into 9 tasks.
-const DATASET: &str = "parquet_row_groups";
-const ROWS: usize = 20_000;
-const G: usize = 1536;
+pub(crate) const DATASET: &str = "parquet_row_groups";
+pub(crate) const ROWS: usize = 20_000;
+pub(crate) const G: usize = 1536;
 
 /// Each (epoch, step)'s batches by rank, as one run logged them.
-type Steps = BTreeMap<(u64, u64), BTreeMap<u64, Vec<i64>>>;
+pub(crate) type Steps = BTreeMap<(u64, u64), BTreeMap<u64, Vec<i64>>>;
 
-fn train(out: &Path, devices: usize, extra: &[&str], sleep: f64) -> Command {
+pub(crate) fn train(out: &Path, devices: usize, extra: &[&str], sleep: f64) -> Command {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/trainers/step_log.py");
     let mut cmd = Command::new(SLUICE);
     cmd.arg("train")
@@ -48,7 +48,7 @@ fn train(out: &Path, devices: usize, extra: &[&str], sleep: f64) -> Command {
 }
 
 /// What the trainers logged, one `Steps` per trainer process id.
-fn logged(out: &Path) -> HashMap<String, Steps> {
+pub(crate) fn logged(out: &Path) -> HashMap<String, Steps> {
     let mut runs: HashMap<String, Steps> = HashMap::new();
     for entry in std::fs::read_dir(out).expect("list").flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
@@ -72,7 +72,7 @@ fn logged(out: &Path) -> HashMap<String, Steps> {
 }
 
 /// The global batches of one uninterrupted run: each step's ids, rank by rank.
-fn global_batches(out: &Path) -> BTreeMap<(u64, u64), Vec<i64>> {
+pub(crate) fn global_batches(out: &Path) -> BTreeMap<(u64, u64), Vec<i64>> {
     let mut all = BTreeMap::new();
     for steps in logged(out).into_values() {
         for (at, ranks) in steps {
@@ -86,7 +86,7 @@ fn global_batches(out: &Path) -> BTreeMap<(u64, u64), Vec<i64>> {
 }
 
 #[track_caller]
-fn assert_each_id_once_per_epoch(batches: &BTreeMap<(u64, u64), Vec<i64>>, epochs: u64) {
+pub(crate) fn assert_each_id_once_per_epoch(batches: &BTreeMap<(u64, u64), Vec<i64>>, epochs: u64) {
     for epoch in 0..epochs {
         let ids: Vec<i64> = batches
             .range((epoch, 0)..(epoch + 1, 0))
@@ -143,10 +143,10 @@ fn one_to_three_devices_get_the_same_global_batches() {
 }
 
 /// A small deterministic generator for the kills' moments and world sizes.
-struct Draw(u64);
+pub(crate) struct Draw(pub(crate) u64);
 
 impl Draw {
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.0 = self
             .0
             .wrapping_mul(6364136223846793005)

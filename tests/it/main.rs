@@ -23,6 +23,7 @@ mod follow;
 mod formats;
 mod global_batches;
 mod global_shuffle;
+mod global_world;
 mod hdfs;
 mod hdfs_kerberos;
 mod imports;

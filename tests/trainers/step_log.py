@@ -8,7 +8,8 @@ fsynced before it writes `ack`:
     {"rank": 0, "epoch": 0, "step": 3, "end": false, "ids": [id, ...]}
 
 `epoch`, `step` and `end` are the batch's `sluice.epoch`, `sluice.step` and whether
-it carries `sluice.epoch_end`; `rank` is RANK under --lockstep (else the device).
+it carries `sluice.epoch_end`; `rank` is the batch's `sluice.rank` (a master's job of
+--world-size), else RANK under --lockstep (else the device).
 
 Options:
     --out DIR        where to write (required)
@@ -54,8 +55,9 @@ def main():
         meta = dict(custom or {})
         meta.update(batch.schema.metadata or {})
         value = lambda key: meta.get(key.encode())
+        world_rank = value("sluice.rank")
         line = {
-            "rank": rank,
+            "rank": int(world_rank) if world_rank is not None else rank,
             "epoch": int(value("sluice.epoch")),
             "step": int(value("sluice.step")),
             "end": value("sluice.epoch_end") is not None,

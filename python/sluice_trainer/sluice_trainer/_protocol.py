@@ -84,6 +84,8 @@ EPOCH_KEY = "sluice.epoch"
 STEP_KEY = "sluice.step"
 EPOCH_END_KEY = "sluice.epoch_end"
 EPOCH_STEPS_KEY = "sluice.epoch_steps"
+# The world rank a global batch's slice is for (a master's job of --world-size).
+RANK_KEY = "sluice.rank"
 EPOCH_STEPS_UNKNOWN_KEY = "sluice.epoch_steps_unknown"
 SOURCE_KEY = "sluice.source"
 CHECKPOINT_COMPLETE_KEY = "sluice.checkpoint_complete"

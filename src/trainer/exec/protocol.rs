@@ -79,6 +79,10 @@ pub const EPOCH_STEPS_KEY: &str = "sluice.epoch_steps";
 /// Why the steps of the batch's epoch are not known before it starts, on
 /// every batch that has no [`EPOCH_STEPS_KEY`].
 pub const EPOCH_STEPS_UNKNOWN_KEY: &str = "sluice.epoch_steps_unknown";
+/// The rank of the world a global batch's slice is for, 0-based, on every
+/// batch of a master's job of `--world-size` (`--global-batch-size`): the
+/// slices of a step, in rank order, are the step's rows in order.
+pub const RANK_KEY: &str = "sluice.rank";
 /// Present on a process's last batch of an epoch (`--lockstep`).
 pub const EPOCH_END_KEY: &str = "sluice.epoch_end";
 /// The newest checkpoint ID that is complete (every device of its worker wrote it
@@ -120,6 +124,7 @@ pub const NAMES: &[(&str, &str)] = &[
     ("EPOCH_KEY", EPOCH_KEY),
     ("STEP_KEY", STEP_KEY),
     ("EPOCH_END_KEY", EPOCH_END_KEY),
+    ("RANK_KEY", RANK_KEY),
     ("EPOCH_STEPS_KEY", EPOCH_STEPS_KEY),
     ("EPOCH_STEPS_UNKNOWN_KEY", EPOCH_STEPS_UNKNOWN_KEY),
     ("CHECKPOINT_COMPLETE_KEY", CHECKPOINT_COMPLETE_KEY),

@@ -237,6 +237,7 @@ impl Sim {
             affinity_wait_ms: 0,
             interleave: None,
             lanes: None,
+            world: None,
         };
         let queue = Queue::with_rows(rows.iter().copied().map(Some).collect(), config)
             .expect("valid config");

@@ -7,7 +7,7 @@ use crate::queue::Lease;
 use crate::worker::batcher::OutBatch;
 use crate::worker::coordinator::Event;
 use crate::worker::reader::ReadEvent;
-use crate::worker::shuffle::Cut;
+use crate::worker::shuffle::{Cut, GlobalShuffle};
 use crate::worker::Piece;
 
 impl Shell {
@@ -19,7 +19,7 @@ impl Shell {
             .as_ref()
             .is_some_and(|g| g.needs_view(lease.epoch))
         {
-            let view = self.source.epoch_view(lease.epoch).await?;
+            let view = self.view_of(lease.epoch).await?;
             if let Some(global) = &mut self.global {
                 global.set_view(view, &self.splits);
             }
@@ -39,7 +39,7 @@ impl Shell {
         };
         global.nothing_to_lease();
         if let Some(epoch) = global.pending_epoch() {
-            let view = self.source.epoch_view(epoch).await?;
+            let view = self.view_of(epoch).await?;
             if let Some(global) = &mut self.global {
                 global.set_view(view, &self.splits);
             }
@@ -183,5 +183,46 @@ impl Shell {
             self.delivery.deal(device, out);
         }
         true
+    }
+}
+
+impl Shell {
+    /// How `epoch` hands out its tasks, where windows follow it: the one
+    /// worker of `sluice train`, or a worker of a job of `--world-size`
+    /// (the other workers of a master window the leases as they come).
+    async fn view_of(
+        &self,
+        epoch: crate::epoch::Epoch,
+    ) -> Result<Option<crate::queue::EpochView>, PipelineError> {
+        if !self.config.only_worker && self.config.world.is_none() {
+            return Ok(None);
+        }
+        Ok(self.source.epoch_view(epoch).await?)
+    }
+
+    /// A master's job of `--world-size`: takes one rank per device before
+    /// the first lease; false while none is free (the lease waits).
+    pub(super) async fn take_ranks(&mut self) -> Result<bool, PipelineError> {
+        if !self
+            .global
+            .as_ref()
+            .is_some_and(GlobalShuffle::awaits_ranks)
+        {
+            return Ok(true);
+        }
+        let devices = u32::try_from(self.config.devices.max(1)).unwrap_or(u32::MAX);
+        let Some(ranks) = self.source.take_ranks(self.worker, devices).await? else {
+            return Ok(false);
+        };
+        tracing::info!(
+            first = ranks.first,
+            count = ranks.count,
+            world = ranks.world,
+            "ranks taken: this worker's devices train their slices of each step"
+        );
+        if let Some(global) = &mut self.global {
+            global.set_ranks(ranks.range());
+        }
+        Ok(true)
     }
 }

@@ -76,6 +76,10 @@ impl Shell {
         if self.global.is_none() && self.coordinator.leased_reads() >= prefetch {
             return Ok(());
         }
+        if !self.take_ranks().await? {
+            self.next_lease = self.time.now() + self.backoff.next_wait();
+            return Ok(());
+        }
         let sent = self.time.now();
         match self.source.lease(self.worker, 1).await? {
             LeaseReply::Tasks(leases) if !leases.is_empty() => {

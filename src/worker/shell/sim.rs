@@ -180,6 +180,7 @@ impl Sim {
             shuffle_window: None,
             global_batch_size: None,
             lanes: None,
+            world: None,
             seed: self.seed,
             lease_timeout: None,
             stop: None,
@@ -212,6 +213,7 @@ async fn run(seed: u64) -> HashSet<&'static str> {
         affinity_wait_ms: 0,
         interleave: None,
         lanes: None,
+        world: None,
     };
     let queue = Queue::with_rows(counts.iter().copied().map(Some).collect(), queue_config)
         .expect("valid config");
