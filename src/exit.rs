@@ -296,6 +296,7 @@ impl ExitCode for WorkerError {
             WorkerError::Pipeline { .. } => None,
             WorkerError::Train { source, .. } => decided(source),
             WorkerError::Connector { source } => decided(source.as_ref()),
+            WorkerError::World { .. } => Some(USAGE),
         }
     }
 }

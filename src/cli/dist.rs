@@ -205,7 +205,9 @@ pub async fn master(mut args: MasterArgs) -> anyhow::Result<u8> {
     let follow = args.follow.config(options.epochs)?;
     args.select.validate()?;
     refuse_master_clashes(mix.as_ref(), follow.as_ref(), &args.select)?;
+    let global = global_batches(&options);
     let plan = crate::plan::PlanRequest {
+        global,
         kind: crate::plan::JobKind::Master,
         url: args.url,
         dataset,
@@ -220,13 +222,6 @@ pub async fn master(mut args: MasterArgs) -> anyhow::Result<u8> {
         batch_rows: crate::master::serve::DECODE_BATCH_ROWS,
         task_rows: crate::mix::plan::MASTER_TASK_ROWS,
         trainer: None,
-        global: options
-            .global_batch_size
-            .map(|size| crate::plan::GlobalBatches {
-                size,
-                window: options.shuffle_window,
-                world: options.world_size,
-            }),
     };
     let config = crate::master::serve::MasterConfig {
         plan,
@@ -289,6 +284,16 @@ fn refuse_master_clashes(
     Ok(())
 }
 
+/// The global batches `sluice master` cuts for its workers, if any.
+fn global_batches(options: &crate::config::MasterOptions) -> Option<crate::plan::GlobalBatches> {
+    let size = options.global_batch_size?;
+    Some(crate::plan::GlobalBatches {
+        size,
+        window: options.shuffle_window,
+        world: options.world_size,
+    })
+}
+
 /// Runs `sluice worker`.
 pub async fn worker(args: WorkerArgs) -> anyhow::Result<Ended> {
     let WorkerArgs {
@@ -327,8 +332,8 @@ fn worker_config(
     crate::config::rule(
         pipeline.global_batch_size.is_none(),
         "global-batch-size",
-        "the workers of a master lease tasks as they come, without one order of global batches; \
-         `sluice train` cuts it for its devices",
+        "a distributed job's global batches are the master's: \
+         `sluice master --global-batch-size G --world-size W`",
     )?;
     if matches!(
         trainer_choice,

@@ -675,8 +675,7 @@ async fn train(
         rewound,
         after_stop,
     } = ready;
-    let spec = state.spec.clone();
-    let lanes = state.queue().config().lanes.clone();
+    let (spec, lanes) = (state.spec.clone(), state.queue().config().lanes.clone());
     let started_at = std::time::SystemTime::now() - started.elapsed();
     let following = request
         .follower(&state, || Ok(dataset.location.clone()), started_at)

@@ -91,6 +91,15 @@ pub enum WorkerError {
         #[source]
         source: crate::worker::pipeline::PipelineError,
     },
+    /// A `Dataset` process of a `torchrun` job whose world is not the
+    /// master's (`WORLD_SIZE` against `--world-size`).
+    #[error("torchrun's WORLD_SIZE is {torchrun}, but the job's world has {world} ranks (sluice master --world-size {world}): start one process per rank")]
+    World {
+        /// `WORLD_SIZE` of the process.
+        torchrun: u32,
+        /// The master's `--world-size`.
+        world: u32,
+    },
     /// The dataset could not be opened.
     #[error("cannot open the job's source")]
     Connector {
@@ -294,13 +303,12 @@ async fn run_once(
         }
     };
     info!(url = %spec.url, splits = spec.splits.len(), name = %config.name, "joined job");
+    check_world(config, &spec)?;
     if let (Some(table), false) = (&spec.catalog_table, *asked) {
         *asked = true;
         vended_credentials(table, &config.catalog).await;
     }
-    let location = job_location(&spec).map_err(|source| WorkerError::Connector {
-        source: Box::new(source),
-    })?;
+    let location = job_location(&spec).map_err(|e| WorkerError::Connector { source: e.into() })?;
     let location = with_cache(config, &spec, source, location)
         .map_err(WorkerError::train("start training the job"))?;
     let factory =
@@ -454,6 +462,28 @@ fn job_factory(
             "set the trainer up for the columns read",
         ))?;
     Ok(factory)
+}
+
+/// A `Dataset` (an attached trainer) in a `torchrun` process joins a job of
+/// `--world-size` only where `torchrun`'s `WORLD_SIZE` is that world.
+fn check_world(config: &WorkerConfig, spec: &JobSpec) -> Result<(), WorkerError> {
+    let attached = matches!(
+        &config.trainer,
+        TrainerChoice::Exec {
+            attach: Some(_),
+            ..
+        }
+    );
+    let world = spec.global.as_ref().and_then(|g| g.world);
+    let torchrun = std::env::var("WORLD_SIZE")
+        .ok()
+        .and_then(|w| w.trim().parse::<u32>().ok());
+    match (attached, world, torchrun) {
+        (true, Some(world), Some(torchrun)) if world != torchrun => {
+            Err(WorkerError::World { torchrun, world })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The pipeline of a joined job: the worker's options and the job's.

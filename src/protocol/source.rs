@@ -1,8 +1,11 @@
 //! What a worker needs from a master, whether the embedded queue of `sluice
 //! train` ([`crate::state::LocalQueue`]) or a remote one over HTTP
-//! ([`crate::worker::remote::RemoteSource`]).
+//! ([`crate::worker::remote::RemoteSource`]). A master whose queue is at
+//! hand (the embedded queue, a simulation's) only says how it applies an
+//! operation ([`AppliesOps`]): one impl here makes it a [`TaskSource`].
 
 use crate::epoch::Epoch;
+use crate::protocol::ops::{self, Operation};
 use crate::queue::{
     AttemptId, CutPiece, EpochView, FailOutcome, LeaseReply, QueueError, QueueStatus, WorkerId,
 };
@@ -196,5 +199,193 @@ pub trait TaskSource: Send + Sync {
     /// done before it. `None` where workers share the epoch (a master's).
     async fn epoch_view(&self, _epoch: Epoch) -> Result<Option<EpochView>, SourceError> {
         Ok(None)
+    }
+}
+
+/// A master whose queue is at hand (the embedded queue of `sluice train`, a
+/// simulation's): every request of a worker is an [`Operation`] applied to
+/// it, and such a master is a [`TaskSource`] by what it says here.
+#[async_trait::async_trait]
+pub trait AppliesOps: Send + Sync {
+    /// Applies `op`: the queue's answer, or why none came.
+    async fn apply<O: Operation>(&self, op: O) -> Result<O::Output, SourceError>;
+    /// Counts for progress.
+    fn queue_status(&self) -> QueueStatus;
+    /// The name the worker registers under (`None`: none).
+    fn registers_as(&self) -> Option<String> {
+        None
+    }
+    /// See [`TaskSource::halt`].
+    fn halt_flag(&self) -> Option<Halt> {
+        None
+    }
+    /// Whether it keeps the rows the worker's trainers hold in no
+    /// checkpoint, as a remote master does: checkpoints are then the
+    /// worker's, else the whole job's (see [`TaskSource::keeps_unsaved`]).
+    fn keeps_unsaved_rows(&self) -> bool {
+        false
+    }
+    /// See [`TaskSource::splits_from`].
+    fn new_splits(&self, _from: usize) -> Vec<connectors::Split> {
+        Vec::new()
+    }
+    /// See [`TaskSource::epoch_view`].
+    fn view_of(&self, _epoch: Epoch) -> Option<EpochView> {
+        None
+    }
+}
+
+/// Records a checkpoint record at a master at hand: the declaration (no
+/// `id`, no `unsaved`), complete checkpoint `id`, or the rows the trainers
+/// hold in none (`unsaved`, and whether their streams ended). The worker's
+/// own where the master keeps unsaved rows, else the whole job's.
+async fn record<A: AppliesOps>(
+    source: &A,
+    worker: WorkerId,
+    id: Option<String>,
+    pieces: Vec<CutPiece>,
+    unsaved: Option<(Vec<CutPiece>, bool)>,
+) -> Result<(), SourceError> {
+    if !source.keeps_unsaved_rows() {
+        if unsaved.is_some() {
+            return Ok(());
+        }
+        return source.apply(ops::JobCheckpoint { id, pieces }).await;
+    }
+    let (unsaved, ended) = match unsaved {
+        Some((rows, ended)) => (Some(rows), ended),
+        None => (None, false),
+    };
+    let checkpoint = ops::Checkpoint {
+        worker,
+        id,
+        pieces,
+        unsaved,
+        ended,
+    };
+    source.apply(checkpoint).await
+}
+
+#[async_trait::async_trait]
+impl<A: AppliesOps> TaskSource for A {
+    fn halt(&self) -> Option<Halt> {
+        self.halt_flag()
+    }
+
+    async fn register(&self) -> Result<WorkerId, SourceError> {
+        let name = self.registers_as();
+        self.apply(ops::Register { secret: None, name }).await
+    }
+
+    async fn lease(&self, worker: WorkerId, max: usize) -> Result<LeaseReply, SourceError> {
+        self.apply(ops::Lease { worker, max }).await
+    }
+
+    async fn heartbeat(
+        &self,
+        worker: WorkerId,
+        _held: &[AttemptId],
+    ) -> Result<Vec<AttemptId>, SourceError> {
+        let beat = ops::Heartbeat {
+            worker,
+            rows: 0,
+            held: None,
+            cached: None,
+            cache: None,
+        };
+        self.apply(beat).await.map(|r| r.lost)
+    }
+
+    async fn commit(
+        &self,
+        worker: WorkerId,
+        attempt: AttemptId,
+        offset: u64,
+        ranges: Vec<(u64, u64)>,
+    ) -> Result<(), SourceError> {
+        let commit = ops::Commit {
+            worker,
+            attempt,
+            offset,
+            ranges,
+        };
+        self.apply(commit).await
+    }
+
+    async fn finish(
+        &self,
+        worker: WorkerId,
+        attempt: AttemptId,
+        rows: u64,
+    ) -> Result<(), SourceError> {
+        let finish = ops::Finish {
+            worker,
+            attempt,
+            rows,
+        };
+        self.apply(finish).await
+    }
+
+    async fn fail(
+        &self,
+        worker: WorkerId,
+        attempt: AttemptId,
+        reason: String,
+        for_good: bool,
+    ) -> Result<FailOutcome, SourceError> {
+        let fail = ops::Fail {
+            worker,
+            attempt,
+            reason,
+            for_good,
+        };
+        self.apply(fail).await
+    }
+
+    async fn hand_back(&self, worker: WorkerId, attempt: AttemptId) -> Result<(), SourceError> {
+        self.apply(ops::HandBack { worker, attempt }).await
+    }
+
+    async fn declare_checkpoints(&self, worker: WorkerId) -> Result<(), SourceError> {
+        record(self, worker, None, Vec::new(), None).await
+    }
+
+    async fn checkpoint(
+        &self,
+        worker: WorkerId,
+        id: String,
+        pieces: Vec<CutPiece>,
+    ) -> Result<(), SourceError> {
+        record(self, worker, Some(id), pieces, None).await
+    }
+
+    fn keeps_unsaved(&self) -> bool {
+        self.keeps_unsaved_rows()
+    }
+
+    async fn unsaved(&self, worker: WorkerId, pieces: Vec<CutPiece>) -> Result<(), SourceError> {
+        let unsaved = Some((pieces, false));
+        record(self, worker, None, Vec::new(), unsaved).await
+    }
+
+    async fn unsaved_at_end(
+        &self,
+        worker: WorkerId,
+        pieces: Vec<CutPiece>,
+    ) -> Result<(), SourceError> {
+        let unsaved = Some((pieces, true));
+        record(self, worker, None, Vec::new(), unsaved).await
+    }
+
+    async fn status(&self) -> Result<QueueStatus, SourceError> {
+        Ok(self.queue_status())
+    }
+
+    async fn splits_from(&self, from: usize) -> Result<Vec<connectors::Split>, SourceError> {
+        Ok(self.new_splits(from))
+    }
+
+    async fn epoch_view(&self, epoch: Epoch) -> Result<Option<EpochView>, SourceError> {
+        Ok(self.view_of(epoch))
     }
 }

@@ -4,9 +4,9 @@
 //! The job's rows, in the order its splits were planned, are cut into `L`
 //! lanes of equal rows (within one row); `L` divides `G` and is fixed by `G`
 //! alone ([`lane_count`]). A split that crosses a lane's end is cut there
-//! (a split's `window` of rows), and a long split into pieces of at most a
-//! lane's window, so that every task lies in one lane and a window's memory
-//! stays near `--shuffle-window`.
+//! (a split's `window` of rows), and a long split into pieces of at most
+//! four of a lane's windows (at least [`MIN_PIECE_ROWS`]), so that every
+//! task lies in one lane and a lane's windows stay near their rows.
 //!
 //! Each epoch, a lane's splits are taken in the epoch's seeded order (the
 //! pieces of one split kept together, in row order, so that a split's pages
@@ -30,8 +30,14 @@ use crate::epoch::Epoch;
 /// The most lanes a global batch is cut into by default.
 pub const MAX_LANES: u64 = 24;
 
-/// The fewest rows of a piece of a split cut for a lane's window.
-pub const MIN_PIECE_ROWS: u64 = 256;
+/// The fewest rows of a piece of a split cut so that a lane's windows stay
+/// near their rows: a piece of a Parquet row group fetches the pages of its
+/// rows, so pieces much smaller than pages fetch the same pages again.
+pub const MIN_PIECE_ROWS: u64 = 16_384;
+
+/// A split is cut for memory only where it is longer than this many of a
+/// lane's windows (fewer cuts, fewer pages fetched twice).
+const WINDOWS_PER_PIECE: u64 = 4;
 
 /// The lanes of a global batch of `global` rows: the divisor of `global` up
 /// to [`MAX_LANES`] with the most divisors (the larger on a tie), so that as
@@ -188,11 +194,13 @@ fn bound(total: u64, count: u32, lane: u32) -> u64 {
 /// How splits of `rows` rows (in the order planned) are cut into the tasks
 /// of `count` lanes with windows of `window_rows` rows: for each task, its
 /// split and its rows `[start, end)` in it. A task never crosses a lane's
-/// end, and none is longer than a window (nor shorter than
-/// [`MIN_PIECE_ROWS`], but at a lane's end).
+/// end, and none is longer than four windows or [`MIN_PIECE_ROWS`],
+/// whichever is more.
 pub fn cut(rows: &[u64], count: u32, window_rows: u64) -> Vec<(u32, u64, u64)> {
     let total: u64 = rows.iter().sum();
-    let piece = window_rows.max(MIN_PIECE_ROWS);
+    let piece = window_rows
+        .saturating_mul(WINDOWS_PER_PIECE)
+        .max(MIN_PIECE_ROWS);
     let mut out = Vec::new();
     let mut first = 0u64;
     let mut lane = 0u32;
@@ -247,12 +255,12 @@ mod tests {
         }
         let (lo, hi) = (per.iter().min().copied(), per.iter().max().copied());
         assert!(hi.zip(lo).is_some_and(|(h, o)| h - o <= 1), "{per:?}");
-        assert!(l.rows.iter().all(|&r| r <= MIN_PIECE_ROWS.max(300)));
+        assert!(l.rows.iter().all(|&r| r <= MIN_PIECE_ROWS.max(1200)));
     }
 
     #[test]
     fn every_task_is_in_one_window_of_its_lane_and_the_sequence_is_seeded() {
-        let l = lanes(&[4000, 2500, 900, 3100], 6, 500);
+        let l = lanes(&[430; 30], 6, 500);
         let lane_of = l.lane_of();
         let windows = l.windows(9, Epoch(1));
         let mut seen: Vec<u32> = windows.iter().flat_map(|w| w.tasks.clone()).collect();

@@ -35,13 +35,18 @@ pub(super) fn free_run(held: &[std::ops::Range<u32>], world: u32, count: u32) ->
 #[cfg(test)]
 mod tests {
     use super::free_run;
+    use std::ops::Range;
+
+    fn held(start: u32, end: u32) -> [Range<u32>; 1] {
+        [Range { start, end }]
+    }
 
     #[test]
     fn a_worker_takes_the_first_run_left_free() {
         assert_eq!(free_run(&[], 3, 2), Some(0));
-        assert_eq!(free_run(&[(0..2)], 3, 1), Some(2));
-        assert_eq!(free_run(&[(0..1)], 3, 2), Some(1));
-        assert_eq!(free_run(&[(1..2)], 3, 2), None);
+        assert_eq!(free_run(&held(0, 2), 3, 1), Some(2));
+        assert_eq!(free_run(&held(0, 1), 3, 2), Some(1));
+        assert_eq!(free_run(&held(1, 2), 3, 2), None);
         assert_eq!(free_run(&[], 2, 3), None);
     }
 }

@@ -1,18 +1,17 @@
 //! The embedded queue of `sluice train`: the master's state in-process
 //! (journaled when it has a state directory), behind the same
-//! [`TaskSource`] trait as a remote master.
+//! [`crate::protocol::TaskSource`] trait as a remote master (a master at
+//! hand: see [`AppliesOps`]).
 
 use connectors::Report;
 use std::sync::{Arc, Mutex};
 
 use super::master_state::MasterState;
 use crate::epoch::Epoch;
-use crate::protocol::ops::{self, Operation};
-use crate::protocol::{Halt, SourceError, TaskSource};
-use crate::queue::{
-    AttemptId, Command, CutPiece, EpochView, FailOutcome, LeaseReply, Queue, QueueStatus, Reply,
-    WorkerId,
-};
+use crate::protocol::ops::Operation;
+use crate::protocol::source::AppliesOps;
+use crate::protocol::{Halt, SourceError};
+use crate::queue::{Command, EpochView, Queue, QueueStatus, Reply};
 use crate::wall::wall_millis;
 
 /// The queue held in this process; every change goes through the master
@@ -100,122 +99,31 @@ struct Halted(String);
 #[error("the queue answered a different request")]
 struct Mismatch;
 
-impl LocalQueue {
+#[async_trait::async_trait]
+impl AppliesOps for LocalQueue {
     /// Applies `op`, made now.
-    fn apply<O: Operation>(&self, op: O) -> Result<O::Output, SourceError> {
+    async fn apply<O: Operation>(&self, op: O) -> Result<O::Output, SourceError> {
         let reply = self.run(O::DOING, op.command(wall_millis()))?;
         match O::output(reply) {
             Some(result) => result.map_err(SourceError::refused(O::DOING)),
             None => Err(SourceError::unavailable(O::DOING)(Mismatch)),
         }
     }
-}
 
-#[async_trait::async_trait]
-impl TaskSource for LocalQueue {
-    fn halt(&self) -> Option<Halt> {
+    fn queue_status(&self) -> QueueStatus {
+        self.status_now()
+    }
+
+    fn halt_flag(&self) -> Option<Halt> {
         Some(self.halt.clone())
     }
 
-    async fn register(&self) -> Result<WorkerId, SourceError> {
-        self.apply(ops::Register::default())
-    }
-
-    async fn lease(&self, worker: WorkerId, max: usize) -> Result<LeaseReply, SourceError> {
-        self.apply(ops::Lease { worker, max })
-    }
-
-    async fn heartbeat(
-        &self,
-        worker: WorkerId,
-        _held: &[AttemptId],
-    ) -> Result<Vec<AttemptId>, SourceError> {
-        let beat = ops::Heartbeat {
-            worker,
-            rows: 0,
-            held: None,
-            cached: None,
-            cache: None,
-        };
-        self.apply(beat).map(|r| r.lost)
-    }
-
-    async fn commit(
-        &self,
-        worker: WorkerId,
-        attempt: AttemptId,
-        offset: u64,
-        ranges: Vec<(u64, u64)>,
-    ) -> Result<(), SourceError> {
-        self.apply(ops::Commit {
-            worker,
-            attempt,
-            offset,
-            ranges,
-        })
-    }
-
-    async fn finish(
-        &self,
-        worker: WorkerId,
-        attempt: AttemptId,
-        rows: u64,
-    ) -> Result<(), SourceError> {
-        self.apply(ops::Finish {
-            worker,
-            attempt,
-            rows,
-        })
-    }
-
-    async fn fail(
-        &self,
-        worker: WorkerId,
-        attempt: AttemptId,
-        reason: String,
-        for_good: bool,
-    ) -> Result<FailOutcome, SourceError> {
-        self.apply(ops::Fail {
-            worker,
-            attempt,
-            reason,
-            for_good,
-        })
-    }
-
-    async fn hand_back(&self, worker: WorkerId, attempt: AttemptId) -> Result<(), SourceError> {
-        self.apply(ops::HandBack { worker, attempt })
-    }
-
-    async fn declare_checkpoints(&self, _worker: WorkerId) -> Result<(), SourceError> {
-        self.apply(ops::JobCheckpoint {
-            id: None,
-            pieces: Vec::new(),
-        })
-    }
-
-    async fn checkpoint(
-        &self,
-        _worker: WorkerId,
-        id: String,
-        pieces: Vec<CutPiece>,
-    ) -> Result<(), SourceError> {
-        self.apply(ops::JobCheckpoint {
-            id: Some(id),
-            pieces,
-        })
-    }
-
-    async fn status(&self) -> Result<QueueStatus, SourceError> {
-        Ok(self.status_now())
-    }
-
-    async fn splits_from(&self, from: usize) -> Result<Vec<connectors::Split>, SourceError> {
+    fn new_splits(&self, from: usize) -> Vec<connectors::Split> {
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(state.splits_from(from))
+        state.splits_from(from)
     }
 
-    async fn epoch_view(&self, epoch: Epoch) -> Result<Option<EpochView>, SourceError> {
-        Ok(self.snapshot(|q| q.epoch_view(epoch)))
+    fn view_of(&self, epoch: Epoch) -> Option<EpochView> {
+        self.snapshot(|q| q.epoch_view(epoch))
     }
 }

@@ -117,7 +117,7 @@ impl Ledger {
     /// The attempts tracked.
     pub fn attempts(&self) -> Vec<AttemptId> {
         // In order: the same events give the same reports (a seed of the
-        // coordinator's simulation replays).
+        // shell's simulation replays).
         let mut attempts: Vec<AttemptId> = self.entries.keys().copied().collect();
         attempts.sort_unstable();
         attempts
@@ -143,7 +143,8 @@ impl Ledger {
     }
 
     /// The reader of `attempt` failed at row `at` (rows before it were
-    /// delivered). The attempt fails once they are all acknowledged.
+    /// delivered). The attempt fails once they are all acknowledged; a
+    /// failure past the rows the lease covers ends it as done.
     pub fn read_failed(
         &mut self,
         attempt: AttemptId,
@@ -152,10 +153,13 @@ impl Ledger {
         for_good: bool,
     ) -> Option<Action> {
         let entry = self.entries.get_mut(&attempt)?;
-        entry.end = Some(ReadEnd::Failed {
-            at,
-            reason,
-            for_good,
+        entry.end = Some(match entry.limit {
+            Some(limit) if at >= limit => ReadEnd::Done(limit),
+            _ => ReadEnd::Failed {
+                at,
+                reason,
+                for_good,
+            },
         });
         self.settle(attempt)
     }
@@ -394,6 +398,24 @@ mod tests {
                 for_good: false,
             })
         );
+    }
+
+    #[test]
+    fn read_failing_past_a_lease_of_rows_served_again_finishes_it() {
+        let mut l = Ledger::default();
+        let mut served_again = lease(6, 20);
+        served_again.skip = vec![(21, u64::MAX)];
+        l.start(served_again);
+        assert!(l.ack(&piece(6, 20, 1)).is_some());
+        assert_eq!(
+            l.read_failed(AttemptId(6), 25, "bad".into(), false),
+            Some(Action::Finish {
+                attempt: AttemptId(6),
+                rows: 21
+            }),
+            "a window reads the whole split: it failed past the lease's rows"
+        );
+        assert!(l.is_empty());
     }
 
     #[test]

@@ -25,7 +25,6 @@ pub mod delivery;
 pub mod devices;
 pub mod epoch_steps;
 pub mod global_steps;
-mod heartbeats;
 mod in_order;
 pub mod ledger;
 pub mod pipeline;

@@ -15,6 +15,11 @@ use crate::global_batches::{
     assert_each_id_once_per_epoch, global_batches, logged, train, Draw, DATASET, G, ROWS,
 };
 
+/// The trainer that logs each batch's step, rank and ids.
+fn step_log() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/trainers/step_log.py")
+}
+
 /// The master of `job` for a world of `world` ranks.
 fn master(job: &mut Job, world: u32) -> Master {
     job.master_args = ["--split-size", "64KiB", "--seed", "7"]
@@ -191,4 +196,164 @@ fn ten_kills_resumed_on_other_world_sizes_go_on_with_the_same_global_batches() {
             "epoch {epoch}: ids trained across the runs (worlds {worlds:?})"
         );
     }
+}
+
+/// What a worker of a job of `--world-size` fetches from S3 (through its
+/// own counting proxy) against the share of the data its ranks train: the
+/// bytes one `sluice train` fetches reading every row once, times the
+/// worker's share of the rows. A worker reading the windows of the other's
+/// lanes would fetch about 2x; what each fetches beyond its share is the
+/// file's footer (64 KiB of this 628 KB file, fetched by every worker) and
+/// the row groups at its lanes' ends (a lane's end falls inside a row
+/// group, and this file's row groups are single pages). The figures are
+/// printed.
+#[test]
+fn each_worker_fetches_little_more_than_its_ranks_share_of_the_data_from_s3() {
+    use crate::common::proxy::Proxy;
+    use crate::object_stores::cloud::{Cloud, Kind};
+    let s3 = Cloud::start(Kind::S3);
+    let bucket = s3.new_bucket("world-reads");
+    assert!(
+        s3.upload(&bucket, &fixture(DATASET), "out") > 0,
+        "the fixture uploaded"
+    );
+    let url = s3.url(&bucket, "out");
+    let dir = tempfile::tempdir().expect("tempdir");
+    for sub in ["whole", "w0", "w1"] {
+        std::fs::create_dir_all(dir.path().join(sub)).expect("mkdir");
+    }
+    let s3_env = |cmd: &mut std::process::Command, endpoint: &str| {
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("AWS_") {
+                cmd.env_remove(key);
+            }
+        }
+        cmd.envs(Kind::S3.env(endpoint));
+    };
+
+    // Every row read once, in task order, by one `sluice train`.
+    let whole = Proxy::start(&s3.service.endpoint, &dir.path().join("whole"));
+    let out = dir.path().join("train");
+    std::fs::create_dir_all(&out).expect("mkdir");
+    let mut cmd = crate::common::sluice_command(["train", &url, "--split-size", "64KiB", "-q"]);
+    cmd.args([
+        "--exec",
+        &format!(
+            "{} {} --out {}",
+            python(),
+            step_log().display(),
+            out.display()
+        ),
+    ]);
+    s3_env(&mut cmd, &whole.endpoint);
+    let done = run(&mut cmd);
+    assert!(done.status.success(), "{done}");
+    let all = whole.bytes();
+    assert!(all > 0, "the proxy counted what sluice train fetched");
+
+    // Two workers of one device each, each through its own proxy.
+    let mut job = Job::new(DATASET, 1);
+    job.env = Kind::S3
+        .env(&s3.service.endpoint)
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    let ids = job.ids.clone();
+    job.master_args = [
+        "--split-size",
+        "64KiB",
+        "--seed",
+        "7",
+        "--shuffle-window",
+        "5000",
+    ]
+    .into_iter()
+    .map(String::from)
+    .chain([
+        "--global-batch-size".into(),
+        G.to_string(),
+        "--world-size".into(),
+        "2".into(),
+    ])
+    .collect();
+    let mut master = job.start_master(&url);
+    let proxies: Vec<Proxy> = (0..2)
+        .map(|i| Proxy::start(&s3.service.endpoint, &dir.path().join(format!("w{i}"))))
+        .collect();
+    let mut workers: Vec<Child> = proxies
+        .iter()
+        .enumerate()
+        .map(|(i, proxy)| {
+            let out = ids.join(format!("w{i}"));
+            std::fs::create_dir_all(&out).expect("mkdir");
+            let exec = format!(
+                "{} {} --out {}",
+                python(),
+                step_log().display(),
+                out.display()
+            );
+            let mut cmd = job.worker_command(&exec);
+            s3_env(&mut cmd, &proxy.endpoint);
+            cmd.args(["-q"]).spawn().expect("start sluice worker")
+        })
+        .collect();
+    for w in &mut workers {
+        assert!(wait_exit(w, "worker").success(), "a worker failed");
+    }
+    clean_finish(&mut master);
+    let mut figures = Vec::new();
+    for (i, proxy) in proxies.iter().enumerate() {
+        let rows: usize = logged(&ids.join(format!("w{i}")))
+            .into_values()
+            .flat_map(|steps| steps.into_values())
+            .flat_map(|ranks| ranks.into_values())
+            .map(|ids| ids.len())
+            .sum();
+        let share = all as f64 * rows as f64 / ROWS as f64;
+        let amplification = proxy.bytes() as f64 / share;
+        figures.push(format!(
+            "worker {i}: {rows} rows, {} bytes fetched, share {share:.0}: {amplification:.3}x",
+            proxy.bytes()
+        ));
+        assert_eq!(rows, ROWS / 2, "worker {i}: rows of its rank");
+    }
+    eprintln!("sluice train fetched {all} bytes; {}", figures.join("; "));
+    for (i, proxy) in proxies.iter().enumerate() {
+        let share = all as f64 / 2.0;
+        assert!(
+            proxy.bytes() as f64 <= 1.5 * share,
+            "worker {i} fetched more than 1.5x its ranks' share: {}",
+            figures.join("; ")
+        );
+    }
+}
+
+#[test]
+fn a_world_the_lanes_cannot_share_is_refused_in_one_line() {
+    let data = fixture(DATASET);
+    let data = data.to_string_lossy();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    let state = state.to_string_lossy();
+    let master = |more: &[&str]| {
+        let mut cmd = crate::common::sluice_command(["master", &data, "--state", &state]);
+        cmd.args(["--listen", "127.0.0.1:0"])
+            .args(more)
+            .env("SLUICE_TOKEN", crate::common::cluster::TOKEN);
+        run(&mut cmd)
+    };
+    // G = 1500 is cut into 20 lanes: 3 ranks divide G, not the lanes.
+    let uneven = master(&["--global-batch-size", "1500", "--world-size", "3"]);
+    crate::common::assert_one_line_error(&uneven, &["--world-size", "20 lanes"]);
+    let alone = master(&["--world-size", "2"]);
+    crate::common::assert_one_line_error(&alone, &["--world-size", "--global-batch-size"]);
+    let filtered = master(&[
+        "--global-batch-size",
+        "1536",
+        "--world-size",
+        "2",
+        "--filter",
+        "id < 100",
+    ]);
+    crate::common::assert_one_line_error(&filtered, &["--world-size 1"]);
 }

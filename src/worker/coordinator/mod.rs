@@ -4,9 +4,10 @@
 //! to stop) and answers with [`Action`]s (read, feed, report a commit or a
 //! hand-back, drop a lost lease's rows, roll back, drain). It does no I/O,
 //! runs no task and reads no clock: the async shell
-//! ([`super::pipeline`]) feeds it and performs what it asks, and a seeded
-//! simulation (`sim.rs`) drives it through kills, lapses, restarts and
-//! stops, checking that every row is committed exactly once.
+//! ([`super::pipeline`]) feeds it and performs what it asks, and the
+//! shell's seeded simulation (`shell/sim.rs`) drives both through kills,
+//! lapses, restarts and stops, checking that every row is committed exactly
+//! once.
 //!
 //! It keeps the books ([`Ledger`]: acknowledged rows to commits;
 //! [`Checkpoints`]: what the trainers' checkpoints hold), which reads run
@@ -19,8 +20,6 @@ mod action;
 mod event;
 pub mod outcome;
 pub mod reads;
-#[cfg(test)]
-mod sim;
 
 use std::collections::{HashMap, HashSet};
 

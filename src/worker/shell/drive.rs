@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
+use super::heartbeats::{Beat, Heartbeats};
 use super::{PipelineError, Shell};
 use crate::protocol::Halt;
 use crate::worker::committer::Ending;
 use crate::worker::coordinator::{Event, Progress, Report, RunOutcome};
 use crate::worker::devices::{DeviceEvent, Devices};
-use crate::worker::heartbeats::{Beat, Heartbeats};
 use crate::worker::reader::ReadEvent;
 use crate::worker::shuffle::GlobalShuffle;
 use crate::worker::LeaseClock;
@@ -21,6 +21,17 @@ const IDLE_TICK: Duration = Duration::from_millis(50);
 
 /// Device events handled in one go before the loop looks at anything else.
 const EVENTS_PER_ROUND: usize = 4096;
+
+/// How a run's loop ended, for its trainers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Close {
+    /// Rolled back: the trainers are killed, nothing they still say counts.
+    RolledBack,
+    /// Stopped: the trainers end with the process.
+    Left,
+    /// The trainers end their streams; what they still say counts.
+    Tail,
+}
 
 /// Resolves once the stop signal turns true (never without a signal).
 async fn stopped(signal: &mut Option<tokio::sync::watch::Receiver<bool>>) {
@@ -49,9 +60,18 @@ impl Shell {
             self.held.clone(),
             ending,
             clock,
+            self.time.clone(),
             beat_tx,
         );
         (beats, beat_rx)
+    }
+
+    /// What a heartbeat said: a lease lost, or the master's refusal.
+    pub(super) async fn on_beat(&mut self, beat: Beat) -> Result<(), PipelineError> {
+        let attempt = beat?;
+        self.act(Event::Lost { attempt })?;
+        self.sync_if_changed().await;
+        Ok(())
     }
 
     /// After the loop: rolls the trainers back, or lets them end their
@@ -68,7 +88,40 @@ impl Shell {
         Result<(), PipelineError>,
         Option<tokio::task::JoinHandle<()>>,
     ) {
-        let mut result = match result {
+        let (mut result, close) = self.close(result, abandon);
+        match close {
+            Close::RolledBack => {
+                // The trainers are killed; nothing they still say counts.
+                let joined = tokio::task::spawn_blocking(move || devices.join());
+                while event_rx.recv().await.is_some() {}
+                return (result, Some(joined));
+            }
+            // Stopped, leases handed back (or a stop was asked for and the
+            // run failed meanwhile): trainers still busy past the grace
+            // period end with the process (their process groups are killed).
+            Close::Left => return (result, None),
+            Close::Tail => {}
+        }
+        let joined = tokio::task::spawn_blocking(move || devices.join());
+        while let Some(event) = event_rx.recv().await {
+            if let (Err(e), true) = (self.on_device(event), result.is_ok()) {
+                result = Err(e);
+            }
+        }
+        (result, Some(joined))
+    }
+
+    /// The end of the loop, before the trainers' last words: rolls back
+    /// (abandoning the trainers before their queues close, so that none ends
+    /// its stream and writes a checkpoint after it), or stops the readers
+    /// and closes the device queues, and unless the worker stopped lets the
+    /// coordinator take the trainers' last acknowledgements and checkpoints.
+    pub(super) fn close(
+        &mut self,
+        result: Result<(), PipelineError>,
+        abandon: &Halt,
+    ) -> (Result<(), PipelineError>, Close) {
+        let result = match result {
             Err(e) if e.is_gone() && self.coordinator.rolls_back() => {
                 Err(PipelineError::RolledBack(
                     "the master counted this worker gone (silent past the lease timeout)"
@@ -79,41 +132,27 @@ impl Shell {
         };
         let rolled_back = matches!(result, Err(PipelineError::RolledBack(_)));
         if rolled_back {
-            // Before the device queues close: no trainer ends its stream (and
-            // writes a checkpoint after it).
             abandon.set("rolled back".to_string());
             self.clock.stop_all();
             self.delivery.clear();
         }
         self.stop_readers();
         self.delivery.close();
+        if rolled_back {
+            return (result, Close::RolledBack);
+        }
         let stop_requested = self
             .config
             .stop
             .as_ref()
             .is_some_and(|s| *s.signal.borrow());
-        if rolled_back {
-            // The trainers are killed; nothing they still say counts.
-            let joined = tokio::task::spawn_blocking(move || devices.join());
-            while event_rx.recv().await.is_some() {}
-            return (result, Some(joined));
-        }
         if self.coordinator.stopped() || stop_requested {
-            // Stopped, leases handed back (or a stop was asked for and the run
-            // failed meanwhile): trainers still busy past the grace period end
-            // with the process (their process groups are killed).
-            return (result, None);
+            return (result, Close::Left);
         }
         // The trainers end their streams: their last acknowledgements and
         // checkpoints (a trainer's final one) still count.
         self.coordinator.handle(Event::Tail);
-        let joined = tokio::task::spawn_blocking(move || devices.join());
-        while let Some(event) = event_rx.recv().await {
-            if let (Err(e), true) = (self.on_device(event), result.is_ok()) {
-                result = Err(e);
-            }
-        }
-        (result, Some(joined))
+        (result, Close::Tail)
     }
 
     pub(in crate::worker) async fn drive(
@@ -136,11 +175,7 @@ impl Shell {
                     Some(event) => self.on_devices(event, events, on_progress)?,
                     None => self.devices_done = true,
                 },
-                Some(beat) = beats.recv() => {
-                    let attempt = beat?;
-                    self.act(Event::Lost { attempt })?;
-                    self.sync_if_changed().await;
-                }
+                Some(beat) = beats.recv() => self.on_beat(beat).await?,
                 room = door.room(), if door.is_open() => self.send(room)?,
                 _ = stopped(&mut stop), if self.draining.is_none() => self.begin_drain()?,
                 Some(event) = read_rx.recv(), if self.draining.is_none() && !self.backed_up() => {

@@ -1,5 +1,6 @@
 //! The shell's edges that a simulation replaces: where its reads run
-//! ([`Readers`]) and what time it is ([`Clock`]). The master is the other
+//! ([`Readers`]), what time it is and when heartbeats go ([`Clock`],
+//! [`Ticks`]). The master is the other
 //! edge, behind [`crate::protocol::TaskSource`]; the device threads are
 //! reached through the queues of [`crate::worker::delivery`] and answer with
 //! [`crate::worker::devices::DeviceEvent`]s.
@@ -70,6 +71,29 @@ pub trait Clock: Send + Sync {
     /// A seed for `worker`'s lease backoff, so that workers of one job wait
     /// apart.
     fn backoff_seed(&self, worker: WorkerId) -> u64;
+    /// When the worker's heartbeats go, from now on.
+    fn heartbeats(&self) -> Box<dyn Ticks>;
+}
+
+/// How often the system's clock has the leases renewed.
+const HEARTBEAT: Duration = Duration::from_secs(1);
+
+/// When a worker's heartbeats go.
+#[async_trait::async_trait]
+pub trait Ticks: Send {
+    /// Resolves when the next heartbeat is due.
+    async fn tick(&mut self);
+}
+
+/// A heartbeat every [`HEARTBEAT`], the first one [`HEARTBEAT`] from now; a
+/// late one does not make the next ones come sooner.
+struct Every(tokio::time::Interval);
+
+#[async_trait::async_trait]
+impl Ticks for Every {
+    async fn tick(&mut self) {
+        self.0.tick().await;
+    }
 }
 
 /// The system's clock.
@@ -86,5 +110,12 @@ impl Clock for SystemClock {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
         worker.0.rotate_left(32) ^ u64::from(nanos) ^ u64::from(std::process::id())
+    }
+
+    fn heartbeats(&self) -> Box<dyn Ticks> {
+        let first = tokio::time::Instant::now() + HEARTBEAT;
+        let mut every = tokio::time::interval_at(first, HEARTBEAT);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Box::new(Every(every))
     }
 }

@@ -5,21 +5,29 @@
 //! shuffle, [`Delivery`]).
 //!
 //! One file per side of it: [`drive`] (the loop, and its end), [`leases`]
-//! (leasing, heartbeats' list, lapses), [`reads`] (readers and their events),
+//! (leasing, heartbeats' list, lapses), [`heartbeats`] (the leases renewed
+//! from a task of their own), [`reads`] (readers and their events),
 //! [`global`] (`--shuffle global`'s windows), [`sources`] (a mixed job's
-//! sources), [`edges`] (where reads run and what time it is, which a
-//! simulation replaces); this file holds the shell itself and what it does
-//! for the coordinator. `sim.rs` drives the real shell through seeded
-//! schedules over an in-memory world (`sim_world.rs`: the real queue,
-//! readers and a clock the simulation moves).
+//! sources), [`edges`] (where reads run, what time it is and when heartbeats go,
+//! which a simulation replaces); this file holds the shell itself and what it does
+//! for the coordinator. `sim.rs` drives several workers' real shells
+//! through seeded schedules over an in-memory world (`sim_world.rs`: the
+//! real queue behind a master that may be unreachable, readers and a clock
+//! the simulation moves; `sim_worker.rs`: a worker, its readers and
+//! trainers; `sim_checks.rs`: what is checked at the end).
 
 mod drive;
 pub(super) mod edges;
 mod global;
+mod heartbeats;
 mod leases;
 mod reads;
 #[cfg(test)]
 mod sim;
+#[cfg(test)]
+mod sim_checks;
+#[cfg(test)]
+mod sim_worker;
 #[cfg(test)]
 mod sim_world;
 mod sources;

@@ -1,42 +1,40 @@
 //! The worker's heartbeats: its leases renewed from a task of their own.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use super::committer::Ending;
-use super::LeaseClock;
+use super::edges::Clock;
 use crate::protocol::{SourceError, TaskSource};
 use crate::queue::{AttemptId, WorkerId};
+use crate::worker::committer::Ending;
+use crate::worker::LeaseClock;
 
-/// How often leases are renewed.
-const HEARTBEAT: Duration = Duration::from_secs(1);
 /// What the heartbeat task tells the coordinator.
 pub(super) type Beat = Result<AttemptId, SourceError>;
 
 /// Heartbeats in a task of their own: leases are renewed on time even while
 /// the coordinator is busy.
-pub(super) struct Heartbeats(tokio::task::JoinHandle<()>);
+pub(in crate::worker) struct Heartbeats(tokio::task::JoinHandle<()>);
 
 impl Heartbeats {
-    /// Starts renewing the leases of `held` (and those `ending`) every
-    /// [`HEARTBEAT`], telling `to_coordinator` the ones lost.
+    /// Starts renewing the leases of `held` (and those `ending`) whenever
+    /// `time` says (every second), telling `to_coordinator` the ones
+    /// lost.
     pub(super) fn spawn(
         source: Arc<dyn TaskSource>,
         worker: WorkerId,
         held: Arc<tokio::sync::Mutex<Vec<AttemptId>>>,
         ending: Ending,
         clock: LeaseClock,
+        time: Arc<dyn Clock>,
         to_coordinator: mpsc::UnboundedSender<Beat>,
     ) -> Heartbeats {
+        let mut ticks = time.heartbeats();
         Heartbeats(tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(HEARTBEAT);
-            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            ticker.tick().await;
             loop {
-                ticker.tick().await;
-                let sent = Instant::now();
+                ticks.tick().await;
+                let sent = time.now();
                 let (result, renewed) = {
                     let held = held.lock().await;
                     let listed = ending.with(&held);
