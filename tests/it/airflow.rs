@@ -355,6 +355,12 @@ fn the_daily_dag_runs_its_spark_etl_then_trains_its_output() {
         .env("SPARK_HOME", &spark_home)
         .env("PYSPARK_PYTHON", python())
         .env("PYSPARK_DRIVER_PYTHON", python())
+        // The JVM of spark-submit, the driver of `local[2]`: less JIT and GC
+        // work for a short-lived JVM on a small machine.
+        .env(
+            "SPARK_SUBMIT_OPTS",
+            "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+        )
         .env(
             "AIRFLOW_CONN_SPARK_DEFAULT",
             r#"{"conn_type": "spark", "host": "local[2]"}"#,

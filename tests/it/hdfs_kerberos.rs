@@ -283,8 +283,8 @@ fn a_keytab_login_renews_where_an_expired_ticket_fails() {
     let url = cluster.data(dataset);
     let scratch = cluster.scratch.path();
     let go = scratch.join("go");
-    let ticket = cluster.kinit("ticket-60s", "60s");
-    let expired_at = Instant::now() + Duration::from_secs(60);
+    let ticket = cluster.kinit("ticket-30s", "30s");
+    let expired_at = Instant::now() + Duration::from_secs(30);
     // The same job twice at once, its trainers held until the namenode restarted
     // after the first tickets expired: one job with the kinit ticket alone (it
     // cannot renew), one logged in from the keytab alone.

@@ -546,7 +546,9 @@ fn trainers_find_the_job_token_nowhere() {
     let mut cmd = sluice_command(["master".as_ref(), data.as_os_str()]);
     cmd.args(["--listen", "127.0.0.1:0", "--state"])
         .arg(dir.path().join("state"))
-        .args(["--lease-timeout", "60s"])
+        // A worker whose trainer failed leaves its leases to lapse: the next
+        // one waits this long for them.
+        .args(["--lease-timeout", "3s"])
         .env("SLUICE_TOKEN", TOKEN)
         .stdout(Stdio::null())
         .stderr(Stdio::piped());

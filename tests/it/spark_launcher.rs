@@ -612,7 +612,8 @@ fn fewer_task_slots_than_workers_fail_within_seconds_naming_both_numbers() {
         r#"
 import json, sluice_trainer.spark as s
 from pyspark.sql import SparkSession
-spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+         .config("spark.driver.extraJavaOptions", {JVM_OPTIONS:?}).getOrCreate())
 try:
     s.train({data:?}, 3, "true", spark=spark, sluice={SLUICE:?})
 except s.SluiceSparkError as e:

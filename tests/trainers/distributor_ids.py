@@ -37,9 +37,14 @@ def main():
     from pyspark.ml.torch.distributor import TorchDistributor
     from pyspark.sql import SparkSession
 
+    # Less JIT and GC work for three short-lived JVMs on a small machine (as
+    # tests/it/spark_launcher.rs runs its local-cluster).
+    jvm = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
     spark = (SparkSession.builder.master("local-cluster[2,1,1024]")
              .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.driver.extraJavaOptions", jvm)
+             .config("spark.executor.extraJavaOptions", jvm).getOrCreate())
     TorchDistributor(num_processes=2, local_mode=False, use_gpu=False).run(
         train, master, token_file, out)
     spark.stop()

@@ -18,6 +18,12 @@ import math
 import os
 import sys
 
+# pyarrow imports numpy where it is installed, which is most of this
+# trainer's start (paid at each of its starts in every test); it uses none.
+# Without it, a nanosecond timestamp comes as a datetime (or, with digits
+# below the microsecond, an error), not as a pandas Timestamp.
+sys.modules.setdefault("numpy", None)
+
 import pyarrow as pa
 import pyarrow.ipc
 
