@@ -120,16 +120,7 @@ impl MasterOptions {
 
     /// The rules of `--global-batch-size` and `--world-size`.
     fn check_world(&self) -> Result<(), OptionError> {
-        rule(
-            self.global_batch_size.is_none_or(|g| g >= 1),
-            "global-batch-size",
-            "a step holds at least one row",
-        )?;
-        rule(
-            self.shuffle_window >= 1,
-            "shuffle-window",
-            "a window holds at least one row",
-        )?;
+        super::pipeline::check_rows(self.global_batch_size, self.shuffle_window)?;
         let (Some(size), Some(world)) = (self.global_batch_size, self.world_size) else {
             rule(
                 self.global_batch_size.is_none() && self.world_size.is_none(),

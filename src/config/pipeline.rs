@@ -155,6 +155,21 @@ impl Default for PipelineOptions {
     }
 }
 
+/// A step of `--global-batch-size` and a window of `--shuffle-window` hold
+/// at least one row (`sluice train`, `sluice worker`, `sluice master`).
+pub(crate) fn check_rows(global_batch_size: Option<u64>, window: u64) -> Result<(), OptionError> {
+    rule(
+        window >= 1,
+        "shuffle-window",
+        "a window holds at least one row",
+    )?;
+    rule(
+        global_batch_size.is_none_or(|g| g >= 1),
+        "global-batch-size",
+        "a step holds at least one row",
+    )
+}
+
 impl PipelineOptions {
     /// Checks every rule, naming the first option that breaks one.
     pub fn validate(&self) -> Result<(), OptionError> {
@@ -188,20 +203,11 @@ impl PipelineOptions {
             "read-ahead",
             "the readers need at least one byte",
         )?;
-        rule(
-            self.shuffle_window >= 1,
-            "shuffle-window",
-            "a window holds at least one row",
-        )?;
+        check_rows(self.global_batch_size, self.shuffle_window)?;
         rule(
             self.shuffle != ShuffleMode::Global || self.shuffle_buffer == 0,
             "shuffle-buffer",
             "--shuffle global permutes whole windows; a shuffle buffer applies to --shuffle tasks",
-        )?;
-        rule(
-            self.global_batch_size.is_none_or(|g| g >= 1),
-            "global-batch-size",
-            "a step holds at least one row",
         )?;
         rule(
             self.global_batch_size.is_none() || self.shuffle == ShuffleMode::Global,

@@ -267,12 +267,23 @@ fn global_steps(
         let offset = offsets.iter().find(|(o, _)| *o == s).map_or(0, |(_, n)| *n);
         shuffle.offer(lease(u64::from(s) + 1, s, offset, Vec::new()), &all);
     }
+    run_steps(&mut shuffle, &all, |lease| {
+        rows(i64::from(lease.split) * 1000, ROWS as i64)
+    })
+}
+
+/// Reads every window of `shuffle` over `all` (`read`: a lease's rows) and
+/// cuts its steps: each as (step, ranks' ids), and the rows dropped.
+fn run_steps(
+    shuffle: &mut GlobalShuffle,
+    all: &[Split],
+    read: impl Fn(&Lease) -> RecordBatch,
+) -> (Vec<CutStep>, usize) {
     let (mut next_id, mut steps, mut dropped) = (u64::MAX, Vec::new(), 0);
     loop {
-        let orders = shuffle.pump(&all, 2, &mut next_id);
+        let orders = shuffle.pump(all, 3, &mut next_id);
         for order in &orders {
-            let first = i64::from(order.lease.split) * 1000;
-            shuffle.add(order.lease.attempt, 0, rows(first, ROWS as i64));
+            shuffle.add(order.lease.attempt, 0, read(&order.lease));
             shuffle.read_ended(order.lease.attempt);
         }
         if orders.is_empty() && shuffle.building.is_none() {
@@ -287,17 +298,7 @@ fn global_steps(
                         [crate::trainer::protocol::STEP_KEY]
                         .parse()
                         .expect("a step number");
-                    let ids = step
-                        .batches
-                        .iter()
-                        .map(|b| {
-                            b.data
-                                .column(0)
-                                .as_primitive::<Int64Type>()
-                                .values()
-                                .to_vec()
-                        })
-                        .collect();
+                    let ids = step.batches.iter().map(ids_of).collect();
                     steps.push((number, ids));
                 }
                 Cut::Dropped(batches) => {
@@ -310,6 +311,16 @@ fn global_steps(
         }
     }
     (steps, dropped)
+}
+
+/// The ids of a batch.
+fn ids_of(batch: &OutBatch) -> Vec<i64> {
+    batch
+        .data
+        .column(0)
+        .as_primitive::<Int64Type>()
+        .values()
+        .to_vec()
 }
 
 #[test]
@@ -418,43 +429,11 @@ fn lane_steps(ranks: usize, mine: std::ops::Range<u32>) -> Vec<CutStep> {
     {
         shuffle.offer(lease(u64::from(task) + 1, task, 0, Vec::new()), &all);
     }
-    let (mut next_id, mut steps) = (u64::MAX, Vec::new());
-    loop {
-        let orders = shuffle.pump(&all, 3, &mut next_id);
-        for order in &orders {
-            let task = order.lease.split as usize;
-            let n = all[task].rows.unwrap_or(0) as i64;
-            shuffle.add(order.lease.attempt, 0, rows(first[task], n));
-            shuffle.read_ended(order.lease.attempt);
-        }
-        if orders.is_empty() && shuffle.building.is_none() {
-            shuffle.end_epoch();
-        }
-        let mut cut = false;
-        while let Some(Cut::Step(step)) = shuffle.next_step().expect("a step") {
-            cut = true;
-            let number = step.batches[0].data.schema().metadata()
-                [crate::trainer::protocol::STEP_KEY]
-                .parse()
-                .expect("a step number");
-            let ids = step
-                .batches
-                .iter()
-                .map(|b| {
-                    b.data
-                        .column(0)
-                        .as_primitive::<Int64Type>()
-                        .values()
-                        .to_vec()
-                })
-                .collect();
-            steps.push((number, ids));
-        }
-        if orders.is_empty() && !cut && shuffle.building.is_none() {
-            break;
-        }
-    }
-    steps
+    run_steps(&mut shuffle, &all, |lease| {
+        let task = lease.split as usize;
+        rows(first[task], all[task].rows.unwrap_or(0) as i64)
+    })
+    .0
 }
 
 #[test]

@@ -142,6 +142,53 @@ fn one_to_three_devices_get_the_same_global_batches() {
     }
 }
 
+/// Checks that every batch the trainers under `out` logged holds ids of its
+/// step in the uninterrupted run (`place`: (epoch, id) -> (step, place in
+/// it)), in that step's order; returns the ids trained of each epoch.
+pub(crate) fn trained_at_their_steps(
+    out: &Path,
+    place: &HashMap<(u64, i64), (u64, usize)>,
+) -> HashMap<u64, HashSet<i64>> {
+    let mut trained: HashMap<u64, HashSet<i64>> = HashMap::new();
+    for (pid, steps) in logged(out) {
+        for ((epoch, step), ranks) in steps {
+            for (rank, ids) in ranks {
+                let places: Vec<(u64, usize)> = ids
+                    .iter()
+                    .map(|id| {
+                        place
+                            .get(&(epoch, *id))
+                            .copied()
+                            .expect("an id of the dataset")
+                    })
+                    .collect();
+                assert!(
+                    places.iter().all(|&(s, _)| s == step),
+                    "process {pid} rank {rank}, epoch {epoch} step {step}: ids of other steps"
+                );
+                assert!(
+                    places.windows(2).all(|w| w[0].1 < w[1].1),
+                    "process {pid} rank {rank}, epoch {epoch} step {step}: not in the step's order"
+                );
+                trained.entry(epoch).or_default().extend(ids);
+            }
+        }
+    }
+    trained
+}
+
+/// Where each id is in an uninterrupted run: (epoch, id) -> (step, place).
+pub(crate) fn places(whole: &BTreeMap<(u64, u64), Vec<i64>>) -> HashMap<(u64, i64), (u64, usize)> {
+    whole
+        .iter()
+        .flat_map(|(&(epoch, step), ids)| {
+            ids.iter()
+                .enumerate()
+                .map(move |(at, &id)| ((epoch, id), (step, at)))
+        })
+        .collect()
+}
+
 /// A small deterministic generator for the kills' moments and world sizes.
 pub(crate) struct Draw(pub(crate) u64);
 
@@ -168,15 +215,7 @@ fn ten_kills_resumed_on_other_device_counts_go_on_with_the_same_global_batches()
     assert!(done.status.success(), "{done}");
     let whole = global_batches(reference.path());
     assert_each_id_once_per_epoch(&whole, epochs);
-    // Where each id is in the uninterrupted run: (epoch, id) -> (step, place).
-    let place: HashMap<(u64, i64), (u64, usize)> = whole
-        .iter()
-        .flat_map(|(&(epoch, step), ids)| {
-            ids.iter()
-                .enumerate()
-                .map(move |(at, &id)| ((epoch, id), (step, at)))
-        })
-        .collect();
+    let place = places(&whole);
 
     let dir = tempfile::tempdir().expect("tempdir");
     let state = dir.path().join("state");
@@ -215,30 +254,7 @@ fn ten_kills_resumed_on_other_device_counts_go_on_with_the_same_global_batches()
 
     // Every run handed out whole steps of the uninterrupted sequence (or
     // what of them was not committed before), in its order.
-    let mut trained: HashMap<u64, HashSet<i64>> = HashMap::new();
-    for (pid, steps) in logged(&out) {
-        for ((epoch, step), ranks) in steps {
-            let ids: Vec<i64> = ranks.into_values().flatten().collect();
-            let places: Vec<(u64, usize)> = ids
-                .iter()
-                .map(|id| {
-                    place
-                        .get(&(epoch, *id))
-                        .copied()
-                        .expect("an id of the dataset")
-                })
-                .collect();
-            assert!(
-                places.iter().all(|&(s, _)| s == step),
-                "process {pid}, epoch {epoch} step {step}: ids of other steps"
-            );
-            assert!(
-                places.windows(2).all(|w| w[0].1 < w[1].1),
-                "process {pid}, epoch {epoch} step {step}: not in the step's order"
-            );
-            trained.entry(epoch).or_default().extend(ids);
-        }
-    }
+    let trained = trained_at_their_steps(&out, &place);
     for epoch in 0..epochs {
         assert_eq!(
             trained.get(&epoch).map_or(0, HashSet::len),

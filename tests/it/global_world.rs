@@ -4,7 +4,7 @@
 //! devices; a job killed (SIGKILL, master and workers) ten times and resumed
 //! each time with another world size goes on with them.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::Duration;
@@ -12,7 +12,8 @@ use std::time::Duration;
 use crate::common::cluster::{clean_finish, wait_exit, Job, Master};
 use crate::common::{count_lines, fixture, python, run, wait_until};
 use crate::global_batches::{
-    assert_each_id_once_per_epoch, global_batches, logged, train, Draw, DATASET, G, ROWS,
+    assert_each_id_once_per_epoch, global_batches, logged, places, train, trained_at_their_steps,
+    Draw, DATASET, G, ROWS,
 };
 
 /// The trainer that logs each batch's step, rank and ids.
@@ -109,14 +110,7 @@ fn ten_kills_resumed_on_other_world_sizes_go_on_with_the_same_global_batches() {
     let epochs = 2;
     let whole = one_worker(epochs);
     assert_each_id_once_per_epoch(&whole, u64::from(epochs));
-    let place: HashMap<(u64, i64), (u64, usize)> = whole
-        .iter()
-        .flat_map(|(&(epoch, step), ids)| {
-            ids.iter()
-                .enumerate()
-                .map(move |(at, &id)| ((epoch, id), (step, at)))
-        })
-        .collect();
+    let place = places(&whole);
     let mut job = Job::new(DATASET, epochs);
     job.lease_timeout = "3s".into();
     let out = job.ids.clone();
@@ -164,31 +158,7 @@ fn ten_kills_resumed_on_other_world_sizes_go_on_with_the_same_global_batches() {
     );
     // Every worker handed out slices of the uninterrupted steps (or what of
     // them was not committed before), each in the step's order.
-    let mut trained: HashMap<u64, HashSet<i64>> = HashMap::new();
-    for (pid, steps) in logged(&out) {
-        for ((epoch, step), ranks) in steps {
-            for (rank, ids) in ranks {
-                let places: Vec<(u64, usize)> = ids
-                    .iter()
-                    .map(|id| {
-                        place
-                            .get(&(epoch, *id))
-                            .copied()
-                            .expect("an id of the dataset")
-                    })
-                    .collect();
-                assert!(
-                    places.iter().all(|&(s, _)| s == step),
-                    "process {pid} rank {rank}, epoch {epoch} step {step}: ids of other steps (worlds {worlds:?})"
-                );
-                assert!(
-                    places.windows(2).all(|w| w[0].1 < w[1].1),
-                    "process {pid} rank {rank}, epoch {epoch} step {step}: not in the step's order"
-                );
-                trained.entry(epoch).or_default().extend(ids);
-            }
-        }
-    }
+    let trained = trained_at_their_steps(&out, &place);
     for epoch in 0..u64::from(epochs) {
         assert_eq!(
             trained.get(&epoch).map_or(0, HashSet::len),
@@ -387,14 +357,7 @@ fn torchrun(job: &Job, out: &Path, nproc: usize, sleep: f64) -> Child {
 #[test]
 fn a_torchrun_job_of_two_ranks_killed_mid_epoch_goes_on_with_one() {
     let whole = one_worker(1);
-    let place: HashMap<i64, (u64, usize)> = whole
-        .iter()
-        .flat_map(|(&(_, step), ids)| {
-            ids.iter()
-                .enumerate()
-                .map(move |(at, &id)| (id, (step, at)))
-        })
-        .collect();
+    let place = places(&whole);
     let mut job = Job::new(DATASET, 1);
     job.lease_timeout = "3s".into();
     let out = job.ids.clone();
@@ -431,28 +394,17 @@ fn a_torchrun_job_of_two_ranks_killed_mid_epoch_goes_on_with_one() {
         "the resumed run trained"
     );
 
-    let mut trained = HashSet::new();
-    let mut ranks = HashSet::new();
-    for (pid, steps) in logged(&out) {
-        for ((_, step), slices) in steps {
-            for (rank, ids) in slices {
-                ranks.insert((pid.clone(), rank));
-                let places: Vec<(u64, usize)> = ids
-                    .iter()
-                    .map(|id| place.get(id).copied().expect("an id of the dataset"))
-                    .collect();
-                assert!(
-                    places.iter().all(|&(s, _)| s == step),
-                    "process {pid} rank {rank}, step {step}: ids of other steps"
-                );
-                assert!(
-                    places.windows(2).all(|w| w[0].1 < w[1].1),
-                    "process {pid} rank {rank}, step {step}: not in the step's order"
-                );
-                trained.extend(ids);
-            }
-        }
-    }
+    let trained = trained_at_their_steps(&out, &place);
+    let trained = trained.get(&0).cloned().unwrap_or_default();
+    let ranks: HashSet<(String, u64)> = logged(&out)
+        .into_iter()
+        .flat_map(|(pid, steps)| {
+            steps
+                .into_values()
+                .flat_map(|r| r.into_keys())
+                .map(move |rank| (pid.clone(), rank))
+        })
+        .collect();
     assert_eq!(trained.len(), ROWS, "ids trained across the two runs");
     assert!(ranks.len() >= 3, "two ranks, then one: {ranks:?}");
 }
