@@ -281,6 +281,14 @@ impl<A: AppliesOps> TaskSource for A {
         self.apply(ops::Lease { worker, max }).await
     }
 
+    async fn take_ranks(
+        &self,
+        worker: WorkerId,
+        devices: u32,
+    ) -> Result<Option<crate::queue::Ranks>, SourceError> {
+        self.apply(ops::TakeRanks { worker, devices }).await
+    }
+
     async fn heartbeat(
         &self,
         worker: WorkerId,

@@ -27,6 +27,8 @@ mod sim;
 #[cfg(test)]
 mod sim_checks;
 #[cfg(test)]
+mod sim_ranks;
+#[cfg(test)]
 mod sim_worker;
 #[cfg(test)]
 mod sim_world;

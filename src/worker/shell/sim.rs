@@ -60,6 +60,7 @@ use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::drive::Close;
+use super::sim_ranks::World;
 use super::sim_worker::{Fate, Row, Start, Trainer, Worker};
 use super::sim_world::{Books, SimClock, SimMaster};
 use super::PipelineError;
@@ -107,6 +108,8 @@ pub(super) struct Sim {
     solo: bool,
     lockstep: bool,
     global: bool,
+    /// A master's job of `--world-size` (see [`super::sim_ranks`]).
+    world: Option<Arc<World>>,
     pub(super) master: Arc<SimMaster>,
     clock: SimClock,
     workers: Vec<Worker>,
@@ -162,7 +165,21 @@ impl Sim {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let splits = 2 + (rng.next_u64() % 8) as usize;
         let epochs = 1 + (rng.next_u64() % 3) as u32;
-        let rows: Vec<u64> = (0..splits).map(|_| rng.next_u64() % 60).collect();
+        let mut rows: Vec<u64> = (0..splits).map(|_| rng.next_u64() % 60).collect();
+        let solo = seed % 6 == 0;
+        let world = (seed % 5 == 4).then(|| {
+            rows.iter_mut().for_each(|r| *r += 20);
+            let names = if solo { 1 } else { 1 + rng.next_u64() % 3 };
+            Arc::new(World::new(&mut rng, &rows, names))
+        });
+        let epochs = if let Some(world) = &world {
+            rows = world.task_rows();
+            // One epoch: a worker of a world that holds leases of the next
+            // epoch before the last step of this one may wait forever.
+            1
+        } else {
+            epochs
+        };
         let config = QueueConfig {
             epochs,
             max_attempts: 1_000,
@@ -171,15 +188,18 @@ impl Sim {
             follow: false,
             affinity_wait_ms: 0,
             interleave: None,
-            lanes: None,
-            world: None,
+            lanes: world.as_ref().map(|w| (*w.lanes).clone()),
+            world: world.as_ref().map(|w| w.world),
         };
         let queue = Queue::with_rows(rows.iter().copied().map(Some).collect(), config)
             .expect("valid config");
         let rollback = matches!(seed % 6, 3 | 5);
-        let solo = seed % 6 == 0;
         let clock = SimClock::new();
-        let master = SimMaster::new(Books::new(queue), clock.clone(), rollback, solo);
+        let views = solo || world.is_some();
+        let master = SimMaster::new(Books::new(queue), clock.clone(), rollback, views);
+        let names = world
+            .as_ref()
+            .map_or_else(Vec::new, |w| roster(&mut rng, &w.roster));
         Sim {
             seed,
             rng,
@@ -190,11 +210,12 @@ impl Sim {
             chaos: seed % 3 != 0,
             solo,
             lockstep: (seed / 6) % 4 == 1,
-            global: (seed / 6) % 3 == 2,
+            global: (seed / 6) % 3 == 2 || world.is_some(),
+            world,
             master: Arc::new(master),
             clock,
             workers: Vec::new(),
-            names: Vec::new(),
+            names,
             trained: HashMap::new(),
             lossy: false,
             step: 0,
@@ -233,6 +254,12 @@ impl Sim {
             config.shuffle_window = Some(1 + self.pick(150));
             config.shuffle_buffer = 0;
         }
+        if let Some(world) = &self.world {
+            config.shuffle_window = Some(world.window);
+            config.global_batch_size = Some(world.global);
+            config.lanes = Some(world.lanes.clone());
+            config.world = Some(world.world);
+        }
         config
     }
 
@@ -249,6 +276,9 @@ impl Sim {
         }
         if config.devices > 1 {
             self.saw("several devices");
+        }
+        if config.world.is_some() && config.lockstep {
+            self.saw("world: in lockstep");
         }
     }
 
@@ -301,26 +331,25 @@ impl Sim {
         if self.master.books().queue.is_over() {
             return;
         }
+        let free: Vec<usize> = (0..self.names.len())
+            .filter(|n| !self.workers.iter().any(|w| w.name == *n))
+            .collect();
+        if self.world.is_some() && free.is_empty() {
+            // Every name of the roster runs: the world is full.
+            return;
+        }
         self.saw(if self.workers.is_empty() {
             "one worker alone"
         } else {
             "a worker joins beside others"
         });
-        let free: Vec<usize> = (0..self.names.len())
-            .filter(|n| !self.workers.iter().any(|w| w.name == *n))
-            .collect();
-        let name = if self.rollback && !free.is_empty() && self.chance(500) {
+        let name = if self.world.is_some() {
+            free[self.pick(free.len() as u64) as usize]
+        } else if self.rollback && !free.is_empty() && self.chance(500) {
             free[self.pick(free.len() as u64) as usize]
         } else {
             let devices = 1 + self.pick(3);
-            let speeds = [1000, 400, 60];
-            let speeds = (0..devices)
-                .map(|d| speeds[((d + self.pick(3)) % 3) as usize])
-                .collect();
-            self.names.push(Name {
-                speeds,
-                saved: None,
-            });
+            self.names.push(name(&mut self.rng, devices));
             self.names.len() - 1
         };
         self.start(name).await;
@@ -352,6 +381,7 @@ impl Sim {
             resume,
             checkpoints: self.checkpoints,
             rows: self.rows.clone(),
+            world: self.world.clone(),
         };
         match Worker::start(&self.master, start, config).await {
             Ok(worker) => {
@@ -539,6 +569,23 @@ impl Sim {
             self.names[name].saved = Some((id, rows));
         }
     }
+}
+
+/// A new name of `devices` devices of random speeds.
+fn name(rng: &mut ChaCha8Rng, devices: u64) -> Name {
+    let speeds = [1000, 400, 60];
+    let speeds = (0..devices)
+        .map(|d| speeds[((d + rng.next_u64() % 3) % 3) as usize])
+        .collect();
+    Name {
+        speeds,
+        saved: None,
+    }
+}
+
+/// The names of a world's roster, of `devices` devices each.
+fn roster(rng: &mut ChaCha8Rng, devices: &[u64]) -> Vec<Name> {
+    devices.iter().map(|&d| name(rng, d)).collect()
 }
 
 /// Runs seed `seed`: the paths it took.

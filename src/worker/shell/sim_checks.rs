@@ -8,7 +8,7 @@ use super::sim_worker::{id, Row};
 use crate::epoch::Epoch;
 
 /// Every path some seed takes.
-pub(super) const PATHS: [&str; 35] = [
+pub(super) const PATHS: [&str; 38] = [
     "lockstep",
     "global shuffle",
     "global shuffle in lockstep",
@@ -45,6 +45,10 @@ pub(super) const PATHS: [&str; 35] = [
     "several workers",
     "one worker alone",
     "a worker joins beside others",
+    // A master's job of `--world-size`:
+    "world: ranks taken",
+    "world: in lockstep",
+    "world: no ranks free, the lease waits",
 ];
 
 impl Sim {

@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 
 use super::drive::Close;
 use super::heartbeats::{Beat, Heartbeats};
+use super::sim_ranks::World;
 use super::sim_world::{add_range, SimClock, SimMaster, SimReaders, SimSource};
 use super::{Job, PipelineError, Shell, Wiring};
 use crate::epoch::Epoch;
@@ -141,6 +142,7 @@ pub(super) struct Worker {
     /// The trainers keep checkpoints.
     checkpoints: bool,
     rows: Arc<Vec<u64>>,
+    world: Option<Arc<World>>,
     /// When it last asked for a heartbeat.
     pub(super) last_beat: u64,
     /// Its run is over (how, and how it closed): it waits for the master
@@ -167,7 +169,7 @@ fn plan() -> ReadPlan {
     }
 }
 
-fn split(rows: u64) -> Split {
+pub(super) fn split(rows: u64) -> Split {
     Split {
         path: "part".to_string(),
         size: 1,
@@ -210,6 +212,8 @@ pub(super) struct Start {
     pub(super) resume: Option<(u32, Vec<Row>)>,
     pub(super) checkpoints: bool,
     pub(super) rows: Arc<Vec<u64>>,
+    /// A master's job of `--world-size`: its lanes and ranks.
+    pub(super) world: Option<Arc<World>>,
 }
 
 impl Worker {
@@ -253,7 +257,10 @@ impl Worker {
         let job = Job {
             source,
             location: connectors::store::open("file:///tmp").expect("location"),
-            splits: Arc::new(start.rows.iter().map(|&r| split(r)).collect()),
+            splits: Arc::new(match &start.world {
+                Some(world) => world.splits(split),
+                None => start.rows.iter().map(|&r| split(r)).collect(),
+            }),
             plan: Arc::new(plan()),
         };
         let shell = Shell::new(job, config, id, wiring);
@@ -285,6 +292,7 @@ impl Worker {
             lockstep,
             checkpoints: start.checkpoints,
             rows: start.rows,
+            world: start.world,
             ended: None,
         };
         worker.declare()?;
@@ -656,6 +664,7 @@ impl Worker {
             "w{} device {device} applies {rows:?}",
             self.id.0
         ));
+        self.check_world(device, &out, &rows);
         fate.trained(&rows, 1);
         if rows.iter().any(|row| self.replaying.remove(row)) {
             fate.saw("replayed after a restart");
@@ -674,6 +683,20 @@ impl Worker {
             rows: out.data.num_rows(),
             provenance: out.provenance,
         })
+    }
+
+    /// In a job of `--world-size`: `out` is of the rank of `device`, and of
+    /// its lanes (see [`World::check_batch`]).
+    fn check_world(&self, device: usize, out: &OutBatch, rows: &[Row]) {
+        let Some(world) = &self.world else {
+            return;
+        };
+        let mut books = self.master.books();
+        let ranks = books.ranks.ranks.get(&self.id).copied();
+        let replay = out.provenance.iter().any(|p| p.attempt.0 > u64::MAX / 2);
+        if let Err(why) = world.check_batch(ranks, device, out, rows, replay) {
+            books.break_rule(format!("w{}: {why}", self.id.0));
+        }
     }
 
     /// The rows of `out` as `(epoch, id)`, by its provenance, which must

@@ -16,6 +16,7 @@ use tokio::sync::{mpsc, Notify};
 use tokio::task::AbortHandle;
 
 use super::edges::{Clock, Readers, Ticks};
+use super::sim_ranks::RankBooks;
 use crate::epoch::Epoch;
 use crate::protocol::ops::Operation;
 use crate::protocol::source::AppliesOps;
@@ -162,6 +163,8 @@ pub(super) struct Books {
     /// The first rule broken (found in a task, reported by the simulation).
     pub(super) broken: Option<String>,
     pub(super) seen: HashSet<&'static str>,
+    /// What the master told of the world's ranks.
+    pub(super) ranks: RankBooks,
     /// `SLUICE_SIM_TRACE` is set: the requests are traced.
     tracing: bool,
 }
@@ -180,11 +183,12 @@ impl Books {
             lossy: false,
             broken: None,
             seen: HashSet::new(),
+            ranks: RankBooks::default(),
             tracing: std::env::var("SLUICE_SIM_TRACE").is_ok(),
         }
     }
 
-    fn break_rule(&mut self, why: String) {
+    pub(super) fn break_rule(&mut self, why: String) {
         self.broken.get_or_insert(why);
     }
 
@@ -257,6 +261,7 @@ impl Books {
     /// What the queue's reply to `command` says was granted, committed or
     /// refused.
     fn note(&mut self, command: &Command, reply: &Reply) {
+        self.ranks.note(command, reply, &mut self.seen);
         match (command, reply) {
             (Command::Lease { worker, .. }, Reply::Lease(Ok(LeaseReply::Tasks(leases)))) => {
                 for lease in leases {
@@ -372,7 +377,7 @@ pub(super) struct SimMaster {
     /// remote master does; else checkpoints are the whole job's, as in the
     /// embedded queue.
     keeps_unsaved: bool,
-    /// It tells epochs' views (the job has one worker).
+    /// It tells epochs' views (the job has one worker, or a world).
     views: bool,
 }
 
