@@ -343,9 +343,9 @@ impl Sim {
         } else {
             "a worker joins beside others"
         });
-        let name = if self.world.is_some() {
-            free[self.pick(free.len() as u64) as usize]
-        } else if self.rollback && !free.is_empty() && self.chance(500) {
+        // A world's roster, or now and then the name of one that left.
+        let again = self.rollback && !free.is_empty() && self.chance(500);
+        let name = if self.world.is_some() || again {
             free[self.pick(free.len() as u64) as usize]
         } else {
             let devices = 1 + self.pick(3);
