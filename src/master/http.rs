@@ -427,6 +427,7 @@ pub fn status_of(master: &MasterState) -> StatusReply {
             rows: w.rows,
             rows_per_second: w.rate,
             seconds_since_heartbeat: now.saturating_duration_since(w.last).as_secs_f64(),
+            ranks: master.queue().ranks_of(id),
         })
         .collect();
     workers.sort_by_key(|w| w.worker);

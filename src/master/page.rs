@@ -95,11 +95,16 @@ fn workers(html: &mut String, s: &StatusReply) {
         s.workers.len(),
         s.workers_departed
     );
-    html.push_str("<table><tr><th>worker</th><th>name</th><th>rows it acknowledged</th><th>rows/s</th><th>last heartbeat</th></tr>");
+    html.push_str("<table><tr><th>worker</th><th>name</th><th>ranks</th><th>rows it acknowledged</th><th>rows/s</th><th>last heartbeat</th></tr>");
     for w in &s.workers {
+        let ranks = match w.ranks {
+            Some((first, end)) if end == first + 1 => first.to_string(),
+            Some((first, end)) => format!("{first}–{}", end - 1),
+            None => "–".to_string(),
+        };
         let _ = write!(
             html,
-            "<tr class=\"worker\"><td>{}</td><td class=\"name\">{}</td><td>{}</td><td>{:.0}</td><td>{:.1}s ago</td></tr>",
+            "<tr class=\"worker\"><td>{}</td><td class=\"name\">{}</td><td class=\"ranks\">{ranks}</td><td>{}</td><td>{:.0}</td><td>{:.1}s ago</td></tr>",
             w.worker,
             esc(&w.name),
             w.rows,
@@ -209,6 +214,7 @@ pub(crate) mod tests {
                 rows: 1200,
                 rows_per_second: 250.0,
                 seconds_since_heartbeat: 0.4,
+                ranks: Some((2, 4)),
             }],
             workers_departed: 2,
             eta_seconds: Some(725.0),

@@ -345,6 +345,12 @@ impl Queue {
         self.enrol(secret, name)
     }
 
+    /// The ranks `worker` took in a job of `--world-size`, `[first, end)`.
+    pub fn ranks_of(&self, worker: WorkerId) -> Option<(u32, u32)> {
+        let (first, count) = self.workers.get(&worker)?.ranks?;
+        Some((first, first + count))
+    }
+
     /// The name `worker` registered with, if it gave one.
     pub fn worker_name(&self, worker: WorkerId) -> Option<&str> {
         self.workers.get(&worker)?.name.as_deref()
