@@ -36,6 +36,13 @@
 //! over; a worker may also join under the name of one that left, resuming
 //! from its checkpoint.
 //!
+//! On a fifth of the seeds the job is a master's of `--world-size`, read
+//! in global batches (see [`super::sim_ranks`]): its splits cut into the
+//! lanes of a small global batch, one epoch, a roster of names of as many
+//! devices each whose devices are the world's ranks; each worker takes its
+//! ranks before it leases, is leased only its lanes' tasks, and each batch
+//! a device gets is checked for its rank and lanes.
+//!
 //! Checked on every path, as the master applies each request: nothing is
 //! committed that no device of the attempt's worker acknowledged (or that
 //! its reader left out); no row is committed by two attempts (rows served
