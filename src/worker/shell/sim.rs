@@ -38,7 +38,7 @@
 //!
 //! On a fifth of the seeds the job is a master's of `--world-size`, read
 //! in global batches (see [`super::sim_ranks`]): its splits cut into the
-//! lanes of a small global batch, one epoch, a roster of names of as many
+//! lanes of a small global batch, a roster of names of as many
 //! devices each whose devices are the world's ranks; each worker takes its
 //! ranks before it leases, is leased only its lanes' tasks, and each batch
 //! a device gets is checked for its rank and lanes.
@@ -179,14 +179,9 @@ impl Sim {
             let names = if solo { 1 } else { 1 + rng.next_u64() % 3 };
             Arc::new(World::new(&mut rng, &rows, names))
         });
-        let epochs = if let Some(world) = &world {
+        if let Some(world) = &world {
             rows = world.task_rows();
-            // One epoch: a worker of a world that holds leases of the next
-            // epoch before the last step of this one may wait forever.
-            1
-        } else {
-            epochs
-        };
+        }
         let config = QueueConfig {
             epochs,
             max_attempts: 1_000,
