@@ -158,22 +158,7 @@ impl Lanes {
 
     /// The tasks of one lane cut into windows of up to a window's rows.
     fn cut_windows(&self, tasks: &[u32]) -> Vec<Vec<u32>> {
-        let mut windows: Vec<Vec<u32>> = Vec::new();
-        let mut rows = 0u64;
-        for &task in tasks {
-            let n = self.rows[task as usize];
-            match windows.last_mut() {
-                Some(window) if rows.saturating_add(n) <= self.window_rows => {
-                    window.push(task);
-                    rows += n;
-                }
-                _ => {
-                    windows.push(vec![task]);
-                    rows = n;
-                }
-            }
-        }
-        windows
+        windows_of(tasks, |t| self.rows[t as usize], self.window_rows)
     }
 
     /// The order epoch `epoch` leases its tasks in: its windows' tasks, in
@@ -184,6 +169,27 @@ impl Lanes {
             .flat_map(|w| w.tasks)
             .collect()
     }
+}
+
+/// `tasks`, in order, in windows of up to `window_rows` rows (`rows`: a
+/// task's), at least one task each: the windows of `--shuffle global`.
+pub fn windows_of(tasks: &[u32], rows: impl Fn(u32) -> u64, window_rows: u64) -> Vec<Vec<u32>> {
+    let mut windows: Vec<Vec<u32>> = Vec::new();
+    let mut held = 0u64;
+    for &task in tasks {
+        let n = rows(task);
+        match windows.last_mut() {
+            Some(window) if held.saturating_add(n) <= window_rows => {
+                window.push(task);
+                held += n;
+            }
+            _ => {
+                windows.push(vec![task]);
+                held = n;
+            }
+        }
+    }
+    windows
 }
 
 /// The first row of lane `lane` of `count` over `total` rows.

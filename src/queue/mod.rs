@@ -26,7 +26,7 @@ pub use config::QueueConfig;
 pub(crate) use cut::{insert as insert_range, CutPiece};
 pub(crate) use error::QueueError;
 pub(crate) use lanes::cut as cut_lanes;
-pub use lanes::{lane_count, LaneWindow, Lanes};
+pub use lanes::{lane_count, windows_of, LaneWindow, Lanes};
 #[cfg(test)]
 pub(crate) use order::epoch_order;
 pub(crate) use order::{window_order, Interleave};

@@ -446,22 +446,8 @@ impl GlobalShuffle {
 
     /// The epoch's tasks, in its order, in windows of up to the window's rows.
     fn windows_of(&self, view: &EpochView, splits: &[Split]) -> Vec<Vec<u32>> {
-        let mut windows: Vec<Vec<u32>> = Vec::new();
-        let mut rows = 0u64;
-        for &split in &view.order {
-            let n = self.rows_of(splits, split);
-            match windows.last_mut() {
-                Some(window) if rows.saturating_add(n) <= self.window_rows => {
-                    window.push(split);
-                    rows += n;
-                }
-                _ => {
-                    windows.push(vec![split]);
-                    rows = n;
-                }
-            }
-        }
-        windows
+        let rows = |split| self.rows_of(splits, split);
+        crate::queue::windows_of(&view.order, rows, self.window_rows)
     }
 
     /// Rows of `split` as its metadata records them; a whole window when it

@@ -137,7 +137,8 @@ fn ten_kills_resumed_on_other_world_sizes_go_on_with_the_same_global_batches() {
             break;
         }
         let before = count_lines(&out, "steps-");
-        let batches = 1 + draw.below(12);
+        // A few steps per run, so that the job outlasts ten of them.
+        let batches = 1 + draw.below(3 * u64::from(world));
         wait_until("batches logged", Duration::from_secs(120), || {
             count_lines(&out, "steps-") >= before + batches
                 || master.try_wait().ok().flatten().is_some()
