@@ -16,6 +16,12 @@ use crate::global_batches::{
     Draw, DATASET, G, ROWS,
 };
 
+/// One Spark file of 120,000 rows in row groups of many pages, with the
+/// page index: what a worker fetches is measured on it.
+const PAGES: &str = "parquet_pages";
+/// Rows of [`PAGES`].
+const PAGES_ROWS: usize = 120_000;
+
 /// The trainer that logs each batch's step, rank and ids.
 fn step_log() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/trainers/step_log.py")
@@ -172,12 +178,12 @@ fn ten_kills_resumed_on_other_world_sizes_go_on_with_the_same_global_batches() {
 /// What a worker of a job of `--world-size` fetches from S3 (through its
 /// own counting proxy) against the share of the data its ranks train: the
 /// bytes one `sluice train` fetches reading every row once, times the
-/// worker's share of the rows. A worker reading the windows of the other's
-/// lanes would fetch about 2x; what each fetches beyond its share is the
-/// file's footer (64 KiB of this 628 KB file, fetched by every worker) and
-/// the row groups at its lanes' ends (a lane's end falls inside a row
-/// group, and this file's row groups are single pages). The figures are
-/// printed.
+/// worker's share of the rows; at most 1.1x. A worker reading the windows of
+/// the other's lanes would fetch about 2x. Beyond its share, each fetches
+/// the footer and page index, and the pages that straddle its lanes' ends:
+/// a page shared by two of its own lanes once (the second read takes it
+/// from memory), one shared with the other worker's lane by both. The
+/// figures are printed.
 #[test]
 fn each_worker_fetches_little_more_than_its_ranks_share_of_the_data_from_s3() {
     use crate::common::proxy::Proxy;
@@ -185,7 +191,7 @@ fn each_worker_fetches_little_more_than_its_ranks_share_of_the_data_from_s3() {
     let s3 = Cloud::start(Kind::S3);
     let bucket = s3.new_bucket("world-reads");
     assert!(
-        s3.upload(&bucket, &fixture(DATASET), "out") > 0,
+        s3.upload(&bucket, &fixture(PAGES), "out") > 0,
         "the fixture uploaded"
     );
     let url = s3.url(&bucket, "out");
@@ -223,7 +229,7 @@ fn each_worker_fetches_little_more_than_its_ranks_share_of_the_data_from_s3() {
     assert!(all > 0, "the proxy counted what sluice train fetched");
 
     // Two workers of one device each, each through its own proxy.
-    let mut job = Job::new(DATASET, 1);
+    let mut job = Job::new(PAGES, 1);
     job.env = Kind::S3
         .env(&s3.service.endpoint)
         .into_iter()
@@ -280,20 +286,20 @@ fn each_worker_fetches_little_more_than_its_ranks_share_of_the_data_from_s3() {
             .flat_map(|ranks| ranks.into_values())
             .map(|ids| ids.len())
             .sum();
-        let share = all as f64 * rows as f64 / ROWS as f64;
+        let share = all as f64 * rows as f64 / PAGES_ROWS as f64;
         let amplification = proxy.bytes() as f64 / share;
         figures.push(format!(
             "worker {i}: {rows} rows, {} bytes fetched, share {share:.0}: {amplification:.3}x",
             proxy.bytes()
         ));
-        assert_eq!(rows, ROWS / 2, "worker {i}: rows of its rank");
+        assert_eq!(rows, PAGES_ROWS / 2, "worker {i}: rows of its rank");
     }
     eprintln!("sluice train fetched {all} bytes; {}", figures.join("; "));
     for (i, proxy) in proxies.iter().enumerate() {
         let share = all as f64 / 2.0;
         assert!(
-            proxy.bytes() as f64 <= 1.5 * share,
-            "worker {i} fetched more than 1.5x its ranks' share: {}",
+            proxy.bytes() as f64 <= 1.1 * share,
+            "worker {i} fetched more than 1.1x its ranks' share: {}",
             figures.join("; ")
         );
     }

@@ -7,6 +7,7 @@ mod json;
 mod orc;
 mod parquet;
 mod parquet_ahead;
+mod parquet_edges;
 pub(crate) mod parquet_footers;
 mod rcfile;
 mod sequencefile;

@@ -28,6 +28,7 @@ use parquet::errors::ParquetError;
 use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
 use parquet::file::reader::{ChunkReader, Length};
 
+use super::parquet_edges;
 use super::parquet_footers::{self, FooterKey};
 use super::{spark_legacy, FileFormat, FileInfo, FileRef, FormatOptions, ReadRequest, Unit};
 use crate::error::{Error, Result};
@@ -60,6 +61,10 @@ pub(crate) struct StoreReader {
     ahead: ReadAhead,
     /// Read the page index with the footer, where the file has one.
     page_index: bool,
+    /// The file, when the read is a window of a split's rows: the pages at
+    /// the ends of its runs are kept for the windows beside it, and only
+    /// adjacent ranges are fetched together ([`super::parquet_edges`]).
+    window_of: Option<FooterKey>,
 }
 
 impl StoreReader {
@@ -71,6 +76,7 @@ impl StoreReader {
             metadata: None,
             ahead: ReadAhead::unbounded(),
             page_index: false,
+            window_of: None,
         }
     }
 }
@@ -93,7 +99,8 @@ impl AsyncFileReader for StoreReader {
         let store = self.store.clone();
         let path = self.path.clone();
         let ahead = self.ahead.clone();
-        async move { fetch_coalesced(store, path, ranges, ahead).await }.boxed()
+        let window_of = self.window_of.clone();
+        async move { fetch_coalesced(store, path, ranges, ahead, window_of).await }.boxed()
     }
 
     fn get_metadata<'a>(
@@ -123,15 +130,51 @@ impl AsyncFileReader for StoreReader {
     }
 }
 
-/// Fetches ranges, merging near neighbours and running the requests
-/// concurrently, once their bytes fit in the read-ahead budget; they hold
-/// their share of it, and their pooled buffers, until the decoder drops them.
+/// Fetches ranges for the decoder. For a window of a split's rows
+/// (`window_of`), pages kept from the windows beside it are taken from
+/// memory, only adjacent ranges are merged (a gap is other windows' rows),
+/// and the pages at the ends of its runs are kept in turn.
 async fn fetch_coalesced(
     store: Arc<dyn ObjectStore>,
     path: Path,
     ranges: Vec<Range<u64>>,
     ahead: ReadAhead,
+    window_of: Option<FooterKey>,
 ) -> parquet::errors::Result<Vec<Bytes>> {
+    let Some(file) = window_of else {
+        return fetch_merged(store, path, &ranges, ahead, COALESCE_GAP).await;
+    };
+    let mut out: Vec<Option<Bytes>> = ranges
+        .iter()
+        .map(|r| parquet_edges::get(&file, r))
+        .collect();
+    let missing: Vec<usize> = (0..ranges.len()).filter(|&i| out[i].is_none()).collect();
+    let wanted: Vec<Range<u64>> = missing.iter().map(|&i| ranges[i].clone()).collect();
+    let fetched = fetch_merged(store, path, &wanted, ahead, 0).await?;
+    let ends = parquet_edges::at_run_ends(&ranges);
+    for (&i, bytes) in missing.iter().zip(fetched) {
+        if ends[i] {
+            parquet_edges::keep(&file, &ranges[i], &bytes);
+        }
+        out[i] = Some(bytes);
+    }
+    Ok(out.into_iter().flatten().collect())
+}
+
+/// Fetches ranges, merging neighbours up to `gap` bytes apart and running
+/// the requests concurrently, once their bytes fit in the read-ahead budget;
+/// they hold their share of it, and their pooled buffers, until the decoder
+/// drops them.
+async fn fetch_merged(
+    store: Arc<dyn ObjectStore>,
+    path: Path,
+    ranges: &[Range<u64>],
+    ahead: ReadAhead,
+    gap: u64,
+) -> parquet::errors::Result<Vec<Bytes>> {
+    if ranges.is_empty() {
+        return Ok(Vec::new());
+    }
     let mut order: Vec<usize> = (0..ranges.len()).collect();
     order.sort_by_key(|&i| ranges[i].start);
     let mut merged: Vec<Range<u64>> = Vec::new();
@@ -140,8 +183,7 @@ async fn fetch_coalesced(
         match merged.last_mut() {
             Some(last)
                 if r.start < last.end
-                    || (r.start <= last.end + COALESCE_GAP
-                        && last.end - last.start < REQUEST_BYTES) =>
+                    || (r.start <= last.end + gap && last.end - last.start < REQUEST_BYTES) =>
             {
                 last.end = last.end.max(r.end)
             }
@@ -173,7 +215,7 @@ async fn fetch_coalesced(
     .await?;
     drop(reservation);
     let mut out = Vec::with_capacity(ranges.len());
-    for r in &ranges {
+    for r in ranges {
         let idx = merged.partition_point(|m| m.end < r.end);
         let idx = idx.min(merged.len().saturating_sub(1));
         let m = &merged[idx];
@@ -375,6 +417,9 @@ fn read(
         reader.ahead = ahead;
         // The offset index lets a window fetch only the pages of its rows.
         reader.page_index = filter.is_some() || shape.limit.is_some();
+        if shape.limit.is_some() {
+            reader.window_of = FooterKey::new(loc.display(&path), planned.size, &planned.stamp);
+        }
         let opened = open_footer(&loc, &path, &planned, &mut reader, string_view).await?;
         let names: Vec<String> = opened
             .schema
@@ -1055,7 +1100,7 @@ mod tests {
         ranges.push(18 * mb + 1000..19 * mb);
         ranges.swap(0, 4);
         let ahead = ReadAhead::new(64 << 20);
-        let got = fetch_coalesced(store, path, ranges.clone(), ahead.clone())
+        let got = fetch_coalesced(store, path, ranges.clone(), ahead.clone(), None)
             .await
             .expect("fetched");
         for (range, data) in ranges.iter().zip(&got) {
@@ -1065,6 +1110,51 @@ mod tests {
         assert_eq!(ahead.used(), 19 * mb - 1000, "held until dropped");
         drop(got);
         assert_eq!(ahead.used(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_window_takes_the_pages_at_its_neighbours_ends_from_memory() {
+        use object_store::memory::InMemory;
+        use object_store::PutPayload;
+        let store = Arc::new(InMemory::new());
+        let path = Path::from("w.parquet");
+        let put = |byte: u8| {
+            let (store, path) = (store.clone(), path.clone());
+            async move {
+                let payload = PutPayload::from(vec![byte; 100]);
+                store.put(&path, payload).await.expect("put");
+            }
+        };
+        put(1).await;
+        let stamp = crate::split::FileStamp {
+            e_tag: Some("window-test".into()),
+            ..Default::default()
+        };
+        let file = FooterKey::new("mem://w.parquet".into(), 100, &stamp);
+        let ahead = ReadAhead::new(1 << 20);
+        // One window's pages of a column: 10..40 in three pages.
+        let first = vec![10..20, 20..30, 30..40];
+        let got = fetch_coalesced(
+            store.clone(),
+            path.clone(),
+            first,
+            ahead.clone(),
+            file.clone(),
+        )
+        .await
+        .expect("fetched");
+        assert!(got
+            .iter()
+            .all(|b| b.len() == 10 && b.iter().all(|&x| x == 1)));
+        // The object now holds other bytes: what comes from memory still
+        // holds the first ones, what is fetched the new ones.
+        put(2).await;
+        let next = vec![30..40, 20..30, 10..20];
+        let got = fetch_coalesced(store, path, next, ahead, file)
+            .await
+            .expect("fetched");
+        let firsts: Vec<u8> = got.iter().map(|b| b[0]).collect();
+        assert_eq!(firsts, vec![1, 2, 1], "the run's ends kept, its middle not");
     }
 
     fn rows(selection: RowSelection, total: usize) -> Vec<usize> {
