@@ -54,7 +54,7 @@ pub fn lane_count(global: u64) -> u32 {
 
 /// The lanes of a job: its tasks' rows (each task in one lane), how many
 /// lanes, and the rows of a lane's window.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lanes {
     /// Lanes (`L`, a divisor of the global batch).
     pub count: u32,
@@ -65,6 +65,15 @@ pub struct Lanes {
     /// Each task's split as planned before it was cut: the pieces of one
     /// split are read one after the other.
     pub group: Vec<u32>,
+    /// Each task's lane, where the lanes are not the job's rows cut in
+    /// planning order: a job mixing several sources cuts each source's rows
+    /// into the lanes, so that every lane holds its share of every source.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lane: Vec<u32>,
+    /// How a mixed job's sources take turns within each lane (indexed by
+    /// task): by weight, as its one-lane epochs interleave them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mix: Option<super::Interleave>,
 }
 
 /// One window of a lane, in the epoch's sequence of windows.
@@ -84,13 +93,22 @@ impl Lanes {
         self.rows.iter().sum()
     }
 
-    /// The first row of lane `lane` (`lane == count`: the end).
-    pub fn bound(&self, lane: u32) -> u64 {
-        bound(self.total(), self.count, lane)
+    /// Rows of each lane.
+    pub fn lane_rows(&self) -> Vec<u64> {
+        let mut rows = vec![0u64; self.count as usize];
+        for (task, lane) in self.lane_of().into_iter().enumerate() {
+            if let Some(sum) = rows.get_mut(lane as usize) {
+                *sum += self.rows.get(task).copied().unwrap_or(0);
+            }
+        }
+        rows
     }
 
     /// The lane of every task.
     pub fn lane_of(&self) -> Vec<u32> {
+        if !self.lane.is_empty() {
+            return self.lane.clone();
+        }
         let total = self.total();
         let mut lane = 0u32;
         let mut start = 0u64;
@@ -131,7 +149,14 @@ impl Lanes {
         let mut tasks: Vec<u32> = (0..self.rows.len() as u32).collect();
         tasks.sort_by_key(|&t| (place[self.group[t as usize] as usize], t));
         for task in tasks {
-            lanes[lane_of[task as usize] as usize].push(task);
+            if let Some(lane) = lanes.get_mut(lane_of[task as usize] as usize) {
+                lane.push(task);
+            }
+        }
+        if let Some(mix) = &self.mix {
+            for lane in &mut lanes {
+                *lane = mix.arrange(std::mem::take(lane));
+            }
         }
         let mut queues: Vec<std::collections::VecDeque<Vec<u32>>> = lanes
             .iter()
@@ -237,6 +262,7 @@ mod tests {
             window_rows,
             rows: cut.iter().map(|&(_, s, e)| e - s).collect(),
             group: cut.iter().map(|&(g, _, _)| g).collect(),
+            ..Lanes::default()
         }
     }
 

@@ -31,6 +31,9 @@ pub fn epoch_steps(splits: &[Split], plan: &ReadPlan, config: &PipelineConfig) -
         let before: u64 = splits.iter().take(at as usize).filter_map(|s| s.rows).sum();
         rows = rows.min(before + kept);
     }
+    if let (Some(size), Some(lanes)) = (config.global_batch_size, &config.lanes) {
+        return Ok(lane_steps(&lanes.lane_rows(), size, config.drop_last));
+    }
     if let Some(size) = config.global_batch_size {
         // Steps of G rows across the devices, the last one short (or dropped).
         let size = size.max(1);
@@ -47,6 +50,25 @@ pub fn epoch_steps(splits: &[Split], plan: &ReadPlan, config: &PipelineConfig) -
         config.lockstep,
         config.drop_last,
     ))
+}
+
+/// Steps of `size` rows taking `size / L` rows of each of `L` lanes of
+/// `lane_rows` rows: as many as the longest lane gives (the last ones short),
+/// or with `drop_last` the full ones only, as many as the shortest gives.
+fn lane_steps(lane_rows: &[u64], size: u64, drop_last: bool) -> u64 {
+    let chunk = (size / (lane_rows.len() as u64).max(1)).max(1);
+    let steps = lane_rows.iter().map(|&rows| {
+        if drop_last {
+            rows / chunk
+        } else {
+            rows.div_ceil(chunk)
+        }
+    });
+    if drop_last {
+        steps.min().unwrap_or(0)
+    } else {
+        steps.max().unwrap_or(0)
+    }
 }
 
 /// Ok when nothing but the rows' count decides the steps; else why not.
@@ -73,7 +95,7 @@ fn layout_known(plan: &ReadPlan, config: &PipelineConfig) -> Result<(), String> 
                 .into(),
         );
     }
-    if !plan.sources.is_empty() {
+    if !plan.sources.is_empty() && config.lanes.is_none() {
         return Err("a job that mixes several sources takes their rows by weight".into());
     }
     let select = &config.select;
@@ -124,7 +146,16 @@ pub fn steps_of(rows: u64, batch_size: u64, devices: u64, lockstep: bool, drop_l
 
 #[cfg(test)]
 mod tests {
-    use super::steps_of;
+    use super::{lane_steps, steps_of};
+
+    #[test]
+    fn lanes_of_unequal_rows_step_as_long_as_the_longest_or_the_shortest_full() {
+        // G = 8 over 4 lanes: 2 rows of each lane per step.
+        assert_eq!(lane_steps(&[4, 4, 4, 4], 8, false), 2);
+        assert_eq!(lane_steps(&[3, 4, 4, 5], 8, false), 3);
+        assert_eq!(lane_steps(&[3, 4, 4, 5], 8, true), 1);
+        assert_eq!(lane_steps(&[], 8, false), 0);
+    }
 
     #[test]
     fn one_process_counts_its_short_batch() {

@@ -391,6 +391,7 @@ fn laned() -> (Vec<Split>, Arc<Lanes>, Vec<i64>) {
         window_rows: 10,
         rows: cut.iter().map(|&(_, s, e)| e - s).collect(),
         group: cut.iter().map(|&(g, _, _)| g).collect(),
+        ..Lanes::default()
     };
     let splits = cut
         .iter()

@@ -29,8 +29,14 @@ fn step_log() -> std::path::PathBuf {
 
 /// The master of `job` for a world of `world` ranks.
 fn master(job: &mut Job, world: u32) -> Master {
+    master_of(job, world, &[])
+}
+
+/// The master of `job` for a world of `world` ranks, with more arguments.
+fn master_of(job: &mut Job, world: u32, extra: &[&str]) -> Master {
     job.master_args = ["--split-size", "64KiB", "--seed", "7"]
         .into_iter()
+        .chain(extra.iter().copied())
         .map(String::from)
         .chain(["--shuffle-window".into(), "5000".into()])
         .chain(["--global-batch-size".into(), G.to_string()])
@@ -109,6 +115,34 @@ fn one_two_or_three_workers_of_a_master_cut_the_global_batches_of_one() {
         }
         assert_eq!(ranks.len(), world, "{devices:?}: ranks that trained");
     }
+}
+
+#[test]
+fn two_sources_mixed_by_weight_give_two_workers_of_a_master_the_global_batches_of_one() {
+    // The same data twice: a source of 20,000 rows weighted 3, one weighted 1.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut one = train(dir.path(), 1, &["--lockstep", "--weights", "3,1"], 0.0);
+    one.arg(fixture(DATASET));
+    let done = run(&mut one);
+    assert!(done.status.success(), "{done}");
+    let reference = global_batches(dir.path());
+    let rows: usize = reference.values().map(Vec::len).sum();
+    assert_eq!(rows, 2 * ROWS, "one worker: rows of both sources");
+
+    let mut job = Job::new(DATASET, 1);
+    let out = job.ids.clone();
+    let second = fixture(DATASET).display().to_string();
+    let mut master = master_of(&mut job, 2, &[&second, "--weights", "3,1"]);
+    let mut workers: Vec<Child> = (0..2).map(|_| worker(&job, &out, 1, 0.0)).collect();
+    for w in &mut workers {
+        assert!(wait_exit(w, "worker").success(), "a worker failed");
+    }
+    clean_finish(&mut master);
+    let batches = global_batches(&out);
+    assert!(
+        batches == reference,
+        "two workers of a mixed job cut other global batches than one worker"
+    );
 }
 
 #[test]

@@ -58,6 +58,7 @@ impl World {
             window_rows,
             rows: cut.iter().map(|&(_, s, e)| e - s).collect(),
             group: cut.iter().map(|&(g, _, _)| g).collect(),
+            ..Lanes::default()
         };
         World {
             lane_of: lanes.lane_of(),
