@@ -201,7 +201,7 @@ impl Shell {
     }
 
     /// A master's job of `--world-size`: takes one rank per device before
-    /// the first lease; false while none is free (the lease waits).
+    /// the first lease; false while too few are free (the lease waits).
     pub(super) async fn take_ranks(&mut self) -> Result<bool, PipelineError> {
         if !self
             .global
@@ -215,13 +215,12 @@ impl Shell {
             return Ok(false);
         };
         tracing::info!(
-            first = ranks.first,
-            count = ranks.count,
+            ranks = ?ranks.ranks,
             world = ranks.world,
             "ranks taken: this worker's devices train their slices of each step"
         );
         if let Some(global) = &mut self.global {
-            global.set_ranks(ranks.range());
+            global.set_ranks(&ranks.ranks);
         }
         Ok(true)
     }

@@ -103,15 +103,15 @@ impl World {
         };
         let said = out.data.schema().metadata().get(RANK_KEY).cloned();
         let held = match said.map(|r| r.parse::<u32>()) {
-            Some(Ok(rank)) if rank == ranks.first + device as u32 => rank..rank + 1,
-            None if replay || rows.is_empty() => ranks.range(),
+            Some(Ok(rank)) if ranks.ranks.get(device) == Some(&rank) => vec![rank],
+            None if replay || rows.is_empty() => ranks.ranks.clone(),
             said => {
                 return Err(format!(
                     "device {device} of ranks {ranks:?} got a batch of rank {said:?}"
                 ))
             }
         };
-        let lanes = self.lanes.of_ranks(held.clone(), self.world);
+        let lanes = self.lanes.of_rank_set(&held, self.world);
         for (epoch, id) in rows {
             let task = (id / SPLIT_IDS) as usize;
             let lane = self.lane_of[task];
@@ -153,7 +153,7 @@ impl RankBooks {
             }
             (Command::TakeRanks { worker, .. }, Reply::Ranks(Ok(Some(ranks)))) => {
                 seen.insert("world: ranks taken");
-                self.ranks.insert(*worker, *ranks);
+                self.ranks.insert(*worker, ranks.clone());
                 if self.names.get(worker).is_some_and(|n| self.lost.remove(n)) {
                     seen.insert("world: ranks lost to another worker and taken again");
                 }
