@@ -212,6 +212,9 @@ pub struct Queue {
     /// No tick before this time finds anything to do (see [`Due`]).
     #[serde(skip)]
     due: Due,
+    /// The lane of every split of a job cut into lanes (see [`LaneOf`]).
+    #[serde(skip)]
+    lane_of: LaneOf,
 }
 
 /// A time before which a tick has nothing to do: at or below every live
@@ -237,6 +240,33 @@ impl PartialEq for Due {
 }
 
 impl Eq for Due {}
+
+/// The lane of every split, worked out once from the config's lanes and
+/// kept, so that a lease does not work it out again for every split. Like
+/// [`Due`], derived from the rest of the queue: not saved (a loaded queue
+/// works it out on its first lease), and equal whatever it holds.
+#[derive(Debug, Clone, Default)]
+struct LaneOf(std::sync::OnceLock<Vec<u32>>);
+
+impl LaneOf {
+    /// The lane of each split of `lanes`.
+    fn of(&self, lanes: &super::Lanes) -> &[u32] {
+        self.0.get_or_init(|| lanes.lane_of())
+    }
+}
+
+impl PartialEq for LaneOf {
+    fn eq(&self, _: &LaneOf) -> bool {
+        true
+    }
+}
+
+impl Eq for LaneOf {}
+
+/// The lane of every split of a job cut into lanes (none otherwise).
+fn split_lanes<'a>(config: &'a QueueConfig, lane_of: &'a LaneOf) -> &'a [u32] {
+    config.lanes.as_ref().map_or(&[], |lanes| lane_of.of(lanes))
+}
 
 /// Whether `split` lies in a lane flagged in `mine`.
 fn in_lanes(lane_of: &[u32], mine: &[bool], split: u32) -> bool {
@@ -327,7 +357,11 @@ impl Queue {
             grown: Vec::new(),
             repaired: BTreeSet::new(),
             due: Due::default(),
+            lane_of: LaneOf::default(),
         };
+        if let Some(lanes) = &queue.config.lanes {
+            queue.lane_of.of(lanes);
+        }
         queue.start_epoch(Epoch::FIRST, num_splits);
         queue.settle();
         Ok(queue)
@@ -458,11 +492,13 @@ impl Queue {
         let mut leases = Vec::new();
         while leases.len() < max {
             let at = match &mine {
-                Some((mine, lane_of)) => self
-                    .makeup
-                    .todo
-                    .iter()
-                    .position(|p| in_lanes(lane_of, mine, p.split)),
+                Some(mine) => {
+                    let lane_of = split_lanes(&self.config, &self.lane_of);
+                    self.makeup
+                        .todo
+                        .iter()
+                        .position(|p| in_lanes(lane_of, mine, p.split))
+                }
                 None => (!self.makeup.todo.is_empty()).then_some(0),
             };
             let Some(piece) = at.and_then(|at| self.makeup.todo.remove(at)) else {
@@ -475,11 +511,11 @@ impl Queue {
         }
         while leases.len() < max {
             let next = match &mine {
-                Some((mine, lane_of)) => self
-                    .todo
-                    .iter()
-                    .position(|&s| in_lanes(lane_of, mine, s))
-                    .and_then(|at| self.todo.remove(at)),
+                Some(mine) => {
+                    let lane_of = split_lanes(&self.config, &self.lane_of);
+                    let at = self.todo.iter().position(|&s| in_lanes(lane_of, mine, s));
+                    at.and_then(|at| self.todo.remove(at))
+                }
                 None => self.next_for(now, worker),
             };
             let Some(split) = next else {
@@ -500,15 +536,9 @@ impl Queue {
     }
 
     /// In a job of `--world-size`, which lanes are those of `worker`'s
-    /// ranks (one flag per lane) and the lane of every split: it is leased
-    /// only their tasks. `None` in another job; refused when the worker
-    /// holds no ranks now.
-    #[allow(clippy::type_complexity)]
-    fn lanes_of(
-        &self,
-        now: Millis,
-        worker: WorkerId,
-    ) -> Result<Option<(Vec<bool>, Vec<u32>)>, QueueError> {
+    /// ranks (one flag per lane): it is leased only their tasks. `None` in
+    /// another job; refused when the worker holds no ranks now.
+    fn lanes_of(&self, now: Millis, worker: WorkerId) -> Result<Option<Vec<bool>>, QueueError> {
         let (Some(world), Some(lanes)) = (self.config.world, &self.config.lanes) else {
             return Ok(None);
         };
@@ -521,7 +551,7 @@ impl Queue {
                 *flag = true;
             }
         }
-        Ok(Some((mine, lanes.lane_of())))
+        Ok(Some(mine))
     }
 
     /// The ranks `worker` holds, while no other live worker holds any of them.

@@ -1953,7 +1953,13 @@ fn a_snapshot_keeps_the_ranks_of_every_worker_and_reads_older_ones() {
     // A snapshot written while a worker's ranks were a run `[first, count]`.
     let old = json.replace(r#""ranks":{"set":[0,1]}"#, r#""ranks":[0,2]"#);
     assert_ne!(old, json);
-    let back: Queue = serde_json::from_str(&old).expect("read the older snapshot");
+    let mut back: Queue = serde_json::from_str(&old).expect("read the older snapshot");
     assert_eq!(back.ranks_of(a), Some(vec![0, 1]));
+    assert_eq!(back, q);
+    // A restored queue works out the splits' lanes again: it leases as the
+    // one it was saved from.
+    for worker in [a, b] {
+        assert_eq!(back.lease(1, worker, 100), q.lease(1, worker, 100));
+    }
     assert_eq!(back, q);
 }
