@@ -587,37 +587,40 @@ impl Queue {
     /// `worker`, of `devices` devices, takes as many ranks of the job's
     /// world: its own again while no other live worker took any of them,
     /// else any that none of the live workers holds (a run of consecutive
-    /// ranks where there is one, see [`super::ranks`]). `None` while fewer
-    /// are free, and in a job without `--world-size`.
+    /// ranks where there is one, see [`super::ranks`]). While fewer are
+    /// free it is told how many are; in a job without `--world-size`, that
+    /// there is no world.
     pub fn take_ranks(
         &mut self,
         now: Millis,
         worker: WorkerId,
         devices: u32,
-    ) -> Result<Option<super::Ranks>, QueueError> {
+    ) -> Result<super::RanksReply, QueueError> {
         if !self.workers.contains_key(&worker) {
             return Err(QueueError::UnknownWorker { worker });
         }
         self.check_alive(worker)?;
         let Some(world) = self.config.world else {
-            return Ok(None);
+            return Ok(super::RanksReply::NoWorld);
         };
         let devices = devices.max(1);
         if devices > world {
             return Err(QueueError::WorldTooSmall { devices, world });
         }
+        let held = self.held_ranks(now, worker);
         let ranks = match self.live_ranks(now, worker) {
             Some(own) if own.len() as u32 == devices => Some(own),
-            _ => super::ranks::free_ranks(&self.held_ranks(now, worker), world, devices),
+            _ => super::ranks::free_ranks(&held, world, devices),
         };
         self.touch(worker, now);
         let Some(ranks) = ranks else {
-            return Ok(None);
+            let free = (0..world).filter(|r| !held.contains(r)).count() as u32;
+            return Ok(super::RanksReply::Wait { free, world });
         };
         if let Some(record) = self.workers.get_mut(&worker) {
             record.ranks = Some(ranks.clone());
         }
-        Ok(Some(super::Ranks { ranks, world }))
+        Ok(super::RanksReply::Taken(super::Ranks { ranks, world }))
     }
 
     /// The next split of the epoch for `worker`. From the second epoch on,

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use super::*;
 use crate::epoch::Epoch;
-use crate::queue::{epoch_order, Command, Reply};
+use crate::queue::{epoch_order, Command, RanksReply, Reply};
 
 const TIMEOUT: Millis = 1_000;
 
@@ -1901,9 +1901,10 @@ fn world_of_six() -> Queue {
 
 /// The ranks `worker` of `devices` devices takes at `now`, if any are free.
 fn ranks_taken(q: &mut Queue, now: Millis, worker: WorkerId, devices: u32) -> Option<Vec<u32>> {
-    q.take_ranks(now, worker, devices)
-        .expect("a live worker")
-        .map(|r| r.ranks)
+    match q.take_ranks(now, worker, devices).expect("a live worker") {
+        RanksReply::Taken(ranks) => Some(ranks.ranks),
+        RanksReply::Wait { .. } | RanksReply::NoWorld => None,
+    }
 }
 
 #[test]
@@ -1914,7 +1915,11 @@ fn a_worker_takes_free_ranks_that_lie_apart_and_is_leased_their_lanes_only() {
     assert_eq!(ranks_taken(&mut q, 0, b, 2), Some(vec![1, 2]));
     assert_eq!(ranks_taken(&mut q, 0, c, 3), Some(vec![3, 4, 5]));
     let d = q.register(0);
-    assert_eq!(ranks_taken(&mut q, 0, d, 1), None, "the world is full");
+    assert_eq!(
+        q.take_ranks(0, d, 1),
+        Ok(RanksReply::Wait { free: 0, world: 6 }),
+        "the world is full"
+    );
     // c goes silent: a worker of 2 takes the first run of its ranks.
     q.heartbeat(TIMEOUT, a).expect("a is live");
     q.heartbeat(TIMEOUT, b).expect("b is live");
@@ -1925,6 +1930,11 @@ fn a_worker_takes_free_ranks_that_lie_apart_and_is_leased_their_lanes_only() {
     q.heartbeat(2 * TIMEOUT, e).expect("e is live");
     let f = q.register(2 * TIMEOUT);
     let now = 2 * TIMEOUT + 1;
+    assert_eq!(
+        q.take_ranks(now, f, 4),
+        Ok(RanksReply::Wait { free: 3, world: 6 }),
+        "3 free, 4 wanted"
+    );
     assert_eq!(ranks_taken(&mut q, now, f, 3), Some(vec![1, 2, 5]));
     assert_eq!(q.ranks_of(f), Some(vec![1, 2, 5]));
     // Its own again while no other took them.

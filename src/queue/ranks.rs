@@ -20,6 +20,24 @@ pub struct Ranks {
     pub world: u32,
 }
 
+/// What a worker that asks for ranks is told ([`super::Queue::take_ranks`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RanksReply {
+    /// The ranks it took.
+    Taken(Ranks),
+    /// Fewer ranks are free than it has devices: it asks again later.
+    Wait {
+        /// Ranks no live worker holds.
+        free: u32,
+        /// Ranks in the world (`--world-size`).
+        world: u32,
+    },
+    /// The job has no world (no `--world-size`); older masters also said
+    /// so (`null`) while no ranks were free.
+    NoWorld,
+}
+
 /// [`Ranks`] as they are read: a set, or a run of consecutive ranks as
 /// masters wrote them before a worker's ranks could lie apart.
 #[derive(Deserialize)]
@@ -102,7 +120,7 @@ pub(super) mod held {
 
 #[cfg(test)]
 mod tests {
-    use super::{free_ranks, Ranks};
+    use super::{free_ranks, Ranks, RanksReply};
 
     #[test]
     fn a_worker_takes_a_free_run_else_any_free_ranks() {
@@ -137,6 +155,34 @@ mod tests {
         let json = serde_json::to_string(&set).expect("json");
         assert_eq!(json, r#"{"ranks":[1,4,5],"world":6}"#);
         assert_eq!(serde_json::from_str::<Ranks>(&json).ok(), Some(set));
+    }
+
+    #[test]
+    fn a_reply_reads_back_and_reads_what_older_masters_sent() {
+        let replies = [
+            RanksReply::Taken(Ranks {
+                ranks: vec![0, 3],
+                world: 4,
+            }),
+            RanksReply::Wait { free: 1, world: 4 },
+            RanksReply::NoWorld,
+        ];
+        for reply in replies {
+            let json = serde_json::to_string(&reply).expect("json");
+            assert_eq!(serde_json::from_str::<RanksReply>(&json).ok(), Some(reply));
+        }
+        let old = r#"{"first":1,"count":2,"world":4}"#;
+        assert_eq!(
+            serde_json::from_str::<RanksReply>(old).ok(),
+            Some(RanksReply::Taken(Ranks {
+                ranks: vec![1, 2],
+                world: 4
+            }))
+        );
+        assert_eq!(
+            serde_json::from_str::<RanksReply>("null").ok(),
+            Some(RanksReply::NoWorld)
+        );
     }
 
     #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]

@@ -14,7 +14,7 @@ use rand_chacha::rand_core::RngCore;
 use rand_chacha::ChaCha8Rng;
 
 use super::sim_worker::{Row, SPLIT_IDS};
-use crate::queue::{lane_count, Command, Lanes, QueueError, Ranks, Reply, WorkerId};
+use crate::queue::{lane_count, Command, Lanes, QueueError, Ranks, RanksReply, Reply, WorkerId};
 use crate::trainer::protocol::RANK_KEY;
 use crate::worker::batcher::OutBatch;
 
@@ -151,14 +151,14 @@ impl RankBooks {
             ) => {
                 self.names.insert(*worker, name.clone());
             }
-            (Command::TakeRanks { worker, .. }, Reply::Ranks(Ok(Some(ranks)))) => {
+            (Command::TakeRanks { worker, .. }, Reply::Ranks(Ok(RanksReply::Taken(ranks)))) => {
                 seen.insert("world: ranks taken");
                 self.ranks.insert(*worker, ranks.clone());
                 if self.names.get(worker).is_some_and(|n| self.lost.remove(n)) {
                     seen.insert("world: ranks lost to another worker and taken again");
                 }
             }
-            (Command::TakeRanks { .. }, Reply::Ranks(Ok(None))) => {
+            (Command::TakeRanks { .. }, Reply::Ranks(Ok(RanksReply::Wait { .. }))) => {
                 seen.insert("world: no ranks free, the lease waits");
             }
             (Command::Lease { worker, .. }, Reply::Lease(Err(QueueError::NoRanks { .. }))) => {
