@@ -588,8 +588,8 @@ impl Queue {
     /// world: its own again while no other live worker took any of them,
     /// else any that none of the live workers holds (a run of consecutive
     /// ranks where there is one, see [`super::ranks`]). While fewer are
-    /// free it is told how many are; in a job without `--world-size`, that
-    /// there is no world.
+    /// free it is told how many are; once the job is over, so; in a job
+    /// without `--world-size`, that there is no world.
     pub fn take_ranks(
         &mut self,
         now: Millis,
@@ -600,6 +600,9 @@ impl Queue {
             return Err(QueueError::UnknownWorker { worker });
         }
         self.check_alive(worker)?;
+        if self.over {
+            return Ok(super::RanksReply::JobOver);
+        }
         let Some(world) = self.config.world else {
             return Ok(super::RanksReply::NoWorld);
         };

@@ -1903,7 +1903,7 @@ fn world_of_six() -> Queue {
 fn ranks_taken(q: &mut Queue, now: Millis, worker: WorkerId, devices: u32) -> Option<Vec<u32>> {
     match q.take_ranks(now, worker, devices).expect("a live worker") {
         RanksReply::Taken(ranks) => Some(ranks.ranks),
-        RanksReply::Wait { .. } | RanksReply::NoWorld => None,
+        RanksReply::Wait { .. } | RanksReply::NoWorld | RanksReply::JobOver => None,
     }
 }
 
@@ -1972,4 +1972,21 @@ fn a_snapshot_keeps_the_ranks_of_every_worker_and_reads_older_ones() {
         assert_eq!(back.lease(1, worker, 100), q.lease(1, worker, 100));
     }
     assert_eq!(back, q);
+}
+
+#[test]
+fn a_worker_waiting_for_ranks_is_told_once_the_job_is_over() {
+    let mut q = world_of_six();
+    let (a, b) = (q.register(0), q.register(0));
+    assert_eq!(ranks_taken(&mut q, 0, a, 6), Some((0..6).collect()));
+    assert_eq!(
+        q.take_ranks(0, b, 1),
+        Ok(RanksReply::Wait { free: 0, world: 6 })
+    );
+    for lease in tasks(q.lease(1, a, 100)) {
+        q.finish(2, a, lease.attempt, 10).expect("finished");
+    }
+    assert!(q.is_over());
+    assert_eq!(q.take_ranks(3, b, 1), Ok(RanksReply::JobOver));
+    assert_eq!(q.lease(3, b, 1), Ok(LeaseReply::JobOver));
 }

@@ -22,7 +22,7 @@ pub struct Ranks {
 
 /// What a worker that asks for ranks is told ([`super::Queue::take_ranks`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
+#[serde(rename_all = "snake_case", from = "ReplyWire")]
 pub enum RanksReply {
     /// The ranks it took.
     Taken(Ranks),
@@ -33,9 +33,42 @@ pub enum RanksReply {
         /// Ranks in the world (`--world-size`).
         world: u32,
     },
-    /// The job has no world (no `--world-size`); older masters also said
-    /// so (`null`) while no ranks were free.
+    /// The job has no world (no `--world-size`).
     NoWorld,
+    /// The job is over: the worker has nothing to take ranks for.
+    JobOver,
+}
+
+/// [`RanksReply`] as it is read: as it is written, or as older masters
+/// answered (the ranks taken, or `null` while none were free).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ReplyWire {
+    Tagged(Tagged),
+    Older(Option<Ranks>),
+}
+
+/// [`RanksReply`] as it is written.
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Tagged {
+    Taken(Ranks),
+    Wait { free: u32, world: u32 },
+    NoWorld,
+    JobOver,
+}
+
+impl From<ReplyWire> for RanksReply {
+    fn from(wire: ReplyWire) -> Self {
+        match wire {
+            ReplyWire::Tagged(Tagged::Taken(ranks)) | ReplyWire::Older(Some(ranks)) => {
+                RanksReply::Taken(ranks)
+            }
+            ReplyWire::Tagged(Tagged::Wait { free, world }) => RanksReply::Wait { free, world },
+            ReplyWire::Tagged(Tagged::NoWorld) | ReplyWire::Older(None) => RanksReply::NoWorld,
+            ReplyWire::Tagged(Tagged::JobOver) => RanksReply::JobOver,
+        }
+    }
 }
 
 /// [`Ranks`] as they are read: a set, or a run of consecutive ranks as
@@ -166,6 +199,7 @@ mod tests {
             }),
             RanksReply::Wait { free: 1, world: 4 },
             RanksReply::NoWorld,
+            RanksReply::JobOver,
         ];
         for reply in replies {
             let json = serde_json::to_string(&reply).expect("json");

@@ -202,7 +202,7 @@ impl Shell {
 
     /// A master's job of `--world-size`: takes one rank per device before
     /// the first lease; false while too few are free (the lease waits, and
-    /// says so once).
+    /// says so once); true once the job is over (the lease ends the run).
     pub(super) async fn take_ranks(&mut self) -> Result<bool, PipelineError> {
         if !self
             .global
@@ -230,6 +230,8 @@ impl Shell {
                 return Ok(false);
             }
             RanksReply::NoWorld => return Ok(false),
+            // The lease says the job is over.
+            RanksReply::JobOver => return Ok(true),
         };
         self.waits_for_ranks = false;
         tracing::info!(
