@@ -1,10 +1,11 @@
 //! Seeds of the shell's simulation whose job is a master's of
 //! `--world-size W` with `--global-batch-size G`: the splits cut into the
-//! lanes of `G`, a fixed roster of workers whose devices are the world's
-//! ranks, each worker leased only the tasks of its ranks' lanes. Checked as
-//! each batch reaches a device: it says its rank (`sluice.rank`), one of
-//! its worker's, the device's own, and holds only rows of that rank's
-//! lanes.
+//! lanes of `G`, a roster of workers of one to three devices each whose
+//! devices are the world's ranks, each worker leased only the tasks of its
+//! ranks' lanes. Checked as the master answers: no worker is told to wait
+//! for ranks while as many as it has devices are free. Checked as each
+//! batch reaches a device: it says its rank (`sluice.rank`), one of its
+//! worker's, the device's own, and holds only rows of that rank's lanes.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -36,22 +37,20 @@ pub(super) struct World {
 }
 
 impl World {
-    /// Splits of `rows` cut into lanes; a roster of `names` workers whose
-    /// devices, together, divide the lanes.
+    /// Splits of `rows` cut into lanes; a roster of `names` workers of one
+    /// to three devices each (as many or not), whose devices, together,
+    /// divide the lanes.
     pub(super) fn new(rng: &mut ChaCha8Rng, rows: &[u64], names: u64) -> World {
         let global = [48, 96][(rng.next_u64() % 2) as usize];
         let count = lane_count(global);
         let window = 100 + rng.next_u64() % 300;
         let window_rows = (window / u64::from(count)).max(1);
-        // Workers of as many devices each: the ranks of one that went
-        // silent fit whichever asks next.
-        let devices = loop {
-            let devices = 1 + rng.next_u64() % 3;
-            if u64::from(count) % (devices * names) == 0 {
-                break devices;
+        let roster = loop {
+            let roster: Vec<u64> = (0..names).map(|_| 1 + rng.next_u64() % 3).collect();
+            if u64::from(count) % roster.iter().sum::<u64>() == 0 {
+                break roster;
             }
         };
-        let roster = vec![devices; names as usize];
         let cut = crate::queue::cut_lanes(rows, count, window_rows);
         let lanes = Lanes {
             count,
@@ -135,13 +134,14 @@ pub(super) struct RankBooks {
 }
 
 impl RankBooks {
-    /// What `reply` to `command` says of ranks.
+    /// What `reply` to `command` says of ranks; a worker told to wait
+    /// while as many ranks are free as it has devices breaks a rule.
     pub(super) fn note(
         &mut self,
         command: &Command,
         reply: &Reply,
         seen: &mut HashSet<&'static str>,
-    ) {
+    ) -> Result<(), String> {
         match (command, reply) {
             (
                 Command::Register {
@@ -153,13 +153,27 @@ impl RankBooks {
             }
             (Command::TakeRanks { worker, .. }, Reply::Ranks(Ok(RanksReply::Taken(ranks)))) => {
                 seen.insert("world: ranks taken");
+                if ranks.ranks.windows(2).any(|w| w[1] != w[0] + 1) {
+                    seen.insert("world: ranks taken that lie apart");
+                }
                 self.ranks.insert(*worker, ranks.clone());
                 if self.names.get(worker).is_some_and(|n| self.lost.remove(n)) {
                     seen.insert("world: ranks lost to another worker and taken again");
                 }
             }
-            (Command::TakeRanks { .. }, Reply::Ranks(Ok(RanksReply::Wait { .. }))) => {
+            (
+                Command::TakeRanks {
+                    worker, devices, ..
+                },
+                Reply::Ranks(Ok(RanksReply::Wait { free, world })),
+            ) => {
                 seen.insert("world: no ranks free, the lease waits");
+                if free >= devices {
+                    return Err(format!(
+                        "w{}: {free} of {world} ranks are free, but its {devices} devices wait",
+                        worker.0
+                    ));
+                }
             }
             (Command::Lease { worker, .. }, Reply::Lease(Err(QueueError::NoRanks { .. }))) => {
                 seen.insert("world: ranks lost to another worker");
@@ -169,5 +183,6 @@ impl RankBooks {
             }
             _ => {}
         }
+        Ok(())
     }
 }
