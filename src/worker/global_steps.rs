@@ -23,9 +23,8 @@ use arrow::record_batch::RecordBatch;
 
 use super::dealt::{Dealt, Picked};
 use crate::queue::AttemptId;
-use crate::trainer::protocol::RANK_KEY;
 use crate::worker::batcher::OutBatch;
-use crate::worker::stepper::{tag, Step};
+use crate::worker::stepper::{tag, with_rank, Step};
 use crate::worker::Provenance;
 
 /// What cutting the next global batch gave.
@@ -54,7 +53,8 @@ pub(crate) struct GlobalSteps {
     /// Whether each rank's slice is whole lanes (`W` divides the lanes).
     by_lane: bool,
     /// A master's job of `--world-size`: the world rank of each slice, in
-    /// slice order (each batch says its rank, [`RANK_KEY`]).
+    /// slice order (each batch says its rank,
+    /// [`crate::trainer::protocol::RANK_KEY`]).
     world_ranks: Option<Vec<u32>>,
     /// The epoch being cut, and its next step.
     at: Option<(Epoch, u64)>,
@@ -199,19 +199,6 @@ impl GlobalSteps {
             .map(|r| &picks[(r * n / w) as usize..((r + 1) * n / w) as usize])
             .collect()
     }
-}
-
-/// `out` saying it is the slice of world rank `rank` ([`RANK_KEY`]).
-fn with_rank(out: OutBatch, rank: u32) -> Result<OutBatch, ArrowError> {
-    let schema = out.data.schema();
-    let mut metadata = schema.metadata().clone();
-    metadata.insert(RANK_KEY.to_string(), rank.to_string());
-    let tagged = std::sync::Arc::new(arrow::datatypes::Schema::new_with_metadata(
-        schema.fields().clone(),
-        metadata,
-    ));
-    let data = out.data.with_schema(tagged)?;
-    Ok(OutBatch { data, ..out })
 }
 
 /// Positions of `lane`'s windows of `epoch` not taken yet.

@@ -242,6 +242,7 @@ impl Shell {
         if let Some(global) = &mut self.global {
             global.set_ranks(&ranks.ranks);
         }
+        self.delivery.set_world_ranks(&ranks.ranks);
         Ok(true)
     }
 }

@@ -85,10 +85,10 @@ impl World {
     }
 
     /// Rows `rows` of a batch that device `device` of a worker holding
-    /// `ranks` got: the batch says a rank of the worker's, the device's, and
-    /// holds only rows of that rank's lanes. Rows read again for a
-    /// restarted trainer (`replay`) say no rank: they are of the worker's
-    /// lanes. (Nor need a batch without rows.)
+    /// `ranks` got: the batch says a rank of the worker's, the device's
+    /// (one of no rows too), and holds only rows of that rank's lanes.
+    /// Rows read again for a restarted trainer (`replay`) are of the
+    /// worker's lanes, and say the device's rank under lockstep, else none.
     pub(super) fn check_batch(
         &self,
         ranks: Option<Ranks>,
@@ -101,9 +101,11 @@ impl World {
             return Err(format!("device {device} got {rows:?} before ranks"));
         };
         let said = out.data.schema().metadata().get(RANK_KEY).cloned();
+        let own = ranks.ranks.get(device).copied();
         let held = match said.map(|r| r.parse::<u32>()) {
-            Some(Ok(rank)) if ranks.ranks.get(device) == Some(&rank) => vec![rank],
-            None if replay || rows.is_empty() => ranks.ranks.clone(),
+            Some(Ok(rank)) if Some(rank) == own && !replay => vec![rank],
+            Some(Ok(rank)) if Some(rank) == own => ranks.ranks.clone(),
+            None if replay => ranks.ranks.clone(),
             said => {
                 return Err(format!(
                     "device {device} of ranks {ranks:?} got a batch of rank {said:?}"
