@@ -97,11 +97,7 @@ fn workers(html: &mut String, s: &StatusReply) {
     );
     html.push_str("<table><tr><th>worker</th><th>name</th><th>ranks</th><th>rows it acknowledged</th><th>rows/s</th><th>last heartbeat</th></tr>");
     for w in &s.workers {
-        let ranks = match w.ranks {
-            Some((first, end)) if end == first + 1 => first.to_string(),
-            Some((first, end)) => format!("{first}–{}", end - 1),
-            None => "–".to_string(),
-        };
+        let ranks = w.ranks.as_deref().map_or("–".to_string(), rank_runs);
         let _ = write!(
             html,
             "<tr class=\"worker\"><td>{}</td><td class=\"name\">{}</td><td class=\"ranks\">{ranks}</td><td>{}</td><td>{:.0}</td><td>{:.1}s ago</td></tr>",
@@ -116,6 +112,25 @@ fn workers(html: &mut String, s: &StatusReply) {
 }
 
 /// The failed tasks: their files, epochs and reasons.
+/// Ascending ranks as runs: `0–2, 5`.
+fn rank_runs(ranks: &[u32]) -> String {
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    for &rank in ranks {
+        match runs.last_mut() {
+            Some((_, last)) if last.checked_add(1) == Some(rank) => *last = rank,
+            _ => runs.push((rank, rank)),
+        }
+    }
+    let run = |&(first, last): &(u32, u32)| {
+        if first == last {
+            first.to_string()
+        } else {
+            format!("{first}–{last}")
+        }
+    };
+    runs.iter().map(run).collect::<Vec<_>>().join(", ")
+}
+
 fn failures(html: &mut String, s: &StatusReply) {
     html.push_str("<h2>failures</h2>");
     if s.failed.is_empty() {
@@ -214,7 +229,7 @@ pub(crate) mod tests {
                 rows: 1200,
                 rows_per_second: 250.0,
                 seconds_since_heartbeat: 0.4,
-                ranks: Some((2, 4)),
+                ranks: Some(vec![2, 3, 5]),
             }],
             workers_departed: 2,
             eta_seconds: Some(725.0),
@@ -243,6 +258,7 @@ pub(crate) mod tests {
             r#"<td id="eta">12m 5s</td>"#,
             "&lt;b&gt;w&lt;/b&gt;",
             "file:///data/&lt;clicks&gt;",
+            r#"<td class="ranks">2–3, 5</td>"#,
         ] {
             assert!(html.contains(part), "no `{part}` in:\n{html}");
         }

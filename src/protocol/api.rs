@@ -278,10 +278,10 @@ pub struct WorkerStatus {
     pub rows_per_second: f64,
     /// Seconds since its last heartbeat.
     pub seconds_since_heartbeat: f64,
-    /// The ranks of the world it took, `[first, end)`, in a job of
-    /// `--world-size` (absent otherwise).
+    /// The ranks of the world it took, ascending, in a job of
+    /// `--world-size` (absent otherwise): its device `i` trains the `i`-th.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ranks: Option<(u32, u32)>,
+    pub ranks: Option<Vec<u32>>,
 }
 
 /// A failed task on the status page.

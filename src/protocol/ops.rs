@@ -119,7 +119,7 @@ pub struct TakeRanks {
 
 impl Operation for TakeRanks {
     const DOING: &'static str = "take ranks of the job's world";
-    type Output = Option<crate::queue::Ranks>;
+    type Output = crate::queue::RanksReply;
     fn command(self, now: Millis) -> Command {
         Command::TakeRanks {
             now,

@@ -108,14 +108,14 @@ pub trait TaskSource: Send + Sync {
     /// Leases up to `max` tasks.
     async fn lease(&self, worker: WorkerId, max: usize) -> Result<LeaseReply, SourceError>;
     /// Takes ranks for `devices` devices in a job of `--world-size` (see
-    /// [`crate::queue::Ranks`]): `None` while none is free, and where the
-    /// source has no world (the embedded queue).
+    /// [`crate::queue::Ranks`]), or says how many are free while too few
+    /// are; no world where the source has none (the embedded queue).
     async fn take_ranks(
         &self,
         _worker: WorkerId,
         _devices: u32,
-    ) -> Result<Option<crate::queue::Ranks>, SourceError> {
-        Ok(None)
+    ) -> Result<crate::queue::RanksReply, SourceError> {
+        Ok(crate::queue::RanksReply::NoWorld)
     }
     /// Renews the worker's leases; `held` lists the attempts it is working on
     /// (a lease whose reply never reached it is taken back). Returns attempts it lost.
@@ -285,7 +285,7 @@ impl<A: AppliesOps> TaskSource for A {
         &self,
         worker: WorkerId,
         devices: u32,
-    ) -> Result<Option<crate::queue::Ranks>, SourceError> {
+    ) -> Result<crate::queue::RanksReply, SourceError> {
         self.apply(ops::TakeRanks { worker, devices }).await
     }
 

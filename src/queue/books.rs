@@ -104,10 +104,14 @@ struct WorkerRecord {
     /// again when its answer was lost) counts once.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     ended_unsaved: bool,
-    /// The ranks it took in a job of `--world-size` ([`Queue::take_ranks`]):
-    /// its while it is live.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    ranks: Option<(u32, u32)>,
+    /// The ranks it took in a job of `--world-size` ([`Queue::take_ranks`]),
+    /// ascending: its while it is live.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "super::ranks::held"
+    )]
+    ranks: Option<Vec<u32>>,
 }
 
 /// Leases the tasks (split × epoch) of one job to workers. See the module docs.
@@ -208,6 +212,9 @@ pub struct Queue {
     /// No tick before this time finds anything to do (see [`Due`]).
     #[serde(skip)]
     due: Due,
+    /// The lane of every split of a job cut into lanes (see [`LaneOf`]).
+    #[serde(skip)]
+    lane_of: LaneOf,
 }
 
 /// A time before which a tick has nothing to do: at or below every live
@@ -233,6 +240,41 @@ impl PartialEq for Due {
 }
 
 impl Eq for Due {}
+
+/// The lane of every split, worked out once from the config's lanes and
+/// kept, so that a lease does not work it out again for every split. Like
+/// [`Due`], derived from the rest of the queue: not saved (a loaded queue
+/// works it out on its first lease), and equal whatever it holds.
+#[derive(Debug, Clone, Default)]
+struct LaneOf(std::sync::OnceLock<Vec<u32>>);
+
+impl LaneOf {
+    /// The lane of each split of `lanes`.
+    fn of(&self, lanes: &super::Lanes) -> &[u32] {
+        self.0.get_or_init(|| lanes.lane_of())
+    }
+}
+
+impl PartialEq for LaneOf {
+    fn eq(&self, _: &LaneOf) -> bool {
+        true
+    }
+}
+
+impl Eq for LaneOf {}
+
+/// The lane of every split of a job cut into lanes (none otherwise).
+fn split_lanes<'a>(config: &'a QueueConfig, lane_of: &'a LaneOf) -> &'a [u32] {
+    config.lanes.as_ref().map_or(&[], |lanes| lane_of.of(lanes))
+}
+
+/// Whether `split` lies in a lane flagged in `mine`.
+fn in_lanes(lane_of: &[u32], mine: &[bool], split: u32) -> bool {
+    lane_of
+        .get(split as usize)
+        .and_then(|&lane| mine.get(lane as usize))
+        .is_some_and(|&flag| flag)
+}
 
 /// The splits one [`Queue::grow`] added to a followed job.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -315,7 +357,11 @@ impl Queue {
             grown: Vec::new(),
             repaired: BTreeSet::new(),
             due: Due::default(),
+            lane_of: LaneOf::default(),
         };
+        if let Some(lanes) = &queue.config.lanes {
+            queue.lane_of.of(lanes);
+        }
         queue.start_epoch(Epoch::FIRST, num_splits);
         queue.settle();
         Ok(queue)
@@ -345,10 +391,9 @@ impl Queue {
         self.enrol(secret, name)
     }
 
-    /// The ranks `worker` took in a job of `--world-size`, `[first, end)`.
-    pub fn ranks_of(&self, worker: WorkerId) -> Option<(u32, u32)> {
-        let (first, count) = self.workers.get(&worker)?.ranks?;
-        Some((first, first + count))
+    /// The ranks `worker` took in a job of `--world-size`, ascending.
+    pub fn ranks_of(&self, worker: WorkerId) -> Option<Vec<u32>> {
+        self.workers.get(&worker)?.ranks.clone()
     }
 
     /// The name `worker` registered with, if it gave one.
@@ -443,15 +488,17 @@ impl Queue {
                 LeaseReply::Wait
             });
         }
-        let lanes = self.lanes_of(now, worker)?;
+        let mine = self.lanes_of(now, worker)?;
         let mut leases = Vec::new();
         while leases.len() < max {
-            let at = match &lanes {
-                Some((lanes, lane_of)) => self
-                    .makeup
-                    .todo
-                    .iter()
-                    .position(|p| lanes.contains(&lane_of[p.split as usize])),
+            let at = match &mine {
+                Some(mine) => {
+                    let lane_of = split_lanes(&self.config, &self.lane_of);
+                    self.makeup
+                        .todo
+                        .iter()
+                        .position(|p| in_lanes(lane_of, mine, p.split))
+                }
                 None => (!self.makeup.todo.is_empty()).then_some(0),
             };
             let Some(piece) = at.and_then(|at| self.makeup.todo.remove(at)) else {
@@ -463,12 +510,12 @@ impl Queue {
             return Ok(LeaseReply::Wait);
         }
         while leases.len() < max {
-            let next = match &lanes {
-                Some((lanes, lane_of)) => self
-                    .todo
-                    .iter()
-                    .position(|&s| lanes.contains(&lane_of[s as usize]))
-                    .and_then(|at| self.todo.remove(at)),
+            let next = match &mine {
+                Some(mine) => {
+                    let lane_of = split_lanes(&self.config, &self.lane_of);
+                    let at = self.todo.iter().position(|&s| in_lanes(lane_of, mine, s));
+                    at.and_then(|at| self.todo.remove(at))
+                }
                 None => self.next_for(now, worker),
             };
             let Some(split) = next else {
@@ -488,45 +535,43 @@ impl Queue {
         Ok(LeaseReply::Tasks(leases))
     }
 
-    /// In a job of `--world-size`, the lanes of `worker`'s ranks and the
-    /// lane of every split: it is leased only their tasks. `None` in
+    /// In a job of `--world-size`, which lanes are those of `worker`'s
+    /// ranks (one flag per lane): it is leased only their tasks. `None` in
     /// another job; refused when the worker holds no ranks now.
-    #[allow(clippy::type_complexity)]
-    fn lanes_of(
-        &self,
-        now: Millis,
-        worker: WorkerId,
-    ) -> Result<Option<(std::ops::Range<u32>, Vec<u32>)>, QueueError> {
+    fn lanes_of(&self, now: Millis, worker: WorkerId) -> Result<Option<Vec<bool>>, QueueError> {
         let (Some(world), Some(lanes)) = (self.config.world, &self.config.lanes) else {
             return Ok(None);
         };
         let Some(ranks) = self.live_ranks(now, worker) else {
             return Err(QueueError::NoRanks { worker });
         };
-        let lane_of = lanes.lane_of();
-        Ok(Some((lanes.of_ranks(ranks, world), lane_of)))
+        let mut mine = vec![false; lanes.count as usize];
+        for lane in lanes.of_rank_set(&ranks, world) {
+            if let Some(flag) = mine.get_mut(lane as usize) {
+                *flag = true;
+            }
+        }
+        Ok(Some(mine))
     }
 
     /// The ranks `worker` holds, while no other live worker holds any of them.
-    fn live_ranks(&self, now: Millis, worker: WorkerId) -> Option<std::ops::Range<u32>> {
-        let (first, count) = self.workers.get(&worker)?.ranks?;
-        let run = first..first + count;
-        let taken = self
-            .held_ranks(now, worker)
-            .iter()
-            .any(|h| h.start < run.end && run.start < h.end);
-        (!taken).then_some(run)
+    fn live_ranks(&self, now: Millis, worker: WorkerId) -> Option<Vec<u32>> {
+        let ranks = self.workers.get(&worker)?.ranks.clone()?;
+        let others = self.held_ranks(now, worker);
+        (!ranks.iter().any(|r| others.contains(r))).then_some(ranks)
     }
 
     /// The ranks the live workers other than `worker` hold.
-    fn held_ranks(&self, now: Millis, worker: WorkerId) -> Vec<std::ops::Range<u32>> {
+    fn held_ranks(&self, now: Millis, worker: WorkerId) -> Vec<u32> {
         let timeout = self.config.lease_timeout_ms;
         self.workers
             .iter()
             .filter(|(id, r)| {
                 **id != worker && !r.gone && r.last_seen.saturating_add(timeout) > now
             })
-            .filter_map(|(_, r)| r.ranks.map(|(first, count)| first..first + count))
+            .filter_map(|(_, r)| r.ranks.as_ref())
+            .flatten()
+            .copied()
             .collect()
     }
 
@@ -540,42 +585,45 @@ impl Queue {
     }
 
     /// `worker`, of `devices` devices, takes as many ranks of the job's
-    /// world (the first run none of the live workers holds; its own again
-    /// while no other took them): `None` while none is free, and in a job
-    /// without `--world-size`.
+    /// world: its own again while no other live worker took any of them,
+    /// else any that none of the live workers holds (a run of consecutive
+    /// ranks where there is one, see [`super::ranks`]). While fewer are
+    /// free it is told how many are; once the job is over, so; in a job
+    /// without `--world-size`, that there is no world.
     pub fn take_ranks(
         &mut self,
         now: Millis,
         worker: WorkerId,
         devices: u32,
-    ) -> Result<Option<super::Ranks>, QueueError> {
+    ) -> Result<super::RanksReply, QueueError> {
         if !self.workers.contains_key(&worker) {
             return Err(QueueError::UnknownWorker { worker });
         }
         self.check_alive(worker)?;
+        if self.over {
+            return Ok(super::RanksReply::JobOver);
+        }
         let Some(world) = self.config.world else {
-            return Ok(None);
+            return Ok(super::RanksReply::NoWorld);
         };
         let devices = devices.max(1);
         if devices > world {
             return Err(QueueError::WorldTooSmall { devices, world });
         }
-        let first = match self.live_ranks(now, worker) {
-            Some(run) if run.len() as u32 == devices => Some(run.start),
-            _ => super::ranks::free_run(&self.held_ranks(now, worker), world, devices),
+        let held = self.held_ranks(now, worker);
+        let ranks = match self.live_ranks(now, worker) {
+            Some(own) if own.len() as u32 == devices => Some(own),
+            _ => super::ranks::free_ranks(&held, world, devices),
         };
         self.touch(worker, now);
-        let Some(first) = first else {
-            return Ok(None);
+        let Some(ranks) = ranks else {
+            let free = (0..world).filter(|r| !held.contains(r)).count() as u32;
+            return Ok(super::RanksReply::Wait { free, world });
         };
         if let Some(record) = self.workers.get_mut(&worker) {
-            record.ranks = Some((first, devices));
+            record.ranks = Some(ranks.clone());
         }
-        Ok(Some(super::Ranks {
-            first,
-            count: devices,
-            world,
-        }))
+        Ok(super::RanksReply::Taken(super::Ranks { ranks, world }))
     }
 
     /// The next split of the epoch for `worker`. From the second epoch on,

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use super::*;
 use crate::epoch::Epoch;
-use crate::queue::{epoch_order, Command, Reply};
+use crate::queue::{epoch_order, Command, RanksReply, Reply};
 
 const TIMEOUT: Millis = 1_000;
 
@@ -1879,4 +1879,115 @@ fn rows_served_again_skip_what_a_checkpoint_holds_meanwhile() {
     );
     q.finish(makeup.deadline + 2, third, again.attempt, 60)
         .expect("finish");
+}
+
+/// A queue of 6 ranks over 24 lanes of 10 rows each (one split a lane).
+fn world_of_six() -> Queue {
+    let rows = vec![10u64; 24];
+    let cut = crate::queue::cut_lanes(&rows, 24, 10);
+    let lanes = crate::queue::Lanes {
+        count: 24,
+        window_rows: 10,
+        rows: cut.iter().map(|&(_, s, e)| e - s).collect(),
+        group: cut.iter().map(|&(g, _, _)| g).collect(),
+        ..crate::queue::Lanes::default()
+    };
+    let config = QueueConfig {
+        lanes: Some(lanes),
+        world: Some(6),
+        ..config(1, 3)
+    };
+    Queue::with_rows(rows.into_iter().map(Some).collect(), config).expect("valid config")
+}
+
+/// The ranks `worker` of `devices` devices takes at `now`, if any are free.
+fn ranks_taken(q: &mut Queue, now: Millis, worker: WorkerId, devices: u32) -> Option<Vec<u32>> {
+    match q.take_ranks(now, worker, devices).expect("a live worker") {
+        RanksReply::Taken(ranks) => Some(ranks.ranks),
+        RanksReply::Wait { .. } | RanksReply::NoWorld | RanksReply::JobOver => None,
+    }
+}
+
+#[test]
+fn a_worker_takes_free_ranks_that_lie_apart_and_is_leased_their_lanes_only() {
+    let mut q = world_of_six();
+    let (a, b, c) = (q.register(0), q.register(0), q.register(0));
+    assert_eq!(ranks_taken(&mut q, 0, a, 1), Some(vec![0]));
+    assert_eq!(ranks_taken(&mut q, 0, b, 2), Some(vec![1, 2]));
+    assert_eq!(ranks_taken(&mut q, 0, c, 3), Some(vec![3, 4, 5]));
+    let d = q.register(0);
+    assert_eq!(
+        q.take_ranks(0, d, 1),
+        Ok(RanksReply::Wait { free: 0, world: 6 }),
+        "the world is full"
+    );
+    // c goes silent: a worker of 2 takes the first run of its ranks.
+    q.heartbeat(TIMEOUT, a).expect("a is live");
+    q.heartbeat(TIMEOUT, b).expect("b is live");
+    let e = q.register(TIMEOUT);
+    assert_eq!(ranks_taken(&mut q, TIMEOUT + 1, e, 2), Some(vec![3, 4]));
+    // b goes silent: 1, 2 and 5 are free, and a worker of 3 takes them.
+    q.heartbeat(2 * TIMEOUT, a).expect("a is live");
+    q.heartbeat(2 * TIMEOUT, e).expect("e is live");
+    let f = q.register(2 * TIMEOUT);
+    let now = 2 * TIMEOUT + 1;
+    assert_eq!(
+        q.take_ranks(now, f, 4),
+        Ok(RanksReply::Wait { free: 3, world: 6 }),
+        "3 free, 4 wanted"
+    );
+    assert_eq!(ranks_taken(&mut q, now, f, 3), Some(vec![1, 2, 5]));
+    assert_eq!(q.ranks_of(f), Some(vec![1, 2, 5]));
+    // Its own again while no other took them.
+    assert_eq!(ranks_taken(&mut q, now, f, 3), Some(vec![1, 2, 5]));
+    // Lanes 4..12 and 20..24: the splits of those lanes, and no other.
+    let mut leased: Vec<u32> = tasks(q.lease(now, f, 100))
+        .iter()
+        .map(|l| l.split)
+        .collect();
+    leased.sort_unstable();
+    let mine: Vec<u32> = (4..12).chain(20..24).collect();
+    assert_eq!(leased, mine);
+    check_invariants(&q).expect("invariants");
+}
+
+#[test]
+fn a_snapshot_keeps_the_ranks_of_every_worker_and_reads_older_ones() {
+    let mut q = world_of_six();
+    let (a, b) = (q.register(0), q.register(0));
+    assert_eq!(ranks_taken(&mut q, 0, a, 2), Some(vec![0, 1]));
+    assert_eq!(ranks_taken(&mut q, 0, b, 1), Some(vec![2]));
+    let json = serde_json::to_string(&q).expect("snapshot");
+    let back: Queue = serde_json::from_str(&json).expect("read back");
+    assert_eq!(back, q);
+    assert_eq!(back.ranks_of(a), Some(vec![0, 1]));
+    // A snapshot written while a worker's ranks were a run `[first, count]`.
+    let old = json.replace(r#""ranks":{"set":[0,1]}"#, r#""ranks":[0,2]"#);
+    assert_ne!(old, json);
+    let mut back: Queue = serde_json::from_str(&old).expect("read the older snapshot");
+    assert_eq!(back.ranks_of(a), Some(vec![0, 1]));
+    assert_eq!(back, q);
+    // A restored queue works out the splits' lanes again: it leases as the
+    // one it was saved from.
+    for worker in [a, b] {
+        assert_eq!(back.lease(1, worker, 100), q.lease(1, worker, 100));
+    }
+    assert_eq!(back, q);
+}
+
+#[test]
+fn a_worker_waiting_for_ranks_is_told_once_the_job_is_over() {
+    let mut q = world_of_six();
+    let (a, b) = (q.register(0), q.register(0));
+    assert_eq!(ranks_taken(&mut q, 0, a, 6), Some((0..6).collect()));
+    assert_eq!(
+        q.take_ranks(0, b, 1),
+        Ok(RanksReply::Wait { free: 0, world: 6 })
+    );
+    for lease in tasks(q.lease(1, a, 100)) {
+        q.finish(2, a, lease.attempt, 10).expect("finished");
+    }
+    assert!(q.is_over());
+    assert_eq!(q.take_ranks(3, b, 1), Ok(RanksReply::JobOver));
+    assert_eq!(q.lease(3, b, 1), Ok(LeaseReply::JobOver));
 }

@@ -173,8 +173,9 @@ pub enum Reply {
     Register(WorkerId),
     /// Answer to [`Command::Lease`].
     Lease(Result<LeaseReply, QueueError>),
-    /// Answer to [`Command::TakeRanks`]: the ranks taken, if any was free.
-    Ranks(Result<Option<super::Ranks>, QueueError>),
+    /// Answer to [`Command::TakeRanks`]: the ranks taken, or how many are
+    /// free while too few are.
+    Ranks(Result<super::RanksReply, QueueError>),
     /// Answer to [`Command::Heartbeat`]: the attempts the worker lost.
     Heartbeat(Result<Vec<AttemptId>, QueueError>),
     /// Answer to [`Command::Commit`].
@@ -220,7 +221,7 @@ impl Reply {
             Reply::Register(_) => true,
             Reply::Lease(Ok(LeaseReply::Tasks(leases))) => !leases.is_empty(),
             Reply::Lease(_) => false,
-            Reply::Ranks(reply) => matches!(reply, Ok(Some(_))),
+            Reply::Ranks(reply) => matches!(reply, Ok(super::RanksReply::Taken(_))),
             Reply::Heartbeat(reply) => reply.is_ok(),
             Reply::Commit(reply)
             | Reply::Finish(reply)

@@ -131,6 +131,16 @@ impl Lanes {
         ranks.start * per..ranks.end * per
     }
 
+    /// The lanes of each of `ranks` of `world`, rank after rank (`world`
+    /// divides `L`): those of a worker whose ranks need not follow each
+    /// other.
+    pub fn of_rank_set(&self, ranks: &[u32], world: u32) -> Vec<u32> {
+        ranks
+            .iter()
+            .flat_map(|&rank| self.of_ranks(rank..rank.saturating_add(1), world))
+            .collect()
+    }
+
     /// The windows of epoch `epoch` of a job seeded with `seed`, in the
     /// sequence they are read (see the module docs).
     pub fn windows(&self, seed: u64, epoch: Epoch) -> Vec<LaneWindow> {
@@ -319,5 +329,9 @@ mod tests {
         assert_eq!(l.of_ranks(0..1, 1), 0..24);
         assert_eq!(l.of_ranks(1..3, 3), 8..24);
         assert_eq!(l.of_ranks(5..6, 6), 20..24);
+        assert_eq!(
+            l.of_rank_set(&[1, 4, 5], 6),
+            [4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23]
+        );
     }
 }

@@ -30,7 +30,7 @@ pub use lanes::{lane_count, windows_of, LaneWindow, Lanes};
 #[cfg(test)]
 pub(crate) use order::epoch_order;
 pub(crate) use order::{window_order, Interleave};
-pub use ranks::Ranks;
+pub use ranks::{Ranks, RanksReply};
 #[cfg(test)]
 pub(crate) use types::Expired;
 pub use types::{AttemptId, LeaseReply, WorkerId, WorkerSecret};

@@ -147,6 +147,14 @@ impl Delivery {
         }
     }
 
+    /// Device `i` trains world rank `ranks[i]` of a master's world: the
+    /// steps the stepper forms say so.
+    pub fn set_world_ranks(&mut self, ranks: &[u32]) {
+        if let Some(stepper) = &mut self.stepper {
+            stepper.set_world_ranks(ranks);
+        }
+    }
+
     /// A step cut whole already (global batches): under lockstep it goes as
     /// it is, else each batch to its device in step order (none of 0 rows).
     pub fn deal_step(&mut self, step: Step) {

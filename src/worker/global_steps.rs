@@ -23,9 +23,8 @@ use arrow::record_batch::RecordBatch;
 
 use super::dealt::{Dealt, Picked};
 use crate::queue::AttemptId;
-use crate::trainer::protocol::RANK_KEY;
 use crate::worker::batcher::OutBatch;
-use crate::worker::stepper::{tag, Step};
+use crate::worker::stepper::{tag, with_rank, Step};
 use crate::worker::Provenance;
 
 /// What cutting the next global batch gave.
@@ -48,13 +47,15 @@ pub(crate) struct GlobalSteps {
     drop_last: bool,
     /// Rows each lane gives a step (`G / L`; `G` without lanes).
     chunk: u64,
-    /// The lanes this worker cuts, in order (`0..1` without lanes).
-    lanes: std::ops::Range<u32>,
+    /// The lanes this worker cuts, in order (`[0]` without lanes): rank
+    /// after rank, each rank's lanes ascending.
+    lanes: Vec<u32>,
     /// Whether each rank's slice is whole lanes (`W` divides the lanes).
     by_lane: bool,
-    /// A master's job of `--world-size`: the world rank of the first slice
-    /// (each batch says its rank, [`RANK_KEY`]).
-    first_rank: Option<u32>,
+    /// A master's job of `--world-size`: the world rank of each slice, in
+    /// slice order (each batch says its rank,
+    /// [`crate::trainer::protocol::RANK_KEY`]).
+    world_ranks: Option<Vec<u32>>,
     /// The epoch being cut, and its next step.
     at: Option<(Epoch, u64)>,
 }
@@ -72,34 +73,35 @@ impl GlobalSteps {
             ranks: (ranks as u64).max(1),
             drop_last,
             chunk: size,
-            lanes: 0..1,
+            lanes: vec![0],
             by_lane: false,
-            first_rank: None,
+            world_ranks: None,
             at: None,
         }
     }
 
     /// Steps of `G / count` rows from each of lanes `mine` of `count`
-    /// ([`crate::queue::Lanes`]): the ranks' slices of a step are whole
-    /// lanes where their number divides the lanes'.
-    pub(super) fn with_lanes(mut self, count: u32, mine: std::ops::Range<u32>) -> Self {
+    /// ([`crate::queue::Lanes`]), in that order: the ranks' slices of a
+    /// step are whole lanes where their number divides the lanes', rank
+    /// `r` taking the `r`-th of `W` equal parts of `mine`.
+    pub(super) fn with_lanes(mut self, count: u32, mine: Vec<u32>) -> Self {
         let count = u64::from(count.max(1));
         self.chunk = (self.size / count).max(1);
-        let held = u64::from(mine.end.saturating_sub(mine.start));
+        let held = mine.len() as u64;
         self.by_lane = held > 0 && held % self.ranks == 0;
         self.lanes = mine;
         self
     }
 
-    /// Each batch says its rank of the world, the first slice's being `first`.
-    pub(super) fn with_first_rank(mut self, first: u32) -> Self {
-        self.first_rank = Some(first);
+    /// Each batch says its rank of the world: slice `i`'s is `ranks[i]`.
+    pub(super) fn with_world_ranks(mut self, ranks: Vec<u32>) -> Self {
+        self.world_ranks = Some(ranks);
         self
     }
 
-    /// The lanes cut (`0..1` without lanes).
-    pub(super) fn lanes(&self) -> std::ops::Range<u32> {
-        self.lanes.clone()
+    /// The lanes cut, in order (`[0]` without lanes).
+    pub(super) fn lanes(&self) -> &[u32] {
+        &self.lanes
     }
 
     /// Positions a lane's windows must still hold to cut a step now, beyond
@@ -129,7 +131,7 @@ impl GlobalSteps {
             };
             let mut takes = Vec::with_capacity(self.lanes.len());
             let mut last = true;
-            for lane in self.lanes.clone() {
+            for &lane in &self.lanes {
                 let left = left_in(dealing, epoch, lane);
                 let over = ended(epoch, lane) || dealing.iter().any(|d| d.epoch != epoch);
                 let take = if left > self.chunk || (over && left == self.chunk) {
@@ -167,8 +169,8 @@ impl GlobalSteps {
                 .enumerate()
                 .map(|(r, slice)| {
                     let out = tag(gather(dealing, slice, epoch)?, step, last)?;
-                    match self.first_rank {
-                        Some(first) => with_rank(out, first + r as u32),
+                    match self.world_ranks.as_ref().and_then(|ranks| ranks.get(r)) {
+                        Some(&rank) => with_rank(out, rank),
                         None => Ok(out),
                     }
                 })
@@ -197,19 +199,6 @@ impl GlobalSteps {
             .map(|r| &picks[(r * n / w) as usize..((r + 1) * n / w) as usize])
             .collect()
     }
-}
-
-/// `out` saying it is the slice of world rank `rank` ([`RANK_KEY`]).
-fn with_rank(out: OutBatch, rank: u32) -> Result<OutBatch, ArrowError> {
-    let schema = out.data.schema();
-    let mut metadata = schema.metadata().clone();
-    metadata.insert(RANK_KEY.to_string(), rank.to_string());
-    let tagged = std::sync::Arc::new(arrow::datatypes::Schema::new_with_metadata(
-        schema.fields().clone(),
-        metadata,
-    ));
-    let data = out.data.with_schema(tagged)?;
-    Ok(OutBatch { data, ..out })
 }
 
 /// Positions of `lane`'s windows of `epoch` not taken yet.

@@ -550,7 +550,7 @@ impl TaskSource for RemoteSource {
         &self,
         worker: WorkerId,
         devices: u32,
-    ) -> Result<Option<crate::queue::Ranks>, SourceError> {
+    ) -> Result<crate::queue::RanksReply, SourceError> {
         self.apply(ops::TakeRanks { worker, devices }).await
     }
 

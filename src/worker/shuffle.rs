@@ -76,8 +76,8 @@ pub struct GlobalShuffle {
     /// lane of each split ([`crate::queue::Lanes`]).
     lanes: Option<(std::sync::Arc<Lanes>, Vec<u32>)>,
     /// A master's job of `--world-size`: its ranks, and this worker's once
-    /// taken ([`Self::set_ranks`]).
-    world: Option<(u32, Option<std::ops::Range<u32>>)>,
+    /// taken ([`Self::set_ranks`]), ascending.
+    world: Option<(u32, Option<Vec<u32>>)>,
 }
 
 #[derive(Debug)]
@@ -223,9 +223,9 @@ impl GlobalShuffle {
         Some(match &config.lanes {
             Some(lanes) => {
                 let mine = if config.world.is_some() {
-                    0..0
+                    Vec::new()
                 } else {
-                    0..lanes.count
+                    (0..lanes.count).collect()
                 };
                 shuffle.with_lanes(lanes.clone(), mine)
             }
@@ -240,25 +240,31 @@ impl GlobalShuffle {
             .is_some_and(|(_, ranks)| ranks.is_none())
     }
 
-    /// The world's ranks `ranks` are this worker's: it cuts their lanes.
-    pub fn set_ranks(&mut self, ranks: std::ops::Range<u32>) {
+    /// The world's ranks `ranks` (ascending, whether or not they follow
+    /// each other) are this worker's: device `i` trains the `i`-th, and the
+    /// worker cuts their lanes, rank after rank.
+    pub fn set_ranks(&mut self, ranks: &[u32]) {
         let Some((world, mine)) = &mut self.world else {
             return;
         };
         if let Some((lanes, _)) = &self.lanes {
-            let lanes_held = lanes.of_ranks(ranks.clone(), *world);
+            let lanes_held = lanes.of_rank_set(ranks, *world);
             self.steps = self
                 .steps
                 .take()
                 .map(|s| s.with_lanes(lanes.count, lanes_held));
         }
-        self.steps = self.steps.take().map(|s| s.with_first_rank(ranks.start));
-        *mine = Some(ranks);
+        self.steps = self
+            .steps
+            .take()
+            .map(|s| s.with_world_ranks(ranks.to_vec()));
+        *mine = Some(ranks.to_vec());
     }
 
     /// Takes the windows of lanes `mine` of `lanes` (see
-    /// [`crate::queue::Lanes`]), each step `G / L` rows of each of them.
-    pub fn with_lanes(mut self, lanes: std::sync::Arc<Lanes>, mine: std::ops::Range<u32>) -> Self {
+    /// [`crate::queue::Lanes`]), each step `G / L` rows of each of them, in
+    /// the order of `mine`.
+    pub fn with_lanes(mut self, lanes: std::sync::Arc<Lanes>, mine: Vec<u32>) -> Self {
         self.steps = self.steps.map(|s| s.with_lanes(lanes.count, mine));
         let lane_of = lanes.lane_of();
         self.lanes = Some((lanes, lane_of));
@@ -339,9 +345,9 @@ impl GlobalShuffle {
     /// The next global batch, once one can be cut (see [`super::global_steps`]).
     pub fn next_step(&mut self) -> Result<Option<Cut>, ArrowError> {
         let front = self.dealing.front().map(|d| d.epoch);
-        let lanes = self.steps.as_ref().map(GlobalSteps::lanes).unwrap_or(0..0);
+        let lanes = self.steps.as_ref().map_or(&[][..], GlobalSteps::lanes);
         let over: Vec<(u32, bool)> = match front {
-            Some(e) => lanes.map(|l| (l, self.lane_over(e, l))).collect(),
+            Some(e) => lanes.iter().map(|&l| (l, self.lane_over(e, l))).collect(),
             None => Vec::new(),
         };
         let Some(steps) = &mut self.steps else {
@@ -353,8 +359,8 @@ impl GlobalShuffle {
     }
 
     /// Positions left in the windows of each lane cut, any epoch.
-    fn lanes_left(&self, steps: &GlobalSteps) -> impl Iterator<Item = u64> + '_ {
-        steps.lanes().map(|lane| {
+    fn lanes_left<'a>(&'a self, steps: &'a GlobalSteps) -> impl Iterator<Item = u64> + 'a {
+        steps.lanes().iter().map(|&lane| {
             self.dealing
                 .iter()
                 .filter(|d| d.lane == lane)
@@ -406,10 +412,11 @@ impl GlobalShuffle {
     fn plan_of(&self, view: EpochView, splits: &[Split]) -> Plan {
         let (windows, meta, total) = match &self.lanes {
             Some((lanes, _)) => {
+                let all_lanes: Vec<u32> = (0..lanes.count).collect();
                 let mine = self
                     .steps
                     .as_ref()
-                    .map_or(0..lanes.count, GlobalSteps::lanes);
+                    .map_or(&all_lanes[..], GlobalSteps::lanes);
                 let all = lanes.windows(self.seed, view.epoch);
                 let total = all.len() as u64;
                 let (windows, meta) = all

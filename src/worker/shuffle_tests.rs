@@ -408,9 +408,10 @@ fn laned() -> (Vec<Split>, Arc<Lanes>, Vec<i64>) {
 }
 
 /// Global batches of 96 rows over [`laned`] for a worker of `ranks` ranks
-/// holding lanes `mine`, leased only its lanes' tasks: each step as (step,
-/// ranks' ids).
-fn lane_steps(ranks: usize, mine: std::ops::Range<u32>) -> Vec<CutStep> {
+/// holding lanes `mine` (in its ranks' order), leased only its lanes'
+/// tasks: each step as (step, ranks' ids).
+fn lane_steps(ranks: usize, mine: impl IntoIterator<Item = u32>) -> Vec<CutStep> {
+    let mine: Vec<u32> = mine.into_iter().collect();
     let (all, lanes, first) = laned();
     let lane_of = lanes.lane_of();
     let mut shuffle = GlobalShuffle::new(7, 250, 32, ranks)
@@ -439,7 +440,7 @@ fn lane_steps(ranks: usize, mine: std::ops::Range<u32>) -> Vec<CutStep> {
 
 #[test]
 fn lanes_give_the_same_global_batches_to_any_ranks_and_any_workers() {
-    let one = lane_steps(1, 0..24);
+    let one = lane_steps(1, 0..24u32);
     let sizes: Vec<usize> = one.iter().map(|(_, r)| r.concat().len()).collect();
     assert_eq!(sizes, [96, 96, 96, 96, 96, 96, 24]);
     let mut ids: Vec<i64> = one.iter().flat_map(|(_, r)| r.concat()).collect();
@@ -452,7 +453,7 @@ fn lanes_give_the_same_global_batches_to_any_ranks_and_any_workers() {
     // Lane l holds ids of rows [25l, 25l + 25) of the splits in order.
     let lane = |id: i64| ((id / 1000) * 100 + id % 1000) / 25;
     for ranks in [2, 3, 4, 6, 5] {
-        let steps = lane_steps(ranks, 0..24);
+        let steps = lane_steps(ranks, 0..24u32);
         assert_eq!(joined(&steps), joined(&one), "{ranks} ranks");
         if 24 % ranks == 0 {
             let per = 24 / ranks as i64;
@@ -471,9 +472,9 @@ fn lanes_give_the_same_global_batches_to_any_ranks_and_any_workers() {
     }
     // Workers holding ranks [0, 2) and [2, 3) of 3, each leased only its
     // lanes' tasks, cut the same slices as one worker of 3 ranks.
-    let three = lane_steps(3, 0..24);
-    let first = lane_steps(2, 0..16);
-    let second = lane_steps(1, 16..24);
+    let three = lane_steps(3, 0..24u32);
+    let first = lane_steps(2, 0..16u32);
+    let second = lane_steps(1, 16..24u32);
     let together: Vec<CutStep> = first
         .iter()
         .zip(&second)
@@ -483,4 +484,20 @@ fn lanes_give_the_same_global_batches_to_any_ranks_and_any_workers() {
         })
         .collect();
     assert_eq!(together, three);
+    // Of a world of 6 (4 lanes a rank), workers holding ranks {0, 2, 3} and
+    // {1, 4, 5}, ranks that do not follow each other, cut the slices of one
+    // worker of 6 ranks, each device its own rank's.
+    let six = lane_steps(6, 0..24u32);
+    let lanes_of =
+        |ranks: &[u32]| -> Vec<u32> { ranks.iter().flat_map(|&r| r * 4..(r + 1) * 4).collect() };
+    let a = lane_steps(3, lanes_of(&[0, 2, 3]));
+    let b = lane_steps(3, lanes_of(&[1, 4, 5]));
+    assert_eq!(a.len(), six.len());
+    for (((k, whole), (j, a)), (i, b)) in six.iter().zip(&a).zip(&b) {
+        assert_eq!((k, k), (j, i));
+        let by_rank = [&a[0], &b[0], &a[1], &a[2], &b[1], &b[2]];
+        for (rank, slice) in by_rank.into_iter().enumerate() {
+            assert_eq!(slice, &whole[rank], "step {k}, rank {rank}");
+        }
+    }
 }

@@ -3,7 +3,9 @@
 //! each epoch. Steps hold full batches; the epoch's last step takes the rows
 //! left over and splits them as evenly as possible across the devices (or
 //! drops them, with `--drop-last`). Each batch is tagged with its epoch and
-//! step, and a device's last batch of an epoch with the epoch's end.
+//! step, and a device's last batch of an epoch with the epoch's end; on a
+//! worker of a master's world, each with its device's world rank (those of
+//! 0 rows too).
 //!
 //! The stepper holds back one full step until it knows whether more rows
 //! follow: only then can it tell which step is the epoch's last, and fold a
@@ -21,7 +23,7 @@ use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use super::batcher::{self, OutBatch};
 use crate::queue::AttemptId;
 
-pub use crate::trainer::protocol::{EPOCH_END_KEY, EPOCH_KEY, STEP_KEY};
+pub use crate::trainer::protocol::{EPOCH_END_KEY, EPOCH_KEY, RANK_KEY, STEP_KEY};
 
 /// One batch per device, in device order.
 #[derive(Debug)]
@@ -71,6 +73,9 @@ pub struct Stepper {
     formed: VecDeque<Step>,
     /// Batches dropped (`--drop-last`), not yet taken.
     dropped: Vec<OutBatch>,
+    /// A worker of a master's world: the world rank of each device, which
+    /// every batch of the steps formed here says ([`RANK_KEY`]).
+    world_ranks: Option<Vec<u32>>,
 }
 
 impl Stepper {
@@ -84,7 +89,14 @@ impl Stepper {
             groups: VecDeque::new(),
             formed: VecDeque::new(),
             dropped: Vec::new(),
+            world_ranks: None,
         }
+    }
+
+    /// Device `i` trains world rank `ranks[i]`: each batch of the steps
+    /// formed here says so (steps cut whole already say it themselves).
+    pub fn set_world_ranks(&mut self, ranks: &[u32]) {
+        self.world_ranks = Some(ranks.to_vec());
     }
 
     /// Adds a step cut whole already (global batches): it goes as it is.
@@ -192,9 +204,17 @@ impl Stepper {
         let step = group.steps;
         group.steps += 1;
         let epoch = group.epoch;
+        let ranks = self.world_ranks.as_deref().unwrap_or_default();
         let batches = batches
             .into_iter()
-            .map(|out| tag(out, step, last))
+            .enumerate()
+            .map(|(device, out)| {
+                let out = tag(out, step, last)?;
+                match ranks.get(device) {
+                    Some(&rank) => with_rank(out, rank),
+                    None => Ok(out),
+                }
+            })
             .collect::<Result<Vec<_>, _>>()?;
         self.settle();
         Ok(Some(Step { epoch, batches }))
@@ -341,6 +361,16 @@ pub(crate) fn tag(out: OutBatch, step: u64, last: bool) -> Result<OutBatch, Arro
     let tagged = Arc::new(Schema::new_with_metadata(schema.fields().clone(), metadata));
     let rows = RecordBatchOptions::new().with_row_count(Some(out.data.num_rows()));
     let data = RecordBatch::try_new_with_options(tagged, out.data.columns().to_vec(), &rows)?;
+    Ok(OutBatch { data, ..out })
+}
+
+/// `out` saying it is for the device of world rank `rank` ([`RANK_KEY`]).
+pub(crate) fn with_rank(out: OutBatch, rank: u32) -> Result<OutBatch, ArrowError> {
+    let schema = out.data.schema();
+    let mut metadata = schema.metadata().clone();
+    metadata.insert(RANK_KEY.to_string(), rank.to_string());
+    let tagged = Arc::new(Schema::new_with_metadata(schema.fields().clone(), metadata));
+    let data = out.data.with_schema(tagged)?;
     Ok(OutBatch { data, ..out })
 }
 

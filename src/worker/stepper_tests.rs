@@ -170,3 +170,38 @@ fn a_new_epoch_ends_the_last_one() {
     assert!(s.next_step().expect("step").is_none());
     assert!(s.open());
 }
+
+#[test]
+fn on_a_worker_of_a_world_every_batch_says_its_devices_rank_those_of_no_rows_too() {
+    let mut s = Stepper::new(schema(), 3, 10, false);
+    s.set_world_ranks(&[1, 4, 5]);
+    for k in 0..3 {
+        s.push(batch(k * 10, 10, Epoch(0)));
+    }
+    // 2 rows left for 3 devices: they join the last full step.
+    s.push(batch(30, 1, Epoch(0)));
+    s.push(batch(31, 1, Epoch(0)));
+    s.end_epoch();
+    let mut sizes = Vec::new();
+    while let Some(step) = s.next_step().expect("step") {
+        let mut said = Vec::new();
+        for b in &step.batches {
+            sizes.push(b.data.num_rows());
+            said.push(b.data.schema().metadata().get(RANK_KEY).cloned());
+        }
+        let ranks = ["1", "4", "5"].map(|r| Some(r.to_string()));
+        assert_eq!(said, ranks);
+    }
+    assert_eq!(sizes, [11, 11, 10]);
+    // Fewer rows than devices alone in an epoch: a device gets none.
+    let mut s = Stepper::new(schema(), 3, 10, false);
+    s.set_world_ranks(&[0, 2, 3]);
+    s.push(batch(0, 2, Epoch(1)));
+    s.end_epoch();
+    let step = s.next_step().expect("step").expect("the epoch's last");
+    let empty = &step.batches[2];
+    assert_eq!(empty.data.num_rows(), 0);
+    let md = empty.data.schema().metadata().clone();
+    assert_eq!(md.get(RANK_KEY).map(String::as_str), Some("3"));
+    assert_eq!(md.get(EPOCH_END_KEY).map(String::as_str), Some("1"));
+}

@@ -28,12 +28,19 @@ fn step_log() -> std::path::PathBuf {
 }
 
 /// The master of `job` for a world of `world` ranks.
-fn master(job: &mut Job, world: u32) -> Master {
+pub(crate) fn master(job: &mut Job, world: u32) -> Master {
     master_of(job, world, &[])
 }
 
 /// The master of `job` for a world of `world` ranks, with more arguments.
 fn master_of(job: &mut Job, world: u32, extra: &[&str]) -> Master {
+    world_args(job, world, extra);
+    job.start_master(fixture(DATASET))
+}
+
+/// Sets the flags of `job`'s master for a world of `world` ranks, with more
+/// arguments.
+pub(crate) fn world_args(job: &mut Job, world: u32, extra: &[&str]) {
     job.master_args = ["--split-size", "64KiB", "--seed", "7"]
         .into_iter()
         .chain(extra.iter().copied())
@@ -42,27 +49,38 @@ fn master_of(job: &mut Job, world: u32, extra: &[&str]) -> Master {
         .chain(["--global-batch-size".into(), G.to_string()])
         .chain(["--world-size".into(), world.to_string()])
         .collect();
-    job.start_master(fixture(DATASET))
 }
 
 /// A worker of `devices` devices whose trainers log their steps into `out`.
-fn worker(job: &Job, out: &Path, devices: usize, sleep: f64) -> Child {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/trainers/step_log.py");
-    let exec = format!(
-        "{} {} --sleep {sleep} --out {}",
-        python(),
-        script.display(),
-        out.display()
-    );
-    job.worker_command(&exec)
-        .args(["--devices", &devices.to_string(), "--lockstep", "-q"])
+pub(crate) fn worker(job: &Job, out: &Path, devices: usize, sleep: f64) -> Child {
+    worker_command(job, out, devices, sleep)
+        .arg("-q")
         .stderr(Stdio::null())
         .spawn()
         .expect("start sluice worker")
 }
 
+/// The command of a worker of `devices` devices in lockstep whose trainers
+/// log their steps into `out`, sleeping `sleep` seconds a batch.
+pub(crate) fn worker_command(
+    job: &Job,
+    out: &Path,
+    devices: usize,
+    sleep: f64,
+) -> std::process::Command {
+    let exec = format!(
+        "{} {} --sleep {sleep} --out {}",
+        python(),
+        step_log().display(),
+        out.display()
+    );
+    let mut cmd = job.worker_command(&exec);
+    cmd.args(["--devices", &devices.to_string(), "--lockstep"]);
+    cmd
+}
+
 /// The global batches of one uninterrupted `sluice train` on one device.
-fn one_worker(epochs: u32) -> std::collections::BTreeMap<(u64, u64), Vec<i64>> {
+pub(crate) fn one_worker(epochs: u32) -> std::collections::BTreeMap<(u64, u64), Vec<i64>> {
     let dir = tempfile::tempdir().expect("tempdir");
     let epochs = epochs.to_string();
     let done = run(&mut train(

@@ -24,6 +24,7 @@ mod formats;
 mod global_batches;
 mod global_shuffle;
 mod global_world;
+mod global_world_ranks;
 mod hdfs;
 mod hdfs_kerberos;
 mod imports;

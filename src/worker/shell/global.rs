@@ -3,7 +3,7 @@
 //! for a restarted trainer sent back to its device.
 
 use super::{PipelineError, Shell};
-use crate::queue::Lease;
+use crate::queue::{Lease, RanksReply};
 use crate::worker::batcher::OutBatch;
 use crate::worker::coordinator::Event;
 use crate::worker::reader::ReadEvent;
@@ -201,7 +201,8 @@ impl Shell {
     }
 
     /// A master's job of `--world-size`: takes one rank per device before
-    /// the first lease; false while none is free (the lease waits).
+    /// the first lease; false while too few are free (the lease waits, and
+    /// says so once); true once the job is over (the lease ends the run).
     pub(super) async fn take_ranks(&mut self) -> Result<bool, PipelineError> {
         if !self
             .global
@@ -211,18 +212,37 @@ impl Shell {
             return Ok(true);
         }
         let devices = u32::try_from(self.config.devices.max(1)).unwrap_or(u32::MAX);
-        let Some(ranks) = self.source.take_ranks(self.worker, devices).await? else {
-            return Ok(false);
+        let ranks = match self.source.take_ranks(self.worker, devices).await? {
+            RanksReply::Taken(ranks) => ranks,
+            RanksReply::Wait { free, world } => {
+                if !self.waits_for_ranks {
+                    // Said whatever the log level, as every wait is.
+                    tracing::info!(
+                        target: crate::logging::PROGRESS,
+                        wanted = devices,
+                        free,
+                        world,
+                        "waiting for ranks of the job's world: {free} of {world} free, \
+                         this worker's {devices} devices want one each"
+                    );
+                    self.waits_for_ranks = true;
+                }
+                return Ok(false);
+            }
+            RanksReply::NoWorld => return Ok(false),
+            // The lease says the job is over.
+            RanksReply::JobOver => return Ok(true),
         };
+        self.waits_for_ranks = false;
         tracing::info!(
-            first = ranks.first,
-            count = ranks.count,
+            ranks = ?ranks.ranks,
             world = ranks.world,
             "ranks taken: this worker's devices train their slices of each step"
         );
         if let Some(global) = &mut self.global {
-            global.set_ranks(ranks.range());
+            global.set_ranks(&ranks.ranks);
         }
+        self.delivery.set_world_ranks(&ranks.ranks);
         Ok(true)
     }
 }

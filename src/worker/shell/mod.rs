@@ -167,6 +167,9 @@ pub(in crate::worker) struct Shell {
     epoch_steps: EpochSteps,
     /// Without lockstep: the next step of each epoch (`sluice.step`).
     next_step: HashMap<Epoch, u64>,
+    /// A master's job of `--world-size`: too few ranks were free when last
+    /// asked, and the worker said it waits.
+    waits_for_ranks: bool,
 }
 
 /// The bytes of the largest split: its byte range, or its whole file where
@@ -225,6 +228,7 @@ impl Shell {
         Shell {
             epoch_steps,
             next_step: HashMap::new(),
+            waits_for_ranks: false,
             coordinator,
             arrived: None,
             failure: None,

@@ -38,10 +38,14 @@
 //!
 //! On a fifth of the seeds the job is a master's of `--world-size`, read
 //! in global batches (see [`super::sim_ranks`]): its splits cut into the
-//! lanes of a small global batch, a roster of names of as many
-//! devices each whose devices are the world's ranks; each worker takes its
-//! ranks before it leases, is leased only its lanes' tasks, and each batch
-//! a device gets is checked for its rank and lanes.
+//! lanes of a small global batch, a roster of names of one to three
+//! devices each (as many or not) whose devices are the world's ranks; now
+//! and then a name joins again with another number of devices, another
+//! name not running taking or giving the difference. Each worker takes its
+//! ranks before it leases (ranks that need not follow each other, and it
+//! never waits while as many as it has devices are free), is leased only
+//! its lanes' tasks, and each batch a device gets is checked for its rank
+//! and lanes.
 //!
 //! Checked on every path, as the master applies each request: nothing is
 //! committed that no device of the attempt's worker acknowledged (or that
@@ -94,6 +98,8 @@ pub(super) struct Name {
     /// The last complete checkpoint the master recorded for it, and the
     /// rows it holds (the model its trainers resume from).
     pub(super) saved: Option<(String, Vec<Row>)>,
+    /// A worker ran under it.
+    ran: bool,
 }
 
 /// A worker whose run just ended, for the checkpoints the master recorded
@@ -298,6 +304,11 @@ impl Sim {
             self.join().await;
             if self.workers.len() > 1 {
                 self.saw("several workers");
+                let devices = |w: &Worker| w.trainers.len();
+                let first = devices(&self.workers[0]);
+                if self.world.is_some() && self.workers.iter().any(|w| devices(w) != first) {
+                    self.saw("world: workers of unequal devices");
+                }
             }
             if !self.workers.is_empty() {
                 let index = self.pick(self.workers.len() as u64) as usize;
@@ -354,7 +365,38 @@ impl Sim {
             self.names.push(name(&mut self.rng, devices));
             self.names.len() - 1
         };
+        if self.world.is_some() {
+            self.reshape(name, &free);
+        }
         self.start(name).await;
+    }
+
+    /// A name of a world's roster that ran before joins again, now and
+    /// then, with another number of devices: another name not running
+    /// takes or gives the difference, so that the roster's devices still
+    /// make the world.
+    fn reshape(&mut self, name: usize, free: &[usize]) {
+        let others: Vec<usize> = free.iter().copied().filter(|&n| n != name).collect();
+        if !self.names[name].ran || others.is_empty() || !self.chance(3) {
+            return;
+        }
+        let other = others[self.pick(others.len() as u64) as usize];
+        let had = self.names[name].speeds.len() as u64;
+        let total = had + self.names[other].speeds.len() as u64;
+        let shapes: Vec<u64> = (total.saturating_sub(3).max(1)..=(total - 1).min(3))
+            .filter(|&d| d != had)
+            .collect();
+        if shapes.is_empty() {
+            return;
+        }
+        let devices = shapes[self.pick(shapes.len() as u64) as usize];
+        self.names[name].speeds = speeds(&mut self.rng, devices);
+        self.names[other].speeds = speeds(&mut self.rng, total - devices);
+        self.trace(format_args!(
+            "n{name} joins with {devices} devices, n{other} has {}",
+            total - devices
+        ));
+        self.saw("world: a name joins again with another number of devices");
     }
 
     /// A run of a worker under `name`: registered anew, its trainers from
@@ -374,6 +416,7 @@ impl Sim {
             self.saw("resumed from a checkpoint");
             (id.parse().expect("numbered checkpoints"), rows)
         });
+        self.names[name].ran = true;
         let speeds = self.names[name].speeds.clone();
         let config = self.config(speeds.len());
         self.note_config(&config);
@@ -575,14 +618,19 @@ impl Sim {
 
 /// A new name of `devices` devices of random speeds.
 fn name(rng: &mut ChaCha8Rng, devices: u64) -> Name {
-    let speeds = [1000, 400, 60];
-    let speeds = (0..devices)
-        .map(|d| speeds[((d + rng.next_u64() % 3) % 3) as usize])
-        .collect();
     Name {
-        speeds,
+        speeds: speeds(rng, devices),
         saved: None,
+        ran: false,
     }
+}
+
+/// The speeds of `devices` devices, drawn.
+fn speeds(rng: &mut ChaCha8Rng, devices: u64) -> Vec<u64> {
+    let speeds = [1000, 400, 60];
+    (0..devices)
+        .map(|d| speeds[((d + rng.next_u64() % 3) % 3) as usize])
+        .collect()
 }
 
 /// The names of a world's roster, of `devices` devices each.

@@ -8,7 +8,7 @@ use super::sim_worker::{id, Row};
 use crate::epoch::Epoch;
 
 /// Every path some seed takes.
-pub(super) const PATHS: [&str; 38] = [
+pub(super) const PATHS: [&str; 41] = [
     "lockstep",
     "global shuffle",
     "global shuffle in lockstep",
@@ -49,6 +49,9 @@ pub(super) const PATHS: [&str; 38] = [
     "world: ranks taken",
     "world: in lockstep",
     "world: no ranks free, the lease waits",
+    "world: workers of unequal devices",
+    "world: ranks taken that lie apart",
+    "world: a name joins again with another number of devices",
 ];
 
 impl Sim {

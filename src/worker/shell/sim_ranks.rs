@@ -1,10 +1,11 @@
 //! Seeds of the shell's simulation whose job is a master's of
 //! `--world-size W` with `--global-batch-size G`: the splits cut into the
-//! lanes of `G`, a fixed roster of workers whose devices are the world's
-//! ranks, each worker leased only the tasks of its ranks' lanes. Checked as
-//! each batch reaches a device: it says its rank (`sluice.rank`), one of
-//! its worker's, the device's own, and holds only rows of that rank's
-//! lanes.
+//! lanes of `G`, a roster of workers of one to three devices each whose
+//! devices are the world's ranks, each worker leased only the tasks of its
+//! ranks' lanes. Checked as the master answers: no worker is told to wait
+//! for ranks while as many as it has devices are free. Checked as each
+//! batch reaches a device: it says its rank (`sluice.rank`), one of its
+//! worker's, the device's own, and holds only rows of that rank's lanes.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use rand_chacha::rand_core::RngCore;
 use rand_chacha::ChaCha8Rng;
 
 use super::sim_worker::{Row, SPLIT_IDS};
-use crate::queue::{lane_count, Command, Lanes, QueueError, Ranks, Reply, WorkerId};
+use crate::queue::{lane_count, Command, Lanes, QueueError, Ranks, RanksReply, Reply, WorkerId};
 use crate::trainer::protocol::RANK_KEY;
 use crate::worker::batcher::OutBatch;
 
@@ -36,22 +37,20 @@ pub(super) struct World {
 }
 
 impl World {
-    /// Splits of `rows` cut into lanes; a roster of `names` workers whose
-    /// devices, together, divide the lanes.
+    /// Splits of `rows` cut into lanes; a roster of `names` workers of one
+    /// to three devices each (as many or not), whose devices, together,
+    /// divide the lanes.
     pub(super) fn new(rng: &mut ChaCha8Rng, rows: &[u64], names: u64) -> World {
         let global = [48, 96][(rng.next_u64() % 2) as usize];
         let count = lane_count(global);
         let window = 100 + rng.next_u64() % 300;
         let window_rows = (window / u64::from(count)).max(1);
-        // Workers of as many devices each: the ranks of one that went
-        // silent fit whichever asks next.
-        let devices = loop {
-            let devices = 1 + rng.next_u64() % 3;
-            if u64::from(count) % (devices * names) == 0 {
-                break devices;
+        let roster = loop {
+            let roster: Vec<u64> = (0..names).map(|_| 1 + rng.next_u64() % 3).collect();
+            if u64::from(count) % roster.iter().sum::<u64>() == 0 {
+                break roster;
             }
         };
-        let roster = vec![devices; names as usize];
         let cut = crate::queue::cut_lanes(rows, count, window_rows);
         let lanes = Lanes {
             count,
@@ -87,10 +86,10 @@ impl World {
     }
 
     /// Rows `rows` of a batch that device `device` of a worker holding
-    /// `ranks` got: the batch says a rank of the worker's, the device's, and
-    /// holds only rows of that rank's lanes. Rows read again for a
-    /// restarted trainer (`replay`) say no rank: they are of the worker's
-    /// lanes. (Nor need a batch without rows.)
+    /// `ranks` got: the batch says a rank of the worker's, the device's
+    /// (one of no rows too), and holds only rows of that rank's lanes.
+    /// Rows read again for a restarted trainer (`replay`) are of the
+    /// worker's lanes, and say the device's rank under lockstep, else none.
     pub(super) fn check_batch(
         &self,
         ranks: Option<Ranks>,
@@ -103,16 +102,18 @@ impl World {
             return Err(format!("device {device} got {rows:?} before ranks"));
         };
         let said = out.data.schema().metadata().get(RANK_KEY).cloned();
+        let own = ranks.ranks.get(device).copied();
         let held = match said.map(|r| r.parse::<u32>()) {
-            Some(Ok(rank)) if rank == ranks.first + device as u32 => rank..rank + 1,
-            None if replay || rows.is_empty() => ranks.range(),
+            Some(Ok(rank)) if Some(rank) == own && !replay => vec![rank],
+            Some(Ok(rank)) if Some(rank) == own => ranks.ranks.clone(),
+            None if replay => ranks.ranks.clone(),
             said => {
                 return Err(format!(
                     "device {device} of ranks {ranks:?} got a batch of rank {said:?}"
                 ))
             }
         };
-        let lanes = self.lanes.of_ranks(held.clone(), self.world);
+        let lanes = self.lanes.of_rank_set(&held, self.world);
         for (epoch, id) in rows {
             let task = (id / SPLIT_IDS) as usize;
             let lane = self.lane_of[task];
@@ -136,13 +137,14 @@ pub(super) struct RankBooks {
 }
 
 impl RankBooks {
-    /// What `reply` to `command` says of ranks.
+    /// What `reply` to `command` says of ranks; a worker told to wait
+    /// while as many ranks are free as it has devices breaks a rule.
     pub(super) fn note(
         &mut self,
         command: &Command,
         reply: &Reply,
         seen: &mut HashSet<&'static str>,
-    ) {
+    ) -> Result<(), String> {
         match (command, reply) {
             (
                 Command::Register {
@@ -152,15 +154,29 @@ impl RankBooks {
             ) => {
                 self.names.insert(*worker, name.clone());
             }
-            (Command::TakeRanks { worker, .. }, Reply::Ranks(Ok(Some(ranks)))) => {
+            (Command::TakeRanks { worker, .. }, Reply::Ranks(Ok(RanksReply::Taken(ranks)))) => {
                 seen.insert("world: ranks taken");
-                self.ranks.insert(*worker, *ranks);
+                if ranks.ranks.windows(2).any(|w| w[1] != w[0] + 1) {
+                    seen.insert("world: ranks taken that lie apart");
+                }
+                self.ranks.insert(*worker, ranks.clone());
                 if self.names.get(worker).is_some_and(|n| self.lost.remove(n)) {
                     seen.insert("world: ranks lost to another worker and taken again");
                 }
             }
-            (Command::TakeRanks { .. }, Reply::Ranks(Ok(None))) => {
+            (
+                Command::TakeRanks {
+                    worker, devices, ..
+                },
+                Reply::Ranks(Ok(RanksReply::Wait { free, world })),
+            ) => {
                 seen.insert("world: no ranks free, the lease waits");
+                if free >= devices {
+                    return Err(format!(
+                        "w{}: {free} of {world} ranks are free, but its {devices} devices wait",
+                        worker.0
+                    ));
+                }
             }
             (Command::Lease { worker, .. }, Reply::Lease(Err(QueueError::NoRanks { .. }))) => {
                 seen.insert("world: ranks lost to another worker");
@@ -170,5 +186,6 @@ impl RankBooks {
             }
             _ => {}
         }
+        Ok(())
     }
 }

@@ -692,7 +692,7 @@ impl Worker {
             return;
         };
         let mut books = self.master.books();
-        let ranks = books.ranks.ranks.get(&self.id).copied();
+        let ranks = books.ranks.ranks.get(&self.id).cloned();
         let replay = out.provenance.iter().any(|p| p.attempt.0 > u64::MAX / 2);
         if let Err(why) = world.check_batch(ranks, device, out, rows, replay) {
             books.break_rule(format!("w{}: {why}", self.id.0));

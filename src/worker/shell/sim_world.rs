@@ -261,7 +261,9 @@ impl Books {
     /// What the queue's reply to `command` says was granted, committed or
     /// refused.
     fn note(&mut self, command: &Command, reply: &Reply) {
-        self.ranks.note(command, reply, &mut self.seen);
+        if let Err(why) = self.ranks.note(command, reply, &mut self.seen) {
+            self.break_rule(why);
+        }
         match (command, reply) {
             (Command::Lease { worker, .. }, Reply::Lease(Ok(LeaseReply::Tasks(leases)))) => {
                 for lease in leases {
