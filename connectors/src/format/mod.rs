@@ -4,6 +4,7 @@
 mod avro;
 mod csv;
 mod json;
+mod lru;
 mod orc;
 mod parquet;
 mod parquet_ahead;

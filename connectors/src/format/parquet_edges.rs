@@ -16,12 +16,12 @@
 //! least recently leaving first. The bytes are copied out of the fetched
 //! buffers, so that keeping them holds none of the read-ahead budget.
 
-use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use bytes::Bytes;
 
+use super::lru::Lru;
 use super::parquet_footers::FooterKey;
 
 /// Bytes of pages kept by one process.
@@ -30,17 +30,7 @@ const KEPT_BYTES: usize = 32 << 20;
 /// A page of a file.
 type PageKey = (FooterKey, u64, u64);
 
-struct Kept {
-    bytes: Bytes,
-    used_at: u64,
-}
-
-#[derive(Default)]
-struct Pages {
-    entries: HashMap<PageKey, Kept>,
-    bytes: usize,
-    clock: u64,
-}
+type Pages = Lru<PageKey, Bytes>;
 
 fn pages() -> MutexGuard<'static, Pages> {
     static PAGES: OnceLock<Mutex<Pages>> = OnceLock::new();
@@ -52,17 +42,9 @@ fn pages() -> MutexGuard<'static, Pages> {
 
 /// The bytes of `range` of the file `file`, when kept.
 pub(super) fn get(file: &FooterKey, range: &Range<u64>) -> Option<Bytes> {
-    get_in(&mut pages(), file, range)
-}
-
-fn get_in(pages: &mut Pages, file: &FooterKey, range: &Range<u64>) -> Option<Bytes> {
-    pages.clock += 1;
-    let now = pages.clock;
-    let kept = pages
-        .entries
-        .get_mut(&(file.clone(), range.start, range.end))?;
-    kept.used_at = now;
-    Some(kept.bytes.clone())
+    pages()
+        .get(&(file.clone(), range.start, range.end))
+        .cloned()
 }
 
 /// Keeps a copy of `bytes`, the bytes of `range` of `file`.
@@ -80,29 +62,8 @@ fn keep_within(
     if bytes.len() > limit / 2 {
         return;
     }
-    pages.clock += 1;
-    let kept = Kept {
-        bytes: Bytes::copy_from_slice(bytes),
-        used_at: pages.clock,
-    };
     let key = (file.clone(), range.start, range.end);
-    if let Some(old) = pages.entries.insert(key, kept) {
-        pages.bytes -= old.bytes.len();
-    }
-    pages.bytes += bytes.len();
-    while pages.bytes > limit {
-        let Some(oldest) = pages
-            .entries
-            .iter()
-            .min_by_key(|(_, k)| k.used_at)
-            .map(|(key, _)| key.clone())
-        else {
-            break;
-        };
-        if let Some(gone) = pages.entries.remove(&oldest) {
-            pages.bytes -= gone.bytes.len();
-        }
-    }
+    pages.insert(key, Bytes::copy_from_slice(bytes), bytes.len(), limit);
 }
 
 /// Which of `ranges` are at the ends of a run of adjacent ranges (the
@@ -150,18 +111,18 @@ mod tests {
         keep_within(&mut pages, &a, &(0..4), b"aaaa", 12);
         keep_within(&mut pages, &b, &(0..4), b"bbbb", 12);
         keep_within(&mut pages, &a, &(4..7), b"ccc", 12);
-        assert_eq!(pages.bytes, 11);
+        assert_eq!(pages.bytes(), 11);
         assert!(
-            get_in(&mut pages, &a, &(0..4)).is_some(),
+            pages.get(&(a.clone(), 0, 4)).is_some(),
             "a's first page kept"
         );
         // The next page pushes out the one used least recently: b's.
         keep_within(&mut pages, &a, &(8..11), b"ddd", 12);
-        assert!(!pages.entries.contains_key(&(b.clone(), 0, 4)));
-        assert!(pages.entries.contains_key(&(a.clone(), 0, 4)));
-        assert_eq!(pages.bytes, 10);
+        assert!(pages.peek(&(b.clone(), 0, 4)).is_none());
+        assert!(pages.peek(&(a.clone(), 0, 4)).is_some());
+        assert_eq!(pages.bytes(), 10);
         // A page larger than half the bound is not kept.
         keep_within(&mut pages, &a, &(20..27), b"eeeeeee", 12);
-        assert!(!pages.entries.contains_key(&(a, 20, 27)));
+        assert!(pages.peek(&(a, 20, 27)).is_none());
     }
 }

@@ -9,11 +9,11 @@
 //! (the decoded metadata's size in memory): the footer used least recently
 //! leaves first.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use parquet::file::metadata::ParquetMetaData;
 
+use super::lru::Lru;
 use crate::split::FileStamp;
 
 /// Bytes of decoded footers kept by one process.
@@ -44,20 +44,10 @@ impl FooterKey {
     }
 }
 
-struct Kept {
-    meta: Arc<ParquetMetaData>,
-    /// The page index was read with it.
-    page_index: bool,
-    bytes: usize,
-    used_at: u64,
-}
+/// A footer kept, and whether its page index was read with it.
+type Kept = (Arc<ParquetMetaData>, bool);
 
-#[derive(Default)]
-struct Footers {
-    entries: HashMap<FooterKey, Kept>,
-    bytes: usize,
-    clock: u64,
-}
+type Footers = Lru<FooterKey, Kept>;
 
 fn footers() -> MutexGuard<'static, Footers> {
     static FOOTERS: OnceLock<Mutex<Footers>> = OnceLock::new();
@@ -70,14 +60,13 @@ fn footers() -> MutexGuard<'static, Footers> {
 /// The footer of `key` when kept, with its page index if `page_index` asks.
 pub(crate) fn get(key: &FooterKey, page_index: bool) -> Option<Arc<ParquetMetaData>> {
     let mut footers = footers();
-    footers.clock += 1;
-    let now = footers.clock;
-    let kept = footers.entries.get_mut(key)?;
-    if page_index && !kept.page_index {
+    let (meta, with_index) = footers.peek(key)?;
+    if page_index && !with_index {
         return None;
     }
-    kept.used_at = now;
-    Some(kept.meta.clone())
+    let meta = meta.clone();
+    footers.get(key);
+    Some(meta)
 }
 
 /// Keeps the footer of `key` (read with its page index when `page_index`),
@@ -100,36 +89,12 @@ fn keep_within(
         return;
     }
     if footers
-        .entries
-        .get(&key)
-        .is_some_and(|k| k.page_index && !page_index)
+        .peek(&key)
+        .is_some_and(|(_, with)| *with && !page_index)
     {
         return;
     }
-    footers.clock += 1;
-    let kept = Kept {
-        meta,
-        page_index,
-        bytes,
-        used_at: footers.clock,
-    };
-    if let Some(old) = footers.entries.insert(key, kept) {
-        footers.bytes -= old.bytes;
-    }
-    footers.bytes += bytes;
-    while footers.bytes > limit {
-        let Some(oldest) = footers
-            .entries
-            .iter()
-            .min_by_key(|(_, k)| k.used_at)
-            .map(|(key, _)| key.clone())
-        else {
-            break;
-        };
-        if let Some(gone) = footers.entries.remove(&oldest) {
-            footers.bytes -= gone.bytes;
-        }
-    }
+    footers.insert(key, (meta, page_index), bytes, limit);
 }
 
 #[cfg(test)]
@@ -165,18 +130,14 @@ mod tests {
         let limit = 2 * size;
         keep_within(&mut footers, key("a", "1"), meta(), false, limit);
         keep_within(&mut footers, key("b", "1"), meta(), false, limit);
-        assert!(footers.entries.contains_key(&key("a", "1")));
-        assert!(
-            !footers.entries.contains_key(&key("a", "2")),
-            "a new entity tag"
-        );
+        assert!(footers.peek(&key("a", "1")).is_some());
+        assert!(footers.peek(&key("a", "2")).is_none(), "a new entity tag");
         // `a` used last: `b` leaves for `c`.
-        footers.clock += 1;
-        footers.entries.get_mut(&key("a", "1")).expect("a").used_at = footers.clock;
+        assert!(footers.get(&key("a", "1")).is_some());
         keep_within(&mut footers, key("c", "1"), meta(), false, limit);
-        assert!(footers.entries.contains_key(&key("a", "1")));
-        assert!(!footers.entries.contains_key(&key("b", "1")));
-        assert_eq!(footers.bytes, limit);
+        assert!(footers.peek(&key("a", "1")).is_some());
+        assert!(footers.peek(&key("b", "1")).is_none());
+        assert_eq!(footers.bytes(), limit);
     }
 
     #[test]
