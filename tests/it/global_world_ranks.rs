@@ -74,14 +74,39 @@ fn logging_worker(job: &Job, out: &Path, devices: usize, sleep: f64, log: &Path)
         .expect("start sluice worker")
 }
 
+/// A world job of one epoch whose workers are killed and replaced, with
+/// the places of a one-device run's rows to check its steps against.
+struct World {
+    place: HashMap<(u64, i64), (u64, usize)>,
+    job: Job,
+    out: std::path::PathBuf,
+    logs: tempfile::TempDir,
+}
+
+impl World {
+    fn new() -> World {
+        let place = places(&one_worker(1));
+        let mut job = Job::new(DATASET, 1);
+        job.lease_timeout = "3s".into();
+        let out = job.ids.clone();
+        let logs = tempfile::tempdir().expect("tempdir");
+        World {
+            place,
+            job,
+            out,
+            logs,
+        }
+    }
+}
+
 #[test]
 fn a_worker_stopped_by_sigterm_mid_epoch_hands_its_ranks_to_a_new_one() {
-    let whole = one_worker(1);
-    let place = places(&whole);
-    let mut job = Job::new(DATASET, 1);
-    job.lease_timeout = "3s".into();
-    let out = job.ids.clone();
-    let logs = tempfile::tempdir().expect("tempdir");
+    let World {
+        place,
+        mut job,
+        out,
+        logs,
+    } = World::new();
     let mut master = master(&mut job, 2);
     let mut stays = worker(&job, &out, 1, 0.3);
     wait_for_ranks(&job, &[0]);
@@ -186,12 +211,12 @@ fn walk_bytes(dir: &Path) -> u64 {
 
 #[test]
 fn workers_of_one_two_and_three_devices_replaced_by_others_take_ranks_apart() {
-    let whole = one_worker(1);
-    let place = places(&whole);
-    let mut job = Job::new(DATASET, 1);
-    job.lease_timeout = "3s".into();
-    let out = job.ids.clone();
-    let logs = tempfile::tempdir().expect("tempdir");
+    let World {
+        place,
+        mut job,
+        out,
+        logs,
+    } = World::new();
     let mut master = master(&mut job, 6);
     let sleep = 0.3;
     let mut one = worker(&job, &out, 1, sleep);
