@@ -4,6 +4,7 @@ use arrow::array::{AsArray, Int64Array};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema};
 
 use super::*;
+use crate::worker::shell::sim_worker::split;
 
 fn rows(first: i64, n: i64) -> RecordBatch {
     let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
@@ -12,23 +13,6 @@ fn rows(first: i64, n: i64) -> RecordBatch {
         vec![Arc::new(Int64Array::from_iter_values(first..first + n))],
     )
     .expect("batch")
-}
-
-fn split(rows: u64) -> Split {
-    Split {
-        path: "part".to_string(),
-        size: 1,
-        format: connectors::Format::Parquet,
-        codec: connectors::codec::Codec::None,
-        partition_dir: String::new(),
-        partition_values: Vec::new(),
-        range: connectors::SplitRange::Whole,
-        rows: Some(rows),
-        deleted: Vec::new(),
-        stamp: Default::default(),
-        source: 0,
-        window: None,
-    }
 }
 
 fn lease(attempt: u64, split: u32, offset: u64, skip: Vec<(u64, u64)>) -> Lease {

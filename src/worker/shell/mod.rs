@@ -29,7 +29,7 @@ mod sim_checks;
 #[cfg(test)]
 mod sim_ranks;
 #[cfg(test)]
-mod sim_worker;
+pub(super) mod sim_worker;
 #[cfg(test)]
 mod sim_world;
 mod sources;

@@ -169,7 +169,8 @@ fn plan() -> ReadPlan {
     }
 }
 
-pub(super) fn split(rows: u64) -> Split {
+/// A Parquet split of `rows` rows, the only one of its file.
+pub(in crate::worker) fn split(rows: u64) -> Split {
     Split {
         path: "part".to_string(),
         size: 1,
