@@ -183,7 +183,11 @@ fn ten_kills_resumed_on_other_world_sizes_go_on_with_the_same_global_batches() {
         };
         worlds.push(world);
         let mut master = master(&mut job, world);
-        let mut workers: Vec<Child> = (0..world).map(|_| worker(&job, &out, 1, 0.03)).collect();
+        // Workers of very different speeds: the first pauses 0.03 s a
+        // batch, the others 0.2 s.
+        let mut workers: Vec<Child> = (0..world)
+            .map(|i| worker(&job, &out, 1, if i == 0 { 0.03 } else { 0.2 }))
+            .collect();
         if run == 10 {
             for w in &mut workers {
                 assert!(
