@@ -39,8 +39,10 @@ if [[ -z "${SLUICE_FIXTURES:-}" ]]; then
   # they use), into $CACHE/fixtures, whose pristine copy each later run
   # starts from, so that nothing a test leaves there outlives its run. The
   # path stays the same: Iceberg's metadata and the catalogs name it.
-  key="$({ git ls-files -z tests/fixtures tests/services 'tests/requirements*.txt' 2>/dev/null \
-    || find tests/fixtures tests/services tests/requirements*.txt -type f -not -path '*/__pycache__/*' -print0 \
+  key="$({ git ls-files -z tests/fixtures tests/services 'tests/requirements*.txt' \
+      examples/torch/make_criteo.py 2>/dev/null \
+    || find tests/fixtures tests/services tests/requirements*.txt examples/torch/make_criteo.py \
+      -type f -not -path '*/__pycache__/*' -print0 \
     | sort -z; } | xargs -0 cat | sha256sum | cut -c1-16)"
   SLUICE_FIXTURES="$CACHE/fixtures"
   PRISTINE="$CACHE/fixtures-pristine/$key"
@@ -62,6 +64,9 @@ phase "row filters: bloom filters, ORC stripes (real Spark) -> $SLUICE_FIXTURES/
 
 phase "row filters: Spark's answers to generated predicates over edge values, four formats (real Spark) -> $SLUICE_FIXTURES/filter_diff"
 "$PY" tests/fixtures/make_filter_diff.py "$SLUICE_FIXTURES"
+
+phase "the PyTorch example's Criteo-like data (examples/torch/make_criteo.py, real Spark) -> $SLUICE_FIXTURES/criteo"
+"$PY" tests/fixtures/make_criteo.py "$SLUICE_FIXTURES"
 
 phase "SequenceFiles and pickle files of Spark's RDD API (real Spark) -> $SLUICE_FIXTURES/hadoop"
 "$PY" tests/fixtures/make_hadoop.py "$SLUICE_FIXTURES"
@@ -110,16 +115,32 @@ if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
   exit 1
 fi
 FUZZ_CACHE="${SLUICE_CACHE:-$HOME/.cache/sluice}"
-for target in bzip2_blocks hadoop_block; do
+FUZZ_TARGETS=(bzip2_blocks hadoop_block)
+# Side by side: each fuzzer keeps one core busy (the second cargo waits for the
+# first one's build of the fuzz workspace, then finds it done).
+fuzz_pids=()
+for target in "${FUZZ_TARGETS[@]}"; do
   mkdir -p "$FUZZ_CACHE/fuzz-corpus/$target"
   log="${TMPDIR:-/tmp}/sluice-fuzz-$target.log"
-  if ! cargo +nightly fuzz run --target-dir "$FUZZ_CACHE/target-fuzz" "$target" \
-      "$FUZZ_CACHE/fuzz-corpus/$target" -- -max_total_time="$FUZZ_SECONDS" >"$log" 2>&1; then
-    tail -n 60 "$log" >&2
-    exit 1
-  fi
-  echo "$target: $(grep -E '^#[0-9]+[[:space:]]+DONE' "$log" || tail -n 1 "$log")"
+  cargo +nightly fuzz run --target-dir "$FUZZ_CACHE/target-fuzz" "$target" \
+    "$FUZZ_CACHE/fuzz-corpus/$target" -- -max_total_time="$FUZZ_SECONDS" >"$log" 2>&1 &
+  fuzz_pids+=($!)
 done
+fuzz_status=0
+for i in "${!FUZZ_TARGETS[@]}"; do
+  target="${FUZZ_TARGETS[$i]}"
+  log="${TMPDIR:-/tmp}/sluice-fuzz-$target.log"
+  if wait "${fuzz_pids[$i]}"; then
+    echo "$target: $(grep -E '^#[0-9]+[[:space:]]+DONE' "$log" || tail -n 1 "$log")"
+  else
+    echo "fuzz target $target failed:" >&2
+    tail -n 60 "$log" >&2
+    fuzz_status=1
+  fi
+done
+if [[ "$fuzz_status" != 0 ]]; then
+  exit 1
+fi
 
 phase "wheel (maturin around the dev build; tests/it/wheel.rs installs it)"
 # The same pyproject.toml builds the release wheel with the small `dist` binary
@@ -206,13 +227,16 @@ tests/services/hdfs.sh start >/dev/null
 
 phase "cargo test"
 # Each test binary runs with per-test times (tests/timed_runner.sh); the slowest
-# are named at the end, where the time goes.
+# are named at the end, where the time goes. Six tests at a time on two cores:
+# many tests wait on JVMs, Spark or Airflow, and at four the cores idled a
+# quarter of the run; at eight the run took more CPU than it saved.
+# SLUICE_TEST_THREADS sets another number.
 TEST_LOG="$(mktemp "${TMPDIR:-/tmp}/sluice-tests.XXXXXX")"
 triple="$(rustc -vV | sed -n 's/^host: //p')"
 runner_var="CARGO_TARGET_$(echo "$triple" | tr 'a-z-' 'A-Z_')_RUNNER"
 export "$runner_var=$PWD/tests/timed_runner.sh"
 test_status=0
-cargo test --all --no-fail-fast -- --test-threads=4 2>&1 | tee "$TEST_LOG" || test_status=$?
+cargo test --all --no-fail-fast -- --test-threads="${SLUICE_TEST_THREADS:-6}" 2>&1 | tee "$TEST_LOG" || test_status=$?
 echo "== slowest tests (seconds, while others ran beside them)"
 sed -n 's/^test \(.*\) \.\.\. [a-zA-Z]* <\([0-9.]*\)s>$/\2 \1/p' "$TEST_LOG" \
   | sort -rn | awk 'NR <= 25 { printf "%8.1f  %s\n", $1, $2 }'

@@ -360,20 +360,24 @@ fn loss_ends(summaries: &[Value], window: usize) -> (f64, f64) {
     (mean(&first), mean(&last))
 }
 
+/// The Criteo-like dataset of `rows` rows that `examples/torch/make_criteo.py`
+/// wrote with Spark (run by `tests/fixtures/make_criteo.py`), checked against
+/// the line it printed; its path and rows.
+fn criteo(rows: u64) -> (PathBuf, u64) {
+    let name = format!("criteo/rows-{rows}");
+    let made = common::fixture_json(&format!("{name}.json"), "make_criteo.py");
+    assert_eq!(made["rows"], rows, "{made}");
+    assert_eq!(made["files"], 4, "{made}");
+    let data = common::fixture(&name);
+    assert!(data.join("_SUCCESS").is_file(), "Spark wrote no _SUCCESS");
+    (data, rows)
+}
+
 #[test]
 fn torch_example_loss_falls_on_spark_written_criteo_data() {
     require_torch();
     let work = tempfile::tempdir().expect("tempdir");
-    let data = work.path().join("criteo");
-    let rows = 30_000u64;
-    let made = run(Command::new(python())
-        .arg(repo("examples/torch/make_criteo.py"))
-        .args(["--rows", &rows.to_string(), "--partitions", "4"])
-        .arg(&data))
-    .success();
-    let made = parse_json(made.stdout.trim(), "make_criteo.py output");
-    assert_eq!(made["rows"], rows, "{made}");
-    assert!(data.join("_SUCCESS").is_file(), "Spark wrote no _SUCCESS");
+    let (data, rows) = criteo(30_000);
 
     let summaries_dir = work.path().join("summaries");
     let exec = exec_command(
@@ -492,13 +496,7 @@ fn torch_example_saves_reports_and_resumes_checkpoints() {
 fn torch_example_killed_under_sluice_resumes_from_its_checkpoint_with_each_row_once() {
     require_torch();
     let work = tempfile::tempdir().expect("tempdir");
-    let data = work.path().join("criteo");
-    let rows = 12_000u64;
-    run(Command::new(python())
-        .arg(repo("examples/torch/make_criteo.py"))
-        .args(["--rows", &rows.to_string(), "--partitions", "4"])
-        .arg(&data))
-    .success();
+    let (data, rows) = criteo(12_000);
     let state = work.path().join("state");
     let checkpoints = work.path().join("checkpoints");
     // Each run has its summaries apart: trainers of the killed run may still
