@@ -100,11 +100,7 @@ fn numpy_form_matches_pyarrow_with_numbers_in_place_and_strings_as_buffers() {
 
 #[test]
 fn torch_form_matches_the_record_batch_path_each_row_once() {
-    let has_torch = run(Command::new(python()).args(["-c", "import torch"]));
-    assert!(
-        has_torch.status.success(),
-        "the test venv lacks PyTorch: {has_torch}"
-    );
+    crate::common::require_torch();
     let reports = checked_run("--torch");
     let views: u64 = reports
         .iter()

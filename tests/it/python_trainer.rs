@@ -56,18 +56,6 @@ fn package_dir() -> &'static Path {
     })
 }
 
-/// Fails with a clear message when the test venv lacks PyTorch.
-fn require_torch() {
-    let check = run(Command::new(python()).args(["-c", "import torch"]));
-    assert!(
-        check.status.success(),
-        "PyTorch is missing from {}: install it with `{} -m pip install -r \
-         tests/requirements-torch.txt` (.ci/run does)\n{check}",
-        python(),
-        python()
-    );
-}
-
 /// `python SCRIPT ARGS` with the installed package importable: an `--exec` command.
 fn exec_command(script: &str, args: &str) -> String {
     format!(
@@ -245,7 +233,7 @@ fn outside_sluice_the_package_says_so_in_one_line() {
 
 #[test]
 fn a_cuda_device_without_cuda_is_one_line() {
-    require_torch();
+    common::require_torch();
     let script =
         "import sluice_trainer\nfor t in sluice_trainer.torch_batches(device='cuda'):\n    pass\n";
     let done = run(Command::new(python())
@@ -268,7 +256,7 @@ const PINNED_BUCKETS: [(&str, u64); 4] = [("", 535), ("a", 186), ("Zürich", 356
 
 #[test]
 fn torch_tensors_share_memory_with_the_arrow_buffers() {
-    require_torch();
+    common::require_torch();
     let dataset = "parquet_row_groups";
     let out = tempfile::tempdir().expect("tempdir");
     let exec = exec_command(
@@ -319,7 +307,7 @@ fn torch_tensors_share_memory_with_the_arrow_buffers() {
 
 #[test]
 fn strings_reach_trainers_as_views_only_when_asked_for() {
-    require_torch();
+    common::require_torch();
     let dataset = "parquet_row_groups";
     for (options, want) in [(&[][..], "string"), (&["--string-view"][..], "string_view")] {
         let out = tempfile::tempdir().expect("tempdir");
@@ -375,7 +363,7 @@ fn criteo(rows: u64) -> (PathBuf, u64) {
 
 #[test]
 fn torch_example_loss_falls_on_spark_written_criteo_data() {
-    require_torch();
+    common::require_torch();
     let work = tempfile::tempdir().expect("tempdir");
     let (data, rows) = criteo(30_000);
 
@@ -488,13 +476,13 @@ fn package_and_test_trainer_write_checkpoint_lines_in_protocol_order() {
 
 #[test]
 fn torch_example_saves_reports_and_resumes_checkpoints() {
-    require_torch();
+    common::require_torch();
     checkpoint_protocol(&["TorchExample"]);
 }
 
 #[test]
 fn torch_example_killed_under_sluice_resumes_from_its_checkpoint_with_each_row_once() {
-    require_torch();
+    common::require_torch();
     let work = tempfile::tempdir().expect("tempdir");
     let (data, rows) = criteo(12_000);
     let state = work.path().join("state");

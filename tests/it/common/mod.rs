@@ -224,6 +224,29 @@ pub fn python() -> String {
         .unwrap_or_else(|_| format!("{}/.cache/sluice/venv/bin/python", env!("HOME")))
 }
 
+/// Panics, saying how to install it, unless PyTorch imports in [`python`].
+/// Checked once per test run: an import of torch takes seconds of CPU.
+#[track_caller]
+pub fn require_torch() {
+    static CHECKED: OnceLock<Result<(), String>> = OnceLock::new();
+    let checked = CHECKED.get_or_init(|| {
+        let check = run(Command::new(python()).args(["-c", "import torch"]));
+        if check.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "PyTorch is missing from {}: install it with `{} -m pip install -r \
+                 tests/requirements-torch.txt` (.ci/run does)\n{check}",
+                python(),
+                python()
+            ))
+        }
+    });
+    if let Err(why) = checked {
+        panic!("{why}");
+    }
+}
+
 /// The `--exec` command of a trainer that records the ids it is handed into `dir`
 /// (tests/trainers/record_ids.py), with `extra` options.
 pub fn recorder(dir: &Path, extra: &str) -> String {
