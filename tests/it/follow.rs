@@ -452,7 +452,12 @@ impl Stream {
 
 fn wait_stream(mut writer: Child) {
     let (status, err) = {
-        let status = common::cluster::wait_exit(&mut writer, "the streaming query");
+        // A Spark application: its JVM starts slowly beside the other tests.
+        let status = common::cluster::wait_exit_within(
+            &mut writer,
+            "the streaming query",
+            Duration::from_secs(300),
+        );
         let mut err = String::new();
         if let Some(mut e) = writer.stderr.take() {
             use std::io::Read;

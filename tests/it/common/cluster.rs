@@ -411,14 +411,24 @@ pub fn state_queue(state: &Path) -> sluice::queue::Queue {
 
 /// Waits for `child` to exit, killing it after [`DEADLINE`].
 pub fn wait_exit(child: &mut Child, what: &str) -> std::process::ExitStatus {
+    wait_exit_within(child, what, DEADLINE)
+}
+
+/// [`wait_exit`] with a limit of its own, for a child that may take longer on
+/// a busy machine (a Spark application).
+pub fn wait_exit_within(
+    child: &mut Child,
+    what: &str,
+    limit: Duration,
+) -> std::process::ExitStatus {
     let start = Instant::now();
     loop {
         if let Some(status) = child.try_wait().expect("try_wait") {
             return status;
         }
-        if start.elapsed() > DEADLINE {
+        if start.elapsed() > limit {
             let _ = child.kill();
-            panic!("{what} did not finish within {DEADLINE:?}");
+            panic!("{what} did not finish within {limit:?}");
         }
         std::thread::sleep(Duration::from_millis(100));
     }
