@@ -17,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Condvar, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -37,47 +37,8 @@ const JVM_OPTIONS: &str = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC";
 /// The longest a spark-submit of these tests may run.
 const SPARK_DEADLINE: Duration = Duration::from_secs(360);
 
-/// At most two Spark applications of these tests at a time: each brings up
-/// to three JVMs on this machine.
-static SPARK: Slots = Slots::new(2);
-
-/// A counting semaphore: at most `max` holders of a [`Slot`] at once.
-struct Slots {
-    taken: Mutex<usize>,
-    freed: Condvar,
-    max: usize,
-}
-
-/// One of the places of [`Slots`], given back when dropped.
-struct Slot<'a>(&'a Slots);
-
-impl Slots {
-    const fn new(max: usize) -> Slots {
-        Slots {
-            taken: Mutex::new(0),
-            freed: Condvar::new(),
-            max,
-        }
-    }
-
-    /// Waits for a free place and takes it.
-    fn take(&self) -> Slot<'_> {
-        let mut taken = self.taken.lock().unwrap_or_else(|e| e.into_inner());
-        while *taken >= self.max {
-            taken = self.freed.wait(taken).unwrap_or_else(|e| e.into_inner());
-        }
-        *taken += 1;
-        Slot(self)
-    }
-}
-
-impl Drop for Slot<'_> {
-    fn drop(&mut self) {
-        let mut taken = self.0.taken.lock().unwrap_or_else(|e| e.into_inner());
-        *taken -= 1;
-        self.0.freed.notify_one();
-    }
-}
+/// One Spark cluster at a time: each brings up three JVMs on this machine.
+static SPARK: Mutex<()> = Mutex::new(());
 
 /// A file of the repository.
 fn repo(path: &str) -> PathBuf {
@@ -373,7 +334,7 @@ fn assert_summary(summary: &Value, rows: u64) {
 
 #[test]
 fn spark_tasks_train_every_id_exactly_once() {
-    let _slot = SPARK.take();
+    let _one = SPARK.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("ids");
     std::fs::create_dir(&out).expect("ids dir");
@@ -406,7 +367,7 @@ fn spark_tasks_train_every_id_exactly_once() {
 
 #[test]
 fn a_killed_executor_restarts_the_stage_and_every_row_is_committed_once() {
-    let _slot = SPARK.take();
+    let _one = SPARK.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("ids");
     std::fs::create_dir(&out).expect("ids dir");
@@ -611,7 +572,7 @@ fn wait_for_stderr(submit: &mut Submit, text: &str, limit: Duration) {
 
 #[test]
 fn fewer_task_slots_than_workers_fail_within_seconds_naming_both_numbers() {
-    let _slot = SPARK.take();
+    let _one = SPARK.lock().unwrap_or_else(|e| e.into_inner());
     for (master, slots) in [("local[2]", 2), (SPARK_MASTER, 2)] {
         let dir = tempfile::tempdir().expect("tempdir");
         let out = dir.path().join("ids");
@@ -693,7 +654,7 @@ spark.stop()
 
 #[test]
 fn a_trainer_that_keeps_failing_stops_the_job_at_once_with_its_cause_first() {
-    let _slot = SPARK.take();
+    let _one = SPARK.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().expect("tempdir");
     let marker = dir.path().join("trainers-started");
     let mut launch = Launch::cluster(dir.path(), 0.0);
@@ -773,7 +734,7 @@ fn a_trainer_that_keeps_failing_stops_the_job_at_once_with_its_cause_first() {
 
 #[test]
 fn worker_output_is_streamed_the_master_listens_where_told_and_the_summary_is_json() {
-    let _slot = SPARK.take();
+    let _one = SPARK.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("ids");
     std::fs::create_dir(&out).expect("ids dir");
@@ -846,7 +807,7 @@ fn worker_output_is_streamed_the_master_listens_where_told_and_the_summary_is_js
 
 #[test]
 fn sigterm_to_the_driver_stops_the_job_and_removes_the_masters_state() {
-    let _slot = SPARK.take();
+    let _one = SPARK.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("ids");
     std::fs::create_dir(&out).expect("ids dir");
