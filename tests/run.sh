@@ -33,6 +33,7 @@ if ! "$TF_PY" -c 'import importlib.metadata as m; m.version("tensorflow-cpu")' 2
 fi
 CACHE="${SLUICE_CACHE:-$HOME/.cache/sluice}"
 PRISTINE=""
+FROM_PRISTINE=""
 if [[ -z "${SLUICE_FIXTURES:-}" ]]; then
   # What Spark writes is kept between runs on this machine: made once per
   # version of what makes it (the fixture scripts, the services and packages
@@ -49,42 +50,53 @@ if [[ -z "${SLUICE_FIXTURES:-}" ]]; then
   rm -rf "$SLUICE_FIXTURES"
   if [[ -d "$PRISTINE" ]]; then
     cp -a "$PRISTINE" "$SLUICE_FIXTURES"
+    FROM_PRISTINE=1
   fi
 fi
 export SLUICE_FIXTURES
 
-phase "fixtures (real Spark) -> $SLUICE_FIXTURES"
-"$PY" tests/fixtures/make_fixtures.py "$SLUICE_FIXTURES"
+# Each script below writes what is missing and leaves what it finds; a pristine
+# copy holds all they write (it is made only after every one succeeded), so a
+# run that starts from one skips them.
+make_fixtures() {
+  phase "fixtures (real Spark) -> $SLUICE_FIXTURES"
+  "$PY" tests/fixtures/make_fixtures.py "$SLUICE_FIXTURES"
 
-phase "row filters: Spark's df.filter counts (real Spark) -> $SLUICE_FIXTURES/filter"
-"$PY" tests/fixtures/make_filter.py "$SLUICE_FIXTURES"
+  phase "row filters: Spark's df.filter counts (real Spark) -> $SLUICE_FIXTURES/filter"
+  "$PY" tests/fixtures/make_filter.py "$SLUICE_FIXTURES"
 
-phase "row filters: bloom filters, ORC stripes (real Spark) -> $SLUICE_FIXTURES/filter_pushdown"
-"$PY" tests/fixtures/make_filter_pushdown.py "$SLUICE_FIXTURES"
+  phase "row filters: bloom filters, ORC stripes (real Spark) -> $SLUICE_FIXTURES/filter_pushdown"
+  "$PY" tests/fixtures/make_filter_pushdown.py "$SLUICE_FIXTURES"
 
-phase "row filters: Spark's answers to generated predicates over edge values, four formats (real Spark) -> $SLUICE_FIXTURES/filter_diff"
-"$PY" tests/fixtures/make_filter_diff.py "$SLUICE_FIXTURES"
+  phase "row filters: Spark's answers to generated predicates over edge values, four formats (real Spark) -> $SLUICE_FIXTURES/filter_diff"
+  "$PY" tests/fixtures/make_filter_diff.py "$SLUICE_FIXTURES"
 
-phase "the PyTorch example's Criteo-like data (examples/torch/make_criteo.py, real Spark) -> $SLUICE_FIXTURES/criteo"
-"$PY" tests/fixtures/make_criteo.py "$SLUICE_FIXTURES"
+  phase "the PyTorch example's Criteo-like data (examples/torch/make_criteo.py, real Spark) -> $SLUICE_FIXTURES/criteo"
+  "$PY" tests/fixtures/make_criteo.py "$SLUICE_FIXTURES"
 
-phase "SequenceFiles and pickle files of Spark's RDD API (real Spark) -> $SLUICE_FIXTURES/hadoop"
-"$PY" tests/fixtures/make_hadoop.py "$SLUICE_FIXTURES"
+  phase "SequenceFiles and pickle files of Spark's RDD API (real Spark) -> $SLUICE_FIXTURES/hadoop"
+  "$PY" tests/fixtures/make_hadoop.py "$SLUICE_FIXTURES"
 
-phase "MapReduce output (Hadoop's LocalJobRunner, tests/services/mapreduce.sh) -> $SLUICE_FIXTURES/mapreduce"
-tests/services/mapreduce.sh "$SLUICE_FIXTURES"
+  phase "MapReduce output (Hadoop's LocalJobRunner, tests/services/mapreduce.sh) -> $SLUICE_FIXTURES/mapreduce"
+  tests/services/mapreduce.sh "$SLUICE_FIXTURES"
 
-phase "TFRecord files (TensorFlow's TFRecordWriter and TFRecordDataset) -> $SLUICE_FIXTURES/tfrecord"
-"$TF_PY" tests/fixtures/make_tfrecord.py "$SLUICE_FIXTURES"
+  phase "TFRecord files (TensorFlow's TFRecordWriter and TFRecordDataset) -> $SLUICE_FIXTURES/tfrecord"
+  "$TF_PY" tests/fixtures/make_tfrecord.py "$SLUICE_FIXTURES"
 
-phase "Delta and Iceberg tables (real Spark 4.0) -> $SLUICE_FIXTURES/tables"
-"$TABLES_PY" tests/fixtures/make_tables.py "$SLUICE_FIXTURES"
+  phase "Delta and Iceberg tables (real Spark 4.0) -> $SLUICE_FIXTURES/tables"
+  "$TABLES_PY" tests/fixtures/make_tables.py "$SLUICE_FIXTURES"
 
-phase "every format as Spark writes and reads it by default (real Spark 4.0, spark-avro) -> $SLUICE_FIXTURES/formats"
-"$TABLES_PY" tests/fixtures/make_formats.py "$SLUICE_FIXTURES"
+  phase "every format as Spark writes and reads it by default (real Spark 4.0, spark-avro) -> $SLUICE_FIXTURES/formats"
+  "$TABLES_PY" tests/fixtures/make_formats.py "$SLUICE_FIXTURES"
 
-phase "tables in catalogs (real Spark 4.0, the Iceberg REST catalog) -> $SLUICE_FIXTURES/catalogs"
-"$TABLES_PY" tests/fixtures/make_catalogs.py "$SLUICE_FIXTURES"
+  phase "tables in catalogs (real Spark 4.0, the Iceberg REST catalog) -> $SLUICE_FIXTURES/catalogs"
+  "$TABLES_PY" tests/fixtures/make_catalogs.py "$SLUICE_FIXTURES"
+}
+if [[ -n "$FROM_PRISTINE" ]]; then
+  phase "fixtures: the pristine copy of this version of their scripts ($PRISTINE)"
+else
+  make_fixtures
+fi
 if [[ -n "$PRISTINE" && ! -d "$PRISTINE" ]]; then
   rm -rf "$CACHE/fixtures-pristine"
   mkdir -p "$CACHE/fixtures-pristine"
@@ -232,14 +244,36 @@ phase "cargo test"
 # quarter of the run; at eight the run was no faster and tests that bound
 # what a kill may cost exceeded their bounds. SLUICE_TEST_THREADS sets another
 # number.
+#
+# The Spark launcher's tests run one at a time (each brings up a Spark cluster
+# of three JVMs; a lock in the tests keeps them apart), from the start, in a run
+# of the `it` binary of their own beside the others, which take the other five
+# places: inside one run they came last (tests start in the order of their
+# names), holding up to five places waiting on their lock while the cores
+# idled.
 TEST_LOG="$(mktemp "${TMPDIR:-/tmp}/sluice-tests.XXXXXX")"
+SPARK_TEST_LOG="$(mktemp "${TMPDIR:-/tmp}/sluice-tests-spark.XXXXXX")"
 triple="$(rustc -vV | sed -n 's/^host: //p')"
 runner_var="CARGO_TARGET_$(echo "$triple" | tr 'a-z-' 'A-Z_')_RUNNER"
 export "$runner_var=$PWD/tests/timed_runner.sh"
+SERIAL="spark_launcher::"
+it_binary="$(cargo test --quiet --test it --no-run --message-format=json \
+  | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)"
+if [[ ! -x "$it_binary" ]]; then
+  echo "tests/run.sh: cargo named no test binary for tests/it" >&2
+  exit 1
+fi
+tests/timed_runner.sh "$it_binary" "$SERIAL" --test-threads=1 >"$SPARK_TEST_LOG" 2>&1 &
+serial_pid=$!
 test_status=0
-cargo test --all --no-fail-fast -- --test-threads="${SLUICE_TEST_THREADS:-6}" 2>&1 | tee "$TEST_LOG" || test_status=$?
+threads="${SLUICE_TEST_THREADS:-6}"
+cargo test --all --no-fail-fast -- --test-threads="$((threads > 1 ? threads - 1 : 1))" \
+  --skip "$SERIAL" 2>&1 | tee "$TEST_LOG" || test_status=$?
+echo "== the tests of $SERIAL (run beside the others, one at a time)"
+wait "$serial_pid" || test_status=$?
+tee -a "$TEST_LOG" <"$SPARK_TEST_LOG"
 echo "== slowest tests (seconds, while others ran beside them)"
 sed -n 's/^test \(.*\) \.\.\. [a-zA-Z]* <\([0-9.]*\)s>$/\2 \1/p' "$TEST_LOG" \
   | sort -rn | awk 'NR <= 25 { printf "%8.1f  %s\n", $1, $2 }'
-rm -f "$TEST_LOG"
+rm -f "$TEST_LOG" "$SPARK_TEST_LOG"
 exit "$test_status"
