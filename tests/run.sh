@@ -257,33 +257,38 @@ phase "cargo test"
 # what a kill may cost exceeded their bounds. SLUICE_TEST_THREADS sets another
 # number.
 #
-# The Spark launcher's tests run one at a time (each brings up a Spark cluster
-# of three JVMs; a lock in the tests keeps them apart), from the start, in a run
-# of the `it` binary of their own beside the others, which take the other five
-# places: inside one run they came last (tests start in the order of their
-# names), holding up to five places waiting on their lock while the cores
-# idled.
+# Two groups of tests run one at a time, from the start, in a run of the `it`
+# binary of their own beside the others, which take the other five places: the
+# Spark launcher's (each brings up a Spark cluster of three JVMs; a lock in the
+# tests keeps them apart), which inside one run came last (tests start in the
+# order of their names) and held up to five places waiting on that lock while
+# the cores idled; and the Kerberized HDFS tests, which mostly wait (on a
+# secure cluster, a ticket's expiry), and inside one run waited side by side.
 TEST_LOG="$(mktemp "${TMPDIR:-/tmp}/sluice-tests.XXXXXX")"
-SPARK_TEST_LOG="$(mktemp "${TMPDIR:-/tmp}/sluice-tests-spark.XXXXXX")"
+SERIAL_TEST_LOG="$(mktemp "${TMPDIR:-/tmp}/sluice-tests-serial.XXXXXX")"
 triple="$(rustc -vV | sed -n 's/^host: //p')"
 runner_var="CARGO_TARGET_$(echo "$triple" | tr 'a-z-' 'A-Z_')_RUNNER"
 export "$runner_var=$PWD/tests/timed_runner.sh"
-SERIAL="spark_launcher::"
+SERIAL=(hdfs_kerberos:: spark_launcher::)
+skips=()
+for group in "${SERIAL[@]}"; do
+  skips+=(--skip "$group")
+done
 it_binary="$(cargo test --quiet --test it --no-run --message-format=json \
   | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)"
 if [[ ! -x "$it_binary" ]]; then
   echo "tests/run.sh: cargo named no test binary for tests/it" >&2
   exit 1
 fi
-tests/timed_runner.sh "$it_binary" "$SERIAL" --test-threads=1 >"$SPARK_TEST_LOG" 2>&1 &
+tests/timed_runner.sh "$it_binary" "${SERIAL[@]}" --test-threads=1 >"$SERIAL_TEST_LOG" 2>&1 &
 serial_pid=$!
 test_status=0
 threads="${SLUICE_TEST_THREADS:-6}"
 cargo test --all --no-fail-fast -- --test-threads="$((threads > 1 ? threads - 1 : 1))" \
-  --skip "$SERIAL" 2>&1 | tee "$TEST_LOG" || test_status=$?
-echo "== the tests of $SERIAL (run beside the others, one at a time)"
+  "${skips[@]}" 2>&1 | tee "$TEST_LOG" || test_status=$?
+echo "== the tests of ${SERIAL[*]} (run beside the others, one at a time)"
 wait "$serial_pid" || test_status=$?
-tee -a "$TEST_LOG" <"$SPARK_TEST_LOG"
+tee -a "$TEST_LOG" <"$SERIAL_TEST_LOG"
 
 phase "beside the tests: clippy, fuzz targets"
 for i in "${!side_names[@]}"; do
@@ -303,5 +308,5 @@ phase ""
 echo "== slowest tests (seconds, while others ran beside them)"
 sed -n 's/^test \(.*\) \.\.\. [a-zA-Z]* <\([0-9.]*\)s>$/\2 \1/p' "$TEST_LOG" \
   | sort -rn | awk 'NR <= 25 { printf "%8.1f  %s\n", $1, $2 }'
-rm -f "$TEST_LOG" "$SPARK_TEST_LOG"
+rm -f "$TEST_LOG" "$SERIAL_TEST_LOG"
 exit "$test_status"
