@@ -274,8 +274,13 @@ skips=()
 for group in "${SERIAL[@]}"; do
   skips+=(--skip "$group")
 done
-it_binary="$(cargo test --quiet --test it --no-run --message-format=json \
-  | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)"
+it_binary="$(cargo test --quiet --test it --no-run --message-format=json | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    t = m.get("target") or {}
+    if m.get("reason") == "compiler-artifact" and t.get("name") == "it" and t.get("kind") == ["test"]:
+        print(m["executable"])')"
 if [[ ! -x "$it_binary" ]]; then
   echo "tests/run.sh: cargo named no test binary for tests/it" >&2
   exit 1
@@ -287,8 +292,13 @@ threads="${SLUICE_TEST_THREADS:-6}"
 cargo test --all --no-fail-fast -- --test-threads="$((threads > 1 ? threads - 1 : 1))" \
   "${skips[@]}" 2>&1 | tee "$TEST_LOG" || test_status=$?
 echo "== the tests of ${SERIAL[*]} (run beside the others, one at a time)"
-wait "$serial_pid" || test_status=$?
+serial_status=0
+wait "$serial_pid" || serial_status=$?
 tee -a "$TEST_LOG" <"$SERIAL_TEST_LOG"
+if [[ "$serial_status" != 0 ]]; then
+  echo "tests/run.sh: the run of ${SERIAL[*]} failed (exit $serial_status)" >&2
+  test_status="$serial_status"
+fi
 
 phase "beside the tests: clippy, fuzz targets"
 for i in "${!side_names[@]}"; do
