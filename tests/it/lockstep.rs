@@ -343,8 +343,7 @@ fn torch_example_under_lockstep_with_hashing_in_sluice_keeps_every_id_once() {
 /// epochs; checks one model, equal steps, every id once per epoch (and, if
 /// `loss_falls`, the loss halving). Returns the ranks' summaries.
 fn ddp_run(dataset: &str, extra: &[&str], loss_falls: bool) -> Vec<Value> {
-    let check = run(Command::new(python()).args(["-c", "import torch.distributed"]));
-    assert!(check.status.success(), "PyTorch is missing: {check}");
+    crate::common::require_torch();
     let rows = expected_dataset(dataset)["rows"].as_u64().expect("rows");
     let out = tempfile::tempdir().expect("tempdir");
     let exec = format!(

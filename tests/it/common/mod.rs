@@ -224,13 +224,14 @@ pub fn python() -> String {
         .unwrap_or_else(|_| format!("{}/.cache/sluice/venv/bin/python", env!("HOME")))
 }
 
-/// Panics, saying how to install it, unless PyTorch imports in [`python`].
+/// Panics, saying how to install it, unless PyTorch (with `torch.distributed`)
+/// imports in [`python`].
 /// Checked once per test run: an import of torch takes seconds of CPU.
 #[track_caller]
 pub fn require_torch() {
     static CHECKED: OnceLock<Result<(), String>> = OnceLock::new();
     let checked = CHECKED.get_or_init(|| {
-        let check = run(Command::new(python()).args(["-c", "import torch"]));
+        let check = run(Command::new(python()).args(["-c", "import torch.distributed"]));
         if check.status.success() {
             Ok(())
         } else {
