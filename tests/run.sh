@@ -104,6 +104,11 @@ if [[ -n "$PRISTINE" && ! -d "$PRISTINE" ]]; then
   mv "$PRISTINE.tmp" "$PRISTINE"
 fi
 
+# Every cargo call below compiles the workspace with clippy's lints
+# (tests/lint_env.sh), as .ci/run's background build did.
+# shellcheck source=tests/lint_env.sh
+source tests/lint_env.sh
+
 if [[ -n "${SLUICE_PREBUILD_DONE:-}" ]]; then
   phase "waiting for the build .ci/run began in the background"
   while [[ ! -e "$SLUICE_PREBUILD_DONE" ]]; do
@@ -116,10 +121,11 @@ phase "cargo fmt"
 cargo fmt --all -- --check
 cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 
-# Beside everything below, at the lowest priority (nice 19): clippy's check and
-# the fuzz targets are work for the CPU alone, and take the time the cores
-# would idle while tests wait on JVMs, Spark, Kerberos tickets and kills. Their
-# results come at the end; a failure fails the run.
+# Beside everything below, at the lowest priority (nice 19): the fuzz targets
+# are work for the CPU alone, and take the time the cores would idle while
+# tests wait on JVMs, Spark, Kerberos tickets and kills. Their results come at
+# the end; a failure fails the run. (clippy's lints ran in the build: see
+# tests/lint_env.sh.)
 side_names=()
 side_pids=()
 side_logs=()
@@ -140,11 +146,6 @@ stop_side() {
 }
 trap 'stop_side; phase ""' EXIT
 
-# clippy checks in a target directory of its own, so that it never holds the
-# build directory's lock that `cargo test` takes.
-side "cargo clippy -D warnings" cargo clippy --workspace --all-targets --quiet \
-  --target-dir "${CARGO_TARGET_DIR:-$PWD/target}-clippy" -- -D warnings
-
 # fuzz/ is a workspace of its own. Its build and the corpus each target grows are
 # kept in the cache between runs; a crash fails the run, its input written under
 # fuzz/artifacts/TARGET (replay: cargo +nightly fuzz run TARGET FILE). Each target
@@ -161,7 +162,8 @@ for target in bzip2_blocks hadoop_block; do
   mkdir -p "$FUZZ_CACHE/fuzz-corpus/$target"
   # The second cargo waits for the first one's build of the fuzz workspace,
   # then finds it done.
-  side "fuzz target $target" cargo +nightly fuzz run --target-dir "$FUZZ_CACHE/target-fuzz" \
+  side "fuzz target $target" env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS \
+    cargo +nightly fuzz run --target-dir "$FUZZ_CACHE/target-fuzz" \
     "$target" "$FUZZ_CACHE/fuzz-corpus/$target" -- \
     -runs="${FUZZ_RUNS[$target]}" -max_total_time="$FUZZ_SECONDS"
 done
@@ -300,7 +302,7 @@ if [[ "$serial_status" != 0 ]]; then
   test_status="$serial_status"
 fi
 
-phase "beside the tests: clippy, fuzz targets"
+phase "beside the tests: fuzz targets"
 for i in "${!side_names[@]}"; do
   name="${side_names[$i]}"
   log="${side_logs[$i]}"
