@@ -289,6 +289,11 @@ if [[ ! -x "$it_binary" ]]; then
 fi
 tests/timed_runner.sh "$it_binary" "${SERIAL[@]}" --test-threads=1 >"$SERIAL_TEST_LOG" 2>&1 &
 serial_pid=$!
+stop_serial() {
+  pkill -TERM -P "$serial_pid" 2>/dev/null || true
+  kill "$serial_pid" 2>/dev/null || true
+}
+trap 'stop_serial; stop_side; stop_emulators; stop_hdfs; rm -rf "$SLUICE_SERVICES"; phase ""' EXIT
 test_status=0
 threads="${SLUICE_TEST_THREADS:-6}"
 cargo test --all --no-fail-fast -- --test-threads="$((threads > 1 ? threads - 1 : 1))" \
