@@ -203,14 +203,12 @@ python3 tests/docs/run_blocks.py
 python3 tests/docs/protocol_names.py
 
 phase "bench crates (bench/load, bench/decode): build, the master load's quick check"
-# bench/load is a member of the workspace (built above with it); bench/decode is
-# a workspace of its own (it pins the parquet release it measures), built here in
-# debug in the same target dir so it cannot rot (its parquet build is its own,
-# once per target dir). The quick check (about 25 s) drives the debug master;
-# its figures mean nothing, only that every request is answered.
+# bench/load and bench/decode are members of the workspace, built above with
+# it, so that neither stops compiling unnoticed. The quick check (about 25 s)
+# drives the debug master; its figures mean nothing, only that every request
+# is answered.
 TARGET="${CARGO_TARGET_DIR:-$PWD/target}"
-cargo build --quiet -p sluice-load --bins
-CARGO_TARGET_DIR="$TARGET" cargo build --quiet --manifest-path bench/decode/Cargo.toml
+cargo build --quiet --workspace --all-targets
 LOAD_OUT="$(mktemp -d)"
 "$TARGET/debug/sluice-load" --sluice "$TARGET/debug/sluice" \
   --floor "$TARGET/debug/sluice-load-floor" --tasks 20000 --workers 32 \

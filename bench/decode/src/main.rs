@@ -17,7 +17,9 @@ use std::sync::Arc;
 
 use arrow_array::Array;
 use arrow_schema::{DataType, Field, Schema};
-use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
 use parquet::file::reader::{FileReader, SerializedFileReader};
 
 fn parquet_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -60,7 +62,10 @@ fn main() {
     // One piece per row group, as sluice's splits are.
     let mut pieces = Vec::new();
     for f in &files {
-        let n = SerializedFileReader::new(File::open(f).unwrap()).unwrap().metadata().num_row_groups();
+        let n = SerializedFileReader::new(File::open(f).unwrap())
+            .unwrap()
+            .metadata()
+            .num_row_groups();
         pieces.extend((0..n).map(|rg| (f.clone(), rg)));
     }
     let next = AtomicUsize::new(0);
@@ -71,32 +76,42 @@ fn main() {
                     let (mut rows, mut batches) = (0usize, 0usize);
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some((path, rg)) = pieces.get(i) else { break };
+                        let Some((path, rg)) = pieces.get(i) else {
+                            break;
+                        };
                         let file = File::open(path).unwrap();
                         let mut options = ArrowReaderOptions::new();
                         if string_view {
-                            let meta = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new()).unwrap();
+                            let meta = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
+                                .unwrap();
                             let fields: Vec<Field> = meta
                                 .schema()
                                 .fields()
                                 .iter()
                                 .map(|f| match f.data_type() {
-                                    DataType::Utf8 => f.as_ref().clone().with_data_type(DataType::Utf8View),
+                                    DataType::Utf8 => {
+                                        f.as_ref().clone().with_data_type(DataType::Utf8View)
+                                    }
                                     _ => f.as_ref().clone(),
                                 })
                                 .collect();
                             options = options.with_schema(Arc::new(Schema::new(fields)));
                         }
-                        let reader = ParquetRecordBatchReaderBuilder::try_new_with_options(file, options)
-                            .unwrap()
-                            .with_row_groups(vec![*rg])
-                            .with_batch_size(batch_size)
-                            .build()
-                            .unwrap();
+                        let reader =
+                            ParquetRecordBatchReaderBuilder::try_new_with_options(file, options)
+                                .unwrap()
+                                .with_row_groups(vec![*rg])
+                                .with_batch_size(batch_size)
+                                .build()
+                                .unwrap();
                         for batch in reader {
                             let batch = batch.unwrap();
                             // Touch every column so that nothing could be skipped.
-                            let touched: usize = batch.columns().iter().map(|c| c.len() - c.null_count() + c.null_count()).sum();
+                            let touched: usize = batch
+                                .columns()
+                                .iter()
+                                .map(|c| c.len() - c.null_count() + c.null_count())
+                                .sum();
                             assert_eq!(touched, batch.num_rows() * batch.num_columns());
                             rows += batch.num_rows();
                             batches += 1;
@@ -106,7 +121,10 @@ fn main() {
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
     });
     let secs = t0.elapsed().as_secs_f64();
     println!(
