@@ -138,10 +138,14 @@ side() {
   side_pids+=($!)
   side_logs+=("$log")
 }
+# Stops a process started in the background here and its children.
+stop_tree() {
+  pkill -TERM -P "$1" 2>/dev/null || true
+  kill "$1" 2>/dev/null || true
+}
 stop_side() {
   for pid in "${side_pids[@]}"; do
-    pkill -TERM -P "$pid" 2>/dev/null || true
-    kill "$pid" 2>/dev/null || true
+    stop_tree "$pid"
   done
 }
 trap 'stop_side; phase ""' EXIT
@@ -287,11 +291,7 @@ if [[ ! -x "$it_binary" ]]; then
 fi
 tests/timed_runner.sh "$it_binary" "${SERIAL[@]}" --test-threads=1 >"$SERIAL_TEST_LOG" 2>&1 &
 serial_pid=$!
-stop_serial() {
-  pkill -TERM -P "$serial_pid" 2>/dev/null || true
-  kill "$serial_pid" 2>/dev/null || true
-}
-trap 'stop_serial; stop_side; stop_emulators; stop_hdfs; rm -rf "$SLUICE_SERVICES"; phase ""' EXIT
+trap 'stop_tree "$serial_pid"; stop_side; stop_emulators; stop_hdfs; rm -rf "$SLUICE_SERVICES"; phase ""' EXIT
 test_status=0
 threads="${SLUICE_TEST_THREADS:-6}"
 cargo test --all --no-fail-fast -- --test-threads="$((threads > 1 ? threads - 1 : 1))" \
