@@ -615,7 +615,7 @@ from pyspark.sql import SparkSession
 spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
          .config("spark.driver.extraJavaOptions", {JVM_OPTIONS:?}).getOrCreate())
 try:
-    s.train({data:?}, 3, "true", spark=spark, sluice={SLUICE:?})
+    s.train({data:?}, 3, "true", spark=spark, sluice={SLUICE:?}, slots_timeout=300)
 except s.SluiceSparkError as e:
     print("refused:", e)
     print(json.dumps(e.summary))
@@ -631,8 +631,9 @@ spark.stop()
             .env("TMPDIR", dir.path()),
     )
     .success();
-    // At once, not after slots_timeout (60 s): the configuration says 2.
-    assert!(started.elapsed() < Duration::from_secs(45), "{run}");
+    // At once, not after slots_timeout (300 s here): the configuration says 2.
+    // (The bound leaves a loaded machine the time to start Python and Spark.)
+    assert!(started.elapsed() < Duration::from_secs(120), "{run}");
     let refused = run
         .stdout
         .lines()

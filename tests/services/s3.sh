@@ -34,7 +34,12 @@ install() {
   [[ "$have" == "$MOTO_VERSION" && -x "$VENV/bin/moto_server" ]] && return 0
   [[ -x "$VENV/bin/python" ]] || python3 -m venv "$VENV"
   echo "$NAME.sh: installing $MOTO into $VENV" >&2
-  "$VENV/bin/pip" install --quiet "$MOTO" >&2 || die "pip install $MOTO failed"
+  # uv where the venv has it (.ci/run's venvs do), else pip.
+  if [[ -x "$VENV/bin/uv" ]]; then
+    "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" "$MOTO" >&2 || die "uv pip install $MOTO failed"
+  else
+    "$VENV/bin/pip" install --quiet "$MOTO" >&2 || die "pip install $MOTO failed"
+  fi
 }
 
 server_command() {

@@ -6,8 +6,10 @@ Usage:
 
 MODE:
     plain       iterate pyarrow batches; write OUT/ids.txt (one id per line, every epoch)
-                and OUT/forms.json: how many batches came in each form ("message":
-                lone messages in shared memory, "stream", or "None": on the pipe)
+                and OUT/forms.json: {"counts": how many batches came in each form
+                ("message": lone messages in shared memory, "stream", or "None": on
+                the pipe), "last_on_pipe", "first_shared": the indexes of the last
+                batch on the pipe and of the first in shared memory, or null}
     torch       the same through ds.torch() (tensors), then ds.numpy() is not used
     numpy       the same through ds.numpy()
     raise       raise inside the loop after 3 batches, catch it outside; write
@@ -97,12 +99,17 @@ def main():
                                 state=args.state, **extra)
     if args.mode in ("plain", "torch", "numpy"):
         ids = []
-        forms = {}
+        counts = {}
+        last_on_pipe = first_shared = None
         if args.mode == "plain":
-            for batch in ds:
+            for n, batch in enumerate(ds):
                 ids.extend(batch.column("id").to_pylist())
-                form = str(ds._conn._last_form)
-                forms[form] = forms.get(form, 0) + 1
+                form = ds._conn._last_form
+                counts[str(form)] = counts.get(str(form), 0) + 1
+                if form is None:
+                    last_on_pipe = n
+                elif first_shared is None:
+                    first_shared = n
         elif args.mode == "torch":
             for tensors in ds.torch(columns=["id"]):
                 ids.extend(tensors["id"].tolist())
@@ -111,7 +118,8 @@ def main():
                 ids.extend(arrays["id"].tolist())
         with open(os.path.join(out, "ids.txt"), "w") as f:
             f.write("".join(f"{i}\n" for i in ids))
-        write_json(os.path.join(out, "forms.json"), forms)
+        write_json(os.path.join(out, "forms.json"),
+                   {"counts": counts, "last_on_pipe": last_on_pipe, "first_shared": first_shared})
         return 0
 
     if args.mode == "epochs":

@@ -127,9 +127,14 @@ fn differs(
     }
 }
 
-/// An entity tag without its weak mark and quotes.
+/// An entity tag without its weak mark and quotes. `W/` marks a weak tag only
+/// before a quoted one (RFC 9110, 8.8.3): a bare tag (a listing's JSON field)
+/// is the opaque value itself, and may begin with `W/` (GCS's base64 MD5s do).
 fn bare(tag: &str) -> &str {
-    let tag = tag.strip_prefix("W/").unwrap_or(tag);
+    let tag = match tag.strip_prefix("W/") {
+        Some(quoted) if quoted.starts_with('"') => quoted,
+        _ => tag,
+    };
     tag.trim_matches('"')
 }
 
@@ -276,6 +281,25 @@ mod tests {
         );
         assert!(differs(10, &planned, Tags::Tagged, 10, Some("\"0x8D2\""), Some(5)).is_some());
         assert!(differs(10, &planned, Tags::Tagged, 10, Some("0x8D2"), Some(5)).is_some());
+    }
+
+    #[test]
+    fn a_tag_that_begins_with_w_slash_is_weak_only_before_quotes() {
+        // GCS lists an object's base64 MD5 bare and answers a GET with it quoted.
+        let planned = stamp(Some("W/5OaHp5BOq56EZVTAMLpQ=="), None);
+        let now = Some("\"W/5OaHp5BOq56EZVTAMLpQ==\"");
+        assert_eq!(differs(10, &planned, Tags::Tagged, 10, now, None), None);
+        // A weak tag is the same tag as its strong form.
+        let planned = stamp(Some("\"abc\""), None);
+        assert_eq!(
+            differs(10, &planned, Tags::Tagged, 10, Some("W/\"abc\""), None),
+            None
+        );
+        let found = differs(10, &planned, Tags::Tagged, 10, Some("W/abc"), None);
+        assert_eq!(
+            found.as_deref(),
+            Some("entity tag abc when planned, W/abc now")
+        );
     }
 
     #[test]
