@@ -131,8 +131,12 @@ fn query_string<T: Serialize>(query: &T) -> String {
 
 impl Request for RegisterRequest {
     const PATH: &'static str = "/v1/register";
-    // Each one makes a new worker.
-    const IDEMPOTENT: bool = false;
+    // Each one makes a new worker, yet sending one again is safe: a worker
+    // registered by a request whose reply never arrived is one that died at
+    // once, holding nothing, never seen live (as any worker killed right after
+    // it registered), so a worker that starts while its master restarts waits
+    // for it like any request does.
+    const IDEMPOTENT: bool = true;
     type Reply = RegisterReply;
 }
 
