@@ -28,9 +28,10 @@ pub trait Request: Serialize + Send + Sync {
     /// The path, e.g. `/v1/lease`.
     const PATH: &'static str;
     /// Whether the master applying the request twice leaves things as once
-    /// would: only such requests are sent again after a failure that leaves
-    /// open whether the master got them (a timeout, a reset connection, a
-    /// 5xx). The others are sent again only when they never left (the
+    /// would, or adds only what a lost reply leaves anyway (a registration:
+    /// see [`RegisterRequest`]): only such requests are sent again after a
+    /// failure that leaves open whether the master got them (a timeout, a
+    /// reset connection, a 5xx). The others are sent again only when they never left (the
     /// connection was refused) or the master said it did not apply them
     /// (503).
     const IDEMPOTENT: bool;
