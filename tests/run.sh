@@ -16,6 +16,11 @@ if ! "$PY" -c 'import pyspark, pyarrow' 2>/dev/null; then
   exit 1
 fi
 export SLUICE_PYTHON="$PY"
+# The JVM options of the Spark drivers and executors the tests start from this
+# venv: C1 only, the serial GC and, where .ci/run made it, the venv's class data
+# sharing archive (tests/fixtures/spark_cds.py), which halves a Spark JVM's start.
+SLUICE_SPARK_JAVA_OPTIONS="$("$PY" tests/fixtures/spark_cds.py --options)"
+export SLUICE_SPARK_JAVA_OPTIONS
 TABLES_PY="${SLUICE_TABLES_VENV:-$HOME/.cache/sluice/venv-tables}/bin/python"
 if ! "$TABLES_PY" -c 'import pyspark, delta' 2>/dev/null; then
   echo "tests/run.sh: no venv with pyspark 4.0 and delta-spark at $TABLES_PY; run .ci/run (it installs one)" >&2

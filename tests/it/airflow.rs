@@ -20,7 +20,8 @@ use serde_json::Value;
 
 use crate::common::{
     acked_then_served_again, assert_exactly_once, copy_dir, expected_dataset, fixture, parse_json,
-    python, recorded_ids, table_dir, table_version, tables_expected, wait_until, SLUICE,
+    python, recorded_ids, spark_java_options, table_dir, table_version, tables_expected,
+    wait_until, SLUICE,
 };
 
 /// The logical date every test runs its DAG for.
@@ -357,10 +358,7 @@ fn the_daily_dag_runs_its_spark_etl_then_trains_its_output() {
         .env("PYSPARK_DRIVER_PYTHON", python())
         // The JVM of spark-submit, the driver of `local[2]`: less JIT and GC
         // work for a short-lived JVM on a small machine.
-        .env(
-            "SPARK_SUBMIT_OPTS",
-            "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
-        )
+        .env("SPARK_SUBMIT_OPTS", spark_java_options())
         .env(
             "AIRFLOW_CONN_SPARK_DEFAULT",
             r#"{"conn_type": "spark", "host": "local[2]"}"#,

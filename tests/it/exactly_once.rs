@@ -21,6 +21,13 @@ use crate::common::{
 
 /// Rows per batch in these tests.
 const BATCH: u64 = 100;
+/// Batches an exec trainer may hold unacknowledged (the exec window,
+/// `DEFAULT_WINDOW` in src/trainer/exec/factory.rs). An `ack` the trainer
+/// wrote that sluice had not read when it was killed belongs to one of them:
+/// what a kill serves again is at most this many batches per device
+/// (docs/concepts.md, "Exactly once"), however late a loaded machine reads
+/// the acks.
+const WINDOW: u64 = 4;
 /// The fixture: one Spark part file of 20,000 rows in 73 row groups, ids 0..20000.
 const DATASET: &str = "parquet_row_groups";
 
@@ -52,7 +59,7 @@ fn train_state(data: &Path, state: &Path, out: &Path, devices: u32, sleep: f64) 
 }
 
 #[test]
-fn a_killed_train_serves_again_at_most_two_acknowledged_batches_per_device() {
+fn a_killed_train_serves_again_at_most_a_window_of_acknowledged_batches_per_device() {
     let dir = tempfile::tempdir().expect("tempdir");
     let state = dir.path().join("state");
     let data = fixture(DATASET);
@@ -82,13 +89,13 @@ fn a_killed_train_serves_again_at_most_two_acknowledged_batches_per_device() {
         String::from_utf8_lossy(&last.stderr)
     );
     runs.push(out);
-    let bound = 2 * u64::from(devices) * BATCH;
+    let bound = WINDOW * u64::from(devices) * BATCH;
     for k in 0..3 {
         let again = acked_then_served_again(&runs[k], &runs[k + 1..]);
         eprintln!("kill {k}: {again} acknowledged rows served again");
         assert!(
             again <= bound,
-            "kill {k}: {again} acknowledged rows were served again (bound: 2 batches per device = {bound})"
+            "kill {k}: {again} acknowledged rows were served again (bound: the window of {WINDOW} batches per device = {bound})"
         );
     }
     let mut all: HashMap<i64, u32> = HashMap::new();
@@ -170,7 +177,7 @@ fn a_killed_worker_repeats_only_what_was_in_flight() {
     cluster::clean_finish(&mut master);
     let again = acked_then_served_again(&first, std::slice::from_ref(&second));
     eprintln!("killed worker: {again} acknowledged rows served again");
-    let bound = 2 * u64::from(devices) * BATCH;
+    let bound = WINDOW * u64::from(devices) * BATCH;
     assert!(
         again <= bound,
         "{again} rows acknowledged by the killed worker were served again (bound {bound})"

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::{
     assert_exactly_once, copy_dir, expected_dataset, fixture, python, recorded_ids, recorder, run,
-    sluice, sluice_command, Run,
+    sluice, sluice_command, spark_java_options, Run,
 };
 use serde_json::Value;
 
@@ -28,15 +28,13 @@ fn spark_submit() -> PathBuf {
         .join("spark-submit")
 }
 
-/// Java options that start a short-lived Spark driver quickly.
-const DRIVER_JAVA: &str = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC";
-
 /// Real Spark (jobs/spark/etl.py) writes `rows` rows per day as ROOT/dt=DAY, ids from `first_id`.
 fn spark_etl(root: &Path, days: &[&str], rows: u64, first_id: u64) {
     let mut cmd = Command::new(spark_submit());
     cmd.env("PYSPARK_PYTHON", python())
         .env("PYSPARK_DRIVER_PYTHON", python())
-        .args(["--master", "local[2]", "--driver-java-options", DRIVER_JAVA])
+        .args(["--master", "local[2]", "--driver-java-options"])
+        .arg(spark_java_options())
         .arg(repo().join("jobs/spark/etl.py"))
         .arg("--out")
         .arg(root)
@@ -373,7 +371,7 @@ fn handoff(root: &Path, day: &str, etl: &[&str], train: &[&str]) -> Run {
         .env("SLUICE_PYTHON", python())
         .env("SLUICE_WAIT", "5m")
         .env("SPARK_MASTER", "local[2]")
-        .env("SPARK_SUBMIT_OPTS", DRIVER_JAVA)
+        .env("SPARK_SUBMIT_OPTS", spark_java_options())
         .env_remove("RUST_LOG")
         .arg(root)
         .arg(day)

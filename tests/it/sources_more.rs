@@ -12,7 +12,8 @@ use std::process::Command;
 use serde_json::Value;
 
 use crate::common::{
-    assert_one_line_error, copy_dir, fixture, parse_json, python, run, sluice, SLUICE,
+    assert_one_line_error, copy_dir, fixture, parse_json, python, run, sluice, spark_java_options,
+    SLUICE,
 };
 
 fn repo() -> &'static Path {
@@ -30,10 +31,8 @@ fn spark_etl(root: &Path, days: &[&str], rows: u64, first_id: u64) {
     cmd.env("PYSPARK_PYTHON", python())
         .env("PYSPARK_DRIVER_PYTHON", python())
         .args(["--master", "local[2]"])
-        .args([
-            "--driver-java-options",
-            "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
-        ])
+        .arg("--driver-java-options")
+        .arg(spark_java_options())
         .arg(repo().join("jobs/spark/etl.py"))
         .arg("--out")
         .arg(root)

@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::common::{
-    ack_log, count_lines, expected_dataset, fixture, python, recorded_ids, SLUICE,
+    ack_log, count_lines, expected_dataset, fixture, python, recorded_ids, spark_java_options,
+    SLUICE,
 };
 
 /// 2,000 rows (ids 0..2000) in 40 Parquet part files: 40 tasks for two workers.
@@ -32,8 +33,6 @@ const DATASET: &str = "parquet_small_files";
 const BATCH: u64 = 10;
 /// Two executors of one core and 1 GiB each.
 const SPARK_MASTER: &str = "local-cluster[2,1,1024]";
-/// JVM flags of the driver and the executors.
-const JVM_OPTIONS: &str = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC";
 /// The longest a spark-submit of these tests may run.
 const SPARK_DEADLINE: Duration = Duration::from_secs(360);
 
@@ -114,11 +113,11 @@ impl Submit {
             // Less JIT and GC work for three short-lived JVMs on a small machine.
             .args([
                 "--conf",
-                &format!("spark.driver.extraJavaOptions={JVM_OPTIONS}"),
+                &format!("spark.driver.extraJavaOptions={}", spark_java_options()),
             ])
             .args([
                 "--conf",
-                &format!("spark.executor.extraJavaOptions={JVM_OPTIONS}"),
+                &format!("spark.executor.extraJavaOptions={}", spark_java_options()),
             ])
             // The retried stage needs both executors again: a killed one is
             // replaced by the standalone worker; give the stage attempts room.
@@ -613,7 +612,7 @@ fn fewer_task_slots_than_workers_fail_within_seconds_naming_both_numbers() {
 import json, sluice_trainer.spark as s
 from pyspark.sql import SparkSession
 spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-         .config("spark.driver.extraJavaOptions", {JVM_OPTIONS:?}).getOrCreate())
+         .config("spark.driver.extraJavaOptions", {jvm_options:?}).getOrCreate())
 try:
     s.train({data:?}, 3, "true", spark=spark, sluice={SLUICE:?}, slots_timeout=300)
 except s.SluiceSparkError as e:
@@ -621,7 +620,8 @@ except s.SluiceSparkError as e:
     print(json.dumps(e.summary))
 spark.stop()
 "#,
-        data = fixture(DATASET).display().to_string()
+        data = fixture(DATASET).display().to_string(),
+        jvm_options = spark_java_options()
     );
     let started = Instant::now();
     let run = common::run(

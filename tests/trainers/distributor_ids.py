@@ -37,9 +37,10 @@ def main():
     from pyspark.ml.torch.distributor import TorchDistributor
     from pyspark.sql import SparkSession
 
-    # Less JIT and GC work for three short-lived JVMs on a small machine (as
-    # tests/it/spark_launcher.rs runs its local-cluster).
-    jvm = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    # Less JIT and GC work for three short-lived JVMs on a small machine, and
+    # the venv's class archive (tests/fixtures/spark_cds.py), as
+    # tests/it/spark_launcher.rs runs its local-cluster.
+    jvm = os.environ.get("SLUICE_SPARK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
     spark = (SparkSession.builder.master("local-cluster[2,1,1024]")
              .config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")

@@ -224,6 +224,15 @@ pub fn python() -> String {
         .unwrap_or_else(|_| format!("{}/.cache/sluice/venv/bin/python", env!("HOME")))
 }
 
+/// JVM options of the Spark drivers and executors the tests start from
+/// [`python`]'s venv: `SLUICE_SPARK_JAVA_OPTIONS` (tests/run.sh sets it to
+/// what `tests/fixtures/spark_cds.py --options` prints: C1 only, the serial
+/// GC and the venv's class archive), else the first two.
+pub fn spark_java_options() -> String {
+    std::env::var("SLUICE_SPARK_JAVA_OPTIONS")
+        .unwrap_or_else(|_| "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC".to_string())
+}
+
 /// Panics, saying how to install it, unless PyTorch (with `torch.distributed`)
 /// imports in [`python`].
 /// Checked once per test run: an import of torch takes seconds of CPU.
