@@ -565,6 +565,24 @@ fn byte_range(options: &GetOptions, size: u64) -> StoreResult<Range<u64>> {
     }
 }
 
+/// Tries of a put the namenode refuses because a block is not replicated
+/// yet (Hadoop's client tries `addBlock` 5 times too).
+const NOT_REPLICATED_TRIES: u32 = 5;
+/// The first wait before such a try, doubled after each.
+const NOT_REPLICATED_FIRST_WAIT: Duration = Duration::from_millis(400);
+
+/// Whether `err` is the namenode's `NotReplicatedYetException`: a block of
+/// the file written is not yet on enough datanodes.
+fn not_replicated_yet(err: &object_store::Error) -> bool {
+    let object_store::Error::Generic { source, .. } = err else {
+        return false;
+    };
+    matches!(
+        source.downcast_ref::<HdfsError>(),
+        Some(HdfsError::RPCError(class, _)) if class.ends_with("NotReplicatedYetException")
+    )
+}
+
 /// An error of the native client as `hdfs-native-object-store` gives it
 /// (what [`HdfsStore::classify`] explains).
 fn native_error(err: HdfsError) -> object_store::Error {
@@ -596,8 +614,29 @@ impl ObjectStore for HdfsStore {
         opts: PutOptions,
     ) -> StoreResult<PutResult> {
         self.ready().await?;
-        let result = self.inner.put_opts(location, payload, opts).await;
-        result.map_err(|e| self.classify(location, e))
+        // The namenode refuses the next block of a file (or its completion)
+        // while the previous block is not yet on enough datanodes; Hadoop's
+        // client waits and asks again (`dfs.client.block.write.
+        // locateFollowingBlock.retries`, 400 ms doubling). A put is written
+        // to a hidden temporary file and renamed into place, so it is written
+        // again whole: the refused attempt's temporary file stays hidden.
+        let mut wait = NOT_REPLICATED_FIRST_WAIT;
+        let mut tries = 1;
+        loop {
+            let result = self
+                .inner
+                .put_opts(location, payload.clone(), opts.clone())
+                .await;
+            match result {
+                Err(e) if tries < NOT_REPLICATED_TRIES && not_replicated_yet(&e) => {
+                    tracing::debug!(%location, tries, "a block not replicated yet: written again");
+                    tokio::time::sleep(wait).await;
+                    wait *= 2;
+                    tries += 1;
+                }
+                result => return result.map_err(|e| self.classify(location, e)),
+            }
+        }
     }
 
     async fn put_multipart_opts(
@@ -691,6 +730,27 @@ impl ObjectStore for HdfsStore {
 mod tests {
     use super::*;
     use object_store::ObjectStoreExt;
+
+    #[test]
+    fn only_the_namenodes_not_replicated_yet_is_written_again() {
+        let rpc = |class: &str| object_store::Error::Generic {
+            store: STORE,
+            source: Box::new(HdfsError::RPCError(
+                class.to_string(),
+                "refused".to_string(),
+            )),
+        };
+        assert!(not_replicated_yet(&rpc(
+            "org.apache.hadoop.hdfs.server.namenode.NotReplicatedYetException"
+        )));
+        assert!(!not_replicated_yet(&rpc(
+            "org.apache.hadoop.security.AccessControlException"
+        )));
+        assert!(!not_replicated_yet(&object_store::Error::NotFound {
+            path: "a".into(),
+            source: "gone".into(),
+        }));
+    }
 
     #[test]
     fn urls_split_into_base_and_literal_path() {
