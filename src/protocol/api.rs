@@ -31,9 +31,9 @@ pub trait Request: Serialize + Send + Sync {
     /// would, or adds only what a lost reply leaves anyway (a registration:
     /// see [`RegisterRequest`]): only such requests are sent again after a
     /// failure that leaves open whether the master got them (a timeout, a
-    /// reset connection, a 5xx). The others are sent again only when they never left (the
-    /// connection was refused) or the master said it did not apply them
-    /// (503).
+    /// reset connection, a 5xx). The others are sent again only when they
+    /// never left (the connection was refused) or the master said it did not
+    /// apply them (503).
     const IDEMPOTENT: bool;
     /// The body of the master's reply.
     type Reply: serde::de::DeserializeOwned + Serialize + Send;

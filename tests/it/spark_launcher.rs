@@ -106,6 +106,7 @@ impl Submit {
         let stderr = dir.join("spark-submit.err");
         let tmp = dir.join("tmp");
         std::fs::create_dir_all(&tmp).expect("tmp dir");
+        let jvm_options = spark_java_options();
         let mut cmd = Command::new(venv_bin.join("spark-submit"));
         cmd.args(["--master", launch.master])
             .args(["--conf", "spark.ui.enabled=false"])
@@ -113,11 +114,11 @@ impl Submit {
             // Less JIT and GC work for three short-lived JVMs on a small machine.
             .args([
                 "--conf",
-                &format!("spark.driver.extraJavaOptions={}", spark_java_options()),
+                &format!("spark.driver.extraJavaOptions={jvm_options}"),
             ])
             .args([
                 "--conf",
-                &format!("spark.executor.extraJavaOptions={}", spark_java_options()),
+                &format!("spark.executor.extraJavaOptions={jvm_options}"),
             ])
             // The retried stage needs both executors again: a killed one is
             // replaced by the standalone worker; give the stage attempts room.
