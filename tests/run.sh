@@ -64,6 +64,28 @@ export SLUICE_FIXTURES
 # copy holds all they write (it is made only after every one succeeded), so a
 # run that starts from one skips them.
 make_fixtures() {
+  # The Spark 4.0 venv's three scripts (Delta and Iceberg tables, every format,
+  # the catalogs) run beside the others, one after another, from the start: each
+  # script mostly waits on its driver's one thread and on its JVMs, about half a
+  # core, so two at a time take about as long as the longer of the two chains.
+  # Their output comes after the others'; a failure fails the run there.
+  local beside_log beside_pid beside_status=0
+  beside_log="$(mktemp "${TMPDIR:-/tmp}/sluice-fixtures-4.0.XXXXXX")"
+  (
+    set -euo pipefail
+    start=$SECONDS
+    echo "== Delta and Iceberg tables (real Spark 4.0) -> $SLUICE_FIXTURES/tables"
+    "$TABLES_PY" tests/fixtures/make_tables.py "$SLUICE_FIXTURES"
+    echo "== every format as Spark writes and reads it by default (real Spark 4.0, spark-avro) -> $SLUICE_FIXTURES/formats"
+    "$TABLES_PY" tests/fixtures/make_formats.py "$SLUICE_FIXTURES"
+    echo "== tables in catalogs (real Spark 4.0, the Iceberg REST catalog) -> $SLUICE_FIXTURES/catalogs"
+    "$TABLES_PY" tests/fixtures/make_catalogs.py "$SLUICE_FIXTURES"
+    echo "(the Spark 4.0 fixtures took $((SECONDS - start)) s)"
+  ) >"$beside_log" 2>&1 &
+  beside_pid=$!
+  # shellcheck disable=SC2064 # the pid is this one, set now
+  trap "pkill -TERM -P $beside_pid 2>/dev/null; kill $beside_pid 2>/dev/null; phase ''" EXIT
+
   phase "fixtures (real Spark) -> $SLUICE_FIXTURES"
   "$PY" tests/fixtures/make_fixtures.py "$SLUICE_FIXTURES"
 
@@ -88,14 +110,15 @@ make_fixtures() {
   phase "TFRecord files (TensorFlow's TFRecordWriter and TFRecordDataset) -> $SLUICE_FIXTURES/tfrecord"
   "$TF_PY" tests/fixtures/make_tfrecord.py "$SLUICE_FIXTURES"
 
-  phase "Delta and Iceberg tables (real Spark 4.0) -> $SLUICE_FIXTURES/tables"
-  "$TABLES_PY" tests/fixtures/make_tables.py "$SLUICE_FIXTURES"
-
-  phase "every format as Spark writes and reads it by default (real Spark 4.0, spark-avro) -> $SLUICE_FIXTURES/formats"
-  "$TABLES_PY" tests/fixtures/make_formats.py "$SLUICE_FIXTURES"
-
-  phase "tables in catalogs (real Spark 4.0, the Iceberg REST catalog) -> $SLUICE_FIXTURES/catalogs"
-  "$TABLES_PY" tests/fixtures/make_catalogs.py "$SLUICE_FIXTURES"
+  phase "the Spark 4.0 fixtures (tables, formats, catalogs), written beside the ones above"
+  wait "$beside_pid" || beside_status=$?
+  trap 'phase ""' EXIT
+  cat "$beside_log"
+  rm -f "$beside_log"
+  if [[ "$beside_status" != 0 ]]; then
+    echo "tests/run.sh: writing the Spark 4.0 fixtures failed (exit $beside_status)" >&2
+    exit "$beside_status"
+  fi
 }
 if [[ -n "$FROM_PRISTINE" ]]; then
   phase "fixtures: the pristine copy of this version of their scripts ($PRISTINE)"
