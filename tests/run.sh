@@ -296,6 +296,10 @@ phase "cargo test"
 # order of their names) and held up to five places waiting on that lock while
 # the cores idled; and the Kerberized HDFS tests, which mostly wait (on a
 # secure cluster, a ticket's expiry), and inside one run waited side by side.
+# The two libraries' unit tests run after them, in that place too, each binary
+# in its package's directory as cargo runs it: compiled at opt-level 0
+# (tests/rustc_wrapper.sh), they take half a minute, which in cargo's order,
+# before tests/it, every other test waited for.
 TEST_LOG="$(mktemp "${TMPDIR:-/tmp}/sluice-tests.XXXXXX")"
 SERIAL_TEST_LOG="$(mktemp "${TMPDIR:-/tmp}/sluice-tests-serial.XXXXXX")"
 triple="$(rustc -vV | sed -n 's/^host: //p')"
@@ -317,19 +321,39 @@ if [[ ! -x "$it_binary" ]]; then
   echo "tests/run.sh: cargo named no test binary for tests/it" >&2
   exit 1
 fi
-tests/timed_runner.sh "$it_binary" "${SERIAL[@]}" --test-threads=1 >"$SERIAL_TEST_LOG" 2>&1 &
+# "DIR<tab>BINARY" of each library's unit tests.
+unit_tests="$(cargo test --quiet --workspace --lib --no-run --message-format=json | python3 -c '
+import json, os, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable"):
+        print(os.path.dirname(m["manifest_path"]) + "\t" + m["executable"])')"
+if [[ "$(wc -l <<<"$unit_tests")" != 2 ]]; then
+  echo "tests/run.sh: cargo named $(wc -l <<<"$unit_tests") unit test binaries, not the two libraries'" >&2
+  exit 1
+fi
+{
+  status=0
+  root="$PWD"
+  tests/timed_runner.sh "$it_binary" "${SERIAL[@]}" --test-threads=1 || status=$?
+  while IFS=$'\t' read -r dir binary; do
+    echo "     Running the unit tests of $dir ($binary)"
+    (cd "$dir" && "$root/tests/timed_runner.sh" "$binary" --test-threads=2) || status=$?
+  done <<<"$unit_tests"
+  exit "$status"
+} >"$SERIAL_TEST_LOG" 2>&1 &
 serial_pid=$!
 trap 'stop_tree "$serial_pid"; stop_side; stop_emulators; stop_hdfs; rm -rf "$SLUICE_SERVICES"; phase ""' EXIT
 test_status=0
 threads="${SLUICE_TEST_THREADS:-6}"
-cargo test --all --no-fail-fast -- --test-threads="$((threads > 1 ? threads - 1 : 1))" \
+cargo test --workspace --test it --no-fail-fast -- --test-threads="$((threads > 1 ? threads - 1 : 1))" \
   "${skips[@]}" 2>&1 | tee "$TEST_LOG" || test_status=$?
-echo "== the tests of ${SERIAL[*]} (run beside the others, one at a time)"
+echo "== the tests of ${SERIAL[*]} (run beside the others, one at a time), then the unit tests"
 serial_status=0
 wait "$serial_pid" || serial_status=$?
 tee -a "$TEST_LOG" <"$SERIAL_TEST_LOG"
 if [[ "$serial_status" != 0 ]]; then
-  echo "tests/run.sh: the run of ${SERIAL[*]} failed (exit $serial_status)" >&2
+  echo "tests/run.sh: the run of ${SERIAL[*]} or of the unit tests failed (exit $serial_status)" >&2
   test_status="$serial_status"
 fi
 
