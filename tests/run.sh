@@ -63,6 +63,17 @@ export SLUICE_FIXTURES
 # Each script below writes what is missing and leaves what it finds; a pristine
 # copy holds all they write (it is made only after every one succeeded), so a
 # run that starts from one skips them.
+# `fixture ANNOUNCE WHAT COMMAND...`: announces WHAT with ANNOUNCE (`phase`,
+# which times it, or `heading`) and runs COMMAND with the fixtures' directory.
+heading() {
+  echo "== $1"
+}
+fixture() {
+  local announce="$1" what="$2"
+  shift 2
+  "$announce" "$what"
+  "$@" "$SLUICE_FIXTURES"
+}
 make_fixtures() {
   # The Spark 4.0 venv's three scripts (Delta and Iceberg tables, every format,
   # the catalogs) run beside the others, one after another, from the start: each
@@ -74,41 +85,23 @@ make_fixtures() {
   (
     set -euo pipefail
     start=$SECONDS
-    echo "== Delta and Iceberg tables (real Spark 4.0) -> $SLUICE_FIXTURES/tables"
-    "$TABLES_PY" tests/fixtures/make_tables.py "$SLUICE_FIXTURES"
-    echo "== every format as Spark writes and reads it by default (real Spark 4.0, spark-avro) -> $SLUICE_FIXTURES/formats"
-    "$TABLES_PY" tests/fixtures/make_formats.py "$SLUICE_FIXTURES"
-    echo "== tables in catalogs (real Spark 4.0, the Iceberg REST catalog) -> $SLUICE_FIXTURES/catalogs"
-    "$TABLES_PY" tests/fixtures/make_catalogs.py "$SLUICE_FIXTURES"
+    fixture heading "Delta and Iceberg tables (real Spark 4.0) -> $SLUICE_FIXTURES/tables" "$TABLES_PY" tests/fixtures/make_tables.py
+    fixture heading "every format as Spark writes and reads it by default (real Spark 4.0, spark-avro) -> $SLUICE_FIXTURES/formats" "$TABLES_PY" tests/fixtures/make_formats.py
+    fixture heading "tables in catalogs (real Spark 4.0, the Iceberg REST catalog) -> $SLUICE_FIXTURES/catalogs" "$TABLES_PY" tests/fixtures/make_catalogs.py
     echo "(the Spark 4.0 fixtures took $((SECONDS - start)) s)"
   ) >"$beside_log" 2>&1 &
   beside_pid=$!
   # shellcheck disable=SC2064 # the pid is this one, set now
   trap "pkill -TERM -P $beside_pid 2>/dev/null; kill $beside_pid 2>/dev/null; phase ''" EXIT
 
-  phase "fixtures (real Spark) -> $SLUICE_FIXTURES"
-  "$PY" tests/fixtures/make_fixtures.py "$SLUICE_FIXTURES"
-
-  phase "row filters: Spark's df.filter counts (real Spark) -> $SLUICE_FIXTURES/filter"
-  "$PY" tests/fixtures/make_filter.py "$SLUICE_FIXTURES"
-
-  phase "row filters: bloom filters, ORC stripes (real Spark) -> $SLUICE_FIXTURES/filter_pushdown"
-  "$PY" tests/fixtures/make_filter_pushdown.py "$SLUICE_FIXTURES"
-
-  phase "row filters: Spark's answers to generated predicates over edge values, four formats (real Spark) -> $SLUICE_FIXTURES/filter_diff"
-  "$PY" tests/fixtures/make_filter_diff.py "$SLUICE_FIXTURES"
-
-  phase "the PyTorch example's Criteo-like data (examples/torch/make_criteo.py, real Spark) -> $SLUICE_FIXTURES/criteo"
-  "$PY" tests/fixtures/make_criteo.py "$SLUICE_FIXTURES"
-
-  phase "SequenceFiles and pickle files of Spark's RDD API (real Spark) -> $SLUICE_FIXTURES/hadoop"
-  "$PY" tests/fixtures/make_hadoop.py "$SLUICE_FIXTURES"
-
-  phase "MapReduce output (Hadoop's LocalJobRunner, tests/services/mapreduce.sh) -> $SLUICE_FIXTURES/mapreduce"
-  tests/services/mapreduce.sh "$SLUICE_FIXTURES"
-
-  phase "TFRecord files (TensorFlow's TFRecordWriter and TFRecordDataset) -> $SLUICE_FIXTURES/tfrecord"
-  "$TF_PY" tests/fixtures/make_tfrecord.py "$SLUICE_FIXTURES"
+  fixture phase "fixtures (real Spark) -> $SLUICE_FIXTURES" "$PY" tests/fixtures/make_fixtures.py
+  fixture phase "row filters: Spark's df.filter counts (real Spark) -> $SLUICE_FIXTURES/filter" "$PY" tests/fixtures/make_filter.py
+  fixture phase "row filters: bloom filters, ORC stripes (real Spark) -> $SLUICE_FIXTURES/filter_pushdown" "$PY" tests/fixtures/make_filter_pushdown.py
+  fixture phase "row filters: Spark's answers to generated predicates over edge values, four formats (real Spark) -> $SLUICE_FIXTURES/filter_diff" "$PY" tests/fixtures/make_filter_diff.py
+  fixture phase "the PyTorch example's Criteo-like data (examples/torch/make_criteo.py, real Spark) -> $SLUICE_FIXTURES/criteo" "$PY" tests/fixtures/make_criteo.py
+  fixture phase "SequenceFiles and pickle files of Spark's RDD API (real Spark) -> $SLUICE_FIXTURES/hadoop" "$PY" tests/fixtures/make_hadoop.py
+  fixture phase "MapReduce output (Hadoop's LocalJobRunner, tests/services/mapreduce.sh) -> $SLUICE_FIXTURES/mapreduce" tests/services/mapreduce.sh
+  fixture phase "TFRecord files (TensorFlow's TFRecordWriter and TFRecordDataset) -> $SLUICE_FIXTURES/tfrecord" "$TF_PY" tests/fixtures/make_tfrecord.py
 
   phase "the Spark 4.0 fixtures (tables, formats, catalogs), written beside the ones above"
   wait "$beside_pid" || beside_status=$?
