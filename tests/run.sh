@@ -75,11 +75,14 @@ fixture() {
   "$@" "$SLUICE_FIXTURES"
 }
 make_fixtures() {
-  # The Spark 4.0 venv's three scripts (Delta and Iceberg tables, every format,
-  # the catalogs) run beside the others, one after another, from the start: each
-  # script mostly waits on its driver's one thread and on its JVMs, about half a
-  # core, so two at a time take about as long as the longer of the two chains.
-  # Their output comes after the others'; a failure fails the run there.
+  # make_fixtures.py first, alone: it makes the directory (wiping one an older
+  # version of it made). Then the Spark 4.0 venv's three scripts (Delta and
+  # Iceberg tables, every format, the catalogs) run beside the others, one after
+  # another: each script mostly waits on its driver's one thread and on its
+  # JVMs, about half a core, so two at a time take about as long as the longer
+  # of the two chains. Their output comes after the others'; a failure fails
+  # the run there.
+  fixture phase "fixtures (real Spark) -> $SLUICE_FIXTURES" "$PY" tests/fixtures/make_fixtures.py
   local beside_log beside_pid beside_status=0
   beside_log="$(mktemp "${TMPDIR:-/tmp}/sluice-fixtures-4.0.XXXXXX")"
   (
@@ -94,7 +97,6 @@ make_fixtures() {
   # shellcheck disable=SC2064 # the pid is this one, set now
   trap "pkill -TERM -P $beside_pid 2>/dev/null; kill $beside_pid 2>/dev/null; phase ''" EXIT
 
-  fixture phase "fixtures (real Spark) -> $SLUICE_FIXTURES" "$PY" tests/fixtures/make_fixtures.py
   fixture phase "row filters: Spark's df.filter counts (real Spark) -> $SLUICE_FIXTURES/filter" "$PY" tests/fixtures/make_filter.py
   fixture phase "row filters: bloom filters, ORC stripes (real Spark) -> $SLUICE_FIXTURES/filter_pushdown" "$PY" tests/fixtures/make_filter_pushdown.py
   fixture phase "row filters: Spark's answers to generated predicates over edge values, four formats (real Spark) -> $SLUICE_FIXTURES/filter_diff" "$PY" tests/fixtures/make_filter_diff.py
