@@ -132,14 +132,6 @@ fi
 # shellcheck source=tests/lint_env.sh
 source tests/lint_env.sh
 
-if [[ -n "${SLUICE_PREBUILD_DONE:-}" ]]; then
-  phase "waiting for the build .ci/run began in the background"
-  while [[ ! -e "$SLUICE_PREBUILD_DONE" ]]; do
-    sleep 2
-  done
-  tail -n 1 "$SLUICE_PREBUILD_DONE"
-fi
-
 phase "cargo fmt"
 cargo fmt --all -- --check
 cargo fmt --manifest-path fuzz/Cargo.toml -- --check
@@ -195,6 +187,51 @@ for target in bzip2_blocks hadoop_block; do
     -runs="${FUZZ_RUNS[$target]}" -max_total_time="$FUZZ_SECONDS"
 done
 
+phase "object store emulators (tests/services: moto, fake-gcs-server, Azurite)"
+# Started once here so the tests share them (a test that finds one missing starts
+# it itself); stopped on any exit. This run's services live under a state root of
+# its own, each on a port chosen free when it starts (the tests ask the scripts,
+# which print the endpoint of the server running in that root): another run on
+# this machine, beside this one, never stops or uses them.
+SLUICE_SERVICES="$(mktemp -d "${TMPDIR:-/tmp}/sluice-services.XXXXXX")"
+export SLUICE_SERVICES
+stop_emulators() {
+  for service in s3 gcs azure; do
+    tests/services/$service.sh stop || true
+  done
+}
+trap 'stop_side; stop_emulators; phase ""' EXIT
+for service in s3 gcs azure; do
+  tests/services/$service.sh start >/dev/null
+done
+
+phase "hdfs (tests/services/hdfs.sh: a MiniDFSCluster)"
+# Started after the fixtures and not exported: Spark must not see the cluster's
+# configuration while it writes local test data; the tests pass HADOOP_CONF_DIR
+# to sluice themselves. The HA cluster is started by tests/it/hdfs.rs when needed.
+stop_hdfs() {
+  tests/services/hdfs.sh stop || true
+  tests/services/hdfs.sh stop-ha || true
+  for level in privacy integrity authentication; do
+    tests/services/hdfs.sh stop-secure --protection "$level" || true
+  done
+  tests/services/hdfs.sh stop-kdc || true
+}
+trap 'stop_side; stop_emulators; stop_hdfs; rm -rf "$SLUICE_SERVICES"; phase ""' EXIT
+tests/services/hdfs.sh start >/dev/null
+
+# Until here nothing needs the workspace's build, which .ci/run began in the
+# background: the services above start while it runs, on the core that its
+# longest crate (the sluice library, compiled again at every commit for the
+# commit `sluice --version` names) leaves idle.
+if [[ -n "${SLUICE_PREBUILD_DONE:-}" ]]; then
+  phase "waiting for the build .ci/run began in the background"
+  while [[ ! -e "$SLUICE_PREBUILD_DONE" ]]; do
+    sleep 2
+  done
+  tail -n 1 "$SLUICE_PREBUILD_DONE"
+fi
+
 phase "wheel (maturin around the dev build; tests/it/wheel.rs installs it)"
 # The same pyproject.toml builds the release wheel with the small `dist` binary
 # (`maturin build --zig --compatibility manylinux2014`, for glibc 2.17); here it
@@ -243,39 +280,6 @@ LOAD_OUT="$(mktemp -d)"
   --json "$LOAD_OUT/load.json" --markdown "$LOAD_OUT/load.md" >/dev/null
 rm -rf "$LOAD_OUT"
 
-phase "object store emulators (tests/services: moto, fake-gcs-server, Azurite)"
-# Started once here so the tests share them (a test that finds one missing starts
-# it itself); stopped on any exit. This run's services live under a state root of
-# its own, each on a port chosen free when it starts (the tests ask the scripts,
-# which print the endpoint of the server running in that root): another run on
-# this machine, beside this one, never stops or uses them.
-SLUICE_SERVICES="$(mktemp -d "${TMPDIR:-/tmp}/sluice-services.XXXXXX")"
-export SLUICE_SERVICES
-stop_emulators() {
-  for service in s3 gcs azure; do
-    tests/services/$service.sh stop || true
-  done
-}
-trap 'stop_side; stop_emulators; phase ""' EXIT
-for service in s3 gcs azure; do
-  tests/services/$service.sh start >/dev/null
-done
-
-phase "hdfs (tests/services/hdfs.sh: a MiniDFSCluster)"
-# Started after the fixtures and not exported: Spark must not see the cluster's
-# configuration while it writes local test data; the tests pass HADOOP_CONF_DIR
-# to sluice themselves. The HA cluster is started by tests/it/hdfs.rs when needed.
-stop_hdfs() {
-  tests/services/hdfs.sh stop || true
-  tests/services/hdfs.sh stop-ha || true
-  for level in privacy integrity authentication; do
-    tests/services/hdfs.sh stop-secure --protection "$level" || true
-  done
-  tests/services/hdfs.sh stop-kdc || true
-}
-trap 'stop_side; stop_emulators; stop_hdfs; rm -rf "$SLUICE_SERVICES"; phase ""' EXIT
-tests/services/hdfs.sh start >/dev/null
-
 phase "cargo test"
 # Each test binary runs with per-test times (tests/timed_runner.sh); the slowest
 # are named at the end, where the time goes. Six tests at a time on two cores:
@@ -305,26 +309,28 @@ skips=()
 for group in "${SERIAL[@]}"; do
   skips+=(--skip "$group")
 done
-it_binary="$(cargo test --quiet --test it --no-run --message-format=json | python3 -c '
-import json, sys
+# One cargo call names both: "it<tab>BINARY" for tests/it, and
+# "DIR<tab>BINARY" of each library's unit tests.
+binaries="$(cargo test --quiet --workspace --lib --test it --no-run --message-format=json | python3 -c '
+import json, os, sys
 for line in sys.stdin:
     m = json.loads(line)
     t = m.get("target") or {}
-    if m.get("reason") == "compiler-artifact" and t.get("name") == "it" and t.get("kind") == ["test"]:
-        print(m["executable"])')"
+    test = (m.get("profile") or {}).get("test")
+    if m.get("reason") != "compiler-artifact" or not test or not m.get("executable"):
+        continue
+    if t.get("name") == "it" and t.get("kind") == ["test"]:
+        print("it\t" + m["executable"])
+    else:
+        print(os.path.dirname(m["manifest_path"]) + "\t" + m["executable"])')"
+it_binary="$(sed -n 's/^it\t//p' <<<"$binaries")"
+unit_tests="$(grep -v '^it'$'\t' <<<"$binaries" || true)"
 if [[ ! -x "$it_binary" ]]; then
   echo "tests/run.sh: cargo named no test binary for tests/it" >&2
   exit 1
 fi
-# "DIR<tab>BINARY" of each library's unit tests.
-unit_tests="$(cargo test --quiet --workspace --lib --no-run --message-format=json | python3 -c '
-import json, os, sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable"):
-        print(os.path.dirname(m["manifest_path"]) + "\t" + m["executable"])')"
-if [[ "$(wc -l <<<"$unit_tests")" != 2 ]]; then
-  echo "tests/run.sh: cargo named $(wc -l <<<"$unit_tests") unit test binaries, not the two libraries'" >&2
+if [[ "$(grep -c . <<<"$unit_tests")" != 2 ]]; then
+  echo "tests/run.sh: cargo named $(grep -c . <<<"$unit_tests") unit test binaries, not the two libraries'" >&2
   exit 1
 fi
 {
