@@ -37,23 +37,39 @@ fn git(args: &[&str]) -> Option<String> {
 /// The files whose change means another commit: HEAD, the branch it names and
 /// the packed refs. Only paths that exist (a missing one would rerun this
 /// script at every build): a branch packed in packed-refs (a fresh clone) is
-/// watched through its directory, where its next commit writes it.
+/// watched through its directory, where its next commit writes it. A missing
+/// packed-refs is left out, not watched through `.git`: that directory
+/// changes at every `git status` or `git add` (the index is written beside
+/// it), which would compile the crate again each time.
 fn git_files() -> Vec<PathBuf> {
-    let mut paths = vec![git(&["rev-parse", "--git-path", "HEAD"])];
-    paths.push(git(&["rev-parse", "--git-path", "packed-refs"]));
-    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
-        paths.push(git(&["rev-parse", "--git-path", &branch]));
-    }
     let dir = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from);
+    let absolute = |p: String| match &dir {
+        Some(dir) if Path::new(&p).is_relative() => dir.join(p),
+        _ => PathBuf::from(p),
+    };
+    let mut paths = Vec::new();
+    paths.extend(git(&["rev-parse", "--git-path", "HEAD"]).map(absolute));
+    paths.extend(
+        git(&["rev-parse", "--git-path", "packed-refs"])
+            .map(absolute)
+            .filter(|p| p.exists()),
+    );
+    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
+        let refs = git(&["rev-parse", "--git-path", "refs"]).map(absolute);
+        let branch = git(&["rev-parse", "--git-path", &branch]).map(absolute);
+        // The branch's file, or the nearest folder of it under refs/.
+        if let (Some(branch), Some(refs)) = (branch, refs) {
+            paths.extend(
+                branch
+                    .ancestors()
+                    .take_while(|a| a.starts_with(&refs))
+                    .find(|a| a.exists())
+                    .map(Path::to_path_buf),
+            );
+        }
+    }
+    paths.retain(|p| p.exists());
     paths
-        .into_iter()
-        .flatten()
-        .map(|p| match &dir {
-            Some(dir) if Path::new(&p).is_relative() => dir.join(p),
-            _ => PathBuf::from(p),
-        })
-        .filter_map(|p| p.ancestors().find(|a| a.exists()).map(Path::to_path_buf))
-        .collect()
 }
 
 /// Today as YYYY-MM-DD (UTC), or the day of `SOURCE_DATE_EPOCH` when set.
