@@ -9,6 +9,13 @@ cd "$(dirname "$0")/.."
 source tests/phases.sh
 trap 'phase ""' EXIT
 
+# numpy's OpenBLAS starts a thread per core at import, and they spin: a Python
+# process that imports pyarrow (which imports numpy) took 0.30 CPU-s to start
+# with them and 0.17 with one. The tests start some thousand such processes
+# (trainers, Spark's Python workers, the Airflow tasks), none of which
+# multiplies matrices; torch keeps its own threads.
+export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
+
 VENV="${SLUICE_VENV:-$HOME/.cache/sluice/venv}"
 PY="$VENV/bin/python"
 if ! "$PY" -c 'import pyspark, pyarrow' 2>/dev/null; then
