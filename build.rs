@@ -49,11 +49,7 @@ fn git_files() -> Vec<PathBuf> {
     };
     let mut paths = Vec::new();
     paths.extend(git(&["rev-parse", "--git-path", "HEAD"]).map(absolute));
-    paths.extend(
-        git(&["rev-parse", "--git-path", "packed-refs"])
-            .map(absolute)
-            .filter(|p| p.exists()),
-    );
+    paths.extend(git(&["rev-parse", "--git-path", "packed-refs"]).map(absolute));
     if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
         let refs = git(&["rev-parse", "--git-path", "refs"]).map(absolute);
         let branch = git(&["rev-parse", "--git-path", &branch]).map(absolute);
