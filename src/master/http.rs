@@ -355,7 +355,7 @@ async fn epoch_view(
     guard!(state, &headers);
     let view = {
         let master = state.master.lock().unwrap_or_else(|e| e.into_inner());
-        master.queue().epoch_view(crate::epoch::Epoch(query.epoch))
+        master.queue().epoch_view(query.epoch)
     };
     Json(view).into_response()
 }

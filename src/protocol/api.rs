@@ -89,8 +89,8 @@ impl Get for SplitsQuery {
 /// order their lanes' windows by it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EpochQuery {
-    /// The epoch, counted from 0.
-    pub epoch: u32,
+    /// The epoch (its serde form is the 0-based index).
+    pub epoch: Epoch,
 }
 
 impl Get for EpochQuery {
@@ -353,5 +353,16 @@ mod get_tests {
             token: Some("secret".to_string()),
         };
         assert_eq!(status.path_and_query(), "/v1/status");
+    }
+
+    #[test]
+    fn an_epoch_travels_as_its_index_and_reads_back_as_an_epoch() {
+        let asked = EpochQuery { epoch: Epoch(2) };
+        let path = asked.path_and_query();
+        assert_eq!(path, "/v1/epoch?epoch=2");
+        let uri: axum::http::Uri = path.parse().expect("a path");
+        let axum::extract::Query(read) =
+            axum::extract::Query::<EpochQuery>::try_from_uri(&uri).expect("the master reads it");
+        assert_eq!(read.epoch, Epoch(2));
     }
 }

@@ -707,7 +707,7 @@ impl TaskSource for RemoteSource {
         &self,
         epoch: crate::epoch::Epoch,
     ) -> Result<Option<crate::queue::EpochView>, SourceError> {
-        self.get(&EpochQuery { epoch: epoch.0 })
+        self.get(&EpochQuery { epoch })
             .await
             .map_err(SourceError::unavailable(
                 "ask how the epoch hands out its tasks",
