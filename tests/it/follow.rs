@@ -165,10 +165,14 @@ fn partitions_are_taken_once_each_as_their_marker_appears() {
         countries.len() >= 4,
         "the fixture has countries: {countries:?}"
     );
+    // The ids are read before the job starts: once it is idle, each step
+    // below must reach its marker within --idle-exit, a Python start
+    // included in none of them.
+    let [first, early, appended, late] = [0, 1, 2, 3].map(|i| ids_of(&countries[i]));
     // Hourly-ETL style: each country written on its own, with its own _SUCCESS.
     land(&root, &countries[0]);
     std::fs::write(root.join(&countries[0]).join("_SUCCESS"), b"").expect("marker");
-    let mut want = ids_of(&countries[0]);
+    let mut want = first;
     let child = follow_train(&root, &state, &out, &["--idle-exit", "6s"]);
     wait_until(
         "the first country trained",
@@ -178,7 +182,6 @@ fn partitions_are_taken_once_each_as_their_marker_appears() {
     // Files without a marker are not taken, however long they sit there.
     land(&root, &countries[1]);
     std::thread::sleep(Duration::from_millis(1500));
-    let early = ids_of(&countries[1]);
     let counts = recorded_ids(&out, "ids-");
     assert!(
         !early.iter().any(|i| counts.contains_key(i)),
@@ -190,7 +193,7 @@ fn partitions_are_taken_once_each_as_their_marker_appears() {
     // only the root's _SUCCESS is written, after them.
     land(&root, &countries[2]);
     std::fs::write(root.join("_SUCCESS"), b"").expect("root marker");
-    want.extend(ids_of(&countries[2]));
+    want.extend(appended);
     wait_until("three countries trained", Duration::from_secs(120), || {
         count_lines(&out, "ids-") >= want.len() as u64
     });
@@ -198,7 +201,6 @@ fn partitions_are_taken_once_each_as_their_marker_appears() {
     // written again.
     land(&root, &countries[3]);
     std::thread::sleep(Duration::from_millis(1500));
-    let late = ids_of(&countries[3]);
     let counts = recorded_ids(&out, "ids-");
     assert!(
         !late.iter().any(|i| counts.contains_key(i)),
