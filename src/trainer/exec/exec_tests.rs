@@ -323,6 +323,14 @@ fn running(pid: i32) -> bool {
     state != Some("Z")
 }
 
+/// Waits until `pid_file` holds a whole line: the shell creates the file
+/// before `echo` has written to it.
+fn wait_for_a_pid(pid_file: &Path) {
+    while !std::fs::read_to_string(pid_file).is_ok_and(|t| t.ends_with('\n')) {
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// The pids in a file (one per line), after checking that each is gone within 10 s.
 #[track_caller]
 fn assert_gone(pid_file: &Path) -> Vec<i32> {
@@ -458,9 +466,7 @@ fn dropping_the_trainer_kills_what_the_child_started() {
     within(move || {
         let mut trainer = ExecFactory::new(command).start(0, 1).expect("start");
         trainer.feed(batch(0)).expect("feed");
-        while !pid_file.exists() {
-            thread::sleep(Duration::from_millis(10));
-        }
+        wait_for_a_pid(&pid_file);
         drop(trainer);
     });
     assert_gone(&pids);
@@ -478,9 +484,7 @@ fn dropping_the_trainer_kills_what_the_child_started_in_a_session_of_its_own() {
     within(move || {
         let mut trainer = ExecFactory::new(command).start(0, 1).expect("start");
         trainer.feed(batch(0)).expect("feed");
-        while !pid_file.exists() {
-            thread::sleep(Duration::from_millis(10));
-        }
+        wait_for_a_pid(&pid_file);
         drop(trainer);
     });
     assert_gone(&pids);
