@@ -26,8 +26,10 @@ use crate::common::{
 
 /// The logical date every test runs its DAG for.
 const DAY: &str = "2026-11-29";
-/// The longest a `dags test` may take (a loaded machine; they take 15-40 s).
-const DAG_LIMIT: Duration = Duration::from_secs(150);
+/// The longest a `dags test` may take: they take 15-40 s, and several times
+/// that on a machine loaded by the other tests (a task once waited 76 s to
+/// start).
+const DAG_LIMIT: Duration = Duration::from_secs(300);
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -256,6 +256,22 @@ fn a_catalog_that_is_down_fails_at_once() {
     );
 }
 
+/// The request line and headers a client sent on `stream` (up to the blank
+/// line, 16 KiB at most, 5 s at most): one `read` may return only the start
+/// of them on a loaded machine. Empty if the client sent nothing.
+fn read_head(stream: &mut std::net::TcpStream) -> String {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&head).into_owned()
+}
+
 /// A catalog that refuses every token, as a real one does once a token has
 /// expired (the reference server checks none): answers 401 with an Iceberg
 /// error body to each request, for a bounded number of requests.
@@ -265,9 +281,7 @@ fn refusing_catalog() -> String {
     std::thread::spawn(move || {
         for stream in listener.incoming().take(8) {
             let Ok(mut stream) = stream else { continue };
-            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-            let mut buf = [0u8; 4096];
-            let _ = stream.read(&mut buf);
+            let _ = read_head(&mut stream);
             let body = r#"{"error":{"message":"Token expired","type":"NotAuthorizedException","code":401}}"#;
             let _ = write!(
                 stream,
@@ -332,10 +346,11 @@ fn vending_catalog_with(
         let mut issued: std::collections::HashMap<String, Instant> = Default::default();
         for stream in listener.incoming().take(2000) {
             let Ok(mut stream) = stream else { continue };
-            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-            let mut buf = [0u8; 8192];
-            let n = stream.read(&mut buf).unwrap_or(0);
-            let request = String::from_utf8_lossy(&buf[..n]).to_string();
+            let request = read_head(&mut stream);
+            if request.is_empty() {
+                // A client that went away before it asked anything.
+                continue;
+            }
             let path = request.split_whitespace().nth(1).unwrap_or("").to_string();
             let bearer = request
                 .lines()

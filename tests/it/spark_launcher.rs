@@ -582,7 +582,10 @@ fn fewer_task_slots_than_workers_fail_within_seconds_naming_both_numbers() {
         launch.workers = 3;
         let started = Instant::now();
         let mut submit = Submit::launch(dir.path(), launch);
-        let (status, stdout) = submit.wait(Duration::from_secs(30));
+        // Seconds: spark-submit's start and the check. Without the check,
+        // the barrier stage would wait for slots the application never
+        // has (Spark checks again every 15 s, 40 times, by default).
+        let (status, stdout) = submit.wait(Duration::from_secs(90));
         eprintln!("{master}: failed in {:?}", started.elapsed());
         assert!(
             !status.success(),
